@@ -1,0 +1,11 @@
+package collector
+
+import "errors"
+
+var (
+	// ErrNotServed is recorded for a selected resource the member cluster
+	// does not serve (CRD absent, other version).
+	ErrNotServed = errors.New("resource not served by the member cluster")
+	// ErrInvalidOptions wraps every option error.
+	ErrInvalidOptions = errors.New("invalid collector options")
+)

@@ -1,0 +1,168 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/app"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// fleetview is one in-process `fleetview up`.
+type fleetview struct {
+	opts   app.UpOptions
+	cancel context.CancelFunc
+	done   chan error
+	conn   *grpc.ClientConn
+	query  fleetviewv1.QueryServiceClient
+	clus   fleetviewv1.ClusterServiceClient
+	regs   fleetviewv1.RegistryServiceClient
+	rest   string
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// upOptions prepares `fleetview up` for the given member clusters.
+func upOptions(t testing.TB, fleet *harness.Fleet, stateDir string) app.UpOptions {
+	t.Helper()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
+		t.Fatal(err)
+	}
+	var contexts []string
+	for _, c := range fleet.Clusters() {
+		contexts = append(contexts, c.Name)
+	}
+	_, natsPort, _ := net.SplitHostPort(freeAddr(t))
+	port, _ := strconv.Atoi(natsPort)
+	return app.UpOptions{
+		ServeOptions: app.ServeOptions{StateDir: stateDir, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+		Kubeconfig:   kc, Contexts: contexts, NATSPort: port,
+	}
+}
+
+func startUp(t testing.TB, o app.UpOptions) *fleetview {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	fv := &fleetview{opts: o, cancel: cancel, done: make(chan error, 1), rest: "http://" + o.HTTPAddr}
+	go func() { fv.done <- app.RunUp(ctx, o, testLogger(t)) }()
+	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fv.conn = conn
+	fv.query = fleetviewv1.NewQueryServiceClient(conn)
+	fv.clus = fleetviewv1.NewClusterServiceClient(conn)
+	fv.regs = fleetviewv1.NewRegistryServiceClient(conn)
+	eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-fv.done:
+			t.Fatalf("fleetview up exited early: %v", err)
+		default:
+		}
+		_, err := fv.regs.ListRegistries(context.Background(), &fleetviewv1.ListRegistriesRequest{})
+		return err
+	})
+	return fv
+}
+
+// stop shuts fleetview down the way Ctrl-C does and checks it exits cleanly.
+func (fv *fleetview) stop(t testing.TB) {
+	t.Helper()
+	fv.cancel()
+	_ = fv.conn.Close()
+	select {
+	case err := <-fv.done:
+		if err != nil {
+			t.Fatalf("fleetview up returned %v on shutdown", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("fleetview up did not shut down within 60s")
+	}
+}
+
+// eventually retries f until it succeeds; the last error explains a timeout.
+func eventually(t testing.TB, timeout time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = f(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s: %v", timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// applyFile applies a registry YAML file verbatim through the gRPC API.
+func (fv *fleetview) applyFile(t testing.TB, path string) {
+	t.Helper()
+	y, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &structpb.Struct{}
+	if err := protojson.Unmarshal(j, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fv.regs.ApplyRegistry(context.Background(), &fleetviewv1.ApplyRegistryRequest{Registry: s}); err != nil {
+		t.Fatalf("apply %s: %v", path, err)
+	}
+}
+
+// restGet fetches path from the REST gateway and decodes JSON into out.
+func (fv *fleetview) restGet(path string, out any) (int, error) {
+	resp, err := http.Get(fv.rest + path)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(body))
+	}
+	return resp.StatusCode, json.Unmarshal(body, out)
+}

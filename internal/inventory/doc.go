@@ -1,0 +1,5 @@
+// Package inventory owns the cluster inventory record (one per member
+// cluster, kept by that cluster's collector in the fv_clusters JetStream KV
+// bucket) and its read/write helpers. The query API and registry matching read
+// it; only collectors write it.
+package inventory

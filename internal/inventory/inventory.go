@@ -1,0 +1,114 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/registry"
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// Cluster is one member cluster as its collector last described it.
+type Cluster struct {
+	Name              string            `json:"name"`
+	Labels            map[string]string `json:"labels,omitempty"`
+	Provider          string            `json:"provider,omitempty"`
+	Region            string            `json:"region,omitempty"`
+	Zone              string            `json:"zone,omitempty"`
+	KubernetesVersion string            `json:"kubernetesVersion,omitempty"`
+	Ready             bool              `json:"ready"`
+	Message           string            `json:"message,omitempty"`
+	Heartbeat         time.Time         `json:"heartbeat"`
+	Resources         []ResourceState   `json:"resources,omitempty"`
+}
+
+// ResourceState is the sync state of one cached resource in a cluster.
+type ResourceState struct {
+	Group       string   `json:"group"`
+	Version     string   `json:"version"`
+	Resource    string   `json:"resource"`
+	Kind        string   `json:"kind"`
+	Namespaces  []string `json:"namespaces,omitempty"`
+	Synced      bool     `json:"synced"`
+	ObjectCount int64    `json:"objectCount"`
+	// Message says why the resource is not cached, e.g. not served.
+	Message string `json:"message,omitempty"`
+}
+
+// Info is what ClusterAffinity is evaluated against.
+func (c *Cluster) Info() registry.ClusterInfo {
+	return registry.ClusterInfo{Name: c.Name, Labels: c.Labels, Provider: c.Provider, Region: c.Region, Zone: c.Zone}
+}
+
+// Bucket opens (creating if needed) the inventory KV bucket.
+func Bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      stream.ClusterBucket,
+		Description: "fleetview cluster inventory",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s bucket: %w", stream.ClusterBucket, err)
+	}
+	return kv, nil
+}
+
+// Put writes a cluster record.
+func Put(ctx context.Context, kv jetstream.KeyValue, c *Cluster) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, c.Name, b); err != nil {
+		return fmt.Errorf("write inventory of %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Get reads one cluster record.
+func Get(ctx context.Context, kv jetstream.KeyValue, name string) (*Cluster, error) {
+	e, err := kv.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decode(e.Value())
+}
+
+// List reads every cluster record, sorted by name.
+func List(ctx context.Context, kv jetstream.KeyValue) ([]*Cluster, error) {
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Cluster
+	for k := range lister.Keys() {
+		c, err := Get(ctx, kv, k)
+		if errors.Is(err, ErrNotFound) {
+			continue // deleted between listing and reading
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+func decode(b []byte) (*Cluster, error) {
+	c := &Cluster{}
+	if err := json.Unmarshal(b, c); err != nil {
+		return nil, fmt.Errorf("decode inventory record: %w", err)
+	}
+	return c, nil
+}

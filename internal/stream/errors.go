@@ -1,0 +1,13 @@
+package stream
+
+import "errors"
+
+var (
+	// ErrInvalidName is returned for a cluster or resource name that cannot be
+	// encoded into a subject token.
+	ErrInvalidName = errors.New("invalid name")
+	// ErrBadSubject is returned when a subject does not follow the layout.
+	ErrBadSubject = errors.New("subject does not follow the fleetview layout")
+	// ErrBadEvent is returned for a payload that is not a valid ResourceEvent.
+	ErrBadEvent = errors.New("invalid resource event")
+)

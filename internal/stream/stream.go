@@ -1,0 +1,193 @@
+package stream
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+const (
+	// SubjectRoot prefixes every fleetview subject.
+	SubjectRoot = "fv"
+	// StreamPrefix prefixes the per-cluster stream names.
+	StreamPrefix = "FV_"
+	// RegistryBucket is the JetStream KV bucket holding ResourceRegistries.
+	RegistryBucket = "fv_registries"
+	// ClusterBucket is the JetStream KV bucket holding the cluster inventory.
+	ClusterBucket = "fv_clusters"
+	// CoreGroupToken spells the core ("") API group in a subject.
+	CoreGroupToken = "core"
+	// DefaultTombstoneTTL keeps a delete long enough for any consumer that is
+	// not hopelessly behind, after which the subject disappears entirely.
+	DefaultTombstoneTTL = 24 * time.Hour
+	// MaxPayload is the NATS max payload fleetview needs: Kubernetes objects
+	// may be up to ~1.5 MiB, plus the event envelope.
+	MaxPayload = 4 << 20
+)
+
+// Validate a cluster name: it becomes a subject token and part of a stream
+// name, so it must be a DNS-1123 label (no dots, wildcards or spaces).
+func ValidateCluster(cluster string) error {
+	if errs := validation.IsDNS1123Label(cluster); len(errs) > 0 {
+		return fmt.Errorf("%w: cluster %q: %s", ErrInvalidName, cluster, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// StreamName is the JetStream stream of one member cluster.
+func StreamName(cluster string) string {
+	return StreamPrefix + strings.ReplaceAll(cluster, "-", "_")
+}
+
+// ClusterFromStream reverses StreamName. Cluster names are DNS labels, which
+// never contain '_', so the mapping is one-to-one.
+func ClusterFromStream(name string) (string, bool) {
+	if !strings.HasPrefix(name, StreamPrefix) {
+		return "", false
+	}
+	return strings.ReplaceAll(strings.TrimPrefix(name, StreamPrefix), "_", "-"), true
+}
+
+// groupToken encodes an API group as one subject token. Groups are DNS
+// subdomains: they may hold dots (token separators) but never '_'.
+func groupToken(group string) string {
+	if group == "" {
+		return CoreGroupToken
+	}
+	return strings.ReplaceAll(group, ".", "_")
+}
+
+func groupFromToken(tok string) string {
+	if tok == CoreGroupToken {
+		return ""
+	}
+	return strings.ReplaceAll(tok, "_", ".")
+}
+
+// ResourceToken is the "<group>.<version>.<resource>" part of a subject.
+func ResourceToken(gvr schema.GroupVersionResource) string {
+	return groupToken(gvr.Group) + "." + gvr.Version + "." + gvr.Resource
+}
+
+// ObjectSubject is where the current state of one object lives:
+// fv.obj.<cluster>.<group>.<version>.<resource>.<uid>.
+func ObjectSubject(cluster string, gvr schema.GroupVersionResource, uid string) string {
+	return SubjectRoot + ".obj." + cluster + "." + ResourceToken(gvr) + "." + uid
+}
+
+// ResourceFilter matches every object subject of one resource in a cluster.
+func ResourceFilter(cluster string, gvr schema.GroupVersionResource) string {
+	return SubjectRoot + ".obj." + cluster + "." + ResourceToken(gvr) + ".*"
+}
+
+// ControlSubject carries sync markers and removal records of one resource.
+// It shares the cluster stream so consumers see it in order with the objects.
+func ControlSubject(cluster string, gvr schema.GroupVersionResource) string {
+	return SubjectRoot + ".ctl." + cluster + "." + ResourceToken(gvr)
+}
+
+// ParsedSubject is an object or control subject taken apart.
+type ParsedSubject struct {
+	Control bool
+	Cluster string
+	GVR     schema.GroupVersionResource
+	UID     string
+}
+
+// ParseSubject reverses ObjectSubject and ControlSubject.
+func ParseSubject(subj string) (ParsedSubject, error) {
+	t := strings.Split(subj, ".")
+	switch {
+	case len(t) == 7 && t[0] == SubjectRoot && t[1] == "obj":
+		return ParsedSubject{Cluster: t[2], GVR: schema.GroupVersionResource{Group: groupFromToken(t[3]), Version: t[4], Resource: t[5]}, UID: t[6]}, nil
+	case len(t) == 6 && t[0] == SubjectRoot && t[1] == "ctl":
+		return ParsedSubject{Control: true, Cluster: t[2], GVR: schema.GroupVersionResource{Group: groupFromToken(t[3]), Version: t[4], Resource: t[5]}}, nil
+	}
+	return ParsedSubject{}, fmt.Errorf("%w: %q", ErrBadSubject, subj)
+}
+
+// StreamConfig is the configuration of a cluster's stream: a compacted log
+// (one message per subject) whose tombstones expire.
+func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
+	if replicas < 1 {
+		replicas = 1
+	}
+	return jetstream.StreamConfig{
+		Name:              StreamName(cluster),
+		Description:       "fleetview objects of member cluster " + cluster,
+		Subjects:          []string{SubjectRoot + ".obj." + cluster + ".>", SubjectRoot + ".ctl." + cluster + ".>"},
+		Storage:           jetstream.FileStorage,
+		Retention:         jetstream.LimitsPolicy,
+		MaxMsgsPerSubject: 1,
+		Discard:           jetstream.DiscardOld,
+		AllowMsgTTL:       true,
+		Duplicates:        2 * time.Minute,
+		MaxMsgSize:        MaxPayload,
+		Replicas:          replicas,
+		AllowDirect:       true,
+	}
+}
+
+// MsgID is the Nats-Msg-Id of an event: the same change published twice is
+// stored once.
+func MsgID(ev *fleetviewv1.ResourceEvent) string {
+	switch ev.GetType() {
+	case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		return ev.GetUid() + "/" + ev.GetResourceVersion() + "/" + ev.GetType().String()
+	default:
+		// Control records are meant to be appended every time.
+		return ""
+	}
+}
+
+// Encode marshals an event.
+func Encode(ev *fleetviewv1.ResourceEvent) ([]byte, error) {
+	return proto.Marshal(ev)
+}
+
+// Decode unmarshals and checks an event against the subject it arrived on.
+func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
+	ps, err := ParseSubject(subj)
+	if err != nil {
+		return nil, err
+	}
+	ev := &fleetviewv1.ResourceEvent{}
+	if err := proto.Unmarshal(data, ev); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadEvent, err)
+	}
+	g := ev.GetGvr()
+	switch {
+	case ev.GetCluster() != ps.Cluster:
+		return nil, fmt.Errorf("%w: cluster %q does not match subject %q", ErrBadEvent, ev.GetCluster(), subj)
+	case g.GetGroup() != ps.GVR.Group || g.GetVersion() != ps.GVR.Version || g.GetResource() != ps.GVR.Resource:
+		return nil, fmt.Errorf("%w: resource %s/%s/%s does not match subject %q", ErrBadEvent, g.GetGroup(), g.GetVersion(), g.GetResource(), subj)
+	case !ps.Control && ev.GetUid() != ps.UID:
+		return nil, fmt.Errorf("%w: uid %q does not match subject %q", ErrBadEvent, ev.GetUid(), subj)
+	case !ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		return nil, fmt.Errorf("%w: type %s on object subject", ErrBadEvent, ev.GetType())
+	case ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_SYNCED && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+		return nil, fmt.Errorf("%w: type %s on control subject", ErrBadEvent, ev.GetType())
+	case ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT && len(ev.GetObject()) == 0:
+		return nil, fmt.Errorf("%w: upsert without object", ErrBadEvent)
+	case !ps.Control && ev.GetName() == "":
+		return nil, fmt.Errorf("%w: object without name", ErrBadEvent)
+	}
+	return ev, nil
+}
+
+// GVR converts the proto form.
+func GVR(g *fleetviewv1.GroupVersionResource) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: g.GetGroup(), Version: g.GetVersion(), Resource: g.GetResource()}
+}
+
+// ProtoGVR converts to the proto form.
+func ProtoGVR(g schema.GroupVersionResource) *fleetviewv1.GroupVersionResource {
+	return &fleetviewv1.GroupVersionResource{Group: g.Group, Version: g.Version, Resource: g.Resource}
+}

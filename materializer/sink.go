@@ -1,0 +1,22 @@
+package materializer
+
+import (
+	"context"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Event is one decoded stream message and its stream sequence.
+type Event struct {
+	Seq   uint64
+	Event *fleetviewv1.ResourceEvent
+}
+
+// Sink is a backend the materializer writes to.
+type Sink interface {
+	// Apply applies events of one cluster stream, in order, and records the
+	// last applied sequence as that stream's checkpoint atomically with them.
+	Apply(ctx context.Context, cluster string, events []Event, lastSeq uint64) error
+	// Checkpoint is the last sequence of the cluster stream the sink holds.
+	Checkpoint(ctx context.Context, cluster string) (uint64, error)
+}
