@@ -35,7 +35,9 @@ type Options struct {
 	// start-up failure's error carries the tail of the failing log.
 	LogWriter io.Writer
 	// Verbose copies every apiserver log line to LogWriter (about 170 lines
-	// per start-up at the default verbosity).
+	// per start-up at the default verbosity), not only errors. Output after
+	// the harness sent SIGTERM, and a few lines every healthy start-up
+	// prints, are never copied.
 	Verbose bool
 
 	// ReadyTimeout bounds the wait for each process's readiness. Default 120 s.
@@ -91,7 +93,7 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 
 	f := &Fleet{readyTimeout: opts.ReadyTimeout, apiserverArgs: opts.APIServerArgs, apiserverKeep: importantLine}
 	if opts.Verbose {
-		f.apiserverKeep = nil
+		f.apiserverKeep = notBenign
 	}
 	if f.readyTimeout <= 0 {
 		f.readyTimeout = defaultReadyTimeout
@@ -250,7 +252,7 @@ func (f *Fleet) startEtcd(ctx context.Context, extra []string) error {
 			"--log-level=warn",
 		}
 		args = append(args, extra...)
-		p, err := startProcess(f.spawner, "etcd", filepath.Join(f.binDir, "etcd"), args, filepath.Join(dir, "etcd.log"), f.logw, nil)
+		p, err := startProcess(f.spawner, "etcd", filepath.Join(f.binDir, "etcd"), args, filepath.Join(dir, "etcd.log"), f.logw, notBenign)
 		if err != nil {
 			return err
 		}

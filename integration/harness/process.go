@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -136,6 +137,9 @@ func (p *process) stop() error {
 			p.stopErr = p.unexpectedExit()
 			return
 		}
+		if p.prefix != nil {
+			p.prefix.muted.Store(true) // shutdown chatter stays in the log file
+		}
 		_ = killGroup(p.pid(), syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -217,6 +221,7 @@ type prefixWriter struct {
 	prefix string
 	w      io.Writer
 	keep   func(line []byte) bool // nil: every line
+	muted  atomic.Bool            // set once the harness stops the process
 	buf    []byte
 }
 
@@ -229,8 +234,29 @@ func importantLine(line []byte) bool {
 	if !klogLine.Match(line) {
 		return true
 	}
-	return line[0] == 'E' || line[0] == 'F'
+	return (line[0] == 'E' || line[0] == 'F') && !benign(line)
 }
+
+// benignNoise lists log lines that every healthy start-up prints.
+var benignNoise = []string{
+	"The manifest file is empty, ignoring",         // apiserver
+	"Found stale data, removed previous endpoints", // apiserver, --endpoint-reconciler-type=none
+	`namespaces \"kube-system\" not found`,         // apiserver, before bootstrap
+	"Running http and grpc server on single port",  // etcd
+	"simple token is not cryptographically signed", // etcd
+}
+
+func benign(line []byte) bool {
+	for _, s := range benignNoise {
+		if bytes.Contains(line, []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// notBenign keeps every line but benignNoise.
+func notBenign(line []byte) bool { return !benign(line) }
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
 	p.buf = append(p.buf, b...)
@@ -239,7 +265,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		if p.keep == nil || p.keep(p.buf[:i]) {
+		if !p.muted.Load() && (p.keep == nil || p.keep(p.buf[:i])) {
 			line := make([]byte, 0, len(p.prefix)+i+1)
 			line = append(append(line, p.prefix...), p.buf[:i+1]...)
 			_, _ = p.w.Write(line) // a failing LogWriter must not kill the child
@@ -250,7 +276,7 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 }
 
 func (p *prefixWriter) flush() {
-	if len(p.buf) > 0 && (p.keep == nil || p.keep(p.buf)) {
+	if len(p.buf) > 0 && !p.muted.Load() && (p.keep == nil || p.keep(p.buf)) {
 		_, _ = p.w.Write([]byte(p.prefix + string(p.buf) + "\n"))
 	}
 	p.buf = nil

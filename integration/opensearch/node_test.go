@@ -1,0 +1,172 @@
+package opensearch_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	osgo "github.com/opensearch-project/opensearch-go/v4"
+	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
+
+	"github.com/fleetview/fleetview/integration/opensearch"
+)
+
+// TestNode starts a real node. It fails (never skips) when java, mvn or the
+// launcher are unavailable: the node is a required part of the test setup.
+func TestNode(t *testing.T) {
+	node := opensearch.StartTest(t, opensearch.Options{
+		// Short-lived node: C1-only JIT starts faster.
+		JVMArgs: []string{"-XX:TieredStopAtLevel=1"},
+	})
+	if !strings.HasPrefix(node.URL(), "http://127.0.0.1:") {
+		t.Fatalf("URL() = %q", node.URL())
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	client, err := opensearchapi.NewClient(opensearchapi.Config{
+		Client: osgo.Config{Addresses: []string{node.URL()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const index = "fleet-events"
+	_, err = client.Indices.Create(ctx, opensearchapi.IndicesCreateReq{
+		Index: index,
+		Body: strings.NewReader(`{
+			"settings": {"number_of_shards": 1, "number_of_replicas": 0},
+			"mappings": {"properties": {
+				"host": {"type": "keyword"},
+				"message": {"type": "text"}
+			}}
+		}`),
+	})
+	if err != nil {
+		t.Fatalf("create index: %v", err)
+	}
+	health, err := client.Cluster.Health(ctx, &opensearchapi.ClusterHealthReq{
+		Indices: []string{index},
+		Params:  opensearchapi.ClusterHealthParams{WaitForStatus: "green", Timeout: 30 * time.Second},
+	})
+	if err != nil {
+		t.Fatalf("cluster health: %v", err)
+	}
+	if health.Status != "green" {
+		t.Fatalf("index health %q, want green (replicas 0 on one node)", health.Status)
+	}
+
+	type doc struct {
+		id      string
+		version int
+		host    string
+		message string
+	}
+	docs := []doc{
+		{"1", 5, "node-a", "disk pressure on /var"},
+		{"2", 7, "node-b", "kubelet restarted"},
+		{"3", 2, "node-a", "disk usage back to normal"},
+	}
+	var body strings.Builder
+	for _, d := range docs {
+		fmt.Fprintf(&body, `{"index":{"_index":%q,"_id":%q,"version":%d,"version_type":"external"}}`+"\n", index, d.id, d.version)
+		src, _ := json.Marshal(map[string]string{"host": d.host, "message": d.message})
+		body.Write(src)
+		body.WriteByte('\n')
+	}
+	bulk, err := client.Bulk(ctx, opensearchapi.BulkReq{
+		Body:   strings.NewReader(body.String()),
+		Params: opensearchapi.BulkParams{Refresh: "true"},
+	})
+	if err != nil {
+		t.Fatalf("bulk: %v", err)
+	}
+	if bulk.Errors || len(bulk.Items) != len(docs) {
+		t.Fatalf("bulk: errors=%v items=%d", bulk.Errors, len(bulk.Items))
+	}
+	for i, item := range bulk.Items {
+		it := item["index"]
+		if it.Status != http.StatusCreated || it.Version != docs[i].version {
+			t.Errorf("bulk item %s: status %d version %d, want 201 version %d", it.ID, it.Status, it.Version, docs[i].version)
+		}
+	}
+
+	search, err := client.Search(ctx, &opensearchapi.SearchReq{
+		Indices: []string{index},
+		Body:    strings.NewReader(`{"query":{"match":{"message":"disk"}}}`),
+	})
+	if err != nil {
+		t.Fatalf("search: %v", err)
+	}
+	var ids []string
+	for _, h := range search.Hits.Hits {
+		ids = append(ids, h.ID)
+		var src struct{ Host string }
+		if err := json.Unmarshal(h.Source, &src); err != nil || src.Host != "node-a" {
+			t.Errorf("hit %s: source %s (err %v), want host node-a", h.ID, h.Source, err)
+		}
+	}
+	sort.Strings(ids)
+	if search.Hits.Total.Value != 2 || strings.Join(ids, ",") != "1,3" {
+		t.Fatalf("match disk: total %d ids %v, want 2 hits [1 3]", search.Hits.Total.Value, ids)
+	}
+
+	// An older external version is rejected with 409 ...
+	_, err = client.Index(ctx, opensearchapi.IndexReq{
+		Index:      index,
+		DocumentID: "1",
+		Body:       strings.NewReader(`{"host":"node-a","message":"stale"}`),
+		Params:     opensearchapi.IndexParams{Version: opensearchapi.ToPointer(4), VersionType: "external"},
+	})
+	var se *osgo.StructError
+	if !errors.As(err, &se) || se.Status != http.StatusConflict || se.Err.Type != "version_conflict_engine_exception" {
+		t.Fatalf("index with older external version: err = %v, want 409 version_conflict_engine_exception", err)
+	}
+	// ... also as a bulk item (the client reports the item failure as error)...
+	stale, err := client.Bulk(ctx, opensearchapi.BulkReq{
+		Body: strings.NewReader(fmt.Sprintf(`{"index":{"_index":%q,"_id":"2","version":7,"version_type":"external"}}`, index) +
+			"\n" + `{"host":"node-b","message":"stale"}` + "\n"),
+	})
+	if err == nil || stale == nil || !stale.Errors || len(stale.Items) != 1 || stale.Items[0]["index"].Status != http.StatusConflict {
+		t.Fatalf("bulk with equal external version: err=%v resp=%+v, want item status 409", err, stale)
+	}
+	// ... while a newer one wins.
+	if _, err := client.Index(ctx, opensearchapi.IndexReq{
+		Index:      index,
+		DocumentID: "1",
+		Body:       strings.NewReader(`{"host":"node-a","message":"fresh"}`),
+		Params:     opensearchapi.IndexParams{Version: opensearchapi.ToPointer(9), VersionType: "external"},
+	}); err != nil {
+		t.Fatalf("index with newer external version: %v", err)
+	}
+	got, err := client.Document.Get(ctx, opensearchapi.DocumentGetReq{Index: index, DocumentID: "1"})
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	if got.Version != 9 || !strings.Contains(string(got.Source), "fresh") {
+		t.Fatalf("doc 1: version %d source %s, want version 9 with the fresh message", got.Version, got.Source)
+	}
+
+	if err := node.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := client.Info(ctx, nil); err == nil {
+		t.Fatalf("node still answers after Stop")
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	ctx := t.Context()
+	if _, err := opensearch.Start(ctx, opensearch.Options{Java: "/nonexistent/java"}); err == nil {
+		t.Error("Start with a missing java: no error")
+	}
+	if _, err := opensearch.Start(ctx, opensearch.Options{LauncherDir: t.TempDir()}); err == nil {
+		t.Error("Start with an empty launcher dir: no error")
+	}
+}
