@@ -29,6 +29,10 @@ type Config struct {
 	BatchSize int
 	// DiscoverInterval is how often new cluster streams are looked for.
 	DiscoverInterval time.Duration
+	// Observer, when set, is told about every batch after it is committed
+	// (the query API's watch fan-out). It must not block for long: the
+	// stream's consumption waits for it.
+	Observer func(cluster string, events []Event, lastSeq uint64)
 	Logger           *slog.Logger
 }
 
@@ -219,6 +223,9 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 		}
 		ckpt = lastSeq
 		m.setApplied(cluster, ckpt)
+		if m.cfg.Observer != nil {
+			m.cfg.Observer(cluster, evs, lastSeq)
+		}
 		if err := last.Ack(); err != nil {
 			// The checkpoint in the sink is the truth; a lost ack only causes
 			// a redelivery that is skipped.

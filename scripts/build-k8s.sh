@@ -34,7 +34,7 @@ import (
 GO
 # k8s.io/kubernetes points its staging modules at local paths; pin each to the
 # published v0.<minor>.<patch> release instead.
-go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" >/dev/null
+go mod download "k8s.io/kubernetes@v$K8S_VERSION" # no -json: its errors would go to stdout, which was discarded
 kmod=$(go env GOMODCACHE)/k8s.io/kubernetes@v$K8S_VERSION/go.mod
 staging=$(grep -oE 'k8s.io/[a-z0-9-]+ => ./staging' "$kmod" | awk '{print $1}' | sort -u)
 for m in $staging; do
