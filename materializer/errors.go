@@ -1,7 +1,30 @@
 package materializer
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // ErrPoison marks an event that can never be applied (undecodable or
 // invalid); it goes to the dead-letter stream instead of blocking the stream.
 var ErrPoison = errors.New("poison event")
+
+// PoisonError is returned by a Sink whose batch holds an event it can never
+// apply. The materializer dead-letters that event and applies the batch
+// again without it, so one bad event never blocks a stream.
+type PoisonError struct {
+	Seq uint64
+	Err error
+}
+
+func (e *PoisonError) Error() string {
+	return fmt.Sprintf("%v: seq %d: %v", ErrPoison, e.Seq, e.Err)
+}
+
+// Unwrap makes errors.Is(err, ErrPoison) hold.
+func (e *PoisonError) Unwrap() []error { return []error{ErrPoison, e.Err} }
+
+// Poison builds the error a Sink returns for an event it cannot apply.
+func Poison(seq uint64, format string, a ...any) error {
+	return &PoisonError{Seq: seq, Err: fmt.Errorf(format, a...)}
+}

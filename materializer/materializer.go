@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -12,35 +13,54 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 const (
-	deadStream  = "FV_DEAD"
+	// DeadStream holds poison messages of every materializer, one subject
+	// per materializer name, with the reason in the Fv-Reason header.
+	DeadStream  = "FV_DEAD"
 	deadSubject = stream.SubjectRoot + ".dead"
 )
+
+// DeadSubject is the dead-letter subject of the materializer called name.
+func DeadSubject(name string) string { return deadSubject + "." + name }
 
 // Config configures a materializer.
 type Config struct {
 	// Name is the durable consumer name on every cluster stream; two
 	// materializers with different names each see every event.
-	Name      string
-	NATS      *nats.Conn
-	Sink      Sink
+	Name string
+	NATS *nats.Conn
+	Sink Sink
+	// BatchSize is the most events handed to the sink at once (one Badger
+	// transaction, one OpenSearch bulk). Default 1000.
 	BatchSize int
+	// FlushInterval is the longest a started batch waits to fill up before
+	// it is applied anyway. Default 200ms.
+	FlushInterval time.Duration
 	// DiscoverInterval is how often new cluster streams are looked for.
 	DiscoverInterval time.Duration
+	// Filter, when set, selects the object events (upserts and deletes) this
+	// materializer applies; the others are skipped, but the checkpoint still
+	// moves past them. Control events (sync markers, resource removal)
+	// always reach the sink, so a removal clears every backend.
+	Filter func(ev *fleetviewv1.ResourceEvent) bool
+	// Clusters, when set, limits consumption to these cluster streams.
+	Clusters []string
 	// Observer, when set, is told about every batch after it is committed
 	// (the query API's watch fan-out). It must not block for long: the
 	// stream's consumption waits for it.
 	Observer func(cluster string, events []Event, lastSeq uint64)
-	Logger           *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Materializer applies every cluster stream to one sink.
 type Materializer struct {
-	cfg Config
-	js  jetstream.JetStream
-	log *slog.Logger
+	cfg     Config
+	js      jetstream.JetStream
+	log     *slog.Logger
+	metrics Metrics
 
 	mu      sync.Mutex
 	applied map[string]uint64
@@ -53,6 +73,9 @@ func New(cfg Config) (*Materializer, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = 200 * time.Millisecond
 	}
 	if cfg.DiscoverInterval <= 0 {
 		cfg.DiscoverInterval = 2 * time.Second
@@ -78,18 +101,36 @@ func (m *Materializer) Applied() map[string]uint64 {
 	return out
 }
 
-// Run consumes every cluster stream, starting a consumer for each stream as
-// it appears, until ctx ends.
-func (m *Materializer) Run(ctx context.Context) error {
-	if _, err := m.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: deadStream, Subjects: []string{deadSubject + ".>"}, Storage: jetstream.FileStorage,
+// Metrics are the materializer's counters.
+func (m *Materializer) Metrics() *Metrics { return &m.metrics }
+
+// EnsureDeadLetterStream creates the dead-letter stream if it is missing.
+func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream) error {
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: DeadStream, Subjects: []string{deadSubject + ".>"}, Storage: jetstream.FileStorage,
 		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: stream.MaxPayload,
 	}); err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)
 	}
+	return nil
+}
+
+// Run consumes every cluster stream, starting a consumer for each stream as
+// it appears, until ctx ends. A consumer that fails for a reason other than
+// the sink (a deleted stream, a lost connection) is started again on the
+// next discovery round; a sink failure ends Run.
+func (m *Materializer) Run(ctx context.Context) error {
+	if err := EnsureDeadLetterStream(ctx, m.js); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	started := map[string]bool{}
+	var mu sync.Mutex
+	running := map[string]bool{}
+	only := map[string]bool{}
+	for _, c := range m.cfg.Clusters {
+		only[c] = true
+	}
 	errs := make(chan error, 1)
 	t := time.NewTicker(m.cfg.DiscoverInterval)
 	defer t.Stop()
@@ -97,19 +138,34 @@ func (m *Materializer) Run(ctx context.Context) error {
 		names := m.js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
 		for name := range names.Name() {
 			cluster, ok := stream.ClusterFromStream(name)
-			if !ok || started[cluster] {
+			mu.Lock()
+			skip := !ok || running[cluster] || (len(only) > 0 && !only[cluster])
+			if !skip {
+				running[cluster] = true
+			}
+			mu.Unlock()
+			if skip {
 				continue
 			}
-			started[cluster] = true
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := m.consume(ctx, cluster); err != nil && ctx.Err() == nil {
+				err := m.consume(ctx, cluster)
+				mu.Lock()
+				delete(running, cluster)
+				mu.Unlock()
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				var se *sinkError
+				if errors.As(err, &se) {
 					select {
 					case errs <- fmt.Errorf("cluster %s: %w", cluster, err):
 					default:
 					}
+					return
 				}
+				m.log.Warn("consumer stopped; restarting it on the next discovery round", "cluster", cluster, "err", err)
 			}()
 		}
 		if err := names.Err(); err != nil && ctx.Err() == nil {
@@ -125,6 +181,14 @@ func (m *Materializer) Run(ctx context.Context) error {
 	}
 }
 
+// sinkError marks a failure of the sink, which ends Run: retrying is the
+// sink's own business (OpenSearch retries with backoff), so an error that
+// reaches here is not transient.
+type sinkError struct{ err error }
+
+func (e *sinkError) Error() string { return e.err.Error() }
+func (e *sinkError) Unwrap() error { return e.err }
+
 // consumer positions the durable consumer right after the sink's
 // checkpoint. A consumer ahead of or behind the checkpoint (a fresh or
 // rebuilt store) is recreated, because the sink, not the consumer, is the
@@ -132,7 +196,7 @@ func (m *Materializer) Run(ctx context.Context) error {
 func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.Consumer, uint64, error) {
 	ckpt, err := m.cfg.Sink.Checkpoint(ctx, cluster)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, &sinkError{err}
 	}
 	sname := stream.StreamName(cluster)
 	cfg := jetstream.ConsumerConfig{
@@ -151,11 +215,11 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		if err != nil {
 			return nil, 0, err
 		}
-		if info.AckFloor.Stream == ckpt {
+		if info.AckFloor.Stream == ckpt && info.Config.MaxAckPending == cfg.MaxAckPending {
 			return c, ckpt, nil
 		}
 		m.log.Info("repositioning consumer to the store checkpoint", "cluster", cluster, "consumerAckFloor", info.AckFloor.Stream, "checkpoint", ckpt)
-		if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil {
+		if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			return nil, 0, err
 		}
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -168,6 +232,23 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 	return c, ckpt, nil
 }
 
+// batch is what the fetching stage hands the applying stage.
+type batch struct {
+	evs  []Event
+	msgs []jetstream.Msg // msgs[i] carried evs[i]
+	bad  []badMsg        // undecodable messages, in stream order
+	last jetstream.Msg
+	seq  uint64 // stream sequence of last
+	err  error  // the fetching stage stopped with this error
+}
+
+type badMsg struct {
+	msg    jetstream.Msg
+	reason error
+}
+
+// consume runs two stages per cluster: fetching and decoding the next batch
+// overlaps with applying the current one.
 func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	log := m.log.With("cluster", cluster)
 	cons, ckpt, err := m.consumer(ctx, cluster)
@@ -176,61 +257,138 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	}
 	m.setApplied(cluster, ckpt)
 	log.Info("consuming", "from", ckpt+1)
-	for ctx.Err() == nil {
-		batch, err := cons.Fetch(m.cfg.BatchSize, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-				return err
-			}
-			log.Warn("fetch failed", "err", err)
-			continue
-		}
-		var evs []Event
-		var last jetstream.Msg
-		var lastSeq uint64
-		for msg := range batch.Messages() {
-			md, err := msg.Metadata()
-			if err != nil {
-				return err
-			}
-			last, lastSeq = msg, md.Sequence.Stream
-			if lastSeq <= ckpt {
-				continue // redelivered, already applied
-			}
-			ev, err := stream.Decode(msg.Subject(), msg.Data())
-			if err != nil {
-				if derr := m.deadLetter(ctx, msg, err); derr != nil {
-					return derr
-				}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * m.cfg.BatchSize))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan batch, 1)
+	go func() {
+		defer close(batches)
+		for cctx.Err() == nil {
+			b := m.fetch(cctx, it, ckpt)
+			if b.last == nil && b.err == nil {
 				continue
 			}
-			evs = append(evs, Event{Seq: lastSeq, Event: ev})
+			select {
+			case batches <- b:
+			case <-cctx.Done():
+				return
+			}
+			if b.err != nil {
+				return
+			}
+			ckpt = b.seq
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && ctx.Err() == nil {
-			log.Warn("fetch ended with error", "err", err)
-		}
-		if last == nil || lastSeq <= ckpt {
-			continue
-		}
-		if err := m.cfg.Sink.Apply(ctx, cluster, evs, lastSeq); err != nil {
+	}()
+	for b := range batches {
+		if b.err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("apply up to seq %d: %w", lastSeq, err)
+			return b.err
 		}
-		ckpt = lastSeq
-		m.setApplied(cluster, ckpt)
-		if m.cfg.Observer != nil {
-			m.cfg.Observer(cluster, evs, lastSeq)
+		if err := m.apply(ctx, cluster, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		if err := last.Ack(); err != nil {
+		if err := b.last.Ack(); err != nil {
 			// The checkpoint in the sink is the truth; a lost ack only causes
 			// a redelivery that is skipped.
 			log.Debug("ack failed", "err", err)
 		}
+	}
+	return nil
+}
+
+// fetch collects up to BatchSize messages, waiting at most FlushInterval
+// once the first one arrived.
+func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64) batch {
+	var b batch
+	bctx := ctx
+	for len(b.evs)+len(b.bad) < m.cfg.BatchSize {
+		msg, err := it.Next(jetstream.NextContext(bctx))
+		if err != nil {
+			if bctx.Err() != nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+			b.err = err
+			return b
+		}
+		if b.last == nil && b.err == nil && bctx == ctx {
+			var cancel context.CancelFunc
+			bctx, cancel = context.WithTimeout(ctx, m.cfg.FlushInterval)
+			defer cancel()
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			b.err = err
+			return b
+		}
+		seq := md.Sequence.Stream
+		if seq <= ckpt || seq <= b.seq {
+			continue // redelivered, already applied
+		}
+		b.last, b.seq = msg, seq
+		ev, err := stream.Decode(msg.Subject(), msg.Data())
+		if err != nil {
+			b.bad = append(b.bad, badMsg{msg, err})
+			continue
+		}
+		if m.cfg.Filter != nil && !isControl(ev) && !m.cfg.Filter(ev) {
+			m.metrics.Skipped.Add(1)
+			continue
+		}
+		b.evs = append(b.evs, Event{Seq: seq, Event: ev})
+		b.msgs = append(b.msgs, msg)
+	}
+	return b
+}
+
+func isControl(ev *fleetviewv1.ResourceEvent) bool {
+	t := ev.GetType()
+	return t != fleetviewv1.EventType_EVENT_TYPE_UPSERT && t != fleetviewv1.EventType_EVENT_TYPE_DELETE
+}
+
+// apply dead-letters the undecodable messages, then hands the batch to the
+// sink; an event the sink calls poison is dead-lettered and the rest of the
+// batch applied again.
+func (m *Materializer) apply(ctx context.Context, cluster string, b batch) error {
+	for _, bad := range b.bad {
+		if err := m.deadLetter(ctx, bad.msg, bad.reason); err != nil {
+			return err
+		}
+	}
+	evs, msgs := b.evs, b.msgs
+	for {
+		err := m.cfg.Sink.Apply(ctx, cluster, evs, b.seq)
+		var pe *PoisonError
+		if errors.As(err, &pe) {
+			i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq >= pe.Seq })
+			if i == len(evs) || evs[i].Seq != pe.Seq {
+				return &sinkError{fmt.Errorf("sink reported poison seq %d not in the batch: %w", pe.Seq, err)}
+			}
+			if err := m.deadLetter(ctx, msgs[i], pe.Err); err != nil {
+				return err
+			}
+			evs = append(evs[:i:i], evs[i+1:]...)
+			msgs = append(msgs[:i:i], msgs[i+1:]...)
+			continue
+		}
+		if err != nil {
+			return &sinkError{fmt.Errorf("apply up to seq %d: %w", b.seq, err)}
+		}
+		break
+	}
+	m.metrics.Applied.Add(uint64(len(evs)))
+	m.metrics.Batches.Add(1)
+	m.setApplied(cluster, b.seq)
+	if m.cfg.Observer != nil {
+		m.cfg.Observer(cluster, evs, b.seq)
 	}
 	return nil
 }
@@ -244,7 +402,7 @@ func (m *Materializer) setApplied(cluster string, seq uint64) {
 // deadLetter keeps a poison message with its reason and moves on.
 func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) error {
 	md, _ := msg.Metadata()
-	dl := nats.NewMsg(deadSubject + "." + m.cfg.Name)
+	dl := nats.NewMsg(DeadSubject(m.cfg.Name))
 	dl.Data = msg.Data()
 	dl.Header.Set("Fv-Reason", reason.Error())
 	dl.Header.Set("Fv-Subject", msg.Subject())
@@ -255,6 +413,7 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)
 	}
+	m.metrics.DeadLettered.Add(1)
 	m.log.Warn("poison event dead-lettered", "subject", msg.Subject(), "reason", reason)
 	return nil
 }

@@ -57,10 +57,14 @@ trap 'rm -rf "$TMP"' EXIT
 
 echo "build-opensearch: building launcher into $OUT (first run downloads ~100 MB of jars)" >&2
 # launcher.buildDir keeps Maven's target/ out of the repository.
-mvn -q -B -Dstyle.color=never -f "$SRC/pom.xml" -Dlauncher.buildDir="$TMP/target" package >&2 \
-  || die "mvn package failed"
-mvn -q -B -Dstyle.color=never -f "$SRC/pom.xml" -Dlauncher.buildDir="$TMP/target" \
-  dependency:build-classpath -Dmdep.outputFile="$TMP/classpath.txt" >&2 \
+# Maven 3.8 with -q -B still prints stray colour resets: strip them (pipefail
+# keeps mvn's exit status).
+mvnq() {
+  mvn -q -B -f "$SRC/pom.xml" -Dlauncher.buildDir="$TMP/target" "$@" 2>&1 \
+    | sed -e 's/\x1b\[[0-9;]*m//g' >&2
+}
+mvnq package || die "mvn package failed"
+mvnq dependency:build-classpath -Dmdep.outputFile="$TMP/classpath.txt" \
   || die "mvn dependency:build-classpath failed"
 [ -s "$TMP/classpath.txt" ] || die "empty classpath.txt"
 cp "$TMP/target/opensearch-launcher-0.0.0.jar" "$TMP/launcher.jar" || die "no launcher jar built"

@@ -63,11 +63,11 @@ func BuildBinaries(ctx context.Context, logw io.Writer) (string, error) {
 		cmd.Stderr = io.MultiWriter(&stderr, logw)
 	}
 	if err := cmd.Run(); err != nil {
-		msg := fmt.Sprintf("harness: %s failed: %v\nstderr (tail):\n%s", script, err, lastLines(stderr.String(), 40))
+		detail := "stderr (tail):\n" + lastLines(stderr.String(), 40)
 		if out := strings.TrimSpace(stdout.String()); out != "" {
-			msg += "\nstdout (tail):\n" + lastLines(out, 20)
+			detail += "\nstdout (tail):\n" + lastLines(out, 20)
 		}
-		return "", errors.New(msg)
+		return "", fmt.Errorf("harness: %s failed: %w\n%s", script, err, detail)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	dir := strings.TrimSpace(lines[len(lines)-1])

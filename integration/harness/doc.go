@@ -31,6 +31,7 @@
 // nothing behind. Start's context bounds start-up only, not the processes'
 // lifetime: call Fleet.Stop.
 //
-// Start-up of 2-3 clusters takes roughly 15-25 s on 2 cores (the apiservers
-// start concurrently); an idle apiserver uses about 280 MB RSS.
+// Start-up of 2-3 clusters takes about 4-5 s on an idle 2-core machine (the
+// apiservers start concurrently; allow 10-20 s each under load); an idle
+// apiserver uses about 280-300 MB RSS, etcd about 50 MB.
 package harness

@@ -237,17 +237,15 @@ func importantLine(line []byte) bool {
 	return (line[0] == 'E' || line[0] == 'F') && !benign(line)
 }
 
-// benignNoise lists log lines that every healthy start-up prints.
-var benignNoise = []string{
-	"The manifest file is empty, ignoring",         // apiserver
-	"Found stale data, removed previous endpoints", // apiserver, --endpoint-reconciler-type=none
-	`namespaces \"kube-system\" not found`,         // apiserver, before bootstrap
-	"Running http and grpc server on single port",  // etcd
-	"simple token is not cryptographically signed", // etcd
-}
-
+// benign reports log lines that every healthy start-up or test prints.
 func benign(line []byte) bool {
-	for _, s := range benignNoise {
+	for _, s := range [...]string{
+		"The manifest file is empty, ignoring",         // apiserver
+		"Found stale data, removed previous endpoints", // apiserver, --endpoint-reconciler-type=none
+		`namespaces \"kube-system\" not found`,         // apiserver, before bootstrap
+		"Running http and grpc server on single port",  // etcd
+		"simple token is not cryptographically signed", // etcd
+	} {
 		if bytes.Contains(line, []byte(s)) {
 			return true
 		}

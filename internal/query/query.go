@@ -1,9 +1,8 @@
 package query
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,7 +12,9 @@ import (
 // annotations.
 type Object struct {
 	Cluster string
-	JSON    []byte
+	// GVR is set by Search, whose hits span resources.
+	GVR  schema.GroupVersionResource
+	JSON []byte
 }
 
 // ListOptions selects objects of one resource.
@@ -21,40 +22,62 @@ type ListOptions struct {
 	GVR       schema.GroupVersionResource
 	Namespace string
 	Labels    labels.Selector
-	// Clusters restricts the answer; empty means every cluster.
+	// Fields is the compiled field selector; nil matches everything.
+	Fields *FieldFilter
+	// Clusters restricts the answer; nil means every cluster. A non-nil
+	// empty slice (a cluster selector that matched nothing) selects nothing.
 	Clusters []string
 	Limit    int64
+	// Continue is the backend cursor of the previous page (already verified
+	// by the query API; backends never see client-supplied bytes unchecked).
 	Continue string
 }
 
 // Page is one List answer.
 type Page struct {
-	Items           []Object
-	ResourceVersion string
-	Continue        string
+	Items []Object
+	// Version is, per cluster, the stream sequence the page reflects. Every
+	// page of one list carries the version of its first page.
+	Version Version
+	// Continue is the backend cursor of the next page; empty on the last.
+	Continue string
+	// Remaining is the number of objects after this page, when the backend
+	// knows it cheaply (no label or field selector), else nil.
+	Remaining *int64
+}
+
+// SearchOptions is a free-text query across resources and clusters.
+type SearchOptions struct {
+	// Text is matched against name, namespace, label keys and values and
+	// annotation keys and values (Badger: case-insensitive substring; a
+	// full-text backend may do better).
+	Text string
+	// Resources restricts the search; empty means every resource.
+	Resources []schema.GroupVersionResource
+	Namespace string
+	Clusters  []string
+	Limit     int64
+	Continue  string
 }
 
 // Version is the multi-cluster resourceVersion: per cluster, the stream
 // sequence an answer reflects.
 type Version map[string]uint64
 
-// Encode renders the opaque token.
-func (v Version) Encode() string {
-	b, _ := json.Marshal(map[string]any{"c": map[string]uint64(v)})
-	return base64.RawURLEncoding.EncodeToString(b)
-}
+// Clone copies v.
+func (v Version) Clone() Version { return maps.Clone(v) }
 
-// ParseVersion reads a token produced by Encode.
-func ParseVersion(s string) (Version, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: resourceVersion %q is not a fleetview version token", ErrInvalid, s)
+// Clusters lists the clusters of v in order.
+func (v Version) Clusters() []string { return slices.Sorted(maps.Keys(v)) }
+
+// Covers reports whether v has reached every sequence of want (for the
+// clusters v knows); the missing clusters are returned.
+func (v Version) Covers(want Version) (behind []string) {
+	for c, s := range want {
+		if v[c] < s {
+			behind = append(behind, c)
+		}
 	}
-	var w struct {
-		C map[string]uint64 `json:"c"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil || w.C == nil {
-		return nil, fmt.Errorf("%w: resourceVersion %q is not a fleetview version token", ErrInvalid, s)
-	}
-	return Version(w.C), nil
+	slices.Sort(behind)
+	return behind
 }

@@ -40,29 +40,92 @@ func (s *Store) KV() jetstream.KeyValue { return s.kv }
 
 // Apply validates and stores a registry; an invalid one is refused with every
 // field error and nothing is written. Status is kept from the stored copy:
-// clients own spec, collectors own status.
+// clients own spec, collectors own status. The write is revision-checked and
+// retried, so a status a collector writes concurrently is never lost.
 func (s *Store) Apply(ctx context.Context, r *registry.ResourceRegistry) (*registry.ResourceRegistry, error) {
 	if errs := registry.Validate(r); len(errs) > 0 {
 		return nil, registry.ToError(errs)
 	}
-	if old, err := s.Get(ctx, r.Name); err == nil {
-		r.Status = old.Status
-		r.Generation = old.Generation + 1
-		r.CreationTimestamp = old.CreationTimestamp
-		r.UID = old.UID
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, err
-	} else {
-		r.Generation = 1
+	for attempt := 0; ; attempt++ {
+		e, err := s.kv.Get(ctx, r.Name)
+		var rev uint64
+		switch {
+		case err == nil:
+			old, derr := Decode(e.Value())
+			if derr != nil {
+				return nil, derr
+			}
+			rev = e.Revision()
+			r.Status = old.Status
+			r.Generation = old.Generation + 1
+			r.CreationTimestamp = old.CreationTimestamp
+			r.UID = old.UID
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			r.Generation = 1
+			r.Status = registry.ResourceRegistryStatus{}
+		default:
+			return nil, err
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, err
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, r.Name, b)
+		} else {
+			_, err = s.kv.Update(ctx, r.Name, b, rev)
+		}
+		if err == nil {
+			return r, nil
+		}
+		if !conflict(err) || attempt >= maxAttempts {
+			return nil, fmt.Errorf("store registry %s: %w", r.Name, err)
+		}
 	}
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, err
+}
+
+// maxAttempts bounds the retries of a revision-checked write; each conflict
+// means another writer made progress, so this is only hit under a storm.
+const maxAttempts = 50
+
+func conflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// UpdateStatus applies mutate to the stored registry and writes it back only
+// if mutate reports a change, checking the revision so concurrent writers
+// (one collector per cluster) merge instead of overwriting each other; on a
+// conflict it re-reads and retries. The spec is never changed here. A
+// registry that does not exist (or was deleted meanwhile) is not an error:
+// there is no status left to write.
+func (s *Store) UpdateStatus(ctx context.Context, name string, mutate func(*registry.ResourceRegistry) bool) error {
+	for attempt := 0; ; attempt++ {
+		e, err := s.kv.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read registry %s: %w", name, err)
+		}
+		r, err := Decode(e.Value())
+		if err != nil {
+			return err
+		}
+		if !mutate(r) {
+			return nil
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = s.kv.Update(ctx, name, b, e.Revision())
+		if err == nil {
+			return nil
+		}
+		if !conflict(err) || attempt >= maxAttempts {
+			return fmt.Errorf("write status of registry %s: %w", name, err)
+		}
 	}
-	if _, err := s.kv.Put(ctx, r.Name, b); err != nil {
-		return nil, fmt.Errorf("store registry %s: %w", r.Name, err)
-	}
-	return r, nil
 }
 
 // Get reads one registry.

@@ -1,0 +1,104 @@
+package registry
+
+import (
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types on a registry's status. Several collectors write one
+// registry's status, each only its own per-cluster conditions (type
+// "<cluster>/<kind>", a valid prefixed condition type because cluster names
+// are DNS labels); the registry-wide ones are derived from the spec and from
+// the per-cluster conditions, so every writer computes the same value.
+const (
+	// ConditionMatched (registry-wide) is True while at least one cluster
+	// caches resources for the registry; its message lists the clusters.
+	ConditionMatched = "Matched"
+	// ConditionSecretData (registry-wide) is True when Secret data and
+	// stringData are cached (spec.includeSecretData), False when stripped.
+	ConditionSecretData = "SecretData"
+
+	// ClusterMatched ("<cluster>/Matched") is True while the cluster matches
+	// the registry; its message lists what the cluster caches for it.
+	ClusterMatched = "Matched"
+	// ClusterAPIsServed ("<cluster>/APIsServed") is False, reason NotServed,
+	// when the cluster does not serve a selected resource; the message names
+	// cluster and resources.
+	ClusterAPIsServed = "APIsServed"
+	// ClusterPublished ("<cluster>/Published") is False, reason
+	// ObjectsRefused, when objects were refused (e.g. larger than the NATS
+	// max payload); the message names them.
+	ClusterPublished = "Published"
+)
+
+// Reasons used by the conditions above.
+const (
+	ReasonClusterMatched   = "ClusterMatched"
+	ReasonClustersMatched  = "ClustersMatched"
+	ReasonNoClusterMatched = "NoClusterMatched"
+	ReasonAllServed        = "AllServed"
+	ReasonNotServed        = "NotServed"
+	ReasonAllPublished     = "AllPublished"
+	ReasonObjectsRefused   = "ObjectsRefused"
+	ReasonIncluded         = "Included"
+	ReasonStripped         = "Stripped"
+)
+
+// ClusterConditionType is the type of a per-cluster condition.
+func ClusterConditionType(cluster, kind string) string { return cluster + "/" + kind }
+
+// SetClusterConditions replaces every condition of cluster with conds (types
+// given without the cluster prefix; nil removes the cluster's conditions),
+// then refreshes the registry-wide conditions. Transition times only change
+// when a status changes. It reports whether anything changed, so callers
+// write only real changes and concurrent writers converge.
+func SetClusterConditions(r *ResourceRegistry, cluster string, conds []metav1.Condition) bool {
+	st := &r.Status
+	prefix := cluster + "/"
+	keep := map[string]bool{}
+	changed := false
+	for _, c := range conds {
+		c.Type = prefix + c.Type
+		c.ObservedGeneration = r.Generation
+		keep[c.Type] = true
+		if meta.SetStatusCondition(&st.Conditions, c) {
+			changed = true
+		}
+	}
+	for _, c := range append([]metav1.Condition(nil), st.Conditions...) {
+		if strings.HasPrefix(c.Type, prefix) && !keep[c.Type] {
+			changed = meta.RemoveStatusCondition(&st.Conditions, c.Type) || changed
+		}
+	}
+	return refreshRegistryConditions(r) || changed
+}
+
+// refreshRegistryConditions derives the registry-wide conditions.
+func refreshRegistryConditions(r *ResourceRegistry) bool {
+	st := &r.Status
+	var clusters []string
+	for _, c := range st.Conditions {
+		if i := strings.Index(c.Type, "/"); i > 0 && c.Type[i+1:] == ClusterMatched && c.Status == metav1.ConditionTrue {
+			clusters = append(clusters, c.Type[:i])
+		}
+	}
+	sort.Strings(clusters)
+	m := metav1.Condition{Type: ConditionMatched, Status: metav1.ConditionFalse, Reason: ReasonNoClusterMatched,
+		Message: "no member cluster caches resources for this registry", ObservedGeneration: r.Generation}
+	if len(clusters) > 0 {
+		m.Status, m.Reason, m.Message = metav1.ConditionTrue, ReasonClustersMatched, "clusters: "+strings.Join(clusters, ", ")
+	}
+	changed := meta.SetStatusCondition(&st.Conditions, m)
+	s := metav1.Condition{Type: ConditionSecretData, Status: metav1.ConditionFalse, Reason: ReasonStripped,
+		Message: "Secrets are cached metadata-only: data and stringData are stripped (set spec.includeSecretData: true to cache them)", ObservedGeneration: r.Generation}
+	if r.Spec.IncludeSecretData {
+		s.Status, s.Reason, s.Message = metav1.ConditionTrue, ReasonIncluded, "Secret data and stringData are cached (spec.includeSecretData: true)"
+	}
+	changed = meta.SetStatusCondition(&st.Conditions, s) || changed
+	// Keep a stable order so equal statuses serialize equally.
+	sort.SliceStable(st.Conditions, func(i, j int) bool { return st.Conditions[i].Type < st.Conditions[j].Type })
+	return changed
+}

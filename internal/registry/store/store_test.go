@@ -1,0 +1,127 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/registry"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func open(t *testing.T) *Store {
+	t.Helper()
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func seed(t *testing.T) *registry.ResourceRegistry {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "seed-registry.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := registry.Decode(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestApplyGetListDelete(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	r, err := s.Apply(ctx, seed(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Generation != 1 {
+		t.Fatalf("generation %d, want 1", r.Generation)
+	}
+	// Status belongs to the collectors: a client apply keeps it.
+	stored, _ := s.Get(ctx, "clustercache-sample")
+	stored.Status.Conditions = []metav1.Condition{{Type: "Synced", Status: metav1.ConditionTrue, Reason: "Test"}}
+	b, err := json.Marshal(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.kv.Put(ctx, stored.Name, b); err != nil {
+		t.Fatal(err)
+	}
+	again := seed(t)
+	again.Spec.ResourceSelectors = again.Spec.ResourceSelectors[:1]
+	r, err = s.Apply(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Generation != 2 || len(r.Status.Conditions) != 1 {
+		t.Fatalf("re-apply: generation %d, conditions %v", r.Generation, r.Status.Conditions)
+	}
+	got, err := s.Get(ctx, "clustercache-sample")
+	if err != nil || len(got.Spec.ResourceSelectors) != 1 {
+		t.Fatalf("get after re-apply: %v %v", got, err)
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Name != "clustercache-sample" {
+		t.Fatalf("list: %v %v", list, err)
+	}
+	if err := s.Delete(ctx, "clustercache-sample"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(ctx, "clustercache-sample"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if err := s.Delete(ctx, "clustercache-sample"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("delete twice: %v", err)
+	}
+}
+
+func TestInvalidIsRefusedAndNothingStored(t *testing.T) {
+	ctx := context.Background()
+	s := open(t)
+	bad := seed(t)
+	bad.Name = "Not_A_DNS_Name"
+	bad.Spec.ResourceSelectors[0].Namespace = "Bad Namespace"
+	bad.Spec.BackendStore.OpenSearch.Addresses = []string{"ftp://x"}
+	_, err := s.Apply(ctx, bad)
+	if !errors.Is(err, registry.ErrInvalid) {
+		t.Fatalf("Apply = %v, want ErrInvalid", err)
+	}
+	for _, path := range []string{"metadata.name", "spec.resourceSelectors[0].namespace", "spec.backendStore.openSearch.addresses[0]"} {
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error does not name %s: %v", path, err)
+		}
+	}
+	list, err := s.List(ctx)
+	if err != nil || len(list) != 0 {
+		t.Fatalf("an invalid registry was stored: %v %v", list, err)
+	}
+}
