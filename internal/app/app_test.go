@@ -1,0 +1,101 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestUpOptionsValidate(t *testing.T) {
+	valid := func() UpOptions {
+		return UpOptions{ServeOptions: ServeOptions{StateDir: "s", GRPCAddr: "127.0.0.1:1", HTTPAddr: "127.0.0.1:2"}, Contexts: []string{"member1"}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*UpOptions)
+		want   []string
+	}{
+		{"valid", func(*UpOptions) {}, nil},
+		{"no context", func(o *UpOptions) { o.Contexts = nil }, []string{"--context is required"}},
+		{"context not a cluster name", func(o *UpOptions) { o.Contexts = []string{"kind-Prod.EU"} }, []string{`--context "kind-Prod.EU"`}},
+		{"duplicate context", func(o *UpOptions) { o.Contexts = []string{"a", "a"} }, []string{`--context "a" given twice`}},
+		{"everything wrong at once", func(o *UpOptions) {
+			o.StateDir, o.GRPCAddr, o.HTTPAddr, o.Contexts = "", "nope", "also-nope", nil
+		}, []string{"--state-dir", "--grpc-addr", "--http-addr", "--context"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := valid()
+			tc.mutate(&o)
+			errs := o.Validate()
+			if len(errs) != len(tc.want) {
+				t.Fatalf("got %d errors %v, want %d", len(errs), errs, len(tc.want))
+			}
+			joined := errors.Join(errs...).Error()
+			for _, w := range tc.want {
+				if !strings.Contains(joined, w) {
+					t.Errorf("errors %q do not mention %q", joined, w)
+				}
+			}
+			for _, e := range errs {
+				if !errors.Is(e, ErrInvalidOptions) {
+					t.Errorf("%v does not wrap ErrInvalidOptions", e)
+				}
+			}
+		})
+	}
+}
+
+func TestCollectorOptionsValidate(t *testing.T) {
+	o := CollectorOptions{Cluster: "Bad_Name", Labels: map[string]string{"env": "prod", "bad key!": "x", "k": "bad value!"}, Heartbeat: 0}
+	errs := o.Validate()
+	joined := errors.Join(errs...).Error()
+	for _, w := range []string{"--cluster", `"bad key!"`, `"bad value!"`, "--heartbeat"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("errors %q do not mention %s", joined, w)
+		}
+	}
+	if len(errs) != 4 {
+		t.Fatalf("got %d errors, want 4: %v", len(errs), errs)
+	}
+	ok := CollectorOptions{Cluster: "member1", Labels: map[string]string{"env": "prod"}, Heartbeat: time.Second}
+	if errs := ok.Validate(); len(errs) != 0 {
+		t.Fatalf("valid options refused: %v", errs)
+	}
+}
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+clusters:
+- name: c1
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u1
+  user: {token: abc}
+contexts:
+- name: member1
+  context: {cluster: c1, user: u1}
+current-context: member1
+`
+
+func TestRestConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := restConfig(path, "member1")
+	if err != nil || c.Host != "https://127.0.0.1:1" || c.BearerToken != "abc" {
+		t.Fatalf("restConfig = %+v, %v", c, err)
+	}
+	_, err = restConfig(path, "member9")
+	if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), `context "member9" not found`) {
+		t.Fatalf("missing context: %v", err)
+	}
+	_, err = restConfig(filepath.Join(t.TempDir(), "absent"), "member1")
+	if err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Fatalf("missing kubeconfig file: %v", err)
+	}
+}
