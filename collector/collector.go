@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,11 +16,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
@@ -38,13 +43,27 @@ type Config struct {
 	Provider string
 	Region   string
 	Zone     string
-	// HeartbeatInterval is how often the inventory record is refreshed.
+	// ClusterInfoConfigMap ("namespace/name", empty: none) is a ConfigMap in
+	// the member cluster whose data keys provider, region, zone and labels
+	// ("k=v,k2=v2") describe the cluster. Values given in the fields above
+	// win; labels are merged, the fields' values winning per key. It is read
+	// at every heartbeat, so edits apply without a restart.
+	ClusterInfoConfigMap string
+	// HeartbeatInterval is how often the inventory record is refreshed; a
+	// member apiserver that stops answering is reported not ready within
+	// HeartbeatInterval plus 5 s.
 	HeartbeatInterval time.Duration
 	// RecheckInterval is how often resources skipped as not served are looked
 	// up again, so an API that appears later (a CRD installed) is picked up.
 	RecheckInterval time.Duration
 	TombstoneTTL    time.Duration
-	Logger          *slog.Logger
+	// PageSize is the list page size (default 500); only one page of
+	// objects is decoded at a time.
+	PageSize int64
+	// PublishAckTimeout bounds the wait for a publish acknowledgement; an
+	// unacknowledged publish is retried through a relist (default 30 s).
+	PublishAckTimeout time.Duration
+	Logger            *slog.Logger
 }
 
 // Collector mirrors one member cluster into its stream.
@@ -53,13 +72,29 @@ type Collector struct {
 	log  *slog.Logger
 	js   jetstream.JetStream
 	dyn  dynamic.Interface
+	kube kubernetes.Interface
 	disc discovery.DiscoveryInterface
 	rm   *restmapper.DeferredDiscoveryRESTMapper
+	m    *metrics
 
-	mu      sync.Mutex
-	running map[schema.GroupVersionResource]*runningSync
-	skipped []inventory.ResourceState
-	version string
+	kick        chan struct{} // reconcile now (cluster info or served APIs changed)
+	statusKick  chan struct{} // registry status may need a write
+	mu          sync.Mutex
+	running     map[schema.GroupVersionResource]*runningSync
+	skipped     []inventory.ResourceState
+	results     map[string]regResult // registry name -> what this cluster does for it
+	version     string
+	served      []string
+	info        registry.ClusterInfo
+	infoMessage string
+}
+
+// regResult is what this cluster does for one registry, for its status.
+type regResult struct {
+	matched   bool
+	resources []string
+	gvrs      []schema.GroupVersionResource
+	skipped   []string
 }
 
 type runningSync struct {
@@ -85,24 +120,40 @@ func New(cfg Config) (*Collector, error) {
 	if cfg.TombstoneTTL <= 0 {
 		cfg.TombstoneTTL = stream.DefaultTombstoneTTL
 	}
+	if cfg.PublishAckTimeout <= 0 {
+		cfg.PublishAckTimeout = 30 * time.Second
+	}
+	if cfg.ClusterInfoConfigMap != "" {
+		if ns, name, ok := strings.Cut(cfg.ClusterInfoConfigMap, "/"); !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("%w: cluster info ConfigMap %q: want namespace/name", ErrInvalidOptions, cfg.ClusterInfoConfigMap)
+		}
+	}
 	rc := rest.CopyConfig(cfg.REST)
 	// The initial list of a large cluster is the hot path; the client-side
-	// limiter would throttle reflectors and discovery for no benefit.
+	// limiter would throttle lists and discovery for no benefit.
 	rc.QPS, rc.Burst = 200, 400
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
 	}
-	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
 	}
 	c := &Collector{
-		cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster), dyn: dyn, disc: disc,
-		rm:      restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
-		running: map[schema.GroupVersionResource]*runningSync{},
+		cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster), dyn: dyn, kube: kube, disc: kube.Discovery(),
+		rm:         restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		m:          &metrics{},
+		kick:       make(chan struct{}, 1),
+		statusKick: make(chan struct{}, 1),
+		running:    map[schema.GroupVersionResource]*runningSync{},
+		results:    map[string]regResult{},
 	}
-	js, err := jetstream.New(cfg.NATS, jetstream.WithPublishAsyncErrHandler(c.onPublishError), jetstream.WithPublishAsyncMaxPending(4096))
+	c.info = c.baseInfo()
+	js, err := jetstream.New(cfg.NATS,
+		jetstream.WithPublishAsyncErrHandler(c.onPublishError),
+		jetstream.WithPublishAsyncMaxPending(4096),
+		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -110,24 +161,36 @@ func New(cfg Config) (*Collector, error) {
 	return c, nil
 }
 
-// Run blocks until ctx ends. Shutdown order: stop reflectors, flush pending
-// publishes, mark the cluster not ready; the caller closes NATS afterwards.
+func (c *Collector) baseInfo() registry.ClusterInfo {
+	return registry.ClusterInfo{Name: c.cfg.Cluster, Labels: maps.Clone(c.cfg.Labels), Provider: c.cfg.Provider, Region: c.cfg.Region, Zone: c.cfg.Zone}
+}
+
+// Run blocks until ctx ends. Set-up is retried while NATS is unreachable.
+// Shutdown order: stop resource syncs, flush pending publishes, mark the
+// cluster not ready; the caller closes NATS afterwards.
 func (c *Collector) Run(ctx context.Context) error {
-	if _, err := c.js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.cfg.Cluster, 1)); err != nil {
-		return fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
+	var regs *regstore.Store
+	var inv jetstream.KeyValue
+	b := backoff{max: 10 * time.Second}
+	for {
+		var err error
+		if regs, inv, err = c.setup(ctx); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.log.Warn("set-up failed; retrying", "err", err)
+		if !b.wait(ctx) {
+			return nil
+		}
 	}
-	regs, err := regstore.Open(ctx, c.js)
-	if err != nil {
-		return err
-	}
-	inv, err := inventory.Bucket(ctx, c.js)
-	if err != nil {
-		return err
-	}
+	c.refreshClusterInfo(ctx)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.heartbeat(gctx, inv) })
 	g.Go(func() error { return c.watchRegistries(gctx, regs) })
-	err = g.Wait()
+	g.Go(func() error { return c.statusLoop(gctx, regs) })
+	err := g.Wait()
 	c.stopAll()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -144,9 +207,25 @@ func (c *Collector) Run(ctx context.Context) error {
 	return err
 }
 
-func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
-	_, err := c.js.PublishMsgAsync(msg)
+func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyValue, error) {
+	if _, err := c.js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.cfg.Cluster, 1)); err != nil {
+		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
+	}
+	regs, err := regstore.Open(ctx, c.js)
 	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := inventory.Bucket(ctx, c.js)
+	if err != nil {
+		return nil, nil, err
+	}
+	return regs, inv, nil
+}
+
+func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
+	_, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(c.cfg.PublishAckTimeout))
+	if err != nil {
+		c.m.publishErrors.Add(1)
 		return fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
 	return nil
@@ -161,9 +240,21 @@ func (c *Collector) flush(ctx context.Context) error {
 	}
 }
 
+// maxPayload is the largest message the connected server accepts.
+func (c *Collector) maxPayload() int64 { return c.cfg.NATS.MaxPayload() }
+
+func (c *Collector) statusChanged() {
+	select {
+	case c.statusKick <- struct{}{}:
+	default:
+	}
+}
+
 // onPublishError makes a lost publish recoverable: the object is forgotten
-// and its resource relisted, so the stream converges again.
+// (a lost tombstone is remembered again) and its resource relisted, so the
+// stream converges again.
 func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	c.m.publishErrors.Add(1)
 	ps, perr := stream.ParseSubject(msg.Subject)
 	if perr != nil || ps.Control {
 		return
@@ -171,28 +262,52 @@ func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err err
 	c.mu.Lock()
 	r := c.running[ps.GVR]
 	c.mu.Unlock()
-	c.log.Warn("publish not acknowledged", "subject", msg.Subject, "err", err)
+	c.log.Warn("publish not acknowledged; relisting", "subject", msg.Subject, "err", err)
 	if r != nil {
-		r.rs.forget(ps.UID)
+		r.rs.publishFailed(ps.UID, msg.Header)
 	}
 }
 
+// watchRegistries reconciles on every registry change, on a change of the
+// cluster's own description, and every RecheckInterval while a selected
+// resource is not served. A closed watch (NATS restarted) is re-opened.
 func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) error {
-	w, err := regs.KV().WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch registries: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	initial := true
 	recheck := time.NewTicker(c.cfg.RecheckInterval)
 	defer recheck.Stop()
+	b := backoff{max: 10 * time.Second}
+	for {
+		w, err := regs.KV().WatchAll(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			c.log.Warn("watch registries failed; retrying", "err", err)
+			if !b.wait(ctx) {
+				return ctx.Err()
+			}
+			continue
+		}
+		err = c.followRegistries(ctx, regs, w, recheck.C)
+		_ = w.Stop()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.log.Warn("registry watch ended; re-opening", "err", err)
+		if !b.wait(ctx) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, w jetstream.KeyWatcher, recheck <-chan time.Time) error {
+	initial := true
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case e, ok := <-w.Updates():
 			if !ok {
-				return fmt.Errorf("registry watch closed")
+				return errors.New("registry watch closed")
 			}
 			if e == nil {
 				initial = false
@@ -200,7 +315,8 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 			if initial {
 				continue // reconcile once the initial values are in
 			}
-		case <-recheck.C:
+		case <-c.kick:
+		case <-recheck:
 			c.mu.Lock()
 			n := len(c.skipped)
 			c.mu.Unlock()
@@ -216,47 +332,62 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 }
 
 func (c *Collector) self() registry.ClusterInfo {
-	return registry.ClusterInfo{Name: c.cfg.Cluster, Labels: c.cfg.Labels, Provider: c.cfg.Provider, Region: c.cfg.Region, Zone: c.cfg.Zone}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.info
 }
 
 // desired is the union, over every registry matching this cluster, of the
 // resources to cache. Several selectors of one resource merge their namespace
 // scopes, so nothing is published twice.
-func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[schema.GroupVersionResource]want, []inventory.ResourceState, error) {
+func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[schema.GroupVersionResource]want, []inventory.ResourceState, map[string]regResult, error) {
 	list, err := regs.List(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	self := c.self()
 	out := map[schema.GroupVersionResource]want{}
 	allNS := map[schema.GroupVersionResource]bool{}
 	nsSets := map[schema.GroupVersionResource]map[string]bool{}
+	results := map[string]regResult{}
 	var skipped []inventory.ResourceState
 	for _, r := range list {
-		for _, sel := range r.SelectorsFor(c.self()) {
+		sels := r.SelectorsFor(self)
+		res := regResult{matched: len(sels) > 0}
+		for _, sel := range sels {
 			gvk := sel.GroupVersionKind()
 			m, err := c.rm.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if meta.IsNoMatchError(err) {
 				skipped = append(skipped, inventory.ResourceState{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind,
 					Message: fmt.Sprintf("%s: %s (registry %s)", ErrNotServed, gvk.String(), r.Name)})
+				res.skipped = append(res.skipped, describeGVK(gvk))
 				continue
 			}
 			if err != nil {
-				return nil, nil, fmt.Errorf("resolve %s: %w", gvk, err)
+				return nil, nil, nil, fmt.Errorf("resolve %s: %w", gvk, err)
 			}
 			w := out[m.Resource]
 			w.gvr, w.kind = m.Resource, gvk.Kind
 			w.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
 			w.keepSecretData = w.keepSecretData || r.Spec.IncludeSecretData
-			if sel.Namespace == "" {
+			scope := "all namespaces"
+			if sel.Namespace == "" || !w.namespaced {
 				allNS[m.Resource] = true
+				if !w.namespaced {
+					scope = "cluster-scoped"
+				}
 			} else {
 				if nsSets[m.Resource] == nil {
 					nsSets[m.Resource] = map[string]bool{}
 				}
 				nsSets[m.Resource][sel.Namespace] = true
+				scope = "namespace " + sel.Namespace
 			}
 			out[m.Resource] = w
+			res.resources = append(res.resources, describeGVR(m.Resource)+" ("+scope+")")
+			res.gvrs = append(res.gvrs, m.Resource)
 		}
+		results[r.Name] = res
 	}
 	for gvr, w := range out {
 		if !allNS[gvr] && w.namespaced {
@@ -268,17 +399,29 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 			out[gvr] = w
 		}
 	}
-	return out, skipped, nil
+	return out, skipped, results, nil
+}
+
+func describeGVR(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource + "/" + gvr.Version
+	}
+	return gvr.Resource + "." + gvr.Group + "/" + gvr.Version
+}
+
+func describeGVK(gvk schema.GroupVersionKind) string {
+	return gvk.Kind + " " + gvk.GroupVersion().String()
 }
 
 // reconcile starts and stops only the resource syncs whose wants changed.
 func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
-	wanted, skipped, err := c.desired(ctx, regs)
+	wanted, skipped, results, err := c.desired(ctx, regs)
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
 	c.skipped = skipped
+	c.results = results
 	var stop []*runningSync
 	var removed []want
 	for gvr, r := range c.running {
@@ -293,6 +436,7 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 		}
 	}
 	c.mu.Unlock()
+	c.statusChanged()
 	for _, r := range stop {
 		r.cancel()
 		<-r.done
@@ -308,16 +452,13 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 		if _, ok := c.running[gvr]; ok {
 			continue
 		}
-		rs := newResourceSync(c.cfg.Cluster, w, c.dyn, c.js, c, c.log, c.cfg.TombstoneTTL)
+		rs := newResourceSync(c.cfg.Cluster, w, c.dyn, c.js, c, c.log, c.cfg.TombstoneTTL, c.cfg.PageSize, c.m)
 		rctx, cancel := context.WithCancel(ctx)
 		r := &runningSync{rs: rs, cancel: cancel, done: make(chan struct{})}
 		c.running[gvr] = r
 		go func() {
 			defer close(r.done)
-			if err := rs.Run(rctx); err != nil {
-				rs.setErr(err)
-				c.log.Error("resource sync stopped", "gvr", gvr.String(), "err", err)
-			}
+			_ = rs.Run(rctx)
 		}()
 		c.log.Info("caching resource", "gvr", gvr.String(), "namespaces", strings.Join(w.namespaces, ","))
 	}
@@ -354,6 +495,95 @@ func (c *Collector) stopAll() {
 	}
 }
 
+// statusLoop writes this cluster's conditions into every registry's status
+// whenever they may have changed. Writes are revision-checked merges of this
+// cluster's conditions only (store.UpdateStatus), so collectors of other
+// clusters writing the same registry never lose each other's conditions,
+// and an unchanged status is not written (no write -> watch -> write loop).
+func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.statusKick:
+		case <-retry.C:
+		}
+		if err := c.writeStatus(ctx, regs); err != nil && ctx.Err() == nil {
+			c.log.Warn("registry status not written; retrying", "err", err)
+			retry.Reset(2 * time.Second)
+		}
+	}
+}
+
+func (c *Collector) writeStatus(ctx context.Context, regs *regstore.Store) error {
+	list, err := regs.List(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	results := maps.Clone(c.results)
+	refused := map[schema.GroupVersionResource][]string{}
+	for gvr, r := range c.running {
+		if objs := r.rs.refusedObjects(); len(objs) > 0 {
+			refused[gvr] = objs
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, r := range list {
+		conds := c.conditions(results[r.Name], refused)
+		err := regs.UpdateStatus(ctx, r.Name, func(r *registry.ResourceRegistry) bool {
+			return registry.SetClusterConditions(r, c.cfg.Cluster, conds)
+		})
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// conditions are this cluster's conditions for one registry; nil when the
+// cluster does not match it (its conditions are then removed).
+func (c *Collector) conditions(res regResult, refused map[schema.GroupVersionResource][]string) []metav1.Condition {
+	if !res.matched {
+		return nil
+	}
+	cl := c.cfg.Cluster
+	what := "nothing yet"
+	if len(res.resources) > 0 {
+		what = strings.Join(res.resources, "; ")
+	}
+	conds := []metav1.Condition{{Type: registry.ClusterMatched, Status: metav1.ConditionTrue, Reason: registry.ReasonClusterMatched,
+		Message: fmt.Sprintf("cluster %s caches: %s", cl, what)}}
+	served := metav1.Condition{Type: registry.ClusterAPIsServed, Status: metav1.ConditionTrue, Reason: registry.ReasonAllServed,
+		Message: fmt.Sprintf("cluster %s serves every selected resource", cl)}
+	if len(res.skipped) > 0 {
+		served.Status, served.Reason = metav1.ConditionFalse, registry.ReasonNotServed
+		served.Message = fmt.Sprintf("cluster %s does not serve %s; skipped, looked up again every %s", cl, strings.Join(res.skipped, ", "), c.cfg.RecheckInterval)
+	}
+	pub := metav1.Condition{Type: registry.ClusterPublished, Status: metav1.ConditionTrue, Reason: registry.ReasonAllPublished,
+		Message: fmt.Sprintf("cluster %s publishes every selected object", cl)}
+	var bad []string
+	n := 0
+	for _, gvr := range res.gvrs {
+		objs := refused[gvr]
+		n += len(objs)
+		for _, o := range objs {
+			if len(bad) < 10 {
+				bad = append(bad, describeGVR(gvr)+" "+o)
+			}
+		}
+	}
+	if n > 0 {
+		pub.Status, pub.Reason = metav1.ConditionFalse, registry.ReasonObjectsRefused
+		pub.Message = fmt.Sprintf("cluster %s refused %d object(s) too large for NATS: %s", cl, n, strings.Join(bad, "; "))
+	}
+	return append(conds, served, pub)
+}
+
 func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
 	t := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer t.Stop()
@@ -361,13 +591,24 @@ func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error 
 		ready, msg := true, ""
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		v, err := c.serverVersion(vctx)
+		var served []string
+		if err == nil {
+			served, err = c.servedAPIs(vctx)
+		}
 		cancel()
 		if err != nil {
 			ready, msg = false, "member apiserver unreachable: "+err.Error()
 		} else {
 			c.mu.Lock()
-			c.version = v
+			changed := !slices.Equal(c.served, served)
+			c.version, c.served = v, served
+			skipped := len(c.skipped)
 			c.mu.Unlock()
+			if changed && skipped > 0 {
+				c.rm.Reset()
+				c.reconcileSoon()
+			}
+			c.refreshClusterInfo(ctx)
 		}
 		if err := inventory.Put(ctx, kv, c.record(ready, msg)); err != nil && ctx.Err() == nil {
 			c.log.Warn("heartbeat not written", "err", err)
@@ -377,6 +618,13 @@ func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error 
 			return ctx.Err()
 		case <-t.C:
 		}
+	}
+}
+
+func (c *Collector) reconcileSoon() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -394,19 +642,99 @@ func (c *Collector) serverVersion(ctx context.Context) (string, error) {
 	return v.GitVersion, nil
 }
 
+// servedAPIs lists the group/versions the member cluster serves ("v1" for
+// the core group), sorted.
+func (c *Collector) servedAPIs(ctx context.Context) ([]string, error) {
+	var out []string
+	var core metav1.APIVersions
+	if err := c.disc.RESTClient().Get().AbsPath("/api").Do(ctx).Into(&core); err != nil {
+		return nil, err
+	}
+	out = append(out, core.Versions...)
+	var groups metav1.APIGroupList
+	if err := c.disc.RESTClient().Get().AbsPath("/apis").Do(ctx).Into(&groups); err != nil {
+		return nil, err
+	}
+	for _, g := range groups.Groups {
+		for _, v := range g.Versions {
+			out = append(out, v.GroupVersion)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// refreshClusterInfo merges the cluster-info ConfigMap into the flags'
+// description and triggers a reconcile when the result changed, since
+// ClusterAffinity is evaluated against it.
+func (c *Collector) refreshClusterInfo(ctx context.Context) {
+	if c.cfg.ClusterInfoConfigMap == "" {
+		return
+	}
+	ns, name, _ := strings.Cut(c.cfg.ClusterInfoConfigMap, "/")
+	info := c.baseInfo()
+	msg := ""
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	cm, err := c.kube.CoreV1().ConfigMaps(ns).Get(cctx, name, metav1.GetOptions{})
+	cancel()
+	switch {
+	case apierrors.IsNotFound(err):
+		// No ConfigMap: the flags alone describe the cluster.
+	case err != nil:
+		msg = fmt.Sprintf("cluster info ConfigMap %s: %v", c.cfg.ClusterInfoConfigMap, err)
+		c.mu.Lock()
+		info = c.info // keep what we had rather than flap on a transient error
+		c.mu.Unlock()
+	default:
+		var perr error
+		info, perr = mergeClusterInfo(info, cm.Data)
+		if perr != nil {
+			msg = fmt.Sprintf("cluster info ConfigMap %s: %v", c.cfg.ClusterInfoConfigMap, perr)
+		}
+	}
+	c.mu.Lock()
+	changed := !sameInfo(c.info, info)
+	c.info, c.infoMessage = info, msg
+	c.mu.Unlock()
+	if msg != "" {
+		c.log.Warn("cluster info", "err", msg)
+	}
+	if changed {
+		c.log.Info("cluster description changed", "labels", info.Labels, "provider", info.Provider, "region", info.Region, "zone", info.Zone)
+		c.reconcileSoon()
+	}
+}
+
+func sameInfo(a, b registry.ClusterInfo) bool {
+	return a.Name == b.Name && a.Provider == b.Provider && a.Region == b.Region && a.Zone == b.Zone && maps.Equal(a.Labels, b.Labels)
+}
+
 func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.infoMessage != "" {
+		msg = strings.TrimPrefix(msg+"; "+c.infoMessage, "; ")
+	}
 	rec := &inventory.Cluster{
-		Name: c.cfg.Cluster, Labels: c.cfg.Labels, Provider: c.cfg.Provider, Region: c.cfg.Region, Zone: c.cfg.Zone,
-		KubernetesVersion: c.version, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
+		Name: c.cfg.Cluster, Labels: c.info.Labels, Provider: c.info.Provider, Region: c.info.Region, Zone: c.info.Zone,
+		KubernetesVersion: c.version, ServedAPIs: c.served, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
+		Counters: c.m.snapshot(),
 	}
 	for _, r := range c.running {
 		w := r.rs.w
-		rec.Resources = append(rec.Resources, inventory.ResourceState{
+		st := inventory.ResourceState{
 			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind,
 			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.count.Load(),
-		})
+			SecretData: w.keepsData(),
+		}
+		if err := r.rs.lastErr(); err != nil {
+			st.Message = err.Error()
+		}
+		if refused := r.rs.refusedObjects(); len(refused) > 0 {
+			st.RefusedObjects = int64(len(refused))
+			st.Message = strings.TrimPrefix(st.Message+"; "+fmt.Sprintf("%d object(s) refused as too large", len(refused)), "; ")
+		}
+		rec.Resources = append(rec.Resources, st)
 	}
 	rec.Resources = append(rec.Resources, c.skipped...)
 	sort.Slice(rec.Resources, func(i, j int) bool {

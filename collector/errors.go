@@ -9,3 +9,7 @@ var (
 	// ErrInvalidOptions wraps every option error.
 	ErrInvalidOptions = errors.New("invalid collector options")
 )
+
+// ErrInvalidClusterInfo is reported for a cluster-info ConfigMap value that
+// cannot be used; the valid values still apply.
+var ErrInvalidClusterInfo = errors.New("invalid cluster info")

@@ -12,7 +12,7 @@ const (
 	// rewrite the JSON; a value a member object carried itself is overwritten.
 	ClusterAnnotation        = "fleetview.io/cluster"
 	KarmadaClusterAnnotation = "resource.karmada.io/cached-from-cluster"
-	lastAppliedAnnotation = "kubectl.kubernetes.io/last-applied-configuration"
+	lastAppliedAnnotation    = "kubectl.kubernetes.io/last-applied-configuration"
 	// SecretDataAnnotation marks a Secret whose data was not cached, so a
 	// reader can tell "no data" from "data withheld".
 	SecretDataAnnotation = "fleetview.io/secret-data"

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -32,6 +32,11 @@ const (
 	hdrRV        = "Fv-Rv"
 	hdrNamespace = "Fv-Ns"
 	hdrName      = "Fv-Name"
+	// hdrSecretData is "kept" on a Secret published with its data. A change
+	// of spec.includeSecretData must republish every Secret even though
+	// their resourceVersions did not change.
+	hdrSecretData  = "Fv-Secret-Data"
+	secretDataKept = "kept"
 )
 
 // want is what the registries ask of one resource in this cluster.
@@ -64,48 +69,82 @@ func (w want) inScope(ns string) bool {
 	return i < len(w.namespaces) && w.namespaces[i] == ns
 }
 
-// objRef is everything the collector keeps per object.
+// keepsData reports whether objects of this resource keep Secret data.
+func (w want) keepsData() bool { return w.gvr == secretsGVR && w.keepSecretData }
+
+// objRef is everything the collector keeps per object: enough to detect a
+// change (rv), to tombstone it (ns, name) and to find objects a list no
+// longer returns (gen, the list generation that last saw it).
 type objRef struct {
 	rv, ns, name string
+	gen          uint32
 }
+
+type nsName struct{ ns, name string }
 
 // publisher is the part of the collector a resource sync publishes through.
 type publisher interface {
 	publish(ctx context.Context, msg *nats.Msg) error
 	flush(ctx context.Context) error
+	maxPayload() int64
+	statusChanged()
 }
 
+// Defaults of a resource sync; see Config.
+const (
+	defaultPageSize = 500
+	// watchTimeout makes the apiserver end a watch after a while, so a
+	// silently broken connection cannot hang a watch forever.
+	watchTimeout = 5 * time.Minute
+)
+
+// errRelist ends a watch phase so the resource lists and reconciles again.
+var errRelist = errors.New("relist requested")
+
 // resourceSync mirrors one resource of the member cluster into the stream.
+// It does not use a client-go Reflector: a reflector hands its store the
+// whole initial list at once (every object decoded, all pages accumulated),
+// which is what made informer-based caches need gigabytes for large
+// clusters. Here each page is published and dropped before the next one is
+// requested, and only objRef is kept per object.
 type resourceSync struct {
-	cluster string
-	w       want
-	dyn     dynamic.Interface
-	js      jetstream.JetStream
-	pub     publisher
-	log     *slog.Logger
-	ttl     time.Duration
+	cluster  string
+	w        want
+	dyn      dynamic.Interface
+	js       jetstream.JetStream
+	pub      publisher
+	log      *slog.Logger
+	ttl      time.Duration
+	pageSize int64
+	m        *metrics
 
 	mu    sync.Mutex
 	objs  map[string]objRef // uid -> ref
-	byKey map[string]string // namespace/name -> uid
-	// listed records which namespace scopes delivered their first list since
-	// the last (re)start; the resource is synced when all have.
-	listed map[string]bool
-	synced atomic.Bool
-	count  atomic.Int64
+	byKey map[nsName]string // namespace/name -> uid
+	ns    map[string]string // interned namespace names
+	gen   uint32
+	// refused holds objects refused for size (uid -> description).
+	refused map[string]string
+	synced  atomic.Bool
+	count   atomic.Int64
 
 	relist chan struct{}
 	errMu  sync.Mutex
 	err    error
 }
 
-func newResourceSync(cluster string, w want, dyn dynamic.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration) *resourceSync {
+func newResourceSync(cluster string, w want, dyn dynamic.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration, pageSize int64, m *metrics) *resourceSync {
+	if pageSize <= 0 {
+		pageSize = defaultPageSize
+	}
 	return &resourceSync{
-		cluster: cluster, w: w, dyn: dyn, js: js, pub: pub, ttl: ttl,
-		log:    log.With("gvr", w.gvr.String()),
-		objs:   map[string]objRef{},
-		byKey:  map[string]string{},
-		relist: make(chan struct{}, 1),
+		cluster: cluster, w: w, dyn: dyn, js: js, pub: pub, ttl: ttl, pageSize: pageSize, m: m,
+		log:     log.With("gvr", w.gvr.String()),
+		objs:    map[string]objRef{},
+		byKey:   map[nsName]string{},
+		ns:      map[string]string{},
+		refused: map[string]string{},
+		relist:  make(chan struct{}, 1),
 	}
 }
 
@@ -118,55 +157,162 @@ func (s *resourceSync) requestRelist() {
 	}
 }
 
-// forget drops what we believe was published for uid, so the next list
-// republishes it.
-func (s *resourceSync) forget(uid string) {
+// publishFailed is called for a publish that was not acknowledged. A lost
+// upsert is forgotten, so the relist publishes the object again; a lost
+// tombstone puts the object back, so the relist (which will not find it)
+// tombstones it again. Either way nothing is lost, only retried.
+func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	s.mu.Lock()
-	if ref, ok := s.objs[uid]; ok {
-		delete(s.objs, uid)
-		if s.byKey[ref.ns+"/"+ref.name] == uid {
-			delete(s.byKey, ref.ns+"/"+ref.name)
+	switch h.Get(hdrType) {
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
+		if _, ok := s.objs[uid]; !ok {
+			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
+			s.objs[uid] = ref
+			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
+				s.byKey[nsName{ref.ns, ref.name}] = uid
+			}
 		}
+	default:
+		s.forgetLocked(uid)
 	}
 	s.mu.Unlock()
 	s.requestRelist()
 }
 
-// Run hydrates from the stream, then runs the reflectors until ctx ends,
-// restarting them (list + reconcile) whenever a relist is requested.
+func (s *resourceSync) forgetLocked(uid string) {
+	if ref, ok := s.objs[uid]; ok {
+		delete(s.objs, uid)
+		if s.byKey[nsName{ref.ns, ref.name}] == uid {
+			delete(s.byKey, nsName{ref.ns, ref.name})
+		}
+	}
+}
+
+func (s *resourceSync) intern(ns string) string {
+	if v, ok := s.ns[ns]; ok {
+		return v
+	}
+	s.ns[ns] = ns
+	return ns
+}
+
+// backoff doubles a wait from 500ms up to a cap, so an outage (NATS or the
+// member apiserver) is retried without hammering either.
+type backoff struct{ d, max time.Duration }
+
+func (b *backoff) wait(ctx context.Context) bool {
+	if b.d == 0 {
+		b.d = 500 * time.Millisecond
+	}
+	t := time.NewTimer(b.d)
+	defer t.Stop()
+	b.d = min(2*b.d, b.max)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (b *backoff) reset() { b.d = 0 }
+
+// Run hydrates from the stream, then lists, reconciles and watches until
+// ctx ends, listing again whenever a watch cannot resume or a publish was
+// lost. Errors are retried with backoff: the collector keeps running through
+// NATS and apiserver outages.
 func (s *resourceSync) Run(ctx context.Context) error {
-	if err := s.hydrate(ctx); err != nil {
+	b := backoff{max: 30 * time.Second}
+	for {
+		err := s.hydrate(ctx)
+		if err == nil {
+			break
+		}
+		s.setErr(err)
+		if !b.wait(ctx) {
+			return nil
+		}
+	}
+	b.reset()
+	for {
+		err := s.cycle(ctx)
+		s.synced.Store(false)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.m.relists.Add(1)
+		if errors.Is(err, errRelist) {
+			s.log.Info("relisting")
+			b.reset()
+			continue
+		}
+		s.setErr(err)
+		if !b.wait(ctx) {
+			return nil
+		}
+	}
+}
+
+// cycle lists every namespace scope, tombstones what the lists no longer
+// return, publishes the SYNCED marker once every publish is acknowledged,
+// then watches until a relist is needed.
+func (s *resourceSync) cycle(ctx context.Context) error {
+	select { // this list satisfies any relist requested before it
+	case <-s.relist:
+	default:
+	}
+	s.mu.Lock()
+	s.gen++
+	gen := s.gen
+	s.mu.Unlock()
+	scopes := s.scopes()
+	rvs := make([]string, len(scopes))
+	for i, ns := range scopes {
+		rv, err := s.listScope(ctx, ns, gen)
+		if err != nil {
+			return err
+		}
+		rvs[i] = rv
+	}
+	if err := s.sweep(ctx, gen); err != nil {
 		return err
 	}
-	for {
-		rctx, cancel := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		s.mu.Lock()
-		s.listed = map[string]bool{}
-		s.mu.Unlock()
-		s.synced.Store(false)
-		for _, ns := range s.scopes() {
-			r := cache.NewReflectorWithOptions(s.listWatch(rctx, ns), &unstructured.Unstructured{}, &scopeStore{s: s, ns: ns, ctx: rctx}, cache.ReflectorOptions{
-				Name:            fmt.Sprintf("%s/%s/%s", s.cluster, s.w.gvr.String(), ns),
-				TypeDescription: s.w.gvr.String(),
-			})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				r.RunWithContext(rctx)
-			}()
-		}
-		select {
-		case <-ctx.Done():
-			cancel()
-			wg.Wait()
-			return nil
-		case <-s.relist:
-			s.log.Info("relisting after a failed publish")
-			cancel()
-			wg.Wait()
-		}
+	if err := s.pub.flush(ctx); err != nil {
+		return err
 	}
+	select { // a publish of this list failed: its object was forgotten
+	case <-s.relist:
+		return errRelist
+	default:
+	}
+	if err := s.publishControl(ctx, fleetviewv1.EventType_EVENT_TYPE_SYNCED); err != nil {
+		return err
+	}
+	s.synced.Store(true)
+	s.setErr(nil)
+	s.log.Info("synced", "objects", s.count.Load())
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(scopes))
+	for i, ns := range scopes {
+		go func() { errc <- s.watchScope(wctx, ns, rvs[i]) }()
+	}
+	var err error
+	waiting := len(scopes)
+	select {
+	case <-ctx.Done():
+		err = ctx.Err()
+	case <-s.relist:
+		err = errRelist
+	case err = <-errc:
+		waiting--
+	}
+	cancel()
+	for range waiting {
+		<-errc
+	}
+	return err
 }
 
 func (s *resourceSync) scopes() []string {
@@ -176,14 +322,136 @@ func (s *resourceSync) scopes() []string {
 	return s.w.namespaces
 }
 
-func (s *resourceSync) listWatch(ctx context.Context, ns string) *cache.ListWatch {
+// listScope lists one namespace scope page by page, publishing what changed;
+// it returns the list's resourceVersion to watch from.
+func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (string, error) {
 	ri := s.dyn.Resource(s.w.gvr).Namespace(ns)
-	return &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return ri.List(ctx, o) },
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			return ri.Watch(ctx, o)
-		},
+	opts := metav1.ListOptions{Limit: s.pageSize}
+	for {
+		list, err := ri.List(ctx, opts)
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				// The continue token outlived the snapshot: objects marked
+				// so far may since have been deleted, so start a new
+				// generation rather than mix two snapshots.
+				return "", errRelist
+			}
+			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+		}
+		for i := range list.Items {
+			if err := s.upsert(ctx, &list.Items[i], gen); err != nil {
+				return "", err
+			}
+		}
+		if list.GetContinue() == "" {
+			return list.GetResourceVersion(), nil
+		}
+		opts.Continue = list.GetContinue()
 	}
+}
+
+// sweep tombstones every object the last list did not return.
+func (s *resourceSync) sweep(ctx context.Context, gen uint32) error {
+	var gone []objRefUID
+	s.mu.Lock()
+	for uid, ref := range s.objs {
+		if ref.gen != gen {
+			gone = append(gone, objRefUID{ref, uid})
+		}
+	}
+	s.mu.Unlock()
+	for _, g := range gone {
+		if err := s.removeRef(ctx, g.uid, g.ref.rv, g.ref); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// watchScope watches one scope from rv, resuming after a closed watch and
+// retrying while the apiserver is unreachable. It returns errRelist when the
+// watch cannot resume (410 Gone) and an error when a publish failed.
+func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
+	ri := s.dyn.Resource(s.w.gvr).Namespace(ns)
+	b := backoff{max: 10 * time.Second}
+	for {
+		timeout := int64(watchTimeout / time.Second)
+		w, err := ri.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return errRelist
+			}
+			s.log.Warn("watch failed; retrying", "namespace", ns, "err", err)
+			if !b.wait(ctx) {
+				return ctx.Err()
+			}
+			continue
+		}
+		var got bool
+		rv, got, err = s.consume(ctx, w, rv)
+		w.Stop()
+		if err != nil {
+			return err
+		}
+		if got {
+			b.reset()
+		}
+	}
+}
+
+func (s *resourceSync) consume(ctx context.Context, w watch.Interface, rv string) (string, bool, error) {
+	got := false
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return rv, got, ctx.Err()
+		case ev, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return rv, got, nil
+		}
+		got = true
+		switch ev.Type {
+		case watch.Added, watch.Modified:
+			u, isU := ev.Object.(*unstructured.Unstructured)
+			if !isU {
+				return rv, got, fmt.Errorf("unexpected object type %T", ev.Object)
+			}
+			if err := s.upsert(ctx, u, 0); err != nil {
+				return rv, got, err
+			}
+			rv = u.GetResourceVersion()
+		case watch.Deleted:
+			if err := s.remove(ctx, ev.Object); err != nil {
+				return rv, got, err
+			}
+			if m, err := metaOf(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+		case watch.Bookmark:
+			if m, err := metaOf(ev.Object); err == nil {
+				rv = m.GetResourceVersion()
+			}
+		case watch.Error:
+			err := apierrors.FromObject(ev.Object)
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				return rv, got, errRelist
+			}
+			return rv, got, fmt.Errorf("watch %s: %w", s.w.gvr, err)
+		}
+	}
+}
+
+func metaOf(obj any) (metav1.Object, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	return nil, fmt.Errorf("unexpected object type %T", obj)
 }
 
 // hydrate rebuilds uid -> (namespace, name, resourceVersion) from the last
@@ -191,6 +459,9 @@ func (s *resourceSync) listWatch(ctx context.Context, ns string) *cache.ListWatc
 // outside the current namespace scope get tombstones right away: a scope that
 // shrank must not leave ghosts.
 func (s *resourceSync) hydrate(ctx context.Context) error {
+	s.mu.Lock()
+	s.objs, s.byKey = map[string]objRef{}, map[nsName]string{}
+	s.mu.Unlock()
 	cons, err := s.js.OrderedConsumer(ctx, stream.StreamName(s.cluster), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{stream.ResourceFilter(s.cluster, s.w.gvr)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
@@ -205,16 +476,19 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	}
 	pending := info.NumPending
 	var stale []objRefUID
+	keep := s.w.keepsData()
 	for pending > 0 {
 		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}
 		n := 0
+		s.mu.Lock()
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
+				s.mu.Unlock()
 				return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 			}
 			pending = md.NumPending
@@ -224,16 +498,23 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			}
 			ps, err := stream.ParseSubject(m.Subject())
 			if err != nil {
+				s.mu.Unlock()
 				return err
 			}
-			ref := objRef{rv: h.Get(hdrRV), ns: h.Get(hdrNamespace), name: h.Get(hdrName)}
+			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
 			if !s.w.inScope(ref.ns) {
 				stale = append(stale, objRefUID{ref, ps.UID})
 				continue
 			}
+			if (h.Get(hdrSecretData) == secretDataKept) != keep {
+				// Published under the other Secret-data choice: publish
+				// again even if unchanged.
+				ref.rv = ""
+			}
 			s.objs[ps.UID] = ref
-			s.byKey[ref.ns+"/"+ref.name] = ps.UID
+			s.byKey[nsName{ref.ns, ref.name}] = ps.UID
 		}
+		s.mu.Unlock()
 		if err := batch.Error(); err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}
@@ -279,19 +560,69 @@ func (s *resourceSync) message(ev *fleetviewv1.ResourceEvent) (*nats.Msg, error)
 	return msg, nil
 }
 
-func (s *resourceSync) publishUpsert(ctx context.Context, u *unstructured.Unstructured) error {
+// headerAllowance is what the headers of an object message may take of the
+// NATS max payload (which counts headers and data together).
+const headerAllowance = 1024
+
+// publishUpsert publishes one object. It reports false when the object was
+// refused because it cannot fit in a NATS message; the refusal is counted,
+// logged and shown in the registry status, never silent.
+func (s *resourceSync) publishUpsert(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
 	prune(u, s.cluster, s.w.gvr, s.w.keepSecretData)
 	obj, err := json.Marshal(u.Object)
 	if err != nil {
-		return fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		return false, fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
-	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, string(u.GetUID()), objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()})
+	uid := string(u.GetUID())
+	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()})
 	ev.Object = obj
 	msg, err := s.message(ev)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return s.pub.publish(ctx, msg)
+	if max := s.pub.maxPayload(); max > 0 && int64(len(msg.Data)+headerAllowance) > max {
+		desc := fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", u.GetNamespace(), u.GetName(), len(msg.Data), max)
+		s.m.refused.Add(1)
+		s.log.Error("object too large for NATS; refused", "object", desc)
+		s.mu.Lock()
+		s.refused[uid] = desc
+		s.mu.Unlock()
+		s.pub.statusChanged()
+		return false, nil
+	}
+	if s.w.keepsData() {
+		msg.Header.Set(hdrSecretData, secretDataKept)
+		// A different payload for the same uid/rv: keep the dedup window
+		// from swallowing it.
+		msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev)+"/"+secretDataKept)
+	}
+	s.clearRefused(uid)
+	if err := s.pub.publish(ctx, msg); err != nil {
+		return false, err
+	}
+	s.m.upserts.Add(1)
+	return true, nil
+}
+
+func (s *resourceSync) clearRefused(uid string) {
+	s.mu.Lock()
+	_, was := s.refused[uid]
+	delete(s.refused, uid)
+	s.mu.Unlock()
+	if was {
+		s.pub.statusChanged()
+	}
+}
+
+func (s *resourceSync) refusedObjects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.refused))
+	for _, d := range s.refused {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef) error {
@@ -300,43 +631,76 @@ func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef
 		return err
 	}
 	msg.Header.Set(jetstream.MsgTTLHeader, s.ttl.String())
-	return s.pub.publish(ctx, msg)
+	if err := s.pub.publish(ctx, msg); err != nil {
+		return err
+	}
+	s.m.tombstones.Add(1)
+	return nil
 }
 
-// upsert publishes an object unless the stream already holds this version.
-// A different UID under the same namespace/name means the object was deleted
-// and recreated: the old UID gets a tombstone.
-func (s *resourceSync) upsert(ctx context.Context, obj any) error {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("unexpected object type %T", obj)
-	}
+// upsert publishes an object unless the stream already holds this version,
+// and marks it seen by list generation gen (0 from a watch). A different UID
+// under the same namespace/name means the object was deleted and recreated:
+// the old UID gets a tombstone. On a failed publish the object is forgotten
+// (or, for the tombstone, put back) so the next list retries it.
+func (s *resourceSync) upsert(ctx context.Context, u *unstructured.Unstructured, gen uint32) error {
 	uid := string(u.GetUID())
-	ref := objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()}
-	key := ref.ns + "/" + ref.name
 	s.mu.Lock()
+	ref := objRef{rv: u.GetResourceVersion(), ns: s.intern(u.GetNamespace()), name: u.GetName(), gen: gen}
+	key := nsName{ref.ns, ref.name}
 	old, known := s.objs[uid]
+	if gen == 0 {
+		ref.gen = old.gen
+	}
 	prevUID, hadKey := s.byKey[key]
 	s.objs[uid] = ref
 	s.byKey[key] = uid
 	var prev objRef
-	if hadKey && prevUID != uid {
+	replaced := hadKey && prevUID != uid
+	if replaced {
 		prev = s.objs[prevUID]
 		delete(s.objs, prevUID)
+		delete(s.refused, prevUID)
 	}
 	s.count.Store(int64(len(s.objs)))
 	s.mu.Unlock()
-	if hadKey && prevUID != uid {
+	if replaced {
 		if err := s.publishDelete(ctx, prevUID, prev); err != nil {
+			s.putBack(prevUID, prev)
 			return err
 		}
 	}
 	if known && old.rv == ref.rv {
+		s.m.unchanged.Add(1)
 		return nil
 	}
-	return s.publishUpsert(ctx, u)
+	if _, err := s.publishUpsert(ctx, u); err != nil {
+		s.mu.Lock()
+		s.forgetLocked(uid)
+		s.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
+// putBack restores an object whose tombstone could not be published, unless
+// something newer took its place.
+func (s *resourceSync) putBack(uid string, ref objRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objs[uid]; ok {
+		return
+	}
+	ref.gen = 0 // not seen by any list: the next sweep retries the tombstone
+	s.objs[uid] = ref
+	if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
+		s.byKey[nsName{ref.ns, ref.name}] = uid
+	}
+	s.count.Store(int64(len(s.objs)))
+}
+
+// remove tombstones a deleted object. A DeletedFinalStateUnknown (from
+// client-go machinery) is unwrapped: its last known state names the object.
 func (s *resourceSync) remove(ctx context.Context, obj any) error {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -345,66 +709,27 @@ func (s *resourceSync) remove(ctx context.Context, obj any) error {
 	if !ok {
 		return fmt.Errorf("unexpected object type %T", obj)
 	}
-	uid := string(u.GetUID())
+	ref := objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()}
+	return s.removeRef(ctx, string(u.GetUID()), u.GetResourceVersion(), ref)
+}
+
+func (s *resourceSync) removeRef(ctx context.Context, uid, rv string, fallback objRef) error {
 	s.mu.Lock()
 	ref, known := s.objs[uid]
 	if !known {
-		ref = objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()}
+		ref = fallback
 	}
 	delete(s.objs, uid)
-	if s.byKey[ref.ns+"/"+ref.name] == uid {
-		delete(s.byKey, ref.ns+"/"+ref.name)
+	delete(s.refused, uid)
+	if s.byKey[nsName{ref.ns, ref.name}] == uid {
+		delete(s.byKey, nsName{ref.ns, ref.name})
 	}
 	s.count.Store(int64(len(s.objs)))
 	s.mu.Unlock()
-	ref.rv = u.GetResourceVersion()
-	return s.publishDelete(ctx, uid, ref)
-}
-
-// replace reconciles one namespace scope against a complete list: changed and
-// new objects are published, unchanged ones are not, and objects the stream
-// holds but the cluster no longer has get tombstones.
-func (s *resourceSync) replace(ctx context.Context, ns string, items []any) error {
-	seen := make(map[string]struct{}, len(items))
-	for _, it := range items {
-		u, ok := it.(*unstructured.Unstructured)
-		if !ok {
-			return fmt.Errorf("unexpected object type %T", it)
-		}
-		seen[string(u.GetUID())] = struct{}{}
-		if err := s.upsert(ctx, u); err != nil {
-			return err
-		}
-	}
-	var gone []objRefUID
-	s.mu.Lock()
-	for uid, ref := range s.objs {
-		if _, ok := seen[uid]; ok || (ns != metav1.NamespaceAll && ref.ns != ns) {
-			continue
-		}
-		gone = append(gone, objRefUID{ref, uid})
-	}
-	s.mu.Unlock()
-	for _, g := range gone {
-		if err := s.remove(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"metadata": map[string]any{"uid": g.uid, "namespace": g.ref.ns, "name": g.ref.name, "resourceVersion": g.ref.rv},
-		}}); err != nil {
-			return err
-		}
-	}
-	if err := s.pub.flush(ctx); err != nil {
+	ref.rv = rv
+	if err := s.publishDelete(ctx, uid, ref); err != nil {
+		s.putBack(uid, ref)
 		return err
-	}
-	s.mu.Lock()
-	s.listed[ns] = true
-	all := len(s.listed) == len(s.scopes())
-	s.mu.Unlock()
-	if all && !s.synced.Load() {
-		if err := s.publishControl(ctx, fleetviewv1.EventType_EVENT_TYPE_SYNCED); err != nil {
-			return err
-		}
-		s.synced.Store(true)
-		s.log.Info("synced", "objects", s.count.Load())
 	}
 	return nil
 }
@@ -425,30 +750,21 @@ func publishControl(ctx context.Context, js jetstream.JetStream, cluster string,
 	return nil
 }
 
+// setErr records the last error (nil clears it) for the inventory.
 func (s *resourceSync) setErr(err error) {
-	if err == nil || errors.Is(err, context.Canceled) {
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errRelist)) {
 		return
 	}
 	s.errMu.Lock()
 	s.err = err
 	s.errMu.Unlock()
-	s.log.Error("publish failed; will relist", "err", err)
-	s.requestRelist()
+	if err != nil {
+		s.log.Warn("resource sync failed; retrying", "err", err)
+	}
 }
 
-// scopeStore is the reflector's store for one namespace scope. It keeps
-// nothing itself: every call becomes a publish.
-type scopeStore struct {
-	s   *resourceSync
-	ns  string
-	ctx context.Context
-}
-
-func (st *scopeStore) Add(obj any) error    { st.s.setErr(st.s.upsert(st.ctx, obj)); return nil }
-func (st *scopeStore) Update(obj any) error { st.s.setErr(st.s.upsert(st.ctx, obj)); return nil }
-func (st *scopeStore) Delete(obj any) error { st.s.setErr(st.s.remove(st.ctx, obj)); return nil }
-func (st *scopeStore) Resync() error        { return nil }
-func (st *scopeStore) Replace(items []any, _ string) error {
-	st.s.setErr(st.s.replace(st.ctx, st.ns, items))
-	return nil
+func (s *resourceSync) lastErr() error {
+	s.errMu.Lock()
+	defer s.errMu.Unlock()
+	return s.err
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -26,7 +28,16 @@ type CollectorOptions struct {
 	Provider   string
 	Region     string
 	Zone       string
-	Heartbeat  time.Duration
+	// ClusterInfoConfigMap is "namespace/name" of a ConfigMap in the member
+	// cluster with data keys provider, region, zone, labels; "" disables it.
+	ClusterInfoConfigMap string
+	Heartbeat            time.Duration
+	APIRecheck           time.Duration
+	PageSize             int64
+	// ReconnectBuffer bounds what is buffered while NATS is unreachable;
+	// beyond it publishes fail and the collector relists once NATS is back.
+	ReconnectBuffer int
+	MetricsAddr     string
 }
 
 // AddFlags registers the flags.
@@ -35,11 +46,17 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (empty: in-cluster config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringToStringVar(&o.Labels, "labels", nil, "cluster labels for ClusterAffinity (k=v,...)")
-	fs.StringVar(&o.Provider, "provider", "", "cluster provider (ClusterAffinity fieldSelector)")
-	fs.StringVar(&o.Region, "region", "", "cluster region (ClusterAffinity fieldSelector)")
-	fs.StringVar(&o.Zone, "zone", "", "cluster zone (ClusterAffinity fieldSelector)")
-	fs.DurationVar(&o.Heartbeat, "heartbeat", 10*time.Second, "inventory heartbeat interval")
+	fs.StringToStringVar(&o.Labels, "labels", nil, "cluster labels for ClusterAffinity (k=v,...); merged over the cluster-info ConfigMap's")
+	fs.StringVar(&o.Provider, "provider", "", "cluster provider (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
+	fs.StringVar(&o.Region, "region", "", "cluster region (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
+	fs.StringVar(&o.Zone, "zone", "", "cluster zone (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
+	fs.StringVar(&o.ClusterInfoConfigMap, "cluster-info-configmap", collector.DefaultClusterInfoConfigMap,
+		"namespace/name of a ConfigMap in the member cluster describing it (data keys provider, region, zone, labels=\"k=v,k2=v2\"); empty disables")
+	fs.DurationVar(&o.Heartbeat, "heartbeat", 10*time.Second, "inventory heartbeat interval (an unreachable apiserver is reported not ready within this plus 5s)")
+	fs.DurationVar(&o.APIRecheck, "api-recheck-interval", 30*time.Second, "how often selected resources the cluster does not serve (e.g. CRD not installed) are looked up again")
+	fs.Int64Var(&o.PageSize, "page-size", 500, "list page size; one page of objects is held in memory at a time")
+	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "listen address for Prometheus-format metrics at /metrics (empty: off)")
 }
 
 // Validate reports every problem at once.
@@ -58,13 +75,34 @@ func (o *CollectorOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("%w: --labels value %q: %s", ErrInvalidOptions, v, strings.Join(msgs, "; ")))
 		}
 	}
+	if o.ClusterInfoConfigMap != "" {
+		ns, name, ok := strings.Cut(o.ClusterInfoConfigMap, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, fmt.Errorf("%w: --cluster-info-configmap %q: want namespace/name", ErrInvalidOptions, o.ClusterInfoConfigMap))
+		}
+	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --heartbeat must be positive", ErrInvalidOptions))
+	}
+	if o.APIRecheck <= 0 {
+		errs = append(errs, fmt.Errorf("%w: --api-recheck-interval must be positive", ErrInvalidOptions))
+	}
+	if o.PageSize <= 0 {
+		errs = append(errs, fmt.Errorf("%w: --page-size must be positive", ErrInvalidOptions))
+	}
+	if o.ReconnectBuffer <= 0 {
+		errs = append(errs, fmt.Errorf("%w: --nats-reconnect-buffer must be positive", ErrInvalidOptions))
+	}
+	if o.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --metrics-addr %q: %v", ErrInvalidOptions, o.MetricsAddr, err))
+		}
 	}
 	return errs
 }
 
-// RunCollector runs one collector until ctx ends, then closes NATS.
+// RunCollector runs one collector until ctx ends, then closes NATS. It keeps
+// running while NATS is unreachable (at start too) and catches up after.
 func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) error {
 	if errs := o.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)
@@ -73,17 +111,34 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.NATSURL, nats.Name("fleetview-collector-"+o.Cluster), nats.MaxReconnects(-1))
+	nc, err := nats.Connect(o.NATSURL, nats.Name("fleetview-collector-"+o.Cluster),
+		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
+		nats.ReconnectBufSize(o.ReconnectBuffer),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; buffering", "err", err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }))
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
 	col, err := collector.New(collector.Config{
 		Cluster: o.Cluster, REST: rc, NATS: nc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
-		HeartbeatInterval: o.Heartbeat, Logger: log,
+		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
+		PageSize: o.PageSize, Logger: log,
 	})
 	if err != nil {
 		return err
+	}
+	if o.MetricsAddr != "" {
+		l, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s: %w", o.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", col.MetricsHandler())
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(l) }()
+		defer srv.Close()
+		log.Info("metrics listening", "addr", l.Addr().String())
 	}
 	return col.Run(ctx)
 }

@@ -22,10 +22,24 @@ type Cluster struct {
 	Region            string            `json:"region,omitempty"`
 	Zone              string            `json:"zone,omitempty"`
 	KubernetesVersion string            `json:"kubernetesVersion,omitempty"`
-	Ready             bool              `json:"ready"`
-	Message           string            `json:"message,omitempty"`
-	Heartbeat         time.Time         `json:"heartbeat"`
-	Resources         []ResourceState   `json:"resources,omitempty"`
+	// ServedAPIs are the group/versions the cluster serves ("v1" for core).
+	ServedAPIs []string        `json:"servedAPIs,omitempty"`
+	Ready      bool            `json:"ready"`
+	Message    string          `json:"message,omitempty"`
+	Heartbeat  time.Time       `json:"heartbeat"`
+	Resources  []ResourceState `json:"resources,omitempty"`
+	// Counters are the collector's counters since it started.
+	Counters *Counters `json:"counters,omitempty"`
+}
+
+// Counters are what a collector published since it started.
+type Counters struct {
+	Upserts       int64 `json:"upserts"`
+	Tombstones    int64 `json:"tombstones"`
+	Unchanged     int64 `json:"unchanged"`
+	Refused       int64 `json:"refused"`
+	PublishErrors int64 `json:"publishErrors"`
+	Relists       int64 `json:"relists"`
 }
 
 // ResourceState is the sync state of one cached resource in a cluster.
@@ -37,7 +51,12 @@ type ResourceState struct {
 	Namespaces  []string `json:"namespaces,omitempty"`
 	Synced      bool     `json:"synced"`
 	ObjectCount int64    `json:"objectCount"`
-	// Message says why the resource is not cached, e.g. not served.
+	// SecretData is true when Secret data is cached (opted in).
+	SecretData bool `json:"secretData,omitempty"`
+	// RefusedObjects counts objects refused as too large for NATS.
+	RefusedObjects int64 `json:"refusedObjects,omitempty"`
+	// Message says why the resource is not cached (e.g. not served) or what
+	// went wrong last.
 	Message string `json:"message,omitempty"`
 }
 
