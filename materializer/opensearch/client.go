@@ -1,0 +1,290 @@
+package opensearch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	osgo "github.com/opensearch-project/opensearch-go/v4"
+)
+
+// Options configures the backend.
+type Options struct {
+	// Addresses are http(s) URLs of OpenSearch nodes; at least one.
+	Addresses []string
+	// Username and Password, when both set, are sent as basic auth.
+	Username string
+	Password string
+	// CAFile is a PEM bundle trusted for https addresses.
+	CAFile string
+	// InsecureSkipVerify disables TLS verification (tests only).
+	InsecureSkipVerify bool
+	// IndexPrefix prefixes the per-kind indices. Default "kubernetes-".
+	IndexPrefix string
+	// CheckpointIndex holds one checkpoint document per cluster stream.
+	// Default "fleetview-checkpoints".
+	CheckpointIndex string
+	// Shards and Replicas of new indices. Defaults 1 and 0 (set Replicas for
+	// a multi-node cluster).
+	Shards   int
+	Replicas int
+	// NoFullText leaves the object JSON unindexed (Search then matches
+	// names, namespaces and labels only) for faster writes.
+	NoFullText bool
+	// NoRefresh skips the refresh after each bulk. Reads then see a batch
+	// up to the index refresh interval (1s) after its checkpoint.
+	NoRefresh bool
+	// MaxBulkBytes splits a batch into several bulk requests. Default 8 MiB.
+	MaxBulkBytes int
+	// MaxBackoff caps the wait between retries. Default 5s.
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() []error {
+	var errs []error
+	if len(o.Addresses) == 0 {
+		errs = append(errs, fmt.Errorf("%w: at least one address is required", ErrConfig))
+	}
+	for _, a := range o.Addresses {
+		u, err := url.Parse(a)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("%w: address %q must be an http(s) URL with a host", ErrConfig, a))
+		}
+	}
+	if o.CAFile != "" {
+		if _, err := os.Stat(o.CAFile); err != nil {
+			errs = append(errs, fmt.Errorf("%w: CA file %q: %v", ErrConfig, o.CAFile, err))
+		}
+	}
+	if (o.Username == "") != (o.Password == "") {
+		errs = append(errs, fmt.Errorf("%w: username and password must be given together", ErrConfig))
+	}
+	return errs
+}
+
+// Store is the OpenSearch backend: a materializer.Sink and a reader.
+type Store struct {
+	opts   Options
+	client *osgo.Client
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	indices map[string]bool // indices known to exist
+}
+
+// Open connects (lazily: no request is made until the first use).
+func Open(o Options) (*Store, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if o.IndexPrefix == "" {
+		o.IndexPrefix = "kubernetes-"
+	}
+	if o.CheckpointIndex == "" {
+		o.CheckpointIndex = "fleetview-checkpoints"
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
+	}
+	if o.MaxBulkBytes <= 0 {
+		o.MaxBulkBytes = 8 << 20
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	cfg := osgo.Config{
+		Addresses: o.Addresses, Username: o.Username, Password: o.Password,
+		InsecureSkipVerify: o.InsecureSkipVerify,
+		// Retries are ours: with backoff, forever, and only where safe.
+		DisableRetry: true,
+	}
+	if o.Username == "" {
+		o.Logger.Warn("no OpenSearch credentials; connecting without authentication", "addresses", o.Addresses)
+	}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: CA file: %v", ErrConfig, err)
+		}
+		cfg.CACert = pem
+	}
+	c, err := osgo.NewClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
+	}
+	return &Store{opts: o, client: c, log: o.Logger, indices: map[string]bool{}}, nil
+}
+
+// Close releases the client.
+func (s *Store) Close() error { return s.client.Close() }
+
+// IndexPrefix is the prefix of the per-kind indices.
+func (s *Store) IndexPrefix() string { return s.opts.IndexPrefix }
+
+// response is a finished HTTP exchange.
+type response struct {
+	status int
+	body   []byte
+}
+
+func (r response) err(what string) error {
+	b := r.body
+	if len(b) > 2048 {
+		b = b[:2048]
+	}
+	return fmt.Errorf("%w: %s: %d %s", ErrRequest, what, r.status, bytes.TrimSpace(b))
+}
+
+// do sends one request, no retry.
+func (s *Store) do(ctx context.Context, method, path string, body []byte) (response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, path, rd)
+	if err != nil {
+		return response{}, err
+	}
+	if body != nil {
+		if strings.Contains(path, "_bulk") {
+			req.Header.Set("Content-Type", "application/x-ndjson")
+		} else {
+			req.Header.Set("Content-Type", "application/json")
+		}
+	}
+	resp, err := s.client.Perform(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return response{}, err
+	}
+	return response{status: resp.StatusCode, body: b}, nil
+}
+
+// retryable: the request may succeed later (overload, restart, network).
+func retryable(status int) bool { return status == http.StatusTooManyRequests || status >= 500 }
+
+// doRetry sends a request until it gets an answer that is not a transient
+// failure, backing off exponentially; only ctx ends the retries.
+func (s *Store) doRetry(ctx context.Context, method, path string, body []byte) (response, error) {
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		r, err := s.do(ctx, method, path, body)
+		if err == nil && !retryable(r.status) {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		if err == nil {
+			err = r.err(method + " " + path)
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			s.log.Warn("opensearch request failed; retrying", "method", method, "path", path, "attempt", attempt, "err", err)
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return r, err
+		}
+		wait = min(2*wait, s.opts.MaxBackoff)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// ensureIndex creates a per-kind index with the mapping, once.
+func (s *Store) ensureIndex(ctx context.Context, index string) error {
+	s.mu.Lock()
+	known := s.indices[index]
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	r, err := s.doRetry(ctx, http.MethodPut, "/"+index, s.indexBody())
+	if err != nil {
+		return err
+	}
+	if r.status >= 300 && !bytes.Contains(r.body, []byte("resource_already_exists_exception")) {
+		return r.err("create index " + index)
+	}
+	s.mu.Lock()
+	s.indices[index] = true
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Store) indexBody() []byte {
+	kw := map[string]any{"type": "keyword"}
+	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
+	off := map[string]any{"type": "object", "enabled": false}
+	object := map[string]any{"type": "text", "norms": false, "index_options": "docs"}
+	if s.opts.NoFullText {
+		object = map[string]any{"type": "keyword", "index": false, "doc_values": false}
+	}
+	m := map[string]any{
+		"settings": map[string]any{
+			"number_of_shards": s.opts.Shards, "number_of_replicas": s.opts.Replicas,
+			// Keep the tombstones of versioned deletes long enough that a
+			// replay after a long outage cannot resurrect a deleted object.
+			"index.gc_deletes": "24h",
+		},
+		"mappings": map[string]any{
+			"dynamic": false,
+			"properties": map[string]any{
+				"apiVersion": kw,
+				"kind":       kw,
+				"metadata": map[string]any{"properties": map[string]any{
+					"name": textKW, "namespace": textKW, "resourceVersion": textKW,
+					"uid": kw, "creationTimestamp": map[string]any{"type": "date"},
+					"labels": off, "annotations": off,
+				}},
+				"spec":   off,
+				"status": off,
+				"fleetview": map[string]any{"properties": map[string]any{
+					"cluster": kw, "group": kw, "version": kw, "resource": kw, "gvr": kw,
+					"uid": kw, "labels": kw, "labelKeys": kw,
+					"seq":    map[string]any{"type": "long"},
+					"object": object,
+				}},
+			},
+		},
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+func (s *Store) checkpointBody() []byte {
+	b, _ := json.Marshal(map[string]any{
+		"settings": map[string]any{"number_of_shards": 1, "number_of_replicas": s.opts.Replicas},
+		"mappings": map[string]any{"properties": map[string]any{
+			"cluster": map[string]any{"type": "keyword"}, "seq": map[string]any{"type": "long"},
+		}},
+	})
+	return b
+}

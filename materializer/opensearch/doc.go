@@ -1,0 +1,33 @@
+// Package opensearch is the OpenSearch backend: a materializer.Sink that
+// bulk-writes objects into one index per kind, and a reader (Get, List,
+// Search) that answers exactly what the Badger backend answers for the same
+// streams.
+//
+// Layout:
+//
+//   - Index `<prefix><lowercase kind>` (prefix "kubernetes-" as in Karmada),
+//     created on first write with the seed's mapping: metadata.annotations,
+//     metadata.labels, spec and status stored but not indexed
+//     (`enabled: false`); name, namespace and resourceVersion with keyword
+//     sub-fields. fleetview's own fields live under `fleetview`: cluster,
+//     group/version/resource and gvr, labels as "k=v" keywords and label
+//     keys (for selectors), the stream sequence, and `object`, the original
+//     object JSON as a string, returned verbatim by reads (so both backends
+//     return the same bytes) and full-text indexed for Search.
+//   - Document id `<cluster>/<group>.<version>.<resource>/<uid>`: UIDs are
+//     unique per cluster only, and the same object served under two
+//     resources (core and events.k8s.io Events) must not collide.
+//   - Writes use external versioning with the stream sequence
+//     (version_type=external, deletes too), so a replay or a redelivery can
+//     never regress a document: a 409 means "already newer" and is success.
+//   - The checkpoint of each cluster stream is a document in the
+//     checkpoints index, written only after the bulk holding the events
+//     before it was fully acknowledged (and the touched indices refreshed,
+//     so a page read at a checkpoint sees every object up to it).
+//
+// Transient failures (connection refused, 429, 5xx, per-item rejections)
+// are retried with capped exponential backoff until the context ends;
+// nothing is dropped. An item OpenSearch refuses for good (a mapping error)
+// is reported as materializer.PoisonError so the materializer dead-letters
+// it and carries on.
+package opensearch

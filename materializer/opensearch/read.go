@@ -1,0 +1,357 @@
+package opensearch
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+// Reads match the Badger backend: the same order (namespace, name,
+// cluster), the same continue cursor (the position after the last item),
+// the same errors, and the same object bytes.
+
+// Versions is the checkpoint of every cluster the store holds.
+func (s *Store) Versions(ctx context.Context) (query.Version, error) {
+	body := []byte(`{"size":10000,"query":{"match_all":{}}}`)
+	r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.CheckpointIndex+"/_search?ignore_unavailable=true&allow_no_indices=true", body)
+	if err != nil {
+		return nil, err
+	}
+	if r.status == http.StatusNotFound {
+		return query.Version{}, nil
+	}
+	if r.status >= 300 {
+		return nil, r.err("read checkpoints")
+	}
+	var res struct {
+		Hits struct {
+			Hits []struct {
+				Source struct {
+					Cluster string `json:"cluster"`
+					Seq     uint64 `json:"seq"`
+				} `json:"_source"`
+			} `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		return nil, fmt.Errorf("%w: checkpoints: %v", ErrRequest, err)
+	}
+	v := query.Version{}
+	for _, h := range res.Hits.Hits {
+		v[h.Source.Cluster] = h.Source.Seq
+	}
+	return v, nil
+}
+
+type hit struct {
+	Sort   []any `json:"sort"`
+	Source struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+		FV struct {
+			Cluster  string   `json:"cluster"`
+			Group    string   `json:"group"`
+			Version  string   `json:"version"`
+			Resource string   `json:"resource"`
+			Labels   []string `json:"labels"`
+			Object   string   `json:"object"`
+		} `json:"fleetview"`
+	} `json:"_source"`
+}
+
+func (h *hit) labels() labels.Set {
+	set := make(labels.Set, len(h.Source.FV.Labels))
+	for _, kv := range h.Source.FV.Labels {
+		k, v, _ := strings.Cut(kv, "=")
+		set[k] = v
+	}
+	return set
+}
+
+func (h *hit) object() query.Object {
+	fv := h.Source.FV
+	return query.Object{Cluster: fv.Cluster, GVR: schema.GroupVersionResource{Group: fv.Group, Version: fv.Version, Resource: fv.Resource}, JSON: []byte(fv.Object)}
+}
+
+var sortKeys = []any{
+	map[string]any{"metadata.namespace.keyword": map[string]any{"order": "asc", "unmapped_type": "keyword"}},
+	map[string]any{"metadata.name.keyword": map[string]any{"order": "asc", "unmapped_type": "keyword"}},
+	map[string]any{"fleetview.cluster": map[string]any{"order": "asc", "unmapped_type": "keyword"}},
+	map[string]any{"fleetview.uid": map[string]any{"order": "asc", "unmapped_type": "keyword"}},
+}
+
+// search runs one query over every per-kind index.
+func (s *Store) search(ctx context.Context, body map[string]any) ([]hit, error) {
+	body["track_total_hits"] = false
+	body["_source"] = []string{"metadata.name", "metadata.namespace", "fleetview.cluster", "fleetview.group", "fleetview.version", "fleetview.resource", "fleetview.labels", "fleetview.object"}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true", b)
+	if err != nil {
+		return nil, err
+	}
+	if r.status >= 300 {
+		return nil, r.err("search")
+	}
+	var res struct {
+		Hits struct {
+			Hits []hit `json:"hits"`
+		} `json:"hits"`
+	}
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		return nil, fmt.Errorf("%w: search response: %v", ErrRequest, err)
+	}
+	return res.Hits.Hits, nil
+}
+
+func term(field string, v any) map[string]any {
+	return map[string]any{"term": map[string]any{field: v}}
+}
+
+// Get returns one object. With cluster empty, the object must be in exactly
+// one cluster.
+func (s *Store) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
+	filter := []any{term("fleetview.gvr", gvrKey(gvr)), term("metadata.namespace.keyword", namespace), term("metadata.name.keyword", name)}
+	if cluster != "" {
+		filter = append(filter, term("fleetview.cluster", cluster))
+	}
+	hits, err := s.search(ctx, map[string]any{"size": 1000, "sort": sortKeys, "query": map[string]any{"bool": map[string]any{"filter": filter}}})
+	if err != nil {
+		return query.Object{}, err
+	}
+	var clusters []string
+	for _, h := range hits {
+		if len(clusters) == 0 || clusters[len(clusters)-1] != h.Source.FV.Cluster {
+			clusters = append(clusters, h.Source.FV.Cluster)
+		}
+	}
+	switch len(clusters) {
+	case 0:
+		return query.Object{}, notFound(gvr, namespace, name, cluster)
+	case 1:
+		return hits[0].object(), nil
+	}
+	return query.Object{}, fmt.Errorf("%w: %s %q found in clusters [%s]", query.ErrConflict, gvr.GroupResource(), qualified(namespace, name), strings.Join(clusters, ", "))
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+func notFound(gvr schema.GroupVersionResource, ns, name, cluster string) error {
+	where := "any cluster"
+	if cluster != "" {
+		where = "cluster " + cluster
+	}
+	return fmt.Errorf("%w: %s %q in %s", query.ErrNotFound, gvr.GroupResource(), qualified(ns, name), where)
+}
+
+// labelClauses turns a selector into filter and must_not clauses on the
+// label keywords; the selector is also checked on every hit, so clauses
+// only need to narrow, never to be exact (Gt and Lt only require the key).
+func labelClauses(sel labels.Selector) (filter, mustNot []any) {
+	if sel == nil {
+		return nil, nil
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		k := r.Key()
+		vals := r.Values().List()
+		kv := make([]string, len(vals))
+		for i, v := range vals {
+			kv[i] = k + "=" + v
+		}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.labels": kv}})
+		case selection.NotEquals, selection.NotIn:
+			mustNot = append(mustNot, map[string]any{"terms": map[string]any{"fleetview.labels": kv}})
+		case selection.Exists, selection.GreaterThan, selection.LessThan:
+			filter = append(filter, term("fleetview.labelKeys", k))
+		case selection.DoesNotExist:
+			mustNot = append(mustNot, term("fleetview.labelKeys", k))
+		}
+	}
+	return filter, mustNot
+}
+
+// List returns one page of objects ordered by namespace, name, cluster.
+func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
+	var page query.Page
+	after, err := decodeContinue(o.Continue)
+	if err != nil {
+		return page, err
+	}
+	v, err := s.Versions(ctx)
+	if err != nil {
+		return page, err
+	}
+	if o.Clusters != nil {
+		keep := map[string]bool{}
+		for _, c := range o.Clusters {
+			keep[c] = true
+		}
+		for c := range v {
+			if !keep[c] {
+				delete(v, c)
+			}
+		}
+	}
+	page.Version = v
+	if o.Clusters != nil && len(o.Clusters) == 0 {
+		return page, nil
+	}
+	filter := []any{term("fleetview.gvr", gvrKey(o.GVR))}
+	ns := o.Namespace
+	if fns, ok := o.Fields.Namespace(); ok && ns == "" {
+		ns = fns
+	}
+	if ns != "" {
+		filter = append(filter, term("metadata.namespace.keyword", ns))
+	}
+	if len(o.Clusters) > 0 {
+		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": o.Clusters}})
+	}
+	lf, mustNot := labelClauses(o.Labels)
+	filter = append(filter, lf...)
+	boolQ := map[string]any{"filter": filter}
+	if len(mustNot) > 0 {
+		boolQ["must_not"] = mustNot
+	}
+	sel := o.Labels
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	chunk := 1000
+	if o.Limit > 0 && o.Limit+1 < int64(chunk) {
+		chunk = int(o.Limit) + 1
+	}
+	var searchAfter []any
+	if after != nil {
+		// Strictly after (namespace, name, cluster): any uid of that key
+		// sorts after "", so use the largest key below the next cluster.
+		searchAfter = []any{after[0], after[1], after[2], "\U0010FFFF"}
+	}
+	var lastNs, lastName, lastCluster string
+	for {
+		body := map[string]any{"size": chunk, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
+		if searchAfter != nil {
+			body["search_after"] = searchAfter
+		}
+		hits, err := s.search(ctx, body)
+		if err != nil {
+			return page, err
+		}
+		for i := range hits {
+			h := &hits[i]
+			searchAfter = h.Sort
+			if !sel.Matches(h.labels()) {
+				continue
+			}
+			m := h.Source.Metadata
+			if ok, err := o.Fields.Matches(m.Namespace, m.Name, []byte(h.Source.FV.Object)); err != nil {
+				return page, err
+			} else if !ok {
+				continue
+			}
+			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
+				page.Continue = encodeContinue(lastNs, lastName, lastCluster)
+				return page, nil
+			}
+			page.Items = append(page.Items, h.object())
+			lastNs, lastName, lastCluster = m.Namespace, m.Name, h.Source.FV.Cluster
+		}
+		if len(hits) < chunk {
+			return page, nil
+		}
+	}
+}
+
+// Search matches text (full text over the whole object, names, namespaces
+// and labels) across resources, ordered like List.
+func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
+	var page query.Page
+	after, err := decodeContinue(o.Continue)
+	if err != nil {
+		return page, err
+	}
+	var filter []any
+	if len(o.Resources) > 0 {
+		keys := make([]string, len(o.Resources))
+		for i, g := range o.Resources {
+			keys[i] = gvrKey(g)
+		}
+		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.gvr": keys}})
+	}
+	if o.Namespace != "" {
+		filter = append(filter, term("metadata.namespace.keyword", o.Namespace))
+	}
+	if o.Clusters != nil {
+		if len(o.Clusters) == 0 {
+			return page, nil
+		}
+		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": o.Clusters}})
+	}
+	boolQ := map[string]any{"filter": filter}
+	if t := strings.TrimSpace(o.Text); t != "" {
+		boolQ["must"] = []any{map[string]any{"simple_query_string": map[string]any{
+			"query": t, "default_operator": "and",
+			"fields": []string{"metadata.name", "metadata.namespace", "fleetview.labels", "fleetview.object"},
+		}}}
+	}
+	limit := o.Limit
+	if limit <= 0 || limit > 10000 {
+		limit = 10000
+	}
+	body := map[string]any{"size": limit + 1, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
+	if after != nil {
+		body["search_after"] = []any{after[0], after[1], after[2], "\U0010FFFF"}
+	}
+	hits, err := s.search(ctx, body)
+	if err != nil {
+		return page, err
+	}
+	for i := range hits {
+		if int64(len(page.Items)) == limit {
+			m := hits[i-1].Source.Metadata
+			page.Continue = encodeContinue(m.Namespace, m.Name, hits[i-1].Source.FV.Cluster)
+			break
+		}
+		page.Items = append(page.Items, hits[i].object())
+	}
+	return page, nil
+}
+
+// The continue cursor is Badger's: the (namespace, name, cluster) of the
+// last item, so a page boundary means the same in both backends.
+func encodeContinue(ns, name, cluster string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(ns + "\x00" + name + "\x00" + cluster))
+}
+
+func decodeContinue(s string) ([]string, error) {
+	if s == "" {
+		return nil, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	parts := strings.Split(string(b), "\x00")
+	if err != nil || len(parts) != 3 {
+		return nil, fmt.Errorf("%w: continue token %q is malformed", query.ErrInvalid, s)
+	}
+	return parts, nil
+}
