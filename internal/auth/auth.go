@@ -279,7 +279,9 @@ func UserFromCertificate(c *x509.Certificate) User {
 type userKey struct{}
 
 // WithUser stores the caller in a context.
-func WithUser(ctx context.Context, u User) context.Context { return context.WithValue(ctx, userKey{}, u) }
+func WithUser(ctx context.Context, u User) context.Context {
+	return context.WithValue(ctx, userKey{}, u)
+}
 
 // UserFrom returns the caller stored by WithUser.
 func UserFrom(ctx context.Context) (User, bool) {
