@@ -26,7 +26,9 @@ func join(parts ...string) []byte {
 	return b
 }
 
-func gvrParts(g schema.GroupVersionResource) []string { return []string{g.Group, g.Version, g.Resource} }
+func gvrParts(g schema.GroupVersionResource) []string {
+	return []string{g.Group, g.Version, g.Resource}
+}
 
 func objPrefix(g schema.GroupVersionResource) []byte {
 	return append(join(append([]string{"o"}, gvrParts(g)...)...), sep)

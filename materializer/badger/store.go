@@ -9,6 +9,7 @@ import (
 	"log/slog"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/stream"
@@ -36,11 +37,24 @@ func Open(o Options) (*Store, error) {
 	opts := bdg.DefaultOptions(o.Dir).
 		WithLogger(nil).
 		WithNumVersionsToKeep(1).
-		// Objects live on disk; these bound what Badger keeps in the heap.
+		// Objects live on disk; these bound what Badger keeps in memory:
+		// at most NumMemtables memtables of MemTableSize (keys, labels
+		// and value pointers: object JSON above ValueThreshold goes to the
+		// value log), a block cache and an index cache (table indices and
+		// bloom filters beyond it are read from disk).
 		WithMemTableSize(32 << 20).
+		WithNumMemtables(3).
 		WithBlockCacheSize(64 << 20).
 		WithIndexCacheSize(32 << 20).
-		WithValueThreshold(1 << 10)
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(256 << 20).
+		WithNumCompactors(2).
+		// The LSM holds keys, label sets and value pointers: compressing
+		// its blocks costs CPU and saves little.
+		WithCompression(options.None).
+		// One writer per cluster stream, and streams write disjoint keys
+		// (the cluster is in every key): conflict tracking is pure cost.
+		WithDetectConflicts(false)
 	db, err := bdg.Open(opts)
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
@@ -128,13 +142,9 @@ func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) err
 }
 
 func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, seq uint64, ev *fleetviewv1.ResourceEvent) error {
-	var meta struct {
-		Metadata struct {
-			Labels map[string]string `json:"labels"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(ev.GetObject(), &meta); err != nil {
-		return fmt.Errorf("%w: object of %s/%s: %v", materializer.ErrPoison, ev.GetNamespace(), ev.GetName(), err)
+	lbls, err := materializer.ObjectLabels(ev.GetObject())
+	if err != nil {
+		return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
 	}
 	key := objKey(gvr, ev.GetNamespace(), ev.GetName(), cluster)
 	old, err := s.oldLabels(txn, key)
@@ -142,13 +152,13 @@ func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 		return err
 	}
 	for k, v := range old {
-		if nv, ok := meta.Metadata.Labels[k]; !ok || nv != v {
+		if nv, ok := lbls[k]; !ok || nv != v {
 			if err := txn.Delete(labelKey(gvr, k, v, ev.GetNamespace(), ev.GetName(), cluster)); err != nil {
 				return err
 			}
 		}
 	}
-	for k, v := range meta.Metadata.Labels {
+	for k, v := range lbls {
 		if ov, ok := old[k]; ok && ov == v {
 			continue
 		}
@@ -156,7 +166,7 @@ func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 			return err
 		}
 	}
-	if err := txn.Set(key, encodeRecord(record{seq: seq, labels: meta.Metadata.Labels, json: ev.GetObject()})); err != nil {
+	if err := txn.Set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
 		return err
 	}
 	return txn.Set(uidKey(cluster, gvr, ev.GetUid()), key)
@@ -192,10 +202,50 @@ func (s *Store) deleteUID(txn *bdg.Txn, cluster string, gvr schema.GroupVersionR
 	if err != nil {
 		return err
 	}
-	if err := s.deleteObject(txn, gvr, key); err != nil {
+	// A deleted-and-recreated object keeps its name under a new uid; when
+	// the new one was applied before the old one's tombstone, the key holds
+	// the new object, which must stay.
+	same, err := s.holdsUID(txn, key, uid)
+	if err != nil {
 		return err
 	}
+	if same {
+		if err := s.deleteObject(txn, gvr, key); err != nil {
+			return err
+		}
+	}
 	return txn.Delete(ukey)
+}
+
+// holdsUID reports whether the object at key has the uid.
+func (s *Store) holdsUID(txn *bdg.Txn, key []byte, uid string) (bool, error) {
+	it, err := txn.Get(key)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var same bool
+	err = it.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		if err != nil {
+			return err
+		}
+		var m struct {
+			Metadata struct {
+				UID string `json:"uid"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(r.json, &m); err != nil {
+			return err
+		}
+		// Objects without a uid in their JSON (never from a collector) are
+		// trusted to be the indexed one.
+		same = m.Metadata.UID == "" || m.Metadata.UID == uid
+		return nil
+	})
+	return same, err
 }
 
 func (s *Store) deleteObject(txn *bdg.Txn, gvr schema.GroupVersionResource, key []byte) error {

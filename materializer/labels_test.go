@@ -1,0 +1,79 @@
+package materializer
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"testing"
+
+	"github.com/fleetview/fleetview/materializer/benchdata"
+)
+
+func TestObjectLabels(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want map[string]string
+		bad  bool
+	}{
+		{"labels", `{"kind":"Pod","metadata":{"name":"a","labels":{"app":"web","x/y":"z"}},"spec":{}}`, map[string]string{"app": "web", "x/y": "z"}, false},
+		{"no labels", `{"metadata":{"name":"a"}}`, nil, false},
+		{"null labels", `{"metadata":{"labels":null}}`, nil, false},
+		{"spaces and escapes", " { \"a\" : \"q\\\"}{\" , \"metadata\" : { \"labels\" : {\"k\":\"v\\\\\"} } } ", map[string]string{"k": `v\`}, false},
+		{"nested labels key elsewhere", `{"spec":{"metadata":{"labels":{"no":"pe"}}},"metadata":{"labels":{"ok":"1"}}}`, map[string]string{"ok": "1"}, false},
+		{"empty object", `{}`, nil, false},
+		{"not an object", `[1]`, nil, true},
+		{"truncated", `{"metadata":{"labels":{"a":"b"}`, nil, true},
+		{"unterminated string", `{"metadata":{"name":"a}}`, nil, true},
+		{"trailing", `{"a":1}x`, nil, true},
+		{"labels not strings", `{"metadata":{"labels":{"a":1}}}`, nil, true},
+		{"empty", ``, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ObjectLabels([]byte(tc.in))
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("no error for %q", tc.in)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if _, err := ObjectLabels([]byte(`{`)); !errors.Is(err, errBadJSON) {
+		t.Fatalf("error %v is not errBadJSON", err)
+	}
+}
+
+func TestObjectLabelsMatchesUnmarshal(t *testing.T) {
+	for i := range 50 {
+		pod := benchdata.Pod("c", i, 3)
+		var want struct {
+			Metadata struct {
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(pod, &want); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ObjectLabels(pod)
+		if err != nil || !maps.Equal(got, want.Metadata.Labels) {
+			t.Fatalf("pod %d: got %v %v, want %v", i, got, err, want.Metadata.Labels)
+		}
+	}
+}
+
+func BenchmarkObjectLabels(b *testing.B) {
+	pod := benchdata.Pod("c", 7, 3)
+	b.SetBytes(int64(len(pod)))
+	for b.Loop() {
+		if _, err := ObjectLabels(pod); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
