@@ -13,22 +13,54 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // Config configures the API server.
 type Config struct {
-	Reader     Reader
+	Reader Reader
+	// Searcher answers Search; nil uses Reader when it implements Searcher.
+	Searcher   Searcher
 	Registries *regstore.Store
 	Inventory  jetstream.KeyValue
 	JetStream  jetstream.JetStream
+	// Hub is the watch fan-out, fed by the materializer's Observer; nil
+	// disables Watch (UNIMPLEMENTED).
+	Hub *Hub
 	// Applied reports the materializer's applied sequence per cluster.
 	Applied func() map[string]uint64
+	// TokenKey seals resourceVersions and continue tokens; empty loads (or
+	// creates) the installation's key in the fv_query KV bucket, so every
+	// replica and restart accepts the tokens of the others.
+	TokenKey []byte
+	// WatchBuffer is the events a watch may queue for a slow client before
+	// it is cut (default 4096).
+	WatchBuffer int
+	// BookmarkInterval is the period of BOOKMARK events (default 10s).
+	BookmarkInterval time.Duration
+	// MaxResumeAge is the oldest resourceVersion a watch resumes from
+	// (default: the tombstone TTL less 10 minutes; older is 410).
+	MaxResumeAge time.Duration
+	// VersionWait is how long a List waits for the cache to reach a
+	// requested resourceVersion (default 3s, like Kubernetes).
+	VersionWait time.Duration
+	// ReadinessInterval is how often /readyz and gRPC health are
+	// recomputed (default 1s).
+	ReadinessInterval time.Duration
+	// ServerOptions are added to the gRPC server (e.g. interceptors, TLS).
+	ServerOptions []grpc.ServerOption
+	// GatewayDialOptions dial the gRPC server from the REST gateway
+	// (default: plaintext loopback).
+	GatewayDialOptions []grpc.DialOption
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -37,9 +69,14 @@ type Config struct {
 
 // Server serves gRPC and REST.
 type Server struct {
-	cfg  Config
-	grpc *grpc.Server
-	http *http.Server
+	cfg    Config
+	grpc   *grpc.Server
+	http   *http.Server
+	health *health.Server
+	conn   *grpc.ClientConn
+	qs     *queryService
+	sync   *syncChecker
+	ready  readiness
 }
 
 // New wires the services.
@@ -53,34 +90,134 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	qs := &queryService{reader: cfg.Reader}
-	cs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, applied: cfg.Applied}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = 4096
+	}
+	if cfg.BookmarkInterval <= 0 {
+		cfg.BookmarkInterval = 10 * time.Second
+	}
+	if cfg.MaxResumeAge <= 0 {
+		cfg.MaxResumeAge = stream.DefaultTombstoneTTL - 10*time.Minute
+	}
+	if cfg.VersionWait <= 0 {
+		cfg.VersionWait = 3 * time.Second
+	}
+	if cfg.ReadinessInterval <= 0 {
+		cfg.ReadinessInterval = time.Second
+	}
+	if cfg.Searcher == nil {
+		cfg.Searcher, _ = cfg.Reader.(Searcher)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := cfg.TokenKey
+	if len(key) == 0 {
+		var err error
+		if key, err = loadTokenKey(ctx, cfg.JetStream); err != nil {
+			return nil, fmt.Errorf("queryapi: %w", err)
+		}
+	}
+	if cfg.Hub != nil {
+		v, err := cfg.Reader.Versions(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("queryapi: read checkpoints: %w", err)
+		}
+		var uids func(fn func(string, schema.GroupVersionResource, string)) error
+		if u, ok := cfg.Reader.(interface {
+			ForEachUID(context.Context, func(string, schema.GroupVersionResource, string)) error
+		}); ok {
+			uids = func(fn func(string, schema.GroupVersionResource, string)) error { return u.ForEachUID(ctx, fn) }
+		}
+		if err := cfg.Hub.seed(v, uids); err != nil {
+			return nil, fmt.Errorf("queryapi: seed watch hub: %w", err)
+		}
+	}
+	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
+	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
+		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
+		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{})}
+	cs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}
 	rs := &registryService{store: cfg.Registries}
 
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(16<<20), grpc.MaxSendMsgSize(256<<20))
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20), grpc.MaxSendMsgSize(256 << 20)}, cfg.ServerOptions...)
+	gs := grpc.NewServer(opts...)
 	fleetviewv1.RegisterQueryServiceServer(gs, qs)
 	fleetviewv1.RegisterClusterServiceServer(gs, cs)
 	fleetviewv1.RegisterRegistryServiceServer(gs, rs)
 	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	hs.SetServingStatus(fleetviewv1.QueryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 
+	// The gateway reaches the services through gRPC (loopback), so REST
+	// calls pass the same interceptors and server streams work.
+	dial := cfg.GatewayDialOptions
+	if len(dial) == 0 {
+		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	}
+	dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
+	conn, err := grpc.NewClient("passthrough:///"+cfg.GRPCListener.Addr().String(), dial...)
+	if err != nil {
+		return nil, fmt.Errorf("queryapi: gateway connection: %w", err)
+	}
 	gw := runtime.NewServeMux(runtime.WithErrorHandler(gatewayErrorHandler))
-	ctx := context.Background()
 	for _, reg := range []func() error{
-		func() error { return fleetviewv1.RegisterQueryServiceHandlerServer(ctx, gw, qs) },
-		func() error { return fleetviewv1.RegisterClusterServiceHandlerServer(ctx, gw, cs) },
-		func() error { return fleetviewv1.RegisterRegistryServiceHandlerServer(ctx, gw, rs) },
+		func() error { return fleetviewv1.RegisterQueryServiceHandler(ctx, gw, conn) },
+		func() error { return fleetviewv1.RegisterClusterServiceHandler(ctx, gw, conn) },
+		func() error { return fleetviewv1.RegisterRegistryServiceHandler(ctx, gw, conn) },
 	} {
 		if err := reg(); err != nil {
+			_ = conn.Close()
 			return nil, fmt.Errorf("queryapi: gateway: %w", err)
 		}
 	}
+	s := &Server{cfg: cfg, grpc: gs, health: hs, conn: conn, sync: sc, qs: qs}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(conn)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
-	return &Server{cfg: cfg, grpc: gs, http: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}, nil
+	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	ok, why := s.ready.get()
+	if !ok {
+		writeError(w, fmt.Errorf("%w: %s", query.ErrNotReady, why))
+		return
+	}
+	_, _ = w.Write([]byte("ok"))
+}
+
+// watchReadiness recomputes readiness until ctx ends.
+func (s *Server) watchReadiness(ctx context.Context) {
+	t := time.NewTicker(s.cfg.ReadinessInterval)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ok, why := s.sync.check(cctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if s.ready.set(ok, why) {
+			st := healthpb.HealthCheckResponse_NOT_SERVING
+			if ok {
+				st = healthpb.HealthCheckResponse_SERVING
+			}
+			s.health.SetServingStatus("", st)
+			s.health.SetServingStatus(fleetviewv1.QueryService_ServiceDesc.ServiceName, st)
+			s.cfg.Logger.Info("readiness changed", "ready", ok, "reason", why)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Run serves until ctx ends, then stops accepting and drains in-flight calls.
@@ -99,9 +236,17 @@ func (s *Server) Run(ctx context.Context) error {
 		return nil
 	})
 	g.Go(func() error {
+		s.watchReadiness(gctx)
+		return nil
+	})
+	g.Go(func() error {
 		<-gctx.Done()
+		s.health.Shutdown()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		// Watches never end by themselves: end them first so the graceful
+		// stops below do not wait for them.
+		close(s.qs.stopping)
 		_ = s.http.Shutdown(sctx)
 		stopped := make(chan struct{})
 		go func() { s.grpc.GracefulStop(); close(stopped) }()
@@ -110,7 +255,12 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-sctx.Done():
 			s.grpc.Stop()
 		}
+		_ = s.conn.Close()
 		return nil
 	})
-	return g.Wait()
+	err := g.Wait()
+	if c, ok := s.cfg.Reader.(interface{ Close() error }); ok {
+		_ = c.Close()
+	}
+	return err
 }

@@ -4,9 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,15 +25,40 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// Reader is what the query API needs from a backend.
+// Reader is what the query API needs from a backend (Badger and
+// OpenSearch both implement it). Continue values reach a backend only
+// after the query API verified their seal, so a backend's cursor format is
+// its own business.
 type Reader interface {
 	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error)
+	// List returns one page; every page of a list carries the Version of
+	// the first one.
 	List(ctx context.Context, o query.ListOptions) (query.Page, error)
+	// Versions is the backend's applied stream sequence per cluster.
+	Versions(ctx context.Context) (query.Version, error)
+}
+
+// Searcher answers free-text search (Badger: substring on names, labels and
+// annotations; OpenSearch: full text).
+type Searcher interface {
+	Search(ctx context.Context, o query.SearchOptions) (query.Page, error)
 }
 
 type queryService struct {
 	fleetviewv1.UnimplementedQueryServiceServer
-	reader Reader
+	reader           Reader
+	searcher         Searcher
+	hub              *Hub
+	js               jetstream.JetStream
+	inv              jetstream.KeyValue
+	sealer           *query.Sealer
+	maxResumeAge     time.Duration
+	watchBuffer      int
+	bookmarkInterval time.Duration
+	versionWait      time.Duration
+	// stopping is closed at shutdown: watches end with UNAVAILABLE so
+	// clients resume elsewhere.
+	stopping chan struct{}
 }
 
 func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
@@ -50,11 +79,78 @@ func requestGVR(group, version, resource string) (schema.GroupVersionResource, e
 }
 
 func toStruct(b []byte) (*structpb.Struct, error) {
-	s := &structpb.Struct{}
-	if err := protojson.Unmarshal(b, s); err != nil {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("stored object is not a JSON object: %w", err)
 	}
-	return s, nil
+	return structpb.NewStruct(m)
+}
+
+func status501(what string) error { return status.Error(codes.Unimplemented, what) }
+
+// resolveClusters combines explicit cluster names and a cluster label
+// selector (evaluated against the inventory). nil means every cluster; an
+// empty slice, none.
+func (q *queryService) resolveClusters(ctx context.Context, names []string, selector string) ([]string, error) {
+	for _, c := range names {
+		if err := stream.ValidateCluster(c); err != nil {
+			return nil, fmt.Errorf("%w: clusters: %v", query.ErrInvalid, err)
+		}
+	}
+	out := names
+	if len(out) == 0 {
+		out = nil
+	}
+	if strings.TrimSpace(selector) == "" {
+		return out, nil
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return nil, fmt.Errorf("%w: clusterSelector: %v", query.ErrInvalid, err)
+	}
+	recs, err := inventory.List(ctx, q.inv)
+	if err != nil {
+		return nil, err
+	}
+	matched := []string{}
+	for _, r := range recs {
+		if sel.Matches(labels.Set(r.Labels)) && (out == nil || slices.Contains(out, r.Name)) {
+			matched = append(matched, r.Name)
+		}
+	}
+	return matched, nil
+}
+
+// selection validates and compiles the filters List and Watch share.
+func (q *queryService) selection(ctx context.Context, group, version, resource, namespace, labelSel, fieldSel string, clusters []string, clusterSel string) (*selection, error) {
+	gvr, err := requestGVR(group, version, resource)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := labels.Parse(labelSel)
+	if err != nil {
+		return nil, fmt.Errorf("%w: labelSelector: %v", query.ErrInvalid, err)
+	}
+	fs, err := query.CompileFields(gvr, fieldSel)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := q.resolveClusters(ctx, clusters, clusterSel)
+	if err != nil {
+		return nil, err
+	}
+	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs}
+	if cs != nil {
+		f.inCluster = map[string]bool{}
+		for _, c := range cs {
+			f.inCluster[c] = true
+		}
+	}
+	return f, nil
+}
+
+func (f *selection) hash() string {
+	return requestHash(f.gvr.String(), f.namespace, f.labels.String(), f.fields.String(), clustersPart(f.clusters))
 }
 
 func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*fleetviewv1.GetResponse, error) {
@@ -76,41 +172,143 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	return &fleetviewv1.GetResponse{Object: s, Cluster: obj.Cluster}, nil
 }
 
-func (q *queryService) List(ctx context.Context, req *fleetviewv1.ListRequest) (*fleetviewv1.ListResponse, error) {
-	gvr, err := requestGVR(req.GetGroup(), req.GetVersion(), req.GetResource())
-	if err != nil {
-		return nil, toStatus(err)
+// awaitVersion waits until the backend has applied at least want, like
+// Kubernetes does for a resourceVersion newer than its watch cache.
+func (q *queryService) awaitVersion(ctx context.Context, want query.Version) error {
+	deadline := time.Now().Add(q.versionWait)
+	for {
+		have, err := q.reader.Versions(ctx)
+		if err != nil {
+			return err
+		}
+		behind := have.Covers(want)
+		if len(behind) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: the cache has not reached the requested resourceVersion in clusters [%s] within %s", query.ErrTooLargeVersion, strings.Join(behind, ", "), q.versionWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	sel, err := labels.Parse(req.GetLabelSelector())
+}
+
+func (q *queryService) List(ctx context.Context, req *fleetviewv1.ListRequest) (*fleetviewv1.ListResponse, error) {
+	resp, err := q.list(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (*fleetviewv1.ListResponse, error) {
+	f, err := q.selection(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetClusters(), req.GetClusterSelector())
 	if err != nil {
-		return nil, toStatus(fmt.Errorf("%w: labelSelector: %v", query.ErrInvalid, err))
+		return nil, err
 	}
 	if req.GetLimit() < 0 {
-		return nil, toStatus(fmt.Errorf("%w: limit must not be negative", query.ErrInvalid))
+		return nil, fmt.Errorf("%w: limit must not be negative", query.ErrInvalid)
 	}
-	page, err := q.reader.List(ctx, query.ListOptions{
-		GVR: gvr, Namespace: req.GetNamespace(), Labels: sel, Clusters: req.GetClusters(),
-		Limit: req.GetLimit(), Continue: req.GetContinue(),
-	})
+	if rv := req.GetResourceVersion(); rv != "" && rv != "0" {
+		if req.GetContinue() != "" {
+			return nil, fmt.Errorf("%w: resourceVersion and continue are exclusive (the continue token pins its snapshot)", query.ErrInvalid)
+		}
+		t, err := q.sealer.OpenVersion(rv)
+		if err != nil {
+			return nil, err
+		}
+		if err := q.awaitVersion(ctx, t.Seqs); err != nil {
+			return nil, err
+		}
+	}
+	h := f.hash()
+	cur, err := openContinue(q.sealer, req.GetContinue(), h)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
-	resp := &fleetviewv1.ListResponse{ResourceVersion: page.ResourceVersion, Continue: page.Continue, Items: make([]*structpb.Struct, 0, len(page.Items))}
+	o := f.listOptions()
+	o.Limit, o.Continue = req.GetLimit(), cur
+	page, err := q.reader.List(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	resp := &fleetviewv1.ListResponse{
+		ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()),
+		Continue:        sealContinue(q.sealer, page.Continue, h),
+		Items:           make([]*structpb.Struct, 0, len(page.Items)),
+	}
+	if page.Continue != "" {
+		resp.RemainingItemCount = page.Remaining
+	}
 	for _, it := range page.Items {
 		s, err := toStruct(it.JSON)
 		if err != nil {
-			return nil, toStatus(err)
+			return nil, err
 		}
 		resp.Items = append(resp.Items, s)
 	}
 	return resp, nil
 }
 
+func (q *queryService) Search(ctx context.Context, req *fleetviewv1.SearchRequest) (*fleetviewv1.SearchResponse, error) {
+	resp, err := q.search(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchRequest) (*fleetviewv1.SearchResponse, error) {
+	if q.searcher == nil {
+		return nil, status501("the backend does not support search")
+	}
+	if strings.TrimSpace(req.GetText()) == "" {
+		return nil, fmt.Errorf("%w: text is required", query.ErrInvalid)
+	}
+	if req.GetLimit() < 0 {
+		return nil, fmt.Errorf("%w: limit must not be negative", query.ErrInvalid)
+	}
+	var gvrs []schema.GroupVersionResource
+	for _, r := range req.GetResources() {
+		p := strings.Split(r, "/")
+		if len(p) != 3 {
+			return nil, fmt.Errorf("%w: resources: %q is not group/version/resource (core group: core/v1/pods)", query.ErrInvalid, r)
+		}
+		g, err := requestGVR(p[0], p[1], p[2])
+		if err != nil {
+			return nil, fmt.Errorf("resources: %q: %w", r, err)
+		}
+		gvrs = append(gvrs, g)
+	}
+	cs, err := q.resolveClusters(ctx, req.GetClusters(), req.GetClusterSelector())
+	if err != nil {
+		return nil, err
+	}
+	rs := slices.Clone(req.GetResources())
+	slices.Sort(rs)
+	h := requestHash("search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs))
+	cur, err := openContinue(q.sealer, req.GetContinue(), h)
+	if err != nil {
+		return nil, err
+	}
+	page, err := q.searcher.Search(ctx, query.SearchOptions{Text: req.GetText(), Resources: gvrs, Namespace: req.GetNamespace(),
+		Clusters: cs, Limit: req.GetLimit(), Continue: cur})
+	if err != nil {
+		return nil, err
+	}
+	resp := &fleetviewv1.SearchResponse{ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()), Continue: sealContinue(q.sealer, page.Continue, h)}
+	for _, it := range page.Items {
+		s, err := toStruct(it.JSON)
+		if err != nil {
+			return nil, err
+		}
+		resp.Items = append(resp.Items, &fleetviewv1.SearchHit{Gvr: stream.ProtoGVR(it.GVR), Cluster: it.Cluster, Object: s})
+	}
+	return resp, nil
+}
+
 type clusterService struct {
 	fleetviewv1.UnimplementedClusterServiceServer
-	kv      jetstream.KeyValue
-	js      jetstream.JetStream
-	applied func() map[string]uint64
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	sync *syncChecker
 }
 
 func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *fleetviewv1.Cluster {
@@ -124,14 +322,23 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
 		})
+		out.ObjectCount += r.ObjectCount
 	}
 	if st, err := c.js.Stream(ctx, stream.StreamName(rec.Name)); err == nil {
 		if info, err := st.Info(ctx); err == nil {
 			out.StreamSequence = info.State.LastSeq
 		}
 	}
-	if c.applied != nil {
-		out.AppliedSequence = c.applied()[rec.Name]
+	var applied map[string]uint64
+	if c.sync.applied != nil {
+		applied = c.sync.applied()
+		out.AppliedSequence = applied[rec.Name]
+	}
+	if out.StreamSequence > out.AppliedSequence {
+		out.Lag = out.StreamSequence - out.AppliedSequence
+	}
+	if ok, _, err := c.sync.clusterSynced(ctx, rec, applied); err == nil {
+		out.CacheSynced = ok
 	}
 	return out
 }

@@ -78,7 +78,8 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, Logger: log})
+	hub := queryapi.NewHub(queryapi.HubOptions{})
+	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, Observer: hub.Observe, Logger: log})
 	if err != nil {
 		_ = store.Close()
 		return nil, err
@@ -95,7 +96,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		return nil, fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
 	}
 	api, err := queryapi.New(queryapi.Config{
-		Reader: store, Registries: regs, Inventory: inv, JetStream: js, Applied: mat.Applied,
+		Reader: store.Reader(badger.ReaderOptions{}), Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: mat.Applied,
 		GRPCListener: gl, HTTPListener: hl, Logger: log,
 	})
 	if err != nil {

@@ -1,13 +1,19 @@
 package badger
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,11 +48,86 @@ func versions(txn *bdg.Txn, v query.Version) error {
 	return nil
 }
 
+// ReaderOptions bound the list snapshots a Reader keeps.
+type ReaderOptions struct {
+	// SnapshotTTL is how long the continue tokens of one list stay valid
+	// (Kubernetes: until etcd compacts, about 5 minutes). Later pages are
+	// ErrExpired.
+	SnapshotTTL time.Duration
+	// MaxSnapshots bounds the open snapshots; the oldest is dropped (its
+	// tokens expire early) when a new list needs one.
+	MaxSnapshots int
+}
+
+// Reader is the Badger read path: Get, List with snapshot-pinned paging,
+// and Search. Every page of a list is read from the Badger read transaction
+// of its first page, held open until the snapshot expires, so a paged list
+// is one consistent cut of the store even while the materializer writes
+// (Badger keeps the versions an open read transaction can see).
+type Reader struct {
+	db   *bdg.DB
+	opts ReaderOptions
+	now  func() time.Time
+
+	mu     sync.Mutex
+	snaps  map[string]*snapshot
+	closed bool
+}
+
+type snapshot struct {
+	mu      sync.Mutex // one page at a time; guards txn use against Discard
+	txn     *bdg.Txn
+	version query.Version
+	total   int64 // objects matched by the whole list, -1 when unknown
+	expires time.Time
+	done    bool
+}
+
+// Reader returns the read path of the store.
+func (s *Store) Reader(o ReaderOptions) *Reader {
+	if o.SnapshotTTL <= 0 {
+		o.SnapshotTTL = 5 * time.Minute
+	}
+	if o.MaxSnapshots <= 0 {
+		o.MaxSnapshots = 1024
+	}
+	return &Reader{db: s.db, opts: o, now: time.Now, snaps: map[string]*snapshot{}}
+}
+
+// Close discards every held snapshot; later continue tokens are expired.
+// Call it before closing the store.
+func (r *Reader) Close() error {
+	r.mu.Lock()
+	snaps := r.snaps
+	r.snaps, r.closed = map[string]*snapshot{}, true
+	r.mu.Unlock()
+	for _, s := range snaps {
+		s.discard()
+	}
+	return nil
+}
+
+func (s *snapshot) discard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.done {
+		s.done = true
+		s.txn.Discard()
+	}
+}
+
+// Versions is the store's checkpoint per cluster.
+func (r *Reader) Versions(_ context.Context) (query.Version, error) {
+	v := query.Version{}
+	err := r.db.View(func(txn *bdg.Txn) error { return versions(txn, v) })
+	return v, err
+}
+
 // Get returns one object. With cluster empty, the object must be in exactly
 // one cluster.
-func (s *Store) Get(_ context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
-	var out query.Object
-	err := s.db.View(func(txn *bdg.Txn) error {
+func (r *Reader) Get(_ context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
+	out := query.Object{GVR: gvr}
+	err := r.db.View(func(txn *bdg.Txn) error {
 		if cluster != "" {
 			it, err := txn.Get(objKey(gvr, namespace, name, cluster))
 			if errors.Is(err, bdg.ErrKeyNotFound) {
@@ -63,7 +144,7 @@ func (s *Store) Get(_ context.Context, gvr schema.GroupVersionResource, namespac
 			})
 		}
 		prefix := append(join("o", gvr.Group, gvr.Version, gvr.Resource, namespace, name), sep)
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
 		var clusters []string
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -106,100 +187,280 @@ func notFound(gvr schema.GroupVersionResource, ns, name, cluster string) error {
 	return fmt.Errorf("%w: %s %q in %s", query.ErrNotFound, gvr.GroupResource(), qualified(ns, name), where)
 }
 
+// cursor is the backend part of a continue token. The query API seals it,
+// so it is trusted here.
+type cursor struct {
+	Snap  string `json:"s"`
+	After []byte `json:"a"`
+	N     int64  `json:"n"` // objects returned by earlier pages
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	if err := json.Unmarshal([]byte(s), &c); err != nil || c.Snap == "" {
+		return c, fmt.Errorf("%w: continue: not a Badger cursor", query.ErrInvalid)
+	}
+	return c, nil
+}
+
+// begin opens the snapshot of a first page, or finds the one a cursor
+// names. The snapshot is locked on return.
+func (r *Reader) begin(cont string, clusters []string) (*snapshot, cursor, error) {
+	now := r.now()
+	if cont != "" {
+		c, err := decodeCursor(cont)
+		if err != nil {
+			return nil, c, err
+		}
+		r.mu.Lock()
+		s := r.snaps[c.Snap]
+		r.mu.Unlock()
+		if s != nil {
+			s.mu.Lock()
+			if !s.done && now.Before(s.expires) {
+				return s, c, nil
+			}
+			s.mu.Unlock()
+		}
+		return nil, c, fmt.Errorf("%w: the snapshot of this list is gone (continue tokens live %s); start the list again", query.ErrExpired, r.opts.SnapshotTTL)
+	}
+	txn := r.db.NewTransaction(false)
+	v := query.Version{}
+	if err := versions(txn, v); err != nil {
+		txn.Discard()
+		return nil, cursor{}, err
+	}
+	if clusters != nil {
+		keep := map[string]bool{}
+		for _, c := range clusters {
+			keep[c] = true
+		}
+		for c := range v {
+			if !keep[c] {
+				delete(v, c)
+			}
+		}
+	}
+	s := &snapshot{txn: txn, version: v, total: -1, expires: now.Add(r.opts.SnapshotTTL)}
+	s.mu.Lock()
+	return s, cursor{}, nil
+}
+
+// keep registers a snapshot for later pages and returns its id.
+func (r *Reader) keep(s *snapshot) (string, error) {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	id := base64.RawURLEncoding.EncodeToString(b)
+	var drop []*snapshot
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return "", fmt.Errorf("%w: reader closed", query.ErrExpired)
+	}
+	now := r.now()
+	var oldestID string
+	var oldest *snapshot
+	for k, o := range r.snaps {
+		if !now.Before(o.expires) {
+			drop = append(drop, o)
+			delete(r.snaps, k)
+			continue
+		}
+		if oldest == nil || o.expires.Before(oldest.expires) {
+			oldestID, oldest = k, o
+		}
+	}
+	if len(r.snaps) >= r.opts.MaxSnapshots && oldest != nil {
+		drop = append(drop, oldest)
+		delete(r.snaps, oldestID)
+	}
+	r.snaps[id] = s
+	r.mu.Unlock()
+	for _, o := range drop {
+		if o != s {
+			o.discard()
+		}
+	}
+	return id, nil
+}
+
+// release ends a page: a snapshot that is not kept is discarded.
+func (r *Reader) release(s *snapshot, kept bool) {
+	if !kept && !s.done {
+		s.done = true
+		s.txn.Discard()
+	}
+	s.mu.Unlock()
+}
+
 // List returns one page of objects ordered by namespace, name, cluster.
-func (s *Store) List(_ context.Context, o query.ListOptions) (query.Page, error) {
+func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error) {
 	var page query.Page
-	after, err := decodeContinue(o.Continue)
+	snap, cur, err := r.begin(o.Continue, o.Clusters)
 	if err != nil {
 		return page, err
 	}
-	clusters := map[string]bool{}
-	for _, c := range o.Clusters {
-		clusters[c] = true
+	kept := o.Continue != ""
+	defer func() { r.release(snap, kept) }()
+	page.Version = snap.version.Clone()
+
+	var clusters map[string]bool
+	if o.Clusters != nil {
+		clusters = map[string]bool{}
+		for _, c := range o.Clusters {
+			clusters[c] = true
+		}
+		if len(clusters) == 0 {
+			return page, nil
+		}
 	}
 	sel := o.Labels
 	if sel == nil {
 		sel = labels.Everything()
 	}
-	err = s.db.View(func(txn *bdg.Txn) error {
-		v := query.Version{}
-		if err := versions(txn, v); err != nil {
+	ns := o.Namespace
+	if fns, ok := o.Fields.Namespace(); ok {
+		if ns != "" && ns != fns {
+			return page, nil
+		}
+		ns = fns
+	}
+	txn := snap.txn
+	base, indexed := scanPrefix(o.GVR, sel)
+	prefix := base
+	if ns != "" {
+		prefix = append(append(bytes.Clone(base), ns...), sep)
+	}
+	start := prefix
+	if cur.After != nil {
+		if !bytes.HasPrefix(cur.After, prefix) {
+			return page, fmt.Errorf("%w: continue token belongs to another list", query.ErrInvalid)
+		}
+		start = append(bytes.Clone(cur.After), sep)
+	}
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: !indexed, PrefetchSize: 100})
+	defer it.Close()
+	var lastKey []byte
+	more := false
+	for it.Seek(start); it.Valid(); it.Next() {
+		key := it.Item().Key()
+		kns, name, cluster, err := tail(key)
+		if err != nil {
+			return page, err
+		}
+		if clusters != nil && !clusters[cluster] {
+			continue
+		}
+		if o.Fields != nil && !o.Fields.NeedsObject() {
+			if ok, _ := o.Fields.Matches(kns, name, nil); !ok {
+				continue
+			}
+		}
+		if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
+			// Only a matching object proves there is a next page.
+			if ok, err := r.matches(txn, it.Item(), indexed, o, sel, kns, name, cluster, nil); err != nil {
+				return page, err
+			} else if ok {
+				more = true
+				break
+			}
+			continue
+		}
+		var obj query.Object
+		ok, err := r.matches(txn, it.Item(), indexed, o, sel, kns, name, cluster, &obj)
+		if err != nil {
+			return page, err
+		}
+		if !ok {
+			continue
+		}
+		page.Items = append(page.Items, obj)
+		lastKey = it.Item().KeyCopy(lastKey[:0])
+	}
+	if !more {
+		return page, nil
+	}
+	if snap.total < 0 && cur.After == nil && sel.Empty() && o.Fields == nil {
+		snap.total = countKeys(txn, prefix, clusters)
+	}
+	returned := cur.N + int64(len(page.Items))
+	if snap.total >= 0 {
+		rem := max(snap.total-returned, 0)
+		page.Remaining = &rem
+	}
+	if !kept {
+		id, err := r.keep(snap)
+		if err != nil {
+			return page, err
+		}
+		cur.Snap = id
+		kept = true
+	}
+	page.Continue = cursor{Snap: cur.Snap, After: lastKey, N: returned}.encode()
+	return page, nil
+}
+
+// matches decodes and filters one candidate; obj receives it when non-nil.
+func (r *Reader) matches(txn *bdg.Txn, item *bdg.Item, indexed bool, o query.ListOptions, sel labels.Selector, ns, name, cluster string, obj *query.Object) (bool, error) {
+	if indexed {
+		pi, err := txn.Get(objKey(o.GVR, ns, name, cluster))
+		if err != nil {
+			return false, fmt.Errorf("label index points at a missing object %s/%s in %s: %w", ns, name, cluster, err)
+		}
+		item = pi
+	}
+	matched := false
+	err := item.Value(func(b []byte) error {
+		rec, err := decodeRecord(b, !sel.Empty())
+		if err != nil {
 			return err
 		}
-		for c := range v {
-			if len(clusters) > 0 && !clusters[c] {
-				delete(v, c)
-			}
+		if !sel.Empty() && !sel.Matches(labels.Set(rec.labels)) {
+			return nil
 		}
-		page.ResourceVersion = v.Encode()
-		base, indexed := s.scanPrefix(o.GVR, sel)
-		prefix := base
-		if o.Namespace != "" {
-			prefix = append(append(append([]byte{}, base...), o.Namespace...), sep)
-		}
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: !indexed, PrefetchSize: 100})
-		defer it.Close()
-		start := prefix
-		if after != "" {
-			// Just past the last returned key: keys end with the cluster token.
-			start = append(append(append([]byte{}, base...), after...), 1)
-		}
-		var lastNs, lastName, lastCluster string
-		for it.Seek(start); it.Valid(); it.Next() {
-			key := it.Item().Key()
-			ns, name, cluster, err := tail(key)
-			if err != nil {
+		if o.Fields.NeedsObject() {
+			ok, err := o.Fields.Matches(ns, name, rec.json)
+			if err != nil || !ok {
 				return err
 			}
-			if len(clusters) > 0 && !clusters[cluster] {
-				continue
-			}
-			item := it.Item()
-			if indexed {
-				pi, err := txn.Get(objKey(o.GVR, ns, name, cluster))
-				if err != nil {
-					return fmt.Errorf("label index points at a missing object %s/%s in %s: %w", ns, name, cluster, err)
-				}
-				item = pi
-			}
-			var obj query.Object
-			matched := false
-			if err := item.Value(func(b []byte) error {
-				r, err := decodeRecord(b, true)
-				if err != nil {
-					return err
-				}
-				if !sel.Matches(labels.Set(r.labels)) {
-					return nil
-				}
-				matched = true
-				obj = query.Object{Cluster: cluster, JSON: append([]byte(nil), r.json...)}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if !matched {
-				continue
-			}
-			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-				page.Continue = encodeContinue(lastNs, lastName, lastCluster)
-				return nil
-			}
-			page.Items = append(page.Items, obj)
-			lastNs, lastName, lastCluster = ns, name, cluster
+		}
+		matched = true
+		if obj != nil {
+			*obj = query.Object{Cluster: cluster, GVR: o.GVR, JSON: bytes.Clone(rec.json)}
 		}
 		return nil
 	})
-	return page, err
+	return matched, err
+}
+
+func countKeys(txn *bdg.Txn, prefix []byte, clusters map[string]bool) int64 {
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+	defer it.Close()
+	var n int64
+	for it.Rewind(); it.Valid(); it.Next() {
+		if clusters != nil {
+			k := it.Item().Key()
+			if !clusters[string(k[bytes.LastIndexByte(k, sep)+1:])] {
+				continue
+			}
+		}
+		n++
+	}
+	return n
 }
 
 // scanPrefix picks the label index when the selector has an equality
 // requirement, else the resource's primary range.
-func (s *Store) scanPrefix(gvr schema.GroupVersionResource, sel labels.Selector) ([]byte, bool) {
+func scanPrefix(gvr schema.GroupVersionResource, sel labels.Selector) ([]byte, bool) {
 	reqs, _ := sel.Requirements()
-	var best *labels.Requirement
-	for i := range reqs {
-		r := reqs[i]
+	for _, r := range reqs {
 		switch r.Operator() {
 		case selection.Equals, selection.DoubleEquals:
 		case selection.In:
@@ -209,28 +470,164 @@ func (s *Store) scanPrefix(gvr schema.GroupVersionResource, sel labels.Selector)
 		default:
 			continue
 		}
-		best = &r
-		break
+		vals := r.Values().List()
+		sort.Strings(vals)
+		return labelPrefix(gvr, r.Key(), vals[0]), true
 	}
-	if best == nil {
-		return objPrefix(gvr), false
-	}
-	vals := best.Values().List()
-	sort.Strings(vals)
-	return labelPrefix(gvr, best.Key(), vals[0]), true
+	return objPrefix(gvr), false
 }
 
-func encodeContinue(ns, name, cluster string) string {
-	return base64.RawURLEncoding.EncodeToString(join(ns, name, cluster))
+// Search matches text case-insensitively as a substring of the name,
+// namespace, label keys and values and annotation keys and values of every
+// object of the selected resources and clusters, ordered by resource,
+// namespace, name, cluster, with snapshot-pinned paging like List.
+func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, error) {
+	var page query.Page
+	needle := strings.ToLower(strings.TrimSpace(o.Text))
+	if needle == "" {
+		return page, fmt.Errorf("%w: search text is required", query.ErrInvalid)
+	}
+	snap, cur, err := r.begin(o.Continue, o.Clusters)
+	if err != nil {
+		return page, err
+	}
+	kept := o.Continue != ""
+	defer func() { r.release(snap, kept) }()
+	page.Version = snap.version.Clone()
+	var clusters map[string]bool
+	if o.Clusters != nil {
+		clusters = map[string]bool{}
+		for _, c := range o.Clusters {
+			clusters[c] = true
+		}
+	}
+	var prefixes [][]byte
+	if len(o.Resources) == 0 {
+		prefixes = [][]byte{{'o', sep}}
+	} else {
+		for _, g := range o.Resources {
+			prefixes = append(prefixes, objPrefix(g))
+		}
+		slices.SortFunc(prefixes, bytes.Compare)
+		prefixes = slices.CompactFunc(prefixes, bytes.Equal)
+	}
+	bneedle := []byte(needle)
+	var lastKey []byte
+	more := false
+scan:
+	for _, prefix := range prefixes {
+		if cur.After != nil && bytes.Compare(cur.After, prefix) > 0 && !bytes.HasPrefix(cur.After, prefix) {
+			continue // an earlier resource, done on previous pages
+		}
+		start := prefix
+		if bytes.HasPrefix(cur.After, prefix) {
+			start = append(bytes.Clone(cur.After), sep)
+		}
+		it := snap.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+		for it.Seek(start); it.Valid(); it.Next() {
+			key := it.Item().Key()
+			parts := bytes.Split(key, []byte{sep})
+			if len(parts) != 7 {
+				it.Close()
+				return page, fmt.Errorf("malformed key %q", key)
+			}
+			ns, cluster := string(parts[4]), string(parts[6])
+			if clusters != nil && !clusters[cluster] || o.Namespace != "" && ns != o.Namespace {
+				continue
+			}
+			var hit *query.Object
+			if err := it.Item().Value(func(b []byte) error {
+				rec, err := decodeRecord(b, false)
+				if err != nil {
+					return err
+				}
+				if !containsFold(rec.json, bneedle) || !metaMatches(rec.json, needle) {
+					return nil
+				}
+				hit = &query.Object{Cluster: cluster, JSON: bytes.Clone(rec.json),
+					GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
+				return nil
+			}); err != nil {
+				it.Close()
+				return page, err
+			}
+			if hit == nil {
+				continue
+			}
+			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
+				more = true
+				it.Close()
+				break scan
+			}
+			page.Items = append(page.Items, *hit)
+			lastKey = it.Item().KeyCopy(lastKey[:0])
+		}
+		it.Close()
+	}
+	if !more {
+		return page, nil
+	}
+	if !kept {
+		id, err := r.keep(snap)
+		if err != nil {
+			return page, err
+		}
+		cur.Snap = id
+		kept = true
+	}
+	page.Continue = cursor{Snap: cur.Snap, After: lastKey, N: cur.N + int64(len(page.Items))}.encode()
+	return page, nil
 }
 
-func decodeContinue(s string) (string, error) {
-	if s == "" {
-		return "", nil
+// containsFold is a cheap prefilter: the needle is lower case.
+func containsFold(hay, needle []byte) bool {
+	if bytes.Contains(hay, needle) {
+		return true
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(strings.Split(string(b), "\x00")) != 3 {
-		return "", fmt.Errorf("%w: continue token %q is malformed", query.ErrInvalid, s)
+	return bytes.Contains(bytes.ToLower(hay), needle)
+}
+
+func metaMatches(obj []byte, needle string) bool {
+	var m struct {
+		Metadata struct {
+			Name        string            `json:"name"`
+			Namespace   string            `json:"namespace"`
+			Labels      map[string]string `json:"labels"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
 	}
-	return string(b), nil
+	if json.Unmarshal(obj, &m) != nil {
+		return false
+	}
+	in := func(s string) bool { return strings.Contains(strings.ToLower(s), needle) }
+	md := m.Metadata
+	if in(md.Name) || in(md.Namespace) {
+		return true
+	}
+	for _, kv := range []map[string]string{md.Labels, md.Annotations} {
+		for k, v := range kv {
+			if in(k) || in(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ForEachUID calls fn for every object the store holds, by cluster,
+// resource and UID (a key-only scan of the UID index), so the query API's
+// watch hub can tell new objects from changed ones.
+func (r *Reader) ForEachUID(_ context.Context, fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error {
+	return r.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'u', sep}, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			p := bytes.Split(it.Item().Key(), []byte{sep})
+			if len(p) != 6 {
+				return fmt.Errorf("malformed uid key %q", it.Item().Key())
+			}
+			fn(string(p[1]), schema.GroupVersionResource{Group: string(p[2]), Version: string(p[3]), Resource: string(p[4])}, string(p[5]))
+		}
+		return nil
+	})
 }

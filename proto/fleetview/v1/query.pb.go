@@ -178,9 +178,19 @@ type ListRequest struct {
 	// Maximum items in one page; 0 = no limit.
 	Limit int64 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Opaque token from a previous page.
-	Continue      string `protobuf:"bytes,8,opt,name=continue,proto3" json:"continue,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Continue string `protobuf:"bytes,8,opt,name=continue,proto3" json:"continue,omitempty"`
+	// Kubernetes field selector: metadata.name, metadata.namespace and the
+	// fields Kubernetes supports for the resource (e.g. status.phase and
+	// spec.nodeName for pods). An unsupported field is INVALID_ARGUMENT/400.
+	FieldSelector string `protobuf:"bytes,9,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	// Label selector evaluated against the cluster inventory's labels;
+	// combined with clusters (both must hold).
+	ClusterSelector string `protobuf:"bytes,10,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	// "" or "0": the latest state. A token from an earlier answer: a state at
+	// least that new (waits briefly for the cache, else 504 Timeout).
+	ResourceVersion string `protobuf:"bytes,11,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -269,6 +279,454 @@ func (x *ListRequest) GetContinue() string {
 	return ""
 }
 
+func (x *ListRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *ListRequest) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *ListRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+type WatchRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Group           string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version         string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource        string                 `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	Namespace       string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector   string                 `protobuf:"bytes,5,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	FieldSelector   string                 `protobuf:"bytes,6,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	Clusters        []string               `protobuf:"bytes,7,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	ClusterSelector string                 `protobuf:"bytes,8,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	// Resume point: a resourceVersion from a List, an event or a bookmark.
+	// Empty: start now (with send_initial_events, after the current state).
+	ResourceVersion string `protobuf:"bytes,9,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// Send the current state as ADDED events first, then a BOOKMARK with
+	// initial_events_end (Kubernetes sendInitialEvents).
+	SendInitialEvents bool `protobuf:"varint,10,opt,name=send_initial_events,json=sendInitialEvents,proto3" json:"send_initial_events,omitempty"`
+	// Periodic BOOKMARK events carrying the resume token.
+	AllowBookmarks bool `protobuf:"varint,11,opt,name=allow_bookmarks,json=allowBookmarks,proto3" json:"allow_bookmarks,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *WatchRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *WatchRequest) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchRequest) GetSendInitialEvents() bool {
+	if x != nil {
+		return x.SendInitialEvents
+	}
+	return false
+}
+
+func (x *WatchRequest) GetAllowBookmarks() bool {
+	if x != nil {
+		return x.AllowBookmarks
+	}
+	return false
+}
+
+type WatchEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ADDED, MODIFIED, DELETED or BOOKMARK (Kubernetes watch event types).
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// The object (for DELETED its last known state or, when only the
+	// tombstone is known, its metadata). For BOOKMARK only metadata with the
+	// resourceVersion.
+	Object  *structpb.Struct `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	Cluster string           `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Token to resume after this event.
+	ResourceVersion string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// True on the BOOKMARK that ends the initial events.
+	InitialEventsEnd bool `protobuf:"varint,5,opt,name=initial_events_end,json=initialEventsEnd,proto3" json:"initial_events_end,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *WatchEvent) Reset() {
+	*x = WatchEvent{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEvent) ProtoMessage() {}
+
+func (x *WatchEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
+func (*WatchEvent) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *WatchEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetObject() *structpb.Struct {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *WatchEvent) GetInitialEventsEnd() bool {
+	if x != nil {
+		return x.InitialEventsEnd
+	}
+	return false
+}
+
+type SearchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Free text; on Badger a case-insensitive substring of name, namespace,
+	// label and annotation keys and values.
+	Text string `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	// Resources to search as "group/version/resource" ("core" for the core
+	// group); empty: all.
+	Resources       []string `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
+	Namespace       string   `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Clusters        []string `protobuf:"bytes,4,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	ClusterSelector string   `protobuf:"bytes,5,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	Limit           int64    `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue        string   `protobuf:"bytes,7,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SearchRequest) Reset() {
+	*x = SearchRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchRequest) ProtoMessage() {}
+
+func (x *SearchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
+func (*SearchRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SearchRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *SearchRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *SearchRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SearchRequest) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *SearchRequest) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *SearchRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *SearchRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+type SearchHit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Gvr           *GroupVersionResource  `protobuf:"bytes,1,opt,name=gvr,proto3" json:"gvr,omitempty"`
+	Cluster       string                 `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Object        *structpb.Struct       `protobuf:"bytes,3,opt,name=object,proto3" json:"object,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SearchHit) Reset() {
+	*x = SearchHit{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchHit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchHit) ProtoMessage() {}
+
+func (x *SearchHit) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
+func (*SearchHit) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SearchHit) GetGvr() *GroupVersionResource {
+	if x != nil {
+		return x.Gvr
+	}
+	return nil
+}
+
+func (x *SearchHit) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *SearchHit) GetObject() *structpb.Struct {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+type SearchResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Items           []*SearchHit           `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	Continue        string                 `protobuf:"bytes,2,opt,name=continue,proto3" json:"continue,omitempty"`
+	ResourceVersion string                 `protobuf:"bytes,3,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SearchResponse) Reset() {
+	*x = SearchResponse{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SearchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SearchResponse) ProtoMessage() {}
+
+func (x *SearchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
+func (*SearchResponse) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SearchResponse) GetItems() []*SearchHit {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *SearchResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *SearchResponse) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
 type ListResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Items []*structpb.Struct     `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -284,7 +742,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +754,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +767,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{3}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListResponse) GetItems() []*structpb.Struct {
@@ -357,7 +815,7 @@ type ResourceSyncState struct {
 
 func (x *ResourceSyncState) Reset() {
 	*x = ResourceSyncState{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +827,7 @@ func (x *ResourceSyncState) String() string {
 func (*ResourceSyncState) ProtoMessage() {}
 
 func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +840,7 @@ func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSyncState.ProtoReflect.Descriptor instead.
 func (*ResourceSyncState) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{4}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResourceSyncState) GetGvr() *GroupVersionResource {
@@ -443,13 +901,20 @@ type Cluster struct {
 	StreamSequence  uint64 `protobuf:"varint,10,opt,name=stream_sequence,json=streamSequence,proto3" json:"stream_sequence,omitempty"`
 	AppliedSequence uint64 `protobuf:"varint,11,opt,name=applied_sequence,json=appliedSequence,proto3" json:"applied_sequence,omitempty"`
 	Message         string `protobuf:"bytes,12,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// stream_sequence - applied_sequence: events not yet in the cache.
+	Lag uint64 `protobuf:"varint,13,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Objects cached from this cluster, summed over its resources.
+	ObjectCount int64 `protobuf:"varint,14,opt,name=object_count,json=objectCount,proto3" json:"object_count,omitempty"`
+	// Every resource has synced and the materializer has applied the stream
+	// through its latest sync marker: the cache equals the cluster.
+	CacheSynced   bool `protobuf:"varint,15,opt,name=cache_synced,json=cacheSynced,proto3" json:"cache_synced,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +926,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +939,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{5}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Cluster) GetName() string {
@@ -561,6 +1026,27 @@ func (x *Cluster) GetMessage() string {
 	return ""
 }
 
+func (x *Cluster) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+func (x *Cluster) GetObjectCount() int64 {
+	if x != nil {
+		return x.ObjectCount
+	}
+	return 0
+}
+
+func (x *Cluster) GetCacheSynced() bool {
+	if x != nil {
+		return x.CacheSynced
+	}
+	return false
+}
+
 type ListClustersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -569,7 +1055,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +1067,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +1080,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
 }
 
 type ListClustersResponse struct {
@@ -606,7 +1092,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +1104,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +1117,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -650,7 +1136,7 @@ type GetClusterRequest struct {
 
 func (x *GetClusterRequest) Reset() {
 	*x = GetClusterRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +1148,7 @@ func (x *GetClusterRequest) String() string {
 func (*GetClusterRequest) ProtoMessage() {}
 
 func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +1161,7 @@ func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetClusterRequest) GetName() string {
@@ -696,7 +1182,7 @@ type Registry struct {
 
 func (x *Registry) Reset() {
 	*x = Registry{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -708,7 +1194,7 @@ func (x *Registry) String() string {
 func (*Registry) ProtoMessage() {}
 
 func (x *Registry) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -721,7 +1207,7 @@ func (x *Registry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registry.ProtoReflect.Descriptor instead.
 func (*Registry) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Registry) GetRegistry() *structpb.Struct {
@@ -740,7 +1226,7 @@ type ApplyRegistryRequest struct {
 
 func (x *ApplyRegistryRequest) Reset() {
 	*x = ApplyRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -752,7 +1238,7 @@ func (x *ApplyRegistryRequest) String() string {
 func (*ApplyRegistryRequest) ProtoMessage() {}
 
 func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -765,7 +1251,7 @@ func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRegistryRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyRegistryRequest) GetRegistry() *structpb.Struct {
@@ -784,7 +1270,7 @@ type GetRegistryRequest struct {
 
 func (x *GetRegistryRequest) Reset() {
 	*x = GetRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +1282,7 @@ func (x *GetRegistryRequest) String() string {
 func (*GetRegistryRequest) ProtoMessage() {}
 
 func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +1295,7 @@ func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistryRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetRegistryRequest) GetName() string {
@@ -827,7 +1313,7 @@ type ListRegistriesRequest struct {
 
 func (x *ListRegistriesRequest) Reset() {
 	*x = ListRegistriesRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1325,7 @@ func (x *ListRegistriesRequest) String() string {
 func (*ListRegistriesRequest) ProtoMessage() {}
 
 func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1338,7 @@ func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRegistriesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{17}
 }
 
 type ListRegistriesResponse struct {
@@ -864,7 +1350,7 @@ type ListRegistriesResponse struct {
 
 func (x *ListRegistriesResponse) Reset() {
 	*x = ListRegistriesResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1362,7 @@ func (x *ListRegistriesResponse) String() string {
 func (*ListRegistriesResponse) ProtoMessage() {}
 
 func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1375,7 @@ func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRegistriesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListRegistriesResponse) GetRegistries() []*Registry {
@@ -908,7 +1394,7 @@ type DeleteRegistryRequest struct {
 
 func (x *DeleteRegistryRequest) Reset() {
 	*x = DeleteRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1406,7 @@ func (x *DeleteRegistryRequest) String() string {
 func (*DeleteRegistryRequest) ProtoMessage() {}
 
 func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1419,7 @@ func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteRegistryRequest) GetName() string {
@@ -951,7 +1437,7 @@ type DeleteRegistryResponse struct {
 
 func (x *DeleteRegistryResponse) Reset() {
 	*x = DeleteRegistryResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1449,7 @@ func (x *DeleteRegistryResponse) String() string {
 func (*DeleteRegistryResponse) ProtoMessage() {}
 
 func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1462,7 @@ func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{20}
 }
 
 var File_fleetview_v1_query_proto protoreflect.FileDescriptor
@@ -994,7 +1480,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\acluster\x18\x06 \x01(\tR\acluster\"X\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\xec\x01\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\"\xe9\x02\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1003,7 +1489,47 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0elabel_selector\x18\x05 \x01(\tR\rlabelSelector\x12\x1a\n" +
 	"\bclusters\x18\x06 \x03(\tR\bclusters\x12\x14\n" +
 	"\x05limit\x18\a \x01(\x03R\x05limit\x12\x1a\n" +
-	"\bcontinue\x18\b \x01(\tR\bcontinue\"\xd4\x01\n" +
+	"\bcontinue\x18\b \x01(\tR\bcontinue\x12%\n" +
+	"\x0efield_selector\x18\t \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10cluster_selector\x18\n" +
+	" \x01(\tR\x0fclusterSelector\x12)\n" +
+	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\"\x91\x03\n" +
+	"\fWatchRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x05 \x01(\tR\rlabelSelector\x12%\n" +
+	"\x0efield_selector\x18\x06 \x01(\tR\rfieldSelector\x12\x1a\n" +
+	"\bclusters\x18\a \x03(\tR\bclusters\x12)\n" +
+	"\x10cluster_selector\x18\b \x01(\tR\x0fclusterSelector\x12)\n" +
+	"\x10resource_version\x18\t \x01(\tR\x0fresourceVersion\x12.\n" +
+	"\x13send_initial_events\x18\n" +
+	" \x01(\bR\x11sendInitialEvents\x12'\n" +
+	"\x0fallow_bookmarks\x18\v \x01(\bR\x0eallowBookmarks\"\xc4\x01\n" +
+	"\n" +
+	"WatchEvent\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12/\n" +
+	"\x06object\x18\x02 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12,\n" +
+	"\x12initial_events_end\x18\x05 \x01(\bR\x10initialEventsEnd\"\xd8\x01\n" +
+	"\rSearchRequest\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
+	"\tresources\x18\x02 \x03(\tR\tresources\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x1a\n" +
+	"\bclusters\x18\x04 \x03(\tR\bclusters\x12)\n" +
+	"\x10cluster_selector\x18\x05 \x01(\tR\x0fclusterSelector\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\a \x01(\tR\bcontinue\"\x8c\x01\n" +
+	"\tSearchHit\x124\n" +
+	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12/\n" +
+	"\x06object\x18\x03 \x01(\v2\x17.google.protobuf.StructR\x06object\"\x86\x01\n" +
+	"\x0eSearchResponse\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.fleetview.v1.SearchHitR\x05items\x12\x1a\n" +
+	"\bcontinue\x18\x02 \x01(\tR\bcontinue\x12)\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xd4\x01\n" +
 	"\fListResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.google.protobuf.StructR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +
@@ -1018,7 +1544,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"namespaces\x12\x16\n" +
 	"\x06synced\x18\x04 \x01(\bR\x06synced\x12!\n" +
 	"\fobject_count\x18\x05 \x01(\x03R\vobjectCount\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\x90\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xe8\x04\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
@@ -1032,7 +1558,10 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0fstream_sequence\x18\n" +
 	" \x01(\x04R\x0estreamSequence\x12)\n" +
 	"\x10applied_sequence\x18\v \x01(\x04R\x0fappliedSequence\x12\x18\n" +
-	"\amessage\x18\f \x01(\tR\amessage\x1a9\n" +
+	"\amessage\x18\f \x01(\tR\amessage\x12\x10\n" +
+	"\x03lag\x18\r \x01(\x04R\x03lag\x12!\n" +
+	"\fobject_count\x18\x0e \x01(\x03R\vobjectCount\x12!\n" +
+	"\fcache_synced\x18\x0f \x01(\bR\vcacheSynced\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
@@ -1054,10 +1583,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"registries\"+\n" +
 	"\x15DeleteRegistryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
-	"\x16DeleteRegistryResponse2\xf8\x01\n" +
+	"\x16DeleteRegistryResponse2\xc2\x03\n" +
 	"\fQueryService\x12u\n" +
 	"\x03Get\x12\x18.fleetview.v1.GetRequest\x1a\x19.fleetview.v1.GetResponse\"9\x82\xd3\xe4\x93\x023\x121/v1/resources/{group}/{version}/{resource}/{name}\x12q\n" +
-	"\x04List\x12\x19.fleetview.v1.ListRequest\x1a\x1a.fleetview.v1.ListResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/resources/{group}/{version}/{resource}2\xe0\x01\n" +
+	"\x04List\x12\x19.fleetview.v1.ListRequest\x1a\x1a.fleetview.v1.ListResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/resources/{group}/{version}/{resource}\x12o\n" +
+	"\x05Watch\x12\x1a.fleetview.v1.WatchRequest\x1a\x18.fleetview.v1.WatchEvent\".\x82\xd3\xe4\x93\x02(\x12&/v1/watch/{group}/{version}/{resource}0\x01\x12W\n" +
+	"\x06Search\x12\x1b.fleetview.v1.SearchRequest\x1a\x1c.fleetview.v1.SearchResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/search2\xe0\x01\n" +
 	"\x0eClusterService\x12k\n" +
 	"\fListClusters\x12!.fleetview.v1.ListClustersRequest\x1a\".fleetview.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12a\n" +
 	"\n" +
@@ -1080,61 +1612,74 @@ func file_fleetview_v1_query_proto_rawDescGZIP() []byte {
 	return file_fleetview_v1_query_proto_rawDescData
 }
 
-var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fleetview_v1_query_proto_goTypes = []any{
 	(*GetRequest)(nil),             // 0: fleetview.v1.GetRequest
 	(*GetResponse)(nil),            // 1: fleetview.v1.GetResponse
 	(*ListRequest)(nil),            // 2: fleetview.v1.ListRequest
-	(*ListResponse)(nil),           // 3: fleetview.v1.ListResponse
-	(*ResourceSyncState)(nil),      // 4: fleetview.v1.ResourceSyncState
-	(*Cluster)(nil),                // 5: fleetview.v1.Cluster
-	(*ListClustersRequest)(nil),    // 6: fleetview.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),   // 7: fleetview.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),      // 8: fleetview.v1.GetClusterRequest
-	(*Registry)(nil),               // 9: fleetview.v1.Registry
-	(*ApplyRegistryRequest)(nil),   // 10: fleetview.v1.ApplyRegistryRequest
-	(*GetRegistryRequest)(nil),     // 11: fleetview.v1.GetRegistryRequest
-	(*ListRegistriesRequest)(nil),  // 12: fleetview.v1.ListRegistriesRequest
-	(*ListRegistriesResponse)(nil), // 13: fleetview.v1.ListRegistriesResponse
-	(*DeleteRegistryRequest)(nil),  // 14: fleetview.v1.DeleteRegistryRequest
-	(*DeleteRegistryResponse)(nil), // 15: fleetview.v1.DeleteRegistryResponse
-	nil,                            // 16: fleetview.v1.Cluster.LabelsEntry
-	(*structpb.Struct)(nil),        // 17: google.protobuf.Struct
-	(*GroupVersionResource)(nil),   // 18: fleetview.v1.GroupVersionResource
-	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
+	(*WatchRequest)(nil),           // 3: fleetview.v1.WatchRequest
+	(*WatchEvent)(nil),             // 4: fleetview.v1.WatchEvent
+	(*SearchRequest)(nil),          // 5: fleetview.v1.SearchRequest
+	(*SearchHit)(nil),              // 6: fleetview.v1.SearchHit
+	(*SearchResponse)(nil),         // 7: fleetview.v1.SearchResponse
+	(*ListResponse)(nil),           // 8: fleetview.v1.ListResponse
+	(*ResourceSyncState)(nil),      // 9: fleetview.v1.ResourceSyncState
+	(*Cluster)(nil),                // 10: fleetview.v1.Cluster
+	(*ListClustersRequest)(nil),    // 11: fleetview.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),   // 12: fleetview.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),      // 13: fleetview.v1.GetClusterRequest
+	(*Registry)(nil),               // 14: fleetview.v1.Registry
+	(*ApplyRegistryRequest)(nil),   // 15: fleetview.v1.ApplyRegistryRequest
+	(*GetRegistryRequest)(nil),     // 16: fleetview.v1.GetRegistryRequest
+	(*ListRegistriesRequest)(nil),  // 17: fleetview.v1.ListRegistriesRequest
+	(*ListRegistriesResponse)(nil), // 18: fleetview.v1.ListRegistriesResponse
+	(*DeleteRegistryRequest)(nil),  // 19: fleetview.v1.DeleteRegistryRequest
+	(*DeleteRegistryResponse)(nil), // 20: fleetview.v1.DeleteRegistryResponse
+	nil,                            // 21: fleetview.v1.Cluster.LabelsEntry
+	(*structpb.Struct)(nil),        // 22: google.protobuf.Struct
+	(*GroupVersionResource)(nil),   // 23: fleetview.v1.GroupVersionResource
+	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
 }
 var file_fleetview_v1_query_proto_depIdxs = []int32{
-	17, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
-	17, // 1: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
-	18, // 2: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
-	16, // 3: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
-	19, // 4: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	4,  // 5: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
-	5,  // 6: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
-	17, // 7: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
-	17, // 8: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
-	9,  // 9: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
-	0,  // 10: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
-	2,  // 11: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
-	6,  // 12: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
-	8,  // 13: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
-	10, // 14: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
-	11, // 15: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
-	12, // 16: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
-	14, // 17: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
-	1,  // 18: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
-	3,  // 19: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
-	7,  // 20: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
-	5,  // 21: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
-	9,  // 22: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
-	9,  // 23: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
-	13, // 24: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
-	15, // 25: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
-	18, // [18:26] is the sub-list for method output_type
-	10, // [10:18] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	22, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
+	22, // 1: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
+	23, // 2: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
+	22, // 3: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
+	6,  // 4: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
+	22, // 5: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
+	23, // 6: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
+	21, // 7: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
+	24, // 8: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	9,  // 9: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
+	10, // 10: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
+	22, // 11: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
+	22, // 12: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
+	14, // 13: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
+	0,  // 14: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
+	2,  // 15: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
+	3,  // 16: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
+	5,  // 17: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
+	11, // 18: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
+	13, // 19: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
+	15, // 20: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
+	16, // 21: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
+	17, // 22: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
+	19, // 23: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
+	1,  // 24: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
+	8,  // 25: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
+	4,  // 26: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
+	7,  // 27: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
+	12, // 28: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
+	10, // 29: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
+	14, // 30: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
+	14, // 31: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
+	18, // 32: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
+	20, // 33: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
+	24, // [24:34] is the sub-list for method output_type
+	14, // [14:24] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fleetview_v1_query_proto_init() }
@@ -1143,14 +1688,14 @@ func file_fleetview_v1_query_proto_init() {
 		return
 	}
 	file_fleetview_v1_event_proto_init()
-	file_fleetview_v1_query_proto_msgTypes[3].OneofWrappers = []any{}
+	file_fleetview_v1_query_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetview_v1_query_proto_rawDesc), len(file_fleetview_v1_query_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -19,8 +19,10 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueryService_Get_FullMethodName  = "/fleetview.v1.QueryService/Get"
-	QueryService_List_FullMethodName = "/fleetview.v1.QueryService/List"
+	QueryService_Get_FullMethodName    = "/fleetview.v1.QueryService/Get"
+	QueryService_List_FullMethodName   = "/fleetview.v1.QueryService/List"
+	QueryService_Watch_FullMethodName  = "/fleetview.v1.QueryService/Watch"
+	QueryService_Search_FullMethodName = "/fleetview.v1.QueryService/Search"
 )
 
 // QueryServiceClient is the client API for QueryService service.
@@ -36,6 +38,13 @@ type QueryServiceClient interface {
 	// List objects of one resource across clusters, ordered by namespace, name,
 	// cluster.
 	List(ctx context.Context, in *ListRequest, opts ...grpc.CallOption) (*ListResponse, error)
+	// Watch objects of one resource across clusters with the filters of List.
+	// From a resourceVersion (a List's or an event's) the watch resumes with no
+	// gap and no duplicate; too old a version is OUT_OF_RANGE/410 Expired. Over
+	// REST the events stream as newline-delimited JSON ({"result": event}).
+	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
+	// Search free text across resources and clusters.
+	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
 }
 
 type queryServiceClient struct {
@@ -66,6 +75,35 @@ func (c *queryServiceClient) List(ctx context.Context, in *ListRequest, opts ...
 	return out, nil
 }
 
+func (c *queryServiceClient) Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &QueryService_ServiceDesc.Streams[0], QueryService_Watch_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatchEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type QueryService_WatchClient = grpc.ServerStreamingClient[WatchEvent]
+
+func (c *queryServiceClient) Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SearchResponse)
+	err := c.cc.Invoke(ctx, QueryService_Search_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServiceServer is the server API for QueryService service.
 // All implementations must embed UnimplementedQueryServiceServer
 // for forward compatibility.
@@ -79,6 +117,13 @@ type QueryServiceServer interface {
 	// List objects of one resource across clusters, ordered by namespace, name,
 	// cluster.
 	List(context.Context, *ListRequest) (*ListResponse, error)
+	// Watch objects of one resource across clusters with the filters of List.
+	// From a resourceVersion (a List's or an event's) the watch resumes with no
+	// gap and no duplicate; too old a version is OUT_OF_RANGE/410 Expired. Over
+	// REST the events stream as newline-delimited JSON ({"result": event}).
+	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
+	// Search free text across resources and clusters.
+	Search(context.Context, *SearchRequest) (*SearchResponse, error)
 	mustEmbedUnimplementedQueryServiceServer()
 }
 
@@ -94,6 +139,12 @@ func (UnimplementedQueryServiceServer) Get(context.Context, *GetRequest) (*GetRe
 }
 func (UnimplementedQueryServiceServer) List(context.Context, *ListRequest) (*ListResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method List not implemented")
+}
+func (UnimplementedQueryServiceServer) Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error {
+	return status.Error(codes.Unimplemented, "method Watch not implemented")
+}
+func (UnimplementedQueryServiceServer) Search(context.Context, *SearchRequest) (*SearchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Search not implemented")
 }
 func (UnimplementedQueryServiceServer) mustEmbedUnimplementedQueryServiceServer() {}
 func (UnimplementedQueryServiceServer) testEmbeddedByValue()                      {}
@@ -152,6 +203,35 @@ func _QueryService_List_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueryService_Watch_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(QueryServiceServer).Watch(m, &grpc.GenericServerStream[WatchRequest, WatchEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type QueryService_WatchServer = grpc.ServerStreamingServer[WatchEvent]
+
+func _QueryService_Search_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).Search(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_Search_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).Search(ctx, req.(*SearchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueryService_ServiceDesc is the grpc.ServiceDesc for QueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -167,8 +247,18 @@ var QueryService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "List",
 			Handler:    _QueryService_List_Handler,
 		},
+		{
+			MethodName: "Search",
+			Handler:    _QueryService_Search_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Watch",
+			Handler:       _QueryService_Watch_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "fleetview/v1/query.proto",
 }
 

@@ -1,0 +1,481 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Watch event types (Kubernetes spelling).
+const (
+	added    = "ADDED"
+	modified = "MODIFIED"
+	deleted  = "DELETED"
+	bookmark = "BOOKMARK"
+)
+
+// selection is what List and Watch select.
+type selection struct {
+	gvr       schema.GroupVersionResource
+	namespace string
+	labels    labels.Selector
+	fields    *query.FieldFilter
+	clusters  []string // nil: every cluster
+	inCluster map[string]bool
+}
+
+func (f *selection) clusterOK(c string) bool { return f.inCluster == nil || f.inCluster[c] }
+
+// tracked: the filter reads labels or object fields, which a tombstone
+// does not carry, so the watch remembers what it told the client.
+func (f *selection) tracked() bool { return !f.labels.Empty() || f.fields.NeedsObject() }
+
+// metaOK evaluates what a tombstone can be judged on.
+func (f *selection) metaOK(ns, name string) bool {
+	if f.namespace != "" && ns != f.namespace {
+		return false
+	}
+	if f.fields != nil && !f.fields.NeedsObject() {
+		ok, _ := f.fields.Matches(ns, name, nil)
+		return ok
+	}
+	return true
+}
+
+func (f *selection) listOptions() query.ListOptions {
+	return query.ListOptions{GVR: f.gvr, Namespace: f.namespace, Labels: f.labels, Fields: f.fields, Clusters: f.clusters}
+}
+
+// watch is the state of one Watch call.
+type watch struct {
+	q      *queryService
+	f      *selection
+	kind   string
+	out    chan *fleetviewv1.WatchEvent
+	sealer *query.Sealer
+	// processed is, per cluster, the last stream sequence this watch has
+	// judged: events at or below it are never sent again.
+	processed query.Version
+	// start are the clusters the client's state covers; objects of any
+	// other cluster are new to it (ADDED).
+	start query.Version
+	// horizon: events at or below it may concern objects the client holds
+	// without this watch knowing (a resume), so an object leaving the
+	// selection is reported even if this watch never sent it.
+	horizon query.Version
+	sent    map[string]struct{}
+}
+
+var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast enough; resume from the last resourceVersion or list again", query.ErrTooSlow)
+
+func (w *watch) emit(typ string, cluster string, obj *structpb.Struct) error {
+	ev := &fleetviewv1.WatchEvent{Type: typ, Object: obj, Cluster: cluster, ResourceVersion: w.sealer.SealVersion(w.processed, time.Now())}
+	select {
+	case w.out <- ev:
+		return nil
+	default:
+		return errOutFull
+	}
+}
+
+func (w *watch) tombstone(he *hubEvent) *structpb.Struct {
+	ev := he.ev
+	ann := map[string]any{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster}
+	md := map[string]any{"name": ev.GetName(), "uid": ev.GetUid(), "resourceVersion": ev.GetResourceVersion(), "annotations": ann}
+	if ev.GetNamespace() != "" {
+		md["namespace"] = ev.GetNamespace()
+	}
+	s, _ := structpb.NewStruct(map[string]any{"apiVersion": he.gvr.GroupVersion().String(), "kind": ev.GetKind(), "metadata": md})
+	return s
+}
+
+// process judges one event; replayed marks events read back from the
+// stream (whose ADDED/MODIFIED distinction is unknown).
+func (w *watch) process(he *hubEvent, replayed bool) error {
+	c := he.cluster
+	if he.seq <= w.processed[c] {
+		return nil // already judged: the live feed overlapping the replay
+	}
+	w.processed[c] = he.seq
+	if !w.f.clusterOK(c) {
+		return nil
+	}
+	ev := he.ev
+	key := c + "/" + ev.GetUid()
+	_, newCluster := w.start[c]
+	newCluster = !newCluster
+	mayHold := he.seq <= w.horizon[c]
+	switch ev.GetType() {
+	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+		return fmt.Errorf("%w: %s is no longer cached from cluster %s; list again", query.ErrExpired, w.f.gvr.GroupResource(), c)
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		if !w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
+			return nil
+		}
+		if w.f.tracked() {
+			if _, ok := w.sent[key]; ok {
+				delete(w.sent, key)
+			} else if !mayHold {
+				return nil
+			}
+		}
+		return w.emit(deleted, c, w.tombstone(he))
+	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+		lbls, obj, err := he.decode()
+		if err != nil {
+			return nil // the materializer dead-letters what it cannot decode
+		}
+		match := w.f.metaOK(ev.GetNamespace(), ev.GetName()) && w.f.labels.Matches(lbls)
+		if match && w.f.fields.NeedsObject() {
+			match, _ = w.f.fields.Matches(ev.GetNamespace(), ev.GetName(), ev.GetObject())
+		}
+		if !match {
+			if !w.f.tracked() {
+				return nil
+			}
+			if _, ok := w.sent[key]; ok {
+				delete(w.sent, key)
+				return w.emit(deleted, c, obj)
+			}
+			if mayHold && w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
+				return w.emit(deleted, c, obj)
+			}
+			return nil
+		}
+		typ := modified
+		if newCluster || (he.isNew && !replayed) {
+			typ = added
+		}
+		if w.f.tracked() {
+			if _, ok := w.sent[key]; !ok {
+				if !mayHold {
+					typ = added
+				}
+				w.sent[key] = struct{}{}
+			}
+		}
+		return w.emit(typ, c, obj)
+	}
+	return nil
+}
+
+func (w *watch) bookmark(initialEnd bool) error {
+	md := map[string]any{"resourceVersion": w.sealer.SealVersion(w.processed, time.Now())}
+	if initialEnd {
+		md["annotations"] = map[string]any{"k8s.io/initial-events-end": "true"}
+	}
+	obj, _ := structpb.NewStruct(map[string]any{"apiVersion": w.f.gvr.GroupVersion().String(), "kind": w.kind, "metadata": md})
+	ev := &fleetviewv1.WatchEvent{Type: bookmark, Object: obj, ResourceVersion: md["resourceVersion"].(string), InitialEventsEnd: initialEnd}
+	select {
+	case w.out <- ev:
+		return nil
+	default:
+		return errOutFull
+	}
+}
+
+// listAll pages through the current state with one snapshot.
+func (q *queryService) listAll(ctx context.Context, o query.ListOptions, fn func(query.Object) error) (query.Version, error) {
+	o.Limit = 1000
+	var v query.Version
+	for {
+		page, err := q.reader.List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		if v == nil {
+			v = page.Version
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return nil, err
+			}
+		}
+		if page.Continue == "" {
+			return v, nil
+		}
+		o.Continue = page.Continue
+	}
+}
+
+func objectUID(b []byte) string {
+	var m struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.Metadata.UID
+}
+
+// replay reads cluster c's stream for the resource from after from through
+// to: the compacted stream still holds the latest message of every object
+// changed in that range, and the tombstones of the deleted ones.
+func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVersionResource, from, to uint64, fn func(*hubEvent) error) error {
+	cons, err := q.js.OrderedConsumer(ctx, stream.StreamName(c), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.ResourceFilter(c, gvr), stream.ControlSubject(c, gvr)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("replay cluster %s: %w", c, err)
+	}
+	for {
+		batch, err := cons.FetchNoWait(500)
+		if err != nil {
+			return fmt.Errorf("replay cluster %s: %w", c, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			if seq > to {
+				return nil
+			}
+			if ev, err := stream.Decode(msg.Subject(), msg.Data()); err == nil {
+				if err := fn(newHubEvent(c, seq, ev)); err != nil {
+					return err
+				}
+			}
+			if seq == to || md.NumPending == 0 {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("replay cluster %s: %w", c, err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// checkResume answers 410 for a version the streams can no longer replay.
+func (q *queryService) checkResume(ctx context.Context, t query.VersionToken) error {
+	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
+		return fmt.Errorf("%w: resourceVersion is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, age.Round(time.Second), q.maxResumeAge)
+	}
+	for _, c := range t.Seqs.Clusters() {
+		st, err := q.js.Stream(ctx, stream.StreamName(c))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("%w: cluster %s is no longer cached; list again", query.ErrExpired, c)
+		}
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if t.Seqs[c] > info.State.LastSeq {
+			return fmt.Errorf("%w: the stream of cluster %s was reset (version %d, stream ends at %d); list again", query.ErrExpired, c, t.Seqs[c], info.State.LastSeq)
+		}
+	}
+	return nil
+}
+
+// Watch implements the gRPC server stream (and, through watchHTTP, REST).
+func (q *queryService) Watch(req *fleetviewv1.WatchRequest, ss grpc.ServerStreamingServer[fleetviewv1.WatchEvent]) error {
+	return toStatus(q.watch(ss.Context(), req, ss.Send))
+}
+
+func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) error {
+	f, err := q.selection(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetClusters(), req.GetClusterSelector())
+	if err != nil {
+		return err
+	}
+	var resume *query.VersionToken
+	if rv := req.GetResourceVersion(); rv != "" && rv != "0" {
+		t, err := q.sealer.OpenVersion(rv)
+		if err != nil {
+			return err
+		}
+		if err := q.checkResume(ctx, t); err != nil {
+			return err
+		}
+		resume = &t
+	}
+	if q.hub == nil {
+		return status501("watch needs the materializer's hub")
+	}
+	sub, applied := q.hub.subscribe(f.gvr)
+	defer q.hub.unsubscribe(sub)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := &watch{q: q, f: f, out: make(chan *fleetviewv1.WatchEvent, q.watchBuffer), sealer: q.sealer,
+		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
+	sendErr := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				sendErr <- nil
+				return
+			case ev := <-w.out:
+				if err := send(ev); err != nil {
+					sendErr <- err
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	// drain lets the sender flush what is queued before the watch ends
+	// with an error the client must see after the events.
+	drain := func(err error) error {
+		deadline := time.After(5 * time.Second)
+		for len(w.out) > 0 {
+			select {
+			case <-deadline:
+				return err
+			case serr := <-sendErr:
+				if serr != nil {
+					return serr
+				}
+				return err
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		return err
+	}
+
+	seed := func() (query.Version, error) {
+		// The client's state is unknown to this watch; remember what
+		// currently matches so objects leaving the selection are reported.
+		return q.listAll(ctx, f.listOptions(), func(o query.Object) error {
+			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+			return nil
+		})
+	}
+	switch {
+	case req.GetSendInitialEvents():
+		v, err := q.listAll(ctx, f.listOptions(), func(o query.Object) error {
+			s, err := toStruct(o.JSON)
+			if err != nil {
+				return err
+			}
+			if f.tracked() {
+				w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+			}
+			if w.kind == "" {
+				w.kind = s.GetFields()["kind"].GetStringValue()
+			}
+			ev := &fleetviewv1.WatchEvent{Type: added, Object: s, Cluster: o.Cluster}
+			select {
+			case w.out <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil {
+			return err
+		}
+		for c, s := range v {
+			w.processed[c], w.start[c] = s, s
+		}
+		for c := range applied {
+			if _, ok := w.start[c]; !ok {
+				w.start[c] = 0
+			}
+		}
+		if err := w.bookmark(true); err != nil {
+			return err
+		}
+	case resume != nil:
+		for c, s := range resume.Seqs {
+			w.processed[c], w.start[c] = s, s
+		}
+		if f.tracked() {
+			v, err := seed()
+			if err != nil {
+				return err
+			}
+			for c, s := range v {
+				w.horizon[c] = max(s, applied[c])
+			}
+		}
+		clusters := map[string]bool{}
+		for c := range resume.Seqs {
+			clusters[c] = true
+		}
+		for c := range applied {
+			clusters[c] = true
+		}
+		for c := range clusters {
+			from, to := w.processed[c], applied[c]
+			if !f.clusterOK(c) || from >= to {
+				continue
+			}
+			if err := q.replay(ctx, c, f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
+				return drain(err)
+			}
+		}
+	default:
+		for c, s := range applied {
+			w.processed[c], w.start[c] = s, s
+		}
+		if f.tracked() {
+			v, err := seed()
+			if err != nil {
+				return err
+			}
+			for c, s := range v {
+				w.horizon[c] = max(s, applied[c])
+			}
+		}
+	}
+	var tick <-chan time.Time
+	if req.GetAllowBookmarks() {
+		t := time.NewTicker(q.bookmarkInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case err := <-sendErr:
+				if err != nil {
+					return err
+				}
+			default:
+			}
+			return ctx.Err()
+		case err := <-sendErr:
+			return err
+		case <-sub.overflow:
+			return errOutFull
+		case <-q.stopping:
+			return status.Error(codes.Unavailable, "server shutting down; resume the watch from the last resourceVersion")
+		case <-tick:
+			if err := w.bookmark(false); err != nil {
+				return err
+			}
+		case b := <-sub.ch:
+			for _, he := range b.events {
+				if err := w.process(he, false); err != nil {
+					return drain(err)
+				}
+			}
+		}
+	}
+}
