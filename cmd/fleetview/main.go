@@ -48,13 +48,19 @@ func newRoot() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error { return app.RunServe(c.Context(), *serve, logger()) }}
 	serve.AddFlags(serveCmd.Flags())
 
+	rebuild := &app.RebuildOptions{}
+	rebuildCmd := &cobra.Command{Use: "rebuild", Short: "Replay the streams into a fresh Badger store while the live one keeps serving; the next serve/up switches to it",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return app.RunRebuild(c.Context(), *rebuild, logger()) }}
+	rebuild.AddFlags(rebuildCmd.Flags())
+
 	col := &app.CollectorOptions{}
 	colCmd := &cobra.Command{Use: "collector", Short: "Mirror one member cluster into its JetStream stream",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return app.RunCollector(c.Context(), *col, logger()) }}
 	col.AddFlags(colCmd.Flags())
 
-	root.AddCommand(upCmd, serveCmd, colCmd, newRegistryCmd())
+	root.AddCommand(upCmd, serveCmd, rebuildCmd, colCmd, newRegistryCmd())
 	return root
 }
 

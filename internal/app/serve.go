@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"path/filepath"
+	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,20 +19,29 @@ import (
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
 
-// ServeOptions run the materializer (Badger) and the query API against a
-// NATS server; `up` adds an embedded NATS server and in-process collectors.
+// ServeOptions run the materializers (Badger, and OpenSearch for the
+// registries that ask for it) and the query API against a NATS server;
+// `up` adds an embedded NATS server and in-process collectors.
 type ServeOptions struct {
 	StateDir string
 	GRPCAddr string
 	HTTPAddr string
 	NATSURL  string
+	// MetricsAddr, when set, serves the materializers' counters in the
+	// Prometheus text format at /metrics.
+	MetricsAddr string
+	// BatchSize is the Badger materializer's batch (one transaction).
+	BatchSize  int
+	OpenSearch OpenSearchOptions
 }
 
 // AddFlags registers the flags.
@@ -38,6 +50,9 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics; empty = off")
+	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
+	o.OpenSearch.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -46,19 +61,29 @@ func (o *ServeOptions) Validate() []error {
 	if o.StateDir == "" {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
-	for name, a := range map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr} {
+	addrs := map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr}
+	if o.MetricsAddr != "" {
+		addrs["--metrics-addr"] = o.MetricsAddr
+	}
+	for name, a := range addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s %q: %v", ErrInvalidOptions, name, a, err))
 		}
 	}
-	return errs
+	if o.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("%w: --batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
+	}
+	return append(errs, o.OpenSearch.Validate()...)
 }
 
-// backend is the materializer + Badger + query API stack.
+// backend is the materializers + Badger + OpenSearch + query API stack.
 type backend struct {
-	store *badger.Store
-	mat   *materializer.Materializer
-	api   *queryapi.Server
+	store   *badger.Store
+	reader  *badger.Reader
+	mats    []*materializer.Materializer
+	router  *Router
+	metrics *http.Server
+	api     *queryapi.Server
 }
 
 func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (*backend, error) {
@@ -74,47 +99,141 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	store, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: log})
+	if err := switchToRebuilt(o.StateDir, log); err != nil {
+		return nil, err
+	}
+	store, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, badgerDir), Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	hub := queryapi.NewHub(queryapi.HubOptions{})
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, Observer: hub.Observe, Logger: log})
-	if err != nil {
+	b := &backend{store: store, reader: store.Reader(badger.ReaderOptions{})}
+	fail := func(err error) (*backend, error) {
+		_ = b.reader.Close()
 		_ = store.Close()
 		return nil, err
+	}
+	b.router = newRouter(regs, inv, openSearchID, log)
+	if err := b.router.refresh(ctx); err != nil {
+		return fail(fmt.Errorf("backend routes: %w", err))
+	}
+	osBackends, err := o.OpenSearch.open(ctx, regs, log)
+	if err != nil {
+		return fail(err)
+	}
+	hub := queryapi.NewHub(queryapi.HubOptions{})
+	readers := map[string]backendReader{defaultBackend: b.reader}
+	var badgerFilter func(*fleetviewv1.ResourceEvent) bool
+	if len(osBackends) > 0 {
+		badgerFilter = b.router.Filter(defaultBackend)
+	}
+	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, BatchSize: o.BatchSize,
+		Filter: badgerFilter, Observer: hub.Observe, Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	b.mats = append(b.mats, mat)
+	for _, ob := range osBackends {
+		readers[ob.id] = ob.store
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.id, NATS: nc, Sink: ob.store,
+			BatchSize: o.OpenSearch.BatchSize, FlushInterval: o.OpenSearch.FlushInterval,
+			Filter: b.router.Filter(ob.id), Observer: objectsOnly(hub.Observe), Logger: log.With("backend", "opensearch", "addresses", ob.addresses)})
+		if err != nil {
+			return fail(err)
+		}
+		b.mats = append(b.mats, m)
+	}
+	rr := &RoutingReader{router: b.router, backends: readers, clusters: func(ctx context.Context) ([]string, error) {
+		return clusterStreams(ctx, js)
+	}}
+	if o.MetricsAddr != "" {
+		ml, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return fail(fmt.Errorf("listen %s: %w", o.MetricsAddr, err))
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_ = materializer.WritePrometheus(w, b.mats...)
+		})
+		b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = b.metrics.Serve(ml) }()
+		log.Info("metrics listening", "url", "http://"+ml.Addr().String()+"/metrics")
 	}
 	gl, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("listen %s: %w", o.GRPCAddr, err)
+		return fail(fmt.Errorf("listen %s: %w", o.GRPCAddr, err))
 	}
 	hl, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
 		_ = gl.Close()
-		_ = store.Close()
-		return nil, fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
+		return fail(fmt.Errorf("listen %s: %w", o.HTTPAddr, err))
 	}
 	api, err := queryapi.New(queryapi.Config{
-		Reader: store.Reader(badger.ReaderOptions{}), Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: mat.Applied,
+		Reader: rr, Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: b.applied,
 		GRPCListener: gl, HTTPListener: hl, Logger: log,
 	})
 	if err != nil {
 		_ = gl.Close()
 		_ = hl.Close()
-		_ = store.Close()
-		return nil, err
+		return fail(err)
 	}
+	b.api = api
 	log.Info("query API listening", "grpc", gl.Addr().String(), "http", "http://"+hl.Addr().String())
-	return &backend{store: store, mat: mat, api: api}, nil
+	return b, nil
 }
 
-// run drains the materializer and the API, then closes Badger.
+// objectsOnly passes only object events on: control events reach every
+// materializer, and the Badger one already reports them.
+func objectsOnly(f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
+	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
+		out := make([]materializer.Event, 0, len(evs))
+		for _, e := range evs {
+			switch e.Event.GetType() {
+			case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
+				out = append(out, e)
+			}
+		}
+		f(cluster, out, lastSeq)
+	}
+}
+
+// applied is, per cluster, the lowest sequence every materializer applied.
+func (b *backend) applied() map[string]uint64 {
+	var out query.Version
+	for _, m := range b.mats {
+		out = minVersion(out, m.Applied())
+	}
+	return out
+}
+
+// clusterStreams lists the clusters that have a stream.
+func clusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var out []string
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
+	for n := range names.Name() {
+		if c, ok := stream.ClusterFromStream(n); ok {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out, names.Err()
+}
+
+// run drains the materializers and the API, then closes the stores.
 func (b *backend) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return b.mat.Run(gctx) })
+	for _, m := range b.mats {
+		g.Go(func() error { return m.Run(gctx) })
+	}
+	g.Go(func() error { return b.router.run(gctx, 2*time.Second) })
 	g.Go(func() error { return b.api.Run(gctx) })
 	err := g.Wait()
+	if b.metrics != nil {
+		_ = b.metrics.Close()
+	}
+	if cerr := b.reader.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
 	if cerr := b.store.Close(); cerr != nil && err == nil {
 		err = cerr
 	}

@@ -1,0 +1,153 @@
+package app
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/materializer/opensearch"
+)
+
+// Environment variables holding OpenSearch credentials outside Kubernetes.
+const (
+	EnvOpenSearchUsername = "FLEETVIEW_OPENSEARCH_USERNAME"
+	EnvOpenSearchPassword = "FLEETVIEW_OPENSEARCH_PASSWORD"
+)
+
+// OpenSearchOptions configure the OpenSearch backends that registries with
+// backendStore.openSearch ask for.
+type OpenSearchOptions struct {
+	// SecretsDir holds mounted secrets as <dir>/<namespace>/<name>/username
+	// and .../password: how a registry's secretRef is resolved.
+	SecretsDir         string
+	CAFile             string
+	InsecureSkipVerify bool
+	IndexPrefix        string
+	BatchSize          int
+	FlushInterval      time.Duration
+	NoFullText         bool
+	// Getenv reads the credential environment variables (os.Getenv when nil).
+	Getenv func(string) string
+}
+
+// AddFlags registers the flags.
+func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+EnvOpenSearchUsername+"/$"+EnvOpenSearchPassword)
+	fs.StringVar(&o.CAFile, "opensearch-ca-file", "", "PEM CA bundle trusted for https OpenSearch addresses")
+	fs.BoolVar(&o.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "do not verify OpenSearch TLS certificates (testing only)")
+	fs.StringVar(&o.IndexPrefix, "opensearch-index-prefix", "kubernetes-", "prefix of the per-kind OpenSearch indices")
+	fs.IntVar(&o.BatchSize, "opensearch-batch-size", 1000, "events per OpenSearch bulk request")
+	fs.DurationVar(&o.FlushInterval, "opensearch-flush-interval", time.Second, "longest a partial OpenSearch bulk waits before it is sent")
+	fs.BoolVar(&o.NoFullText, "opensearch-no-full-text", false, "do not index object JSON for full-text search (faster writes)")
+}
+
+// Validate reports every problem at once.
+func (o *OpenSearchOptions) Validate() []error {
+	var errs []error
+	if o.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("%w: --opensearch-batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
+	}
+	if o.FlushInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: --opensearch-flush-interval %v must not be negative", ErrInvalidOptions, o.FlushInterval))
+	}
+	if o.CAFile != "" {
+		if _, err := os.Stat(o.CAFile); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --opensearch-ca-file: %v", ErrInvalidOptions, err))
+		}
+	}
+	if o.SecretsDir != "" {
+		if fi, err := os.Stat(o.SecretsDir); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%w: --opensearch-secrets-dir %q is not a directory", ErrInvalidOptions, o.SecretsDir))
+		}
+	}
+	return errs
+}
+
+// openSearchID names an OpenSearch backend by its addresses and secret.
+func openSearchID(c *registry.OpenSearchConfig) string {
+	addrs := append([]string(nil), c.Addresses...)
+	sort.Strings(addrs)
+	h := sha256.Sum256([]byte(strings.Join(addrs, ",") + "|" + c.SecretRef.Namespace + "/" + c.SecretRef.Name))
+	return hex.EncodeToString(h[:6])
+}
+
+type osBackend struct {
+	id        string
+	addresses []string
+	store     *opensearch.Store
+}
+
+// open connects to every OpenSearch backend the registries name. A backend
+// a registry adds later needs a restart (it is logged).
+func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log *slog.Logger) ([]osBackend, error) {
+	rs, err := regs.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []osBackend
+	for _, r := range rs {
+		if r.Spec.BackendStore == nil || r.Spec.BackendStore.OpenSearch == nil {
+			continue
+		}
+		cfg := r.Spec.BackendStore.OpenSearch
+		id := openSearchID(cfg)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		user, pass, err := o.credentials(cfg.SecretRef)
+		if err != nil {
+			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
+		}
+		st, err := opensearch.Open(opensearch.Options{
+			Addresses: cfg.Addresses, Username: user, Password: pass,
+			CAFile: o.CAFile, InsecureSkipVerify: o.InsecureSkipVerify, IndexPrefix: o.IndexPrefix,
+			NoFullText: o.NoFullText, Logger: log.With("backend", "opensearch", "registry", r.Name),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
+		}
+		out = append(out, osBackend{id: id, addresses: cfg.Addresses, store: st})
+	}
+	return out, nil
+}
+
+// credentials resolves a secretRef: the mounted secret's username and
+// password files, else the environment. Absent or empty means no auth (the
+// backend logs a warning), as in Karmada.
+func (o *OpenSearchOptions) credentials(ref registry.SecretReference) (string, string, error) {
+	if o.SecretsDir != "" && ref.Name != "" {
+		dir := filepath.Join(o.SecretsDir, ref.Namespace, ref.Name)
+		user, uerr := os.ReadFile(filepath.Join(dir, "username"))
+		pass, perr := os.ReadFile(filepath.Join(dir, "password"))
+		switch {
+		case uerr == nil && perr == nil:
+			return strings.TrimSpace(string(user)), strings.TrimSpace(string(pass)), nil
+		case errors.Is(uerr, os.ErrNotExist) && errors.Is(perr, os.ErrNotExist):
+		default:
+			return "", "", fmt.Errorf("secret %s/%s in %s: %w", ref.Namespace, ref.Name, dir, errors.Join(uerr, perr))
+		}
+	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	user, pass := getenv(EnvOpenSearchUsername), getenv(EnvOpenSearchPassword)
+	if user == "" || pass == "" {
+		return "", "", nil
+	}
+	return user, pass, nil
+}

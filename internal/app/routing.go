@@ -1,0 +1,435 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// defaultBackend is the id of the Badger backend in routes.
+const defaultBackend = ""
+
+// backendReader is what the query API needs from each backend.
+type backendReader interface {
+	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error)
+	List(ctx context.Context, o query.ListOptions) (query.Page, error)
+	Versions(ctx context.Context) (query.Version, error)
+	Search(ctx context.Context, o query.SearchOptions) (query.Page, error)
+}
+
+// osRoute is one registry that sends its resources to an OpenSearch backend.
+type osRoute struct {
+	backend  string
+	affinity registry.ClusterAffinity
+	gvks     map[schema.GroupVersionKind]bool
+}
+
+// routeTable is an immutable snapshot of which backend holds what.
+type routeTable struct {
+	routes   []osRoute
+	clusters map[string]registry.ClusterInfo
+	kinds    map[schema.GroupVersionResource]string // from the inventory
+}
+
+// backendFor is the backend of a resource kind in a cluster: the
+// OpenSearch backend of the first registry (by name) that selects it with
+// backendStore.openSearch, else Badger.
+func (t *routeTable) backendFor(gvk schema.GroupVersionKind, cluster string) string {
+	info, ok := t.clusters[cluster]
+	if !ok {
+		info = registry.ClusterInfo{Name: cluster}
+	}
+	for _, r := range t.routes {
+		if r.gvks[gvk] && r.affinity.Matches(info) {
+			return r.backend
+		}
+	}
+	return defaultBackend
+}
+
+// Router keeps the route table current (registries and the inventory are
+// re-read periodically) and answers which backend holds a resource.
+type Router struct {
+	regs *regstore.Store
+	inv  jetstream.KeyValue
+	ids  func(*registry.OpenSearchConfig) string
+	log  *slog.Logger
+
+	table atomic.Pointer[routeTable]
+	kinds sync.Map // GroupVersionResource -> kind, learned from events
+}
+
+func newRouter(regs *regstore.Store, inv jetstream.KeyValue, ids func(*registry.OpenSearchConfig) string, log *slog.Logger) *Router {
+	r := &Router{regs: regs, inv: inv, ids: ids, log: log}
+	r.table.Store(&routeTable{clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{}})
+	return r
+}
+
+// refresh rebuilds the table from the registries and the inventory.
+func (r *Router) refresh(ctx context.Context) error {
+	rs, err := r.regs.List(ctx)
+	if err != nil {
+		return err
+	}
+	t := &routeTable{clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{}}
+	for _, reg := range rs {
+		if reg.Spec.BackendStore == nil || reg.Spec.BackendStore.OpenSearch == nil {
+			continue
+		}
+		route := osRoute{backend: r.ids(reg.Spec.BackendStore.OpenSearch), affinity: reg.Spec.TargetCluster, gvks: map[schema.GroupVersionKind]bool{}}
+		for _, s := range reg.Spec.ResourceSelectors {
+			route.gvks[s.GroupVersionKind()] = true
+		}
+		t.routes = append(t.routes, route)
+	}
+	if r.inv != nil {
+		cs, err := inventory.List(ctx, r.inv)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			t.clusters[c.Name] = c.Info()
+			for _, res := range c.Resources {
+				if res.Kind != "" {
+					t.kinds[schema.GroupVersionResource{Group: res.Group, Version: res.Version, Resource: res.Resource}] = res.Kind
+				}
+			}
+		}
+	}
+	r.table.Store(t)
+	return nil
+}
+
+// run refreshes the table until ctx ends.
+func (r *Router) run(ctx context.Context, every time.Duration) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("refreshing backend routes failed; keeping the last ones", "err", err)
+			}
+		}
+	}
+}
+
+// Filter selects the object events of one backend (materializer.Config.Filter).
+func (r *Router) Filter(backend string) func(ev *fleetviewv1.ResourceEvent) bool {
+	return func(ev *fleetviewv1.ResourceEvent) bool {
+		g := ev.GetGvr()
+		gvr := schema.GroupVersionResource{Group: g.GetGroup(), Version: g.GetVersion(), Resource: g.GetResource()}
+		if ev.GetKind() != "" {
+			if k, ok := r.kinds.Load(gvr); !ok || k.(string) != ev.GetKind() {
+				r.kinds.Store(gvr, ev.GetKind())
+			}
+		}
+		return r.table.Load().backendFor(gvr.GroupVersion().WithKind(r.kindOf(gvr, ev.GetKind())), ev.GetCluster()) == backend
+	}
+}
+
+func (r *Router) kindOf(gvr schema.GroupVersionResource, hint string) string {
+	if hint != "" {
+		return hint
+	}
+	if k, ok := r.kinds.Load(gvr); ok {
+		return k.(string)
+	}
+	return r.table.Load().kinds[gvr]
+}
+
+// backendOf is the backend holding gvr in cluster.
+func (r *Router) backendOf(gvr schema.GroupVersionResource, cluster string) string {
+	return r.table.Load().backendFor(gvr.GroupVersion().WithKind(r.kindOf(gvr, "")), cluster)
+}
+
+// RoutingReader answers the query API from the backend that holds each
+// resource and cluster; a list spanning backends is merged in the common
+// order (namespace, name, cluster).
+type RoutingReader struct {
+	router   *Router
+	backends map[string]backendReader // "" is Badger
+	// clusters lists the known clusters, for lists over every cluster.
+	clusters func(ctx context.Context) ([]string, error)
+}
+
+// split assigns the requested clusters (nil: all known) to backends.
+func (rr *RoutingReader) split(ctx context.Context, gvr schema.GroupVersionResource, clusters []string) (map[string][]string, error) {
+	if len(rr.backends) == 1 {
+		return map[string][]string{defaultBackend: clusters}, nil
+	}
+	all := clusters == nil
+	if all {
+		var err error
+		if clusters, err = rr.clusters(ctx); err != nil {
+			return nil, err
+		}
+	}
+	out := map[string][]string{}
+	for _, c := range clusters {
+		b := rr.router.backendOf(gvr, c)
+		out[b] = append(out[b], c)
+	}
+	if len(out) == 1 && all {
+		for b := range out {
+			out[b] = nil // every cluster: let the backend include new ones too
+		}
+	}
+	if len(out) == 0 {
+		out[defaultBackend] = clusters
+	}
+	return out, nil
+}
+
+// Get implements queryapi.Reader.
+func (rr *RoutingReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
+	if cluster != "" {
+		return rr.backends[rr.router.backendOf(gvr, cluster)].Get(ctx, gvr, namespace, name, cluster)
+	}
+	parts, err := rr.split(ctx, gvr, nil)
+	if err != nil {
+		return query.Object{}, err
+	}
+	if len(parts) == 1 {
+		for b := range parts {
+			return rr.backends[b].Get(ctx, gvr, namespace, name, "")
+		}
+	}
+	var found []query.Object
+	for b, cs := range parts {
+		for _, c := range cs {
+			o, err := rr.backends[b].Get(ctx, gvr, namespace, name, c)
+			switch {
+			case err == nil:
+				found = append(found, o)
+			case errors.Is(err, query.ErrNotFound):
+			default:
+				return query.Object{}, err
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return query.Object{}, fmt.Errorf("%w: %s %q in any cluster", query.ErrNotFound, gvr.GroupResource(), qualifiedName(namespace, name))
+	case 1:
+		return found[0], nil
+	}
+	names := make([]string, len(found))
+	for i, o := range found {
+		names[i] = o.Cluster
+	}
+	sort.Strings(names)
+	return query.Object{}, fmt.Errorf("%w: %s %q found in clusters [%s]", query.ErrConflict, gvr.GroupResource(), qualifiedName(namespace, name), strings.Join(names, ", "))
+}
+
+func qualifiedName(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}
+
+// Versions implements queryapi.Reader: per cluster, the lowest sequence
+// any backend has applied (every backend consumes every stream).
+func (rr *RoutingReader) Versions(ctx context.Context) (query.Version, error) {
+	var out query.Version
+	for _, b := range rr.backends {
+		v, err := b.Versions(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = minVersion(out, v)
+	}
+	if out == nil {
+		out = query.Version{}
+	}
+	return out, nil
+}
+
+func minVersion(a, b query.Version) query.Version {
+	if a == nil {
+		return b.Clone()
+	}
+	for c, s := range b {
+		if cur, ok := a[c]; !ok || s < cur {
+			a[c] = s
+		}
+	}
+	return a
+}
+
+// mergeCursor is the continue state of a list merged over backends: per
+// backend, the cursor of its current page and how many of that page's
+// items were already returned.
+type mergeCursor struct {
+	Parts map[string]*partCursor `json:"p"`
+}
+
+type partCursor struct {
+	Cursor string `json:"c,omitempty"`
+	Skip   int    `json:"s,omitempty"`
+	Done   bool   `json:"d,omitempty"`
+}
+
+// List implements queryapi.Reader.
+func (rr *RoutingReader) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
+	parts, err := rr.split(ctx, o.GVR, o.Clusters)
+	if err != nil {
+		return query.Page{}, err
+	}
+	if len(parts) == 1 && !strings.HasPrefix(o.Continue, mergePrefix) {
+		for b, cs := range parts {
+			o.Clusters = cs
+			return rr.backends[b].List(ctx, o)
+		}
+	}
+	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
+		bo := o
+		bo.Clusters, bo.Continue = cs, cursor
+		return rr.backends[b].List(ctx, bo)
+	})
+}
+
+// Search implements queryapi.Searcher, over every backend.
+func (rr *RoutingReader) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
+	if len(rr.backends) == 1 {
+		return rr.backends[defaultBackend].Search(ctx, o)
+	}
+	parts := map[string][]string{}
+	for b := range rr.backends {
+		parts[b] = o.Clusters
+	}
+	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
+		bo := o
+		bo.Clusters, bo.Continue = cs, cursor
+		return rr.backends[b].Search(ctx, bo)
+	})
+}
+
+const mergePrefix = "merge:"
+
+type itemKey struct{ ns, name, cluster string }
+
+func keyOf(o query.Object) itemKey {
+	var m struct {
+		Metadata struct {
+			Name      string `json:"name"`
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(o.JSON, &m)
+	return itemKey{m.Metadata.Namespace, m.Metadata.Name, o.Cluster}
+}
+
+func (k itemKey) less(o itemKey) bool {
+	if k.ns != o.ns {
+		return k.ns < o.ns
+	}
+	if k.name != o.name {
+		return k.name < o.name
+	}
+	return k.cluster < o.cluster
+}
+
+// merge pages through several backends at once and returns the first
+// limit items in the common order.
+func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, cont string, limit int64, page func(b string, cs []string, cursor string) (query.Page, error)) (query.Page, error) {
+	var out query.Page
+	mc := mergeCursor{Parts: map[string]*partCursor{}}
+	if cont != "" {
+		raw, ok := strings.CutPrefix(cont, mergePrefix)
+		if !ok || json.Unmarshal([]byte(raw), &mc) != nil {
+			return out, fmt.Errorf("%w: continue: not a merged-list cursor", query.ErrInvalid)
+		}
+	}
+	type source struct {
+		b     string
+		items []query.Object
+		keys  []itemKey
+		page  query.Page
+		taken int
+	}
+	var srcs []*source
+	names := make([]string, 0, len(parts))
+	for b := range parts {
+		names = append(names, b)
+	}
+	sort.Strings(names)
+	for _, b := range names {
+		pc := mc.Parts[b]
+		if pc == nil {
+			pc = &partCursor{}
+			mc.Parts[b] = pc
+		}
+		if pc.Done {
+			continue
+		}
+		p, err := page(b, parts[b], pc.Cursor)
+		if err != nil {
+			return out, err
+		}
+		out.Version = minVersion(out.Version, p.Version)
+		items := p.Items
+		if pc.Skip <= len(items) {
+			items = items[pc.Skip:]
+		} else {
+			items = nil
+		}
+		s := &source{b: b, items: items, page: p}
+		for _, it := range items {
+			s.keys = append(s.keys, keyOf(it))
+		}
+		srcs = append(srcs, s)
+	}
+	for limit <= 0 || int64(len(out.Items)) < limit {
+		var best *source
+		for _, s := range srcs {
+			if s.taken < len(s.items) && (best == nil || s.keys[s.taken].less(best.keys[best.taken])) {
+				best = s
+			}
+		}
+		if best == nil {
+			break
+		}
+		out.Items = append(out.Items, best.items[best.taken])
+		best.taken++
+	}
+	more := false
+	for _, s := range srcs {
+		pc := mc.Parts[s.b]
+		if s.taken == len(s.items) {
+			pc.Cursor, pc.Skip, pc.Done = s.page.Continue, 0, s.page.Continue == ""
+		} else {
+			pc.Skip += s.taken
+		}
+		if !pc.Done {
+			more = true
+		}
+	}
+	if more {
+		b, _ := json.Marshal(mc)
+		out.Continue = mergePrefix + string(b)
+	}
+	if out.Version == nil {
+		out.Version = query.Version{}
+	}
+	return out, nil
+}
