@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -47,24 +50,30 @@ var (
 // natsEnv is an embedded NATS server on a fixed port and store dir, so it
 // can be shut down and started again as the same server.
 type natsEnv struct {
-	t     *testing.T
-	dir   string
-	port  int
-	srv   *natsserver.Server
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	regs  *regstore.Store
-	inv   jetstream.KeyValue
-	url   string
-	mu    sync.Mutex
-	alive bool
+	t          *testing.T
+	dir        string
+	port       int
+	srv        *natsserver.Server
+	raw        *server.Server // with a non-default max payload
+	maxPayload int32
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	regs       *regstore.Store
+	inv        jetstream.KeyValue
+	url        string
+	mu         sync.Mutex
+	alive      bool
 }
 
-func startNATS(t *testing.T) *natsEnv {
+func startNATS(t *testing.T) *natsEnv { return startNATSWith(t, 0) }
+
+// startNATSWith starts a server whose max payload is maxPayload (0: the
+// fleetview default, stream.MaxPayload).
+func startNATSWith(t *testing.T, maxPayload int32) *natsEnv {
 	t.Helper()
 	_, p, _ := net.SplitHostPort(freeAddr(t))
 	port, _ := strconv.Atoi(p)
-	e := &natsEnv{t: t, dir: t.TempDir(), port: port}
+	e := &natsEnv{t: t, dir: t.TempDir(), port: port, maxPayload: maxPayload}
 	e.start()
 	nc, err := nats.Connect(e.url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
 	if err != nil {
@@ -88,6 +97,21 @@ func startNATS(t *testing.T) *natsEnv {
 
 func (e *natsEnv) start() {
 	e.t.Helper()
+	e.url = fmt.Sprintf("nats://127.0.0.1:%d", e.port)
+	if e.maxPayload > 0 {
+		raw, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: e.port, JetStream: true, StoreDir: e.dir, MaxPayload: e.maxPayload, NoSigs: true})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		go raw.Start()
+		if !raw.ReadyForConnections(30 * time.Second) {
+			e.t.Fatal("NATS not ready")
+		}
+		e.mu.Lock()
+		e.raw, e.alive = raw, true
+		e.mu.Unlock()
+		return
+	}
 	srv, err := natsserver.Start(natsserver.Options{StoreDir: e.dir, Port: e.port, ServerName: "collector-test"})
 	if err != nil {
 		e.t.Fatalf("start NATS: %v", err)
@@ -95,16 +119,18 @@ func (e *natsEnv) start() {
 	e.mu.Lock()
 	e.srv, e.alive = srv, true
 	e.mu.Unlock()
-	e.url = fmt.Sprintf("nats://127.0.0.1:%d", e.port)
 }
 
 func (e *natsEnv) stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.alive {
+	if e.alive && e.raw != nil {
+		e.raw.Shutdown()
+		e.raw.WaitForShutdown()
+	} else if e.alive {
 		e.srv.Shutdown()
-		e.alive = false
 	}
+	e.alive = false
 }
 
 // apply stores a registry the way the query API does.
@@ -804,25 +830,66 @@ func TestCollector(t *testing.T) {
 			t.Fatalf("collector restarted or exited:\n%s", p.tail())
 		}
 
-		// A ConfigMap of ~1.4 MiB is published whole.
-		big := strings.Repeat("x", 1400<<10)
-		must(cs.CoreV1().ConfigMaps("rega").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "big"}, Data: map[string]string{"blob": big}}, metav1.CreateOptions{}))
+		// An object of ~1.4 MiB (near etcd's 1.5 MiB limit; ConfigMaps and
+		// Secrets stop at 1 MiB, so a custom resource) is published whole.
+		// A collector whose NATS server only takes 1 MiB messages refuses it
+		// loudly: status condition, inventory, metric.
+		small := startNATSWith(t, 1<<20)
+		small.apply(t, registryFor("rbig", []string{"kbig"}, sel("example.com/v1", "Widget", "rega")))
+		metricsAddr := freeAddr(t)
+		pb := ce.start(t, "kbig", small.url, "--metrics-addr", metricsAddr)
+		waitConverged(t, small, c, "kbig", widgetsGVR, 0, pb, "rega")
+		blob := strings.Repeat("x", 1400<<10)
+		bigW := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+			"metadata": map[string]any{"name": "big", "namespace": "rega"}, "spec": map[string]any{"blob": blob}}}
+		if _, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, bigW, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+			st, err := streamState(ctx, e.js, cl, widgetsGVR)
 			if err != nil {
 				return err
 			}
 			for _, s := range st {
 				if s.name == "big" && s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-					d, _ := s.object["data"].(map[string]any)
-					if d["blob"] != big {
-						return fmt.Errorf("big ConfigMap published truncated")
+					spec, _ := s.object["spec"].(map[string]any)
+					if spec["blob"] != blob {
+						return fmt.Errorf("big Widget published truncated")
 					}
 					return nil
 				}
 			}
-			return fmt.Errorf("big ConfigMap not in the stream")
+			return fmt.Errorf("big Widget not in the stream")
 		})
+		eventually(t, 60*time.Second, func() error {
+			conds, err := registryConditions(t, small, "rbig")
+			if err != nil {
+				return err
+			}
+			if err := wantCondition(conds, registry.ClusterConditionType("kbig", registry.ClusterPublished), metav1.ConditionFalse, registry.ReasonObjectsRefused, "rega/big", "NATS max payload 1048576"); err != nil {
+				return err
+			}
+			rec, err := inventory.Get(ctx, small.inv, "kbig")
+			if err != nil {
+				return err
+			}
+			if rec.Counters == nil || rec.Counters.Refused != 1 {
+				return fmt.Errorf("inventory counters %+v, want 1 refused", rec.Counters)
+			}
+			body, err := httpGet("http://" + metricsAddr + "/metrics")
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(body, `fleetview_collector_refused_objects_total{cluster="kbig"} 1`) {
+				return fmt.Errorf("metric not reported:\n%s", body)
+			}
+			return nil
+		})
+		// Refused, not dropped silently and not retried in a loop: the
+		// collector keeps running and the other widget is there.
+		if !pb.alive() {
+			t.Fatalf("collector exited:\n%s", pb.tail())
+		}
 
 		// Inventory: served APIs, per-resource state, counters.
 		eventually(t, 30*time.Second, func() error {
@@ -842,7 +909,7 @@ func TestCollector(t *testing.T) {
 					cm = &rec.Resources[i]
 				}
 			}
-			if cm == nil || !cm.Synced || cm.ObjectCount != 2 {
+			if cm == nil || !cm.Synced || cm.ObjectCount != 1 {
 				return fmt.Errorf("configmaps state %+v", cm)
 			}
 			if rec.Counters == nil || rec.Counters.Upserts == 0 {
@@ -890,10 +957,10 @@ func TestCollector(t *testing.T) {
 		e.apply(t, registryFor("a", []string{cl}, sel("v1", "ConfigMap", ns)))
 		p := ce.start(t, cl, e.url)
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
+		down := time.Now()
 		if err := c.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		down := time.Now()
 		eventually(t, 30*time.Second, func() error {
 			rec, err := inventory.Get(ctx, e.inv, cl)
 			if err != nil {
@@ -938,6 +1005,16 @@ func TestCollector(t *testing.T) {
 			t.Fatalf("collector exited:\n%s", p.tail())
 		}
 	})
+}
+
+func httpGet(url string) (string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 func containsStr(list []string, s string) bool {

@@ -1,0 +1,102 @@
+// Command collector-baseline is the baseline the collector benchmark
+// (integration/collector_bench_test.go) runs beside the collector, in the
+// same run and against the same kube-apiserver:
+//
+//   - list: pages through every object of a resource with the dynamic client
+//     and drops them: how fast the apiserver and decoding alone go, the
+//     ceiling for any collector;
+//   - informer: a client-go dynamic informer (what karmada-search runs per
+//     cluster and resource) until it has synced: its time and peak memory.
+//
+// It prints one line of key=value figures, including its own peak RSS
+// (VmHWM), and exits.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig")
+	kctx := flag.String("context", "", "context")
+	mode := flag.String("mode", "list", "list or informer")
+	resource := flag.String("resource", "pods", "core/v1 resource")
+	flag.Parse()
+	if err := run(*kubeconfig, *kctx, *mode, *resource); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func run(kubeconfig, kctx, mode, resource string) error {
+	rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kctx}).ClientConfig()
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: resource}
+	ctx := context.Background()
+	start := time.Now()
+	n := 0
+	switch mode {
+	case "list":
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			l, err := dyn.Resource(gvr).List(ctx, opts)
+			if err != nil {
+				return err
+			}
+			n += len(l.Items)
+			if opts.Continue = l.GetContinue(); opts.Continue == "" {
+				break
+			}
+		}
+	case "informer":
+		f := dynamicinformer.NewDynamicSharedInformerFactory(dyn, 0)
+		inf := f.ForResource(gvr).Informer()
+		stop := make(chan struct{})
+		defer close(stop)
+		f.Start(stop)
+		if !cache.WaitForCacheSync(stop, inf.HasSynced) {
+			return fmt.Errorf("informer did not sync")
+		}
+		n = len(inf.GetStore().ListKeys())
+	default:
+		return fmt.Errorf("unknown mode %q", mode)
+	}
+	el := time.Since(start)
+	fmt.Printf("mode=%s objects=%d seconds=%.2f objects_per_second=%.0f peak_rss_mb=%.1f\n", mode, n, el.Seconds(), float64(n)/el.Seconds(), peakRSSMB(os.Getpid()))
+	return nil
+}
+
+func peakRSSMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
+}
