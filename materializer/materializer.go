@@ -372,7 +372,7 @@ func (m *Materializer) apply(ctx context.Context, cluster string, b batch) error
 			if i == len(evs) || evs[i].Seq != pe.Seq {
 				return &sinkError{fmt.Errorf("sink reported poison seq %d not in the batch: %w", pe.Seq, err)}
 			}
-			if err := m.deadLetter(ctx, msgs[i], pe.Err); err != nil {
+			if err := m.deadLetter(ctx, msgs[i], pe); err != nil {
 				return err
 			}
 			evs = append(evs[:i:i], evs[i+1:]...)

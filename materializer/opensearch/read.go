@@ -315,9 +315,10 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 			"fields": []string{"metadata.name", "metadata.namespace", "fleetview.labels", "fleetview.object"},
 		}}}
 	}
+	// One page of at most 1000 (the default search window ends at 10000).
 	limit := o.Limit
-	if limit <= 0 || limit > 10000 {
-		limit = 10000
+	if limit <= 0 || limit > 1000 {
+		limit = 1000
 	}
 	body := map[string]any{"size": limit + 1, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
 	if after != nil {

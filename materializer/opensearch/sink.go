@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -129,7 +128,7 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 				if err := flush(); err != nil {
 					return err
 				}
-				if err := s.deleteByQuery(ctx, map[string]any{"ids": map[string]any{"values": []string{DocID(cluster, gvr, ev.GetUid())}}}); err != nil {
+				if err := s.deleteMatching(ctx, map[string]any{"ids": map[string]any{"values": []string{DocID(cluster, gvr, ev.GetUid())}}}, e.Seq); err != nil {
 					return err
 				}
 				continue
@@ -144,7 +143,7 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 			if err := flush(); err != nil {
 				return err
 			}
-			if err := s.removeResource(ctx, cluster, gvr); err != nil {
+			if err := s.removeResource(ctx, cluster, gvr, e.Seq); err != nil {
 				return err
 			}
 		}
@@ -366,17 +365,21 @@ func (s *Store) ensureCheckpointIndex(ctx context.Context) error {
 }
 
 // removeResource deletes every object of a resource in a cluster.
-func (s *Store) removeResource(ctx context.Context, cluster string, gvr schema.GroupVersionResource) error {
-	return s.deleteByQuery(ctx, map[string]any{"bool": map[string]any{"filter": []any{
+func (s *Store) removeResource(ctx context.Context, cluster string, gvr schema.GroupVersionResource, seq uint64) error {
+	return s.deleteMatching(ctx, map[string]any{"bool": map[string]any{"filter": []any{
 		map[string]any{"term": map[string]any{"fleetview.cluster": cluster}},
 		map[string]any{"term": map[string]any{"fleetview.gvr": gvrKey(gvr)}},
-	}}})
+	}}}, seq)
 }
 
 // RemoveCluster deletes every object of a cluster and its checkpoint (a
 // cluster removed from every registry).
 func (s *Store) RemoveCluster(ctx context.Context, cluster string) error {
-	if err := s.deleteByQuery(ctx, map[string]any{"term": map[string]any{"fleetview.cluster": cluster}}); err != nil {
+	seq, err := s.Checkpoint(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if err := s.deleteMatching(ctx, map[string]any{"term": map[string]any{"fleetview.cluster": cluster}}, seq+1); err != nil {
 		return err
 	}
 	r, err := s.doRetry(ctx, http.MethodDelete, "/"+s.opts.CheckpointIndex+"/_doc/"+url.PathEscape(cluster)+"?refresh=true", nil)
@@ -389,20 +392,51 @@ func (s *Store) RemoveCluster(ctx context.Context, cluster string) error {
 	return nil
 }
 
-func (s *Store) deleteByQuery(ctx context.Context, q map[string]any) error {
-	body, _ := json.Marshal(map[string]any{"query": q})
-	r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_delete_by_query?conflicts=proceed&refresh=true&ignore_unavailable=true&allow_no_indices=true", body)
-	if err != nil {
-		return err
+// deleteMatching deletes every document a query matches with versioned
+// deletes at seq (so an older write replayed later cannot bring one back),
+// a thousand at a time. It needs no delete-by-query (a module a minimal
+// OpenSearch may lack) and keeps the tombstones' versions.
+func (s *Store) deleteMatching(ctx context.Context, q map[string]any, seq uint64) error {
+	// Documents newer than seq (the resource came back later in the
+	// stream) stay, and are not found again.
+	q = map[string]any{"bool": map[string]any{"filter": []any{q, map[string]any{"range": map[string]any{"fleetview.seq": map[string]any{"lt": seq}}}}}}
+	body, _ := json.Marshal(map[string]any{"query": q, "size": 1000, "_source": false, "track_total_hits": false})
+	for {
+		r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true&filter_path=hits.hits._index,hits.hits._id", body)
+		if err != nil {
+			return err
+		}
+		if r.status >= 300 {
+			return r.err("find objects to delete")
+		}
+		var res struct {
+			Hits struct {
+				Hits []struct {
+					Index string `json:"_index"`
+					ID    string `json:"_id"`
+				} `json:"hits"`
+			} `json:"hits"`
+		}
+		if err := json.Unmarshal(r.body, &res); err != nil {
+			return fmt.Errorf("%w: search response: %v", ErrRequest, err)
+		}
+		if len(res.Hits.Hits) == 0 {
+			return nil
+		}
+		items := make([]bulkItem, 0, len(res.Hits.Hits))
+		touched := map[string]bool{}
+		for _, h := range res.Hits.Hits {
+			action, _ := json.Marshal(map[string]any{"delete": map[string]any{
+				"_index": h.Index, "_id": h.ID, "version": seq, "version_type": "external",
+			}})
+			items = append(items, bulkItem{seq: seq, index: h.Index, lines: append(action, '\n')})
+			touched[h.Index] = true
+		}
+		if err := s.bulk(ctx, items); err != nil {
+			return err
+		}
+		if err := s.refresh(ctx, touched); err != nil {
+			return err
+		}
 	}
-	if r.status >= 300 {
-		return r.err("delete by query")
-	}
-	var res struct {
-		Failures []json.RawMessage `json:"failures"`
-	}
-	if err := json.Unmarshal(r.body, &res); err == nil && len(res.Failures) > 0 {
-		return errors.Join(fmt.Errorf("%w: delete by query: %s", ErrRequest, res.Failures[0]))
-	}
-	return nil
 }

@@ -1,0 +1,320 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// startMatNATS runs an embedded JetStream server for a test.
+func startMatNATS(t testing.TB, port int) (*natsserver.Server, *nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	if port == 0 {
+		port = -1
+	}
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, nc, js
+}
+
+// publishEvents publishes events into their clusters' streams (created as
+// the collector creates them) and waits for every ack.
+func publishEvents(t testing.TB, nc *nats.Conn, evs []*fleetviewv1.ResourceEvent) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	js, _ := jetstream.New(nc)
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		if !seen[ev.GetCluster()] {
+			seen[ev.GetCluster()] = true
+			if err := benchdata.EnsureStream(ctx, js, ev.GetCluster()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	p, err := benchdata.NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Publish(ctx, func(yield func(*fleetviewv1.ResourceEvent) bool) {
+		for _, ev := range evs {
+			if !yield(ev) {
+				return
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lastSeqs is every cluster stream's last sequence now.
+func lastSeqs(t testing.TB, js jetstream.JetStream, clusters ...string) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, c := range clusters {
+		st, err := js.Stream(context.Background(), stream.StreamName(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[c] = st.CachedInfo().State.LastSeq
+	}
+	return out
+}
+
+// waitApplied waits until applied() reached every target.
+func waitApplied(t testing.TB, timeout time.Duration, applied func() map[string]uint64, targets map[string]uint64) {
+	t.Helper()
+	eventually(t, timeout, func() error {
+		got := applied()
+		for c, want := range targets {
+			if got[c] < want {
+				return fmt.Errorf("cluster %s applied %d of %d (all: %v)", c, got[c], want, got)
+			}
+		}
+		return nil
+	})
+}
+
+// runMaterializer runs a materializer until the test ends.
+func runMaterializer(t testing.TB, cfg materializer.Config) *materializer.Materializer {
+	t.Helper()
+	m, err := materializer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("materializer %s: %v", cfg.Name, err)
+		}
+	})
+	return m
+}
+
+// objKey names an object across clusters.
+type objKey struct{ cluster, ns, name string }
+
+// matStreamState is what every backend must hold: the last upsert per subject
+// of each cluster stream (tombstoned and removed objects are absent), by
+// cluster, namespace and name.
+func matStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) map[objKey][]byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out := map[objKey][]byte{}
+	for _, c := range clusters {
+		st, err := js.Stream(ctx, stream.StreamName(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			continue
+		}
+		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.SubjectRoot + ".obj." + c + ".>"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			batch, err := cons.FetchNoWait(1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for msg := range batch.Messages() {
+				got++
+				ev, err := stream.Decode(msg.Subject(), msg.Data())
+				if err != nil {
+					continue // dead-lettered by the materializers
+				}
+				if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+					continue
+				}
+				if _, err := materializer.ObjectLabels(ev.GetObject()); err != nil {
+					continue // poison: dead-lettered
+				}
+				out[objKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()
+			}
+			if got == 0 {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// lister is the List half of a backend reader.
+type lister interface {
+	List(ctx context.Context, o query.ListOptions) (query.Page, error)
+}
+
+// listAll pages through a list.
+func listAll(t testing.TB, r lister, o query.ListOptions) []query.Object {
+	t.Helper()
+	var out []query.Object
+	for range 100000 {
+		p, err := r.List(context.Background(), o)
+		if err != nil {
+			t.Fatalf("list %+v: %v", o, err)
+		}
+		out = append(out, p.Items...)
+		if p.Continue == "" {
+			return out
+		}
+		o.Continue = p.Continue
+	}
+	t.Fatal("list did not end")
+	return nil
+}
+
+// compareWithStream checks a backend's full content against the stream.
+func compareWithStream(t testing.TB, got []query.Object, want map[objKey][]byte) {
+	t.Helper()
+	seen := map[objKey]bool{}
+	var problems []string
+	for _, o := range got {
+		k := keyFromObject(t, o)
+		seen[k] = true
+		w, ok := want[k]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("extra object %v", k))
+		case string(w) != string(o.JSON):
+			problems = append(problems, fmt.Sprintf("object %v differs from the stream's last state", k))
+		}
+	}
+	for k := range want {
+		if !seen[k] {
+			problems = append(problems, fmt.Sprintf("missing object %v", k))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		if len(problems) > 20 {
+			problems = append(problems[:20], fmt.Sprintf("... and %d more", len(problems)-20))
+		}
+		t.Fatalf("store != stream (%d objects in store, %d in stream):\n%v", len(got), len(want), problems)
+	}
+}
+
+func keyFromObject(t testing.TB, o query.Object) objKey {
+	t.Helper()
+	var m struct {
+		Metadata struct {
+			Name, Namespace string
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(o.JSON, &m); err != nil {
+		t.Fatalf("stored object is not JSON: %v", err)
+	}
+	return objKey{o.Cluster, m.Metadata.Namespace, m.Metadata.Name}
+}
+
+// tcpProxy forwards to a target and can be taken down and brought back on
+// the same address, to cut a backend off as a stopped server would.
+type tcpProxy struct {
+	addr   string
+	target string
+	mu     sync.Mutex
+	l      net.Listener
+	conns  map[net.Conn]bool
+}
+
+func newTCPProxy(t testing.TB, target string) *tcpProxy {
+	t.Helper()
+	p := &tcpProxy{addr: freeAddr(t), target: target, conns: map[net.Conn]bool{}}
+	if err := p.up(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.down)
+	return p
+}
+
+func (p *tcpProxy) up() error {
+	l, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.l = l
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return nil
+}
+
+func (p *tcpProxy) serve(c net.Conn) {
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.l == nil {
+		p.mu.Unlock()
+		c.Close()
+		u.Close()
+		return
+	}
+	p.conns[c], p.conns[u] = true, true
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(u, c); u.Close() }()
+	_, _ = io.Copy(c, u)
+	c.Close()
+}
+
+// down refuses new connections and cuts the open ones.
+func (p *tcpProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.l != nil {
+		p.l.Close()
+		p.l = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+}

@@ -1,0 +1,326 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+func envInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// serveProc is a `fleetview serve` child process.
+type serveProc struct {
+	cmd     *exec.Cmd
+	metrics string
+	grpc    string
+	exited  chan error
+}
+
+func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
+	t.Helper()
+	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), exited: make(chan error, 1)}
+	p.cmd = exec.Command(bin, "serve", "--nats-url", natsURL, "--state-dir", stateDir,
+		"--grpc-addr", p.grpc, "--http-addr", freeAddr(t), "--metrics-addr", p.metrics)
+	p.cmd.Stdout, p.cmd.Stderr = logw, logw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	return p
+}
+
+// applied reads the badger materializer's applied sequences from /metrics.
+func (p *serveProc) applied() (map[string]uint64, error) {
+	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]uint64{}
+	sc := bufio.NewScanner(resp.Body)
+	const prefix = `fleetview_materializer_applied_sequence{materializer="badger",cluster="`
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), prefix)
+		if !ok {
+			continue
+		}
+		cluster, val, _ := strings.Cut(rest, `"} `)
+		n, err := strconv.ParseUint(val, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out[cluster] = n
+	}
+	return out, sc.Err()
+}
+
+func (p *serveProc) appliedOrEmpty() map[string]uint64 {
+	a, err := p.applied()
+	if err != nil {
+		return map[string]uint64{}
+	}
+	return a
+}
+
+func (p *serveProc) kill9(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.exited
+}
+
+func (p *serveProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			t.Fatalf("fleetview serve exited with %v on SIGTERM", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("fleetview serve did not stop within 60s of SIGTERM")
+	}
+}
+
+func sum(m map[string]uint64) (n uint64) {
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// readStore opens a Badger state directory (no process may hold it) and
+// lists every pod.
+func readStore(t *testing.T, dir string) ([]query.Object, query.Version, []query.Object) {
+	t.Helper()
+	st, err := badger.Open(badger.Options{Dir: dir, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := st.Reader(badger.ReaderOptions{})
+	defer r.Close()
+	v, err := r.Versions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, _ := k8slabels.Parse("app=web")
+	return listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), v,
+		listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR, Labels: sel})
+}
+
+// checkStore asserts a stopped store equals the streams, including the
+// label index, and returns its objects.
+func checkStore(t *testing.T, dir string, want map[objKey][]byte, targets map[string]uint64) []query.Object {
+	t.Helper()
+	all, v, web := readStore(t, dir)
+	compareWithStream(t, all, want)
+	for c, s := range targets {
+		if v[c] != s {
+			t.Fatalf("checkpoint of %s = %d, want %d", c, v[c], s)
+		}
+	}
+	wantWeb := map[objKey][]byte{}
+	for k, obj := range want {
+		if bytes.Contains(obj, []byte(`"app":"web"`)) {
+			wantWeb[k] = obj
+		}
+	}
+	compareWithStream(t, web, wantWeb)
+	return all
+}
+
+// TestMaterializerKill9AndRebuild runs the real binary: `fleetview serve`
+// is killed with SIGKILL several times while it ingests a pre-filled
+// stream, and the store must equal the stream afterwards. Then `fleetview
+// rebuild` (killed once too, then resumed) replays the streams while serve
+// keeps answering, and the next serve start switches to a store identical
+// to the live one.
+func TestMaterializerKill9AndRebuild(t *testing.T) {
+	bin := buildFleetview(t)
+	ns, nc, js := startMatNATS(t, 0)
+	n := envInt(t, "FV_KILL_EVENTS", 40000)
+	var evs []*fleetviewv1.ResourceEvent
+	for i := range n {
+		evs = append(evs, benchdata.Event("c1", i, 1))
+		if i%4 == 0 {
+			evs = append(evs, benchdata.Event("c2", i, 1))
+		}
+		if i%5 == 4 {
+			evs = append(evs, benchdata.Event("c1", i-2, 2))
+		}
+		if i%9 == 8 {
+			evs = append(evs, benchdata.Delete("c1", i-5, 3))
+		}
+	}
+	publishEvents(t, nc, evs)
+	targets := lastSeqs(t, js, "c1", "c2")
+	want := matStreamState(t, js, "c1", "c2")
+	stateDir := t.TempDir()
+	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			if len(b) > 8000 {
+				b = b[len(b)-8000:]
+			}
+			t.Logf("fleetview output (tail):\n%s", b)
+		}
+	}()
+
+	kills := 0
+	for kills < 4 {
+		p := startServe(t, bin, ns.ClientURL(), stateDir, logf)
+		before := uint64(0)
+		eventually(t, 60*time.Second, func() error {
+			a, err := p.applied()
+			if err != nil {
+				return err
+			}
+			before = sum(a)
+			return nil
+		})
+		// Kill at a random moment once it has made progress.
+		eventually(t, 60*time.Second, func() error {
+			if sum(p.appliedOrEmpty()) <= before {
+				return fmt.Errorf("no progress beyond %d yet", before)
+			}
+			return nil
+		})
+		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond) // a random kill point, not a wait for a condition
+		done := sum(p.appliedOrEmpty())
+		p.kill9(t)
+		kills++
+		t.Logf("kill -9 #%d at about %d of %d applied", kills, done, sum(targets))
+		if done >= sum(targets) {
+			t.Fatalf("ingest finished before kill #%d: raise FV_KILL_EVENTS", kills)
+		}
+	}
+	p := startServe(t, bin, ns.ClientURL(), stateDir, logf)
+	waitApplied(t, 5*time.Minute, p.appliedOrEmpty, targets)
+	p.stop(t)
+	live := checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
+
+	// Rebuild while serve keeps answering.
+	p = startServe(t, bin, ns.ClientURL(), stateDir, logf)
+	waitApplied(t, 2*time.Minute, p.appliedOrEmpty, targets)
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	qc := fleetviewv1.NewQueryServiceClient(conn)
+	listOK := func() error {
+		resp, err := qc.List(context.Background(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: []string{"c2"}, Limit: 5})
+		if err != nil {
+			return err
+		}
+		if len(resp.GetItems()) != 5 {
+			return fmt.Errorf("list returned %d items", len(resp.GetItems()))
+		}
+		return nil
+	}
+	eventually(t, 30*time.Second, listOK)
+
+	newDir := filepath.Join(stateDir, "badger.new")
+	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", stateDir, "--progress", "log")
+	var rbOut bytes.Buffer
+	rb.Stdout, rb.Stderr = &rbOut, &rbOut
+	if err := rb.Start(); err != nil {
+		t.Fatal(err)
+	}
+	rbDone := make(chan error, 1)
+	go func() { rbDone <- rb.Wait() }()
+	eventually(t, 60*time.Second, func() error {
+		if err := listOK(); err != nil {
+			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
+		}
+		c, err := js.Consumer(context.Background(), "FV_c1", "badger-rebuild")
+		if err != nil {
+			return err
+		}
+		info, err := c.Info(context.Background())
+		if err != nil {
+			return err
+		}
+		if info.AckFloor.Stream < 3000 {
+			return fmt.Errorf("rebuild has applied %d events of c1", info.AckFloor.Stream)
+		}
+		return nil
+	})
+	_ = rb.Process.Signal(syscall.SIGKILL)
+	<-rbDone
+	if _, err := os.Stat(filepath.Join(newDir, "REBUILT")); err == nil {
+		t.Fatal("the killed rebuild left a finished marker")
+	}
+	out, err := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", stateDir, "--progress", "log").CombinedOutput()
+	if err != nil {
+		t.Fatalf("resumed rebuild: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("rebuilt ")) || !bytes.Contains(out, []byte("events/s")) {
+		t.Fatalf("rebuild output lacks its summary:\n%s", out)
+	}
+	if err := listOK(); err != nil {
+		t.Fatalf("serve stopped answering after the rebuild: %v", err)
+	}
+	p.stop(t)
+	rebuilt := checkStore(t, newDir, want, targets)
+	if len(rebuilt) != len(live) {
+		t.Fatalf("rebuilt store has %d objects, live %d", len(rebuilt), len(live))
+	}
+	for i := range live {
+		if live[i].Cluster != rebuilt[i].Cluster || !bytes.Equal(live[i].JSON, rebuilt[i].JSON) {
+			t.Fatalf("object %d differs between the live and the rebuilt store", i)
+		}
+	}
+	// The next start switches to the rebuilt store.
+	p = startServe(t, bin, ns.ClientURL(), stateDir, logf)
+	waitApplied(t, 2*time.Minute, p.appliedOrEmpty, targets)
+	p.stop(t)
+	if _, err := os.Stat(newDir); !os.IsNotExist(err) {
+		t.Fatalf("badger.new still there after the switch: %v", err)
+	}
+	checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
+	b, _ := os.ReadFile(logf.Name())
+	if !bytes.Contains(b, []byte("switched to the rebuilt store")) {
+		t.Fatal("serve did not log the switch to the rebuilt store")
+	}
+}
