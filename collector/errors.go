@@ -13,3 +13,7 @@ var (
 // ErrInvalidClusterInfo is reported for a cluster-info ConfigMap value that
 // cannot be used; the valid values still apply.
 var ErrInvalidClusterInfo = errors.New("invalid cluster info")
+
+// ErrBadJSON is returned for an object or list the apiserver sent that the
+// collector's JSON scanner cannot read.
+var ErrBadJSON = errors.New("malformed JSON from the member apiserver")

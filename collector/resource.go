@@ -2,11 +2,11 @@ package collector
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetview/fleetview/internal/stream"
@@ -111,6 +112,7 @@ type resourceSync struct {
 	cluster  string
 	w        want
 	dyn      dynamic.Interface
+	raw      rest.Interface
 	js       jetstream.JetStream
 	pub      publisher
 	log      *slog.Logger
@@ -133,12 +135,12 @@ type resourceSync struct {
 	err    error
 }
 
-func newResourceSync(cluster string, w want, dyn dynamic.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration, pageSize int64, m *metrics) *resourceSync {
+func newResourceSync(cluster string, w want, dyn dynamic.Interface, raw rest.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration, pageSize int64, m *metrics) *resourceSync {
 	if pageSize <= 0 {
 		pageSize = defaultPageSize
 	}
 	return &resourceSync{
-		cluster: cluster, w: w, dyn: dyn, js: js, pub: pub, ttl: ttl, pageSize: pageSize, m: m,
+		cluster: cluster, w: w, dyn: dyn, raw: raw, js: js, pub: pub, ttl: ttl, pageSize: pageSize, m: m,
 		log:     log.With("gvr", w.gvr.String()),
 		objs:    map[string]objRef{},
 		byKey:   map[nsName]string{},
@@ -323,12 +325,17 @@ func (s *resourceSync) scopes() []string {
 }
 
 // listScope lists one namespace scope page by page, publishing what changed;
-// it returns the list's resourceVersion to watch from.
+// it returns the list's resourceVersion to watch from. Pages are read as raw
+// JSON (see rawjson.go): only changed objects are pruned and re-encoded.
 func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (string, error) {
-	ri := s.dyn.Resource(s.w.gvr).Namespace(ns)
-	opts := metav1.ListOptions{Limit: s.pageSize}
+	cont := ""
 	for {
-		list, err := ri.List(ctx, opts)
+		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", "application/json").
+			Param("limit", strconv.FormatInt(s.pageSize, 10))
+		if cont != "" {
+			req = req.Param("continue", cont)
+		}
+		body, err := req.DoRaw(ctx)
 		if err != nil {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				// The continue token outlived the snapshot: objects marked
@@ -338,16 +345,36 @@ func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (st
 			}
 			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
-		for i := range list.Items {
-			if err := s.upsert(ctx, &list.Items[i], gen); err != nil {
+		page, err := readList(body)
+		if err != nil {
+			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+		}
+		for _, item := range page.items {
+			m, err := readMeta(item)
+			if err != nil {
+				return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+			}
+			if err := s.upsert(ctx, m, item, gen); err != nil {
 				return "", err
 			}
 		}
-		if list.GetContinue() == "" {
-			return list.GetResourceVersion(), nil
+		if page.continueToken == "" {
+			return page.resourceVersion, nil
 		}
-		opts.Continue = list.GetContinue()
+		cont = page.continueToken
 	}
+}
+
+// path is the REST path of the resource in namespace ns ("" = all).
+func (s *resourceSync) path(ns string) []string {
+	p := []string{"/api", s.w.gvr.Version}
+	if s.w.gvr.Group != "" {
+		p = []string{"/apis", s.w.gvr.Group, s.w.gvr.Version}
+	}
+	if ns != "" {
+		p = append(p, "namespaces", ns)
+	}
+	return append(p, s.w.gvr.Resource)
 }
 
 // sweep tombstones every object the last list did not return.
@@ -422,10 +449,15 @@ func (s *resourceSync) consume(ctx context.Context, w watch.Interface, rv string
 			if !isU {
 				return rv, got, fmt.Errorf("unexpected object type %T", ev.Object)
 			}
-			if err := s.upsert(ctx, u, 0); err != nil {
+			b, err := u.MarshalJSON()
+			if err != nil {
 				return rv, got, err
 			}
-			rv = u.GetResourceVersion()
+			m := objMeta{uid: string(u.GetUID()), namespace: u.GetNamespace(), name: u.GetName(), rv: u.GetResourceVersion()}
+			if err := s.upsert(ctx, m, b, 0); err != nil {
+				return rv, got, err
+			}
+			rv = m.rv
 		case watch.Deleted:
 			if err := s.remove(ctx, ev.Object); err != nil {
 				return rv, got, err
@@ -567,25 +599,23 @@ const headerAllowance = 1024
 // publishUpsert publishes one object. It reports false when the object was
 // refused because it cannot fit in a NATS message; the refusal is counted,
 // logged and shown in the registry status, never silent.
-func (s *resourceSync) publishUpsert(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
-	prune(u, s.cluster, s.w.gvr, s.w.keepSecretData)
-	obj, err := json.Marshal(u.Object)
+func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte) (bool, error) {
+	obj, err := prune(raw, s.cluster, s.w.gvr, s.w.keepSecretData)
 	if err != nil {
-		return false, fmt.Errorf("encode %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		return false, fmt.Errorf("prune %s/%s: %w", m.namespace, m.name, err)
 	}
-	uid := string(u.GetUID())
-	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()})
+	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
 	ev.Object = obj
 	msg, err := s.message(ev)
 	if err != nil {
 		return false, err
 	}
 	if max := s.pub.maxPayload(); max > 0 && int64(len(msg.Data)+headerAllowance) > max {
-		desc := fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", u.GetNamespace(), u.GetName(), len(msg.Data), max)
+		desc := fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", m.namespace, m.name, len(msg.Data), max)
 		s.m.refused.Add(1)
 		s.log.Error("object too large for NATS; refused", "object", desc)
 		s.mu.Lock()
-		s.refused[uid] = desc
+		s.refused[m.uid] = desc
 		s.mu.Unlock()
 		s.pub.statusChanged()
 		return false, nil
@@ -596,7 +626,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, u *unstructured.Unstru
 		// from swallowing it.
 		msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev)+"/"+secretDataKept)
 	}
-	s.clearRefused(uid)
+	s.clearRefused(m.uid)
 	if err := s.pub.publish(ctx, msg); err != nil {
 		return false, err
 	}
@@ -643,10 +673,10 @@ func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef
 // under the same namespace/name means the object was deleted and recreated:
 // the old UID gets a tombstone. On a failed publish the object is forgotten
 // (or, for the tombstone, put back) so the next list retries it.
-func (s *resourceSync) upsert(ctx context.Context, u *unstructured.Unstructured, gen uint32) error {
-	uid := string(u.GetUID())
+func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen uint32) error {
+	uid := m.uid
 	s.mu.Lock()
-	ref := objRef{rv: u.GetResourceVersion(), ns: s.intern(u.GetNamespace()), name: u.GetName(), gen: gen}
+	ref := objRef{rv: m.rv, ns: s.intern(m.namespace), name: m.name, gen: gen}
 	key := nsName{ref.ns, ref.name}
 	old, known := s.objs[uid]
 	if gen == 0 {
@@ -674,7 +704,7 @@ func (s *resourceSync) upsert(ctx context.Context, u *unstructured.Unstructured,
 		s.m.unchanged.Add(1)
 		return nil
 	}
-	if _, err := s.publishUpsert(ctx, u); err != nil {
+	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
 		s.mu.Lock()
 		s.forgetLocked(uid)
 		s.mu.Unlock()
