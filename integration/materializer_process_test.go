@@ -206,32 +206,26 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		}
 	}()
 
-	kills := 0
-	for kills < 4 {
+	// Kill k of 4 lands once about k/5 of the stream is applied (polled
+	// every few milliseconds, plus a random jitter), so every kill hits the
+	// middle of ingest whatever the machine's speed.
+	total := sum(targets)
+	for k := uint64(1); k <= 4; k++ {
 		p := startServe(t, bin, ns.ClientURL(), stateDir, logf)
-		before := uint64(0)
-		eventually(t, 60*time.Second, func() error {
-			a, err := p.applied()
-			if err != nil {
-				return err
+		threshold := total * k / 5
+		deadline := time.Now().Add(2 * time.Minute)
+		for sum(p.appliedOrEmpty()) < threshold {
+			if time.Now().After(deadline) {
+				t.Fatalf("kill #%d: applied %d, never reached %d", k, sum(p.appliedOrEmpty()), threshold)
 			}
-			before = sum(a)
-			return nil
-		})
-		// Kill at a random moment once it has made progress.
-		eventually(t, 60*time.Second, func() error {
-			if sum(p.appliedOrEmpty()) <= before {
-				return fmt.Errorf("no progress beyond %d yet", before)
-			}
-			return nil
-		})
-		time.Sleep(time.Duration(rand.IntN(150)) * time.Millisecond) // a random kill point, not a wait for a condition
+			time.Sleep(2 * time.Millisecond)
+		}
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // jitter: a random kill point
 		done := sum(p.appliedOrEmpty())
 		p.kill9(t)
-		kills++
-		t.Logf("kill -9 #%d at about %d of %d applied", kills, done, sum(targets))
-		if done >= sum(targets) {
-			t.Fatalf("ingest finished before kill #%d: raise FV_KILL_EVENTS", kills)
+		t.Logf("kill -9 #%d at about %d of %d applied", k, done, total)
+		if done >= total {
+			t.Fatalf("ingest finished before kill #%d: raise FV_KILL_EVENTS", k)
 		}
 	}
 	p := startServe(t, bin, ns.ClientURL(), stateDir, logf)

@@ -189,10 +189,12 @@ type sinkError struct{ err error }
 func (e *sinkError) Error() string { return e.err.Error() }
 func (e *sinkError) Unwrap() error { return e.err }
 
-// consumer positions the durable consumer right after the sink's
-// checkpoint. A consumer ahead of or behind the checkpoint (a fresh or
-// rebuilt store) is recreated, because the sink, not the consumer, is the
-// truth about what was applied.
+// consumer creates the durable consumer afresh, right after the sink's
+// checkpoint: the sink, not the consumer, is the truth about what was
+// applied. Reusing a consumer would be wrong even when its ack floor equals
+// the checkpoint: messages it delivered to the previous (killed) process
+// stay unacknowledged until AckWait, and newer ones would be delivered, and
+// applied, before them.
 func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.Consumer, uint64, error) {
 	ckpt, err := m.cfg.Sink.Checkpoint(ctx, cluster)
 	if err != nil {
@@ -202,7 +204,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 	cfg := jetstream.ConsumerConfig{
 		Durable:       m.cfg.Name,
 		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       time.Minute,
+		AckWait:       5 * time.Minute,
 		MaxAckPending: 100 * m.cfg.BatchSize,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -210,19 +212,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = ckpt + 1
 	}
-	if c, err := m.js.Consumer(ctx, sname, m.cfg.Name); err == nil {
-		info, err := c.Info(ctx)
-		if err != nil {
-			return nil, 0, err
-		}
-		if info.AckFloor.Stream == ckpt && info.Config.MaxAckPending == cfg.MaxAckPending {
-			return c, ckpt, nil
-		}
-		m.log.Info("repositioning consumer to the store checkpoint", "cluster", cluster, "consumerAckFloor", info.AckFloor.Stream, "checkpoint", ckpt)
-		if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			return nil, 0, err
-		}
-	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, 0, err
 	}
 	c, err := m.js.CreateConsumer(ctx, sname, cfg)
