@@ -87,6 +87,9 @@ type Collector struct {
 	served      []string
 	info        registry.ClusterInfo
 	infoMessage string
+	// orphansChecked is set once resources left in the stream by an earlier
+	// run, and wanted by no registry any more, have been removed.
+	orphansChecked bool
 }
 
 // regResult is what this cluster does for one registry, for its status.
@@ -446,6 +449,12 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 			return err
 		}
 	}
+	if !c.orphansChecked {
+		if err := c.removeOrphans(ctx, wanted); err != nil {
+			return err
+		}
+		c.orphansChecked = true
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for gvr, w := range wanted {
@@ -479,6 +488,46 @@ func (c *Collector) removeResource(ctx context.Context, w want) error {
 		return fmt.Errorf("purge %s: %w", w.gvr, err)
 	}
 	c.log.Info("resource no longer cached; removed", "gvr", w.gvr.String())
+	return nil
+}
+
+// removeOrphans removes resources an earlier run cached that no registry
+// wants any more: a registry deleted or edited while the collector was down
+// must not leave its objects in the stream. Every resource that was ever
+// synced has a control subject whose last event says whether it was removed.
+func (c *Collector) removeOrphans(ctx context.Context, wanted map[schema.GroupVersionResource]want) error {
+	st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
+	if err != nil {
+		return err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(stream.SubjectRoot+".ctl."+c.cfg.Cluster+".>"))
+	if err != nil {
+		return err
+	}
+	for subj := range info.State.Subjects {
+		ps, err := stream.ParseSubject(subj)
+		if err != nil || !ps.Control {
+			continue
+		}
+		if _, ok := wanted[ps.GVR]; ok {
+			continue
+		}
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			return err
+		}
+		ev, err := stream.Decode(m.Subject, m.Data)
+		if err != nil {
+			return err
+		}
+		if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+			continue
+		}
+		c.log.Info("resource cached by an earlier run is wanted by no registry; removing", "gvr", ps.GVR.String())
+		if err := c.removeResource(ctx, want{gvr: ps.GVR, kind: ev.GetKind(), namespaced: ev.GetNamespaced()}); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

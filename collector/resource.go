@@ -224,7 +224,7 @@ func (b *backoff) reset() { b.d = 0 }
 // lost. Errors are retried with backoff: the collector keeps running through
 // NATS and apiserver outages.
 func (s *resourceSync) Run(ctx context.Context) error {
-	b := backoff{max: 30 * time.Second}
+	b := backoff{max: 10 * time.Second}
 	for {
 		err := s.hydrate(ctx)
 		if err == nil {
@@ -326,8 +326,39 @@ func (s *resourceSync) scopes() []string {
 
 // listScope lists one namespace scope page by page, publishing what changed;
 // it returns the list's resourceVersion to watch from. Pages are read as raw
-// JSON (see rawjson.go): only changed objects are pruned and re-encoded.
+// JSON (see rawjson.go): only changed objects are pruned and re-encoded. The
+// next page is fetched while this one is published, so the apiserver's
+// encoding and ours overlap; at most three pages are in memory.
 func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (string, error) {
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan listPage, 1)
+	errc := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		errc <- s.fetchPages(lctx, ns, pages)
+	}()
+	rv := ""
+	for page := range pages {
+		for _, item := range page.items {
+			m, err := readMeta(item)
+			if err != nil {
+				return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+			}
+			if err := s.upsert(ctx, m, item, gen); err != nil {
+				return "", err
+			}
+		}
+		rv = page.resourceVersion
+	}
+	if err := <-errc; err != nil {
+		return "", err
+	}
+	return rv, nil
+}
+
+// fetchPages sends every page of one list to out.
+func (s *resourceSync) fetchPages(ctx context.Context, ns string, out chan<- listPage) error {
 	cont := ""
 	for {
 		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", "application/json").
@@ -341,25 +372,21 @@ func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (st
 				// The continue token outlived the snapshot: objects marked
 				// so far may since have been deleted, so start a new
 				// generation rather than mix two snapshots.
-				return "", errRelist
+				return errRelist
 			}
-			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
 		page, err := readList(body)
 		if err != nil {
-			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
-		for _, item := range page.items {
-			m, err := readMeta(item)
-			if err != nil {
-				return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
-			}
-			if err := s.upsert(ctx, m, item, gen); err != nil {
-				return "", err
-			}
+		select {
+		case out <- page:
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 		if page.continueToken == "" {
-			return page.resourceVersion, nil
+			return nil
 		}
 		cont = page.continueToken
 	}

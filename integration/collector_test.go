@@ -917,15 +917,46 @@ func TestCollector(t *testing.T) {
 			}
 			return nil
 		})
+
+		// A registry deleted while the collector is down: the restarted
+		// collector removes the resource (control event, then purge).
+		p.kill()
+		if err := e.regs.Delete(ctx, "r3"); err != nil {
+			t.Fatal(err)
+		}
+		p = ce.start(t, cl, e.url)
+		eventually(t, 60*time.Second, func() error {
+			typ, _, err := lastControl(ctx, e.js, cl, widgetsGVR)
+			if err != nil {
+				return err
+			}
+			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+				return fmt.Errorf("last widgets control event %s", typ)
+			}
+			st, err := streamState(ctx, e.js, cl, widgetsGVR)
+			if err != nil {
+				return err
+			}
+			if len(st) != 0 {
+				return fmt.Errorf("%d widget subjects left", len(st))
+			}
+			return nil
+		})
+		waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
 	})
 
 	t.Run("NATS restarted during churn loses nothing", func(t *testing.T) {
 		e := startNATS(t)
-		const cl, ns = "kn", "natsrestart"
+		// kn buffers up to the default 64 MiB while NATS is down; kn2 has a
+		// 2 KiB reconnect buffer, so its publishes overflow during the
+		// outage and it must fall back to relist + reconcile.
+		const cl, cl2, ns = "kn", "kn2", "natsrestart"
 		createNamespaces(t, cs, ns)
-		e.apply(t, registryFor("n", []string{cl}, sel("v1", "ConfigMap", ns)))
+		e.apply(t, registryFor("n", []string{cl, cl2}, sel("v1", "ConfigMap", ns)))
 		p := ce.start(t, cl, e.url)
+		p2 := ce.start(t, cl2, e.url, "--nats-reconnect-buffer", "2048")
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
+		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, ns)
 		ch := startChurn(cs, ns, 80, 3)
 		time.Sleep(2 * time.Second) // churn while connected
 		e.stop()
@@ -933,21 +964,36 @@ func TestCollector(t *testing.T) {
 		e.start()
 		time.Sleep(2 * time.Second) // churn after it is back
 		ops := ch.stop()
-		eventually(t, 120*time.Second, func() error {
-			if !p.alive() {
-				t.Fatalf("collector exited:\n%s", p.tail())
-			}
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, ns)
-			if err != nil {
-				return err
-			}
-			return sameState(st, clu)
-		})
-		t.Logf("%d churn ops across a NATS restart; stream equals the cluster", ops)
+		for _, x := range []struct {
+			cl string
+			p  *collectorProc
+		}{{cl, p}, {cl2, p2}} {
+			eventually(t, 120*time.Second, func() error {
+				if !x.p.alive() {
+					t.Fatalf("collector %s exited:\n%s", x.cl, x.p.tail())
+				}
+				st, err := streamState(ctx, e.js, x.cl, configMapsGVR)
+				if err != nil {
+					return err
+				}
+				clu, err := clusterState(ctx, c, configMapsGVR, ns)
+				if err != nil {
+					return err
+				}
+				if err := sameState(st, clu); err != nil {
+					return fmt.Errorf("%s: %w", x.cl, err)
+				}
+				return nil
+			})
+		}
+		rec, err := inventory.Get(ctx, e.inv, cl2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Counters == nil || rec.Counters.PublishErrors == 0 || rec.Counters.Relists == 0 {
+			t.Fatalf("%s: counters %+v: the overflow path (publish error -> relist) was not exercised", cl2, rec.Counters)
+		}
+		t.Logf("%d churn ops across a NATS restart; both streams equal the cluster; %s overflowed: %+v", ops, cl2, *rec.Counters)
 	})
 
 	t.Run("member apiserver down: not ready within 30s, recovers", func(t *testing.T) {
