@@ -132,12 +132,14 @@ spec:
 	})
 
 	// Flags: every problem at once, naming each.
-	out, err = exec.Command(bin, "up", "--state-dir", "", "--grpc-addr", "nope").CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "--state-dir") || !strings.Contains(string(out), "--grpc-addr") || !strings.Contains(string(out), "--context") {
+	raw, err := exec.Command(bin, "up", "--state-dir", "", "--grpc-addr", "nope").CombinedOutput()
+	out = string(raw)
+	if err == nil || !strings.Contains(out, "--state-dir") || !strings.Contains(out, "--grpc-addr") || !strings.Contains(out, "--context") {
 		t.Fatalf("bad flags: %v\n%s", err, out)
 	}
-	out, err = exec.Command(bin, "up", "--kubeconfig", kc, "--context", "member7", "--state-dir", t.TempDir()).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `context "member7" not found`) {
+	raw, err = exec.Command(bin, "up", "--kubeconfig", kc, "--context", "member7", "--state-dir", t.TempDir()).CombinedOutput()
+	out = string(raw)
+	if err == nil || !strings.Contains(out, `context "member7" not found`) {
 		t.Fatalf("missing context: %v\n%s", err, out)
 	}
 }

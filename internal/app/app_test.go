@@ -2,11 +2,14 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestUpOptionsValidate(t *testing.T) {
@@ -34,7 +37,7 @@ func TestUpOptionsValidate(t *testing.T) {
 			if len(errs) != len(tc.want) {
 				t.Fatalf("got %d errors %v, want %d", len(errs), errs, len(tc.want))
 			}
-			joined := errors.Join(errs...).Error()
+			joined := fmt.Sprint(errs)
 			for _, w := range tc.want {
 				if !strings.Contains(joined, w) {
 					t.Errorf("errors %q do not mention %q", joined, w)
@@ -50,7 +53,13 @@ func TestUpOptionsValidate(t *testing.T) {
 }
 
 func TestCollectorOptionsValidate(t *testing.T) {
-	o := CollectorOptions{Cluster: "Bad_Name", Labels: map[string]string{"env": "prod", "bad key!": "x", "k": "bad value!"}, Heartbeat: 0}
+	defaults := func() CollectorOptions {
+		var o CollectorOptions
+		o.AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
+		return o
+	}
+	o := defaults()
+	o.Cluster, o.Labels, o.Heartbeat = "Bad_Name", map[string]string{"env": "prod", "bad key!": "x", "k": "bad value!"}, 0
 	errs := o.Validate()
 	joined := errors.Join(errs...).Error()
 	for _, w := range []string{"--cluster", `"bad key!"`, `"bad value!"`, "--heartbeat"} {
@@ -61,7 +70,8 @@ func TestCollectorOptionsValidate(t *testing.T) {
 	if len(errs) != 4 {
 		t.Fatalf("got %d errors, want 4: %v", len(errs), errs)
 	}
-	ok := CollectorOptions{Cluster: "member1", Labels: map[string]string{"env": "prod"}, Heartbeat: time.Second}
+	ok := defaults()
+	ok.Cluster, ok.Labels, ok.Heartbeat = "member1", map[string]string{"env": "prod"}, time.Second
 	if errs := ok.Validate(); len(errs) != 0 {
 		t.Fatalf("valid options refused: %v", errs)
 	}
