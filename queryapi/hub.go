@@ -49,21 +49,15 @@ func knownKey(cluster string, gvr schema.GroupVersionResource, uid string) strin
 	return cluster + "/" + stream.ResourceToken(gvr) + "/" + uid
 }
 
-// seed records what the store holds before the first batch is observed.
-func (h *Hub) seed(v query.Version, uids func(fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error) error {
+// seed records the objects the store holds before the first batch is
+// observed.
+func (h *Hub) seed(uids func(fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error) error {
 	known := map[string]struct{}{}
-	if uids != nil {
-		if err := uids(func(c string, g schema.GroupVersionResource, u string) { known[knownKey(c, g, u)] = struct{}{} }); err != nil {
-			return err
-		}
+	if err := uids(func(c string, g schema.GroupVersionResource, u string) { known[knownKey(c, g, u)] = struct{}{} }); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for c, s := range v {
-		if h.applied[c] < s {
-			h.applied[c] = s
-		}
-	}
 	for k := range known {
 		h.known[k] = struct{}{}
 	}

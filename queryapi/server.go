@@ -117,18 +117,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("queryapi: %w", err)
 		}
 	}
-	if cfg.Hub != nil {
-		v, err := cfg.Reader.Versions(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("queryapi: read checkpoints: %w", err)
-		}
-		var uids func(fn func(string, schema.GroupVersionResource, string)) error
-		if u, ok := cfg.Reader.(interface {
-			ForEachUID(context.Context, func(string, schema.GroupVersionResource, string)) error
-		}); ok {
-			uids = func(fn func(string, schema.GroupVersionResource, string)) error { return u.ForEachUID(ctx, fn) }
-		}
-		if err := cfg.Hub.seed(v, uids); err != nil {
+	if u, ok := cfg.Reader.(interface {
+		ForEachUID(context.Context, func(string, schema.GroupVersionResource, string)) error
+	}); ok && cfg.Hub != nil {
+		// Lets the hub tell a new object (ADDED) from a changed one.
+		if err := cfg.Hub.seed(func(fn func(string, schema.GroupVersionResource, string)) error { return u.ForEachUID(ctx, fn) }); err != nil {
 			return nil, fmt.Errorf("queryapi: seed watch hub: %w", err)
 		}
 	}
@@ -183,8 +176,12 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-func (s *Server) serveReadyz(w http.ResponseWriter, _ *http.Request) {
-	ok, why := s.ready.get()
+// serveReadyz computes readiness on request, so a probe right after a
+// registry change never sees a stale answer.
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ok, why := s.sync.check(ctx)
+	cancel()
 	if !ok {
 		writeError(w, fmt.Errorf("%w: %s", query.ErrNotReady, why))
 		return

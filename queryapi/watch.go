@@ -317,6 +317,17 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	}
 	sub, applied := q.hub.subscribe(f.gvr)
 	defer q.hub.unsubscribe(sub)
+	// The backend may have committed batches the hub has not been told
+	// about yet (or, after a restart, the hub has seen nothing): replay
+	// through the committed checkpoint; the live feed's overlap is
+	// dropped by sequence.
+	committed, err := q.reader.Versions(ctx)
+	if err != nil {
+		return err
+	}
+	for c, s := range committed {
+		applied[c] = max(applied[c], s)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

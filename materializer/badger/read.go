@@ -604,11 +604,17 @@ func metaMatches(obj []byte, needle string) bool {
 	if in(md.Name) || in(md.Namespace) {
 		return true
 	}
-	for _, kv := range []map[string]string{md.Labels, md.Annotations} {
-		for k, v := range kv {
-			if in(k) || in(v) {
-				return true
-			}
+	for k, v := range md.Labels {
+		if in(k) || in(v) {
+			return true
+		}
+	}
+	for k, v := range md.Annotations {
+		// Every object carries the cache-source annotations: their keys
+		// would match everything ("cache", "cluster"); their values (the
+		// cluster name) stay searchable.
+		if in(v) || k != "fleetview.io/cluster" && k != "resource.karmada.io/cached-from-cluster" && in(k) {
+			return true
 		}
 	}
 	return false

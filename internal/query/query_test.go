@@ -1,0 +1,106 @@
+package query
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestSealerRoundTripAndTamper(t *testing.T) {
+	s := NewSealer([]byte("0123456789abcdef0123456789abcdef"))
+	now := time.Unix(1_800_000_000, 0)
+	tok := s.SealVersion(Version{"a": 7, "b": 9}, now)
+	got, err := s.OpenVersion(tok)
+	if err != nil || got.Seqs["a"] != 7 || got.Seqs["b"] != 9 || got.Issued != now.Unix() {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	flip := func(tok string, i int) string {
+		b := []byte(tok)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	other := NewSealer([]byte("another key another key another!"))
+	cases := []struct {
+		name, tok, want string
+		s              *Sealer
+	}{
+		{"payload changed", flip(tok, 6), "signature mismatch", s},
+		{"mac changed", flip(tok, len(tok)-2), "signature mismatch", s},
+		{"other key", tok, "signature mismatch", other},
+		{"not a token", "12345", "unknown format", s},
+		{"bad base64", "fv1.!!.!!", "not base64", s},
+		{"continue used as version", s.Seal(KindContinue, map[string]string{"c": "x"}), "signature mismatch", s},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.s.OpenVersion(tc.tok)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "resourceVersion") {
+				t.Fatalf("got %v, want ErrInvalid naming resourceVersion with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFieldSelectors(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	deploys := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	pod := []byte(`{"metadata":{"name":"web","namespace":"a"},"spec":{"nodeName":"n1","hostNetwork":true},"status":{"phase":"Running"}}`)
+	cases := []struct {
+		name, sel string
+		gvr       schema.GroupVersionResource
+		match     bool
+		err       string
+	}{
+		{"empty", "", pods, true, ""},
+		{"name", "metadata.name=web", pods, true, ""},
+		{"name mismatch", "metadata.name=api", pods, false, ""},
+		{"namespace not equal", "metadata.namespace!=a", pods, false, ""},
+		{"phase and node", "status.phase=Running,spec.nodeName=n1", pods, true, ""},
+		{"node mismatch", "spec.nodeName==n2", pods, false, ""},
+		{"bool field", "spec.hostNetwork=true", pods, true, ""},
+		{"absent field is empty", "status.podIP=", pods, true, ""},
+		{"unsupported for pods", "spec.bogus=1", pods, false, `field "spec.bogus" is not supported for pods`},
+		{"pod field on deployments", "status.phase=Running", deploys, false, `field "status.phase" is not supported for deployments.apps`},
+		{"syntax", "a=b=c=", pods, false, "fieldSelector"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := CompileFields(tc.gvr, tc.sel)
+			if tc.err != "" {
+				if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want ErrInvalid with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := f.Matches("a", "web", pod)
+			if err != nil || got != tc.match {
+				t.Fatalf("Matches = %v %v, want %v", got, err, tc.match)
+			}
+		})
+	}
+	if f, _ := CompileFields(pods, "metadata.namespace=x,metadata.name=y"); f.NeedsObject() {
+		t.Fatal("name and namespace need no object")
+	} else if ns, ok := f.Namespace(); !ok || ns != "x" {
+		t.Fatalf("Namespace() = %q %v", ns, ok)
+	}
+}
+
+func TestVersionCovers(t *testing.T) {
+	have := Version{"a": 5, "b": 3}
+	if b := have.Covers(Version{"a": 5, "b": 2}); len(b) != 0 {
+		t.Fatalf("behind %v", b)
+	}
+	if b := have.Covers(Version{"a": 6, "c": 1}); strings.Join(b, ",") != "a,c" {
+		t.Fatalf("behind %v", b)
+	}
+}

@@ -1,0 +1,93 @@
+package queryapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+func upsert(seq uint64, cluster, uid string) materializer.Event {
+	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
+		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"metadata":{"name":"` + uid + `","labels":{"app":"x"}}}`)}}
+}
+
+func TestHubNewVersusChangedAndOverflow(t *testing.T) {
+	h := NewHub(HubOptions{Buffer: 2})
+	if err := h.seed(func(fn func(string, schema.GroupVersionResource, string)) error {
+		fn("a", podsGVR, "old")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sub, applied := h.subscribe(podsGVR)
+	if len(applied) != 0 {
+		t.Fatalf("applied %v before any batch", applied)
+	}
+	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
+	h.Observe("a", []materializer.Event{upsert(1, "a", "old"), upsert(2, "a", "new")}, 2)
+	b := <-sub.ch
+	if len(b.events) != 2 || b.events[0].isNew || !b.events[1].isNew {
+		t.Fatalf("isNew: %v %v, want false true", b.events[0].isNew, b.events[1].isNew)
+	}
+	if l, _, err := b.events[1].decode(); err != nil || l["app"] != "x" {
+		t.Fatalf("decode: %v %v", l, err)
+	}
+	if len(other.ch) != 0 {
+		t.Fatal("a pods batch reached a deployments watch")
+	}
+	// The watch does not read: the third batch overflows its buffer of 2.
+	for i := uint64(3); i <= 5; i++ {
+		h.Observe("a", []materializer.Event{upsert(i, "a", "new")}, i)
+	}
+	select {
+	case <-sub.overflow:
+	default:
+		t.Fatal("a full watch buffer must cut the watch, not block or grow")
+	}
+	if _, applied := h.subscribe(podsGVR); applied["a"] != 5 {
+		t.Fatalf("applied %v, want a:5", applied)
+	}
+}
+
+func TestErrorTable(t *testing.T) {
+	cases := []struct {
+		err    error
+		code   int
+		reason string
+	}{
+		{fmt.Errorf("x: %w", query.ErrNotFound), http.StatusNotFound, "NotFound"},
+		{fmt.Errorf("x: %w", query.ErrConflict), http.StatusConflict, "Conflict"},
+		{fmt.Errorf("x: %w", query.ErrInvalid), http.StatusBadRequest, "BadRequest"},
+		{fmt.Errorf("x: %w", query.ErrExpired), http.StatusGone, "Expired"},
+		{fmt.Errorf("x: %w", query.ErrTooSlow), http.StatusTooManyRequests, "TooManyRequests"},
+		{fmt.Errorf("x: %w", query.ErrTooLargeVersion), http.StatusGatewayTimeout, "Timeout"},
+		{fmt.Errorf("x: %w", query.ErrNotReady), http.StatusServiceUnavailable, "ServiceUnavailable"},
+		{fmt.Errorf("x: %w", auth.ErrForbidden), http.StatusForbidden, "Forbidden"},
+		{fmt.Errorf("x: %w", auth.ErrUnauthenticated), http.StatusUnauthorized, "Unauthorized"},
+		{context.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"},
+		{errors.New("boom"), http.StatusInternalServerError, "InternalError"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason, func(t *testing.T) {
+			code, st := statusBody(toStatus(tc.err))
+			if code != tc.code || st.Code != tc.code || st.Reason != tc.reason || st.Kind != "Status" || st.Status != "Failure" || st.Message == "" {
+				t.Fatalf("%v -> %d %+v, want %d %s", tc.err, code, st, tc.code, tc.reason)
+			}
+		})
+	}
+}
