@@ -29,7 +29,7 @@ func TestSealerRoundTripAndTamper(t *testing.T) {
 	other := NewSealer([]byte("another key another key another!"))
 	cases := []struct {
 		name, tok, want string
-		s              *Sealer
+		s               *Sealer
 	}{
 		{"payload changed", flip(tok, 6), "signature mismatch", s},
 		{"mac changed", flip(tok, len(tok)-2), "signature mismatch", s},

@@ -192,7 +192,9 @@ func run(ctx context.Context, cfg config) error {
 		Kubeconfig: kc, Contexts: names, NATSPort: natsPort}
 	uctx, stopUp := context.WithCancel(ctx)
 	upDone := make(chan error, 1)
-	go func() { upDone <- app.RunUp(uctx, o, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))) }()
+	go func() {
+		upDone <- app.RunUp(uctx, o, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}()
 	defer func() { stopUp(); <-upDone }()
 	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
 	if err != nil {
