@@ -304,12 +304,32 @@ func TestMaterializerBackends(t *testing.T) {
 	}
 
 	t.Run("search", func(t *testing.T) {
-		p, err := ostore.Search(context.Background(), query.SearchOptions{Text: "needle-7", Resources: []schema.GroupVersionResource{cmGVR}})
+		p, err := ostore.Search(context.Background(), query.SearchOptions{Text: "cm-007", Resources: []schema.GroupVersionResource{cmGVR}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(p.Items) != 1 || p.Items[0].Cluster != "c1" || !bytes.Contains(p.Items[0].JSON, []byte(`"needle-7"`)) {
-			t.Fatalf("full-text search for needle-7 returned %d items", len(p.Items))
+			t.Fatalf("full-text search for cm-007 returned %d items", len(p.Items))
+		}
+		// Label values are searchable too, across resources.
+		p, err = ostore.Search(context.Background(), query.SearchOptions{Text: "metrics", Namespace: benchdata.Namespace(7), Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pods, cms int
+		for _, it := range p.Items {
+			switch it.GVR {
+			case benchdata.PodGVR:
+				pods++
+			case cmGVR:
+				cms++
+			}
+			if !bytes.Contains(it.JSON, []byte(`"app":"metrics"`)) {
+				t.Fatalf("search hit without the label: %.200s", it.JSON)
+			}
+		}
+		if pods == 0 || cms == 0 {
+			t.Fatalf("search for label value metrics in %s: %d pods, %d configmaps", benchdata.Namespace(7), pods, cms)
 		}
 	})
 }

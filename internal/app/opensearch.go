@@ -37,7 +37,7 @@ type OpenSearchOptions struct {
 	IndexPrefix        string
 	BatchSize          int
 	FlushInterval      time.Duration
-	NoFullText         bool
+	FullTextObject     bool
 	// Getenv reads the credential environment variables (os.Getenv when nil).
 	Getenv func(string) string
 }
@@ -50,7 +50,7 @@ func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.IndexPrefix, "opensearch-index-prefix", "kubernetes-", "prefix of the per-kind OpenSearch indices")
 	fs.IntVar(&o.BatchSize, "opensearch-batch-size", 1000, "events per OpenSearch bulk request")
 	fs.DurationVar(&o.FlushInterval, "opensearch-flush-interval", time.Second, "longest a partial OpenSearch bulk waits before it is sent")
-	fs.BoolVar(&o.NoFullText, "opensearch-no-full-text", false, "do not index object JSON for full-text search (faster writes)")
+	fs.BoolVar(&o.FullTextObject, "opensearch-full-text-object", false, "also index the whole object JSON for full-text search (slower writes)")
 }
 
 // Validate reports every problem at once.
@@ -115,7 +115,7 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 		st, err := opensearch.Open(opensearch.Options{
 			Addresses: cfg.Addresses, Username: user, Password: pass,
 			CAFile: o.CAFile, InsecureSkipVerify: o.InsecureSkipVerify, IndexPrefix: o.IndexPrefix,
-			NoFullText: o.NoFullText, Logger: log.With("backend", "opensearch", "registry", r.Name),
+			FullTextObject: o.FullTextObject, Logger: log.With("backend", "opensearch", "registry", r.Name),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("registry %s: %w", r.Name, err)

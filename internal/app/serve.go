@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"sort"
 	"time"
@@ -50,7 +51,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics; empty = off")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	o.OpenSearch.AddFlags(fs)
 }
@@ -151,6 +152,8 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 			return fail(fmt.Errorf("listen %s: %w", o.MetricsAddr, err))
 		}
 		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			_ = materializer.WritePrometheus(w, b.mats...)

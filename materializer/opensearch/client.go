@@ -38,13 +38,15 @@ type Options struct {
 	// a multi-node cluster).
 	Shards   int
 	Replicas int
-	// NoFullText leaves the object JSON unindexed (Search then matches
-	// names, namespaces and labels only) for faster writes.
-	NoFullText bool
+	// FullTextObject also indexes the whole object JSON for Search (every
+	// field's words), at a large cost in write throughput; by default
+	// Search matches names, namespaces, label and annotation keys and
+	// values, as on Badger.
+	FullTextObject bool
 	// NoRefresh skips the refresh after each bulk. Reads then see a batch
 	// up to the index refresh interval (1s) after its checkpoint.
 	NoRefresh bool
-	// MaxBulkBytes splits a batch into several bulk requests. Default 8 MiB.
+	// MaxBulkBytes splits a batch into several bulk requests. Default 16 MiB.
 	MaxBulkBytes int
 	// MaxBackoff caps the wait between retries. Default 5s.
 	MaxBackoff time.Duration
@@ -99,7 +101,7 @@ func Open(o Options) (*Store, error) {
 		o.Shards = 1
 	}
 	if o.MaxBulkBytes <= 0 {
-		o.MaxBulkBytes = 8 << 20
+		o.MaxBulkBytes = 16 << 20
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
@@ -243,9 +245,9 @@ func (s *Store) indexBody() []byte {
 	kw := map[string]any{"type": "keyword"}
 	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
 	off := map[string]any{"type": "object", "enabled": false}
-	object := map[string]any{"type": "text", "norms": false, "index_options": "docs"}
-	if s.opts.NoFullText {
-		object = map[string]any{"type": "keyword", "index": false, "doc_values": false}
+	object := map[string]any{"type": "keyword", "index": false, "doc_values": false}
+	if s.opts.FullTextObject {
+		object = map[string]any{"type": "text", "norms": false, "index_options": "docs"}
 	}
 	m := map[string]any{
 		"settings": map[string]any{
@@ -271,6 +273,9 @@ func (s *Store) indexBody() []byte {
 					"uid": kw, "labels": kw, "labelKeys": kw,
 					"seq":    map[string]any{"type": "long"},
 					"object": object,
+					// Names, namespaces, label and annotation keys and
+					// values: what Search matches.
+					"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},
 				}},
 			},
 		},

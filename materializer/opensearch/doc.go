@@ -11,9 +11,11 @@
 //     (`enabled: false`); name, namespace and resourceVersion with keyword
 //     sub-fields. fleetview's own fields live under `fleetview`: cluster,
 //     group/version/resource and gvr, labels as "k=v" keywords and label
-//     keys (for selectors), the stream sequence, and `object`, the original
-//     object JSON as a string, returned verbatim by reads (so both backends
-//     return the same bytes) and full-text indexed for Search.
+//     keys (for selectors), the stream sequence, `text` (names, label and
+//     annotation keys and values: what Search matches) and `object`, the
+//     original object JSON as a string, stored not indexed and returned
+//     verbatim by reads (so both backends return the same bytes); indexed
+//     for full text too with Options.FullTextObject.
 //   - Document id `<cluster>/<group>.<version>.<resource>/<uid>`: UIDs are
 //     unique per cluster only, and the same object served under two
 //     resources (core and events.k8s.io Events) must not collide.

@@ -283,8 +283,9 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	}
 }
 
-// Search matches text (full text over the whole object, names, namespaces
-// and labels) across resources, ordered like List.
+// Search matches text (full text over names, namespaces, label and
+// annotation keys and values; the whole object too with FullTextObject)
+// across resources, ordered like List.
 func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
 	var page query.Page
 	after, err := decodeContinue(o.Continue)
@@ -312,7 +313,7 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	if t := strings.TrimSpace(o.Text); t != "" {
 		boolQ["must"] = []any{map[string]any{"simple_query_string": map[string]any{
 			"query": t, "default_operator": "and",
-			"fields": []string{"metadata.name", "metadata.namespace", "fleetview.labels", "fleetview.object"},
+			"fields": s.searchFields(),
 		}}}
 	}
 	// One page of at most 1000 (the default search window ends at 10000).
@@ -355,4 +356,12 @@ func decodeContinue(s string) ([]string, error) {
 		return nil, fmt.Errorf("%w: continue token %q is malformed", query.ErrInvalid, s)
 	}
 	return parts, nil
+}
+
+func (s *Store) searchFields() []string {
+	f := []string{"metadata.name", "metadata.namespace", "fleetview.labels", "fleetview.text"}
+	if s.opts.FullTextObject {
+		f = append(f, "fleetview.object")
+	}
+	return f
 }

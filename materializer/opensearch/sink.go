@@ -84,6 +84,7 @@ type fvFields struct {
 	LabelKeys []string `json:"labelKeys"`
 	Seq       uint64   `json:"seq"`
 	Object    string   `json:"object"`
+	Text      []string `json:"text"`
 }
 
 type document struct {
@@ -180,7 +181,7 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e ma
 		Metadata   struct {
 			CreationTimestamp string            `json:"creationTimestamp"`
 			Labels            map[string]string `json:"labels"`
-			Annotations       json.RawMessage   `json:"annotations"`
+			Annotations       map[string]string `json:"annotations"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(ev.GetObject(), &obj); err != nil {
@@ -195,7 +196,7 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e ma
 	}
 	d := document{APIVersion: obj.APIVersion, Kind: kind, Metadata: docMeta{
 		Name: ev.GetName(), Namespace: ev.GetNamespace(), ResourceVersion: ev.GetResourceVersion(), UID: ev.GetUid(),
-		CreationTimestamp: obj.Metadata.CreationTimestamp, Annotations: obj.Metadata.Annotations,
+		CreationTimestamp: obj.Metadata.CreationTimestamp,
 	}, FV: fvFields{
 		Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, GVR: gvrKey(gvr),
 		UID: ev.GetUid(), Seq: e.Seq, Object: string(ev.GetObject()),
@@ -204,9 +205,17 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e ma
 	if len(obj.Metadata.Labels) > 0 {
 		d.Metadata.Labels, _ = json.Marshal(obj.Metadata.Labels)
 	}
+	if len(obj.Metadata.Annotations) > 0 {
+		d.Metadata.Annotations, _ = json.Marshal(obj.Metadata.Annotations)
+	}
+	d.FV.Text = append(d.FV.Text, ev.GetName(), ev.GetNamespace())
 	for k, v := range obj.Metadata.Labels {
 		d.FV.Labels = append(d.FV.Labels, k+"="+v)
 		d.FV.LabelKeys = append(d.FV.LabelKeys, k)
+		d.FV.Text = append(d.FV.Text, k, v)
+	}
+	for k, v := range obj.Metadata.Annotations {
+		d.FV.Text = append(d.FV.Text, k, v)
 	}
 	sort.Strings(d.FV.Labels)
 	sort.Strings(d.FV.LabelKeys)

@@ -1,0 +1,363 @@
+// Command bench-materializer measures the materializer against the raw
+// JetStream rate of the same payloads, in one run:
+//
+//  1. publish N realistic Pod events (~3 KB, one subject each, async) into
+//     an embedded file-storage JetStream server: the raw publish rate;
+//  2. `fleetview serve` (the real binary, a child process) applies the
+//     pre-filled stream into Badger: apply rate, and its peak RSS (VmHWM)
+//     holding N objects;
+//  3. `fleetview rebuild` replays the stream into a fresh store: replay rate;
+//  4. the OpenSearch sink (in this process) applies the first M events into
+//     a real OpenSearch node: bulk apply rate.
+//
+// Scale comes from the environment (defaults: the issue's):
+//
+//	FV_BENCH_EVENTS=1000000 FV_BENCH_CLUSTERS=1 (events spread over that many
+//	cluster streams, each consumed in parallel) FV_BENCH_OPENSEARCH_EVENTS=1000000
+//	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
+//	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
+//
+// Run: go run ./integration/cmd/bench-materializer (or scripts/bench-materializer.sh).
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	"github.com/fleetview/fleetview/materializer/opensearch"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-materializer:", err)
+		os.Exit(1)
+	}
+}
+
+func envInt(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s=%q: want a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func clusterName(i int) string { return fmt.Sprintf("bench-%d", i) }
+
+func run(ctx context.Context) error {
+	n, err := envInt("FV_BENCH_EVENTS", 1_000_000)
+	if err != nil {
+		return err
+	}
+	osN, err := envInt("FV_BENCH_OPENSEARCH_EVENTS", n)
+	if err != nil {
+		return err
+	}
+	heap, err := envInt("FV_BENCH_OPENSEARCH_HEAP_MB", 1024)
+	if err != nil {
+		return err
+	}
+	osBatch, err := envInt("FV_BENCH_OPENSEARCH_BATCH", 2000)
+	if err != nil {
+		return err
+	}
+	k, err := envInt("FV_BENCH_CLUSTERS", 1)
+	if err != nil || k == 0 {
+		return fmt.Errorf("FV_BENCH_CLUSTERS: want a positive integer")
+	}
+	work, err := os.MkdirTemp("", "fleetview-bench-materializer-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	fmt.Printf("bench-materializer: %d Pod events in %d cluster stream(s), %d into OpenSearch; %d CPUs, load average %s\n", n, k, osN, numCPU(), loadAvg())
+
+	bin := filepath.Join(work, "fleetview")
+	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/fleetview").CombinedOutput(); err != nil {
+		return fmt.Errorf("go build (run from the repository root): %v\n%s", err, out)
+	}
+
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(work, "nats"), Port: -1})
+	if err != nil {
+		return err
+	}
+	defer ns.Shutdown()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return err
+	}
+	for c := range k {
+		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(c), 1)); err != nil {
+			return err
+		}
+	}
+
+	// 1. Raw JetStream publish of the pre-encoded payloads.
+	fmt.Printf("encoding %d events...\n", n)
+	subjects, payloads := make([]string, n), make([][]byte, n)
+	var bytesTotal int
+	for i := range n {
+		cluster := clusterName(i % k)
+		ev := benchdata.Event(cluster, i, 1)
+		b, err := stream.Encode(ev)
+		if err != nil {
+			return err
+		}
+		subjects[i], payloads[i] = stream.ObjectSubject(cluster, benchdata.PodGVR, ev.GetUid()), b
+		bytesTotal += len(b)
+	}
+	start := time.Now()
+	for i := range n {
+		if _, err := js.PublishAsync(subjects[i], payloads[i], jetstream.WithStallWait(time.Minute)); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Minute):
+		return errors.New("publish acks did not complete")
+	}
+	pubDur := time.Since(start)
+	subjects, payloads = nil, nil
+	report("jetstream publish (raw, async, file storage)", n, pubDur, fmt.Sprintf("avg payload %d B", bytesTotal/n))
+
+	// 2. Badger through the real binary.
+	state := filepath.Join(work, "state")
+	metrics := freeAddr()
+	serve := exec.Command(bin, "serve", "--nats-url", ns.ClientURL(), "--state-dir", state,
+		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics)
+	serveLog, _ := os.Create(filepath.Join(work, "serve.log"))
+	serve.Stdout, serve.Stderr = serveLog, serveLog
+	start = time.Now()
+	if err := serve.Start(); err != nil {
+		return err
+	}
+	var firstAt time.Time
+	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
+		// A CPU profile of serve, 10s into ingest.
+		go func() {
+			time.Sleep(3 * time.Second)
+			resp, err := http.Get("http://" + metrics + "/debug/pprof/profile?seconds=10")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			defer resp.Body.Close()
+			f, _ := os.Create(prof)
+			_, _ = io.Copy(f, resp.Body)
+			f.Close()
+		}()
+	}
+	var peakRSS, peakAnon int64
+	for {
+		a, err := applied(metrics, k)
+		if err == nil && a > 0 && firstAt.IsZero() {
+			firstAt = time.Now()
+		}
+		if rss := vmHWM(serve.Process.Pid); rss > peakRSS {
+			peakRSS = rss
+		}
+		if anon := procStatus(serve.Process.Pid, "RssAnon"); anon > peakAnon {
+			peakAnon = anon
+		}
+		if err == nil && a >= uint64(n) {
+			break
+		}
+		if time.Since(start) > 30*time.Minute {
+			return fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d)", n, a)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	badgerDur := time.Since(start)
+	if rss := vmHWM(serve.Process.Pid); rss > peakRSS {
+		peakRSS = rss
+	}
+	cur := vmRSS(serve.Process.Pid)
+	curFile := procStatus(serve.Process.Pid, "RssFile")
+	_ = serve.Process.Signal(syscall.SIGTERM)
+	_ = serve.Wait()
+	report("badger apply (fleetview serve, from process start)", n, badgerDur, "")
+	if !firstAt.IsZero() {
+		report("badger apply (from first applied batch)", n, time.Since(firstAt)-time.Since(start)+badgerDur-firstAt.Sub(start), "")
+	}
+	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous (heap etc.) peak %.0f MiB; at the end %.0f MiB of which %.0f MiB file-backed (mmapped Badger files, reclaimable page cache); holding %d objects\n",
+		"materializer RSS (fleetview serve)", float64(peakRSS)/1024, float64(peakAnon)/1024, float64(cur)/1024, float64(curFile)/1024, n)
+
+	// 3. Replay: rebuild into a fresh store.
+	start = time.Now()
+	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none")
+	if out, err := rb.CombinedOutput(); err != nil {
+		return fmt.Errorf("rebuild: %v\n%s", err, out)
+	}
+	report("replay (fleetview rebuild into a fresh store)", n, time.Since(start), "")
+
+	// 4. OpenSearch.
+	if osN == 0 {
+		return nil
+	}
+	node, err := itos.Start(ctx, itos.Options{HeapMB: heap})
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+	fullText, noRefresh := os.Getenv("FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT") == "1", os.Getenv("FV_BENCH_OPENSEARCH_REFRESH") == "0"
+	st, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, FullTextObject: fullText, NoRefresh: noRefresh,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	perCluster := uint64(osN / k)
+	limited := &limitSink{Sink: st, max: perCluster}
+	m, err := materializer.New(materializer.Config{Name: "bench-opensearch", NATS: nc, Sink: limited, BatchSize: osBatch, FlushInterval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	start = time.Now()
+	go func() { done <- m.Run(mctx) }()
+	for osApplied(m, k) < perCluster*uint64(k) {
+		select {
+		case err := <-done:
+			cancel()
+			return fmt.Errorf("opensearch materializer: %v", err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	osDur := time.Since(start)
+	cancel()
+	<-done
+	report(fmt.Sprintf("opensearch apply (bulk %d, full-text object %v, refresh per bulk %v)", osBatch, fullText, !noRefresh), int(perCluster)*k, osDur, "")
+	return nil
+}
+
+// limitSink stops the OpenSearch run after max events, so the figure is
+// for exactly the events asked for.
+type limitSink struct {
+	materializer.Sink
+	max uint64
+}
+
+func (l *limitSink) Apply(ctx context.Context, cluster string, evs []materializer.Event, lastSeq uint64) error {
+	if lastSeq > l.max {
+		for i, e := range evs {
+			if e.Seq > l.max {
+				evs = evs[:i]
+				break
+			}
+		}
+	}
+	return l.Sink.Apply(ctx, cluster, evs, lastSeq)
+}
+
+func report(what string, n int, d time.Duration, extra string) {
+	fmt.Printf("  %-55s %8.0f events/s  (%d in %v) %s\n", what, float64(n)/d.Seconds(), n, d.Round(time.Millisecond), extra)
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func osApplied(m *materializer.Materializer, k int) uint64 {
+	var n uint64
+	a := m.Applied()
+	for c := range k {
+		n += a[clusterName(c)]
+	}
+	return n
+}
+
+// applied sums the badger materializer's applied sequences (one message
+// per subject, so sequence = events) over the clusters.
+func applied(addr string, k int) (uint64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var n uint64
+	for sc.Scan() {
+		for c := range k {
+			prefix := `fleetview_materializer_applied_sequence{materializer="badger",cluster="` + clusterName(c) + `"} `
+			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+				x, err := strconv.ParseUint(v, 10, 64)
+				if err != nil {
+					return 0, err
+				}
+				n += x
+			}
+		}
+	}
+	return n, sc.Err()
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func procStatus(pid int, field string) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				n, _ := strconv.ParseInt(f[0], 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+func vmHWM(pid int) int64 { return procStatus(pid, "VmHWM") }
+func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS") }
+
+func numCPU() int {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	return strings.Count(string(b), "processor\t:")
+}
