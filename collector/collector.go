@@ -63,7 +63,12 @@ type Config struct {
 	// PublishAckTimeout bounds the wait for a publish acknowledgement; an
 	// unacknowledged publish is retried through a relist (default 30 s).
 	PublishAckTimeout time.Duration
-	Logger            *slog.Logger
+	// Compression asks the apiserver for gzip-compressed responses. Off by
+	// default: the collector normally runs next to its apiserver, and on a
+	// large initial list gzip costs the apiserver and the collector CPU for
+	// nothing; turn it on across slow links.
+	Compression bool
+	Logger      *slog.Logger
 }
 
 // Collector mirrors one member cluster into its stream.
@@ -135,6 +140,7 @@ func New(cfg Config) (*Collector, error) {
 	// The initial list of a large cluster is the hot path; the client-side
 	// limiter would throttle lists and discovery for no benefit.
 	rc.QPS, rc.Burst = 200, 400
+	rc.DisableCompression = !cfg.Compression
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)

@@ -1,10 +1,43 @@
 // Package collector runs next to one member cluster (a pod inside it, or
 // in-process for `fleetview up`) and is the only writer of that cluster's
 // JetStream stream. It watches the ResourceRegistries, resolves what its
-// cluster must cache, runs one reflector per resource (and namespace scope)
-// and turns Add / Update / Delete into UID-keyed events (DESIGN.md §3.2).
+// cluster must cache, and mirrors each resource into UID-keyed events
+// (DESIGN.md §3.2).
 //
-// It keeps no object cache: per object it remembers only uid, namespace, name
-// and resourceVersion, which is all change detection and ghost removal need.
+// Registry reconcile: the wanted set is the union, over every registry whose
+// ClusterAffinity matches this cluster, of (resource, namespace scope);
+// several selectors of one resource merge, so nothing is published twice.
+// Only resources whose want changed are stopped and started. A resource no
+// registry wants any more gets a RESOURCE_REMOVED control event and its
+// subjects are purged — also at start-up, for resources a registry dropped
+// while the collector was down. A selected resource the cluster does not
+// serve is skipped and looked up again every RecheckInterval, so a CRD
+// installed later is picked up without a restart.
+//
+// Per resource there is no client-go Reflector or informer: list pages are
+// read as raw JSON and published page by page (rawjson.go), then one watch
+// per namespace scope resumes from the list's resourceVersion. Per object
+// the collector keeps only uid, namespace, name, resourceVersion and the
+// list generation that last saw it — what change detection, UID-reuse
+// tombstones and ghost removal need. At start it rebuilds that from the
+// stream's message headers (no payloads), so after a restart it republishes
+// only what changed and tombstones what is gone, then publishes SYNCED.
+//
+// Failures never lose an event silently: a publish that fails or is not
+// acknowledged forgets the object (or, for a tombstone, remembers it again)
+// and relists; NATS outages are buffered up to the connection's bounded
+// reconnect buffer and otherwise fall back to the same relist. Objects too
+// large for the server's max payload are refused loudly: counter, inventory
+// message, and a "<cluster>/Published" condition on the registries.
+//
+// Status and inventory: each collector merges its own per-cluster conditions
+// into every registry's status (revision-checked, see registry/store), and
+// writes its cluster's inventory record (labels, provider/region/zone,
+// Kubernetes version, served APIs, heartbeat, readiness, per-resource sync
+// state and counts). Labels, provider, region and zone come from flags and
+// from an optional ConfigMap in the member cluster (default
+// kube-system/fleetview-cluster-info; data keys provider, region, zone and
+// labels as "k=v,k2=v2"; flags win), re-read at every heartbeat.
+//
 // It must not read or write any backend.
 package collector

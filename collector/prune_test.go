@@ -88,6 +88,13 @@ func TestReadMetaAndList(t *testing.T) {
 	if m != (objMeta{uid: "u-1", namespace: "ns", name: `we"ird`, rv: "42"}) {
 		t.Fatalf("readMeta = %+v", m)
 	}
+	m, err = readMeta([]byte(`{"metadata":{"annotations":{"a":"ends with \\\\","b":"q\\\"}"},"name":"back\\\\","uid":"u"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.name != `back\\` || m.uid != "u" {
+		t.Fatalf("escaped backslashes: %+v", m)
+	}
 	cases := []struct {
 		in        string
 		items     []string

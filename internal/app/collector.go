@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -38,6 +39,7 @@ type CollectorOptions struct {
 	// beyond it publishes fail and the collector relists once NATS is back.
 	ReconnectBuffer int
 	MetricsAddr     string
+	Compression     bool
 }
 
 // AddFlags registers the flags.
@@ -56,7 +58,8 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.APIRecheck, "api-recheck-interval", 30*time.Second, "how often selected resources the cluster does not serve (e.g. CRD not installed) are looked up again")
 	fs.Int64Var(&o.PageSize, "page-size", 500, "list page size; one page of objects is held in memory at a time")
 	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "listen address for Prometheus-format metrics at /metrics (empty: off)")
+	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "listen address for Prometheus-format metrics at /metrics and Go profiles at /debug/pprof/ (empty: off)")
 }
 
 // Validate reports every problem at once.
@@ -123,7 +126,7 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	col, err := collector.New(collector.Config{
 		Cluster: o.Cluster, REST: rc, NATS: nc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Logger: log,
+		PageSize: o.PageSize, Compression: o.Compression, Logger: log,
 	})
 	if err != nil {
 		return err
@@ -135,6 +138,11 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", col.MetricsHandler())
+		// Profiles on the same (operator-chosen, local) address: memory
+		// and CPU of a collector tracking a large cluster are what to look
+		// at first when it misbehaves.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = srv.Serve(l) }()
 		defer srv.Close()
