@@ -75,8 +75,8 @@ func (o *OpenSearchOptions) Validate() []error {
 	return errs
 }
 
-// openSearchID names an OpenSearch backend by its addresses and secret.
-func openSearchID(c *registry.OpenSearchConfig) string {
+// OpenSearchID names an OpenSearch backend by its addresses and secret.
+func OpenSearchID(c *registry.OpenSearchConfig) string {
 	addrs := append([]string(nil), c.Addresses...)
 	sort.Strings(addrs)
 	h := sha256.Sum256([]byte(strings.Join(addrs, ",") + "|" + c.SecretRef.Namespace + "/" + c.SecretRef.Name))
@@ -103,7 +103,7 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 			continue
 		}
 		cfg := r.Spec.BackendStore.OpenSearch
-		id := openSearchID(cfg)
+		id := OpenSearchID(cfg)
 		if seen[id] {
 			continue
 		}

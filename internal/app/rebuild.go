@@ -110,7 +110,7 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	router := newRouter(regs, inv, openSearchID, log)
+	router := newRouter(regs, inv, OpenSearchID, log)
 	if err := router.refresh(ctx); err != nil {
 		return err
 	}

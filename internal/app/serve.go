@@ -113,7 +113,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		_ = store.Close()
 		return nil, err
 	}
-	b.router = newRouter(regs, inv, openSearchID, log)
+	b.router = newRouter(regs, inv, OpenSearchID, log)
 	if err := b.router.refresh(ctx); err != nil {
 		return fail(fmt.Errorf("backend routes: %w", err))
 	}

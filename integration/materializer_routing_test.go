@@ -1,0 +1,172 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	"github.com/fleetview/fleetview/materializer/opensearch"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// metricValue reads one sample from a Prometheus text page.
+func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(regexp.QuoteMeta(name+`{materializer="`+materializerName+`"} `) + `(\d+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no %s for %s in:\n%s", name, materializerName, b)
+	}
+	n, _ := strconv.ParseUint(string(m[1]), 10, 64)
+	return n
+}
+
+// TestServeRoutesRegistriesToBackends runs `fleetview serve` in-process with
+// a registry whose backendStore is a real OpenSearch and one without: Pods
+// are materialized into OpenSearch only, ConfigMaps into Badger only, and
+// the query API answers both (paging included) through the routing reader.
+func TestServeRoutesRegistriesToBackends(t *testing.T) {
+	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
+	ns, nc, js := startMatNATS(t, 0)
+	ctx := context.Background()
+	regs, err := regstore.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*registry.ResourceRegistry{
+		{TypeMeta: metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}, ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
+			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
+				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
+				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}},
+		{TypeMeta: metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}, ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
+			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
+				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}},
+	} {
+		if _, err := regs.Apply(ctx, r); err != nil {
+			t.Fatalf("apply registry %s: %v", r.Name, err)
+		}
+	}
+	const pods = 600
+	var evs []*fleetviewv1.ResourceEvent
+	for i := range pods {
+		evs = append(evs, benchdata.Event([]string{"c1", "c2"}[i%2], i, 1))
+	}
+	for i := range 30 {
+		evs = append(evs, configMap("c1", i), configMap("c2", i))
+	}
+	publishEvents(t, nc, evs)
+	targets := lastSeqs(t, js, "c1", "c2")
+
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSURL: ns.ClientURL(), MetricsAddr: freeAddr(t),
+		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
+			Getenv: func(string) string { return "" }}}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
+	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	qc := fleetviewv1.NewQueryServiceClient(conn)
+	count := func(resource string, limit int64) (int, error) {
+		n, cont := 0, ""
+		for {
+			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: limit, Continue: cont})
+			if err != nil {
+				return n, err
+			}
+			n += len(resp.GetItems())
+			if cont = resp.GetContinue(); cont == "" {
+				return n, nil
+			}
+		}
+	}
+	eventually(t, 2*time.Minute, func() error {
+		for resource, want := range map[string]int{"pods": pods, "configmaps": 60} {
+			got, err := count(resource, 70)
+			if err != nil {
+				return err
+			}
+			if got != want {
+				return fmt.Errorf("%s: %d of %d listed", resource, got, want)
+			}
+		}
+		return nil
+	})
+
+	osName := "opensearch-" + app.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
+	// Each backend holds only its own resources.
+	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(listAll(t, direct, query.ListOptions{GVR: benchdata.PodGVR})); got != pods {
+		t.Fatalf("opensearch holds %d pods, want %d", got, pods)
+	}
+	if got := len(listAll(t, direct, query.ListOptions{GVR: cmGVR})); got != 0 {
+		t.Fatalf("opensearch holds %d configmaps, want none", got)
+	}
+	eventually(t, time.Minute, func() error {
+		resp, err := http.Get("http://" + o.MetricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		for c, seq := range targets {
+			for _, m := range []string{"badger", osName} {
+				line := fmt.Sprintf("fleetview_materializer_applied_sequence{materializer=%q,cluster=%q} %d", m, c, seq)
+				if !regexp.MustCompile(regexp.QuoteMeta(line)).Match(b) {
+					return fmt.Errorf("%s has not applied %s up to %d", m, c, seq)
+				}
+			}
+		}
+		return nil
+	})
+	if got := metricValue(t, o.MetricsAddr, "fleetview_materializer_events_skipped_total", "badger"); got != pods {
+		t.Errorf("badger skipped %d events, want the %d pods", got, pods)
+	}
+	if got := metricValue(t, o.MetricsAddr, "fleetview_materializer_events_skipped_total", osName); got != 60 {
+		t.Errorf("opensearch skipped %d events, want the 60 configmaps", got)
+	}
+	// Gets through the router: qualified from OpenSearch, and a conflict.
+	resp, err := qc.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: benchdata.Namespace(3), Name: benchdata.PodName(3), Cluster: "c2"})
+	if err != nil || resp.GetCluster() != "c2" {
+		t.Fatalf("get pod 3 in c2: %v %v", resp, err)
+	}
+	if _, err := qc.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "configmaps", Namespace: benchdata.Namespace(3), Name: "cm-003"}); err == nil {
+		t.Fatal("unqualified get of a configmap in two clusters did not conflict")
+	}
+}
