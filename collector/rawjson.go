@@ -243,6 +243,7 @@ func readMeta(obj []byte) (objMeta, error) {
 
 // listPage is one page of a list response.
 type listPage struct {
+	buf             *bytes.Buffer // holds the bytes items point into
 	items           [][]byte
 	resourceVersion string
 	continueToken   string

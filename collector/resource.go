@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -328,15 +329,21 @@ func (s *resourceSync) scopes() []string {
 // it returns the list's resourceVersion to watch from. Pages are read as raw
 // JSON (see rawjson.go): only changed objects are pruned and re-encoded. The
 // next page is fetched while this one is published, so the apiserver's
-// encoding and ours overlap; at most three pages are in memory.
+// encoding and ours overlap. At most pipelineDepth page buffers exist and
+// they are reused: nothing keeps a reference into a page once it has been
+// published (metadata strings, pruned objects and events are copies).
 func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (string, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	pages := make(chan listPage, 1)
+	free := make(chan *bytes.Buffer, pipelineDepth)
+	for range pipelineDepth {
+		free <- new(bytes.Buffer)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		defer close(pages)
-		errc <- s.fetchPages(lctx, ns, pages)
+		errc <- s.fetchPages(lctx, ns, free, pages)
 	}()
 	rv := ""
 	for page := range pages {
@@ -350,6 +357,7 @@ func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (st
 			}
 		}
 		rv = page.resourceVersion
+		free <- page.buf
 	}
 	if err := <-errc; err != nil {
 		return "", err
@@ -357,16 +365,32 @@ func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (st
 	return rv, nil
 }
 
-// fetchPages sends every page of one list to out.
-func (s *resourceSync) fetchPages(ctx context.Context, ns string, out chan<- listPage) error {
+// pipelineDepth is how many list pages may be in memory at once: one being
+// published, one ready, one being read.
+const pipelineDepth = 3
+
+// fetchPages reads every page of one list into buffers taken from free and
+// sends them to out.
+func (s *resourceSync) fetchPages(ctx context.Context, ns string, free <-chan *bytes.Buffer, out chan<- listPage) error {
 	cont := ""
 	for {
+		var buf *bytes.Buffer
+		select {
+		case buf = <-free:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		buf.Reset()
 		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", "application/json").
 			Param("limit", strconv.FormatInt(s.pageSize, 10))
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
-		body, err := req.DoRaw(ctx)
+		body, err := req.Stream(ctx)
+		if err == nil {
+			_, err = buf.ReadFrom(body)
+			body.Close()
+		}
 		if err != nil {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				// The continue token outlived the snapshot: objects marked
@@ -376,10 +400,11 @@ func (s *resourceSync) fetchPages(ctx context.Context, ns string, out chan<- lis
 			}
 			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
-		page, err := readList(body)
+		page, err := readList(buf.Bytes())
 		if err != nil {
 			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
+		page.buf = buf
 		select {
 		case out <- page:
 		case <-ctx.Done():
