@@ -386,7 +386,18 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 		if err != nil {
 			return out, err
 		}
-		out.Version = minVersion(out.Version, p.Version)
+		if out.Version == nil {
+			out.Version = p.Version.Clone()
+		} else {
+			out.Version = minVersion(out.Version, p.Version)
+		}
+		// A page whose items were all returned already: go to the next.
+		for pc.Skip >= len(p.Items) && p.Continue != "" {
+			pc.Cursor, pc.Skip = p.Continue, 0
+			if p, err = page(b, parts[b], pc.Cursor); err != nil {
+				return out, err
+			}
+		}
 		items := p.Items
 		if pc.Skip <= len(items) {
 			items = items[pc.Skip:]
@@ -399,10 +410,19 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 		}
 		srcs = append(srcs, s)
 	}
+	// Merge until the limit, or until a source runs out of its page while
+	// it has more: its next page may hold smaller keys.
+merge:
 	for limit <= 0 || int64(len(out.Items)) < limit {
 		var best *source
 		for _, s := range srcs {
-			if s.taken < len(s.items) && (best == nil || s.keys[s.taken].less(best.keys[best.taken])) {
+			if s.taken == len(s.items) {
+				if s.page.Continue != "" {
+					break merge
+				}
+				continue
+			}
+			if best == nil || s.keys[s.taken].less(best.keys[best.taken]) {
 				best = s
 			}
 		}

@@ -1,0 +1,269 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+)
+
+// fakeBackend holds sorted objects and pages them like the real backends
+// (its cursor is the index of the next item).
+type fakeBackend struct {
+	objs []query.Object
+	v    query.Version
+}
+
+func obj(cluster, ns, name string) query.Object {
+	return query.Object{Cluster: cluster, JSON: fmt.Appendf(nil, `{"metadata":{"namespace":%q,"name":%q}}`, ns, name)}
+}
+
+func (f *fakeBackend) match(clusters []string) []query.Object {
+	var out []query.Object
+	for _, o := range f.objs {
+		if clusters == nil || contains(clusters, o.Cluster) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func contains(s []string, x string) bool {
+	for _, e := range s {
+		if e == x {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fakeBackend) Get(_ context.Context, _ schema.GroupVersionResource, ns, name, cluster string) (query.Object, error) {
+	var found []query.Object
+	for _, o := range f.objs {
+		k := keyOf(o)
+		if k.ns == ns && k.name == name && (cluster == "" || o.Cluster == cluster) {
+			found = append(found, o)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return query.Object{}, query.ErrNotFound
+	case 1:
+		return found[0], nil
+	}
+	return query.Object{}, query.ErrConflict
+}
+
+func (f *fakeBackend) List(_ context.Context, o query.ListOptions) (query.Page, error) {
+	items := f.match(o.Clusters)
+	start := 0
+	if o.Continue != "" {
+		fmt.Sscan(o.Continue, &start)
+	}
+	p := query.Page{Version: f.v.Clone()}
+	end := len(items)
+	if o.Limit > 0 && start+int(o.Limit) < end {
+		end = start + int(o.Limit)
+		p.Continue = fmt.Sprint(end)
+	}
+	p.Items = items[start:end]
+	return p, nil
+}
+
+func (f *fakeBackend) Versions(context.Context) (query.Version, error) { return f.v.Clone(), nil }
+
+func (f *fakeBackend) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
+	return f.List(ctx, query.ListOptions{Clusters: o.Clusters, Limit: o.Limit, Continue: o.Continue})
+}
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+func routedReader(t *testing.T) (*RoutingReader, []query.Object) {
+	t.Helper()
+	var all []query.Object
+	badger, os := &fakeBackend{v: query.Version{"a": 5, "b": 7, "c": 9}}, &fakeBackend{v: query.Version{"a": 6, "b": 3, "c": 9}}
+	for i := range 23 {
+		for ci, c := range []string{"a", "b", "c"} {
+			if (i+ci)%4 == 0 {
+				continue // holes, so the sources interleave unevenly
+			}
+			o := obj(c, fmt.Sprintf("ns-%d", i%3), fmt.Sprintf("pod-%02d", i))
+			all = append(all, o)
+			if c == "b" {
+				os.objs = append(os.objs, o)
+			} else {
+				badger.objs = append(badger.objs, o)
+			}
+		}
+	}
+	solo := obj("b", "ns-9", "solo")
+	all, os.objs = append(all, solo), append(os.objs, solo)
+	sortObjs := func(s []query.Object) {
+		sort.SliceStable(s, func(i, j int) bool { return keyOf(s[i]).less(keyOf(s[j])) })
+	}
+	sortObjs(all)
+	sortObjs(badger.objs)
+	sortObjs(os.objs)
+	r := newRouter(nil, nil, OpenSearchID, slog.Default())
+	r.table.Store(&routeTable{
+		routes:   []osRoute{{backend: "os", affinity: registry.ClusterAffinity{ClusterNames: []string{"b"}}, gvks: map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "Pod"}: true}}},
+		clusters: map[string]registry.ClusterInfo{},
+		kinds:    map[schema.GroupVersionResource]string{podsGVR: "Pod"},
+	})
+	return &RoutingReader{router: r, backends: map[string]backendReader{defaultBackend: badger, "os": os},
+		clusters: func(context.Context) ([]string, error) { return []string{"a", "b", "c"}, nil }}, all
+}
+
+func TestRoutingReaderMergesBackends(t *testing.T) {
+	rr, all := routedReader(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		clusters []string
+		limit    int64
+	}{
+		{"all clusters, one page", nil, 0},
+		{"all clusters, pages of 4", nil, 4},
+		{"all clusters, pages of 1", nil, 1},
+		{"two clusters across backends, pages of 5", []string{"a", "b"}, 5},
+		{"one cluster in opensearch", []string{"b"}, 3},
+		{"one cluster in badger", []string{"c"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for _, o := range all {
+				if tc.clusters == nil || contains(tc.clusters, o.Cluster) {
+					want = append(want, o.Cluster+"/"+string(o.JSON))
+				}
+			}
+			var got []string
+			o := query.ListOptions{GVR: podsGVR, Clusters: tc.clusters, Limit: tc.limit}
+			for pages := 0; ; pages++ {
+				p, err := rr.List(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tc.limit > 0 && int64(len(p.Items)) > tc.limit {
+					t.Fatalf("page of %d items over limit %d", len(p.Items), tc.limit)
+				}
+				for _, it := range p.Items {
+					got = append(got, it.Cluster+"/"+string(it.JSON))
+				}
+				if p.Continue == "" {
+					break
+				}
+				if pages > 1000 {
+					t.Fatal("list does not end")
+				}
+				o.Continue = p.Continue
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Fatalf("merged list differs:\ngot  %d items %q\nwant %d items %q", len(got), got, len(want), want)
+			}
+		})
+	}
+	v, err := rr.Versions(ctx)
+	if err != nil || fmt.Sprint(v) != fmt.Sprint(query.Version{"a": 5, "b": 3, "c": 9}) {
+		t.Fatalf("versions = %v %v, want the lowest per cluster", v, err)
+	}
+}
+
+func TestRoutingReaderGet(t *testing.T) {
+	rr, _ := routedReader(t)
+	ctx := context.Background()
+	o, err := rr.Get(ctx, podsGVR, "ns-1", "pod-01", "b")
+	if err != nil || o.Cluster != "b" {
+		t.Fatalf("qualified get from opensearch: %v %v", o, err)
+	}
+	if _, err := rr.Get(ctx, podsGVR, "ns-1", "pod-01", ""); !errors.Is(err, query.ErrConflict) || !strings.Contains(err.Error(), "[a, b, c]") {
+		t.Fatalf("unqualified get in three clusters over two backends: %v", err)
+	}
+	if _, err := rr.Get(ctx, podsGVR, "ns-1", "pod-99", ""); !errors.Is(err, query.ErrNotFound) {
+		t.Fatalf("missing object: %v", err)
+	}
+	o, err = rr.Get(ctx, podsGVR, "ns-9", "solo", "")
+	if err != nil || o.Cluster != "b" {
+		t.Fatalf("unqualified get of an object only in b: %v %v", o, err)
+	}
+}
+
+func TestSwitchToRebuilt(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(&bytes.Buffer{}, nil))
+	for _, tc := range []struct {
+		name        string
+		live, next  bool
+		marker      bool
+		wantContent string // content of badger/f after the switch
+	}{
+		{"finished rebuild replaces live", true, true, true, "new"},
+		{"unfinished rebuild is left alone", true, true, false, "live"},
+		{"no rebuild", true, false, false, "live"},
+		{"crash after moving live away", false, true, true, "new"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write := func(sub, content string) {
+				if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, sub, "f"), []byte(content), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.live {
+				write(badgerDir, "live")
+			}
+			if tc.next {
+				write(rebuildDir, "new")
+				if tc.marker {
+					if err := os.WriteFile(filepath.Join(dir, rebuildDir, rebuiltMarker), nil, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if err := switchToRebuilt(dir, log); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(filepath.Join(dir, badgerDir, "f"))
+			if err != nil || string(b) != tc.wantContent {
+				t.Fatalf("badger/f = %q %v, want %q", b, err, tc.wantContent)
+			}
+			if _, err := os.Stat(filepath.Join(dir, badgerDir, rebuiltMarker)); err == nil {
+				t.Fatal("marker left in the live store")
+			}
+			if _, err := os.Stat(filepath.Join(dir, badgerDir+".old")); err == nil {
+				t.Fatal("old store left behind")
+			}
+		})
+	}
+}
+
+func TestProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, "bar", 200)
+	p.update(50)
+	p.finish("done")
+	out := b.String()
+	for _, want := range []string{"[#######.......................]", " 25.0% 50/200 events", "events/s", "ETA", "rebuild done"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("bar output %q lacks %q", out, want)
+		}
+	}
+	b.Reset()
+	p = newProgress(&b, "auto", 10) // not a terminal: log lines
+	p.update(3)
+	if strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "rebuild:  30.0% 3/10 events") {
+		t.Fatalf("log output %q", b.String())
+	}
+}
