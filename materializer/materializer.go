@@ -333,7 +333,16 @@ func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, 
 			m.metrics.Skipped.Add(1)
 			continue
 		}
-		b.evs = append(b.evs, Event{Seq: seq, Event: ev})
+		e := Event{Seq: seq, Event: ev}
+		if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+			// Here, in the fetching stage, so that it overlaps with applying.
+			if e.Labels, err = ObjectLabels(ev.GetObject()); err != nil {
+				b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
+				continue
+			}
+			e.Labeled = true
+		}
+		b.evs = append(b.evs, e)
 		b.msgs = append(b.msgs, msg)
 	}
 	return b

@@ -10,6 +10,12 @@ import (
 type Event struct {
 	Seq   uint64
 	Event *fleetviewv1.ResourceEvent
+	// Labels are the object's metadata.labels, extracted (and the object's
+	// JSON checked) by the materializer while the previous batch is being
+	// applied; valid when Labeled. Upserts from a materializer are always
+	// labeled; sinks fall back to extracting them for events built elsewhere.
+	Labels  map[string]string
+	Labeled bool
 }
 
 // Sink is a backend the materializer writes to.

@@ -132,7 +132,7 @@ func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) err
 	gvr := stream.GVR(ev.GetGvr())
 	switch ev.GetType() {
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		return s.upsert(txn, cluster, gvr, e.Seq, ev)
+		return s.upsert(txn, cluster, gvr, e, ev)
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
 		return s.deleteUID(txn, cluster, gvr, ev.GetUid())
 	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
@@ -141,10 +141,13 @@ func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) err
 	return nil // sync markers carry no object state
 }
 
-func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, seq uint64, ev *fleetviewv1.ResourceEvent) error {
-	lbls, err := materializer.ObjectLabels(ev.GetObject())
-	if err != nil {
-		return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, e materializer.Event, ev *fleetviewv1.ResourceEvent) error {
+	seq, lbls := e.Seq, e.Labels
+	if !e.Labeled {
+		var err error
+		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
+			return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+		}
 	}
 	key := objKey(gvr, ev.GetNamespace(), ev.GetName(), cluster)
 	old, err := s.oldLabels(txn, key)
