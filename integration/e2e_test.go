@@ -238,7 +238,9 @@ func TestEndToEnd(t *testing.T) {
 
 	opts := upOptions(t, fleet, t.TempDir())
 	fv := startUp(t, opts)
-	fv.applyFile(t, filepath.Join("..", "internal", "registry", "testdata", "seed-registry.yaml"))
+	// The seed registry verbatim, minus its backendStore (it names an
+	// OpenSearch at localhost:9200; the OpenSearch tests cover that path).
+	fv.applyFile(t, filepath.Join("..", "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
 
 	allPods := refs(
 		ref{"member1", "app1", "web"}, ref{"member1", "app2", "db"}, ref{"member2", "app1", "web"},
