@@ -3,7 +3,21 @@
 // with the stream position it reflects, and a restarted materializer resumes
 // from the position its backend holds, skipping anything at or below it.
 //
-// It owns consumers, batching, checkpoints and dead-lettering of poison
-// messages. It must not know how a backend lays out its data; backends live
-// in sub-packages (badger, opensearch).
+// It owns consumers, batching, checkpoints, routing filters and the
+// dead-lettering of poison messages. Per cluster stream it runs two stages:
+// one fetches, decodes and checks the next batch (protobuf decode, subject
+// consistency, object JSON and its labels) while the other applies the
+// current one to the sink. The durable consumer is recreated at the sink's
+// checkpoint on every start, so a killed process never leaves a gap.
+//
+// Poison messages (undecodable, inconsistent with their subject, an object
+// that is not JSON, or an item a sink refuses for good via PoisonError) go
+// to the dead-letter stream FV_DEAD with the reason in the Fv-Reason header,
+// are counted (Metrics.DeadLettered, fleetview_materializer_dead_letters_total
+// in WritePrometheus) and never block the stream.
+//
+// It must not know how a backend lays out its data; backends live in
+// sub-packages (badger, opensearch). Rebuilding a store is running a
+// materializer with a fresh sink and another durable name (internal/app's
+// `fleetview rebuild`).
 package materializer
