@@ -2,11 +2,14 @@ package queryapi
 
 import (
 	"encoding/json"
+	"sort"
+	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	ksel "k8s.io/apimachinery/pkg/selection"
 
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -17,18 +20,29 @@ import (
 // Hub fans the materializer's committed batches out to the watches. It is
 // the materializer's Observer: it never blocks (a watcher whose buffer is
 // full is cut, not waited for), and it knows, per cluster, the last
-// sequence it has passed on, which is where a new watch switches from
-// replaying the stream to the live feed.
+// sequence it has passed on.
+//
+// Watches whose label selector has an equality requirement (k=v) are
+// indexed by it: an event reaches such a watch only when the object's new
+// or previous labels carry k=v (or its previous labels are unknown), so a
+// thousand selective watches do not each wake up for every event.
 type Hub struct {
 	buffer int
 
 	mu      sync.Mutex
 	applied query.Version
-	// known holds every object the cache holds (cluster/resource/uid), so
-	// a live upsert can be told ADDED or MODIFIED.
-	known map[string]struct{}
-	subs  map[*subscription]struct{}
+	// known holds every object the cache holds (cluster/resource/uid) with
+	// its last labels (encoded; unknownLabels when only the UID is known),
+	// so a live upsert can be told ADDED or MODIFIED and routed by the
+	// labels it had.
+	known map[string]string
+	// all are the watches of a resource without an indexable requirement;
+	// byLabel indexes the others by resource, key and value.
+	all     map[schema.GroupVersionResource]map[*subscription]struct{}
+	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}
 }
+
+const unknownLabels = "\x01"
 
 // HubOptions configure a Hub.
 type HubOptions struct {
@@ -42,15 +56,49 @@ func NewHub(o HubOptions) *Hub {
 	if o.Buffer <= 0 {
 		o.Buffer = 1024
 	}
-	return &Hub{buffer: o.Buffer, applied: query.Version{}, known: map[string]struct{}{}, subs: map[*subscription]struct{}{}}
+	return &Hub{buffer: o.Buffer, applied: query.Version{}, known: map[string]string{},
+		all:     map[schema.GroupVersionResource]map[*subscription]struct{}{},
+		byLabel: map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{}}
 }
 
 func knownKey(cluster string, gvr schema.GroupVersionResource, uid string) string {
 	return cluster + "/" + stream.ResourceToken(gvr) + "/" + uid
 }
 
+func encodeLabels(l labels.Set) string {
+	if len(l) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte(0)
+		b.WriteString(l[k])
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// labelValue reads one label of an encoded set.
+func labelValue(enc, key string) (string, bool) {
+	for enc != "" {
+		k, rest, _ := strings.Cut(enc, "\x00")
+		v, rest2, _ := strings.Cut(rest, "\x00")
+		if k == key {
+			return v, true
+		}
+		enc = rest2
+	}
+	return "", false
+}
+
 // seed records the objects the store holds before the first batch is
-// observed.
+// observed (their labels unknown).
 func (h *Hub) seed(uids func(fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error) error {
 	known := map[string]struct{}{}
 	if err := uids(func(c string, g schema.GroupVersionResource, u string) { known[knownKey(c, g, u)] = struct{}{} }); err != nil {
@@ -59,7 +107,9 @@ func (h *Hub) seed(uids func(fn func(cluster string, gvr schema.GroupVersionReso
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for k := range known {
-		h.known[k] = struct{}{}
+		if _, ok := h.known[k]; !ok {
+			h.known[k] = unknownLabels
+		}
 	}
 	return nil
 }
@@ -77,7 +127,6 @@ type hubEvent struct {
 	once   sync.Once
 	labels labels.Set
 	obj    *structpb.Struct
-	uid    string
 	err    error
 }
 
@@ -117,73 +166,137 @@ type hubBatch struct {
 
 type subscription struct {
 	gvr      schema.GroupVersionResource
+	key, val string // the indexed equality requirement; key "" = none
 	ch       chan hubBatch
 	overflow chan struct{}
 	once     sync.Once
 }
 
+// indexable picks an equality requirement of a selector to route by.
+func indexable(sel labels.Selector) (string, string) {
+	if sel == nil {
+		return "", ""
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case ksel.Equals, ksel.DoubleEquals, ksel.In:
+			if r.Values().Len() == 1 {
+				return r.Key(), r.Values().List()[0]
+			}
+		}
+	}
+	return "", ""
+}
+
 // subscribe registers a watch of one resource and returns, atomically with
 // the registration, the last sequence per cluster already passed on: every
-// later event arrives on the subscription.
-func (h *Hub) subscribe(gvr schema.GroupVersionResource) (*subscription, query.Version) {
+// later event the watch may need arrives on the subscription.
+func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector) (*subscription, query.Version) {
 	s := &subscription{gvr: gvr, ch: make(chan hubBatch, h.buffer), overflow: make(chan struct{})}
+	s.key, s.val = indexable(sel)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.subs[s] = struct{}{}
+	if s.key == "" {
+		if h.all[gvr] == nil {
+			h.all[gvr] = map[*subscription]struct{}{}
+		}
+		h.all[gvr][s] = struct{}{}
+	} else {
+		byKey := h.byLabel[gvr]
+		if byKey == nil {
+			byKey = map[string]map[string]map[*subscription]struct{}{}
+			h.byLabel[gvr] = byKey
+		}
+		if byKey[s.key] == nil {
+			byKey[s.key] = map[string]map[*subscription]struct{}{}
+		}
+		if byKey[s.key][s.val] == nil {
+			byKey[s.key][s.val] = map[*subscription]struct{}{}
+		}
+		byKey[s.key][s.val][s] = struct{}{}
+	}
 	return s, h.applied.Clone()
 }
 
 func (h *Hub) unsubscribe(s *subscription) {
 	h.mu.Lock()
-	delete(h.subs, s)
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	if s.key == "" {
+		delete(h.all[s.gvr], s)
+		return
+	}
+	m := h.byLabel[s.gvr][s.key][s.val]
+	delete(m, s)
+	if len(m) == 0 {
+		delete(h.byLabel[s.gvr][s.key], s.val)
+	}
 }
 
 // Observe implements materializer.Config.Observer.
 func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	byGVR := map[schema.GroupVersionResource][]*hubEvent{}
+	out := map[*subscription][]*hubEvent{}
 	for _, e := range events {
 		he := newHubEvent(cluster, e.Seq, e.Event)
+		k := knownKey(cluster, he.gvr, e.Event.GetUid())
+		old, seen := h.known[k]
+		// A new object had no labels; a seeded one had labels unknown.
+		oldKnown := !seen || old != unknownLabels
+		var cur string
 		switch e.Event.GetType() {
 		case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-			k := knownKey(cluster, he.gvr, e.Event.GetUid())
-			if _, ok := h.known[k]; !ok {
-				he.isNew = true
-				h.known[k] = struct{}{}
-			}
+			he.isNew = !seen
+			l, _, _ := he.decode()
+			cur = encodeLabels(l)
+			h.known[k] = cur
 		case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-			delete(h.known, knownKey(cluster, he.gvr, e.Event.GetUid()))
+			delete(h.known, k)
 		case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 			prefix := cluster + "/" + stream.ResourceToken(he.gvr) + "/"
-			for k := range h.known {
-				if len(k) > len(prefix) && k[:len(prefix)] == prefix {
-					delete(h.known, k)
+			for kk := range h.known {
+				if strings.HasPrefix(kk, prefix) {
+					delete(h.known, kk)
 				}
 			}
 		}
-		byGVR[he.gvr] = append(byGVR[he.gvr], he)
+		for s := range h.all[he.gvr] {
+			out[s] = append(out[s], he)
+		}
+		control := e.Event.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT && e.Event.GetType() != fleetviewv1.EventType_EVENT_TYPE_DELETE
+		for key, byVal := range h.byLabel[he.gvr] {
+			if control || !oldKnown {
+				for _, subs := range byVal {
+					for s := range subs {
+						out[s] = append(out[s], he)
+					}
+				}
+				continue
+			}
+			// Route by the value the object has now and the one it had.
+			nv, nok := labelValue(cur, key)
+			ov, ook := labelValue(old, key)
+			if nok {
+				for s := range byVal[nv] {
+					out[s] = append(out[s], he)
+				}
+			}
+			if ook && (!nok || ov != nv) {
+				for s := range byVal[ov] {
+					out[s] = append(out[s], he)
+				}
+			}
+		}
 	}
 	if h.applied[cluster] < lastSeq {
 		h.applied[cluster] = lastSeq
 	}
-	for s := range h.subs {
-		evs := byGVR[s.gvr]
-		if len(evs) == 0 {
-			continue
-		}
+	for s, evs := range out {
 		select {
 		case s.ch <- hubBatch{cluster: cluster, events: evs}:
 		default:
 			s.once.Do(func() { close(s.overflow) })
 		}
 	}
-}
-
-// watchers is the number of open watches (for tests and metrics).
-func (h *Hub) watchers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
@@ -34,11 +35,11 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	sub, applied := h.subscribe(podsGVR)
+	sub, applied := h.subscribe(podsGVR, nil)
 	if len(applied) != 0 {
 		t.Fatalf("applied %v before any batch", applied)
 	}
-	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"})
+	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, nil)
 	h.Observe("a", []materializer.Event{upsert(1, "a", "old"), upsert(2, "a", "new")}, 2)
 	b := <-sub.ch
 	if len(b.events) != 2 || b.events[0].isNew || !b.events[1].isNew {
@@ -59,7 +60,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	default:
 		t.Fatal("a full watch buffer must cut the watch, not block or grow")
 	}
-	if _, applied := h.subscribe(podsGVR); applied["a"] != 5 {
+	if _, applied := h.subscribe(podsGVR, nil); applied["a"] != 5 {
 		t.Fatalf("applied %v, want a:5", applied)
 	}
 }
@@ -89,5 +90,55 @@ func TestErrorTable(t *testing.T) {
 				t.Fatalf("%v -> %d %+v, want %d %s", tc.err, code, st, tc.code, tc.reason)
 			}
 		})
+	}
+}
+
+func labeled(seq uint64, uid, app string) materializer.Event {
+	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
+		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"metadata":{"name":"` + uid + `","labels":{"app":"` + app + `"}}}`)}}
+}
+
+func TestHubRoutesByLabel(t *testing.T) {
+	h := NewHub(HubOptions{})
+	if err := h.seed(func(fn func(string, schema.GroupVersionResource, string)) error {
+		fn("a", podsGVR, "seeded")
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sel := func(s string) labels.Selector {
+		l, err := labels.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	x, _ := h.subscribe(podsGVR, sel("app=x"))
+	y, _ := h.subscribe(podsGVR, sel("app in (y)"))
+	anyApp, _ := h.subscribe(podsGVR, sel("app"))
+	got := func(s *subscription) []uint64 {
+		var seqs []uint64
+		for len(s.ch) > 0 {
+			for _, e := range (<-s.ch).events {
+				seqs = append(seqs, e.seq)
+			}
+		}
+		return seqs
+	}
+	h.Observe("a", []materializer.Event{
+		labeled(1, "p", "x"),      // new object: routed by its labels only
+		labeled(2, "p", "y"),      // moves x -> y: both must hear of it
+		labeled(3, "q", "z"),      // neither
+		labeled(4, "seeded", "z"), // labels before unknown: everyone
+		{Seq: 5, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: "p", Name: "p", Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}},
+	}, 5)
+	for _, tc := range []struct {
+		name string
+		s    *subscription
+		want string
+	}{{"app=x", x, "[1 2 4]"}, {"app in (y)", y, "[2 4 5]"}, {"app (not indexable)", anyApp, "[1 2 3 4 5]"}} {
+		if g := fmt.Sprint(got(tc.s)); g != tc.want {
+			t.Errorf("%s got %s, want %s", tc.name, g, tc.want)
+		}
 	}
 }

@@ -168,6 +168,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, grpc: gs, health: hs, conn: conn, sync: sc, qs: qs}
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
+	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(conn), gateway: gw})
 	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(conn)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)

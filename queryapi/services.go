@@ -240,6 +240,13 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	if page.Continue != "" {
 		resp.RemainingItemCount = page.Remaining
 	}
+	if req.GetRaw() {
+		resp.RawItems = make([][]byte, len(page.Items))
+		for i, it := range page.Items {
+			resp.RawItems[i] = it.JSON
+		}
+		return resp, nil
+	}
 	for _, it := range page.Items {
 		s, err := toStruct(it.JSON)
 		if err != nil {

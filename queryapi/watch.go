@@ -315,7 +315,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if q.hub == nil {
 		return status501("watch needs the materializer's hub")
 	}
-	sub, applied := q.hub.subscribe(f.gvr)
+	sub, applied := q.hub.subscribe(f.gvr, f.labels)
 	defer q.hub.unsubscribe(sub)
 	// The backend may have committed batches the hub has not been told
 	// about yet (or, after a restart, the hub has seen nothing): replay

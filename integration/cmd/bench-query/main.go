@@ -13,12 +13,16 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -37,15 +41,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/harness"
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsserver"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/benchdata"
+	"github.com/fleetview/fleetview/queryapi"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 type config struct {
 	clusters, pods, selectEvery, repeat, gets, watchers, eventsPerSec, watchSeconds int
+	// flush is the materializer's FlushInterval (0: its default).
+	flush time.Duration
+}
+
+func flushLabel(cfg config) string {
+	if cfg.flush == 0 {
+		return "default"
+	}
+	return cfg.flush.String()
 }
 
 func envInt(name string, def int) int {
@@ -60,6 +79,14 @@ func main() {
 		clusters: envInt("FV_BENCH_CLUSTERS", 3), pods: envInt("FV_BENCH_PODS", 50000), selectEvery: envInt("FV_BENCH_SELECT_EVERY", 10),
 		repeat: envInt("FV_BENCH_REPEAT", 5), gets: envInt("FV_BENCH_GETS", 2000), watchers: envInt("FV_BENCH_WATCHERS", 1000),
 		eventsPerSec: envInt("FV_BENCH_EVENTS_PER_SEC", 1000), watchSeconds: envInt("FV_BENCH_WATCH_SECONDS", 20),
+	}
+	if v := os.Getenv("FV_BENCH_FLUSH_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "error: FV_BENCH_FLUSH_INTERVAL:", err)
+			os.Exit(2)
+		}
+		cfg.flush = d
 	}
 	if err := run(context.Background(), cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -182,21 +209,12 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	kc := filepath.Join(dir, "kubeconfig")
-	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
+	stack, err := startStack(ctx, dir, fleet, cfg)
+	if err != nil {
 		return err
 	}
-	_, np, _ := net.SplitHostPort(freeAddr())
-	natsPort, _ := strconv.Atoi(np)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(), HTTPAddr: freeAddr()},
-		Kubeconfig: kc, Contexts: names, NATSPort: natsPort}
-	uctx, stopUp := context.WithCancel(ctx)
-	upDone := make(chan error, 1)
-	go func() {
-		upDone <- app.RunUp(uctx, o, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	}()
-	defer func() { stopUp(); <-upDone }()
-	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
+	defer stack.stop()
+	conn, err := grpc.NewClient(stack.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)))
 	if err != nil {
 		return err
 	}
@@ -254,19 +272,29 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	wantSel *= cfg.clusters
-	var fvA, foA []time.Duration
+	var fvA, rawA, restA, foA []time.Duration
 	for range cfg.repeat {
 		s := time.Now()
-		resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "sel=yes"})
+		n, err := fvList(ctx, q, stack.restURL, "sel=yes", 0, "grpc")
 		if err != nil {
 			return err
 		}
 		fvA = append(fvA, time.Since(s))
-		if len(resp.GetItems()) != wantSel {
-			return fmt.Errorf("fleetview label list: %d items, want %d", len(resp.GetItems()), wantSel)
+		if n != wantSel {
+			return fmt.Errorf("fleetview label list: %d items, want %d", n, wantSel)
 		}
 		s = time.Now()
-		n, err := fanoutList(ctx, clients, metav1.ListOptions{LabelSelector: "sel=yes", ResourceVersion: "0"})
+		if n, err = fvList(ctx, q, stack.restURL, "sel=yes", 0, "raw"); err != nil || n != wantSel {
+			return fmt.Errorf("fleetview raw label list: %d items, want %d: %v", n, wantSel, err)
+		}
+		rawA = append(rawA, time.Since(s))
+		s = time.Now()
+		if n, err = fvList(ctx, q, stack.restURL, "sel=yes", 0, "rest"); err != nil || n != wantSel {
+			return fmt.Errorf("fleetview REST label list: %d items, want %d: %v", n, wantSel, err)
+		}
+		restA = append(restA, time.Since(s))
+		s = time.Now()
+		n, err = fanoutList(ctx, clients, metav1.ListOptions{LabelSelector: "sel=yes", ResourceVersion: "0"})
 		if err != nil {
 			return err
 		}
@@ -275,28 +303,33 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("fan-out label list: %d items, want %d", n, wantSel)
 		}
 	}
-	add(fmt.Sprintf("(a) list sel=yes: %d of %d pods, median of %d", wantSel, total, cfg.repeat), median(fvA), median(foA))
+	add(fmt.Sprintf("(a) list sel=yes, %d of %d pods, gRPC (Struct items), median of %d", wantSel, total, cfg.repeat), median(fvA), median(foA))
+	add("(a) same, gRPC raw JSON items", median(rawA), median(foA))
+	add("(a) same, REST", median(restA), median(foA))
 
 	// (b) full list in 500-object pages.
-	var fvB, foB []time.Duration
+	var fvB, rawB, restB, foB []time.Duration
 	for range max(cfg.repeat/2, 1) {
-		s := time.Now()
-		n, cont := 0, ""
-		for {
-			resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 500, Continue: cont})
+		for _, mode := range []string{"grpc", "raw", "rest"} {
+			s := time.Now()
+			n, err := fvList(ctx, q, stack.restURL, "", 500, mode)
 			if err != nil {
 				return err
 			}
-			n += len(resp.GetItems())
-			if cont = resp.GetContinue(); cont == "" {
-				break
+			d := time.Since(s)
+			if n != total {
+				return fmt.Errorf("fleetview paged list (%s): %d items, want %d", mode, n, total)
+			}
+			switch mode {
+			case "grpc":
+				fvB = append(fvB, d)
+			case "raw":
+				rawB = append(rawB, d)
+			default:
+				restB = append(restB, d)
 			}
 		}
-		fvB = append(fvB, time.Since(s))
-		if n != total {
-			return fmt.Errorf("fleetview paged list: %d items, want %d", n, total)
-		}
-		s = time.Now()
+		s := time.Now()
 		n, err := fanoutList(ctx, clients, metav1.ListOptions{Limit: 500, ResourceVersion: "0"})
 		if err != nil {
 			return err
@@ -306,7 +339,9 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("fan-out paged list: %d items, want %d", n, total)
 		}
 	}
-	add(fmt.Sprintf("(b) full list of %d pods in 500-object pages, median of %d", total, len(fvB)), median(fvB), median(foB))
+	add(fmt.Sprintf("(b) full list of %d pods in 500-object pages, gRPC (Struct items), median of %d", total, len(fvB)), median(fvB), median(foB))
+	add("(b) same, gRPC raw JSON items", median(rawB), median(foB))
+	add("(b) same, REST", median(restB), median(foB))
 
 	// (c) Get latency, cluster-qualified, random pods.
 	var fvC, foC []time.Duration
@@ -328,7 +363,7 @@ func run(ctx context.Context, cfg config) error {
 	add("(c) Get p99", pct(fvC, 0.99), pct(foC, 0.99))
 
 	// (d) watchers.
-	p50, p99, delivered, err := benchWatch(ctx, q, o.NATSPort, names, cfg)
+	p50, p99, delivered, err := benchWatch(ctx, q, stack.natsURL, names, cfg)
 	if err != nil {
 		return err
 	}
@@ -339,9 +374,124 @@ func run(ctx context.Context, cfg config) error {
 	for _, r := range results {
 		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.fleetview, r.fanout, r.ratio)
 	}
-	fmt.Printf("| (d) %d watchers, %d events/s for %ds: delivery latency p50 / p99 (%d deliveries) | %s / %s | n/a | |\n",
-		cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds, delivered, p50.Round(time.Microsecond), p99.Round(time.Microsecond))
+	fmt.Printf("| (d) %d watchers (materializer flush interval %s), %d events/s for %ds: delivery latency p50 / p99 (%d deliveries) | %s / %s | n/a | |\n",
+		cfg.watchers, flushLabel(cfg), cfg.eventsPerSec, cfg.watchSeconds, delivered, p50.Round(time.Microsecond), p99.Round(time.Microsecond))
 	return nil
+}
+
+// stack is fleetview's serving side built like `fleetview serve` plus
+// in-process collectors (embedded NATS, collectors, the Badger
+// materializer feeding the watch hub, the query API), so the benchmark can
+// set the materializer's flush interval.
+type stack struct {
+	grpcAddr, restURL, natsURL string
+	stop                       func()
+}
+
+func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg config) (*stack, error) {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		ns.Shutdown()
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	regs, err := regstore.Open(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	inv, err := inventory.Bucket(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	store, err := badger.Open(badger.Options{Dir: filepath.Join(dir, "badger"), Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	hub := queryapi.NewHub(queryapi.HubOptions{})
+	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, Observer: hub.Observe, FlushInterval: cfg.flush, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	gl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	api, err := queryapi.New(queryapi.Config{Reader: store.Reader(badger.ReaderOptions{}), Hub: hub, Registries: regs, Inventory: inv,
+		JetStream: js, Applied: mat.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	var cg, g errgroup.Group
+	for _, c := range fleet.Clusters() {
+		col, err := collector.New(collector.Config{Cluster: c.Name, REST: c.CollectorRESTConfig(), NATS: nc, Logger: log})
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		cg.Go(func() error { return col.Run(rctx) })
+	}
+	g.Go(func() error { return mat.Run(rctx) })
+	g.Go(func() error { return api.Run(rctx) })
+	return &stack{grpcAddr: gl.Addr().String(), restURL: "http://" + hl.Addr().String(), natsURL: ns.ClientURL(), stop: func() {
+		cancel()
+		_ = cg.Wait()
+		_ = g.Wait()
+		_ = store.Close()
+		nc.Close()
+		ns.Shutdown()
+	}}, nil
+}
+
+// fvList lists every matching pod from fleetview, paging by limit (0: one
+// page), over gRPC with Struct items, gRPC with raw JSON items, or REST.
+func fvList(ctx context.Context, q fleetviewv1.QueryServiceClient, restURL, sel string, limit int64, mode string) (int, error) {
+	n, cont := 0, ""
+	for {
+		var next string
+		switch mode {
+		case "rest":
+			u := fmt.Sprintf("%s/v1/resources/core/v1/pods?labelSelector=%s&limit=%d&continue=%s", restURL, url.QueryEscape(sel), limit, url.QueryEscape(cont))
+			resp, err := http.Get(u)
+			if err != nil {
+				return 0, err
+			}
+			var body struct {
+				Items    []json.RawMessage `json:"items"`
+				Continue string            `json:"continue"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return 0, fmt.Errorf("REST list: %d %v", resp.StatusCode, err)
+			}
+			n += len(body.Items)
+			next = body.Continue
+		default:
+			resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: sel, Limit: limit, Continue: cont, Raw: mode == "raw"})
+			if err != nil {
+				return 0, err
+			}
+			n += len(resp.GetItems()) + len(resp.GetRawItems())
+			next = resp.GetContinue()
+		}
+		if next == "" {
+			return n, nil
+		}
+		cont = next
+	}
 }
 
 func toAny(s []string) []any {
@@ -393,12 +543,13 @@ func fanoutList(ctx context.Context, clients []kubernetes.Interface, lo metav1.L
 // so every event reaches watchers/100 of them), injects events straight
 // into the cluster streams at the given rate, and measures the time from
 // publish to delivery to each watcher.
-func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsPort int, names []string, cfg config) (time.Duration, time.Duration, int, error) {
+func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsURL string, names []string, cfg config) (time.Duration, time.Duration, int, error) {
 	const groups = 100
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var mu sync.Mutex
 	var lat []time.Duration
+	var watchErrs atomic.Int64
 	var wg sync.WaitGroup
 	for w := range cfg.watchers {
 		ws, err := q.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "bench-watch", LabelSelector: fmt.Sprintf("grp=g%d", w%groups)})
@@ -411,6 +562,10 @@ func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsPort 
 			for {
 				ev, err := ws.Recv()
 				if err != nil {
+					if wctx.Err() == nil {
+						watchErrs.Add(1)
+						logf("watch ended: %v", err)
+					}
 					return
 				}
 				now := time.Now()
@@ -425,7 +580,7 @@ func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsPort 
 			}
 		}()
 	}
-	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
+	nc, err := nats.Connect(natsURL)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -437,6 +592,16 @@ func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsPort 
 	// Let every watch subscribe before the clock starts.
 	time.Sleep(2 * time.Second)
 	logf("%d watchers open; injecting %d events/s for %ds", cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds)
+	if p := os.Getenv("FV_BENCH_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return 0, 0, 0, err
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	perTick := max(cfg.eventsPerSec/100, 1)
@@ -479,6 +644,9 @@ func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsPort 
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
+	if n := watchErrs.Load(); n > 0 {
+		return 0, 0, 0, fmt.Errorf("%d watches ended with an error", n)
+	}
 	if len(lat) < want {
 		logf("warning: %d of %d expected deliveries arrived", len(lat), want)
 	}

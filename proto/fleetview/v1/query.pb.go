@@ -189,8 +189,12 @@ type ListRequest struct {
 	// "" or "0": the latest state. A token from an earlier answer: a state at
 	// least that new (waits briefly for the cache, else 504 Timeout).
 	ResourceVersion string `protobuf:"bytes,11,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Return the objects as their stored JSON in raw_items instead of items:
+	// no Struct conversion on either side, for clients that decode JSON
+	// themselves (REST list answers are always served this way).
+	Raw           bool `protobuf:"varint,12,opt,name=raw,proto3" json:"raw,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -298,6 +302,13 @@ func (x *ListRequest) GetResourceVersion() string {
 		return x.ResourceVersion
 	}
 	return ""
+}
+
+func (x *ListRequest) GetRaw() bool {
+	if x != nil {
+		return x.Raw
+	}
+	return false
 }
 
 type WatchRequest struct {
@@ -736,8 +747,10 @@ type ListResponse struct {
 	Continue        string `protobuf:"bytes,3,opt,name=continue,proto3" json:"continue,omitempty"`
 	// Objects after this page, when known.
 	RemainingItemCount *int64 `protobuf:"varint,4,opt,name=remaining_item_count,json=remainingItemCount,proto3,oneof" json:"remaining_item_count,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// With raw: each item's JSON.
+	RawItems      [][]byte `protobuf:"bytes,5,rep,name=raw_items,json=rawItems,proto3" json:"raw_items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListResponse) Reset() {
@@ -796,6 +809,13 @@ func (x *ListResponse) GetRemainingItemCount() int64 {
 		return *x.RemainingItemCount
 	}
 	return 0
+}
+
+func (x *ListResponse) GetRawItems() [][]byte {
+	if x != nil {
+		return x.RawItems
+	}
+	return nil
 }
 
 type ResourceSyncState struct {
@@ -1480,7 +1500,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\acluster\x18\x06 \x01(\tR\acluster\"X\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\xe9\x02\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\"\xfb\x02\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1493,7 +1513,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0efield_selector\x18\t \x01(\tR\rfieldSelector\x12)\n" +
 	"\x10cluster_selector\x18\n" +
 	" \x01(\tR\x0fclusterSelector\x12)\n" +
-	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\"\x91\x03\n" +
+	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\x12\x10\n" +
+	"\x03raw\x18\f \x01(\bR\x03raw\"\x91\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1529,12 +1550,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0eSearchResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.fleetview.v1.SearchHitR\x05items\x12\x1a\n" +
 	"\bcontinue\x18\x02 \x01(\tR\bcontinue\x12)\n" +
-	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xd4\x01\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xf1\x01\n" +
 	"\fListResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.google.protobuf.StructR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
-	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01B\x17\n" +
+	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
+	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
 	"\x15_remaining_item_count\"\xd2\x01\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
