@@ -50,8 +50,8 @@ import (
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/benchdata"
-	"github.com/fleetview/fleetview/queryapi"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi"
 )
 
 type config struct {
