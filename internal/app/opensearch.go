@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -38,13 +41,37 @@ type OpenSearchOptions struct {
 	BatchSize          int
 	FlushInterval      time.Duration
 	FullTextObject     bool
+	// SecretsKubeconfig, when set, reads secretRef Secrets from that
+	// Kubernetes control plane ("in-cluster" for the pod's own).
+	SecretsKubeconfig string
 	// Getenv reads the credential environment variables (os.Getenv when nil).
 	Getenv func(string) string
+	// secrets reads Secrets (built from SecretsKubeconfig; a fake in tests).
+	secrets secretReader
+}
+
+// secretReader reads a Kubernetes Secret's data.
+type secretReader interface {
+	Secret(ctx context.Context, namespace, name string) (map[string][]byte, error)
+}
+
+type kubeSecrets struct{ c kubernetes.Interface }
+
+func (k kubeSecrets) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+	s, err := k.c.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.Data, nil
 }
 
 // AddFlags registers the flags.
 func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+EnvOpenSearchUsername+"/$"+EnvOpenSearchPassword)
+	fs.StringVar(&o.SecretsKubeconfig, "opensearch-secrets-kubeconfig", "", "read registries' backendStore.openSearch.secretRef Secrets from this Kubernetes control plane (a kubeconfig path, or in-cluster)")
 	fs.StringVar(&o.CAFile, "opensearch-ca-file", "", "PEM CA bundle trusted for https OpenSearch addresses")
 	fs.BoolVar(&o.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "do not verify OpenSearch TLS certificates (testing only)")
 	fs.StringVar(&o.IndexPrefix, "opensearch-index-prefix", "kubernetes-", "prefix of the per-kind OpenSearch indices")
@@ -96,6 +123,21 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 	if err != nil {
 		return nil, err
 	}
+	if o.secrets == nil && o.SecretsKubeconfig != "" {
+		kc := o.SecretsKubeconfig
+		if kc == "in-cluster" {
+			kc = ""
+		}
+		rc, err := restConfig(kc, "")
+		if err != nil {
+			return nil, fmt.Errorf("--opensearch-secrets-kubeconfig: %w", err)
+		}
+		c, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			return nil, fmt.Errorf("--opensearch-secrets-kubeconfig: %w", err)
+		}
+		o.secrets = kubeSecrets{c}
+	}
 	seen := map[string]bool{}
 	var out []osBackend
 	for _, r := range rs {
@@ -108,7 +150,7 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 			continue
 		}
 		seen[id] = true
-		user, pass, err := o.credentials(cfg.SecretRef)
+		user, pass, err := o.credentials(ctx, cfg.SecretRef)
 		if err != nil {
 			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
 		}
@@ -125,10 +167,20 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 	return out, nil
 }
 
-// credentials resolves a secretRef: the mounted secret's username and
-// password files, else the environment. Absent or empty means no auth (the
+// credentials resolves a secretRef: the Secret's username and password
+// keys from the Kubernetes API (with SecretsKubeconfig), else the mounted
+// Secret's files, else the environment. Absent or empty means no auth (the
 // backend logs a warning), as in Karmada.
-func (o *OpenSearchOptions) credentials(ref registry.SecretReference) (string, string, error) {
+func (o *OpenSearchOptions) credentials(ctx context.Context, ref registry.SecretReference) (string, string, error) {
+	if o.secrets != nil && ref.Name != "" {
+		data, err := o.secrets.Secret(ctx, ref.Namespace, ref.Name)
+		if err != nil {
+			return "", "", fmt.Errorf("secret %s/%s: %w", ref.Namespace, ref.Name, err)
+		}
+		if u, p := string(data["username"]), string(data["password"]); u != "" && p != "" {
+			return u, p, nil
+		}
+	}
 	if o.SecretsDir != "" && ref.Name != "" {
 		dir := filepath.Join(o.SecretsDir, ref.Namespace, ref.Name)
 		user, uerr := os.ReadFile(filepath.Join(dir, "username"))
