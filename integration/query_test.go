@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -23,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -544,6 +547,75 @@ func TestQueryAPI(t *testing.T) {
 				t.Fatalf("object entering the selection: %v, want ADDED", ev.GetType())
 			}
 			break
+		}
+	})
+
+	t.Run("versions the streams cannot serve are 410 Expired", func(t *testing.T) {
+		// Forge validly sealed tokens with the installation's key (a test
+		// may read it; clients cannot) to reach the expiry checks.
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", fv.opts.NATSPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		kv, err := js.KeyValue(ctx, "fv_query")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(ctx, "token-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealer := query.NewSealer(e.Value())
+		cases := []struct{ name, rv, want string }{
+			{"older than the tombstone TTL", sealer.SealVersion(query.Version{"member1": 1}, time.Now().Add(-48*time.Hour)), "deletes older than"},
+			{"beyond the stream (reset)", sealer.SealVersion(query.Version{"member1": 1 << 40}, time.Now()), "was reset"},
+			{"cluster no longer cached", sealer.SealVersion(query.Version{"gone": 3}, time.Now()), "cluster gone is no longer cached"},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				ws, err := fv.query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", ResourceVersion: tc.rv})
+				if err == nil {
+					_, err = ws.Recv()
+				}
+				if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("grpc: %v, want OutOfRange with %q", err, tc.want)
+				}
+				code, body := fv.restStatus(t, "/v1/watch/core/v1/pods?resourceVersion="+url.QueryEscape(tc.rv))
+				if code != http.StatusGone || body["reason"] != "Expired" || !strings.Contains(fmt.Sprint(body["message"]), tc.want) {
+					t.Fatalf("rest: %d %v, want 410 Expired", code, body)
+				}
+			})
+		}
+		// A continue token whose snapshot is gone (the server restarted or
+		// the snapshot aged out) is 410 too: forge one for a snapshot id
+		// that never existed.
+		first, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok struct {
+			C string `json:"c"`
+			Q string `json:"q"`
+		}
+		if err := sealer.Open(query.KindContinue, "continue", first.GetContinue(), &tok); err != nil {
+			t.Fatal(err)
+		}
+		var cur map[string]any
+		if err := json.Unmarshal([]byte(tok.C), &cur); err != nil {
+			t.Fatal(err)
+		}
+		cur["s"] = "no-such-snapshot"
+		b, _ := json.Marshal(cur)
+		tok.C = string(b)
+		gone := sealer.Seal(query.KindContinue, tok)
+		_, err = fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1, Continue: gone})
+		if status.Code(err) != codes.OutOfRange {
+			t.Fatalf("continue of a vanished snapshot: %v, want OutOfRange", err)
+		}
+		if code, body := fv.restStatus(t, "/v1/resources/core/v1/pods?limit=1&continue="+url.QueryEscape(gone)); code != http.StatusGone || body["reason"] != "Expired" {
+			t.Fatalf("REST continue of a vanished snapshot: %d %v", code, body)
 		}
 	})
 

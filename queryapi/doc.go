@@ -1,8 +1,37 @@
 // Package queryapi serves reads across every member cluster from the
 // materialized state: the gRPC services of proto/fleetview/v1, the same
-// services as REST through grpc-gateway, the OpenAPI document, and registry
-// management. It never calls a member cluster.
+// services as REST through grpc-gateway (plus a raw-JSON list path and a
+// Kubernetes-style watch stream), the OpenAPI document, health and
+// readiness, and registry management. It never calls a member cluster.
+//
+// Design decisions:
+//
+//   - resourceVersion is a sealed token (internal/query.Sealer): per
+//     cluster, the stream sequence an answer reflects, plus when it was
+//     issued. Continue tokens carry the backend's cursor bound to the
+//     filters of their list. Both are HMAC-sealed with a key kept in the
+//     fv_query KV bucket (shared by replicas and restarts): a tampered,
+//     foreign or cross-used token is 400, never a silent wrong answer.
+//   - Paging: the backend pins the snapshot of the first page (Badger: the
+//     first page's read transaction is held, bounded in time and count);
+//     a continue token whose snapshot is gone is 410 Expired.
+//   - List with a resourceVersion waits (VersionWait) until the backend has
+//     applied it, else 504 Timeout, like Kubernetes.
+//   - Watch: a Hub fed by the materializer's Observer fans committed batches
+//     out; a watch first subscribes, then (when resuming) replays each
+//     cluster stream from its resourceVersion through the committed
+//     checkpoint, then follows the live feed, dropping by stream sequence
+//     what it has already judged: no gap, no duplicate. The compacted
+//     streams keep the latest message of every changed object and the
+//     tombstones for their TTL, so a version older than MaxResumeAge, a
+//     reset stream or a removed cluster stream is 410 Expired. New clusters'
+//     objects arrive as ADDED; a resource removed from a cluster ends the
+//     watch with 410 (the objects to delete are no longer known). A watch
+//     whose buffer overflows is cut with RESOURCE_EXHAUSTED (429).
+//   - Readiness (/readyz, gRPC health) requires every ready cluster to have
+//     every registry-selected resource synced by its collector and the
+//     backend to have applied the stream through the latest sync marker.
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
-// codes and HTTP statuses once, in errors.go.
+// codes, HTTP statuses and Kubernetes Status bodies once, in errors.go.
 package queryapi
