@@ -1,0 +1,109 @@
+package queryapi
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+func podEvent(seq uint64, cluster, uid, ns, app string, typ fleetviewv1.EventType) *hubEvent {
+	ev := &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(podsGVR), Kind: "Pod", Uid: uid, Name: uid, Namespace: ns, Type: typ}
+	if typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+		ev.Object = []byte(fmt.Sprintf(`{"metadata":{"name":%q,"namespace":%q,"uid":%q,"labels":{"app":%q}}}`, uid, ns, uid, app))
+	}
+	return newHubEvent(cluster, seq, ev)
+}
+
+func TestWatchJudgesEvents(t *testing.T) {
+	up, del := fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE
+	type step struct {
+		he       *hubEvent
+		replayed bool
+		isNew    bool
+	}
+	cases := []struct {
+		name    string
+		sel     string
+		ns      string
+		horizon uint64
+		steps   []step
+		want    string
+	}{
+		{"plain watch", "", "", 0, []step{
+			{podEvent(11, "a", "p", "n", "x", up), false, true},
+			{podEvent(12, "a", "p", "n", "y", up), false, false},
+			{podEvent(12, "a", "p", "n", "y", up), false, false}, // the live feed overlapping a replay
+			{podEvent(13, "a", "p", "n", "", del), false, false},
+			{podEvent(1, "b", "q", "n", "x", up), true, false}, // a cluster the client never had
+		}, "[ADDED:a/p MODIFIED:a/p DELETED:a/p ADDED:b/q]"},
+		{"label selection: leaving and entering", "app=x", "", 0, []step{
+			{podEvent(11, "a", "p", "n", "x", up), false, true},
+			{podEvent(12, "a", "p", "n", "y", up), false, false},
+			{podEvent(13, "a", "p", "n", "x", up), false, false},
+			{podEvent(14, "a", "q", "n", "y", up), false, true}, // never matched: nothing
+			{podEvent(15, "a", "q", "n", "", del), false, false},
+			{podEvent(16, "a", "p", "n", "", del), false, false},
+		}, "[ADDED:a/p DELETED:a/p ADDED:a/p DELETED:a/p]"},
+		{"resumed label selection: the client may hold what changed before the horizon", "app=x", "", 20, []step{
+			{podEvent(11, "a", "r", "n", "y", up), true, false}, // left the selection while disconnected
+			{podEvent(12, "a", "s", "n", "", del), true, false}, // deleted while disconnected
+			{podEvent(21, "a", "t", "n", "", del), false, false},
+		}, "[DELETED:a/r DELETED:a/s]"},
+		{"namespace filter judges tombstones", "", "n", 0, []step{
+			{podEvent(11, "a", "p", "other", "", del), false, false},
+			{podEvent(12, "a", "q", "n", "", del), false, false},
+		}, "[DELETED:a/q]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := labels.Parse(tc.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: make(chan *fleetviewv1.WatchEvent, 100),
+				sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
+				horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}}
+			for _, s := range tc.steps {
+				s.he.isNew = s.isNew
+				if err := w.process(s.he, s.replayed); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(w.out)
+			var got []string
+			for ev := range w.out {
+				got = append(got, ev.GetType()+":"+ev.GetCluster()+"/"+ev.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue())
+			}
+			if fmt.Sprint(got) != tc.want {
+				t.Fatalf("got %v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestWatchCutsASlowClient(t *testing.T) {
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: make(chan *fleetviewv1.WatchEvent, 1),
+		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{"a": 0}, horizon: query.Version{}, sent: map[string]struct{}{}}
+	if err := w.process(podEvent(1, "a", "p", "n", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
+		t.Fatal(err)
+	}
+	err := w.process(podEvent(2, "a", "p", "n", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false)
+	if !errors.Is(err, query.ErrTooSlow) {
+		t.Fatalf("full buffer: %v, want ErrTooSlow", err)
+	}
+}
+
+func TestWatchEndsWhenAResourceIsRemoved(t *testing.T) {
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: make(chan *fleetviewv1.WatchEvent, 1),
+		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
+	ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
+	if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
+		t.Fatalf("got %v, want ErrExpired", err)
+	}
+}
