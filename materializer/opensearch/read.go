@@ -2,7 +2,6 @@ package opensearch
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -194,13 +193,16 @@ func labelClauses(sel labels.Selector) (filter, mustNot []any) {
 // List returns one page of objects ordered by namespace, name, cluster.
 func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
 	var page query.Page
-	after, err := decodeContinue(o.Continue)
+	cur, err := decodeContinue(o.Continue)
 	if err != nil {
 		return page, err
 	}
-	v, err := s.Versions(ctx)
-	if err != nil {
-		return page, err
+	after := cur.After
+	v := cur.Version
+	if v == nil {
+		if v, err = s.Versions(ctx); err != nil {
+			return page, err
+		}
 	}
 	if o.Clusters != nil {
 		keep := map[string]bool{}
@@ -271,7 +273,7 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 				continue
 			}
 			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-				page.Continue = encodeContinue(lastNs, lastName, lastCluster)
+				page.Continue = encodeContinue(lastNs, lastName, lastCluster, v)
 				return page, nil
 			}
 			page.Items = append(page.Items, h.object())
@@ -288,10 +290,11 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 // across resources, ordered like List.
 func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
 	var page query.Page
-	after, err := decodeContinue(o.Continue)
+	cur, err := decodeContinue(o.Continue)
 	if err != nil {
 		return page, err
 	}
+	after := cur.After
 	var filter []any
 	if len(o.Resources) > 0 {
 		keys := make([]string, len(o.Resources))
@@ -332,7 +335,7 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	for i := range hits {
 		if int64(len(page.Items)) == limit {
 			m := hits[i-1].Source.Metadata
-			page.Continue = encodeContinue(m.Namespace, m.Name, hits[i-1].Source.FV.Cluster)
+			page.Continue = encodeContinue(m.Namespace, m.Name, hits[i-1].Source.FV.Cluster, nil)
 			break
 		}
 		page.Items = append(page.Items, hits[i].object())
@@ -340,22 +343,29 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	return page, nil
 }
 
-// The continue cursor is Badger's: the (namespace, name, cluster) of the
-// last item, so a page boundary means the same in both backends.
-func encodeContinue(ns, name, cluster string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(ns + "\x00" + name + "\x00" + cluster))
+// cursor is the backend part of a continue token (the query API seals
+// it): the position after the last item, (namespace, name, cluster) as in
+// Badger, and the version of the list's first page, which every page
+// carries.
+type cursor struct {
+	After   []string      `json:"a"`
+	Version query.Version `json:"v,omitempty"`
 }
 
-func decodeContinue(s string) ([]string, error) {
+func encodeContinue(ns, name, cluster string, v query.Version) string {
+	b, _ := json.Marshal(cursor{After: []string{ns, name, cluster}, Version: v})
+	return string(b)
+}
+
+func decodeContinue(s string) (cursor, error) {
+	var c cursor
 	if s == "" {
-		return nil, nil
+		return c, nil
 	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	parts := strings.Split(string(b), "\x00")
-	if err != nil || len(parts) != 3 {
-		return nil, fmt.Errorf("%w: continue token %q is malformed", query.ErrInvalid, s)
+	if err := json.Unmarshal([]byte(s), &c); err != nil || len(c.After) != 3 {
+		return c, fmt.Errorf("%w: continue: not an OpenSearch cursor", query.ErrInvalid)
 	}
-	return parts, nil
+	return c, nil
 }
 
 func (s *Store) searchFields() []string {
