@@ -376,8 +376,11 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 			return nil
 		})
 	}
+	// Kubernetes: a watch without a resourceVersion (or "0") starts with
+	// the current state as synthetic ADDED events.
+	initial := req.GetSendInitialEvents() || resume == nil
 	switch {
-	case req.GetSendInitialEvents():
+	case initial:
 		v, err := q.listAll(ctx, f.listOptions(), func(o query.Object) error {
 			s, err := toStruct(o.JSON)
 			if err != nil {
@@ -408,10 +411,12 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 				w.start[c] = 0
 			}
 		}
-		if err := w.bookmark(true); err != nil {
-			return err
+		if req.GetSendInitialEvents() {
+			if err := w.bookmark(true); err != nil {
+				return err
+			}
 		}
-	case resume != nil:
+	default: // resume
 		for c, s := range resume.Seqs {
 			w.processed[c], w.start[c] = s, s
 		}
@@ -438,19 +443,6 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 			}
 			if err := q.replay(ctx, c, f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
 				return drain(err)
-			}
-		}
-	default:
-		for c, s := range applied {
-			w.processed[c], w.start[c] = s, s
-		}
-		if f.tracked() {
-			v, err := seed()
-			if err != nil {
-				return err
-			}
-			for c, s := range v {
-				w.horizon[c] = max(s, applied[c])
 			}
 		}
 	}

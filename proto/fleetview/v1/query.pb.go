@@ -322,10 +322,11 @@ type WatchRequest struct {
 	Clusters        []string               `protobuf:"bytes,7,rep,name=clusters,proto3" json:"clusters,omitempty"`
 	ClusterSelector string                 `protobuf:"bytes,8,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
 	// Resume point: a resourceVersion from a List, an event or a bookmark.
-	// Empty: start now (with send_initial_events, after the current state).
+	// Empty or "0": like Kubernetes, the current state first as ADDED events,
+	// then the changes after it.
 	ResourceVersion string `protobuf:"bytes,9,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
 	// Send the current state as ADDED events first, then a BOOKMARK with
-	// initial_events_end (Kubernetes sendInitialEvents).
+	// initial_events_end (Kubernetes sendInitialEvents), also when resuming.
 	SendInitialEvents bool `protobuf:"varint,10,opt,name=send_initial_events,json=sendInitialEvents,proto3" json:"send_initial_events,omitempty"`
 	// Periodic BOOKMARK events carrying the resume token.
 	AllowBookmarks bool `protobuf:"varint,11,opt,name=allow_bookmarks,json=allowBookmarks,proto3" json:"allow_bookmarks,omitempty"`
