@@ -35,10 +35,11 @@ import (
 // Pods (FLEETVIEW_BENCH_PODS, default 100000), created through a real
 // kube-apiserver, by a `fleetview collector` child process into an embedded
 // JetStream: objects/s from process start to the SYNCED marker, and the
-// collector's peak RSS (VmHWM). In the same run, as baselines: a bare paged
-// list of the same Pods (the apiserver's ceiling) and a client-go dynamic
-// informer (what karmada-search runs), each a child process with its own
-// peak RSS; and a collector restart, which must republish nothing.
+// collector's peak RSS (VmHWM). In the same run, as baselines, each a child
+// process with its own peak RSS: a paged list of the same Pods read as bytes
+// (the apiserver's ceiling), the same list decoded by the dynamic client, and
+// a client-go dynamic informer (what karmada-search runs); and a collector
+// restart, which must republish nothing.
 //
 //	go test -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 60m ./integration/
 func BenchmarkCollectorInitialSync(b *testing.B) {
@@ -163,7 +164,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 		b.Errorf("restart republished %d messages, want only the SYNCED marker", rseq-syncSeq-1)
 	}
 
-	for _, mode := range []string{"list", "informer"} {
+	for _, mode := range []string{"raw", "list", "informer"} {
 		out, err := exec.Command(baseline, "--kubeconfig", kc, "--context", "bench", "--mode", mode).CombinedOutput()
 		if err != nil {
 			b.Fatalf("baseline %s: %v\n%s", mode, err, out)

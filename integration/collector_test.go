@@ -996,6 +996,79 @@ func TestCollector(t *testing.T) {
 		t.Logf("%d churn ops across a NATS restart; both streams equal the cluster; %s overflowed: %+v", ops, cl2, *rec.Counters)
 	})
 
+	t.Run("cluster info from a ConfigMap drives ClusterAffinity", func(t *testing.T) {
+		e := startNATS(t)
+		const cl, ns, cmName = "ki", "infons", "info-ki"
+		createNamespaces(t, cs, ns)
+		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		r := registryFor("byfield", nil, sel("v1", "ConfigMap", ns))
+		r.Spec.TargetCluster = registry.ClusterAffinity{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
+			FieldSelector: &registry.FieldSelector{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: registry.FieldProvider, Operator: corev1.NodeSelectorOpIn, Values: []string{"aws"}}}},
+		}
+		e.apply(t, r)
+		p := ce.start(t, cl, e.url, "--cluster-info-configmap", "kube-system/"+cmName, "--zone", "flag-zone")
+		eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.inv, cl)
+			if err != nil {
+				return err
+			}
+			if !rec.Ready || rec.Zone != "flag-zone" || rec.Provider != "" || len(rec.Resources) != 0 {
+				return fmt.Errorf("before the ConfigMap: %+v", rec)
+			}
+			return nil
+		})
+		info := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: cmName, Namespace: "kube-system"},
+			Data: map[string]string{"provider": "aws", "region": "eu-west-1", "zone": "cm-zone", "labels": "env=prod, team=a"}}
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, info, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
+		eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.inv, cl)
+			if err != nil {
+				return err
+			}
+			// The flag's zone wins over the ConfigMap's.
+			if rec.Provider != "aws" || rec.Region != "eu-west-1" || rec.Zone != "flag-zone" || rec.Labels["env"] != "prod" || rec.Labels["team"] != "a" {
+				return fmt.Errorf("inventory %+v", rec)
+			}
+			conds, err := registryConditions(t, e, "byfield")
+			if err != nil {
+				return err
+			}
+			return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterMatched), metav1.ConditionTrue, registry.ReasonClusterMatched)
+		})
+		// Relabel the cluster: the registry no longer selects it, so its
+		// objects are removed and its conditions withdrawn.
+		info.Data["labels"] = "env=dev"
+		if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, info, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, func() error {
+			typ, _, err := lastControl(ctx, e.js, cl, configMapsGVR)
+			if err != nil {
+				return err
+			}
+			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+				return fmt.Errorf("last control event %s", typ)
+			}
+			if st, err := streamState(ctx, e.js, cl, configMapsGVR); err != nil || len(st) != 0 {
+				return fmt.Errorf("%d subjects left (%v)", len(st), err)
+			}
+			conds, err := registryConditions(t, e, "byfield")
+			if err != nil {
+				return err
+			}
+			if meta.FindStatusCondition(conds, registry.ClusterConditionType(cl, registry.ClusterMatched)) != nil {
+				return fmt.Errorf("condition of a cluster that no longer matches: %+v", conds)
+			}
+			return wantCondition(conds, registry.ConditionMatched, metav1.ConditionFalse, registry.ReasonNoClusterMatched)
+		})
+	})
+
 	t.Run("member apiserver down: not ready within 30s, recovers", func(t *testing.T) {
 		e := startNATS(t)
 		const cl, ns = "ka", "apiserverdown"

@@ -2,9 +2,11 @@
 // (integration/collector_bench_test.go) runs beside the collector, in the
 // same run and against the same kube-apiserver:
 //
-//   - list: pages through every object of a resource with the dynamic client
-//     and drops them: how fast the apiserver and decoding alone go, the
-//     ceiling for any collector;
+//   - raw: pages through every object of a resource as JSON bytes, without
+//     decoding them: how fast the apiserver serves them, the ceiling for any
+//     collector;
+//   - list: the same with the dynamic client, which decodes every object into
+//     map[string]any (what an unstructured informer does on its list);
 //   - informer: a client-go dynamic informer (what karmada-search runs per
 //     cluster and resource) until it has synced: its time and peak memory.
 //
@@ -14,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -24,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -31,7 +35,7 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig")
 	kctx := flag.String("context", "", "context")
-	mode := flag.String("mode", "list", "list or informer")
+	mode := flag.String("mode", "list", "raw, list or informer")
 	resource := flag.String("resource", "pods", "core/v1 resource")
 	flag.Parse()
 	if err := run(*kubeconfig, *kctx, *mode, *resource); err != nil {
@@ -56,6 +60,36 @@ func run(kubeconfig, kctx, mode, resource string) error {
 	start := time.Now()
 	n := 0
 	switch mode {
+	case "raw":
+		cfg.DisableCompression = true
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		cont := ""
+		for {
+			req := cs.CoreV1().RESTClient().Get().AbsPath("/api", "v1", resource).Param("limit", "500").SetHeader("Accept", "application/json")
+			if cont != "" {
+				req = req.Param("continue", cont)
+			}
+			body, err := req.DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			var l struct {
+				Metadata struct {
+					Continue string `json:"continue"`
+				} `json:"metadata"`
+				Items []json.RawMessage `json:"items"`
+			}
+			if err := json.Unmarshal(body, &l); err != nil {
+				return err
+			}
+			n += len(l.Items)
+			if cont = l.Metadata.Continue; cont == "" {
+				break
+			}
+		}
 	case "list":
 		opts := metav1.ListOptions{Limit: 500}
 		for {
