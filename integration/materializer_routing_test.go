@@ -42,9 +42,10 @@ func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 }
 
 // TestServeRoutesRegistriesToBackends runs `fleetview serve` in-process with
-// a registry whose backendStore is a real OpenSearch and one without: Pods
-// are materialized into OpenSearch only, ConfigMaps into Badger only, and
-// the query API answers both (paging included) through the routing reader.
+// a registry without backendStore, then adds one whose backendStore is a
+// real OpenSearch: Pods are materialized into OpenSearch only, ConfigMaps
+// into Badger only, and the query API answers both (paging included)
+// through the routing reader.
 func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	ns, nc, js := startMatNATS(t, 0)
@@ -53,30 +54,16 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []*registry.ResourceRegistry{
-		{TypeMeta: metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}, ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
-			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
-				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
-				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}},
-		{TypeMeta: metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}, ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
-			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
-				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}},
-	} {
+	apply := func(r *registry.ResourceRegistry) {
+		t.Helper()
+		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
 		if _, err := regs.Apply(ctx, r); err != nil {
 			t.Fatalf("apply registry %s: %v", r.Name, err)
 		}
 	}
-	const pods = 600
-	var evs []*fleetviewv1.ResourceEvent
-	for i := range pods {
-		evs = append(evs, benchdata.Event([]string{"c1", "c2"}[i%2], i, 1))
-	}
-	for i := range 30 {
-		evs = append(evs, configMap("c1", i), configMap("c2", i))
-	}
-	publishEvents(t, nc, evs)
-	targets := lastSeqs(t, js, "c1", "c2")
-
+	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
+		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
+			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
 	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSURL: ns.ClientURL(), MetricsAddr: freeAddr(t),
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
@@ -94,6 +81,36 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 			t.Error("serve did not stop")
 		}
 	})
+	// The OpenSearch registry arrives while serve runs: its backend is
+	// connected and its materializer started on the fly.
+	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
+		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
+			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
+			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}})
+	osName := "opensearch-" + app.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
+	eventually(t, time.Minute, func() error {
+		resp, err := http.Get("http://" + o.MetricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !regexp.MustCompile(regexp.QuoteMeta(`materializer="` + osName + `"`)).Match(b) {
+			return fmt.Errorf("no materializer %s yet", osName)
+		}
+		return nil
+	})
+	const pods = 600
+	var evs []*fleetviewv1.ResourceEvent
+	for i := range pods {
+		evs = append(evs, benchdata.Event([]string{"c1", "c2"}[i%2], i, 1))
+	}
+	for i := range 30 {
+		evs = append(evs, configMap("c1", i), configMap("c2", i))
+	}
+	publishEvents(t, nc, evs)
+	targets := lastSeqs(t, js, "c1", "c2")
+
 	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +143,6 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		return nil
 	})
 
-	osName := "opensearch-" + app.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
 	// Each backend holds only its own resources.
 	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
 	if err != nil {

@@ -116,9 +116,9 @@ type osBackend struct {
 	store     *opensearch.Store
 }
 
-// open connects to every OpenSearch backend the registries name. A backend
-// a registry adds later needs a restart (it is logged).
-func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log *slog.Logger) ([]osBackend, error) {
+// open connects to every OpenSearch backend the registries name, except
+// those in skip (already running).
+func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip map[string]bool, log *slog.Logger) ([]osBackend, error) {
 	rs, err := regs.List(ctx)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, log 
 		}
 		cfg := r.Spec.BackendStore.OpenSearch
 		id := OpenSearchID(cfg)
-		if seen[id] {
+		if seen[id] || skip[id] {
 			continue
 		}
 		seen[id] = true

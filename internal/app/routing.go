@@ -166,14 +166,44 @@ func (r *Router) backendOf(gvr schema.GroupVersionResource, cluster string) stri
 // order (namespace, name, cluster).
 type RoutingReader struct {
 	router   *Router
+	mu       sync.RWMutex
 	backends map[string]backendReader // "" is Badger
 	// clusters lists the known clusters, for lists over every cluster.
 	clusters func(ctx context.Context) ([]string, error)
 }
 
+// add makes a backend available to reads.
+func (rr *RoutingReader) add(id string, r backendReader) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.backends[id] = r
+}
+
+// backend is the reader of a backend id; a backend a registry names but
+// that is not connected yet reads as Badger (which holds nothing of it).
+func (rr *RoutingReader) backend(id string) backendReader {
+	rr.mu.RLock()
+	defer rr.mu.RUnlock()
+	if r, ok := rr.backends[id]; ok {
+		return r
+	}
+	return rr.backends[defaultBackend]
+}
+
+func (rr *RoutingReader) backendIDs() []string {
+	rr.mu.RLock()
+	defer rr.mu.RUnlock()
+	ids := make([]string, 0, len(rr.backends))
+	for id := range rr.backends {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // split assigns the requested clusters (nil: all known) to backends.
 func (rr *RoutingReader) split(ctx context.Context, gvr schema.GroupVersionResource, clusters []string) (map[string][]string, error) {
-	if len(rr.backends) == 1 {
+	if len(rr.backendIDs()) == 1 {
 		return map[string][]string{defaultBackend: clusters}, nil
 	}
 	all := clusters == nil
@@ -184,8 +214,15 @@ func (rr *RoutingReader) split(ctx context.Context, gvr schema.GroupVersionResou
 		}
 	}
 	out := map[string][]string{}
+	known := map[string]bool{}
+	for _, id := range rr.backendIDs() {
+		known[id] = true
+	}
 	for _, c := range clusters {
 		b := rr.router.backendOf(gvr, c)
+		if !known[b] {
+			b = defaultBackend
+		}
 		out[b] = append(out[b], c)
 	}
 	if len(out) == 1 && all {
@@ -202,7 +239,7 @@ func (rr *RoutingReader) split(ctx context.Context, gvr schema.GroupVersionResou
 // Get implements queryapi.Reader.
 func (rr *RoutingReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
 	if cluster != "" {
-		return rr.backends[rr.router.backendOf(gvr, cluster)].Get(ctx, gvr, namespace, name, cluster)
+		return rr.backend(rr.router.backendOf(gvr, cluster)).Get(ctx, gvr, namespace, name, cluster)
 	}
 	parts, err := rr.split(ctx, gvr, nil)
 	if err != nil {
@@ -210,13 +247,13 @@ func (rr *RoutingReader) Get(ctx context.Context, gvr schema.GroupVersionResourc
 	}
 	if len(parts) == 1 {
 		for b := range parts {
-			return rr.backends[b].Get(ctx, gvr, namespace, name, "")
+			return rr.backend(b).Get(ctx, gvr, namespace, name, "")
 		}
 	}
 	var found []query.Object
 	for b, cs := range parts {
 		for _, c := range cs {
-			o, err := rr.backends[b].Get(ctx, gvr, namespace, name, c)
+			o, err := rr.backend(b).Get(ctx, gvr, namespace, name, c)
 			switch {
 			case err == nil:
 				found = append(found, o)
@@ -251,8 +288,8 @@ func qualifiedName(ns, name string) string {
 // any backend has applied (every backend consumes every stream).
 func (rr *RoutingReader) Versions(ctx context.Context) (query.Version, error) {
 	var out query.Version
-	for _, b := range rr.backends {
-		v, err := b.Versions(ctx)
+	for _, id := range rr.backendIDs() {
+		v, err := rr.backend(id).Versions(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -298,29 +335,30 @@ func (rr *RoutingReader) List(ctx context.Context, o query.ListOptions) (query.P
 	if len(parts) == 1 && !strings.HasPrefix(o.Continue, mergePrefix) {
 		for b, cs := range parts {
 			o.Clusters = cs
-			return rr.backends[b].List(ctx, o)
+			return rr.backend(b).List(ctx, o)
 		}
 	}
 	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
 		bo := o
 		bo.Clusters, bo.Continue = cs, cursor
-		return rr.backends[b].List(ctx, bo)
+		return rr.backend(b).List(ctx, bo)
 	})
 }
 
 // Search implements queryapi.Searcher, over every backend.
 func (rr *RoutingReader) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
-	if len(rr.backends) == 1 {
-		return rr.backends[defaultBackend].Search(ctx, o)
+	ids := rr.backendIDs()
+	if len(ids) == 1 {
+		return rr.backend(defaultBackend).Search(ctx, o)
 	}
 	parts := map[string][]string{}
-	for b := range rr.backends {
+	for _, b := range ids {
 		parts[b] = o.Clusters
 	}
 	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
 		bo := o
 		bo.Clusters, bo.Continue = cs, cursor
-		return rr.backends[b].Search(ctx, bo)
+		return rr.backend(b).Search(ctx, bo)
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,6 +26,7 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
@@ -79,12 +81,22 @@ func (o *ServeOptions) Validate() []error {
 
 // backend is the materializers + Badger + OpenSearch + query API stack.
 type backend struct {
+	o       ServeOptions
+	nc      *nats.Conn
+	regs    *regstore.Store
+	hub     *queryapi.Hub
+	log     *slog.Logger
 	store   *badger.Store
 	reader  *badger.Reader
-	mats    []*materializer.Materializer
+	rr      *RoutingReader
 	router  *Router
 	metrics *http.Server
 	api     *queryapi.Server
+
+	mu       sync.Mutex
+	mats     []*materializer.Materializer
+	started  int                          // mats[:started] are running
+	osStores map[string]*opensearch.Store // by backend id
 }
 
 func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (*backend, error) {
@@ -107,7 +119,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{store: store, reader: store.Reader(badger.ReaderOptions{})}
+	b := &backend{o: o, nc: nc, regs: regs, log: log, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
 	fail := func(err error) (*backend, error) {
 		_ = b.reader.Close()
 		_ = store.Close()
@@ -117,35 +129,19 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err := b.router.refresh(ctx); err != nil {
 		return fail(fmt.Errorf("backend routes: %w", err))
 	}
-	osBackends, err := o.OpenSearch.open(ctx, regs, log)
-	if err != nil {
-		return fail(err)
-	}
-	hub := queryapi.NewHub(queryapi.HubOptions{})
-	readers := map[string]backendReader{defaultBackend: b.reader}
-	var badgerFilter func(*fleetviewv1.ResourceEvent) bool
-	if len(osBackends) > 0 {
-		badgerFilter = b.router.Filter(defaultBackend)
-	}
+	b.hub = queryapi.NewHub(queryapi.HubOptions{})
 	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, BatchSize: o.BatchSize,
-		Filter: badgerFilter, Observer: hub.Observe, Logger: log})
+		Filter: b.router.Filter(defaultBackend), Observer: b.hub.Observe, Logger: log})
 	if err != nil {
 		return fail(err)
 	}
 	b.mats = append(b.mats, mat)
-	for _, ob := range osBackends {
-		readers[ob.id] = ob.store
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.id, NATS: nc, Sink: ob.store,
-			BatchSize: o.OpenSearch.BatchSize, FlushInterval: o.OpenSearch.FlushInterval,
-			Filter: b.router.Filter(ob.id), Observer: objectsOnly(hub.Observe), Logger: log.With("backend", "opensearch", "addresses", ob.addresses)})
-		if err != nil {
-			return fail(err)
-		}
-		b.mats = append(b.mats, m)
-	}
-	rr := &RoutingReader{router: b.router, backends: readers, clusters: func(ctx context.Context) ([]string, error) {
+	b.rr = &RoutingReader{router: b.router, backends: map[string]backendReader{defaultBackend: b.reader}, clusters: func(ctx context.Context) ([]string, error) {
 		return clusterStreams(ctx, js)
 	}}
+	if err := b.addOpenSearch(ctx); err != nil {
+		return fail(err)
+	}
 	if o.MetricsAddr != "" {
 		ml, err := net.Listen("tcp", o.MetricsAddr)
 		if err != nil {
@@ -156,7 +152,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_ = materializer.WritePrometheus(w, b.mats...)
+			_ = materializer.WritePrometheus(w, b.materializers()...)
 		})
 		b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = b.metrics.Serve(ml) }()
@@ -172,7 +168,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		return fail(fmt.Errorf("listen %s: %w", o.HTTPAddr, err))
 	}
 	api, err := queryapi.New(queryapi.Config{
-		Reader: rr, Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: b.applied,
+		Reader: b.rr, Hub: b.hub, Registries: regs, Inventory: inv, JetStream: js, Applied: b.applied,
 		GRPCListener: gl, HTTPListener: hl, Logger: log,
 	})
 	if err != nil {
@@ -200,10 +196,48 @@ func objectsOnly(f func(string, []materializer.Event, uint64)) func(string, []ma
 	}
 }
 
+// addOpenSearch connects to the OpenSearch backends registries name that
+// are not running yet, and prepares a materializer for each (started by
+// run). A new backend's materializer starts from an empty checkpoint, so it
+// receives the whole history of the resources routed to it.
+func (b *backend) addOpenSearch(ctx context.Context) error {
+	b.mu.Lock()
+	skip := map[string]bool{}
+	for id := range b.osStores {
+		skip[id] = true
+	}
+	b.mu.Unlock()
+	obs, err := b.o.OpenSearch.open(ctx, b.regs, skip, b.log)
+	if err != nil {
+		return err
+	}
+	for _, ob := range obs {
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.id, NATS: b.nc, Sink: ob.store,
+			BatchSize: b.o.OpenSearch.BatchSize, FlushInterval: b.o.OpenSearch.FlushInterval,
+			Filter: b.router.Filter(ob.id), Observer: objectsOnly(b.hub.Observe), Logger: b.log.With("backend", "opensearch", "addresses", ob.addresses)})
+		if err != nil {
+			return err
+		}
+		b.mu.Lock()
+		b.osStores[ob.id] = ob.store
+		b.mats = append(b.mats, m)
+		b.mu.Unlock()
+		b.rr.add(ob.id, ob.store)
+		b.log.Info("OpenSearch backend added", "id", ob.id, "addresses", ob.addresses)
+	}
+	return nil
+}
+
+func (b *backend) materializers() []*materializer.Materializer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]*materializer.Materializer(nil), b.mats...)
+}
+
 // applied is, per cluster, the lowest sequence every materializer applied.
 func (b *backend) applied() map[string]uint64 {
 	var out query.Version
-	for _, m := range b.mats {
+	for _, m := range b.materializers() {
 		out = minVersion(out, m.Applied())
 	}
 	return out
@@ -225,12 +259,43 @@ func clusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, erro
 // run drains the materializers and the API, then closes the stores.
 func (b *backend) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	for _, m := range b.mats {
-		g.Go(func() error { return m.Run(gctx) })
+	startNew := func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, m := range b.mats[b.started:] {
+			g.Go(func() error { return m.Run(gctx) })
+		}
+		b.started = len(b.mats)
 	}
+	startNew()
 	g.Go(func() error { return b.router.run(gctx, 2*time.Second) })
+	g.Go(func() error {
+		// Registries applied later may name new OpenSearch backends.
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+				// Routes first: a backend's materializer never runs with
+				// routes that do not know it yet.
+				err := b.router.refresh(gctx)
+				if err == nil {
+					err = b.addOpenSearch(gctx)
+				}
+				if err != nil && gctx.Err() == nil {
+					b.log.Warn("adding OpenSearch backends failed; retrying", "err", err)
+				}
+				startNew()
+			}
+		}
+	})
 	g.Go(func() error { return b.api.Run(gctx) })
 	err := g.Wait()
+	for _, st := range b.osStores {
+		_ = st.Close()
+	}
 	if b.metrics != nil {
 		_ = b.metrics.Close()
 	}
