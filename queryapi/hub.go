@@ -248,7 +248,12 @@ func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint6
 		switch e.Event.GetType() {
 		case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
 			he.isNew = !seen
-			l, _, _ := he.decode()
+			// The materializer extracted the labels already; decoding the
+			// whole object here (for watchers only) would halve ingest.
+			l := labels.Set(e.Labels)
+			if !e.Labeled {
+				l, _, _ = he.decode()
+			}
 			cur = encodeLabels(l)
 			h.known[k] = cur
 		case fleetviewv1.EventType_EVENT_TYPE_DELETE:
