@@ -166,7 +166,8 @@ func run(ctx context.Context) error {
 	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
 		// A CPU profile of serve, 10s into ingest.
 		go func() {
-			time.Sleep(3 * time.Second)
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
 			resp, err := http.Get("http://" + metrics + "/debug/pprof/profile?seconds=10")
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "profile:", err)
