@@ -1,0 +1,123 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+func ev(seq uint64, e *fleetviewv1.ResourceEvent) materializer.Event {
+	return materializer.Event{Seq: seq, Event: e}
+}
+
+func names(t *testing.T, r *Reader, sel string) []string {
+	t.Helper()
+	s, err := labels.Parse(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.List(context.Background(), query.ListOptions{GVR: benchdata.PodGVR, Labels: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, o := range p.Items {
+		k := bytes.Index(o.JSON, []byte(`"name":"`))
+		e := bytes.IndexByte(o.JSON[k+8:], '"')
+		out = append(out, o.Cluster+"/"+string(o.JSON[k+8:k+8+e]))
+	}
+	return out
+}
+
+func TestApply(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	p0, p1, p2 := benchdata.PodName(0), benchdata.PodName(1), benchdata.PodName(2)
+
+	// Upserts, a label change, and a deleted-and-recreated object whose
+	// new uid arrives before the old uid's tombstone.
+	moved := benchdata.Event("c1", 1, 2)
+	moved.Object = bytes.Replace(moved.Object, []byte(`"tier":"backend"`), []byte(`"tier":"moved"`), 1)
+	re := benchdata.Event("c1", 2, 5)
+	re.Uid = "new-uid"
+	re.Object = bytes.Replace(re.Object, []byte(benchdata.UID("c1", 2)), []byte("new-uid"), 1)
+	if err := s.Apply(ctx, "c1", []materializer.Event{
+		ev(1, benchdata.Event("c1", 0, 1)), ev(2, benchdata.Event("c1", 1, 1)), ev(3, benchdata.Event("c1", 2, 1)),
+		ev(4, moved), ev(5, re), ev(6, benchdata.Delete("c1", 2, 6)),
+	}, 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply(ctx, "c2", []materializer.Event{ev(1, benchdata.Event("c2", 0, 1))}, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ sel, want string }{
+		{"", "[c1/" + p0 + " c2/" + p0 + " c1/" + p1 + " c1/" + p2 + "]"},
+		{"tier=moved", "[c1/" + p1 + "]"},
+		{"tier=backend", "[]"},
+		{"tier=frontend", "[c1/" + p0 + " c2/" + p0 + " c1/" + p2 + "]"},
+	} {
+		if got := names(t, r, tc.sel); fmtList(got) != tc.want {
+			t.Errorf("list %q = %s, want %s", tc.sel, fmtList(got), tc.want)
+		}
+	}
+	o, err := r.Get(ctx, benchdata.PodGVR, benchdata.Namespace(2), p2, "c1")
+	if err != nil || !bytes.Contains(o.JSON, []byte("new-uid")) {
+		t.Fatalf("recreated object: %v %.100s", err, o.JSON)
+	}
+	if c, _ := s.Checkpoint(ctx, "c1"); c != 6 {
+		t.Fatalf("checkpoint = %d", c)
+	}
+
+	// A poison object is reported with its sequence and nothing of the
+	// batch is committed.
+	bad := benchdata.Event("c1", 9, 1)
+	bad.Object = []byte(`{"metadata":`)
+	err = s.Apply(ctx, "c1", []materializer.Event{ev(7, benchdata.Event("c1", 8, 1)), ev(8, bad)}, 8)
+	var pe *materializer.PoisonError
+	if !errors.As(err, &pe) || pe.Seq != 8 || !errors.Is(err, materializer.ErrPoison) {
+		t.Fatalf("poison: %v", err)
+	}
+	if c, _ := s.Checkpoint(ctx, "c1"); c != 6 {
+		t.Fatalf("checkpoint after a refused batch = %d", c)
+	}
+
+	// Removing the resource in c1 leaves c2 alone.
+	if err := s.Apply(ctx, "c1", []materializer.Event{ev(9, &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR),
+		Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED})}, 9); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmtList(names(t, r, "")); got != "[c2/"+p0+"]" {
+		t.Fatalf("after removal: %s", got)
+	}
+	if got := fmtList(names(t, r, "tier=frontend")); got != "[c2/"+p0+"]" {
+		t.Fatalf("label index after removal: %s", got)
+	}
+}
+
+func fmtList(s []string) string {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i, x := range s {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(x)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
