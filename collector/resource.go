@@ -161,9 +161,12 @@ func (s *resourceSync) requestRelist() {
 }
 
 // publishFailed is called for a publish that was not acknowledged. A lost
-// upsert is forgotten, so the relist publishes the object again; a lost
-// tombstone puts the object back, so the relist (which will not find it)
-// tombstones it again. Either way nothing is lost, only retried.
+// upsert marks the object's version unknown, so the relist publishes it
+// again (or, if it is gone by then, tombstones it); a lost tombstone puts
+// the object back, so the relist (which will not find it) tombstones it
+// again. Either way nothing is lost, only retried. Objects are never simply
+// forgotten: an object the collector no longer knows of could not be
+// tombstoned, and its last published version would stay in the stream.
 func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	s.mu.Lock()
 	switch h.Get(hdrType) {
@@ -174,20 +177,27 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
 				s.byKey[nsName{ref.ns, ref.name}] = uid
 			}
+			s.count.Store(int64(len(s.objs)))
 		}
 	default:
-		s.forgetLocked(uid)
+		// Only if it is still the version that failed: a newer one has
+		// its own acknowledgement (or failure) coming.
+		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(hdrRV) {
+			s.unknownLocked(uid)
+		}
 	}
 	s.mu.Unlock()
 	s.requestRelist()
 }
 
-func (s *resourceSync) forgetLocked(uid string) {
+// unknownLocked marks what the stream holds for uid as unknown: the next
+// list republishes the object, or, if it is gone by then, the sweep after
+// that list tombstones it. The list generation is kept, so the sweep of a
+// list that already saw the object does not tombstone it in passing.
+func (s *resourceSync) unknownLocked(uid string) {
 	if ref, ok := s.objs[uid]; ok {
-		delete(s.objs, uid)
-		if s.byKey[nsName{ref.ns, ref.name}] == uid {
-			delete(s.byKey, nsName{ref.ns, ref.name})
-		}
+		ref.rv = ""
+		s.objs[uid] = ref
 	}
 }
 
@@ -758,7 +768,9 @@ func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen ui
 	}
 	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
 		s.mu.Lock()
-		s.forgetLocked(uid)
+		if cur, ok := s.objs[uid]; ok && cur.rv == m.rv {
+			s.unknownLocked(uid)
+		}
 		s.mu.Unlock()
 		return err
 	}
