@@ -12,7 +12,7 @@
 //
 // Scale comes from the environment (defaults: the issue's):
 //
-//	FV_BENCH_EVENTS=1000000 FV_BENCH_CLUSTERS=1 (events spread over that many
+//	FV_BENCH_EVENTS=1000000 FV_BENCH_BATCH=1000 (events per Badger transaction) FV_BENCH_CLUSTERS=1 (events spread over that many
 //	cluster streams, each consumed in parallel) FV_BENCH_OPENSEARCH_EVENTS=1000000
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
@@ -86,6 +86,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	batch, err := envInt("FV_BENCH_BATCH", 1000)
+	if err != nil || batch == 0 {
+		return fmt.Errorf("FV_BENCH_BATCH: want a positive integer")
+	}
 	k, err := envInt("FV_BENCH_CLUSTERS", 1)
 	if err != nil || k == 0 {
 		return fmt.Errorf("FV_BENCH_CLUSTERS: want a positive integer")
@@ -95,7 +99,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Printf("bench-materializer: %d Pod events in %d cluster stream(s), %d into OpenSearch; %d CPUs, load average %s\n", n, k, osN, numCPU(), loadAvg())
+	fmt.Printf("bench-materializer: %d Pod events in %d cluster stream(s), Badger batch %d, %d into OpenSearch; %d CPUs, load average %s\n", n, k, batch, osN, numCPU(), loadAvg())
 
 	bin := filepath.Join(work, "fleetview")
 	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/fleetview").CombinedOutput(); err != nil {
@@ -155,7 +159,7 @@ func run(ctx context.Context) error {
 	state := filepath.Join(work, "state")
 	metrics := freeAddr()
 	serve := exec.Command(bin, "serve", "--nats-url", ns.ClientURL(), "--state-dir", state,
-		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics)
+		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
 	serveLog, _ := os.Create(filepath.Join(work, "serve.log"))
 	serve.Stdout, serve.Stderr = serveLog, serveLog
 	start = time.Now()
@@ -216,11 +220,31 @@ func run(ctx context.Context) error {
 
 	// 3. Replay: rebuild into a fresh store.
 	start = time.Now()
-	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none")
-	if out, err := rb.CombinedOutput(); err != nil {
-		return fmt.Errorf("rebuild: %v\n%s", err, out)
+	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none", "--batch-size", strconv.Itoa(batch))
+	var rbOut strings.Builder
+	rb.Stdout, rb.Stderr = &rbOut, &rbOut
+	if err := rb.Start(); err != nil {
+		return err
 	}
+	rbDone := make(chan error, 1)
+	go func() { rbDone <- rb.Wait() }()
+	var rbHWM, rbAnon int64
+	tick := time.NewTicker(20 * time.Millisecond)
+	for waiting := true; waiting; {
+		select {
+		case err := <-rbDone:
+			if err != nil {
+				return fmt.Errorf("rebuild: %v\n%s", err, rbOut.String())
+			}
+			waiting = false
+		case <-tick.C:
+			rbHWM = max(rbHWM, vmHWM(rb.Process.Pid))
+			rbAnon = max(rbAnon, procStatus(rb.Process.Pid, "RssAnon"))
+		}
+	}
+	tick.Stop()
 	report("replay (fleetview rebuild into a fresh store)", n, time.Since(start), "")
+	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous peak %.0f MiB (materializer + Badger, no query API)\n", "rebuild RSS", float64(rbHWM)/1024, float64(rbAnon)/1024)
 
 	// 4. OpenSearch.
 	if osN == 0 {
