@@ -55,7 +55,7 @@ if done_ok; then echo "$OUT"; exit 0; fi
 TMP=$(mktemp -d "$CACHE/.opensearch-launcher-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-echo "build-opensearch: building launcher into $OUT (first run downloads ~100 MB of jars)" >&2
+echo "build-opensearch: building launcher into $OUT (first run downloads ~50 MB of jars into ~/.m2)" >&2
 # launcher.buildDir keeps Maven's target/ out of the repository.
 # Maven 3.8 with -q -B still prints stray colour resets: strip them (pipefail
 # keeps mvn's exit status).

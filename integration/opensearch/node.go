@@ -228,6 +228,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	args = append(args, opts.JVMArgs...)
 	args = append(args, "-cp", classpath, launcherClass,
 		"--home", home,
+		"--delete-home", // also when this process dies and stdin closes
 		"--http-port", strconv.Itoa(opts.HTTPPort),
 		"--cluster-name", opts.ClusterName,
 	)

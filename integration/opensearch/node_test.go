@@ -170,4 +170,15 @@ func TestStartErrors(t *testing.T) {
 	if _, err := opensearch.Start(ctx, opensearch.Options{LauncherDir: t.TempDir()}); err == nil {
 		t.Error("Start with an empty launcher dir: no error")
 	}
+	// A node that dies during startup: the error carries its stderr.
+	_, err := opensearch.Start(ctx, opensearch.Options{
+		Settings: map[string]string{"fleetview.no.such.setting": "x"},
+		JVMArgs:  []string{"-XX:TieredStopAtLevel=1"},
+	})
+	if err == nil || !strings.Contains(err.Error(), "fleetview.no.such.setting") {
+		t.Errorf("Start with an unknown setting: err = %v, want the launcher's complaint about it", err)
+	}
+	if testing.Verbose() {
+		t.Logf("startup error looks like:\n%v", err)
+	}
 }

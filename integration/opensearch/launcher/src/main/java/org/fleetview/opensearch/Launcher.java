@@ -25,7 +25,9 @@ import org.apache.logging.log4j.core.config.builder.impl.BuiltConfiguration;
  * Runs one OpenSearch 2.19 node in this JVM, for tests.
  *
  * <p>Usage: {@code Launcher [--home DIR] [--http-port N] [--cluster-name NAME]
- * [--log-level LEVEL] [--no-stdin] [-E key=value ...]}.
+ * [--log-level LEVEL] [--no-stdin] [--delete-home] [-E key=value ...]}.
+ * Without --home a temporary directory is used (and deleted). --delete-home removes the
+ * home directory (data included) after the node closed.
  *
  * <p>Prints exactly one line {@code ready http://127.0.0.1:PORT} to stdout once
  * cluster health is at least yellow; everything else (logs) goes to stderr.
@@ -47,11 +49,12 @@ public final class Launcher {
     }
 
     private static final class Args {
-        Path home;
+        volatile Path home;
         int httpPort = 0;
         String clusterName = "fleetview-test";
         String logLevel = "WARN";
         boolean watchStdin = true;
+        volatile boolean deleteHome = false;
         final java.util.LinkedHashMap<String, String> extra = new java.util.LinkedHashMap<>();
     }
 
@@ -92,6 +95,9 @@ public final class Launcher {
                     System.err.println("launcher: error closing node: " + e);
                 }
             }
+            if (args.deleteHome && args.home != null) {
+                deleteTree(args.home);
+            }
             stopped.countDown();
         }, "launcher-shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
@@ -116,6 +122,7 @@ public final class Launcher {
         try {
             if (args.home == null) {
                 args.home = Files.createTempDirectory("opensearch-home-");
+                args.deleteHome = true;
             }
             Files.createDirectories(args.home);
 
@@ -186,6 +193,20 @@ public final class Launcher {
         }
     }
 
+    private static void deleteTree(Path root) {
+        try (java.util.stream.Stream<Path> walk = Files.walk(root)) {
+            walk.sorted(java.util.Comparator.reverseOrder()).forEach(p -> {
+                try {
+                    Files.deleteIfExists(p);
+                } catch (IOException ignored) {
+                    // best effort
+                }
+            });
+        } catch (IOException ignored) {
+            // best effort
+        }
+    }
+
     private static Args parse(String[] argv) {
         Args a = new Args();
         for (int i = 0; i < argv.length; i++) {
@@ -199,6 +220,9 @@ public final class Launcher {
             switch (arg) {
                 case "--no-stdin":
                     a.watchStdin = false;
+                    continue;
+                case "--delete-home":
+                    a.deleteHome = true;
                     continue;
                 case "--home":
                 case "--http-port":
