@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -302,6 +303,50 @@ func TestMaterializerBackends(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("paged list reads one snapshot", func(t *testing.T) {
+		o := query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(5), Limit: 10}
+		all := listAll(t, breader, query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(5)})
+		if len(all) < 15 {
+			t.Fatalf("only %d objects in the namespace", len(all))
+		}
+		victim := all[12]
+		var meta struct {
+			Metadata struct{ UID, Name, Namespace string } `json:"metadata"`
+		}
+		if err := json.Unmarshal(victim.JSON, &meta); err != nil {
+			t.Fatal(err)
+		}
+		first := map[string]query.Page{}
+		for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
+			p, err := r.List(context.Background(), o)
+			if err != nil || p.Continue == "" {
+				t.Fatalf("%s first page: %v (continue %q)", name, err, p.Continue)
+			}
+			first[name] = p
+		}
+		publishEvents(t, nc, []*fleetviewv1.ResourceEvent{{Cluster: victim.Cluster, Gvr: stream.ProtoGVR(benchdata.PodGVR), Kind: "Pod",
+			Uid: meta.Metadata.UID, Namespace: meta.Metadata.Namespace, Name: meta.Metadata.Name, ResourceVersion: "99",
+			Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}})
+		now := lastSeqs(t, js, "c1", "c2")
+		waitApplied(t, time.Minute, bm.Applied, now)
+		waitApplied(t, time.Minute, om.Applied, now)
+		for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
+			second, err := r.List(context.Background(), query.ListOptions{GVR: o.GVR, Namespace: o.Namespace, Limit: 10, Continue: first[name].Continue})
+			if err != nil {
+				t.Fatalf("%s second page: %v", name, err)
+			}
+			if fmt.Sprint(second.Version) != fmt.Sprint(first[name].Version) {
+				t.Errorf("%s: second page version %v, first %v", name, second.Version, first[name].Version)
+			}
+			if len(second.Items) < 3 || !bytes.Equal(second.Items[2].JSON, victim.JSON) {
+				t.Errorf("%s: the second page does not read the first page's snapshot (object deleted since is gone)", name)
+			}
+			if _, err := r.Get(context.Background(), benchdata.PodGVR, meta.Metadata.Namespace, meta.Metadata.Name, victim.Cluster); !errors.Is(err, query.ErrNotFound) {
+				t.Errorf("%s: deleted object still found by Get: %v", name, err)
+			}
+		}
+	})
 
 	t.Run("search", func(t *testing.T) {
 		p, err := ostore.Search(context.Background(), query.SearchOptions{Text: "cm-007", Resources: []schema.GroupVersionResource{cmGVR}})

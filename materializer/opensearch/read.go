@@ -1,6 +1,7 @@
 package opensearch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -90,17 +91,26 @@ var sortKeys = []any{
 	map[string]any{"fleetview.uid": map[string]any{"order": "asc", "unmapped_type": "keyword"}},
 }
 
-// search runs one query over every per-kind index.
-func (s *Store) search(ctx context.Context, body map[string]any) ([]hit, error) {
+// search runs one query over every per-kind index, or over a point in
+// time (a snapshot of them) when pit is set.
+func (s *Store) search(ctx context.Context, body map[string]any, pit string) ([]hit, error) {
 	body["track_total_hits"] = false
 	body["_source"] = []string{"metadata.name", "metadata.namespace", "fleetview.cluster", "fleetview.group", "fleetview.version", "fleetview.resource", "fleetview.labels", "fleetview.object"}
+	path := "/" + s.opts.IndexPrefix + "*/_search?ignore_unavailable=true&allow_no_indices=true"
+	if pit != "" {
+		body["pit"] = map[string]any{"id": pit, "keep_alive": pitKeepAlive}
+		path = "/_search"
+	}
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true", b)
+	r, err := s.doRetry(ctx, http.MethodPost, path, b)
 	if err != nil {
 		return nil, err
+	}
+	if pit != "" && (r.status == http.StatusNotFound || bytes.Contains(r.body, []byte("search_context_missing_exception"))) {
+		return nil, fmt.Errorf("%w: the snapshot of this list expired; list again", query.ErrExpired)
 	}
 	if r.status >= 300 {
 		return nil, r.err("search")
@@ -116,6 +126,34 @@ func (s *Store) search(ctx context.Context, body map[string]any) ([]hit, error) 
 	return res.Hits.Hits, nil
 }
 
+// pitKeepAlive is how long the snapshot of a paged list lives between
+// pages (Badger keeps its snapshots 5 minutes too).
+const pitKeepAlive = "5m"
+
+// openPIT opens a point in time over the per-kind indices, so every page
+// of a list reads the same snapshot, as on Badger. "" when it cannot (no
+// index yet, or a server without point-in-time search): pages are then
+// read live.
+func (s *Store) openPIT(ctx context.Context) string {
+	r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_search/point_in_time?keep_alive="+pitKeepAlive, nil)
+	if err != nil || r.status >= 300 {
+		return ""
+	}
+	var res struct {
+		PIT string `json:"pit_id"`
+	}
+	if json.Unmarshal(r.body, &res) != nil {
+		return ""
+	}
+	return res.PIT
+}
+
+// closePIT releases a snapshot early (it expires anyway).
+func (s *Store) closePIT(ctx context.Context, pit string) {
+	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}})
+	_, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", body)
+}
+
 func term(field string, v any) map[string]any {
 	return map[string]any{"term": map[string]any{field: v}}
 }
@@ -127,7 +165,7 @@ func (s *Store) Get(ctx context.Context, gvr schema.GroupVersionResource, namesp
 	if cluster != "" {
 		filter = append(filter, term("fleetview.cluster", cluster))
 	}
-	hits, err := s.search(ctx, map[string]any{"size": 1000, "sort": sortKeys, "query": map[string]any{"bool": map[string]any{"filter": filter}}})
+	hits, err := s.search(ctx, map[string]any{"size": 1000, "sort": sortKeys, "query": map[string]any{"bool": map[string]any{"filter": filter}}}, "")
 	if err != nil {
 		return query.Object{}, err
 	}
@@ -250,13 +288,23 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 		// sorts after "", so use the largest key below the next cluster.
 		searchAfter = []any{after[0], after[1], after[2], "\U0010FFFF"}
 	}
+	pit := cur.PIT
+	if pit == "" && o.Limit > 0 {
+		pit = s.openPIT(ctx)
+	}
+	done := func() (query.Page, error) {
+		if pit != "" {
+			s.closePIT(ctx, pit)
+		}
+		return page, nil
+	}
 	var lastNs, lastName, lastCluster string
 	for {
 		body := map[string]any{"size": chunk, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
 		if searchAfter != nil {
 			body["search_after"] = searchAfter
 		}
-		hits, err := s.search(ctx, body)
+		hits, err := s.search(ctx, body, pit)
 		if err != nil {
 			return page, err
 		}
@@ -273,14 +321,14 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 				continue
 			}
 			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-				page.Continue = encodeContinue(lastNs, lastName, lastCluster, v)
+				page.Continue = encodeContinue(cursor{After: []string{lastNs, lastName, lastCluster}, Version: v, PIT: pit})
 				return page, nil
 			}
 			page.Items = append(page.Items, h.object())
 			lastNs, lastName, lastCluster = m.Namespace, m.Name, h.Source.FV.Cluster
 		}
 		if len(hits) < chunk {
-			return page, nil
+			return done()
 		}
 	}
 }
@@ -328,14 +376,14 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	if after != nil {
 		body["search_after"] = []any{after[0], after[1], after[2], "\U0010FFFF"}
 	}
-	hits, err := s.search(ctx, body)
+	hits, err := s.search(ctx, body, "")
 	if err != nil {
 		return page, err
 	}
 	for i := range hits {
 		if int64(len(page.Items)) == limit {
 			m := hits[i-1].Source.Metadata
-			page.Continue = encodeContinue(m.Namespace, m.Name, hits[i-1].Source.FV.Cluster, nil)
+			page.Continue = encodeContinue(cursor{After: []string{m.Namespace, m.Name, hits[i-1].Source.FV.Cluster}})
 			break
 		}
 		page.Items = append(page.Items, hits[i].object())
@@ -345,15 +393,16 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 
 // cursor is the backend part of a continue token (the query API seals
 // it): the position after the last item, (namespace, name, cluster) as in
-// Badger, and the version of the list's first page, which every page
-// carries.
+// Badger, the version of the list's first page, which every page carries,
+// and the point in time every page reads.
 type cursor struct {
 	After   []string      `json:"a"`
 	Version query.Version `json:"v,omitempty"`
+	PIT     string        `json:"p,omitempty"`
 }
 
-func encodeContinue(ns, name, cluster string, v query.Version) string {
-	b, _ := json.Marshal(cursor{After: []string{ns, name, cluster}, Version: v})
+func encodeContinue(c cursor) string {
+	b, _ := json.Marshal(c)
 	return string(b)
 }
 
