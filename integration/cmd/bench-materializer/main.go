@@ -31,6 +31,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,7 +50,10 @@ import (
 )
 
 func main() {
-	if err := run(context.Background()); err != nil {
+	// Interrupted, it still stops its children and removes its files.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-materializer:", err)
 		os.Exit(1)
 	}
@@ -158,7 +162,7 @@ func run(ctx context.Context) error {
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
 	metrics := freeAddr()
-	serve := exec.Command(bin, "serve", "--nats-url", ns.ClientURL(), "--state-dir", state,
+	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", ns.ClientURL(), "--state-dir", state,
 		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
 	serveLog, _ := os.Create(filepath.Join(work, "serve.log"))
 	serve.Stdout, serve.Stderr = serveLog, serveLog
@@ -198,6 +202,9 @@ func run(ctx context.Context) error {
 		if err == nil && a >= uint64(n) {
 			break
 		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		if time.Since(start) > 30*time.Minute {
 			return fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d)", n, a)
 		}
@@ -220,7 +227,7 @@ func run(ctx context.Context) error {
 
 	// 3. Replay: rebuild into a fresh store.
 	start = time.Now()
-	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none", "--batch-size", strconv.Itoa(batch))
+	rb := exec.CommandContext(ctx, bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none", "--batch-size", strconv.Itoa(batch))
 	var rbOut strings.Builder
 	rb.Stdout, rb.Stderr = &rbOut, &rbOut
 	if err := rb.Start(); err != nil {
@@ -274,6 +281,10 @@ func run(ctx context.Context) error {
 	go func() { done <- m.Run(mctx) }()
 	for osApplied(m, k) < perCluster*uint64(k) {
 		select {
+		case <-ctx.Done():
+			cancel()
+			<-done
+			return ctx.Err()
 		case err := <-done:
 			cancel()
 			return fmt.Errorf("opensearch materializer: %v", err)
