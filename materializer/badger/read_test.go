@@ -1,0 +1,163 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+)
+
+func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint64 {
+	t.Helper()
+	var evs []materializer.Event
+	for i := from; i < to; i++ {
+		seq++
+		evs = append(evs, ev(seq, benchdata.Event(cluster, i, 1)))
+	}
+	if err := s.Apply(context.Background(), cluster, evs, seq); err != nil {
+		t.Fatal(err)
+	}
+	return seq
+}
+
+// TestListPagesReadOneSnapshot: later pages come from the first page's
+// snapshot while the store changes; the snapshot expires after its TTL.
+func TestListPagesReadOneSnapshot(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{SnapshotTTL: time.Minute})
+	defer r.Close()
+	now := time.Now()
+	r.now = func() time.Time { return now }
+	ctx := context.Background()
+	seq := fill(t, s, "c1", 0, 40, 0)
+	o := query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 15}
+	p1, err := r.List(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p1.Items) != 15 || p1.Continue == "" || p1.Remaining == nil || *p1.Remaining != 25 {
+		t.Fatalf("first page: %d items, continue %q, remaining %v", len(p1.Items), p1.Continue, p1.Remaining)
+	}
+	// The store moves on: 40 more objects and a new cluster.
+	fill(t, s, "c1", 40, 80, seq)
+	fill(t, s, "c2", 0, 10, 0)
+	total := len(p1.Items)
+	o.Continue = p1.Continue
+	for o.Continue != "" {
+		p, err := r.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Version["c1"] != p1.Version["c1"] || len(p.Version) != 1 {
+			t.Fatalf("page version %v, first page %v", p.Version, p1.Version)
+		}
+		total += len(p.Items)
+		o.Continue = p.Continue
+	}
+	if total != 40 {
+		t.Fatalf("paged %d objects, the snapshot held 40", total)
+	}
+	fresh, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything()})
+	if err != nil || len(fresh.Items) != 90 {
+		t.Fatalf("a new list sees the new state: %d %v", len(fresh.Items), err)
+	}
+	// Expiry.
+	p1, err = r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute)
+	if _, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 5, Continue: p1.Continue}); !errors.Is(err, query.ErrExpired) {
+		t.Fatalf("continue after the TTL: %v, want ErrExpired", err)
+	}
+}
+
+func TestListFiltersAndSearch(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	fill(t, s, "c1", 0, 100, 0)
+	fill(t, s, "c2", 0, 100, 0)
+	count := func(o query.ListOptions) int {
+		t.Helper()
+		if o.Labels == nil {
+			o.Labels = labels.Everything()
+		}
+		o.GVR = benchdata.PodGVR
+		p, err := r.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(p.Items)
+	}
+	fields := func(sel string) *query.FieldFilter {
+		f, err := query.CompileFields(benchdata.PodGVR, sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	web, _ := labels.Parse("app=web")
+	cases := []struct {
+		name string
+		o    query.ListOptions
+		want int
+	}{
+		{"everything", query.ListOptions{}, 200},
+		{"one cluster", query.ListOptions{Clusters: []string{"c2"}}, 100},
+		{"no cluster selected", query.ListOptions{Clusters: []string{}}, 0},
+		{"namespace", query.ListOptions{Namespace: benchdata.Namespace(3)}, 4},
+		{"label index", query.ListOptions{Labels: web}, 26},
+		{"field name", query.ListOptions{Fields: fields("metadata.name=" + benchdata.PodName(7))}, 2},
+		{"field node", query.ListOptions{Fields: fields("spec.nodeName=node-007")}, 2},
+		{"field namespace narrows", query.ListOptions{Fields: fields("metadata.namespace=" + benchdata.Namespace(1))}, 4},
+		{"namespace and a contradicting field", query.ListOptions{Namespace: "a", Fields: fields("metadata.namespace=b")}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := count(tc.o); got != tc.want {
+				t.Fatalf("got %d, want %d", got, tc.want)
+			}
+		})
+	}
+	// Search: substring of a name, case-insensitive, paged.
+	var hits int
+	o := query.SearchOptions{Text: "WEB-000000", Limit: 3}
+	for {
+		p, err := r.Search(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			if it.GVR != benchdata.PodGVR {
+				t.Fatalf("hit without its resource: %v", it.GVR)
+			}
+		}
+		hits += len(p.Items)
+		if p.Continue == "" {
+			break
+		}
+		o.Continue = p.Continue
+	}
+	if hits != 4 { // web-0000000 and web-0000008 in two clusters
+		t.Fatalf("search hits %d, want 4", hits)
+	}
+	if p, err := r.Search(ctx, query.SearchOptions{Text: "cached-from"}); err != nil || len(p.Items) != 0 {
+		t.Fatalf("the cache-source annotation key must not match everything: %d %v", len(p.Items), err)
+	}
+}
