@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
@@ -132,6 +133,20 @@ func TestQueryAPI(t *testing.T) {
 		eventually(t, 120*time.Second, func() error {
 			if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
 				return fmt.Errorf("readyz %d %v", code, body["message"])
+			}
+			return nil
+		})
+		// gRPC health follows readiness.
+		hc := healthpb.NewHealthClient(fv.conn)
+		eventually(t, 30*time.Second, func() error {
+			for _, svc := range []string{"", "fleetview.v1.QueryService"} {
+				r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+				if err != nil {
+					return err
+				}
+				if r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+					return fmt.Errorf("health of %q: %v", svc, r.GetStatus())
+				}
 			}
 			return nil
 		})
