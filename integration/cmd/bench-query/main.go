@@ -268,6 +268,16 @@ func run(ctx context.Context, cfg config) error {
 		results = append(results, result{name, fv.Round(time.Microsecond).String(), fo.Round(time.Microsecond).String(), fmt.Sprintf("%.2fx", float64(fv)/float64(fo))})
 	}
 
+	if p := os.Getenv("FV_BENCH_LIST_CPUPROFILE"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
+	}
 	// (a) label-selected list.
 	wantSel := 0
 	for i := 0; i < cfg.pods; i++ {
@@ -366,6 +376,9 @@ func run(ctx context.Context, cfg config) error {
 	add(fmt.Sprintf("(c) Get p50 (%d gets)", cfg.gets), pct(fvC, 0.5), pct(foC, 0.5))
 	add("(c) Get p99", pct(fvC, 0.99), pct(foC, 0.99))
 
+	if os.Getenv("FV_BENCH_LIST_CPUPROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
 	// (d) watchers.
 	p50, p99, delivered, err := benchWatch(ctx, q, stack.natsURL, names, cfg)
 	if err != nil {
