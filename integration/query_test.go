@@ -24,9 +24,11 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -632,6 +634,68 @@ func TestQueryAPI(t *testing.T) {
 		if code, body := fv.restStatus(t, "/v1/resources/core/v1/pods?limit=1&continue="+url.QueryEscape(gone)); code != http.StatusGone || body["reason"] != "Expired" {
 			t.Fatalf("REST continue of a vanished snapshot: %d %v", code, body)
 		}
+	})
+
+	t.Run("watchers converge when the topology changes", func(t *testing.T) {
+		// A cluster that appears after the watch's version: its objects
+		// arrive as ADDED; its resource removed: the watch ends with 410
+		// instead of going silently stale. The new cluster's stream is fed
+		// directly (as its collector would).
+		list, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ws, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "topo", ResourceVersion: list.GetResourceVersion()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", fv.opts.NATSPort))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		const late = "member9"
+		if _, err := js.CreateStream(ctx, stream.StreamConfig(late, 1)); err != nil {
+			t.Fatal(err)
+		}
+		pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		publish := func(ev *fleetviewv1.ResourceEvent, subject string) {
+			t.Helper()
+			b, err := stream.Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.Publish(ctx, subject, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		obj := `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"x","namespace":"topo","uid":"u-x","labels":{"app":"x"},` +
+			`"annotations":{"fleetview.io/cluster":"member9","resource.karmada.io/cached-from-cluster":"member9"}}}`
+		publish(&fleetviewv1.ResourceEvent{Cluster: late, Gvr: stream.ProtoGVR(pods), Kind: "Pod", Uid: "u-x", Namespace: "topo", Name: "x",
+			ResourceVersion: "1", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(obj), Namespaced: true}, stream.ObjectSubject(late, pods, "u-x"))
+		ev, err := ws.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetType() != "ADDED" || ev.GetCluster() != late {
+			t.Fatalf("object of a new cluster: %s from %s, want ADDED from %s", ev.GetType(), ev.GetCluster(), late)
+		}
+		publish(&fleetviewv1.ResourceEvent{Cluster: late, Gvr: stream.ProtoGVR(pods), Kind: "Pod", Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED},
+			stream.ControlSubject(late, pods))
+		_, err = ws.Recv()
+		if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), "no longer cached from cluster member9") {
+			t.Fatalf("resource removed from a cluster: %v, want OutOfRange naming it", err)
+		}
+		eventually(t, 30*time.Second, func() error {
+			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
+			if err != nil || len(got) != 0 {
+				return fmt.Errorf("removed objects still listed: %v %v", got, err)
+			}
+			return nil
+		})
 	})
 
 	t.Run("search", func(t *testing.T) {
