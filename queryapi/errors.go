@@ -113,6 +113,4 @@ func gatewayErrorHandler(_ context.Context, _ *runtime.ServeMux, _ runtime.Marsh
 	writeError(w, err)
 }
 
-func statusf501(msg string) error { return status.Error(codes.Unimplemented, msg) }
-
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -29,7 +29,7 @@ type watchHandler struct {
 
 func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, statusf501("watch is GET only"))
+		writeError(w, status501("watch is GET only"))
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/watch/"), "/")
