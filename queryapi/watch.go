@@ -406,9 +406,15 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 		for c, s := range v {
 			w.processed[c], w.start[c] = s, s
 		}
-		for c := range applied {
-			if _, ok := w.start[c]; !ok {
-				w.start[c] = 0
+		// A backend whose snapshot is older than what the hub passed on
+		// before this watch subscribed (e.g. a lagging OpenSearch behind a
+		// routing reader): catch up from the stream, or those events would
+		// be lost between the list and the live feed.
+		for c, to := range applied {
+			if from := w.processed[c]; f.clusterOK(c) && from < to {
+				if err := q.replay(ctx, c, f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
+					return drain(err)
+				}
 			}
 		}
 		if req.GetSendInitialEvents() {
