@@ -572,7 +572,9 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	var stale []objRefUID
 	keep := s.w.keepsData()
 	for pending > 0 {
-		batch, err := cons.Fetch(1000, jetstream.FetchMaxWait(5*time.Second))
+		// Ask for no more than is pending: a fetch waits for a full batch
+		// until its deadline.
+		batch, err := cons.Fetch(int(min(pending, 1000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}

@@ -241,7 +241,7 @@ func streamState(ctx context.Context, js jetstream.JetStream, cluster string, gv
 	out := map[string]subjState{}
 	pending := info.NumPending
 	for pending > 0 {
-		batch, err := cons.Fetch(500, jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return nil, err
 		}
@@ -523,7 +523,7 @@ func TestCollector(t *testing.T) {
 		ch := startChurn(cs, ns, 60, 3)
 		time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
 		p := ce.start(t, cl, e.url)
-		for round := range 4 {
+		for round := range 6 {
 			// Let the collector work under churn for a while, then kill it.
 			time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
 			p.kill()
