@@ -1,0 +1,298 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Guard authenticates and authorizes every call before a service sees it.
+// It sits in gRPC interceptors; the REST gateway reaches the services through
+// gRPC, so both paths are guarded by the same code. The Authorization header
+// of a REST call arrives as gRPC metadata.
+type Guard struct {
+	Tokens     *auth.TokenAuthenticator // nil: bearer tokens not accepted
+	Authorizer *auth.Authorizer
+}
+
+// Calls anyone may make: they reveal no cached data.
+var openMethods = []string{
+	"/grpc.health.v1.Health/Check",
+	"/grpc.health.v1.Health/Watch",
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+}
+
+func (g *Guard) identify(ctx context.Context) (auth.User, error) {
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get("authorization") {
+			tok, found := strings.CutPrefix(v, "Bearer ")
+			if !found || g.Tokens == nil {
+				continue
+			}
+			return g.Tokens.Authenticate(strings.TrimSpace(tok))
+		}
+	}
+	if p, ok := peer.FromContext(ctx); ok {
+		if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(ti.State.VerifiedChains) > 0 && len(ti.State.VerifiedChains[0]) > 0 {
+			return auth.UserFromCertificate(ti.State.VerifiedChains[0][0]), nil
+		}
+	}
+	return auth.User{}, fmt.Errorf("%w: send a bearer token (Authorization: Bearer ...) or a client certificate", auth.ErrUnauthenticated)
+}
+
+// resourceRequest is what Get, List, Watch and similar requests share.
+type resourceRequest interface {
+	GetGroup() string
+	GetResource() string
+	GetNamespace() string
+}
+
+type clusterRequest interface{ GetCluster() string }
+
+type clustersRequest interface{ GetClusters() []string }
+
+func resourceName(r resourceRequest) string {
+	g := r.GetGroup()
+	if g == stream.CoreGroupToken {
+		g = ""
+	}
+	return auth.Resource(g, r.GetResource())
+}
+
+// verbFor names what a method does; unknown methods need the admin verb.
+func verbFor(method string) (verb, resource string) {
+	name := method[strings.LastIndex(method, "/")+1:]
+	switch {
+	case strings.HasPrefix(method, "/fleetview.v1.ClusterService/"):
+		return auth.VerbList, "clusters"
+	case name == "GetRegistry" || name == "ListRegistries":
+		return auth.VerbList, "registries"
+	case strings.HasPrefix(method, "/fleetview.v1.RegistryService/"):
+		return auth.VerbAdmin, "registries"
+	case name == "Get":
+		return auth.VerbGet, ""
+	case name == "List":
+		return auth.VerbList, ""
+	case strings.HasPrefix(name, "Watch"):
+		return auth.VerbWatch, ""
+	case strings.HasPrefix(name, "Search"):
+		return auth.VerbSearch, ""
+	}
+	return auth.VerbAdmin, "*"
+}
+
+// admit authorizes a request and narrows it to the caller's scope. The
+// returned scope filters what goes back (nil: nothing to filter).
+func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) {
+	verb, res := verbFor(method)
+	if verb == auth.VerbSearch {
+		// Search spans resources: each hit is judged against its own
+		// resource (searchFilter); here only "may search at all".
+		return nil, nil
+	}
+	rr, ok := req.(resourceRequest)
+	if res != "" || !ok {
+		if res == "" {
+			res = "*"
+		}
+		return nil, g.Authorizer.Authorize(u, verb, res, "", "")
+	}
+	res = resourceName(rr)
+	if cr, ok := req.(clusterRequest); ok && verb == auth.VerbGet {
+		// A Get names its object; an unqualified one may resolve in any
+		// cluster, so it needs every cluster or is filtered afterwards.
+		if err := g.Authorizer.Authorize(u, verb, res, cr.GetCluster(), rr.GetNamespace()); err == nil {
+			return nil, nil
+		}
+	}
+	s := g.Authorizer.Scope(u, verb, res)
+	if s.Empty() {
+		return nil, g.Authorizer.Authorize(u, verb, res, "", rr.GetNamespace())
+	}
+	if s.Unrestricted() {
+		return nil, nil
+	}
+	if allowed, all := s.Clusters(); !all {
+		if err := narrowClusters(req, allowed); err != nil {
+			return nil, fmt.Errorf("%w: user %q may not %s %s in the requested clusters", auth.ErrForbidden, u.Name, verb, res)
+		}
+	}
+	return &s, nil
+}
+
+// narrowClusters pushes a cluster restriction into a query: what the caller
+// may not see is never read.
+func narrowClusters(req any, allowed []string) error {
+	var cl *[]string
+	switch r := req.(type) {
+	case *fleetviewv1.ListRequest:
+		cl = &r.Clusters
+	case *fleetviewv1.WatchRequest:
+		cl = &r.Clusters
+	case *fleetviewv1.SearchRequest:
+		cl = &r.Clusters
+	default:
+		return nil
+	}
+	if len(*cl) == 0 {
+		*cl = slices.Clone(allowed)
+		return nil
+	}
+	*cl = slices.DeleteFunc(*cl, func(c string) bool { return !slices.Contains(allowed, c) })
+	if len(*cl) == 0 {
+		return auth.ErrForbidden
+	}
+	return nil
+}
+
+func location(s *structpb.Struct) (cluster, namespace string) {
+	md := s.GetFields()["metadata"].GetStructValue()
+	namespace = md.GetFields()["namespace"].GetStringValue()
+	cluster = md.GetFields()["annotations"].GetStructValue().GetFields()["fleetview.io/cluster"].GetStringValue()
+	return cluster, namespace
+}
+
+func rawLocation(b []byte) (cluster, namespace string) {
+	var m struct {
+		Metadata struct {
+			Namespace   string            `json:"namespace"`
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(b, &m) != nil {
+		return "", ""
+	}
+	return m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace
+}
+
+// filter drops what the scope does not allow from a response.
+func filter(s *auth.Scope, resp any) error {
+	switch r := resp.(type) {
+	case *fleetviewv1.ListResponse:
+		r.Items = slices.DeleteFunc(r.Items, func(it *structpb.Struct) bool { return !s.Allows(location(it)) })
+		r.RawItems = slices.DeleteFunc(r.RawItems, func(it []byte) bool { return !s.Allows(rawLocation(it)) })
+	case *fleetviewv1.WatchEvent:
+		if r.GetType() == "BOOKMARK" {
+			return nil
+		}
+		if !s.Allows(r.GetCluster(), r.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["namespace"].GetStringValue()) {
+			return auth.ErrForbidden
+		}
+	case interface{ GetObject() *structpb.Struct }:
+		if o := r.GetObject(); o != nil && !s.Allows(location(o)) {
+			return fmt.Errorf("%w: object outside the caller's scope", auth.ErrForbidden)
+		}
+	}
+	return nil
+}
+
+// searchFilter keeps the hits the caller may see, each judged against the
+// scope of its own resource.
+func (g *Guard) searchFilter(u auth.User, r *fleetviewv1.SearchResponse) {
+	scopes := map[string]auth.Scope{}
+	r.Items = slices.DeleteFunc(r.Items, func(h *fleetviewv1.SearchHit) bool {
+		res := auth.Resource(h.GetGvr().GetGroup(), h.GetGvr().GetResource())
+		sc, ok := scopes[res]
+		if !ok {
+			sc = g.Authorizer.Scope(u, auth.VerbSearch, res)
+			scopes[res] = sc
+		}
+		_, ns := location(h.GetObject())
+		return !sc.Allows(h.GetCluster(), ns)
+	})
+}
+
+// Unary is the unary server interceptor.
+func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if slices.Contains(openMethods, info.FullMethod) {
+		return handler(ctx, req)
+	}
+	u, err := g.identify(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	scope, err := g.admit(u, info.FullMethod, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := handler(auth.WithUser(ctx, u), req)
+	if sr, ok := resp.(*fleetviewv1.SearchResponse); ok && err == nil {
+		g.searchFilter(u, sr)
+		return sr, nil
+	}
+	if err != nil || scope == nil {
+		return resp, err
+	}
+	if err := filter(scope, resp); err != nil {
+		// Not found rather than forbidden: existence outside one's scope
+		// is itself information.
+		return nil, toStatus(fmt.Errorf("%w: no such object in the caller's scope", query.ErrNotFound))
+	}
+	return resp, nil
+}
+
+// Stream is the streaming server interceptor: the first request message is
+// admitted like a unary request, and every message sent back is filtered.
+func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if slices.Contains(openMethods, info.FullMethod) {
+		return handler(srv, ss)
+	}
+	u, err := g.identify(ss.Context())
+	if err != nil {
+		return toStatus(err)
+	}
+	return handler(srv, &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod})
+}
+
+type guardedStream struct {
+	grpc.ServerStream
+	g        *Guard
+	u        auth.User
+	method   string
+	admitted bool
+	scope    *auth.Scope
+}
+
+func (s *guardedStream) Context() context.Context {
+	return auth.WithUser(s.ServerStream.Context(), s.u)
+}
+
+func (s *guardedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if !s.admitted {
+		scope, err := s.g.admit(s.u, s.method, m)
+		if err != nil {
+			return toStatus(err)
+		}
+		s.admitted, s.scope = true, scope
+	}
+	return nil
+}
+
+func (s *guardedStream) SendMsg(m any) error {
+	if !s.admitted {
+		return toStatus(fmt.Errorf("%w: stream sent before its request was authorized", auth.ErrForbidden))
+	}
+	if s.scope != nil {
+		if err := filter(s.scope, m); err != nil {
+			return nil // an event outside the scope is not delivered
+		}
+	}
+	return s.ServerStream.SendMsg(m)
+}
