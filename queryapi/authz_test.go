@@ -55,7 +55,7 @@ func TestGuardUnary(t *testing.T) {
 	listInfo := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
 	everything := func(_ context.Context, req any) (any, error) {
 		return &fleetviewv1.ListResponse{
-			Items: []*structpb.Struct{obj(t, "member1", "shop", "a"), obj(t, "member2", "shop", "b"), obj(t, "member1", "kube-system", "c")},
+			Items:    []*structpb.Struct{obj(t, "member1", "shop", "a"), obj(t, "member2", "shop", "b"), obj(t, "member1", "kube-system", "c")},
 			RawItems: [][]byte{raw("member1", "shop", "a"), raw("member2", "shop", "b"), raw("member1", "kube-system", "c")},
 		}, nil
 	}
