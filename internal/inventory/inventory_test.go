@@ -1,0 +1,66 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+
+	"github.com/fleetview/fleetview/internal/natsserver"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestPutGetList(t *testing.T) {
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	kv, err := Bucket(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &Cluster{Name: "member2", Labels: map[string]string{"env": "prod"}, Provider: "aws", Region: "eu", Zone: "eu-1a",
+		KubernetesVersion: "v1.37.2", ServedAPIs: []string{"apps/v1", "v1"}, Ready: true, Heartbeat: time.Now().UTC().Truncate(time.Second),
+		Resources: []ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true, ObjectCount: 3, RefusedObjects: 1, Message: "1 object(s) refused as too large"}},
+		Counters:  &Counters{Upserts: 4, Refused: 1}}
+	a := &Cluster{Name: "member1", Heartbeat: time.Now().UTC().Truncate(time.Second)}
+	for _, c := range []*Cluster{b, a} {
+		if err := Put(ctx, kv, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Get(ctx, kv, "member2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, b) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got, b)
+	}
+	if got.Info().Provider != "aws" || got.Info().Labels["env"] != "prod" {
+		t.Fatalf("Info %+v", got.Info())
+	}
+	list, err := List(ctx, kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].Name != "member1" || list[1].Name != "member2" {
+		t.Fatalf("List not sorted by name: %v", list)
+	}
+	if _, err := Get(ctx, kv, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get missing = %v, want ErrNotFound", err)
+	}
+}
