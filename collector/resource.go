@@ -80,6 +80,10 @@ func (w want) keepsData() bool { return w.gvr == secretsGVR && w.keepSecretData 
 type objRef struct {
 	rv, ns, name string
 	gen          uint32
+	// stale: what the stream holds for the object is not known to be rv
+	// (a publish failed, or it was published under another Secret-data
+	// choice), so the next list publishes it even if unchanged.
+	stale bool
 }
 
 type nsName struct{ ns, name string }
@@ -196,7 +200,7 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 // list that already saw the object does not tombstone it in passing.
 func (s *resourceSync) unknownLocked(uid string) {
 	if ref, ok := s.objs[uid]; ok {
-		ref.rv = ""
+		ref.stale = true
 		s.objs[uid] = ref
 	}
 }
@@ -605,7 +609,7 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			if (h.Get(hdrSecretData) == secretDataKept) != keep {
 				// Published under the other Secret-data choice: publish
 				// again even if unchanged.
-				ref.rv = ""
+				ref.stale = true
 			}
 			s.objs[ps.UID] = ref
 			s.byKey[nsName{ref.ns, ref.name}] = ps.UID
@@ -764,14 +768,14 @@ func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen ui
 			return err
 		}
 	}
-	if known && old.rv == ref.rv {
+	if known && old.rv == ref.rv && !old.stale {
 		s.m.unchanged.Add(1)
 		return nil
 	}
 	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
 		s.mu.Lock()
 		if cur, ok := s.objs[uid]; ok && cur.rv == m.rv {
-			s.unknownLocked(uid)
+			s.unknownLocked(uid) // keep it known, so a sweep can still tombstone it
 		}
 		s.mu.Unlock()
 		return err

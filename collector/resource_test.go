@@ -1,0 +1,229 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// recorder is a publisher that records what would be published.
+type recorder struct {
+	msgs    []*nats.Msg
+	max     int64
+	fail    bool
+	changed int
+}
+
+func (r *recorder) publish(_ context.Context, m *nats.Msg) error {
+	if r.fail {
+		return fmt.Errorf("nats: outbound buffer limit exceeded")
+	}
+	r.msgs = append(r.msgs, m)
+	return nil
+}
+func (r *recorder) flush(context.Context) error { return nil }
+func (r *recorder) maxPayload() int64         { return r.max }
+func (r *recorder) statusChanged()            { r.changed++ }
+
+// take returns "TYPE ns/name uid rv" per recorded message and clears them.
+func (r *recorder) take() []string {
+	var out []string
+	for _, m := range r.msgs {
+		ps, _ := stream.ParseSubject(m.Subject)
+		out = append(out, fmt.Sprintf("%s %s/%s %s %s", strings.TrimPrefix(m.Header.Get(hdrType), "EVENT_TYPE_"), m.Header.Get(hdrNamespace), m.Header.Get(hdrName), ps.UID, m.Header.Get(hdrRV)))
+	}
+	r.msgs = nil
+	return out
+}
+
+func newTestSync(gvr schema.GroupVersionResource, keep bool) (*resourceSync, *recorder) {
+	rec := &recorder{max: 4 << 20}
+	w := want{gvr: gvr, kind: "ConfigMap", namespaced: true, keepSecretData: keep}
+	s := newResourceSync("m1", w, nil, nil, nil, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), stream.DefaultTombstoneTTL, 0, &metrics{})
+	return s, rec
+}
+
+func obj(uid, ns, name, rv string) (objMeta, []byte) {
+	return objMeta{uid: uid, namespace: ns, name: name, rv: rv},
+		[]byte(fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"uid":%q,"namespace":%q,"name":%q,"resourceVersion":%q},"data":{"k":"v"}}`, uid, ns, name, rv))
+}
+
+func expect(t *testing.T, step string, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("%s: published %q, want %q", step, got, want)
+	}
+}
+
+func TestResourceSyncChangeDetection(t *testing.T) {
+	ctx := context.Background()
+	s, rec := newTestSync(configMapsGVR, false)
+	up := func(uid, name, rv string, gen uint32) {
+		t.Helper()
+		m, b := obj(uid, "ns", name, rv)
+		if err := s.upsert(ctx, m, b, gen); err != nil {
+			t.Fatal(err)
+		}
+	}
+	up("u1", "a", "1", 1)
+	up("u2", "b", "1", 1)
+	expect(t, "new objects", rec.take(), "UPSERT ns/a u1 1", "UPSERT ns/b u2 1")
+	up("u1", "a", "1", 2)
+	expect(t, "unchanged", rec.take())
+	up("u1", "a", "2", 0)
+	expect(t, "changed", rec.take(), "UPSERT ns/a u1 2")
+	// Deleted and recreated under the same name: the old uid gets a tombstone.
+	up("u3", "a", "3", 0)
+	expect(t, "uid reuse", rec.take(), "DELETE ns/a u1 2", "UPSERT ns/a u3 3")
+	// A list generation that no longer returns u2: the sweep tombstones it.
+	up("u3", "a", "3", 3)
+	if err := s.sweep(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "sweep", rec.take(), "DELETE ns/b u2 1")
+	// A delete whose final state is unknown (client-go's wrapper).
+	u := &unstructured.Unstructured{}
+	u.SetUID("u3")
+	u.SetNamespace("ns")
+	u.SetName("a")
+	u.SetResourceVersion("4")
+	if err := s.remove(ctx, cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: u}); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "DeletedFinalStateUnknown", rec.take(), "DELETE ns/a u3 4")
+	if s.count.Load() != 0 {
+		t.Fatalf("count %d after everything was deleted", s.count.Load())
+	}
+}
+
+func TestResourceSyncLostPublishes(t *testing.T) {
+	ctx := context.Background()
+	s, rec := newTestSync(configMapsGVR, false)
+	m1, b1 := obj("u1", "ns", "a", "1")
+	m2, b2 := obj("u2", "ns", "b", "1")
+	for _, o := range []struct {
+		m objMeta
+		b []byte
+	}{{m1, b1}, {m2, b2}} {
+		if err := s.upsert(ctx, o.m, o.b, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs := rec.msgs
+	rec.take()
+	// The upsert of u1 was never acknowledged: relisted, it is published
+	// again even though its version did not change.
+	s.publishFailed("u1", msgs[0].Header)
+	select {
+	case <-s.relist:
+	default:
+		t.Fatal("no relist requested")
+	}
+	if err := s.upsert(ctx, m1, b1, 2); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "after a lost upsert", rec.take(), "UPSERT ns/a u1 1")
+	// Same, but the object is gone by the relist: the sweep still knows it.
+	s.publishFailed("u2", msgs[1].Header)
+	if err := s.sweep(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "lost upsert of an object deleted since", rec.take(), "DELETE ns/b u2 1")
+	// A tombstone that failed synchronously is retried by the next sweep.
+	rec.fail = true
+	if err := s.removeRef(ctx, "u1", "5", objRef{ns: "ns", name: "a"}); err == nil {
+		t.Fatal("publish error not returned")
+	}
+	rec.fail = false
+	if err := s.sweep(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "failed tombstone retried", rec.take(), "DELETE ns/a u1 5")
+	// A tombstone lost asynchronously: remembered again, swept again.
+	del := nats.NewMsg("x")
+	del.Header.Set(hdrType, "EVENT_TYPE_DELETE")
+	del.Header.Set(hdrNamespace, "ns")
+	del.Header.Set(hdrName, "a")
+	del.Header.Set(hdrRV, "5")
+	s.publishFailed("u1", del.Header)
+	if err := s.sweep(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "lost tombstone retried", rec.take(), "DELETE ns/a u1 5")
+	// A failed synchronous upsert leaves the object known, version unknown.
+	rec.fail = true
+	m3, b3 := obj("u3", "ns", "c", "7")
+	if err := s.upsert(ctx, m3, b3, 5); err == nil {
+		t.Fatal("publish error not returned")
+	}
+	rec.fail = false
+	if err := s.upsert(ctx, m3, b3, 6); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "failed upsert retried", rec.take(), "UPSERT ns/c u3 7")
+}
+
+func TestResourceSyncRefusesTooLarge(t *testing.T) {
+	ctx := context.Background()
+	s, rec := newTestSync(configMapsGVR, false)
+	rec.max = 2048
+	m, b := obj("u1", "ns", "big", "1")
+	b = []byte(strings.Replace(string(b), `"v"`, `"`+strings.Repeat("x", 4096)+`"`, 1))
+	if err := s.upsert(ctx, m, b, 1); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "too large", rec.take())
+	if got := s.refusedObjects(); len(got) != 1 || !strings.Contains(got[0], "ns/big") || s.m.refused.Load() != 1 || rec.changed == 0 {
+		t.Fatalf("refusal not recorded: %v, counter %d, status kicks %d", got, s.m.refused.Load(), rec.changed)
+	}
+	// Not retried in a loop: the same version is not published again.
+	if err := s.upsert(ctx, m, b, 2); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "refused, same version", rec.take())
+	// Smaller now: published, refusal cleared.
+	m.rv = "2"
+	_, small := obj("u1", "ns", "big", "2")
+	if err := s.upsert(ctx, m, small, 3); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "fits again", rec.take(), "UPSERT ns/big u1 2")
+	if len(s.refusedObjects()) != 0 {
+		t.Fatal("refusal not cleared")
+	}
+}
+
+func TestSecretDataChoiceIsVisibleInTheMessage(t *testing.T) {
+	ctx := context.Background()
+	for _, keep := range []bool{false, true} {
+		s, rec := newTestSync(secretsGVR, keep)
+		m, b := obj("u1", "ns", "s", "1")
+		if err := s.upsert(ctx, m, b, 1); err != nil {
+			t.Fatal(err)
+		}
+		msg := rec.msgs[0]
+		ev, err := stream.Decode(msg.Subject, msg.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hasData := strings.Contains(string(ev.GetObject()), `"data"`)
+		kept := msg.Header.Get(hdrSecretData) == secretDataKept
+		id := msg.Header.Get(jetstream.MsgIDHeader)
+		if hasData != keep || kept != keep || strings.HasSuffix(id, "/"+secretDataKept) != keep {
+			t.Fatalf("keep=%v: data in object %v, header %v, msg id %q", keep, hasData, kept, id)
+		}
+	}
+}
+
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
