@@ -33,8 +33,8 @@ func (r *recorder) publish(_ context.Context, m *nats.Msg) error {
 	return nil
 }
 func (r *recorder) flush(context.Context) error { return nil }
-func (r *recorder) maxPayload() int64         { return r.max }
-func (r *recorder) statusChanged()            { r.changed++ }
+func (r *recorder) maxPayload() int64           { return r.max }
+func (r *recorder) statusChanged()              { r.changed++ }
 
 // take returns "TYPE ns/name uid rv" per recorded message and clears them.
 func (r *recorder) take() []string {
