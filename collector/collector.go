@@ -749,9 +749,10 @@ func (c *Collector) refreshClusterInfo(ctx context.Context) {
 	}
 	c.mu.Lock()
 	changed := !sameInfo(c.info, info)
+	newMsg := msg != c.infoMessage
 	c.info, c.infoMessage = info, msg
 	c.mu.Unlock()
-	if msg != "" {
+	if msg != "" && newMsg { // once per distinct problem, not every heartbeat
 		c.log.Warn("cluster info", "err", msg)
 	}
 	if changed {
