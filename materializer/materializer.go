@@ -273,71 +273,26 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			ckpt = b.seq
 		}
 	}()
-	async, _ := m.cfg.Sink.(AsyncSink)
-	// With an AsyncSink, batch N+1 is handed over before batch N is
-	// waited for (only when N+1 is already fetched); a batch counts as
-	// applied (Applied, Observer, ack) only after its wait.
-	var pend *pendingBatch
-	finish := func() error {
-		if pend == nil {
-			return nil
-		}
-		p := pend
-		pend = nil
-		if err := p.wait(); err != nil {
-			return &sinkError{fmt.Errorf("commit up to seq %d: %w", p.b.seq, err)}
-		}
-		m.committed(cluster, p.b, p.evs)
-		if err := p.b.last.Ack(); err != nil {
-			// The checkpoint in the sink is the truth; a lost ack only
-			// causes a redelivery that is skipped.
-			log.Debug("ack failed", "err", err)
-		}
-		return nil
-	}
-	fail := func(err error) error {
-		ferr := finish()
-		if ctx.Err() != nil {
-			return nil
-		}
-		return errors.Join(err, ferr)
-	}
 	for b := range batches {
 		if b.err != nil {
-			return fail(b.err)
-		}
-		if async != nil {
-			wait, evs, err := m.applyAsync(ctx, async, cluster, b)
-			if err != nil {
-				return fail(err)
+			if ctx.Err() != nil {
+				return nil
 			}
-			if err := finish(); err != nil {
-				return fail(err)
-			}
-			pend = &pendingBatch{b: b, evs: evs, wait: wait}
-			if len(batches) == 0 {
-				if err := finish(); err != nil {
-					return fail(err)
-				}
-			}
-			continue
+			return b.err
 		}
-		evs, err := m.apply(ctx, cluster, b)
-		if err != nil {
-			return fail(err)
+		if err := m.apply(ctx, cluster, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
 		}
-		m.committed(cluster, b, evs)
 		if err := b.last.Ack(); err != nil {
+			// The checkpoint in the sink is the truth; a lost ack only causes
+			// a redelivery that is skipped.
 			log.Debug("ack failed", "err", err)
 		}
 	}
-	return fail(nil)
-}
-
-type pendingBatch struct {
-	b    batch
-	evs  []Event
-	wait func() error
+	return nil
 }
 
 // fetch collects up to BatchSize messages, waiting at most FlushInterval
@@ -400,34 +355,8 @@ func isControl(ev *fleetviewv1.ResourceEvent) bool {
 
 // apply dead-letters the undecodable messages, then hands the batch to the
 // sink; an event the sink calls poison is dead-lettered and the rest of the
-// batch applied again. It returns the events applied.
-func (m *Materializer) apply(ctx context.Context, cluster string, b batch) ([]Event, error) {
-	var evs []Event
-	err := m.handOver(ctx, b, func(e []Event) error {
-		evs = e
-		return m.cfg.Sink.Apply(ctx, cluster, e, b.seq)
-	})
-	return evs, err
-}
-
-// applyAsync is apply for an AsyncSink: the batch is handed over, and wait
-// tells when it is committed.
-func (m *Materializer) applyAsync(ctx context.Context, sink AsyncSink, cluster string, b batch) (func() error, []Event, error) {
-	var evs []Event
-	var wait func() error
-	err := m.handOver(ctx, b, func(e []Event) error {
-		evs = e
-		var err error
-		wait, err = sink.ApplyAsync(ctx, cluster, e, b.seq)
-		return err
-	})
-	return wait, evs, err
-}
-
-// handOver dead-letters the batch's undecodable messages, then calls give
-// with its events until the sink takes them, dead-lettering each event the
-// sink reports as poison.
-func (m *Materializer) handOver(ctx context.Context, b batch, give func([]Event) error) error {
+// batch applied again.
+func (m *Materializer) apply(ctx context.Context, cluster string, b batch) error {
 	for _, bad := range b.bad {
 		if err := m.deadLetter(ctx, bad.msg, bad.reason); err != nil {
 			return err
@@ -435,7 +364,7 @@ func (m *Materializer) handOver(ctx context.Context, b batch, give func([]Event)
 	}
 	evs, msgs := b.evs, b.msgs
 	for {
-		err := give(evs)
+		err := m.cfg.Sink.Apply(ctx, cluster, evs, b.seq)
 		var pe *PoisonError
 		if errors.As(err, &pe) {
 			i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq >= pe.Seq })
@@ -452,19 +381,15 @@ func (m *Materializer) handOver(ctx context.Context, b batch, give func([]Event)
 		if err != nil {
 			return &sinkError{fmt.Errorf("apply up to seq %d: %w", b.seq, err)}
 		}
-		return nil
+		break
 	}
-}
-
-// committed records a batch the sink committed: counters, Applied and the
-// Observer.
-func (m *Materializer) committed(cluster string, b batch, evs []Event) {
 	m.metrics.Applied.Add(uint64(len(evs)))
 	m.metrics.Batches.Add(1)
 	m.setApplied(cluster, b.seq)
 	if m.cfg.Observer != nil {
 		m.cfg.Observer(cluster, evs, b.seq)
 	}
+	return nil
 }
 
 func (m *Materializer) setApplied(cluster string, seq uint64) {

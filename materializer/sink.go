@@ -26,15 +26,3 @@ type Sink interface {
 	// Checkpoint is the last sequence of the cluster stream the sink holds.
 	Checkpoint(ctx context.Context, cluster string) (uint64, error)
 }
-
-// AsyncSink is a Sink that can take the next batch before the previous one
-// is visible, so building a batch overlaps with committing the one before.
-// ApplyAsync returns once the batch is handed over (or with an error, a
-// PoisonError included, before anything of it is committed); wait blocks
-// until the batch and its checkpoint are committed and visible. Batches of
-// one cluster are handed over in order, never concurrently, and each wait
-// is called in the same order.
-type AsyncSink interface {
-	Sink
-	ApplyAsync(ctx context.Context, cluster string, events []Event, lastSeq uint64) (wait func() error, err error)
-}

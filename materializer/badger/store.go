@@ -25,9 +25,8 @@ type Options struct {
 
 // Store is the Badger backend: a materializer.Sink and a reader.
 type Store struct {
-	db    *bdg.DB
-	log   *slog.Logger
-	pipes pipes
+	db  *bdg.DB
+	log *slog.Logger
 }
 
 // Open opens or creates the store in dir.
@@ -64,10 +63,7 @@ func Open(o Options) (*Store, error) {
 }
 
 // Close flushes and closes the store.
-func (s *Store) Close() error {
-	s.drain()
-	return s.db.Close()
-}
+func (s *Store) Close() error { return s.db.Close() }
 
 var _ materializer.Sink = (*Store)(nil)
 
@@ -97,16 +93,6 @@ func (s *Store) Checkpoint(_ context.Context, cluster string) (uint64, error) {
 // committed in prefixes, each with the checkpoint of its own last event, so
 // the store never holds a checkpoint that does not match its contents.
 func (s *Store) Apply(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) error {
-	// After a commit in flight, with nothing prepared against it.
-	p := s.pipe(cluster)
-	if err := p.inflight.wait(); err != nil {
-		return err
-	}
-	if p.next != nil {
-		p.next.Discard()
-		p.next = nil
-	}
-	p.overlay = nil
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	var applied uint64
@@ -133,19 +119,13 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 }
 
 func (s *Store) commit(txn *bdg.Txn, cluster string, seq uint64) error {
-	if err := setCheckpoint(txn, cluster, seq); err != nil {
+	v := make([]byte, 8)
+	binary.BigEndian.PutUint64(v, seq)
+	if err := txn.Set(ckptKey(cluster), v); err != nil {
 		return err
 	}
 	return txn.Commit()
 }
-
-func setCheckpoint(txn *bdg.Txn, cluster string, seq uint64) error {
-	v := make([]byte, 8)
-	binary.BigEndian.PutUint64(v, seq)
-	return txn.Set(ckptKey(cluster), v)
-}
-
-func gvrOf(ev *fleetviewv1.ResourceEvent) schema.GroupVersionResource { return stream.GVR(ev.GetGvr()) }
 
 func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) error {
 	ev := e.Event
@@ -162,31 +142,22 @@ func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) err
 }
 
 func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, e materializer.Event, ev *fleetviewv1.ResourceEvent) error {
+	seq, lbls := e.Seq, e.Labels
+	if !e.Labeled {
+		var err error
+		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
+			return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+		}
+	}
 	key := objKey(gvr, ev.GetNamespace(), ev.GetName(), cluster)
 	old, err := s.oldLabels(txn, key)
 	if err != nil {
 		return err
 	}
-	_, err = s.writeUpsert(txn, cluster, e, key, old)
-	return err
-}
-
-// writeUpsert writes an object, its uid mapping and the label index
-// changes from old, and returns the object's labels.
-func (s *Store) writeUpsert(txn *bdg.Txn, cluster string, e materializer.Event, key []byte, old map[string]string) (map[string]string, error) {
-	ev := e.Event
-	gvr := gvrOf(ev)
-	seq, lbls := e.Seq, e.Labels
-	if !e.Labeled {
-		var err error
-		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
-			return nil, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
-		}
-	}
 	for k, v := range old {
 		if nv, ok := lbls[k]; !ok || nv != v {
 			if err := txn.Delete(labelKey(gvr, k, v, ev.GetNamespace(), ev.GetName(), cluster)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 	}
@@ -195,13 +166,13 @@ func (s *Store) writeUpsert(txn *bdg.Txn, cluster string, e materializer.Event, 
 			continue
 		}
 		if err := txn.Set(labelKey(gvr, k, v, ev.GetNamespace(), ev.GetName(), cluster), nil); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := txn.Set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
-		return nil, err
+		return err
 	}
-	return lbls, txn.Set(uidKey(cluster, gvr, ev.GetUid()), key)
+	return txn.Set(uidKey(cluster, gvr, ev.GetUid()), key)
 }
 
 func (s *Store) oldLabels(txn *bdg.Txn, key []byte) (map[string]string, error) {

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"testing"
 
-	bdg "github.com/dgraph-io/badger/v4"
-
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetview/fleetview/internal/query"
@@ -121,94 +119,5 @@ func fmtList(s []string) string {
 		b.WriteString(x)
 	}
 	b.WriteByte(']')
-	return b.String()
-}
-
-// TestApplyAsyncMatchesApply hands batches over without waiting (batch N+1
-// built while N commits, reading N's labels from the overlay) and checks
-// the store ends equal to one written batch by batch.
-func TestApplyAsyncMatchesApply(t *testing.T) {
-	var batches [][]materializer.Event
-	seq := uint64(0)
-	next := func(e *fleetviewv1.ResourceEvent) materializer.Event {
-		seq++
-		return ev(seq, e)
-	}
-	for round := 0; round < 6; round++ {
-		var b []materializer.Event
-		for i := 0; i < 40; i++ {
-			e := benchdata.Event("c1", i, round+1)
-			if round%2 == 1 && i%3 == 0 {
-				e.Object = bytes.Replace(e.Object, []byte(`"shard":"s`), []byte(`"shard":"r`+string(rune('0'+round))), 1)
-			}
-			b = append(b, next(e))
-		}
-		if round == 3 {
-			b = append(b, next(benchdata.Delete("c1", 5, 99)))
-		}
-		batches = append(batches, b)
-	}
-	ctx := context.Background()
-	open := func() (*Store, *Reader) {
-		s, err := Open(Options{Dir: t.TempDir()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := s.Reader(ReaderOptions{})
-		t.Cleanup(func() { r.Close(); s.Close() })
-		return s, r
-	}
-	syncS, syncR := open()
-	asyncS, asyncR := open()
-	var waits []func() error
-	for _, b := range batches {
-		if err := syncS.Apply(ctx, "c1", b, b[len(b)-1].Seq); err != nil {
-			t.Fatal(err)
-		}
-		w, err := asyncS.ApplyAsync(ctx, "c1", b, b[len(b)-1].Seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waits = append(waits, w)
-	}
-	for _, w := range waits {
-		if err := w(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, sel := range []string{"", "shard=s0", "shard=r5", "shard=r1", "shard in (r3,s3)", "app=web", "!shard"} {
-		if a, b := fmtList(names(t, syncR, sel)), fmtList(names(t, asyncR, sel)); a != b {
-			t.Errorf("list %q: batch by batch %s, pipelined %s", sel, a, b)
-		}
-	}
-	// Reads filter stale index entries, so compare the index itself: a
-	// label change read from a stale snapshot would leave entries behind.
-	if a, b := dumpKeys(t, syncS), dumpKeys(t, asyncS); a != b {
-		t.Errorf("keys differ:\nbatch by batch:\n%s\npipelined:\n%s", a, b)
-	}
-	if a, _ := syncS.Checkpoint(ctx, "c1"); a != seq {
-		t.Fatalf("checkpoint %d, want %d", a, seq)
-	}
-	if b, _ := asyncS.Checkpoint(ctx, "c1"); b != seq {
-		t.Fatalf("pipelined checkpoint %d, want %d", b, seq)
-	}
-}
-
-// dumpKeys lists every object, label-index and uid key.
-func dumpKeys(t *testing.T, s *Store) string {
-	t.Helper()
-	var b bytes.Buffer
-	err := s.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			b.Write(bytes.ReplaceAll(it.Item().Key(), []byte{0}, []byte{'|'}))
-			b.WriteByte('\n')
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return b.String()
 }
