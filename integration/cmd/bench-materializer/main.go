@@ -105,9 +105,13 @@ func run(ctx context.Context) error {
 	defer os.RemoveAll(work)
 	fmt.Printf("bench-materializer: %d Pod events in %d cluster stream(s), Badger batch %d, %d into OpenSearch; %d CPUs, load average %s\n", n, k, batch, osN, numCPU(), loadAvg())
 
-	bin := filepath.Join(work, "fleetview")
-	if out, err := exec.Command("go", "build", "-o", bin, "./cmd/fleetview").CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (run from the repository root): %v\n%s", err, out)
+	// FV_BENCH_BIN runs a given fleetview binary (A/B comparisons).
+	bin := os.Getenv("FV_BENCH_BIN")
+	if bin == "" {
+		bin = filepath.Join(work, "fleetview")
+		if out, err := exec.Command("go", "build", "-o", bin, "./cmd/fleetview").CombinedOutput(); err != nil {
+			return fmt.Errorf("go build (run from the repository root): %v\n%s", err, out)
+		}
 	}
 
 	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(work, "nats"), Port: -1})
