@@ -43,7 +43,7 @@ func newRoot() *cobra.Command {
 	up.AddFlags(upCmd.Flags())
 
 	serve := &app.ServeOptions{}
-	serveCmd := &cobra.Command{Use: "serve", Short: "Run the materializer (Badger) and the query API against a NATS server",
+	serveCmd := &cobra.Command{Use: "serve", Short: "Run the materializers (Badger; OpenSearch for registries with backendStore.openSearch) and the query API against a NATS server",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return app.RunServe(c.Context(), *serve, logger()) }}
 	serve.AddFlags(serveCmd.Flags())
