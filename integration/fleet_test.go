@@ -76,10 +76,17 @@ func upOptions(t testing.TB, fleet *harness.Fleet, stateDir string) app.UpOption
 
 func startUp(t testing.TB, o app.UpOptions) *fleetview {
 	t.Helper()
+	return startUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), context.Background())
+}
+
+// startUpWith dials with creds and probes readiness with probeCtx (which
+// carries credentials when the API requires them).
+func startUpWith(t testing.TB, o app.UpOptions, creds grpc.DialOption, probeCtx context.Context) *fleetview {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	fv := &fleetview{opts: o, cancel: cancel, done: make(chan error, 1), rest: "http://" + o.HTTPAddr}
 	go func() { fv.done <- app.RunUp(ctx, o, testLogger(t)) }()
-	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(o.GRPCAddr, creds)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +100,7 @@ func startUp(t testing.TB, o app.UpOptions) *fleetview {
 			t.Fatalf("fleetview up exited early: %v", err)
 		default:
 		}
-		_, err := fv.regs.ListRegistries(context.Background(), &fleetviewv1.ListRegistriesRequest{})
+		_, err := fv.regs.ListRegistries(probeCtx, &fleetviewv1.ListRegistriesRequest{})
 		return err
 	})
 	return fv

@@ -109,3 +109,39 @@ func TestRestConfig(t *testing.T) {
 		t.Fatalf("missing kubeconfig file: %v", err)
 	}
 }
+
+func TestAuthOptionsValidate(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f")
+	if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		o      AuthOptions
+		listen []string
+		want   []string
+	}{
+		{"loopback without auth is fine", AuthOptions{}, []string{"127.0.0.1:80", "localhost:81", "[::1]:82"}, nil},
+		{"exposed without auth is refused", AuthOptions{}, []string{"0.0.0.0:8080", "10.1.2.3:7070"}, []string{"0.0.0.0:8080 is not a loopback", "10.1.2.3:7070 is not a loopback"}},
+		{"exposed, explicitly unauthenticated", AuthOptions{AllowUnauthenticated: true}, []string{"0.0.0.0:8080"}, nil},
+		{"tokens without policy", AuthOptions{TokenFile: f}, nil, []string{"--authorization-policy-file is required"}},
+		{"policy without identities", AuthOptions{PolicyFile: f}, nil, []string{"needs --token-auth-file or --client-ca-file"}},
+		{"cert without key, CA without cert, missing file", AuthOptions{TLSCertFile: f, ClientCAFile: filepath.Join(dir, "nope"), PolicyFile: f}, nil,
+			[]string{"--client-ca-file: stat", "go together"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := tc.o.Validate(tc.listen...)
+			if len(errs) != len(tc.want) {
+				t.Fatalf("got %v, want %d errors", errs, len(tc.want))
+			}
+			joined := fmt.Sprint(errs)
+			for _, w := range tc.want {
+				if !strings.Contains(joined, w) {
+					t.Errorf("%q does not mention %q", joined, w)
+				}
+			}
+		})
+	}
+}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,6 +46,7 @@ type ServeOptions struct {
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize  int
 	OpenSearch OpenSearchOptions
+	Auth       AuthOptions
 }
 
 // AddFlags registers the flags.
@@ -56,6 +58,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	o.OpenSearch.AddFlags(fs)
+	o.Auth.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -76,6 +79,7 @@ func (o *ServeOptions) Validate() []error {
 	if o.BatchSize < 0 {
 		errs = append(errs, fmt.Errorf("%w: --batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
 	}
+	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -158,6 +162,10 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		go func() { _ = b.metrics.Serve(ml) }()
 		log.Info("metrics listening", "url", "http://"+ml.Addr().String()+"/metrics")
 	}
+	sec, err := o.Auth.build()
+	if err != nil {
+		return fail(err)
+	}
 	gl, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
 		return fail(fmt.Errorf("listen %s: %w", o.GRPCAddr, err))
@@ -167,8 +175,12 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		_ = gl.Close()
 		return fail(fmt.Errorf("listen %s: %w", o.HTTPAddr, err))
 	}
+	if sec.httpTLS != nil {
+		hl = tls.NewListener(hl, sec.httpTLS)
+	}
 	api, err := queryapi.New(queryapi.Config{
 		Reader: b.rr, Hub: b.hub, Registries: regs, Inventory: inv, JetStream: js, Applied: b.applied,
+		ServerOptions: sec.server, GatewayDialOptions: sec.gateway,
 		GRPCListener: gl, HTTPListener: hl, Logger: log,
 	})
 	if err != nil {

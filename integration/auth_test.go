@@ -1,0 +1,347 @@
+package integration
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+const authTokens = `admin-token,root,1,"fleet-admins"
+alice-token,alice,2
+bob-token,bob,3
+`
+
+const authPolicy = `rules:
+- groups: [fleet-admins]
+  verbs: ["*"]
+  resources: ["*", secrets]
+- users: [alice]
+  verbs: [get, list, watch]
+  resources: [pods]
+  clusters: [member1]
+- users: [bob]
+  verbs: [list]
+  resources: ["*"]
+  namespaces: [shop]
+- users: [carol]
+  verbs: [list]
+  resources: [pods]
+  clusters: [member2]
+`
+
+// pki writes a CA, a serving certificate for 127.0.0.1 and a client
+// certificate for carol, all signed by the CA.
+func pki(t *testing.T, dir string) (caPEM []byte, clientCert tls.Certificate) {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := key()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fleetview-test-ca"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	issue := func(tmpl *x509.Certificate) ([]byte, []byte) {
+		k := key()
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kb, _ := x509.MarshalECPrivateKey(k)
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+	}
+	srvCert, srvKey := issue(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fleetview"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)})
+	cliCert, cliKey := issue(&x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "carol", Organization: []string{"ops"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)})
+	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	for name, b := range map[string][]byte{"ca.crt": caPEM, "server.crt": srvCert, "server.key": srvKey} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clientCert, err = tls.X509KeyPair(cliCert, cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return caPEM, clientCert
+}
+
+type bearer string
+
+func (b bearer) ctx() context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+string(b))
+}
+
+// TestAuthorization runs `fleetview up` with TLS, bearer tokens, client
+// certificates and a policy against two real member clusters, and checks
+// that each caller sees exactly its scope over gRPC and REST.
+func TestAuthorization(t *testing.T) {
+	ctx := context.Background()
+	fleet := startFleet(t, "member1", "member2")
+	for _, name := range []string{"member1", "member2"} {
+		cs := fleet.Cluster(name).Clientset()
+		for _, ns := range []string{"shop", "payments"} {
+			if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "web", "web"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	dir := t.TempDir()
+	caPEM, carolCert := pki(t, dir)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(authTokens), 0o600))
+	must(os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(authPolicy), 0o600))
+
+	o := upOptions(t, fleet, filepath.Join(dir, "state"))
+	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
+	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
+	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
+	o.Auth.TLSKeyFile = filepath.Join(dir, "server.key")
+	o.Auth.ClientCAFile = filepath.Join(dir, "ca.crt")
+
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	fv := startUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
+	defer fv.stop(t)
+	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	rest := "https://" + o.HTTPAddr
+
+	if _, err := fv.regs.ApplyRegistry(bearer("alice-token").ctx(), registryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("alice may not manage registries: %v", err)
+	}
+	if _, err := fv.regs.ApplyRegistry(bearer("admin-token").ctx(), registryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); err != nil {
+		t.Fatal(err)
+	}
+	all := refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"}, ref{"member2", "payments", "web"}, ref{"member2", "shop", "web"})
+	list := func(c context.Context, resource string) ([]string, error) {
+		return grpcList(c, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: resource})
+	}
+	eventually(t, 90*time.Second, func() error {
+		got, err := list(bearer("admin-token").ctx(), "pods")
+		if err != nil {
+			return err
+		}
+		return sameSet(got, all)
+	})
+
+	restList := func(token, path string) (int, []string, error) {
+		req, _ := http.NewRequest(http.MethodGet, rest+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, nil, nil
+		}
+		var l struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil {
+			return resp.StatusCode, nil, err
+		}
+		var out []ref
+		for _, it := range l.Items {
+			r, err := objectRef(it)
+			if err != nil {
+				return 0, nil, err
+			}
+			out = append(out, r)
+		}
+		return resp.StatusCode, refs(out...), nil
+	}
+
+	cases := []struct {
+		name     string
+		ctx      context.Context
+		token    string
+		resource string
+		code     codes.Code
+		http     int
+		want     []string
+	}{
+		{"no credentials", context.Background(), "", "pods", codes.Unauthenticated, 401, nil},
+		{"unknown token", bearer("forged").ctx(), "forged", "pods", codes.Unauthenticated, 401, nil},
+		{"admin sees every pod", bearer("admin-token").ctx(), "admin-token", "pods", codes.OK, 200, all},
+		{"alice sees member1 only", bearer("alice-token").ctx(), "alice-token", "pods", codes.OK, 200,
+			refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"})},
+		{"bob sees namespace shop only", bearer("bob-token").ctx(), "bob-token", "pods", codes.OK, 200,
+			refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"})},
+		{"bob's star does not reach secrets", bearer("bob-token").ctx(), "bob-token", "secrets", codes.PermissionDenied, 403, nil},
+		{"alice has no secrets", bearer("alice-token").ctx(), "alice-token", "secrets", codes.PermissionDenied, 403, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := list(tc.ctx, tc.resource)
+			if status.Code(err) != tc.code {
+				t.Fatalf("gRPC: %v, want %v", err, tc.code)
+			}
+			if tc.code == codes.OK {
+				if err := sameSet(got, tc.want); err != nil {
+					t.Fatalf("gRPC: %v", err)
+				}
+			}
+			code, got, err := restList(tc.token, "/v1/resources/core/v1/"+tc.resource)
+			if err != nil || code != tc.http {
+				t.Fatalf("REST: %d %v, want %d", code, err, tc.http)
+			}
+			if tc.http == 200 {
+				if err := sameSet(got, tc.want); err != nil {
+					t.Fatalf("REST: %v", err)
+				}
+			}
+		})
+	}
+
+	t.Run("secrets are metadata-only even for admins", func(t *testing.T) {
+		resp, err := fv.query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := resp.GetObject().AsMap()
+		if _, ok := m["data"]; ok || strings.Contains(fmt.Sprint(m), "hunter2") {
+			t.Fatalf("secret data was cached: %v", m)
+		}
+	})
+
+	t.Run("alice's get outside her clusters is not found", func(t *testing.T) {
+		_, err := fv.query.Get(bearer("alice-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member2"})
+		if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
+			t.Fatalf("got %v", err)
+		}
+	})
+
+	t.Run("alice's watch carries member1 only", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(bearer("alice-token").ctx(), 30*time.Second)
+		defer cancel()
+		w, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for len(seen) < 2 {
+			ev, err := w.Recv()
+			if err != nil {
+				t.Fatalf("watch: %v (seen %v)", err, seen)
+			}
+			if ev.GetType() == "BOOKMARK" {
+				continue
+			}
+			if ev.GetCluster() != "member1" {
+				t.Fatalf("alice got an event from %s", ev.GetCluster())
+			}
+			seen[ev.GetCluster()+"/"+ev.GetObject().AsMap()["metadata"].(map[string]any)["namespace"].(string)] = true
+		}
+		// A change in member2 must not reach her; one in member1 must.
+		if _, err := fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, pod("shop", "hidden", "x"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop").Create(ctx, pod("shop", "visible", "x"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			ev, err := w.Recv()
+			if err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			if ev.GetType() == "BOOKMARK" {
+				continue
+			}
+			name := ev.GetObject().AsMap()["metadata"].(map[string]any)["name"]
+			if ev.GetCluster() != "member1" || name == "hidden" {
+				t.Fatalf("alice got %s/%v", ev.GetCluster(), name)
+			}
+			if name == "visible" {
+				return
+			}
+		}
+	})
+
+	t.Run("client certificate identity", func(t *testing.T) {
+		conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{carolCert}})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		resp, err := fleetviewv1.NewQueryServiceClient(conn).List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "payments"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetItems()) != 1 {
+			t.Fatalf("carol (member2 pods) got %d items", len(resp.GetItems()))
+		}
+		if r, _ := objectRef(resp.GetItems()[0].AsMap()); r.cluster != "member2" {
+			t.Fatalf("carol got %v", r)
+		}
+	})
+}
+
+// registryRequest builds a registry for every cluster from "apiVersion:Kind"
+// selectors.
+func registryRequest(t *testing.T, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
+	t.Helper()
+	var sels []any
+	for _, s := range selectors {
+		av, kind, _ := strings.Cut(s, ":")
+		sels = append(sels, map[string]any{"apiVersion": av, "kind": kind})
+	}
+	reg, err := structpb.NewStruct(map[string]any{
+		"apiVersion": "fleetview.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fleetviewv1.ApplyRegistryRequest{Registry: reg}
+}

@@ -1,0 +1,154 @@
+package app
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/queryapi"
+)
+
+// AuthOptions secure the query API (DESIGN.md §3.6): access to the cache is
+// access to every cluster's data, so without credentials fleetview only
+// listens on loopback.
+type AuthOptions struct {
+	TokenFile    string
+	PolicyFile   string
+	TLSCertFile  string
+	TLSKeyFile   string
+	ClientCAFile string
+	// AllowUnauthenticated lets an unauthenticated API listen beyond
+	// loopback (e.g. behind an authenticating proxy).
+	AllowUnauthenticated bool
+}
+
+// AddFlags registers the flags.
+func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.TokenFile, "token-auth-file", "", `bearer tokens, one per line: token,user,uid,"group1,group2" (kube-apiserver format)`)
+	fs.StringVar(&o.PolicyFile, "authorization-policy-file", "", "YAML allow rules: users/groups -> verbs (get, list, watch, search, admin), resources, clusters, namespaces")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate for gRPC and REST")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA that signs client certificates (gRPC; CN = user, O = groups)")
+	fs.BoolVar(&o.AllowUnauthenticated, "insecure-allow-unauthenticated", false, "serve without authentication on non-loopback addresses")
+}
+
+func (o *AuthOptions) enabled() bool { return o.TokenFile != "" || o.ClientCAFile != "" }
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Validate reports every problem at once.
+func (o *AuthOptions) Validate(listen ...string) []error {
+	var errs []error
+	for flag, f := range map[string]string{"--token-auth-file": o.TokenFile, "--authorization-policy-file": o.PolicyFile,
+		"--tls-cert-file": o.TLSCertFile, "--tls-private-key-file": o.TLSKeyFile, "--client-ca-file": o.ClientCAFile} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err))
+		}
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, fmt.Errorf("%w: --tls-cert-file and --tls-private-key-file go together", ErrInvalidOptions))
+	}
+	if o.ClientCAFile != "" && o.TLSCertFile == "" {
+		errs = append(errs, fmt.Errorf("%w: --client-ca-file needs --tls-cert-file", ErrInvalidOptions))
+	}
+	if o.enabled() && o.PolicyFile == "" {
+		errs = append(errs, fmt.Errorf("%w: --authorization-policy-file is required with authentication (nothing is allowed without rules)", ErrInvalidOptions))
+	}
+	if o.PolicyFile != "" && !o.enabled() {
+		errs = append(errs, fmt.Errorf("%w: --authorization-policy-file needs --token-auth-file or --client-ca-file to know who is asking", ErrInvalidOptions))
+	}
+	if !o.enabled() && !o.AllowUnauthenticated {
+		for _, a := range listen {
+			if a != "" && !isLoopback(a) {
+				errs = append(errs, fmt.Errorf("%w: %s is not a loopback address and no authentication is configured: anyone reaching it could read every cached object of every cluster (set --token-auth-file/--client-ca-file and --authorization-policy-file, or --insecure-allow-unauthenticated)", ErrInvalidOptions, a))
+			}
+		}
+	}
+	return errs
+}
+
+// security is what the query API needs from the auth options.
+type security struct {
+	server  []grpc.ServerOption
+	gateway []grpc.DialOption
+	httpTLS *tls.Config
+}
+
+func (o *AuthOptions) build() (*security, error) {
+	s := &security{}
+	if o.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: TLS key pair: %v", ErrInvalidOptions, err)
+		}
+		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if o.ClientCAFile != "" {
+			pem, err := os.ReadFile(o.ClientCAFile)
+			if err != nil {
+				return nil, err
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("%w: --client-ca-file holds no PEM certificate", ErrInvalidOptions)
+			}
+			tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		}
+		s.server = append(s.server, grpc.Creds(credentials.NewTLS(tc)))
+		s.httpTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// The gateway dials its own gRPC server over loopback: pin the
+		// serving certificate rather than trusting a name.
+		own := cert.Certificate[0]
+		s.gateway = append(s.gateway, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			InsecureSkipVerify: true, //nolint:gosec // pinned below
+			VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+				if len(raw) == 0 || !bytes.Equal(raw[0], own) {
+					return errors.New("gateway: gRPC server presented an unexpected certificate")
+				}
+				return nil
+			},
+		})))
+	}
+	if !o.enabled() {
+		return s, nil
+	}
+	g := &queryapi.Guard{}
+	if o.TokenFile != "" {
+		f, err := os.Open(o.TokenFile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if g.Tokens, err = auth.LoadTokens(f); err != nil {
+			return nil, fmt.Errorf("--token-auth-file: %w", err)
+		}
+	}
+	p, err := auth.LoadPolicy(o.PolicyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--authorization-policy-file: %w", err)
+	}
+	g.Authorizer = auth.NewAuthorizer(p)
+	s.server = append(s.server, grpc.ChainUnaryInterceptor(g.Unary), grpc.ChainStreamInterceptor(g.Stream))
+	return s, nil
+}
