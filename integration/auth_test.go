@@ -345,3 +345,5 @@ func registryRequest(t *testing.T, name string, selectors ...string) *fleetviewv
 	}
 	return &fleetviewv1.ApplyRegistryRequest{Registry: reg}
 }
+
+func structpbValue(v any) (*structpb.Value, error) { return structpb.NewValue(v) }

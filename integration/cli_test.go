@@ -132,9 +132,9 @@ spec:
 	})
 
 	// Flags: every problem at once, naming each.
-	raw, err := exec.Command(bin, "up", "--state-dir", "", "--grpc-addr", "nope").CombinedOutput()
+	raw, err := exec.Command(bin, "up", "--state-dir", "", "--grpc-addr", "nope", "--nats-host", "0.0.0.0").CombinedOutput()
 	out = string(raw)
-	if err == nil || !strings.Contains(out, "--state-dir") || !strings.Contains(out, "--grpc-addr") || !strings.Contains(out, "--context") {
+	if err == nil || !strings.Contains(out, "--state-dir") || !strings.Contains(out, "--grpc-addr") || !strings.Contains(out, "--nats-host 0.0.0.0") {
 		t.Fatalf("bad flags: %v\n%s", err, out)
 	}
 	raw, err = exec.Command(bin, "up", "--kubeconfig", kc, "--context", "member7", "--state-dir", t.TempDir()).CombinedOutput()

@@ -22,11 +22,12 @@ func TestUpOptionsValidate(t *testing.T) {
 		want   []string
 	}{
 		{"valid", func(*UpOptions) {}, nil},
-		{"no context", func(o *UpOptions) { o.Contexts = nil }, []string{"--context is required"}},
+		{"no context is the hub mode", func(o *UpOptions) { o.Contexts = nil }, nil},
+		{"exposed NATS without a token", func(o *UpOptions) { o.NATSHost = "0.0.0.0" }, []string{"--nats-host 0.0.0.0 is not a loopback"}},
 		{"context not a cluster name", func(o *UpOptions) { o.Contexts = []string{"kind-Prod.EU"} }, []string{`--context "kind-Prod.EU"`}},
 		{"duplicate context", func(o *UpOptions) { o.Contexts = []string{"a", "a"} }, []string{`--context "a" given twice`}},
 		{"everything wrong at once", func(o *UpOptions) {
-			o.StateDir, o.GRPCAddr, o.HTTPAddr, o.Contexts = "", "nope", "also-nope", nil
+			o.StateDir, o.GRPCAddr, o.HTTPAddr, o.Contexts = "", "nope", "also-nope", []string{"Bad"}
 		}, []string{"--state-dir", "--grpc-addr", "--http-addr", "--context"}},
 	}
 	for _, tc := range cases {

@@ -81,7 +81,10 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 	}
 	if !o.enabled() && !o.AllowUnauthenticated {
 		for _, a := range listen {
-			if a != "" && !isLoopback(a) {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				continue // malformed: reported by the address check
+			}
+			if !isLoopback(a) {
 				errs = append(errs, fmt.Errorf("%w: %s is not a loopback address and no authentication is configured: anyone reaching it could read every cached object of every cluster (set --token-auth-file/--client-ca-file and --authorization-policy-file, or --insecure-allow-unauthenticated)", ErrInvalidOptions, a))
 			}
 		}

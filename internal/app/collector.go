@@ -27,10 +27,12 @@ type CollectorOptions struct {
 	Kubeconfig string
 	Context    string
 	NATSURL    string
-	Labels     map[string]string
-	Provider   string
-	Region     string
-	Zone       string
+	// NATSTokenFile holds the hub's NATS token.
+	NATSTokenFile string
+	Labels        map[string]string
+	Provider      string
+	Region        string
+	Zone          string
 	// ClusterInfoConfigMap is "namespace/name" of a ConfigMap in the member
 	// cluster with data keys provider, region, zone, labels; "" disables it.
 	ClusterInfoConfigMap string
@@ -53,6 +55,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (empty: in-cluster config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the hub's NATS token")
 	fs.StringToStringVar(&o.Labels, "labels", nil, "cluster labels for ClusterAffinity (k=v,...); merged over the cluster-info ConfigMap's")
 	fs.StringVar(&o.Provider, "provider", "", "cluster provider (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
 	fs.StringVar(&o.Region, "region", "", "cluster region (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
@@ -126,11 +129,15 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.NATSURL, nats.Name("fleetview-collector-"+o.Cluster),
+	tokOpts, err := natsTokenOption(o.NATSTokenFile)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(o.NATSURL, append(tokOpts, nats.Name("fleetview-collector-"+o.Cluster),
 		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
 		nats.ReconnectBufSize(o.ReconnectBuffer),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; buffering", "err", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }))
+		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}

@@ -40,6 +40,9 @@ type ServeOptions struct {
 	GRPCAddr string
 	HTTPAddr string
 	NATSURL  string
+	// NATSTokenFile holds the token of the NATS server (serve connects
+	// with it; up requires it from every client of its embedded server).
+	NATSTokenFile string
 	// MetricsAddr, when set, serves the materializers' counters in the
 	// Prometheus text format at /metrics.
 	MetricsAddr string
@@ -55,6 +58,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the NATS token")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	o.OpenSearch.AddFlags(fs)
@@ -325,7 +329,11 @@ func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 	if errs := o.Validate(); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	nc, err := nats.Connect(o.NATSURL, nats.Name("fleetview-serve"), nats.MaxReconnects(-1))
+	tokOpts, err := natsTokenOption(o.NATSTokenFile)
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(o.NATSURL, append(tokOpts, nats.Name("fleetview-serve"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
@@ -342,6 +350,7 @@ type UpOptions struct {
 	ServeOptions
 	Kubeconfig string
 	Contexts   []string
+	NATSHost   string
 	NATSPort   int
 }
 
@@ -350,14 +359,21 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ServeOptions.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig holding the member clusters' contexts")
 	fs.StringSliceVar(&o.Contexts, "context", nil, "kubeconfig context of a member cluster (repeatable); the member cluster is named after it")
+	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
 }
 
 // Validate reports every problem at once.
 func (o *UpOptions) Validate() []error {
 	errs := o.ServeOptions.Validate()
-	if len(o.Contexts) == 0 {
-		errs = append(errs, fmt.Errorf("%w: at least one --context is required", ErrInvalidOptions))
+	// No --context is the hub mode: collectors run in the member clusters
+	// and connect to the embedded NATS server.
+	host := o.NATSHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if o.NATSTokenFile == "" && !o.Auth.AllowUnauthenticated && !isLoopback(net.JoinHostPort(host, "0")) {
+		errs = append(errs, fmt.Errorf("%w: --nats-host %s is not a loopback address and no --nats-token-file is set: anyone reaching it could write any cluster's stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, host))
 	}
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
@@ -387,13 +403,21 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		}
 		collectors = append(collectors, collector.Config{Cluster: c, REST: rc, Logger: log})
 	}
-	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Port: o.NATSPort})
+	tok, err := natsToken(o.NATSTokenFile)
+	if err != nil {
+		return err
+	}
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, Token: tok})
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
-	log.Info("embedded NATS running", "url", ns.ClientURL())
-	nc, err := nats.Connect(ns.ClientURL(), nats.Name("fleetview-up"), nats.MaxReconnects(-1))
+	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(collectors))
+	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
+	if tok != "" {
+		natsOpts = append(natsOpts, nats.Token(tok))
+	}
+	nc, err := nats.Connect(ns.ClientURL(), natsOpts...)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -64,8 +65,15 @@ func Start(o Options) (*Server, error) {
 	return &Server{ns: ns}, nil
 }
 
-// ClientURL is the nats:// URL clients connect to.
-func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+// ClientURL is the nats:// URL clients in this process connect to; a server
+// listening on every address is reached on loopback.
+func (s *Server) ClientURL() string {
+	u := s.ns.ClientURL()
+	for _, any := range []string{"//0.0.0.0:", "//[::]:"} {
+		u = strings.Replace(u, any, "//127.0.0.1:", 1)
+	}
+	return u
+}
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {

@@ -1,0 +1,92 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fleetview/fleetview/internal/app"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// TestHubWithRemoteCollector is the helm chart's topology: `fleetview up`
+// without contexts (the hub, embedded NATS behind a token) and the real
+// `fleetview collector` binary of a member cluster connecting to it.
+func TestHubWithRemoteCollector(t *testing.T) {
+	ctx := context.Background()
+	fleet := startFleet(t, "edge1")
+	bin := buildFleetview(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "nats-token")
+	if err := os.WriteFile(tokenFile, []byte("s3cr3t-hub-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	natsAddr := freeAddr(t)
+	_, port, _ := strings.Cut(natsAddr, ":")
+	var natsPort int
+	fmt.Sscan(port, &natsPort)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSTokenFile: tokenFile},
+		NATSHost: "127.0.0.1", NATSPort: natsPort}
+	fv := startUp(t, o)
+	defer fv.stop(t)
+
+	if nc, err := nats.Connect("nats://" + natsAddr); err == nil {
+		nc.Close()
+		t.Fatal("the hub's NATS accepted a client without the token")
+	}
+
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	col := exec.Command(bin, "collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
+		"--nats-url", "nats://"+natsAddr, "--nats-token-file", tokenFile, "--labels", "tier=edge", "--region", "eu-west")
+	col.Stdout, col.Stderr = &logs, &logs
+	if err := col.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = col.Process.Signal(os.Interrupt)
+		_ = col.Wait()
+		if t.Failed() {
+			t.Logf("collector log:\n%s", logs.String())
+		}
+	}()
+
+	// A registry selecting clusters by the labels and region the remote
+	// collector reported.
+	req := registryRequest(t, "edge-pods", "v1:Pod")
+	spec := req.Registry.GetFields()["spec"].GetStructValue()
+	tc, _ := structpbValue(map[string]any{
+		"labelSelector": map[string]any{"matchLabels": map[string]any{"tier": "edge"}},
+		"fieldSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "region", "operator": "In", "values": []any{"eu-west"}}}},
+	})
+	spec.Fields["targetCluster"] = tc
+	if _, err := fv.regs.ApplyRegistry(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fleet.Cluster("edge1").Clientset().CoreV1().Pods("default").Create(ctx, pod("default", "sensor", "sensor"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, func() error {
+		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+		if err != nil {
+			return err
+		}
+		return sameSet(got, refs(ref{"edge1", "default", "sensor"}))
+	})
+	c, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge1"})
+	if err != nil || !c.GetReady() || c.GetRegion() != "eu-west" || c.GetLabels()["tier"] != "edge" {
+		t.Fatalf("inventory of the remote cluster: %v %v", c, err)
+	}
+}
