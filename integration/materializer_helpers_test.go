@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -25,24 +26,7 @@ import (
 // startMatNATS runs an embedded JetStream server for a test.
 func startMatNATS(t testing.TB, port int) (*natsserver.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	if port == 0 {
-		port = -1
-	}
-	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: port})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ns, nc, js
+	return natstest.Start(t, port)
 }
 
 // publishEvents publishes events into their clusters' streams (created as

@@ -7,27 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"go.uber.org/goleak"
-
-	"github.com/fleetview/fleetview/internal/natsserver"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestPutGetList(t *testing.T) {
-	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	_, _, js := natstest.Start(t, -1)
 	ctx := context.Background()
 	kv, err := Bucket(ctx, js)
 	if err != nil {
