@@ -4,6 +4,7 @@
 #   - Go tools for code generation (buf, protoc plugins)  -> scripts/tools.sh
 #   - kube-apiserver + etcd from the Go module proxy      -> scripts/build-k8s.sh
 #   - the OpenSearch node launcher from Maven Central     -> scripts/build-opensearch.sh
+#   - helm, from the Go module proxy                      -> chart test
 #   - kubectl (Debian's kubernetes-client) when missing
 # then checks generated code, formatting and vet, and runs every test against
 # the real components. Nothing is skipped: a missing component fails the run.
@@ -27,6 +28,14 @@ go mod download
 
 log "code generation tools"
 bash scripts/tools.sh >/dev/null
+
+log "helm (for the chart test)"
+HELM_VERSION=v3.16.4
+tools_bin="${FLEETVIEW_CACHE:-$HOME/.cache/fleetview}/tools/bin"
+if ! "$tools_bin/helm" version --short 2>/dev/null | grep -q "^$HELM_VERSION"; then
+	GOBIN="$tools_bin" go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+"$tools_bin/helm" version --short
 
 log "kube-apiserver + etcd"
 bash scripts/build-k8s.sh | tail -1
