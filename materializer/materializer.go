@@ -295,8 +295,10 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	return nil
 }
 
-// fetch collects up to BatchSize messages, waiting at most FlushInterval
-// once the first one arrived.
+// fetch collects up to BatchSize messages. It flushes early when the stream
+// has nothing more pending (so a watch sees a trickle of changes at once),
+// and otherwise waits at most FlushInterval once the first one arrived (so
+// bulk ingest fills its batches).
 func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64) batch {
 	var b batch
 	bctx := ctx
@@ -319,33 +321,40 @@ func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, 
 			b.err = err
 			return b
 		}
-		seq := md.Sequence.Stream
-		if seq <= ckpt || seq <= b.seq {
-			continue // redelivered, already applied
+		m.add(&b, msg, md.Sequence.Stream, ckpt)
+		if md.NumPending == 0 && b.last != nil {
+			break // caught up: nothing to wait for
 		}
-		b.last, b.seq = msg, seq
-		ev, err := stream.Decode(msg.Subject(), msg.Data())
-		if err != nil {
-			b.bad = append(b.bad, badMsg{msg, err})
-			continue
-		}
-		if m.cfg.Filter != nil && !isControl(ev) && !m.cfg.Filter(ev) {
-			m.metrics.Skipped.Add(1)
-			continue
-		}
-		e := Event{Seq: seq, Event: ev}
-		if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-			// Here, in the fetching stage, so that it overlaps with applying.
-			if e.Labels, err = ObjectLabels(ev.GetObject()); err != nil {
-				b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
-				continue
-			}
-			e.Labeled = true
-		}
-		b.evs = append(b.evs, e)
-		b.msgs = append(b.msgs, msg)
 	}
 	return b
+}
+
+// add decodes one message into the batch, or records why it cannot be.
+func (m *Materializer) add(b *batch, msg jetstream.Msg, seq, ckpt uint64) {
+	if seq <= ckpt || seq <= b.seq {
+		return // redelivered, already applied
+	}
+	b.last, b.seq = msg, seq
+	ev, err := stream.Decode(msg.Subject(), msg.Data())
+	if err != nil {
+		b.bad = append(b.bad, badMsg{msg, err})
+		return
+	}
+	if m.cfg.Filter != nil && !isControl(ev) && !m.cfg.Filter(ev) {
+		m.metrics.Skipped.Add(1)
+		return
+	}
+	e := Event{Seq: seq, Event: ev}
+	if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+		// Here, in the fetching stage, so that it overlaps with applying.
+		if e.Labels, err = ObjectLabels(ev.GetObject()); err != nil {
+			b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
+			return
+		}
+		e.Labeled = true
+	}
+	b.evs = append(b.evs, e)
+	b.msgs = append(b.msgs, msg)
 }
 
 func isControl(ev *fleetviewv1.ResourceEvent) bool {
