@@ -56,5 +56,18 @@ go vet ./...
 log "go test"
 # One package at a time (-p 1): the integration packages each start real
 # kube-apiservers, and two at once on 2 cores only slow both down.
-go test -p 1 -count=1 -timeout 75m ./... 2>&1 | tee /tmp/fleetview-test.log
+go test -p 1 -count=1 -timeout 60m ./... 2>&1 | tee /tmp/fleetview-test.log
+
+# The query API benchmark at the issue's scale (3 real kube-apiservers x 50k
+# Pods, fan-out baseline in the same run; ~10 minutes): figures, not a
+# pass/fail check, but a crash fails the run. FLEETVIEW_SKIP_BENCH=1 skips
+# it for a quick local run. Results and the other benchmarks' commands:
+# BENCHMARKS.md.
+if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
+	log "query API benchmark"
+	bench=$(mktemp -d)
+	go build -o "$bench/bench-query" ./integration/cmd/bench-query
+	"$bench/bench-query"
+	rm -rf "$bench"
+fi
 echo "total $(( $(date +%s) - start ))s"
