@@ -71,3 +71,5 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"
+# The suite's closing line (test packages; the go test lines above say which).
+echo "packages: $(grep -c '^ok ' /tmp/fleetview-test.log) passed, $(grep -c '^FAIL' /tmp/fleetview-test.log) failed"
