@@ -311,15 +311,9 @@ func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error
 	defer func() { r.release(snap, kept) }()
 	page.Version = snap.version.Clone()
 
-	var clusters map[string]bool
-	if o.Clusters != nil {
-		clusters = map[string]bool{}
-		for _, c := range o.Clusters {
-			clusters[c] = true
-		}
-		if len(clusters) == 0 {
-			return page, nil
-		}
+	clusters := clusterSet(o.Clusters)
+	if clusters != nil && len(clusters) == 0 {
+		return page, nil // an explicit empty cluster list selects nothing
 	}
 	sel := o.Labels
 	if sel == nil {
@@ -494,13 +488,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 	kept := o.Continue != ""
 	defer func() { r.release(snap, kept) }()
 	page.Version = snap.version.Clone()
-	var clusters map[string]bool
-	if o.Clusters != nil {
-		clusters = map[string]bool{}
-		for _, c := range o.Clusters {
-			clusters[c] = true
-		}
-	}
+	clusters := clusterSet(o.Clusters)
 	var prefixes [][]byte
 	if len(o.Resources) == 0 {
 		prefixes = [][]byte{{'o', sep}}
@@ -636,4 +624,16 @@ func (r *Reader) ForEachUID(_ context.Context, fn func(cluster string, gvr schem
 		}
 		return nil
 	})
+}
+
+// clusterSet is nil for "every cluster" (a nil list) and the set otherwise.
+func clusterSet(cs []string) map[string]bool {
+	if cs == nil {
+		return nil
+	}
+	set := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		set[c] = true
+	}
+	return set
 }
