@@ -1,6 +1,12 @@
 package query
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 var (
 	// ErrNotFound: no such object in the selected clusters.
@@ -20,3 +26,26 @@ var (
 	// ErrNotReady: the cache has not synced every registered cluster yet.
 	ErrNotReady = errors.New("not ready")
 )
+
+// NotFoundError is the not-found error every backend returns, so that the
+// backends answer the same query with the same message.
+func NotFoundError(gvr schema.GroupVersionResource, namespace, name, cluster string) error {
+	where := "any cluster"
+	if cluster != "" {
+		where = "cluster " + cluster
+	}
+	return fmt.Errorf("%w: %s %q in %s", ErrNotFound, gvr.GroupResource(), qualified(namespace, name), where)
+}
+
+// ConflictError is the error of an unqualified Get that matched objects in
+// several clusters; it names them, as Karmada does.
+func ConflictError(gvr schema.GroupVersionResource, namespace, name string, clusters []string) error {
+	return fmt.Errorf("%w: %s %q found in clusters [%s]", ErrConflict, gvr.GroupResource(), qualified(namespace, name), strings.Join(clusters, ", "))
+}
+
+func qualified(ns, name string) string {
+	if ns == "" {
+		return name
+	}
+	return ns + "/" + name
+}

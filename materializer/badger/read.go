@@ -131,7 +131,7 @@ func (r *Reader) Get(_ context.Context, gvr schema.GroupVersionResource, namespa
 		if cluster != "" {
 			it, err := txn.Get(objKey(gvr, namespace, name, cluster))
 			if errors.Is(err, bdg.ErrKeyNotFound) {
-				return notFound(gvr, namespace, name, cluster)
+				return query.NotFoundError(gvr, namespace, name, cluster)
 			}
 			if err != nil {
 				return err
@@ -163,28 +163,13 @@ func (r *Reader) Get(_ context.Context, gvr schema.GroupVersionResource, namespa
 		}
 		switch len(clusters) {
 		case 0:
-			return notFound(gvr, namespace, name, "")
+			return query.NotFoundError(gvr, namespace, name, "")
 		case 1:
 			return nil
 		}
-		return fmt.Errorf("%w: %s %q found in clusters [%s]", query.ErrConflict, gvr.GroupResource(), qualified(namespace, name), strings.Join(clusters, ", "))
+		return query.ConflictError(gvr, namespace, name, clusters)
 	})
 	return out, err
-}
-
-func qualified(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
-}
-
-func notFound(gvr schema.GroupVersionResource, ns, name, cluster string) error {
-	where := "any cluster"
-	if cluster != "" {
-		where = "cluster " + cluster
-	}
-	return fmt.Errorf("%w: %s %q in %s", query.ErrNotFound, gvr.GroupResource(), qualified(ns, name), where)
 }
 
 // cursor is the backend part of a continue token. The query API seals it,

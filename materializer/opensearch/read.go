@@ -177,26 +177,11 @@ func (s *Store) Get(ctx context.Context, gvr schema.GroupVersionResource, namesp
 	}
 	switch len(clusters) {
 	case 0:
-		return query.Object{}, notFound(gvr, namespace, name, cluster)
+		return query.Object{}, query.NotFoundError(gvr, namespace, name, cluster)
 	case 1:
 		return hits[0].object(), nil
 	}
-	return query.Object{}, fmt.Errorf("%w: %s %q found in clusters [%s]", query.ErrConflict, gvr.GroupResource(), qualified(namespace, name), strings.Join(clusters, ", "))
-}
-
-func qualified(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
-}
-
-func notFound(gvr schema.GroupVersionResource, ns, name, cluster string) error {
-	where := "any cluster"
-	if cluster != "" {
-		where = "cluster " + cluster
-	}
-	return fmt.Errorf("%w: %s %q in %s", query.ErrNotFound, gvr.GroupResource(), qualified(ns, name), where)
+	return query.Object{}, query.ConflictError(gvr, namespace, name, clusters)
 }
 
 // labelClauses turns a selector into filter and must_not clauses on the
