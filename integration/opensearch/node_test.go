@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,11 +156,128 @@ func TestNode(t *testing.T) {
 		t.Fatalf("doc 1: version %d source %s, want version 9 with the fresh message", got.Version, got.Source)
 	}
 
+	// Without a DataDir the data dies with the JVM: no restart.
+	if err := node.Restart(ctx); !errors.Is(err, opensearch.ErrNoDataDir) {
+		t.Fatalf("Restart without DataDir: err = %v, want ErrNoDataDir", err)
+	}
 	if err := node.Stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
 	if _, err := client.Info(ctx, nil); err == nil {
 		t.Fatalf("node still answers after Stop")
+	}
+}
+
+// TestNodeRestart stops the JVM (cleanly, then with SIGKILL) and starts it
+// again on the same data directory and port: acknowledged documents, their
+// external versions and a versioned delete survive both.
+func TestNodeRestart(t *testing.T) {
+	dataDir := t.TempDir()
+	node := opensearch.StartTest(t, opensearch.Options{
+		DataDir: dataDir,
+		JVMArgs: []string{"-XX:TieredStopAtLevel=1"},
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	client, err := opensearchapi.NewClient(opensearchapi.Config{
+		Client: osgo.Config{Addresses: []string{node.URL()}, DisableRetry: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const index = "restart"
+	if _, err := client.Indices.Create(ctx, opensearchapi.IndicesCreateReq{
+		Index: index,
+		Body:  strings.NewReader(`{"settings": {"number_of_shards": 1, "number_of_replicas": 0}}`),
+	}); err != nil {
+		t.Fatalf("create index: %v", err)
+	}
+	put := func(id string, version int, msg string) {
+		t.Helper()
+		// No refresh: what counts is that the write was acknowledged (the
+		// translog is fsynced per request by default).
+		if _, err := client.Index(ctx, opensearchapi.IndexReq{
+			Index: index, DocumentID: id, Body: strings.NewReader(fmt.Sprintf(`{"message":%q}`, msg)),
+			Params: opensearchapi.IndexParams{Version: opensearchapi.ToPointer(version), VersionType: "external"},
+		}); err != nil {
+			t.Fatalf("index %s@%d: %v", id, version, err)
+		}
+	}
+	check := func(when string, want map[string]int) {
+		t.Helper()
+		for id, version := range want {
+			got, err := client.Document.Get(ctx, opensearchapi.DocumentGetReq{Index: index, DocumentID: id})
+			if version == 0 {
+				var se *osgo.StructError
+				if got != nil && got.Found {
+					t.Errorf("%s: deleted doc %s found (version %d)", when, id, got.Version)
+				} else if err != nil && !(errors.As(err, &se) && se.Status == http.StatusNotFound) && !strings.Contains(err.Error(), "404") {
+					t.Errorf("%s: get deleted doc %s: %v", when, id, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: get %s: %v", when, id, err)
+			}
+			if !got.Found || got.Version != version || !strings.Contains(string(got.Source), fmt.Sprintf("v%d", version)) {
+				t.Errorf("%s: doc %s found=%v version %d source %s, want version %d", when, id, got.Found, got.Version, got.Source, version)
+			}
+		}
+	}
+
+	put("a", 3, "v3")
+	put("b", 5, "v5")
+	put("gone", 2, "v2")
+	if _, err := client.Document.Delete(ctx, opensearchapi.DocumentDeleteReq{Index: index, DocumentID: "gone",
+		Params: opensearchapi.DocumentDeleteParams{Version: opensearchapi.ToPointer(4), VersionType: "external"}}); err != nil {
+		t.Fatalf("versioned delete: %v", err)
+	}
+	url, pid := node.URL(), node.PID()
+
+	if err := node.Restart(ctx); err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	if node.URL() != url || node.PID() == pid || node.PID() == 0 {
+		t.Fatalf("after restart: url %s pid %d, want url %s and a new pid (was %d)", node.URL(), node.PID(), url, pid)
+	}
+	check("after SIGTERM restart", map[string]int{"a": 3, "b": 5, "gone": 0})
+
+	put("a", 7, "v7")
+	put("c", 1, "v1")
+	pid = node.PID()
+	if err := node.Halt(syscall.SIGKILL); err != nil {
+		t.Fatalf("halt with SIGKILL: %v", err)
+	}
+	if node.PID() != 0 {
+		t.Fatalf("PID() = %d while halted", node.PID())
+	}
+	if _, err := client.Info(ctx, nil); err == nil {
+		t.Fatalf("node still answers after Halt(SIGKILL) of pid %d", pid)
+	}
+	if err := node.Restart(ctx); err != nil {
+		t.Fatalf("restart after SIGKILL: %v", err)
+	}
+	check("after SIGKILL restart", map[string]int{"a": 7, "b": 5, "c": 1, "gone": 0})
+
+	// The external versions survived too: an older write is still refused.
+	_, err = client.Index(ctx, opensearchapi.IndexReq{
+		Index: index, DocumentID: "a", Body: strings.NewReader(`{"message":"v6"}`),
+		Params: opensearchapi.IndexParams{Version: opensearchapi.ToPointer(6), VersionType: "external"},
+	})
+	var se *osgo.StructError
+	if !errors.As(err, &se) || se.Status != http.StatusConflict {
+		t.Fatalf("older external version after restarts: err = %v, want 409", err)
+	}
+	check("after stale write", map[string]int{"a": 7})
+
+	if err := node.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if entries, err := os.ReadDir(dataDir); err != nil || len(entries) == 0 {
+		t.Fatalf("data dir after Stop: %d entries, err %v; Stop must leave the caller's DataDir", len(entries), err)
+	}
+	if err := node.Restart(ctx); err == nil {
+		t.Fatal("Restart after Stop: no error")
 	}
 }
 
