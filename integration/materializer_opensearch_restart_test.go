@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +43,8 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 	began := time.Now()
 	node := itos.StartTest(t, itos.Options{DataDir: t.TempDir(), JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	_, nc, js := startMatNATS(t, 0)
-	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, MaxBackoff: 500 * time.Millisecond, Logger: testLogger(t)})
+	retries := &retryCounter{Handler: testLogger(t).Handler(), n: &atomic.Int64{}}
+	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, MaxBackoff: 500 * time.Millisecond, Logger: slog.New(retries)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +77,7 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		})
 		before := searchDocs(t, node.URL(), index, false)
 		ckptBefore := checkpoints(ctx, t, ostore, clusters)
+		retriesBefore := retries.n.Load()
 		pid := node.PID()
 		applied, published := m.Applied(), lastSeqs(t, js, clusters...)
 		if err := node.Halt(sig); err != nil {
@@ -101,6 +105,9 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		}
 		if err := <-publishing; err != nil {
 			t.Fatal(err)
+		}
+		if retries.n.Load() == retriesBefore {
+			t.Fatalf("the OpenSearch sink logged no retry across the %v outage: it never saw the server gone", sig)
 		}
 		if node.PID() == pid || node.PID() == 0 {
 			t.Fatalf("pid after restart %d, before %d", node.PID(), pid)
@@ -244,6 +251,35 @@ func (w *restartWorkload) wave() []*fleetviewv1.ResourceEvent {
 	}
 	w.events += len(evs)
 	return evs
+}
+
+// retryCounter counts the sink's "retrying" warnings (requests or bulk items
+// that failed and are sent again).
+type retryCounter struct {
+	slog.Handler
+	n *atomic.Int64
+}
+
+func (h *retryCounter) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn || h.Handler.Enabled(ctx, l)
+}
+
+func (h *retryCounter) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelWarn && strings.Contains(r.Message, "retrying") {
+		h.n.Add(1)
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h *retryCounter) WithAttrs(as []slog.Attr) slog.Handler {
+	return &retryCounter{Handler: h.Handler.WithAttrs(as), n: h.n}
+}
+
+func (h *retryCounter) WithGroup(name string) slog.Handler {
+	return &retryCounter{Handler: h.Handler.WithGroup(name), n: h.n}
 }
 
 // batchTrigger fires (closes a channel) when the materializer has committed
