@@ -30,7 +30,8 @@ func ObjectLabels(obj []byte) (map[string]string, error) {
 			if string(k) != "labels" || string(v) == "null" {
 				return nil
 			}
-			if err := json.Unmarshal(v, &labels); err != nil {
+			var err error
+			if labels, err = stringMap(v); err != nil {
 				return fmt.Errorf("metadata.labels: %w", err)
 			}
 			return nil
@@ -40,6 +41,43 @@ func ObjectLabels(obj []byte) (map[string]string, error) {
 		err = nil
 	}
 	return labels, err
+}
+
+// stringMap decodes a JSON object of strings. Label keys and values rarely
+// hold escapes, so they are taken verbatim unless they do; json.Unmarshal
+// of the whole map cost as much as the rest of the walk.
+func stringMap(b []byte) (map[string]string, error) {
+	m := map[string]string{}
+	err := walkObject(b, func(k, v []byte) error {
+		if len(v) == 0 || v[0] != '"' {
+			return fmt.Errorf("%w: value of %q is not a string", errBadJSON, k)
+		}
+		key, err := unquote(k)
+		if err != nil {
+			return err
+		}
+		val, err := unquote(v[1 : len(v)-1])
+		if err != nil {
+			return err
+		}
+		m[key] = val
+		return nil
+	})
+	return m, err
+}
+
+// unquote decodes the inside of a JSON string.
+func unquote(s []byte) (string, error) {
+	if bytes.IndexByte(s, '\\') < 0 {
+		return string(s), nil
+	}
+	var out string
+	q := make([]byte, 0, len(s)+2)
+	q = append(append(append(q, '"'), s...), '"')
+	if err := json.Unmarshal(q, &out); err != nil {
+		return "", fmt.Errorf("%w: %v", errBadJSON, err)
+	}
+	return out, nil
 }
 
 // walkObjectThenStop walks the object in b, then ends the enclosing walk.

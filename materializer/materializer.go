@@ -273,26 +273,93 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			ckpt = b.seq
 		}
 	}()
-	for b := range batches {
+	ps, pipelined := m.cfg.Sink.(PipelinedSink)
+	var inflight *flight
+	// settle takes the outcome of the batch in flight, then acknowledges
+	// and announces it.
+	settle := func(err error) error {
+		f := inflight
+		inflight = nil
+		if err != nil {
+			return &sinkError{fmt.Errorf("apply up to seq %d: %w", f.b.seq, err)}
+		}
+		m.done(cluster, f.b, f.evs)
+		return nil
+	}
+	finish := func() error {
+		if inflight == nil {
+			return nil
+		}
+		return settle(<-inflight.done)
+	}
+	defer func() { _ = finish() }()
+	for {
+		var settled <-chan error
+		if inflight != nil {
+			settled = inflight.done
+		}
+		var b batch
+		var ok bool
+		select {
+		case err := <-settled:
+			// The stream may be idle: a watch must not wait for the next
+			// batch to see this one.
+			if err := settle(err); err != nil {
+				return err
+			}
+			continue
+		case b, ok = <-batches:
+		}
+		if !ok {
+			return finish()
+		}
 		if b.err != nil {
+			if err := finish(); err != nil {
+				return err
+			}
 			if ctx.Err() != nil {
 				return nil
 			}
 			return b.err
 		}
-		if err := m.apply(ctx, cluster, b); err != nil {
+		if !pipelined {
+			evs, err := m.dropPoison(ctx, b, func(evs []Event) error {
+				return m.cfg.Sink.Apply(ctx, cluster, evs, b.seq)
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+			m.done(cluster, b, evs)
+			continue
+		}
+		var p Prepared
+		evs, err := m.dropPoison(ctx, b, func(evs []Event) (err error) {
+			p, err = ps.Prepare(ctx, cluster, evs, b.seq)
+			return err
+		})
+		if err == nil {
+			if err = finish(); err != nil {
+				p.Discard()
+			}
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		if err := b.last.Ack(); err != nil {
-			// The checkpoint in the sink is the truth; a lost ack only causes
-			// a redelivery that is skipped.
-			log.Debug("ack failed", "err", err)
-		}
+		inflight = &flight{b: b, evs: evs, done: p.Commit()}
 	}
-	return nil
+}
+
+// flight is a batch whose commit is in flight.
+type flight struct {
+	b    batch
+	evs  []Event
+	done <-chan error
 }
 
 // fetch collects up to BatchSize messages. It flushes early when the stream
@@ -362,43 +429,52 @@ func isControl(ev *fleetviewv1.ResourceEvent) bool {
 	return t != fleetviewv1.EventType_EVENT_TYPE_UPSERT && t != fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
-// apply dead-letters the undecodable messages, then hands the batch to the
-// sink; an event the sink calls poison is dead-lettered and the rest of the
-// batch applied again.
-func (m *Materializer) apply(ctx context.Context, cluster string, b batch) error {
+// dropPoison dead-letters the undecodable messages, then hands the batch's
+// events to apply; an event apply calls poison is dead-lettered and apply is
+// called again without it. It returns the events applied.
+func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]Event) error) ([]Event, error) {
 	for _, bad := range b.bad {
 		if err := m.deadLetter(ctx, bad.msg, bad.reason); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	evs, msgs := b.evs, b.msgs
 	for {
-		err := m.cfg.Sink.Apply(ctx, cluster, evs, b.seq)
+		err := apply(evs)
 		var pe *PoisonError
 		if errors.As(err, &pe) {
 			i := sort.Search(len(evs), func(i int) bool { return evs[i].Seq >= pe.Seq })
 			if i == len(evs) || evs[i].Seq != pe.Seq {
-				return &sinkError{fmt.Errorf("sink reported poison seq %d not in the batch: %w", pe.Seq, err)}
+				return nil, &sinkError{fmt.Errorf("sink reported poison seq %d not in the batch: %w", pe.Seq, err)}
 			}
 			if err := m.deadLetter(ctx, msgs[i], pe); err != nil {
-				return err
+				return nil, err
 			}
 			evs = append(evs[:i:i], evs[i+1:]...)
 			msgs = append(msgs[:i:i], msgs[i+1:]...)
 			continue
 		}
 		if err != nil {
-			return &sinkError{fmt.Errorf("apply up to seq %d: %w", b.seq, err)}
+			return nil, &sinkError{fmt.Errorf("apply up to seq %d: %w", b.seq, err)}
 		}
-		break
+		return evs, nil
 	}
+}
+
+// done records a durable batch: metrics, the applied sequence, the
+// observer, and the stream acknowledgement.
+func (m *Materializer) done(cluster string, b batch, evs []Event) {
 	m.metrics.Applied.Add(uint64(len(evs)))
 	m.metrics.Batches.Add(1)
 	m.setApplied(cluster, b.seq)
 	if m.cfg.Observer != nil {
 		m.cfg.Observer(cluster, evs, b.seq)
 	}
-	return nil
+	if err := b.last.Ack(); err != nil {
+		// The checkpoint in the sink is the truth; a lost ack only causes
+		// a redelivery that is skipped.
+		m.log.Debug("ack failed", "cluster", cluster, "err", err)
+	}
 }
 
 func (m *Materializer) setApplied(cluster string, seq uint64) {

@@ -26,3 +26,25 @@ type Sink interface {
 	// Checkpoint is the last sequence of the cluster stream the sink holds.
 	Checkpoint(ctx context.Context, cluster string) (uint64, error)
 }
+
+// PipelinedSink is a Sink that can build a batch while the previous one is
+// still being written. The materializer prepares batch N+1, waits until N
+// is durable, then commits N+1: building a batch (CPU) overlaps the store's
+// write of the one before, and a batch is never committed after an earlier
+// one failed.
+type PipelinedSink interface {
+	Sink
+	// Prepare does what Apply does short of committing. It must see the
+	// effects of the batch committed before it even while that commit is in
+	// flight. A PoisonError names an event to drop, as from Apply.
+	Prepare(ctx context.Context, cluster string, events []Event, lastSeq uint64) (Prepared, error)
+}
+
+// Prepared is a batch ready to commit.
+type Prepared interface {
+	// Commit starts the write and returns at once; the channel receives its
+	// outcome.
+	Commit() <-chan error
+	// Discard drops a batch that will not be committed.
+	Discard()
+}

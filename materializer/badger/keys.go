@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -79,7 +81,10 @@ func encodeRecord(r record) []byte {
 	b := make([]byte, 8, 8+len(r.json)+64)
 	binary.BigEndian.PutUint64(b, r.seq)
 	b = binary.AppendUvarint(b, uint64(len(r.labels)))
-	for k, v := range r.labels {
+	// In key order, so equal objects are equal bytes (a rebuilt store can
+	// be compared with the live one byte for byte).
+	for _, k := range slices.Sorted(maps.Keys(r.labels)) {
+		v := r.labels[k]
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)
 		b = binary.AppendUvarint(b, uint64(len(v)))

@@ -3,18 +3,16 @@ package badger
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"github.com/dgraph-io/ristretto/v2/z"
 
-	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // Options configures the store.
@@ -27,6 +25,21 @@ type Options struct {
 type Store struct {
 	db  *bdg.DB
 	log *slog.Logger
+
+	mu sync.Mutex
+	// flights holds, per cluster stream, the writes of the batch whose
+	// commit is in flight, so the next batch, prepared meanwhile, reads
+	// them (see Prepare).
+	flights map[string]*flight
+	// written is a Bloom filter of the primary keys this process wrote,
+	// and fresh the cluster streams that had nothing in the store when
+	// this process first wrote them. For those, a key absent from the
+	// filter is absent from the store: an initial load or a replay skips
+	// the lookup of a new object's previous labels, a miss through every
+	// memtable and level. One filter for all clusters keeps memory fixed
+	// (about 5 MB); past its capacity it only lets more lookups through.
+	written *keyFilter
+	fresh   map[string]bool
 }
 
 // Open opens or creates the store in dir.
@@ -59,7 +72,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	return &Store{db: db, log: o.Logger}, nil
+	return &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}}, nil
 }
 
 // Close flushes and closes the store.
@@ -93,19 +106,25 @@ func (s *Store) Checkpoint(_ context.Context, cluster string) (uint64, error) {
 // committed in prefixes, each with the checkpoint of its own last event, so
 // the store never holds a checkpoint that does not match its contents.
 func (s *Store) Apply(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) error {
-	txn := s.db.NewTransaction(true)
-	defer func() { txn.Discard() }()
+	if err := s.waitFlight(cluster); err != nil {
+		return err
+	}
+	w, err := s.newWriter(ctx, cluster, nil, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { w.txn.Discard() }()
 	var applied uint64
 	for i := 0; i < len(events); i++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := s.applyOne(txn, cluster, events[i])
+		err := w.apply(events[i])
 		if errors.Is(err, bdg.ErrTxnTooBig) && applied > 0 {
-			if err := s.commit(txn, cluster, applied); err != nil {
+			if err := w.commit(applied); err != nil {
 				return err
 			}
-			txn = s.db.NewTransaction(true)
+			w.txn = s.db.NewTransaction(true)
 			i--
 			applied = 0
 			continue
@@ -115,172 +134,180 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 		}
 		applied = events[i].Seq
 	}
-	return s.commit(txn, cluster, lastSeq)
+	return w.commit(lastSeq)
 }
 
-func (s *Store) commit(txn *bdg.Txn, cluster string, seq uint64) error {
-	v := make([]byte, 8)
-	binary.BigEndian.PutUint64(v, seq)
-	if err := txn.Set(ckptKey(cluster), v); err != nil {
-		return err
-	}
-	return txn.Commit()
-}
+var _ materializer.PipelinedSink = (*Store)(nil)
 
-func (s *Store) applyOne(txn *bdg.Txn, cluster string, e materializer.Event) error {
-	ev := e.Event
-	gvr := stream.GVR(ev.GetGvr())
-	switch ev.GetType() {
-	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		return s.upsert(txn, cluster, gvr, e, ev)
-	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		return s.deleteUID(txn, cluster, gvr, ev.GetUid())
-	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
-		return s.removeResource(txn, cluster, gvr)
-	}
-	return nil // sync markers carry no object state
-}
-
-func (s *Store) upsert(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, e materializer.Event, ev *fleetviewv1.ResourceEvent) error {
-	seq, lbls := e.Seq, e.Labels
-	if !e.Labeled {
-		var err error
-		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
-			return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
-		}
-	}
-	key := objKey(gvr, ev.GetNamespace(), ev.GetName(), cluster)
-	old, err := s.oldLabels(txn, key)
-	if err != nil {
-		return err
-	}
-	for k, v := range old {
-		if nv, ok := lbls[k]; !ok || nv != v {
-			if err := txn.Delete(labelKey(gvr, k, v, ev.GetNamespace(), ev.GetName(), cluster)); err != nil {
-				return err
-			}
-		}
-	}
-	for k, v := range lbls {
-		if ov, ok := old[k]; ok && ov == v {
-			continue
-		}
-		if err := txn.Set(labelKey(gvr, k, v, ev.GetNamespace(), ev.GetName(), cluster), nil); err != nil {
-			return err
-		}
-	}
-	if err := txn.Set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
-		return err
-	}
-	return txn.Set(uidKey(cluster, gvr, ev.GetUid()), key)
-}
-
-func (s *Store) oldLabels(txn *bdg.Txn, key []byte) (map[string]string, error) {
-	it, err := txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, nil
-	}
+// Prepare implements materializer.PipelinedSink: it builds the batch's
+// transaction while the previous batch of the stream may still be in
+// Badger's writer. That transaction's snapshot does not include the
+// previous batch, so reads go to the previous batch's writes first.
+func (s *Store) Prepare(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) (materializer.Prepared, error) {
+	prev, txn := s.takeFlight(cluster)
+	w, err := s.newWriter(ctx, cluster, prev, txn)
 	if err != nil {
 		return nil, err
 	}
-	var old map[string]string
-	err = it.Value(func(v []byte) error {
-		r, err := decodeRecord(v, true)
-		old = r.labels
-		return err
-	})
-	return old, err
-}
-
-func (s *Store) deleteUID(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string) error {
-	ukey := uidKey(cluster, gvr, uid)
-	it, err := txn.Get(ukey)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil // never materialized, or already gone
-	}
-	if err != nil {
-		return err
-	}
-	key, err := it.ValueCopy(nil)
-	if err != nil {
-		return err
-	}
-	// A deleted-and-recreated object keeps its name under a new uid; when
-	// the new one was applied before the old one's tombstone, the key holds
-	// the new object, which must stay.
-	same, err := s.holdsUID(txn, key, uid)
-	if err != nil {
-		return err
-	}
-	if same {
-		if err := s.deleteObject(txn, gvr, key); err != nil {
-			return err
+	for _, e := range events {
+		if err := ctx.Err(); err != nil {
+			w.txn.Discard()
+			return nil, err
 		}
-	}
-	return txn.Delete(ukey)
-}
-
-// holdsUID reports whether the object at key has the uid.
-func (s *Store) holdsUID(txn *bdg.Txn, key []byte, uid string) (bool, error) {
-	it, err := txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	var same bool
-	err = it.Value(func(v []byte) error {
-		r, err := decodeRecord(v, false)
+		err := w.apply(e)
+		if errors.Is(err, bdg.ErrTxnTooBig) {
+			// Rare (batches far above the default): apply it the slow way,
+			// in prefixes, once the previous batch is durable.
+			w.txn.Discard()
+			if err := s.Apply(ctx, cluster, events, lastSeq); err != nil {
+				return nil, err
+			}
+			return done{}, nil
+		}
 		if err != nil {
-			return err
+			w.txn.Discard()
+			return nil, fmt.Errorf("apply seq %d: %w", e.Seq, err)
 		}
-		var m struct {
-			Metadata struct {
-				UID string `json:"uid"`
-			} `json:"metadata"`
-		}
-		if err := json.Unmarshal(r.json, &m); err != nil {
-			return err
-		}
-		// Objects without a uid in their JSON (never from a collector) are
-		// trusted to be the indexed one.
-		same = m.Metadata.UID == "" || m.Metadata.UID == uid
-		return nil
+	}
+	if err := w.setCheckpoint(lastSeq); err != nil {
+		w.txn.Discard()
+		return nil, err
+	}
+	return &prepared{s: s, w: w}, nil
+}
+
+// done is a batch already applied.
+type done struct{}
+
+func (done) Commit() <-chan error {
+	c := make(chan error, 1)
+	c <- nil
+	return c
+}
+func (done) Discard() {}
+
+type prepared struct {
+	s *Store
+	w *writer
+}
+
+// Commit implements materializer.Prepared.
+func (p *prepared) Commit() <-chan error {
+	out := make(chan error, 1)
+	// The next batch's transaction is begun now: begun after this commit
+	// took its timestamp, it would wait for the commit to finish (Badger
+	// gives a new transaction a snapshot of everything committed), which
+	// would undo the pipelining. Its snapshot lacks this batch; the overlay
+	// makes up for that.
+	f := &flight{ov: p.w.ov, done: make(chan struct{}), next: p.s.db.NewTransaction(true)}
+	p.s.setFlight(p.w.cluster, f)
+	p.w.txn.CommitWith(func(err error) {
+		f.err = err
+		close(f.done)
+		p.s.clearFlight(p.w.cluster, f)
+		out <- err
 	})
-	return same, err
+	return out
 }
 
-func (s *Store) deleteObject(txn *bdg.Txn, gvr schema.GroupVersionResource, key []byte) error {
-	ns, name, cluster, err := tail(key)
-	if err != nil {
-		return err
-	}
-	old, err := s.oldLabels(txn, key)
-	if err != nil {
-		return err
-	}
-	for k, v := range old {
-		if err := txn.Delete(labelKey(gvr, k, v, ns, name, cluster)); err != nil {
-			return err
-		}
-	}
-	return txn.Delete(key)
+// Discard implements materializer.Prepared.
+func (p *prepared) Discard() { p.w.txn.Discard() }
+
+// flight is a batch whose commit is in flight.
+type flight struct {
+	ov   *overlay
+	done chan struct{}
+	err  error
+	next *bdg.Txn // for the next batch; nil once taken or discarded
 }
 
-func (s *Store) removeResource(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource) error {
-	prefix := uidPrefix(cluster, gvr)
-	var keys [][]byte
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
-	for it.Rewind(); it.Valid(); it.Next() {
-		keys = append(keys, it.Item().KeyCopy(nil))
+func (s *Store) setFlight(cluster string, f *flight) {
+	s.mu.Lock()
+	s.flights[cluster] = f
+	s.mu.Unlock()
+}
+
+func (s *Store) clearFlight(cluster string, f *flight) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flights[cluster] == f {
+		delete(s.flights, cluster)
 	}
-	it.Close()
-	for _, k := range keys {
-		uid := string(k[len(prefix):])
-		if err := s.deleteUID(txn, cluster, gvr, uid); err != nil {
-			return err
+	if f.next != nil {
+		f.next.Discard()
+		f.next = nil
+	}
+}
+
+// takeFlight returns the writes of the cluster's batch in flight and the
+// transaction begun for the batch after it, if any.
+func (s *Store) takeFlight(cluster string) (*overlay, *bdg.Txn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.flights[cluster]
+	if f == nil {
+		return nil, nil
+	}
+	txn := f.next
+	f.next = nil
+	return f.ov, txn
+}
+
+// knownKeys is the filter of written keys when it holds every primary key
+// of the cluster's stream in the store, or nil.
+func (s *Store) knownKeys(ctx context.Context, cluster string) (*keyFilter, error) {
+	s.mu.Lock()
+	fresh, ok := s.fresh[cluster]
+	s.mu.Unlock()
+	if !ok {
+		// Every commit writes the checkpoint: without one, the store holds
+		// nothing of this stream.
+		ckpt, err := s.Checkpoint(ctx, cluster)
+		if err != nil {
+			return nil, err
 		}
+		fresh = ckpt == 0
+		s.mu.Lock()
+		s.fresh[cluster] = fresh
+		s.mu.Unlock()
 	}
-	return nil
+	if !fresh {
+		return nil, nil
+	}
+	return s.written, nil
+}
+
+// keyFilter is a Bloom filter of keys, safe for concurrent use.
+type keyFilter struct {
+	mu sync.Mutex
+	b  *z.Bloom
+}
+
+func newKeyFilter() *keyFilter { return &keyFilter{b: z.NewBloomFilter(1<<22, 0.01)} }
+
+func (f *keyFilter) add(key []byte) {
+	h := z.MemHash(key)
+	f.mu.Lock()
+	f.b.Add(h)
+	f.mu.Unlock()
+}
+
+func (f *keyFilter) mayHave(key []byte) bool {
+	h := z.MemHash(key)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.b.Has(h)
+}
+
+// waitFlight waits for the cluster's batch in flight, so a synchronous
+// write never overtakes it, and never follows one that failed.
+func (s *Store) waitFlight(cluster string) error {
+	s.mu.Lock()
+	f := s.flights[cluster]
+	s.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	<-f.done
+	return f.err
 }

@@ -33,6 +33,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -175,6 +176,25 @@ func run(ctx context.Context) error {
 		return err
 	}
 	var firstAt time.Time
+	if prof := os.Getenv("FV_BENCH_PROFILE_SERVER"); prof != "" {
+		// A CPU profile of this process (the NATS server) during ingest.
+		go func() {
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
+			f, err := os.Create(prof)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			time.Sleep(10 * time.Second)
+			pprof.StopCPUProfile()
+		}()
+	}
 	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
 		// A CPU profile of serve, 10s into ingest.
 		go func() {

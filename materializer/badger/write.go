@@ -1,0 +1,283 @@
+package badger
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// overlay is what one batch did to the keys a later write reads: objects
+// (their labels and uid) and the uid index. Label keys are only ever
+// written, so they need no entry.
+type overlay struct {
+	objs map[string]objState
+	uids map[string]uidState
+}
+
+type objState struct {
+	gone   bool
+	uid    string
+	labels map[string]string
+}
+
+type uidState struct {
+	gone bool
+	obj  []byte
+}
+
+func newOverlay() *overlay {
+	return &overlay{objs: map[string]objState{}, uids: map[string]uidState{}}
+}
+
+// writer applies events of one cluster stream to a transaction. Its reads
+// see, newest first, the transaction's own writes (ov), the batch in flight
+// before it (prev), then the transaction's snapshot.
+type writer struct {
+	s       *Store
+	cluster string
+	txn     *bdg.Txn
+	ov      *overlay
+	prev    *overlay
+	// known, when set, has every primary key of the cluster in the store.
+	known *keyFilter
+}
+
+// newWriter starts a writer on txn, or on a new transaction.
+func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, txn *bdg.Txn) (*writer, error) {
+	known, err := s.knownKeys(ctx, cluster)
+	if err != nil {
+		if txn != nil {
+			txn.Discard()
+		}
+		return nil, err
+	}
+	if txn == nil {
+		txn = s.db.NewTransaction(true)
+	}
+	return &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known}, nil
+}
+
+func (w *writer) setCheckpoint(seq uint64) error {
+	v := make([]byte, 8)
+	binary.BigEndian.PutUint64(v, seq)
+	return w.txn.Set(ckptKey(w.cluster), v)
+}
+
+func (w *writer) commit(seq uint64) error {
+	if err := w.setCheckpoint(seq); err != nil {
+		return err
+	}
+	return w.txn.Commit()
+}
+
+func (w *writer) apply(e materializer.Event) error {
+	ev := e.Event
+	gvr := stream.GVR(ev.GetGvr())
+	switch ev.GetType() {
+	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+		return w.upsert(gvr, e)
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		return w.deleteUID(gvr, ev.GetUid())
+	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+		return w.removeResource(gvr)
+	}
+	return nil // sync markers carry no object state
+}
+
+func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) error {
+	ev := e.Event
+	seq, lbls := e.Seq, e.Labels
+	if !e.Labeled {
+		var err error
+		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
+			return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+		}
+	}
+	ns, name := ev.GetNamespace(), ev.GetName()
+	key := objKey(gvr, ns, name, w.cluster)
+	old, _, err := w.object(key, false)
+	if err != nil {
+		return err
+	}
+	for k, v := range old.labels {
+		if nv, ok := lbls[k]; !ok || nv != v {
+			if err := w.txn.Delete(labelKey(gvr, k, v, ns, name, w.cluster)); err != nil {
+				return err
+			}
+		}
+	}
+	for k, v := range lbls {
+		if ov, ok := old.labels[k]; ok && ov == v {
+			continue
+		}
+		if err := w.txn.Set(labelKey(gvr, k, v, ns, name, w.cluster), nil); err != nil {
+			return err
+		}
+	}
+	if err := w.txn.Set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
+		return err
+	}
+	w.ov.objs[string(key)] = objState{uid: ev.GetUid(), labels: lbls}
+	if w.known != nil {
+		w.known.add(key)
+	}
+	ukey := uidKey(w.cluster, gvr, ev.GetUid())
+	if err := w.txn.Set(ukey, key); err != nil {
+		return err
+	}
+	w.ov.uids[string(ukey)] = uidState{obj: key}
+	return nil
+}
+
+// object is the newest state of the object at key: its labels, and its uid
+// when withUID (which costs decoding the stored JSON).
+func (w *writer) object(key []byte, withUID bool) (objState, bool, error) {
+	for _, o := range []*overlay{w.ov, w.prev} {
+		if o == nil {
+			continue
+		}
+		if st, ok := o.objs[string(key)]; ok {
+			return st, !st.gone, nil
+		}
+	}
+	if w.known != nil && !w.known.mayHave(key) {
+		return objState{gone: true}, false, nil
+	}
+	it, err := w.txn.Get(key)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return objState{gone: true}, false, nil
+	}
+	if err != nil {
+		return objState{}, false, err
+	}
+	var st objState
+	err = it.Value(func(v []byte) error {
+		r, err := decodeRecord(v, true)
+		if err != nil {
+			return err
+		}
+		st.labels = r.labels
+		if withUID {
+			var m struct {
+				Metadata struct {
+					UID string `json:"uid"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(r.json, &m); err != nil {
+				return err
+			}
+			st.uid = m.Metadata.UID
+		}
+		return nil
+	})
+	return st, err == nil, err
+}
+
+// uidTarget is the primary key the uid index points at.
+func (w *writer) uidTarget(ukey []byte) ([]byte, bool, error) {
+	for _, o := range []*overlay{w.ov, w.prev} {
+		if o == nil {
+			continue
+		}
+		if st, ok := o.uids[string(ukey)]; ok {
+			return st.obj, !st.gone, nil
+		}
+	}
+	it, err := w.txn.Get(ukey)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	key, err := it.ValueCopy(nil)
+	return key, err == nil, err
+}
+
+func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) error {
+	ukey := uidKey(w.cluster, gvr, uid)
+	key, ok, err := w.uidTarget(ukey)
+	if err != nil || !ok {
+		return err // never materialized, or already gone
+	}
+	// A deleted-and-recreated object keeps its name under a new uid; when
+	// the new one was applied before the old one's tombstone, the key holds
+	// the new object, which must stay. Objects without a uid in their JSON
+	// (never from a collector) are trusted to be the indexed one.
+	cur, exists, err := w.object(key, true)
+	if err != nil {
+		return err
+	}
+	if exists && (cur.uid == "" || cur.uid == uid) {
+		if err := w.deleteObject(gvr, key, cur.labels); err != nil {
+			return err
+		}
+	}
+	if err := w.txn.Delete(ukey); err != nil {
+		return err
+	}
+	w.ov.uids[string(ukey)] = uidState{gone: true}
+	return nil
+}
+
+func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls map[string]string) error {
+	ns, name, cluster, err := tail(key)
+	if err != nil {
+		return err
+	}
+	for k, v := range lbls {
+		if err := w.txn.Delete(labelKey(gvr, k, v, ns, name, cluster)); err != nil {
+			return err
+		}
+	}
+	if err := w.txn.Delete(key); err != nil {
+		return err
+	}
+	w.ov.objs[string(key)] = objState{gone: true}
+	return nil
+}
+
+// removeResource deletes every object of the resource: those in the
+// snapshot and those the batch in flight (or this one) indexed.
+func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
+	prefix := uidPrefix(w.cluster, gvr)
+	uids := map[string]bool{}
+	it := w.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
+	for it.Rewind(); it.Valid(); it.Next() {
+		uids[string(it.Item().Key()[len(prefix):])] = true
+	}
+	it.Close()
+	for _, o := range []*overlay{w.prev, w.ov} {
+		if o == nil {
+			continue
+		}
+		for k, st := range o.uids {
+			if strings.HasPrefix(k, string(prefix)) {
+				uids[k[len(prefix):]] = !st.gone
+			}
+		}
+	}
+	sorted := make([]string, 0, len(uids))
+	for uid, live := range uids {
+		if live {
+			sorted = append(sorted, uid)
+		}
+	}
+	sort.Strings(sorted) // a deterministic order keeps the logs and tests stable
+	for _, uid := range sorted {
+		if err := w.deleteUID(gvr, uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
