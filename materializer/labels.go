@@ -148,21 +148,25 @@ func skipSpace(b []byte, i int) int {
 }
 
 // skipString returns the offset just past the string starting at b[i]=='"'.
+// It looks for quotes only (a vectorised search) and counts the backslashes
+// before one to tell an escaped quote.
 func skipString(b []byte, i int) (int, error) {
-	i++
+	start := i + 1
+	i = start
 	for {
-		j := bytes.IndexAny(b[i:], "\"\\")
+		j := bytes.IndexByte(b[i:], '"')
 		if j < 0 {
 			return 0, fmt.Errorf("%w: unterminated string", errBadJSON)
 		}
 		i += j
-		if b[i] == '"' {
+		n := 0
+		for k := i - 1; k >= start && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return i + 1, nil
 		}
-		i += 2 // escape: skip the escaped byte
-		if i > len(b) {
-			return 0, fmt.Errorf("%w: unterminated string", errBadJSON)
-		}
+		i++
 	}
 }
 

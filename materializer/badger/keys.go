@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -78,12 +77,20 @@ type record struct {
 }
 
 func encodeRecord(r record) []byte {
-	b := make([]byte, 8, 8+len(r.json)+64)
-	binary.BigEndian.PutUint64(b, r.seq)
-	b = binary.AppendUvarint(b, uint64(len(r.labels)))
+	var arr [16]string
+	keys := arr[:0]
+	n := 8 + binary.MaxVarintLen64 + len(r.json)
+	for k, v := range r.labels {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 2*binary.MaxVarintLen64
+	}
 	// In key order, so equal objects are equal bytes (a rebuilt store can
 	// be compared with the live one byte for byte).
-	for _, k := range slices.Sorted(maps.Keys(r.labels)) {
+	slices.Sort(keys)
+	b := make([]byte, 8, n)
+	binary.BigEndian.PutUint64(b, r.seq)
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
 		v := r.labels[k]
 		b = binary.AppendUvarint(b, uint64(len(k)))
 		b = append(b, k...)

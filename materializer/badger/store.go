@@ -55,7 +55,7 @@ func Open(o Options) (*Store, error) {
 		// and value pointers: object JSON above ValueThreshold goes to the
 		// value log), a block cache and an index cache (table indices and
 		// bloom filters beyond it are read from disk).
-		WithMemTableSize(32 << 20).
+		WithMemTableSize(64 << 20).WithNumLevelZeroTables(10).WithNumLevelZeroTablesStall(20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(64 << 20).
 		WithIndexCacheSize(32 << 20).
