@@ -4,3 +4,7 @@ import "errors"
 
 // ErrNotReady is returned when the server did not accept connections in time.
 var ErrNotReady = errors.New("embedded NATS server not ready")
+
+// ErrInvalidCredentials is returned for per-cluster credentials that cannot
+// be configured (bad cluster name, duplicate, weak or unquotable password).
+var ErrInvalidCredentials = errors.New("invalid NATS credentials")

@@ -19,8 +19,15 @@ type Options struct {
 	Port int
 	// ServerName is stable across restarts so JetStream finds its state.
 	ServerName string
-	// Token, when set, is required from clients.
+	// Token, when set, is required from clients. It cannot be combined
+	// with Clusters.
 	Token string
+	// Clusters, when set, gives each member cluster's collector its own
+	// account and user, limited to its own stream and keys (see
+	// accounts.go); the hub's components then connect as HubUser with
+	// HubPassword.
+	Clusters    []ClusterUser
+	HubPassword string
 }
 
 // Server is a running embedded server.
@@ -42,17 +49,28 @@ func Start(o Options) (*Server, error) {
 	if o.ServerName == "" {
 		o.ServerName = "fleetview"
 	}
-	sopts := &server.Options{
-		ServerName:         o.ServerName,
-		Host:               o.Host,
-		Port:               o.Port,
-		JetStream:          true,
-		StoreDir:           o.StoreDir,
-		MaxPayload:         stream.MaxPayload,
-		NoSigs:             true,
-		Authorization:      o.Token,
-		JetStreamMaxMemory: 256 << 20,
+	sopts := &server.Options{}
+	if len(o.Clusters) > 0 {
+		if o.Token != "" {
+			return nil, fmt.Errorf("%w: a token and per-cluster users cannot be combined", ErrInvalidCredentials)
+		}
+		conf, err := accountsConfig(o.HubPassword, o.Clusters)
+		if err != nil {
+			return nil, err
+		}
+		if err := sopts.ProcessConfigString(conf); err != nil {
+			return nil, fmt.Errorf("natsserver: accounts: %w", err)
+		}
 	}
+	sopts.ServerName = o.ServerName
+	sopts.Host = o.Host
+	sopts.Port = o.Port
+	sopts.JetStream = true
+	sopts.StoreDir = o.StoreDir
+	sopts.MaxPayload = stream.MaxPayload
+	sopts.NoSigs = true
+	sopts.Authorization = o.Token
+	sopts.JetStreamMaxMemory = 256 << 20
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)

@@ -20,6 +20,10 @@ const (
 	StreamPrefix = "FV_"
 	// RegistryBucket is the JetStream KV bucket holding ResourceRegistries.
 	RegistryBucket = "fv_registries"
+	// RegistryStatusBucket holds each cluster's conditions on each registry,
+	// key "<cluster>.<registry>": a cluster's credentials can be limited to
+	// its own keys, which a status inside the registry value would not allow.
+	RegistryStatusBucket = "fv_registry_status"
 	// ClusterBucket is the JetStream KV bucket holding the cluster inventory.
 	ClusterBucket = "fv_clusters"
 	// CoreGroupToken spells the core ("") API group in a subject.

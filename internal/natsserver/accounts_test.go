@@ -1,0 +1,197 @@
+package natsserver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+const (
+	hubPass = "hub-password-0123456789"
+	aPass   = "edge-a-password-0123456789"
+	bPass   = "edge-b-password-0123456789"
+)
+
+// The grants are a contract with the collector: each row is a subject a
+// collector of cluster "edge-a" needs (or must never get).
+func TestClusterGrants(t *testing.T) {
+	grants := map[string]grant{}
+	for _, g := range clusterGrants("edge-a") {
+		grants[g.Subject] = g
+	}
+	for _, tc := range []struct {
+		subject  string
+		granted  bool
+		to       string
+		streamed bool
+		isStream bool
+	}{
+		{subject: "fv.obj.edge-a.>", granted: true},
+		{subject: "fv.ctl.edge-a.>", granted: true},
+		{subject: "fv.obj.>", granted: false},
+		{subject: "$KV.fv_clusters.edge-a", granted: true},
+		{subject: "$KV.fv_clusters.>", granted: false},
+		{subject: "$KV.fv_registry_status.edge-a.>", granted: true},
+		{subject: "$KV.fv_registries.>", granted: false},
+		{subject: "$JS.API.STREAM.INFO.FV_edge_a", granted: true, to: "$JS.hub.API.STREAM.INFO.FV_edge_a"},
+		{subject: "$JS.API.STREAM.PURGE.FV_edge_a", granted: true, to: "$JS.hub.API.STREAM.PURGE.FV_edge_a"},
+		{subject: "$JS.API.STREAM.CREATE.FV_edge_a", granted: false},
+		{subject: "$JS.API.STREAM.UPDATE.FV_edge_a", granted: false},
+		{subject: "$JS.API.STREAM.DELETE.FV_edge_a", granted: false},
+		{subject: "$JS.API.CONSUMER.MSG.NEXT.FV_edge_a.>", granted: true, to: "$JS.hub.API.CONSUMER.MSG.NEXT.FV_edge_a.>", streamed: true},
+		{subject: "$JS.API.DIRECT.GET.FV_edge_a.>", granted: true, to: "$JS.hub.API.DIRECT.GET.FV_edge_a.>"},
+		{subject: "$JS.API.STREAM.INFO.KV_fv_registries", granted: true, to: "$JS.hub.API.STREAM.INFO.KV_fv_registries"},
+		{subject: "$JS.API.STREAM.PURGE.KV_fv_registries", granted: false},
+		{subject: "$JS.API.DIRECT.GET.KV_fv_registry_status.$KV.fv_registry_status.edge-a.>", granted: true,
+			to: "$JS.hub.API.DIRECT.GET.KV_fv_registry_status.$KV.fv_registry_status.edge-a.>"},
+		{subject: "$JS.FC.KV_fv_registries.>", granted: true},
+		{subject: "_INBOX_edge-a.>", granted: true, isStream: true},
+		{subject: "$JS.API.>", granted: false},
+	} {
+		g, ok := grants[tc.subject]
+		if ok != tc.granted {
+			t.Errorf("%s: granted %v, want %v", tc.subject, ok, tc.granted)
+			continue
+		}
+		if ok && (g.To != tc.to || g.Streamed != tc.streamed || g.Stream != tc.isStream) {
+			t.Errorf("%s: %+v, want to=%q streamed=%v stream=%v", tc.subject, g, tc.to, tc.streamed, tc.isStream)
+		}
+	}
+	for _, g := range clusterGrants("edge-a") {
+		if strings.Contains(g.Subject, "edge-b") || strings.Contains(g.Subject, "edge_b") {
+			t.Errorf("grant %s names another cluster", g.Subject)
+		}
+	}
+}
+
+func TestAccountsConfigRefusesBadCredentials(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		hub   string
+		users []ClusterUser
+	}{
+		{"weak hub password", "short", []ClusterUser{{"a", aPass}}},
+		{"weak cluster password", hubPass, []ClusterUser{{"a", "short"}}},
+		{"quote in password", hubPass, []ClusterUser{{"a", aPass + `"`}}},
+		{"bad cluster name", hubPass, []ClusterUser{{"A.b", aPass}}},
+		{"duplicate cluster", hubPass, []ClusterUser{{"a", aPass}, {"a", bPass}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := accountsConfig(tc.hub, tc.users); !errors.Is(err, ErrInvalidCredentials) {
+				t.Fatalf("err = %v, want ErrInvalidCredentials", err)
+			}
+		})
+	}
+	if _, err := Start(Options{StoreDir: t.TempDir(), Token: "tok", Clusters: []ClusterUser{{"a", aPass}}, HubPassword: hubPass}); !errors.Is(err, ErrInvalidCredentials) {
+		t.Fatalf("token with users: %v", err)
+	}
+}
+
+// A real server with per-cluster accounts: cluster A's collector credentials
+// reach A's stream and keys and nothing else; the hub user reaches all.
+func TestClusterAccountsIsolation(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := Start(Options{StoreDir: t.TempDir(), Port: -1, HubPassword: hubPass,
+		Clusters: []ClusterUser{{"edge-a", aPass}, {"edge-b", bPass}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	hub, err := nats.Connect(srv.ClientURL(), nats.UserInfo(HubUser, hubPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	hjs, _ := jetstream.New(hub)
+	for _, c := range []string{"edge-a", "edge-b"} {
+		if _, err := hjs.CreateStream(ctx, stream.StreamConfig(c, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fvB, _ := hjs.Stream(ctx, stream.StreamName("edge-b"))
+	if _, err := hjs.Publish(ctx, "fv.obj.edge-b.core.v1.pods.u1", []byte("b's object")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nats.Connect(srv.ClientURL(), nats.UserInfo("edge-a", bPass)); err == nil {
+		t.Fatal("edge-a connected with edge-b's password")
+	}
+	if _, err := nats.Connect(srv.ClientURL()); err == nil {
+		t.Fatal("anonymous client connected")
+	}
+	a, err := nats.Connect(srv.ClientURL(), nats.UserInfo("edge-a", aPass), nats.CustomInboxPrefix(InboxPrefix("edge-a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ajs, err := jetstream.NewWithAPIPrefix(a, APIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Own stream: publish, info, purge, ordered consumer.
+	if _, err := ajs.Publish(ctx, "fv.obj.edge-a.core.v1.pods.u2", []byte("a's object")); err != nil {
+		t.Fatalf("publish own subject: %v", err)
+	}
+	fvA, err := ajs.Stream(ctx, stream.StreamName("edge-a"))
+	if err != nil {
+		t.Fatalf("own stream info: %v", err)
+	}
+	oc, err := fvA.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("ordered consumer on own stream: %v", err)
+	}
+	if m, err := oc.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil || string(m.Data()) != "a's object" {
+		t.Fatalf("read own stream: %v", err)
+	}
+	// Someone else's stream, subjects and administration: refused.
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 3*time.Second) }
+	c1, s1 := short()
+	defer s1()
+	if _, err := ajs.Publish(c1, "fv.obj.edge-b.core.v1.pods.u1", []byte("forged")); err == nil {
+		t.Fatal("published into edge-b's subjects")
+	}
+	c2, s2 := short()
+	defer s2()
+	if _, err := ajs.Stream(c2, stream.StreamName("edge-b")); err == nil {
+		t.Fatal("read edge-b's stream info")
+	}
+	c3, s3 := short()
+	defer s3()
+	if err := ajs.DeleteStream(c3, stream.StreamName("edge-b")); err == nil {
+		t.Fatal("deleted edge-b's stream")
+	}
+	c4, s4 := short()
+	defer s4()
+	if _, err := ajs.UpdateStream(c4, stream.StreamConfig("edge-a", 1)); err == nil {
+		t.Fatal("updated its own stream's config (could source or republish others)")
+	}
+	// The attack a single account allows: a request whose reply subject is
+	// another cluster's object subject. Through an import the reply comes
+	// back to A's account, never into the hub's.
+	if err := a.PublishRequest(APIPrefix+".STREAM.INFO."+stream.StreamName("edge-a"), "fv.obj.edge-b.core.v1.pods.u1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.PublishRequest("fv.obj.edge-a.core.v1.pods.u3", "fv.obj.edge-b.core.v1.pods.u1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	// Both requests were answered (in A's account) before this publish's
+	// ack, which travels the same route.
+	if _, err := ajs.Publish(ctx, "fv.obj.edge-a.core.v1.pods.u4", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := fvB.GetLastMsgForSubject(ctx, "fv.obj.edge-b.core.v1.pods.u1")
+	if err != nil || string(m.Data) != "b's object" {
+		t.Fatalf("edge-b's object was overwritten: %v %q", err, m.Data)
+	}
+	info, err := fvB.Info(ctx)
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("edge-b's stream: %+v %v", info.State, err)
+	}
+}
