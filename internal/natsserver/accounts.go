@@ -79,11 +79,14 @@ func clusterGrants(cluster string) []grant {
 	api := func(suffix string, streamed bool) grant {
 		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Streamed: streamed}
 	}
+	kv := func(subject string) grant { return grant{Subject: subject, To: APIPrefix + "." + subject} }
 	return []grant{
 		{Subject: stream.SubjectRoot + ".obj." + cluster + ".>"},
 		{Subject: stream.SubjectRoot + ".ctl." + cluster + ".>"},
-		{Subject: "$KV." + stream.ClusterBucket + "." + cluster},
-		{Subject: "$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"},
+		// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
+		// (nats.go's convention for buckets in another account or domain).
+		kv("$KV." + stream.ClusterBucket + "." + cluster),
+		kv("$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"),
 		api("STREAM.INFO."+s, false),
 		api("STREAM.PURGE."+s, false),
 		api("STREAM.MSG.GET."+s, false),
