@@ -68,7 +68,13 @@ type Config struct {
 	// large initial list gzip costs the apiserver and the collector CPU for
 	// nothing; turn it on across slow links.
 	Compression bool
-	Logger      *slog.Logger
+	// HubAPIPrefix, when set, is the JetStream API prefix under which the
+	// collector's per-cluster NATS account reaches the hub's JetStream
+	// (natsserver.APIPrefix). Such credentials may not create or
+	// reconfigure streams and buckets: the hub creates them, the collector
+	// binds to them. The connection must use the cluster's inbox prefix.
+	HubAPIPrefix string
+	Logger       *slog.Logger
 }
 
 // Collector mirrors one member cluster into its stream.
@@ -159,10 +165,16 @@ func New(cfg Config) (*Collector, error) {
 		results:    map[string]regResult{},
 	}
 	c.info = c.baseInfo()
-	js, err := jetstream.New(cfg.NATS,
+	jsOpts := []jetstream.JetStreamOpt{
 		jetstream.WithPublishAsyncErrHandler(c.onPublishError),
 		jetstream.WithPublishAsyncMaxPending(4096),
-		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout))
+		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout)}
+	var js jetstream.JetStream
+	if cfg.HubAPIPrefix != "" {
+		js, err = jetstream.NewWithAPIPrefix(cfg.NATS, cfg.HubAPIPrefix, jsOpts...)
+	} else {
+		js, err = jetstream.New(cfg.NATS, jsOpts...)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +229,21 @@ func (c *Collector) Run(ctx context.Context) error {
 }
 
 func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyValue, error) {
+	if c.cfg.HubAPIPrefix != "" {
+		// Per-cluster credentials: bind to what the hub created.
+		if _, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster)); err != nil {
+			return nil, nil, fmt.Errorf("stream of %s (created by the hub for each cluster it has credentials for): %w", c.cfg.Cluster, err)
+		}
+		regs, err := regstore.Bind(ctx, c.js)
+		if err != nil {
+			return nil, nil, err
+		}
+		inv, err := c.js.KeyValue(ctx, stream.ClusterBucket)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bind %s bucket: %w", stream.ClusterBucket, err)
+		}
+		return regs, inv, nil
+	}
 	if _, err := c.js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.cfg.Cluster, 1)); err != nil {
 		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
 	}
@@ -350,7 +377,7 @@ func (c *Collector) self() registry.ClusterInfo {
 // resources to cache. Several selectors of one resource merge their namespace
 // scopes, so nothing is published twice.
 func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[schema.GroupVersionResource]want, []inventory.ResourceState, map[string]regResult, error) {
-	list, err := regs.List(ctx)
+	list, err := regs.Specs(ctx)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -550,11 +577,10 @@ func (c *Collector) stopAll() {
 	}
 }
 
-// statusLoop writes this cluster's conditions into every registry's status
-// whenever they may have changed. Writes are revision-checked merges of this
-// cluster's conditions only (store.UpdateStatus), so collectors of other
-// clusters writing the same registry never lose each other's conditions,
-// and an unchanged status is not written (no write -> watch -> write loop).
+// statusLoop writes this cluster's conditions on every registry whenever
+// they may have changed. Each cluster writes only its own status keys
+// (store.SetClusterStatus, revision-checked), so collectors of other
+// clusters never touch them, and an unchanged status is not written.
 func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
@@ -574,7 +600,7 @@ func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error 
 }
 
 func (c *Collector) writeStatus(ctx context.Context, regs *regstore.Store) error {
-	list, err := regs.List(ctx)
+	list, err := regs.Specs(ctx)
 	if err != nil {
 		return err
 	}
@@ -590,10 +616,7 @@ func (c *Collector) writeStatus(ctx context.Context, regs *regstore.Store) error
 	var errs []error
 	for _, r := range list {
 		conds := c.conditions(results[r.Name], refused)
-		err := regs.UpdateStatus(ctx, r.Name, func(r *registry.ResourceRegistry) bool {
-			return registry.SetClusterConditions(r, c.cfg.Cluster, conds)
-		})
-		if err != nil {
+		if err := regs.SetClusterStatus(ctx, r, c.cfg.Cluster, conds); err != nil {
 			errs = append(errs, err)
 		}
 	}

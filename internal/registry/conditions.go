@@ -102,3 +102,8 @@ func refreshRegistryConditions(r *ResourceRegistry) bool {
 	sort.SliceStable(st.Conditions, func(i, j int) bool { return st.Conditions[i].Type < st.Conditions[j].Type })
 	return changed
 }
+
+// RefreshConditions derives the registry-wide conditions from the
+// per-cluster ones already in the status (readers merging per-cluster status
+// records call it once after adding them all). It reports a change.
+func RefreshConditions(r *ResourceRegistry) bool { return refreshRegistryConditions(r) }

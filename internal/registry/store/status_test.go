@@ -2,10 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -30,9 +32,7 @@ func TestConcurrentStatusWritersMerge(t *testing.T) {
 			cluster := fmt.Sprintf("member%d", i)
 			for round := range 5 {
 				conds := []metav1.Condition{{Type: registry.ClusterMatched, Status: metav1.ConditionTrue, Reason: registry.ReasonClusterMatched, Message: fmt.Sprintf("round %d", round)}}
-				if err := s.UpdateStatus(ctx, r.Name, func(r *registry.ResourceRegistry) bool {
-					return registry.SetClusterConditions(r, cluster, conds)
-				}); err != nil {
+				if err := s.SetClusterStatus(ctx, r, cluster, conds); err != nil {
 					errs <- err
 					return
 				}
@@ -83,18 +83,17 @@ func TestUnchangedStatusIsNotWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	conds := []metav1.Condition{{Type: registry.ClusterMatched, Status: metav1.ConditionTrue, Reason: registry.ReasonClusterMatched, Message: "x"}}
-	set := func(r *registry.ResourceRegistry) bool { return registry.SetClusterConditions(r, "member1", conds) }
-	if err := s.UpdateStatus(ctx, r.Name, set); err != nil {
+	if err := s.SetClusterStatus(ctx, r, "member1", conds); err != nil {
 		t.Fatal(err)
 	}
-	e1, err := s.KV().Get(ctx, r.Name)
+	e1, err := s.status.Get(ctx, StatusKey("member1", r.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateStatus(ctx, r.Name, set); err != nil {
+	if err := s.SetClusterStatus(ctx, r, "member1", conds); err != nil {
 		t.Fatal(err)
 	}
-	e2, err := s.KV().Get(ctx, r.Name)
+	e2, err := s.status.Get(ctx, StatusKey("member1", r.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +101,7 @@ func TestUnchangedStatusIsNotWritten(t *testing.T) {
 		t.Fatalf("revision moved %d -> %d for an unchanged status", e1.Revision(), e2.Revision())
 	}
 	// Removing the cluster's conditions leaves the aggregate False.
-	if err := s.UpdateStatus(ctx, r.Name, func(r *registry.ResourceRegistry) bool { return registry.SetClusterConditions(r, "member1", nil) }); err != nil {
+	if err := s.SetClusterStatus(ctx, r, "member1", nil); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := s.Get(ctx, r.Name)
@@ -112,11 +111,14 @@ func TestUnchangedStatusIsNotWritten(t *testing.T) {
 	if !meta.IsStatusConditionFalse(got.Status.Conditions, registry.ConditionMatched) {
 		t.Fatalf("aggregate not False: %+v", got.Status.Conditions)
 	}
-	// A deleted registry has no status to write: not an error.
+	// Deleting a registry deletes every cluster's status on it.
+	if err := s.SetClusterStatus(ctx, r, "member2", conds); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Delete(ctx, r.Name); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.UpdateStatus(ctx, r.Name, set); err != nil {
+	if _, err := s.status.Get(ctx, StatusKey("member2", r.Name)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("status of a deleted registry: %v", err)
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -16,12 +19,18 @@ import (
 // ErrNotFound is returned for a registry that does not exist.
 var ErrNotFound = errors.New("registry not found")
 
-// Store reads and writes registries.
+// Store reads and writes registries. A registry's spec lives in the
+// registries bucket under its name; each cluster's conditions on it live in
+// the status bucket under "<cluster>.<registry>", written only by that
+// cluster's collector (whose NATS credentials are limited to its own keys).
+// Get and List merge the two.
 type Store struct {
-	kv jetstream.KeyValue
+	kv     jetstream.KeyValue
+	status jetstream.KeyValue
 }
 
-// Open opens (creating if needed) the registry bucket.
+// Open opens (creating or updating if needed) the registry and status
+// buckets: the hub and single-process setups.
 func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      stream.RegistryBucket,
@@ -32,7 +41,40 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s bucket: %w", stream.RegistryBucket, err)
 	}
-	return &Store{kv: kv}, nil
+	st, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      stream.RegistryStatusBucket,
+		Description: "fleetview ResourceRegistry conditions per cluster (<cluster>.<registry>)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open %s bucket: %w", stream.RegistryStatusBucket, err)
+	}
+	return &Store{kv: kv, status: st}, nil
+}
+
+// Bind opens buckets the hub created, without creating or reconfiguring
+// them: a collector with per-cluster credentials may not.
+func Bind(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	kv, err := js.KeyValue(ctx, stream.RegistryBucket)
+	if err != nil {
+		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryBucket, err)
+	}
+	st, err := js.KeyValue(ctx, stream.RegistryStatusBucket)
+	if err != nil {
+		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryStatusBucket, err)
+	}
+	return &Store{kv: kv, status: st}, nil
+}
+
+// StatusKey is the status bucket key of cluster's conditions on a registry.
+// The cluster comes first so a cluster's credentials can be limited to
+// "<cluster>.>" whatever the registry names hold.
+func StatusKey(cluster, registryName string) string { return cluster + "." + registryName }
+
+// clusterStatus is the value under a status key.
+type clusterStatus struct {
+	Conditions []metav1.Condition `json:"conditions"`
 }
 
 // KV exposes the bucket for watchers.
@@ -92,44 +134,138 @@ func conflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
 }
 
-// UpdateStatus applies mutate to the stored registry and writes it back only
-// if mutate reports a change, checking the revision so concurrent writers
-// (one collector per cluster) merge instead of overwriting each other; on a
-// conflict it re-reads and retries. The spec is never changed here. A
-// registry that does not exist (or was deleted meanwhile) is not an error:
-// there is no status left to write.
-func (s *Store) UpdateStatus(ctx context.Context, name string, mutate func(*registry.ResourceRegistry) bool) error {
+// SetClusterStatus replaces cluster's conditions on registry r (types
+// without the cluster prefix, ObservedGeneration set from r; nil removes
+// them). It writes only a real change (transition times kept when a status
+// does not change), so collectors that react to changes do not loop, and
+// checks the revision of the cluster's key so two writers of one cluster
+// (e.g. during a rollout) never overwrite each other blindly; on a conflict
+// it re-reads and retries.
+func (s *Store) SetClusterStatus(ctx context.Context, r *registry.ResourceRegistry, cluster string, conds []metav1.Condition) error {
+	key := StatusKey(cluster, r.Name)
 	for attempt := 0; ; attempt++ {
-		e, err := s.kv.Get(ctx, name)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil
+		var old clusterStatus
+		var rev uint64
+		e, err := s.status.Get(ctx, key)
+		switch {
+		case err == nil:
+			if err := json.Unmarshal(e.Value(), &old); err != nil {
+				return fmt.Errorf("decode status %s: %w", key, err)
+			}
+			rev = e.Revision()
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		default:
+			return fmt.Errorf("read status %s: %w", key, err)
 		}
-		if err != nil {
-			return fmt.Errorf("read registry %s: %w", name, err)
+		if len(conds) == 0 {
+			if rev == 0 {
+				return nil
+			}
+			err = s.status.Delete(ctx, key, jetstream.LastRevision(rev))
+		} else {
+			next, changed := mergeConditions(old.Conditions, conds, r.Generation)
+			if !changed {
+				return nil
+			}
+			b, merr := json.Marshal(clusterStatus{Conditions: next})
+			if merr != nil {
+				return merr
+			}
+			if rev == 0 {
+				_, err = s.status.Create(ctx, key, b)
+			} else {
+				_, err = s.status.Update(ctx, key, b, rev)
+			}
 		}
-		r, err := Decode(e.Value())
-		if err != nil {
-			return err
-		}
-		if !mutate(r) {
-			return nil
-		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
-		_, err = s.kv.Update(ctx, name, b, e.Revision())
 		if err == nil {
 			return nil
 		}
 		if !conflict(err) || attempt >= maxAttempts {
-			return fmt.Errorf("write status of registry %s: %w", name, err)
+			return fmt.Errorf("write status %s: %w", key, err)
 		}
 	}
 }
 
-// Get reads one registry.
+// mergeConditions sets conds over old the way meta.SetStatusCondition does
+// (transition times move only with the status) and drops the rest.
+func mergeConditions(old, conds []metav1.Condition, generation int64) ([]metav1.Condition, bool) {
+	next := append([]metav1.Condition(nil), old...)
+	keep := map[string]bool{}
+	changed := false
+	for _, c := range conds {
+		c.ObservedGeneration = generation
+		keep[c.Type] = true
+		changed = meta.SetStatusCondition(&next, c) || changed
+	}
+	for _, c := range old {
+		if !keep[c.Type] {
+			changed = meta.RemoveStatusCondition(&next, c.Type) || changed
+		}
+	}
+	sort.SliceStable(next, func(i, j int) bool { return next[i].Type < next[j].Type })
+	return next, changed
+}
+
+// mergeStatus adds the per-cluster conditions stored for r to its status
+// and derives the registry-wide ones.
+func mergeStatus(r *registry.ResourceRegistry, byCluster map[string][]metav1.Condition) {
+	for cluster, conds := range byCluster {
+		for _, c := range conds {
+			c.Type = registry.ClusterConditionType(cluster, c.Type)
+			meta.SetStatusCondition(&r.Status.Conditions, c)
+		}
+	}
+	registry.RefreshConditions(r)
+}
+
+// statuses reads the status bucket's keys matching filter, by registry
+// then cluster.
+func (s *Store) statuses(ctx context.Context, filter string) (map[string]map[string][]metav1.Condition, error) {
+	lister, err := s.status.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", stream.RegistryStatusBucket, err)
+	}
+	out := map[string]map[string][]metav1.Condition{}
+	for k := range lister.Keys() {
+		cluster, name, ok := strings.Cut(k, ".")
+		if !ok {
+			continue
+		}
+		e, err := s.status.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // removed between listing and reading
+		}
+		if err != nil {
+			return nil, err
+		}
+		var cs clusterStatus
+		if err := json.Unmarshal(e.Value(), &cs); err != nil {
+			return nil, fmt.Errorf("decode status %s: %w", k, err)
+		}
+		if out[name] == nil {
+			out[name] = map[string][]metav1.Condition{}
+		}
+		out[name][cluster] = cs.Conditions
+	}
+	return out, nil
+}
+
+// Get reads one registry with every cluster's conditions merged in.
 func (s *Store) Get(ctx context.Context, name string) (*registry.ResourceRegistry, error) {
+	r, err := s.spec(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.statuses(ctx, "*."+name)
+	if err != nil {
+		return nil, err
+	}
+	mergeStatus(r, st[name])
+	return r, nil
+}
+
+// spec reads one registry as stored, without the per-cluster conditions.
+func (s *Store) spec(ctx context.Context, name string) (*registry.ResourceRegistry, error) {
 	e, err := s.kv.Get(ctx, name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, name)
@@ -140,15 +276,32 @@ func (s *Store) Get(ctx context.Context, name string) (*registry.ResourceRegistr
 	return Decode(e.Value())
 }
 
-// List reads every registry, sorted by name.
+// List reads every registry with the clusters' conditions, sorted by name.
 func (s *Store) List(ctx context.Context) ([]*registry.ResourceRegistry, error) {
+	out, err := s.Specs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.statuses(ctx, ">")
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range out {
+		mergeStatus(r, st[r.Name])
+	}
+	return out, nil
+}
+
+// Specs reads every registry as stored (spec, no per-cluster conditions),
+// sorted by name: what a collector needs, and all its credentials may read.
+func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error) {
 	lister, err := s.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []*registry.ResourceRegistry
 	for k := range lister.Keys() {
-		r, err := s.Get(ctx, k)
+		r, err := s.spec(ctx, k)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -161,13 +314,22 @@ func (s *Store) List(ctx context.Context) ([]*registry.ResourceRegistry, error) 
 	return out, nil
 }
 
-// Delete removes a registry.
+// Delete removes a registry and every cluster's conditions on it.
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if _, err := s.Get(ctx, name); err != nil {
+	if _, err := s.spec(ctx, name); err != nil {
 		return err
 	}
 	if err := s.kv.Delete(ctx, name); err != nil {
 		return fmt.Errorf("delete registry %s: %w", name, err)
+	}
+	st, err := s.statuses(ctx, "*."+name)
+	if err != nil {
+		return err
+	}
+	for cluster := range st[name] {
+		if err := s.status.Delete(ctx, StatusKey(cluster, name)); err != nil {
+			return fmt.Errorf("delete status of registry %s: %w", name, err)
+		}
 	}
 	return nil
 }
