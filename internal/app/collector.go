@@ -29,10 +29,14 @@ type CollectorOptions struct {
 	NATSURL    string
 	// NATSTokenFile holds the hub's NATS token.
 	NATSTokenFile string
-	Labels        map[string]string
-	Provider      string
-	Region        string
-	Zone          string
+	// NATSUserFile holds this cluster's own credentials on the hub
+	// ("<cluster>:<password>", the cluster's line of the hub's
+	// --nats-users-file): they reach only this cluster's stream and keys.
+	NATSUserFile string
+	Labels       map[string]string
+	Provider     string
+	Region       string
+	Zone         string
 	// ClusterInfoConfigMap is "namespace/name" of a ConfigMap in the member
 	// cluster with data keys provider, region, zone, labels; "" disables it.
 	ClusterInfoConfigMap string
@@ -56,6 +60,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the hub's NATS token")
+	fs.StringVar(&o.NATSUserFile, "nats-user-file", "", "file holding this cluster's NATS credentials on the hub (<cluster>:<password>, its line of the hub's --nats-users-file)")
 	fs.StringToStringVar(&o.Labels, "labels", nil, "cluster labels for ClusterAffinity (k=v,...); merged over the cluster-info ConfigMap's")
 	fs.StringVar(&o.Provider, "provider", "", "cluster provider (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
 	fs.StringVar(&o.Region, "region", "", "cluster region (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
@@ -93,6 +98,9 @@ func (o *CollectorOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("%w: --cluster-info-configmap %q: want namespace/name", ErrInvalidOptions, o.ClusterInfoConfigMap))
 		}
 	}
+	if o.NATSTokenFile != "" && o.NATSUserFile != "" {
+		errs = append(errs, fmt.Errorf("%w: --nats-token-file and --nats-user-file cannot be combined", ErrInvalidOptions))
+	}
 	if o.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --heartbeat must be positive", ErrInvalidOptions))
 	}
@@ -129,7 +137,7 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	tokOpts, err := natsTokenOption(o.NATSTokenFile)
+	tokOpts, apiPrefix, err := collectorNATSAuth(o)
 	if err != nil {
 		return err
 	}
@@ -145,7 +153,7 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	col, err := collector.New(collector.Config{
 		Cluster: o.Cluster, REST: rc, NATS: nc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Compression: o.Compression, Logger: log,
+		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, Logger: log,
 	})
 	if err != nil {
 		return err

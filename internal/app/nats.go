@@ -1,16 +1,29 @@
 package app
 
 import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsserver"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// natsToken reads the shared NATS token of a hub. The token keeps strangers
-// off the embedded NATS server when it listens beyond loopback; per-cluster
-// publish permissions are not enforced yet (see README, Security).
+// natsToken reads the shared NATS token of a hub. A token keeps strangers
+// off the embedded NATS server but lets every holder write every cluster's
+// stream; per-cluster credentials (--nats-users-file) do not.
 func natsToken(file string) (string, error) {
 	if file == "" {
 		return "", nil
@@ -32,4 +45,142 @@ func natsTokenOption(file string) ([]nats.Option, error) {
 		return nil, err
 	}
 	return []nats.Option{nats.Token(tok)}, nil
+}
+
+// readCredentialLines reads "<cluster>:<password>" lines (blank lines and
+// '#' comments skipped): the hub's --nats-users-file holds one per member
+// cluster, a collector's --nats-user-file holds its own.
+func readCredentialLines(flag, file string) ([]natsserver.ClusterUser, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err)
+	}
+	defer f.Close()
+	var out []natsserver.ClusterUser
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		cluster, pass, ok := strings.Cut(line, ":")
+		if !ok || cluster == "" || pass == "" {
+			return nil, fmt.Errorf("%w: %s %s line %d: want <cluster>:<password>", ErrInvalidOptions, flag, file, n)
+		}
+		if err := stream.ValidateCluster(cluster); err != nil {
+			return nil, fmt.Errorf("%w: %s %s line %d: %v", ErrInvalidOptions, flag, file, n, err)
+		}
+		out = append(out, natsserver.ClusterUser{Cluster: cluster, Password: pass})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: %s %s holds no <cluster>:<password> line", ErrInvalidOptions, flag, file)
+	}
+	return out, nil
+}
+
+// collectorNATSAuth is how a collector authenticates: its cluster's
+// credentials (then it reaches the hub's JetStream through the API prefix,
+// with the cluster's inbox prefix), the hub's shared token, or nothing.
+func collectorNATSAuth(o CollectorOptions) (opts []nats.Option, apiPrefix string, err error) {
+	if o.NATSUserFile == "" {
+		opts, err = natsTokenOption(o.NATSTokenFile)
+		return opts, "", err
+	}
+	users, err := readCredentialLines("--nats-user-file", o.NATSUserFile)
+	if err != nil {
+		return nil, "", err
+	}
+	u := users[0]
+	if len(users) > 1 || u.Cluster != o.Cluster {
+		return nil, "", fmt.Errorf("%w: --nats-user-file %s must hold exactly one line, for --cluster %s", ErrInvalidOptions, o.NATSUserFile, o.Cluster)
+	}
+	return []nats.Option{nats.UserInfo(u.Cluster, u.Password), nats.CustomInboxPrefix(natsserver.InboxPrefix(u.Cluster))}, natsserver.APIPrefix, nil
+}
+
+// validateNATSAuth checks how up's embedded server authenticates clients.
+func (o *UpOptions) validateNATSAuth() []error {
+	var errs []error
+	if o.NATSTokenFile != "" && o.NATSUsersFile != "" {
+		errs = append(errs, fmt.Errorf("%w: --nats-token-file and --nats-users-file cannot be combined (the users file gives each cluster its own credentials)", ErrInvalidOptions))
+	}
+	host := o.NATSHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	if o.NATSTokenFile == "" && o.NATSUsersFile == "" && !o.Auth.AllowUnauthenticated && !isLoopback(net.JoinHostPort(host, "0")) {
+		errs = append(errs, fmt.Errorf("%w: --nats-host %s is not a loopback address and neither --nats-users-file nor --nats-token-file is set: anyone reaching it could write any cluster's stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, host))
+	}
+	return errs
+}
+
+// startEmbeddedNATS starts up's NATS server and connects the hub's own
+// components to it. With --nats-users-file each listed cluster gets its own
+// account (natsserver/accounts.go), and the hub creates the clusters'
+// streams and the shared buckets, which those credentials may not.
+func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*natsserver.Server, *nats.Conn, error) {
+	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort}
+	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
+	var err error
+	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
+		return nil, nil, err
+	}
+	if so.Token != "" {
+		natsOpts = append(natsOpts, nats.Token(so.Token))
+	}
+	if o.NATSUsersFile != "" {
+		if so.Clusters, err = readCredentialLines("--nats-users-file", o.NATSUsersFile); err != nil {
+			return nil, nil, err
+		}
+		// The hub's own user never leaves this process.
+		secret := make([]byte, 24)
+		if _, err := rand.Read(secret); err != nil {
+			return nil, nil, err
+		}
+		so.HubPassword = hex.EncodeToString(secret)
+		natsOpts = append(natsOpts, nats.UserInfo(natsserver.HubUser, so.HubPassword))
+	}
+	ns, err := natsserver.Start(so)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (--nats-users-file)", err)
+	}
+	nc, err := nats.Connect(ns.ClientURL(), natsOpts...)
+	if err != nil {
+		ns.Shutdown()
+		return nil, nil, err
+	}
+	if err := provision(ctx, nc, so.Clusters); err != nil {
+		nc.Close()
+		ns.Shutdown()
+		return nil, nil, err
+	}
+	if len(so.Clusters) > 0 {
+		log.Info("embedded NATS: per-cluster credentials", "clusters", len(so.Clusters))
+	}
+	return ns, nc, nil
+}
+
+// provision creates the buckets and each credentialed cluster's stream.
+func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser) error {
+	if len(clusters) == 0 {
+		return nil
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if _, err := regstore.Open(ctx, js); err != nil {
+		return err
+	}
+	if _, err := inventory.Bucket(ctx, js); err != nil {
+		return err
+	}
+	for _, c := range clusters {
+		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1)); err != nil {
+			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
+		}
+	}
+	return nil
 }

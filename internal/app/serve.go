@@ -21,7 +21,6 @@ import (
 
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/inventory"
-	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -352,6 +351,9 @@ type UpOptions struct {
 	Contexts   []string
 	NATSHost   string
 	NATSPort   int
+	// NATSUsersFile gives each member cluster its own NATS credentials
+	// ("<cluster>:<password>" lines), limited to its own stream and keys.
+	NATSUsersFile string
 }
 
 // AddFlags registers the flags.
@@ -361,6 +363,7 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Contexts, "context", nil, "kubeconfig context of a member cluster (repeatable); the member cluster is named after it")
 	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
+	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
 }
 
 // Validate reports every problem at once.
@@ -368,13 +371,7 @@ func (o *UpOptions) Validate() []error {
 	errs := o.ServeOptions.Validate()
 	// No --context is the hub mode: collectors run in the member clusters
 	// and connect to the embedded NATS server.
-	host := o.NATSHost
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	if o.NATSTokenFile == "" && !o.Auth.AllowUnauthenticated && !isLoopback(net.JoinHostPort(host, "0")) {
-		errs = append(errs, fmt.Errorf("%w: --nats-host %s is not a loopback address and no --nats-token-file is set: anyone reaching it could write any cluster's stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, host))
-	}
+	errs = append(errs, o.validateNATSAuth()...)
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
 		if err := stream.ValidateCluster(c); err != nil {
@@ -403,25 +400,13 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		}
 		collectors = append(collectors, collector.Config{Cluster: c, REST: rc, Logger: log})
 	}
-	tok, err := natsToken(o.NATSTokenFile)
-	if err != nil {
-		return err
-	}
-	ns, err := natsserver.Start(natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, Token: tok})
+	ns, nc, err := startEmbeddedNATS(ctx, o, log)
 	if err != nil {
 		return err
 	}
 	defer ns.Shutdown()
-	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(collectors))
-	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
-	if tok != "" {
-		natsOpts = append(natsOpts, nats.Token(tok))
-	}
-	nc, err := nats.Connect(ns.ClientURL(), natsOpts...)
-	if err != nil {
-		return err
-	}
 	defer nc.Close()
+	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(collectors))
 	o.NATSURL = ns.ClientURL()
 	b, err := newBackend(ctx, o.ServeOptions, nc, log)
 	if err != nil {
