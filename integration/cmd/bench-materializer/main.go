@@ -15,6 +15,8 @@
 //	FV_BENCH_EVENTS=1000000 FV_BENCH_BATCH=1000 (events per Badger transaction) FV_BENCH_CLUSTERS=1 (events spread over that many
 //	cluster streams, each consumed in parallel) FV_BENCH_OPENSEARCH_EVENTS=1000000
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
+//	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
+//	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
 //
 // Run: go run ./integration/cmd/bench-materializer (or scripts/bench-materializer.sh).
@@ -200,15 +202,9 @@ func run(ctx context.Context) error {
 		go func() {
 			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
 			time.Sleep(time.Duration(after) * time.Second)
-			resp, err := http.Get("http://" + metrics + "/debug/pprof/profile?seconds=10")
-			if err != nil {
+			if err := fetchTo("http://"+metrics+"/debug/pprof/profile?seconds=10", prof); err != nil {
 				fmt.Fprintln(os.Stderr, "profile:", err)
-				return
 			}
-			defer resp.Body.Close()
-			f, _ := os.Create(prof)
-			_, _ = io.Copy(f, resp.Body)
-			f.Close()
 		}()
 	}
 	var peakRSS, peakAnon int64
@@ -240,6 +236,12 @@ func run(ctx context.Context) error {
 	}
 	cur := vmRSS(serve.Process.Pid)
 	curFile := procStatus(serve.Process.Pid, "RssFile")
+	if prof := os.Getenv("FV_BENCH_HEAP_PROFILE"); prof != "" {
+		// What serve's heap holds with every object applied.
+		if err := fetchTo("http://"+metrics+"/debug/pprof/heap?gc=1", prof); err != nil {
+			fmt.Fprintln(os.Stderr, "heap profile:", err)
+		}
+	}
 	_ = serve.Process.Signal(syscall.SIGTERM)
 	_ = serve.Wait()
 	report("badger apply (fleetview serve, from process start)", n, badgerDur, "")
@@ -420,4 +422,22 @@ func vmRSS(pid int) int64 { return procStatus(pid, "VmRSS") }
 func numCPU() int {
 	b, _ := os.ReadFile("/proc/cpuinfo")
 	return strings.Count(string(b), "processor\t:")
+}
+
+// fetchTo saves the body of a GET to a file.
+func fetchTo(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
