@@ -1,5 +1,7 @@
 // Package natsserver runs an embedded NATS JetStream server in-process, for
 // `fleetview up`, the helm chart's single-pod mode and every test that needs
-// real NATS. It owns server options only; streams are created by their
-// writers (internal/stream defines them).
+// real NATS. It owns server options and client authentication: a shared
+// token, or per-cluster accounts (accounts.go) that limit each collector to
+// its own stream and keys. Streams are created by their writers
+// (internal/stream defines them), or by the hub when collectors may not.
 package natsserver

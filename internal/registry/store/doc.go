@@ -1,4 +1,6 @@
 // Package store keeps ResourceRegistries in the fv_registries JetStream KV
-// bucket. It validates before every write, so an invalid registry is never
-// stored, and it is the only writer of that bucket.
+// bucket and each cluster's conditions on them in fv_registry_status (key
+// "<cluster>.<registry>", written by that cluster's collector only). It
+// validates before every write, so an invalid registry is never stored, it is
+// the only writer of both buckets, and its reads merge the two.
 package store
