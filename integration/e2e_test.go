@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -392,6 +393,13 @@ func TestEndToEnd(t *testing.T) {
 				}
 				if len(c.GetResources()) != 4 {
 					return fmt.Errorf("%s: %d resources, want 4", c.GetName(), len(c.GetResources()))
+				}
+				// The collector's discovery reaches the API: the core group and
+				// the groups the registry selects from.
+				for _, gv := range []string{"v1", "apps/v1", "networking.k8s.io/v1"} {
+					if !slices.Contains(c.GetServedApis(), gv) {
+						return fmt.Errorf("%s: served APIs %v lack %s", c.GetName(), c.GetServedApis(), gv)
+					}
 				}
 				for _, r := range c.GetResources() {
 					if !r.GetSynced() {

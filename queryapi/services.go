@@ -322,12 +322,13 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 	out := &fleetviewv1.Cluster{
 		Name: rec.Name, Labels: rec.Labels, Provider: rec.Provider, Region: rec.Region, Zone: rec.Zone,
 		KubernetesVersion: rec.KubernetesVersion, Ready: rec.Ready, Message: rec.Message,
-		LastHeartbeat: timestamppb.New(rec.Heartbeat),
+		LastHeartbeat: timestamppb.New(rec.Heartbeat), ServedApis: rec.ServedAPIs,
 	}
 	for _, r := range rec.Resources {
 		out.Resources = append(out.Resources, &fleetviewv1.ResourceSyncState{
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
+			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData,
 		})
 		out.ObjectCount += r.ObjectCount
 	}

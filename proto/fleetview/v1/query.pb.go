@@ -829,7 +829,13 @@ type ResourceSyncState struct {
 	Synced      bool  `protobuf:"varint,4,opt,name=synced,proto3" json:"synced,omitempty"`
 	ObjectCount int64 `protobuf:"varint,5,opt,name=object_count,json=objectCount,proto3" json:"object_count,omitempty"`
 	// Why the resource is not cached (e.g. not served by the cluster).
-	Message       string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// Objects refused because they exceed the stream's message size limit
+	// (each is also a registry status condition and a collector metric).
+	RefusedObjects int64 `protobuf:"varint,7,opt,name=refused_objects,json=refusedObjects,proto3" json:"refused_objects,omitempty"`
+	// Secret data and stringData are cached (a registry opted in); otherwise
+	// Secrets are cached without them.
+	SecretData    bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -906,6 +912,20 @@ func (x *ResourceSyncState) GetMessage() string {
 	return ""
 }
 
+func (x *ResourceSyncState) GetRefusedObjects() int64 {
+	if x != nil {
+		return x.RefusedObjects
+	}
+	return 0
+}
+
+func (x *ResourceSyncState) GetSecretData() bool {
+	if x != nil {
+		return x.SecretData
+	}
+	return false
+}
+
 type Cluster struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Name              string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -928,7 +948,10 @@ type Cluster struct {
 	ObjectCount int64 `protobuf:"varint,14,opt,name=object_count,json=objectCount,proto3" json:"object_count,omitempty"`
 	// Every resource has synced and the materializer has applied the stream
 	// through its latest sync marker: the cache equals the cluster.
-	CacheSynced   bool `protobuf:"varint,15,opt,name=cache_synced,json=cacheSynced,proto3" json:"cache_synced,omitempty"`
+	CacheSynced bool `protobuf:"varint,15,opt,name=cache_synced,json=cacheSynced,proto3" json:"cache_synced,omitempty"`
+	// Group/versions the cluster serves ("v1" for the core group), as its
+	// collector last discovered them.
+	ServedApis    []string `protobuf:"bytes,16,rep,name=served_apis,json=servedApis,proto3" json:"served_apis,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1066,6 +1089,13 @@ func (x *Cluster) GetCacheSynced() bool {
 		return x.CacheSynced
 	}
 	return false
+}
+
+func (x *Cluster) GetServedApis() []string {
+	if x != nil {
+		return x.ServedApis
+	}
+	return nil
 }
 
 type ListClustersRequest struct {
@@ -1558,7 +1588,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\xd2\x01\n" +
+	"\x15_remaining_item_count\"\x9c\x02\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1567,7 +1597,10 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"namespaces\x12\x16\n" +
 	"\x06synced\x18\x04 \x01(\bR\x06synced\x12!\n" +
 	"\fobject_count\x18\x05 \x01(\x03R\vobjectCount\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xe8\x04\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12'\n" +
+	"\x0frefused_objects\x18\a \x01(\x03R\x0erefusedObjects\x12\x1f\n" +
+	"\vsecret_data\x18\b \x01(\bR\n" +
+	"secretData\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
@@ -1584,7 +1617,9 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\amessage\x18\f \x01(\tR\amessage\x12\x10\n" +
 	"\x03lag\x18\r \x01(\x04R\x03lag\x12!\n" +
 	"\fobject_count\x18\x0e \x01(\x03R\vobjectCount\x12!\n" +
-	"\fcache_synced\x18\x0f \x01(\bR\vcacheSynced\x1a9\n" +
+	"\fcache_synced\x18\x0f \x01(\bR\vcacheSynced\x12\x1f\n" +
+	"\vserved_apis\x18\x10 \x03(\tR\n" +
+	"servedApis\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
