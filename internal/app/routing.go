@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,6 +18,8 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -40,27 +41,90 @@ type osRoute struct {
 	gvks     map[schema.GroupVersionKind]bool
 }
 
+// pairKey is one resource of one cluster: the unit that moves between
+// backends when the routes change.
+type pairKey struct {
+	cluster string
+	gvr     schema.GroupVersionResource
+	kind    string
+}
+
 // routeTable is an immutable snapshot of which backend holds what.
 type routeTable struct {
 	routes   []osRoute
 	clusters map[string]registry.ClusterInfo
 	kinds    map[schema.GroupVersionResource]string // from the inventory
+	// pins are the resources whose routes changed but that still live in
+	// (and are read from) their previous backend until the mover copied
+	// them into the new one: a route change never makes the query side
+	// read a backend that lacks objects.
+	pins map[pairKey]string
+	// moving are the resources being copied into a backend: its
+	// materializer applies their events too, alongside the backend they are
+	// pinned to, until it has caught up with the stream and the pin goes.
+	// The entry stays until the old backend stopped (see handover).
+	moving map[pairKey]handover
 }
 
-// backendFor is the backend of a resource kind in a cluster: the
-// OpenSearch backend of the first registry (by name) that selects it with
-// backendStore.openSearch, else Badger.
-func (t *routeTable) backendFor(gvk schema.GroupVersionKind, cluster string) string {
+// handover is a resource on its way to a backend. Both backends apply its
+// events for a while; watchers hear each event from one of them, by
+// sequence: the old backend reports up to seq, the new one after it.
+type handover struct {
+	to  string
+	seq uint64
+}
+
+// routed is the backend the registries name for a resource kind in a
+// cluster: the OpenSearch backend of the first registry (by name) that
+// selects it with backendStore.openSearch, else Badger.
+func (t *routeTable) routed(gvr schema.GroupVersionResource, kind, cluster string) string {
 	info, ok := t.clusters[cluster]
 	if !ok {
 		info = registry.ClusterInfo{Name: cluster}
 	}
+	gvk := gvr.GroupVersion().WithKind(kind)
 	for _, r := range t.routes {
 		if r.gvks[gvk] && r.affinity.Matches(info) {
 			return r.backend
 		}
 	}
 	return defaultBackend
+}
+
+// backendFor is the backend that holds (and serves) a resource kind in a
+// cluster now: its pin while it waits to move, else its route.
+func (t *routeTable) backendFor(gvr schema.GroupVersionResource, kind, cluster string) string {
+	if b, ok := t.pins[pairKey{cluster, gvr, kind}]; ok {
+		return b
+	}
+	return t.routed(gvr, kind, cluster)
+}
+
+// accepts is whether backend applies the resource's events: it holds it,
+// or the resource is being copied into it.
+func (t *routeTable) accepts(backend string, gvr schema.GroupVersionResource, kind, cluster string) bool {
+	if t.backendFor(gvr, kind, cluster) == backend {
+		return true
+	}
+	h, ok := t.moving[pairKey{cluster, gvr, kind}]
+	return ok && h.to == backend
+}
+
+// reports is whether backend tells watchers about an object event it
+// applied: events of a resource in transit come from one backend only.
+func (t *routeTable) reports(backend string, gvr schema.GroupVersionResource, kind, cluster string, seq uint64) bool {
+	h, ok := t.moving[pairKey{cluster, gvr, kind}]
+	if !ok {
+		return true
+	}
+	return (backend == h.to) == (seq > h.seq)
+}
+
+// with is a copy of t with other pins and moving entries.
+func (t *routeTable) with(pins map[pairKey]string, moving map[pairKey]handover) *routeTable {
+	c := *t
+	c.pins, c.moving = pins, moving
+	return &c
 }
 
 // Router keeps the route table current (registries and the inventory are
@@ -70,6 +134,13 @@ type Router struct {
 	inv  jetstream.KeyValue
 	ids  func(*registry.OpenSearchConfig) string
 	log  *slog.Logger
+	// pin, when set, keeps a resource whose route changed in its previous
+	// backend (see routeTable.pins) until the mover moved it; serve sets it.
+	// Without it (rebuild, which fills a fresh store) routes apply at once.
+	pin bool
+	// streams lists the clusters that have a stream (with pin), which
+	// the inventory may not know.
+	streams func(ctx context.Context) ([]string, error)
 
 	table atomic.Pointer[routeTable]
 	kinds sync.Map // GroupVersionResource -> kind, learned from events
@@ -112,22 +183,57 @@ func (r *Router) refresh(ctx context.Context) error {
 			}
 		}
 	}
+	if r.pin {
+		var streams []string
+		if r.streams != nil {
+			if streams, err = r.streams(ctx); err != nil {
+				return err
+			}
+		}
+		r.pinChanged(r.table.Load(), t, streams)
+	}
 	r.table.Store(t)
 	return nil
 }
 
-// run refreshes the table until ctx ends.
-func (r *Router) run(ctx context.Context, every time.Duration) error {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := r.refresh(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("refreshing backend routes failed; keeping the last ones", "err", err)
-			}
+// pinChanged pins, in next, every resource of a known cluster whose
+// backend differs between prev (pins included) and next's routes to the
+// backend that holds it in prev. Resources nobody has seen yet have no
+// objects anywhere: their route applies at once.
+func (r *Router) pinChanged(prev, next *routeTable, streams []string) {
+	clusters := map[string]bool{}
+	for _, m := range []map[string]registry.ClusterInfo{prev.clusters, next.clusters} {
+		for c := range m {
+			clusters[c] = true
+		}
+	}
+	for _, c := range streams {
+		clusters[c] = true
+	}
+	kinds := map[schema.GroupVersionResource]string{}
+	for gvr, k := range next.kinds {
+		kinds[gvr] = k
+	}
+	r.kinds.Range(func(k, v any) bool {
+		kinds[k.(schema.GroupVersionResource)] = v.(string)
+		return true
+	})
+	next.pins, next.moving = map[pairKey]string{}, prev.moving
+	consider := func(p pairKey) {
+		was := prev.backendFor(p.gvr, p.kind, p.cluster)
+		if next.routed(p.gvr, p.kind, p.cluster) == was {
+			return
+		}
+		next.pins[p] = was
+	}
+	for c := range clusters {
+		for gvr, k := range kinds {
+			consider(pairKey{c, gvr, k})
+		}
+	}
+	for p := range prev.pins {
+		if _, done := next.pins[p]; !done {
+			consider(p)
 		}
 	}
 }
@@ -142,8 +248,34 @@ func (r *Router) Filter(backend string) func(ev *fleetviewv1.ResourceEvent) bool
 				r.kinds.Store(gvr, ev.GetKind())
 			}
 		}
-		return r.table.Load().backendFor(gvr.GroupVersion().WithKind(r.kindOf(gvr, ev.GetKind())), ev.GetCluster()) == backend
+		return r.table.Load().accepts(backend, gvr, r.kindOf(gvr, ev.GetKind()), ev.GetCluster())
 	}
+}
+
+// Observer wraps a backend's materializer observer: of the object events
+// of a resource moving between backends, it passes only those this
+// backend reports (see handover).
+func (r *Router) Observer(backend string, f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
+	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
+		t := r.table.Load()
+		if len(t.moving) == 0 {
+			f(cluster, evs, lastSeq)
+			return
+		}
+		out := make([]materializer.Event, 0, len(evs))
+		for _, e := range evs {
+			ev := e.Event
+			if !isObjectEvent(ev) || t.reports(backend, stream.GVR(ev.GetGvr()), r.kindOf(stream.GVR(ev.GetGvr()), ev.GetKind()), cluster, e.Seq) {
+				out = append(out, e)
+			}
+		}
+		f(cluster, out, lastSeq)
+	}
+}
+
+func isObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
+	t := ev.GetType()
+	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
 func (r *Router) kindOf(gvr schema.GroupVersionResource, hint string) string {
@@ -158,7 +290,7 @@ func (r *Router) kindOf(gvr schema.GroupVersionResource, hint string) string {
 
 // backendOf is the backend holding gvr in cluster.
 func (r *Router) backendOf(gvr schema.GroupVersionResource, cluster string) string {
-	return r.table.Load().backendFor(gvr.GroupVersion().WithKind(r.kindOf(gvr, "")), cluster)
+	return r.table.Load().backendFor(gvr, r.kindOf(gvr, ""), cluster)
 }
 
 // RoutingReader answers the query API from the backend that holds each
@@ -358,8 +490,34 @@ func (rr *RoutingReader) Search(ctx context.Context, o query.SearchOptions) (que
 	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
 		bo := o
 		bo.Clusters, bo.Continue = cs, cursor
-		return rr.backend(b).Search(ctx, bo)
+		p, err := rr.backend(b).Search(ctx, bo)
+		if err != nil {
+			return p, err
+		}
+		// A backend a resource just moved away from holds its objects until
+		// the mover drops them: only the backend that serves a resource
+		// answers for it, so no object shows up twice.
+		kept := p.Items[:0]
+		for _, it := range p.Items {
+			if rr.servedBy(it.GVR, it.Cluster) == b {
+				kept = append(kept, it)
+			}
+		}
+		p.Items = kept
+		return p, nil
 	})
+}
+
+// servedBy is the backend whose answers about gvr in cluster count: the
+// one that holds it, or Badger for a backend not connected.
+func (rr *RoutingReader) servedBy(gvr schema.GroupVersionResource, cluster string) string {
+	b := rr.router.backendOf(gvr, cluster)
+	rr.mu.RLock()
+	defer rr.mu.RUnlock()
+	if _, ok := rr.backends[b]; !ok {
+		return defaultBackend
+	}
+	return b
 }
 
 const mergePrefix = "merge:"

@@ -100,10 +100,12 @@ type backend struct {
 	metrics *http.Server
 	api     *queryapi.Server
 
+	js       jetstream.JetStream
 	mu       sync.Mutex
-	mats     []*materializer.Materializer
-	started  int                          // mats[:started] are running
+	members  []*member                    // Badger first, then OpenSearch backends as added
 	osStores map[string]*opensearch.Store // by backend id
+	// fail ends run with a member's error (set by run).
+	fail func(error)
 }
 
 func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (*backend, error) {
@@ -126,7 +128,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{o: o, nc: nc, regs: regs, log: log, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
+	b := &backend{o: o, nc: nc, js: js, regs: regs, log: log, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
 	fail := func(err error) (*backend, error) {
 		_ = b.reader.Close()
 		_ = store.Close()
@@ -136,13 +138,18 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err := b.router.refresh(ctx); err != nil {
 		return fail(fmt.Errorf("backend routes: %w", err))
 	}
+	// From now on a route change moves the resource's objects (see
+	// reroute.go). The first routes apply as they are: the stores hold
+	// what those routes sent them when serve last ran.
+	b.router.pin = true
+	b.router.streams = func(ctx context.Context) ([]string, error) { return clusterStreams(ctx, js) }
 	b.hub = queryapi.NewHub(queryapi.HubOptions{})
 	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, BatchSize: o.BatchSize,
-		Filter: b.router.Filter(defaultBackend), Observer: b.hub.Observe, Logger: log})
+		Filter: b.router.Filter(defaultBackend), Observer: b.router.Observer(defaultBackend, b.hub.Observe), Logger: log})
 	if err != nil {
 		return fail(err)
 	}
-	b.mats = append(b.mats, mat)
+	b.members = append(b.members, &member{id: defaultBackend, sink: store, read: b.reader, mat: mat})
 	b.rr = &RoutingReader{router: b.router, backends: map[string]backendReader{defaultBackend: b.reader}, clusters: func(ctx context.Context) ([]string, error) {
 		return clusterStreams(ctx, js)
 	}}
@@ -229,13 +236,13 @@ func (b *backend) addOpenSearch(ctx context.Context) error {
 	for _, ob := range obs {
 		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.id, NATS: b.nc, Sink: ob.store,
 			BatchSize: b.o.OpenSearch.BatchSize, FlushInterval: b.o.OpenSearch.FlushInterval,
-			Filter: b.router.Filter(ob.id), Observer: objectsOnly(b.hub.Observe), Logger: b.log.With("backend", "opensearch", "addresses", ob.addresses)})
+			Filter: b.router.Filter(ob.id), Observer: b.router.Observer(ob.id, objectsOnly(b.hub.Observe)), Logger: b.log.With("backend", "opensearch", "addresses", ob.addresses)})
 		if err != nil {
 			return err
 		}
 		b.mu.Lock()
 		b.osStores[ob.id] = ob.store
-		b.mats = append(b.mats, m)
+		b.members = append(b.members, &member{id: ob.id, sink: ob.store, read: ob.store, mat: m, versioned: true})
 		b.mu.Unlock()
 		b.rr.add(ob.id, ob.store)
 		b.log.Info("OpenSearch backend added", "id", ob.id, "addresses", ob.addresses)
@@ -246,7 +253,23 @@ func (b *backend) addOpenSearch(ctx context.Context) error {
 func (b *backend) materializers() []*materializer.Materializer {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return append([]*materializer.Materializer(nil), b.mats...)
+	out := make([]*materializer.Materializer, len(b.members))
+	for i, m := range b.members {
+		out[i] = m.mat
+	}
+	return out
+}
+
+// member is the backend with that id, or nil when it is not connected.
+func (b *backend) member(id string) *member {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.members {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
 }
 
 // applied is, per cluster, the lowest sequence every materializer applied.
@@ -274,16 +297,32 @@ func clusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, erro
 // run drains the materializers and the API, then closes the stores.
 func (b *backend) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
+	failed := make(chan error, 1)
+	b.fail = func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}
+	g.Go(func() error {
+		select {
+		case err := <-failed:
+			return err
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	// startNew starts the members not running: new backends, and any the
+	// mover left paused.
 	startNew := func() {
 		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, m := range b.mats[b.started:] {
-			g.Go(func() error { return m.Run(gctx) })
+		ms := append([]*member(nil), b.members...)
+		b.mu.Unlock()
+		for _, m := range ms {
+			m.start(gctx, b.fail)
 		}
-		b.started = len(b.mats)
 	}
 	startNew()
-	g.Go(func() error { return b.router.run(gctx, 2*time.Second) })
 	g.Go(func() error {
 		// Registries applied later may name new OpenSearch backends.
 		t := time.NewTicker(2 * time.Second)
@@ -294,7 +333,10 @@ func (b *backend) run(ctx context.Context) error {
 				return nil
 			case <-t.C:
 				// Routes first: a backend's materializer never runs with
-				// routes that do not know it yet.
+				// routes that do not know it yet. A changed route pins its
+				// resources to their old backend; the mover then copies
+				// them into the new one (a new backend's materializer is
+				// first started by the mover) and drops the old copy.
 				err := b.router.refresh(gctx)
 				if err == nil {
 					err = b.addOpenSearch(gctx)
@@ -302,12 +344,21 @@ func (b *backend) run(ctx context.Context) error {
 				if err != nil && gctx.Err() == nil {
 					b.log.Warn("adding OpenSearch backends failed; retrying", "err", err)
 				}
+				if err := b.reroute(gctx); err != nil && gctx.Err() == nil {
+					b.log.Warn("moving resources between backends failed; retrying", "err", err)
+				}
 				startNew()
 			}
 		}
 	})
 	g.Go(func() error { return b.api.Run(gctx) })
 	err := g.Wait()
+	b.mu.Lock()
+	ms := append([]*member(nil), b.members...)
+	b.mu.Unlock()
+	for _, m := range ms {
+		m.pause() // ctx ended: waits for each materializer to drain
+	}
 	for _, st := range b.osStores {
 		_ = st.Close()
 	}

@@ -1,0 +1,265 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+	"github.com/fleetview/fleetview/materializer/opensearch"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// TestServeReroutesResources edits registries while `fleetview serve` runs
+// so that resources already materialized change backend, with writes going
+// on meanwhile:
+//
+//   - Pods cached in Badger are routed to a brand-new OpenSearch backend;
+//   - then Pods go back to Badger and ConfigMaps (cached in Badger) go to
+//     that OpenSearch backend, which is running and whose checkpoint is
+//     past every ConfigMap it skipped.
+//
+// After each edit the new backend holds exactly the stream's objects, the
+// old one none, and Lists and a Search through the query API return each
+// object once.
+func TestServeReroutesResources(t *testing.T) {
+	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
+	ns, nc, js := startMatNATS(t, 0)
+	ctx := context.Background()
+	regs, err := regstore.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(r *registry.ResourceRegistry) {
+		t.Helper()
+		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
+		if _, err := regs.Apply(ctx, r); err != nil {
+			t.Fatalf("apply registry %s: %v", r.Name, err)
+		}
+	}
+	clusters := []string{"c1", "c2"}
+	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "all"},
+		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "v1", Kind: "ConfigMap"}}}})
+	toOpenSearch := func(kind string) *registry.ResourceRegistry {
+		return &registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "to-opensearch"},
+			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: clusters},
+				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: kind}},
+				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}}
+	}
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSURL: ns.ClientURL(),
+		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
+			Getenv: func(string) string { return "" }}}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
+	stopped := false
+	stop := func() {
+		t.Helper()
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("serve did not stop")
+		}
+	}
+	t.Cleanup(stop)
+
+	const pods, cms = 400, 60
+	var evs []*fleetviewv1.ResourceEvent
+	for i := range pods {
+		evs = append(evs, benchdata.Event(clusters[i%2], i, 1))
+	}
+	for i := range cms {
+		evs = append(evs, configMap(clusters[i%2], i))
+	}
+	// Some history: deleted pods, whose tombstones a copy must honour.
+	for i := 0; i < pods; i += 10 {
+		evs = append(evs, benchdata.Delete(clusters[i%2], i, 2))
+	}
+	publishEvents(t, nc, evs)
+
+	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	qc := fleetviewv1.NewQueryServiceClient(conn)
+	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// want is the stream's state of one resource.
+	want := func(resource string) map[objKey][]byte {
+		out := map[objKey][]byte{}
+		for k, v := range matStreamState(t, js, clusters...) {
+			var m struct {
+				Kind string `json:"kind"`
+			}
+			_ = json.Unmarshal(v, &m)
+			if (resource == "pods") == (m.Kind == "Pod") {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	// viaAPI checks that a paged List of a resource through the query API
+	// returns each of the stream's objects exactly once.
+	viaAPI := func(resource string) error {
+		w := want(resource)
+		seen := map[objKey]int{}
+		cont := ""
+		for {
+			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: 70, Continue: cont, Raw: true})
+			if err != nil {
+				return err
+			}
+			for _, raw := range resp.GetRawItems() {
+				seen[apiKey(t, raw)]++
+			}
+			if cont = resp.GetContinue(); cont == "" {
+				break
+			}
+		}
+		for k, n := range seen {
+			if n != 1 {
+				return fmt.Errorf("%s %v listed %d times", resource, k, n)
+			}
+			if _, ok := w[k]; !ok {
+				return fmt.Errorf("%s %v listed but not in the stream", resource, k)
+			}
+		}
+		if len(seen) != len(w) {
+			return fmt.Errorf("%s: %d listed, %d in the stream", resource, len(seen), len(w))
+		}
+		return nil
+	}
+	// searchOnce checks that a Search over every backend finds each of the
+	// stream's objects of a resource once.
+	searchOnce := func(resource string) error {
+		w := want(resource)
+		seen := map[objKey]int{}
+		cont := ""
+		for {
+			resp, err := qc.Search(ctx, &fleetviewv1.SearchRequest{Text: "team", Resources: []string{"core/v1/" + resource}, Limit: 100, Continue: cont})
+			if err != nil {
+				return err
+			}
+			for _, h := range resp.GetItems() {
+				md := h.GetObject().GetFields()["metadata"].GetStructValue().GetFields()
+				seen[objKey{h.GetCluster(), md["namespace"].GetStringValue(), md["name"].GetStringValue()}]++
+			}
+			if cont = resp.GetContinue(); cont == "" {
+				break
+			}
+		}
+		for k, n := range seen {
+			if n != 1 {
+				return fmt.Errorf("search: %s %v found %d times", resource, k, n)
+			}
+		}
+		if len(seen) != len(w) {
+			return fmt.Errorf("search: %d %s found, %d in the stream", len(seen), resource, len(w))
+		}
+		return nil
+	}
+	// inOpenSearch checks OpenSearch holds exactly the stream's objects of
+	// onlyResource, and nothing of the other resource.
+	inOpenSearch := func(onlyResource, noResource string) error {
+		gvrs := map[string]query.ListOptions{"pods": {GVR: benchdata.PodGVR}, "configmaps": {GVR: cmGVR}}
+		got := listAll(t, direct, gvrs[onlyResource])
+		w := want(onlyResource)
+		if len(got) != len(w) {
+			return fmt.Errorf("opensearch holds %d %s, the stream %d", len(got), onlyResource, len(w))
+		}
+		compareWithStream(t, got, w)
+		if n := len(listAll(t, direct, gvrs[noResource])); n != 0 {
+			return fmt.Errorf("opensearch still holds %d %s", n, noResource)
+		}
+		return nil
+	}
+	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+
+	// 1. Pods go to a new OpenSearch backend; pods keep changing meanwhile.
+	apply(toOpenSearch("Pod"))
+	var updates []*fleetviewv1.ResourceEvent
+	for i := 1; i < pods; i += 7 {
+		updates = append(updates, benchdata.Event(clusters[i%2], i, 3))
+	}
+	publishEvents(t, nc, updates)
+	eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods", "configmaps") })
+	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	if err := viaAPI("configmaps"); err != nil {
+		t.Fatal(err)
+	}
+	if err := searchOnce("pods"); err != nil {
+		t.Fatal(err)
+	}
+	// Changes after the move reach OpenSearch.
+	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 2, 4), benchdata.Delete("c2", 3, 4)})
+	eventually(t, time.Minute, func() error { return inOpenSearch("pods", "configmaps") })
+
+	// 2. Pods come back to Badger, ConfigMaps go to the running OpenSearch
+	// backend (past them: it skipped every one).
+	apply(toOpenSearch("ConfigMap"))
+	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 5), configMap("c2", cms+1)})
+	eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps", "pods") })
+	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	if err := searchOnce("pods"); err != nil {
+		t.Fatal(err)
+	}
+	if err := searchOnce("configmaps"); err != nil {
+		t.Fatal(err)
+	}
+
+	// 3. Badger itself: the pods as in the stream, no configmap left.
+	stop()
+	st, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := st.Reader(badger.ReaderOptions{})
+	defer r.Close()
+	compareWithStream(t, listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), want("pods"))
+	if n := len(listAll(t, r, query.ListOptions{GVR: cmGVR})); n != 0 {
+		t.Fatalf("badger still holds %d configmaps", n)
+	}
+}
+
+// apiKey names an object the query API returned (raw), by the cluster
+// annotation it adds.
+func apiKey(t testing.TB, raw []byte) objKey {
+	t.Helper()
+	var m struct {
+		Metadata struct {
+			Name, Namespace string
+			Annotations     map[string]string
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("listed object is not JSON: %v", err)
+	}
+	return objKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
+}

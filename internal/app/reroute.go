@@ -1,0 +1,506 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Moving a resource between backends
+//
+// Each backend's materializer skips the events its routes do not give it,
+// and its checkpoint moves past them. So when a registry edit routes a
+// resource of a cluster to another backend, that backend has already gone
+// past the resource's history, and the one it leaves still holds it. The
+// router pins such a resource to the backend that holds it (reads and
+// writes keep going there), and the mover below moves it:
+//
+//  1. The new backend's materializer is paused; the resource's subjects
+//     are read from the stream (last message per subject, the stream keeps
+//     no other) up to that backend's checkpoint and applied through its
+//     sink with that same checkpoint, then what the backend holds is
+//     checked against what was applied.
+//  2. Its materializer resumes applying the resource too (the old backend
+//     still does), from its checkpoint on, until it reached the stream's
+//     end as of the copy.
+//  3. The pin goes: reads go to the new backend, the old one skips the
+//     resource's events from now on.
+//  4. The old backend's materializer is paused, its copy of the resource
+//     deleted, and it resumes.
+//
+// A query never reads a backend that lacks the resource's objects, and
+// never two backends for the same resource (a search, which spans every
+// backend, keeps each hit only from the backend that serves it).
+
+// member is one backend: its sink, its reader and its materializer, which
+// the mover pauses while it copies resources in or deletes them.
+type member struct {
+	id   string
+	sink materializer.Sink
+	read backendReader
+	mat  *materializer.Materializer
+	// versioned: the sink keeps each object's stream sequence as its
+	// version and refuses a write that does not exceed it (OpenSearch).
+	versioned bool
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// start runs the materializer unless it runs already; a failure goes to
+// fail (which ends serve).
+func (m *member) start(ctx context.Context, fail func(error)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cancel != nil {
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	m.cancel, m.done = cancel, done
+	go func() {
+		defer close(done)
+		// A paused or stopped member ends with its context: not a failure.
+		if err := m.mat.Run(cctx); err != nil && cctx.Err() == nil {
+			fail(fmt.Errorf("materializer of backend %q: %w", m.id, err))
+		}
+	}()
+}
+
+// pause stops the materializer and waits until every batch it took is
+// committed (or abandoned): then the sink and its checkpoints are the
+// mover's alone.
+func (m *member) pause() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	<-m.done
+	m.cancel, m.done = nil, nil
+}
+
+// move is one pinned resource of one cluster and where it goes.
+type move struct {
+	pairKey
+	from, to string
+}
+
+// reroute moves every pinned resource whose new backend is connected; the
+// others stay pinned (and served where they are) until it is.
+func (b *backend) reroute(ctx context.Context) error {
+	t := b.router.table.Load()
+	byTarget := map[string][]move{}
+	for p, from := range t.pins {
+		to := t.routed(p.gvr, p.kind, p.cluster)
+		if b.member(to) == nil {
+			continue
+		}
+		byTarget[to] = append(byTarget[to], move{pairKey: p, from: from, to: to})
+	}
+	targets := make([]string, 0, len(byTarget))
+	for to := range byTarget {
+		targets = append(targets, to)
+	}
+	sort.Strings(targets)
+	var errs []error
+	for _, to := range targets {
+		ms := byTarget[to]
+		sort.Slice(ms, func(i, j int) bool { return ms[i].less(ms[j].pairKey) })
+		if err := b.moveInto(ctx, b.member(to), ms); err != nil {
+			errs = append(errs, fmt.Errorf("into backend %q: %w", to, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p pairKey) less(o pairKey) bool {
+	if p.cluster != o.cluster {
+		return p.cluster < o.cluster
+	}
+	return p.gvr.String() < o.gvr.String()
+}
+
+// moveInto moves resources into backend g (steps 1-4 above).
+func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
+	start := time.Now()
+	byCluster := map[string][]move{}
+	for _, m := range ms {
+		byCluster[m.cluster] = append(byCluster[m.cluster], m)
+	}
+	// 1. Copy, with g's materializer paused.
+	g.pause()
+	ends := map[string]uint64{}
+	copied := 0
+	for c, cms := range byCluster {
+		ckpt, err := g.sink.Checkpoint(ctx, c)
+		if err != nil {
+			g.start(ctx, b.fail)
+			return err
+		}
+		// A backend that never read this stream gets the resource from
+		// its materializer, which starts at the stream's beginning.
+		if ckpt > 0 {
+			n, err := b.copyInto(ctx, g, c, cms, ckpt)
+			if err != nil {
+				g.start(ctx, b.fail)
+				return fmt.Errorf("cluster %s: %w", c, err)
+			}
+			copied += n
+		}
+		if ends[c], err = streamEnd(ctx, b.js, c); err != nil {
+			g.start(ctx, b.fail)
+			return err
+		}
+	}
+	// 2. g applies the resources too, and catches up with the stream.
+	t := b.router.table.Load()
+	moving := maps.Clone(t.moving)
+	if moving == nil {
+		moving = map[pairKey]handover{}
+	}
+	for _, m := range ms {
+		moving[m.pairKey] = handover{to: m.to, seq: ends[m.cluster]}
+	}
+	b.router.table.Store(t.with(t.pins, moving))
+	g.start(ctx, b.fail)
+	if err := waitCaughtUp(ctx, g.mat, ends); err != nil {
+		return err
+	}
+	// 3. Reads go to g; the old backends skip the resources from now on.
+	t = b.router.table.Load()
+	pins := maps.Clone(t.pins)
+	for _, m := range ms {
+		delete(pins, m.pairKey)
+	}
+	b.router.table.Store(t.with(pins, t.moving))
+	// Once the old backends are paused (below), none of their batches is
+	// left to report: the handovers go.
+	defer func() {
+		t := b.router.table.Load()
+		moving := maps.Clone(t.moving)
+		for _, m := range ms {
+			delete(moving, m.pairKey)
+		}
+		b.router.table.Store(t.with(t.pins, moving))
+	}()
+	// 4. The old copies go.
+	byFrom := map[string][]move{}
+	for _, m := range ms {
+		byFrom[m.from] = append(byFrom[m.from], m)
+	}
+	dropped := 0
+	var errs []error
+	for from, fms := range byFrom {
+		l := b.member(from)
+		if l == nil {
+			continue // never connected: it holds nothing
+		}
+		n, err := b.dropFrom(ctx, l, fms)
+		dropped += n
+		if err != nil {
+			errs = append(errs, fmt.Errorf("dropping the old copy from backend %q: %w", from, err))
+		}
+	}
+	for _, m := range ms {
+		b.log.Info("resource moved between backends", "cluster", m.cluster, "resource", m.gvr.String(), "from", m.from, "to", m.to)
+	}
+	b.log.Info("backends rerouted", "resources", len(ms), "to", g.id, "copied", copied, "dropped", dropped, "took", time.Since(start).Round(time.Millisecond))
+	return errors.Join(errs...)
+}
+
+// streamEnd is the last sequence of a cluster's stream (0 without one).
+func streamEnd(ctx context.Context, js jetstream.JetStream, cluster string) (uint64, error) {
+	st, err := js.Stream(ctx, stream.StreamName(cluster))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.LastSeq, nil
+}
+
+// waitCaughtUp waits until mat applied every cluster stream up to ends.
+func waitCaughtUp(ctx context.Context, mat *materializer.Materializer, ends map[string]uint64) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		applied := mat.Applied()
+		behind := false
+		for c, end := range ends {
+			if applied[c] < end {
+				behind = true
+			}
+		}
+		if !behind {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// copyBatch is how many events one sink call of the mover carries.
+const copyBatch = 500
+
+// objRef names an object of a resource by uid.
+type objRef struct {
+	gvr schema.GroupVersionResource
+	uid string
+}
+
+// stored is what the mover needs of a stored or streamed object.
+type stored struct {
+	Metadata struct {
+		UID             string `json:"uid"`
+		Namespace       string `json:"namespace"`
+		Name            string `json:"name"`
+		ResourceVersion string `json:"resourceVersion"`
+	} `json:"metadata"`
+}
+
+// copyInto applies the resources' stream state up to ckpt to g's sink
+// (paused), with ckpt as the checkpoint, and checks g holds exactly that
+// state. It returns how many objects g holds.
+func (b *backend) copyInto(ctx context.Context, g *member, cluster string, ms []move, ckpt uint64) (int, error) {
+	kinds := map[schema.GroupVersionResource]string{}
+	var subjects []string
+	for _, m := range ms {
+		kinds[m.gvr] = m.kind
+		subjects = append(subjects, stream.ResourceFilter(cluster, m.gvr), stream.ControlSubject(cluster, m.gvr))
+	}
+	want := map[objRef]string{} // resourceVersion of every object the state holds
+	st, err := b.js.Stream(ctx, stream.StreamName(cluster))
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, err
+	}
+	if err == nil {
+		if err := b.replay(ctx, st, g, cluster, subjects, ckpt, want); err != nil {
+			return 0, err
+		}
+	}
+	// Check: objects the stream does not hold (left over from an earlier
+	// stay) go; an object missing or older than the stream's means the
+	// backend refused the write (OpenSearch keeps a deleted document's
+	// version for a while: a resource moved back soon after it left is
+	// refused until then). The move is retried on the next round.
+	have := map[objRef]stored{}
+	for gvr := range kinds {
+		if err := listRefs(ctx, g.read, gvr, cluster, have); err != nil {
+			return 0, err
+		}
+	}
+	var extra []stored
+	var extraGVR []schema.GroupVersionResource
+	missing := 0
+	for ref, s := range have {
+		if _, ok := want[ref]; !ok {
+			extra = append(extra, s)
+			extraGVR = append(extraGVR, ref.gvr)
+		}
+	}
+	for ref, rv := range want {
+		if s, ok := have[ref]; !ok || s.Metadata.ResourceVersion != rv {
+			missing++
+		}
+	}
+	if len(extra) > 0 {
+		evs := make([]materializer.Event, len(extra))
+		for i, s := range extra {
+			evs[i] = deleteEvent(cluster, extraGVR[i], kinds[extraGVR[i]], s, dropSeq(g, ckpt))
+		}
+		if err := applyChunks(ctx, g.sink, cluster, evs, ckpt); err != nil {
+			return 0, err
+		}
+	}
+	if missing > 0 {
+		return 0, fmt.Errorf("%w: %d of %d objects not stored as in the stream", ErrMoveIncomplete, missing, len(want))
+	}
+	return len(want), nil
+}
+
+// replay reads the last message of each subject up to ckpt, in stream
+// order, and applies them to g's sink; want ends up holding the objects of
+// that state.
+func (b *backend) replay(ctx context.Context, st jetstream.Stream, g *member, cluster string, subjects []string, ckpt uint64, want map[objRef]string) error {
+	// An ephemeral consumer says at once how many messages it will
+	// deliver: a no-wait fetch may come back empty before the server has
+	// any ready, and an empty copy would pass for an empty resource.
+	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Not the caller's ctx: a consumer of a cancelled move still goes.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
+	}()
+	pending := cons.CachedInfo().NumPending
+	var evs []materializer.Event
+	var last uint64
+	for received := uint64(0); received < pending; {
+		batch, err := cons.Fetch(int(min(pending-received, copyBatch)), jetstream.FetchMaxWait(10*time.Second))
+		if err != nil {
+			return err
+		}
+		got, past := 0, false
+		for msg := range batch.Messages() {
+			got++
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			if seq > ckpt {
+				// Newer than the backend: its materializer applies it.
+				past = true
+				continue
+			}
+			if seq <= last {
+				return fmt.Errorf("stream %s delivered seq %d after %d", stream.StreamName(cluster), seq, last)
+			}
+			last = seq
+			ev, err := stream.Decode(msg.Subject(), msg.Data())
+			if err != nil {
+				continue // poison: the materializers dead-lettered it
+			}
+			gvr := stream.GVR(ev.GetGvr())
+			switch ev.GetType() {
+			case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+				var s stored
+				if json.Unmarshal(ev.GetObject(), &s) != nil {
+					continue // poison too
+				}
+				want[objRef{gvr, ev.GetUid()}] = s.Metadata.ResourceVersion
+			case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+				delete(want, objRef{gvr, ev.GetUid()})
+			case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+				for ref := range want {
+					if ref.gvr == gvr {
+						delete(want, ref)
+					}
+				}
+			}
+			evs = append(evs, materializer.Event{Seq: seq, Event: ev})
+		}
+		if err := batch.Error(); err != nil {
+			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("stream %s: %d of %d messages of the moved resources delivered", stream.StreamName(cluster), received, pending)
+		}
+		received += uint64(got)
+		if err := applyChunks(ctx, g.sink, cluster, evs, ckpt); err != nil {
+			return err
+		}
+		evs = evs[:0]
+		if past {
+			return nil
+		}
+	}
+	return nil
+}
+
+// applyChunks applies events in sink calls of copyBatch, each keeping the
+// checkpoint at ckpt.
+func applyChunks(ctx context.Context, sink materializer.Sink, cluster string, evs []materializer.Event, ckpt uint64) error {
+	for len(evs) > 0 {
+		n := min(len(evs), copyBatch)
+		if err := sink.Apply(ctx, cluster, evs[:n], ckpt); err != nil {
+			return err
+		}
+		evs = evs[n:]
+	}
+	return nil
+}
+
+// listRefs adds every object of a resource in a cluster that r holds.
+func listRefs(ctx context.Context, r backendReader, gvr schema.GroupVersionResource, cluster string, out map[objRef]stored) error {
+	o := query.ListOptions{GVR: gvr, Clusters: []string{cluster}, Limit: copyBatch}
+	for {
+		p, err := r.List(ctx, o)
+		if err != nil {
+			return err
+		}
+		for _, it := range p.Items {
+			var s stored
+			if err := json.Unmarshal(it.JSON, &s); err != nil {
+				return fmt.Errorf("stored %s in %s: %w", gvr, cluster, err)
+			}
+			out[objRef{gvr, s.Metadata.UID}] = s
+		}
+		if p.Continue == "" {
+			return nil
+		}
+		o.Continue = p.Continue
+	}
+}
+
+// dropSeq is the sequence of the mover's deletes in a backend whose
+// checkpoint is ckpt: a versioned backend only deletes a document for a
+// version above the one it holds (at most ckpt); the others take ckpt,
+// which no partial commit could move the checkpoint past.
+func dropSeq(m *member, ckpt uint64) uint64 {
+	if m.versioned {
+		return ckpt + 1
+	}
+	return ckpt
+}
+
+func deleteEvent(cluster string, gvr schema.GroupVersionResource, kind string, s stored, seq uint64) materializer.Event {
+	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{
+		Cluster: cluster, Gvr: stream.ProtoGVR(gvr), Kind: kind, Type: fleetviewv1.EventType_EVENT_TYPE_DELETE,
+		Uid: s.Metadata.UID, Namespace: s.Metadata.Namespace, Name: s.Metadata.Name, Namespaced: s.Metadata.Namespace != "",
+	}}
+}
+
+// dropFrom deletes the resources' objects from backend l, its
+// materializer paused meanwhile, and returns how many it deleted.
+func (b *backend) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
+	l.pause()
+	defer l.start(ctx, b.fail)
+	n := 0
+	for _, m := range ms {
+		have := map[objRef]stored{}
+		if err := listRefs(ctx, l.read, m.gvr, m.cluster, have); err != nil {
+			return n, err
+		}
+		if len(have) == 0 {
+			continue
+		}
+		ckpt, err := l.sink.Checkpoint(ctx, m.cluster)
+		if err != nil {
+			return n, err
+		}
+		evs := make([]materializer.Event, 0, len(have))
+		for _, s := range have {
+			evs = append(evs, deleteEvent(m.cluster, m.gvr, m.kind, s, dropSeq(l, ckpt)))
+		}
+		if err := applyChunks(ctx, l.sink, m.cluster, evs, ckpt); err != nil {
+			return n, err
+		}
+		n += len(evs)
+	}
+	return n, nil
+}
