@@ -222,3 +222,59 @@ func TestReopenedStoreLooksUpPreviousObjects(t *testing.T) {
 		t.Fatalf("new label entry: %s", got)
 	}
 }
+
+// TestRemovalLargerThanATransaction: removing a resource whose objects do
+// not fit one Badger transaction (small memtables make that cheap to reach)
+// commits in parts and removes everything, label index included; so does
+// the pipelined path, which falls back to Apply for it.
+func TestRemovalLargerThanATransaction(t *testing.T) {
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
+			ctx := context.Background()
+			s, err := Open(Options{Dir: t.TempDir(), MemTableSize: 1 << 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			var seq uint64
+			for from := 0; from < 3000; from += 200 {
+				var b []materializer.Event
+				for i := from; i < from+200; i++ {
+					seq++
+					b = append(b, materializer.Event{Seq: seq, Event: benchdata.Event("c1", i, 1)})
+				}
+				if err := s.Apply(ctx, "c1", b, seq); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.Apply(ctx, "c2", []materializer.Event{{Seq: 1, Event: benchdata.Event("c2", 0, 1)}}, 1); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+			removal := []materializer.Event{{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}}}
+			if pipelined {
+				p, err := s.Prepare(ctx, "c1", removal, seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = <-p.Commit()
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err := s.Apply(ctx, "c1", removal, seq); err != nil {
+				t.Fatal(err)
+			}
+			d := dump(t, s)
+			// Every key of c1 but its checkpoint ("c\x00c1") must be gone.
+			if n := strings.Count(d, `\x00c1"=`) - 1 + strings.Count(d, `"u\x00c1\x00`); n != 0 {
+				t.Fatalf("%d keys of c1 left after removal", n)
+			}
+			if !strings.Contains(d, `\x00c2"`) {
+				t.Fatal("c2's object went too")
+			}
+			if c, _ := s.Checkpoint(ctx, "c1"); c != seq {
+				t.Fatalf("checkpoint %d, want %d", c, seq)
+			}
+		})
+	}
+}

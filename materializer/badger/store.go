@@ -13,12 +13,16 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/fleetview/fleetview/materializer"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // Options configures the store.
 type Options struct {
 	Dir    string
 	Logger *slog.Logger
+	// MemTableSize bounds each Badger memtable, and with it the largest
+	// transaction (15 % of it). Default 64 MiB.
+	MemTableSize int64
 }
 
 // Store is the Badger backend: a materializer.Sink and a reader.
@@ -47,6 +51,9 @@ func Open(o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = 64 << 20
+	}
 	opts := bdg.DefaultOptions(o.Dir).
 		WithLogger(nil).
 		WithNumVersionsToKeep(1).
@@ -55,7 +62,7 @@ func Open(o Options) (*Store, error) {
 		// and value pointers: object JSON above ValueThreshold goes to the
 		// value log), a block cache and an index cache (table indices and
 		// bloom filters beyond it are read from disk).
-		WithMemTableSize(64 << 20).WithNumLevelZeroTables(10).WithNumLevelZeroTablesStall(20).
+		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(10).WithNumLevelZeroTablesStall(20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(64 << 20).
 		WithIndexCacheSize(32 << 20).
@@ -104,7 +111,10 @@ func (s *Store) Checkpoint(_ context.Context, cluster string) (uint64, error) {
 
 // Apply implements materializer.Sink. A batch too big for one transaction is
 // committed in prefixes, each with the checkpoint of its own last event, so
-// the store never holds a checkpoint that does not match its contents.
+// the store never holds a checkpoint that does not match its contents. A
+// single event too big for one transaction (removing a resource with many
+// objects) is committed in parts without moving the checkpoint: after a
+// crash the removal is applied again and deletes what is left.
 func (s *Store) Apply(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) error {
 	if err := s.waitFlight(cluster); err != nil {
 		return err
@@ -124,9 +134,17 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 			if err := w.commit(applied); err != nil {
 				return err
 			}
-			w.txn = s.db.NewTransaction(true)
+			w.renew()
 			i--
 			applied = 0
+			continue
+		}
+		if errors.Is(err, bdg.ErrTxnTooBig) && w.writes > 1 && events[i].Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+			if err := w.txn.Commit(); err != nil {
+				return err
+			}
+			w.renew()
+			i--
 			continue
 		}
 		if err != nil {

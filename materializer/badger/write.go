@@ -50,6 +50,25 @@ type writer struct {
 	prev    *overlay
 	// known, when set, has every primary key of the cluster in the store.
 	known *keyFilter
+	// writes counts the transaction's writes: a transaction too big with
+	// none of them cannot be split further.
+	writes int
+}
+
+func (w *writer) set(k, v []byte) error {
+	w.writes++
+	return w.txn.Set(k, v)
+}
+
+func (w *writer) del(k []byte) error {
+	w.writes++
+	return w.txn.Delete(k)
+}
+
+// renew starts the next transaction after a commit.
+func (w *writer) renew() {
+	w.txn = w.s.db.NewTransaction(true)
+	w.writes = 0
 }
 
 // newWriter starts a writer on txn, or on a new transaction.
@@ -70,7 +89,7 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 func (w *writer) setCheckpoint(seq uint64) error {
 	v := make([]byte, 8)
 	binary.BigEndian.PutUint64(v, seq)
-	return w.txn.Set(ckptKey(w.cluster), v)
+	return w.set(ckptKey(w.cluster), v)
 }
 
 func (w *writer) commit(seq uint64) error {
@@ -111,7 +130,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) e
 	}
 	for k, v := range old.labels {
 		if nv, ok := lbls[k]; !ok || nv != v {
-			if err := w.txn.Delete(labelKey(gvr, k, v, ns, name, w.cluster)); err != nil {
+			if err := w.del(labelKey(gvr, k, v, ns, name, w.cluster)); err != nil {
 				return err
 			}
 		}
@@ -120,11 +139,11 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) e
 		if ov, ok := old.labels[k]; ok && ov == v {
 			continue
 		}
-		if err := w.txn.Set(labelKey(gvr, k, v, ns, name, w.cluster), nil); err != nil {
+		if err := w.set(labelKey(gvr, k, v, ns, name, w.cluster), nil); err != nil {
 			return err
 		}
 	}
-	if err := w.txn.Set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
+	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()})); err != nil {
 		return err
 	}
 	w.ov.objs[string(key)] = objState{uid: ev.GetUid(), labels: lbls}
@@ -132,7 +151,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) e
 		w.known.add(key)
 	}
 	ukey := uidKey(w.cluster, gvr, ev.GetUid())
-	if err := w.txn.Set(ukey, key); err != nil {
+	if err := w.set(ukey, key); err != nil {
 		return err
 	}
 	w.ov.uids[string(ukey)] = uidState{obj: key}
@@ -223,7 +242,7 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) error {
 			return err
 		}
 	}
-	if err := w.txn.Delete(ukey); err != nil {
+	if err := w.del(ukey); err != nil {
 		return err
 	}
 	w.ov.uids[string(ukey)] = uidState{gone: true}
@@ -236,11 +255,11 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 		return err
 	}
 	for k, v := range lbls {
-		if err := w.txn.Delete(labelKey(gvr, k, v, ns, name, cluster)); err != nil {
+		if err := w.del(labelKey(gvr, k, v, ns, name, cluster)); err != nil {
 			return err
 		}
 	}
-	if err := w.txn.Delete(key); err != nil {
+	if err := w.del(key); err != nil {
 		return err
 	}
 	w.ov.objs[string(key)] = objState{gone: true}
