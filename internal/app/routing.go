@@ -499,7 +499,7 @@ func (rr *RoutingReader) Search(ctx context.Context, o query.SearchOptions) (que
 		// answers for it, so no object shows up twice.
 		kept := p.Items[:0]
 		for _, it := range p.Items {
-			if rr.servedBy(it.GVR, it.Cluster) == b {
+			if it.GVR.Empty() || rr.servedBy(it.GVR, it.Cluster) == b {
 				kept = append(kept, it)
 			}
 		}

@@ -267,3 +267,116 @@ func TestProgress(t *testing.T) {
 		t.Fatalf("log output %q", b.String())
 	}
 }
+
+var cmsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func podsTo(backend string, clusters ...string) []osRoute {
+	return []osRoute{{backend: backend, affinity: registry.ClusterAffinity{ClusterNames: clusters}, gvks: map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "Pod"}: true}}}
+}
+
+func table(routes []osRoute) *routeTable {
+	return &routeTable{routes: routes, clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{}}
+}
+
+// A route change pins the resource to the backend holding it until the
+// mover moves it; during the handover both backends apply its events and
+// each event is reported by one of them.
+func TestRouterPinsMovedResources(t *testing.T) {
+	r := newRouter(nil, nil, OpenSearchID, slog.Default())
+	r.kinds.Store(podsGVR, "Pod")
+	r.kinds.Store(cmsGVR, "ConfigMap")
+	prev := table(podsTo("os", "b"))
+	next := table(nil) // the registry no longer sends pods of b to OpenSearch
+	r.pinChanged(prev, next, []string{"a", "b"})
+	pb := pairKey{"b", podsGVR, "Pod"}
+	if len(next.pins) != 1 || next.pins[pb] != "os" {
+		t.Fatalf("pins = %v, want only pods of b pinned to os", next.pins)
+	}
+	if got := next.backendFor(podsGVR, "Pod", "b"); got != "os" {
+		t.Fatalf("pinned pods of b served by %q, want os", got)
+	}
+	if got := next.routed(podsGVR, "Pod", "b"); got != defaultBackend {
+		t.Fatalf("pods of b routed to %q, want Badger", got)
+	}
+	if !next.accepts("os", podsGVR, "Pod", "b") || next.accepts(defaultBackend, podsGVR, "Pod", "b") {
+		t.Fatal("before the move only the holder applies the pinned resource")
+	}
+	if !next.accepts(defaultBackend, podsGVR, "Pod", "a") || !next.accepts(defaultBackend, cmsGVR, "ConfigMap", "b") {
+		t.Fatal("resources whose route did not change moved")
+	}
+
+	moving := next.with(next.pins, map[pairKey]handover{pb: {to: defaultBackend, seq: 10}})
+	if !moving.accepts("os", podsGVR, "Pod", "b") || !moving.accepts(defaultBackend, podsGVR, "Pod", "b") {
+		t.Fatal("during the handover both backends apply the resource")
+	}
+	for _, c := range []struct {
+		backend string
+		seq     uint64
+		want    bool
+	}{{"os", 10, true}, {"os", 11, false}, {defaultBackend, 10, false}, {defaultBackend, 11, true}} {
+		if got := moving.reports(c.backend, podsGVR, "Pod", "b", c.seq); got != c.want {
+			t.Errorf("backend %q reports seq %d: %v, want %v", c.backend, c.seq, got, c.want)
+		}
+	}
+	if !moving.reports("os", cmsGVR, "ConfigMap", "b", 11) {
+		t.Error("a resource not in transit is reported by its backend")
+	}
+
+	// Edited again before the move: towards another backend the pin stays
+	// with the holder; back to the holder it goes.
+	again := table(podsTo("os2", "b"))
+	r.pinChanged(next, again, []string{"a", "b"})
+	if again.pins[pb] != "os" || again.routed(podsGVR, "Pod", "b") != "os2" {
+		t.Fatalf("pins = %v after a second edit, want pods of b still pinned to os", again.pins)
+	}
+	back := table(podsTo("os", "b"))
+	r.pinChanged(again, back, []string{"a", "b"})
+	if len(back.pins) != 0 {
+		t.Fatalf("pins = %v after the edit was undone, want none", back.pins)
+	}
+}
+
+// A search spans every backend; a backend a resource just left still
+// holds its objects until the mover drops them, and they must not count.
+func TestRoutingReaderSearchServedOnce(t *testing.T) {
+	rr, all := routedReader(t)
+	for _, id := range []string{defaultBackend, "os"} {
+		f := rr.backends[id].(*fakeBackend)
+		for i := range f.objs {
+			f.objs[i].GVR = podsGVR
+		}
+	}
+	// Badger still holds the objects of cluster b (moved to OpenSearch).
+	badger := rr.backends[defaultBackend].(*fakeBackend)
+	for _, o := range rr.backends["os"].(*fakeBackend).objs {
+		badger.objs = append(badger.objs, o)
+	}
+	sort.SliceStable(badger.objs, func(i, j int) bool { return keyOf(badger.objs[i]).less(keyOf(badger.objs[j])) })
+	for _, limit := range []int64{0, 1, 7} {
+		var got []string
+		o := query.SearchOptions{Limit: limit}
+		for pages := 0; ; pages++ {
+			p, err := rr.Search(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range p.Items {
+				got = append(got, it.Cluster+"/"+string(it.JSON))
+			}
+			if p.Continue == "" {
+				break
+			}
+			if pages > 1000 {
+				t.Fatal("search does not end")
+			}
+			o.Continue = p.Continue
+		}
+		var want []string
+		for _, o := range all {
+			want = append(want, o.Cluster+"/"+string(o.JSON))
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("limit %d: search found %d hits, want each of the %d objects once:\ngot  %q\nwant %q", limit, len(got), len(want), got, want)
+		}
+	}
+}
