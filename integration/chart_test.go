@@ -12,12 +12,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/fleetview/fleetview/internal/natsserver"
 )
 
 // helmBinary finds helm on PATH or where scripts/test.sh installs it.
@@ -49,9 +53,11 @@ func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// TestHelmChart renders the chart in both modes and has a real
-// kube-apiserver validate every manifest (server-side dry run), and checks
-// the chart refuses insecure or incomplete values.
+// TestHelmChart renders the chart in both modes and both NATS
+// authentication modes and has a real kube-apiserver validate every manifest
+// (server-side dry run, strict fields), checks the chart refuses insecure or
+// incomplete values, and, rendering against that apiserver (lookups on),
+// that it refuses missing or invalid credential Secrets.
 func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
 	if out, err := exec.Command(helm, "lint", "../deploy/helm/fleetview").CombinedOutput(); err != nil {
@@ -68,68 +74,206 @@ func TestHelmChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	// validate has the apiserver dry-run every rendered manifest and returns
+	// them in order.
+	validate := func(t *testing.T, out string) []*unstructured.Unstructured {
+		t.Helper()
+		dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+		var objs []*unstructured.Unstructured
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			objs = append(objs, u)
+			gvk := u.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %v", gvk, err)
+			}
+			ri := c.Dynamic().Resource(m.Resource)
+			var rc interface {
+				Create(context.Context, *unstructured.Unstructured, metav1.CreateOptions, ...string) (*unstructured.Unstructured, error)
+			} = ri
+			if m.Scope.Name() == "namespace" {
+				ns := u.GetNamespace()
+				if ns == "" {
+					ns = "fleetview"
+				}
+				rc = ri.Namespace(ns)
+			}
+			if _, err := rc.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
+				t.Fatalf("the apiserver refuses %s %s: %v", u.GetKind(), u.GetName(), err)
+			}
+		}
+		return objs
+	}
 
+	const passA, passB = "member1-secret-0123456789", "member2-secret-0123456789"
+	collector := []string{"--set", "mode=collector", "--set", "collector.clusterName=member1", "--set", "collector.labels.env=prod"}
 	for _, tc := range []struct {
 		name  string
 		args  []string
-		kinds []string
+		kinds []string // helm orders by kind
+		// want and notWant are substrings of the rendered output.
+		want, notWant []string
 	}{
-		{"hub", nil, []string{"Service", "StatefulSet"}}, // helm orders by kind
-		{"collector", []string{"--set", "mode=collector", "--set", "collector.clusterName=member1", "--set", "collector.labels.env=prod"},
-			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"}},
+		{"hub users from a Secret (default)", nil, []string{"Service", "StatefulSet"},
+			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file"},
+			[]string{"--nats-token-file", "kind: Secret"}},
+		{"hub users from values", []string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.member2=" + passB},
+			[]string{"Secret", "Service", "StatefulSet"},
+			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fv-hub-nats-users", "fleetview.io/nats-users-fingerprint"},
+			[]string{"--nats-token-file", passA, passB, "ConfigMap"}},
+		{"hub token", []string{"--set", "nats.auth.mode=token"}, []string{"Service", "StatefulSet"},
+			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats"},
+			[]string{"--nats-users-file", "kind: Secret"}},
+		{"collector users (default)", collector, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,"},
+			[]string{"--nats-token-file"}},
+		{"collector token", append(collector[:len(collector):len(collector)], "--set", "nats.auth.mode=token"),
+			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats,"},
+			[]string{"--nats-user-file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helmTemplate(t, helm, tc.args...)
 			if err != nil {
 				t.Fatalf("helm template: %v\n%s", err, out)
 			}
-			dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
 			var kinds []string
-			for {
-				u := &unstructured.Unstructured{}
-				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				if len(u.Object) == 0 {
+			for _, u := range validate(t, out) {
+				kinds = append(kinds, u.GetKind())
+				if u.GetKind() != "Secret" {
 					continue
 				}
-				kinds = append(kinds, u.GetKind())
-				gvk := u.GroupVersionKind()
-				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+				// The generated users file: one line per cluster, and the
+				// embedded NATS server accepts those credentials.
+				var sec corev1.Secret
+				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sec); err != nil {
+					t.Fatal(err)
+				}
+				if want := "member1:" + passA + "\nmember2:" + passB + "\n"; string(sec.Data["users"]) != want {
+					t.Fatalf("users file %q, want %q", sec.Data["users"], want)
+				}
+				so := natsserver.Options{StoreDir: t.TempDir(), Port: -1, HubPassword: "hub-password-0123456789"}
+				for _, line := range strings.Fields(string(sec.Data["users"])) {
+					cluster, pass, _ := strings.Cut(line, ":")
+					so.Clusters = append(so.Clusters, natsserver.ClusterUser{Cluster: cluster, Password: pass})
+				}
+				ns, err := natsserver.Start(so)
 				if err != nil {
-					t.Fatalf("%s: %v", gvk, err)
+					t.Fatalf("the embedded NATS server refuses the chart's users: %v", err)
 				}
-				ri := c.Dynamic().Resource(m.Resource)
-				var rc interface {
-					Create(context.Context, *unstructured.Unstructured, metav1.CreateOptions, ...string) (*unstructured.Unstructured, error)
-				} = ri
-				if m.Scope.Name() == "namespace" {
-					ns := u.GetNamespace()
-					if ns == "" {
-						ns = "fleetview"
-					}
-					rc = ri.Namespace(ns)
-				}
-				if _, err := rc.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: "Strict"}); err != nil {
-					t.Fatalf("the apiserver refuses %s %s: %v", u.GetKind(), u.GetName(), err)
-				}
+				ns.Shutdown()
 			}
 			if strings.Join(kinds, ",") != strings.Join(tc.kinds, ",") {
 				t.Fatalf("rendered %v, want %v", kinds, tc.kinds)
 			}
-			if tc.name == "hub" && (!strings.Contains(out, "--nats-token-file") || !strings.Contains(out, "--authorization-policy-file")) {
-				t.Fatalf("hub without NATS token or API policy:\n%s", out)
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("rendered output lacks %q", w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(out, w) {
+					t.Errorf("rendered output holds %q", w)
+				}
+			}
+			if t.Failed() {
+				t.Logf("rendered:\n%s", out)
 			}
 		})
 	}
+	refuse := func(t *testing.T, args []string, want string) {
+		t.Helper()
+		out, err := helmTemplate(t, helm, args...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Errorf("%v rendered (want refusal %q): %v\n%s", args, want, err, out)
+		}
+	}
 	t.Run("refuses insecure or incomplete values", func(t *testing.T) {
-		if out, err := helmTemplate(t, helm, "--set", "hub.authSecret="); err == nil || !strings.Contains(out, "hub.authSecret is required") {
-			t.Fatalf("hub without auth rendered: %v\n%s", err, out)
+		for _, tc := range []struct {
+			args []string
+			want string
+		}{
+			{[]string{"--set", "hub.authSecret="}, "hub.authSecret is required"},
+			{[]string{"--set", "mode=collector"}, "collector.clusterName is required"},
+			{[]string{"--set", "nats.auth.mode=none"}, "nats.auth.mode must be"},
+			{[]string{"--set", "nats.auth.mode=token", "--set", "nats.tokenSecret="}, "needs nats.tokenSecret"},
+			{[]string{"--set", "nats.auth.mode=token", "--set", "nats.users.member1=" + passA}, "cannot be combined"},
+			{[]string{"--set", "nats.usersSecret.name="}, "nats.auth.mode=users needs nats.users"},
+			{[]string{"--set", "nats.users.member1=short-password"}, "shorter than 16 characters"},
+			{[]string{"--set", "nats.users.member1=" + passA + "$"}, "printable ASCII without quotes"},
+			{[]string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.Member2=" + passB}, `cluster "Member2" is not a DNS label`},
+			{[]string{"--set", "nats.users.member1=1234567890123456789"}, "must be a string"},
+			{[]string{"--set", "hub.natsTokenSecret=fleetview-nats"}, "hub.natsTokenSecret and collector.natsTokenSecret moved"},
+			{append(collector[:len(collector):len(collector)], "--set", "nats.userSecret.name="), "nats.auth.mode=users needs nats.userSecret"},
+		} {
+			refuse(t, tc.args, tc.want)
 		}
-		if out, err := helmTemplate(t, helm, "--set", "mode=collector"); err == nil || !strings.Contains(out, "collector.clusterName is required") {
-			t.Fatalf("collector without a cluster name rendered: %v\n%s", err, out)
+	})
+
+	// With --dry-run=server the chart's lookups reach the apiserver: the
+	// credential Secrets must exist and hold what the binary accepts, so an
+	// upgrade of a token install to the users default stops before the hub
+	// is replaced by a pod that cannot start.
+	t.Run("checks credential Secrets on the cluster", func(t *testing.T) {
+		kc := filepath.Join(t.TempDir(), "kubeconfig")
+		if err := fleet.WriteKubeconfig(kc, "admin"); err != nil {
+			t.Fatal(err)
 		}
+		live := func(args ...string) []string {
+			return append([]string{"--dry-run=server", "--kubeconfig", kc}, args...)
+		}
+		secrets := c.Clientset().CoreV1().Secrets("fleetview")
+		put := func(name, key, value string) {
+			t.Helper()
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{key: value}}
+			if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+				_, err = secrets.Create(ctx, s, metav1.CreateOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		renders := func(args ...string) {
+			t.Helper()
+			out, err := helmTemplate(t, helm, live(args...)...)
+			if err != nil {
+				t.Fatalf("helm template %v: %v\n%s", args, err, out)
+			}
+			validate(t, out)
+		}
+
+		refuse(t, live(), "Secret fleetview/fleetview-nats-users not found")
+		refuse(t, live("--set", "nats.auth.mode=token"), "Secret fleetview/fleetview-nats not found")
+		refuse(t, live(collector...), "Secret fleetview/fleetview-nats-user not found")
+
+		put("fleetview-nats-users", "other", "member1:"+passA)
+		refuse(t, live(), `has no key "users"`)
+		put("fleetview-nats-users", "users", "# cluster:password\nmember1:"+passA+"\nmember2:too-short\n")
+		refuse(t, live(), "line 3: the NATS password of cluster member2 is shorter than 16 characters")
+		put("fleetview-nats-users", "users", "# nobody yet\n")
+		refuse(t, live(), "holds no <cluster>:<password> line")
+		put("fleetview-nats-users", "users", "# cluster:password\nmember1:"+passA+"\nmember2:"+passB+"\n")
+		renders()
+
+		put("fleetview-nats-user", "user", "member2:"+passB+"\n")
+		refuse(t, live(collector...), "must hold exactly one line, for collector.clusterName member1")
+		put("fleetview-nats-user", "user", "member1:"+passA+"\nmember2:"+passB+"\n")
+		refuse(t, live(collector...), "must hold exactly one line, for collector.clusterName member1")
+		put("fleetview-nats-user", "user", "member1:"+passA+"\n")
+		renders(collector...)
+
+		put("fleetview-nats", "token", "shared-token-0123456789")
+		renders("--set", "nats.auth.mode=token")
 	})
 }
