@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"encoding/json"
+	"hash/maphash"
 	"sort"
 	"strings"
 	"sync"
@@ -31,11 +32,14 @@ type Hub struct {
 
 	mu      sync.Mutex
 	applied query.Version
-	// known holds every object the cache holds (cluster/resource/uid) with
-	// its last labels (encoded; unknownLabels when only the UID is known),
-	// so a live upsert can be told ADDED or MODIFIED and routed by the
-	// labels it had.
-	known map[string]string
+	// known holds every object the cache holds, per cluster/resource and
+	// by a 128-bit hash of its uid, with its last labels (encoded;
+	// unknownLabels when only the uid is known), so a live upsert can be
+	// told ADDED or MODIFIED and routed by the labels it had. Hashed ids
+	// keep the map at about 100 bytes per object, without pointers to scan
+	// in its keys, for millions of objects.
+	known map[string]map[objID]string
+	seeds [2]maphash.Seed
 	// all are the watches of a resource without an indexable requirement;
 	// byLabel indexes the others by resource, key and value.
 	all     map[schema.GroupVersionResource]map[*subscription]struct{}
@@ -43,6 +47,31 @@ type Hub struct {
 }
 
 const unknownLabels = "\x01"
+
+// objID identifies an object of one cluster and resource: a hash of its
+// uid, 128 bits so that a collision among millions of objects is
+// practically impossible.
+type objID [2]uint64
+
+func (h *Hub) objID(uid string) objID {
+	return objID{maphash.String(h.seeds[0], uid), maphash.String(h.seeds[1], uid)}
+}
+
+// resKey names a cluster's resource in known.
+func resKey(cluster string, gvr schema.GroupVersionResource) string {
+	return cluster + "/" + stream.ResourceToken(gvr)
+}
+
+// objects is the known map of a cluster's resource, created if asked.
+func (h *Hub) objects(cluster string, gvr schema.GroupVersionResource, create bool) map[objID]string {
+	k := resKey(cluster, gvr)
+	m := h.known[k]
+	if m == nil && create {
+		m = map[objID]string{}
+		h.known[k] = m
+	}
+	return m
+}
 
 // HubOptions configure a Hub.
 type HubOptions struct {
@@ -56,13 +85,10 @@ func NewHub(o HubOptions) *Hub {
 	if o.Buffer <= 0 {
 		o.Buffer = 1024
 	}
-	return &Hub{buffer: o.Buffer, applied: query.Version{}, known: map[string]string{},
+	return &Hub{buffer: o.Buffer, applied: query.Version{}, known: map[string]map[objID]string{},
+		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		all:     map[schema.GroupVersionResource]map[*subscription]struct{}{},
 		byLabel: map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{}}
-}
-
-func knownKey(cluster string, gvr schema.GroupVersionResource, uid string) string {
-	return cluster + "/" + stream.ResourceToken(gvr) + "/" + uid
 }
 
 func encodeLabels(l labels.Set) string {
@@ -100,15 +126,21 @@ func labelValue(enc, key string) (string, bool) {
 // seed records the objects the store holds before the first batch is
 // observed (their labels unknown).
 func (h *Hub) seed(uids func(fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error) error {
-	known := map[string]struct{}{}
-	if err := uids(func(c string, g schema.GroupVersionResource, u string) { known[knownKey(c, g, u)] = struct{}{} }); err != nil {
+	type obj struct {
+		cluster string
+		gvr     schema.GroupVersionResource
+		id      objID
+	}
+	var found []obj
+	if err := uids(func(c string, g schema.GroupVersionResource, u string) { found = append(found, obj{c, g, h.objID(u)}) }); err != nil {
 		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for k := range known {
-		if _, ok := h.known[k]; !ok {
-			h.known[k] = unknownLabels
+	for _, o := range found {
+		m := h.objects(o.cluster, o.gvr, true)
+		if _, ok := m[o.id]; !ok {
+			m[o.id] = unknownLabels
 		}
 	}
 	return nil
@@ -240,8 +272,9 @@ func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint6
 	out := map[*subscription][]*hubEvent{}
 	for _, e := range events {
 		he := newHubEvent(cluster, e.Seq, e.Event)
-		k := knownKey(cluster, he.gvr, e.Event.GetUid())
-		old, seen := h.known[k]
+		objs := h.objects(cluster, he.gvr, e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT)
+		id := h.objID(e.Event.GetUid())
+		old, seen := objs[id]
 		// A new object had no labels; a seeded one had labels unknown.
 		oldKnown := !seen || old != unknownLabels
 		var cur string
@@ -255,16 +288,11 @@ func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint6
 				l, _, _ = he.decode()
 			}
 			cur = encodeLabels(l)
-			h.known[k] = cur
+			objs[id] = cur
 		case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-			delete(h.known, k)
+			delete(objs, id)
 		case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
-			prefix := cluster + "/" + stream.ResourceToken(he.gvr) + "/"
-			for kk := range h.known {
-				if strings.HasPrefix(kk, prefix) {
-					delete(h.known, kk)
-				}
-			}
+			delete(h.known, resKey(cluster, he.gvr))
 		}
 		for s := range h.all[he.gvr] {
 			out[s] = append(out[s], he)
