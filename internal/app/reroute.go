@@ -39,7 +39,8 @@ import (
 //  3. The pin goes: reads go to the new backend, the old one skips the
 //     resource's events from now on.
 //  4. The old backend's materializer is paused, its copy of the resource
-//     deleted, and it resumes.
+//     deleted, and it resumes. OpenSearch keeps its copy instead (see
+//     moveInto), unserved until the resource comes back.
 //
 // A query never reads a backend that lacks the resource's objects, and
 // never two backends for the same resource (a search, which spans every
@@ -210,6 +211,16 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 		l := b.member(from)
 		if l == nil {
 			continue // never connected: it holds nothing
+		}
+		if l.versioned {
+			// OpenSearch keeps a deleted document's version for a day
+			// (index.gc_deletes), so that no replay resurrects it: deleted
+			// now, the resource could not come back to this backend for
+			// that long (its copy carries the objects' older versions).
+			// Its documents stay, never served (reads and searches go by
+			// route); a move back updates or deletes each of them.
+			b.log.Info("old copy kept in OpenSearch, not served", "backend", from, "resources", len(fms))
+			continue
 		}
 		n, err := b.dropFrom(ctx, l, fms)
 		dropped += n
