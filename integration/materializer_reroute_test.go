@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +70,10 @@ func TestServeReroutesResources(t *testing.T) {
 			Getenv: func(string) string { return "" }}}
 	sctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
+	// serve's log, to wait for the last step of a move (the old copy
+	// dropped from Badger), which no read through the API can observe.
+	serveLog := &lineLog{}
+	go func() { done <- app.RunServe(sctx, o, slog.New(slog.NewTextHandler(serveLog, nil))) }()
 	stopped := false
 	stop := func() {
 		t.Helper()
@@ -252,6 +258,14 @@ func TestServeReroutesResources(t *testing.T) {
 	eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
 	eventually(t, time.Minute, func() error { return viaAPI("pods") })
 	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	// Reads switch before the old copy goes: wait for both clusters' Pods
+	// to have left Badger a second time (steps 1 and 3).
+	eventually(t, time.Minute, func() error {
+		if n := serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=pods"`, `from=""`); n < 4 {
+			return fmt.Errorf("%d moves of pods out of Badger logged, want 4", n)
+		}
+		return nil
+	})
 
 	// 4. Badger itself: the configmaps as in the stream, no pod left.
 	stop()
@@ -282,4 +296,34 @@ func apiKey(t testing.TB, raw []byte) objKey {
 		t.Fatalf("listed object is not JSON: %v", err)
 	}
 	return objKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
+}
+
+// lineLog keeps log lines for a test to wait on.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	return len(p), nil
+}
+
+// count is how many lines hold every one of subs.
+func (l *lineLog) count(subs ...string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		all := true
+		for _, s := range subs {
+			all = all && strings.Contains(line, s)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
 }

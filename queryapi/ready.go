@@ -34,7 +34,7 @@ func (s *syncChecker) clusterSynced(ctx context.Context, rec *inventory.Cluster,
 		have[schema.GroupKind{Group: r.Group, Kind: r.Kind}] = r
 	}
 	if s.regs != nil {
-		regs, err := s.regs.List(ctx)
+		regs, err := s.regs.Specs(ctx) // specs only: sync needs no status
 		if err != nil {
 			return false, "", err
 		}

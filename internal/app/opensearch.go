@@ -119,7 +119,7 @@ type osBackend struct {
 // open connects to every OpenSearch backend the registries name, except
 // those in skip (already running).
 func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip map[string]bool, log *slog.Logger) ([]osBackend, error) {
-	rs, err := regs.List(ctx)
+	rs, err := regs.Specs(ctx) // specs only: backends need no status
 	if err != nil {
 		return nil, err
 	}

@@ -154,7 +154,7 @@ func newRouter(regs *regstore.Store, inv jetstream.KeyValue, ids func(*registry.
 
 // refresh rebuilds the table from the registries and the inventory.
 func (r *Router) refresh(ctx context.Context) error {
-	rs, err := r.regs.List(ctx)
+	rs, err := r.regs.Specs(ctx) // specs only: routing needs no status
 	if err != nil {
 		return err
 	}
