@@ -41,6 +41,16 @@ import (
 // After each edit the new backend holds exactly the stream's objects,
 // Badger holds nothing it does not serve, and Lists and a Search through
 // the query API return each object once.
+//
+// Then across restarts, which only the table serve saves next to Badger
+// bridges (its pins live in memory):
+//
+//   - with serve stopped, ConfigMaps (in Badger) are routed to OpenSearch,
+//     whose checkpoint is past all of them: once serve is back, its first
+//     answers are complete and the ConfigMaps move;
+//   - Pods are routed back to Badger while serve runs, and serve is
+//     stopped as soon as that move starts: once it is back, its first
+//     answers are complete and the move is done over.
 func TestServeReroutesResources(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	ns, nc, js := startMatNATS(t, 0)
@@ -59,28 +69,49 @@ func TestServeReroutesResources(t *testing.T) {
 	clusters := []string{"c1", "c2"}
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "all"},
 		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "v1", Kind: "ConfigMap"}}}})
-	toOpenSearch := func(kind string) *registry.ResourceRegistry {
+	toOpenSearch := func(kinds ...string) *registry.ResourceRegistry {
+		var sel []registry.ResourceSelector
+		for _, k := range kinds {
+			sel = append(sel, registry.ResourceSelector{APIVersion: "v1", Kind: k})
+		}
 		return &registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "to-opensearch"},
 			Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: clusters},
-				ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: kind}},
+				ResourceSelectors: sel,
 				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}}
 	}
 	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSURL: ns.ClientURL(),
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	// serve's log, to wait for the last step of a move (the old copy
-	// dropped from Badger), which no read through the API can observe.
-	serveLog := &lineLog{}
-	go func() { done <- app.RunServe(sctx, o, slog.New(slog.NewTextHandler(serveLog, nil))) }()
-	stopped := false
+	var (
+		cancel context.CancelFunc
+		done   chan error
+		// serve's log, to wait for the last step of a move (the old copy
+		// dropped from Badger), which no read through the API can observe.
+		serveLog *lineLog
+		conn     *grpc.ClientConn
+		qc       fleetviewv1.QueryServiceClient
+		running  bool
+	)
+	// start runs serve, with a new client (no reconnection backoff).
+	start := func() {
+		t.Helper()
+		var sctx context.Context
+		sctx, cancel = context.WithCancel(ctx)
+		done, serveLog, running = make(chan error, 1), &lineLog{}, true
+		go func() { done <- app.RunServe(sctx, o, slog.New(slog.NewTextHandler(serveLog, nil))) }()
+		var err error
+		if conn, err = grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+			t.Fatal(err)
+		}
+		qc = fleetviewv1.NewQueryServiceClient(conn)
+	}
 	stop := func() {
 		t.Helper()
-		if stopped {
+		if !running {
 			return
 		}
-		stopped = true
+		running = false
+		_ = conn.Close()
 		cancel()
 		select {
 		case err := <-done:
@@ -92,6 +123,7 @@ func TestServeReroutesResources(t *testing.T) {
 		}
 	}
 	t.Cleanup(stop)
+	start()
 
 	const pods, cms = 400, 60
 	var evs []*fleetviewv1.ResourceEvent
@@ -107,12 +139,6 @@ func TestServeReroutesResources(t *testing.T) {
 	}
 	publishEvents(t, nc, evs)
 
-	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	qc := fleetviewv1.NewQueryServiceClient(conn)
 	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -138,7 +164,8 @@ func TestServeReroutesResources(t *testing.T) {
 		seen := map[objKey]int{}
 		cont := ""
 		for {
-			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: 70, Continue: cont, Raw: true})
+			// Waits for a serve just started to listen.
+			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: 70, Continue: cont, Raw: true}, grpc.WaitForReady(true))
 			if err != nil {
 				return err
 			}
@@ -257,6 +284,8 @@ func TestServeReroutesResources(t *testing.T) {
 	apply(toOpenSearch("Pod"))
 	eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
 	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	// A ConfigMap OpenSearch's unserved copy lacks.
+	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{configMap("c1", cms+3)})
 	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
 	// Reads switch before the old copy goes: wait for both clusters' Pods
 	// to have left Badger a second time (steps 1 and 3).
@@ -269,17 +298,103 @@ func TestServeReroutesResources(t *testing.T) {
 
 	// 4. Badger itself: the configmaps as in the stream, no pod left.
 	stop()
-	st, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: testLogger(t)})
-	if err != nil {
+	inBadger := func(check func(r *badger.Reader)) {
+		t.Helper()
+		st, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		r := st.Reader(badger.ReaderOptions{})
+		defer r.Close()
+		check(r)
+	}
+	inBadger(func(r *badger.Reader) {
+		compareWithStream(t, listAll(t, r, query.ListOptions{GVR: cmGVR}), want("configmaps"))
+		if n := len(listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR})); n != 0 {
+			t.Fatalf("badger still holds %d pods", n)
+		}
+	})
+
+	// 5. While serve is stopped, ConfigMaps go to OpenSearch too; its
+	// checkpoint is past every one of them. Nothing is published meanwhile,
+	// so Badger holds the stream's ConfigMaps and the first answers of the
+	// restarted serve must be complete.
+	apply(toOpenSearch("Pod", "ConfigMap"))
+	start()
+	if err := viaAPI("configmaps"); err != nil {
+		t.Fatalf("first list after a restart: %v", err)
+	}
+	if err := viaAPI("pods"); err != nil {
+		t.Fatalf("first list after a restart: %v", err)
+	}
+	if err := searchOnce("configmaps"); err != nil {
+		t.Fatalf("first search after a restart: %v", err)
+	}
+	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{configMap("c1", cms+2)})
+	eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps") })
+	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	eventually(t, time.Minute, func() error {
+		if n := serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=configmaps"`, `from=""`); n < 2 {
+			return fmt.Errorf("%d moves of configmaps out of Badger logged, want 2", n)
+		}
+		return nil
+	})
+	if err := searchOnce("configmaps"); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	r := st.Reader(badger.ReaderOptions{})
-	defer r.Close()
-	compareWithStream(t, listAll(t, r, query.ListOptions{GVR: cmGVR}), want("configmaps"))
-	if n := len(listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR})); n != 0 {
-		t.Fatalf("badger still holds %d pods", n)
+
+	// 6. Pods go back to Badger while serve runs, and serve is cancelled
+	// the moment the move starts (from its log line, before the mover goes
+	// on). OpenSearch keeps the Pods until the move's switch, so they stay
+	// complete there: the restarted serve must serve them from it, and move
+	// them again.
+	cancelRun := cancel
+	serveLog.onLine(func(line string) {
+		if strings.Contains(line, `msg="moving resources between backends"`) && strings.Contains(line, `to=""`) {
+			cancelRun()
+		}
+	})
+	apply(toOpenSearch("ConfigMap"))
+	select {
+	case err := <-done:
+		running = false
+		_ = conn.Close()
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the move of the pods into Badger did not start")
 	}
+	if n := serveLog.count(`msg="backends rerouted"`); n != 1 {
+		t.Fatalf("%d moves logged by the stopped serve, want only the ConfigMaps' (the Pods' was cut short)", n)
+	}
+	start()
+	if err := viaAPI("pods"); err != nil {
+		t.Fatalf("first list after a restart mid-move: %v", err)
+	}
+	if err := searchOnce("pods"); err != nil {
+		t.Fatalf("first search after a restart mid-move: %v", err)
+	}
+	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c2", 7, 8), benchdata.Delete("c1", 14, 8)})
+	eventually(t, time.Minute, func() error {
+		if serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=pods"`, `to=""`) < 2 {
+			return fmt.Errorf("the pods of both clusters have not moved into Badger")
+		}
+		return nil
+	})
+	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	if err := searchOnce("pods"); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	inBadger(func(r *badger.Reader) {
+		compareWithStream(t, listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), want("pods"))
+		if n := len(listAll(t, r, query.ListOptions{GVR: cmGVR})); n != 0 {
+			t.Fatalf("badger still holds %d configmaps", n)
+		}
+	})
 }
 
 // apiKey names an object the query API returned (raw), by the cluster
@@ -302,13 +417,28 @@ func apiKey(t testing.TB, raw []byte) objKey {
 type lineLog struct {
 	mu    sync.Mutex
 	lines []string
+	hook  func(line string)
 }
 
 func (l *lineLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, strings.Split(strings.TrimRight(string(p), "\n"), "\n")...)
+	lines := strings.Split(strings.TrimRight(string(p), "\n"), "\n")
+	l.lines = append(l.lines, lines...)
+	if l.hook != nil {
+		for _, line := range lines {
+			l.hook(line)
+		}
+	}
 	return len(p), nil
+}
+
+// onLine calls f with every line logged from now on, as it is written:
+// before the code that logged it goes on.
+func (l *lineLog) onLine(f func(line string)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hook = f
 }
 
 // count is how many lines hold every one of subs.

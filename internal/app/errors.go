@@ -9,3 +9,7 @@ var ErrInvalidOptions = errors.New("invalid options")
 // the stream does after the resource was copied into it; the move is tried
 // again.
 var ErrMoveIncomplete = errors.New("resource not fully copied into its new backend")
+
+// ErrRouteState is returned when the route table serve keeps across
+// restarts cannot be read or written.
+var ErrRouteState = errors.New("saved backend routes")

@@ -42,6 +42,11 @@ import (
 //     deleted, and it resumes. OpenSearch keeps its copy instead (see
 //     moveInto), unserved until the resource comes back.
 //
+// Across restarts the same holds: the route table, pins included, is
+// saved next to Badger, and a route that changed while serve was stopped,
+// or a move cut short, is a pin and a move at the next start (see
+// routestate.go).
+//
 // A query never reads a backend that lacks the resource's objects, and
 // never two backends for the same resource (a search, which spans every
 // backend, keeps each hit only from the backend that serves it).
@@ -140,6 +145,7 @@ func (p pairKey) less(o pairKey) bool {
 // moveInto moves resources into backend g (steps 1-4 above).
 func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 	start := time.Now()
+	b.log.Info("moving resources between backends", "resources", len(ms), "to", g.id)
 	byCluster := map[string][]move{}
 	for _, m := range ms {
 		byCluster[m.cluster] = append(byCluster[m.cluster], m)
@@ -184,12 +190,20 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 		return err
 	}
 	// 3. Reads go to g; the old backends skip the resources from now on.
+	// The table is saved first: the next run must find the resources
+	// where reads go, and a crash after the old copies went (4) must not
+	// leave a saved table naming the backend that dropped them. Unsaved,
+	// the pins stay and the move is tried again.
 	t = b.router.table.Load()
 	pins := maps.Clone(t.pins)
 	for _, m := range ms {
 		delete(pins, m.pairKey)
 	}
-	b.router.table.Store(t.with(pins, t.moving))
+	switched := t.with(pins, t.moving)
+	if err := b.router.save(switched); err != nil {
+		return err
+	}
+	b.router.table.Store(switched)
 	// Once the old backends are paused (below), none of their batches is
 	// left to report: the handovers go.
 	defer func() {

@@ -141,6 +141,10 @@ type Router struct {
 	// streams lists the clusters that have a stream (with pin), which
 	// the inventory may not know.
 	streams func(ctx context.Context) ([]string, error)
+	// state, when set, is where the table is saved for the next run (see
+	// routestate.go); serve sets it.
+	state  string
+	saveMu sync.Mutex
 
 	table atomic.Pointer[routeTable]
 	kinds sync.Map // GroupVersionResource -> kind, learned from events
@@ -193,6 +197,12 @@ func (r *Router) refresh(ctx context.Context) error {
 		r.pinChanged(r.table.Load(), t, streams)
 	}
 	r.table.Store(t)
+	// A table not saved leaves the previous one, which still names where
+	// each resource is held: only a move's switch (see moveInto) changes
+	// that, and it does not happen unsaved.
+	if err := r.save(t); err != nil {
+		r.log.Warn("saving the backend routes failed; retrying", "err", err)
+	}
 	return nil
 }
 
@@ -211,8 +221,12 @@ func (r *Router) pinChanged(prev, next *routeTable, streams []string) {
 		clusters[c] = true
 	}
 	kinds := map[schema.GroupVersionResource]string{}
-	for gvr, k := range next.kinds {
-		kinds[gvr] = k
+	// prev's kinds too: a table saved by the previous run knows kinds that
+	// neither the inventory nor an event has named yet in this one.
+	for _, m := range []map[schema.GroupVersionResource]string{prev.kinds, next.kinds} {
+		for gvr, k := range m {
+			kinds[gvr] = k
+		}
 	}
 	r.kinds.Range(func(k, v any) bool {
 		kinds[k.(schema.GroupVersionResource)] = v.(string)

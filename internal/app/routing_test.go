@@ -380,3 +380,67 @@ func TestRoutingReaderSearchServedOnce(t *testing.T) {
 		}
 	}
 }
+
+// The table a run saves decides, at the next start, where resources whose
+// route changed meanwhile are held: an edit made while serve was stopped,
+// or a move it did not finish, pins them there.
+func TestRouterRestoresSavedRoutes(t *testing.T) {
+	state := filepath.Join(t.TempDir(), routesFile)
+	streams := func(context.Context) ([]string, error) { return []string{"a", "b"}, nil }
+	first := newRouter(nil, nil, OpenSearchID, slog.Default())
+	first.pin, first.streams, first.state = true, streams, state
+	if err := first.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(first.table.Load().pins) != 0 {
+		t.Fatal("without a saved table the routes apply as they are")
+	}
+	// Learned from events only: the next run must know pods all the same.
+	first.kinds.Store(podsGVR, "Pod")
+	if err := first.save(first.table.Load()); err != nil {
+		t.Fatal(err)
+	}
+
+	// Stopped; pods of b now go to OpenSearch.
+	second := newRouter(nil, nil, OpenSearchID, slog.Default())
+	second.table.Store(table(podsTo("os", "b")))
+	second.pin, second.streams, second.state = true, streams, state
+	if err := second.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pb := pairKey{"b", podsGVR, "Pod"}
+	if p := second.table.Load().pins; len(p) != 1 || p[pb] != defaultBackend {
+		t.Fatalf("pins = %v, want only pods of b pinned to Badger", p)
+	}
+
+	// Stopped again before the move: the pin was saved with the table.
+	third := newRouter(nil, nil, OpenSearchID, slog.Default())
+	third.table.Store(table(podsTo("os", "b")))
+	third.pin, third.streams, third.state = true, streams, state
+	if err := third.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := third.table.Load().pins; len(p) != 1 || p[pb] != defaultBackend {
+		t.Fatalf("pins = %v after a restart mid-move, want pods of b still pinned to Badger", p)
+	}
+	// The move switched reads and saved that: the next run pins nothing.
+	if err := third.save(third.table.Load().with(nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	fourth := newRouter(nil, nil, OpenSearchID, slog.Default())
+	fourth.table.Store(table(podsTo("os", "b")))
+	fourth.pin, fourth.streams, fourth.state = true, streams, state
+	if err := fourth.restore(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if p := fourth.table.Load().pins; len(p) != 0 {
+		t.Fatalf("pins = %v after the move, want none", p)
+	}
+
+	if err := os.WriteFile(state, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := fourth.restore(context.Background()); !errors.Is(err, ErrRouteState) {
+		t.Fatalf("restore of a corrupt table: %v, want ErrRouteState", err)
+	}
+}

@@ -139,10 +139,15 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 		return fail(fmt.Errorf("backend routes: %w", err))
 	}
 	// From now on a route change moves the resource's objects (see
-	// reroute.go). The first routes apply as they are: the stores hold
-	// what those routes sent them when serve last ran.
+	// reroute.go), and so does one made while serve was stopped or a move
+	// it did not finish: the table saved by the last run says where each
+	// resource is held (see routestate.go).
 	b.router.pin = true
 	b.router.streams = func(ctx context.Context) ([]string, error) { return clusterStreams(ctx, js) }
+	b.router.state = filepath.Join(o.StateDir, badgerDir, routesFile)
+	if err := b.router.restore(ctx); err != nil {
+		return fail(fmt.Errorf("backend routes: %w", err))
+	}
 	b.hub = queryapi.NewHub(queryapi.HubOptions{})
 	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, BatchSize: o.BatchSize,
 		Filter: b.router.Filter(defaultBackend), Observer: b.router.Observer(defaultBackend, b.hub.Observe), Logger: log})
