@@ -101,7 +101,11 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 
 	b.ResetTimer()
 	run := func(label string, after uint64) (secs, hwm float64, seq uint64) {
-		cmd := exec.Command(bin, "collector", "--cluster", "bench", "--kubeconfig", kc, "--context", "bench", "--nats-url", ns.ClientURL())
+		// FLEETVIEW_BENCH_COLLECTOR_ARGS adds flags (e.g. --page-size, or
+		// --metrics-addr to take a profile at /debug/pprof/).
+		args := append([]string{"collector", "--cluster", "bench", "--kubeconfig", kc, "--context", "bench", "--nats-url", ns.ClientURL()},
+			strings.Fields(os.Getenv("FLEETVIEW_BENCH_COLLECTOR_ARGS"))...)
+		cmd := exec.Command(bin, args...)
 		logf, err := os.Create(filepath.Join(dir, label+".log"))
 		if err != nil {
 			b.Fatal(err)

@@ -15,6 +15,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -66,29 +67,59 @@ func run(kubeconfig, kctx, mode, resource string) error {
 		if err != nil {
 			return err
 		}
-		cont := ""
-		for {
+		// The next page is requested as soon as this one's continue token
+		// is read (the list metadata comes before the items), and the
+		// items are parsed meanwhile: the apiserver never waits for this
+		// client, so this is the most any client can get from it.
+		type page struct {
+			body []byte
+			err  error
+		}
+		fetch := func(cont string) page {
 			req := cs.CoreV1().RESTClient().Get().AbsPath("/api", "v1", resource).Param("limit", "500").SetHeader("Accept", "application/json")
 			if cont != "" {
 				req = req.Param("continue", cont)
 			}
 			body, err := req.DoRaw(ctx)
+			return page{body, err}
+		}
+		counted := make(chan int, 1)
+		pending := 0
+		p := fetch("")
+		for {
+			if p.err != nil {
+				return p.err
+			}
+			cont, err := continueToken(p.body)
 			if err != nil {
 				return err
 			}
-			var l struct {
-				Metadata struct {
-					Continue string `json:"continue"`
-				} `json:"metadata"`
-				Items []json.RawMessage `json:"items"`
+			next := make(chan page, 1)
+			if cont != "" {
+				go func() { next <- fetch(cont) }()
 			}
-			if err := json.Unmarshal(body, &l); err != nil {
-				return err
+			body := p.body
+			pending++
+			go func() {
+				var l struct {
+					Items []json.RawMessage `json:"items"`
+				}
+				if err := json.Unmarshal(body, &l); err != nil {
+					counted <- -1
+					return
+				}
+				counted <- len(l.Items)
+			}()
+			c := <-counted
+			pending--
+			if c < 0 {
+				return fmt.Errorf("malformed list page")
 			}
-			n += len(l.Items)
-			if cont = l.Metadata.Continue; cont == "" {
+			n += c
+			if cont == "" {
 				break
 			}
+			p = <-next
 		}
 	case "list":
 		opts := metav1.ListOptions{Limit: 500}
@@ -133,4 +164,22 @@ func peakRSSMB(pid int) float64 {
 		}
 	}
 	return -1
+}
+
+// continueToken reads metadata.continue from the head of a list response
+// (the apiserver writes the list's metadata before its items).
+func continueToken(body []byte) (string, error) {
+	head := body
+	if i := bytes.Index(body, []byte(`"items":`)); i > 0 {
+		head = append(append([]byte(nil), body[:i]...), []byte(`"items":[]}`)...)
+	}
+	var l struct {
+		Metadata struct {
+			Continue string `json:"continue"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(head, &l); err != nil {
+		return "", fmt.Errorf("list metadata: %w", err)
+	}
+	return l.Metadata.Continue, nil
 }
