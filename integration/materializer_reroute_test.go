@@ -19,7 +19,6 @@ import (
 	"github.com/fleetview/fleetview/internal/app"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 	"github.com/fleetview/fleetview/materializer/opensearch"
@@ -55,17 +54,7 @@ func TestServeReroutesResources(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	ns, nc, js := startMatNATS(t, 0)
 	ctx := context.Background()
-	regs, err := regstore.Open(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply := func(r *registry.ResourceRegistry) {
-		t.Helper()
-		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
-		if _, err := regs.Apply(ctx, r); err != nil {
-			t.Fatalf("apply registry %s: %v", r.Name, err)
-		}
-	}
+	apply := registryApplier(t, ctx, js)
 	clusters := []string{"c1", "c2"}
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "all"},
 		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "v1", Kind: "ConfigMap"}}}})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,17 +51,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	ns, nc, js := startMatNATS(t, 0)
 	ctx := context.Background()
-	regs, err := regstore.Open(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apply := func(r *registry.ResourceRegistry) {
-		t.Helper()
-		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
-		if _, err := regs.Apply(ctx, r); err != nil {
-			t.Fatalf("apply registry %s: %v", r.Name, err)
-		}
-	}
+	apply := registryApplier(t, ctx, js)
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
@@ -184,5 +175,22 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	}
 	if _, err := qc.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "configmaps", Namespace: benchdata.Namespace(3), Name: "cm-003"}); err == nil {
 		t.Fatal("unqualified get of a configmap in two clusters did not conflict")
+	}
+}
+
+// registryApplier opens the registry store and returns a function that
+// applies a registry, failing the test on error.
+func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
+	t.Helper()
+	regs, err := regstore.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(r *registry.ResourceRegistry) {
+		t.Helper()
+		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
+		if _, err := regs.Apply(ctx, r); err != nil {
+			t.Fatalf("apply registry %s: %v", r.Name, err)
+		}
 	}
 }
