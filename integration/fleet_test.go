@@ -48,6 +48,19 @@ func freeAddr(t testing.TB) string {
 	return l.Addr().String()
 }
 
+// freePort is a free loopback address and its port, for listeners (like
+// the embedded NATS server) configured by host and port.
+func freePort(t testing.TB) (string, int) {
+	t.Helper()
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addr, n
+}
+
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -3,11 +3,9 @@ package integration
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -30,10 +28,7 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cr3t-hub-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr := freeAddr(t)
-	_, port, _ := strings.Cut(natsAddr, ":")
-	var natsPort int
-	fmt.Sscan(port, &natsPort)
+	natsAddr, natsPort := freePort(t)
 	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSTokenFile: tokenFile},
 		NATSHost: "127.0.0.1", NATSPort: natsPort}
 	fv := startUp(t, o)

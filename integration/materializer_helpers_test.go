@@ -119,47 +119,56 @@ func matStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) ma
 	defer cancel()
 	out := map[objKey][]byte{}
 	for _, c := range clusters {
-		st, err := js.Stream(ctx, stream.StreamName(c))
-		if err != nil {
-			t.Fatal(err)
-		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Msgs == 0 {
-			continue
-		}
-		cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.SubjectRoot + ".obj." + c + ".>"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for {
-			batch, err := cons.FetchNoWait(1000)
+		eachLastPerSubject(t, ctx, js, c, func(msg jetstream.Msg) {
+			ev, err := stream.Decode(msg.Subject(), msg.Data())
 			if err != nil {
-				t.Fatal(err)
+				return // dead-lettered by the materializers
 			}
-			got := 0
-			for msg := range batch.Messages() {
-				got++
-				ev, err := stream.Decode(msg.Subject(), msg.Data())
-				if err != nil {
-					continue // dead-lettered by the materializers
-				}
-				if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-					continue
-				}
-				if _, err := materializer.ObjectLabels(ev.GetObject()); err != nil {
-					continue // poison: dead-lettered
-				}
-				out[objKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()
+			if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+				return
 			}
-			if got == 0 {
-				break
+			if _, err := materializer.ObjectLabels(ev.GetObject()); err != nil {
+				return // poison: dead-lettered
 			}
-		}
+			out[objKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()
+		})
 	}
 	return out
+}
+
+// eachLastPerSubject calls fn with the last message of every object subject
+// of a cluster stream (none when the stream is empty).
+func eachLastPerSubject(t testing.TB, ctx context.Context, js jetstream.JetStream, cluster string, fn func(jetstream.Msg)) {
+	t.Helper()
+	st, err := js.Stream(ctx, stream.StreamName(cluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs == 0 {
+		return
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.SubjectRoot + ".obj." + cluster + ".>"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		batch, err := cons.FetchNoWait(1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			fn(msg)
+		}
+		if got == 0 {
+			return
+		}
+	}
 }
 
 // lister is the List half of a backend reader.

@@ -482,38 +482,19 @@ func lastPerSubject(t *testing.T, js jetstream.JetStream, cluster string) map[st
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	st, err := js.Stream(ctx, stream.StreamName(cluster))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.SubjectRoot + ".obj." + cluster + ".>"},
-		DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]streamLast{}
-	for {
-		batch, err := cons.FetchNoWait(1000)
+	eachLastPerSubject(t, ctx, js, cluster, func(msg jetstream.Msg) {
+		md, err := msg.Metadata()
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			md, err := msg.Metadata()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev, err := stream.Decode(msg.Subject(), msg.Data())
-			if err != nil {
-				t.Fatalf("stream message %s: %v", msg.Subject(), err)
-			}
-			out[opensearch.DocID(cluster, stream.GVR(ev.GetGvr()), ev.GetUid())] = streamLast{seq: md.Sequence.Stream, ev: ev}
+		ev, err := stream.Decode(msg.Subject(), msg.Data())
+		if err != nil {
+			t.Fatalf("stream message %s: %v", msg.Subject(), err)
 		}
-		if got == 0 {
-			return out
-		}
-	}
+		out[opensearch.DocID(cluster, stream.GVR(ev.GetGvr()), ev.GetUid())] = streamLast{seq: md.Sequence.Stream, ev: ev}
+	})
+	return out
 }
 
 // noRegression compares documents read just before a server stop with those

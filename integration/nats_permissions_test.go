@@ -43,10 +43,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if err := os.WriteFile(userA, []byte("edge-a:"+passA+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr := freeAddr(t)
-	_, port, _ := strings.Cut(natsAddr, ":")
-	var natsPort int
-	fmt.Sscan(port, &natsPort)
+	natsAddr, natsPort := freePort(t)
 	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile}
 	fv := startUp(t, o)

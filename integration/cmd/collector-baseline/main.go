@@ -83,8 +83,6 @@ func run(kubeconfig, kctx, mode, resource string) error {
 			body, err := req.DoRaw(ctx)
 			return page{body, err}
 		}
-		counted := make(chan int, 1)
-		pending := 0
 		p := fetch("")
 		for {
 			if p.err != nil {
@@ -98,24 +96,13 @@ func run(kubeconfig, kctx, mode, resource string) error {
 			if cont != "" {
 				go func() { next <- fetch(cont) }()
 			}
-			body := p.body
-			pending++
-			go func() {
-				var l struct {
-					Items []json.RawMessage `json:"items"`
-				}
-				if err := json.Unmarshal(body, &l); err != nil {
-					counted <- -1
-					return
-				}
-				counted <- len(l.Items)
-			}()
-			c := <-counted
-			pending--
-			if c < 0 {
-				return fmt.Errorf("malformed list page")
+			var l struct {
+				Items []json.RawMessage `json:"items"`
 			}
-			n += c
+			if err := json.Unmarshal(p.body, &l); err != nil {
+				return err
+			}
+			n += len(l.Items)
 			if cont == "" {
 				break
 			}
