@@ -139,7 +139,7 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 			applied = 0
 			continue
 		}
-		if errors.Is(err, bdg.ErrTxnTooBig) && w.writes > 1 && events[i].Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+		if errors.Is(err, bdg.ErrTxnTooBig) && w.writes > 0 && events[i].Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
 			if err := w.txn.Commit(); err != nil {
 				return err
 			}

@@ -50,19 +50,24 @@ type writer struct {
 	prev    *overlay
 	// known, when set, has every primary key of the cluster in the store.
 	known *keyFilter
-	// writes counts the transaction's writes: a transaction too big with
-	// none of them cannot be split further.
+	// writes counts the transaction's accepted writes: a transaction too
+	// big with none of them cannot be split further.
 	writes int
 }
 
 func (w *writer) set(k, v []byte) error {
-	w.writes++
-	return w.txn.Set(k, v)
+	return w.count(w.txn.Set(k, v))
 }
 
 func (w *writer) del(k []byte) error {
-	w.writes++
-	return w.txn.Delete(k)
+	return w.count(w.txn.Delete(k))
+}
+
+func (w *writer) count(err error) error {
+	if err == nil {
+		w.writes++
+	}
+	return err
 }
 
 // renew starts the next transaction after a commit.
