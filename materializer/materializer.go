@@ -273,7 +273,10 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			ckpt = b.seq
 		}
 	}()
-	ps, pipelined := m.cfg.Sink.(PipelinedSink)
+	ps, ok := m.cfg.Sink.(PipelinedSink)
+	if !ok {
+		ps = applyNow{m.cfg.Sink}
+	}
 	var inflight *flight
 	// settle takes the outcome of the batch in flight, then acknowledges
 	// and announces it.
@@ -321,19 +324,6 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 				return nil
 			}
 			return b.err
-		}
-		if !pipelined {
-			evs, err := m.dropPoison(ctx, b, func(evs []Event) error {
-				return m.cfg.Sink.Apply(ctx, cluster, evs, b.seq)
-			})
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
-			}
-			m.done(cluster, b, evs)
-			continue
 		}
 		var p Prepared
 		evs, err := m.dropPoison(ctx, b, func(evs []Event) (err error) {

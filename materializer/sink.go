@@ -48,3 +48,27 @@ type Prepared interface {
 	// Discard drops a batch that will not be committed.
 	Discard()
 }
+
+// Committed is a Prepared whose batch is already durable.
+type Committed struct{}
+
+// Commit implements Prepared.
+func (Committed) Commit() <-chan error {
+	c := make(chan error, 1)
+	c <- nil
+	return c
+}
+
+// Discard implements Prepared.
+func (Committed) Discard() {}
+
+// applyNow runs a Sink that cannot pipeline through the pipelined path: its
+// batches are applied, and so committed, when prepared.
+type applyNow struct{ Sink }
+
+func (a applyNow) Prepare(ctx context.Context, cluster string, events []Event, lastSeq uint64) (Prepared, error) {
+	if err := a.Apply(ctx, cluster, events, lastSeq); err != nil {
+		return nil, err
+	}
+	return Committed{}, nil
+}

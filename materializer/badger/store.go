@@ -180,7 +180,7 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []materializ
 			if err := s.Apply(ctx, cluster, events, lastSeq); err != nil {
 				return nil, err
 			}
-			return done{}, nil
+			return materializer.Committed{}, nil
 		}
 		if err != nil {
 			w.txn.Discard()
@@ -193,16 +193,6 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []materializ
 	}
 	return &prepared{s: s, w: w}, nil
 }
-
-// done is a batch already applied.
-type done struct{}
-
-func (done) Commit() <-chan error {
-	c := make(chan error, 1)
-	c <- nil
-	return c
-}
-func (done) Discard() {}
 
 type prepared struct {
 	s *Store
