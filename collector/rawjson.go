@@ -147,38 +147,6 @@ func fields(b []byte, i int, dst []field) ([]field, int, error) {
 	}
 }
 
-// elements calls f with the span of each element of the array at b[i].
-func elements(b []byte, i int, f func(vs, ve int) error) error {
-	i = skipWS(b, i)
-	if i >= len(b) || b[i] != '[' {
-		return fmt.Errorf("%w: array expected at %d", ErrBadJSON, i)
-	}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return nil
-	}
-	for {
-		ve, err := skipValue(b, i)
-		if err != nil {
-			return err
-		}
-		if err := f(i, ve); err != nil {
-			return err
-		}
-		i = skipWS(b, ve)
-		if i >= len(b) {
-			return fmt.Errorf("%w: unterminated array", ErrBadJSON)
-		}
-		if b[i] == ']' {
-			return nil
-		}
-		if b[i] != ',' {
-			return fmt.Errorf("%w: ',' or ']' expected at %d", ErrBadJSON, i)
-		}
-		i = skipWS(b, i+1)
-	}
-}
-
 // str decodes a JSON string value (or null, as "").
 func str(v []byte) (string, error) {
 	if len(v) >= 2 && v[0] == '"' && bytes.IndexByte(v, '\\') < 0 {
@@ -239,55 +207,4 @@ func readMeta(obj []byte) (objMeta, error) {
 		return m, fmt.Errorf("%w: object without metadata.uid or metadata.name", ErrBadJSON)
 	}
 	return m, nil
-}
-
-// listPage is one page of a list response.
-type listPage struct {
-	buf             *bytes.Buffer // holds the bytes items point into
-	items           [][]byte
-	resourceVersion string
-	continueToken   string
-}
-
-// readList splits a list response into its items (sub-slices of body).
-func readList(body []byte) (listPage, error) {
-	var p listPage
-	var buf [8]field
-	top, _, err := fields(body, 0, buf[:0])
-	if err != nil {
-		return p, err
-	}
-	for _, f := range top {
-		switch string(f.key) {
-		case "metadata":
-			var mbuf [8]field
-			md, _, err := fields(body, f.vs, mbuf[:0])
-			if err != nil {
-				return p, err
-			}
-			for _, g := range md {
-				switch string(g.key) {
-				case "resourceVersion":
-					p.resourceVersion, err = str(body[g.vs:g.ve])
-				case "continue":
-					p.continueToken, err = str(body[g.vs:g.ve])
-				}
-				if err != nil {
-					return p, err
-				}
-			}
-		case "items":
-			if string(body[f.vs:f.ve]) == "null" {
-				continue
-			}
-			err := elements(body, f.vs, func(vs, ve int) error {
-				p.items = append(p.items, body[vs:ve])
-				return nil
-			})
-			if err != nil {
-				return p, err
-			}
-		}
-	}
-	return p, nil
 }

@@ -1,10 +1,10 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -340,19 +340,25 @@ func (s *resourceSync) scopes() []string {
 }
 
 // listScope lists one namespace scope page by page, publishing what changed;
-// it returns the list's resourceVersion to watch from. Pages are read as raw
-// JSON (see rawjson.go): only changed objects are pruned and re-encoded. The
-// next page is fetched while this one is published, so the apiserver's
-// encoding and ours overlap. At most pipelineDepth page buffers exist and
-// they are reused: nothing keeps a reference into a page once it has been
-// published (metadata strings, pruned objects and events are copies).
+// it returns the list's resourceVersion to watch from. Pages are streamed
+// item by item as raw JSON (liststream.go, rawjson.go): only changed objects
+// are pruned and re-encoded, and a page costs one window buffer that grows
+// only to its largest object, whatever the page size. The fetcher reads the
+// head of each response (the list metadata comes before the items) and asks
+// for the next page at once, so the apiserver builds it while this one is
+// published. Two windows exist and they are reused: nothing keeps a
+// reference into one once its item has been published (metadata strings,
+// pruned objects and events are copies).
 func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (string, error) {
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan listPage, 1)
-	free := make(chan *bytes.Buffer, pipelineDepth)
-	for range pipelineDepth {
-		free <- new(bytes.Buffer)
+	// Unbuffered: one page is published while the fetcher holds the next
+	// (its request made, its head read); more would only hold more
+	// responses open in the transport.
+	pages := make(chan *listPage)
+	free := make(chan []byte, listWindows)
+	for range listWindows {
+		free <- make([]byte, 0, listWindow)
 	}
 	errc := make(chan error, 1)
 	go func() {
@@ -360,51 +366,82 @@ func (s *resourceSync) listScope(ctx context.Context, ns string, gen uint32) (st
 		errc <- s.fetchPages(lctx, ns, free, pages)
 	}()
 	rv := ""
+	var err error
 	for page := range pages {
-		for _, item := range page.items {
-			m, err := readMeta(item)
-			if err != nil {
-				return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
-			}
-			if err := s.upsert(ctx, m, item, gen); err != nil {
-				return "", err
-			}
+		var prv string
+		prv, err = s.publishPage(ctx, ns, page, gen)
+		page.body.Close()
+		free <- page.lr.window()
+		if err != nil {
+			cancel() // the fetcher stops and closes what it holds
+			break
 		}
-		rv = page.resourceVersion
-		free <- page.buf
+		rv = prv
 	}
-	if err := <-errc; err != nil {
+	if ferr := <-errc; err == nil && ferr != nil {
+		err = ferr
+	}
+	if err != nil {
 		return "", err
 	}
 	return rv, nil
 }
 
-// pipelineDepth is how many list pages may be in memory at once: one being
-// published, one ready, one being read.
-const pipelineDepth = 3
+// listWindows is how many list pages are open at once: one being published,
+// one whose head the fetcher has read.
+const listWindows = 2
 
-// fetchPages reads every page of one list into buffers taken from free and
-// sends them to out.
-func (s *resourceSync) fetchPages(ctx context.Context, ns string, free <-chan *bytes.Buffer, out chan<- listPage) error {
+// listPage is one list response whose head has been read.
+type listPage struct {
+	lr   *listReader
+	body io.Closer
+	// cont receives the continue token once the page is read: the fetcher
+	// waits for it when the metadata came after the items.
+	cont chan string
+}
+
+// publishPage publishes the items of one page and returns its
+// resourceVersion.
+func (s *resourceSync) publishPage(ctx context.Context, ns string, page *listPage, gen uint32) (string, error) {
+	for {
+		item, ok, err := page.lr.next()
+		if err != nil {
+			return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+		}
+		if !ok {
+			break
+		}
+		m, err := readMeta(item)
+		if err != nil {
+			return "", fmt.Errorf("list %s in %q: item %d: %w", s.w.gvr, ns, page.lr.items, err)
+		}
+		if err := s.upsert(ctx, m, item, gen); err != nil {
+			return "", err
+		}
+	}
+	page.cont <- page.lr.meta.continueToken
+	return page.lr.meta.resourceVersion, nil
+}
+
+// fetchPages requests every page of one list, reads the head of each into a
+// window taken from free and sends it to out; it requests the next page as
+// soon as the head (or, when the metadata follows the items, the consumer)
+// gave its continue token.
+func (s *resourceSync) fetchPages(ctx context.Context, ns string, free <-chan []byte, out chan<- *listPage) error {
 	cont := ""
 	for {
-		var buf *bytes.Buffer
+		var buf []byte
 		select {
 		case buf = <-free:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		buf.Reset()
 		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", "application/json").
 			Param("limit", strconv.FormatInt(s.pageSize, 10))
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}
 		body, err := req.Stream(ctx)
-		if err == nil {
-			_, err = buf.ReadFrom(body)
-			body.Close()
-		}
 		if err != nil {
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 				// The continue token outlived the snapshot: objects marked
@@ -414,20 +451,30 @@ func (s *resourceSync) fetchPages(ctx context.Context, ns string, free <-chan *b
 			}
 			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
-		page, err := readList(buf.Bytes())
-		if err != nil {
+		page := &listPage{lr: newListReader(body, buf), body: body, cont: make(chan string, 1)}
+		if err := page.lr.readHead(); err != nil {
+			body.Close()
 			return fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
 		}
-		page.buf = buf
+		// Read before the page is handed on: the consumer owns it then.
+		early, next := page.lr.headKnown(), page.lr.meta.continueToken
 		select {
 		case out <- page:
 		case <-ctx.Done():
+			body.Close()
 			return ctx.Err()
 		}
-		if page.continueToken == "" {
+		if !early {
+			select {
+			case next = <-page.cont:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if next == "" {
 			return nil
 		}
-		cont = page.continueToken
+		cont = next
 	}
 }
 
