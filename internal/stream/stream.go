@@ -157,13 +157,14 @@ func Encode(ev *fleetviewv1.ResourceEvent) ([]byte, error) {
 }
 
 // Decode unmarshals and checks an event against the subject it arrived on.
+// The event's Object aliases data, which the caller must not modify after.
 func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
 	ps, err := ParseSubject(subj)
 	if err != nil {
 		return nil, err
 	}
 	ev := &fleetviewv1.ResourceEvent{}
-	if err := proto.Unmarshal(data, ev); err != nil {
+	if err := unmarshalEvent(data, ev); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
 	g := ev.GetGvr()

@@ -15,7 +15,7 @@
 //	FV_BENCH_EVENTS=1000000 FV_BENCH_BATCH=1000 (events per Badger transaction) FV_BENCH_CLUSTERS=1 (events spread over that many
 //	cluster streams, each consumed in parallel) FV_BENCH_OPENSEARCH_EVENTS=1000000
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
-//	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
+//	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_TRACE=serve.trace (3 s execution trace), FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
 //
@@ -204,6 +204,16 @@ func run(ctx context.Context) error {
 			time.Sleep(time.Duration(after) * time.Second)
 			if err := fetchTo("http://"+metrics+"/debug/pprof/profile?seconds=10", prof); err != nil {
 				fmt.Fprintln(os.Stderr, "profile:", err)
+			}
+		}()
+	}
+	if tr := os.Getenv("FV_BENCH_TRACE"); tr != "" {
+		// A 3 s execution trace of serve (go tool trace -pprof=sync|sched).
+		go func() {
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
+			if err := fetchTo("http://"+metrics+"/debug/pprof/trace?seconds=3", tr); err != nil {
+				fmt.Fprintln(os.Stderr, "trace:", err)
 			}
 		}()
 	}
