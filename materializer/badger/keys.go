@@ -76,7 +76,9 @@ type record struct {
 	json   []byte
 }
 
-func encodeRecord(r record) []byte {
+// encodeRecord encodes r into memory from alloc (which returns an empty
+// slice with at least the capacity asked for).
+func encodeRecord(r record, alloc func(n int) []byte) []byte {
 	var arr [16]string
 	keys := arr[:0]
 	n := 8 + binary.MaxVarintLen64 + len(r.json)
@@ -87,8 +89,7 @@ func encodeRecord(r record) []byte {
 	// In key order, so equal objects are equal bytes (a rebuilt store can
 	// be compared with the live one byte for byte).
 	slices.Sort(keys)
-	b := make([]byte, 8, n)
-	binary.BigEndian.PutUint64(b, r.seq)
+	b := binary.BigEndian.AppendUint64(alloc(n), r.seq)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		v := r.labels[k]

@@ -44,6 +44,8 @@ type Store struct {
 	// (about 5 MB); past its capacity it only lets more lookups through.
 	written *keyFilter
 	fresh   map[string]bool
+	// slabs holds the chunks pipelined batches encode their records into.
+	slabs *sync.Pool
 }
 
 // Open opens or creates the store in dir.
@@ -79,7 +81,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	return &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}}, nil
+	return &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}, nil
 }
 
 // Close flushes and closes the store.
@@ -167,28 +169,29 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []materializ
 	if err != nil {
 		return nil, err
 	}
+	w.slab = &slab{pool: s.slabs}
 	for _, e := range events {
 		if err := ctx.Err(); err != nil {
-			w.txn.Discard()
+			w.discard()
 			return nil, err
 		}
 		err := w.apply(e)
 		if errors.Is(err, bdg.ErrTxnTooBig) {
 			// Rare (batches far above the default): apply it the slow way,
 			// in prefixes, once the previous batch is durable.
-			w.txn.Discard()
+			w.discard()
 			if err := s.Apply(ctx, cluster, events, lastSeq); err != nil {
 				return nil, err
 			}
 			return materializer.Committed{}, nil
 		}
 		if err != nil {
-			w.txn.Discard()
+			w.discard()
 			return nil, fmt.Errorf("apply seq %d: %w", e.Seq, err)
 		}
 	}
 	if err := w.setCheckpoint(lastSeq); err != nil {
-		w.txn.Discard()
+		w.discard()
 		return nil, err
 	}
 	return &prepared{s: s, w: w}, nil
@@ -210,6 +213,7 @@ func (p *prepared) Commit() <-chan error {
 	f := &flight{ov: p.w.ov, done: make(chan struct{}), next: p.s.db.NewTransaction(true)}
 	p.s.setFlight(p.w.cluster, f)
 	p.w.txn.CommitWith(func(err error) {
+		p.w.slab.release()
 		f.err = err
 		close(f.done)
 		p.s.clearFlight(p.w.cluster, f)
@@ -219,7 +223,7 @@ func (p *prepared) Commit() <-chan error {
 }
 
 // Discard implements materializer.Prepared.
-func (p *prepared) Discard() { p.w.txn.Discard() }
+func (p *prepared) Discard() { p.w.discard() }
 
 // flight is a batch whose commit is in flight.
 type flight struct {

@@ -34,3 +34,41 @@ func BenchmarkApply(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrepareCommit applies the same events the materializer's way:
+// batch N+1 is prepared while batch N commits.
+func BenchmarkPrepareCommit(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const batch = 1000
+	b.SetBytes(int64(len(benchdata.Pod("c1", 0, 1))))
+	b.ReportAllocs()
+	var inflight <-chan error
+	seq := uint64(0)
+	for i := 0; i < b.N; i += batch {
+		n := min(batch, b.N-i)
+		b.StopTimer()
+		evs := make([]materializer.Event, n)
+		for j := range evs {
+			seq++
+			evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
+		}
+		b.StartTimer()
+		p, err := s.Prepare(context.Background(), "c1", evs, seq)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if inflight != nil {
+			if err := <-inflight; err != nil {
+				b.Fatal(err)
+			}
+		}
+		inflight = p.Commit()
+	}
+	if err := <-inflight; err != nil {
+		b.Fatal(err)
+	}
+}
