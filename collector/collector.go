@@ -57,8 +57,8 @@ type Config struct {
 	// up again, so an API that appears later (a CRD installed) is picked up.
 	RecheckInterval time.Duration
 	TombstoneTTL    time.Duration
-	// PageSize is the list page size (default 500); only one page of
-	// objects is decoded at a time.
+	// PageSize is the list page size (default DefaultPageSize); pages are
+	// streamed object by object, so memory does not grow with it.
 	PageSize int64
 	// PublishAckTimeout bounds the wait for a publish acknowledgement; an
 	// unacknowledged publish is retried through a relist (default 30 s).

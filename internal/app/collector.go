@@ -69,7 +69,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 		"namespace/name of a ConfigMap in the member cluster describing it (data keys provider, region, zone, labels=\"k=v,k2=v2\"); empty disables")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", 10*time.Second, "inventory heartbeat interval (an unreachable apiserver is reported not ready within this plus 5s)")
 	fs.DurationVar(&o.APIRecheck, "api-recheck-interval", 30*time.Second, "how often selected resources the cluster does not serve (e.g. CRD not installed) are looked up again")
-	fs.Int64Var(&o.PageSize, "page-size", 500, "list page size; one page of objects is held in memory at a time")
+	fs.Int64Var(&o.PageSize, "page-size", collector.DefaultPageSize, "list page size; pages are streamed object by object, so memory does not grow with it, and bigger pages cost the apiserver fewer requests but more work per request")
 	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
 	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
