@@ -17,6 +17,7 @@
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
 //	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_TRACE=serve.trace (3 s execution trace), FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
+//	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
 //
 // Run: go run ./integration/cmd/bench-materializer (or scripts/bench-materializer.sh).
@@ -168,98 +169,44 @@ func run(ctx context.Context) error {
 
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
-	metrics := freeAddr()
-	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", ns.ClientURL(), "--state-dir", state,
-		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
-	serveLog, _ := os.Create(filepath.Join(work, "serve.log"))
-	serve.Stdout, serve.Stderr = serveLog, serveLog
-	start = time.Now()
-	if err := serve.Start(); err != nil {
+	sr, err := runServe(ctx, bin, ns.ClientURL(), state, batch, n, k, "", true)
+	if err != nil {
 		return err
 	}
-	var firstAt time.Time
-	if prof := os.Getenv("FV_BENCH_PROFILE_SERVER"); prof != "" {
-		// A CPU profile of this process (the NATS server) during ingest.
-		go func() {
-			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
-			time.Sleep(time.Duration(after) * time.Second)
-			f, err := os.Create(prof)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "profile:", err)
-				return
-			}
-			defer f.Close()
-			if err := pprof.StartCPUProfile(f); err != nil {
-				fmt.Fprintln(os.Stderr, "profile:", err)
-				return
-			}
-			time.Sleep(10 * time.Second)
-			pprof.StopCPUProfile()
-		}()
-	}
-	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
-		// A CPU profile of serve, 10s into ingest.
-		go func() {
-			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
-			time.Sleep(time.Duration(after) * time.Second)
-			if err := fetchTo("http://"+metrics+"/debug/pprof/profile?seconds=10", prof); err != nil {
-				fmt.Fprintln(os.Stderr, "profile:", err)
-			}
-		}()
-	}
-	if tr := os.Getenv("FV_BENCH_TRACE"); tr != "" {
-		// A 3 s execution trace of serve (go tool trace -pprof=sync|sched).
-		go func() {
-			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
-			time.Sleep(time.Duration(after) * time.Second)
-			if err := fetchTo("http://"+metrics+"/debug/pprof/trace?seconds=3", tr); err != nil {
-				fmt.Fprintln(os.Stderr, "trace:", err)
-			}
-		}()
-	}
-	var peakRSS, peakAnon int64
-	for {
-		a, err := applied(metrics, k)
-		if err == nil && a > 0 && firstAt.IsZero() {
-			firstAt = time.Now()
-		}
-		if rss := vmHWM(serve.Process.Pid); rss > peakRSS {
-			peakRSS = rss
-		}
-		if anon := procStatus(serve.Process.Pid, "RssAnon"); anon > peakAnon {
-			peakAnon = anon
-		}
-		if err == nil && a >= uint64(n) {
-			break
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if time.Since(start) > 30*time.Minute {
-			return fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d)", n, a)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	badgerDur := time.Since(start)
-	if rss := vmHWM(serve.Process.Pid); rss > peakRSS {
-		peakRSS = rss
-	}
-	cur := vmRSS(serve.Process.Pid)
-	curFile := procStatus(serve.Process.Pid, "RssFile")
-	if prof := os.Getenv("FV_BENCH_HEAP_PROFILE"); prof != "" {
-		// What serve's heap holds with every object applied.
-		if err := fetchTo("http://"+metrics+"/debug/pprof/heap?gc=1", prof); err != nil {
-			fmt.Fprintln(os.Stderr, "heap profile:", err)
-		}
-	}
-	_ = serve.Process.Signal(syscall.SIGTERM)
-	_ = serve.Wait()
-	report("badger apply (fleetview serve, from process start)", n, badgerDur, "")
-	if !firstAt.IsZero() {
-		report("badger apply (from first applied batch)", n, time.Since(firstAt)-time.Since(start)+badgerDur-firstAt.Sub(start), "")
+	report("badger apply (fleetview serve, from process start)", n, sr.dur, "")
+	if sr.fromFirst > 0 {
+		report("badger apply (from first applied batch)", n, sr.fromFirst, "")
 	}
 	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous (heap etc.) peak %.0f MiB; at the end %.0f MiB of which %.0f MiB file-backed (mmapped Badger files, reclaimable page cache); holding %d objects\n",
-		"materializer RSS (fleetview serve)", float64(peakRSS)/1024, float64(peakAnon)/1024, float64(cur)/1024, float64(curFile)/1024, n)
+		"materializer RSS (fleetview serve)", float64(sr.peakRSS)/1024, float64(sr.peakAnon)/1024, float64(sr.endRSS)/1024, float64(sr.endFile)/1024, n)
+
+	// 2b. Again into a fresh store, with serve's memory (heap and page
+	// cache alike) limited by a memory cgroup: what the RSS of step 2
+	// counts as file-backed is cache the kernel takes back.
+	limitMB, err := envInt("FV_BENCH_CGROUP_MB", 850)
+	if err != nil {
+		return err
+	}
+	limitLine := fmt.Sprintf("badger apply, serve in a %d MiB memory cgroup", limitMB)
+	if limitMB == 0 {
+		fmt.Printf("  %-55s not measured: FV_BENCH_CGROUP_MB=0\n", "badger apply in a memory cgroup")
+	} else if cg, err := newMemoryCgroup(int64(limitMB) << 20); err != nil {
+		fmt.Printf("  %-55s not measured: %v\n", limitLine, err)
+	} else {
+		lstate := filepath.Join(work, "state-limited")
+		lr, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, n, k, cg, false)
+		peak, perr := cgroupPeak(cg)
+		_ = os.Remove(cg)
+		_ = os.RemoveAll(lstate)
+		if err != nil {
+			return fmt.Errorf("serve in a %d MiB memory cgroup: %w", limitMB, err)
+		}
+		if perr != nil {
+			return perr
+		}
+		report(limitLine, n, lr.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB; cgroup peak (heap + page cache) %.0f MiB",
+			float64(lr.peakRSS)/1024, float64(lr.peakAnon)/1024, float64(peak)/(1<<20)))
+	}
 
 	// 3. Replay: rebuild into a fresh store.
 	start = time.Now()
@@ -351,6 +298,184 @@ func (l *limitSink) Apply(ctx context.Context, cluster string, evs []materialize
 		}
 	}
 	return l.Sink.Apply(ctx, cluster, evs, lastSeq)
+}
+
+// serveRun is what one run of fleetview serve measured.
+type serveRun struct {
+	dur, fromFirst    time.Duration // from process start, from the first applied batch
+	peakRSS, peakAnon int64         // KiB
+	endRSS, endFile   int64         // KiB, once every event is applied
+}
+
+// runServe runs fleetview serve on a fresh state dir until it applied the
+// n events of the k streams, then stops it. With cgroup set, the process
+// is moved into that memory cgroup first; with profiles, the FV_BENCH_*
+// profiles and traces are taken.
+func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, cgroup string, profiles bool) (serveRun, error) {
+	var r serveRun
+	metrics := freeAddr()
+	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", natsURL, "--state-dir", state,
+		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
+	serveLog, _ := os.Create(state + ".log")
+	serve.Stdout, serve.Stderr = serveLog, serveLog
+	start := time.Now()
+	if err := serve.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+	}()
+	if cgroup != "" {
+		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(serve.Process.Pid)), 0o644); err != nil {
+			return r, fmt.Errorf("move serve into %s: %w", cgroup, err)
+		}
+	}
+	var firstAt time.Time
+	if profiles {
+		takeProfiles(metrics)
+	}
+	for {
+		a, err := applied(metrics, k)
+		if err == nil && a > 0 && firstAt.IsZero() {
+			firstAt = time.Now()
+		}
+		r.peakRSS = max(r.peakRSS, vmHWM(serve.Process.Pid))
+		r.peakAnon = max(r.peakAnon, procStatus(serve.Process.Pid, "RssAnon"))
+		if err == nil && a >= uint64(n) {
+			break
+		}
+		if ctx.Err() != nil {
+			return r, ctx.Err()
+		}
+		if time.Since(start) > 30*time.Minute {
+			return r, fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d; log %s.log)", n, a, state)
+		}
+		if serve.ProcessState != nil || !alive(serve.Process.Pid) {
+			return r, fmt.Errorf("serve exited after applying %d of %d events (log %s.log)", a, n, state)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.dur = time.Since(start)
+	if !firstAt.IsZero() {
+		r.fromFirst = time.Since(firstAt)
+	}
+	r.peakRSS = max(r.peakRSS, vmHWM(serve.Process.Pid))
+	r.endRSS = vmRSS(serve.Process.Pid)
+	r.endFile = procStatus(serve.Process.Pid, "RssFile")
+	if prof := os.Getenv("FV_BENCH_HEAP_PROFILE"); prof != "" && profiles {
+		// What serve's heap holds with every object applied.
+		if err := fetchTo("http://"+metrics+"/debug/pprof/heap?gc=1", prof); err != nil {
+			fmt.Fprintln(os.Stderr, "heap profile:", err)
+		}
+	}
+	return r, nil
+}
+
+// alive reports whether pid is a running process (not a zombie).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}
+
+// takeProfiles starts the profiles and traces the FV_BENCH_* variables ask
+// for, of serve (at metrics) and of this process.
+func takeProfiles(metrics string) {
+	if prof := os.Getenv("FV_BENCH_PROFILE_SERVER"); prof != "" {
+		// A CPU profile of this process (the NATS server) during ingest.
+		go func() {
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
+			f, err := os.Create(prof)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+				return
+			}
+			time.Sleep(10 * time.Second)
+			pprof.StopCPUProfile()
+		}()
+	}
+	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
+		// A CPU profile of serve, 10s into ingest.
+		go func() {
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
+			if err := fetchTo("http://"+metrics+"/debug/pprof/profile?seconds=10", prof); err != nil {
+				fmt.Fprintln(os.Stderr, "profile:", err)
+			}
+		}()
+	}
+	if tr := os.Getenv("FV_BENCH_TRACE"); tr != "" {
+		// A 3 s execution trace of serve (go tool trace -pprof=sync|sched).
+		go func() {
+			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+			time.Sleep(time.Duration(after) * time.Second)
+			if err := fetchTo("http://"+metrics+"/debug/pprof/trace?seconds=3", tr); err != nil {
+				fmt.Fprintln(os.Stderr, "trace:", err)
+			}
+		}()
+	}
+}
+
+// newMemoryCgroup creates a memory cgroup (v1 or v2) under this process's
+// own, limited to limit bytes, and returns its directory.
+func newMemoryCgroup(limit int64) (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		var dir, limitFile string
+		switch {
+		case parts[1] == "memory" || strings.Contains(","+parts[1]+",", ",memory,"):
+			dir, limitFile = filepath.Join("/sys/fs/cgroup/memory", parts[2]), "memory.limit_in_bytes"
+		case parts[0] == "0" && parts[1] == "":
+			root := "/sys/fs/cgroup"
+			if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
+				root = "/sys/fs/cgroup/unified"
+			}
+			ctrl, err := os.ReadFile(filepath.Join(root, parts[2], "cgroup.subtree_control"))
+			if err != nil || !strings.Contains(string(ctrl), "memory") {
+				continue // no memory controller delegated here
+			}
+			dir, limitFile = filepath.Join(root, parts[2]), "memory.max"
+		default:
+			continue
+		}
+		cg := filepath.Join(dir, fmt.Sprintf("fleetview-bench-%d", os.Getpid()))
+		if err := os.Mkdir(cg, 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(filepath.Join(cg, limitFile), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
+			_ = os.Remove(cg)
+			return "", err
+		}
+		return cg, nil
+	}
+	return "", errors.New("no writable memory cgroup controller")
+}
+
+// cgroupPeak is the cgroup's peak memory use (heap and page cache), bytes.
+func cgroupPeak(cg string) (int64, error) {
+	for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
+		if b, err := os.ReadFile(filepath.Join(cg, f)); err == nil {
+			return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no peak memory figure in %s", cg)
 }
 
 func report(what string, n int, d time.Duration, extra string) {
