@@ -166,6 +166,10 @@ func run(ctx context.Context) error {
 	pubDur := time.Since(start)
 	subjects, payloads = nil, nil
 	report("jetstream publish (raw, async, file storage)", n, pubDur, fmt.Sprintf("avg payload %d B", bytesTotal/n))
+	// Each step starts with no dirty pages left by the one before: the
+	// kernel throttles every writer once dirty pages pass a share of the
+	// memory, and the publish alone leaves gigabytes of them.
+	syncDisks()
 
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
@@ -181,60 +185,43 @@ func run(ctx context.Context) error {
 		"materializer RSS (fleetview serve)", float64(sr.peakRSS)/1024, float64(sr.peakAnon)/1024, float64(sr.endRSS)/1024, float64(sr.endFile)/1024, n)
 
 	// 2b. Again into a fresh store, with serve's memory (heap and page
-	// cache alike) limited by a memory cgroup: what the RSS of step 2
-	// counts as file-backed is cache the kernel takes back.
+	// cache alike) limited by a memory cgroup, as a Kubernetes memory limit
+	// does: what the RSS of step 2 counts as file-backed is cache the
+	// kernel takes back.
 	limitMB, err := envInt("FV_BENCH_CGROUP_MB", 850)
 	if err != nil {
 		return err
 	}
-	limitLine := fmt.Sprintf("badger apply, serve in a %d MiB memory cgroup", limitMB)
-	if limitMB == 0 {
-		fmt.Printf("  %-55s not measured: FV_BENCH_CGROUP_MB=0\n", "badger apply in a memory cgroup")
-	} else if cg, err := newMemoryCgroup(int64(limitMB) << 20); err != nil {
-		fmt.Printf("  %-55s not measured: %v\n", limitLine, err)
-	} else {
+	syncDisks()
+	err = inCgroup(limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
 		lstate := filepath.Join(work, "state-limited")
-		lr, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, n, k, cg, false)
-		peak, perr := cgroupPeak(cg)
-		_ = os.Remove(cg)
-		_ = os.RemoveAll(lstate)
-		if err != nil {
-			return fmt.Errorf("serve in a %d MiB memory cgroup: %w", limitMB, err)
-		}
-		if perr != nil {
-			return perr
-		}
-		report(limitLine, n, lr.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB; cgroup peak (heap + page cache) %.0f MiB",
-			float64(lr.peakRSS)/1024, float64(lr.peakAnon)/1024, float64(peak)/(1<<20)))
+		defer os.RemoveAll(lstate)
+		r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, n, k, cg, false)
+		return r.fromFirst, r.peakRSS, r.peakAnon, err
+	})
+	if err != nil {
+		return err
 	}
 
 	// 3. Replay: rebuild into a fresh store.
-	start = time.Now()
-	rb := exec.CommandContext(ctx, bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", state, "--progress", "none", "--batch-size", strconv.Itoa(batch))
-	var rbOut strings.Builder
-	rb.Stdout, rb.Stderr = &rbOut, &rbOut
-	if err := rb.Start(); err != nil {
+	syncDisks()
+	d, hwm, anon, err := runRebuild(ctx, bin, ns.ClientURL(), state, batch, "")
+	if err != nil {
 		return err
 	}
-	rbDone := make(chan error, 1)
-	go func() { rbDone <- rb.Wait() }()
-	var rbHWM, rbAnon int64
-	tick := time.NewTicker(20 * time.Millisecond)
-	for waiting := true; waiting; {
-		select {
-		case err := <-rbDone:
-			if err != nil {
-				return fmt.Errorf("rebuild: %v\n%s", err, rbOut.String())
-			}
-			waiting = false
-		case <-tick.C:
-			rbHWM = max(rbHWM, vmHWM(rb.Process.Pid))
-			rbAnon = max(rbAnon, procStatus(rb.Process.Pid, "RssAnon"))
-		}
+	report("replay (fleetview rebuild into a fresh store)", n, d, "")
+	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous peak %.0f MiB (materializer + Badger, no query API)\n", "rebuild RSS", float64(hwm)/1024, float64(anon)/1024)
+
+	// 3b. The replay again, in a memory cgroup like 2b.
+	syncDisks()
+	err = inCgroup(limitMB, n, "replay, rebuild", func(cg string) (time.Duration, int64, int64, error) {
+		lstate := filepath.Join(work, "state-limited")
+		defer os.RemoveAll(lstate)
+		return runRebuild(ctx, bin, ns.ClientURL(), lstate, batch, cg)
+	})
+	if err != nil {
+		return err
 	}
-	tick.Stop()
-	report("replay (fleetview rebuild into a fresh store)", n, time.Since(start), "")
-	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous peak %.0f MiB (materializer + Badger, no query API)\n", "rebuild RSS", float64(rbHWM)/1024, float64(rbAnon)/1024)
 
 	// 4. OpenSearch.
 	if osN == 0 {
@@ -300,6 +287,78 @@ func (l *limitSink) Apply(ctx context.Context, cluster string, evs []materialize
 	return l.Sink.Apply(ctx, cluster, evs, lastSeq)
 }
 
+// inCgroup runs f (what, applying n events) in a new memory cgroup of limitMB
+// and reports its rate and memory; without a writable memory cgroup it
+// says so and measures nothing.
+func inCgroup(limitMB, n int, what string, f func(cg string) (d time.Duration, hwm, anon int64, err error)) error {
+	line := fmt.Sprintf("%s in a %d MiB memory cgroup", what, limitMB)
+	if limitMB == 0 {
+		fmt.Printf("  %-55s not measured: FV_BENCH_CGROUP_MB=0\n", what+" in a memory cgroup")
+		return nil
+	}
+	cg, err := newMemoryCgroup(int64(limitMB) << 20)
+	if err != nil {
+		fmt.Printf("  %-55s not measured: %v\n", line, err)
+		return nil
+	}
+	defer os.Remove(cg)
+	d, hwm, anon, err := f(cg)
+	if err != nil {
+		return fmt.Errorf("%s: %w", line, err)
+	}
+	peak, err := cgroupPeak(cg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  %-55s %8.0f events/s  (%d in %s) peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB; cgroup peak (heap + page cache) %.0f MiB\n",
+		line, float64(n)/d.Seconds(), n, d.Round(time.Millisecond), float64(hwm)/1024, float64(anon)/1024, float64(peak)/(1<<20))
+	return nil
+}
+
+// runRebuild runs fleetview rebuild on state until it exits (in cgroup,
+// when set) and returns its wall time, peak RSS and peak anonymous RSS (KiB).
+func runRebuild(ctx context.Context, bin, natsURL, state string, batch int, cgroup string) (time.Duration, int64, int64, error) {
+	start := time.Now()
+	rb := exec.CommandContext(ctx, bin, "rebuild", "--nats-url", natsURL, "--state-dir", state, "--progress", "none", "--batch-size", strconv.Itoa(batch))
+	var rbOut strings.Builder
+	rb.Stdout, rb.Stderr = &rbOut, &rbOut
+	if err := rb.Start(); err != nil {
+		return 0, 0, 0, err
+	}
+	if cgroup != "" {
+		if err := joinCgroup(cgroup, rb.Process.Pid); err != nil {
+			_ = rb.Process.Kill()
+			_ = rb.Wait()
+			return 0, 0, 0, err
+		}
+	}
+	rbDone := make(chan error, 1)
+	go func() { rbDone <- rb.Wait() }()
+	var hwm, anon int64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-rbDone:
+			if err != nil {
+				return 0, 0, 0, fmt.Errorf("rebuild: %v\n%s", err, rbOut.String())
+			}
+			return time.Since(start), hwm, anon, nil
+		case <-tick.C:
+			hwm = max(hwm, vmHWM(rb.Process.Pid))
+			anon = max(anon, procStatus(rb.Process.Pid, "RssAnon"))
+		}
+	}
+}
+
+// joinCgroup moves pid into the cgroup.
+func joinCgroup(cgroup string, pid int) error {
+	if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+		return fmt.Errorf("move process %d into %s: %w", pid, cgroup, err)
+	}
+	return nil
+}
+
 // serveRun is what one run of fleetview serve measured.
 type serveRun struct {
 	dur, fromFirst    time.Duration // from process start, from the first applied batch
@@ -327,8 +386,8 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, 
 		_ = serve.Wait()
 	}()
 	if cgroup != "" {
-		if err := os.WriteFile(filepath.Join(cgroup, "cgroup.procs"), []byte(strconv.Itoa(serve.Process.Pid)), 0o644); err != nil {
-			return r, fmt.Errorf("move serve into %s: %w", cgroup, err)
+		if err := joinCgroup(cgroup, serve.Process.Pid); err != nil {
+			return r, err
 		}
 	}
 	var firstAt time.Time
@@ -370,6 +429,13 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, 
 		}
 	}
 	return r, nil
+}
+
+// syncDisks writes dirty pages out and says how long it took.
+func syncDisks() {
+	start := time.Now()
+	syscall.Sync()
+	fmt.Printf("  (sync of dirty pages: %s)\n", time.Since(start).Round(time.Millisecond))
 }
 
 // alive reports whether pid is a running process (not a zombie).
