@@ -17,14 +17,21 @@ import (
 // 6 % of the materializer's CPU. TestUnmarshalEventMatchesProto and
 // FuzzUnmarshalEvent hold it to proto.Unmarshal.
 func unmarshalEvent(data []byte, ev *fleetviewv1.ResourceEvent) error {
+	return eachField(data, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
+		return eventField(b, num, typ, ev)
+	})
+}
+
+// eachField calls f with each field's number, wire type and the bytes from
+// its value on; f returns the value's length.
+func eachField(data []byte, f func(protowire.Number, protowire.Type, []byte) (int, error)) error {
 	for len(data) > 0 {
 		num, typ, n, err := consumeTag(data)
 		if err != nil {
 			return err
 		}
 		data = data[n:]
-		n, err = eventField(data, num, typ, ev)
-		if err != nil {
+		if n, err = f(num, typ, data); err != nil {
 			return err
 		}
 		data = data[n:]
@@ -113,26 +120,17 @@ func eventField(b []byte, num protowire.Number, typ protowire.Type, ev *fleetvie
 }
 
 func unmarshalGVR(data []byte, g *fleetviewv1.GroupVersionResource) error {
-	for len(data) > 0 {
-		num, typ, n, err := consumeTag(data)
-		if err != nil {
-			return err
-		}
-		data = data[n:]
+	return eachField(data, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {
 		if typ != protowire.BytesType || num < 1 || num > 3 {
-			if n = protowire.ConsumeFieldValue(num, typ, data); n < 0 {
-				return protowire.ParseError(n)
-			}
-			data = data[n:]
-			continue
+			n := protowire.ConsumeFieldValue(num, typ, b)
+			return n, protowire.ParseError(n)
 		}
-		v, n := protowire.ConsumeBytes(data)
+		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
-			return protowire.ParseError(n)
+			return 0, protowire.ParseError(n)
 		}
-		data = data[n:]
 		if !utf8.Valid(v) {
-			return fmt.Errorf("gvr field %d: %w", num, errInvalidUTF8)
+			return 0, fmt.Errorf("gvr field %d: %w", num, errInvalidUTF8)
 		}
 		switch num {
 		case 1:
@@ -142,6 +140,6 @@ func unmarshalGVR(data []byte, g *fleetviewv1.GroupVersionResource) error {
 		case 3:
 			g.Resource = string(v)
 		}
-	}
-	return nil
+		return n, nil
+	})
 }

@@ -470,25 +470,18 @@ func takeProfiles(metrics string) {
 			pprof.StopCPUProfile()
 		}()
 	}
-	if prof := os.Getenv("FV_BENCH_PROFILE"); prof != "" {
-		// A CPU profile of serve, 10s into ingest.
-		go func() {
-			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
-			time.Sleep(time.Duration(after) * time.Second)
-			if err := fetchTo("http://"+metrics+"/debug/pprof/profile?seconds=10", prof); err != nil {
-				fmt.Fprintln(os.Stderr, "profile:", err)
-			}
-		}()
-	}
-	if tr := os.Getenv("FV_BENCH_TRACE"); tr != "" {
-		// A 3 s execution trace of serve (go tool trace -pprof=sync|sched).
-		go func() {
-			after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
-			time.Sleep(time.Duration(after) * time.Second)
-			if err := fetchTo("http://"+metrics+"/debug/pprof/trace?seconds=3", tr); err != nil {
-				fmt.Fprintln(os.Stderr, "trace:", err)
-			}
-		}()
+	// A 10 s CPU profile and a 3 s execution trace (go tool trace
+	// -pprof=sync|sched) of serve, FV_BENCH_PROFILE_AFTER seconds in.
+	for env, path := range map[string]string{"FV_BENCH_PROFILE": "profile?seconds=10", "FV_BENCH_TRACE": "trace?seconds=3"} {
+		if file := os.Getenv(env); file != "" {
+			go func() {
+				after, _ := envInt("FV_BENCH_PROFILE_AFTER", 3)
+				time.Sleep(time.Duration(after) * time.Second)
+				if err := fetchTo("http://"+metrics+"/debug/pprof/"+path, file); err != nil {
+					fmt.Fprintln(os.Stderr, env+":", err)
+				}
+			}()
+		}
 	}
 }
 
@@ -627,7 +620,12 @@ func numCPU() int {
 
 // fetchTo saves the body of a GET to a file.
 func fetchTo(url, path string) error {
+	// serve may not listen yet: it opens Badger first.
 	resp, err := http.Get(url)
+	for try := 0; err != nil && errors.Is(err, syscall.ECONNREFUSED) && try < 50; try++ {
+		time.Sleep(100 * time.Millisecond)
+		resp, err = http.Get(url)
+	}
 	if err != nil {
 		return err
 	}
