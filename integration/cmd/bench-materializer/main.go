@@ -416,7 +416,7 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, 
 		if time.Since(start) > 30*time.Minute {
 			return r, fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d; log %s.log)", n, a, state)
 		}
-		if serve.ProcessState != nil || !alive(serve.Process.Pid) {
+		if !alive(serve.Process.Pid) {
 			return r, fmt.Errorf("serve exited after applying %d of %d events (log %s.log)", a, n, state)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -645,7 +645,7 @@ func numCPU() int {
 func fetchTo(url, path string) error {
 	// serve may not listen yet: it opens Badger first.
 	resp, err := http.Get(url)
-	for try := 0; err != nil && errors.Is(err, syscall.ECONNREFUSED) && try < 50; try++ {
+	for try := 0; errors.Is(err, syscall.ECONNREFUSED) && try < 50; try++ {
 		time.Sleep(100 * time.Millisecond)
 		resp, err = http.Get(url)
 	}
