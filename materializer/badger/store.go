@@ -23,6 +23,10 @@ type Options struct {
 	// MemTableSize bounds each Badger memtable, and with it the largest
 	// transaction (15 % of it). Default 64 MiB.
 	MemTableSize int64
+	// KeepPageCache leaves the value log's freshly written pages to the
+	// kernel instead of dropping them once they are on disk (see
+	// recycle_linux.go).
+	KeepPageCache bool
 }
 
 // Store is the Badger backend: a materializer.Sink and a reader.
@@ -46,6 +50,9 @@ type Store struct {
 	fresh   map[string]bool
 	// slabs holds the chunks pipelined batches encode their records into.
 	slabs *sync.Pool
+	// stopRecycler stops the value log's page recycler (recycle_linux.go)
+	// and waits for it.
+	stopRecycler func()
 }
 
 // Open opens or creates the store in dir.
@@ -81,11 +88,19 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	return &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}, nil
+	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}
+	s.stopRecycler = func() {}
+	if !o.KeepPageCache {
+		s.stopRecycler = startRecycler(o.Dir, o.Logger)
+	}
+	return s, nil
 }
 
-// Close flushes and closes the store.
-func (s *Store) Close() error { return s.db.Close() }
+// Close stops the page recycler, then flushes and closes the store.
+func (s *Store) Close() error {
+	s.stopRecycler()
+	return s.db.Close()
+}
 
 var _ materializer.Sink = (*Store)(nil)
 
