@@ -46,6 +46,9 @@ bash scripts/build-opensearch.sh | tail -1
 log "generated code is fresh"
 bash scripts/check-generated.sh
 
+log "vendored Badger is upstream plus its one patch"
+bash scripts/check-badger-fork.sh
+
 log "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 if [ -n "$bad" ]; then echo "FAIL: gofmt would change:"; echo "$bad"; exit 1; fi
