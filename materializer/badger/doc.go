@@ -12,4 +12,10 @@
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource.
+//
+// Memory: objects are in Badger's value log, which Badger writes through an
+// mmap; the page recycler (recycle_linux.go) drops those pages once they are
+// on disk, so the page cache does not grow with everything ever written.
+// Badger itself comes from third_party/badger (one patch: a commit's entries
+// reach the memtable in key order).
 package badger
