@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -164,17 +166,23 @@ func cmpString(a, b string) int {
 }
 
 // parseMapping reads one /proc/self/maps line:
-// "start-end perms offset dev inode path".
+// "start-end perms offset dev inode path", where the path is the rest of
+// the line (it may hold spaces) and a deleted file's ends in " (deleted)".
 func (r *pageRecycler) parseMapping(line []byte) (mapping, bool) {
 	fields := bytes.Fields(line)
-	if len(fields) < 6 || !bytes.HasSuffix(fields[5], []byte(".vlog")) || len(fields[1]) < 4 || fields[1][3] != 's' {
+	if len(fields) < 6 || len(fields[1]) < 4 || fields[1][3] != 's' {
 		return mapping{}, false
 	}
 	if off, err := strconv.ParseUint(string(fields[2]), 16, 64); err != nil || off != 0 {
 		return mapping{}, false
 	}
-	path := string(fields[5])
-	if filepath.Dir(path) != r.dir {
+	rest := line
+	for range 5 {
+		rest = bytes.TrimLeft(rest, " \t")
+		rest = rest[bytes.IndexAny(rest, " \t"):]
+	}
+	path := string(bytes.TrimSpace(rest))
+	if strings.HasSuffix(path, " (deleted)") || !strings.HasSuffix(path, ".vlog") || filepath.Dir(path) != r.dir {
 		return mapping{}, false
 	}
 	lo, hi, ok := bytes.Cut(fields[0], []byte{'-'})
@@ -231,7 +239,9 @@ func (r *pageRecycler) recycle(m mapping, newest bool) error {
 	f := r.fds[m.path]
 	if f == nil {
 		var err error
-		if f, err = os.Open(m.path); err != nil {
+		if f, err = os.Open(m.path); errors.Is(err, fs.ErrNotExist) {
+			return nil // deleted since the mappings were read
+		} else if err != nil {
 			return err
 		}
 		r.fds[m.path] = f
@@ -253,21 +263,12 @@ func (r *pageRecycler) recycle(m mapping, newest bool) error {
 // ~150 MB/s of value-log writes it finds ~15 MB to drop each time.
 const recycleInterval = 100 * time.Millisecond
 
-// startRecycler runs a pageRecycler for the store in dir until the returned
-// func is called. Where it cannot work (no /proc, a kernel without
-// MADV_PAGEOUT) it logs why once and stops; the store works the same,
-// only with the page cache the kernel keeps.
-func startRecycler(dir string, log *slog.Logger) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := newPageRecycler(dir).Run(ctx, recycleInterval); err != nil {
-			log.Warn("value-log page recycling off", "dir", dir, "err", err)
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
+// runRecycler runs a pageRecycler for the store in dir until ctx ends.
+// Where it cannot work (no /proc, a kernel without MADV_PAGEOUT) it logs
+// why once and stops; the store works the same, only with the page cache
+// the kernel keeps.
+func runRecycler(ctx context.Context, dir string, log *slog.Logger) {
+	if err := newPageRecycler(dir).Run(ctx, recycleInterval); err != nil {
+		log.Warn("value-log page recycling off", "dir", dir, "err", err)
 	}
 }

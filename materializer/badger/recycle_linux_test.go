@@ -29,6 +29,8 @@ func TestParseMapping(t *testing.T) {
 		{"7f0000000000-7f0020000000 rw-s 00001000 fd:01 1234 /var/lib/fleetview/badger/000001.vlog", mapping{}, false},
 		{"7f0000000000-7f0020000000 rw-s 00000000 fd:01 1234 /var/lib/fleetview/badger/00001.mem", mapping{}, false},
 		{"7f0000000000-7f0020000000 rw-p 00000000 00:00 0", mapping{}, false},
+		// A deleted value-log file.
+		{"7f0000000000-7f0020000000 rw-s 00000000 fd:01 1234 /var/lib/fleetview/badger/000003.vlog (deleted)", mapping{}, false},
 		// Malformed address ranges.
 		{"7f0020000000-7f0000000000 rw-s 00000000 fd:01 1234 /var/lib/fleetview/badger/000001.vlog", mapping{}, false},
 		{"zz-7f0000000000 rw-s 00000000 fd:01 1234 /var/lib/fleetview/badger/000001.vlog", mapping{}, false},
@@ -39,6 +41,15 @@ func TestParseMapping(t *testing.T) {
 		if ok != tc.ok || got != tc.want {
 			t.Errorf("parseMapping(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+func TestParseMappingPathWithSpaces(t *testing.T) {
+	r := newPageRecycler("/var/lib/fleet view/badger")
+	line := "7f0000000000-7f0020000000 rw-s 00000000 fd:01 1234   /var/lib/fleet view/badger/000001.vlog\n"
+	want := mapping{"/var/lib/fleet view/badger/000001.vlog", 0x7f0000000000, 0x7f0020000000}
+	if got, ok := r.parseMapping([]byte(line)); !ok || got != want {
+		t.Errorf("parseMapping(%q) = %+v, %v; want %+v, true", line, got, ok, want)
 	}
 }
 

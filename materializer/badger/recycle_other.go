@@ -2,8 +2,11 @@
 
 package badger
 
-import "log/slog"
+import (
+	"context"
+	"log/slog"
+)
 
-// startRecycler is Linux-only (recycle_linux.go): elsewhere the value log's
+// runRecycler is Linux-only (recycle_linux.go): elsewhere the value log's
 // pages are left to the kernel.
-func startRecycler(string, *slog.Logger) (stop func()) { return func() {} }
+func runRecycler(context.Context, string, *slog.Logger) {}

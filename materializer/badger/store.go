@@ -1,12 +1,14 @@
 package badger
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
@@ -27,6 +29,18 @@ type Options struct {
 	// kernel instead of dropping them once they are on disk (see
 	// recycle_linux.go).
 	KeepPageCache bool
+	// ValueLogFileSize is the size at which Badger starts a new value-log
+	// file, the unit the value-log GC reclaims. Default 256 MiB.
+	ValueLogFileSize int64
+	// ValueLogGCInterval is how often the store rewrites value-log files
+	// that are mostly superseded objects (valuelog_gc.go). Default 10
+	// minutes; negative turns it off.
+	ValueLogGCInterval time.Duration
+
+	// l0Tables, when set, replaces how many level-0 tables wait before
+	// compaction (tests: 1 has compaction, and with it the value log's
+	// discard statistics, follow each flush).
+	l0Tables int
 }
 
 // Store is the Badger backend: a materializer.Sink and a reader.
@@ -50,9 +64,10 @@ type Store struct {
 	fresh   map[string]bool
 	// slabs holds the chunks pipelined batches encode their records into.
 	slabs *sync.Pool
-	// stopRecycler stops the value log's page recycler (recycle_linux.go)
-	// and waits for it.
-	stopRecycler func()
+	// stopBackground stops the value log's page recycler
+	// (recycle_linux.go) and garbage collector (valuelog_gc.go) and waits
+	// for them.
+	stopBackground func()
 }
 
 // Open opens or creates the store in dir.
@@ -63,6 +78,12 @@ func Open(o Options) (*Store, error) {
 	if o.MemTableSize <= 0 {
 		o.MemTableSize = 64 << 20
 	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = 256 << 20
+	}
+	if o.ValueLogGCInterval == 0 {
+		o.ValueLogGCInterval = 10 * time.Minute
+	}
 	opts := bdg.DefaultOptions(o.Dir).
 		WithLogger(nil).
 		WithNumVersionsToKeep(1).
@@ -71,12 +92,12 @@ func Open(o Options) (*Store, error) {
 		// and value pointers: object JSON above ValueThreshold goes to the
 		// value log), a block cache and an index cache (table indices and
 		// bloom filters beyond it are read from disk).
-		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(10).WithNumLevelZeroTablesStall(20).
+		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(cmp.Or(o.l0Tables, 10)).WithNumLevelZeroTablesStall(20).
 		WithNumMemtables(3).
 		WithBlockCacheSize(64 << 20).
 		WithIndexCacheSize(32 << 20).
 		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(256 << 20).
+		WithValueLogFileSize(o.ValueLogFileSize).
 		WithNumCompactors(2).
 		// The LSM holds keys, label sets and value pointers: compressing
 		// its blocks costs CPU and saves little.
@@ -89,16 +110,25 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}
-	s.stopRecycler = func() {}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	if !o.KeepPageCache {
-		s.stopRecycler = startRecycler(o.Dir, o.Logger)
+		wg.Go(func() { runRecycler(ctx, o.Dir, o.Logger) })
+	}
+	if o.ValueLogGCInterval > 0 {
+		wg.Go(func() { s.runValueLogGC(ctx, o.ValueLogGCInterval) })
+	}
+	s.stopBackground = func() {
+		cancel()
+		wg.Wait()
 	}
 	return s, nil
 }
 
-// Close stops the page recycler, then flushes and closes the store.
+// Close stops the page recycler and the value-log GC, then flushes and
+// closes the store.
 func (s *Store) Close() error {
-	s.stopRecycler()
+	s.stopBackground()
 	return s.db.Close()
 }
 
