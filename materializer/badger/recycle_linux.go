@@ -151,18 +151,8 @@ func (r *pageRecycler) vlogMappings() ([]mapping, error) {
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b mapping) int { return cmpString(a.path, b.path) })
+	slices.SortFunc(out, func(a, b mapping) int { return strings.Compare(a.path, b.path) })
 	return out, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // parseMapping reads one /proc/self/maps line:
