@@ -46,9 +46,12 @@ type ServeOptions struct {
 	// Prometheus text format at /metrics.
 	MetricsAddr string
 	// BatchSize is the Badger materializer's batch (one transaction).
-	BatchSize  int
-	OpenSearch OpenSearchOptions
-	Auth       AuthOptions
+	BatchSize int
+	// KeepPageCache leaves the Badger value log's written pages in the
+	// page cache instead of dropping them once they are on disk.
+	KeepPageCache bool
+	OpenSearch    OpenSearchOptions
+	Auth          AuthOptions
 }
 
 // AddFlags registers the flags.
@@ -60,6 +63,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the NATS token")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
+	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
 }
@@ -124,7 +128,7 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err := switchToRebuilt(o.StateDir, log); err != nil {
 		return nil, err
 	}
-	store, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, badgerDir), Logger: log})
+	store, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, badgerDir), Logger: log, KeepPageCache: o.KeepPageCache})
 	if err != nil {
 		return nil, err
 	}

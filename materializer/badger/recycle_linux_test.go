@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -136,5 +137,59 @@ func TestRecyclerDropsWrittenValueLog(t *testing.T) {
 	}
 	if after := dump(t, s); after != before {
 		t.Error("store contents differ after recycling its value log")
+	}
+}
+
+// residentShare is the share of the first n bytes of dir's oldest
+// value-log file that is in the page cache.
+func residentShare(t *testing.T, dir string, n int64) float64 {
+	t.Helper()
+	ms, err := newPageRecycler(dir).vlogMappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) == 0 {
+		t.Fatalf("no value-log mapping of %s", dir)
+	}
+	in, all := resident(t, ms[0].start, n)
+	return float64(in) / float64(all)
+}
+
+// TestStoreRecyclesUnlessKeepPageCache runs two stores side by side, one
+// with the default background recycler and one with KeepPageCache, writes
+// ~65 MB of Pods into each, and waits for the first to drop the oldest
+// 16 MB of its value log; by then the second must still hold them.
+func TestStoreRecyclesUnlessKeepPageCache(t *testing.T) {
+	stores := map[bool]string{}
+	for _, keep := range []bool{false, true} {
+		dir := t.TempDir()
+		s, err := Open(Options{Dir: dir, KeepPageCache: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		var seq uint64
+		for i := 0; i < 20000; i += 1000 {
+			evs := make([]materializer.Event, 1000)
+			for j := range evs {
+				seq++
+				evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
+			}
+			if err := s.Apply(context.Background(), "c1", evs, seq); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stores[keep] = dir
+	}
+	const oldest = 16 << 20
+	deadline := time.Now().Add(20 * time.Second)
+	for residentShare(t, stores[false], oldest) > 0.01 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the default store still has %.0f%% of its oldest value-log pages cached after 20 s", 100*residentShare(t, stores[false], oldest))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if share := residentShare(t, stores[true], oldest); share < 0.99 {
+		t.Errorf("the KeepPageCache store has only %.0f%% of its oldest value-log pages cached", 100*share)
 	}
 }
