@@ -1,7 +1,6 @@
 package badger
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -9,9 +8,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
 func TestParseMapping(t *testing.T) {
@@ -83,18 +79,8 @@ func TestRecyclerDropsWrittenValueLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const n, batch = 20000, 1000
 	var seq uint64
-	for i := 0; i < n; i += batch {
-		evs := make([]materializer.Event, batch)
-		for j := range evs {
-			seq++
-			evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
-		}
-		if err := s.Apply(context.Background(), "c1", evs, seq); err != nil {
-			t.Fatal(err)
-		}
-	}
+	applyPods(t, s, 20000, 1, 1000, &seq)
 	before := dump(t, s)
 
 	// The default keep (32 MB behind the newest resident page, which
@@ -169,16 +155,7 @@ func TestStoreRecyclesUnlessKeepPageCache(t *testing.T) {
 		}
 		defer s.Close()
 		var seq uint64
-		for i := 0; i < 20000; i += 1000 {
-			evs := make([]materializer.Event, 1000)
-			for j := range evs {
-				seq++
-				evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
-			}
-			if err := s.Apply(context.Background(), "c1", evs, seq); err != nil {
-				t.Fatal(err)
-			}
-		}
+		applyPods(t, s, 20000, 1, 1000, &seq)
 		stores[keep] = dir
 	}
 	const oldest = 16 << 20

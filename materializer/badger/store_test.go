@@ -19,6 +19,22 @@ func ev(seq uint64, e *fleetviewv1.ResourceEvent) materializer.Event {
 	return materializer.Event{Seq: seq, Event: e}
 }
 
+// applyPods applies Pods 0..n-1 of cluster c1 at resourceVersion rv, in
+// batches, numbering the events on from *seq.
+func applyPods(t *testing.T, s *Store, n, rv, batch int, seq *uint64) {
+	t.Helper()
+	for i := 0; i < n; i += batch {
+		evs := make([]materializer.Event, min(batch, n-i))
+		for j := range evs {
+			*seq++
+			evs[j] = ev(*seq, benchdata.Event("c1", i+j, rv))
+		}
+		if err := s.Apply(context.Background(), "c1", evs, *seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func names(t *testing.T, r *Reader, sel string) []string {
 	t.Helper()
 	s, err := labels.Parse(sel)

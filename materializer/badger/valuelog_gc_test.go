@@ -5,9 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
 func vlogFiles(t *testing.T, dir string) int {
@@ -37,16 +34,7 @@ func TestValueLogGCReclaimsSupersededObjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < pods; i += batch {
-			evs := make([]materializer.Event, batch)
-			for j := range evs {
-				seq++
-				evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, rv)}
-			}
-			if err := s.Apply(context.Background(), "c1", evs, seq); err != nil {
-				t.Fatal(err)
-			}
-		}
+		applyPods(t, s, pods, rv, batch, &seq)
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -381,7 +381,11 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, 
 	metrics := freeAddr()
 	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", natsURL, "--state-dir", state,
 		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
-	serveLog, _ := os.Create(state + ".log")
+	serveLog, err := os.Create(state + ".log")
+	if err != nil {
+		return r, err
+	}
+	defer serveLog.Close()
 	serve.Stdout, serve.Stderr = serveLog, serveLog
 	start := time.Now()
 	if err := serve.Start(); err != nil {
