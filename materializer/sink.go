@@ -16,12 +16,30 @@ type Event struct {
 	// labeled; sinks fall back to extracting them for events built elsewhere.
 	Labels  map[string]string
 	Labeled bool
+	// Prior is set by the sink when it applies the event.
+	Prior Prior
+}
+
+// Prior is the object an event replaced or deleted, as the sink found it
+// when it applied the event. With it an observer (the watch hub) tells an
+// added object from a modified one, and routes an event by the labels the
+// object had, without keeping every object's labels itself: a sink that
+// reads the previous state anyway (Badger's, to update its label index)
+// tells it for free. The zero Prior means the sink does not say.
+type Prior struct {
+	Told bool
+	// Exists: the cache held the object (by name) before the event.
+	Exists bool
+	// Labels are that object's labels, unless LabelsUnknown.
+	Labels        map[string]string
+	LabelsUnknown bool
 }
 
 // Sink is a backend the materializer writes to.
 type Sink interface {
 	// Apply applies events of one cluster stream, in order, and records the
 	// last applied sequence as that stream's checkpoint atomically with them.
+	// It may fill in each event's Prior (which observers then see).
 	Apply(ctx context.Context, cluster string, events []Event, lastSeq uint64) error
 	// Checkpoint is the last sequence of the cluster stream the sink holds.
 	Checkpoint(ctx context.Context, cluster string) (uint64, error)

@@ -32,12 +32,12 @@ type Hub struct {
 
 	mu      sync.Mutex
 	applied query.Version
-	// known holds every object the cache holds, per cluster/resource and
-	// by a 128-bit hash of its uid, with its last labels (encoded;
-	// unknownLabels when only the uid is known), so a live upsert can be
-	// told ADDED or MODIFIED and routed by the labels it had. Hashed ids
+	// known holds, for events whose sink does not tell what they replaced
+	// (materializer.Prior; OpenSearch's does not, Badger's does), the
+	// objects seen since the hub started, per cluster/resource and by a
+	// 128-bit hash of the uid, with their last labels encoded. Hashed ids
 	// keep the map at about 100 bytes per object, without pointers to scan
-	// in its keys, for millions of objects.
+	// in its keys.
 	known map[string]map[objID]string
 	seeds [2]maphash.Seed
 	// all are the watches of a resource without an indexable requirement;
@@ -45,8 +45,6 @@ type Hub struct {
 	all     map[schema.GroupVersionResource]map[*subscription]struct{}
 	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}
 }
-
-const unknownLabels = "\x01"
 
 // objID identifies an object of one cluster and resource: a hash of its
 // uid, 128 bits so that a collision among millions of objects is
@@ -110,40 +108,37 @@ func encodeLabels(l labels.Set) string {
 	return b.String()
 }
 
-// labelValue reads one label of an encoded set.
-func labelValue(enc, key string) (string, bool) {
+// decodeLabels reverses encodeLabels.
+func decodeLabels(enc string) map[string]string {
+	m := map[string]string{}
 	for enc != "" {
 		k, rest, _ := strings.Cut(enc, "\x00")
 		v, rest2, _ := strings.Cut(rest, "\x00")
-		if k == key {
-			return v, true
-		}
+		m[k] = v
 		enc = rest2
 	}
-	return "", false
+	return m
 }
 
-// seed records the objects the store holds before the first batch is
-// observed (their labels unknown).
-func (h *Hub) seed(uids func(fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error) error {
-	type obj struct {
-		cluster string
-		gvr     schema.GroupVersionResource
-		id      objID
+// remember is the prior state of an event whose sink does not tell it,
+// from the labels the hub keeps. An object the hub has not seen is taken
+// as new, with its previous labels unknown: it may be one the sink held
+// before the hub started.
+func (h *Hub) remember(cluster string, gvr schema.GroupVersionResource, ev *fleetviewv1.ResourceEvent, cur map[string]string, wantLabels bool) materializer.Prior {
+	objs := h.objects(cluster, gvr, ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT)
+	id := h.objID(ev.GetUid())
+	old, seen := objs[id]
+	switch ev.GetType() {
+	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+		objs[id] = encodeLabels(cur)
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		delete(objs, id)
 	}
-	var found []obj
-	if err := uids(func(c string, g schema.GroupVersionResource, u string) { found = append(found, obj{c, g, h.objID(u)}) }); err != nil {
-		return err
+	p := materializer.Prior{Told: true, Exists: seen, LabelsUnknown: !seen}
+	if seen && wantLabels {
+		p.Labels = decodeLabels(old)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, o := range found {
-		m := h.objects(o.cluster, o.gvr, true)
-		if _, ok := m[o.id]; !ok {
-			m[o.id] = unknownLabels
-		}
-	}
-	return nil
+	return p
 }
 
 // hubEvent is one stream event as watches see it; the object is decoded
@@ -272,34 +267,31 @@ func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint6
 	out := map[*subscription][]*hubEvent{}
 	for _, e := range events {
 		he := newHubEvent(cluster, e.Seq, e.Event)
-		objs := h.objects(cluster, he.gvr, e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT)
-		id := h.objID(e.Event.GetUid())
-		old, seen := objs[id]
-		// A new object had no labels; a seeded one had labels unknown.
-		oldKnown := !seen || old != unknownLabels
-		var cur string
-		switch e.Event.GetType() {
-		case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-			he.isNew = !seen
+		typ := e.Event.GetType()
+		var cur map[string]string
+		if typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 			// The materializer extracted the labels already; decoding the
 			// whole object here (for watchers only) would halve ingest.
-			l := labels.Set(e.Labels)
+			cur = e.Labels
 			if !e.Labeled {
-				l, _, _ = he.decode()
+				cur, _, _ = he.decode()
 			}
-			cur = encodeLabels(l)
-			objs[id] = cur
-		case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-			delete(objs, id)
-		case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+		}
+		byLabel := h.byLabel[he.gvr]
+		control := typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT && typ != fleetviewv1.EventType_EVENT_TYPE_DELETE
+		prior := e.Prior
+		if !prior.Told && !control {
+			prior = h.remember(cluster, he.gvr, e.Event, cur, len(byLabel) > 0)
+		}
+		he.isNew = !prior.Exists
+		if typ == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
 			delete(h.known, resKey(cluster, he.gvr))
 		}
 		for s := range h.all[he.gvr] {
 			out[s] = append(out[s], he)
 		}
-		control := e.Event.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT && e.Event.GetType() != fleetviewv1.EventType_EVENT_TYPE_DELETE
-		for key, byVal := range h.byLabel[he.gvr] {
-			if control || !oldKnown {
+		for key, byVal := range byLabel {
+			if control || prior.LabelsUnknown {
 				for _, subs := range byVal {
 					for s := range subs {
 						out[s] = append(out[s], he)
@@ -308,8 +300,8 @@ func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint6
 				continue
 			}
 			// Route by the value the object has now and the one it had.
-			nv, nok := labelValue(cur, key)
-			ov, ook := labelValue(old, key)
+			nv, nok := cur[key]
+			ov, ook := prior.Labels[key]
 			if nok {
 				for s := range byVal[nv] {
 					out[s] = append(out[s], he)

@@ -27,23 +27,36 @@ func upsert(seq uint64, cluster, uid string) materializer.Event {
 		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"metadata":{"name":"` + uid + `","labels":{"app":"x"}}}`)}}
 }
 
+// told is e as a sink that reads the previous state (Badger's) hands it
+// over: with what it replaced.
+func told(e materializer.Event, exists bool, app string) materializer.Event {
+	e.Prior = materializer.Prior{Told: true, Exists: exists}
+	if app != "" {
+		e.Prior.Labels = map[string]string{"app": app}
+	}
+	return e
+}
+
 func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	h := NewHub(HubOptions{Buffer: 2})
-	if err := h.seed(func(fn func(string, schema.GroupVersionResource, string)) error {
-		fn("a", podsGVR, "old")
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	sub, applied := h.subscribe(podsGVR, nil)
 	if len(applied) != 0 {
 		t.Fatalf("applied %v before any batch", applied)
 	}
 	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, nil)
-	h.Observe("a", []materializer.Event{upsert(1, "a", "old"), upsert(2, "a", "new")}, 2)
+	h.Observe("a", []materializer.Event{
+		told(upsert(1, "a", "old"), true, "x"), // the sink had it
+		told(upsert(2, "a", "new"), false, ""), // the sink did not
+		upsert(3, "a", "untold"),               // a sink that does not say: first seen
+		upsert(4, "a", "untold"),               // seen before
+	}, 4)
 	b := <-sub.ch
-	if len(b.events) != 2 || b.events[0].isNew || !b.events[1].isNew {
-		t.Fatalf("isNew: %v %v, want false true", b.events[0].isNew, b.events[1].isNew)
+	var isNew []bool
+	for _, e := range b.events {
+		isNew = append(isNew, e.isNew)
+	}
+	if got := fmt.Sprint(isNew); got != "[false true true false]" {
+		t.Fatalf("isNew %s, want [false true true false]", got)
 	}
 	if l, _, err := b.events[1].decode(); err != nil || l["app"] != "x" {
 		t.Fatalf("decode: %v %v", l, err)
@@ -52,7 +65,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 		t.Fatal("a pods batch reached a deployments watch")
 	}
 	// The watch does not read: the third batch overflows its buffer of 2.
-	for i := uint64(3); i <= 5; i++ {
+	for i := uint64(5); i <= 7; i++ {
 		h.Observe("a", []materializer.Event{upsert(i, "a", "new")}, i)
 	}
 	select {
@@ -60,8 +73,8 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	default:
 		t.Fatal("a full watch buffer must cut the watch, not block or grow")
 	}
-	if _, applied := h.subscribe(podsGVR, nil); applied["a"] != 5 {
-		t.Fatalf("applied %v, want a:5", applied)
+	if _, applied := h.subscribe(podsGVR, nil); applied["a"] != 7 {
+		t.Fatalf("applied %v, want a:7", applied)
 	}
 }
 
@@ -100,12 +113,6 @@ func labeled(seq uint64, uid, app string) materializer.Event {
 
 func TestHubRoutesByLabel(t *testing.T) {
 	h := NewHub(HubOptions{})
-	if err := h.seed(func(fn func(string, schema.GroupVersionResource, string)) error {
-		fn("a", podsGVR, "seeded")
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
 	sel := func(s string) labels.Selector {
 		l, err := labels.Parse(s)
 		if err != nil {
@@ -125,18 +132,27 @@ func TestHubRoutesByLabel(t *testing.T) {
 		}
 		return seqs
 	}
+	del := func(seq uint64, uid string) materializer.Event {
+		return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid, Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}}
+	}
+	unknown := labeled(4, "r", "z")
+	unknown.Prior = materializer.Prior{Told: true, Exists: true, LabelsUnknown: true}
 	h.Observe("a", []materializer.Event{
-		labeled(1, "p", "x"),      // new object: routed by its labels only
-		labeled(2, "p", "y"),      // moves x -> y: both must hear of it
-		labeled(3, "q", "z"),      // neither
-		labeled(4, "seeded", "z"), // labels before unknown: everyone
-		{Seq: 5, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: "p", Name: "p", Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}},
-	}, 5)
+		told(labeled(1, "p", "x"), false, ""), // new object: routed by its labels only
+		told(labeled(2, "p", "y"), true, "x"), // moves x -> y: both must hear of it
+		told(labeled(3, "q", "z"), false, ""), // neither
+		unknown,                               // labels before unknown: everyone
+		told(del(5, "p"), true, "y"),          // deleted while it had y
+		// A sink that does not tell: the hub's own memory of labels.
+		labeled(6, "s", "z"), // not seen since the hub started: it may have had any labels
+		labeled(7, "s", "x"), // seen with z, now x
+		del(8, "s"),          // had x
+	}, 8)
 	for _, tc := range []struct {
 		name string
 		s    *subscription
 		want string
-	}{{"app=x", x, "[1 2 4]"}, {"app in (y)", y, "[2 4 5]"}, {"app (not indexable)", anyApp, "[1 2 3 4 5]"}} {
+	}{{"app=x", x, "[1 2 4 6 7 8]"}, {"app in (y)", y, "[2 4 5 6]"}, {"app (not indexable)", anyApp, "[1 2 3 4 5 6 7 8]"}} {
 		if g := fmt.Sprint(got(tc.s)); g != tc.want {
 			t.Errorf("%s got %s, want %s", tc.name, g, tc.want)
 		}

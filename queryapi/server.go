@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -115,14 +114,6 @@ func New(cfg Config) (*Server, error) {
 		var err error
 		if key, err = loadTokenKey(ctx, cfg.JetStream); err != nil {
 			return nil, fmt.Errorf("queryapi: %w", err)
-		}
-	}
-	if u, ok := cfg.Reader.(interface {
-		ForEachUID(context.Context, func(string, schema.GroupVersionResource, string)) error
-	}); ok && cfg.Hub != nil {
-		// Lets the hub tell a new object (ADDED) from a changed one.
-		if err := cfg.Hub.seed(func(fn func(string, schema.GroupVersionResource, string)) error { return u.ForEachUID(ctx, fn) }); err != nil {
-			return nil, fmt.Errorf("queryapi: seed watch hub: %w", err)
 		}
 	}
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}

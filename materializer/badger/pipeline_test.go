@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,25 @@ func recreated(i, rv int) *fleetviewv1.ResourceEvent {
 	return e
 }
 
+// fmtPriors shows what each event replaced, as the watch hub reads it.
+func fmtPriors(evs []materializer.Event) string {
+	var out []string
+	for _, e := range evs {
+		p := e.Prior
+		switch {
+		case !p.Told:
+			out = append(out, "untold")
+		case p.LabelsUnknown:
+			out = append(out, "labels unknown")
+		case p.Exists:
+			out = append(out, "had tier="+p.Labels["tier"])
+		default:
+			out = append(out, "new")
+		}
+	}
+	return fmt.Sprint(out)
+}
+
 // TestPreparedReadsBatchInFlight builds the second batch while the first is
 // still uncommitted (its transaction's snapshot lacks the first batch), and
 // checks the result equals applying both batches one after the other.
@@ -59,14 +79,16 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		first, after []*fleetviewv1.ResourceEvent
+		// priors is what the events of after replaced (fmtPriors).
+		priors string
 	}{
-		{"label change of an object created in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1)}, []*fleetviewv1.ResourceEvent{relabeled(5, 2, "x")}},
-		{"label change twice", []*fleetviewv1.ResourceEvent{relabeled(0, 2, "x")}, []*fleetviewv1.ResourceEvent{relabeled(0, 3, "y")}},
-		{"delete of an object created in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1)}, []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 5, 2)}},
-		{"recreate after a delete in flight", []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 1, 2)}, []*fleetviewv1.ResourceEvent{recreated(1, 3)}},
-		{"old uid's tombstone after the new uid in flight", []*fleetviewv1.ResourceEvent{recreated(2, 2)}, []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 2, 3)}},
-		{"removal of objects created and deleted in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1), benchdata.Delete("c1", 0, 2)}, []*fleetviewv1.ResourceEvent{removed}},
-		{"removal in flight, then new objects", []*fleetviewv1.ResourceEvent{removed}, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 1, 5), relabeled(7, 1, "z")}},
+		{"label change of an object created in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1)}, []*fleetviewv1.ResourceEvent{relabeled(5, 2, "x")}, "[had tier=backend]"},
+		{"label change twice", []*fleetviewv1.ResourceEvent{relabeled(0, 2, "x")}, []*fleetviewv1.ResourceEvent{relabeled(0, 3, "y")}, "[had tier=x-frontend]"},
+		{"delete of an object created in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1)}, []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 5, 2)}, "[had tier=backend]"},
+		{"recreate after a delete in flight", []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 1, 2)}, []*fleetviewv1.ResourceEvent{recreated(1, 3)}, "[new]"},
+		{"old uid's tombstone after the new uid in flight", []*fleetviewv1.ResourceEvent{recreated(2, 2)}, []*fleetviewv1.ResourceEvent{benchdata.Delete("c1", 2, 3)}, "[labels unknown]"},
+		{"removal of objects created and deleted in flight", []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 1), benchdata.Delete("c1", 0, 2)}, []*fleetviewv1.ResourceEvent{removed}, "[untold]"},
+		{"removal in flight, then new objects", []*fleetviewv1.ResourceEvent{removed}, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 1, 5), relabeled(7, 1, "z")}, "[new new]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -104,8 +126,19 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range b1 {
-				if err := w1.apply(e); err != nil {
+			// The sequential apply told the priors; the pipelined one
+			// must tell the same.
+			wantPriors := fmtPriors(b1) + fmtPriors(b2)
+			if got := fmtPriors(b2); got != tc.priors {
+				t.Errorf("priors of the second batch %s, want %s", got, tc.priors)
+			}
+			for _, b := range [][]materializer.Event{b1, b2} {
+				for i := range b {
+					b[i].Prior = materializer.Prior{}
+				}
+			}
+			for i := range b1 {
+				if err := w1.apply(&b1[i]); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -114,10 +147,13 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range b2 {
-				if err := w2.apply(e); err != nil {
+			for i := range b2 {
+				if err := w2.apply(&b2[i]); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if got := fmtPriors(b1) + fmtPriors(b2); got != wantPriors {
+				t.Errorf("pipelined priors %s, sequential %s", got, wantPriors)
 			}
 			if err := w1.commit(b1[len(b1)-1].Seq); err != nil {
 				t.Fatal(err)
@@ -162,9 +198,17 @@ func TestPrepareCommitsInOrder(t *testing.T) {
 		if err := want.Apply(ctx, "c1", b, seq); err != nil {
 			t.Fatal(err)
 		}
+		wantPriors := fmtPriors(b)
+		b = slices.Clone(b)
+		for i := range b {
+			b[i].Prior = materializer.Prior{}
+		}
 		p, err := got.Prepare(ctx, "c1", b, seq)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if g := fmtPriors(b); g != wantPriors {
+			t.Fatalf("round %d: prepared priors %s, sequential %s", round, g, wantPriors)
 		}
 		if inflight != nil {
 			if err := <-inflight; err != nil {

@@ -593,24 +593,6 @@ func metaMatches(obj []byte, needle string) bool {
 	return false
 }
 
-// ForEachUID calls fn for every object the store holds, by cluster,
-// resource and UID (a key-only scan of the UID index), so the query API's
-// watch hub can tell new objects from changed ones.
-func (r *Reader) ForEachUID(_ context.Context, fn func(cluster string, gvr schema.GroupVersionResource, uid string)) error {
-	return r.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'u', sep}, PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			p := bytes.Split(it.Item().Key(), []byte{sep})
-			if len(p) != 6 {
-				return fmt.Errorf("malformed uid key %q", it.Item().Key())
-			}
-			fn(string(p[1]), schema.GroupVersionResource{Group: string(p[2]), Version: string(p[3]), Resource: string(p[4])}, string(p[5]))
-		}
-		return nil
-	})
-}
-
 // clusterSet is nil for "every cluster" (a nil list) and the set otherwise.
 func clusterSet(cs []string) map[string]bool {
 	if cs == nil {

@@ -176,7 +176,7 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []materializer
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		err := w.apply(events[i])
+		err := w.apply(&events[i])
 		if errors.Is(err, bdg.ErrTxnTooBig) && applied > 0 {
 			if err := w.commit(applied); err != nil {
 				return err
@@ -215,7 +215,8 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []materializ
 		return nil, err
 	}
 	w.slab = &slab{pool: s.slabs}
-	for _, e := range events {
+	for i := range events {
+		e := &events[i]
 		if err := ctx.Err(); err != nil {
 			w.discard()
 			return nil, err

@@ -161,39 +161,43 @@ func (w *writer) commit(seq uint64) error {
 	return w.txn.Commit()
 }
 
-func (w *writer) apply(e materializer.Event) error {
+// apply writes one event and records in it what it replaced (e.Prior).
+func (w *writer) apply(e *materializer.Event) (err error) {
 	ev := e.Event
 	gvr := stream.GVR(ev.GetGvr())
 	switch ev.GetType() {
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		return w.upsert(gvr, e)
+		e.Prior, err = w.upsert(gvr, e)
+		return err
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		return w.deleteUID(gvr, ev.GetUid())
+		e.Prior, err = w.deleteUID(gvr, ev.GetUid())
+		return err
 	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return w.removeResource(gvr)
 	}
 	return nil // sync markers carry no object state
 }
 
-func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) error {
+func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) (materializer.Prior, error) {
 	ev := e.Event
 	seq, lbls := e.Seq, e.Labels
 	if !e.Labeled {
 		var err error
 		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
-			return materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+			return materializer.Prior{}, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
 		}
 	}
 	ns, name := ev.GetNamespace(), ev.GetName()
 	key := objKey(gvr, ns, name, w.cluster)
-	old, _, err := w.object(key, false)
+	old, exists, err := w.object(key, false)
 	if err != nil {
-		return err
+		return materializer.Prior{}, err
 	}
+	prior := materializer.Prior{Told: true, Exists: exists, Labels: old.labels}
 	for k, v := range old.labels {
 		if nv, ok := lbls[k]; !ok || nv != v {
 			if err := w.del(labelKey(gvr, k, v, ns, name, w.cluster)); err != nil {
-				return err
+				return prior, err
 			}
 		}
 	}
@@ -202,11 +206,11 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) e
 			continue
 		}
 		if err := w.set(labelKey(gvr, k, v, ns, name, w.cluster), nil); err != nil {
-			return err
+			return prior, err
 		}
 	}
 	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()}, w.slab.alloc)); err != nil {
-		return err
+		return prior, err
 	}
 	w.ov.objs[string(key)] = objState{uid: ev.GetUid(), labels: lbls}
 	if w.known != nil {
@@ -214,10 +218,10 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e materializer.Event) e
 	}
 	ukey := uidKey(w.cluster, gvr, ev.GetUid())
 	if err := w.set(ukey, key); err != nil {
-		return err
+		return prior, err
 	}
 	w.ov.uids[string(ukey)] = uidState{obj: key}
-	return nil
+	return prior, nil
 }
 
 // object is the newest state of the object at key: its labels, and its uid
@@ -285,11 +289,13 @@ func (w *writer) uidTarget(ukey []byte) ([]byte, bool, error) {
 	return key, err == nil, err
 }
 
-func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) error {
+// deleteUID deletes the object with the uid, if the cache holds it, and
+// says what it deleted.
+func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (materializer.Prior, error) {
 	ukey := uidKey(w.cluster, gvr, uid)
 	key, ok, err := w.uidTarget(ukey)
 	if err != nil || !ok {
-		return err // never materialized, or already gone
+		return materializer.Prior{Told: true}, err // never materialized, or already gone
 	}
 	// A deleted-and-recreated object keeps its name under a new uid; when
 	// the new one was applied before the old one's tombstone, the key holds
@@ -297,18 +303,21 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) error {
 	// (never from a collector) are trusted to be the indexed one.
 	cur, exists, err := w.object(key, true)
 	if err != nil {
-		return err
+		return materializer.Prior{}, err
 	}
+	// The labels the deleted uid last had are gone with its object.
+	prior := materializer.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
+		prior = materializer.Prior{Told: true, Exists: true, Labels: cur.labels}
 		if err := w.deleteObject(gvr, key, cur.labels); err != nil {
-			return err
+			return prior, err
 		}
 	}
 	if err := w.del(ukey); err != nil {
-		return err
+		return prior, err
 	}
 	w.ov.uids[string(ukey)] = uidState{gone: true}
-	return nil
+	return prior, nil
 }
 
 func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls map[string]string) error {
@@ -356,7 +365,7 @@ func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
 	}
 	sort.Strings(sorted) // a deterministic order keeps the logs and tests stable
 	for _, uid := range sorted {
-		if err := w.deleteUID(gvr, uid); err != nil {
+		if _, err := w.deleteUID(gvr, uid); err != nil {
 			return err
 		}
 	}
