@@ -278,13 +278,16 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 		ps = applyNow{m.cfg.Sink}
 	}
 	var inflight *flight
+	failed := func(f *flight, err error) error {
+		return &sinkError{fmt.Errorf("apply up to seq %d: %w", f.b.seq, err)}
+	}
 	// settle takes the outcome of the batch in flight, then acknowledges
 	// and announces it.
 	settle := func(err error) error {
 		f := inflight
 		inflight = nil
 		if err != nil {
-			return &sinkError{fmt.Errorf("apply up to seq %d: %w", f.b.seq, err)}
+			return failed(f, err)
 		}
 		m.done(cluster, f.b, f.evs)
 		return nil
@@ -296,6 +299,25 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 		return settle(<-inflight.done)
 	}
 	defer func() { _ = finish() }()
+	// commit starts p's commit once the batch in flight is durable, and
+	// only then settles that one: the observer (the watch hub) runs while
+	// the sink writes, not between two writes. Watches do not mind the hub
+	// trailing the sink: they replay through the sink's checkpoint.
+	commit := func(b batch, evs []Event, p Prepared) error {
+		prev := inflight
+		if prev != nil {
+			if err := <-prev.done; err != nil {
+				inflight = nil
+				p.Discard()
+				return failed(prev, err)
+			}
+		}
+		inflight = &flight{b: b, evs: evs, done: p.Commit()}
+		if prev != nil {
+			m.done(cluster, prev.b, prev.evs)
+		}
+		return nil
+	}
 	for {
 		var settled <-chan error
 		if inflight != nil {
@@ -331,9 +353,7 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			return err
 		})
 		if err == nil {
-			if err = finish(); err != nil {
-				p.Discard()
-			}
+			err = commit(b, evs, p)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -341,7 +361,6 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			}
 			return err
 		}
-		inflight = &flight{b: b, evs: evs, done: p.Commit()}
 	}
 }
 
