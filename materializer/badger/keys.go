@@ -79,58 +79,125 @@ type record struct {
 // encodeRecord encodes r into memory from alloc (which returns an empty
 // slice with at least the capacity asked for).
 func encodeRecord(r record, alloc func(n int) []byte) []byte {
-	var arr [16]string
-	keys := arr[:0]
-	n := 8 + binary.MaxVarintLen64 + len(r.json)
-	for k, v := range r.labels {
-		keys = append(keys, k)
+	b := binary.BigEndian.AppendUint64(alloc(8+labelsLen(r.labels)+len(r.json)), r.seq)
+	return append(appendLabels(b, r.labels), r.json...)
+}
+
+// labelsLen bounds the size appendLabels adds.
+func labelsLen(labels map[string]string) int {
+	n := binary.MaxVarintLen64
+	for k, v := range labels {
 		n += len(k) + len(v) + 2*binary.MaxVarintLen64
 	}
-	// In key order, so equal objects are equal bytes (a rebuilt store can
-	// be compared with the live one byte for byte).
+	return n
+}
+
+// appendLabels appends the labels in key order, so equal objects are equal
+// bytes (a rebuilt store can be compared with the live one byte for byte).
+func appendLabels(b []byte, labels map[string]string) []byte {
+	var arr [16]string
+	keys := arr[:0]
+	for k := range labels {
+		keys = append(keys, k)
+	}
 	slices.Sort(keys)
-	b := binary.BigEndian.AppendUint64(alloc(n), r.seq)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
-		v := r.labels[k]
-		b = binary.AppendUvarint(b, uint64(len(k)))
-		b = append(b, k...)
-		b = binary.AppendUvarint(b, uint64(len(v)))
-		b = append(b, v...)
+		b = appendString(b, k)
+		b = appendString(b, labels[k])
 	}
-	return append(b, r.json...)
+	return b
+}
+
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 var errCorrupt = errors.New("corrupt record")
+
+// cutString reads what appendString wrote.
+func cutString(b []byte) (string, []byte, error) {
+	l, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < l {
+		return "", nil, errCorrupt
+	}
+	return string(b[w : w+int(l)]), b[w+int(l):], nil
+}
+
+// cutLabels reads what appendLabels wrote (into a map when withLabels).
+func cutLabels(b []byte, withLabels bool) (map[string]string, []byte, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return nil, nil, errCorrupt
+	}
+	b = b[w:]
+	var labels map[string]string
+	if withLabels {
+		labels = make(map[string]string, min(n, 64))
+	}
+	for i := uint64(0); i < n; i++ {
+		if withLabels {
+			var k, v string
+			var err error
+			if k, b, err = cutString(b); err != nil {
+				return nil, nil, err
+			}
+			if v, b, err = cutString(b); err != nil {
+				return nil, nil, err
+			}
+			labels[k] = v
+			continue
+		}
+		for range 2 {
+			l, w := binary.Uvarint(b)
+			if w <= 0 || uint64(len(b)-w) < l {
+				return nil, nil, errCorrupt
+			}
+			b = b[w+int(l):]
+		}
+	}
+	return labels, b, nil
+}
 
 func decodeRecord(b []byte, withLabels bool) (record, error) {
 	if len(b) < 8 {
 		return record{}, errCorrupt
 	}
 	r := record{seq: binary.BigEndian.Uint64(b)}
-	b = b[8:]
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return record{}, errCorrupt
+	var err error
+	if r.labels, r.json, err = cutLabels(b[8:], withLabels); err != nil {
+		return record{}, err
 	}
-	b = b[w:]
-	if withLabels {
-		r.labels = make(map[string]string, n)
-	}
-	for i := uint64(0); i < n; i++ {
-		var kv [2]string
-		for j := range kv {
-			l, w := binary.Uvarint(b)
-			if w <= 0 || uint64(len(b)-w) < l {
-				return record{}, errCorrupt
-			}
-			kv[j] = string(b[w : w+int(l)])
-			b = b[w+int(l):]
-		}
-		if withLabels {
-			r.labels[kv[0]] = kv[1]
-		}
-	}
-	r.json = b
 	return r, nil
+}
+
+// uidEntryMark starts a uid index entry that carries the object's name
+// and labels; a legacy entry is the bare primary key, which starts with 'o'.
+const uidEntryMark = 0x01
+
+// encodeUIDEntry is the uid index's value: the object's namespace, name
+// (its primary key follows, with the cluster and resource of the entry's
+// own key) and labels.
+func encodeUIDEntry(ns, name string, labels map[string]string, alloc func(n int) []byte) []byte {
+	b := append(alloc(1+len(ns)+len(name)+2*binary.MaxVarintLen64+labelsLen(labels)), uidEntryMark)
+	return appendLabels(appendString(appendString(b, ns), name), labels)
+}
+
+func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (uidState, error) {
+	if len(v) == 0 || v[0] != uidEntryMark {
+		return uidState{obj: slices.Clone(v), legacy: true}, nil
+	}
+	ns, rest, err := cutString(v[1:])
+	if err != nil {
+		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	}
+	name, rest, err := cutString(rest)
+	if err != nil {
+		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	}
+	labels, _, err := cutLabels(rest, true)
+	if err != nil {
+		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	}
+	return uidState{obj: objKey(gvr, ns, name, cluster), labels: labels}, nil
 }

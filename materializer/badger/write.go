@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -34,6 +35,9 @@ type objState struct {
 type uidState struct {
 	gone bool
 	obj  []byte
+	// labels of the object at obj, unless legacy.
+	labels map[string]string
+	legacy bool
 }
 
 func newOverlay() *overlay {
@@ -187,13 +191,26 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 			return materializer.Prior{}, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
 		}
 	}
-	ns, name := ev.GetNamespace(), ev.GetName()
+	ns, name, uid := ev.GetNamespace(), ev.GetName(), ev.GetUid()
 	key := objKey(gvr, ns, name, w.cluster)
-	old, exists, err := w.object(key, false)
+	ukey := uidKey(w.cluster, gvr, uid)
+	old, exists, err := w.previous(gvr, key, ukey, uid)
 	if err != nil {
 		return materializer.Prior{}, err
 	}
-	prior := materializer.Prior{Told: true, Exists: exists, Labels: old.labels}
+	// A new uid under a name the cache holds is a new object (ADDED), which
+	// took the place, and the labels, of the old one.
+	reused := exists && old.uid != uid && old.uid != ""
+	prior := materializer.Prior{Told: true, Exists: exists && !reused, Labels: old.labels}
+	if reused {
+		// The name is reused by a new object: the old one's uid no longer
+		// leads here (see uidEntry).
+		oldU := uidKey(w.cluster, gvr, old.uid)
+		if err := w.del(oldU); err != nil {
+			return prior, err
+		}
+		w.ov.uids[string(oldU)] = uidState{gone: true}
+	}
 	for k, v := range old.labels {
 		if nv, ok := lbls[k]; !ok || nv != v {
 			if err := w.del(labelKey(gvr, k, v, ns, name, w.cluster)); err != nil {
@@ -212,32 +229,67 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.objs[string(key)] = objState{uid: ev.GetUid(), labels: lbls}
+	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}
 	if w.known != nil {
 		w.known.add(key)
 	}
-	ukey := uidKey(w.cluster, gvr, ev.GetUid())
-	if err := w.set(ukey, key); err != nil {
+	if err := w.set(ukey, encodeUIDEntry(ns, name, lbls, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.uids[string(ukey)] = uidState{obj: key}
+	w.ov.uids[string(ukey)] = uidState{obj: key, labels: lbls}
 	return prior, nil
+}
+
+// previous is the object at key that an upsert of the uid at ukey
+// replaces. An update finds it in the uid index, a small value the LSM
+// tree keeps, rather than in the object's own record in the value log,
+// whose pages the recycler dropped long ago.
+func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string) (objState, bool, error) {
+	if st, ok := w.overlaid(key); ok {
+		return st, !st.gone, nil
+	}
+	if w.known != nil && !w.known.mayHave(key) {
+		return objState{gone: true}, false, nil
+	}
+	u, ok, err := w.uidEntry(gvr, ukey)
+	if err != nil {
+		return objState{}, false, err
+	}
+	if ok && !u.legacy && bytes.Equal(u.obj, key) {
+		return objState{uid: uid, labels: u.labels}, true, nil
+	}
+	// A name reused by a new uid, or a store written before uid entries
+	// carried labels.
+	return w.stored(key, true)
 }
 
 // object is the newest state of the object at key: its labels, and its uid
 // when withUID (which costs decoding the stored JSON).
 func (w *writer) object(key []byte, withUID bool) (objState, bool, error) {
+	if st, ok := w.overlaid(key); ok {
+		return st, !st.gone, nil
+	}
+	if w.known != nil && !w.known.mayHave(key) {
+		return objState{gone: true}, false, nil
+	}
+	return w.stored(key, withUID)
+}
+
+// overlaid is what this batch or the one in flight did to key, if anything.
+func (w *writer) overlaid(key []byte) (objState, bool) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
 			continue
 		}
 		if st, ok := o.objs[string(key)]; ok {
-			return st, !st.gone, nil
+			return st, true
 		}
 	}
-	if w.known != nil && !w.known.mayHave(key) {
-		return objState{gone: true}, false, nil
-	}
+	return objState{}, false
+}
+
+// stored reads the object at key from the transaction's snapshot.
+func (w *writer) stored(key []byte, withUID bool) (objState, bool, error) {
 	it, err := w.txn.Get(key)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return objState{gone: true}, false, nil
@@ -268,48 +320,62 @@ func (w *writer) object(key []byte, withUID bool) (objState, bool, error) {
 	return st, err == nil, err
 }
 
-// uidTarget is the primary key the uid index points at.
-func (w *writer) uidTarget(ukey []byte) ([]byte, bool, error) {
+// uidEntry is the uid index's entry at ukey: the primary key of the
+// object that has the uid and, unless the entry is legacy, its labels.
+// An entry exists exactly while the object at its key has its uid (an
+// upsert that reuses the name for a new uid deletes the old uid's entry),
+// so a delete by uid needs neither the object's record nor its JSON.
+// Legacy entries (stores written before entries carried labels) only
+// hold the key, and may outlive the object.
+func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidState, bool, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
 			continue
 		}
 		if st, ok := o.uids[string(ukey)]; ok {
-			return st.obj, !st.gone, nil
+			return st, !st.gone, nil
 		}
 	}
 	it, err := w.txn.Get(ukey)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, false, nil
+		return uidState{}, false, nil
 	}
 	if err != nil {
-		return nil, false, err
+		return uidState{}, false, err
 	}
-	key, err := it.ValueCopy(nil)
-	return key, err == nil, err
+	var u uidState
+	err = it.Value(func(v []byte) (err error) {
+		u, err = decodeUIDEntry(v, gvr, w.cluster)
+		return err
+	})
+	return u, err == nil, err
 }
 
 // deleteUID deletes the object with the uid, if the cache holds it, and
 // says what it deleted.
 func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (materializer.Prior, error) {
 	ukey := uidKey(w.cluster, gvr, uid)
-	key, ok, err := w.uidTarget(ukey)
+	u, ok, err := w.uidEntry(gvr, ukey)
 	if err != nil || !ok {
-		return materializer.Prior{Told: true}, err // never materialized, or already gone
+		// Never materialized, already gone, or its name was taken by a new
+		// uid: the labels it last had are gone with it.
+		return materializer.Prior{Told: true, LabelsUnknown: true}, err
 	}
-	// A deleted-and-recreated object keeps its name under a new uid; when
-	// the new one was applied before the old one's tombstone, the key holds
-	// the new object, which must stay. Objects without a uid in their JSON
-	// (never from a collector) are trusted to be the indexed one.
-	cur, exists, err := w.object(key, true)
-	if err != nil {
-		return materializer.Prior{}, err
+	cur, exists := objState{uid: uid, labels: u.labels}, true
+	if u.legacy {
+		// A deleted-and-recreated object keeps its name under a new uid;
+		// when the new one was applied before the old one's tombstone, the
+		// key holds the new object, which must stay. Objects without a uid
+		// in their JSON (never from a collector) are trusted to be the
+		// indexed one.
+		if cur, exists, err = w.object(u.obj, true); err != nil {
+			return materializer.Prior{}, err
+		}
 	}
-	// The labels the deleted uid last had are gone with its object.
 	prior := materializer.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
 		prior = materializer.Prior{Told: true, Exists: true, Labels: cur.labels}
-		if err := w.deleteObject(gvr, key, cur.labels); err != nil {
+		if err := w.deleteObject(gvr, u.obj, cur.labels); err != nil {
 			return prior, err
 		}
 	}
