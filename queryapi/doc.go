@@ -27,7 +27,11 @@
 //     reset stream or a removed cluster stream is 410 Expired. New clusters'
 //     objects arrive as ADDED; a resource removed from a cluster ends the
 //     watch with 410 (the objects to delete are no longer known). A watch
-//     whose buffer overflows is cut with RESOURCE_EXHAUSTED (429).
+//     whose buffer overflows is cut with RESOURCE_EXHAUSTED (429). The hub
+//     tells ADDED from MODIFIED, and routes watches indexed by a label, by
+//     what the sink says each event replaced (materializer.Prior: Badger's
+//     writer reads it anyway); for a sink that does not say (OpenSearch) it
+//     keeps the labels of the objects it has seen since it started.
 //   - Readiness (/readyz, gRPC health) requires every ready cluster to have
 //     every registry-selected resource synced by its collector and the
 //     backend to have applied the stream through the latest sync marker.

@@ -8,7 +8,9 @@
 //     holding N objects;
 //  3. `fleetview rebuild` replays the stream into a fresh store: replay rate;
 //  4. the OpenSearch sink (in this process) applies the first M events into
-//     a real OpenSearch node: bulk apply rate.
+//     a real OpenSearch node: bulk apply rate;
+//  5. every object is updated (one in ten relabeled) and serve applies the
+//     updates to the store of step 3: update rate.
 //
 // Scale comes from the environment (defaults: the issue's):
 //
@@ -25,6 +27,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -139,33 +142,9 @@ func run(ctx context.Context) error {
 	}
 
 	// 1. Raw JetStream publish of the pre-encoded payloads.
-	fmt.Printf("encoding %d events...\n", n)
-	subjects, payloads := make([]string, n), make([][]byte, n)
-	var bytesTotal int
-	for i := range n {
-		cluster := clusterName(i % k)
-		ev := benchdata.Event(cluster, i, 1)
-		b, err := stream.Encode(ev)
-		if err != nil {
-			return err
-		}
-		subjects[i], payloads[i] = stream.ObjectSubject(cluster, benchdata.PodGVR, ev.GetUid()), b
-		bytesTotal += len(b)
+	if err := publish(js, n, k, 1, "jetstream publish (raw, async, file storage)"); err != nil {
+		return err
 	}
-	start := time.Now()
-	for i := range n {
-		if _, err := js.PublishAsync(subjects[i], payloads[i], jetstream.WithStallWait(time.Minute)); err != nil {
-			return err
-		}
-	}
-	select {
-	case <-js.PublishAsyncComplete():
-	case <-time.After(10 * time.Minute):
-		return errors.New("publish acks did not complete")
-	}
-	pubDur := time.Since(start)
-	subjects, payloads = nil, nil
-	report("jetstream publish (raw, async, file storage)", n, pubDur, fmt.Sprintf("avg payload %d B", bytesTotal/n))
 	// Each step starts with no dirty pages left by the one before: the
 	// kernel throttles every writer once dirty pages pass a share of the
 	// memory, and the publish alone leaves gigabytes of them.
@@ -173,7 +152,7 @@ func run(ctx context.Context) error {
 
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
-	sr, err := runServe(ctx, bin, ns.ClientURL(), state, batch, n, k, "", true)
+	sr, err := runServe(ctx, bin, ns.ClientURL(), state, batch, 0, n, k, "", true)
 	if err != nil {
 		return err
 	}
@@ -196,7 +175,7 @@ func run(ctx context.Context) error {
 	err = inCgroup(limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
 		lstate := filepath.Join(work, "state-limited")
 		defer os.RemoveAll(lstate)
-		r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, n, k, cg, false)
+		r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, 0, n, k, cg, false)
 		return r.fromFirst, r.peakRSS, r.peakAnon, err
 	})
 	if err != nil {
@@ -224,9 +203,68 @@ func run(ctx context.Context) error {
 	}
 
 	// 4. OpenSearch.
-	if osN == 0 {
-		return nil
+	if osN > 0 {
+		if err := benchOpenSearch(ctx, nc, k, osN, heap, osBatch); err != nil {
+			return err
+		}
 	}
+
+	// 5. Updates: every object again at the next resourceVersion, one in
+	// ten with a changed label, applied by serve to the store rebuilt in
+	// step 3. Unlike an add, an update reads the object's previous state
+	// (its labels, for the label index and for watches), long after the
+	// page cache dropped it. Last, because the stream then holds only the
+	// updates (one message per subject).
+	if err := publish(js, n, k, 2, "jetstream publish of updates (raw)"); err != nil {
+		return err
+	}
+	syncDisks()
+	ur, err := runServe(ctx, bin, ns.ClientURL(), state, batch, uint64(n), n, k, "", false)
+	if err != nil {
+		return err
+	}
+	report("badger update apply (serve, from first applied batch)", n, ur.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB", float64(ur.peakRSS)/1024, float64(ur.peakAnon)/1024))
+	return nil
+}
+
+// publish publishes n Pod events at resourceVersion rv over k cluster
+// streams (at rv > 1, one in ten with its tier label changed) and reports
+// the rate as what.
+func publish(js jetstream.JetStream, n, k, rv int, what string) error {
+	fmt.Printf("encoding %d events...\n", n)
+	subjects, payloads := make([]string, n), make([][]byte, n)
+	var bytesTotal int
+	for i := range n {
+		cluster := clusterName(i % k)
+		ev := benchdata.Event(cluster, i, rv)
+		if rv > 1 && i%10 == 0 {
+			ev.Object = bytes.Replace(ev.Object, []byte(`"tier":"`), []byte(`"tier":"v`+strconv.Itoa(rv)+`-`), 1)
+		}
+		b, err := stream.Encode(ev)
+		if err != nil {
+			return err
+		}
+		subjects[i], payloads[i] = stream.ObjectSubject(cluster, benchdata.PodGVR, ev.GetUid()), b
+		bytesTotal += len(b)
+	}
+	start := time.Now()
+	for i := range n {
+		if _, err := js.PublishAsync(subjects[i], payloads[i], jetstream.WithStallWait(time.Minute)); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Minute):
+		return errors.New("publish acks did not complete")
+	}
+	report(what, n, time.Since(start), fmt.Sprintf("avg payload %d B", bytesTotal/n))
+	return nil
+}
+
+// benchOpenSearch applies the first osN events (of k streams) into a real
+// OpenSearch node through the materializer's OpenSearch sink.
+func benchOpenSearch(ctx context.Context, nc *nats.Conn, k, osN, heap, osBatch int) error {
 	node, err := itos.Start(ctx, itos.Options{HeapMB: heap})
 	if err != nil {
 		return err
@@ -247,7 +285,7 @@ func run(ctx context.Context) error {
 	}
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	start = time.Now()
+	start := time.Now()
 	go func() { done <- m.Run(mctx) }()
 	for osApplied(m, k) < perCluster*uint64(k) {
 		select {
@@ -372,11 +410,12 @@ type serveRun struct {
 	endRSS, endFile   int64         // KiB, once every event is applied
 }
 
-// runServe runs fleetview serve on a fresh state dir until it applied the
-// n events of the k streams, then stops it. With cgroup set, the process
+// runServe runs fleetview serve on state (whose store holds the streams
+// through the sum of sequences from: 0 for a fresh one) until it applied the
+// next n events of the k streams, then stops it. With cgroup set, the process
 // is moved into that memory cgroup first; with profiles, the FV_BENCH_*
 // profiles and traces are taken.
-func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, cgroup string, profiles bool) (serveRun, error) {
+func runServe(ctx context.Context, bin, natsURL, state string, batch int, from uint64, n, k int, cgroup string, profiles bool) (serveRun, error) {
 	var r serveRun
 	metrics := freeAddr()
 	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", natsURL, "--state-dir", state,
@@ -406,22 +445,22 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch, n, k int, 
 	}
 	for {
 		a, err := applied(metrics, k)
-		if err == nil && a > 0 && firstAt.IsZero() {
+		if err == nil && a > from && firstAt.IsZero() {
 			firstAt = time.Now()
 		}
 		r.peakRSS = max(r.peakRSS, vmHWM(serve.Process.Pid))
 		r.peakAnon = max(r.peakAnon, procStatus(serve.Process.Pid, "RssAnon"))
-		if err == nil && a >= uint64(n) {
+		if err == nil && a >= from+uint64(n) {
 			break
 		}
 		if ctx.Err() != nil {
 			return r, ctx.Err()
 		}
 		if time.Since(start) > 30*time.Minute {
-			return r, fmt.Errorf("serve did not apply %d events in 30 minutes (applied %d; log %s.log)", n, a, state)
+			return r, fmt.Errorf("serve did not apply through %d in 30 minutes (applied %d; log %s.log)", from+uint64(n), a, state)
 		}
 		if !alive(serve.Process.Pid) {
-			return r, fmt.Errorf("serve exited after applying %d of %d events (log %s.log)", a, n, state)
+			return r, fmt.Errorf("serve exited having applied through %d of %d (log %s.log)", a, from+uint64(n), state)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
