@@ -7,15 +7,16 @@
 //
 //	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, object JSON
 //	l/<group>/<version>/<resource>/<labelkey>/<labelvalue>/<namespace>/<name>/<cluster> -> ""
-//	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, labels
+//	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
 //
 // The label index makes an equality-selected list cost the size of its
-// answer, not of the resource. The uid index carries the labels too, so an
-// update or delete (events name the uid) learns what it replaces from a
-// small LSM value instead of the object's record in the value log; an
-// entry exists exactly while the object at its key has its uid. Entries
-// written before that hold the bare primary key and are still read.
+// answer, not of the resource. The uid index entry carries a hash of the
+// object's labels, so an update that keeps them (events name the uid)
+// learns what it replaces from a small LSM value instead of the object's
+// record in the value log; an entry exists exactly while the object at its
+// key has its uid. Entries written before that hold the bare primary key
+// and are still read.
 //
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -171,16 +173,17 @@ func decodeRecord(b []byte, withLabels bool) (record, error) {
 	return r, nil
 }
 
-// uidEntryMark starts a uid index entry that carries the object's name
-// and labels; a legacy entry is the bare primary key, which starts with 'o'.
+// uidEntryMark starts a uid index entry that carries the object's name and
+// a hash of its labels; a legacy entry is the bare primary key, which
+// starts with 'o'.
 const uidEntryMark = 0x01
 
-// encodeUIDEntry is the uid index's value: the object's namespace, name
+// encodeUIDEntry is the uid index's value: the object's namespace and name
 // (its primary key follows, with the cluster and resource of the entry's
-// own key) and labels.
-func encodeUIDEntry(ns, name string, labels map[string]string, alloc func(n int) []byte) []byte {
-	b := append(alloc(1+len(ns)+len(name)+2*binary.MaxVarintLen64+labelsLen(labels)), uidEntryMark)
-	return appendLabels(appendString(appendString(b, ns), name), labels)
+// own key) and labelsHash of its labels.
+func encodeUIDEntry(ns, name string, hash uint64, alloc func(n int) []byte) []byte {
+	b := append(alloc(1+len(ns)+len(name)+2*binary.MaxVarintLen64+8), uidEntryMark)
+	return binary.BigEndian.AppendUint64(appendString(appendString(b, ns), name), hash)
 }
 
 func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (uidState, error) {
@@ -188,16 +191,31 @@ func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (
 		return uidState{obj: slices.Clone(v), legacy: true}, nil
 	}
 	ns, rest, err := cutString(v[1:])
-	if err != nil {
-		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	if err == nil {
+		var name string
+		if name, rest, err = cutString(rest); err == nil && len(rest) == 8 {
+			return uidState{obj: objKey(gvr, ns, name, cluster), labelsHash: binary.BigEndian.Uint64(rest)}, nil
+		}
 	}
-	name, rest, err := cutString(rest)
-	if err != nil {
-		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	return uidState{}, fmt.Errorf("uid index entry %q: %w", v, errCorrupt)
+}
+
+// labelsHash is a 64-bit FNV-1a hash of a label set, independent of map
+// order: equal hashes stand for equal labels (a collision, 2^-64 per
+// change, would leave the index as it was; lists re-check labels anyway).
+func labelsHash(labels map[string]string) uint64 {
+	var arr [16]string
+	keys := arr[:0]
+	for k := range labels {
+		keys = append(keys, k)
 	}
-	labels, _, err := cutLabels(rest, true)
-	if err != nil {
-		return uidState{}, fmt.Errorf("uid index entry: %w", err)
+	slices.Sort(keys)
+	h := fnv.New64a()
+	for _, k := range keys {
+		_, _ = io.WriteString(h, k)
+		_, _ = h.Write([]byte{0})
+		_, _ = io.WriteString(h, labels[k])
+		_, _ = h.Write([]byte{0})
 	}
-	return uidState{obj: objKey(gvr, ns, name, cluster), labels: labels}, nil
+	return h.Sum64()
 }

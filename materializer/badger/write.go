@@ -35,9 +35,9 @@ type objState struct {
 type uidState struct {
 	gone bool
 	obj  []byte
-	// labels of the object at obj, unless legacy.
-	labels map[string]string
-	legacy bool
+	// labelsHash of the object's labels, unless legacy.
+	labelsHash uint64
+	legacy     bool
 }
 
 func newOverlay() *overlay {
@@ -194,7 +194,8 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 	ns, name, uid := ev.GetNamespace(), ev.GetName(), ev.GetUid()
 	key := objKey(gvr, ns, name, w.cluster)
 	ukey := uidKey(w.cluster, gvr, uid)
-	old, exists, err := w.previous(gvr, key, ukey, uid)
+	lh := labelsHash(lbls)
+	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh)
 	if err != nil {
 		return materializer.Prior{}, err
 	}
@@ -233,18 +234,19 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 	if w.known != nil {
 		w.known.add(key)
 	}
-	if err := w.set(ukey, encodeUIDEntry(ns, name, lbls, w.slab.alloc)); err != nil {
+	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.uids[string(ukey)] = uidState{obj: key, labels: lbls}
+	w.ov.uids[string(ukey)] = uidState{obj: key}
 	return prior, nil
 }
 
-// previous is the object at key that an upsert of the uid at ukey
-// replaces. An update finds it in the uid index, a small value the LSM
-// tree keeps, rather than in the object's own record in the value log,
-// whose pages the recycler dropped long ago.
-func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string) (objState, bool, error) {
+// previous is the object at key that an upsert of the uid at ukey, with
+// labels lbls (of labelsHash lh), replaces. An update that keeps its labels (most do: status
+// changes) learns that from the uid index, a small value the LSM tree
+// keeps, and does not read the object's record from the value log, whose
+// pages the recycler dropped long ago.
+func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64) (objState, bool, error) {
 	if st, ok := w.overlaid(key); ok {
 		return st, !st.gone, nil
 	}
@@ -256,7 +258,12 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 		return objState{}, false, err
 	}
 	if ok && !u.legacy && bytes.Equal(u.obj, key) {
-		return objState{uid: uid, labels: u.labels}, true, nil
+		if u.labelsHash == lh {
+			return objState{uid: uid, labels: lbls}, true, nil
+		}
+		st, exists, err := w.stored(key, false) // the labels changed: read the old ones
+		st.uid = uid
+		return st, exists, err
 	}
 	// A name reused by a new uid, or a store written before uid entries
 	// carried labels.
@@ -321,12 +328,12 @@ func (w *writer) stored(key []byte, withUID bool) (objState, bool, error) {
 }
 
 // uidEntry is the uid index's entry at ukey: the primary key of the
-// object that has the uid and, unless the entry is legacy, its labels.
-// An entry exists exactly while the object at its key has its uid (an
-// upsert that reuses the name for a new uid deletes the old uid's entry),
-// so a delete by uid needs neither the object's record nor its JSON.
-// Legacy entries (stores written before entries carried labels) only
-// hold the key, and may outlive the object.
+// object that has the uid and, unless the entry is legacy, a hash of its
+// labels. An entry exists exactly while the object at its key has its uid
+// (an upsert that reuses the name for a new uid deletes the old uid's
+// entry), so a delete by uid need not decode the object's JSON to check.
+// Legacy entries (stores written before) only hold the key, and may
+// outlive the object.
 func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidState, bool, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
@@ -361,16 +368,14 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (materia
 		// uid: the labels it last had are gone with it.
 		return materializer.Prior{Told: true, LabelsUnknown: true}, err
 	}
-	cur, exists := objState{uid: uid, labels: u.labels}, true
-	if u.legacy {
-		// A deleted-and-recreated object keeps its name under a new uid;
-		// when the new one was applied before the old one's tombstone, the
-		// key holds the new object, which must stay. Objects without a uid
-		// in their JSON (never from a collector) are trusted to be the
-		// indexed one.
-		if cur, exists, err = w.object(u.obj, true); err != nil {
-			return materializer.Prior{}, err
-		}
+	// Through a legacy entry: a deleted-and-recreated object keeps its
+	// name under a new uid; when the new one was applied before the old
+	// one's tombstone, the key holds the new object, which must stay.
+	// Objects without a uid in their JSON (never from a collector) are
+	// trusted to be the indexed one.
+	cur, exists, err := w.object(u.obj, u.legacy)
+	if err != nil {
+		return materializer.Prior{}, err
 	}
 	prior := materializer.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {

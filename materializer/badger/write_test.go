@@ -12,15 +12,22 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// TestUIDIndexCarriesLabels: updates and deletes find what they replace in
-// the uid index, not in the object's record (whose value-log pages the
-// recycler has dropped), across a restart; a legacy entry (the bare primary
-// key) still works by reading the record; a name reused by a new uid takes
-// the old uid's entry away.
-func TestUIDIndexCarriesLabels(t *testing.T) {
+// TestUIDIndexEntries: an update that keeps its labels learns what it
+// replaces from the uid index, not from the object's record (whose
+// value-log pages the recycler has dropped), across a restart; one that
+// changes them, and a delete, read the record but not the JSON; a legacy
+// entry (the bare primary key) still works the old way; a name reused by a
+// new uid takes the old uid's entry away.
+func TestUIDIndexEntries(t *testing.T) {
 	ctx := context.Background()
 	key := objKey(benchdata.PodGVR, benchdata.Namespace(0), benchdata.PodName(0), "c1")
 	ukey := uidKey("c1", benchdata.PodGVR, benchdata.UID("c1", 0))
+	label := func(k, v string) []byte {
+		return labelKey(benchdata.PodGVR, k, v, benchdata.Namespace(0), benchdata.PodName(0), "c1")
+	}
+	// A corrupt record proves it was not read.
+	corrupt := func(txn *bdg.Txn) error { return txn.Set(key, []byte{1}) }
+	legacy := func(txn *bdg.Txn) error { return txn.Set(ukey, key) }
 	for _, tc := range []struct {
 		name string
 		// tamper changes the stored state before the second batch.
@@ -32,35 +39,39 @@ func TestUIDIndexCarriesLabels(t *testing.T) {
 		gone, kept [][]byte
 	}{
 		{
-			name: "update with the record unreadable",
-			// A corrupt record proves the update did not read it.
-			tamper: func(txn *bdg.Txn) error { return txn.Set(key, []byte{1}) },
-			second: relabeled(0, 2, "x"),
+			name:   "update keeping its labels, record unreadable",
+			tamper: corrupt,
+			second: benchdata.Event("c1", 0, 2),
 			want:   "[had tier=frontend]",
-			gone:   [][]byte{labelKey(benchdata.PodGVR, "tier", "frontend", benchdata.Namespace(0), benchdata.PodName(0), "c1")},
-			kept:   [][]byte{labelKey(benchdata.PodGVR, "tier", "x-frontend", benchdata.Namespace(0), benchdata.PodName(0), "c1")},
+			kept:   [][]byte{key, ukey, label("tier", "frontend")},
 		},
 		{
-			name: "delete with the record unreadable",
-			// Only a record the delete did not read can be corrupt here.
-			tamper: func(txn *bdg.Txn) error { return txn.Set(key, []byte{1}) },
+			name:   "update changing a label",
+			second: relabeled(0, 2, "x"),
+			want:   "[had tier=frontend]",
+			gone:   [][]byte{label("tier", "frontend")},
+			kept:   [][]byte{label("tier", "x-frontend"), label("app", benchdata.Apps[0])},
+		},
+		{
+			name:   "delete",
 			second: benchdata.Delete("c1", 0, 2),
 			want:   "[had tier=frontend]",
-			gone:   [][]byte{key, ukey, labelKey(benchdata.PodGVR, "app", benchdata.Apps[0], benchdata.Namespace(0), benchdata.PodName(0), "c1")},
+			gone:   [][]byte{key, ukey, label("tier", "frontend"), label("app", benchdata.Apps[0])},
 		},
 		{
 			name:   "update through a legacy entry",
-			tamper: func(txn *bdg.Txn) error { return txn.Set(ukey, key) },
+			tamper: legacy,
 			second: relabeled(0, 2, "x"),
 			want:   "[had tier=frontend]",
-			gone:   [][]byte{labelKey(benchdata.PodGVR, "tier", "frontend", benchdata.Namespace(0), benchdata.PodName(0), "c1")},
+			gone:   [][]byte{label("tier", "frontend")},
+			kept:   [][]byte{label("tier", "x-frontend")},
 		},
 		{
 			name:   "delete through a legacy entry",
-			tamper: func(txn *bdg.Txn) error { return txn.Set(ukey, key) },
+			tamper: legacy,
 			second: benchdata.Delete("c1", 0, 2),
 			want:   "[had tier=frontend]",
-			gone:   [][]byte{key, ukey},
+			gone:   [][]byte{key, ukey, label("tier", "frontend")},
 		},
 		{
 			name:   "name reused by a new uid",
