@@ -230,22 +230,7 @@ func TestPrepareCommitsInOrder(t *testing.T) {
 // label change must still find and remove the previous labels.
 func TestReopenedStoreLooksUpPreviousObjects(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	first, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Apply(ctx, "c1", []materializer.Event{{Seq: 1, Event: benchdata.Event("c1", 0, 1)}}, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(Options{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := reopenedWithPod0(t, nil)
 	p, err := s.Prepare(ctx, "c1", []materializer.Event{{Seq: 2, Event: relabeled(0, 2, "x")}}, 2)
 	if err != nil {
 		t.Fatal(err)

@@ -82,28 +82,7 @@ func TestUIDIndexEntries(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			first, err := Open(Options{Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := first.Apply(ctx, "c1", []materializer.Event{{Seq: 1, Event: benchdata.Event("c1", 0, 1)}}, 1); err != nil {
-				t.Fatal(err)
-			}
-			if tc.tamper != nil {
-				if err := first.db.Update(tc.tamper); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := first.Close(); err != nil {
-				t.Fatal(err)
-			}
-			// Reopened: nothing is left in the writer's overlays.
-			s, err := Open(Options{Dir: dir})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := reopenedWithPod0(t, tc.tamper)
 			b := []materializer.Event{{Seq: 2, Event: tc.second}}
 			p, err := s.Prepare(ctx, "c1", b, 2)
 			if err != nil {
@@ -137,4 +116,33 @@ func TestUIDIndexEntries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reopenedWithPod0 is a store that was written pod 0 of cluster c1 (then
+// changed by tamper, if set), closed and opened again: nothing is left in
+// the writer's overlays or its filter of written keys.
+func reopenedWithPod0(t *testing.T, tamper func(txn *bdg.Txn) error) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	first, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Apply(context.Background(), "c1", []materializer.Event{{Seq: 1, Event: benchdata.Event("c1", 0, 1)}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if tamper != nil {
+		if err := first.db.Update(tamper); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
