@@ -242,10 +242,10 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 }
 
 // previous is the object at key that an upsert of the uid at ukey, with
-// labels lbls (of labelsHash lh), replaces. An update that keeps its labels (most do: status
-// changes) learns that from the uid index, a small value the LSM tree
-// keeps, and does not read the object's record from the value log, whose
-// pages the recycler dropped long ago.
+// labels lbls (of labelsHash lh), replaces. An update that keeps its
+// labels (most do: status changes) learns that from the uid index, a
+// small value the LSM tree keeps, and does not read the object's record
+// from the value log, whose pages the recycler dropped long ago.
 func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64) (objState, bool, error) {
 	if st, ok := w.overlaid(key); ok {
 		return st, !st.gone, nil
@@ -265,8 +265,7 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 		st.uid = uid
 		return st, exists, err
 	}
-	// A name reused by a new uid, or a store written before uid entries
-	// carried labels.
+	// A name reused by a new uid, or a legacy entry.
 	return w.stored(key, true)
 }
 
