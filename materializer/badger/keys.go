@@ -98,11 +98,7 @@ func labelsLen(labels map[string]string) int {
 // bytes (a rebuilt store can be compared with the live one byte for byte).
 func appendLabels(b []byte, labels map[string]string) []byte {
 	var arr [16]string
-	keys := arr[:0]
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(labels, arr[:0])
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = appendString(b, k)
@@ -205,11 +201,7 @@ func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (
 // change, would leave the index as it was; lists re-check labels anyway).
 func labelsHash(labels map[string]string) uint64 {
 	var arr [16]string
-	keys := arr[:0]
-	for k := range labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := sortedKeys(labels, arr[:0])
 	h := fnv.New64a()
 	for _, k := range keys {
 		_, _ = io.WriteString(h, k)
@@ -218,4 +210,14 @@ func labelsHash(labels map[string]string) uint64 {
 		_, _ = h.Write([]byte{0})
 	}
 	return h.Sum64()
+}
+
+// sortedKeys appends the label keys to buf (a stack array, for the usual
+// handful) in order.
+func sortedKeys(labels map[string]string, buf []string) []string {
+	for k := range labels {
+		buf = append(buf, k)
+	}
+	slices.Sort(buf)
+	return buf
 }
