@@ -247,11 +247,8 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 // small value the LSM tree keeps, and does not read the object's record
 // from the value log, whose pages the recycler dropped long ago.
 func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64) (objState, bool, error) {
-	if st, ok := w.overlaid(key); ok {
+	if st, ok := w.unread(key); ok {
 		return st, !st.gone, nil
-	}
-	if w.known != nil && !w.known.mayHave(key) {
-		return objState{gone: true}, false, nil
 	}
 	u, ok, err := w.uidEntry(gvr, ukey)
 	if err != nil {
@@ -272,17 +269,16 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 // object is the newest state of the object at key: its labels, and its uid
 // when withUID (which costs decoding the stored JSON).
 func (w *writer) object(key []byte, withUID bool) (objState, bool, error) {
-	if st, ok := w.overlaid(key); ok {
+	if st, ok := w.unread(key); ok {
 		return st, !st.gone, nil
-	}
-	if w.known != nil && !w.known.mayHave(key) {
-		return objState{gone: true}, false, nil
 	}
 	return w.stored(key, withUID)
 }
 
-// overlaid is what this batch or the one in flight did to key, if anything.
-func (w *writer) overlaid(key []byte) (objState, bool) {
+// unread is the state of key when it is known without reading the store:
+// what this batch or the one in flight did to it, or its absence when the
+// filter of written keys vouches for that.
+func (w *writer) unread(key []byte) (objState, bool) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
 			continue
@@ -290,6 +286,9 @@ func (w *writer) overlaid(key []byte) (objState, bool) {
 		if st, ok := o.objs[string(key)]; ok {
 			return st, true
 		}
+	}
+	if w.known != nil && !w.known.mayHave(key) {
+		return objState{gone: true}, true
 	}
 	return objState{}, false
 }
