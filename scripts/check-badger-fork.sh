@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # third_party/badger must be upstream Badger (the version in the script)
-# with exactly one change, third_party/badger/FLEETVIEW.patch to txn.go
-# (why: third_party/badger/FLEETVIEW.md): every other library file identical,
-# none missing, none added.
+# with exactly the changes in third_party/badger/FLEETVIEW.patch (why:
+# third_party/badger/FLEETVIEW.md): every other library file identical,
+# none missing, none added. `--update` records the fork's current diff as
+# the patch.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 version=v4.9.6
@@ -13,21 +14,26 @@ fail=0
 # The files we keep: library sources, LICENSE, go.mod/go.sum, CHANGELOG.
 list() {
 	(cd "$1" && find . -type f \( -name '*.go' ! -name '*_test.go' -o -name LICENSE -o -name go.mod -o -name go.sum -o -name CHANGELOG.md \) \
-		! -path './badger/*' ! -path './contrib/*' ! -path './docs/*' ! -path './integration/*' ! -path './images/*' | sort)
+		! -path './badger/*' ! -path './contrib/*' ! -path './docs/*' ! -path './integration/*' ! -path './images/*' | LC_ALL=C sort)
 }
 if ! diff <(list "$upstream") <(list "$fork"); then
 	echo "FAIL: $fork does not hold the same files as badger $version (< upstream, > fork)" >&2
 	fail=1
 fi
-while read -r f; do
-	[ "$f" = ./txn.go ] && continue
+# Every kept file is upstream's, but for the recorded patch: the unified
+# diffs of the files that differ, in the list's order, must be exactly
+# FLEETVIEW.patch.
+patch=$(while read -r f; do
 	[ -f "$fork/$f" ] || continue
-	cmp -s "$upstream/$f" "$fork/$f" || { echo "FAIL: $fork/${f#./} differs from badger $version" >&2; fail=1; }
-done < <(list "$upstream")
-# txn.go: exactly the recorded patch.
-patch=$(diff -u --label a/txn.go --label b/txn.go "$upstream/txn.go" "$fork/txn.go" || true)
+	diff -u --label "a/${f#./}" --label "b/${f#./}" "$upstream/$f" "$fork/$f" || true
+done < <(list "$upstream"))
+if [ "${1:-}" = --update ]; then
+	# After a deliberate change to the fork: record it (then say why in
+	# FLEETVIEW.md).
+	echo "$patch" > "$fork/FLEETVIEW.patch"
+fi
 if [ "$patch" != "$(cat "$fork/FLEETVIEW.patch")" ]; then
-	echo "FAIL: $fork/txn.go is not badger $version plus $fork/FLEETVIEW.patch; its diff:" >&2
+	echo "FAIL: $fork is not badger $version plus $fork/FLEETVIEW.patch; its diff:" >&2
 	echo "$patch" >&2
 	fail=1
 fi

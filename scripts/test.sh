@@ -46,7 +46,7 @@ bash scripts/build-opensearch.sh | tail -1
 log "generated code is fresh"
 bash scripts/check-generated.sh
 
-log "vendored Badger is upstream plus its one patch"
+log "vendored Badger is upstream plus its recorded patch"
 bash scripts/check-badger-fork.sh
 
 log "gofmt"

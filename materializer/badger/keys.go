@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -196,20 +194,39 @@ func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (
 	return uidState{}, fmt.Errorf("uid index entry %q: %w", v, errCorrupt)
 }
 
-// labelsHash is a 64-bit FNV-1a hash of a label set, independent of map
-// order: equal hashes stand for equal labels (a collision, 2^-64 per
-// change, would leave the index as it was; lists re-check labels anyway).
+// labelsHash is a 64-bit hash of a label set: FNV-1a of each key and
+// value, mixed and summed, so map order does not matter and nothing is
+// sorted or allocated (it runs for every upsert). Equal hashes stand for
+// equal labels (a collision, 2^-64 per change, would leave the index as it
+// was; lists re-check labels anyway). An entry written with another hash
+// function only costs a read of the record it names: a mismatch is taken
+// for a label change.
 func labelsHash(labels map[string]string) uint64 {
-	var arr [16]string
-	keys := sortedKeys(labels, arr[:0])
-	h := fnv.New64a()
-	for _, k := range keys {
-		_, _ = io.WriteString(h, k)
-		_, _ = h.Write([]byte{0})
-		_, _ = io.WriteString(h, labels[k])
-		_, _ = h.Write([]byte{0})
+	sum := uint64(len(labels))
+	for k, v := range labels {
+		sum += mix64(fnv1a(fnv1a(fnvOffset, k)*fnvPrime, v)) // the 0 byte between is the multiplication alone
 	}
-	return h.Sum64()
+	return mix64(sum)
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * fnvPrime
+	}
+	return h
+}
+
+// mix64 is SplitMix64's finalizer: it spreads every input bit over the
+// output, so sums of mixed pair hashes do not cancel out.
+func mix64(h uint64) uint64 {
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	return h ^ h>>31
 }
 
 // sortedKeys appends the label keys to buf (a stack array, for the usual

@@ -19,6 +19,7 @@
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
 //	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_TRACE=serve.trace (3 s execution trace), FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
+//	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
 //
@@ -40,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -149,6 +151,10 @@ func run(ctx context.Context) error {
 	// kernel throttles every writer once dirty pages pass a share of the
 	// memory, and the publish alone leaves gigabytes of them.
 	syncDisks()
+
+	if other := os.Getenv("FV_BENCH_AB"); other != "" {
+		return benchAB(ctx, ns.ClientURL(), work, bin, other, batch, n, k)
+	}
 
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
@@ -714,4 +720,55 @@ func fetchTo(url, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// benchAB applies and replays the same pre-filled stream with two fleetview
+// binaries in turn, so that both see the same stream and, alternating, the
+// same machine: on a shared machine whose speed drifts by more than the
+// difference sought, runs minutes apart compare nothing.
+func benchAB(ctx context.Context, url, work, a, b string, batch, n, k int) error {
+	rounds, err := envInt("FV_BENCH_AB_ROUNDS", 3)
+	if err != nil {
+		return err
+	}
+	type result struct{ apply, replay []float64 }
+	res := map[string]*result{a: {}, b: {}}
+	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
+	for r := range rounds {
+		for _, bin := range []string{a, b} {
+			state := filepath.Join(work, "ab-state")
+			syncDisks()
+			sr, err := runServe(ctx, bin, url, state, batch, 0, n, k, "", false)
+			if err != nil {
+				return err
+			}
+			if err := os.RemoveAll(state); err != nil {
+				return err
+			}
+			syncDisks()
+			d, _, _, err := runRebuild(ctx, bin, url, state, batch, "")
+			if err != nil {
+				return err
+			}
+			if err := os.RemoveAll(state); err != nil {
+				return err
+			}
+			res[bin].apply = append(res[bin].apply, rate(sr.fromFirst))
+			res[bin].replay = append(res[bin].replay, d.Seconds())
+			fmt.Printf("  round %d %-40s apply %6.0f events/s (VmHWM %4.0f MiB)  replay %6.2f s\n", r+1, bin, rate(sr.fromFirst), float64(sr.peakRSS)/1024, d.Seconds())
+		}
+	}
+	for _, bin := range []string{a, b} {
+		fmt.Printf("  median %-41s apply %6.0f events/s  replay %6.2f s\n", bin, median(res[bin].apply), median(res[bin].replay))
+	}
+	return nil
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
 }

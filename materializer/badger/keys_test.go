@@ -1,0 +1,33 @@
+package badger
+
+import "testing"
+
+func TestLabelsHash(t *testing.T) {
+	// Pairs of label sets that must hash apart: a collision between them
+	// would take a label change for none and leave the index stale.
+	distinct := []struct{ a, b map[string]string }{
+		{nil, map[string]string{"": ""}},
+		{map[string]string{"app": "web"}, map[string]string{"app": "api"}},
+		{map[string]string{"ab": ""}, map[string]string{"a": "b"}},
+		{map[string]string{"a": "b", "c": "d"}, map[string]string{"a": "d", "c": "b"}},
+		{map[string]string{"a": "b", "c": "d"}, map[string]string{"a": "b"}},
+		{map[string]string{"a": "x", "b": "x"}, map[string]string{"a": "y", "b": "y"}},
+	}
+	for _, c := range distinct {
+		if labelsHash(c.a) == labelsHash(c.b) {
+			t.Errorf("labelsHash(%v) == labelsHash(%v)", c.a, c.b)
+		}
+	}
+	// Map order must not matter: the same set, built in different orders
+	// (and iterated in Go's random order), hashes the same every time.
+	want := labelsHash(map[string]string{"app": "web", "tier": "frontend", "shard": "s1", "pod-template-hash": "7d9f8c0001"})
+	for range 20 {
+		m := map[string]string{}
+		for _, kv := range [][2]string{{"shard", "s1"}, {"pod-template-hash", "7d9f8c0001"}, {"tier", "frontend"}, {"app", "web"}} {
+			m[kv[0]] = kv[1]
+		}
+		if got := labelsHash(m); got != want {
+			t.Fatalf("labelsHash of the same labels: %x, then %x", want, got)
+		}
+	}
+}
