@@ -49,6 +49,9 @@ bash scripts/check-generated.sh
 log "vendored Badger is upstream plus its recorded patch"
 bash scripts/check-badger-fork.sh
 
+log "Badger's own tests on the patched fork"
+bash scripts/test-badger-fork.sh
+
 log "gofmt"
 bad=$(gofmt -l $(git ls-files '*.go') 2>/dev/null || true)
 if [ -n "$bad" ]; then echo "FAIL: gofmt would change:"; echo "$bad"; exit 1; fi

@@ -120,7 +120,7 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	if len(router.table.Load().routes) == 0 {
 		filter = nil
 	}
-	store, err := badger.Open(badger.Options{Dir: dir, Logger: log})
+	store, err := badger.Open(badger.Options{Dir: dir, Logger: log, BulkLoad: true})
 	if err != nil {
 		return err
 	}

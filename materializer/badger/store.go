@@ -37,6 +37,16 @@ type Options struct {
 	// minutes; negative turns it off.
 	ValueLogGCInterval time.Duration
 
+	// BulkLoad is for a store that is filled before anyone reads it (a
+	// rebuild): level-0 tables wait until there are 20, not 10, before
+	// they are merged into the levels below. Merging early buys nothing
+	// without readers, and every merge rewrites the level it merges into:
+	// a 1M-object replay writes ~10 level-0 tables, so compaction ran at
+	// most once, near the end, where closing the store waited for it (up
+	// to 3 s). The next open, with the usual limit, merges them in the
+	// background.
+	BulkLoad bool
+
 	// l0Tables, when set, replaces how many level-0 tables wait before
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
@@ -84,6 +94,10 @@ func Open(o Options) (*Store, error) {
 	if o.ValueLogGCInterval == 0 {
 		o.ValueLogGCInterval = 10 * time.Minute
 	}
+	l0, l0Stall := cmp.Or(o.l0Tables, 10), 20
+	if o.BulkLoad {
+		l0, l0Stall = 20, 40
+	}
 	opts := bdg.DefaultOptions(o.Dir).
 		WithLogger(nil).
 		WithNumVersionsToKeep(1).
@@ -92,7 +106,7 @@ func Open(o Options) (*Store, error) {
 		// and value pointers: object JSON above ValueThreshold goes to the
 		// value log), a block cache and an index cache (table indices and
 		// bloom filters beyond it are read from disk).
-		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(cmp.Or(o.l0Tables, 10)).WithNumLevelZeroTablesStall(20).
+		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(l0).WithNumLevelZeroTablesStall(l0Stall).
 		WithNumMemtables(3).
 		WithBlockCacheSize(64 << 20).
 		WithIndexCacheSize(32 << 20).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -136,4 +137,54 @@ func fmtList(s []string) string {
 	}
 	b.WriteByte(']')
 	return b.String()
+}
+
+// level0Tables counts the store's level-0 tables.
+func level0Tables(s *Store) int {
+	n := 0
+	for _, t := range s.db.Tables() {
+		if t.Level == 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// A bulk-loaded store (a rebuild) keeps up to 20 level-0 tables
+// uncompacted; the next ordinary open merges them down.
+func TestBulkLoadDefersCompaction(t *testing.T) {
+	dir := t.TempDir()
+	// 1 MiB memtables: every ~1,600 Pods make a level-0 table.
+	o := Options{Dir: dir, MemTableSize: 1 << 20, ValueLogGCInterval: -1, BulkLoad: true}
+	s, err := Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	applyPods(t, s, 25000, 1, 100, &seq)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	o.BulkLoad = false
+	if s, err = Open(o); err != nil {
+		t.Fatal(err)
+	}
+	// Badger starts compacting only once the store is open, so what it
+	// holds now is what the bulk load left.
+	if n := level0Tables(s); n <= 10 {
+		t.Fatalf("bulk load left %d level-0 tables: compaction ran (an ordinary store starts at 10)", n)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for level0Tables(s) > 10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("reopened store still has %d level-0 tables after a minute", level0Tables(s))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := names(t, s.Reader(ReaderOptions{}), "app=web"); len(got) != 25000/len(benchdata.Apps) {
+		t.Fatalf("after compaction, app=web lists %d Pods, want %d", len(got), 25000/len(benchdata.Apps))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
 }

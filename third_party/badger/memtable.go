@@ -190,7 +190,7 @@ func (mt *memTable) Put(key []byte, value y.ValueStruct) error {
 	}
 
 	// Write to skiplist and update maxVersion encountered.
-	mt.sl.Put(key, value)
+	mt.sl.PutSequential(key, value) // fleetview patch: the memtable has one writer
 	if ts := y.ParseTs(entry.Key); ts > mt.maxVersion {
 		mt.maxVersion = ts
 	}
@@ -241,7 +241,7 @@ func (mt *memTable) replayFunction(opt Options) func(Entry, valuePointer) error 
 		// This is already encoded correctly. Value would be either a vptr, or a full value
 		// depending upon how big the original value was. Skiplist makes a copy of the key and
 		// value.
-		mt.sl.Put(e.Key, v)
+		mt.sl.PutSequential(e.Key, v) // fleetview patch: the memtable has one writer
 		return nil
 	}
 }

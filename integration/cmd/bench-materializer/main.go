@@ -21,6 +21,7 @@
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
 //	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
+//	FV_BENCH_REPEAT=3 (runs of each Badger apply and replay configuration; their median is printed)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)
 //
 // Run: go run ./integration/cmd/bench-materializer (or scripts/bench-materializer.sh).
@@ -156,6 +157,14 @@ func run(ctx context.Context) error {
 		return benchAB(ctx, ns.ClientURL(), work, bin, other, batch, n, k)
 	}
 
+	// Steps 2, 2b, 3 and 3b run this many times each: the machine is
+	// shared, and its speed moves between runs by more than the margins
+	// the targets leave. Each run is printed, then the median.
+	repeat, err := envInt("FV_BENCH_REPEAT", 3)
+	if err != nil || repeat == 0 {
+		return fmt.Errorf("FV_BENCH_REPEAT: want a positive integer")
+	}
+
 	// 2. Badger through the real binary.
 	state := filepath.Join(work, "state")
 	sr, err := runServe(ctx, bin, ns.ClientURL(), state, batch, 0, n, k, "", true)
@@ -168,6 +177,21 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous (heap etc.) peak %.0f MiB; at the end %.0f MiB of which %.0f MiB file-backed (mmapped Badger files, reclaimable page cache); holding %d objects\n",
 		"materializer RSS (fleetview serve)", float64(sr.peakRSS)/1024, float64(sr.peakAnon)/1024, float64(sr.endRSS)/1024, float64(sr.endFile)/1024, n)
+	applies := []time.Duration{sr.fromFirst}
+	for i := 2; i <= repeat; i++ {
+		syncDisks()
+		again := filepath.Join(work, "state-again")
+		r, err := runServe(ctx, bin, ns.ClientURL(), again, batch, 0, n, k, "", false)
+		if err != nil {
+			return err
+		}
+		if err := os.RemoveAll(again); err != nil {
+			return err
+		}
+		report(fmt.Sprintf("badger apply, run %d of %d (from first batch)", i, repeat), n, r.fromFirst, fmt.Sprintf("VmHWM %.0f MiB", float64(r.peakRSS)/1024))
+		applies = append(applies, r.fromFirst)
+	}
+	reportMedian("badger apply (from first batch)", n, applies)
 
 	// 2b. Again into a fresh store, with serve's memory (heap and page
 	// cache alike) limited by a memory cgroup, as a Kubernetes memory limit
@@ -177,16 +201,24 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	syncDisks()
-	err = inCgroup(limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
-		lstate := filepath.Join(work, "state-limited")
-		defer os.RemoveAll(lstate)
-		r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, 0, n, k, cg, false)
-		return r.fromFirst, r.peakRSS, r.peakAnon, err
-	})
-	if err != nil {
-		return err
+	var limited []time.Duration
+	for range repeat {
+		syncDisks()
+		d, err := inCgroup(limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
+			lstate := filepath.Join(work, "state-limited")
+			defer os.RemoveAll(lstate)
+			r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, 0, n, k, cg, false)
+			return r.fromFirst, r.peakRSS, r.peakAnon, err
+		})
+		if err != nil {
+			return err
+		}
+		if d == 0 {
+			break // not measured here
+		}
+		limited = append(limited, d)
 	}
+	reportMedian(fmt.Sprintf("badger apply in the %d MiB cgroup", limitMB), n, limited)
 
 	// 3. Replay: rebuild into a fresh store.
 	syncDisks()
@@ -196,17 +228,40 @@ func run(ctx context.Context) error {
 	}
 	report("replay (fleetview rebuild into a fresh store)", n, d, "")
 	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous peak %.0f MiB (materializer + Badger, no query API)\n", "rebuild RSS", float64(hwm)/1024, float64(anon)/1024)
+	replays := []time.Duration{d}
+	for i := 2; i <= repeat; i++ {
+		syncDisks()
+		again := filepath.Join(work, "state-again")
+		d, hwm, _, err := runRebuild(ctx, bin, ns.ClientURL(), again, batch, "")
+		if err != nil {
+			return err
+		}
+		if err := os.RemoveAll(again); err != nil {
+			return err
+		}
+		report(fmt.Sprintf("replay, run %d of %d", i, repeat), n, d, fmt.Sprintf("VmHWM %.0f MiB", float64(hwm)/1024))
+		replays = append(replays, d)
+	}
+	reportMedian("replay", n, replays)
 
 	// 3b. The replay again, in a memory cgroup like 2b.
-	syncDisks()
-	err = inCgroup(limitMB, n, "replay, rebuild", func(cg string) (time.Duration, int64, int64, error) {
-		lstate := filepath.Join(work, "state-limited")
-		defer os.RemoveAll(lstate)
-		return runRebuild(ctx, bin, ns.ClientURL(), lstate, batch, cg)
-	})
-	if err != nil {
-		return err
+	limited = nil
+	for range repeat {
+		syncDisks()
+		d, err := inCgroup(limitMB, n, "replay, rebuild", func(cg string) (time.Duration, int64, int64, error) {
+			lstate := filepath.Join(work, "state-limited")
+			defer os.RemoveAll(lstate)
+			return runRebuild(ctx, bin, ns.ClientURL(), lstate, batch, cg)
+		})
+		if err != nil {
+			return err
+		}
+		if d == 0 {
+			break
+		}
+		limited = append(limited, d)
 	}
+	reportMedian(fmt.Sprintf("replay in the %d MiB cgroup", limitMB), n, limited)
 
 	// 4. OpenSearch.
 	if osN > 0 {
@@ -334,16 +389,16 @@ func (l *limitSink) Apply(ctx context.Context, cluster string, evs []materialize
 // inCgroup runs f (what, applying n events) in a new memory cgroup of limitMB
 // and reports its rate and memory; without a writable memory cgroup it
 // says so and measures nothing.
-func inCgroup(limitMB, n int, what string, f func(cg string) (d time.Duration, hwm, anon int64, err error)) error {
+func inCgroup(limitMB, n int, what string, f func(cg string) (d time.Duration, hwm, anon int64, err error)) (time.Duration, error) {
 	line := fmt.Sprintf("%s in a %d MiB memory cgroup", what, limitMB)
 	if limitMB == 0 {
 		fmt.Printf("  %-55s not measured: FV_BENCH_CGROUP_MB=0\n", what+" in a memory cgroup")
-		return nil
+		return 0, nil
 	}
 	cg, err := newMemoryCgroup(int64(limitMB) << 20)
 	if err != nil {
 		fmt.Printf("  %-55s not measured: %v\n", line, err)
-		return nil
+		return 0, nil
 	}
 	defer os.Remove(cg)
 	d, hwm, anon, err := f(cg)
@@ -351,18 +406,18 @@ func inCgroup(limitMB, n int, what string, f func(cg string) (d time.Duration, h
 		// Not enough memory at this limit is a result, not a failure of
 		// the benchmark.
 		fmt.Printf("  %-55s killed by the OOM killer at the limit (peak RSS %.0f MiB, anonymous %.0f MiB): %v\n", line, float64(hwm)/1024, float64(anon)/1024, err)
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", line, err)
+		return 0, fmt.Errorf("%s: %w", line, err)
 	}
 	peak, err := cgroupPeak(cg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	fmt.Printf("  %-55s %8.0f events/s  (%d in %s) peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB; cgroup peak (heap + page cache) %.0f MiB\n",
 		line, float64(n)/d.Seconds(), n, d.Round(time.Millisecond), float64(hwm)/1024, float64(anon)/1024, float64(peak)/(1<<20))
-	return nil
+	return d, nil
 }
 
 // runRebuild runs fleetview rebuild on state until it exits (in cgroup,
@@ -618,6 +673,22 @@ func cgroupPeak(cg string) (int64, error) {
 	return 0, fmt.Errorf("no peak memory figure in %s", cg)
 }
 
+// reportMedian prints the median of several runs of one measurement, with
+// every run's rate (nothing for fewer than two runs).
+func reportMedian(what string, n int, ds []time.Duration) {
+	if len(ds) < 2 {
+		return
+	}
+	rates := make([]float64, len(ds))
+	each := make([]string, len(ds))
+	for i, d := range ds {
+		rates[i] = float64(n) / d.Seconds()
+		each[i] = fmt.Sprintf("%.1fk/s %.1f s", rates[i]/1000, d.Seconds())
+	}
+	m := median(rates)
+	fmt.Printf("  %-55s %8.0f events/s  (%.2f s for %d; runs: %s)\n", what+", median of "+strconv.Itoa(len(ds)), m, float64(n)/m, n, strings.Join(each, ", "))
+}
+
 func report(what string, n int, d time.Duration, extra string) {
 	fmt.Printf("  %-55s %8.0f events/s  (%d in %v) %s\n", what, float64(n)/d.Seconds(), n, d.Round(time.Millisecond), extra)
 }
@@ -767,8 +838,11 @@ func benchAB(ctx context.Context, url, work, a, b string, batch, n, k int) error
 func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	if len(s) == 0 {
+	switch {
+	case len(s) == 0:
 		return 0
+	case len(s)%2 == 0:
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
 	return s[len(s)/2]
 }

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Badger's own tests on the patched fork: upstream's full module (tests
+# included) from the module proxy, with third_party/badger's library files
+# copied over it, then upstream's transaction, write, replay, value-log,
+# iteration and skiplist tests, and the fork's own tests
+# (third_party/badger/skl/fleetview_test.go). Why the fork exists and what
+# it changes: third_party/badger/FLEETVIEW.md.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+version=v4.9.6
+upstream=$(go mod download -json "github.com/dgraph-io/badger/v4@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+[ -d "$upstream" ] || { echo "FAIL: could not download badger $version" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
+cp -r "$upstream/." "$work/"
+chmod -R u+w "$work"
+(cd third_party/badger && find . -type f -name '*.go' | while read -r f; do cp "$f" "$work/$f"; done)
+cd "$work"
+go vet ./skl/
+go test -count=1 -race -run 'Sequential' ./skl/
+go test -count=1 -timeout 20m ./skl/ ./y/
+go test -count=1 -timeout 20m -run 'Txn|WriteBatch|Managed|Conflict|Replay|Recover|Crash|Concurrent|Iterate|Get|Set|Delete|Stream|Load|Backup|Vlog|ValueLog|Value|Memtable|Checksum|Truncate' .
