@@ -38,7 +38,7 @@ func configMap(cluster string, i int) *fleetviewv1.ResourceEvent {
 // workload is the event history both backends materialize: pods in two
 // clusters (the same names in both, so unqualified gets conflict), updates
 // that change labels, deletes, a resource removed from one cluster, and
-// two poison messages in the middle.
+// three poison messages in the middle.
 func workload(n int) (first, second []*fleetviewv1.ResourceEvent) {
 	var evs []*fleetviewv1.ResourceEvent
 	for i := range n {
@@ -77,8 +77,8 @@ func workload(n int) (first, second []*fleetviewv1.ResourceEvent) {
 	return first, evs
 }
 
-// publishPoison puts an undecodable message and an upsert whose object is
-// not JSON into c1's stream.
+// publishPoison puts an undecodable message, an upsert whose object is
+// not JSON and one whose object is followed by another into c1's stream.
 func publishPoison(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	ctx := context.Background()
@@ -90,6 +90,15 @@ func publishPoison(t *testing.T, js jetstream.JetStream) {
 	bad.Object = []byte(`{"metadata":{"name":"broken"`)
 	data, _ := stream.Encode(bad)
 	if _, err := js.Publish(ctx, stream.ObjectSubject("c1", benchdata.PodGVR, "poison-2"), data); err != nil {
+		t.Fatal(err)
+	}
+	// An object that closes early and carries a second one, made to pass
+	// for another cluster's in list responses, which concatenate objects.
+	forged := benchdata.Event("c1", 999998, 1)
+	forged.Uid = "poison-3"
+	forged.Object = append(append([]byte(nil), forged.Object...), []byte(`,{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","annotations":{"fleetview.io/cluster":"c2"}}}`)...)
+	data, _ = stream.Encode(forged)
+	if _, err := js.Publish(ctx, stream.ObjectSubject("c1", benchdata.PodGVR, "poison-3"), data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -168,8 +177,8 @@ func TestMaterializerBackends(t *testing.T) {
 
 	t.Run("poison dead-lettered", func(t *testing.T) {
 		for _, m := range []*materializer.Materializer{bm, om} {
-			if got := m.Metrics().DeadLettered.Load(); got != 2 {
-				t.Errorf("dead-letter counter = %d, want 2", got)
+			if got := m.Metrics().DeadLettered.Load(); got != 3 {
+				t.Errorf("dead-letter counter = %d, want 3", got)
 			}
 		}
 		st, err := js.Stream(context.Background(), materializer.DeadStream)
@@ -189,9 +198,9 @@ func TestMaterializerBackends(t *testing.T) {
 			for msg := range batch.Messages() {
 				reasons = append(reasons, msg.Headers().Get("Fv-Subject")+": "+msg.Headers().Get("Fv-Reason"))
 			}
-			if len(reasons) != 2 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
-				!strings.Contains(reasons[1], "poison event") {
-				t.Errorf("%s dead letters = %q, want poison-1 (undecodable) and poison-2 (poison event: bad JSON)", name, reasons)
+			if len(reasons) != 3 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
+				!strings.Contains(reasons[1], "poison event") || !strings.Contains(reasons[2], "poison-3") || !strings.Contains(reasons[2], "trailing data") {
+				t.Errorf("%s dead letters = %q, want poison-1 (undecodable), poison-2 (poison event: bad JSON) and poison-3 (trailing data)", name, reasons)
 			}
 		}
 	})

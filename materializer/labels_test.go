@@ -27,6 +27,13 @@ func TestObjectLabels(t *testing.T) {
 		{"unterminated string", `{"metadata":{"name":"a}}`, nil, true},
 		{"trailing", `{"a":1}x`, nil, true},
 		{"labels not strings", `{"metadata":{"labels":{"a":1}}}`, nil, true},
+		// An object that closes early would be two items where list
+		// responses concatenate stored objects.
+		{"closed early", `{"metadata":{"name":"a"}},{"kind":"Pod","metadata":{"annotations":{"fleetview.io/cluster":"other"}}}`, nil, true},
+		{"closed early after labels", `{"metadata":{"labels":{"a":"b"}}},{"x":1}`, nil, true},
+		{"unbalanced after metadata", `{"metadata":{"name":"a"},"spec":{"a":[1}}`, nil, true},
+		{"unbalanced in metadata after labels", `{"metadata":{"labels":{},"annotations":{"a":["b"}},"spec":{}}`, nil, true},
+		{"missing comma at top", `{"metadata":{} "spec":{}}`, nil, true},
 		{"empty", ``, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
