@@ -8,6 +8,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -902,6 +903,22 @@ func (vlog *valueLog) write(reqs []*request) error {
 			// in a temporary variable and reassign it after writing to the value log.
 			tmpMeta := e.meta
 			e.meta = e.meta &^ (bitTxn | bitFinTxn)
+			if !curlf.encryptionEnabled() {
+				// fleetview patch: encode the entry straight into the
+				// mmapped file, not into buf and then copied there: the
+				// same bytes (encodeEntry's layout), one copy of the value
+				// less.
+				plen, err := vlog.writeInPlace(curlf, e)
+				e.meta = tmpMeta
+				if err != nil {
+					return err
+				}
+				p.Len = uint32(plen)
+				b.Ptrs = append(b.Ptrs, p)
+				written++
+				bytesWritten += plen
+				continue
+			}
 			plen, err := curlf.encodeEntry(buf, e, p.Offset) // Now encode the entry into buffer.
 			if err != nil {
 				return err
@@ -930,6 +947,35 @@ func (vlog *valueLog) write(reqs []*request) error {
 		}
 	}
 	return toDisk()
+}
+
+// writeInPlace appends e, unencrypted, to the writable log file lf as
+// encodeEntry lays it out (header, key, value, CRC32 of the three),
+// written directly into the file's mapping (fleetview patch).
+func (vlog *valueLog) writeInPlace(lf *logFile, e *Entry) (int, error) {
+	h := header{
+		klen:      uint32(len(e.Key)),
+		vlen:      uint32(len(e.Value)),
+		expiresAt: e.ExpiresAt,
+		meta:      e.meta,
+		userMeta:  e.UserMeta,
+	}
+	var headerEnc [maxHeaderSize]byte
+	hlen := h.Encode(headerEnc[:])
+	n := hlen + len(e.Key) + len(e.Value) + crc32.Size
+	endOffset := vlog.writableLogOffset.Add(uint32(n))
+	if int(endOffset) >= len(lf.Data) {
+		if err := lf.Truncate(int64(endOffset)); err != nil {
+			return 0, err
+		}
+	}
+	dst := lf.Data[int(endOffset)-n : endOffset]
+	i := copy(dst, headerEnc[:hlen])
+	i += copy(dst[i:], e.Key)
+	i += copy(dst[i:], e.Value)
+	binary.BigEndian.PutUint32(dst[i:], crc32.Checksum(dst[:i], y.CastagnoliCrcTable))
+	lf.size.Store(endOffset)
+	return n, nil
 }
 
 // Gets the logFile and acquires and RLock() for the mmap. You must call RUnlock on the file
