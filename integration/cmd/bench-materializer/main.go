@@ -177,19 +177,15 @@ func run(ctx context.Context) error {
 	}
 	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous (heap etc.) peak %.0f MiB; at the end %.0f MiB of which %.0f MiB file-backed (mmapped Badger files, reclaimable page cache); holding %d objects\n",
 		"materializer RSS (fleetview serve)", float64(sr.peakRSS)/1024, float64(sr.peakAnon)/1024, float64(sr.endRSS)/1024, float64(sr.endFile)/1024, n)
-	applies := []time.Duration{sr.fromFirst}
-	for i := 2; i <= repeat; i++ {
-		syncDisks()
-		again := filepath.Join(work, "state-again")
-		r, err := runServe(ctx, bin, ns.ClientURL(), again, batch, 0, n, k, "", false)
-		if err != nil {
-			return err
+	applies, err := runAgain(repeat, work, sr.fromFirst, func(i int, state string) (time.Duration, error) {
+		r, err := runServe(ctx, bin, ns.ClientURL(), state, batch, 0, n, k, "", false)
+		if err == nil {
+			report(fmt.Sprintf("badger apply, run %d of %d (from first batch)", i, repeat), n, r.fromFirst, fmt.Sprintf("VmHWM %.0f MiB", float64(r.peakRSS)/1024))
 		}
-		if err := os.RemoveAll(again); err != nil {
-			return err
-		}
-		report(fmt.Sprintf("badger apply, run %d of %d (from first batch)", i, repeat), n, r.fromFirst, fmt.Sprintf("VmHWM %.0f MiB", float64(r.peakRSS)/1024))
-		applies = append(applies, r.fromFirst)
+		return r.fromFirst, err
+	})
+	if err != nil {
+		return err
 	}
 	reportMedian("badger apply (from first batch)", n, applies)
 
@@ -201,22 +197,14 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var limited []time.Duration
-	for range repeat {
-		syncDisks()
-		d, err := inCgroup(limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
-			lstate := filepath.Join(work, "state-limited")
-			defer os.RemoveAll(lstate)
-			r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, 0, n, k, cg, false)
-			return r.fromFirst, r.peakRSS, r.peakAnon, err
-		})
-		if err != nil {
-			return err
-		}
-		if d == 0 {
-			break // not measured here
-		}
-		limited = append(limited, d)
+	limited, err := inCgroups(repeat, limitMB, n, "badger apply, serve", func(cg string) (time.Duration, int64, int64, error) {
+		lstate := filepath.Join(work, "state-limited")
+		defer os.RemoveAll(lstate)
+		r, err := runServe(ctx, bin, ns.ClientURL(), lstate, batch, 0, n, k, cg, false)
+		return r.fromFirst, r.peakRSS, r.peakAnon, err
+	})
+	if err != nil {
+		return err
 	}
 	reportMedian(fmt.Sprintf("badger apply in the %d MiB cgroup", limitMB), n, limited)
 
@@ -228,38 +216,26 @@ func run(ctx context.Context) error {
 	}
 	report("replay (fleetview rebuild into a fresh store)", n, d, "")
 	fmt.Printf("  %-55s %8.0f MiB peak (VmHWM); anonymous peak %.0f MiB (materializer + Badger, no query API)\n", "rebuild RSS", float64(hwm)/1024, float64(anon)/1024)
-	replays := []time.Duration{d}
-	for i := 2; i <= repeat; i++ {
-		syncDisks()
-		again := filepath.Join(work, "state-again")
-		d, hwm, _, err := runRebuild(ctx, bin, ns.ClientURL(), again, batch, "")
-		if err != nil {
-			return err
+	replays, err := runAgain(repeat, work, d, func(i int, state string) (time.Duration, error) {
+		d, hwm, _, err := runRebuild(ctx, bin, ns.ClientURL(), state, batch, "")
+		if err == nil {
+			report(fmt.Sprintf("replay, run %d of %d", i, repeat), n, d, fmt.Sprintf("VmHWM %.0f MiB", float64(hwm)/1024))
 		}
-		if err := os.RemoveAll(again); err != nil {
-			return err
-		}
-		report(fmt.Sprintf("replay, run %d of %d", i, repeat), n, d, fmt.Sprintf("VmHWM %.0f MiB", float64(hwm)/1024))
-		replays = append(replays, d)
+		return d, err
+	})
+	if err != nil {
+		return err
 	}
 	reportMedian("replay", n, replays)
 
 	// 3b. The replay again, in a memory cgroup like 2b.
-	limited = nil
-	for range repeat {
-		syncDisks()
-		d, err := inCgroup(limitMB, n, "replay, rebuild", func(cg string) (time.Duration, int64, int64, error) {
-			lstate := filepath.Join(work, "state-limited")
-			defer os.RemoveAll(lstate)
-			return runRebuild(ctx, bin, ns.ClientURL(), lstate, batch, cg)
-		})
-		if err != nil {
-			return err
-		}
-		if d == 0 {
-			break
-		}
-		limited = append(limited, d)
+	limited, err = inCgroups(repeat, limitMB, n, "replay, rebuild", func(cg string) (time.Duration, int64, int64, error) {
+		lstate := filepath.Join(work, "state-limited")
+		defer os.RemoveAll(lstate)
+		return runRebuild(ctx, bin, ns.ClientURL(), lstate, batch, cg)
+	})
+	if err != nil {
+		return err
 	}
 	reportMedian(fmt.Sprintf("replay in the %d MiB cgroup", limitMB), n, limited)
 
@@ -418,6 +394,40 @@ func inCgroup(limitMB, n int, what string, f func(cg string) (d time.Duration, h
 	fmt.Printf("  %-55s %8.0f events/s  (%d in %s) peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB; cgroup peak (heap + page cache) %.0f MiB\n",
 		line, float64(n)/d.Seconds(), n, d.Round(time.Millisecond), float64(hwm)/1024, float64(anon)/1024, float64(peak)/(1<<20))
 	return d, nil
+}
+
+// runAgain completes a measurement whose first run took first: runs 2 to
+// repeat of f, each into a fresh state directory, removed after.
+func runAgain(repeat int, work string, first time.Duration, f func(i int, state string) (time.Duration, error)) ([]time.Duration, error) {
+	ds := []time.Duration{first}
+	for i := 2; i <= repeat; i++ {
+		syncDisks()
+		state := filepath.Join(work, "state-again")
+		d, err := f(i, state)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(state); err != nil {
+			return nil, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
+}
+
+// inCgroups runs inCgroup repeat times, each in a new cgroup, and returns
+// the durations measured (none where no memory cgroup can be made).
+func inCgroups(repeat, limitMB, n int, what string, f func(cg string) (time.Duration, int64, int64, error)) ([]time.Duration, error) {
+	var ds []time.Duration
+	for range repeat {
+		syncDisks()
+		d, err := inCgroup(limitMB, n, what, f)
+		if err != nil || d == 0 {
+			return ds, err
+		}
+		ds = append(ds, d)
+	}
+	return ds, nil
 }
 
 // runRebuild runs fleetview rebuild on state until it exits (in cgroup,
