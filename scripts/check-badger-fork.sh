@@ -1,14 +1,12 @@
 #!/usr/bin/env bash
-# third_party/badger must be upstream Badger (the version in the script)
+# third_party/badger must be upstream Badger (scripts/badger-upstream.sh)
 # with exactly the changes in third_party/badger/FLEETVIEW.patch (why:
 # third_party/badger/FLEETVIEW.md): every other library file identical,
 # none missing, none added. `--update` records the fork's current diff as
 # the patch.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-version=v4.9.6
-upstream=$(go mod download -json "github.com/dgraph-io/badger/v4@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[ -d "$upstream" ] || { echo "FAIL: could not download badger $version" >&2; exit 1; }
+. scripts/badger-upstream.sh
 fork=third_party/badger
 fail=0
 # The files we keep: library sources, LICENSE, go.mod/go.sum, CHANGELOG.

@@ -7,9 +7,7 @@
 # it changes: third_party/badger/FLEETVIEW.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-version=v4.9.6
-upstream=$(go mod download -json "github.com/dgraph-io/badger/v4@$version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-[ -d "$upstream" ] || { echo "FAIL: could not download badger $version" >&2; exit 1; }
+. scripts/badger-upstream.sh
 work=$(mktemp -d)
 trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
 cp -r "$upstream/." "$work/"

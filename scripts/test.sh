@@ -5,7 +5,7 @@
 #   - kube-apiserver + etcd from the Go module proxy      -> scripts/build-k8s.sh
 #   - the OpenSearch node launcher from Maven Central     -> scripts/build-opensearch.sh
 #   - helm, from the Go module proxy                      -> chart test
-#   - kubectl (Debian's kubernetes-client) when missing
+#   - kubectl (Debian's kubernetes-client) and gcc (for -race) when missing
 # then checks generated code, formatting and vet, and runs every test against
 # the real components. Nothing is skipped: a missing component fails the run.
 set -euo pipefail
@@ -19,6 +19,12 @@ if ! command -v kubectl >/dev/null 2>&1; then
 	log "installing kubectl (Debian kubernetes-client)"
 	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq kubernetes-client) || {
 		echo "FAIL: kubectl is required and could not be installed" >&2; exit 1; }
+fi
+if ! command -v gcc >/dev/null 2>&1; then
+	# The race detector (Badger fork's skiplist test) needs cgo.
+	log "installing gcc"
+	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc) || {
+		echo "FAIL: gcc is required (go test -race) and could not be installed" >&2; exit 1; }
 fi
 command -v java >/dev/null 2>&1 || { echo "FAIL: java (17) is required for the OpenSearch node" >&2; exit 1; }
 command -v mvn >/dev/null 2>&1 || { echo "FAIL: mvn is required to build the OpenSearch launcher" >&2; exit 1; }

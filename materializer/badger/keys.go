@@ -96,7 +96,11 @@ func labelsLen(labels map[string]string) int {
 // bytes (a rebuilt store can be compared with the live one byte for byte).
 func appendLabels(b []byte, labels map[string]string) []byte {
 	var arr [16]string
-	keys := sortedKeys(labels, arr[:0])
+	keys := arr[:0]
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {
 		b = appendString(b, k)
@@ -227,14 +231,4 @@ func mix64(h uint64) uint64 {
 	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
 	h = (h ^ h>>27) * 0x94d049bb133111eb
 	return h ^ h>>31
-}
-
-// sortedKeys appends the label keys to buf (a stack array, for the usual
-// handful) in order.
-func sortedKeys(labels map[string]string, buf []string) []string {
-	for k := range labels {
-		buf = append(buf, k)
-	}
-	slices.Sort(buf)
-	return buf
 }

@@ -275,12 +275,9 @@ func (lf *logFile) Truncate(end int64) error {
 	return lf.MmapFile.Truncate(end)
 }
 
-// encodeEntry will encode entry to the buf
-// layout of entry
-// +--------+-----+-------+-------+
-// | header | key | value | crc32 |
-// +--------+-----+-------+-------+
-func (lf *logFile) encodeEntry(buf *bytes.Buffer, e *Entry, offset uint32) (int, error) {
+// entryHeader encodes e's header into enc and returns its length
+// (fleetview patch: shared by encodeEntry and (*valueLog).writeInPlace).
+func entryHeader(e *Entry, enc *[maxHeaderSize]byte) int {
 	h := header{
 		klen:      uint32(len(e.Key)),
 		vlen:      uint32(len(e.Value)),
@@ -288,23 +285,40 @@ func (lf *logFile) encodeEntry(buf *bytes.Buffer, e *Entry, offset uint32) (int,
 		meta:      e.meta,
 		userMeta:  e.UserMeta,
 	}
+	return h.Encode(enc[:])
+}
 
+// putPlainEntry writes an unencrypted entry, its encoded header hdr, key,
+// value and the CRC32 of the three, into dst, which is exactly that long
+// (fleetview patch: encodeEntry's layout, shared with
+// (*valueLog).writeInPlace).
+func putPlainEntry(dst, hdr []byte, e *Entry) {
+	i := copy(dst, hdr)
+	i += copy(dst[i:], e.Key)
+	i += copy(dst[i:], e.Value)
+	binary.BigEndian.PutUint32(dst[i:], crc32.Checksum(dst[:i], y.CastagnoliCrcTable))
+}
+
+// encodeEntry will encode entry to the buf
+// layout of entry
+// +--------+-----+-------+-------+
+// | header | key | value | crc32 |
+// +--------+-----+-------+-------+
+func (lf *logFile) encodeEntry(buf *bytes.Buffer, e *Entry, offset uint32) (int, error) {
 	// encode header.
 	var headerEnc [maxHeaderSize]byte
-	sz := h.Encode(headerEnc[:])
+	sz := entryHeader(e, &headerEnc)
 	if !lf.encryptionEnabled() {
 		// fleetview patch: the same bytes, without the hash and the
 		// MultiWriter allocated per entry (every write-ahead log entry
-		// comes here, six per fleetview object): the checksum is taken
-		// over what was appended to buf.
-		start := buf.Len()
-		y.Check2(buf.Write(headerEnc[:sz]))
-		y.Check2(buf.Write(e.Key))
-		y.Check2(buf.Write(e.Value))
-		var crcBuf [crc32.Size]byte
-		binary.BigEndian.PutUint32(crcBuf[:], crc32.Checksum(buf.Bytes()[start:], y.CastagnoliCrcTable))
-		y.Check2(buf.Write(crcBuf[:]))
-		return sz + len(e.Key) + len(e.Value) + len(crcBuf), nil
+		// comes here, six per fleetview object). The entry is laid out in
+		// buf's free space; Write then only extends buf over it.
+		n := sz + len(e.Key) + len(e.Value) + crc32.Size
+		buf.Grow(n)
+		dst := buf.AvailableBuffer()[:n]
+		putPlainEntry(dst, headerEnc[:sz], e)
+		y.Check2(buf.Write(dst))
+		return n, nil
 	}
 	hash := crc32.New(y.CastagnoliCrcTable)
 	writer := io.MultiWriter(buf, hash)

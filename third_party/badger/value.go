@@ -8,7 +8,6 @@ package badger
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash"
@@ -842,19 +841,13 @@ func (vlog *valueLog) write(reqs []*request) error {
 		if buf.Len() == 0 {
 			return nil
 		}
-
-		n := uint32(buf.Len())
-		endOffset := vlog.writableLogOffset.Add(n)
-		// Increase the file size if we cannot accommodate this entry.
-		// [Aman] Should this be >= or just >? Doesn't make sense to extend the file if it big enough already.
-		if int(endOffset) >= len(curlf.Data) {
-			if err := curlf.Truncate(int64(endOffset)); err != nil {
-				return err
-			}
+		// fleetview patch: the space is taken by reserve, shared with
+		// writeInPlace.
+		dst, endOffset, err := vlog.reserve(curlf, buf.Len())
+		if err != nil {
+			return err
 		}
-
-		start := int(endOffset - n)
-		y.AssertTrue(copy(curlf.Data[start:], buf.Bytes()) == int(n))
+		y.AssertTrue(copy(dst, buf.Bytes()) == buf.Len())
 
 		curlf.size.Store(endOffset)
 		return nil
@@ -949,31 +942,34 @@ func (vlog *valueLog) write(reqs []*request) error {
 	return toDisk()
 }
 
-// writeInPlace appends e, unencrypted, to the writable log file lf as
-// encodeEntry lays it out (header, key, value, CRC32 of the three),
-// written directly into the file's mapping (fleetview patch).
-func (vlog *valueLog) writeInPlace(lf *logFile, e *Entry) (int, error) {
-	h := header{
-		klen:      uint32(len(e.Key)),
-		vlen:      uint32(len(e.Value)),
-		expiresAt: e.ExpiresAt,
-		meta:      e.meta,
-		userMeta:  e.UserMeta,
-	}
-	var headerEnc [maxHeaderSize]byte
-	hlen := h.Encode(headerEnc[:])
-	n := hlen + len(e.Key) + len(e.Value) + crc32.Size
+// reserve takes the next n bytes of the writable log file lf, extending
+// the file when they are beyond it, and returns them with the offset just
+// past them (fleetview patch: upstream's code, out of write's closure, so
+// that writeInPlace shares it).
+func (vlog *valueLog) reserve(lf *logFile, n int) ([]byte, uint32, error) {
 	endOffset := vlog.writableLogOffset.Add(uint32(n))
+	// Increase the file size if we cannot accommodate this entry.
+	// [Aman] Should this be >= or just >? Doesn't make sense to extend the file if it big enough already.
 	if int(endOffset) >= len(lf.Data) {
 		if err := lf.Truncate(int64(endOffset)); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 	}
-	dst := lf.Data[int(endOffset)-n : endOffset]
-	i := copy(dst, headerEnc[:hlen])
-	i += copy(dst[i:], e.Key)
-	i += copy(dst[i:], e.Value)
-	binary.BigEndian.PutUint32(dst[i:], crc32.Checksum(dst[:i], y.CastagnoliCrcTable))
+	return lf.Data[int(endOffset)-n : endOffset], endOffset, nil
+}
+
+// writeInPlace appends e, unencrypted, to the writable log file lf in
+// encodeEntry's layout, written directly into the file's mapping
+// (fleetview patch).
+func (vlog *valueLog) writeInPlace(lf *logFile, e *Entry) (int, error) {
+	var hdr [maxHeaderSize]byte
+	hlen := entryHeader(e, &hdr)
+	n := hlen + len(e.Key) + len(e.Value) + crc32.Size
+	dst, endOffset, err := vlog.reserve(lf, n)
+	if err != nil {
+		return 0, err
+	}
+	putPlainEntry(dst, hdr[:hlen], e)
 	lf.size.Store(endOffset)
 	return n, nil
 }
