@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/fleetview/fleetview/integration/harness"
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

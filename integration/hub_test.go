@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

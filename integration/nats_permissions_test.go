@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"

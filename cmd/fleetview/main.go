@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fleetview/fleetview/internal/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 )
 
 func main() {
