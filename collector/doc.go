@@ -2,7 +2,7 @@
 // in-process for `fleetview up`) and is the only writer of that cluster's
 // JetStream stream. It watches the ResourceRegistries, resolves what its
 // cluster must cache, and mirrors each resource into UID-keyed events
-// (DESIGN.md §3.2).
+// (docs/architecture.md, "The stream contract").
 //
 // Registry reconcile: the wanted set is the union, over every registry whose
 // ClusterAffinity matches this cluster, of (resource, namespace scope);

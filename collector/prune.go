@@ -10,9 +10,10 @@ import (
 
 const (
 	// ClusterAnnotation and KarmadaClusterAnnotation name the member cluster
-	// an object was cached from (DESIGN.md §3.3). They are set at the source,
-	// where the object is already at hand, so no backend or reader has to
-	// rewrite the JSON; a value a member object carried itself is overwritten.
+	// an object was cached from (docs/architecture.md, "Security model").
+	// They are set at the source, where the object is already at hand, so no
+	// backend or reader has to rewrite the JSON; a value a member object
+	// carried itself is overwritten.
 	ClusterAnnotation        = "fleetview.io/cluster"
 	KarmadaClusterAnnotation = "resource.karmada.io/cached-from-cluster"
 	lastAppliedAnnotation    = "kubectl.kubernetes.io/last-applied-configuration"

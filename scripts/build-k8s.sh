@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver and etcd from the Go module proxy (no download sites are
-# reachable here; see shared/notes/kube-apiserver.md) and caches them outside the
+# reachable here; see docs/running-kube-apiserver.md) and caches them outside the
 # repository, keyed by version. Prints the directory holding the binaries.
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.37.2}

@@ -2,7 +2,7 @@
 // and demos: one etcd and one kube-apiserver per cluster, all on 127.0.0.1.
 //
 // The binaries are built from the Go module proxy by scripts/build-k8s.sh
-// (see shared/notes/kube-apiserver.md) and cached outside the repository; Start
+// (see docs/running-kube-apiserver.md) and cached outside the repository; Start
 // runs that script when Options.BinDir is empty. kubectl is not needed.
 //
 // Each member cluster is a bare control plane: one kube-apiserver sharing the

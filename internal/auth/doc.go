@@ -1,9 +1,10 @@
-// Package auth decides who may read what from the cache. The seed's first
-// risk is that access to the cache is access to every cluster's data, and its
-// second that a central cache bypasses member-cluster RBAC; so the query API
-// authenticates every call and authorizes it per subject against clusters,
-// namespaces, resources and verbs, and list/watch filtering is pushed down
-// (a caller's scope narrows the query itself; nothing outside it is read).
+// Package auth decides who may read what from the cache. Access to the cache
+// is access to every cluster's data, and a central cache bypasses
+// member-cluster RBAC (docs/architecture.md, "Security model"); so the query
+// API authenticates every call and authorizes it per subject against
+// clusters, namespaces, resources and verbs, and list/watch filtering is
+// pushed down (a caller's scope narrows the query itself; nothing outside it
+// is read).
 //
 // Authentication: static bearer tokens (a kube-apiserver style token file,
 // `token,user,uid,"group1,group2"`) and TLS client certificates (CN = user,

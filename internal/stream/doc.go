@@ -1,8 +1,8 @@
 // Package stream owns the contract between collectors and materializers
-// (DESIGN.md §3.2): stream and subject names, the stream configuration, the
-// message headers, and encoding of ResourceEvent payloads. Every component that
-// reads or writes a cluster stream goes through this package so the layout is
-// defined once.
+// (docs/architecture.md, "The stream contract"): stream and subject names,
+// the stream configuration, the message headers, and encoding of
+// ResourceEvent payloads. Every component that reads or writes a cluster
+// stream goes through this package so the layout is defined once.
 //
 // It must not know about Kubernetes informers or any backend.
 package stream

@@ -6,7 +6,7 @@
 // Layout:
 //
 //   - Index `<prefix><lowercase kind>` (prefix "kubernetes-" as in Karmada),
-//     created on first write with the seed's mapping: metadata.annotations,
+//     created on first write with Karmada's mapping: metadata.annotations,
 //     metadata.labels, spec and status stored but not indexed
 //     (`enabled: false`); name, namespace and resourceVersion with keyword
 //     sub-fields. fleetview's own fields live under `fleetview`: cluster,

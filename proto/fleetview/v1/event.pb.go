@@ -145,8 +145,9 @@ func (x *GroupVersionResource) GetResource() string {
 	return ""
 }
 
-// ResourceEvent is the payload of every message on a cluster stream
-// (DESIGN.md §3.2). The stream is the source of truth for every backend.
+// ResourceEvent is the payload of every message on a cluster stream (see
+// docs/architecture.md, "The stream contract"). The stream is the source of
+// truth for every backend.
 type ResourceEvent struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Cluster   string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
