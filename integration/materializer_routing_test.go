@@ -16,8 +16,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -87,7 +88,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}})
-	osName := "opensearch-" + app.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
+	osName := "opensearch-" + backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
 	eventually(t, time.Minute, func() error {
 		b, err := metricsPage(o.MetricsAddr)
 		if err != nil {

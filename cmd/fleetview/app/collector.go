@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -159,21 +158,12 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		return err
 	}
 	if o.MetricsAddr != "" {
-		l, err := net.Listen("tcp", o.MetricsAddr)
+		srv, err := debugserver.Start(o.MetricsAddr, col.MetricsHandler())
 		if err != nil {
-			return fmt.Errorf("listen %s: %w", o.MetricsAddr, err)
+			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", col.MetricsHandler())
-		// Profiles on the same (operator-chosen, local) address: memory
-		// and CPU of a collector tracking a large cluster are what to look
-		// at first when it misbehaves.
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(l) }()
 		defer srv.Close()
-		log.Info("metrics listening", "addr", l.Addr().String())
+		log.Info("metrics listening", "addr", srv.Addr())
 	}
 	return col.Run(ctx)
 }

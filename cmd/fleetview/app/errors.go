@@ -4,12 +4,3 @@ import "errors"
 
 // ErrInvalidOptions wraps every option validation error.
 var ErrInvalidOptions = errors.New("invalid options")
-
-// ErrMoveIncomplete is returned when a backend does not hold a resource as
-// the stream does after the resource was copied into it; the move is tried
-// again.
-var ErrMoveIncomplete = errors.New("resource not fully copied into its new backend")
-
-// ErrRouteState is returned when the route table serve keeps across
-// restarts cannot be read or written.
-var ErrRouteState = errors.New("saved backend routes")

@@ -2,14 +2,11 @@ package app
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer/opensearch"
@@ -102,23 +100,9 @@ func (o *OpenSearchOptions) Validate() []error {
 	return errs
 }
 
-// OpenSearchID names an OpenSearch backend by its addresses and secret.
-func OpenSearchID(c *registry.OpenSearchConfig) string {
-	addrs := append([]string(nil), c.Addresses...)
-	sort.Strings(addrs)
-	h := sha256.Sum256([]byte(strings.Join(addrs, ",") + "|" + c.SecretRef.Namespace + "/" + c.SecretRef.Name))
-	return hex.EncodeToString(h[:6])
-}
-
-type osBackend struct {
-	id        string
-	addresses []string
-	store     *opensearch.Store
-}
-
 // open connects to every OpenSearch backend the registries name, except
 // those in skip (already running).
-func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip map[string]bool, log *slog.Logger) ([]osBackend, error) {
+func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip map[string]bool, log *slog.Logger) ([]backends.OpenSearch, error) {
 	rs, err := regs.Specs(ctx) // specs only: backends need no status
 	if err != nil {
 		return nil, err
@@ -139,13 +123,13 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip
 		o.secrets = kubeSecrets{c}
 	}
 	seen := map[string]bool{}
-	var out []osBackend
+	var out []backends.OpenSearch
 	for _, r := range rs {
 		if r.Spec.BackendStore == nil || r.Spec.BackendStore.OpenSearch == nil {
 			continue
 		}
 		cfg := r.Spec.BackendStore.OpenSearch
-		id := OpenSearchID(cfg)
+		id := backends.OpenSearchID(cfg)
 		if seen[id] || skip[id] {
 			continue
 		}
@@ -162,7 +146,7 @@ func (o *OpenSearchOptions) open(ctx context.Context, regs *regstore.Store, skip
 		if err != nil {
 			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
 		}
-		out = append(out, osBackend{id: id, addresses: cfg.Addresses, store: st})
+		out = append(out, backends.OpenSearch{ID: id, Addresses: cfg.Addresses, Store: st})
 	}
 	return out, nil
 }

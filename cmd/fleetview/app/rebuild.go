@@ -12,24 +12,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 	"golang.org/x/term"
 
-	"github.com/fleetview/fleetview/internal/inventory"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
-	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
-)
-
-const (
-	badgerDir = "badger"
-	// rebuildDir is where `fleetview rebuild` replays the streams while the
-	// live store keeps serving; rebuiltMarker says the replay finished.
-	rebuildDir    = "badger.new"
-	rebuiltMarker = "REBUILT"
-	rebuildName   = "badger-rebuild"
+	"github.com/fleetview/fleetview/backends"
 )
 
 // RebuildOptions replay every cluster stream into a fresh Badger store.
@@ -88,8 +74,8 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	if out == nil {
 		out = os.Stderr
 	}
-	dir := filepath.Join(o.StateDir, rebuildDir)
-	if _, err := os.Stat(filepath.Join(dir, rebuiltMarker)); err == nil {
+	dir := backends.RebuildDir(o.StateDir)
+	if _, err := os.Stat(filepath.Join(dir, backends.RebuiltMarker)); err == nil {
 		fmt.Fprintf(out, "rebuild already finished in %s; the next start of fleetview serve/up switches to it\n", dir)
 		return nil
 	}
@@ -98,157 +84,26 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	regs, err := regstore.Open(ctx, js)
-	if err != nil {
-		return err
-	}
-	inv, err := inventory.Bucket(ctx, js)
-	if err != nil {
-		return err
-	}
-	router := newRouter(regs, inv, OpenSearchID, log)
-	if err := router.refresh(ctx); err != nil {
-		return err
-	}
-	// Replay what the live Badger materializer keeps: the resources not
-	// routed to an OpenSearch backend.
-	var filter = router.Filter(defaultBackend)
-	if len(router.table.Load().routes) == 0 {
-		filter = nil
-	}
-	store, err := badger.Open(badger.Options{Dir: dir, Logger: log, BulkLoad: true})
-	if err != nil {
-		return err
-	}
-	targets, start := map[string]uint64{}, map[string]uint64{}
-	clusters, err := clusterStreams(ctx, js)
-	if err != nil {
-		_ = store.Close()
-		return err
-	}
-	var total uint64
-	for _, c := range clusters {
-		st, err := js.Stream(ctx, stream.StreamName(c))
-		if err != nil {
-			_ = store.Close()
-			return err
-		}
-		ckpt, err := store.Checkpoint(ctx, c)
-		if err != nil {
-			_ = store.Close()
-			return err
-		}
-		last := st.CachedInfo().State.LastSeq
-		targets[c], start[c] = last, min(ckpt, last)
-		total += last - start[c]
-	}
-	mat, err := materializer.New(materializer.Config{Name: rebuildName, NATS: nc, Sink: store, BatchSize: o.BatchSize, Filter: filter, Clusters: clusters, Logger: log})
-	if err != nil {
-		_ = store.Close()
-		return err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mat.Run(rctx) }()
-	p := newProgress(out, o.Progress, total)
-	caughtUp := func() (bool, uint64) {
-		applied := mat.Applied()
-		var n uint64
-		ok := true
-		for c, t := range targets {
-			a := min(applied[c], t)
-			if a < t {
-				ok = false
+	var p *progress
+	err = backends.Rebuild(ctx, backends.RebuildConfig{
+		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
+		Progress: func(applied, total uint64) {
+			if p == nil {
+				p = newProgress(out, o.Progress, total)
 			}
-			if a > start[c] {
-				n += a - start[c]
-			}
-		}
-		return ok, n
+			p.update(applied)
+		},
+	})
+	if p == nil {
+		p = newProgress(out, o.Progress, 0)
 	}
-	// Checking is cheap (a map under a lock), and how soon the end is
-	// noticed is part of every rebuild's time.
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var runErr error
-loop:
-	for {
-		ok, n := caughtUp()
-		p.update(n)
-		if ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			runErr = ctx.Err()
-			break loop
-		case err := <-done:
-			runErr = fmt.Errorf("materializer stopped: %v", err)
-			done <- nil
-			break loop
-		case <-tick.C:
-		}
-	}
-	cancel()
-	if err := <-done; err != nil && runErr == nil {
-		runErr = err
-	}
-	// Closing flushes the memtables to tables and waits for a compaction
-	// under way: part of the rebuild's time, worth seeing in the log.
-	closing := time.Now()
-	if cerr := store.Close(); cerr != nil && runErr == nil {
-		runErr = cerr
-	}
-	log.Info("rebuilt store closed", "took", time.Since(closing).Round(time.Millisecond))
-	if runErr != nil {
+	if err != nil {
 		p.finish("interrupted; run fleetview rebuild again to resume")
-		return runErr
+		return err
 	}
 	p.finish("done")
-	for _, c := range clusters {
-		if err := js.DeleteConsumer(ctx, stream.StreamName(c), rebuildName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-			log.Warn("rebuild consumer not deleted", "cluster", c, "err", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(dir, rebuiltMarker), []byte(time.Now().UTC().Format(time.RFC3339)+"\n"), 0o644); err != nil {
-		return err
-	}
 	fmt.Fprintf(out, "rebuilt %s; the next start of fleetview serve/up switches to it\n", dir)
 	return nil
-}
-
-// switchToRebuilt puts a finished rebuild in place of the live store. Each
-// step is a rename, and every intermediate state is recognised on the next
-// start, so a crash in between loses nothing.
-func switchToRebuilt(stateDir string, log *slog.Logger) error {
-	live, next := filepath.Join(stateDir, badgerDir), filepath.Join(stateDir, rebuildDir)
-	if _, err := os.Stat(filepath.Join(next, rebuiltMarker)); err != nil {
-		if _, err := os.Stat(next); err == nil {
-			log.Info("an unfinished rebuild is in " + next + "; run fleetview rebuild to finish it")
-		}
-		return nil
-	}
-	old := live + ".old"
-	if err := os.RemoveAll(old); err != nil {
-		return err
-	}
-	if _, err := os.Stat(live); err == nil {
-		if err := os.Rename(live, old); err != nil {
-			return fmt.Errorf("switch to the rebuilt store: %w", err)
-		}
-	}
-	if err := os.Rename(next, live); err != nil {
-		return fmt.Errorf("switch to the rebuilt store: %w", err)
-	}
-	if err := os.Remove(filepath.Join(live, rebuiltMarker)); err != nil {
-		return err
-	}
-	log.Info("switched to the rebuilt store", "dir", live)
-	return os.RemoveAll(old)
 }
 
 // progress shows how far a rebuild is: a bar with rate and ETA on a

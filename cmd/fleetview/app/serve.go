@@ -8,26 +8,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
-	"path/filepath"
-	"sort"
-	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/inventory"
-	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/opensearch"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
 
@@ -90,29 +83,18 @@ func (o *ServeOptions) Validate() []error {
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
-// backend is the materializers + Badger + OpenSearch + query API stack.
-type backend struct {
+// serve is the materializers, their backends and the query API on one
+// NATS connection.
+type serve struct {
 	o       ServeOptions
-	nc      *nats.Conn
-	regs    *regstore.Store
-	hub     *queryapi.Hub
 	log     *slog.Logger
-	store   *badger.Store
-	reader  *badger.Reader
-	rr      *RoutingReader
-	router  *Router
-	metrics *http.Server
+	set     *backends.Set
 	api     *queryapi.Server
-
-	js       jetstream.JetStream
-	mu       sync.Mutex
-	members  []*member                    // Badger first, then OpenSearch backends as added
-	osStores map[string]*opensearch.Store // by backend id
-	// fail ends run with a member's error (set by run).
-	fail func(error)
+	metrics *debugserver.Server
 }
 
-func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (*backend, error) {
+// newServe opens the backends and listens on the API's addresses.
+func newServe(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -125,263 +107,82 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 	if err != nil {
 		return nil, err
 	}
-	if err := switchToRebuilt(o.StateDir, log); err != nil {
-		return nil, err
-	}
-	store, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, badgerDir), Logger: log, KeepPageCache: o.KeepPageCache})
+	hub := queryapi.NewHub(queryapi.HubOptions{})
+	set, err := backends.New(ctx, backends.Config{
+		NATS: nc, JetStream: js, Registries: regs, Inventory: inv,
+		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
+		OpenSearch: backends.OpenSearchConfig{
+			Open: func(ctx context.Context, skip map[string]bool) ([]backends.OpenSearch, error) {
+				return o.OpenSearch.open(ctx, regs, skip, log)
+			},
+			BatchSize: o.OpenSearch.BatchSize, FlushInterval: o.OpenSearch.FlushInterval,
+		},
+		Observer: hub.Observe, Logger: log,
+	})
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{o: o, nc: nc, js: js, regs: regs, log: log, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
-	fail := func(err error) (*backend, error) {
-		_ = b.reader.Close()
-		_ = store.Close()
-		return nil, err
-	}
-	b.router = newRouter(regs, inv, OpenSearchID, log)
-	if err := b.router.refresh(ctx); err != nil {
-		return fail(fmt.Errorf("backend routes: %w", err))
-	}
-	// From now on a route change moves the resource's objects (see
-	// reroute.go), and so does one made while serve was stopped or a move
-	// it did not finish: the table saved by the last run says where each
-	// resource is held (see routestate.go).
-	b.router.pin = true
-	b.router.streams = func(ctx context.Context) ([]string, error) { return clusterStreams(ctx, js) }
-	b.router.state = filepath.Join(o.StateDir, badgerDir, routesFile)
-	if err := b.router.restore(ctx); err != nil {
-		return fail(fmt.Errorf("backend routes: %w", err))
-	}
-	b.hub = queryapi.NewHub(queryapi.HubOptions{})
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, BatchSize: o.BatchSize,
-		Filter: b.router.Filter(defaultBackend), Observer: b.router.Observer(defaultBackend, b.hub.Observe), Logger: log})
-	if err != nil {
-		return fail(err)
-	}
-	b.members = append(b.members, &member{id: defaultBackend, sink: store, read: b.reader, mat: mat})
-	b.rr = &RoutingReader{router: b.router, backends: map[string]backendReader{defaultBackend: b.reader}, clusters: func(ctx context.Context) ([]string, error) {
-		return clusterStreams(ctx, js)
-	}}
-	if err := b.addOpenSearch(ctx); err != nil {
-		return fail(err)
-	}
-	if o.MetricsAddr != "" {
-		ml, err := net.Listen("tcp", o.MetricsAddr)
+	sv = &serve{o: o, log: log, set: set}
+	defer func() {
 		if err != nil {
-			return fail(fmt.Errorf("listen %s: %w", o.MetricsAddr, err))
+			_ = sv.set.Close()
+			_ = sv.metrics.Close()
 		}
-		mux := http.NewServeMux()
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+	}()
+	if o.MetricsAddr != "" {
+		sv.metrics, err = debugserver.Start(o.MetricsAddr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_ = materializer.WritePrometheus(w, b.materializers()...)
-		})
-		b.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = b.metrics.Serve(ml) }()
-		log.Info("metrics listening", "url", "http://"+ml.Addr().String()+"/metrics")
+			_ = materializer.WritePrometheus(w, set.Materializers()...)
+		}))
+		if err != nil {
+			return nil, err
+		}
+		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
+	sv.api, err = o.listenAPI(queryapi.Config{
+		Reader: set.Reader(), Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: set.Applied, Logger: log,
+	})
+	return sv, err
+}
+
+// listenAPI builds the query API on the options' addresses and security.
+func (o ServeOptions) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	sec, err := o.Auth.build()
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	gl, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
-		return fail(fmt.Errorf("listen %s: %w", o.GRPCAddr, err))
+		return nil, fmt.Errorf("listen %s: %w", o.GRPCAddr, err)
 	}
 	hl, err := net.Listen("tcp", o.HTTPAddr)
 	if err != nil {
 		_ = gl.Close()
-		return fail(fmt.Errorf("listen %s: %w", o.HTTPAddr, err))
+		return nil, fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
 	}
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
 	}
-	api, err := queryapi.New(queryapi.Config{
-		Reader: b.rr, Hub: b.hub, Registries: regs, Inventory: inv, JetStream: js, Applied: b.applied,
-		ServerOptions: sec.server, GatewayDialOptions: sec.gateway,
-		GRPCListener: gl, HTTPListener: hl, Logger: log,
-	})
+	cfg.ServerOptions, cfg.GatewayDialOptions = sec.server, sec.gateway
+	cfg.GRPCListener, cfg.HTTPListener = gl, hl
+	api, err := queryapi.New(cfg)
 	if err != nil {
 		_ = gl.Close()
 		_ = hl.Close()
-		return fail(err)
+		return nil, err
 	}
-	b.api = api
-	log.Info("query API listening", "grpc", gl.Addr().String(), "http", "http://"+hl.Addr().String())
-	return b, nil
+	cfg.Logger.Info("query API listening", "grpc", gl.Addr().String(), "http", "http://"+hl.Addr().String())
+	return api, nil
 }
 
-// objectsOnly passes only object events on: control events reach every
-// materializer, and the Badger one already reports them.
-func objectsOnly(f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
-	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
-		out := make([]materializer.Event, 0, len(evs))
-		for _, e := range evs {
-			switch e.Event.GetType() {
-			case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
-				out = append(out, e)
-			}
-		}
-		f(cluster, out, lastSeq)
-	}
-}
-
-// addOpenSearch connects to the OpenSearch backends registries name that
-// are not running yet, and prepares a materializer for each (started by
-// run). A new backend's materializer starts from an empty checkpoint, so it
-// receives the whole history of the resources routed to it.
-func (b *backend) addOpenSearch(ctx context.Context) error {
-	b.mu.Lock()
-	skip := map[string]bool{}
-	for id := range b.osStores {
-		skip[id] = true
-	}
-	b.mu.Unlock()
-	obs, err := b.o.OpenSearch.open(ctx, b.regs, skip, b.log)
-	if err != nil {
-		return err
-	}
-	for _, ob := range obs {
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.id, NATS: b.nc, Sink: ob.store,
-			BatchSize: b.o.OpenSearch.BatchSize, FlushInterval: b.o.OpenSearch.FlushInterval,
-			Filter: b.router.Filter(ob.id), Observer: b.router.Observer(ob.id, objectsOnly(b.hub.Observe)), Logger: b.log.With("backend", "opensearch", "addresses", ob.addresses)})
-		if err != nil {
-			return err
-		}
-		b.mu.Lock()
-		b.osStores[ob.id] = ob.store
-		b.members = append(b.members, &member{id: ob.id, sink: ob.store, read: ob.store, mat: m, versioned: true})
-		b.mu.Unlock()
-		b.rr.add(ob.id, ob.store)
-		b.log.Info("OpenSearch backend added", "id", ob.id, "addresses", ob.addresses)
-	}
-	return nil
-}
-
-func (b *backend) materializers() []*materializer.Materializer {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	out := make([]*materializer.Materializer, len(b.members))
-	for i, m := range b.members {
-		out[i] = m.mat
-	}
-	return out
-}
-
-// member is the backend with that id, or nil when it is not connected.
-func (b *backend) member(id string) *member {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for _, m := range b.members {
-		if m.id == id {
-			return m
-		}
-	}
-	return nil
-}
-
-// applied is, per cluster, the lowest sequence every materializer applied.
-func (b *backend) applied() map[string]uint64 {
-	var out query.Version
-	for _, m := range b.materializers() {
-		out = minVersion(out, m.Applied())
-	}
-	return out
-}
-
-// clusterStreams lists the clusters that have a stream.
-func clusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
-	var out []string
-	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
-	for n := range names.Name() {
-		if c, ok := stream.ClusterFromStream(n); ok {
-			out = append(out, c)
-		}
-	}
-	sort.Strings(out)
-	return out, names.Err()
-}
-
-// run drains the materializers and the API, then closes the stores.
-func (b *backend) run(ctx context.Context) error {
+// run serves until ctx ends. Shutdown: the API stops, then the backends
+// drain their materializers and close their stores.
+func (sv *serve) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	failed := make(chan error, 1)
-	b.fail = func(err error) {
-		select {
-		case failed <- err:
-		default:
-		}
-	}
-	g.Go(func() error {
-		select {
-		case err := <-failed:
-			return err
-		case <-gctx.Done():
-			return nil
-		}
-	})
-	// startNew starts the members not running: new backends, and any the
-	// mover left paused.
-	startNew := func() {
-		b.mu.Lock()
-		ms := append([]*member(nil), b.members...)
-		b.mu.Unlock()
-		for _, m := range ms {
-			m.start(gctx, b.fail)
-		}
-	}
-	startNew()
-	g.Go(func() error {
-		// Registries applied later may name new OpenSearch backends.
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case <-t.C:
-				// Routes first: a backend's materializer never runs with
-				// routes that do not know it yet. A changed route pins its
-				// resources to their old backend; the mover then copies
-				// them into the new one (a new backend's materializer is
-				// first started by the mover) and drops the old copy.
-				err := b.router.refresh(gctx)
-				if err == nil {
-					err = b.addOpenSearch(gctx)
-				}
-				if err != nil && gctx.Err() == nil {
-					b.log.Warn("adding OpenSearch backends failed; retrying", "err", err)
-				}
-				if err := b.reroute(gctx); err != nil && gctx.Err() == nil {
-					b.log.Warn("moving resources between backends failed; retrying", "err", err)
-				}
-				startNew()
-			}
-		}
-	})
-	g.Go(func() error { return b.api.Run(gctx) })
+	g.Go(func() error { return sv.set.Run(gctx) })
+	g.Go(func() error { return sv.api.Run(gctx) })
 	err := g.Wait()
-	b.mu.Lock()
-	ms := append([]*member(nil), b.members...)
-	b.mu.Unlock()
-	for _, m := range ms {
-		m.pause() // ctx ended: waits for each materializer to drain
-	}
-	for _, st := range b.osStores {
-		_ = st.Close()
-	}
-	if b.metrics != nil {
-		_ = b.metrics.Close()
-	}
-	if cerr := b.reader.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
-	if cerr := b.store.Close(); cerr != nil && err == nil {
-		err = cerr
-	}
-	return err
+	return errors.Join(err, sv.metrics.Close())
 }
 
 // RunServe runs the materializer and query API until ctx ends.
@@ -398,11 +199,11 @@ func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
-	b, err := newBackend(ctx, o, nc, log)
+	sv, err := newServe(ctx, o, nc, log)
 	if err != nil {
 		return err
 	}
-	return b.run(ctx)
+	return sv.run(ctx)
 }
 
 // UpOptions run everything in one process.
@@ -469,7 +270,7 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	defer nc.Close()
 	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(collectors))
 	o.NATSURL = ns.ClientURL()
-	b, err := newBackend(ctx, o.ServeOptions, nc, log)
+	sv, err := newServe(ctx, o.ServeOptions, nc, log)
 	if err != nil {
 		return err
 	}
@@ -493,6 +294,6 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		}
 		return nil
 	})
-	g.Go(func() error { return b.run(gctx) })
+	g.Go(func() error { return sv.run(gctx) })
 	return g.Wait()
 }

@@ -43,14 +43,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
@@ -419,12 +418,9 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 	if err != nil {
 		return nil, err
 	}
-	store, err := badger.Open(badger.Options{Dir: filepath.Join(dir, "badger"), Logger: log})
-	if err != nil {
-		return nil, err
-	}
 	hub := queryapi.NewHub(queryapi.HubOptions{})
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: nc, Sink: store, Observer: hub.Observe, FlushInterval: cfg.flush, Logger: log})
+	set, err := backends.New(ctx, backends.Config{NATS: nc, JetStream: js, Registries: regs, Inventory: inv,
+		StateDir: dir, FlushInterval: cfg.flush, Observer: hub.Observe, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -436,8 +432,8 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 	if err != nil {
 		return nil, err
 	}
-	api, err := queryapi.New(queryapi.Config{Reader: store.Reader(badger.ReaderOptions{}), Hub: hub, Registries: regs, Inventory: inv,
-		JetStream: js, Applied: mat.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
+	api, err := queryapi.New(queryapi.Config{Reader: set.Reader(), Hub: hub, Registries: regs, Inventory: inv,
+		JetStream: js, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
 	if err != nil {
 		return nil, err
 	}
@@ -451,13 +447,12 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		}
 		cg.Go(func() error { return col.Run(rctx) })
 	}
-	g.Go(func() error { return mat.Run(rctx) })
+	g.Go(func() error { return set.Run(rctx) })
 	g.Go(func() error { return api.Run(rctx) })
 	return &stack{grpcAddr: gl.Addr().String(), restURL: "http://" + hl.Addr().String(), natsURL: ns.ClientURL(), stop: func() {
 		cancel()
 		_ = cg.Wait()
 		_ = g.Wait()
-		_ = store.Close()
 		nc.Close()
 		ns.Shutdown()
 	}}, nil

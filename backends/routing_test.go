@@ -1,4 +1,4 @@
-package app
+package backends
 
 import (
 	"bytes"
@@ -227,7 +227,7 @@ func TestSwitchToRebuilt(t *testing.T) {
 			if tc.next {
 				write(rebuildDir, "new")
 				if tc.marker {
-					if err := os.WriteFile(filepath.Join(dir, rebuildDir, rebuiltMarker), nil, 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join(dir, rebuildDir, RebuiltMarker), nil, 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -239,32 +239,13 @@ func TestSwitchToRebuilt(t *testing.T) {
 			if err != nil || string(b) != tc.wantContent {
 				t.Fatalf("badger/f = %q %v, want %q", b, err, tc.wantContent)
 			}
-			if _, err := os.Stat(filepath.Join(dir, badgerDir, rebuiltMarker)); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, badgerDir, RebuiltMarker)); err == nil {
 				t.Fatal("marker left in the live store")
 			}
 			if _, err := os.Stat(filepath.Join(dir, badgerDir+".old")); err == nil {
 				t.Fatal("old store left behind")
 			}
 		})
-	}
-}
-
-func TestProgress(t *testing.T) {
-	var b bytes.Buffer
-	p := newProgress(&b, "bar", 200)
-	p.update(50)
-	p.finish("done")
-	out := b.String()
-	for _, want := range []string{"[#######.......................]", " 25.0% 50/200 events", "events/s", "ETA", "rebuild done"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("bar output %q lacks %q", out, want)
-		}
-	}
-	b.Reset()
-	p = newProgress(&b, "auto", 10) // not a terminal: log lines
-	p.update(3)
-	if strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "rebuild:  30.0% 3/10 events") {
-		t.Fatalf("log output %q", b.String())
 	}
 }
 

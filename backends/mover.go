@@ -1,4 +1,4 @@
-package app
+package backends
 
 import (
 	"context"
@@ -109,12 +109,12 @@ type move struct {
 
 // reroute moves every pinned resource whose new backend is connected; the
 // others stay pinned (and served where they are) until it is.
-func (b *backend) reroute(ctx context.Context) error {
-	t := b.router.table.Load()
+func (s *Set) reroute(ctx context.Context) error {
+	t := s.router.table.Load()
 	byTarget := map[string][]move{}
 	for p, from := range t.pins {
 		to := t.routed(p.gvr, p.kind, p.cluster)
-		if b.member(to) == nil {
+		if s.member(to) == nil {
 			continue
 		}
 		byTarget[to] = append(byTarget[to], move{pairKey: p, from: from, to: to})
@@ -128,7 +128,7 @@ func (b *backend) reroute(ctx context.Context) error {
 	for _, to := range targets {
 		ms := byTarget[to]
 		sort.Slice(ms, func(i, j int) bool { return ms[i].less(ms[j].pairKey) })
-		if err := b.moveInto(ctx, b.member(to), ms); err != nil {
+		if err := s.moveInto(ctx, s.member(to), ms); err != nil {
 			errs = append(errs, fmt.Errorf("into backend %q: %w", to, err))
 		}
 	}
@@ -143,9 +143,9 @@ func (p pairKey) less(o pairKey) bool {
 }
 
 // moveInto moves resources into backend g (steps 1-4 above).
-func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
+func (s *Set) moveInto(ctx context.Context, g *member, ms []move) error {
 	start := time.Now()
-	b.log.Info("moving resources between backends", "resources", len(ms), "to", g.id)
+	s.log.Info("moving resources between backends", "resources", len(ms), "to", g.id)
 	byCluster := map[string][]move{}
 	for _, m := range ms {
 		byCluster[m.cluster] = append(byCluster[m.cluster], m)
@@ -157,26 +157,26 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 	for c, cms := range byCluster {
 		ckpt, err := g.sink.Checkpoint(ctx, c)
 		if err != nil {
-			g.start(ctx, b.fail)
+			g.start(ctx, s.fail)
 			return err
 		}
 		// A backend that never read this stream gets the resource from
 		// its materializer, which starts at the stream's beginning.
 		if ckpt > 0 {
-			n, err := b.copyInto(ctx, g, c, cms, ckpt)
+			n, err := s.copyInto(ctx, g, c, cms, ckpt)
 			if err != nil {
-				g.start(ctx, b.fail)
+				g.start(ctx, s.fail)
 				return fmt.Errorf("cluster %s: %w", c, err)
 			}
 			copied += n
 		}
-		if ends[c], err = streamEnd(ctx, b.js, c); err != nil {
-			g.start(ctx, b.fail)
+		if ends[c], err = streamEnd(ctx, s.cfg.JetStream, c); err != nil {
+			g.start(ctx, s.fail)
 			return err
 		}
 	}
 	// 2. g applies the resources too, and catches up with the stream.
-	t := b.router.table.Load()
+	t := s.router.table.Load()
 	moving := maps.Clone(t.moving)
 	if moving == nil {
 		moving = map[pairKey]handover{}
@@ -184,8 +184,8 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 	for _, m := range ms {
 		moving[m.pairKey] = handover{to: m.to, seq: ends[m.cluster]}
 	}
-	b.router.table.Store(t.with(t.pins, moving))
-	g.start(ctx, b.fail)
+	s.router.table.Store(t.with(t.pins, moving))
+	g.start(ctx, s.fail)
 	if err := waitCaughtUp(ctx, g.mat, ends); err != nil {
 		return err
 	}
@@ -194,25 +194,25 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 	// where reads go, and a crash after the old copies went (4) must not
 	// leave a saved table naming the backend that dropped them. Unsaved,
 	// the pins stay and the move is tried again.
-	t = b.router.table.Load()
+	t = s.router.table.Load()
 	pins := maps.Clone(t.pins)
 	for _, m := range ms {
 		delete(pins, m.pairKey)
 	}
 	switched := t.with(pins, t.moving)
-	if err := b.router.save(switched); err != nil {
+	if err := s.router.save(switched); err != nil {
 		return err
 	}
-	b.router.table.Store(switched)
+	s.router.table.Store(switched)
 	// Once the old backends are paused (below), none of their batches is
 	// left to report: the handovers go.
 	defer func() {
-		t := b.router.table.Load()
+		t := s.router.table.Load()
 		moving := maps.Clone(t.moving)
 		for _, m := range ms {
 			delete(moving, m.pairKey)
 		}
-		b.router.table.Store(t.with(t.pins, moving))
+		s.router.table.Store(t.with(t.pins, moving))
 	}()
 	// 4. The old copies go.
 	byFrom := map[string][]move{}
@@ -222,7 +222,7 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 	dropped := 0
 	var errs []error
 	for from, fms := range byFrom {
-		l := b.member(from)
+		l := s.member(from)
 		if l == nil {
 			continue // never connected: it holds nothing
 		}
@@ -233,19 +233,19 @@ func (b *backend) moveInto(ctx context.Context, g *member, ms []move) error {
 			// that long (its copy carries the objects' older versions).
 			// Its documents stay, never served (reads and searches go by
 			// route); a move back updates or deletes each of them.
-			b.log.Info("old copy kept in OpenSearch, not served", "backend", from, "resources", len(fms))
+			s.log.Info("old copy kept in OpenSearch, not served", "backend", from, "resources", len(fms))
 			continue
 		}
-		n, err := b.dropFrom(ctx, l, fms)
+		n, err := s.dropFrom(ctx, l, fms)
 		dropped += n
 		if err != nil {
 			errs = append(errs, fmt.Errorf("dropping the old copy from backend %q: %w", from, err))
 		}
 	}
 	for _, m := range ms {
-		b.log.Info("resource moved between backends", "cluster", m.cluster, "resource", m.gvr.String(), "from", m.from, "to", m.to)
+		s.log.Info("resource moved between backends", "cluster", m.cluster, "resource", m.gvr.String(), "from", m.from, "to", m.to)
 	}
-	b.log.Info("backends rerouted", "resources", len(ms), "to", g.id, "copied", copied, "dropped", dropped, "took", time.Since(start).Round(time.Millisecond))
+	s.log.Info("backends rerouted", "resources", len(ms), "to", g.id, "copied", copied, "dropped", dropped, "took", time.Since(start).Round(time.Millisecond))
 	return errors.Join(errs...)
 }
 
@@ -306,7 +306,7 @@ type stored struct {
 // copyInto applies the resources' stream state up to ckpt to g's sink
 // (paused), with ckpt as the checkpoint, and checks g holds exactly that
 // state. It returns how many objects g holds.
-func (b *backend) copyInto(ctx context.Context, g *member, cluster string, ms []move, ckpt uint64) (int, error) {
+func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move, ckpt uint64) (int, error) {
 	kinds := map[schema.GroupVersionResource]string{}
 	var subjects []string
 	for _, m := range ms {
@@ -314,12 +314,12 @@ func (b *backend) copyInto(ctx context.Context, g *member, cluster string, ms []
 		subjects = append(subjects, stream.ResourceFilter(cluster, m.gvr), stream.ControlSubject(cluster, m.gvr))
 	}
 	want := map[objRef]string{} // resourceVersion of every object the state holds
-	st, err := b.js.Stream(ctx, stream.StreamName(cluster))
+	st, err := s.cfg.JetStream.Stream(ctx, stream.StreamName(cluster))
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, err
 	}
 	if err == nil {
-		if err := b.replay(ctx, st, g, cluster, subjects, ckpt, want); err != nil {
+		if err := s.replay(ctx, st, g, cluster, subjects, ckpt, want); err != nil {
 			return 0, err
 		}
 	}
@@ -366,7 +366,7 @@ func (b *backend) copyInto(ctx context.Context, g *member, cluster string, ms []
 // replay reads the last message of each subject up to ckpt, in stream
 // order, and applies them to g's sink; want ends up holding the objects of
 // that state.
-func (b *backend) replay(ctx context.Context, st jetstream.Stream, g *member, cluster string, subjects []string, ckpt uint64, want map[objRef]string) error {
+func (s *Set) replay(ctx context.Context, st jetstream.Stream, g *member, cluster string, subjects []string, ckpt uint64, want map[objRef]string) error {
 	// An ephemeral consumer says at once how many messages it will
 	// deliver: a no-wait fetch may come back empty before the server has
 	// any ready, and an empty copy would pass for an empty resource.
@@ -502,9 +502,9 @@ func deleteEvent(cluster string, gvr schema.GroupVersionResource, kind string, s
 
 // dropFrom deletes the resources' objects from backend l, its
 // materializer paused meanwhile, and returns how many it deleted.
-func (b *backend) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
+func (s *Set) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
 	l.pause()
-	defer l.start(ctx, b.fail)
+	defer l.start(ctx, s.fail)
 	n := 0
 	for _, m := range ms {
 		have := map[objRef]stored{}

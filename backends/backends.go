@@ -1,0 +1,329 @@
+package backends
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/materializer/opensearch"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Observer receives each committed batch of a backend's materializer
+// (materializer.Config.Observer): the watch hub.
+type Observer func(cluster string, evs []materializer.Event, lastSeq uint64)
+
+// OpenSearch is one connected OpenSearch backend.
+type OpenSearch struct {
+	ID        string // OpenSearchID of its configuration
+	Addresses []string
+	Store     *opensearch.Store
+}
+
+// OpenSearchConfig says how OpenSearch backends are connected and fed.
+type OpenSearchConfig struct {
+	// Open connects to every OpenSearch backend the registries name except
+	// those in skip (running already). Nil: no OpenSearch backends.
+	Open          func(ctx context.Context, skip map[string]bool) ([]OpenSearch, error)
+	BatchSize     int
+	FlushInterval time.Duration
+}
+
+// Config configures the backend set.
+type Config struct {
+	NATS       *nats.Conn
+	JetStream  jetstream.JetStream
+	Registries *regstore.Store
+	// Inventory is the cluster inventory bucket (cluster facts for
+	// registries' cluster affinity, resource kinds).
+	Inventory jetstream.KeyValue
+	// StateDir holds the Badger store (BadgerDir) and the saved routes.
+	StateDir string
+	// BatchSize is the Badger materializer's batch (one transaction).
+	BatchSize int
+	// FlushInterval is the longest a partial Badger batch waits (the
+	// materializer's default when zero).
+	FlushInterval time.Duration
+	// KeepPageCache leaves Badger's written pages in the page cache.
+	KeepPageCache bool
+	OpenSearch    OpenSearchConfig
+	// Observer hears every committed object event once, from the backend
+	// that reports it, and Badger's control events.
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// OpenSearchID names an OpenSearch backend by its addresses and secret.
+func OpenSearchID(c *registry.OpenSearchConfig) string {
+	addrs := append([]string(nil), c.Addresses...)
+	sort.Strings(addrs)
+	h := sha256.Sum256([]byte(strings.Join(addrs, ",") + "|" + c.SecretRef.Namespace + "/" + c.SecretRef.Name))
+	return hex.EncodeToString(h[:6])
+}
+
+// Set is the backends: their materializers, the router and the merged
+// reader. Run applies the streams; Reader answers the query API.
+type Set struct {
+	cfg    Config
+	log    *slog.Logger
+	store  *badger.Store
+	reader *badger.Reader
+	rr     *RoutingReader
+	router *Router
+
+	mu       sync.Mutex
+	members  []*member                    // Badger first, then OpenSearch backends as added
+	osStores map[string]*opensearch.Store // by backend id
+	// fail ends Run with a member's error (set by Run).
+	fail func(error)
+}
+
+// New opens the Badger store (switching to a finished rebuild first),
+// restores the routes the last run saved and connects the OpenSearch
+// backends the registries name. Run starts applying; a Set never run is
+// released by Close.
+func New(ctx context.Context, cfg Config) (s *Set, err error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := switchToRebuilt(cfg.StateDir, cfg.Logger); err != nil {
+		return nil, err
+	}
+	store, err := badger.Open(badger.Options{Dir: BadgerDir(cfg.StateDir), Logger: cfg.Logger, KeepPageCache: cfg.KeepPageCache})
+	if err != nil {
+		return nil, err
+	}
+	s = &Set{cfg: cfg, log: cfg.Logger, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
+	defer func() {
+		if err != nil {
+			_ = s.Close()
+		}
+	}()
+	if err := s.route(ctx); err != nil {
+		return nil, fmt.Errorf("backend routes: %w", err)
+	}
+	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
+		Filter: s.router.Filter(defaultBackend), Observer: s.router.Observer(defaultBackend, cfg.Observer), Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s.members = append(s.members, &member{id: defaultBackend, sink: store, read: s.reader, mat: mat})
+	s.rr = &RoutingReader{router: s.router, backends: map[string]backendReader{defaultBackend: s.reader}, clusters: s.clusterStreams}
+	if err := s.addOpenSearch(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// route builds the router from the registries and the inventory, and
+// restores what the last run saved.
+func (s *Set) route(ctx context.Context) error {
+	s.router = newRouter(s.cfg.Registries, s.cfg.Inventory, OpenSearchID, s.log)
+	if err := s.router.refresh(ctx); err != nil {
+		return err
+	}
+	// From now on a route change moves the resource's objects (see
+	// mover.go), and so does one made while serve was stopped or a move
+	// it did not finish: the table saved by the last run says where each
+	// resource is held (see routestate.go).
+	s.router.pin = true
+	s.router.streams = s.clusterStreams
+	s.router.state = filepath.Join(BadgerDir(s.cfg.StateDir), routesFile)
+	return s.router.restore(ctx)
+}
+
+func (s *Set) clusterStreams(ctx context.Context) ([]string, error) {
+	return ClusterStreams(ctx, s.cfg.JetStream)
+}
+
+// Reader answers the query API from the backend that holds each resource.
+func (s *Set) Reader() *RoutingReader { return s.rr }
+
+// objectsOnly passes only object events on: control events reach every
+// materializer, and the Badger one already reports them.
+func objectsOnly(f Observer) Observer {
+	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
+		out := make([]materializer.Event, 0, len(evs))
+		for _, e := range evs {
+			switch e.Event.GetType() {
+			case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
+				out = append(out, e)
+			}
+		}
+		f(cluster, out, lastSeq)
+	}
+}
+
+// addOpenSearch connects to the OpenSearch backends registries name that
+// are not running yet, and prepares a materializer for each (started by
+// Run). A new backend's materializer starts from an empty checkpoint, so it
+// receives the whole history of the resources routed to it.
+func (s *Set) addOpenSearch(ctx context.Context) error {
+	if s.cfg.OpenSearch.Open == nil {
+		return nil
+	}
+	s.mu.Lock()
+	skip := map[string]bool{}
+	for id := range s.osStores {
+		skip[id] = true
+	}
+	s.mu.Unlock()
+	obs, err := s.cfg.OpenSearch.Open(ctx, skip)
+	if err != nil {
+		return err
+	}
+	for _, ob := range obs {
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, NATS: s.cfg.NATS, Sink: ob.Store,
+			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
+			Filter: s.router.Filter(ob.ID), Observer: s.router.Observer(ob.ID, objectsOnly(s.cfg.Observer)), Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
+		if err != nil {
+			_ = ob.Store.Close()
+			return err
+		}
+		s.mu.Lock()
+		s.osStores[ob.ID] = ob.Store
+		s.members = append(s.members, &member{id: ob.ID, sink: ob.Store, read: ob.Store, mat: m, versioned: true})
+		s.mu.Unlock()
+		s.rr.add(ob.ID, ob.Store)
+		s.log.Info("OpenSearch backend added", "id", ob.ID, "addresses", ob.Addresses)
+	}
+	return nil
+}
+
+// Materializers are the backends' materializers (for metrics).
+func (s *Set) Materializers() []*materializer.Materializer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*materializer.Materializer, len(s.members))
+	for i, m := range s.members {
+		out[i] = m.mat
+	}
+	return out
+}
+
+// member is the backend with that id, or nil when it is not connected.
+func (s *Set) member(id string) *member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.members {
+		if m.id == id {
+			return m
+		}
+	}
+	return nil
+}
+
+func (s *Set) snapshot() []*member {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*member(nil), s.members...)
+}
+
+// Applied is, per cluster, the lowest sequence every materializer applied.
+func (s *Set) Applied() map[string]uint64 {
+	var out query.Version
+	for _, m := range s.Materializers() {
+		out = minVersion(out, m.Applied())
+	}
+	return out
+}
+
+// Run applies the streams into every backend, picks up new registries'
+// routes and backends, and moves resources whose route changed, until ctx
+// ends or a materializer fails. Then it drains the materializers and closes
+// the stores.
+func (s *Set) Run(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	failed := make(chan error, 1)
+	s.fail = func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}
+	g.Go(func() error {
+		select {
+		case err := <-failed:
+			return err
+		case <-gctx.Done():
+			return nil
+		}
+	})
+	s.startAll(gctx)
+	g.Go(func() error { return s.follow(gctx) })
+	err := g.Wait()
+	for _, m := range s.snapshot() {
+		m.pause() // ctx ended: waits for each materializer to drain
+	}
+	return errors.Join(err, s.Close())
+}
+
+// startAll starts the members not running: new backends, and any the
+// mover left paused.
+func (s *Set) startAll(ctx context.Context) {
+	for _, m := range s.snapshot() {
+		m.start(ctx, s.fail)
+	}
+}
+
+// follow re-reads the routes every two seconds: registries applied later
+// may name new OpenSearch backends or route resources elsewhere.
+func (s *Set) follow(ctx context.Context) error {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		// Routes first: a backend's materializer never runs with routes
+		// that do not know it yet. A changed route pins its resources to
+		// their old backend; the mover then copies them into the new one
+		// (a new backend's materializer is first started by the mover) and
+		// drops the old copy.
+		err := s.router.refresh(ctx)
+		if err == nil {
+			err = s.addOpenSearch(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("adding OpenSearch backends failed; retrying", "err", err)
+		}
+		if err := s.reroute(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("moving resources between backends failed; retrying", "err", err)
+		}
+		s.startAll(ctx)
+	}
+}
+
+// Close closes the stores; Run does it when it returns.
+func (s *Set) Close() error {
+	s.mu.Lock()
+	stores := make([]*opensearch.Store, 0, len(s.osStores))
+	for _, st := range s.osStores {
+		stores = append(stores, st)
+	}
+	s.osStores = map[string]*opensearch.Store{}
+	s.mu.Unlock()
+	for _, st := range stores {
+		_ = st.Close()
+	}
+	return errors.Join(s.reader.Close(), s.store.Close())
+}

@@ -1,0 +1,72 @@
+package backends
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// The state directory: the live Badger store, and beside it the store
+// `fleetview rebuild` replays into while the live one keeps serving.
+const (
+	badgerDir  = "badger"
+	rebuildDir = "badger.new"
+	// RebuiltMarker, in the rebuild directory, says the replay finished.
+	RebuiltMarker = "REBUILT"
+)
+
+// BadgerDir is the live Badger store of a state directory.
+func BadgerDir(stateDir string) string { return filepath.Join(stateDir, badgerDir) }
+
+// RebuildDir is where a rebuild of a state directory's store is replayed.
+func RebuildDir(stateDir string) string { return filepath.Join(stateDir, rebuildDir) }
+
+// switchToRebuilt puts a finished rebuild in place of the live store. Each
+// step is a rename, and every intermediate state is recognised on the next
+// start, so a crash in between loses nothing.
+func switchToRebuilt(stateDir string, log *slog.Logger) error {
+	live, next := BadgerDir(stateDir), RebuildDir(stateDir)
+	if _, err := os.Stat(filepath.Join(next, RebuiltMarker)); err != nil {
+		if _, err := os.Stat(next); err == nil {
+			log.Info("an unfinished rebuild is in " + next + "; run fleetview rebuild to finish it")
+		}
+		return nil
+	}
+	old := live + ".old"
+	if err := os.RemoveAll(old); err != nil {
+		return err
+	}
+	if _, err := os.Stat(live); err == nil {
+		if err := os.Rename(live, old); err != nil {
+			return fmt.Errorf("switch to the rebuilt store: %w", err)
+		}
+	}
+	if err := os.Rename(next, live); err != nil {
+		return fmt.Errorf("switch to the rebuilt store: %w", err)
+	}
+	if err := os.Remove(filepath.Join(live, RebuiltMarker)); err != nil {
+		return err
+	}
+	log.Info("switched to the rebuilt store", "dir", live)
+	return os.RemoveAll(old)
+}
+
+// ClusterStreams lists the clusters that have a stream.
+func ClusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+	var out []string
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
+	for n := range names.Name() {
+		if c, ok := stream.ClusterFromStream(n); ok {
+			out = append(out, c)
+		}
+	}
+	sort.Strings(out)
+	return out, names.Err()
+}

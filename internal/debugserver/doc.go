@@ -1,0 +1,6 @@
+// Package debugserver owns the operator's local HTTP endpoint of a
+// fleetview process: Prometheus-format metrics at /metrics and Go profiles
+// at /debug/pprof/. Memory and CPU of a collector tracking a large cluster,
+// or of serve holding millions of objects, are what to look at first when
+// one misbehaves, so both live on the same operator-chosen address.
+package debugserver
