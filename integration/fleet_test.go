@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	"sigs.k8s.io/yaml"
 
-	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/integration/harness"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/materializer/badger"
