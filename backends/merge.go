@@ -266,9 +266,21 @@ func (k itemKey) less(o itemKey) bool {
 	return k.cluster < o.cluster
 }
 
+// pageFunc reads one page of backend b's part (clusters cs) from cursor.
+type pageFunc func(b string, cs []string, cursor string) (query.Page, error)
+
+// source is one backend's current page in a merge.
+type source struct {
+	b     string
+	items []query.Object
+	keys  []itemKey
+	page  query.Page
+	taken int
+}
+
 // merge pages through several backends at once and returns the first
 // limit items in the common order.
-func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, cont string, limit int64, page func(b string, cs []string, cursor string) (query.Page, error)) (query.Page, error) {
+func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, cont string, limit int64, page pageFunc) (query.Page, error) {
 	var out query.Page
 	mc := mergeCursor{Parts: map[string]*partCursor{}}
 	if cont != "" {
@@ -277,14 +289,27 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 			return out, fmt.Errorf("%w: continue: not a merged-list cursor", query.ErrInvalid)
 		}
 	}
-	type source struct {
-		b     string
-		items []query.Object
-		keys  []itemKey
-		page  query.Page
-		taken int
+	srcs, version, err := openSources(parts, mc, page)
+	if err != nil {
+		return out, err
 	}
+	out.Version = version
+	out.Items = mergeItems(srcs, limit)
+	if more := mc.advance(srcs); more {
+		b, _ := json.Marshal(mc)
+		out.Continue = mergePrefix + string(b)
+	}
+	if out.Version == nil {
+		out.Version = query.Version{}
+	}
+	return out, nil
+}
+
+// openSources reads each unfinished backend's page at its cursor, past the
+// items already returned, and the lowest version of them all.
+func openSources(parts map[string][]string, mc mergeCursor, page pageFunc) ([]*source, query.Version, error) {
 	var srcs []*source
+	var version query.Version
 	names := make([]string, 0, len(parts))
 	for b := range parts {
 		names = append(names, b)
@@ -301,18 +326,18 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 		}
 		p, err := page(b, parts[b], pc.Cursor)
 		if err != nil {
-			return out, err
+			return nil, nil, err
 		}
-		if out.Version == nil {
-			out.Version = p.Version.Clone()
+		if version == nil {
+			version = p.Version.Clone()
 		} else {
-			out.Version = minVersion(out.Version, p.Version)
+			version = minVersion(version, p.Version)
 		}
 		// A page whose items were all returned already: go to the next.
 		for pc.Skip >= len(p.Items) && p.Continue != "" {
 			pc.Cursor, pc.Skip = p.Continue, 0
 			if p, err = page(b, parts[b], pc.Cursor); err != nil {
-				return out, err
+				return nil, nil, err
 			}
 		}
 		items := p.Items
@@ -327,15 +352,20 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 		}
 		srcs = append(srcs, s)
 	}
-	// Merge until the limit, or until a source runs out of its page while
-	// it has more: its next page may hold smaller keys.
-merge:
-	for limit <= 0 || int64(len(out.Items)) < limit {
+	return srcs, version, nil
+}
+
+// mergeItems takes items in the common order until the limit, or until a
+// source runs out of its page while it has more: its next page may hold
+// smaller keys.
+func mergeItems(srcs []*source, limit int64) []query.Object {
+	var out []query.Object
+	for limit <= 0 || int64(len(out)) < limit {
 		var best *source
 		for _, s := range srcs {
 			if s.taken == len(s.items) {
 				if s.page.Continue != "" {
-					break merge
+					return out
 				}
 				continue
 			}
@@ -346,9 +376,15 @@ merge:
 		if best == nil {
 			break
 		}
-		out.Items = append(out.Items, best.items[best.taken])
+		out = append(out, best.items[best.taken])
 		best.taken++
 	}
+	return out
+}
+
+// advance moves each source's cursor past what was taken, and says
+// whether any backend has more.
+func (mc mergeCursor) advance(srcs []*source) bool {
 	more := false
 	for _, s := range srcs {
 		pc := mc.Parts[s.b]
@@ -361,12 +397,5 @@ merge:
 			more = true
 		}
 	}
-	if more {
-		b, _ := json.Marshal(mc)
-		out.Continue = mergePrefix + string(b)
-	}
-	if out.Version == nil {
-		out.Version = query.Version{}
-	}
-	return out, nil
+	return more
 }

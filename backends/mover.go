@@ -146,55 +146,96 @@ func (p pairKey) less(o pairKey) bool {
 func (s *Set) moveInto(ctx context.Context, g *member, ms []move) error {
 	start := time.Now()
 	s.log.Info("moving resources between backends", "resources", len(ms), "to", g.id)
+	ends, copied, err := s.copyAll(ctx, g, ms)
+	if err != nil {
+		return err
+	}
+	if err := s.catchUp(ctx, g, ms, ends); err != nil {
+		return err
+	}
+	if err := s.switchReads(ms); err != nil {
+		return err
+	}
+	// Once the old backends are paused (in dropOld), none of their batches
+	// is left to report: the handovers go.
+	defer s.router.update(func(t *routeTable) *routeTable {
+		moving := maps.Clone(t.moving)
+		for _, m := range ms {
+			delete(moving, m.pairKey)
+		}
+		return t.with(t.pins, moving)
+	})
+	dropped, err := s.dropOld(ctx, ms)
+	for _, m := range ms {
+		s.log.Info("resource moved between backends", "cluster", m.cluster, "resource", m.gvr.String(), "from", m.from, "to", m.to)
+	}
+	s.log.Info("backends rerouted", "resources", len(ms), "to", g.id, "copied", copied, "dropped", dropped, "took", time.Since(start).Round(time.Millisecond))
+	return err
+}
+
+// copyAll is step 1: with g's materializer paused, each cluster's
+// resources are copied into g up to its checkpoint. It returns where each
+// cluster's stream ended then, and how many objects g holds. g stays
+// paused unless the copy fails: started before catchUp names the
+// resources as moving into it, it would skip their events for good.
+func (s *Set) copyAll(ctx context.Context, g *member, ms []move) (ends map[string]uint64, copied int, err error) {
 	byCluster := map[string][]move{}
 	for _, m := range ms {
 		byCluster[m.cluster] = append(byCluster[m.cluster], m)
 	}
-	// 1. Copy, with g's materializer paused.
 	g.pause()
-	ends := map[string]uint64{}
-	copied := 0
+	defer func() {
+		if err != nil {
+			g.start(ctx, s.fail)
+		}
+	}()
+	ends = map[string]uint64{}
 	for c, cms := range byCluster {
 		ckpt, err := g.sink.Checkpoint(ctx, c)
 		if err != nil {
-			g.start(ctx, s.fail)
-			return err
+			return nil, 0, err
 		}
 		// A backend that never read this stream gets the resource from
 		// its materializer, which starts at the stream's beginning.
 		if ckpt > 0 {
 			n, err := s.copyInto(ctx, g, c, cms, ckpt)
 			if err != nil {
-				g.start(ctx, s.fail)
-				return fmt.Errorf("cluster %s: %w", c, err)
+				return nil, 0, fmt.Errorf("cluster %s: %w", c, err)
 			}
 			copied += n
 		}
 		if ends[c], err = streamEnd(ctx, s.cfg.JetStream, c); err != nil {
-			g.start(ctx, s.fail)
-			return err
+			return nil, 0, err
 		}
 	}
-	// 2. g applies the resources too, and catches up with the stream.
-	t := s.router.table.Load()
-	moving := maps.Clone(t.moving)
-	if moving == nil {
-		moving = map[pairKey]handover{}
-	}
-	for _, m := range ms {
-		moving[m.pairKey] = handover{to: m.to, seq: ends[m.cluster]}
-	}
-	s.router.table.Store(t.with(t.pins, moving))
+	return ends, copied, nil
+}
+
+// catchUp is step 2: g (paused by copyAll) applies the resources too (both backends do, each
+// reporting its side of the handover), until it caught up with the
+// stream's ends as of the copy.
+func (s *Set) catchUp(ctx context.Context, g *member, ms []move, ends map[string]uint64) error {
+	s.router.update(func(t *routeTable) *routeTable {
+		moving := maps.Clone(t.moving)
+		if moving == nil {
+			moving = map[pairKey]handover{}
+		}
+		for _, m := range ms {
+			moving[m.pairKey] = handover{to: m.to, seq: ends[m.cluster]}
+		}
+		return t.with(t.pins, moving)
+	})
 	g.start(ctx, s.fail)
-	if err := waitCaughtUp(ctx, g.mat, ends); err != nil {
-		return err
-	}
-	// 3. Reads go to g; the old backends skip the resources from now on.
-	// The table is saved first: the next run must find the resources
-	// where reads go, and a crash after the old copies went (4) must not
-	// leave a saved table naming the backend that dropped them. Unsaved,
-	// the pins stay and the move is tried again.
-	t = s.router.table.Load()
+	return waitCaughtUp(ctx, g.mat, ends)
+}
+
+// switchReads is step 3: reads go to the new backends, and the old ones
+// skip the resources from now on. The table is saved first: the next run
+// must find the resources where reads go, and a crash after the old copies
+// went (4) must not leave a saved table naming the backend that dropped
+// them. Unsaved, the pins stay and the move is tried again.
+func (s *Set) switchReads(ms []move) error {
+	t := s.router.table.Load()
 	pins := maps.Clone(t.pins)
 	for _, m := range ms {
 		delete(pins, m.pairKey)
@@ -204,17 +245,12 @@ func (s *Set) moveInto(ctx context.Context, g *member, ms []move) error {
 		return err
 	}
 	s.router.table.Store(switched)
-	// Once the old backends are paused (below), none of their batches is
-	// left to report: the handovers go.
-	defer func() {
-		t := s.router.table.Load()
-		moving := maps.Clone(t.moving)
-		for _, m := range ms {
-			delete(moving, m.pairKey)
-		}
-		s.router.table.Store(t.with(t.pins, moving))
-	}()
-	// 4. The old copies go.
+	return nil
+}
+
+// dropOld is step 4: the old copies go, and it returns how many objects
+// were deleted.
+func (s *Set) dropOld(ctx context.Context, ms []move) (int, error) {
 	byFrom := map[string][]move{}
 	for _, m := range ms {
 		byFrom[m.from] = append(byFrom[m.from], m)
@@ -242,11 +278,7 @@ func (s *Set) moveInto(ctx context.Context, g *member, ms []move) error {
 			errs = append(errs, fmt.Errorf("dropping the old copy from backend %q: %w", from, err))
 		}
 	}
-	for _, m := range ms {
-		s.log.Info("resource moved between backends", "cluster", m.cluster, "resource", m.gvr.String(), "from", m.from, "to", m.to)
-	}
-	s.log.Info("backends rerouted", "resources", len(ms), "to", g.id, "copied", copied, "dropped", dropped, "took", time.Since(start).Round(time.Millisecond))
-	return errors.Join(errs...)
+	return dropped, errors.Join(errs...)
 }
 
 // streamEnd is the last sequence of a cluster's stream (0 without one).

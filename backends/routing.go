@@ -287,6 +287,12 @@ func isObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
 	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
+// update replaces the table with f's copy of it. Only the mover changes
+// pins and moving entries, one move at a time, so no two updates race.
+func (r *Router) update(f func(*routeTable) *routeTable) {
+	r.table.Store(f(r.table.Load()))
+}
+
 func (r *Router) kindOf(gvr schema.GroupVersionResource, hint string) string {
 	if hint != "" {
 		return hint

@@ -35,7 +35,7 @@ import (
 //     past every ConfigMap it skipped;
 //   - then both go back at once: OpenSearch still has its old, unserved
 //     copy of the Pods (deleting it would block their return for a day,
-//     see reroute.go), which the move brings up to date.
+//     see backends/mover.go), which the move brings up to date.
 //
 // After each edit the new backend holds exactly the stream's objects,
 // Badger holds nothing it does not serve, and Lists and a Search through

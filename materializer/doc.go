@@ -18,6 +18,6 @@
 //
 // It must not know how a backend lays out its data; backends live in
 // sub-packages (badger, opensearch). Rebuilding a store is running a
-// materializer with a fresh sink and another durable name (internal/app's
-// `fleetview rebuild`).
+// materializer with a fresh sink and another durable name (backends.Rebuild,
+// behind `fleetview rebuild`).
 package materializer
