@@ -123,24 +123,46 @@ func (o *CollectorOptions) Validate() []error {
 	return errs
 }
 
+// CollectorConfig is CollectorOptions validated, with the kubeconfig and
+// the NATS credentials read.
+type CollectorConfig struct {
+	CollectorOptions
+	collector collector.Config
+	natsAuth  []nats.Option
+}
+
+// Config validates the options (every error at once) and reads the files
+// they name.
+func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return CollectorConfig{}, errors.Join(errs...)
+	}
+	rc, err := restConfig(o.Kubeconfig, o.Context)
+	if err != nil {
+		return CollectorConfig{}, err
+	}
+	tokOpts, apiPrefix, err := collectorNATSAuth(o)
+	if err != nil {
+		return CollectorConfig{}, err
+	}
+	return CollectorConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
+		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
+		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
+		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, Logger: log,
+	}}, nil
+}
+
 // RunCollector runs one collector until ctx ends, then closes NATS. It keeps
 // running while NATS is unreachable (at start too) and catches up after.
 func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) error {
-	if errs := o.Validate(); len(errs) > 0 {
-		return errors.Join(errs...)
+	cfg, err := o.Config(log)
+	if err != nil {
+		return err
 	}
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(o.GCPercent)
 	}
-	rc, err := restConfig(o.Kubeconfig, o.Context)
-	if err != nil {
-		return err
-	}
-	tokOpts, apiPrefix, err := collectorNATSAuth(o)
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(o.NATSURL, append(tokOpts, nats.Name("fleetview-collector-"+o.Cluster),
+	nc, err := nats.Connect(o.NATSURL, append(cfg.natsAuth, nats.Name("fleetview-collector-"+o.Cluster),
 		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
 		nats.ReconnectBufSize(o.ReconnectBuffer),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; buffering", "err", err) }),
@@ -149,11 +171,9 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
-	col, err := collector.New(collector.Config{
-		Cluster: o.Cluster, REST: rc, NATS: nc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
-		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, Logger: log,
-	})
+	cc := cfg.collector
+	cc.NATS = nc
+	col, err := collector.New(cc)
 	if err != nil {
 		return err
 	}

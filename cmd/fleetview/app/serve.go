@@ -83,10 +83,38 @@ func (o *ServeOptions) Validate() []error {
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
+// ServeConfig is ServeOptions validated, with their files read: where
+// validation ends and wiring starts.
+type ServeConfig struct {
+	ServeOptions
+	natsAuth []nats.Option
+	security *security
+}
+
+// Config validates the options (every error at once) and reads the files
+// they name.
+func (o ServeOptions) Config() (ServeConfig, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return ServeConfig{}, errors.Join(errs...)
+	}
+	return o.config()
+}
+
+// config reads the files of validated options.
+func (o ServeOptions) config() (ServeConfig, error) {
+	c := ServeConfig{ServeOptions: o}
+	var err error
+	if c.natsAuth, err = natsTokenOption(o.NATSTokenFile); err != nil {
+		return c, err
+	}
+	c.security, err = o.Auth.build()
+	return c, err
+}
+
 // serve is the materializers, their backends and the query API on one
 // NATS connection.
 type serve struct {
-	o       ServeOptions
+	o       ServeConfig
 	log     *slog.Logger
 	set     *backends.Set
 	api     *queryapi.Server
@@ -94,7 +122,7 @@ type serve struct {
 }
 
 // newServe opens the backends and listens on the API's addresses.
-func newServe(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
+func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -146,11 +174,8 @@ func newServe(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Logg
 }
 
 // listenAPI builds the query API on the options' addresses and security.
-func (o ServeOptions) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
-	sec, err := o.Auth.build()
-	if err != nil {
-		return nil, err
-	}
+func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
+	sec := o.security
 	gl, err := net.Listen("tcp", o.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", o.GRPCAddr, err)
@@ -187,19 +212,16 @@ func (sv *serve) run(ctx context.Context) error {
 
 // RunServe runs the materializer and query API until ctx ends.
 func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
-	if errs := o.Validate(); len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	tokOpts, err := natsTokenOption(o.NATSTokenFile)
+	cfg, err := o.Config()
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.NATSURL, append(tokOpts, nats.Name("fleetview-serve"), nats.MaxReconnects(-1))...)
+	nc, err := nats.Connect(o.NATSURL, append(cfg.natsAuth, nats.Name("fleetview-serve"), nats.MaxReconnects(-1))...)
 	if err != nil {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
-	sv, err := newServe(ctx, o, nc, log)
+	sv, err := newServe(ctx, cfg, nc, log)
 	if err != nil {
 		return err
 	}
@@ -247,20 +269,40 @@ func (o *UpOptions) Validate() []error {
 	return errs
 }
 
+// UpConfig is UpOptions validated, with their files read.
+type UpConfig struct {
+	ServeConfig
+	collectors []collector.Config
+}
+
+// Config validates the options (every error at once), reads the files
+// they name and the kubeconfig's contexts.
+func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return UpConfig{}, errors.Join(errs...)
+	}
+	sc, err := o.ServeOptions.config()
+	if err != nil {
+		return UpConfig{}, err
+	}
+	c := UpConfig{ServeConfig: sc}
+	for _, ctxName := range o.Contexts {
+		rc, err := restConfig(o.Kubeconfig, ctxName)
+		if err != nil {
+			return UpConfig{}, err
+		}
+		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, Logger: log})
+	}
+	return c, nil
+}
+
 // RunUp runs an embedded NATS server, the Badger backend, the query API and
 // one collector per context, until ctx ends. Shutdown: collectors stop and
 // flush, the materializer drains and Badger closes, then NATS stops.
 func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
-	if errs := o.Validate(); len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	collectors := make([]collector.Config, 0, len(o.Contexts))
-	for _, c := range o.Contexts {
-		rc, err := restConfig(o.Kubeconfig, c)
-		if err != nil {
-			return err
-		}
-		collectors = append(collectors, collector.Config{Cluster: c, REST: rc, Logger: log})
+	cfg, err := o.Config(log)
+	if err != nil {
+		return err
 	}
 	ns, nc, err := startEmbeddedNATS(ctx, o, log)
 	if err != nil {
@@ -268,9 +310,9 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	}
 	defer ns.Shutdown()
 	defer nc.Close()
-	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(collectors))
-	o.NATSURL = ns.ClientURL()
-	sv, err := newServe(ctx, o.ServeOptions, nc, log)
+	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
+	cfg.NATSURL = ns.ClientURL()
+	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
 	if err != nil {
 		return err
 	}
@@ -278,9 +320,9 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	cctx, stopCollectors := context.WithCancel(gctx)
 	defer stopCollectors()
 	var cg errgroup.Group
-	for _, cfg := range collectors {
-		cfg.NATS = nc
-		col, err := collector.New(cfg)
+	for _, cc := range cfg.collectors {
+		cc.NATS = nc
+		col, err := collector.New(cc)
 		if err != nil {
 			stopCollectors()
 			return err
