@@ -65,6 +65,9 @@ if [ -n "$bad" ]; then echo "FAIL: gofmt would change:"; echo "$bad"; exit 1; fi
 log "go vet"
 go vet ./...
 
+log "layers point one way"
+bash scripts/check-layers.sh
+
 log "go test"
 # One package at a time (-p 1): the integration packages each start real
 # kube-apiservers, and two at once on 2 cores only slow both down.

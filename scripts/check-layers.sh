@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The house points one way (docs/architecture.md, "The house"): internal/
+# never imports a component, the read side (queryapi) never imports the
+# write side (collector, materializer), the components never import the
+# backend set or the composition root. Checked on every package's
+# dependencies, tests included, so a violation fails CI rather than review.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mod=github.com/fleetview/fleetview
+fail=0
+# check PACKAGE-PATTERN FORBIDDEN-REGEX
+check() {
+	local pkgs=$1 forbidden=$2 p bad
+	for p in $(go list "$pkgs"); do
+		bad=$(go list -deps -test -f '{{.ImportPath}}' "$p" | grep -E "^$mod/($forbidden)(/|$)" | grep -v "^$p\$" | grep -v "^$p\.test\$" || true)
+		if [ -n "$bad" ]; then
+			echo "FAIL: $p depends on:"; echo "$bad" | sed 's/^/    /'
+			fail=1
+		fi
+	done
+}
+check "./internal/..." "collector|materializer|queryapi|backends|cmd"
+check "./queryapi/..." "collector|materializer|backends|cmd"
+check "./collector/..." "materializer|queryapi|backends|cmd"
+check "./materializer/..." "collector|queryapi|backends|cmd"
+check "./backends/..." "collector|queryapi|cmd"
+[ "$fail" = 0 ] && echo "layers: ok"
+exit "$fail"
