@@ -275,26 +275,26 @@ func (r *Reader) release(s *snapshot, kept bool) {
 	s.mu.Unlock()
 }
 
-// page is one page of a list or search read from a snapshot: the first
+// snapPage is one page of a list or search read from a snapshot: the first
 // page opens the snapshot, later pages find it by their cursor.
-type page struct {
+type snapPage struct {
 	r    *Reader
 	snap *snapshot
 	cur  cursor
 	kept bool // registered for later pages, so close must not discard it
 }
 
-func (r *Reader) openPage(cont string, clusters []string) (page, error) {
+func (r *Reader) openPage(cont string, clusters []string) (snapPage, error) {
 	snap, cur, err := r.begin(cont, clusters)
-	return page{r: r, snap: snap, cur: cur, kept: cont != ""}, err
+	return snapPage{r: r, snap: snap, cur: cur, kept: cont != ""}, err
 }
 
 // close unlocks the snapshot, discarding it unless later pages need it.
-func (p *page) close() { p.r.release(p.snap, p.kept) }
+func (p *snapPage) close() { p.r.release(p.snap, p.kept) }
 
 // token is the continue token after lastKey; a first page registers its
 // snapshot here, so lists that fit in one page never hold one.
-func (p *page) token(lastKey []byte, returned int64) (string, error) {
+func (p *snapPage) token(lastKey []byte, returned int64) (string, error) {
 	if !p.kept {
 		id, err := p.r.keep(p.snap)
 		if err != nil {
