@@ -80,12 +80,44 @@ type Server struct {
 
 // New wires the services.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key := cfg.TokenKey
+	if len(key) == 0 {
+		var err error
+		if key, err = loadTokenKey(ctx, cfg.JetStream); err != nil {
+			return nil, fmt.Errorf("queryapi: %w", err)
+		}
+	}
+	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
+	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
+		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
+		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{})}
+	gs, hs := newGRPCServer(cfg, qs, &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries})
+	conn, gw, err := newGateway(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, grpc: gs, health: hs, conn: conn, sync: sc, qs: qs}
+	s.http = &http.Server{Handler: s.routes(gw), ReadHeaderTimeout: 10 * time.Second}
+	return s, nil
+}
+
+func (cfg *Config) check() error {
 	if cfg.Reader == nil || cfg.Registries == nil || cfg.Inventory == nil || cfg.JetStream == nil {
-		return nil, errors.New("queryapi: Reader, Registries, Inventory and JetStream are required")
+		return errors.New("queryapi: Reader, Registries, Inventory and JetStream are required")
 	}
 	if cfg.GRPCListener == nil || cfg.HTTPListener == nil {
-		return nil, errors.New("queryapi: both listeners are required")
+		return errors.New("queryapi: both listeners are required")
 	}
+	return nil
+}
+
+func (cfg *Config) setDefaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -107,22 +139,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Searcher == nil {
 		cfg.Searcher, _ = cfg.Reader.(Searcher)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	key := cfg.TokenKey
-	if len(key) == 0 {
-		var err error
-		if key, err = loadTokenKey(ctx, cfg.JetStream); err != nil {
-			return nil, fmt.Errorf("queryapi: %w", err)
-		}
-	}
-	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
-	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
-		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
-		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{})}
-	cs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}
-	rs := &registryService{store: cfg.Registries}
+}
 
+// newGRPCServer registers the services; health stays NOT_SERVING until
+// readiness is first computed.
+func newGRPCServer(cfg Config, qs *queryService, cs *clusterService, rs *registryService) (*grpc.Server, *health.Server) {
 	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20), grpc.MaxSendMsgSize(256 << 20)}, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	fleetviewv1.RegisterQueryServiceServer(gs, qs)
@@ -133,9 +154,13 @@ func New(cfg Config) (*Server, error) {
 	hs.SetServingStatus(fleetviewv1.QueryService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
+	return gs, hs
+}
 
-	// The gateway reaches the services through gRPC (loopback), so REST
-	// calls pass the same interceptors and server streams work.
+// newGateway connects the REST gateway to the gRPC server. The gateway
+// reaches the services through gRPC (loopback), so REST calls pass the
+// same interceptors and server streams work.
+func newGateway(ctx context.Context, cfg Config) (*grpc.ClientConn, *runtime.ServeMux, error) {
 	dial := cfg.GatewayDialOptions
 	if len(dial) == 0 {
 		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
@@ -143,7 +168,7 @@ func New(cfg Config) (*Server, error) {
 	dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
 	conn, err := grpc.NewClient("passthrough:///"+cfg.GRPCListener.Addr().String(), dial...)
 	if err != nil {
-		return nil, fmt.Errorf("queryapi: gateway connection: %w", err)
+		return nil, nil, fmt.Errorf("queryapi: gateway connection: %w", err)
 	}
 	gw := runtime.NewServeMux(runtime.WithErrorHandler(gatewayErrorHandler))
 	for _, reg := range []func() error{
@@ -153,19 +178,24 @@ func New(cfg Config) (*Server, error) {
 	} {
 		if err := reg(); err != nil {
 			_ = conn.Close()
-			return nil, fmt.Errorf("queryapi: gateway: %w", err)
+			return nil, nil, fmt.Errorf("queryapi: gateway: %w", err)
 		}
 	}
-	s := &Server{cfg: cfg, grpc: gs, health: hs, conn: conn, sync: sc, qs: qs}
+	return conn, gw, nil
+}
+
+// routes serves the gateway, plus lists and watches written straight to
+// the client (the gateway's JSON conversion dominated large lists), and
+// the probes.
+func (s *Server) routes(gw *runtime.ServeMux) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/", gw)
-	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(conn), gateway: gw})
-	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(conn)})
+	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
+	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn)})
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
-	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	return s, nil
+	return mux
 }
 
 // serveReadyz computes readiness on request, so a probe right after a

@@ -33,6 +33,15 @@ type ListOptions struct {
 	Continue string
 }
 
+// LabelSelector is the label selector to apply: Labels, or everything when
+// the caller set none.
+func (o *ListOptions) LabelSelector() labels.Selector {
+	if o.Labels == nil {
+		return labels.Everything()
+	}
+	return o.Labels
+}
+
 // Page is one List answer.
 type Page struct {
 	Items []Object
@@ -69,6 +78,23 @@ func (v Version) Clone() Version { return maps.Clone(v) }
 
 // Clusters lists the clusters of v in order.
 func (v Version) Clusters() []string { return slices.Sorted(maps.Keys(v)) }
+
+// Keep restricts v to the selected clusters of a list; nil selects every
+// cluster, so v stays whole.
+func (v Version) Keep(clusters []string) {
+	if clusters == nil {
+		return
+	}
+	keep := map[string]bool{}
+	for _, c := range clusters {
+		keep[c] = true
+	}
+	for c := range v {
+		if !keep[c] {
+			delete(v, c)
+		}
+	}
+}
 
 // Covers reports whether v has reached every sequence of want (for the
 // clusters v knows); the missing clusters are returned.

@@ -2,10 +2,12 @@ package query
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -102,5 +104,46 @@ func TestVersionCovers(t *testing.T) {
 	}
 	if b := have.Covers(Version{"a": 6, "c": 1}); strings.Join(b, ",") != "a,c" {
 		t.Fatalf("behind %v", b)
+	}
+}
+
+func TestVersionKeep(t *testing.T) {
+	cases := []struct {
+		name     string
+		clusters []string
+		want     Version
+	}{
+		{"nil keeps every cluster", nil, Version{"a": 1, "b": 2}},
+		{"empty keeps none", []string{}, Version{}},
+		{"selected", []string{"b", "z"}, Version{"b": 2}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Version{"a": 1, "b": 2}
+			v.Keep(tc.clusters)
+			if !maps.Equal(v, tc.want) {
+				t.Fatalf("got %v, want %v", v, tc.want)
+			}
+		})
+	}
+}
+
+func TestLabelSelector(t *testing.T) {
+	web, _ := labels.Parse("app=web")
+	cases := []struct {
+		name string
+		sel  labels.Selector
+		want string
+	}{
+		{"unset selects everything", nil, ""},
+		{"set", web, "app=web"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := ListOptions{Labels: tc.sel}
+			if got := o.LabelSelector(); got == nil || got.String() != tc.want {
+				t.Fatalf("got %v, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -220,17 +220,7 @@ func (r *Reader) begin(cont string, clusters []string) (*snapshot, cursor, error
 		txn.Discard()
 		return nil, cursor{}, err
 	}
-	if clusters != nil {
-		keep := map[string]bool{}
-		for _, c := range clusters {
-			keep[c] = true
-		}
-		for c := range v {
-			if !keep[c] {
-				delete(v, c)
-			}
-		}
-	}
+	v.Keep(clusters)
 	s := &snapshot{txn: txn, version: v, total: -1, expires: now.Add(r.opts.SnapshotTTL)}
 	s.mu.Lock()
 	return s, cursor{}, nil
@@ -285,111 +275,153 @@ func (r *Reader) release(s *snapshot, kept bool) {
 	s.mu.Unlock()
 }
 
+// snapPage is one page of a list or search read from a snapshot: the first
+// page opens the snapshot, later pages find it by their cursor.
+type snapPage struct {
+	r    *Reader
+	snap *snapshot
+	cur  cursor
+	kept bool // registered for later pages, so close must not discard it
+}
+
+func (r *Reader) openPage(cont string, clusters []string) (snapPage, error) {
+	snap, cur, err := r.begin(cont, clusters)
+	return snapPage{r: r, snap: snap, cur: cur, kept: cont != ""}, err
+}
+
+// close unlocks the snapshot, discarding it unless later pages need it.
+func (p *snapPage) close() { p.r.release(p.snap, p.kept) }
+
+// token is the continue token after lastKey; a first page registers its
+// snapshot here, so lists that fit in one page never hold one.
+func (p *snapPage) token(lastKey []byte, returned int64) (string, error) {
+	if !p.kept {
+		id, err := p.r.keep(p.snap)
+		if err != nil {
+			return "", err
+		}
+		p.cur.Snap = id
+		p.kept = true
+	}
+	return cursor{Snap: p.cur.Snap, After: lastKey, N: returned}.encode(), nil
+}
+
 // List returns one page of objects ordered by namespace, name, cluster.
 func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error) {
-	var page query.Page
-	snap, cur, err := r.begin(o.Continue, o.Clusters)
+	p, err := r.openPage(o.Continue, o.Clusters)
 	if err != nil {
-		return page, err
+		return query.Page{}, err
 	}
-	kept := o.Continue != ""
-	defer func() { r.release(snap, kept) }()
-	page.Version = snap.version.Clone()
+	defer p.close()
+	l := listScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters)}
+	l.page.Version = p.snap.version.Clone()
+	if !l.resolve() {
+		return l.page, nil
+	}
+	start, err := l.start(p.cur.After)
+	if err != nil {
+		return l.page, err
+	}
+	if more, err := l.scan(start); err != nil || !more {
+		return l.page, err
+	}
+	returned := p.cur.N + int64(len(l.page.Items))
+	l.page.Remaining = l.remaining(p.snap, p.cur.After == nil, returned)
+	l.page.Continue, err = p.token(l.lastKey, returned)
+	return l.page, err
+}
 
-	clusters := clusterSet(o.Clusters)
-	if clusters != nil && len(clusters) == 0 {
-		return page, nil // an explicit empty cluster list selects nothing
+// listScan is one List page: the query resolved to a key range of the
+// snapshot, and the page the scan of that range fills.
+type listScan struct {
+	o        query.ListOptions
+	txn      *bdg.Txn
+	clusters map[string]bool // nil: every cluster
+	sel      labels.Selector
+	prefix   []byte
+	indexed  bool // prefix is a label index: values are read from the objects
+	page     query.Page
+	lastKey  []byte
+}
+
+// resolve picks the range to scan; false when the query selects nothing.
+func (l *listScan) resolve() bool {
+	if l.clusters != nil && len(l.clusters) == 0 {
+		return false // an explicit empty cluster list selects nothing
 	}
-	sel := o.Labels
-	if sel == nil {
-		sel = labels.Everything()
-	}
-	ns := o.Namespace
-	if fns, ok := o.Fields.Namespace(); ok {
+	l.sel = l.o.LabelSelector()
+	ns := l.o.Namespace
+	if fns, ok := l.o.Fields.Namespace(); ok {
 		if ns != "" && ns != fns {
-			return page, nil
+			return false
 		}
 		ns = fns
 	}
-	txn := snap.txn
-	base, indexed := scanPrefix(o.GVR, sel)
-	prefix := base
+	base, indexed := scanPrefix(l.o.GVR, l.sel)
+	l.prefix, l.indexed = base, indexed
 	if ns != "" {
-		prefix = append(append(bytes.Clone(base), ns...), sep)
+		l.prefix = append(append(bytes.Clone(base), ns...), sep)
 	}
-	start := prefix
-	if cur.After != nil {
-		if !bytes.HasPrefix(cur.After, prefix) {
-			return page, fmt.Errorf("%w: continue token belongs to another list", query.ErrInvalid)
-		}
-		start = append(bytes.Clone(cur.After), sep)
+	return true
+}
+
+// start is the first key a page may return: past the previous page's
+// last key, which must lie in this list's range.
+func (l *listScan) start(after []byte) ([]byte, error) {
+	if after == nil {
+		return l.prefix, nil
 	}
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: !indexed, PrefetchSize: 100})
+	if !bytes.HasPrefix(after, l.prefix) {
+		return nil, fmt.Errorf("%w: continue token belongs to another list", query.ErrInvalid)
+	}
+	return append(bytes.Clone(after), sep), nil
+}
+
+// scan fills the page from start; true when a match beyond a full page
+// proves there is a next one.
+func (l *listScan) scan(start []byte) (bool, error) {
+	it := l.txn.NewIterator(bdg.IteratorOptions{Prefix: l.prefix, PrefetchValues: !l.indexed, PrefetchSize: 100})
 	defer it.Close()
-	var lastKey []byte
-	more := false
 	for it.Seek(start); it.Valid(); it.Next() {
-		key := it.Item().Key()
-		kns, name, cluster, err := tail(key)
-		if err != nil {
-			return page, err
+		if more, err := l.visit(it.Item()); err != nil || more {
+			return more, err
 		}
-		if clusters != nil && !clusters[cluster] {
-			continue
-		}
-		if o.Fields != nil && !o.Fields.NeedsObject() {
-			if ok, _ := o.Fields.Matches(kns, name, nil); !ok {
-				continue
-			}
-		}
-		if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-			// Only a matching object proves there is a next page.
-			if ok, err := r.matches(txn, it.Item(), indexed, o, sel, kns, name, cluster, nil); err != nil {
-				return page, err
-			} else if ok {
-				more = true
-				break
-			}
-			continue
-		}
-		var obj query.Object
-		ok, err := r.matches(txn, it.Item(), indexed, o, sel, kns, name, cluster, &obj)
-		if err != nil {
-			return page, err
-		}
-		if !ok {
-			continue
-		}
-		page.Items = append(page.Items, obj)
-		lastKey = it.Item().KeyCopy(lastKey[:0])
 	}
-	if !more {
-		return page, nil
+	return false, nil
+}
+
+// visit filters one key, cheapest tests first, and adds its object.
+func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
+	ns, name, cluster, err := tail(item.Key())
+	if err != nil {
+		return false, err
 	}
-	if snap.total < 0 && cur.After == nil && sel.Empty() && o.Fields == nil {
-		snap.total = countKeys(txn, prefix, clusters)
+	if l.clusters != nil && !l.clusters[cluster] {
+		return false, nil
 	}
-	returned := cur.N + int64(len(page.Items))
-	if snap.total >= 0 {
-		rem := max(snap.total-returned, 0)
-		page.Remaining = &rem
-	}
-	if !kept {
-		id, err := r.keep(snap)
-		if err != nil {
-			return page, err
+	if l.o.Fields != nil && !l.o.Fields.NeedsObject() {
+		if ok, _ := l.o.Fields.Matches(ns, name, nil); !ok {
+			return false, nil
 		}
-		cur.Snap = id
-		kept = true
 	}
-	page.Continue = cursor{Snap: cur.Snap, After: lastKey, N: returned}.encode()
-	return page, nil
+	if l.o.Limit > 0 && int64(len(l.page.Items)) == l.o.Limit {
+		// Only a matching object proves there is a next page.
+		return l.matches(item, ns, name, cluster, nil)
+	}
+	var obj query.Object
+	if ok, err := l.matches(item, ns, name, cluster, &obj); err != nil || !ok {
+		return false, err
+	}
+	l.page.Items = append(l.page.Items, obj)
+	l.lastKey = item.KeyCopy(l.lastKey[:0])
+	return false, nil
 }
 
 // matches decodes and filters one candidate; obj receives it when non-nil.
-func (r *Reader) matches(txn *bdg.Txn, item *bdg.Item, indexed bool, o query.ListOptions, sel labels.Selector, ns, name, cluster string, obj *query.Object) (bool, error) {
-	if indexed {
-		pi, err := txn.Get(objKey(o.GVR, ns, name, cluster))
+func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.Object) (bool, error) {
+	o, sel := l.o, l.sel
+	if l.indexed {
+		pi, err := l.txn.Get(objKey(o.GVR, ns, name, cluster))
 		if err != nil {
 			return false, fmt.Errorf("label index points at a missing object %s/%s in %s: %w", ns, name, cluster, err)
 		}
@@ -417,6 +449,19 @@ func (r *Reader) matches(txn *bdg.Txn, item *bdg.Item, indexed bool, o query.Lis
 		return nil
 	})
 	return matched, err
+}
+
+// remaining is the count after this page when it is exact and cheap: with
+// no selector the first page counts the range once for the whole list.
+func (l *listScan) remaining(snap *snapshot, first bool, returned int64) *int64 {
+	if snap.total < 0 && first && l.sel.Empty() && l.o.Fields == nil {
+		snap.total = countKeys(l.txn, l.prefix, l.clusters)
+	}
+	if snap.total < 0 {
+		return nil
+	}
+	rem := max(snap.total-returned, 0)
+	return &rem
 }
 
 func countKeys(txn *bdg.Txn, prefix []byte, clusters map[string]bool) int64 {
@@ -461,95 +506,115 @@ func scanPrefix(gvr schema.GroupVersionResource, sel labels.Selector) ([]byte, b
 // object of the selected resources and clusters, ordered by resource,
 // namespace, name, cluster, with snapshot-pinned paging like List.
 func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, error) {
-	var page query.Page
 	needle := strings.ToLower(strings.TrimSpace(o.Text))
 	if needle == "" {
-		return page, fmt.Errorf("%w: search text is required", query.ErrInvalid)
+		return query.Page{}, fmt.Errorf("%w: search text is required", query.ErrInvalid)
 	}
-	snap, cur, err := r.begin(o.Continue, o.Clusters)
+	p, err := r.openPage(o.Continue, o.Clusters)
 	if err != nil {
-		return page, err
+		return query.Page{}, err
 	}
-	kept := o.Continue != ""
-	defer func() { r.release(snap, kept) }()
-	page.Version = snap.version.Clone()
-	clusters := clusterSet(o.Clusters)
-	var prefixes [][]byte
-	if len(o.Resources) == 0 {
-		prefixes = [][]byte{{'o', sep}}
-	} else {
-		for _, g := range o.Resources {
-			prefixes = append(prefixes, objPrefix(g))
-		}
-		slices.SortFunc(prefixes, bytes.Compare)
-		prefixes = slices.CompactFunc(prefixes, bytes.Equal)
-	}
-	bneedle := []byte(needle)
-	var lastKey []byte
+	defer p.close()
+	sc := searchScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), needle: needle, bneedle: []byte(needle)}
+	sc.page.Version = p.snap.version.Clone()
 	more := false
-scan:
-	for _, prefix := range prefixes {
-		if cur.After != nil && bytes.Compare(cur.After, prefix) > 0 && !bytes.HasPrefix(cur.After, prefix) {
-			continue // an earlier resource, done on previous pages
+	for _, prefix := range searchPrefixes(o.Resources) {
+		if more, err = sc.scan(prefix, p.cur.After); err != nil {
+			return sc.page, err
+		} else if more {
+			break
 		}
-		start := prefix
-		if bytes.HasPrefix(cur.After, prefix) {
-			start = append(bytes.Clone(cur.After), sep)
-		}
-		it := snap.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
-		for it.Seek(start); it.Valid(); it.Next() {
-			key := it.Item().Key()
-			parts := bytes.Split(key, []byte{sep})
-			if len(parts) != 7 {
-				it.Close()
-				return page, fmt.Errorf("malformed key %q", key)
-			}
-			ns, cluster := string(parts[4]), string(parts[6])
-			if clusters != nil && !clusters[cluster] || o.Namespace != "" && ns != o.Namespace {
-				continue
-			}
-			var hit *query.Object
-			if err := it.Item().Value(func(b []byte) error {
-				rec, err := decodeRecord(b, false)
-				if err != nil {
-					return err
-				}
-				if !containsFold(rec.json, bneedle) || !metaMatches(rec.json, needle) {
-					return nil
-				}
-				hit = &query.Object{Cluster: cluster, JSON: bytes.Clone(rec.json),
-					GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
-				return nil
-			}); err != nil {
-				it.Close()
-				return page, err
-			}
-			if hit == nil {
-				continue
-			}
-			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-				more = true
-				it.Close()
-				break scan
-			}
-			page.Items = append(page.Items, *hit)
-			lastKey = it.Item().KeyCopy(lastKey[:0])
-		}
-		it.Close()
 	}
 	if !more {
-		return page, nil
+		return sc.page, nil
 	}
-	if !kept {
-		id, err := r.keep(snap)
-		if err != nil {
-			return page, err
+	sc.page.Continue, err = p.token(sc.lastKey, p.cur.N+int64(len(sc.page.Items)))
+	return sc.page, err
+}
+
+// searchPrefixes are the ranges of the searched resources in key order, so
+// a page resumes by comparing its cursor with them.
+func searchPrefixes(gvrs []schema.GroupVersionResource) [][]byte {
+	if len(gvrs) == 0 {
+		return [][]byte{{'o', sep}}
+	}
+	var prefixes [][]byte
+	for _, g := range gvrs {
+		prefixes = append(prefixes, objPrefix(g))
+	}
+	slices.SortFunc(prefixes, bytes.Compare)
+	return slices.CompactFunc(prefixes, bytes.Equal)
+}
+
+// searchScan is one Search page and the filters of its hits.
+type searchScan struct {
+	o        query.SearchOptions
+	txn      *bdg.Txn
+	clusters map[string]bool // nil: every cluster
+	needle   string          // lower case
+	bneedle  []byte
+	page     query.Page
+	lastKey  []byte
+}
+
+// scan fills the page from one resource's range; true when a hit beyond
+// a full page proves there is a next one.
+func (s *searchScan) scan(prefix, after []byte) (bool, error) {
+	if after != nil && bytes.Compare(after, prefix) > 0 && !bytes.HasPrefix(after, prefix) {
+		return false, nil // an earlier resource, done on previous pages
+	}
+	start := prefix
+	if bytes.HasPrefix(after, prefix) {
+		start = append(bytes.Clone(after), sep)
+	}
+	it := s.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
+	defer it.Close()
+	for it.Seek(start); it.Valid(); it.Next() {
+		if more, err := s.visit(it.Item()); err != nil || more {
+			return more, err
 		}
-		cur.Snap = id
-		kept = true
 	}
-	page.Continue = cursor{Snap: cur.Snap, After: lastKey, N: cur.N + int64(len(page.Items))}.encode()
-	return page, nil
+	return false, nil
+}
+
+func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
+	key := item.Key()
+	parts := bytes.Split(key, []byte{sep})
+	if len(parts) != 7 {
+		return false, fmt.Errorf("malformed key %q", key)
+	}
+	ns, cluster := string(parts[4]), string(parts[6])
+	if s.clusters != nil && !s.clusters[cluster] || s.o.Namespace != "" && ns != s.o.Namespace {
+		return false, nil
+	}
+	hit, err := s.hit(item, parts, cluster)
+	if err != nil || hit == nil {
+		return false, err
+	}
+	if s.o.Limit > 0 && int64(len(s.page.Items)) == s.o.Limit {
+		return true, nil
+	}
+	s.page.Items = append(s.page.Items, *hit)
+	s.lastKey = item.KeyCopy(s.lastKey[:0])
+	return false, nil
+}
+
+// hit decodes an object whose metadata contains the needle; nil otherwise.
+func (s *searchScan) hit(item *bdg.Item, parts [][]byte, cluster string) (*query.Object, error) {
+	var hit *query.Object
+	err := item.Value(func(b []byte) error {
+		rec, err := decodeRecord(b, false)
+		if err != nil {
+			return err
+		}
+		if !containsFold(rec.json, s.bneedle) || !metaMatches(rec.json, s.needle) {
+			return nil
+		}
+		hit = &query.Object{Cluster: cluster, JSON: bytes.Clone(rec.json),
+			GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
+		return nil
+	})
+	return hit, err
 }
 
 // containsFold is a cheap prefilter: the needle is lower case.

@@ -220,28 +220,28 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if err != nil {
 		return page, err
 	}
-	after := cur.After
 	v := cur.Version
 	if v == nil {
 		if v, err = s.Versions(ctx); err != nil {
 			return page, err
 		}
 	}
-	if o.Clusters != nil {
-		keep := map[string]bool{}
-		for _, c := range o.Clusters {
-			keep[c] = true
-		}
-		for c := range v {
-			if !keep[c] {
-				delete(v, c)
-			}
-		}
-	}
+	v.Keep(o.Clusters)
 	page.Version = v
 	if o.Clusters != nil && len(o.Clusters) == 0 {
 		return page, nil
 	}
+	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
+		searchAfter: searchAfter(cur.After), pit: cur.PIT, page: page}
+	if l.pit == "" && o.Limit > 0 {
+		l.pit = s.openPIT(ctx)
+	}
+	return l.run(ctx)
+}
+
+// listQuery narrows a list on the server; the selectors are still checked
+// on every hit, as the label clauses are not exact.
+func listQuery(o query.ListOptions) map[string]any {
 	filter := []any{term("fleetview.gvr", gvrKey(o.GVR))}
 	ns := o.Namespace
 	if fns, ok := o.Fields.Namespace(); ok && ns == "" {
@@ -259,63 +259,90 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if len(mustNot) > 0 {
 		boolQ["must_not"] = mustNot
 	}
-	sel := o.Labels
-	if sel == nil {
-		sel = labels.Everything()
-	}
+	return boolQ
+}
+
+// listChunk is the hits fetched per request: one more than a small page,
+// so one request usually proves whether a next page exists.
+func listChunk(limit int64) int {
 	chunk := 1000
-	if o.Limit > 0 && o.Limit+1 < int64(chunk) {
-		chunk = int(o.Limit) + 1
+	if limit > 0 && limit+1 < int64(chunk) {
+		chunk = int(limit) + 1
 	}
-	var searchAfter []any
-	if after != nil {
-		// Strictly after (namespace, name, cluster): any uid of that key
-		// sorts after "", so use the largest key below the next cluster.
-		searchAfter = []any{after[0], after[1], after[2], "\U0010FFFF"}
+	return chunk
+}
+
+// searchAfter resumes strictly after (namespace, name, cluster): any uid
+// of that key sorts after "", so use the largest key below the next
+// cluster. nil starts at the beginning.
+func searchAfter(after []string) []any {
+	if after == nil {
+		return nil
 	}
-	pit := cur.PIT
-	if pit == "" && o.Limit > 0 {
-		pit = s.openPIT(ctx)
-	}
-	done := func() (query.Page, error) {
-		if pit != "" {
-			s.closePIT(ctx, pit)
-		}
-		return page, nil
-	}
-	var lastNs, lastName, lastCluster string
+	return []any{after[0], after[1], after[2], "\U0010FFFF"}
+}
+
+// listScan is one List page, read in chunks of hits until it is full or
+// the hits run out.
+type listScan struct {
+	s           *Store
+	o           query.ListOptions
+	sel         labels.Selector
+	boolQ       map[string]any
+	chunk       int
+	searchAfter []any  // sort values of the last hit seen, matching or not
+	pit         string // "": pages are read live
+	page        query.Page
+	last        [3]string // namespace, name and cluster of the last item
+}
+
+func (l *listScan) run(ctx context.Context) (query.Page, error) {
 	for {
-		body := map[string]any{"size": chunk, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
-		if searchAfter != nil {
-			body["search_after"] = searchAfter
+		body := map[string]any{"size": l.chunk, "sort": sortKeys, "query": map[string]any{"bool": l.boolQ}}
+		if l.searchAfter != nil {
+			body["search_after"] = l.searchAfter
 		}
-		hits, err := s.search(ctx, body, pit)
+		hits, err := l.s.search(ctx, body, l.pit)
 		if err != nil {
-			return page, err
+			return l.page, err
 		}
-		for i := range hits {
-			h := &hits[i]
-			searchAfter = h.Sort
-			if !sel.Matches(h.labels()) {
-				continue
-			}
-			m := h.Source.Metadata
-			if ok, err := o.Fields.Matches(m.Namespace, m.Name, []byte(h.Source.FV.Object)); err != nil {
-				return page, err
-			} else if !ok {
-				continue
-			}
-			if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
-				page.Continue = encodeContinue(cursor{After: []string{lastNs, lastName, lastCluster}, Version: v, PIT: pit})
-				return page, nil
-			}
-			page.Items = append(page.Items, h.object())
-			lastNs, lastName, lastCluster = m.Namespace, m.Name, h.Source.FV.Cluster
+		if full, err := l.add(hits); err != nil || full {
+			return l.page, err
 		}
-		if len(hits) < chunk {
-			return done()
+		if len(hits) < l.chunk {
+			// The last page: its snapshot is no longer needed. A page with
+			// a continue token leaves it to expire.
+			if l.pit != "" {
+				l.s.closePIT(ctx, l.pit)
+			}
+			return l.page, nil
 		}
 	}
+}
+
+// add applies the selectors to a chunk of hits; true when a match beyond
+// a full page proved a next page and set its continue token.
+func (l *listScan) add(hits []hit) (bool, error) {
+	for i := range hits {
+		h := &hits[i]
+		l.searchAfter = h.Sort
+		if !l.sel.Matches(h.labels()) {
+			continue
+		}
+		m := h.Source.Metadata
+		if ok, err := l.o.Fields.Matches(m.Namespace, m.Name, []byte(h.Source.FV.Object)); err != nil {
+			return false, err
+		} else if !ok {
+			continue
+		}
+		if l.o.Limit > 0 && int64(len(l.page.Items)) == l.o.Limit {
+			l.page.Continue = encodeContinue(cursor{After: []string{l.last[0], l.last[1], l.last[2]}, Version: l.page.Version, PIT: l.pit})
+			return true, nil
+		}
+		l.page.Items = append(l.page.Items, h.object())
+		l.last = [3]string{m.Namespace, m.Name, h.Source.FV.Cluster}
+	}
+	return false, nil
 }
 
 // Search matches text (full text over names, namespaces, label and
@@ -359,7 +386,7 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	}
 	body := map[string]any{"size": limit + 1, "sort": sortKeys, "query": map[string]any{"bool": boolQ}}
 	if after != nil {
-		body["search_after"] = []any{after[0], after[1], after[2], "\U0010FFFF"}
+		body["search_after"] = searchAfter(after)
 	}
 	hits, err := s.search(ctx, body, "")
 	if err != nil {

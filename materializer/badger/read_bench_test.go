@@ -1,0 +1,89 @@
+package badger
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/materializer/benchdata"
+)
+
+// benchPods is small enough for a shared 2-core machine yet large enough
+// that per-item costs, not per-call setup, dominate allocs/op.
+const benchPods = 3000
+
+func benchReader(b *testing.B) *Reader {
+	b.Helper()
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	for _, c := range []string{"c1", "c2"} {
+		evs := make([]materializer.Event, benchPods)
+		for i := range evs {
+			evs[i] = ev(uint64(i+1), benchdata.Event(c, i, 1))
+		}
+		if err := s.Apply(context.Background(), c, evs, benchPods); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := s.Reader(ReaderOptions{})
+	b.Cleanup(func() { r.Close() })
+	return r
+}
+
+// BenchmarkReads guards the read paths against per-item allocations: each
+// op reads every page of one list or search.
+func BenchmarkReads(b *testing.B) {
+	r := benchReader(b)
+	ctx := context.Background()
+	web, _ := labels.Parse("app=web")
+	tier, _ := labels.Parse("tier!=frontend")
+	cases := []struct {
+		name   string
+		list   *query.ListOptions
+		search *query.SearchOptions
+	}{
+		{name: "List/all", list: &query.ListOptions{}},
+		{name: "List/paged500", list: &query.ListOptions{Limit: 500}},
+		{name: "List/labelIndex", list: &query.ListOptions{Labels: web}},
+		{name: "List/labelScan", list: &query.ListOptions{Labels: tier, Limit: 500}},
+		{name: "List/oneCluster", list: &query.ListOptions{Clusters: []string{"c2"}, Limit: 500}},
+		{name: "Search/paged100", search: &query.SearchOptions{Text: "web-00001", Limit: 100}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if tc.list != nil {
+					o := *tc.list
+					o.GVR = benchdata.PodGVR
+					for {
+						p, err := r.List(ctx, o)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if o.Continue = p.Continue; o.Continue == "" {
+							break
+						}
+					}
+					continue
+				}
+				o := *tc.search
+				for {
+					p, err := r.Search(ctx, o)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if o.Continue = p.Continue; o.Continue == "" {
+						break
+					}
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,190 @@
+package opensearch
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+var podGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+type fakeDoc struct{ ns, name, cluster, app, node string }
+
+func (d fakeDoc) object() string {
+	return fmt.Sprintf(`{"metadata":{"name":%q,"namespace":%q,"labels":{"app":%q}},"spec":{"nodeName":%q}}`, d.name, d.ns, d.app, d.node)
+}
+
+// fakeSearch stands in for OpenSearch's sorted search: it honours size,
+// search_after, the namespace and cluster filters and points in time, and
+// ignores label clauses, which List re-checks on every hit anyway.
+type fakeSearch struct {
+	docs []fakeDoc // in sort order
+
+	mu     sync.Mutex
+	opened int
+	closed []string
+}
+
+func newFakeSearch(t *testing.T) (*fakeSearch, *Store) {
+	f := &fakeSearch{}
+	for i := range 25 {
+		for _, c := range []string{"c1", "c2"} {
+			f.docs = append(f.docs, fakeDoc{ns: fmt.Sprintf("ns-%d", i%3), name: fmt.Sprintf("pod-%02d", i), cluster: c,
+				app: []string{"web", "db"}[i%2], node: fmt.Sprintf("node-%d", i%4)})
+		}
+	}
+	slices.SortFunc(f.docs, func(a, b fakeDoc) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.name, b.name), cmp.Compare(a.cluster, b.cluster))
+	})
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	s, err := Open(Options{Addresses: []string{srv.URL}, Username: "u", Password: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return f, s
+}
+
+func (f *fakeSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var body struct {
+		Size        int             `json:"size"`
+		SearchAfter []string        `json:"search_after"`
+		PIT         json.RawMessage `json:"pit"`
+		PITID       []string        `json:"pit_id"`
+		Query       struct {
+			Bool struct {
+				Filter []map[string]map[string]any `json:"filter"`
+			} `json:"bool"`
+		} `json:"query"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/fleetview-checkpoints/"):
+		_, _ = w.Write([]byte(`{"hits":{"hits":[{"_source":{"cluster":"c1","seq":7}},{"_source":{"cluster":"c2","seq":9}}]}}`))
+	case strings.HasSuffix(r.URL.Path, "/_search/point_in_time") && r.Method == http.MethodPost:
+		f.opened++
+		fmt.Fprintf(w, `{"pit_id":"pit-%d"}`, f.opened)
+	case r.URL.Path == "/_search/point_in_time":
+		f.closed = append(f.closed, body.PITID...)
+	default:
+		f.search(w, body.Size, body.SearchAfter, body.Query.Bool.Filter)
+	}
+}
+
+func (f *fakeSearch) search(w http.ResponseWriter, size int, after []string, filter []map[string]map[string]any) {
+	var out []map[string]any
+	for _, d := range f.docs {
+		if after != nil && cmp.Or(cmp.Compare(d.ns, after[0]), cmp.Compare(d.name, after[1]), cmp.Compare(d.cluster, after[2])) <= 0 {
+			continue
+		}
+		if !fakeFiltered(d, filter) || len(out) == size {
+			continue
+		}
+		fv := map[string]any{"cluster": d.cluster, "version": "v1", "resource": "pods", "labels": []string{"app=" + d.app}, "object": d.object()}
+		out = append(out, map[string]any{"sort": []string{d.ns, d.name, d.cluster, "uid"},
+			"_source": map[string]any{"metadata": map[string]any{"name": d.name, "namespace": d.ns}, "fleetview": fv}})
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"hits": map[string]any{"hits": out}})
+}
+
+func fakeFiltered(d fakeDoc, filter []map[string]map[string]any) bool {
+	for _, c := range filter {
+		if ns, ok := c["term"]["metadata.namespace.keyword"]; ok && ns != d.ns {
+			return false
+		}
+		if cs, ok := c["terms"]["fleetview.cluster"].([]any); ok && !slices.Contains(cs, any(d.cluster)) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestListPages pages through lists on a fake OpenSearch: the pages add up
+// to the matching objects in order, every page carries the first page's
+// version, and the point in time of a paged list is closed after its last
+// page only.
+func TestListPages(t *testing.T) {
+	web, _ := labels.Parse("app=web")
+	node, err := query.CompileFields(podGVR, "spec.nodeName=node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsField, err := query.CompileFields(podGVR, "metadata.namespace=ns-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name    string
+		o       query.ListOptions
+		want    func(fakeDoc) bool
+		version string
+	}{
+		{"everything", query.ListOptions{}, func(fakeDoc) bool { return true }, "map[c1:7 c2:9]"},
+		{"pages of 7", query.ListOptions{Limit: 7}, func(fakeDoc) bool { return true }, "map[c1:7 c2:9]"},
+		{"exactly one page", query.ListOptions{Limit: 50}, func(fakeDoc) bool { return true }, "map[c1:7 c2:9]"},
+		{"one cluster", query.ListOptions{Clusters: []string{"c2"}, Limit: 4}, func(d fakeDoc) bool { return d.cluster == "c2" }, "map[c2:9]"},
+		{"no cluster", query.ListOptions{Clusters: []string{}}, func(fakeDoc) bool { return false }, "map[]"},
+		{"namespace", query.ListOptions{Namespace: "ns-1", Limit: 5}, func(d fakeDoc) bool { return d.ns == "ns-1" }, "map[c1:7 c2:9]"},
+		{"labels", query.ListOptions{Labels: web, Limit: 6}, func(d fakeDoc) bool { return d.app == "web" }, "map[c1:7 c2:9]"},
+		{"field on the object", query.ListOptions{Fields: node, Limit: 3}, func(d fakeDoc) bool { return d.node == "node-1" }, "map[c1:7 c2:9]"},
+		{"field namespace", query.ListOptions{Fields: nsField, Limit: 9}, func(d fakeDoc) bool { return d.ns == "ns-2" }, "map[c1:7 c2:9]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, s := newFakeSearch(t)
+			var want, got []string
+			for _, d := range f.docs {
+				if tc.want(d) {
+					want = append(want, d.object())
+				}
+			}
+			o := tc.o
+			o.GVR = podGVR
+			pages := 0
+			for {
+				p, err := s.List(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pages++
+				if v := fmt.Sprint(p.Version); v != tc.version {
+					t.Fatalf("page %d version %s, want %s", pages, v, tc.version)
+				}
+				for _, it := range p.Items {
+					got = append(got, string(it.JSON))
+				}
+				if o.Limit > 0 && len(p.Items) > int(o.Limit) {
+					t.Fatalf("page of %d items, limit %d", len(p.Items), o.Limit)
+				}
+				if o.Continue = p.Continue; o.Continue == "" {
+					break
+				}
+				if len(f.closed) != 0 {
+					t.Fatalf("point in time closed before the last page: %v", f.closed)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("got %d objects, want %d:\n%v\n%v", len(got), len(want), got, want)
+			}
+			// A paged list reads one point in time, closed after its last page.
+			if pits := min(tc.o.Limit, 1); f.opened != int(pits) || len(f.closed) != int(pits) {
+				t.Fatalf("points in time opened %d, closed %v, want %d", f.opened, f.closed, pits)
+			}
+		})
+	}
+}
