@@ -14,12 +14,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -269,27 +269,23 @@ func (r *Router) Filter(backend string) func(ev *fleetviewv1.ResourceEvent) bool
 // Observer wraps a backend's materializer observer: of the object events
 // of a resource moving between backends, it passes only those this
 // backend reports (see handover).
-func (r *Router) Observer(backend string, f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
-	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
+func (r *Router) Observer(backend string, f func(feed.Batch)) func(feed.Batch) {
+	return func(b feed.Batch) {
 		t := r.table.Load()
 		if len(t.moving) == 0 {
-			f(cluster, evs, lastSeq)
+			f(b)
 			return
 		}
-		out := make([]materializer.Event, 0, len(evs))
-		for _, e := range evs {
+		out := make([]feed.Event, 0, len(b.Events))
+		for _, e := range b.Events {
 			ev := e.Event
-			if !isObjectEvent(ev) || t.reports(backend, stream.GVR(ev.GetGvr()), r.kindOf(stream.GVR(ev.GetGvr()), ev.GetKind()), cluster, e.Seq) {
+			if !feed.IsObjectEvent(ev) || t.reports(backend, stream.GVR(ev.GetGvr()), r.kindOf(stream.GVR(ev.GetGvr()), ev.GetKind()), b.Cluster, e.Seq) {
 				out = append(out, e)
 			}
 		}
-		f(cluster, out, lastSeq)
+		b.Events = out
+		f(b)
 	}
-}
-
-func isObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
-	t := ev.GetType()
-	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
 func (r *Router) kindOf(gvr schema.GroupVersionResource, hint string) string {

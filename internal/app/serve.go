@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -27,7 +28,6 @@ import (
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/opensearch"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
 
@@ -215,16 +215,16 @@ func newBackend(ctx context.Context, o ServeOptions, nc *nats.Conn, log *slog.Lo
 
 // objectsOnly passes only object events on: control events reach every
 // materializer, and the Badger one already reports them.
-func objectsOnly(f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
-	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
-		out := make([]materializer.Event, 0, len(evs))
-		for _, e := range evs {
-			switch e.Event.GetType() {
-			case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
+func objectsOnly(f func(feed.Batch)) func(feed.Batch) {
+	return func(b feed.Batch) {
+		out := make([]feed.Event, 0, len(b.Events))
+		for _, e := range b.Events {
+			if feed.IsObjectEvent(e.Event) {
 				out = append(out, e)
 			}
 		}
-		f(cluster, out, lastSeq)
+		b.Events = out
+		f(b)
 	}
 }
 
