@@ -17,18 +17,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/opensearch"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // Observer receives each committed batch of a backend's materializer
 // (materializer.Config.Observer): the watch hub.
-type Observer func(cluster string, evs []materializer.Event, lastSeq uint64)
+type Observer func(feed.Batch)
 
 // OpenSearch is one connected OpenSearch backend.
 type OpenSearch struct {
@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
 	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
-		Filter: s.router.Filter(defaultBackend), Observer: s.router.Observer(defaultBackend, cfg.Observer), Logger: cfg.Logger})
+		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -156,21 +156,6 @@ func (s *Set) clusterStreams(ctx context.Context) ([]string, error) {
 // Reader answers the query API from the backend that holds each resource.
 func (s *Set) Reader() *RoutingReader { return s.rr }
 
-// objectsOnly passes only object events on: control events reach every
-// materializer, and the Badger one already reports them.
-func objectsOnly(f Observer) Observer {
-	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
-		out := make([]materializer.Event, 0, len(evs))
-		for _, e := range evs {
-			switch e.Event.GetType() {
-			case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
-				out = append(out, e)
-			}
-		}
-		f(cluster, out, lastSeq)
-	}
-}
-
 // addOpenSearch connects to the OpenSearch backends registries name that
 // are not running yet, and prepares a materializer for each (started by
 // Run). A new backend's materializer starts from an empty checkpoint, so it
@@ -192,7 +177,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 	for _, ob := range obs {
 		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, NATS: s.cfg.NATS, Sink: ob.Store,
 			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
-			Filter: s.router.Filter(ob.ID), Observer: s.router.Observer(ob.ID, objectsOnly(s.cfg.Observer)), Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
+			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {
 			_ = ob.Store.Close()
 			return err

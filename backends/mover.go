@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -381,7 +382,7 @@ func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move
 		}
 	}
 	if len(extra) > 0 {
-		evs := make([]materializer.Event, len(extra))
+		evs := make([]feed.Event, len(extra))
 		for i, s := range extra {
 			evs[i] = deleteEvent(cluster, extraGVR[i], kinds[extraGVR[i]], s, dropSeq(g, ckpt))
 		}
@@ -414,7 +415,7 @@ func (s *Set) replay(ctx context.Context, st jetstream.Stream, g *member, cluste
 		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
 	}()
 	pending := cons.CachedInfo().NumPending
-	var evs []materializer.Event
+	var evs []feed.Event
 	var last uint64
 	for received := uint64(0); received < pending; {
 		batch, err := cons.Fetch(int(min(pending-received, copyBatch)), jetstream.FetchMaxWait(10*time.Second))
@@ -459,7 +460,7 @@ func (s *Set) replay(ctx context.Context, st jetstream.Stream, g *member, cluste
 					}
 				}
 			}
-			evs = append(evs, materializer.Event{Seq: seq, Event: ev})
+			evs = append(evs, feed.Event{Seq: seq, Event: ev})
 		}
 		if err := batch.Error(); err != nil {
 			return err
@@ -481,7 +482,7 @@ func (s *Set) replay(ctx context.Context, st jetstream.Stream, g *member, cluste
 
 // applyChunks applies events in sink calls of copyBatch, each keeping the
 // checkpoint at ckpt.
-func applyChunks(ctx context.Context, sink materializer.Sink, cluster string, evs []materializer.Event, ckpt uint64) error {
+func applyChunks(ctx context.Context, sink materializer.Sink, cluster string, evs []feed.Event, ckpt uint64) error {
 	for len(evs) > 0 {
 		n := min(len(evs), copyBatch)
 		if err := sink.Apply(ctx, cluster, evs[:n], ckpt); err != nil {
@@ -525,8 +526,8 @@ func dropSeq(m *member, ckpt uint64) uint64 {
 	return ckpt
 }
 
-func deleteEvent(cluster string, gvr schema.GroupVersionResource, kind string, s stored, seq uint64) materializer.Event {
-	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{
+func deleteEvent(cluster string, gvr schema.GroupVersionResource, kind string, s stored, seq uint64) feed.Event {
+	return feed.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{
 		Cluster: cluster, Gvr: stream.ProtoGVR(gvr), Kind: kind, Type: fleetviewv1.EventType_EVENT_TYPE_DELETE,
 		Uid: s.Metadata.UID, Namespace: s.Metadata.Namespace, Name: s.Metadata.Name, Namespaced: s.Metadata.Namespace != "",
 	}}
@@ -550,7 +551,7 @@ func (s *Set) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		evs := make([]materializer.Event, 0, len(have))
+		evs := make([]feed.Event, 0, len(have))
 		for _, s := range have {
 			evs = append(evs, deleteEvent(m.cluster, m.gvr, m.kind, s, dropSeq(l, ckpt)))
 		}

@@ -9,12 +9,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -261,30 +261,39 @@ func (r *Router) Filter(backend string) func(ev *fleetviewv1.ResourceEvent) bool
 	}
 }
 
-// Observer wraps a backend's materializer observer: of the object events
-// of a resource moving between backends, it passes only those this
-// backend reports (see handover).
-func (r *Router) Observer(backend string, f func(string, []materializer.Event, uint64)) func(string, []materializer.Event, uint64) {
-	return func(cluster string, evs []materializer.Event, lastSeq uint64) {
+// reporter wraps a backend's materializer observer so that watchers hear
+// each committed event from exactly one backend; it is the only place that
+// decides. Control events (sync markers, resource removals) reach every
+// materializer, and Badger's alone reports them. An object event is
+// reported by the backend that applied it, except for a resource moving
+// between backends, which both apply for a while: the old backend reports
+// up to the handover's sequence, the new one after it (see handover).
+func (r *Router) reporter(backend string, f func(feed.Batch)) func(feed.Batch) {
+	if f == nil {
+		return nil // nobody listens: the materializer keeps no prior state
+	}
+	return func(b feed.Batch) {
 		t := r.table.Load()
-		if len(t.moving) == 0 {
-			f(cluster, evs, lastSeq)
+		if backend == defaultBackend && len(t.moving) == 0 {
+			f(b)
 			return
 		}
-		out := make([]materializer.Event, 0, len(evs))
-		for _, e := range evs {
+		out := make([]feed.Event, 0, len(b.Events))
+		for _, e := range b.Events {
 			ev := e.Event
-			if !isObjectEvent(ev) || t.reports(backend, stream.GVR(ev.GetGvr()), r.kindOf(stream.GVR(ev.GetGvr()), ev.GetKind()), cluster, e.Seq) {
+			if !feed.IsObjectEvent(ev) {
+				if backend == defaultBackend {
+					out = append(out, e)
+				}
+				continue
+			}
+			if len(t.moving) == 0 || t.reports(backend, stream.GVR(ev.GetGvr()), r.kindOf(stream.GVR(ev.GetGvr()), ev.GetKind()), b.Cluster, e.Seq) {
 				out = append(out, e)
 			}
 		}
-		f(cluster, out, lastSeq)
+		b.Events = out
+		f(b)
 	}
-}
-
-func isObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
-	t := ev.GetType()
-	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
 // update replaces the table with f's copy of it. Only the mover changes

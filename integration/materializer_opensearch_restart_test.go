@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -297,10 +298,10 @@ func (b *batchTrigger) arm(after map[string]uint64) <-chan struct{} {
 	return b.ch
 }
 
-func (b *batchTrigger) observe(cluster string, _ []materializer.Event, lastSeq uint64) {
+func (b *batchTrigger) observe(fb feed.Batch) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.ch != nil && lastSeq > b.after[cluster] {
+	if b.ch != nil && fb.LastSeq > b.after[fb.Cluster] {
 		close(b.ch)
 		b.ch = nil
 	}

@@ -16,6 +16,12 @@
 // are counted (Metrics.DeadLettered, fleetview_materializer_dead_letters_total
 // in WritePrometheus) and never block the stream.
 //
+// After each commit it publishes the batch to its Observer as a feed.Batch
+// in which every object event carries the state it replaced: the sink's
+// word when it gives it (Badger's), otherwise the materializer's own memory
+// of the objects it applied (a feed.Tracker per cluster stream), so readers
+// never keep objects to tell ADDED from MODIFIED.
+//
 // It must not know how a backend lays out its data; backends live in
 // sub-packages (badger, opensearch). Rebuilding a store is running a
 // materializer with a fresh sink and another durable name (backends.Rebuild,

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -49,9 +50,11 @@ type Config struct {
 	// Clusters, when set, limits consumption to these cluster streams.
 	Clusters []string
 	// Observer, when set, is told about every batch after it is committed
-	// (the query API's watch fan-out). It must not block for long: the
-	// stream's consumption waits for it.
-	Observer func(cluster string, events []Event, lastSeq uint64)
+	// (the query API's watch fan-out), every object event with its prior
+	// state: the sink's, or, for a sink that does not tell it, the
+	// materializer's memory of the objects it applied since it started. It
+	// must not block for long: the stream's consumption waits for it.
+	Observer func(feed.Batch)
 	Logger   *slog.Logger
 }
 
@@ -64,6 +67,7 @@ type Materializer struct {
 
 	mu      sync.Mutex
 	applied map[string]uint64
+	priors  map[string]*feed.Tracker // by cluster, see tracker
 }
 
 // New builds a materializer.
@@ -87,7 +91,7 @@ func New(cfg Config) (*Materializer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Materializer{cfg: cfg, js: js, log: cfg.Logger.With("materializer", cfg.Name), applied: map[string]uint64{}}, nil
+	return &Materializer{cfg: cfg, js: js, log: cfg.Logger.With("materializer", cfg.Name), applied: map[string]uint64{}, priors: map[string]*feed.Tracker{}}, nil
 }
 
 // Applied is the last applied sequence per cluster stream.
@@ -224,7 +228,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 
 // batch is what the fetching stage hands the applying stage.
 type batch struct {
-	evs  []Event
+	evs  []feed.Event
 	msgs []jetstream.Msg // msgs[i] carried evs[i]
 	bad  []badMsg        // undecodable messages, in stream order
 	last jetstream.Msg
@@ -255,73 +259,61 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan batch, 1)
-	go func() {
-		defer close(batches)
-		for cctx.Err() == nil {
-			b := m.fetch(cctx, it, ckpt)
-			if b.last == nil && b.err == nil {
-				continue
-			}
-			select {
-			case batches <- b:
-			case <-cctx.Done():
-				return
-			}
-			if b.err != nil {
-				return
-			}
-			ckpt = b.seq
+	go m.fetchAll(cctx, it, ckpt, batches)
+	a := m.newApplier(cluster)
+	defer func() { _ = a.finish() }()
+	return a.run(ctx, batches)
+}
+
+// fetchAll is the fetching stage: it hands on batches past ckpt until ctx
+// ends or fetching fails (that batch carries the error), then closes
+// batches.
+func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, batches chan<- batch) {
+	defer close(batches)
+	for ctx.Err() == nil {
+		b := m.fetch(ctx, it, ckpt)
+		if b.last == nil && b.err == nil {
+			continue
 		}
-	}()
+		select {
+		case batches <- b:
+		case <-ctx.Done():
+			return
+		}
+		if b.err != nil {
+			return
+		}
+		ckpt = b.seq
+	}
+}
+
+// applier is the applying stage of one cluster stream: it prepares a batch
+// while the one before is being committed, and settles each (acknowledges
+// and publishes it) once it is durable.
+type applier struct {
+	m       *Materializer
+	cluster string
+	sink    PipelinedSink
+	// priors tells the prior state the sink does not; nil without an
+	// observer.
+	priors   *feed.Tracker
+	inflight *flight
+}
+
+func (m *Materializer) newApplier(cluster string) *applier {
 	ps, ok := m.cfg.Sink.(PipelinedSink)
 	if !ok {
 		ps = applyNow{m.cfg.Sink}
 	}
-	var inflight *flight
-	failed := func(f *flight, err error) error {
-		return &sinkError{fmt.Errorf("apply up to seq %d: %w", f.b.seq, err)}
-	}
-	// settle takes the outcome of the batch in flight, then acknowledges
-	// and announces it.
-	settle := func(err error) error {
-		f := inflight
-		inflight = nil
-		if err != nil {
-			return failed(f, err)
-		}
-		m.done(cluster, f.b, f.evs)
-		return nil
-	}
-	finish := func() error {
-		if inflight == nil {
-			return nil
-		}
-		return settle(<-inflight.done)
-	}
-	defer func() { _ = finish() }()
-	// commit starts p's commit once the batch in flight is durable, and
-	// only then settles that one: the observer (the watch hub) runs while
-	// the sink writes, not between two writes. Watches do not mind the hub
-	// trailing the sink: they replay through the sink's checkpoint.
-	commit := func(b batch, evs []Event, p Prepared) error {
-		prev := inflight
-		if prev != nil {
-			if err := <-prev.done; err != nil {
-				inflight = nil
-				p.Discard()
-				return failed(prev, err)
-			}
-		}
-		inflight = &flight{b: b, evs: evs, done: p.Commit()}
-		if prev != nil {
-			m.done(cluster, prev.b, prev.evs)
-		}
-		return nil
-	}
+	return &applier{m: m, cluster: cluster, sink: ps, priors: m.tracker(cluster)}
+}
+
+// run applies the batches until they end or one fails.
+func (a *applier) run(ctx context.Context, batches <-chan batch) error {
 	for {
 		var settled <-chan error
-		if inflight != nil {
-			settled = inflight.done
+		if a.inflight != nil {
+			settled = a.inflight.done
 		}
 		var b batch
 		var ok bool
@@ -329,17 +321,17 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 		case err := <-settled:
 			// The stream may be idle: a watch must not wait for the next
 			// batch to see this one.
-			if err := settle(err); err != nil {
+			if err := a.settle(err); err != nil {
 				return err
 			}
 			continue
 		case b, ok = <-batches:
 		}
 		if !ok {
-			return finish()
+			return a.finish()
 		}
 		if b.err != nil {
-			if err := finish(); err != nil {
+			if err := a.finish(); err != nil {
 				return err
 			}
 			if ctx.Err() != nil {
@@ -347,15 +339,7 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 			}
 			return b.err
 		}
-		var p Prepared
-		evs, err := m.dropPoison(ctx, b, func(evs []Event) (err error) {
-			p, err = ps.Prepare(ctx, cluster, evs, b.seq)
-			return err
-		})
-		if err == nil {
-			err = commit(b, evs, p)
-		}
-		if err != nil {
+		if err := a.apply(ctx, b); err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -364,11 +348,86 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	}
 }
 
+// apply prepares b without its poison and starts its commit.
+func (a *applier) apply(ctx context.Context, b batch) error {
+	var p Prepared
+	evs, err := a.m.dropPoison(ctx, b, func(evs []feed.Event) (err error) {
+		p, err = a.sink.Prepare(ctx, a.cluster, evs, b.seq)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return a.commit(b, evs, p)
+}
+
+// commit starts p's commit once the batch in flight is durable, and only
+// then settles that one: the observer (the watch hub) runs while the sink
+// writes, not between two writes. Watches do not mind the hub trailing the
+// sink: they replay through the sink's checkpoint.
+func (a *applier) commit(b batch, evs []feed.Event, p Prepared) error {
+	prev := a.inflight
+	if prev != nil {
+		if err := <-prev.done; err != nil {
+			a.inflight = nil
+			p.Discard()
+			return prev.failed(err)
+		}
+	}
+	a.inflight = &flight{b: b, evs: evs, done: p.Commit()}
+	if prev != nil {
+		a.done(prev.b, prev.evs)
+	}
+	return nil
+}
+
+// settle takes the outcome of the batch in flight, then acknowledges and
+// announces it.
+func (a *applier) settle(err error) error {
+	f := a.inflight
+	a.inflight = nil
+	if err != nil {
+		return f.failed(err)
+	}
+	a.done(f.b, f.evs)
+	return nil
+}
+
+// finish waits for the batch in flight, if any, and settles it.
+func (a *applier) finish() error {
+	if a.inflight == nil {
+		return nil
+	}
+	return a.settle(<-a.inflight.done)
+}
+
+// done records a durable batch: metrics, the applied sequence, the
+// observer, and the stream acknowledgement.
+func (a *applier) done(b batch, evs []feed.Event) {
+	m := a.m
+	m.metrics.Applied.Add(uint64(len(evs)))
+	m.metrics.Batches.Add(1)
+	m.setApplied(a.cluster, b.seq)
+	if m.cfg.Observer != nil {
+		a.priors.Tell(evs)
+		m.cfg.Observer(feed.Batch{Cluster: a.cluster, Events: evs, LastSeq: b.seq})
+	}
+	if err := b.last.Ack(); err != nil {
+		// The checkpoint in the sink is the truth; a lost ack only causes
+		// a redelivery that is skipped.
+		m.log.Debug("ack failed", "cluster", a.cluster, "err", err)
+	}
+}
+
 // flight is a batch whose commit is in flight.
 type flight struct {
 	b    batch
-	evs  []Event
+	evs  []feed.Event
 	done <-chan error
+}
+
+func (f *flight) failed(err error) error {
+	return &sinkError{fmt.Errorf("apply up to seq %d: %w", f.b.seq, err)}
 }
 
 // fetch collects up to BatchSize messages. It flushes early when the stream
@@ -416,11 +475,11 @@ func (m *Materializer) add(b *batch, msg jetstream.Msg, seq, ckpt uint64) {
 		b.bad = append(b.bad, badMsg{msg, err})
 		return
 	}
-	if m.cfg.Filter != nil && !isControl(ev) && !m.cfg.Filter(ev) {
+	if m.cfg.Filter != nil && feed.IsObjectEvent(ev) && !m.cfg.Filter(ev) {
 		m.metrics.Skipped.Add(1)
 		return
 	}
-	e := Event{Seq: seq, Event: ev}
+	e := feed.Event{Seq: seq, Event: ev}
 	if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		// Here, in the fetching stage, so that it overlaps with applying.
 		if e.Labels, err = ObjectLabels(ev.GetObject()); err != nil {
@@ -433,15 +492,10 @@ func (m *Materializer) add(b *batch, msg jetstream.Msg, seq, ckpt uint64) {
 	b.msgs = append(b.msgs, msg)
 }
 
-func isControl(ev *fleetviewv1.ResourceEvent) bool {
-	t := ev.GetType()
-	return t != fleetviewv1.EventType_EVENT_TYPE_UPSERT && t != fleetviewv1.EventType_EVENT_TYPE_DELETE
-}
-
 // dropPoison dead-letters the undecodable messages, then hands the batch's
 // events to apply; an event apply calls poison is dead-lettered and apply is
 // called again without it. It returns the events applied.
-func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]Event) error) ([]Event, error) {
+func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]feed.Event) error) ([]feed.Event, error) {
 	for _, bad := range b.bad {
 		if err := m.deadLetter(ctx, bad.msg, bad.reason); err != nil {
 			return nil, err
@@ -470,26 +524,28 @@ func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]Eve
 	}
 }
 
-// done records a durable batch: metrics, the applied sequence, the
-// observer, and the stream acknowledgement.
-func (m *Materializer) done(cluster string, b batch, evs []Event) {
-	m.metrics.Applied.Add(uint64(len(evs)))
-	m.metrics.Batches.Add(1)
-	m.setApplied(cluster, b.seq)
-	if m.cfg.Observer != nil {
-		m.cfg.Observer(cluster, evs, b.seq)
-	}
-	if err := b.last.Ack(); err != nil {
-		// The checkpoint in the sink is the truth; a lost ack only causes
-		// a redelivery that is skipped.
-		m.log.Debug("ack failed", "cluster", cluster, "err", err)
-	}
-}
-
 func (m *Materializer) setApplied(cluster string, seq uint64) {
 	m.mu.Lock()
 	m.applied[cluster] = seq
 	m.mu.Unlock()
+}
+
+// tracker is the prior-state tracker of a cluster stream, kept across
+// restarts of its consumer so that they do not make every object new
+// again; nil without an observer, the only reader of prior states. It
+// stays empty for a sink that tells them itself (Badger's).
+func (m *Materializer) tracker(cluster string) *feed.Tracker {
+	if m.cfg.Observer == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.priors[cluster]
+	if t == nil {
+		t = feed.NewTracker()
+		m.priors[cluster] = t
+	}
+	return t
 }
 
 // deadLetter keeps a poison message with its reason and moves on.

@@ -29,9 +29,10 @@
 //     watch with 410 (the objects to delete are no longer known). A watch
 //     whose buffer overflows is cut with RESOURCE_EXHAUSTED (429). The hub
 //     tells ADDED from MODIFIED, and routes watches indexed by a label, by
-//     what the sink says each event replaced (materializer.Prior: Badger's
-//     writer reads it anyway); for a sink that does not say (OpenSearch) it
-//     keeps the labels of the objects it has seen since it started.
+//     what each event replaced, which the materializer's feed carries
+//     (feed.Prior: Badger's writer reads it anyway; for a sink that does
+//     not say, OpenSearch's, the materializer keeps the labels of the
+//     objects it has applied since it started). The hub keeps no objects.
 //   - Readiness (/readyz, gRPC health) requires every ready cluster to have
 //     every registry-selected resource synced by its collector and the
 //     backend to have applied the stream through the latest sync marker.

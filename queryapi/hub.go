@@ -2,9 +2,6 @@ package queryapi
 
 import (
 	"encoding/json"
-	"hash/maphash"
-	"sort"
-	"strings"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -12,9 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ksel "k8s.io/apimachinery/pkg/selection"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -26,49 +23,18 @@ import (
 // Watches whose label selector has an equality requirement (k=v) are
 // indexed by it: an event reaches such a watch only when the object's new
 // or previous labels carry k=v (or its previous labels are unknown), so a
-// thousand selective watches do not each wake up for every event.
+// thousand selective watches do not each wake up for every event. The
+// previous labels, and whether the object existed, come with the event
+// (feed.Prior): the hub keeps no objects.
 type Hub struct {
 	buffer int
 
 	mu      sync.Mutex
 	applied query.Version
-	// known holds, for events whose sink does not tell what they replaced
-	// (materializer.Prior; OpenSearch's does not, Badger's does), the
-	// objects seen since the hub started, per cluster/resource and by a
-	// 128-bit hash of the uid, with their last labels encoded. Hashed ids
-	// keep the map at about 100 bytes per object, without pointers to scan
-	// in its keys.
-	known map[string]map[objID]string
-	seeds [2]maphash.Seed
 	// all are the watches of a resource without an indexable requirement;
 	// byLabel indexes the others by resource, key and value.
 	all     map[schema.GroupVersionResource]map[*subscription]struct{}
 	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}
-}
-
-// objID identifies an object of one cluster and resource: a hash of its
-// uid, 128 bits so that a collision among millions of objects is
-// practically impossible.
-type objID [2]uint64
-
-func (h *Hub) objID(uid string) objID {
-	return objID{maphash.String(h.seeds[0], uid), maphash.String(h.seeds[1], uid)}
-}
-
-// resKey names a cluster's resource in known.
-func resKey(cluster string, gvr schema.GroupVersionResource) string {
-	return cluster + "/" + stream.ResourceToken(gvr)
-}
-
-// objects is the known map of a cluster's resource, created if asked.
-func (h *Hub) objects(cluster string, gvr schema.GroupVersionResource, create bool) map[objID]string {
-	k := resKey(cluster, gvr)
-	m := h.known[k]
-	if m == nil && create {
-		m = map[objID]string{}
-		h.known[k] = m
-	}
-	return m
 }
 
 // HubOptions configure a Hub.
@@ -83,62 +49,9 @@ func NewHub(o HubOptions) *Hub {
 	if o.Buffer <= 0 {
 		o.Buffer = 1024
 	}
-	return &Hub{buffer: o.Buffer, applied: query.Version{}, known: map[string]map[objID]string{},
-		seeds:   [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
+	return &Hub{buffer: o.Buffer, applied: query.Version{},
 		all:     map[schema.GroupVersionResource]map[*subscription]struct{}{},
 		byLabel: map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{}}
-}
-
-func encodeLabels(l labels.Set) string {
-	if len(l) == 0 {
-		return ""
-	}
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(l[k])
-		b.WriteByte(0)
-	}
-	return b.String()
-}
-
-// decodeLabels reverses encodeLabels.
-func decodeLabels(enc string) map[string]string {
-	m := map[string]string{}
-	for enc != "" {
-		k, rest, _ := strings.Cut(enc, "\x00")
-		v, rest2, _ := strings.Cut(rest, "\x00")
-		m[k] = v
-		enc = rest2
-	}
-	return m
-}
-
-// remember is the prior state of an event whose sink does not tell it,
-// from the labels the hub keeps. An object the hub has not seen is taken
-// as new, with its previous labels unknown: it may be one the sink held
-// before the hub started.
-func (h *Hub) remember(cluster string, gvr schema.GroupVersionResource, ev *fleetviewv1.ResourceEvent, cur map[string]string, wantLabels bool) materializer.Prior {
-	objs := h.objects(cluster, gvr, ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT)
-	id := h.objID(ev.GetUid())
-	old, seen := objs[id]
-	switch ev.GetType() {
-	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		objs[id] = encodeLabels(cur)
-	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		delete(objs, id)
-	}
-	p := materializer.Prior{Told: true, Exists: seen, LabelsUnknown: !seen}
-	if seen && wantLabels {
-		p.Labels = decodeLabels(old)
-	}
-	return p
 }
 
 // hubEvent is one stream event as watches see it; the object is decoded
@@ -261,67 +174,69 @@ func (h *Hub) unsubscribe(s *subscription) {
 }
 
 // Observe implements materializer.Config.Observer.
-func (h *Hub) Observe(cluster string, events []materializer.Event, lastSeq uint64) {
+func (h *Hub) Observe(b feed.Batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[*subscription][]*hubEvent{}
-	for _, e := range events {
-		he := newHubEvent(cluster, e.Seq, e.Event)
-		typ := e.Event.GetType()
-		var cur map[string]string
-		if typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-			// The materializer extracted the labels already; decoding the
-			// whole object here (for watchers only) would halve ingest.
-			cur = e.Labels
-			if !e.Labeled {
-				cur, _, _ = he.decode()
-			}
-		}
-		byLabel := h.byLabel[he.gvr]
-		control := typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT && typ != fleetviewv1.EventType_EVENT_TYPE_DELETE
-		prior := e.Prior
-		if !prior.Told && !control {
-			prior = h.remember(cluster, he.gvr, e.Event, cur, len(byLabel) > 0)
-		}
-		he.isNew = !prior.Exists
-		if typ == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
-			delete(h.known, resKey(cluster, he.gvr))
-		}
-		for s := range h.all[he.gvr] {
-			out[s] = append(out[s], he)
-		}
-		for key, byVal := range byLabel {
-			if control || prior.LabelsUnknown {
-				for _, subs := range byVal {
-					for s := range subs {
-						out[s] = append(out[s], he)
-					}
-				}
-				continue
-			}
-			// Route by the value the object has now and the one it had.
-			nv, nok := cur[key]
-			ov, ook := prior.Labels[key]
-			if nok {
-				for s := range byVal[nv] {
-					out[s] = append(out[s], he)
-				}
-			}
-			if ook && (!nok || ov != nv) {
-				for s := range byVal[ov] {
-					out[s] = append(out[s], he)
-				}
-			}
-		}
+	for i := range b.Events {
+		h.route(b.Cluster, &b.Events[i], out)
 	}
-	if h.applied[cluster] < lastSeq {
-		h.applied[cluster] = lastSeq
+	if h.applied[b.Cluster] < b.LastSeq {
+		h.applied[b.Cluster] = b.LastSeq
 	}
 	for s, evs := range out {
 		select {
-		case s.ch <- hubBatch{cluster: cluster, events: evs}:
+		case s.ch <- hubBatch{cluster: b.Cluster, events: evs}:
 		default:
 			s.once.Do(func() { close(s.overflow) })
+		}
+	}
+}
+
+// route adds e to the events of each watch that may need it.
+func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubEvent) {
+	he := newHubEvent(cluster, e.Seq, e.Event)
+	var cur map[string]string
+	if e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+		// The materializer extracted the labels already; decoding the
+		// whole object here (for watchers only) would halve ingest.
+		cur = e.Labels
+		if !e.Labeled {
+			cur, _, _ = he.decode()
+		}
+	}
+	control := !feed.IsObjectEvent(e.Event)
+	prior := e.Prior
+	if !prior.Told && !control {
+		// Nobody said (the materializer always does): take the object as
+		// one never seen, new, with labels that may have been anything.
+		prior = feed.Prior{Told: true, LabelsUnknown: true}
+	}
+	he.isNew = !prior.Exists
+	for s := range h.all[he.gvr] {
+		out[s] = append(out[s], he)
+	}
+	for key, byVal := range h.byLabel[he.gvr] {
+		if control || prior.LabelsUnknown {
+			for _, subs := range byVal {
+				for s := range subs {
+					out[s] = append(out[s], he)
+				}
+			}
+			continue
+		}
+		// Route by the value the object has now and the one it had.
+		nv, nok := cur[key]
+		ov, ook := prior.Label(key)
+		if nok {
+			for s := range byVal[nv] {
+				out[s] = append(out[s], he)
+			}
+		}
+		if ook && (!nok || ov != nv) {
+			for s := range byVal[ov] {
+				out[s] = append(out[s], he)
+			}
 		}
 	}
 }

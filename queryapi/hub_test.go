@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -22,34 +22,49 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
-func upsert(seq uint64, cluster, uid string) materializer.Event {
-	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
+func upsert(seq uint64, cluster, uid string) feed.Event {
+	return feed.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
 		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"metadata":{"name":"` + uid + `","labels":{"app":"x"}}}`)}}
 }
 
 // told is e as a sink that reads the previous state (Badger's) hands it
 // over: with what it replaced.
-func told(e materializer.Event, exists bool, app string) materializer.Event {
-	e.Prior = materializer.Prior{Told: true, Exists: exists}
+func told(e feed.Event, exists bool, app string) feed.Event {
+	e.Prior = feed.Prior{Told: true, Exists: exists}
 	if app != "" {
 		e.Prior.Labels = map[string]string{"app": app}
 	}
 	return e
 }
 
+// materialized is a batch as the materializer publishes it: upserts
+// labeled, and the prior state a sink did not tell given by its tracker.
+func materialized(tr *feed.Tracker, cluster string, evs []feed.Event, lastSeq uint64) feed.Batch {
+	for i := range evs {
+		e := &evs[i]
+		if e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT && !e.Labeled {
+			e.Labels, _, _ = newHubEvent(cluster, e.Seq, e.Event).decode()
+			e.Labeled = true
+		}
+	}
+	tr.Tell(evs)
+	return feed.Batch{Cluster: cluster, Events: evs, LastSeq: lastSeq}
+}
+
 func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	h := NewHub(HubOptions{Buffer: 2})
+	tr := feed.NewTracker()
 	sub, applied := h.subscribe(podsGVR, nil)
 	if len(applied) != 0 {
 		t.Fatalf("applied %v before any batch", applied)
 	}
 	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, nil)
-	h.Observe("a", []materializer.Event{
+	h.Observe(materialized(tr, "a", []feed.Event{
 		told(upsert(1, "a", "old"), true, "x"), // the sink had it
 		told(upsert(2, "a", "new"), false, ""), // the sink did not
 		upsert(3, "a", "untold"),               // a sink that does not say: first seen
 		upsert(4, "a", "untold"),               // seen before
-	}, 4)
+	}, 4))
 	b := <-sub.ch
 	var isNew []bool
 	for _, e := range b.events {
@@ -66,7 +81,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	}
 	// The watch does not read: the third batch overflows its buffer of 2.
 	for i := uint64(5); i <= 7; i++ {
-		h.Observe("a", []materializer.Event{upsert(i, "a", "new")}, i)
+		h.Observe(materialized(tr, "a", []feed.Event{upsert(i, "a", "new")}, i))
 	}
 	select {
 	case <-sub.overflow:
@@ -106,8 +121,8 @@ func TestErrorTable(t *testing.T) {
 	}
 }
 
-func labeled(seq uint64, uid, app string) materializer.Event {
-	return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
+func labeled(seq uint64, uid, app string) feed.Event {
+	return feed.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid,
 		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"metadata":{"name":"` + uid + `","labels":{"app":"` + app + `"}}}`)}}
 }
 
@@ -132,22 +147,22 @@ func TestHubRoutesByLabel(t *testing.T) {
 		}
 		return seqs
 	}
-	del := func(seq uint64, uid string) materializer.Event {
-		return materializer.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid, Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}}
+	del := func(seq uint64, uid string) feed.Event {
+		return feed.Event{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Uid: uid, Name: uid, Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}}
 	}
 	unknown := labeled(4, "r", "z")
-	unknown.Prior = materializer.Prior{Told: true, Exists: true, LabelsUnknown: true}
-	h.Observe("a", []materializer.Event{
+	unknown.Prior = feed.Prior{Told: true, Exists: true, LabelsUnknown: true}
+	h.Observe(materialized(feed.NewTracker(), "a", []feed.Event{
 		told(labeled(1, "p", "x"), false, ""), // new object: routed by its labels only
 		told(labeled(2, "p", "y"), true, "x"), // moves x -> y: both must hear of it
 		told(labeled(3, "q", "z"), false, ""), // neither
 		unknown,                               // labels before unknown: everyone
 		told(del(5, "p"), true, "y"),          // deleted while it had y
-		// A sink that does not tell: the hub's own memory of labels.
+		// A sink that does not tell: the materializer's memory of labels.
 		labeled(6, "s", "z"), // not seen since the hub started: it may have had any labels
 		labeled(7, "s", "x"), // seen with z, now x
 		del(8, "s"),          // had x
-	}, 8)
+	}, 8))
 	for _, tc := range []struct {
 		name string
 		s    *subscription
@@ -155,6 +170,29 @@ func TestHubRoutesByLabel(t *testing.T) {
 	}{{"app=x", x, "[1 2 4 6 7 8]"}, {"app in (y)", y, "[2 4 5 6]"}, {"app (not indexable)", anyApp, "[1 2 3 4 5 6 7 8]"}} {
 		if g := fmt.Sprint(got(tc.s)); g != tc.want {
 			t.Errorf("%s got %s, want %s", tc.name, g, tc.want)
+		}
+	}
+}
+
+// TestHubUntoldIsNew: an event that reaches the hub without a prior state
+// (the materializer always gives one) is taken as a new object whose
+// labels may have been anything, never guessed from earlier events.
+func TestHubUntoldIsNew(t *testing.T) {
+	h := NewHub(HubOptions{})
+	sel, err := labels.Parse("app=y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := h.subscribe(podsGVR, sel)
+	all, _ := h.subscribe(podsGVR, nil)
+	h.Observe(feed.Batch{Cluster: "a", Events: []feed.Event{labeled(1, "s", "x"), labeled(2, "s", "x")}, LastSeq: 2})
+	for _, tc := range []struct {
+		name string
+		s    *subscription
+	}{{"app=y", y}, {"all", all}} {
+		b := <-tc.s.ch
+		if len(b.events) != 2 || !b.events[0].isNew || !b.events[1].isNew {
+			t.Errorf("%s: %d events, want both, new", tc.name, len(b.events))
 		}
 	}
 }

@@ -78,6 +78,8 @@ type watch struct {
 	// selection is reported even if this watch never sent it.
 	horizon query.Version
 	sent    map[string]struct{}
+	// sendErr receives the sender's outcome once it stops.
+	sendErr chan error
 }
 
 var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast enough; resume from the last resourceVersion or list again", query.ErrTooSlow)
@@ -301,16 +303,9 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if err != nil {
 		return err
 	}
-	var resume *query.VersionToken
-	if rv := req.GetResourceVersion(); rv != "" && rv != "0" {
-		t, err := q.sealer.OpenVersion(rv)
-		if err != nil {
-			return err
-		}
-		if err := q.checkResume(ctx, t); err != nil {
-			return err
-		}
-		resume = &t
+	resume, err := q.resumeFrom(ctx, req.GetResourceVersion())
+	if err != nil {
+		return err
 	}
 	if q.hub == nil {
 		return status501("watch needs the materializer's hub")
@@ -332,129 +327,174 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := &watch{q: q, f: f, out: make(chan *fleetviewv1.WatchEvent, q.watchBuffer), sealer: q.sealer,
-		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
-	sendErr := make(chan error, 1)
-	go func() {
-		for {
-			select {
-			case <-ctx.Done():
-				sendErr <- nil
-				return
-			case ev := <-w.out:
-				if err := send(ev); err != nil {
-					sendErr <- err
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	// drain lets the sender flush what is queued before the watch ends
-	// with an error the client must see after the events.
-	drain := func(err error) error {
-		deadline := time.After(5 * time.Second)
-		for len(w.out) > 0 {
-			select {
-			case <-deadline:
-				return err
-			case serr := <-sendErr:
-				if serr != nil {
-					return serr
-				}
-				return err
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-		return err
-	}
-
-	seed := func() (query.Version, error) {
-		// The client's state is unknown to this watch; remember what
-		// currently matches so objects leaving the selection are reported.
-		return q.listAll(ctx, f.listOptions(), func(o query.Object) error {
-			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
-			return nil
-		})
-	}
+		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
+		sendErr: make(chan error, 1)}
+	go w.sendAll(ctx, cancel, send)
 	// Kubernetes: a watch without a resourceVersion (or "0") starts with
 	// the current state as synthetic ADDED events.
-	initial := req.GetSendInitialEvents() || resume == nil
-	switch {
-	case initial:
-		v, err := q.listAll(ctx, f.listOptions(), func(o query.Object) error {
-			s, err := toStruct(o.JSON)
-			if err != nil {
+	if req.GetSendInitialEvents() || resume == nil {
+		err = w.initial(ctx, applied, req.GetSendInitialEvents())
+	} else {
+		err = w.resume(ctx, resume, applied)
+	}
+	if err != nil {
+		return err
+	}
+	return w.follow(ctx, sub, req.GetAllowBookmarks())
+}
+
+// resumeFrom opens the resourceVersion a watch resumes from; nil when it
+// does not resume.
+func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.VersionToken, error) {
+	if rv == "" || rv == "0" {
+		return nil, nil
+	}
+	t, err := q.sealer.OpenVersion(rv)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.checkResume(ctx, t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// sendAll hands the queued events to the client until ctx ends or sending
+// fails; then it reports on sendErr (nil when ctx ended) and, on failure,
+// ends the watch.
+func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send func(*fleetviewv1.WatchEvent) error) {
+	for {
+		select {
+		case <-ctx.Done():
+			w.sendErr <- nil
+			return
+		case ev := <-w.out:
+			if err := send(ev); err != nil {
+				w.sendErr <- err
+				cancel()
+				return
+			}
+		}
+	}
+}
+
+// drain lets the sender flush what is queued before the watch ends with an
+// error the client must see after the events.
+func (w *watch) drain(err error) error {
+	deadline := time.After(5 * time.Second)
+	for len(w.out) > 0 {
+		select {
+		case <-deadline:
+			return err
+		case serr := <-w.sendErr:
+			if serr != nil {
+				return serr
+			}
+			return err
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// replay judges cluster c's events from after from through to, read back
+// from its stream.
+func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
+	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
+		return w.drain(err)
+	}
+	return nil
+}
+
+// initial sends the current state as ADDED events, then catches up with
+// what the hub passed on (applied) before the watch subscribed.
+func (w *watch) initial(ctx context.Context, applied query.Version, endBookmark bool) error {
+	v, err := w.q.listAll(ctx, w.f.listOptions(), func(o query.Object) error {
+		s, err := toStruct(o.JSON)
+		if err != nil {
+			return err
+		}
+		if w.f.tracked() {
+			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+		}
+		if w.kind == "" {
+			w.kind = s.GetFields()["kind"].GetStringValue()
+		}
+		ev := &fleetviewv1.WatchEvent{Type: added, Object: s, Cluster: o.Cluster}
+		select {
+		case w.out <- ev:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	if err != nil {
+		return err
+	}
+	for c, s := range v {
+		w.processed[c], w.start[c] = s, s
+	}
+	// A backend whose snapshot is older than what the hub passed on
+	// before this watch subscribed (e.g. a lagging OpenSearch behind a
+	// routing reader): catch up from the stream, or those events would
+	// be lost between the list and the live feed.
+	for c, to := range applied {
+		if from := w.processed[c]; w.f.clusterOK(c) && from < to {
+			if err := w.replay(ctx, c, from, to); err != nil {
 				return err
 			}
-			if f.tracked() {
-				w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
-			}
-			if w.kind == "" {
-				w.kind = s.GetFields()["kind"].GetStringValue()
-			}
-			ev := &fleetviewv1.WatchEvent{Type: added, Object: s, Cluster: o.Cluster}
-			select {
-			case w.out <- ev:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+		}
+	}
+	if endBookmark {
+		return w.bookmark(true)
+	}
+	return nil
+}
+
+// resume replays every cluster's stream from the client's version through
+// what the hub passed on (applied) before the watch subscribed.
+func (w *watch) resume(ctx context.Context, token *query.VersionToken, applied query.Version) error {
+	for c, s := range token.Seqs {
+		w.processed[c], w.start[c] = s, s
+	}
+	if w.f.tracked() {
+		// The client's state is unknown to this watch; remember what
+		// currently matches so objects leaving the selection are reported.
+		v, err := w.q.listAll(ctx, w.f.listOptions(), func(o query.Object) error {
+			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+			return nil
 		})
 		if err != nil {
 			return err
 		}
 		for c, s := range v {
-			w.processed[c], w.start[c] = s, s
-		}
-		// A backend whose snapshot is older than what the hub passed on
-		// before this watch subscribed (e.g. a lagging OpenSearch behind a
-		// routing reader): catch up from the stream, or those events would
-		// be lost between the list and the live feed.
-		for c, to := range applied {
-			if from := w.processed[c]; f.clusterOK(c) && from < to {
-				if err := q.replay(ctx, c, f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
-					return drain(err)
-				}
-			}
-		}
-		if req.GetSendInitialEvents() {
-			if err := w.bookmark(true); err != nil {
-				return err
-			}
-		}
-	default: // resume
-		for c, s := range resume.Seqs {
-			w.processed[c], w.start[c] = s, s
-		}
-		if f.tracked() {
-			v, err := seed()
-			if err != nil {
-				return err
-			}
-			for c, s := range v {
-				w.horizon[c] = max(s, applied[c])
-			}
-		}
-		clusters := map[string]bool{}
-		for c := range resume.Seqs {
-			clusters[c] = true
-		}
-		for c := range applied {
-			clusters[c] = true
-		}
-		for c := range clusters {
-			from, to := w.processed[c], applied[c]
-			if !f.clusterOK(c) || from >= to {
-				continue
-			}
-			if err := q.replay(ctx, c, f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
-				return drain(err)
-			}
+			w.horizon[c] = max(s, applied[c])
 		}
 	}
+	clusters := map[string]bool{}
+	for c := range token.Seqs {
+		clusters[c] = true
+	}
+	for c := range applied {
+		clusters[c] = true
+	}
+	for c := range clusters {
+		from, to := w.processed[c], applied[c]
+		if !w.f.clusterOK(c) || from >= to {
+			continue
+		}
+		if err := w.replay(ctx, c, from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow judges the live feed until the watch ends.
+func (w *watch) follow(ctx context.Context, sub *subscription, bookmarks bool) error {
 	var tick <-chan time.Time
-	if req.GetAllowBookmarks() {
-		t := time.NewTicker(q.bookmarkInterval)
+	if bookmarks {
+		t := time.NewTicker(w.q.bookmarkInterval)
 		defer t.Stop()
 		tick = t.C
 	}
@@ -462,18 +502,18 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 		select {
 		case <-ctx.Done():
 			select {
-			case err := <-sendErr:
+			case err := <-w.sendErr:
 				if err != nil {
 					return err
 				}
 			default:
 			}
 			return ctx.Err()
-		case err := <-sendErr:
+		case err := <-w.sendErr:
 			return err
 		case <-sub.overflow:
 			return errOutFull
-		case <-q.stopping:
+		case <-w.q.stopping:
 			return status.Error(codes.Unavailable, "server shutting down; resume the watch from the last resourceVersion")
 		case <-tick:
 			if err := w.bookmark(false); err != nil {
@@ -482,7 +522,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 		case b := <-sub.ch:
 			for _, he := range b.events {
 				if err := w.process(he, false); err != nil {
-					return drain(err)
+					return w.drain(err)
 				}
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -142,13 +143,11 @@ func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
 // MsgID is the Nats-Msg-Id of an event: the same change published twice is
 // stored once.
 func MsgID(ev *fleetviewv1.ResourceEvent) string {
-	switch ev.GetType() {
-	case fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		return ev.GetUid() + "/" + ev.GetResourceVersion() + "/" + ev.GetType().String()
-	default:
+	if !feed.IsObjectEvent(ev) {
 		// Control records are meant to be appended every time.
 		return ""
 	}
+	return ev.GetUid() + "/" + ev.GetResourceVersion() + "/" + ev.GetType().String()
 }
 
 // Encode marshals an event.
@@ -175,7 +174,7 @@ func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
 		return nil, fmt.Errorf("%w: resource %s/%s/%s does not match subject %q", ErrBadEvent, g.GetGroup(), g.GetVersion(), g.GetResource(), subj)
 	case !ps.Control && ev.GetUid() != ps.UID:
 		return nil, fmt.Errorf("%w: uid %q does not match subject %q", ErrBadEvent, ev.GetUid(), subj)
-	case !ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_DELETE:
+	case !ps.Control && !feed.IsObjectEvent(ev):
 		return nil, fmt.Errorf("%w: type %s on object subject", ErrBadEvent, ev.GetType())
 	case ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_SYNCED && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return nil, fmt.Errorf("%w: type %s on control subject", ErrBadEvent, ev.GetType())

@@ -10,8 +10,8 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -52,7 +52,7 @@ func recreated(i, rv int) *fleetviewv1.ResourceEvent {
 }
 
 // fmtPriors shows what each event replaced, as the watch hub reads it.
-func fmtPriors(evs []materializer.Event) string {
+func fmtPriors(evs []feed.Event) string {
 	var out []string
 	for _, e := range evs {
 		p := e.Prior
@@ -93,11 +93,11 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			var seq uint64
-			events := func(in []*fleetviewv1.ResourceEvent) []materializer.Event {
-				var out []materializer.Event
+			events := func(in []*fleetviewv1.ResourceEvent) []feed.Event {
+				var out []feed.Event
 				for _, e := range in {
 					seq++
-					out = append(out, materializer.Event{Seq: seq, Event: e})
+					out = append(out, feed.Event{Seq: seq, Event: e})
 				}
 				return out
 			}
@@ -108,7 +108,7 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer want.Close()
-			for _, b := range [][]materializer.Event{b0, b1, b2} {
+			for _, b := range [][]feed.Event{b0, b1, b2} {
 				if err := want.Apply(ctx, "c1", b, b[len(b)-1].Seq); err != nil {
 					t.Fatal(err)
 				}
@@ -132,9 +132,9 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 			if got := fmtPriors(b2); got != tc.priors {
 				t.Errorf("priors of the second batch %s, want %s", got, tc.priors)
 			}
-			for _, b := range [][]materializer.Event{b1, b2} {
+			for _, b := range [][]feed.Event{b1, b2} {
 				for i := range b {
-					b[i].Prior = materializer.Prior{}
+					b[i].Prior = feed.Prior{}
 				}
 			}
 			for i := range b1 {
@@ -186,14 +186,14 @@ func TestPrepareCommitsInOrder(t *testing.T) {
 	var seq uint64
 	var inflight <-chan error
 	for round := range 40 {
-		var b []materializer.Event
+		var b []feed.Event
 		for i := range 20 {
 			seq++
 			e := relabeled(i, round+2, fmt.Sprint(round%3))
 			if (i+round)%7 == 0 {
 				e = benchdata.Delete("c1", i, round+2)
 			}
-			b = append(b, materializer.Event{Seq: seq, Event: e})
+			b = append(b, feed.Event{Seq: seq, Event: e})
 		}
 		if err := want.Apply(ctx, "c1", b, seq); err != nil {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestPrepareCommitsInOrder(t *testing.T) {
 		wantPriors := fmtPriors(b)
 		b = slices.Clone(b)
 		for i := range b {
-			b[i].Prior = materializer.Prior{}
+			b[i].Prior = feed.Prior{}
 		}
 		p, err := got.Prepare(ctx, "c1", b, seq)
 		if err != nil {
@@ -231,7 +231,7 @@ func TestPrepareCommitsInOrder(t *testing.T) {
 func TestReopenedStoreLooksUpPreviousObjects(t *testing.T) {
 	ctx := context.Background()
 	s := reopenedWithPod0(t, nil)
-	p, err := s.Prepare(ctx, "c1", []materializer.Event{{Seq: 2, Event: relabeled(0, 2, "x")}}, 2)
+	p, err := s.Prepare(ctx, "c1", []feed.Event{{Seq: 2, Event: relabeled(0, 2, "x")}}, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,20 +267,20 @@ func TestRemovalLargerThanATransaction(t *testing.T) {
 			defer s.Close()
 			var seq uint64
 			for from := 0; from < 3000; from += 200 {
-				var b []materializer.Event
+				var b []feed.Event
 				for i := from; i < from+200; i++ {
 					seq++
-					b = append(b, materializer.Event{Seq: seq, Event: benchdata.Event("c1", i, 1)})
+					b = append(b, feed.Event{Seq: seq, Event: benchdata.Event("c1", i, 1)})
 				}
 				if err := s.Apply(ctx, "c1", b, seq); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if err := s.Apply(ctx, "c2", []materializer.Event{{Seq: 1, Event: benchdata.Event("c2", 0, 1)}}, 1); err != nil {
+			if err := s.Apply(ctx, "c2", []feed.Event{{Seq: 1, Event: benchdata.Event("c2", 0, 1)}}, 1); err != nil {
 				t.Fatal(err)
 			}
 			seq++
-			removal := []materializer.Event{{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}}}
+			removal := []feed.Event{{Seq: seq, Event: &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}}}
 			if pipelined {
 				p, err := s.Prepare(ctx, "c1", removal, seq)
 				if err != nil {

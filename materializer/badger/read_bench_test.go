@@ -6,8 +6,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
@@ -23,7 +23,7 @@ func benchReader(b *testing.B) *Reader {
 	}
 	b.Cleanup(func() { s.Close() })
 	for _, c := range []string{"c1", "c2"} {
-		evs := make([]materializer.Event, benchPods)
+		evs := make([]feed.Event, benchPods)
 		for i := range evs {
 			evs[i] = ev(uint64(i+1), benchdata.Event(c, i, 1))
 		}

@@ -8,14 +8,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
 func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint64 {
 	t.Helper()
-	var evs []materializer.Event
+	var evs []feed.Event
 	for i := from; i < to; i++ {
 		seq++
 		evs = append(evs, ev(seq, benchdata.Event(cluster, i, 1)))

@@ -14,6 +14,7 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 	"github.com/dgraph-io/ristretto/v2/z"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -176,7 +177,7 @@ func (s *Store) Checkpoint(_ context.Context, cluster string) (uint64, error) {
 // single event too big for one transaction (removing a resource with many
 // objects) is committed in parts without moving the checkpoint: after a
 // crash the removal is applied again and deletes what is left.
-func (s *Store) Apply(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) error {
+func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, lastSeq uint64) error {
 	if err := s.waitFlight(cluster); err != nil {
 		return err
 	}
@@ -222,7 +223,7 @@ var _ materializer.PipelinedSink = (*Store)(nil)
 // transaction while the previous batch of the stream may still be in
 // Badger's writer. That transaction's snapshot does not include the
 // previous batch, so reads go to the previous batch's writes first.
-func (s *Store) Prepare(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) (materializer.Prepared, error) {
+func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event, lastSeq uint64) (materializer.Prepared, error) {
 	prev, txn := s.takeFlight(cluster)
 	w, err := s.newWriter(ctx, cluster, prev, txn)
 	if err != nil {

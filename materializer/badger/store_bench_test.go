@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
@@ -17,7 +17,7 @@ func BenchmarkApply(b *testing.B) {
 	}
 	defer s.Close()
 	const batch = 1000
-	evs := make([]materializer.Event, batch)
+	evs := make([]feed.Event, batch)
 	b.SetBytes(int64(len(benchdata.Pod("c1", 0, 1))))
 	b.ResetTimer()
 	seq := uint64(0)
@@ -26,7 +26,7 @@ func BenchmarkApply(b *testing.B) {
 		b.StopTimer()
 		for j := 0; j < n; j++ {
 			seq++
-			evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
+			evs[j] = feed.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
 		}
 		b.StartTimer()
 		if err := s.Apply(context.Background(), "c1", evs[:n], seq); err != nil {
@@ -51,10 +51,10 @@ func BenchmarkPrepareCommit(b *testing.B) {
 	for i := 0; i < b.N; i += batch {
 		n := min(batch, b.N-i)
 		b.StopTimer()
-		evs := make([]materializer.Event, n)
+		evs := make([]feed.Event, n)
 		for j := range evs {
 			seq++
-			evs[j] = materializer.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
+			evs[j] = feed.Event{Seq: seq, Event: benchdata.Event("c1", i+j, 1)}
 		}
 		b.StartTimer()
 		p, err := s.Prepare(context.Background(), "c1", evs, seq)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -16,8 +17,8 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-func ev(seq uint64, e *fleetviewv1.ResourceEvent) materializer.Event {
-	return materializer.Event{Seq: seq, Event: e}
+func ev(seq uint64, e *fleetviewv1.ResourceEvent) feed.Event {
+	return feed.Event{Seq: seq, Event: e}
 }
 
 // applyPods applies Pods 0..n-1 of cluster c1 at resourceVersion rv, in
@@ -25,7 +26,7 @@ func ev(seq uint64, e *fleetviewv1.ResourceEvent) materializer.Event {
 func applyPods(t *testing.T, s *Store, n, rv, batch int, seq *uint64) {
 	t.Helper()
 	for i := 0; i < n; i += batch {
-		evs := make([]materializer.Event, min(batch, n-i))
+		evs := make([]feed.Event, min(batch, n-i))
 		for j := range evs {
 			*seq++
 			evs[j] = ev(*seq, benchdata.Event("c1", i+j, rv))
@@ -73,13 +74,13 @@ func TestApply(t *testing.T) {
 	re := benchdata.Event("c1", 2, 5)
 	re.Uid = "new-uid"
 	re.Object = bytes.Replace(re.Object, []byte(benchdata.UID("c1", 2)), []byte("new-uid"), 1)
-	if err := s.Apply(ctx, "c1", []materializer.Event{
+	if err := s.Apply(ctx, "c1", []feed.Event{
 		ev(1, benchdata.Event("c1", 0, 1)), ev(2, benchdata.Event("c1", 1, 1)), ev(3, benchdata.Event("c1", 2, 1)),
 		ev(4, moved), ev(5, re), ev(6, benchdata.Delete("c1", 2, 6)),
 	}, 6); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Apply(ctx, "c2", []materializer.Event{ev(1, benchdata.Event("c2", 0, 1))}, 1); err != nil {
+	if err := s.Apply(ctx, "c2", []feed.Event{ev(1, benchdata.Event("c2", 0, 1))}, 1); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ sel, want string }{
@@ -104,7 +105,7 @@ func TestApply(t *testing.T) {
 	// batch is committed.
 	bad := benchdata.Event("c1", 9, 1)
 	bad.Object = []byte(`{"metadata":`)
-	err = s.Apply(ctx, "c1", []materializer.Event{ev(7, benchdata.Event("c1", 8, 1)), ev(8, bad)}, 8)
+	err = s.Apply(ctx, "c1", []feed.Event{ev(7, benchdata.Event("c1", 8, 1)), ev(8, bad)}, 8)
 	var pe *materializer.PoisonError
 	if !errors.As(err, &pe) || pe.Seq != 8 || !errors.Is(err, materializer.ErrPoison) {
 		t.Fatalf("poison: %v", err)
@@ -114,7 +115,7 @@ func TestApply(t *testing.T) {
 	}
 
 	// Removing the resource in c1 leaves c2 alone.
-	if err := s.Apply(ctx, "c1", []materializer.Event{ev(9, &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR),
+	if err := s.Apply(ctx, "c1", []feed.Event{ev(9, &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR),
 		Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED})}, 9); err != nil {
 		t.Fatal(err)
 	}

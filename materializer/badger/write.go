@@ -13,6 +13,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -166,7 +167,7 @@ func (w *writer) commit(seq uint64) error {
 }
 
 // apply writes one event and records in it what it replaced (e.Prior).
-func (w *writer) apply(e *materializer.Event) (err error) {
+func (w *writer) apply(e *feed.Event) (err error) {
 	ev := e.Event
 	gvr := stream.GVR(ev.GetGvr())
 	switch ev.GetType() {
@@ -182,13 +183,13 @@ func (w *writer) apply(e *materializer.Event) (err error) {
 	return nil // sync markers carry no object state
 }
 
-func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) (materializer.Prior, error) {
+func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Prior, error) {
 	ev := e.Event
 	seq, lbls := e.Seq, e.Labels
 	if !e.Labeled {
 		var err error
 		if lbls, err = materializer.ObjectLabels(ev.GetObject()); err != nil {
-			return materializer.Prior{}, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
+			return feed.Prior{}, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
 		}
 	}
 	ns, name, uid := ev.GetNamespace(), ev.GetName(), ev.GetUid()
@@ -197,12 +198,12 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *materializer.Event) 
 	lh := labelsHash(lbls)
 	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh)
 	if err != nil {
-		return materializer.Prior{}, err
+		return feed.Prior{}, err
 	}
 	// A new uid under a name the cache holds is a new object (ADDED), which
 	// took the place, and the labels, of the old one.
 	reused := exists && old.uid != uid && old.uid != ""
-	prior := materializer.Prior{Told: true, Exists: exists && !reused, Labels: old.labels}
+	prior := feed.Prior{Told: true, Exists: exists && !reused, Labels: old.labels}
 	if reused {
 		// The name is reused by a new object: the old one's uid no longer
 		// leads here (see uidEntry).
@@ -358,13 +359,13 @@ func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidStat
 
 // deleteUID deletes the object with the uid, if the cache holds it, and
 // says what it deleted.
-func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (materializer.Prior, error) {
+func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Prior, error) {
 	ukey := uidKey(w.cluster, gvr, uid)
 	u, ok, err := w.uidEntry(gvr, ukey)
 	if err != nil || !ok {
 		// Never materialized, already gone, or its name was taken by a new
 		// uid: the labels it last had are gone with it.
-		return materializer.Prior{Told: true, LabelsUnknown: true}, err
+		return feed.Prior{Told: true, LabelsUnknown: true}, err
 	}
 	// Through a legacy entry: a deleted-and-recreated object keeps its
 	// name under a new uid; when the new one was applied before the old
@@ -373,11 +374,11 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (materia
 	// trusted to be the indexed one.
 	cur, exists, err := w.object(u.obj, u.legacy)
 	if err != nil {
-		return materializer.Prior{}, err
+		return feed.Prior{}, err
 	}
-	prior := materializer.Prior{Told: true, LabelsUnknown: true}
+	prior := feed.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
-		prior = materializer.Prior{Told: true, Exists: true, Labels: cur.labels}
+		prior = feed.Prior{Told: true, Exists: true, Labels: cur.labels}
 		if err := w.deleteObject(gvr, u.obj, cur.labels); err != nil {
 			return prior, err
 		}

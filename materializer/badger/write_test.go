@@ -7,7 +7,7 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 
-	"github.com/fleetview/fleetview/materializer"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -83,7 +83,7 @@ func TestUIDIndexEntries(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := reopenedWithPod0(t, tc.tamper)
-			b := []materializer.Event{{Seq: 2, Event: tc.second}}
+			b := []feed.Event{{Seq: 2, Event: tc.second}}
 			p, err := s.Prepare(ctx, "c1", b, 2)
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func reopenedWithPod0(t *testing.T, tamper func(txn *bdg.Txn) error) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := first.Apply(context.Background(), "c1", []materializer.Event{{Seq: 1, Event: benchdata.Event("c1", 0, 1)}}, 1); err != nil {
+	if err := first.Apply(context.Background(), "c1", []feed.Event{{Seq: 1, Event: benchdata.Event("c1", 0, 1)}}, 1); err != nil {
 		t.Fatal(err)
 	}
 	if tamper != nil {

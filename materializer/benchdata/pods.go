@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -101,7 +102,7 @@ func (p *Publisher) Publish(ctx context.Context, evs func(yield func(*fleetviewv
 			return n, err
 		}
 		var subj string
-		if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT || ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_DELETE {
+		if feed.IsObjectEvent(ev) {
 			subj = stream.ObjectSubject(ev.GetCluster(), stream.GVR(ev.GetGvr()), ev.GetUid())
 		} else {
 			subj = stream.ControlSubject(ev.GetCluster(), stream.GVR(ev.GetGvr()))

@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -98,7 +99,7 @@ type document struct {
 // (in order, split by size), every item is retried until OpenSearch accepts
 // it or says it already holds something newer, and only then is the
 // checkpoint written.
-func (s *Store) Apply(ctx context.Context, cluster string, events []materializer.Event, lastSeq uint64) error {
+func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, lastSeq uint64) error {
 	var items []bulkItem
 	touched := map[string]bool{}
 	flush := func() error {
@@ -173,7 +174,7 @@ func bulkSize(items []bulkItem) int {
 	return n
 }
 
-func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e materializer.Event) (bulkItem, error) {
+func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e feed.Event) (bulkItem, error) {
 	ev := e.Event
 	var obj struct {
 		APIVersion string `json:"apiVersion"`

@@ -52,6 +52,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -350,7 +351,7 @@ type limitSink struct {
 	max uint64
 }
 
-func (l *limitSink) Apply(ctx context.Context, cluster string, evs []materializer.Event, lastSeq uint64) error {
+func (l *limitSink) Apply(ctx context.Context, cluster string, evs []feed.Event, lastSeq uint64) error {
 	if lastSeq > l.max {
 		for i, e := range evs {
 			if e.Seq > l.max {
