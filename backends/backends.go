@@ -37,11 +37,13 @@ type OpenSearch struct {
 	Store     *opensearch.Store
 }
 
-// OpenSearchConfig says how OpenSearch backends are connected and fed.
+// OpenSearchConfig says how the OpenSearch backends that registries name
+// in backendStore.openSearch are connected and fed.
 type OpenSearchConfig struct {
-	// Open connects to every OpenSearch backend the registries name except
-	// those in skip (running already). Nil: no OpenSearch backends.
-	Open          func(ctx context.Context, skip map[string]bool) ([]OpenSearch, error)
+	// Store holds the options every backend shares (TLS, index prefix);
+	// addresses, credentials and logger come from each registry.
+	Store         opensearch.Options
+	Credentials   Credentials
 	BatchSize     int
 	FlushInterval time.Duration
 }
@@ -161,16 +163,13 @@ func (s *Set) Reader() *RoutingReader { return s.rr }
 // Run). A new backend's materializer starts from an empty checkpoint, so it
 // receives the whole history of the resources routed to it.
 func (s *Set) addOpenSearch(ctx context.Context) error {
-	if s.cfg.OpenSearch.Open == nil {
-		return nil
-	}
 	s.mu.Lock()
 	skip := map[string]bool{}
 	for id := range s.osStores {
 		skip[id] = true
 	}
 	s.mu.Unlock()
-	obs, err := s.cfg.OpenSearch.Open(ctx, skip)
+	obs, err := s.openOpenSearch(ctx, skip)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 )
 
 func main() {
@@ -68,8 +69,8 @@ func newRegistryCmd() *cobra.Command {
 	var server, file string
 	cmd := &cobra.Command{Use: "registry", Short: "Manage ResourceRegistries (what to cache, from which clusters)"}
 	cmd.PersistentFlags().StringVar(&server, "server", "127.0.0.1:7070", "gRPC address of the query API")
-	with := func(c *cobra.Command, f func(*app.RegistryClient) error) error {
-		rc, err := app.DialRegistry(server, c.OutOrStdout())
+	with := func(c *cobra.Command, f func(*cli.RegistryClient) error) error {
+		rc, err := cli.DialRegistry(server, c.OutOrStdout())
 		if err != nil {
 			return err
 		}
@@ -81,20 +82,20 @@ func newRegistryCmd() *cobra.Command {
 			if file == "" {
 				return fmt.Errorf("-f FILE is required")
 			}
-			return with(c, func(r *app.RegistryClient) error { return r.Apply(c.Context(), file) })
+			return with(c, func(r *cli.RegistryClient) error { return r.Apply(c.Context(), file) })
 		}}
 	apply.Flags().StringVarP(&file, "filename", "f", "", "file to apply (- for stdin)")
 	get := &cobra.Command{Use: "get NAME", Short: "Print a registry", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, a []string) error {
-			return with(c, func(r *app.RegistryClient) error { return r.Get(c.Context(), a[0]) })
+			return with(c, func(r *cli.RegistryClient) error { return r.Get(c.Context(), a[0]) })
 		}}
 	list := &cobra.Command{Use: "list", Short: "List registries", Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return with(c, func(r *app.RegistryClient) error { return r.List(c.Context()) })
+			return with(c, func(r *cli.RegistryClient) error { return r.List(c.Context()) })
 		}}
 	del := &cobra.Command{Use: "delete NAME", Short: "Delete a registry", Args: cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, a []string) error {
-			return with(c, func(r *app.RegistryClient) error { return r.Delete(c.Context(), a[0]) })
+			return with(c, func(r *cli.RegistryClient) error { return r.Delete(c.Context(), a[0]) })
 		}}
 	cmd.AddCommand(apply, get, list, del)
 	return cmd

@@ -8,14 +8,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/fleetview/fleetview/backends"
+	"github.com/fleetview/fleetview/internal/progress"
 )
 
 // RebuildOptions replay every cluster stream into a fresh Badger store.
@@ -84,93 +82,24 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	defer nc.Close()
-	var p *progress
+	var p *progress.Progress
 	err = backends.Rebuild(ctx, backends.RebuildConfig{
 		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
 		Progress: func(applied, total uint64) {
 			if p == nil {
-				p = newProgress(out, o.Progress, total)
+				p = progress.New(out, "rebuild", o.Progress, total)
 			}
-			p.update(applied)
+			p.Update(applied)
 		},
 	})
 	if p == nil {
-		p = newProgress(out, o.Progress, 0)
+		p = progress.New(out, "rebuild", o.Progress, 0)
 	}
 	if err != nil {
-		p.finish("interrupted; run fleetview rebuild again to resume")
+		p.Finish("interrupted; run fleetview rebuild again to resume")
 		return err
 	}
-	p.finish("done")
+	p.Finish("done")
 	fmt.Fprintf(out, "rebuilt %s; the next start of fleetview serve/up switches to it\n", dir)
 	return nil
-}
-
-// progress shows how far a rebuild is: a bar with rate and ETA on a
-// terminal, a log line every few seconds otherwise.
-type progress struct {
-	w       io.Writer
-	bar     bool
-	none    bool
-	total   uint64
-	began   time.Time
-	lastLog time.Time
-	last    uint64
-}
-
-func newProgress(w io.Writer, mode string, total uint64) *progress {
-	p := &progress{w: w, total: total, began: time.Now(), none: mode == "none"}
-	switch mode {
-	case "bar":
-		p.bar = true
-	case "auto":
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-			p.bar = true
-		}
-	}
-	return p
-}
-
-func (p *progress) line(n uint64) string {
-	el := time.Since(p.began).Seconds()
-	rate := 0.0
-	if el > 0 {
-		rate = float64(n) / el
-	}
-	eta := "?"
-	if rate > 0 && p.total >= n {
-		eta = (time.Duration(float64(p.total-n)/rate) * time.Second).Round(time.Second).String()
-	}
-	pct := 100.0
-	if p.total > 0 {
-		pct = 100 * float64(n) / float64(p.total)
-	}
-	return fmt.Sprintf("%5.1f%% %d/%d events  %.0f events/s  ETA %s", pct, n, p.total, rate, eta)
-}
-
-func (p *progress) update(n uint64) {
-	p.last = n
-	switch {
-	case p.none:
-	case p.bar:
-		const width = 30
-		filled := width
-		if p.total > 0 {
-			filled = int(uint64(width) * min(n, p.total) / p.total)
-		}
-		fmt.Fprintf(p.w, "\r[%s%s] %s ", strings.Repeat("#", filled), strings.Repeat(".", width-filled), p.line(n))
-	case time.Since(p.lastLog) >= 5*time.Second:
-		p.lastLog = time.Now()
-		fmt.Fprintf(p.w, "rebuild: %s\n", p.line(n))
-	}
-}
-
-func (p *progress) finish(what string) {
-	if p.none {
-		return
-	}
-	if p.bar {
-		fmt.Fprintln(p.w)
-	}
-	fmt.Fprintf(p.w, "rebuild %s: %s in %v\n", what, p.line(p.last), time.Since(p.began).Round(time.Millisecond))
 }

@@ -87,8 +87,9 @@ func (o *ServeOptions) Validate() []error {
 // validation ends and wiring starts.
 type ServeConfig struct {
 	ServeOptions
-	natsAuth []nats.Option
-	security *security
+	natsAuth   []nats.Option
+	security   *security
+	openSearch backends.OpenSearchConfig
 }
 
 // Config validates the options (every error at once) and reads the files
@@ -107,7 +108,10 @@ func (o ServeOptions) config() (ServeConfig, error) {
 	if c.natsAuth, err = natsTokenOption(o.NATSTokenFile); err != nil {
 		return c, err
 	}
-	c.security, err = o.Auth.build()
+	if c.security, err = o.Auth.build(); err != nil {
+		return c, err
+	}
+	c.openSearch, err = o.OpenSearch.config()
 	return c, err
 }
 
@@ -139,13 +143,8 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	set, err := backends.New(ctx, backends.Config{
 		NATS: nc, JetStream: js, Registries: regs, Inventory: inv,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
-		OpenSearch: backends.OpenSearchConfig{
-			Open: func(ctx context.Context, skip map[string]bool) ([]backends.OpenSearch, error) {
-				return o.OpenSearch.open(ctx, regs, skip, log)
-			},
-			BatchSize: o.OpenSearch.BatchSize, FlushInterval: o.OpenSearch.FlushInterval,
-		},
-		Observer: hub.Observe, Logger: log,
+		OpenSearch: o.openSearch,
+		Observer:   hub.Observe, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package app
+package progress
 
 import (
 	"bytes"
@@ -8,9 +8,9 @@ import (
 
 func TestProgress(t *testing.T) {
 	var b bytes.Buffer
-	p := newProgress(&b, "bar", 200)
-	p.update(50)
-	p.finish("done")
+	p := New(&b, "rebuild", "bar", 200)
+	p.Update(50)
+	p.Finish("done")
 	out := b.String()
 	for _, want := range []string{"[#######.......................]", " 25.0% 50/200 events", "events/s", "ETA", "rebuild done"} {
 		if !strings.Contains(out, want) {
@@ -18,8 +18,8 @@ func TestProgress(t *testing.T) {
 		}
 	}
 	b.Reset()
-	p = newProgress(&b, "auto", 10) // not a terminal: log lines
-	p.update(3)
+	p = New(&b, "rebuild", "auto", 10) // not a terminal: log lines
+	p.Update(3)
 	if strings.Contains(b.String(), "\r") || !strings.Contains(b.String(), "rebuild:  30.0% 3/10 events") {
 		t.Fatalf("log output %q", b.String())
 	}

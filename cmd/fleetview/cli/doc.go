@@ -1,0 +1,4 @@
+// Package cli owns the command-line clients of a running fleetview: the
+// `fleetview registry` commands, which talk to the query API's gRPC
+// RegistryService. The servers' wiring is package app's.
+package cli
