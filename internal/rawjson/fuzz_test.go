@@ -1,0 +1,184 @@
+package rawjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"maps"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/fleetview/fleetview/materializer/benchdata"
+)
+
+// FuzzScan checks the scanner against encoding/json. The property, for any
+// input that does not panic:
+//
+//  1. Check accepts exactly when blank(input) is json.Valid and an object,
+//     where blank empties every string. The scanner checks the whole
+//     grammar except the inside of strings, so this is equivalence, and
+//     with it: a json.Valid object is always accepted, and an accepted
+//     input is a valid object but for string contents.
+//  2. ObjectMembers accepts exactly when Check does, and Labels only when
+//     Check does.
+//  3. For a json.Valid object in valid UTF-8, Labels equals what
+//     encoding/json decodes from the last non-null metadata.labels (keys
+//     matched verbatim, as the scanner does), and fails exactly when some
+//     metadata is not an object or some labels are not null or an object of
+//     strings.
+func FuzzScan(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `{"metadata":{"labels":{"a":"b"}}}`, `{"a":[1,{"b":null}],"c":"\"}"}`,
+		`{"metadata":{"labels":null},"metadata":{"labels":{"k":"v\\"}}}`, `{"a":1}x`, `[1]`, `{"a":[1}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Add(benchdata.Pod("c", 1, 3))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		err := Check(in)
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Check error %v is not ErrMalformed", err)
+		}
+		b := blank(in)
+		wantOK := b != nil && json.Valid(b) && isObject(b)
+		if (err == nil) != wantOK {
+			t.Fatalf("Check(%q) = %v; blanked %q valid object: %v", in, err, b, wantOK)
+		}
+		valid := json.Valid(in) && isObject(in)
+		if valid && err != nil {
+			t.Fatalf("Check(%q) = %v for a valid object", in, err)
+		}
+		ms, merr := ObjectMembers(in, nil)
+		if (merr == nil) != (err == nil) {
+			t.Fatalf("ObjectMembers(%q) = %v, Check %v", in, merr, err)
+		}
+		labels, lerr := Labels(in)
+		if lerr == nil && err != nil {
+			t.Fatalf("Labels(%q) accepted what Check refused: %v", in, err)
+		}
+		if lerr != nil && !errors.Is(lerr, ErrMalformed) {
+			t.Fatalf("Labels error %v is not ErrMalformed", lerr)
+		}
+		if !valid {
+			return
+		}
+		for _, m := range ms {
+			if !json.Valid(in[m.ValueStart:m.ValueEnd]) || in[m.Start] != '"' || !bytes.Equal(in[m.Start+1:m.Start+1+len(m.Key)], m.Key) {
+				t.Fatalf("member %q of %q: span %q, value %q", m.Key, in, in[m.Start:m.End], in[m.ValueStart:m.ValueEnd])
+			}
+		}
+		if !utf8.Valid(in) {
+			return // the scanner keeps invalid UTF-8, encoding/json replaces it
+		}
+		want, ok := refLabels(in)
+		if ok != (lerr == nil) || !maps.Equal(labels, want) || (labels == nil) != (want == nil) {
+			t.Fatalf("Labels(%q) = %v, %v; encoding/json: %v, ok %v", in, labels, lerr, want, ok)
+		}
+	})
+}
+
+func isObject(b []byte) bool {
+	i := SkipSpace(b, 0)
+	return i < len(b) && b[i] == '{'
+}
+
+// blank empties every string of b, tokenising strings the plain way (a
+// backslash takes the next byte along); nil if a string is unterminated.
+func blank(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '"' {
+			out = append(out, b[i])
+			continue
+		}
+		j := i + 1
+		for j < len(b) && b[j] != '"' {
+			if b[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(b) {
+			return nil
+		}
+		out = append(out, '"', '"')
+		i = j
+	}
+	return out
+}
+
+type rawMember struct {
+	key string // raw, with its quotes
+	val json.RawMessage
+}
+
+// rawMembers lists the members of the valid JSON object b with their keys
+// as written.
+func rawMembers(b []byte) ([]rawMember, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var out []rawMember
+	for dec.More() {
+		start := dec.InputOffset()
+		if _, err := dec.Token(); err != nil {
+			return nil, false
+		}
+		key := bytes.TrimLeft(b[start:dec.InputOffset()], " \t\r\n,")
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		out = append(out, rawMember{string(key), v})
+	}
+	return out, true
+}
+
+// refLabels is Labels by encoding/json, for a valid object.
+func refLabels(in []byte) (map[string]string, bool) {
+	top, _ := rawMembers(in)
+	var labels map[string]string
+	for _, t := range top {
+		if t.key != `"metadata"` {
+			continue
+		}
+		md, ok := rawMembers(t.val)
+		if !ok {
+			return nil, false
+		}
+		for _, m := range md {
+			if m.key != `"labels"` || string(m.val) == "null" {
+				continue
+			}
+			l, ok := stringObject(m.val)
+			if !ok {
+				return nil, false
+			}
+			labels = l
+		}
+	}
+	return labels, true
+}
+
+// stringObject decodes an object whose values are all strings.
+func stringObject(b []byte) (map[string]string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		v, err := dec.Token()
+		s, isStr := v.(string)
+		if err != nil || !isStr {
+			return nil, false
+		}
+		m[k.(string)] = s
+	}
+	return m, true
+}
