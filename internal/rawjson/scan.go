@@ -14,13 +14,10 @@ const maxDepth = 10000
 // SkipSpace returns the offset of the first byte at or after i that is not
 // JSON white space.
 func SkipSpace(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
+	// The apiserver writes no white space: one comparison settles the
+	// common case.
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
 	return i
 }
@@ -159,6 +156,9 @@ func memberName(b []byte, i int) (ke, vs int, err error) {
 	if ke, err = skipString(b, i); err != nil {
 		return 0, 0, err
 	}
+	if ke < len(b) && b[ke] == ':' {
+		return ke, SkipSpace(b, ke+1), nil
+	}
 	j := SkipSpace(b, ke)
 	if j >= len(b) || b[j] != ':' {
 		return 0, 0, syntax("':' expected after an object key", j)
@@ -223,8 +223,8 @@ func SkipValue(b []byte, i int) (int, error) {
 			if i >= len(b) {
 				return 0, syntax("unterminated object or array", i)
 			}
-			obj := st.inObject()
 			c := b[i]
+			obj := st.inObject()
 			if c == ',' {
 				i = SkipSpace(b, i+1)
 				if obj {
