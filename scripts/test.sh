@@ -65,6 +65,11 @@ if [ -n "$bad" ]; then echo "FAIL: gofmt would change:"; echo "$bad"; exit 1; fi
 log "go vet"
 go vet ./...
 
+log "fuzz the raw-JSON scanner against encoding/json (30 s)"
+# The seed corpus in internal/rawjson/testdata runs with go test below too;
+# this bounded run looks for new inputs on every full run.
+go test -run '^$' -fuzz '^FuzzScan$' -fuzztime 30s ./internal/rawjson
+
 log "go test"
 # One package at a time (-p 1): the integration packages each start real
 # kube-apiservers, and two at once on 2 cores only slow both down.
