@@ -27,20 +27,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// Headers carried by every object message so a collector can rebuild what it
-// published from headers alone (HeadersOnly consumer), without payloads.
-const (
-	hdrType      = "Fv-Type"
-	hdrRV        = "Fv-Rv"
-	hdrNamespace = "Fv-Ns"
-	hdrName      = "Fv-Name"
-	// hdrSecretData is "kept" on a Secret published with its data. A change
-	// of spec.includeSecretData must republish every Secret even though
-	// their resourceVersions did not change.
-	hdrSecretData  = "Fv-Secret-Data"
-	secretDataKept = "kept"
-)
-
 // want is what the registries ask of one resource in this cluster.
 type want struct {
 	gvr        schema.GroupVersionResource
@@ -181,10 +167,10 @@ func (s *resourceSync) requestRelist() {
 // tombstoned, and its last published version would stay in the stream.
 func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	s.mu.Lock()
-	switch h.Get(hdrType) {
+	switch h.Get(stream.HdrType) {
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
 		if _, ok := s.objs[uid]; !ok {
-			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
 			s.objs[uid] = ref
 			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
 				s.byKey[nsName{ref.ns, ref.name}] = uid
@@ -194,7 +180,7 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	default:
 		// Only if it is still the version that failed: a newer one has
 		// its own acknowledgement (or failure) coming.
-		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(hdrRV) {
+		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(stream.HdrRV) {
 			s.unknownLocked(uid)
 		}
 	}
@@ -648,7 +634,7 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			}
 			pending = md.NumPending
 			h := m.Headers()
-			if h.Get(hdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {
+			if h.Get(stream.HdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {
 				continue
 			}
 			ps, err := stream.ParseSubject(m.Subject())
@@ -656,12 +642,12 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 				s.mu.Unlock()
 				return err
 			}
-			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
 			if !s.w.inScope(ref.ns) {
 				stale = append(stale, objRefUID{ref, ps.UID})
 				continue
 			}
-			if (h.Get(hdrSecretData) == secretDataKept) != keep {
+			if (h.Get(stream.HdrSecretData) == stream.SecretDataKept) != keep {
 				// Published under the other Secret-data choice: publish
 				// again even if unchanged.
 				ref.stale = true
@@ -700,21 +686,6 @@ func (s *resourceSync) event(t fleetviewv1.EventType, uid string, ref objRef) *f
 	}
 }
 
-func (s *resourceSync) message(ev *fleetviewv1.ResourceEvent) (*nats.Msg, error) {
-	data, err := stream.Encode(ev)
-	if err != nil {
-		return nil, err
-	}
-	msg := nats.NewMsg(stream.ObjectSubject(s.cluster, s.w.gvr, ev.Uid))
-	msg.Data = data
-	msg.Header.Set(hdrType, ev.Type.String())
-	msg.Header.Set(hdrRV, ev.ResourceVersion)
-	msg.Header.Set(hdrNamespace, ev.Namespace)
-	msg.Header.Set(hdrName, ev.Name)
-	msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev))
-	return msg, nil
-}
-
 // headerAllowance is what the headers of an object message may take of the
 // NATS max payload (which counts headers and data together).
 const headerAllowance = 1024
@@ -729,7 +700,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 	}
 	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
 	ev.Object = obj
-	msg, err := s.message(ev)
+	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: s.w.keepsData()})
 	if err != nil {
 		return false, err
 	}
@@ -742,12 +713,6 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 		s.mu.Unlock()
 		s.pub.statusChanged()
 		return false, nil
-	}
-	if s.w.keepsData() {
-		msg.Header.Set(hdrSecretData, secretDataKept)
-		// A different payload for the same uid/rv: keep the dedup window
-		// from swallowing it.
-		msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev)+"/"+secretDataKept)
 	}
 	s.clearRefused(m.uid)
 	if err := s.pub.publish(ctx, msg); err != nil {
@@ -779,11 +744,10 @@ func (s *resourceSync) refusedObjects() []string {
 }
 
 func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef) error {
-	msg, err := s.message(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref))
+	msg, err := stream.ObjectMsg(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref), stream.ObjectMsgOptions{TTL: s.ttl})
 	if err != nil {
 		return err
 	}
-	msg.Header.Set(jetstream.MsgTTLHeader, s.ttl.String())
 	if err := s.pub.publish(ctx, msg); err != nil {
 		return err
 	}
