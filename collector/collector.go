@@ -494,7 +494,10 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 		if _, ok := c.running[gvr]; ok {
 			continue
 		}
-		rs := newResourceSync(c.cfg.Cluster, w, c.dyn, c.kube.CoreV1().RESTClient(), c.js, c, c.log, c.cfg.TombstoneTTL, c.cfg.PageSize, c.m)
+		rs := newResourceSync(resourceSyncConfig{
+			cluster: c.cfg.Cluster, w: w, dyn: c.dyn, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
+			log: c.log, ttl: c.cfg.TombstoneTTL, pageSize: c.cfg.PageSize, m: c.m,
+		})
 		rctx, cancel := context.WithCancel(ctx)
 		r := &runningSync{rs: rs, cancel: cancel, done: make(chan struct{})}
 		c.running[gvr] = r

@@ -108,16 +108,7 @@ var errRelist = errors.New("relist requested")
 // clusters. Here each page is published and dropped before the next one is
 // requested, and only objRef is kept per object.
 type resourceSync struct {
-	cluster  string
-	w        want
-	dyn      dynamic.Interface
-	raw      rest.Interface
-	js       jetstream.JetStream
-	pub      publisher
-	log      *slog.Logger
-	ttl      time.Duration
-	pageSize int64
-	m        *metrics
+	resourceSyncConfig
 
 	mu    sync.Mutex
 	objs  map[string]objRef // uid -> ref
@@ -134,18 +125,36 @@ type resourceSync struct {
 	err    error
 }
 
-func newResourceSync(cluster string, w want, dyn dynamic.Interface, raw rest.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration, pageSize int64, m *metrics) *resourceSync {
-	if pageSize <= 0 {
-		pageSize = DefaultPageSize
+// resourceSyncConfig is what one resourceSync is made of; the collector
+// fills one per wanted resource. It is a struct because ten positional
+// parameters, several of the same type, were easy to pass in the wrong order.
+type resourceSyncConfig struct {
+	cluster string
+	w       want
+	dyn     dynamic.Interface
+	raw     rest.Interface
+	js      jetstream.JetStream
+	pub     publisher
+	log     *slog.Logger
+	// ttl is how long tombstones stay in the stream.
+	ttl time.Duration
+	// pageSize is the list page size; 0 or less means DefaultPageSize.
+	pageSize int64
+	m        *metrics
+}
+
+func newResourceSync(cfg resourceSyncConfig) *resourceSync {
+	if cfg.pageSize <= 0 {
+		cfg.pageSize = DefaultPageSize
 	}
+	cfg.log = cfg.log.With("gvr", cfg.w.gvr.String())
 	return &resourceSync{
-		cluster: cluster, w: w, dyn: dyn, raw: raw, js: js, pub: pub, ttl: ttl, pageSize: pageSize, m: m,
-		log:     log.With("gvr", w.gvr.String()),
-		objs:    map[string]objRef{},
-		byKey:   map[nsName]string{},
-		ns:      map[string]string{},
-		refused: map[string]string{},
-		relist:  make(chan struct{}, 1),
+		resourceSyncConfig: cfg,
+		objs:               map[string]objRef{},
+		byKey:              map[nsName]string{},
+		ns:                 map[string]string{},
+		refused:            map[string]string{},
+		relist:             make(chan struct{}, 1),
 	}
 }
 

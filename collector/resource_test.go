@@ -50,7 +50,10 @@ func (r *recorder) take() []string {
 func newTestSync(gvr schema.GroupVersionResource, keep bool) (*resourceSync, *recorder) {
 	rec := &recorder{max: 4 << 20}
 	w := want{gvr: gvr, kind: "ConfigMap", namespaced: true, keepSecretData: keep}
-	s := newResourceSync("m1", w, nil, nil, nil, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), stream.DefaultTombstoneTTL, 0, &metrics{})
+	s := newResourceSync(resourceSyncConfig{
+		cluster: "m1", w: w, pub: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ttl: stream.DefaultTombstoneTTL, m: &metrics{},
+	})
 	return s, rec
 }
 
