@@ -138,8 +138,8 @@ func New(cfg Config) (*Collector, error) {
 		cfg.PublishAckTimeout = 30 * time.Second
 	}
 	if cfg.ClusterInfoConfigMap != "" {
-		if ns, name, ok := strings.Cut(cfg.ClusterInfoConfigMap, "/"); !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("%w: cluster info ConfigMap %q: want namespace/name", ErrInvalidOptions, cfg.ClusterInfoConfigMap)
+		if _, _, err := ParseClusterInfoConfigMap(cfg.ClusterInfoConfigMap); err != nil {
+			return nil, err
 		}
 	}
 	rc := rest.CopyConfig(cfg.REST)
@@ -752,7 +752,10 @@ func (c *Collector) refreshClusterInfo(ctx context.Context) {
 	if c.cfg.ClusterInfoConfigMap == "" {
 		return
 	}
-	ns, name, _ := strings.Cut(c.cfg.ClusterInfoConfigMap, "/")
+	ns, name, err := ParseClusterInfoConfigMap(c.cfg.ClusterInfoConfigMap)
+	if err != nil {
+		return // New refused it already
+	}
 	info := c.baseInfo()
 	msg := ""
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
