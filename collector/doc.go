@@ -1,8 +1,7 @@
 // Package collector runs next to one member cluster (a pod inside it, or
 // in-process for `fleetview up`) and is the only writer of that cluster's
 // JetStream stream. It watches the ResourceRegistries, resolves what its
-// cluster must cache, and mirrors each resource into UID-keyed events
-// (DESIGN.md §3.2).
+// cluster must cache, and mirrors each resource into UID-keyed events.
 //
 // Registry reconcile: the wanted set is the union, over every registry whose
 // ClusterAffinity matches this cluster, of (resource, namespace scope);

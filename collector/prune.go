@@ -21,7 +21,7 @@ import (
 
 const (
 	// ClusterAnnotation and KarmadaClusterAnnotation name the member cluster
-	// an object was cached from (DESIGN.md §3.3). They are set at the source,
+	// an object was cached from. They are set at the source,
 	// where the object is already at hand, so no backend or reader has to
 	// rewrite the JSON; a value a member object carried itself is overwritten.
 	ClusterAnnotation        = "fleetview.io/cluster"
