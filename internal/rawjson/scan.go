@@ -171,80 +171,92 @@ func memberName(b []byte, i int) (ke, vs int, err error) {
 // throughout: matching brackets, keys, colons, commas and the grammar of
 // literals and numbers; strings only for where they end.
 func SkipValue(b []byte, i int) (int, error) {
+	// One loop with gotos rather than a function per grammar rule: this
+	// walks every value of every object the collector and materializer
+	// see, and calls per key or value were a sixth of its cost.
 	var st stack
-	for {
-		// A value starts here.
-		i = SkipSpace(b, i)
+	obj := false // the innermost open container is an object
+	var err error
+value:
+	i = SkipSpace(b, i)
+	if i >= len(b) {
+		return 0, syntax("value expected", i)
+	}
+	switch b[i] {
+	case '"':
+		if i, err = skipString(b, i); err != nil {
+			return 0, err
+		}
+	case '{':
+		if st.depth >= maxDepth {
+			return 0, syntax("nested too deeply", i)
+		}
+		i = SkipSpace(b, i+1)
+		if i < len(b) && b[i] == '}' {
+			i++
+			break
+		}
+		st.push(true)
+		obj = true
+		goto key
+	case '[':
+		if st.depth >= maxDepth {
+			return 0, syntax("nested too deeply", i)
+		}
+		i = SkipSpace(b, i+1)
+		if i < len(b) && b[i] == ']' {
+			i++
+			break
+		}
+		st.push(false)
+		obj = false
+		goto value
+	default:
+		if i, err = skipScalar(b, i); err != nil {
+			return 0, err
+		}
+	}
+	// A value ended: close containers until one continues.
+	for st.depth > 0 {
 		if i >= len(b) {
-			return 0, syntax("value expected", i)
+			return 0, syntax("unterminated object or array", i)
 		}
-		var err error
-		switch b[i] {
-		case '"':
-			if i, err = skipString(b, i); err != nil {
-				return 0, err
-			}
-		case '{':
-			if st.depth >= maxDepth {
-				return 0, syntax("nested too deeply", i)
-			}
+		switch c := b[i]; {
+		case c == ',':
 			i = SkipSpace(b, i+1)
-			if i < len(b) && b[i] == '}' {
-				i++
-				break
-			}
-			st.push(true)
-			if _, i, err = memberName(b, i); err != nil {
-				return 0, err
-			}
-			continue
-		case '[':
-			if st.depth >= maxDepth {
-				return 0, syntax("nested too deeply", i)
-			}
-			i = SkipSpace(b, i+1)
-			if i < len(b) && b[i] == ']' {
-				i++
-				break
-			}
-			st.push(false)
-			continue
-		default:
-			if i, err = skipScalar(b, i); err != nil {
-				return 0, err
-			}
-		}
-		// A value ended: close containers until one continues.
-		for {
-			if st.depth == 0 {
-				return i, nil
-			}
-			i = SkipSpace(b, i)
-			if i >= len(b) {
-				return 0, syntax("unterminated object or array", i)
-			}
-			c := b[i]
-			obj := st.inObject()
-			if c == ',' {
-				i = SkipSpace(b, i+1)
-				if obj {
-					if _, i, err = memberName(b, i); err != nil {
-						return 0, err
-					}
-				}
-				break
-			}
-			if obj && c == '}' || !obj && c == ']' {
-				st.pop()
-				i++
-				continue
-			}
 			if obj {
-				return 0, syntax(fmt.Sprintf("',' or '}' expected, got %q", c), i)
+				goto key
 			}
+			goto value
+		case obj && c == '}' || !obj && c == ']':
+			i++
+			st.pop()
+			if st.depth > 0 {
+				obj = st.inObject()
+			}
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i = SkipSpace(b, i)
+		case obj:
+			return 0, syntax(fmt.Sprintf("',' or '}' expected, got %q", c), i)
+		default:
 			return 0, syntax(fmt.Sprintf("',' or ']' expected, got %q", c), i)
 		}
 	}
+	return i, nil
+key:
+	if i >= len(b) || b[i] != '"' {
+		return 0, syntax("object key expected", i)
+	}
+	if i, err = skipString(b, i); err != nil {
+		return 0, err
+	}
+	if i >= len(b) || b[i] != ':' {
+		if i = SkipSpace(b, i); i >= len(b) || b[i] != ':' {
+			return 0, syntax("':' expected after an object key", i)
+		}
+	}
+	i++
+	goto value
 }
 
 // Member is one member of a JSON object, as offsets into the scanned input.
