@@ -1,6 +1,7 @@
 package rawjson
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -83,6 +84,9 @@ func TestDeepNesting(t *testing.T) {
 			b = append(b, '}')
 			if err := Check(b); (err == nil) != tc.ok {
 				t.Fatalf("Check at depth %d = %v, want ok %v", tc.depth, err, tc.ok)
+			}
+			if json.Valid(b) != tc.ok {
+				t.Fatalf("json.Valid at depth %d = %v: the limit is not encoding/json's", tc.depth, !tc.ok)
 			}
 		})
 	}
