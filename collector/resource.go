@@ -344,9 +344,9 @@ func (s *resourceSync) scopes() []string {
 
 // listScope lists one namespace scope page by page, publishing what changed;
 // it returns the list's resourceVersion to watch from. Pages are streamed
-// item by item as raw JSON (liststream.go, internal/rawjson): only changed objects
-// are pruned and re-encoded, and a page costs one window buffer that grows
-// only to its largest object, whatever the page size. The fetcher reads the
+// item by item as raw JSON (liststream.go, internal/rawjson): only changed
+// objects are pruned and re-encoded, and a page costs one window buffer that
+// grows only to its largest object, whatever the page size. The fetcher reads the
 // head of each response (the list metadata comes before the items) and asks
 // for the next page at once, so the apiserver builds it while this one is
 // published. Two windows exist and they are reused: nothing keeps a
