@@ -45,21 +45,6 @@ func skipString(b []byte, i int) (int, error) {
 	}
 }
 
-// skipScalar returns the offset just past the literal or number at b[i].
-func skipScalar(b []byte, i int) (int, error) {
-	switch c := b[i]; {
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	case c == '-' || c >= '0' && c <= '9':
-		return skipNumber(b, i)
-	}
-	return 0, syntax(fmt.Sprintf("value expected, got %q", b[i]), i)
-}
-
 func literal(b []byte, i int, lit string) (int, error) {
 	if len(b)-i >= len(lit) && string(b[i:i+len(lit)]) == lit {
 		return i + len(lit), nil
@@ -79,6 +64,8 @@ func skipNumber(b []byte, i int) (int, error) {
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
 		i = digits(b, i+1)
+	case i == start:
+		return 0, syntax(fmt.Sprintf("value expected, got %q", b[i]), i)
 	default:
 		return 0, syntax("invalid number", start)
 	}
@@ -211,8 +198,20 @@ value:
 		st.push(false)
 		obj = false
 		goto value
+	case 't':
+		if i, err = literal(b, i, "true"); err != nil {
+			return 0, err
+		}
+	case 'f':
+		if i, err = literal(b, i, "false"); err != nil {
+			return 0, err
+		}
+	case 'n':
+		if i, err = literal(b, i, "null"); err != nil {
+			return 0, err
+		}
 	default:
-		if i, err = skipScalar(b, i); err != nil {
+		if i, err = skipNumber(b, i); err != nil {
 			return 0, err
 		}
 	}
