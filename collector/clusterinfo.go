@@ -22,6 +22,18 @@ const (
 // description unless told otherwise.
 const DefaultClusterInfoConfigMap = "kube-system/fleetview-cluster-info"
 
+// ParseClusterInfoConfigMap splits a cluster-info ConfigMap reference
+// ("namespace/name") and checks both parts are valid Kubernetes names. The
+// command line and Config are checked by this one function, so a value the
+// flag accepts is never refused by New, and the reverse.
+func ParseClusterInfoConfigMap(ref string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return "", "", fmt.Errorf("%w: cluster info ConfigMap %q: want namespace/name", ErrInvalidOptions, ref)
+	}
+	return namespace, name, nil
+}
+
 // mergeClusterInfo fills base (from flags) with the ConfigMap's values: a
 // field already set by a flag wins, labels are merged with the flag's value
 // winning per key. Invalid labels are skipped and reported, the rest apply.

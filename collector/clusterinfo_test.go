@@ -83,3 +83,27 @@ func TestWantScope(t *testing.T) {
 		t.Fatal("want.equal")
 	}
 }
+
+func TestParseClusterInfoConfigMap(t *testing.T) {
+	for _, tc := range []struct {
+		ref, ns, name string
+		ok            bool
+	}{
+		{"kube-system/fleetview-cluster-info", "kube-system", "fleetview-cluster-info", true},
+		{"ns/a.b", "ns", "a.b", true},
+		{"just-a-name", "", "", false},
+		{"/name", "", "", false},
+		{"ns/", "", "", false},
+		{"Kube_System/x", "", "", false},
+		{"ns/a/b", "", "", false},
+		{"", "", "", false},
+	} {
+		ns, name, err := ParseClusterInfoConfigMap(tc.ref)
+		if (err == nil) != tc.ok || ns != tc.ns || name != tc.name {
+			t.Errorf("ParseClusterInfoConfigMap(%q) = %q, %q, %v; want %q, %q, ok %v", tc.ref, ns, name, err, tc.ns, tc.name, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidOptions) {
+			t.Errorf("ParseClusterInfoConfigMap(%q) error %v is not ErrInvalidOptions", tc.ref, err)
+		}
+	}
+}

@@ -138,8 +138,8 @@ func New(cfg Config) (*Collector, error) {
 		cfg.PublishAckTimeout = 30 * time.Second
 	}
 	if cfg.ClusterInfoConfigMap != "" {
-		if ns, name, ok := strings.Cut(cfg.ClusterInfoConfigMap, "/"); !ok || ns == "" || name == "" {
-			return nil, fmt.Errorf("%w: cluster info ConfigMap %q: want namespace/name", ErrInvalidOptions, cfg.ClusterInfoConfigMap)
+		if _, _, err := ParseClusterInfoConfigMap(cfg.ClusterInfoConfigMap); err != nil {
+			return nil, err
 		}
 	}
 	rc := rest.CopyConfig(cfg.REST)
@@ -494,7 +494,10 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 		if _, ok := c.running[gvr]; ok {
 			continue
 		}
-		rs := newResourceSync(c.cfg.Cluster, w, c.dyn, c.kube.CoreV1().RESTClient(), c.js, c, c.log, c.cfg.TombstoneTTL, c.cfg.PageSize, c.m)
+		rs := newResourceSync(resourceSyncConfig{
+			cluster: c.cfg.Cluster, w: w, dyn: c.dyn, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
+			log: c.log, ttl: c.cfg.TombstoneTTL, pageSize: c.cfg.PageSize, m: c.m,
+		})
 		rctx, cancel := context.WithCancel(ctx)
 		r := &runningSync{rs: rs, cancel: cancel, done: make(chan struct{})}
 		c.running[gvr] = r
@@ -749,7 +752,10 @@ func (c *Collector) refreshClusterInfo(ctx context.Context) {
 	if c.cfg.ClusterInfoConfigMap == "" {
 		return
 	}
-	ns, name, _ := strings.Cut(c.cfg.ClusterInfoConfigMap, "/")
+	ns, name, err := ParseClusterInfoConfigMap(c.cfg.ClusterInfoConfigMap)
+	if err != nil {
+		return // New refused it already
+	}
 	info := c.baseInfo()
 	msg := ""
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -16,10 +16,10 @@
 //
 // Per resource there is no client-go Reflector or informer: list pages are
 // streamed item by item as raw JSON and each object is published as it is
-// read (liststream.go, rawjson.go), the next page requested as soon as the
-// current one's head has been read; then one watch per namespace scope
-// resumes from the list's resourceVersion. Per object
-// the collector keeps only uid, namespace, name, resourceVersion and the
+// read (liststream.go, internal/rawjson), the next page requested as soon
+// as the current one's head has been read; then one watch per namespace
+// scope resumes from the list's resourceVersion. Per object the collector
+// keeps only uid, namespace, name, resourceVersion and the
 // list generation that last saw it — what change detection, UID-reuse
 // tombstones and ghost removal need. At start it rebuilds that from the
 // stream's message headers (no payloads), so after a restart it republishes

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/fleetview/fleetview/internal/rawjson"
 )
 
 // A list response is read item by item from the response body rather than
@@ -146,7 +148,7 @@ func (l *listReader) fill() error {
 // peek skips white space and returns the next byte without consuming it.
 func (l *listReader) peek() (byte, error) {
 	for {
-		l.off = skipWS(l.buf, l.off)
+		l.off = rawjson.SkipSpace(l.buf, l.off)
 		if l.off < len(l.buf) {
 			return l.buf[l.off], nil
 		}
@@ -268,21 +270,21 @@ func (l *listReader) members() error {
 }
 
 func (l *listReader) readMeta(v []byte) error {
-	var mbuf [8]field
-	md, _, err := fields(v, 0, mbuf[:0])
+	var mbuf [8]rawjson.Member
+	md, _, err := rawjson.Members(v, 0, mbuf[:0])
 	if err != nil {
 		return l.bad("metadata: %v", err)
 	}
 	l.metaSeen = true
 	for _, g := range md {
-		switch string(g.key) {
+		switch string(g.Key) {
 		case "resourceVersion":
-			l.meta.resourceVersion, err = str(v[g.vs:g.ve])
+			l.meta.resourceVersion, err = rawjson.String(v[g.ValueStart:g.ValueEnd])
 		case "continue":
-			l.meta.continueToken, err = str(v[g.vs:g.ve])
+			l.meta.continueToken, err = rawjson.String(v[g.ValueStart:g.ValueEnd])
 		}
 		if err != nil {
-			return l.bad("metadata.%s: %v", g.key, err)
+			return l.bad("metadata.%s: %v", g.Key, err)
 		}
 	}
 	return nil
@@ -291,7 +293,7 @@ func (l *listReader) readMeta(v []byte) error {
 // end checks that nothing but white space follows the response object.
 func (l *listReader) end() error {
 	for {
-		l.off = skipWS(l.buf, l.off)
+		l.off = rawjson.SkipSpace(l.buf, l.off)
 		if l.off < len(l.buf) {
 			return l.bad("data after the list object at offset %d", l.pos(l.off))
 		}
@@ -355,9 +357,9 @@ type valueScan struct {
 }
 
 // scan continues over b (the value's bytes so far, from its first byte) and
-// returns the value's length once it is complete. Like skipValue it checks
-// nesting and strings, not the grammar inside: readMeta and prune read the
-// members they use and fail on what they cannot read.
+// returns the value's length once it is complete. It only finds where an
+// item ends, by depth and strings, across reads; readMeta checks the item
+// whole with rawjson, which is strict, before anything is published.
 func (s *valueScan) scan(b []byte) (int, bool, error) {
 	i := s.pos
 	if !s.started {

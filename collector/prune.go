@@ -6,7 +6,18 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/rawjson"
 )
+
+// The collector reads and edits objects with rawjson instead of decoding
+// them: decoding every listed object into map[string]any (what the dynamic
+// client does) and encoding it again cost about 400 µs per 5 KB Pod here,
+// five times the apiserver's own cost of serving it. It needs only four
+// metadata strings and three edits (drop managedFields and the last-applied
+// annotation, add the cache-source annotations, drop Secret data), so it
+// finds the byte ranges of the few members it touches and copies
+// everything else as is.
 
 const (
 	// ClusterAnnotation and KarmadaClusterAnnotation name the member cluster
@@ -30,16 +41,16 @@ var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 // stringData dropped unless keepSecretData, and the cache-source annotations
 // added. Every other byte is copied unchanged; obj is not modified.
 func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecretData bool) ([]byte, error) {
-	var buf [16]field
-	top, _, err := fields(obj, 0, buf[:0])
+	var buf [16]rawjson.Member
+	top, err := rawjson.ObjectMembers(obj, buf[:0])
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrBadJSON, err)
 	}
 	strip := gvr == secretsGVR && !keepSecretData
 	stripped := false
 	if strip {
 		for _, f := range top {
-			if k := string(f.key); k == "data" || k == "stringData" {
+			if k := string(f.Key); k == "data" || k == "stringData" {
 				stripped = true
 			}
 		}
@@ -49,7 +60,7 @@ func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecr
 	n := 0
 	hasMeta := false
 	for _, f := range top {
-		k := string(f.key)
+		k := string(f.Key)
 		if strip && (k == "data" || k == "stringData") {
 			continue
 		}
@@ -58,12 +69,12 @@ func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecr
 		}
 		n++
 		if k != "metadata" {
-			out = append(out, obj[f.start:f.end]...)
+			out = append(out, obj[f.Start:f.End]...)
 			continue
 		}
 		hasMeta = true
-		out = append(out, obj[f.start:f.vs]...)
-		if out, err = pruneMeta(out, obj, f.vs, cluster, stripped); err != nil {
+		out = append(out, obj[f.Start:f.ValueStart]...)
+		if out, err = pruneMeta(out, obj, f.ValueStart, cluster, stripped); err != nil {
 			return nil, err
 		}
 	}
@@ -75,20 +86,20 @@ func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecr
 
 // pruneMeta appends the pruned metadata object found at obj[at:] to out.
 func pruneMeta(out, obj []byte, at int, cluster string, stripped bool) ([]byte, error) {
-	var buf [24]field
-	md, _, err := fields(obj, at, buf[:0])
+	var buf [24]rawjson.Member
+	md, _, err := rawjson.Members(obj, at, buf[:0])
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: metadata: %w", ErrBadJSON, err)
 	}
 	ann := map[string]string{}
 	out = append(out, '{')
 	n := 0
 	for _, f := range md {
-		switch string(f.key) {
+		switch string(f.Key) {
 		case "managedFields":
 			continue
 		case "annotations":
-			if v := obj[f.vs:f.ve]; !bytes.Equal(v, []byte("null")) {
+			if v := obj[f.ValueStart:f.ValueEnd]; !bytes.Equal(v, []byte("null")) {
 				if err := json.Unmarshal(v, &ann); err != nil {
 					return nil, fmt.Errorf("%w: metadata.annotations: %v", ErrBadJSON, err)
 				}
@@ -99,7 +110,7 @@ func pruneMeta(out, obj []byte, at int, cluster string, stripped bool) ([]byte, 
 			out = append(out, ',')
 		}
 		n++
-		out = append(out, obj[f.start:f.end]...)
+		out = append(out, obj[f.Start:f.End]...)
 	}
 	delete(ann, lastAppliedAnnotation)
 	ann[ClusterAnnotation] = cluster
@@ -117,4 +128,51 @@ func pruneMeta(out, obj []byte, at int, cluster string, stripped bool) ([]byte, 
 	out = append(out, `"annotations":`...)
 	out = append(out, a...)
 	return append(out, '}'), nil
+}
+
+// objMeta is what the collector reads of every object.
+type objMeta struct {
+	uid, namespace, name, rv string
+}
+
+// readMeta reads an object's uid, namespace, name and resourceVersion.
+func readMeta(obj []byte) (objMeta, error) {
+	var m objMeta
+	var buf [8]rawjson.Member
+	top, err := rawjson.ObjectMembers(obj, buf[:0])
+	if err != nil {
+		return m, fmt.Errorf("%w: %w", ErrBadJSON, err)
+	}
+	for _, f := range top {
+		if string(f.Key) != "metadata" {
+			continue
+		}
+		var mbuf [24]rawjson.Member
+		md, _, err := rawjson.Members(obj, f.ValueStart, mbuf[:0])
+		if err != nil {
+			return m, fmt.Errorf("%w: metadata: %w", ErrBadJSON, err)
+		}
+		for _, g := range md {
+			var dst *string
+			switch string(g.Key) {
+			case "uid":
+				dst = &m.uid
+			case "namespace":
+				dst = &m.namespace
+			case "name":
+				dst = &m.name
+			case "resourceVersion":
+				dst = &m.rv
+			default:
+				continue
+			}
+			if *dst, err = rawjson.String(obj[g.ValueStart:g.ValueEnd]); err != nil {
+				return m, fmt.Errorf("%w: metadata.%s: %w", ErrBadJSON, g.Key, err)
+			}
+		}
+	}
+	if m.uid == "" || m.name == "" {
+		return m, fmt.Errorf("%w: object without metadata.uid or metadata.name", ErrBadJSON)
+	}
+	return m, nil
 }

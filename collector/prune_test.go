@@ -68,12 +68,16 @@ func TestPrune(t *testing.T) {
 }
 
 func TestPruneAndReadRejectMalformed(t *testing.T) {
-	for _, in := range []string{``, `[]`, `{"metadata":`, `{"metadata":{"name":"p"}`, `{"metadata":{"name":"p}}`, `{"a" 1}`, `{"a":1,}`, `{"spec":{}}`, `{"metadata":{"annotations":{"a":1}}}`} {
+	// The scanner is strict past the members the collector reads: a
+	// mismatched bracket deep in spec, a bad literal at the top level or
+	// data after the object is refused.
+	strict := []string{`{"metadata":{"name":"p","uid":"u"}}x`, `{"metadata":{"name":"p","uid":"u"}},{}`, `{"metadata":{"name":"p","uid":"u"},"spec":{"a":[}]}}`, `{"metadata":{"name":"p","uid":"u"},"spec":tru}`, `"x"`}
+	for _, in := range append([]string{``, `[]`, `{"metadata":`, `{"metadata":{"name":"p"}`, `{"metadata":{"name":"p}}`, `{"a" 1}`, `{"a":1,}`, `{"spec":{}}`, `{"metadata":{"annotations":{"a":1}}}`}, strict...) {
 		if _, err := prune([]byte(in), "m1", secretsGVR, false); !errors.Is(err, ErrBadJSON) {
 			t.Errorf("prune(%q) = %v, want ErrBadJSON", in, err)
 		}
 	}
-	for _, in := range []string{`{"metadata":{"name":"p"}}`, `{"metadata":{"uid":"u"}}`, `{"metadata":{"uid":1,"name":"p"}}`, `{"metadata":`} {
+	for _, in := range append([]string{`{"metadata":{"name":"p"}}`, `{"metadata":{"uid":"u"}}`, `{"metadata":{"uid":1,"name":"p"}}`, `{"metadata":`}, strict...) {
 		if _, err := readMeta([]byte(in)); !errors.Is(err, ErrBadJSON) {
 			t.Errorf("readMeta(%q) = %v, want ErrBadJSON", in, err)
 		}

@@ -27,20 +27,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// Headers carried by every object message so a collector can rebuild what it
-// published from headers alone (HeadersOnly consumer), without payloads.
-const (
-	hdrType      = "Fv-Type"
-	hdrRV        = "Fv-Rv"
-	hdrNamespace = "Fv-Ns"
-	hdrName      = "Fv-Name"
-	// hdrSecretData is "kept" on a Secret published with its data. A change
-	// of spec.includeSecretData must republish every Secret even though
-	// their resourceVersions did not change.
-	hdrSecretData  = "Fv-Secret-Data"
-	secretDataKept = "kept"
-)
-
 // want is what the registries ask of one resource in this cluster.
 type want struct {
 	gvr        schema.GroupVersionResource
@@ -122,16 +108,7 @@ var errRelist = errors.New("relist requested")
 // clusters. Here each page is published and dropped before the next one is
 // requested, and only objRef is kept per object.
 type resourceSync struct {
-	cluster  string
-	w        want
-	dyn      dynamic.Interface
-	raw      rest.Interface
-	js       jetstream.JetStream
-	pub      publisher
-	log      *slog.Logger
-	ttl      time.Duration
-	pageSize int64
-	m        *metrics
+	resourceSyncConfig
 
 	mu    sync.Mutex
 	objs  map[string]objRef // uid -> ref
@@ -148,18 +125,36 @@ type resourceSync struct {
 	err    error
 }
 
-func newResourceSync(cluster string, w want, dyn dynamic.Interface, raw rest.Interface, js jetstream.JetStream, pub publisher, log *slog.Logger, ttl time.Duration, pageSize int64, m *metrics) *resourceSync {
-	if pageSize <= 0 {
-		pageSize = DefaultPageSize
+// resourceSyncConfig is what one resourceSync is made of; the collector
+// fills one per wanted resource. It is a struct because ten positional
+// parameters, several of the same type, were easy to pass in the wrong order.
+type resourceSyncConfig struct {
+	cluster string
+	w       want
+	dyn     dynamic.Interface
+	raw     rest.Interface
+	js      jetstream.JetStream
+	pub     publisher
+	log     *slog.Logger
+	// ttl is how long tombstones stay in the stream.
+	ttl time.Duration
+	// pageSize is the list page size; 0 or less means DefaultPageSize.
+	pageSize int64
+	m        *metrics
+}
+
+func newResourceSync(cfg resourceSyncConfig) *resourceSync {
+	if cfg.pageSize <= 0 {
+		cfg.pageSize = DefaultPageSize
 	}
+	cfg.log = cfg.log.With("gvr", cfg.w.gvr.String())
 	return &resourceSync{
-		cluster: cluster, w: w, dyn: dyn, raw: raw, js: js, pub: pub, ttl: ttl, pageSize: pageSize, m: m,
-		log:     log.With("gvr", w.gvr.String()),
-		objs:    map[string]objRef{},
-		byKey:   map[nsName]string{},
-		ns:      map[string]string{},
-		refused: map[string]string{},
-		relist:  make(chan struct{}, 1),
+		resourceSyncConfig: cfg,
+		objs:               map[string]objRef{},
+		byKey:              map[nsName]string{},
+		ns:                 map[string]string{},
+		refused:            map[string]string{},
+		relist:             make(chan struct{}, 1),
 	}
 }
 
@@ -181,10 +176,10 @@ func (s *resourceSync) requestRelist() {
 // tombstoned, and its last published version would stay in the stream.
 func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	s.mu.Lock()
-	switch h.Get(hdrType) {
+	switch h.Get(stream.HdrType) {
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
 		if _, ok := s.objs[uid]; !ok {
-			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
 			s.objs[uid] = ref
 			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
 				s.byKey[nsName{ref.ns, ref.name}] = uid
@@ -194,7 +189,7 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header) {
 	default:
 		// Only if it is still the version that failed: a newer one has
 		// its own acknowledgement (or failure) coming.
-		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(hdrRV) {
+		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(stream.HdrRV) {
 			s.unknownLocked(uid)
 		}
 	}
@@ -349,9 +344,9 @@ func (s *resourceSync) scopes() []string {
 
 // listScope lists one namespace scope page by page, publishing what changed;
 // it returns the list's resourceVersion to watch from. Pages are streamed
-// item by item as raw JSON (liststream.go, rawjson.go): only changed objects
-// are pruned and re-encoded, and a page costs one window buffer that grows
-// only to its largest object, whatever the page size. The fetcher reads the
+// item by item as raw JSON (liststream.go, internal/rawjson): only changed
+// objects are pruned and re-encoded, and a page costs one window buffer that
+// grows only to its largest object, whatever the page size. The fetcher reads the
 // head of each response (the list metadata comes before the items) and asks
 // for the next page at once, so the apiserver builds it while this one is
 // published. Two windows exist and they are reused: nothing keeps a
@@ -648,7 +643,7 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			}
 			pending = md.NumPending
 			h := m.Headers()
-			if h.Get(hdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {
+			if h.Get(stream.HdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {
 				continue
 			}
 			ps, err := stream.ParseSubject(m.Subject())
@@ -656,12 +651,12 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 				s.mu.Unlock()
 				return err
 			}
-			ref := objRef{rv: h.Get(hdrRV), ns: s.intern(h.Get(hdrNamespace)), name: h.Get(hdrName)}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
 			if !s.w.inScope(ref.ns) {
 				stale = append(stale, objRefUID{ref, ps.UID})
 				continue
 			}
-			if (h.Get(hdrSecretData) == secretDataKept) != keep {
+			if (h.Get(stream.HdrSecretData) == stream.SecretDataKept) != keep {
 				// Published under the other Secret-data choice: publish
 				// again even if unchanged.
 				ref.stale = true
@@ -700,21 +695,6 @@ func (s *resourceSync) event(t fleetviewv1.EventType, uid string, ref objRef) *f
 	}
 }
 
-func (s *resourceSync) message(ev *fleetviewv1.ResourceEvent) (*nats.Msg, error) {
-	data, err := stream.Encode(ev)
-	if err != nil {
-		return nil, err
-	}
-	msg := nats.NewMsg(stream.ObjectSubject(s.cluster, s.w.gvr, ev.Uid))
-	msg.Data = data
-	msg.Header.Set(hdrType, ev.Type.String())
-	msg.Header.Set(hdrRV, ev.ResourceVersion)
-	msg.Header.Set(hdrNamespace, ev.Namespace)
-	msg.Header.Set(hdrName, ev.Name)
-	msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev))
-	return msg, nil
-}
-
 // headerAllowance is what the headers of an object message may take of the
 // NATS max payload (which counts headers and data together).
 const headerAllowance = 1024
@@ -729,7 +709,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 	}
 	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
 	ev.Object = obj
-	msg, err := s.message(ev)
+	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: s.w.keepsData()})
 	if err != nil {
 		return false, err
 	}
@@ -742,12 +722,6 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 		s.mu.Unlock()
 		s.pub.statusChanged()
 		return false, nil
-	}
-	if s.w.keepsData() {
-		msg.Header.Set(hdrSecretData, secretDataKept)
-		// A different payload for the same uid/rv: keep the dedup window
-		// from swallowing it.
-		msg.Header.Set(jetstream.MsgIDHeader, stream.MsgID(ev)+"/"+secretDataKept)
 	}
 	s.clearRefused(m.uid)
 	if err := s.pub.publish(ctx, msg); err != nil {
@@ -779,11 +753,10 @@ func (s *resourceSync) refusedObjects() []string {
 }
 
 func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef) error {
-	msg, err := s.message(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref))
+	msg, err := stream.ObjectMsg(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref), stream.ObjectMsgOptions{TTL: s.ttl})
 	if err != nil {
 		return err
 	}
-	msg.Header.Set(jetstream.MsgTTLHeader, s.ttl.String())
 	if err := s.pub.publish(ctx, msg); err != nil {
 		return err
 	}

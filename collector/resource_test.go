@@ -41,7 +41,7 @@ func (r *recorder) take() []string {
 	var out []string
 	for _, m := range r.msgs {
 		ps, _ := stream.ParseSubject(m.Subject)
-		out = append(out, fmt.Sprintf("%s %s/%s %s %s", strings.TrimPrefix(m.Header.Get(hdrType), "EVENT_TYPE_"), m.Header.Get(hdrNamespace), m.Header.Get(hdrName), ps.UID, m.Header.Get(hdrRV)))
+		out = append(out, fmt.Sprintf("%s %s/%s %s %s", strings.TrimPrefix(m.Header.Get(stream.HdrType), "EVENT_TYPE_"), m.Header.Get(stream.HdrNamespace), m.Header.Get(stream.HdrName), ps.UID, m.Header.Get(stream.HdrRV)))
 	}
 	r.msgs = nil
 	return out
@@ -50,7 +50,10 @@ func (r *recorder) take() []string {
 func newTestSync(gvr schema.GroupVersionResource, keep bool) (*resourceSync, *recorder) {
 	rec := &recorder{max: 4 << 20}
 	w := want{gvr: gvr, kind: "ConfigMap", namespaced: true, keepSecretData: keep}
-	s := newResourceSync("m1", w, nil, nil, nil, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), stream.DefaultTombstoneTTL, 0, &metrics{})
+	s := newResourceSync(resourceSyncConfig{
+		cluster: "m1", w: w, pub: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ttl: stream.DefaultTombstoneTTL, m: &metrics{},
+	})
 	return s, rec
 }
 
@@ -152,10 +155,10 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	expect(t, "failed tombstone retried", rec.take(), "DELETE ns/a u1 5")
 	// A tombstone lost asynchronously: remembered again, swept again.
 	del := nats.NewMsg("x")
-	del.Header.Set(hdrType, "EVENT_TYPE_DELETE")
-	del.Header.Set(hdrNamespace, "ns")
-	del.Header.Set(hdrName, "a")
-	del.Header.Set(hdrRV, "5")
+	del.Header.Set(stream.HdrType, "EVENT_TYPE_DELETE")
+	del.Header.Set(stream.HdrNamespace, "ns")
+	del.Header.Set(stream.HdrName, "a")
+	del.Header.Set(stream.HdrRV, "5")
 	s.publishFailed("u1", del.Header)
 	if err := s.sweep(ctx, 4); err != nil {
 		t.Fatal(err)
@@ -218,9 +221,9 @@ func TestSecretDataChoiceIsVisibleInTheMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 		hasData := strings.Contains(string(ev.GetObject()), `"data"`)
-		kept := msg.Header.Get(hdrSecretData) == secretDataKept
+		kept := msg.Header.Get(stream.HdrSecretData) == stream.SecretDataKept
 		id := msg.Header.Get(jetstream.MsgIDHeader)
-		if hasData != keep || kept != keep || strings.HasSuffix(id, "/"+secretDataKept) != keep {
+		if hasData != keep || kept != keep || strings.HasSuffix(id, "/"+stream.SecretDataKept) != keep {
 			t.Fatalf("keep=%v: data in object %v, header %v, msg id %q", keep, hasData, kept, id)
 		}
 	}

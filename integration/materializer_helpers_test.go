@@ -14,12 +14,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -17,10 +17,10 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )

@@ -19,10 +19,10 @@ import (
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )

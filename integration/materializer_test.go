@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -196,7 +196,7 @@ func TestMaterializerBackends(t *testing.T) {
 				t.Fatal(err)
 			}
 			for msg := range batch.Messages() {
-				reasons = append(reasons, msg.Headers().Get("Fv-Subject")+": "+msg.Headers().Get("Fv-Reason"))
+				reasons = append(reasons, msg.Headers().Get(stream.HdrDeadSubject)+": "+msg.Headers().Get(stream.HdrDeadReason))
 			}
 			if len(reasons) != 3 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
 				!strings.Contains(reasons[1], "poison event") || !strings.Contains(reasons[2], "poison-3") || !strings.Contains(reasons[2], "trailing data") {

@@ -28,3 +28,7 @@ func (e *PoisonError) Unwrap() []error { return []error{ErrPoison, e.Err} }
 func Poison(seq uint64, format string, a ...any) error {
 	return &PoisonError{Seq: seq, Err: fmt.Errorf(format, a...)}
 }
+
+// errBadJSON wraps a rawjson error for an object that is not a JSON object
+// the backends can store.
+var errBadJSON = errors.New("malformed JSON object")

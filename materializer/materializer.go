@@ -553,11 +553,11 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 	md, _ := msg.Metadata()
 	dl := nats.NewMsg(DeadSubject(m.cfg.Name))
 	dl.Data = msg.Data()
-	dl.Header.Set("Fv-Reason", reason.Error())
-	dl.Header.Set("Fv-Subject", msg.Subject())
+	dl.Header.Set(stream.HdrDeadReason, reason.Error())
+	dl.Header.Set(stream.HdrDeadSubject, msg.Subject())
 	if md != nil {
-		dl.Header.Set("Fv-Stream", md.Stream)
-		dl.Header.Set("Fv-Seq", fmt.Sprint(md.Sequence.Stream))
+		dl.Header.Set(stream.HdrDeadStream, md.Stream)
+		dl.Header.Set(stream.HdrDeadSeq, fmt.Sprint(md.Sequence.Stream))
 	}
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)

@@ -68,6 +68,11 @@ go vet ./...
 log "layers point one way"
 bash scripts/check-layers.sh
 
+log "fuzz the raw-JSON scanner against encoding/json (30 s)"
+# The seed corpus in internal/rawjson/testdata runs with go test below too;
+# this bounded run looks for new inputs on every full run.
+go test -run '^$' -fuzz '^FuzzScan$' -fuzztime 30s ./internal/rawjson
+
 log "go test"
 # One package at a time (-p 1): the integration packages each start real
 # kube-apiservers, and two at once on 2 cores only slow both down.

@@ -1,8 +1,10 @@
 // Package stream owns the contract between collectors and materializers
 // (docs/architecture.md, "The stream contract"): stream and subject names,
-// the stream configuration, the message headers, and encoding of
-// ResourceEvent payloads. Every component that reads or writes a cluster
-// stream goes through this package so the layout is defined once.
+// the stream configuration, the message headers (object and dead-letter),
+// the building of object messages (headers, Nats-Msg-Id, tombstone TTL),
+// and encoding of ResourceEvent payloads. Every component that reads or
+// writes a cluster stream goes through this package so the layout is
+// defined once.
 //
 // It must not know about Kubernetes informers or any backend.
 package stream

@@ -8,9 +8,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
 func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint64 {

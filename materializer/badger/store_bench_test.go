@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 )
 
 // BenchmarkApply measures applying fresh Pod upserts (about 3 KB each) in

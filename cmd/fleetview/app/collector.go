@@ -92,8 +92,7 @@ func (o *CollectorOptions) Validate() []error {
 		}
 	}
 	if o.ClusterInfoConfigMap != "" {
-		ns, name, ok := strings.Cut(o.ClusterInfoConfigMap, "/")
-		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		if _, _, err := collector.ParseClusterInfoConfigMap(o.ClusterInfoConfigMap); err != nil {
 			errs = append(errs, fmt.Errorf("%w: --cluster-info-configmap %q: want namespace/name", ErrInvalidOptions, o.ClusterInfoConfigMap))
 		}
 	}

@@ -52,11 +52,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	itos "github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	"github.com/fleetview/fleetview/materializer/opensearch"
 )
 

@@ -46,11 +46,11 @@ import (
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
