@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -50,12 +51,8 @@ type OpenSearchConfig struct {
 
 // Config configures the backend set.
 type Config struct {
-	NATS       *nats.Conn
-	JetStream  jetstream.JetStream
-	Registries *regstore.Store
-	// Inventory is the cluster inventory bucket (cluster facts for
-	// registries' cluster affinity, resource kinds).
-	Inventory jetstream.KeyValue
+	NATS *nats.Conn
+	Buckets
 	// StateDir holds the Badger store (BadgerDir) and the saved routes.
 	StateDir string
 	// BatchSize is the Badger materializer's batch (one transaction).
@@ -70,6 +67,31 @@ type Config struct {
 	// that reports it, and Badger's control events.
 	Observer Observer
 	Logger   *slog.Logger
+}
+
+// Buckets are what the backends read besides the streams, opened once for
+// the backends and the query API alike.
+type Buckets struct {
+	JetStream  jetstream.JetStream
+	Registries *regstore.Store
+	// Inventory is the cluster inventory bucket (cluster facts for
+	// registries' cluster affinity, resource kinds).
+	Inventory jetstream.KeyValue
+}
+
+// OpenBuckets opens (creating them if need be) the registry and inventory
+// buckets on nc.
+func OpenBuckets(ctx context.Context, nc *nats.Conn) (Buckets, error) {
+	var b Buckets
+	var err error
+	if b.JetStream, err = jetstream.New(nc); err != nil {
+		return b, err
+	}
+	if b.Registries, err = regstore.Open(ctx, b.JetStream); err != nil {
+		return b, err
+	}
+	b.Inventory, err = inventory.Bucket(ctx, b.JetStream)
+	return b, err
 }
 
 // OpenSearchID names an OpenSearch backend by its addresses and secret.

@@ -12,8 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fleetview/fleetview/internal/inventory"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/materializer/badger"
@@ -80,17 +78,13 @@ type rebuild struct {
 // open opens the store being rebuilt and its materializer, and notes where
 // each stream ends now: the rebuild replays up to there.
 func (r *rebuild) open(ctx context.Context) (err error) {
-	regs, err := regstore.Open(ctx, r.js)
-	if err != nil {
-		return err
-	}
-	inv, err := inventory.Bucket(ctx, r.js)
+	b, err := OpenBuckets(ctx, r.cfg.NATS)
 	if err != nil {
 		return err
 	}
 	// Replay what the live Badger materializer keeps: the resources not
 	// routed to an OpenSearch backend.
-	filter, err := BadgerFilter(ctx, regs, inv, r.log)
+	filter, err := BadgerFilter(ctx, b.Registries, b.Inventory, r.log)
 	if err != nil {
 		return err
 	}

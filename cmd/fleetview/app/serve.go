@@ -10,15 +10,12 @@ import (
 	"net/http"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/debugserver"
-	"github.com/fleetview/fleetview/internal/inventory"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
@@ -127,21 +124,13 @@ type serve struct {
 
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	regs, err := regstore.Open(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Bucket(ctx, js)
+	bk, err := backends.OpenBuckets(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
 	hub := queryapi.NewHub(queryapi.HubOptions{})
 	set, err := backends.New(ctx, backends.Config{
-		NATS: nc, JetStream: js, Registries: regs, Inventory: inv,
+		NATS: nc, Buckets: bk,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		OpenSearch: o.openSearch,
 		Observer:   hub.Observe, Logger: log,
@@ -167,7 +156,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
-		Reader: set.Reader(), Hub: hub, Registries: regs, Inventory: inv, JetStream: js, Applied: set.Applied, Logger: log,
+		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
 	})
 	return sv, err
 }

@@ -47,9 +47,7 @@ import (
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/benchdata"
-	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
@@ -406,20 +404,12 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		ns.Shutdown()
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	regs, err := regstore.Open(ctx, js)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := inventory.Bucket(ctx, js)
+	bk, err := backends.OpenBuckets(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
 	hub := queryapi.NewHub(queryapi.HubOptions{})
-	set, err := backends.New(ctx, backends.Config{NATS: nc, JetStream: js, Registries: regs, Inventory: inv,
+	set, err := backends.New(ctx, backends.Config{NATS: nc, Buckets: bk,
 		StateDir: dir, FlushInterval: cfg.flush, Observer: hub.Observe, Logger: log})
 	if err != nil {
 		return nil, err
@@ -432,8 +422,8 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 	if err != nil {
 		return nil, err
 	}
-	api, err := queryapi.New(queryapi.Config{Reader: set.Reader(), Hub: hub, Registries: regs, Inventory: inv,
-		JetStream: js, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
+	api, err := queryapi.New(queryapi.Config{Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory,
+		JetStream: bk.JetStream, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
 	if err != nil {
 		return nil, err
 	}
