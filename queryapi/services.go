@@ -328,7 +328,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		out.Resources = append(out.Resources, &fleetviewv1.ResourceSyncState{
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
-			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData,
+			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
 		})
 		out.ObjectCount += r.ObjectCount
 	}

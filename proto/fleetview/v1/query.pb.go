@@ -835,7 +835,10 @@ type ResourceSyncState struct {
 	RefusedObjects int64 `protobuf:"varint,7,opt,name=refused_objects,json=refusedObjects,proto3" json:"refused_objects,omitempty"`
 	// Secret data and stringData are cached (a registry opted in); otherwise
 	// Secrets are cached without them.
-	SecretData    bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
+	SecretData bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
+	// The resource is namespaced in the member cluster (Kubernetes discovery
+	// needs it; cluster-scoped otherwise).
+	Namespaced    bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +925,13 @@ func (x *ResourceSyncState) GetRefusedObjects() int64 {
 func (x *ResourceSyncState) GetSecretData() bool {
 	if x != nil {
 		return x.SecretData
+	}
+	return false
+}
+
+func (x *ResourceSyncState) GetNamespaced() bool {
+	if x != nil {
+		return x.Namespaced
 	}
 	return false
 }
@@ -1588,7 +1598,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\x9c\x02\n" +
+	"\x15_remaining_item_count\"\xbc\x02\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1600,7 +1610,10 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12'\n" +
 	"\x0frefused_objects\x18\a \x01(\x03R\x0erefusedObjects\x12\x1f\n" +
 	"\vsecret_data\x18\b \x01(\bR\n" +
-	"secretData\"\x89\x05\n" +
+	"secretData\x12\x1e\n" +
+	"\n" +
+	"namespaced\x18\t \x01(\bR\n" +
+	"namespaced\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
