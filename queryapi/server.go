@@ -22,6 +22,7 @@ import (
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
 // Config configures the API server.
@@ -161,6 +162,10 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/v1/", gw)
 	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(conn), gateway: gw})
 	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(conn)})
+	kube := kubeapi.New(fleetviewv1.NewQueryServiceClient(conn), fleetviewv1.NewClusterServiceClient(conn), cfg.Logger)
+	for _, p := range kubeapi.Paths {
+		mux.Handle(p, kube)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
