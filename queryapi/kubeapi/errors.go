@@ -50,10 +50,16 @@ var codeTable = map[codes.Code]struct {
 // toKubeStatus is the Status body of err. gr and name, when known, fill the
 // details kubectl prints ("pods \"x\" not found").
 func toKubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status {
+	st := kubeStatus(err, gr, name)
+	st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+	return st
+}
+
+func kubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status {
 	switch {
 	case errors.Is(err, ErrUnknownResource):
 		st := apierrors.NewNotFound(gr, name).Status()
-		st.Message = fmt.Sprintf("the server could not find the requested resource (%s)", err.Error())
+		st.Message = err.Error()
 		return &st
 	case errors.Is(err, ErrMethodNotAllowed):
 		st := apierrors.NewMethodNotSupported(gr, "write").Status()
