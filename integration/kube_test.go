@@ -130,7 +130,7 @@ func TestKubeAPI(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("rows %v, want %v\n%s", got, want, out)
 		}
-		if r := tableRows(out)[1]; r[4] != "0/1" || r[5] != "Pending" {
+		if r := tableRows(out)[1]; r[3] != "0/1" || r[4] != "Pending" {
 			t.Fatalf("READY/STATUS of %v, want 0/1 Pending", r)
 		}
 	})
@@ -246,7 +246,7 @@ func TestKubeAPI(t *testing.T) {
 	t.Run("--watch sees an update arrive", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
+		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "get", "pods", "-n", "shop", "--watch", "--output-watch-events", "-v=6")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -268,19 +268,21 @@ func TestKubeAPI(t *testing.T) {
 			}
 		}()
 		defer wg.Wait()
+		var seen []string
 		await := func(what string, match func([]string) bool) {
 			t.Helper()
 			for {
 				select {
 				case l, open := <-lines:
 					if !open {
-						t.Fatalf("kubectl --watch ended before %s", what)
+						t.Fatalf("kubectl --watch ended before %s:\n%s", what, strings.Join(seen, "\n"))
 					}
+					seen = append(seen, l)
 					if match(strings.Fields(l)) {
 						return
 					}
-				case <-wctx.Done():
-					t.Fatalf("no %s within the deadline", what)
+				case <-time.After(30 * time.Second):
+					t.Fatalf("no %s within 30s:\n%s", what, strings.Join(seen, "\n"))
 				}
 			}
 		}
