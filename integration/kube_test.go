@@ -246,7 +246,7 @@ func TestKubeAPI(t *testing.T) {
 	t.Run("--watch sees an update arrive", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "get", "pods", "-n", "shop", "--watch", "--output-watch-events", "-v=6")
+		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -289,7 +289,18 @@ func TestKubeAPI(t *testing.T) {
 		await("initial row of member1/db", func(f []string) bool { return len(f) > 2 && f[1] == "member1" && f[2] == "db" })
 		p := qpod("shop", "late", "late", "node-c")
 		must(c2.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}))
-		await("ADDED member2/late", func(f []string) bool { return len(f) > 2 && f[0] == "ADDED" && f[1] == "member2" && f[2] == "late" })
+		// The hub may report a creation it learns of while resuming as
+		// MODIFIED (queryapi/watch.go); either way the new row arrives.
+		await("member2/late", func(f []string) bool {
+			return len(f) > 2 && (f[0] == "ADDED" || f[0] == "MODIFIED") && f[1] == "member2" && f[2] == "late"
+		})
+		db, err := c1.CoreV1().Pods("shop").Get(ctx, "db", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.Labels["tier"] = "data"
+		must(c1.CoreV1().Pods("shop").Update(ctx, db, metav1.UpdateOptions{}))
+		await("MODIFIED member1/db", func(f []string) bool { return len(f) > 2 && f[0] == "MODIFIED" && f[1] == "member1" && f[2] == "db" })
 		if err := c2.CoreV1().Pods("shop").Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
