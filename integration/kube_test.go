@@ -18,33 +18,19 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // kubectlBin is Debian's kubectl (scripts/test.sh installs it).
 const kubectlBin = "/usr/bin/kubectl"
-
-// kubeFleetKubeconfig points kubectl at fleetview's Kubernetes API: a
-// "fleet" context and one per member cluster.
-func kubeFleetKubeconfig(t *testing.T, server string, clusters ...string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString("apiVersion: v1\nkind: Config\ncurrent-context: fleet\nusers:\n- name: u\n  user: {}\nclusters:\n")
-	fmt.Fprintf(&b, "- name: fleet\n  cluster: {server: %q}\n", server)
-	for _, c := range clusters {
-		fmt.Fprintf(&b, "- name: %s\n  cluster: {server: %q}\n", c, server+"/clusters/"+c)
-	}
-	b.WriteString("contexts:\n- name: fleet\n  context: {cluster: fleet, user: u}\n")
-	for _, c := range clusters {
-		fmt.Fprintf(&b, "- name: %s\n  context: {cluster: %s, user: u}\n", c, c)
-	}
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(p, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // table splits kubectl's column output into rows of fields.
 func tableRows(out string) [][]string {
@@ -93,7 +79,10 @@ func TestKubeAPI(t *testing.T) {
 		}
 		return nil
 	})
-	kc := kubeFleetKubeconfig(t, fv.rest, "member1", "member2")
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
+		t.Fatalf("fleetview kubeconfig: %v", err)
+	}
 	kubectl := func(args ...string) (string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
@@ -305,6 +294,75 @@ func TestKubeAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		await("DELETED member2/late", func(f []string) bool { return len(f) > 2 && f[0] == "DELETED" && f[1] == "member2" && f[2] == "late" })
+	})
+	t.Run("a dynamic informer on the per-cluster view stays equal to the member", func(t *testing.T) {
+		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, "shop", nil)
+		inf := f.ForResource(podsGVR).Informer()
+		stop := make(chan struct{})
+		defer f.Shutdown()
+		defer close(stop)
+		f.Start(stop)
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		if !cache.WaitForCacheSync(sctx.Done(), inf.HasSynced) {
+			t.Fatal("informer did not sync")
+		}
+		// What the informer holds and what member1 holds: name and labels.
+		state := func() (informer, member string, err error) {
+			var a []string
+			for _, o := range inf.GetStore().List() {
+				u := o.(*unstructured.Unstructured)
+				if u.GetAnnotations()["fleetview.io/cluster"] != "member1" {
+					return "", "", fmt.Errorf("object %s from %q in member1's view", u.GetName(), u.GetAnnotations()["fleetview.io/cluster"])
+				}
+				a = append(a, fmt.Sprintf("%s/%s%v", u.GetNamespace(), u.GetName(), u.GetLabels()))
+			}
+			l, err := c1.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return "", "", err
+			}
+			var b []string
+			for _, p := range l.Items {
+				b = append(b, fmt.Sprintf("%s/%s%v", p.Namespace, p.Name, p.Labels))
+			}
+			slices.Sort(a)
+			slices.Sort(b)
+			return strings.Join(a, " "), strings.Join(b, " "), nil
+		}
+		equal := func() error {
+			a, b, err := state()
+			if err != nil {
+				return err
+			}
+			if a != b {
+				return fmt.Errorf("informer %s\nmember1  %s", a, b)
+			}
+			return nil
+		}
+		eventually(t, 30*time.Second, equal)
+		for i := range 5 {
+			must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", fmt.Sprintf("inf-%d", i), "inf", ""), metav1.CreateOptions{}))
+		}
+		for i := range 2 {
+			p, err := c1.CoreV1().Pods("shop").Get(ctx, fmt.Sprintf("inf-%d", i), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Labels["gen"] = "2"
+			must(c1.CoreV1().Pods("shop").Update(ctx, p, metav1.UpdateOptions{}))
+		}
+		if err := c1.CoreV1().Pods("shop").Delete(ctx, "inf-4", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, equal)
+		if a, _, _ := state(); !strings.Contains(a, "inf-0map[app:inf gen:2]") || strings.Contains(a, "inf-4") {
+			t.Fatalf("informer state %s", a)
+		}
 	})
 	t.Run("Status responses", func(t *testing.T) {
 		for _, tc := range []struct {
