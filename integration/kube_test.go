@@ -19,7 +19,9 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
@@ -290,7 +292,8 @@ func TestKubeAPI(t *testing.T) {
 		db.Labels["tier"] = "data"
 		must(c1.CoreV1().Pods("shop").Update(ctx, db, metav1.UpdateOptions{}))
 		await("MODIFIED member1/db", func(f []string) bool { return len(f) > 2 && f[0] == "MODIFIED" && f[1] == "member1" && f[2] == "db" })
-		if err := c2.CoreV1().Pods("shop").Delete(ctx, "late", metav1.DeleteOptions{}); err != nil {
+		// A bound pod waits for its (absent) kubelet unless forced.
+		if err := c2.CoreV1().Pods("shop").Delete(ctx, "late", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		await("DELETED member2/late", func(f []string) bool { return len(f) > 2 && f[0] == "DELETED" && f[1] == "member2" && f[2] == "late" })
@@ -362,6 +365,51 @@ func TestKubeAPI(t *testing.T) {
 		eventually(t, 30*time.Second, equal)
 		if a, _, _ := state(); !strings.Contains(a, "inf-0map[app:inf gen:2]") || strings.Contains(a, "inf-4") {
 			t.Fatalf("informer state %s", a)
+		}
+	})
+	t.Run("a watch-list reflector syncs without a list call", func(t *testing.T) {
+		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "pods"}).Namespace("shop")
+		var mu sync.Mutex
+		var lists, watches []string
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				mu.Lock()
+				lists = append(lists, o.ResourceVersion)
+				mu.Unlock()
+				return ri.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				mu.Lock()
+				watches = append(watches, fmt.Sprintf("sendInitialEvents=%v", o.SendInitialEvents != nil && *o.SendInitialEvents))
+				mu.Unlock()
+				return ri.Watch(ctx, o)
+			},
+		}
+		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+		r := cache.NewReflector(lw, &unstructured.Unstructured{}, store, 0)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); r.RunWithContext(rctx) }()
+		defer func() { cancel(); <-done }()
+		eventually(t, 30*time.Second, func() error {
+			var got []string
+			for _, o := range store.List() {
+				got = append(got, o.(*unstructured.Unstructured).GetName())
+			}
+			slices.Sort(got)
+			if want := []string{"api", "web"}; !slices.Equal(got, want) {
+				return fmt.Errorf("store %v, want %v", got, want)
+			}
+			return nil
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if len(lists) != 0 || len(watches) == 0 || watches[0] != "sendInitialEvents=true" {
+			t.Fatalf("lists %v watches %v: want a streaming list only", lists, watches)
 		}
 	})
 	t.Run("Status responses", func(t *testing.T) {
