@@ -165,6 +165,9 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if req.GetRaw() {
+		return &fleetviewv1.GetResponse{RawObject: obj.JSON, Cluster: obj.Cluster}, nil
+	}
 	s, err := toStruct(obj.JSON)
 	if err != nil {
 		return nil, toStatus(err)

@@ -39,11 +39,10 @@ func (f *fakeQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc
 	if f.getErr != nil {
 		return nil, f.getErr
 	}
-	s := &structpb.Struct{}
-	if err := s.UnmarshalJSON(f.items[0]); err != nil {
-		return nil, err
+	if !in.GetRaw() {
+		return nil, status.Error(codes.Internal, "kubeapi must ask for the stored bytes")
 	}
-	return &fleetviewv1.GetResponse{Object: s, Cluster: "member1"}, nil
+	return &fleetviewv1.GetResponse{RawObject: f.items[0], Cluster: "member1"}, nil
 }
 
 func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...grpc.CallOption) (*fleetviewv1.ListResponse, error) {
@@ -324,5 +323,16 @@ func TestWatch(t *testing.T) {
 	_, _ = serve(t, q, "GET", "/api/v1/namespaces/shop/pods/web?watch=1&fieldSelector=status.phase%3DRunning", "")
 	if got := q.lastW.GetFieldSelector(); got != "metadata.name=web,status.phase=Running" {
 		t.Fatalf("field selector %q", got)
+	}
+}
+
+func TestGetWritesStoredBytes(t *testing.T) {
+	q := &fakeQuery{items: [][]byte{[]byte(podJSON)}}
+	resp, b := serve(t, q, "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web", "application/json")
+	if resp.StatusCode != 200 || q.lastG.GetCluster() != "member1" || q.lastG.GetNamespace() != "shop" || q.lastG.GetName() != "web" {
+		t.Fatalf("%d %s, request %v", resp.StatusCode, b, q.lastG)
+	}
+	if want := `{"kind":"Pod","apiVersion":"v1",` + podJSON[1:]; string(b) != want {
+		t.Fatalf("got %s\nwant %s", b, want)
 	}
 }

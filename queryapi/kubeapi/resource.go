@@ -264,16 +264,13 @@ func withTypeMeta(s *structpb.Struct, c cached) *structpb.Struct {
 
 func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
 	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
-		Namespace: req.namespace, Name: req.name, Cluster: req.cluster})
+		Namespace: req.namespace, Name: req.name, Cluster: req.cluster, Raw: true})
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 		return
 	}
-	b, err := protojson.Marshal(withTypeMeta(resp.GetObject(), c))
-	if err != nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
-		return
-	}
+	// The stored bytes, as in lists: no JSON -> Struct -> JSON.
+	b := appendItem(nil, c, resp.GetRawObject())
 	if p.table {
 		t, err := newTable(c, metav1.ListMeta{})
 		if err == nil {

@@ -33,7 +33,10 @@ type GetRequest struct {
 	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	// Optional: the member cluster that holds the object.
-	Cluster       string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Return the object as its stored JSON in raw_object instead of object
+	// (no Struct conversion on either side).
+	Raw           bool `protobuf:"varint,7,opt,name=raw,proto3" json:"raw,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -110,12 +113,21 @@ func (x *GetRequest) GetCluster() string {
 	return ""
 }
 
+func (x *GetRequest) GetRaw() bool {
+	if x != nil {
+		return x.Raw
+	}
+	return false
+}
+
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object, annotated with fleetview.io/cluster and
 	// resource.karmada.io/cached-from-cluster.
-	Object        *structpb.Struct `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Cluster       string           `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Object  *structpb.Struct `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Cluster string           `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// With raw: the object's stored JSON.
+	RawObject     []byte `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +174,13 @@ func (x *GetResponse) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
+}
+
+func (x *GetResponse) GetRawObject() []byte {
+	if x != nil {
+		return x.RawObject
+	}
+	return nil
 }
 
 type ListRequest struct {
@@ -1530,7 +1549,7 @@ var File_fleetview_v1_query_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xa4\x01\n" +
+	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xb6\x01\n" +
 	"\n" +
 	"GetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
@@ -1538,10 +1557,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
-	"\acluster\x18\x06 \x01(\tR\acluster\"X\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x10\n" +
+	"\x03raw\x18\a \x01(\bR\x03raw\"w\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\xfb\x02\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
+	"\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\"\xfb\x02\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
