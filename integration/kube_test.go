@@ -246,19 +246,22 @@ func TestKubeAPI(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		defer func() { cancel(); _ = cmd.Wait() }()
 		lines := make(chan string, 100)
 		var wg sync.WaitGroup
+		// Kill kubectl, drain its output, then reap it.
+		defer func() { cancel(); wg.Wait(); _ = cmd.Wait() }()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer close(lines)
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
-				lines <- sc.Text()
+				select {
+				case lines <- sc.Text():
+				case <-wctx.Done():
+				}
 			}
 		}()
-		defer wg.Wait()
 		var seen []string
 		await := func(what string, match func([]string) bool) {
 			t.Helper()
