@@ -20,7 +20,12 @@
 // own gRPC services through the loopback connection the REST gateway uses,
 // so authentication and authorization interceptors apply exactly as they do
 // to gRPC and /v1 clients. It is read-only: every other method is 405
-// MethodNotAllowed.
+// MethodNotAllowed. Discovery and the kind/scope of every requested
+// resource come from the cluster inventory (ClusterService.ListClusters),
+// read with the caller's credentials too: under an authorization policy a
+// Kubernetes client needs `list` on `clusters` besides its resources (the
+// counterpart of Kubernetes' system:discovery). One caller's inventory
+// answer is reused for a second.
 //
 // List items are written from the stored bytes (ListRequest.raw) without
 // re-encoding; only apiVersion and kind are inserted when the stored object

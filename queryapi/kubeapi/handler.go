@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -33,11 +35,27 @@ type ClusterClient interface {
 // Paths are the mux patterns the Handler serves.
 var Paths = []string{"/api", "/api/", "/apis", "/apis/", "/version", "/clusters/"}
 
+// catalogTTL is how long one caller's inventory answer is reused: every
+// Kubernetes request needs the resource's kind and scope, and asking the
+// inventory (KV reads plus a stream lookup per cluster) each time would
+// cost more than small gets.
+const catalogTTL = time.Second
+
 // Handler serves the Kubernetes read API.
 type Handler struct {
 	query    QueryClient
 	clusters ClusterClient
 	log      *slog.Logger
+
+	mu sync.Mutex
+	// inventory answers by the caller's Authorization header, so a cached
+	// answer is only reused for the credentials that obtained it.
+	inventory map[string]inventoryEntry
+}
+
+type inventoryEntry struct {
+	at       time.Time
+	clusters []*fleetviewv1.Cluster
 }
 
 // New returns a Handler reading through the given clients.
@@ -45,7 +63,36 @@ func New(q QueryClient, c ClusterClient, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{query: q, clusters: c, log: log}
+	return &Handler{query: q, clusters: c, log: log, inventory: map[string]inventoryEntry{}}
+}
+
+// listClusters asks the inventory with the caller's credentials, reusing
+// an answer younger than catalogTTL.
+func (h *Handler) listClusters(ctx context.Context) ([]*fleetviewv1.Cluster, error) {
+	key := ""
+	if md, ok := metadata.FromOutgoingContext(ctx); ok {
+		key = strings.Join(md.Get("authorization"), ",")
+	}
+	now := time.Now()
+	h.mu.Lock()
+	e, ok := h.inventory[key]
+	h.mu.Unlock()
+	if ok && now.Sub(e.at) < catalogTTL {
+		return e.clusters, nil
+	}
+	resp, err := h.clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	for k, old := range h.inventory {
+		if now.Sub(old.at) >= catalogTTL {
+			delete(h.inventory, k)
+		}
+	}
+	h.inventory[key] = inventoryEntry{at: now, clusters: resp.GetClusters()}
+	h.mu.Unlock()
+	return resp.GetClusters(), nil
 }
 
 // request is one parsed Kubernetes API request.
@@ -134,14 +181,14 @@ type cached struct {
 // catalog reads which resources are cached (in cluster, or anywhere),
 // from the inventory the collectors maintain.
 func (h *Handler) catalog(ctx context.Context, cluster string) ([]cached, []*fleetviewv1.Cluster, error) {
-	resp, err := h.clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+	all, err := h.listClusters(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	seen := map[schema.GroupVersionResource]bool{}
 	var out []cached
 	var cls []*fleetviewv1.Cluster
-	for _, c := range resp.GetClusters() {
+	for _, c := range all {
 		if cluster != "" && c.GetName() != cluster {
 			continue
 		}

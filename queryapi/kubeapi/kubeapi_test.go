@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -334,5 +336,44 @@ func TestGetWritesStoredBytes(t *testing.T) {
 	}
 	if want := `{"kind":"Pod","apiVersion":"v1",` + podJSON[1:]; string(b) != want {
 		t.Fatalf("got %s\nwant %s", b, want)
+	}
+}
+
+// countingClusters counts inventory calls and refuses a bad token.
+type countingClusters struct{ calls map[string]int }
+
+func (c *countingClusters) ListClusters(ctx context.Context, in *fleetviewv1.ListClustersRequest, opts ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	tok := strings.Join(md.Get("authorization"), ",")
+	c.calls[tok]++
+	if tok == "Bearer bad" {
+		return nil, status.Error(codes.PermissionDenied, `user "bad" may not list clusters`)
+	}
+	return fakeClusters{}.ListClusters(ctx, in, opts...)
+}
+
+func TestInventoryPerCredentials(t *testing.T) {
+	cc := &countingClusters{calls: map[string]int{}}
+	h := New(&fakeQuery{items: [][]byte{[]byte(podJSON)}}, cc, nil)
+	get := func(token string) int {
+		r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, tc := range []struct {
+		token string
+		code  int
+	}{{"a", 200}, {"a", 200}, {"b", 200}, {"bad", 403}, {"bad", 403}} {
+		if code := get(tc.token); code != tc.code {
+			t.Fatalf("token %q: %d, want %d", tc.token, code, tc.code)
+		}
+	}
+	// Reused within the TTL per credentials; a refusal is never cached.
+	if want := map[string]int{"Bearer a": 1, "Bearer b": 1, "Bearer bad": 2}; !maps.Equal(cc.calls, want) {
+		t.Fatalf("inventory calls %v, want %v", cc.calls, want)
 	}
 }
