@@ -16,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -305,6 +308,56 @@ func TestAuthorization(t *testing.T) {
 			if name == "visible" {
 				return
 			}
+		}
+	})
+
+	t.Run("kubectl with the caller's token sees the caller's scope", func(t *testing.T) {
+		kdir := t.TempDir()
+		kubeconfigFor := func(token string) string {
+			tf := filepath.Join(kdir, token)
+			must(os.WriteFile(tf, []byte(token+"\n"), 0o600))
+			kc := filepath.Join(kdir, token+".kubeconfig")
+			must(app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard))
+			return kc
+		}
+		bob := kubeconfigFor("bob-token")
+		kubectl := func(kc string, args ...string) (string, error) {
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		out, err := kubectl(bob, "get", "pods", "-A")
+		if err != nil {
+			t.Fatalf("bob: %v\n%s", err, out)
+		}
+		var got []string
+		for _, r := range tableRows(out)[1:] {
+			got = append(got, r[1]+"/"+r[0]+"/"+r[2])
+		}
+		slices.Sort(got)
+		if want := []string{"member1/shop/web", "member2/shop/web"}; !slices.Equal(got, want) {
+			t.Fatalf("bob's pods %v, want %v\n%s", got, want, out)
+		}
+		if out, err := kubectl(bob, "get", "secrets", "-n", "shop"); err == nil || !strings.Contains(out, "Forbidden") {
+			t.Fatalf("bob's secrets: %v\n%s", err, out)
+		}
+		// The kubeconfig command itself needs valid credentials.
+		forgedFile := filepath.Join(kdir, "forged")
+		must(os.WriteFile(forgedFile, []byte("forged"), 0o600))
+		if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: forgedFile, CAFile: filepath.Join(dir, "ca.crt")}, io.Discard); err == nil {
+			t.Fatal("kubeconfig with a forged token succeeded")
+		}
+		req, _ := http.NewRequest(http.MethodGet, rest+"/api/v1/pods", nil)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var st metav1.Status
+		if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != 401 || st.Reason != metav1.StatusReasonUnauthorized {
+			t.Fatalf("no token: %d %s", resp.StatusCode, b)
 		}
 	})
 
