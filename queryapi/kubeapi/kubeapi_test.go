@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -31,9 +32,13 @@ type fakeQuery struct {
 	listErr error
 	getErr  error
 	events  []*fleetviewv1.WatchEvent
-	lastL   *fleetviewv1.ListRequest
-	lastG   *fleetviewv1.GetRequest
-	lastW   *fleetviewv1.WatchRequest
+	// watchEnd ends the event stream (default io.EOF); block makes it
+	// block until the call's context ends instead.
+	watchEnd error
+	block    bool
+	lastL    *fleetviewv1.ListRequest
+	lastG    *fleetviewv1.GetRequest
+	lastW    *fleetviewv1.WatchRequest
 }
 
 func (f *fakeQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc.CallOption) (*fleetviewv1.GetResponse, error) {
@@ -58,12 +63,18 @@ func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...gr
 
 type fakeStream struct {
 	grpc.ClientStream
+	ctx    context.Context
 	events []*fleetviewv1.WatchEvent
 	end    error
+	block  bool
 }
 
 func (s *fakeStream) Recv() (*fleetviewv1.WatchEvent, error) {
 	if len(s.events) == 0 {
+		if s.block {
+			<-s.ctx.Done()
+			return nil, status.FromContextError(s.ctx.Err()).Err()
+		}
 		return nil, s.end
 	}
 	ev := s.events[0]
@@ -71,9 +82,13 @@ func (s *fakeStream) Recv() (*fleetviewv1.WatchEvent, error) {
 	return ev, nil
 }
 
-func (f *fakeQuery) Watch(_ context.Context, in *fleetviewv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[fleetviewv1.WatchEvent], error) {
+func (f *fakeQuery) Watch(ctx context.Context, in *fleetviewv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[fleetviewv1.WatchEvent], error) {
 	f.lastW = in
-	return &fakeStream{events: f.events, end: io.EOF}, nil
+	end := f.watchEnd
+	if end == nil {
+		end = io.EOF
+	}
+	return &fakeStream{ctx: ctx, events: f.events, end: end, block: f.block}, nil
 }
 
 type fakeClusters struct{}
@@ -376,4 +391,40 @@ func TestInventoryPerCredentials(t *testing.T) {
 	if want := map[string]int{"Bearer a": 1, "Bearer b": 1, "Bearer bad": 2}; !maps.Equal(cc.calls, want) {
 		t.Fatalf("inventory calls %v, want %v", cc.calls, want)
 	}
+}
+
+func TestWatchErrorsAndIdle(t *testing.T) {
+	obj, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"name": "web"}})
+	expired := status.Error(codes.OutOfRange, "resourceVersion too old")
+	t.Run("an error first is an HTTP status", func(t *testing.T) {
+		resp, b := serve(t, &fakeQuery{watchEnd: expired}, "GET", "/api/v1/pods?watch=1&resourceVersion=x", "")
+		if resp.StatusCode != 410 || !strings.Contains(string(b), `"reason":"Expired"`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("a later error is an ERROR event", func(t *testing.T) {
+		q := &fakeQuery{events: []*fleetviewv1.WatchEvent{{Type: "ADDED", Object: obj, ResourceVersion: "t"}}, watchEnd: expired}
+		resp, b := serve(t, q, "GET", "/api/v1/pods?watch=1", "")
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if resp.StatusCode != 200 || len(lines) != 2 || !strings.HasPrefix(lines[1], `{"type":"ERROR","object":{"kind":"Status"`) || !strings.Contains(lines[1], `"code":410`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("an idle watch answers its headers and ends at timeoutSeconds", func(t *testing.T) {
+		srv := httptest.NewServer(New(&fakeQuery{block: true}, fakeClusters{}, nil))
+		defer srv.Close()
+		c := &http.Client{Timeout: 10 * time.Second}
+		start := time.Now()
+		resp, err := c.Get(srv.URL + "/api/v1/pods?watch=1&timeoutSeconds=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || time.Since(start) > 5*time.Second {
+			t.Fatalf("%d after %s", resp.StatusCode, time.Since(start))
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 0 {
+			t.Fatalf("body %q %v", b, err)
+		}
+	})
 }

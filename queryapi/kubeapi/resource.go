@@ -311,42 +311,87 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
 		return
 	}
-	// The first event (or error) decides between a Status answer and a
-	// stream, so an expired version is a real 410 the reflector relists on.
-	first, err := stream.Recv()
-	if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
-		return
+	// Events are received in their own goroutine so the handler can answer
+	// the headers without waiting for a first event: an idle resumed
+	// watch would otherwise leave the client without a response. It ends
+	// with ctx, which ends when this handler returns.
+	type recv struct {
+		ev  *fleetviewv1.WatchEvent
+		err error
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-	if err != nil {
-		return
-	}
-	for ev := first; ; {
-		line, err := watchLine(ev, c, p)
-		if err != nil {
-			h.log.Warn("kubeapi: encoding a watch event", "err", err)
-			return
-		}
-		if line != nil {
-			if _, err := w.Write(line); err != nil {
+	events := make(chan recv)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			select {
+			case events <- recv{ev, err}:
+			case <-ctx.Done():
 				return
 			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// An error arriving before anything was written (an expired or
+	// malformed version) is a real HTTP status with a Status body; later
+	// errors are ERROR events, which reflectors handle the same way.
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
 			_ = rc.Flush()
 		}
-		if ev, err = stream.Recv(); err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(err, c.gvr.GroupResource(), ""))
+	}
+	idle := time.NewTimer(firstEventWait)
+	defer idle.Stop()
+	for {
+		var r recv
+		select {
+		case r = <-events:
+		case <-idle.C:
+			start()
+			continue
+		case <-ctx.Done():
+			start()
+			return
+		}
+		if r.err != nil {
+			switch {
+			case errors.Is(r.err, io.EOF) || ctx.Err() != nil:
+				start()
+			case !started:
+				writeStatus(w, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
+			default:
+				b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
 				_, _ = w.Write(b)
 				_ = rc.Flush()
 			}
 			return
 		}
+		line, err := watchLine(r.ev, c, p)
+		if err != nil {
+			h.log.Warn("kubeapi: encoding a watch event", "err", err)
+			start()
+			return
+		}
+		if line == nil {
+			continue
+		}
+		start()
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+		_ = rc.Flush()
 	}
 }
+
+// firstEventWait is how long a watch waits for its first event (or error)
+// before answering 200: an error within it is a real HTTP status.
+const firstEventWait = 500 * time.Millisecond
 
 // jsonLine encodes {"type":...,"object":obj} as one line.
 func jsonLine(ev metav1.WatchEvent, obj any) ([]byte, error) {
