@@ -39,6 +39,7 @@ import (
 const authTokens = `admin-token,root,1,"fleet-admins"
 alice-token,alice,2
 bob-token,bob,3
+dave-token,dave,4
 `
 
 const authPolicy = `rules:
@@ -57,6 +58,14 @@ const authPolicy = `rules:
   verbs: [list]
   resources: [pods]
   clusters: [member2]
+# dave uses kubectl: Kubernetes discovery reads the cluster inventory.
+- users: [dave]
+  verbs: [list]
+  resources: [clusters]
+- users: [dave]
+  verbs: [get, list, watch]
+  resources: [pods]
+  namespaces: [shop]
 `
 
 // pki writes a CA, a serving certificate for 127.0.0.1 and a client
@@ -320,27 +329,38 @@ func TestAuthorization(t *testing.T) {
 			must(app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard))
 			return kc
 		}
-		bob := kubeconfigFor("bob-token")
+		dave := kubeconfigFor("dave-token")
 		kubectl := func(kc string, args ...string) (string, error) {
 			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+			out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", kdir}, args...)...).CombinedOutput()
 			return string(out), err
 		}
-		out, err := kubectl(bob, "get", "pods", "-A")
-		if err != nil {
-			t.Fatalf("bob: %v\n%s", err, out)
-		}
+		// Discovery lists what the collectors have reported in the
+		// inventory, which may trail the first cached objects.
+		var out string
+		eventually(t, 60*time.Second, func() error {
+			var err error
+			if out, err = kubectl(dave, "get", "pods", "-A"); err != nil {
+				return fmt.Errorf("dave: %v\n%s", err, out)
+			}
+			return nil
+		})
 		var got []string
 		for _, r := range tableRows(out)[1:] {
 			got = append(got, r[1]+"/"+r[0]+"/"+r[2])
 		}
+		// Only namespace shop (the pods alice's subtest added included).
 		slices.Sort(got)
-		if want := []string{"member1/shop/web", "member2/shop/web"}; !slices.Equal(got, want) {
-			t.Fatalf("bob's pods %v, want %v\n%s", got, want, out)
+		if want := []string{"member1/shop/visible", "member1/shop/web", "member2/shop/hidden", "member2/shop/web"}; !slices.Equal(got, want) {
+			t.Fatalf("dave's pods %v, want %v\n%s", got, want, out)
 		}
-		if out, err := kubectl(bob, "get", "secrets", "-n", "shop"); err == nil || !strings.Contains(out, "Forbidden") {
-			t.Fatalf("bob's secrets: %v\n%s", err, out)
+		if out, err := kubectl(dave, "get", "secrets", "-n", "shop"); err == nil || !strings.Contains(out, "Forbidden") {
+			t.Fatalf("dave's secrets: %v\n%s", err, out)
+		}
+		// A list outside the scope is narrowed to nothing, as over /v1.
+		if out, err := kubectl(dave, "get", "pods", "-n", "payments"); err != nil || !strings.Contains(out, "No resources found") {
+			t.Fatalf("dave's pods in payments: %v\n%s", err, out)
 		}
 		// The kubeconfig command itself needs valid credentials.
 		forgedFile := filepath.Join(kdir, "forged")

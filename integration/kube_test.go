@@ -85,10 +85,13 @@ func TestKubeAPI(t *testing.T) {
 	if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
 		t.Fatalf("fleetview kubeconfig: %v", err)
 	}
+	cacheDir := t.TempDir()
 	kubectl := func(args ...string) (string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+		// A cache of its own: kubectl caches discovery by host:port, which
+		// other runs may have used.
+		out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
 		return string(out), err
 	}
 	ok := func(t *testing.T, args ...string) string {
@@ -237,7 +240,7 @@ func TestKubeAPI(t *testing.T) {
 	t.Run("--watch sees an update arrive", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
+		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "--cache-dir", cacheDir, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
