@@ -27,8 +27,8 @@
 // counterpart of Kubernetes' system:discovery). One caller's inventory
 // answer is reused for a second.
 //
-// List items are written from the stored bytes (ListRequest.raw) without
-// re-encoding; only apiVersion and kind are inserted when the stored object
+// List items and got objects are written from the stored bytes
+// (ListRequest.raw, GetRequest.raw) without re-encoding; only apiVersion and kind are inserted when the stored object
 // lacks them (objects listed from a member cluster do). In watch events the
 // object's metadata.resourceVersion is fleetview's resume token, not the
 // member cluster's, because reflectors resume a watch from the last event's
