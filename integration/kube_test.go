@@ -19,11 +19,14 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -372,6 +375,57 @@ func TestKubeAPI(t *testing.T) {
 		if a, _, _ := state(); !strings.Contains(a, "inf-0map[app:inf gen:2]") || strings.Contains(a, "inf-4") {
 			t.Fatalf("informer state %s", a)
 		}
+	})
+	t.Run("a typed SharedInformerFactory follows member2", func(t *testing.T) {
+		cs, err := kubernetes.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace("shop"))
+		lister := f.Core().V1().Pods().Lister()
+		stop := make(chan struct{})
+		defer f.Shutdown()
+		defer close(stop)
+		f.Start(stop)
+		for typ, ok := range f.WaitForCacheSync(stop) {
+			if !ok {
+				t.Fatalf("%v did not sync", typ)
+			}
+		}
+		names := func() (string, error) {
+			ps, err := lister.List(k8slabels.Everything())
+			if err != nil {
+				return "", err
+			}
+			var out []string
+			for _, p := range ps {
+				if p.Annotations["fleetview.io/cluster"] != "member2" {
+					return "", fmt.Errorf("pod %s from %q", p.Name, p.Annotations["fleetview.io/cluster"])
+				}
+				out = append(out, p.Name+"/"+p.Spec.NodeName)
+			}
+			slices.Sort(out)
+			return strings.Join(out, " "), nil
+		}
+		want := func(w string) func() error {
+			return func() error {
+				got, err := names()
+				if err != nil {
+					return err
+				}
+				if got != w {
+					return fmt.Errorf("informer %q, want %q", got, w)
+				}
+				return nil
+			}
+		}
+		eventually(t, 30*time.Second, want("api/node-a web/node-b"))
+		must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "typed", "typed", "node-t"), metav1.CreateOptions{}))
+		eventually(t, 30*time.Second, want("api/node-a typed/node-t web/node-b"))
+		if err := c2.CoreV1().Pods("shop").Delete(ctx, "typed", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, want("api/node-a web/node-b"))
 	})
 	t.Run("a watch-list reflector syncs without a list call", func(t *testing.T) {
 		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member2"})
