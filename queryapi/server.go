@@ -163,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(conn), gateway: gw})
 	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(conn)})
 	kube := kubeapi.New(fleetviewv1.NewQueryServiceClient(conn), fleetviewv1.NewClusterServiceClient(conn), cfg.Logger)
-	for _, p := range kubeapi.Paths {
+	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })

@@ -33,7 +33,9 @@ type ClusterClient interface {
 }
 
 // Paths are the mux patterns the Handler serves.
-var Paths = []string{"/api", "/api/", "/apis", "/apis/", "/version", "/clusters/"}
+func Paths() []string {
+	return []string{"/api", "/api/", "/apis", "/apis/", "/version", "/clusters/"}
+}
 
 // catalogTTL is how long one caller's inventory answer is reused: every
 // Kubernetes request needs the resource's kind and scope, and asking the
