@@ -808,7 +808,7 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	for _, r := range c.running {
 		w := r.rs.w
 		st := inventory.ResourceState{
-			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind,
+			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind, Namespaced: w.namespaced,
 			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.count.Load(),
 			SecretData: w.keepsData(),
 		}

@@ -16,7 +16,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,12 +32,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 const authTokens = `admin-token,root,1,"fleet-admins"
 alice-token,alice,2
 bob-token,bob,3
+dave-token,dave,4
 `
 
 const authPolicy = `rules:
@@ -54,6 +58,14 @@ const authPolicy = `rules:
   verbs: [list]
   resources: [pods]
   clusters: [member2]
+# dave uses kubectl: Kubernetes discovery reads the cluster inventory.
+- users: [dave]
+  verbs: [list]
+  resources: [clusters]
+- users: [dave]
+  verbs: [get, list, watch]
+  resources: [pods]
+  namespaces: [shop]
 `
 
 // pki writes a CA, a serving certificate for 127.0.0.1 and a client
@@ -305,6 +317,67 @@ func TestAuthorization(t *testing.T) {
 			if name == "visible" {
 				return
 			}
+		}
+	})
+
+	t.Run("kubectl with the caller's token sees the caller's scope", func(t *testing.T) {
+		kdir := t.TempDir()
+		kubeconfigFor := func(token string) string {
+			tf := filepath.Join(kdir, token)
+			must(os.WriteFile(tf, []byte(token+"\n"), 0o600))
+			kc := filepath.Join(kdir, token+".kubeconfig")
+			must(app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard))
+			return kc
+		}
+		dave := kubeconfigFor("dave-token")
+		kubectl := func(kc string, args ...string) (string, error) {
+			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", kdir}, args...)...).CombinedOutput()
+			return string(out), err
+		}
+		// Discovery lists what the collectors have reported in the
+		// inventory, which may trail the first cached objects.
+		var out string
+		eventually(t, 60*time.Second, func() error {
+			var err error
+			if out, err = kubectl(dave, "get", "pods", "-A"); err != nil {
+				return fmt.Errorf("dave: %v\n%s", err, out)
+			}
+			return nil
+		})
+		var got []string
+		for _, r := range tableRows(out)[1:] {
+			got = append(got, r[1]+"/"+r[0]+"/"+r[2])
+		}
+		// Only namespace shop (the pods alice's subtest added included).
+		slices.Sort(got)
+		if want := []string{"member1/shop/visible", "member1/shop/web", "member2/shop/hidden", "member2/shop/web"}; !slices.Equal(got, want) {
+			t.Fatalf("dave's pods %v, want %v\n%s", got, want, out)
+		}
+		if out, err := kubectl(dave, "get", "secrets", "-n", "shop"); err == nil || !strings.Contains(out, "Forbidden") {
+			t.Fatalf("dave's secrets: %v\n%s", err, out)
+		}
+		// A list outside the scope is narrowed to nothing, as over /v1.
+		if out, err := kubectl(dave, "get", "pods", "-n", "payments"); err != nil || !strings.Contains(out, "No resources found") {
+			t.Fatalf("dave's pods in payments: %v\n%s", err, out)
+		}
+		// The kubeconfig command itself needs valid credentials.
+		forgedFile := filepath.Join(kdir, "forged")
+		must(os.WriteFile(forgedFile, []byte("forged"), 0o600))
+		if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: forgedFile, CAFile: filepath.Join(dir, "ca.crt")}, io.Discard); err == nil {
+			t.Fatal("kubeconfig with a forged token succeeded")
+		}
+		req, _ := http.NewRequest(http.MethodGet, rest+"/api/v1/pods", nil)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var st metav1.Status
+		if err := json.Unmarshal(b, &st); err != nil || resp.StatusCode != 401 || st.Reason != metav1.StatusReasonUnauthorized {
+			t.Fatalf("no token: %d %s", resp.StatusCode, b)
 		}
 	})
 

@@ -29,6 +29,10 @@ type listHandler struct {
 
 func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/resources/"), "/")
+	if r.Method == http.MethodGet && len(parts) == 4 {
+		h.serveGet(w, r, parts)
+		return
+	}
 	if r.Method != http.MethodGet || len(parts) != 3 {
 		h.gateway.ServeHTTP(w, r)
 		return
@@ -69,6 +73,36 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b = strconv.AppendInt(b, resp.GetRemainingItemCount(), 10)
 		b = append(b, '"')
 	}
+	b = append(b, '}')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// serveGet answers GET /v1/resources/{group}/{version}/{resource}/{name}
+// in the gateway's shape ({"object":{...},"cluster":...}) from the stored
+// bytes (Get raw): the gateway would convert JSON -> Struct -> JSON.
+func (h *listHandler) serveGet(w http.ResponseWriter, r *http.Request, parts []string) {
+	req := &fleetviewv1.GetRequest{Group: parts[0], Version: parts[1], Resource: parts[2], Name: parts[3]}
+	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), utilities.NewDoubleArray(nil)); err != nil {
+		writeError(w, errors.Join(query.ErrInvalid, err))
+		return
+	}
+	req.Raw = true
+	ctx := r.Context()
+	if a := r.Header.Get("Authorization"); a != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
+	resp, err := h.client.Get(ctx, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	b := make([]byte, 0, len(resp.GetRawObject())+64)
+	b = append(b, `{"object":`...)
+	b = append(b, resp.GetRawObject()...)
+	b = append(b, `,"cluster":`...)
+	b = strconv.AppendQuote(b, resp.GetCluster())
 	b = append(b, '}')
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))

@@ -22,6 +22,7 @@ import (
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
 // Config configures the API server.
@@ -192,6 +193,10 @@ func (s *Server) routes(gw *runtime.ServeMux) *http.ServeMux {
 	mux.Handle("/v1/", gw)
 	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
 	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn)})
+	kube := kubeapi.New(fleetviewv1.NewQueryServiceClient(s.conn), fleetviewv1.NewClusterServiceClient(s.conn), s.cfg.Logger)
+	for _, p := range kubeapi.Paths() {
+		mux.Handle(p, kube)
+	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)

@@ -165,6 +165,9 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if req.GetRaw() {
+		return &fleetviewv1.GetResponse{RawObject: obj.JSON, Cluster: obj.Cluster}, nil
+	}
 	s, err := toStruct(obj.JSON)
 	if err != nil {
 		return nil, toStatus(err)
@@ -328,7 +331,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		out.Resources = append(out.Resources, &fleetviewv1.ResourceSyncState{
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
-			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData,
+			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
 		})
 		out.ObjectCount += r.ObjectCount
 	}

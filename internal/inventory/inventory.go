@@ -44,10 +44,13 @@ type Counters struct {
 
 // ResourceState is the sync state of one cached resource in a cluster.
 type ResourceState struct {
-	Group       string   `json:"group"`
-	Version     string   `json:"version"`
-	Resource    string   `json:"resource"`
-	Kind        string   `json:"kind"`
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	// Namespaced is the resource's scope in the member cluster, for the
+	// Kubernetes discovery documents the query API serves.
+	Namespaced  bool     `json:"namespaced,omitempty"`
 	Namespaces  []string `json:"namespaces,omitempty"`
 	Synced      bool     `json:"synced"`
 	ObjectCount int64    `json:"objectCount"`

@@ -33,7 +33,10 @@ type GetRequest struct {
 	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name      string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	// Optional: the member cluster that holds the object.
-	Cluster       string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Return the object as its stored JSON in raw_object instead of object
+	// (no Struct conversion on either side).
+	Raw           bool `protobuf:"varint,7,opt,name=raw,proto3" json:"raw,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -110,12 +113,21 @@ func (x *GetRequest) GetCluster() string {
 	return ""
 }
 
+func (x *GetRequest) GetRaw() bool {
+	if x != nil {
+		return x.Raw
+	}
+	return false
+}
+
 type GetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The object, annotated with fleetview.io/cluster and
 	// resource.karmada.io/cached-from-cluster.
-	Object        *structpb.Struct `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
-	Cluster       string           `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Object  *structpb.Struct `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Cluster string           `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// With raw: the object's stored JSON.
+	RawObject     []byte `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +174,13 @@ func (x *GetResponse) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
+}
+
+func (x *GetResponse) GetRawObject() []byte {
+	if x != nil {
+		return x.RawObject
+	}
+	return nil
 }
 
 type ListRequest struct {
@@ -835,7 +854,10 @@ type ResourceSyncState struct {
 	RefusedObjects int64 `protobuf:"varint,7,opt,name=refused_objects,json=refusedObjects,proto3" json:"refused_objects,omitempty"`
 	// Secret data and stringData are cached (a registry opted in); otherwise
 	// Secrets are cached without them.
-	SecretData    bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
+	SecretData bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
+	// The resource is namespaced in the member cluster (Kubernetes discovery
+	// needs it; cluster-scoped otherwise).
+	Namespaced    bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +944,13 @@ func (x *ResourceSyncState) GetRefusedObjects() int64 {
 func (x *ResourceSyncState) GetSecretData() bool {
 	if x != nil {
 		return x.SecretData
+	}
+	return false
+}
+
+func (x *ResourceSyncState) GetNamespaced() bool {
+	if x != nil {
+		return x.Namespaced
 	}
 	return false
 }
@@ -1520,7 +1549,7 @@ var File_fleetview_v1_query_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xa4\x01\n" +
+	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xb6\x01\n" +
 	"\n" +
 	"GetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
@@ -1528,10 +1557,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
-	"\acluster\x18\x06 \x01(\tR\acluster\"X\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x10\n" +
+	"\x03raw\x18\a \x01(\bR\x03raw\"w\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
-	"\acluster\x18\x02 \x01(\tR\acluster\"\xfb\x02\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
+	"\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\"\xfb\x02\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1588,7 +1620,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\x9c\x02\n" +
+	"\x15_remaining_item_count\"\xbc\x02\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1600,7 +1632,10 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12'\n" +
 	"\x0frefused_objects\x18\a \x01(\x03R\x0erefusedObjects\x12\x1f\n" +
 	"\vsecret_data\x18\b \x01(\bR\n" +
-	"secretData\"\x89\x05\n" +
+	"secretData\x12\x1e\n" +
+	"\n" +
+	"namespaced\x18\t \x01(\bR\n" +
+	"namespaced\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +

@@ -1,0 +1,430 @@
+package kubeapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeQuery answers from fixed data and records the requests.
+type fakeQuery struct {
+	items   [][]byte
+	listErr error
+	getErr  error
+	events  []*fleetviewv1.WatchEvent
+	// watchEnd ends the event stream (default io.EOF); block makes it
+	// block until the call's context ends instead.
+	watchEnd error
+	block    bool
+	lastL    *fleetviewv1.ListRequest
+	lastG    *fleetviewv1.GetRequest
+	lastW    *fleetviewv1.WatchRequest
+}
+
+func (f *fakeQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc.CallOption) (*fleetviewv1.GetResponse, error) {
+	f.lastG = in
+	if f.getErr != nil {
+		return nil, f.getErr
+	}
+	if !in.GetRaw() {
+		return nil, status.Error(codes.Internal, "kubeapi must ask for the stored bytes")
+	}
+	return &fleetviewv1.GetResponse{RawObject: f.items[0], Cluster: "member1"}, nil
+}
+
+func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...grpc.CallOption) (*fleetviewv1.ListResponse, error) {
+	f.lastL = in
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	n := int64(7)
+	return &fleetviewv1.ListResponse{RawItems: f.items, ResourceVersion: "rv1", Continue: "c1", RemainingItemCount: &n}, nil
+}
+
+type fakeStream struct {
+	grpc.ClientStream
+	ctx    context.Context
+	events []*fleetviewv1.WatchEvent
+	end    error
+	block  bool
+}
+
+func (s *fakeStream) Recv() (*fleetviewv1.WatchEvent, error) {
+	if len(s.events) == 0 {
+		if s.block {
+			<-s.ctx.Done()
+			return nil, status.FromContextError(s.ctx.Err()).Err()
+		}
+		return nil, s.end
+	}
+	ev := s.events[0]
+	s.events = s.events[1:]
+	return ev, nil
+}
+
+func (f *fakeQuery) Watch(ctx context.Context, in *fleetviewv1.WatchRequest, _ ...grpc.CallOption) (grpc.ServerStreamingClient[fleetviewv1.WatchEvent], error) {
+	f.lastW = in
+	end := f.watchEnd
+	if end == nil {
+		end = io.EOF
+	}
+	return &fakeStream{ctx: ctx, events: f.events, end: end, block: f.block}, nil
+}
+
+type fakeClusters struct{}
+
+func (fakeClusters) ListClusters(context.Context, *fleetviewv1.ListClustersRequest, ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
+	res := func(g, v, r, k string, ns bool) *fleetviewv1.ResourceSyncState {
+		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: g, Version: v, Resource: r}, Kind: k, Namespaced: ns}
+	}
+	return &fleetviewv1.ListClustersResponse{Clusters: []*fleetviewv1.Cluster{
+		{Name: "member1", KubernetesVersion: "v1.37.2", Resources: []*fleetviewv1.ResourceSyncState{res("", "v1", "pods", "Pod", true), res("", "v1", "nodes", "Node", false)}},
+		{Name: "member2", KubernetesVersion: "v1.36.1", Resources: []*fleetviewv1.ResourceSyncState{res("", "v1", "pods", "Pod", true), res("apps", "v1", "deployments", "Deployment", true),
+			{Kind: "Widget", Message: "not served"}}},
+	}}, nil
+}
+
+const podJSON = `{"metadata":{"name":"web","namespace":"shop","labels":{"app":"web"},"annotations":{"fleetview.io/cluster":"member1","resource.karmada.io/cached-from-cluster":"member1"},"creationTimestamp":"2026-01-01T00:00:00Z"},"spec":{"nodeName":"node-a","containers":[{"name":"c","image":"x"}]},"status":{"phase":"Running","podIP":"10.0.0.1","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"image":"x","imageID":""}]}}`
+
+func serve(t *testing.T, q *fakeQuery, method, path, accept string) (*http.Response, []byte) {
+	t.Helper()
+	h := New(q, fakeClusters{}, nil)
+	r := httptest.NewRequest(method, path, nil)
+	if accept != "" {
+		r.Header.Set("Accept", accept)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	resp := w.Result()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+func TestStatusResponses(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path string
+		q                  *fakeQuery
+		code               int
+		reason             metav1.StatusReason
+		mentions           string
+	}{
+		{"unknown resource", "GET", "/api/v1/widgets", &fakeQuery{}, 404, metav1.StatusReasonNotFound, "widgets"},
+		{"unknown group", "GET", "/apis/example.io/v1", &fakeQuery{}, 404, metav1.StatusReasonNotFound, "example.io"},
+		{"subresource", "GET", "/api/v1/namespaces/shop/pods/web/log", &fakeQuery{}, 404, metav1.StatusReasonNotFound, "log"},
+		{"cluster-scoped in a namespace", "GET", "/api/v1/namespaces/shop/nodes", &fakeQuery{}, 404, metav1.StatusReasonNotFound, "cluster-scoped"},
+		{"unknown cluster", "GET", "/clusters/nosuch/api/v1/pods", &fakeQuery{}, 404, metav1.StatusReasonNotFound, "nosuch"},
+		{"not found", "GET", "/api/v1/namespaces/shop/pods/web", &fakeQuery{getErr: status.Error(codes.NotFound, "no")}, 404, metav1.StatusReasonNotFound, `pods "web" not found`},
+		{"ambiguous", "GET", "/api/v1/namespaces/shop/pods/web", &fakeQuery{getErr: status.Error(codes.Aborted, "in member1, member2")}, 409, metav1.StatusReasonConflict, "member2"},
+		{"expired", "GET", "/api/v1/pods?limit=1&continue=x", &fakeQuery{listErr: status.Error(codes.OutOfRange, "continue: expired")}, 410, metav1.StatusReasonExpired, "continue"},
+		{"bad selector", "GET", "/api/v1/pods?labelSelector=a", &fakeQuery{listErr: status.Error(codes.InvalidArgument, "labelSelector: bad")}, 400, metav1.StatusReasonBadRequest, "labelSelector"},
+		{"forbidden", "GET", "/api/v1/pods", &fakeQuery{listErr: status.Error(codes.PermissionDenied, "no")}, 403, metav1.StatusReasonForbidden, "no"},
+		{"unauthorized", "GET", "/api/v1/pods", &fakeQuery{listErr: status.Error(codes.Unauthenticated, "who")}, 401, metav1.StatusReasonUnauthorized, "who"},
+		{"bad limit", "GET", "/api/v1/pods?limit=-1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "limit"},
+		{"bad watch", "GET", "/api/v1/pods?watch=maybe", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "watch"},
+		{"bad timeout", "GET", "/api/v1/pods?watch=1&timeoutSeconds=x", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "timeoutSeconds"},
+		{"initial events without match", "GET", "/api/v1/pods?watch=1&sendInitialEvents=true", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
+		{"exact match", "GET", "/api/v1/pods?resourceVersionMatch=Exact", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
+		{"delete", "DELETE", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
+		{"create", "POST", "/clusters/member1/apis/apps/v1/namespaces/shop/deployments", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
+		{"patch", "PATCH", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, b := serve(t, tc.q, tc.method, tc.path, "")
+			var st metav1.Status
+			if err := json.Unmarshal(b, &st); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			if resp.StatusCode != tc.code || int(st.Code) != tc.code || st.Reason != tc.reason || st.Kind != "Status" || !strings.Contains(st.Message, tc.mentions) {
+				t.Fatalf("got %d %s, want %d %s mentioning %q", resp.StatusCode, b, tc.code, tc.reason, tc.mentions)
+			}
+		})
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	t.Run("legacy core", func(t *testing.T) {
+		_, b := serve(t, &fakeQuery{}, "GET", "/api/v1", "")
+		var l metav1.APIResourceList
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range l.APIResources {
+			got = append(got, r.Name+":"+r.Kind+":"+strings.Join(r.ShortNames, ",")+":"+map[bool]string{true: "ns", false: "cluster"}[r.Namespaced]+":"+strings.Join(r.Verbs, ","))
+		}
+		if want := []string{"nodes:Node:no:cluster:get,list,watch", "pods:Pod:po:ns:get,list,watch"}; !slices.Equal(got, want) {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("per-cluster groups", func(t *testing.T) {
+		_, b := serve(t, &fakeQuery{}, "GET", "/clusters/member1/apis", "")
+		var l metav1.APIGroupList
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Groups) != 0 {
+			t.Fatalf("member1 caches no grouped resource, got %v", l.Groups)
+		}
+		_, b = serve(t, &fakeQuery{}, "GET", "/apis", "")
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Groups) != 1 || l.Groups[0].Name != "apps" || l.Groups[0].PreferredVersion.GroupVersion != "apps/v1" {
+			t.Fatalf("fleet groups %+v", l.Groups)
+		}
+	})
+	t.Run("aggregated", func(t *testing.T) {
+		accept := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+		resp, b := serve(t, &fakeQuery{}, "GET", "/apis", accept)
+		if ct := resp.Header.Get("Content-Type"); ct != aggregatedContentType {
+			t.Fatalf("content type %q", ct)
+		}
+		var l apidiscoveryv2.APIGroupDiscoveryList
+		if err := json.Unmarshal(b, &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 1 || l.Items[0].Name != "apps" || l.Items[0].Versions[0].Resources[0].ResponseKind.Kind != "Deployment" ||
+			l.Items[0].Versions[0].Resources[0].Scope != apidiscoveryv2.ScopeNamespace {
+			t.Fatalf("%s", b)
+		}
+	})
+	t.Run("version is the oldest member's", func(t *testing.T) {
+		_, b := serve(t, &fakeQuery{}, "GET", "/version", "")
+		var v struct{ Major, Minor, GitVersion string }
+		if err := json.Unmarshal(b, &v); err != nil || v.Major != "1" || v.Minor != "36" || v.GitVersion != "v1.36.1" {
+			t.Fatalf("%v %s", err, b)
+		}
+	})
+}
+
+func TestList(t *testing.T) {
+	withKind := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"api","annotations":{"fleetview.io/cluster":"member2"}}}`
+	q := &fakeQuery{items: [][]byte{[]byte(podJSON), []byte(withKind)}}
+	resp, b := serve(t, q, "GET", "/clusters/member2/api/v1/namespaces/shop/pods?labelSelector=app%3Dweb&fieldSelector=spec.nodeName%3Dn&limit=2&resourceVersion=0", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if l := q.lastL; l.GetGroup() != "core" || l.GetNamespace() != "shop" || l.GetLabelSelector() != "app=web" || l.GetFieldSelector() != "spec.nodeName=n" ||
+		l.GetLimit() != 2 || !l.GetRaw() || !slices.Equal(l.GetClusters(), []string{"member2"}) || l.GetResourceVersion() != "0" {
+		t.Fatalf("request %v", l)
+	}
+	var list struct {
+		Kind, APIVersion string
+		Metadata         struct {
+			ResourceVersion, Continue string
+			RemainingItemCount        *int64
+		}
+		Items []map[string]any
+	}
+	if err := json.Unmarshal(b, &list); err != nil {
+		t.Fatalf("%v: %s", err, b)
+	}
+	if list.Kind != "PodList" || list.APIVersion != "v1" || list.Metadata.ResourceVersion != "rv1" || list.Metadata.Continue != "c1" ||
+		list.Metadata.RemainingItemCount == nil || *list.Metadata.RemainingItemCount != 7 || len(list.Items) != 2 {
+		t.Fatalf("%s", b)
+	}
+	for _, it := range list.Items {
+		if it["kind"] != "Pod" || it["apiVersion"] != "v1" {
+			t.Fatalf("item %v", it)
+		}
+	}
+	if !strings.Contains(string(b), `"remainingItemCount":7`) {
+		t.Fatalf("remainingItemCount is not a number: %s", b)
+	}
+}
+
+func TestTable(t *testing.T) {
+	const accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+	for _, tc := range []struct {
+		name, path string
+		columns    []string
+		row        []any
+	}{
+		{"pods", "/api/v1/pods", []string{"Cluster", "Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"},
+			[]any{"member1", "web", "1/1", "Running", "2", "", "10.0.0.1", "node-a", "<none>", "<none>"}},
+		{"get one", "/api/v1/namespaces/shop/pods/web", []string{"Cluster", "Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"},
+			[]any{"member1", "web", "1/1", "Running", "2", "", "10.0.0.1", "node-a", "<none>", "<none>"}},
+		{"generic", "/api/v1/nodes", []string{"Cluster", "Name", "Status", "Roles", "Age", "Version", "Internal-IP", "External-IP", "OS-Image", "Kernel-Version", "Container-Runtime"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &fakeQuery{items: [][]byte{[]byte(podJSON)}}
+			_, b := serve(t, q, "GET", tc.path, accept)
+			var tbl metav1.Table
+			if err := json.Unmarshal(b, &tbl); err != nil {
+				t.Fatalf("%v: %s", err, b)
+			}
+			var cols []string
+			for _, c := range tbl.ColumnDefinitions {
+				cols = append(cols, c.Name)
+			}
+			if tbl.Kind != "Table" || tbl.APIVersion != "meta.k8s.io/v1" || !slices.Equal(cols, tc.columns) || len(tbl.Rows) != 1 {
+				t.Fatalf("%s", b)
+			}
+			if tc.row != nil {
+				got := tbl.Rows[0].Cells
+				got[5] = "" // age depends on now
+				if b1, _ := json.Marshal(got); string(b1) != mustJSON(tc.row) {
+					t.Fatalf("row %s, want %s", b1, mustJSON(tc.row))
+				}
+			}
+			var pom metav1.PartialObjectMetadata
+			if err := json.Unmarshal(tbl.Rows[0].Object.Raw, &pom); err != nil || pom.Kind != "PartialObjectMetadata" || pom.Labels["app"] != "web" {
+				t.Fatalf("row object %v %s", err, tbl.Rows[0].Object.Raw)
+			}
+		})
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestWatch(t *testing.T) {
+	obj, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"name": "web", "resourceVersion": "member-rv"}})
+	bm, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{}})
+	q := &fakeQuery{events: []*fleetviewv1.WatchEvent{
+		{Type: "ADDED", Object: obj, Cluster: "member1", ResourceVersion: "tok1"},
+		{Type: "BOOKMARK", Object: bm, ResourceVersion: "tok2", InitialEventsEnd: true},
+	}}
+	resp, b := serve(t, q, "GET", "/clusters/member1/api/v1/namespaces/shop/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5", "")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if w := q.lastW; !w.GetSendInitialEvents() || !w.GetAllowBookmarks() || w.GetNamespace() != "shop" || !slices.Equal(w.GetClusters(), []string{"member1"}) {
+		t.Fatalf("request %v", w)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%s", b)
+	}
+	var evs [2]struct {
+		Type   string
+		Object struct {
+			Kind, APIVersion string
+			Metadata         metav1.ObjectMeta
+		}
+	}
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e := evs[0]; e.Type != "ADDED" || e.Object.Kind != "Pod" || e.Object.APIVersion != "v1" || e.Object.Metadata.ResourceVersion != "tok1" {
+		t.Fatalf("first event %+v", e)
+	}
+	if e := evs[1]; e.Type != "BOOKMARK" || e.Object.Metadata.ResourceVersion != "tok2" || e.Object.Metadata.Annotations["k8s.io/initial-events-end"] != "true" {
+		t.Fatalf("bookmark %+v", e)
+	}
+	// A watch on one name is a metadata.name field selector.
+	_, _ = serve(t, q, "GET", "/api/v1/namespaces/shop/pods/web?watch=1&fieldSelector=status.phase%3DRunning", "")
+	if got := q.lastW.GetFieldSelector(); got != "metadata.name=web,status.phase=Running" {
+		t.Fatalf("field selector %q", got)
+	}
+}
+
+func TestGetWritesStoredBytes(t *testing.T) {
+	q := &fakeQuery{items: [][]byte{[]byte(podJSON)}}
+	resp, b := serve(t, q, "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web", "application/json")
+	if resp.StatusCode != 200 || q.lastG.GetCluster() != "member1" || q.lastG.GetNamespace() != "shop" || q.lastG.GetName() != "web" {
+		t.Fatalf("%d %s, request %v", resp.StatusCode, b, q.lastG)
+	}
+	if want := `{"kind":"Pod","apiVersion":"v1",` + podJSON[1:]; string(b) != want {
+		t.Fatalf("got %s\nwant %s", b, want)
+	}
+}
+
+// countingClusters counts inventory calls and refuses a bad token.
+type countingClusters struct{ calls map[string]int }
+
+func (c *countingClusters) ListClusters(ctx context.Context, in *fleetviewv1.ListClustersRequest, opts ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	tok := strings.Join(md.Get("authorization"), ",")
+	c.calls[tok]++
+	if tok == "Bearer bad" {
+		return nil, status.Error(codes.PermissionDenied, `user "bad" may not list clusters`)
+	}
+	return fakeClusters{}.ListClusters(ctx, in, opts...)
+}
+
+func TestInventoryPerCredentials(t *testing.T) {
+	cc := &countingClusters{calls: map[string]int{}}
+	h := New(&fakeQuery{items: [][]byte{[]byte(podJSON)}}, cc, nil)
+	get := func(token string) int {
+		r := httptest.NewRequest("GET", "/api/v1/pods", nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, tc := range []struct {
+		token string
+		code  int
+	}{{"a", 200}, {"a", 200}, {"b", 200}, {"bad", 403}, {"bad", 403}} {
+		if code := get(tc.token); code != tc.code {
+			t.Fatalf("token %q: %d, want %d", tc.token, code, tc.code)
+		}
+	}
+	// Reused within the TTL per credentials; a refusal is never cached.
+	if want := map[string]int{"Bearer a": 1, "Bearer b": 1, "Bearer bad": 2}; !maps.Equal(cc.calls, want) {
+		t.Fatalf("inventory calls %v, want %v", cc.calls, want)
+	}
+}
+
+func TestWatchErrorsAndIdle(t *testing.T) {
+	obj, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"name": "web"}})
+	expired := status.Error(codes.OutOfRange, "resourceVersion too old")
+	t.Run("an error first is an HTTP status", func(t *testing.T) {
+		resp, b := serve(t, &fakeQuery{watchEnd: expired}, "GET", "/api/v1/pods?watch=1&resourceVersion=x", "")
+		if resp.StatusCode != 410 || !strings.Contains(string(b), `"reason":"Expired"`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("a later error is an ERROR event", func(t *testing.T) {
+		q := &fakeQuery{events: []*fleetviewv1.WatchEvent{{Type: "ADDED", Object: obj, ResourceVersion: "t"}}, watchEnd: expired}
+		resp, b := serve(t, q, "GET", "/api/v1/pods?watch=1", "")
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if resp.StatusCode != 200 || len(lines) != 2 || !strings.HasPrefix(lines[1], `{"type":"ERROR","object":{"kind":"Status"`) || !strings.Contains(lines[1], `"code":410`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
+	t.Run("an idle watch answers its headers and ends at timeoutSeconds", func(t *testing.T) {
+		srv := httptest.NewServer(New(&fakeQuery{block: true}, fakeClusters{}, nil))
+		defer srv.Close()
+		c := &http.Client{Timeout: 10 * time.Second}
+		start := time.Now()
+		resp, err := c.Get(srv.URL + "/api/v1/pods?watch=1&timeoutSeconds=1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != 200 || time.Since(start) > 5*time.Second {
+			t.Fatalf("%d after %s", resp.StatusCode, time.Since(start))
+		}
+		if b, err := io.ReadAll(resp.Body); err != nil || len(b) != 0 {
+			t.Fatalf("body %q %v", b, err)
+		}
+	})
+}

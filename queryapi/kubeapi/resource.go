@@ -1,0 +1,456 @@
+package kubeapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// initialEventsEnd is the annotation on the BOOKMARK that ends a streaming
+// list's initial events (metav1.InitialEventsAnnotationKey).
+const initialEventsEnd = "k8s.io/initial-events-end"
+
+// params are the query parameters of a list, get or watch.
+type params struct {
+	labelSelector, fieldSelector string
+	limit                        int64
+	cont                         string
+	resourceVersion              string
+	watch, bookmarks, initial    bool
+	timeout                      time.Duration
+	table                        bool
+	includeObject                metav1.IncludeObjectPolicy
+}
+
+func badParam(name, value, why string) error {
+	return fmt.Errorf("%w: invalid %s %q: %s", ErrBadRequest, name, value, why)
+}
+
+func parseBool(name, v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, badParam(name, v, "not a boolean")
+	}
+	return b, nil
+}
+
+func parseParams(r *http.Request) (*params, error) {
+	q := r.URL.Query()
+	p := &params{labelSelector: q.Get("labelSelector"), fieldSelector: q.Get("fieldSelector"), cont: q.Get("continue"),
+		resourceVersion: q.Get("resourceVersion"), includeObject: metav1.IncludeMetadata}
+	var err error
+	if v := q.Get("limit"); v != "" {
+		if p.limit, err = strconv.ParseInt(v, 10, 64); err != nil || p.limit < 0 {
+			return nil, badParam("limit", v, "not a non-negative integer")
+		}
+	}
+	if p.watch, err = parseBool("watch", q.Get("watch")); err != nil {
+		return nil, err
+	}
+	if p.bookmarks, err = parseBool("allowWatchBookmarks", q.Get("allowWatchBookmarks")); err != nil {
+		return nil, err
+	}
+	if p.initial, err = parseBool("sendInitialEvents", q.Get("sendInitialEvents")); err != nil {
+		return nil, err
+	}
+	if v := q.Get("timeoutSeconds"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, badParam("timeoutSeconds", v, "not a non-negative integer")
+		}
+		p.timeout = time.Duration(n) * time.Second
+	}
+	switch m := q.Get("resourceVersionMatch"); m {
+	case "", string(metav1.ResourceVersionMatchNotOlderThan):
+	case string(metav1.ResourceVersionMatchExact):
+		return nil, badParam("resourceVersionMatch", m, "Exact is not supported by the cache; use NotOlderThan")
+	default:
+		return nil, badParam("resourceVersionMatch", m, "must be NotOlderThan")
+	}
+	if p.initial {
+		if !p.watch {
+			return nil, badParam("sendInitialEvents", "true", "only with watch=true")
+		}
+		if q.Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchNotOlderThan) {
+			return nil, badParam("resourceVersionMatch", q.Get("resourceVersionMatch"), "sendInitialEvents=true requires NotOlderThan")
+		}
+	}
+	switch v := q.Get("includeObject"); v {
+	case "":
+	case string(metav1.IncludeNone), string(metav1.IncludeMetadata), string(metav1.IncludeObject):
+		p.includeObject = metav1.IncludeObjectPolicy(v)
+	default:
+		return nil, badParam("includeObject", v, "must be None, Metadata or Object")
+	}
+	p.table = wantsTable(r)
+	return p, nil
+}
+
+// wantsTable reports whether Accept asks for a meta.k8s.io/v1 Table.
+func wantsTable(r *http.Request) bool {
+	for _, a := range bytes.Split([]byte(r.Header.Get("Accept")), []byte(",")) {
+		p := mediaParams(string(a))
+		if p["as"] == "Table" && p["g"] == "meta.k8s.io" && p["v"] == "v1" {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) serveResource(ctx context.Context, w http.ResponseWriter, req *request) {
+	gr := schema.GroupResource{Group: req.gv.Group, Resource: req.resource}
+	fail := func(err error) { writeStatus(w, toKubeStatus(err, gr, req.name)) }
+	c, err := h.lookup(ctx, req)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if !c.namespaced && req.namespace != "" {
+		fail(fmt.Errorf("%w: %s is cluster-scoped", ErrUnknownResource, gr))
+		return
+	}
+	p, err := parseParams(req.r)
+	if err != nil {
+		fail(err)
+		return
+	}
+	switch {
+	case p.watch:
+		h.serveWatch(ctx, w, req, c, p)
+	case req.name != "":
+		h.serveGet(ctx, w, req, c, p)
+	default:
+		h.serveList(ctx, w, req, c, p)
+	}
+}
+
+func grpcGroup(g string) string {
+	if g == "" {
+		return "core"
+	}
+	return g
+}
+
+func clustersOf(req *request) []string {
+	if req.cluster == "" {
+		return nil
+	}
+	return []string{req.cluster}
+}
+
+func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
+	rv := p.resourceVersion
+	lr := &fleetviewv1.ListRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
+		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
+		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: rv, Raw: true}
+	if p.cont != "" {
+		// A continue token pins its snapshot; clients may repeat the
+		// list's resourceVersion beside it.
+		lr.ResourceVersion = ""
+	}
+	resp, err := h.query.List(ctx, lr, grpc.MaxCallRecvMsgSize(1<<30))
+	if err != nil {
+		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		return
+	}
+	lm := metav1.ListMeta{ResourceVersion: resp.GetResourceVersion(), Continue: resp.GetContinue()}
+	if resp.RemainingItemCount != nil {
+		n := resp.GetRemainingItemCount()
+		lm.RemainingItemCount = &n
+	}
+	if p.table {
+		t, err := newTable(c, lm)
+		if err == nil {
+			for _, it := range resp.GetRawItems() {
+				if err = t.addRow(it, p.includeObject); err != nil {
+					break
+				}
+			}
+		}
+		if err != nil {
+			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+			return
+		}
+		writeJSON(w, http.StatusOK, "application/json", t.Table)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(appendList(nil, c, lm, resp.GetRawItems()))
+}
+
+// appendList writes a <Kind>List around the stored item bytes.
+func appendList(b []byte, c cached, lm metav1.ListMeta, items [][]byte) []byte {
+	n := 256
+	for _, it := range items {
+		n += len(it) + 64
+	}
+	if cap(b)-len(b) < n {
+		b = append(make([]byte, 0, len(b)+n), b...)
+	}
+	b = append(b, `{"kind":`...)
+	b = strconv.AppendQuote(b, c.kind+"List")
+	b = append(b, `,"apiVersion":`...)
+	b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
+	b = append(b, `,"metadata":{"resourceVersion":`...)
+	b = strconv.AppendQuote(b, lm.ResourceVersion)
+	if lm.Continue != "" {
+		b = append(b, `,"continue":`...)
+		b = strconv.AppendQuote(b, lm.Continue)
+	}
+	if lm.RemainingItemCount != nil {
+		b = append(b, `,"remainingItemCount":`...)
+		b = strconv.AppendInt(b, *lm.RemainingItemCount, 10)
+	}
+	b = append(b, `},"items":[`...)
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendItem(b, c, it)
+	}
+	return append(b, "]}\n"...)
+}
+
+// appendItem writes a stored object, inserting apiVersion and kind when it
+// lacks them: objects listed from a member cluster carry none, objects
+// from its watch do, and encoders write them first.
+func appendItem(b []byte, c cached, it []byte) []byte {
+	t := bytes.TrimLeft(it, " \t\r\n")
+	if bytes.HasPrefix(t, []byte(`{"kind":`)) || bytes.HasPrefix(t, []byte(`{"apiVersion":`)) || len(t) < 2 || t[0] != '{' {
+		return append(b, it...)
+	}
+	b = append(b, `{"kind":`...)
+	b = strconv.AppendQuote(b, c.kind)
+	b = append(b, `,"apiVersion":`...)
+	b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
+	if rest := bytes.TrimLeft(t[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		b = append(b, ',')
+	}
+	return append(b, t[1:]...)
+}
+
+// withTypeMeta sets apiVersion and kind on a Struct object when missing.
+func withTypeMeta(s *structpb.Struct, c cached) *structpb.Struct {
+	if s == nil {
+		s = &structpb.Struct{}
+	}
+	if s.Fields == nil {
+		s.Fields = map[string]*structpb.Value{}
+	}
+	if s.Fields["apiVersion"].GetStringValue() == "" {
+		s.Fields["apiVersion"] = structpb.NewStringValue(c.gvr.GroupVersion().String())
+	}
+	if s.Fields["kind"].GetStringValue() == "" {
+		s.Fields["kind"] = structpb.NewStringValue(c.kind)
+	}
+	return s
+}
+
+func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
+	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
+		Namespace: req.namespace, Name: req.name, Cluster: req.cluster, Raw: true})
+	if err != nil {
+		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+		return
+	}
+	// The stored bytes, as in lists: no JSON -> Struct -> JSON.
+	b := appendItem(nil, c, resp.GetRawObject())
+	if p.table {
+		t, err := newTable(c, metav1.ListMeta{})
+		if err == nil {
+			err = t.addRow(b, p.includeObject)
+		}
+		if err != nil {
+			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+			return
+		}
+		writeJSON(w, http.StatusOK, "application/json", t.Table)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
+}
+
+func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
+	if p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	rv := p.resourceVersion
+	wr := &fleetviewv1.WatchRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
+		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector, Clusters: clustersOf(req),
+		ResourceVersion: rv, SendInitialEvents: p.initial, AllowBookmarks: p.bookmarks}
+	if req.name != "" {
+		// A watch on one object (kubectl get NAME --watch) is a watch
+		// with a metadata.name field selector, as in Kubernetes.
+		sel := "metadata.name=" + req.name
+		if wr.FieldSelector != "" {
+			sel += "," + wr.FieldSelector
+		}
+		wr.FieldSelector = sel
+	}
+	stream, err := h.query.Watch(ctx, wr)
+	if err != nil {
+		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		return
+	}
+	// Events are received in their own goroutine so the handler can answer
+	// the headers without waiting for a first event: an idle resumed
+	// watch would otherwise leave the client without a response. It ends
+	// with ctx, which ends when this handler returns.
+	type recv struct {
+		ev  *fleetviewv1.WatchEvent
+		err error
+	}
+	events := make(chan recv)
+	go func() {
+		for {
+			ev, err := stream.Recv()
+			select {
+			case events <- recv{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// An error arriving before anything was written (an expired or
+	// malformed version) is a real HTTP status with a Status body; later
+	// errors are ERROR events, which reflectors handle the same way.
+	rc := http.NewResponseController(w)
+	started := false
+	start := func() {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusOK)
+			_ = rc.Flush()
+		}
+	}
+	idle := time.NewTimer(firstEventWait)
+	defer idle.Stop()
+	for {
+		var r recv
+		select {
+		case r = <-events:
+		case <-idle.C:
+			start()
+			continue
+		case <-ctx.Done():
+			start()
+			return
+		}
+		if r.err != nil {
+			switch {
+			case errors.Is(r.err, io.EOF) || ctx.Err() != nil:
+				start()
+			case !started:
+				writeStatus(w, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
+			default:
+				b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
+				_, _ = w.Write(b)
+				_ = rc.Flush()
+			}
+			return
+		}
+		line, err := watchLine(r.ev, c, p)
+		if err != nil {
+			h.log.Warn("kubeapi: encoding a watch event", "err", err)
+			start()
+			return
+		}
+		if line == nil {
+			continue
+		}
+		start()
+		if _, err := w.Write(line); err != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+}
+
+// firstEventWait is how long a watch waits for its first event (or error)
+// before answering 200: an error within it is a real HTTP status.
+const firstEventWait = 500 * time.Millisecond
+
+// jsonLine encodes {"type":...,"object":obj} as one line.
+func jsonLine(ev metav1.WatchEvent, obj any) ([]byte, error) {
+	b, err := jsonMarshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	ev.Object.Raw = b
+	out, err := jsonMarshal(ev)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, '\n'), nil
+}
+
+// watchLine is the Kubernetes watch event of ev; nil skips it.
+func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) {
+	obj := withTypeMeta(ev.GetObject(), c)
+	md := obj.Fields["metadata"].GetStructValue()
+	if md == nil {
+		md = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+		obj.Fields["metadata"] = structpb.NewStructValue(md)
+	}
+	if md.Fields == nil {
+		md.Fields = map[string]*structpb.Value{}
+	}
+	// Reflectors resume from the last event's object resourceVersion.
+	md.Fields["resourceVersion"] = structpb.NewStringValue(ev.GetResourceVersion())
+	if ev.GetType() == "BOOKMARK" {
+		if p.table {
+			return nil, nil
+		}
+		if ev.GetInitialEventsEnd() {
+			ann := md.Fields["annotations"].GetStructValue()
+			if ann == nil || ann.Fields == nil {
+				ann = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+				md.Fields["annotations"] = structpb.NewStructValue(ann)
+			}
+			ann.Fields[initialEventsEnd] = structpb.NewStringValue("true")
+		}
+	}
+	b, err := protojson.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	if p.table {
+		t, err := newTable(c, metav1.ListMeta{ResourceVersion: ev.GetResourceVersion()})
+		if err != nil {
+			return nil, err
+		}
+		if err := t.addRow(b, p.includeObject); err != nil {
+			return nil, err
+		}
+		return jsonLine(metav1.WatchEvent{Type: ev.GetType()}, t.Table)
+	}
+	out := make([]byte, 0, len(b)+40)
+	out = append(out, `{"type":`...)
+	out = strconv.AppendQuote(out, ev.GetType())
+	out = append(out, `,"object":`...)
+	out = append(out, b...)
+	return append(out, "}\n"...), nil
+}
