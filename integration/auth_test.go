@@ -32,7 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -326,7 +326,7 @@ func TestAuthorization(t *testing.T) {
 			tf := filepath.Join(kdir, token)
 			must(os.WriteFile(tf, []byte(token+"\n"), 0o600))
 			kc := filepath.Join(kdir, token+".kubeconfig")
-			must(app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard))
+			must(cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: rest, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard))
 			return kc
 		}
 		dave := kubeconfigFor("dave-token")
@@ -365,7 +365,7 @@ func TestAuthorization(t *testing.T) {
 		// The kubeconfig command itself needs valid credentials.
 		forgedFile := filepath.Join(kdir, "forged")
 		must(os.WriteFile(forgedFile, []byte("forged"), 0o600))
-		if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: rest, TokenFile: forgedFile, CAFile: filepath.Join(dir, "ca.crt")}, io.Discard); err == nil {
+		if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: rest, TokenFile: forgedFile, CAFile: filepath.Join(dir, "ca.crt")}, io.Discard); err == nil {
 			t.Fatal("kubeconfig with a forged token succeeded")
 		}
 		req, _ := http.NewRequest(http.MethodGet, rest+"/api/v1/pods", nil)

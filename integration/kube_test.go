@@ -30,7 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -85,7 +85,7 @@ func TestKubeAPI(t *testing.T) {
 		return nil
 	})
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := app.RunKubeconfig(ctx, app.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
+	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
 		t.Fatalf("fleetview kubeconfig: %v", err)
 	}
 	cacheDir := t.TempDir()

@@ -61,10 +61,10 @@ func newRoot() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error { return app.RunCollector(c.Context(), *col, logger()) }}
 	col.AddFlags(colCmd.Flags())
 
-	kc := &app.KubeconfigOptions{}
+	kc := &cli.KubeconfigOptions{}
 	kcCmd := &cobra.Command{Use: "kubeconfig", Short: "Write a kubeconfig for kubectl: a \"fleet\" context (every cluster) and one context per member cluster",
 		Args: cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return app.RunKubeconfig(c.Context(), *kc, c.OutOrStdout()) }}
+		RunE: func(c *cobra.Command, _ []string) error { return cli.RunKubeconfig(c.Context(), *kc, c.OutOrStdout()) }}
 	kc.AddFlags(kcCmd.Flags())
 
 	root.AddCommand(upCmd, serveCmd, rebuildCmd, colCmd, kcCmd, newRegistryCmd())

@@ -293,10 +293,47 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		ctx, cancel = context.WithTimeout(ctx, p.timeout)
 		defer cancel()
 	}
-	rv := p.resourceVersion
+	stream, err := h.query.Watch(ctx, watchRequest(req, c, p))
+	if err != nil {
+		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		return
+	}
+	events := receive(ctx, stream)
+	ww := &watchWriter{w: w, rc: http.NewResponseController(w), gr: c.gvr.GroupResource()}
+	idle := time.NewTimer(firstEventWait)
+	defer idle.Stop()
+	for {
+		var r recv
+		select {
+		case r = <-events:
+		case <-idle.C:
+			ww.start()
+			continue
+		case <-ctx.Done():
+			ww.start()
+			return
+		}
+		if r.err != nil {
+			ww.fail(ctx, r.err)
+			return
+		}
+		line, err := watchLine(r.ev, c, p)
+		if err != nil {
+			h.log.Warn("kubeapi: encoding a watch event", "err", err)
+			ww.start()
+			return
+		}
+		if line != nil && !ww.write(line) {
+			return
+		}
+	}
+}
+
+// watchRequest is the gRPC watch a Kubernetes watch request asks for.
+func watchRequest(req *request, c cached, p *params) *fleetviewv1.WatchRequest {
 	wr := &fleetviewv1.WatchRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector, Clusters: clustersOf(req),
-		ResourceVersion: rv, SendInitialEvents: p.initial, AllowBookmarks: p.bookmarks}
+		ResourceVersion: p.resourceVersion, SendInitialEvents: p.initial, AllowBookmarks: p.bookmarks}
 	if req.name != "" {
 		// A watch on one object (kubectl get NAME --watch) is a watch
 		// with a metadata.name field selector, as in Kubernetes.
@@ -306,19 +343,20 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		}
 		wr.FieldSelector = sel
 	}
-	stream, err := h.query.Watch(ctx, wr)
-	if err != nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
-		return
-	}
-	// Events are received in their own goroutine so the handler can answer
-	// the headers without waiting for a first event: an idle resumed
-	// watch would otherwise leave the client without a response. It ends
-	// with ctx, which ends when this handler returns.
-	type recv struct {
-		ev  *fleetviewv1.WatchEvent
-		err error
-	}
+	return wr
+}
+
+// recv is one receive from a gRPC watch stream.
+type recv struct {
+	ev  *fleetviewv1.WatchEvent
+	err error
+}
+
+// receive reads the stream in its own goroutine so the handler can answer
+// the headers without waiting for a first event: an idle resumed watch
+// would otherwise leave the client without a response. It ends with ctx,
+// which ends when the handler returns.
+func receive(ctx context.Context, stream grpc.ServerStreamingClient[fleetviewv1.WatchEvent]) <-chan recv {
 	events := make(chan recv)
 	go func() {
 		for {
@@ -333,59 +371,52 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 			}
 		}
 	}()
-	// An error arriving before anything was written (an expired or
-	// malformed version) is a real HTTP status with a Status body; later
-	// errors are ERROR events, which reflectors handle the same way.
-	rc := http.NewResponseController(w)
-	started := false
-	start := func() {
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusOK)
-			_ = rc.Flush()
-		}
+	return events
+}
+
+// watchWriter writes a watch's answer. An error arriving before anything
+// was written (an expired or malformed version) is a real HTTP status with
+// a Status body; later errors are ERROR events, which reflectors handle the
+// same way.
+type watchWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	gr      schema.GroupResource
+	started bool
+}
+
+// start answers 200 and the headers, once.
+func (ww *watchWriter) start() {
+	if !ww.started {
+		ww.started = true
+		ww.w.Header().Set("Content-Type", "application/json")
+		ww.w.WriteHeader(http.StatusOK)
+		_ = ww.rc.Flush()
 	}
-	idle := time.NewTimer(firstEventWait)
-	defer idle.Stop()
-	for {
-		var r recv
-		select {
-		case r = <-events:
-		case <-idle.C:
-			start()
-			continue
-		case <-ctx.Done():
-			start()
-			return
-		}
-		if r.err != nil {
-			switch {
-			case errors.Is(r.err, io.EOF) || ctx.Err() != nil:
-				start()
-			case !started:
-				writeStatus(w, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
-			default:
-				b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(r.err, c.gvr.GroupResource(), ""))
-				_, _ = w.Write(b)
-				_ = rc.Flush()
-			}
-			return
-		}
-		line, err := watchLine(r.ev, c, p)
-		if err != nil {
-			h.log.Warn("kubeapi: encoding a watch event", "err", err)
-			start()
-			return
-		}
-		if line == nil {
-			continue
-		}
-		start()
-		if _, err := w.Write(line); err != nil {
-			return
-		}
-		_ = rc.Flush()
+}
+
+// write sends one event line; false when the client is gone.
+func (ww *watchWriter) write(line []byte) bool {
+	ww.start()
+	if _, err := ww.w.Write(line); err != nil {
+		return false
+	}
+	_ = ww.rc.Flush()
+	return true
+}
+
+// fail ends the watch on a stream error: a clean end, a Status before
+// anything was written, or an ERROR event after.
+func (ww *watchWriter) fail(ctx context.Context, err error) {
+	switch {
+	case errors.Is(err, io.EOF) || ctx.Err() != nil:
+		ww.start()
+	case !ww.started:
+		writeStatus(ww.w, toKubeStatus(err, ww.gr, ""))
+	default:
+		b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(err, ww.gr, ""))
+		_, _ = ww.w.Write(b)
+		_ = ww.rc.Flush()
 	}
 }
 
