@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -38,15 +40,12 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &fleetviewv1.ListRequest{Group: parts[0], Version: parts[1], Resource: parts[2]}
-	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), utilities.NewDoubleArray(nil)); err != nil {
-		writeError(w, errors.Join(query.ErrInvalid, err))
+	ctx, err := fromHTTP(r, req)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	req.Raw = true
-	ctx := r.Context()
-	if a := r.Header.Get("Authorization"); a != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
-	}
 	resp, err := h.client.List(ctx, req, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
 		writeError(w, err)
@@ -74,9 +73,7 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b = append(b, '"')
 	}
 	b = append(b, '}')
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	writeRawJSON(w, b)
 }
 
 // serveGet answers GET /v1/resources/{group}/{version}/{resource}/{name}
@@ -84,15 +81,12 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // bytes (Get raw): the gateway would convert JSON -> Struct -> JSON.
 func (h *listHandler) serveGet(w http.ResponseWriter, r *http.Request, parts []string) {
 	req := &fleetviewv1.GetRequest{Group: parts[0], Version: parts[1], Resource: parts[2], Name: parts[3]}
-	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), utilities.NewDoubleArray(nil)); err != nil {
-		writeError(w, errors.Join(query.ErrInvalid, err))
+	ctx, err := fromHTTP(r, req)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
 	req.Raw = true
-	ctx := r.Context()
-	if a := r.Header.Get("Authorization"); a != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
-	}
 	resp, err := h.client.Get(ctx, req)
 	if err != nil {
 		writeError(w, err)
@@ -104,6 +98,25 @@ func (h *listHandler) serveGet(w http.ResponseWriter, r *http.Request, parts []s
 	b = append(b, `,"cluster":`...)
 	b = strconv.AppendQuote(b, resp.GetCluster())
 	b = append(b, '}')
+	writeRawJSON(w, b)
+}
+
+// fromHTTP fills a gRPC request from an HTTP request's query parameters
+// (as the gateway would) and forwards the caller's Authorization header, so
+// the paths written around the gateway pass the same interceptors.
+func fromHTTP(r *http.Request, req proto.Message) (context.Context, error) {
+	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), utilities.NewDoubleArray(nil)); err != nil {
+		return nil, errors.Join(query.ErrInvalid, err)
+	}
+	ctx := r.Context()
+	if a := r.Header.Get("Authorization"); a != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
+	return ctx, nil
+}
+
+// writeRawJSON answers 200 with a JSON body built from stored bytes.
+func writeRawJSON(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	_, _ = w.Write(b)

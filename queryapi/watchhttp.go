@@ -6,9 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"github.com/grpc-ecosystem/grpc-gateway/v2/utilities"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fleetview/fleetview/internal/query"
@@ -38,13 +35,10 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &fleetviewv1.WatchRequest{Group: parts[0], Version: parts[1], Resource: parts[2]}
-	if err := runtime.PopulateQueryParameters(req, r.URL.Query(), utilities.NewDoubleArray(nil)); err != nil {
-		writeError(w, errors.Join(query.ErrInvalid, err))
+	ctx, err := fromHTTP(r, req)
+	if err != nil {
+		writeError(w, err)
 		return
-	}
-	ctx := r.Context()
-	if a := r.Header.Get("Authorization"); a != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
 	}
 	stream, err := h.client.Watch(ctx, req)
 	if err != nil {
