@@ -261,7 +261,7 @@ func TestAuthorization(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := resp.GetObject().AsMap()
+		m := rawMap(resp.GetRawObject())
 		if _, ok := m["data"]; ok || strings.Contains(fmt.Sprint(m), "hunter2") {
 			t.Fatalf("secret data was cached: %v", m)
 		}
@@ -293,7 +293,8 @@ func TestAuthorization(t *testing.T) {
 			if ev.GetCluster() != "member1" {
 				t.Fatalf("alice got an event from %s", ev.GetCluster())
 			}
-			seen[ev.GetCluster()+"/"+ev.GetObject().AsMap()["metadata"].(map[string]any)["namespace"].(string)] = true
+			ns, _ := rawMap(ev.GetRawObject())["metadata"].(map[string]any)["namespace"].(string)
+			seen[ev.GetCluster()+"/"+ns] = true
 		}
 		// A change in member2 must not reach her; one in member1 must.
 		if _, err := fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, pod("shop", "hidden", "x"), metav1.CreateOptions{}); err != nil {
@@ -310,7 +311,7 @@ func TestAuthorization(t *testing.T) {
 			if ev.GetType() == "BOOKMARK" {
 				continue
 			}
-			name := ev.GetObject().AsMap()["metadata"].(map[string]any)["name"]
+			name := rawMap(ev.GetRawObject())["metadata"].(map[string]any)["name"]
 			if ev.GetCluster() != "member1" || name == "hidden" {
 				t.Fatalf("alice got %s/%v", ev.GetCluster(), name)
 			}
@@ -387,7 +388,7 @@ func TestAuthorization(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		resp, err := fleetviewv1.NewQueryServiceClient(conn).List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "payments"})
+		resp, err := fleetviewv1.NewQueryServiceClient(conn).List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "payments", Structured: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -160,14 +161,22 @@ func objectRef(obj map[string]any) (ref, error) {
 	return ref{cluster: c1, namespace: ns, name: name}, nil
 }
 
+// rawMap decodes an object the query API returned as its stored JSON (the
+// default form); nil when it is not a JSON object, which objectRef refuses.
+func rawMap(b []byte) map[string]any {
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
 func grpcList(ctx context.Context, fv *fleetview, req *fleetviewv1.ListRequest) ([]string, error) {
 	resp, err := fv.query.List(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	var out []ref
-	for _, it := range resp.GetItems() {
-		r, err := objectRef(it.AsMap())
+	for _, it := range resp.GetRawItems() {
+		r, err := objectRef(rawMap(it))
 		if err != nil {
 			return nil, err
 		}
@@ -311,8 +320,8 @@ func TestEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			var page []string
-			for _, it := range resp.GetItems() {
-				r, err := objectRef(it.AsMap())
+			for _, it := range resp.GetRawItems() {
+				r, err := objectRef(rawMap(it))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -340,7 +349,8 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("get", func(t *testing.T) {
-		resp, err := fv.query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web", Cluster: "member2"})
+		// The Struct form, for clients that ask for it.
+		resp, err := fv.query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web", Cluster: "member2", Structured: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -247,8 +247,8 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if len(resp.GetItems()) != 5 {
-			return fmt.Errorf("list returned %d items", len(resp.GetItems()))
+		if len(resp.GetRawItems()) != 5 {
+			return fmt.Errorf("list returned %d items", len(resp.GetRawItems()))
 		}
 		return nil
 	}

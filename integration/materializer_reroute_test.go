@@ -154,7 +154,7 @@ func TestServeReroutesResources(t *testing.T) {
 		cont := ""
 		for {
 			// Waits for a serve just started to listen.
-			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: 70, Continue: cont, Raw: true}, grpc.WaitForReady(true))
+			resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: resource, Limit: 70, Continue: cont}, grpc.WaitForReady(true))
 			if err != nil {
 				return err
 			}
@@ -185,7 +185,7 @@ func TestServeReroutesResources(t *testing.T) {
 		seen := map[objKey]int{}
 		cont := ""
 		for {
-			resp, err := qc.Search(ctx, &fleetviewv1.SearchRequest{Text: "team", Resources: []string{"core/v1/" + resource}, Limit: 100, Continue: cont})
+			resp, err := qc.Search(ctx, &fleetviewv1.SearchRequest{Text: "team", Resources: []string{"core/v1/" + resource}, Limit: 100, Continue: cont, Structured: true})
 			if err != nil {
 				return err
 			}

@@ -123,7 +123,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 			if err != nil {
 				return n, err
 			}
-			n += len(resp.GetItems())
+			n += len(resp.GetRawItems())
 			if cont = resp.GetContinue(); cont == "" {
 				return n, nil
 			}

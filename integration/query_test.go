@@ -333,7 +333,7 @@ func TestQueryAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return fmt.Sprint(len(resp.GetItems()), resp.GetResourceVersion())
+			return fmt.Sprint(len(resp.GetRawItems()), resp.GetResourceVersion())
 		}
 		// Start paging mid-churn.
 		eventually(t, 60*time.Second, func() error {
@@ -358,8 +358,8 @@ func TestQueryAPI(t *testing.T) {
 			} else if got := tokenSeqs(t, resp.GetResourceVersion()); got != rv {
 				t.Fatalf("page %d reflects %s, the first page %s", page, got, rv)
 			}
-			for _, it := range resp.GetItems() {
-				r, err := objectRef(it.AsMap())
+			for _, it := range resp.GetRawItems() {
+				r, err := objectRef(rawMap(it))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -416,7 +416,7 @@ func TestQueryAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := objectRef(ev.GetObject().AsMap())
+			r, err := objectRef(rawMap(ev.GetRawObject()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -706,7 +706,7 @@ func TestQueryAPI(t *testing.T) {
 		var got []string
 		for {
 			for _, h := range resp.GetItems() {
-				r, err := objectRef(h.GetObject().AsMap())
+				r, err := objectRef(rawMap(h.GetRawObject()))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -724,11 +724,20 @@ func TestQueryAPI(t *testing.T) {
 		}
 		var body struct {
 			Items []struct {
-				Cluster string `json:"cluster"`
+				Gvr     map[string]string `json:"gvr"`
+				Cluster string            `json:"cluster"`
+				Object  map[string]any    `json:"object"`
 			} `json:"items"`
 		}
 		if _, err := fv.restGet("/v1/search?text=cache&resources=core/v1/pods&clusters=member3", &body); err != nil || len(body.Items) != 1 {
 			t.Fatalf("REST search: %+v %v", body, err)
+		}
+		// The object is JSON written from the stored bytes, with its
+		// cache-source annotations.
+		if h := body.Items[0]; h.Cluster != "member3" || h.Gvr["resource"] != "pods" || h.Gvr["version"] != "v1" {
+			t.Fatalf("REST search hit %+v", h)
+		} else if r, err := objectRef(h.Object); err != nil || r.cluster != "member3" {
+			t.Fatalf("REST search object: %v %v", r, err)
 		}
 	})
 

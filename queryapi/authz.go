@@ -2,7 +2,6 @@ package queryapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -166,17 +166,48 @@ func location(s *structpb.Struct) (cluster, namespace string) {
 	return cluster, namespace
 }
 
+// rawLocation reads the cluster annotation and namespace of stored JSON
+// without decoding the rest (large lists under a policy pass every item
+// through it). Anything unreadable is no location, which no scope allows.
 func rawLocation(b []byte) (cluster, namespace string) {
-	var m struct {
-		Metadata struct {
-			Namespace   string            `json:"namespace"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"metadata"`
+	str := func(m rawjson.Member, dst *string) (int, error) {
+		end, err := rawjson.SkipValue(b, m.ValueStart)
+		if err == nil {
+			*dst, err = rawjson.String(b[m.ValueStart:end])
+		}
+		return end, err
 	}
-	if json.Unmarshal(b, &m) != nil {
+	_, err := rawjson.EachMember(b, 0, func(m rawjson.Member) (int, error) {
+		if string(m.Key) != "metadata" {
+			return rawjson.SkipValue(b, m.ValueStart)
+		}
+		return rawjson.EachMember(b, m.ValueStart, func(m rawjson.Member) (int, error) {
+			switch string(m.Key) {
+			case "namespace":
+				return str(m, &namespace)
+			case "annotations":
+				return rawjson.EachMember(b, m.ValueStart, func(m rawjson.Member) (int, error) {
+					if string(m.Key) == "fleetview.io/cluster" {
+						return str(m, &cluster)
+					}
+					return rawjson.SkipValue(b, m.ValueStart)
+				})
+			}
+			return rawjson.SkipValue(b, m.ValueStart)
+		})
+	})
+	if err != nil {
 		return "", ""
 	}
-	return m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace
+	return cluster, namespace
+}
+
+// objectLocation is the location of an object in either form.
+func objectLocation(s *structpb.Struct, raw []byte) (cluster, namespace string) {
+	if s != nil {
+		return location(s)
+	}
+	return rawLocation(raw)
 }
 
 // filter drops what the scope does not allow from a response.
@@ -189,11 +220,12 @@ func filter(s *auth.Scope, resp any) error {
 		if r.GetType() == "BOOKMARK" {
 			return nil
 		}
-		if !s.Allows(r.GetCluster(), r.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["namespace"].GetStringValue()) {
+		_, ns := objectLocation(r.GetObject(), r.GetRawObject())
+		if !s.Allows(r.GetCluster(), ns) {
 			return auth.ErrForbidden
 		}
-	case interface{ GetObject() *structpb.Struct }:
-		if o := r.GetObject(); o != nil && !s.Allows(location(o)) {
+	case *fleetviewv1.GetResponse:
+		if !s.Allows(objectLocation(r.GetObject(), r.GetRawObject())) {
 			return fmt.Errorf("%w: object outside the caller's scope", auth.ErrForbidden)
 		}
 	}
@@ -211,7 +243,7 @@ func (g *Guard) searchFilter(u auth.User, r *fleetviewv1.SearchResponse) {
 			sc = g.Authorizer.Scope(u, auth.VerbSearch, res)
 			scopes[res] = sc
 		}
-		_, ns := location(h.GetObject())
+		_, ns := objectLocation(h.GetObject(), h.GetRawObject())
 		return !sc.Allows(h.GetCluster(), ns)
 	})
 }

@@ -1,7 +1,6 @@
 package queryapi
 
 import (
-	"encoding/json"
 	"sync"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -66,37 +66,39 @@ type hubEvent struct {
 
 	once   sync.Once
 	labels labels.Set
-	obj    *structpb.Struct
 	err    error
+
+	// The Struct form, built once for the watches that ask for it
+	// (WatchRequest.structured); the others send the stored bytes.
+	structOnce sync.Once
+	obj        *structpb.Struct
+	structErr  error
 }
 
 func newHubEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *hubEvent {
 	return &hubEvent{cluster: cluster, seq: seq, ev: ev, gvr: stream.GVR(ev.GetGvr())}
 }
 
-// decode parses the object JSON once.
-func (e *hubEvent) decode() (labels.Set, *structpb.Struct, error) {
+// decode reads the object's labels once (and checks the JSON as far as
+// rawjson does); the object itself is sent as its stored bytes.
+func (e *hubEvent) decode() (labels.Set, error) {
 	e.once.Do(func() {
 		if len(e.ev.GetObject()) == 0 {
 			return
 		}
-		var m map[string]any
-		if err := json.Unmarshal(e.ev.GetObject(), &m); err != nil {
-			e.err = err
-			return
+		var l map[string]string
+		if l, e.err = rawjson.Labels(e.ev.GetObject()); l != nil {
+			e.labels = l
 		}
-		if md, ok := m["metadata"].(map[string]any); ok {
-			if ls, ok := md["labels"].(map[string]any); ok {
-				e.labels = labels.Set{}
-				for k, v := range ls {
-					s, _ := v.(string)
-					e.labels[k] = s
-				}
-			}
-		}
-		e.obj, e.err = structpb.NewStruct(m)
 	})
-	return e.labels, e.obj, e.err
+	return e.labels, e.err
+}
+
+// structured is the object as a Struct, built once for every watch that
+// asks for that form.
+func (e *hubEvent) structured() (*structpb.Struct, error) {
+	e.structOnce.Do(func() { e.obj, e.structErr = toStruct(e.ev.GetObject()) })
+	return e.obj, e.structErr
 }
 
 type hubBatch struct {
@@ -202,7 +204,7 @@ func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubE
 		// whole object here (for watchers only) would halve ingest.
 		cur = e.Labels
 		if !e.Labeled {
-			cur, _, _ = he.decode()
+			cur, _ = he.decode()
 		}
 	}
 	control := !feed.IsObjectEvent(e.Event)

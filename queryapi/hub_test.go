@@ -43,7 +43,7 @@ func materialized(tr *feed.Tracker, cluster string, evs []feed.Event, lastSeq ui
 	for i := range evs {
 		e := &evs[i]
 		if e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT && !e.Labeled {
-			e.Labels, _, _ = newHubEvent(cluster, e.Seq, e.Event).decode()
+			e.Labels, _ = newHubEvent(cluster, e.Seq, e.Event).decode()
 			e.Labeled = true
 		}
 	}
@@ -73,7 +73,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	if got := fmt.Sprint(isNew); got != "[false true true false]" {
 		t.Fatalf("isNew %s, want [false true true false]", got)
 	}
-	if l, _, err := b.events[1].decode(); err != nil || l["app"] != "x" {
+	if l, err := b.events[1].decode(); err != nil || l["app"] != "x" {
 		t.Fatalf("decode: %v %v", l, err)
 	}
 	if len(other.ch) != 0 {

@@ -193,6 +193,7 @@ func (s *Server) routes(gw *runtime.ServeMux) *http.ServeMux {
 	mux.Handle("/v1/", gw)
 	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
 	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn)})
+	mux.Handle("/v1/search", &searchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
 	kube := kubeapi.New(fleetviewv1.NewQueryServiceClient(s.conn), fleetviewv1.NewClusterServiceClient(s.conn), s.cfg.Logger)
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)

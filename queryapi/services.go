@@ -165,7 +165,7 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	if req.GetRaw() {
+	if !req.GetStructured() {
 		return &fleetviewv1.GetResponse{RawObject: obj.JSON, Cluster: obj.Cluster}, nil
 	}
 	s, err := toStruct(obj.JSON)
@@ -238,18 +238,18 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	resp := &fleetviewv1.ListResponse{
 		ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()),
 		Continue:        sealContinue(q.sealer, page.Continue, h),
-		Items:           make([]*structpb.Struct, 0, len(page.Items)),
 	}
 	if page.Continue != "" {
 		resp.RemainingItemCount = page.Remaining
 	}
-	if req.GetRaw() {
+	if !req.GetStructured() {
 		resp.RawItems = make([][]byte, len(page.Items))
 		for i, it := range page.Items {
 			resp.RawItems[i] = it.JSON
 		}
 		return resp, nil
 	}
+	resp.Items = make([]*structpb.Struct, 0, len(page.Items))
 	for _, it := range page.Items {
 		s, err := toStruct(it.JSON)
 		if err != nil {
@@ -305,11 +305,13 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 	}
 	resp := &fleetviewv1.SearchResponse{ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()), Continue: sealContinue(q.sealer, page.Continue, h)}
 	for _, it := range page.Items {
-		s, err := toStruct(it.JSON)
-		if err != nil {
+		hit := &fleetviewv1.SearchHit{Gvr: stream.ProtoGVR(it.GVR), Cluster: it.Cluster}
+		if !req.GetStructured() {
+			hit.RawObject = it.JSON
+		} else if hit.Object, err = toStruct(it.JSON); err != nil {
 			return nil, err
 		}
-		resp.Items = append(resp.Items, &fleetviewv1.SearchHit{Gvr: stream.ProtoGVR(it.GVR), Cluster: it.Cluster, Object: s})
+		resp.Items = append(resp.Items, hit)
 	}
 	return resp, nil
 }

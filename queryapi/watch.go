@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -62,11 +61,14 @@ func (f *selection) listOptions() query.ListOptions {
 
 // watch is the state of one Watch call.
 type watch struct {
-	q      *queryService
-	f      *selection
-	kind   string
-	out    chan *fleetviewv1.WatchEvent
-	sealer *query.Sealer
+	q *queryService
+	// structured: send objects as Struct (WatchRequest.structured), not
+	// as their stored JSON.
+	structured bool
+	f          *selection
+	kind       string
+	out        chan *fleetviewv1.WatchEvent
+	sealer     *query.Sealer
 	// processed is, per cluster, the last stream sequence this watch has
 	// judged: events at or below it are never sent again.
 	processed query.Version
@@ -84,8 +86,14 @@ type watch struct {
 
 var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast enough; resume from the last resourceVersion or list again", query.ErrTooSlow)
 
-func (w *watch) emit(typ string, cluster string, obj *structpb.Struct) error {
-	ev := &fleetviewv1.WatchEvent{Type: typ, Object: obj, Cluster: cluster, ResourceVersion: w.sealer.SealVersion(w.processed, time.Now())}
+// emit queues one event. raw is the object's JSON; shared, when set, is
+// the hub event whose object raw is, so its Struct form (for a structured
+// watch) is built once for every watch.
+func (w *watch) emit(typ string, cluster string, raw []byte, shared *hubEvent) error {
+	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: cluster, ResourceVersion: w.sealer.SealVersion(w.processed, time.Now())}
+	if err := w.setObject(ev, raw, shared); err != nil {
+		return nil // the materializer dead-letters what it cannot decode
+	}
 	select {
 	case w.out <- ev:
 		return nil
@@ -94,15 +102,39 @@ func (w *watch) emit(typ string, cluster string, obj *structpb.Struct) error {
 	}
 }
 
-func (w *watch) tombstone(he *hubEvent) *structpb.Struct {
-	ev := he.ev
-	ann := map[string]any{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster}
-	md := map[string]any{"name": ev.GetName(), "uid": ev.GetUid(), "resourceVersion": ev.GetResourceVersion(), "annotations": ann}
-	if ev.GetNamespace() != "" {
-		md["namespace"] = ev.GetNamespace()
+// setObject puts the object on ev in the form the client asked for.
+func (w *watch) setObject(ev *fleetviewv1.WatchEvent, raw []byte, shared *hubEvent) error {
+	if !w.structured {
+		ev.RawObject = raw
+		return nil
 	}
-	s, _ := structpb.NewStruct(map[string]any{"apiVersion": he.gvr.GroupVersion().String(), "kind": ev.GetKind(), "metadata": md})
-	return s
+	var err error
+	if shared != nil {
+		ev.Object, err = shared.structured()
+	} else {
+		ev.Object, err = toStruct(raw)
+	}
+	return err
+}
+
+// tombstone is the object of a DELETED event when only the stream's
+// tombstone is known: its metadata and the cache-source annotations.
+func (w *watch) tombstone(he *hubEvent) []byte {
+	ev := he.ev
+	type meta struct {
+		Name            string            `json:"name"`
+		Namespace       string            `json:"namespace,omitempty"`
+		UID             string            `json:"uid"`
+		ResourceVersion string            `json:"resourceVersion"`
+		Annotations     map[string]string `json:"annotations"`
+	}
+	b, _ := json.Marshal(struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind,omitempty"`
+		Metadata   meta   `json:"metadata"`
+	}{he.gvr.GroupVersion().String(), ev.GetKind(), meta{ev.GetName(), ev.GetNamespace(), ev.GetUid(), ev.GetResourceVersion(),
+		map[string]string{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster}}})
+	return b
 }
 
 // process judges one event; replayed marks events read back from the
@@ -117,6 +149,9 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 		return nil
 	}
 	ev := he.ev
+	if w.kind == "" {
+		w.kind = ev.GetKind()
+	}
 	key := c + "/" + ev.GetUid()
 	_, newCluster := w.start[c]
 	newCluster = !newCluster
@@ -135,9 +170,10 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 				return nil
 			}
 		}
-		return w.emit(deleted, c, w.tombstone(he))
+		return w.emit(deleted, c, w.tombstone(he), nil)
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		lbls, obj, err := he.decode()
+		lbls, err := he.decode()
+		obj := ev.GetObject()
 		if err != nil {
 			return nil // the materializer dead-letters what it cannot decode
 		}
@@ -151,10 +187,10 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 			}
 			if _, ok := w.sent[key]; ok {
 				delete(w.sent, key)
-				return w.emit(deleted, c, obj)
+				return w.emit(deleted, c, obj, he)
 			}
 			if mayHold && w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
-				return w.emit(deleted, c, obj)
+				return w.emit(deleted, c, obj, he)
 			}
 			return nil
 		}
@@ -170,18 +206,30 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 				w.sent[key] = struct{}{}
 			}
 		}
-		return w.emit(typ, c, obj)
+		return w.emit(typ, c, obj, he)
 	}
 	return nil
 }
 
 func (w *watch) bookmark(initialEnd bool) error {
-	md := map[string]any{"resourceVersion": w.sealer.SealVersion(w.processed, time.Now())}
-	if initialEnd {
-		md["annotations"] = map[string]any{"k8s.io/initial-events-end": "true"}
+	rv := w.sealer.SealVersion(w.processed, time.Now())
+	type meta struct {
+		ResourceVersion string            `json:"resourceVersion"`
+		Annotations     map[string]string `json:"annotations,omitempty"`
 	}
-	obj, _ := structpb.NewStruct(map[string]any{"apiVersion": w.f.gvr.GroupVersion().String(), "kind": w.kind, "metadata": md})
-	ev := &fleetviewv1.WatchEvent{Type: bookmark, Object: obj, ResourceVersion: md["resourceVersion"].(string), InitialEventsEnd: initialEnd}
+	md := meta{ResourceVersion: rv}
+	if initialEnd {
+		md.Annotations = map[string]string{"k8s.io/initial-events-end": "true"}
+	}
+	b, _ := json.Marshal(struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind,omitempty"`
+		Metadata   meta   `json:"metadata"`
+	}{w.f.gvr.GroupVersion().String(), w.kind, md})
+	ev := &fleetviewv1.WatchEvent{Type: bookmark, ResourceVersion: rv, InitialEventsEnd: initialEnd}
+	if err := w.setObject(ev, b, nil); err != nil {
+		return err
+	}
 	select {
 	case w.out <- ev:
 		return nil
@@ -212,6 +260,14 @@ func (q *queryService) listAll(ctx context.Context, o query.ListOptions, fn func
 		}
 		o.Continue = page.Continue
 	}
+}
+
+func objectKind(b []byte) string {
+	var m struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.Kind
 }
 
 func objectUID(b []byte) string {
@@ -326,7 +382,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &watch{q: q, f: f, out: make(chan *fleetviewv1.WatchEvent, q.watchBuffer), sealer: q.sealer,
+	w := &watch{q: q, f: f, structured: req.GetStructured(), out: make(chan *fleetviewv1.WatchEvent, q.watchBuffer), sealer: q.sealer,
 		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
 		sendErr: make(chan error, 1)}
 	go w.sendAll(ctx, cancel, send)
@@ -410,17 +466,16 @@ func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
 // what the hub passed on (applied) before the watch subscribed.
 func (w *watch) initial(ctx context.Context, applied query.Version, endBookmark bool) error {
 	v, err := w.q.listAll(ctx, w.f.listOptions(), func(o query.Object) error {
-		s, err := toStruct(o.JSON)
-		if err != nil {
-			return err
-		}
 		if w.f.tracked() {
 			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
 		}
 		if w.kind == "" {
-			w.kind = s.GetFields()["kind"].GetStringValue()
+			w.kind = objectKind(o.JSON)
 		}
-		ev := &fleetviewv1.WatchEvent{Type: added, Object: s, Cluster: o.Cluster}
+		ev := &fleetviewv1.WatchEvent{Type: added, Cluster: o.Cluster}
+		if err := w.setObject(ev, o.JSON, nil); err != nil {
+			return err
+		}
 		select {
 		case w.out <- ev:
 			return nil

@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -61,29 +62,47 @@ func TestWatchJudgesEvents(t *testing.T) {
 		}, "[DELETED:a/q]"},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			sel, err := labels.Parse(tc.sel)
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: make(chan *fleetviewv1.WatchEvent, 100),
-				sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
-				horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}}
-			for _, s := range tc.steps {
-				s.he.isNew = s.isNew
-				if err := w.process(s.he, s.replayed); err != nil {
+		// Both forms of the object: its stored JSON (the default) and the
+		// Struct a structured watch asks for.
+		for _, structured := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/structured=%v", tc.name, structured), func(t *testing.T) {
+				sel, err := labels.Parse(tc.sel)
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			close(w.out)
-			var got []string
-			for ev := range w.out {
-				got = append(got, ev.GetType()+":"+ev.GetCluster()+"/"+ev.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue())
-			}
-			if fmt.Sprint(got) != tc.want {
-				t.Fatalf("got %v, want %s", got, tc.want)
-			}
-		})
+				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: make(chan *fleetviewv1.WatchEvent, 100),
+					sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
+					horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}, structured: structured}
+				for _, s := range tc.steps {
+					he := newHubEvent(s.he.cluster, s.he.seq, s.he.ev) // each run judges fresh events
+					he.isNew = s.isNew
+					if err := w.process(he, s.replayed); err != nil {
+						t.Fatal(err)
+					}
+				}
+				close(w.out)
+				var got []string
+				for ev := range w.out {
+					if structured != (ev.GetObject() != nil) || structured == (len(ev.GetRawObject()) > 0) {
+						t.Fatalf("structured=%v: event with Struct %v and %d raw bytes", structured, ev.GetObject() != nil, len(ev.GetRawObject()))
+					}
+					name := ev.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["name"].GetStringValue()
+					if !structured {
+						var m struct {
+							Metadata struct{ Name string } `json:"metadata"`
+						}
+						if err := json.Unmarshal(ev.GetRawObject(), &m); err != nil {
+							t.Fatalf("raw object %s: %v", ev.GetRawObject(), err)
+						}
+						name = m.Metadata.Name
+					}
+					got = append(got, ev.GetType()+":"+ev.GetCluster()+"/"+name)
+				}
+				if fmt.Sprint(got) != tc.want {
+					t.Fatalf("got %v, want %s", got, tc.want)
+				}
+			})
+		}
 	}
 }
 

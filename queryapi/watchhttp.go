@@ -4,9 +4,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -40,6 +39,7 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	req.Structured = false // the events carry the stored bytes
 	stream, err := h.client.Watch(ctx, req)
 	if err != nil {
 		writeError(w, err)
@@ -58,13 +58,10 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	m := protojson.MarshalOptions{}
+	var b []byte
 	for ev := first; ; {
-		b, err := m.Marshal(ev)
-		if err != nil {
-			return
-		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
+		b = appendWatchEvent(b[:0], ev)
+		if _, err := w.Write(b); err != nil {
 			return
 		}
 		_ = rc.Flush()
@@ -78,4 +75,25 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// appendWatchEvent writes one event line in the gateway's shape, with the
+// object as its stored bytes.
+func appendWatchEvent(b []byte, ev *fleetviewv1.WatchEvent) []byte {
+	b = append(b, `{"type":`...)
+	b = strconv.AppendQuote(b, ev.GetType())
+	if o := ev.GetRawObject(); len(o) > 0 {
+		b = append(b, `,"object":`...)
+		b = append(b, o...)
+	}
+	if c := ev.GetCluster(); c != "" {
+		b = append(b, `,"cluster":`...)
+		b = strconv.AppendQuote(b, c)
+	}
+	b = append(b, `,"resourceVersion":`...)
+	b = strconv.AppendQuote(b, ev.GetResourceVersion())
+	if ev.GetInitialEventsEnd() {
+		b = append(b, `,"initialEventsEnd":true`...)
+	}
+	return append(b, "}\n"...)
 }

@@ -1,12 +1,14 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,9 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/structpb"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -46,7 +48,7 @@ func (f *fakeQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc
 	if f.getErr != nil {
 		return nil, f.getErr
 	}
-	if !in.GetRaw() {
+	if in.GetStructured() {
 		return nil, status.Error(codes.Internal, "kubeapi must ask for the stored bytes")
 	}
 	return &fleetviewv1.GetResponse{RawObject: f.items[0], Cluster: "member1"}, nil
@@ -225,7 +227,7 @@ func TestList(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	if l := q.lastL; l.GetGroup() != "core" || l.GetNamespace() != "shop" || l.GetLabelSelector() != "app=web" || l.GetFieldSelector() != "spec.nodeName=n" ||
-		l.GetLimit() != 2 || !l.GetRaw() || !slices.Equal(l.GetClusters(), []string{"member2"}) || l.GetResourceVersion() != "0" {
+		l.GetLimit() != 2 || l.GetStructured() || !slices.Equal(l.GetClusters(), []string{"member2"}) || l.GetResourceVersion() != "0" {
 		t.Fatalf("request %v", l)
 	}
 	var list struct {
@@ -301,11 +303,9 @@ func mustJSON(v any) string {
 }
 
 func TestWatch(t *testing.T) {
-	obj, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"name": "web", "resourceVersion": "member-rv"}})
-	bm, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{}})
 	q := &fakeQuery{events: []*fleetviewv1.WatchEvent{
-		{Type: "ADDED", Object: obj, Cluster: "member1", ResourceVersion: "tok1"},
-		{Type: "BOOKMARK", Object: bm, ResourceVersion: "tok2", InitialEventsEnd: true},
+		{Type: "ADDED", RawObject: []byte(`{"metadata":{"name":"web","resourceVersion":"member-rv"}}`), Cluster: "member1", ResourceVersion: "tok1"},
+		{Type: "BOOKMARK", RawObject: []byte(`{"apiVersion":"v1","metadata":{"resourceVersion":"tok2","annotations":{"k8s.io/initial-events-end":"true"}}}`), ResourceVersion: "tok2", InitialEventsEnd: true},
 	}}
 	resp, b := serve(t, q, "GET", "/clusters/member1/api/v1/namespaces/shop/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5", "")
 	if resp.StatusCode != 200 {
@@ -394,7 +394,7 @@ func TestInventoryPerCredentials(t *testing.T) {
 }
 
 func TestWatchErrorsAndIdle(t *testing.T) {
-	obj, _ := structpb.NewStruct(map[string]any{"metadata": map[string]any{"name": "web"}})
+	obj := []byte(`{"metadata":{"name":"web"}}`)
 	expired := status.Error(codes.OutOfRange, "resourceVersion too old")
 	t.Run("an error first is an HTTP status", func(t *testing.T) {
 		resp, b := serve(t, &fakeQuery{watchEnd: expired}, "GET", "/api/v1/pods?watch=1&resourceVersion=x", "")
@@ -403,7 +403,7 @@ func TestWatchErrorsAndIdle(t *testing.T) {
 		}
 	})
 	t.Run("a later error is an ERROR event", func(t *testing.T) {
-		q := &fakeQuery{events: []*fleetviewv1.WatchEvent{{Type: "ADDED", Object: obj, ResourceVersion: "t"}}, watchEnd: expired}
+		q := &fakeQuery{events: []*fleetviewv1.WatchEvent{{Type: "ADDED", RawObject: obj, ResourceVersion: "t"}}, watchEnd: expired}
 		resp, b := serve(t, q, "GET", "/api/v1/pods?watch=1", "")
 		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 		if resp.StatusCode != 200 || len(lines) != 2 || !strings.HasPrefix(lines[1], `{"type":"ERROR","object":{"kind":"Status"`) || !strings.Contains(lines[1], `"code":410`) {
@@ -427,4 +427,55 @@ func TestWatchErrorsAndIdle(t *testing.T) {
 			t.Fatalf("body %q %v", b, err)
 		}
 	})
+}
+
+func TestAppendWatchObject(t *testing.T) {
+	c := cached{gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod"}
+	cases := []struct {
+		name, in string
+		want     map[string]any // nil: an error
+	}{
+		{"typed, with a version", `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"12"},"spec":{}}`,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"name": "a", "resourceVersion": "tok"}, "spec": map[string]any{}}},
+		{"listed from a member: no kind", `{"metadata":{"name":"a","resourceVersion":"12"}}`,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"name": "a", "resourceVersion": "tok"}}},
+		{"metadata without a version, spaced", ` { "metadata" : { "name" : "a" } , "x" : [1, {"resourceVersion":"no"}] } `,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"name": "a", "resourceVersion": "tok"}, "x": []any{1.0, map[string]any{"resourceVersion": "no"}}}},
+		{"empty metadata", `{"apiVersion":"v1","metadata":{}}`,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"resourceVersion": "tok"}}},
+		{"no metadata", `{"kind":"Pod","spec":{}}`,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"resourceVersion": "tok"}, "spec": map[string]any{}}},
+		{"empty object", `{}`, map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"resourceVersion": "tok"}}},
+		{"escaped version", `{"metadata":{"resourceVersion":"a\"b"}}`,
+			map[string]any{"kind": "Pod", "apiVersion": "v1", "metadata": map[string]any{"resourceVersion": "tok"}}},
+		{"not an object", `[1]`, nil},
+		{"metadata not an object", `{"metadata":"x"}`, nil},
+		{"trailing data", `{"metadata":{}} x`, nil},
+		{"truncated", `{"metadata":{"name":"a"`, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, err := appendWatchObject([]byte("prefix:"), c, []byte(tc.in), "tok")
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("no error, wrote %s", b)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rest, ok := bytes.CutPrefix(b, []byte("prefix:"))
+			if !ok {
+				t.Fatalf("did not append: %s", b)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(rest, &got); err != nil {
+				t.Fatalf("%s: %v", rest, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v\nwant %v", got, tc.want)
+			}
+		})
+	}
 }

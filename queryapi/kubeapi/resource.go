@@ -11,11 +11,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -158,7 +157,7 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	rv := p.resourceVersion
 	lr := &fleetviewv1.ListRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
-		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: rv, Raw: true}
+		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: rv}
 	if p.cont != "" {
 		// A continue token pins its snapshot; clients may repeat the
 		// list's resourceVersion beside it.
@@ -245,26 +244,9 @@ func appendItem(b []byte, c cached, it []byte) []byte {
 	return append(b, t[1:]...)
 }
 
-// withTypeMeta sets apiVersion and kind on a Struct object when missing.
-func withTypeMeta(s *structpb.Struct, c cached) *structpb.Struct {
-	if s == nil {
-		s = &structpb.Struct{}
-	}
-	if s.Fields == nil {
-		s.Fields = map[string]*structpb.Value{}
-	}
-	if s.Fields["apiVersion"].GetStringValue() == "" {
-		s.Fields["apiVersion"] = structpb.NewStringValue(c.gvr.GroupVersion().String())
-	}
-	if s.Fields["kind"].GetStringValue() == "" {
-		s.Fields["kind"] = structpb.NewStringValue(c.kind)
-	}
-	return s
-}
-
 func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
 	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
-		Namespace: req.namespace, Name: req.name, Cluster: req.cluster, Raw: true})
+		Namespace: req.namespace, Name: req.name, Cluster: req.cluster})
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 		return
@@ -440,31 +422,11 @@ func jsonLine(ev metav1.WatchEvent, obj any) ([]byte, error) {
 
 // watchLine is the Kubernetes watch event of ev; nil skips it.
 func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) {
-	obj := withTypeMeta(ev.GetObject(), c)
-	md := obj.Fields["metadata"].GetStructValue()
-	if md == nil {
-		md = &structpb.Struct{Fields: map[string]*structpb.Value{}}
-		obj.Fields["metadata"] = structpb.NewStructValue(md)
-	}
-	if md.Fields == nil {
-		md.Fields = map[string]*structpb.Value{}
+	if ev.GetType() == "BOOKMARK" && p.table {
+		return nil, nil
 	}
 	// Reflectors resume from the last event's object resourceVersion.
-	md.Fields["resourceVersion"] = structpb.NewStringValue(ev.GetResourceVersion())
-	if ev.GetType() == "BOOKMARK" {
-		if p.table {
-			return nil, nil
-		}
-		if ev.GetInitialEventsEnd() {
-			ann := md.Fields["annotations"].GetStructValue()
-			if ann == nil || ann.Fields == nil {
-				ann = &structpb.Struct{Fields: map[string]*structpb.Value{}}
-				md.Fields["annotations"] = structpb.NewStructValue(ann)
-			}
-			ann.Fields[initialEventsEnd] = structpb.NewStringValue("true")
-		}
-	}
-	b, err := protojson.Marshal(obj)
+	b, err := appendWatchObject(nil, c, ev.GetRawObject(), ev.GetResourceVersion())
 	if err != nil {
 		return nil, err
 	}
@@ -484,4 +446,75 @@ func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) 
 	out = append(out, `,"object":`...)
 	out = append(out, b...)
 	return append(out, "}\n"...), nil
+}
+
+// appendWatchObject writes the stored object with kind and apiVersion
+// (when it lacks them) and metadata.resourceVersion set to rv, splicing
+// the bytes rather than decoding and encoding the object.
+func appendWatchObject(b []byte, c cached, obj []byte, rv string) ([]byte, error) {
+	var kind, apiVersion bool
+	md := rawjson.Member{ValueStart: -1}
+	rvm := rawjson.Member{ValueStart: -1}
+	end, err := rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
+		switch string(m.Key) {
+		case "kind":
+			kind = true
+		case "apiVersion":
+			apiVersion = true
+		case "metadata":
+			md = m
+			return rawjson.EachMember(obj, m.ValueStart, func(m rawjson.Member) (int, error) {
+				e, err := rawjson.SkipValue(obj, m.ValueStart)
+				if string(m.Key) == "resourceVersion" {
+					rvm = m
+					rvm.ValueEnd = e
+				}
+				return e, err
+			})
+		}
+		return rawjson.SkipValue(obj, m.ValueStart)
+	})
+	if err == nil && rawjson.SkipSpace(obj, end) != len(obj) {
+		err = fmt.Errorf("trailing data after the object")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stored object: %w", err)
+	}
+	open := rawjson.SkipSpace(obj, 0) + 1
+	empty := rawjson.SkipSpace(obj, open) == end-1 // "{}"
+	b = append(b, '{')
+	if !kind {
+		b = append(b, `"kind":`...)
+		b = strconv.AppendQuote(b, c.kind)
+		b = append(b, ',')
+	}
+	if !apiVersion {
+		b = append(b, `"apiVersion":`...)
+		b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
+		b = append(b, ',')
+	}
+	switch {
+	case rvm.ValueStart >= 0:
+		b = append(b, obj[open:rvm.ValueStart]...)
+		b = strconv.AppendQuote(b, rv)
+		b = append(b, obj[rvm.ValueEnd:]...)
+	case md.ValueStart >= 0:
+		mdOpen := md.ValueStart + 1
+		b = append(b, obj[open:mdOpen]...)
+		b = append(b, `"resourceVersion":`...)
+		b = strconv.AppendQuote(b, rv)
+		if rawjson.SkipSpace(obj, mdOpen) < len(obj) && obj[rawjson.SkipSpace(obj, mdOpen)] != '}' {
+			b = append(b, ',')
+		}
+		b = append(b, obj[mdOpen:]...)
+	default:
+		b = append(b, `"metadata":{"resourceVersion":`...)
+		b = strconv.AppendQuote(b, rv)
+		b = append(b, '}')
+		if !empty {
+			b = append(b, ',')
+		}
+		b = append(b, obj[open:]...)
+	}
+	return b, nil
 }

@@ -13,19 +13,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,21 +30,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 )
@@ -156,7 +149,27 @@ func rssMB(pid int) float64 {
 	return 0
 }
 
+// startProfile writes a CPU profile to path (none when empty) until the
+// returned function is called.
+func startProfile(path string) (func(), error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }, nil
+}
+
 func median(d []time.Duration) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
@@ -168,8 +181,6 @@ func pct(d []time.Duration, p float64) time.Duration {
 	i := int(float64(len(s)-1) * p)
 	return s[i]
 }
-
-type result struct{ name, fleetview, fanout, ratio string }
 
 func run(ctx context.Context, cfg config) error {
 	names := make([]string, cfg.clusters)
@@ -238,149 +249,50 @@ func run(ctx context.Context, cfg config) error {
 		time.Sleep(time.Second)
 	}
 	logf("fleetview ingested %d pods in %s", total, time.Since(t1).Round(time.Second))
+	fv := plainEndpoint(stack.restURL)
+	// The Kubernetes API serves what the collectors' inventory reports,
+	// which follows their sync by a heartbeat.
+	for _, c := range names {
+		for {
+			_, err := fv.fetch(ctx, "/clusters/"+c+"/api/v1/pods", url.Values{"limit": {"1"}})
+			if err == nil {
+				break
+			}
+			if time.Since(t1) > 31*time.Minute {
+				return fmt.Errorf("fleetview's Kubernetes API does not serve %s's pods: %w", c, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 
-	clients := make([]kubernetes.Interface, 0, cfg.clusters)
+	eps := make([]endpoint, 0, cfg.clusters)
 	var rss []string
 	for _, c := range fleet.Clusters() {
-		rc := c.AdminRESTConfig()
-		rc.QPS, rc.Burst = 1000, 2000
-		cs, err := kubernetes.NewForConfig(rc)
+		e, err := apiserverEndpoint(c.AdminRESTConfig())
 		if err != nil {
 			return err
 		}
-		clients = append(clients, cs)
+		eps = append(eps, e)
 		rss = append(rss, fmt.Sprintf("%s %.0f MB", c.Name, rssMB(c.PID())))
 	}
-	var results []result
-	add := func(name string, fv, fo time.Duration) {
-		results = append(results, result{name, fv.Round(time.Microsecond).String(), fo.Round(time.Microsecond).String(), fmt.Sprintf("%.2fx", float64(fv)/float64(fo))})
-	}
-
-	if p := os.Getenv("FV_BENCH_LIST_CPUPROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-	}
-	// (a) label-selected list.
-	wantSel := 0
-	for i := 0; i < cfg.pods; i++ {
-		if i%cfg.selectEvery == 0 {
-			wantSel++
-		}
-	}
-	wantSel *= cfg.clusters
-	var fvA, rawA, restA, foA []time.Duration
-	for range cfg.repeat {
-		s := time.Now()
-		n, err := fvList(ctx, q, stack.restURL, "sel=yes", 0, "grpc")
-		if err != nil {
-			return err
-		}
-		fvA = append(fvA, time.Since(s))
-		if n != wantSel {
-			return fmt.Errorf("fleetview label list: %d items, want %d", n, wantSel)
-		}
-		s = time.Now()
-		if n, err = fvList(ctx, q, stack.restURL, "sel=yes", 0, "raw"); err != nil || n != wantSel {
-			return fmt.Errorf("fleetview raw label list: %d items, want %d: %v", n, wantSel, err)
-		}
-		rawA = append(rawA, time.Since(s))
-		s = time.Now()
-		if n, err = fvList(ctx, q, stack.restURL, "sel=yes", 0, "rest"); err != nil || n != wantSel {
-			return fmt.Errorf("fleetview REST label list: %d items, want %d: %v", n, wantSel, err)
-		}
-		restA = append(restA, time.Since(s))
-		s = time.Now()
-		n, err = fanoutList(ctx, clients, metav1.ListOptions{LabelSelector: "sel=yes", ResourceVersion: "0"})
-		if err != nil {
-			return err
-		}
-		foA = append(foA, time.Since(s))
-		if n != wantSel {
-			return fmt.Errorf("fan-out label list: %d items, want %d", n, wantSel)
-		}
-	}
-	add(fmt.Sprintf("(a) list sel=yes, %d of %d pods, gRPC (Struct items), median of %d", wantSel, total, cfg.repeat), median(fvA), median(foA))
-	add("(a) same, gRPC raw JSON items", median(rawA), median(foA))
-	add("(a) same, REST", median(restA), median(foA))
-
-	// (b) full list in 500-object pages.
-	var fvB, rawB, restB, foB []time.Duration
-	for range max(cfg.repeat/2, 1) {
-		for _, mode := range []string{"grpc", "raw", "rest"} {
-			s := time.Now()
-			n, err := fvList(ctx, q, stack.restURL, "", 500, mode)
-			if err != nil {
-				return err
-			}
-			d := time.Since(s)
-			if n != total {
-				return fmt.Errorf("fleetview paged list (%s): %d items, want %d", mode, n, total)
-			}
-			switch mode {
-			case "grpc":
-				fvB = append(fvB, d)
-			case "raw":
-				rawB = append(rawB, d)
-			default:
-				restB = append(restB, d)
-			}
-		}
-		s := time.Now()
-		n, err := fanoutList(ctx, clients, metav1.ListOptions{Limit: 500, ResourceVersion: "0"})
-		if err != nil {
-			return err
-		}
-		foB = append(foB, time.Since(s))
-		if n != total {
-			return fmt.Errorf("fan-out paged list: %d items, want %d", n, total)
-		}
-	}
-	add(fmt.Sprintf("(b) full list of %d pods in 500-object pages, gRPC (Struct items), median of %d", total, len(fvB)), median(fvB), median(foB))
-	add("(b) same, gRPC raw JSON items", median(rawB), median(foB))
-	add("(b) same, REST", median(restB), median(foB))
-
-	// (c) Get latency, cluster-qualified, random pods.
-	var fvC, foC []time.Duration
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range cfg.gets {
-		ci, i := rng.IntN(cfg.clusters), rng.IntN(cfg.pods)
-		s := time.Now()
-		if _, err := q.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: benchdata.Namespace(i), Name: benchdata.PodName(i), Cluster: names[ci]}); err != nil {
-			return err
-		}
-		fvC = append(fvC, time.Since(s))
-		s = time.Now()
-		if _, err := clients[ci].CoreV1().Pods(benchdata.Namespace(i)).Get(ctx, benchdata.PodName(i), metav1.GetOptions{ResourceVersion: "0"}); err != nil {
-			return err
-		}
-		foC = append(foC, time.Since(s))
-	}
-	add(fmt.Sprintf("(c) Get p50 (%d gets)", cfg.gets), pct(fvC, 0.5), pct(foC, 0.5))
-	add("(c) Get p99", pct(fvC, 0.99), pct(foC, 0.99))
-
-	if os.Getenv("FV_BENCH_LIST_CPUPROFILE") != "" {
-		pprof.StopCPUProfile()
-	}
-	// (d) watchers.
-	p50, p99, delivered, err := benchWatch(ctx, q, stack.natsURL, names, cfg)
+	stopProfile, err := startProfile(os.Getenv("FV_BENCH_LIST_CPUPROFILE"))
 	if err != nil {
 		return err
 	}
-
-	fmt.Printf("\nfleetview query benchmark: %d clusters x %d pods (%d total), %s\n", cfg.clusters, cfg.pods, total, time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("kube-apiserver RSS after the load: %s\n\n", strings.Join(rss, ", "))
-	fmt.Printf("| measurement | fleetview | fan-out to kube-apiservers (rv=0, merged) | fleetview / fan-out |\n|---|---|---|---|\n")
-	for _, r := range results {
-		fmt.Printf("| %s | %s | %s | %s |\n", r.name, r.fleetview, r.fanout, r.ratio)
+	b := &bench{cfg: cfg, total: total}
+	if err := b.lists(ctx, eps, fv, q); err != nil {
+		return err
 	}
-	fmt.Printf("| (d) %d watchers (materializer flush interval %s), %d events/s for %ds: delivery latency p50 / p99 (%d deliveries) | %s / %s | n/a | |\n",
-		cfg.watchers, flushLabel(cfg), cfg.eventsPerSec, cfg.watchSeconds, delivered, p50.Round(time.Microsecond), p99.Round(time.Microsecond))
+	if err := b.gets(ctx, eps, fv, q, names); err != nil {
+		return err
+	}
+	stopProfile()
+	if err := b.watches(ctx, q, fv, stack.natsURL, names); err != nil {
+		return err
+	}
+	fmt.Printf("\nfleetview query benchmark: %d clusters x %d pods (%d total), %s\n", cfg.clusters, cfg.pods, total, time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("kube-apiserver RSS after the load: %s\n", strings.Join(rss, ", "))
+	b.print(os.Stdout)
 	return nil
 }
 
@@ -448,203 +360,10 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 	}}, nil
 }
 
-// fvList lists every matching pod from fleetview, paging by limit (0: one
-// page), over gRPC with Struct items, gRPC with raw JSON items, or REST.
-func fvList(ctx context.Context, q fleetviewv1.QueryServiceClient, restURL, sel string, limit int64, mode string) (int, error) {
-	n, cont := 0, ""
-	for {
-		var next string
-		switch mode {
-		case "rest":
-			u := fmt.Sprintf("%s/v1/resources/core/v1/pods?labelSelector=%s&limit=%d&continue=%s", restURL, url.QueryEscape(sel), limit, url.QueryEscape(cont))
-			resp, err := http.Get(u)
-			if err != nil {
-				return 0, err
-			}
-			var body struct {
-				Items    []json.RawMessage `json:"items"`
-				Continue string            `json:"continue"`
-			}
-			err = json.NewDecoder(resp.Body).Decode(&body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				return 0, fmt.Errorf("REST list: %d %v", resp.StatusCode, err)
-			}
-			n += len(body.Items)
-			next = body.Continue
-		default:
-			resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: sel, Limit: limit, Continue: cont, Raw: mode == "raw"})
-			if err != nil {
-				return 0, err
-			}
-			n += len(resp.GetItems()) + len(resp.GetRawItems())
-			next = resp.GetContinue()
-		}
-		if next == "" {
-			return n, nil
-		}
-		cont = next
-	}
-}
-
 func toAny(s []string) []any {
 	out := make([]any, len(s))
 	for i, v := range s {
 		out[i] = v
 	}
 	return out
-}
-
-// fanoutList is what users do without fleetview: list every cluster in
-// parallel (paging when Limit is set) and merge in one sorted answer.
-func fanoutList(ctx context.Context, clients []kubernetes.Interface, lo metav1.ListOptions) (int, error) {
-	res := make([][]corev1.Pod, len(clients))
-	g, gctx := errgroup.WithContext(ctx)
-	for i, cs := range clients {
-		g.Go(func() error {
-			o := lo
-			for {
-				l, err := cs.CoreV1().Pods("").List(gctx, o)
-				if err != nil {
-					return err
-				}
-				res[i] = append(res[i], l.Items...)
-				if l.Continue == "" {
-					return nil
-				}
-				o.Continue, o.ResourceVersion = l.Continue, ""
-			}
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return 0, err
-	}
-	var all []corev1.Pod
-	for _, r := range res {
-		all = append(all, r...)
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Namespace != all[j].Namespace {
-			return all[i].Namespace < all[j].Namespace
-		}
-		return all[i].Name < all[j].Name
-	})
-	return len(all), nil
-}
-
-// benchWatch opens the watchers (each selecting one of 100 label values,
-// so every event reaches watchers/100 of them), injects events straight
-// into the cluster streams at the given rate, and measures the time from
-// publish to delivery to each watcher.
-func benchWatch(ctx context.Context, q fleetviewv1.QueryServiceClient, natsURL string, names []string, cfg config) (time.Duration, time.Duration, int, error) {
-	const groups = 100
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var lat []time.Duration
-	var watchErrs atomic.Int64
-	var wg sync.WaitGroup
-	for w := range cfg.watchers {
-		ws, err := q.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "bench-watch", LabelSelector: fmt.Sprintf("grp=g%d", w%groups)})
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				ev, err := ws.Recv()
-				if err != nil {
-					if wctx.Err() == nil {
-						watchErrs.Add(1)
-						logf("watch ended: %v", err)
-					}
-					return
-				}
-				now := time.Now()
-				ann := ev.GetObject().GetFields()["metadata"].GetStructValue().GetFields()["annotations"].GetStructValue().GetFields()
-				sent, err := strconv.ParseInt(ann["bench/sent"].GetStringValue(), 10, 64)
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				lat = append(lat, now.Sub(time.Unix(0, sent)))
-				mu.Unlock()
-			}
-		}()
-	}
-	nc, err := nats.Connect(natsURL)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	// Let every watch subscribe before the clock starts.
-	time.Sleep(2 * time.Second)
-	logf("%d watchers open; injecting %d events/s for %ds", cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds)
-	if p := os.Getenv("FV_BENCH_CPUPROFILE"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return 0, 0, 0, err
-		}
-		defer func() { pprof.StopCPUProfile(); _ = f.Close() }()
-	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	perTick := max(cfg.eventsPerSec/100, 1)
-	end := time.Now().Add(time.Duration(cfg.watchSeconds) * time.Second)
-	n := 0
-	for time.Now().Before(end) {
-		<-tick.C
-		for range perTick {
-			c := names[n%len(names)]
-			i := n % 5000
-			uid := fmt.Sprintf("bench-%s-%d", c, i)
-			obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"w-%d","namespace":"bench-watch","uid":%q,"resourceVersion":"%d","labels":{"grp":"g%d"},"annotations":{"bench/sent":"%d","fleetview.io/cluster":%q,"resource.karmada.io/cached-from-cluster":%q}},"spec":{"nodeName":"node-1"},"status":{"phase":"Running"}}`,
-				i, uid, n, i%groups, time.Now().UnixNano(), c, c)
-			ev := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: stream.ProtoGVR(benchdata.PodGVR), Kind: "Pod", Uid: uid, Namespace: "bench-watch",
-				Name: fmt.Sprintf("w-%d", i), ResourceVersion: strconv.Itoa(n), Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT,
-				Object: []byte(obj), ObservedUnixNano: time.Now().UnixNano(), Namespaced: true}
-			data, err := stream.Encode(ev)
-			if err != nil {
-				return 0, 0, 0, err
-			}
-			if _, err := js.PublishAsync(stream.ObjectSubject(c, benchdata.PodGVR, uid), data); err != nil {
-				return 0, 0, 0, err
-			}
-			n++
-		}
-	}
-	<-js.PublishAsyncComplete()
-	want := n * cfg.watchers / groups
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		mu.Lock()
-		got := len(lat)
-		mu.Unlock()
-		if got >= want {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	cancel()
-	wg.Wait()
-	mu.Lock()
-	defer mu.Unlock()
-	if n := watchErrs.Load(); n > 0 {
-		return 0, 0, 0, fmt.Errorf("%d watches ended with an error", n)
-	}
-	if len(lat) < want {
-		logf("warning: %d of %d expected deliveries arrived", len(lat), want)
-	}
-	if len(lat) == 0 {
-		return 0, 0, 0, fmt.Errorf("no watch event delivered")
-	}
-	return pct(lat, 0.5), pct(lat, 0.99), len(lat), nil
 }

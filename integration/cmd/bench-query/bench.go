@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/fleetview/fleetview/internal/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// bench runs the measurements and keeps their rows.
+type bench struct {
+	cfg   config
+	total int
+	rows  []row
+}
+
+// row is one line of the results table. Times are to the last byte of the
+// whole answer; decode is the client's decode of what it read into typed
+// Pods (the same decoder on both sides), reported beside it.
+type row struct {
+	name             string
+	fv, fvDecode     time.Duration
+	base, baseDecode time.Duration
+	baseName         string
+	// noRatio rows have no baseline; fvNote is their figure.
+	noRatio bool
+	fvNote  string
+}
+
+// variant is one way of reading the same answer.
+type variant struct {
+	name   string
+	read   func(context.Context) ([][]byte, error)
+	decode func([][]byte) (int, error)
+	reads  []time.Duration
+	decs   []time.Duration
+	last   [][]byte
+}
+
+// measure runs every variant n times, interleaved, so they share the
+// machine's moment; each answer's item count is checked.
+func measure(ctx context.Context, n, want int, vs []*variant) error {
+	for range n {
+		for _, v := range vs {
+			s := time.Now()
+			bodies, err := v.read(ctx)
+			if err != nil {
+				return fmt.Errorf("%s: %w", v.name, err)
+			}
+			r := time.Since(s)
+			s = time.Now()
+			got, err := v.decode(bodies)
+			if err != nil {
+				return fmt.Errorf("%s: decode: %w", v.name, err)
+			}
+			if got != want {
+				return fmt.Errorf("%s: %d items, want %d", v.name, got, want)
+			}
+			v.reads, v.decs, v.last = append(v.reads, r), append(v.decs, time.Since(s)), bodies
+		}
+	}
+	return nil
+}
+
+func (v *variant) med() (time.Duration, time.Duration) { return median(v.reads), median(v.decs) }
+
+// memoryServer serves body from memory over loopback: the floor for
+// answering those bytes over HTTP on this machine.
+func memoryServer(body []byte) (string, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(body)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	return "http://" + l.Addr().String(), func() { _ = srv.Close() }, nil
+}
+
+func (b *bench) lists(ctx context.Context, eps []endpoint, fv endpoint, q fleetviewv1.QueryServiceClient) error {
+	cfg := b.cfg
+	wantSel := 0
+	for i := range cfg.pods {
+		if i%cfg.selectEvery == 0 {
+			wantSel++
+		}
+	}
+	wantSel *= cfg.clusters
+	// (a) label-selected list, one answer.
+	fan := &variant{name: "fan-out", read: func(ctx context.Context) ([][]byte, error) { return fanoutRead(ctx, eps, "sel=yes", 0) }, decode: decodePodLists}
+	kube := &variant{name: "Kubernetes API", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodePodLists}
+	rest := &variant{name: "REST", read: func(ctx context.Context) ([][]byte, error) { return restPages(ctx, fv, "sel=yes", 0) }, decode: decodeRESTPages}
+	grpcv := &variant{name: "gRPC", read: func(ctx context.Context) ([][]byte, error) { return grpcPages(ctx, q, "sel=yes", 0) }, decode: decodeItems}
+	structured := &variant{name: "gRPC Struct", read: func(ctx context.Context) ([][]byte, error) {
+		resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "sel=yes", Structured: true})
+		if err != nil {
+			return nil, err
+		}
+		return make([][]byte, len(resp.GetItems())), nil
+	}, decode: func(b [][]byte) (int, error) { return len(b), nil }}
+	if err := measure(ctx, cfg.repeat, wantSel, []*variant{fan, kube, rest, grpcv}); err != nil {
+		return err
+	}
+	if err := measure(ctx, 1, wantSel, []*variant{structured}); err != nil {
+		return err
+	}
+	// The same bytes the Kubernetes API answered, from memory.
+	memURL, stop, err := memoryServer(kube.last[0])
+	if err != nil {
+		return err
+	}
+	defer stop()
+	mem := plainEndpoint(memURL)
+	memory := &variant{name: "memory", read: func(ctx context.Context) ([][]byte, error) { return mem.listPages(ctx, "/", "", 0) }, decode: decodePodLists}
+	if err := measure(ctx, cfg.repeat, wantSel, []*variant{memory, kube}); err != nil {
+		return err
+	}
+	fo, foD := fan.med()
+	add := func(name string, v *variant) {
+		r, d := v.med()
+		b.rows = append(b.rows, row{name: name, fv: r, fvDecode: d, base: fo, baseDecode: foD, baseName: "fan-out"})
+	}
+	add(fmt.Sprintf("(a) list sel=yes, %d of %d pods (%.1f MB), Kubernetes API `/api/v1/pods`, median of %d", wantSel, b.total, float64(len(kube.last[0]))/1e6, cfg.repeat), kube)
+	add("(a) same, REST `/v1/resources/core/v1/pods`", rest)
+	add("(a) same, gRPC (default shape: stored JSON items)", grpcv)
+	add("(a) same, gRPC Struct items (structured=true), 1 run, protobuf decode included", structured)
+	mr, md := memory.med()
+	kr := median(kube.reads[cfg.repeat:])
+	b.rows = append(b.rows, row{name: "(a) the Kubernetes API's answer vs the same bytes served from memory over loopback (last " + fmt.Sprint(cfg.repeat) + " runs)",
+		fv: kr, base: mr, baseDecode: md, baseName: "memory"})
+
+	// (b) the full list in 500-object pages.
+	fan = &variant{name: "fan-out", read: func(ctx context.Context) ([][]byte, error) { return fanoutRead(ctx, eps, "", 500) }, decode: decodePodLists}
+	kube = &variant{name: "Kubernetes API", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodePodLists}
+	rest = &variant{name: "REST", read: func(ctx context.Context) ([][]byte, error) { return restPages(ctx, fv, "", 500) }, decode: decodeRESTPages}
+	grpcv = &variant{name: "gRPC", read: func(ctx context.Context) ([][]byte, error) { return grpcPages(ctx, q, "", 500) }, decode: decodeItems}
+	n := max(cfg.repeat/2, 1)
+	if err := measure(ctx, n, b.total, []*variant{fan, kube, rest, grpcv}); err != nil {
+		return err
+	}
+	fo, foD = fan.med()
+	add(fmt.Sprintf("(b) full list of %d pods in 500-object pages, Kubernetes API, median of %d", b.total, n), kube)
+	add("(b) same, REST", rest)
+	add("(b) same, gRPC (default shape)", grpcv)
+	return nil
+}
+
+// gets measures Get of random Pods, cluster-qualified: fleetview's
+// per-cluster Kubernetes path against the owning apiserver's same path
+// (resourceVersion=0: its watch cache), plus REST and gRPC.
+func (b *bench) gets(ctx context.Context, eps []endpoint, fv endpoint, q fleetviewv1.QueryServiceClient, names []string) error {
+	var kube, api, rest, grpcD []time.Duration
+	rng := rand.New(rand.NewPCG(1, 2))
+	rv0 := url.Values{"resourceVersion": {"0"}}
+	for range b.cfg.gets {
+		ci, i := rng.IntN(b.cfg.clusters), rng.IntN(b.cfg.pods)
+		ns, name := benchdata.Namespace(i), benchdata.PodName(i)
+		path := "/api/v1/namespaces/" + ns + "/pods/" + name
+		s := time.Now()
+		if _, err := fv.fetch(ctx, "/clusters/"+names[ci]+path, nil); err != nil {
+			return err
+		}
+		kube = append(kube, time.Since(s))
+		s = time.Now()
+		if _, err := eps[ci].fetch(ctx, path, rv0); err != nil {
+			return err
+		}
+		api = append(api, time.Since(s))
+		s = time.Now()
+		if _, err := fv.fetch(ctx, "/v1/resources/core/v1/pods/"+name, url.Values{"namespace": {ns}, "cluster": {names[ci]}}); err != nil {
+			return err
+		}
+		rest = append(rest, time.Since(s))
+		s = time.Now()
+		if _, err := q.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: names[ci]}); err != nil {
+			return err
+		}
+		grpcD = append(grpcD, time.Since(s))
+	}
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.5}, {"p99", 0.99}} {
+		base := pct(api, p.q)
+		b.rows = append(b.rows,
+			row{name: fmt.Sprintf("(c) Get %s (%d gets), Kubernetes API `/clusters/{c}/api/v1/namespaces/{ns}/pods/{name}`", p.name, b.cfg.gets), fv: pct(kube, p.q), base: base, baseName: "owning apiserver"},
+			row{name: fmt.Sprintf("(c) Get %s, REST", p.name), fv: pct(rest, p.q), base: base, baseName: "owning apiserver"},
+			row{name: fmt.Sprintf("(c) Get %s, gRPC (default shape)", p.name), fv: pct(grpcD, p.q), base: base, baseName: "owning apiserver"})
+	}
+	return nil
+}
+
+func (b *bench) watches(ctx context.Context, q fleetviewv1.QueryServiceClient, fv endpoint, natsURL string, names []string) error {
+	for _, w := range []struct {
+		name, namespace string
+		open            opener
+	}{
+		{"Kubernetes API watch (`/api/v1/namespaces/{ns}/pods?watch=true&labelSelector=...`, HTTP/1.1 per watcher)", "bench-watch-kube", kubeWatcher(fv)},
+		{"gRPC Watch (default shape)", "bench-watch-grpc", grpcWatcher(q)},
+	} {
+		r, err := benchWatch(ctx, w.open, w.namespace, natsURL, names, b.cfg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+		b.rows = append(b.rows, row{name: fmt.Sprintf("(d) %d watchers, %s, %d events/s for %ds (flush %s): delivery p50 / p99, %d deliveries",
+			b.cfg.watchers, w.name, b.cfg.eventsPerSec, b.cfg.watchSeconds, flushLabel(b.cfg), r.delivered),
+			fvNote: fmt.Sprintf("%s / %s", r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond)), noRatio: true})
+	}
+	return nil
+}
+
+func ms(d time.Duration) string {
+	if d == 0 {
+		return ""
+	}
+	return d.Round(10 * time.Microsecond).String()
+}
+
+func (b *bench) print(w io.Writer) {
+	fmt.Fprintf(w, "\nTimes are to the last byte of the whole answer; \"decode\" is the client decoding it into typed Pods, the same decoder on both sides.\n\n")
+	fmt.Fprintf(w, "| measurement | fleetview | decode | baseline | baseline | decode | fleetview / baseline |\n|---|---|---|---|---|---|---|\n")
+	for _, r := range b.rows {
+		if r.noRatio {
+			fmt.Fprintf(w, "| %s | %s | | | | | |\n", r.name, r.fvNote)
+			continue
+		}
+		ratio := fmt.Sprintf("**%.2fx**", float64(r.fv)/float64(r.base))
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, ms(r.fv), ms(r.fvDecode), r.baseName, ms(r.base), ms(r.baseDecode), ratio)
+	}
+}

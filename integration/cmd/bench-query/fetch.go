@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// endpoint is one HTTP server answering Kubernetes list and get paths: a
+// member kube-apiserver (TLS, token) or fleetview (plain loopback), read
+// with the same code so only the servers differ.
+type endpoint struct {
+	base   string // scheme://host[:port][/prefix]
+	client *http.Client
+}
+
+func apiserverEndpoint(cfg *rest.Config) (endpoint, error) {
+	c := rest.CopyConfig(cfg)
+	// No gzip: on loopback it only costs the apiserver CPU, which would
+	// flatter fleetview (which does not compress).
+	c.DisableCompression = true
+	hc, err := rest.HTTPClientFor(c)
+	if err != nil {
+		return endpoint{}, err
+	}
+	return endpoint{base: c.Host, client: hc}, nil
+}
+
+func plainEndpoint(base string) endpoint {
+	return endpoint{base: base, client: &http.Client{Transport: &http.Transport{
+		DisableCompression: true, MaxIdleConnsPerHost: 64,
+		DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	}}}
+}
+
+// fetch GETs path and reads the whole body: the time it takes is the time
+// to the last byte.
+func (e endpoint) fetch(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	u := e.base + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %d %.300s", u, resp.StatusCode, b)
+	}
+	return b, nil
+}
+
+// listMeta reads the metadata of a Kubernetes list answer without reading
+// its items: both kube-apiserver and fleetview write metadata before
+// items, so paging costs neither side a decode of the page.
+func listMeta(b []byte) (metav1.ListMeta, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return metav1.ListMeta{}, fmt.Errorf("list answer is not an object: %.100s", b)
+	}
+	for d.More() {
+		k, err := d.Token()
+		if err != nil {
+			return metav1.ListMeta{}, err
+		}
+		if k == "metadata" {
+			var lm metav1.ListMeta
+			return lm, d.Decode(&lm)
+		}
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return metav1.ListMeta{}, err
+		}
+	}
+	return metav1.ListMeta{}, fmt.Errorf("list answer without metadata")
+}
+
+// listPages reads a whole list from e, paging by limit (0: one answer),
+// and returns the bodies.
+func (e endpoint) listPages(ctx context.Context, path, sel string, limit int64) ([][]byte, error) {
+	q := url.Values{}
+	if sel != "" {
+		q.Set("labelSelector", sel)
+	}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	var pages [][]byte
+	for {
+		b, err := e.fetch(ctx, path, q)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, b)
+		if limit == 0 {
+			return pages, nil
+		}
+		lm, err := listMeta(b)
+		if err != nil {
+			return nil, err
+		}
+		if lm.Continue == "" {
+			return pages, nil
+		}
+		q.Set("continue", lm.Continue)
+		q.Del("resourceVersion")
+	}
+}
+
+// fanoutRead lists from every apiserver in parallel with
+// resourceVersion=0 (their watch caches), each paging by limit.
+func fanoutRead(ctx context.Context, eps []endpoint, sel string, limit int64) ([][]byte, error) {
+	res := make([][][]byte, len(eps))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, e := range eps {
+		g.Go(func() error {
+			q := url.Values{"resourceVersion": {"0"}}
+			if sel != "" {
+				q.Set("labelSelector", sel)
+			}
+			if limit > 0 {
+				q.Set("limit", fmt.Sprint(limit))
+			}
+			for {
+				b, err := e.fetch(gctx, "/api/v1/pods", q)
+				if err != nil {
+					return err
+				}
+				res[i] = append(res[i], b)
+				if limit == 0 {
+					return nil
+				}
+				lm, err := listMeta(b)
+				if err != nil {
+					return err
+				}
+				if lm.Continue == "" {
+					return nil
+				}
+				q.Set("continue", lm.Continue)
+				q.Del("resourceVersion")
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var all [][]byte
+	for _, r := range res {
+		all = append(all, r...)
+	}
+	return all, nil
+}
+
+// decodePodLists decodes Kubernetes list answers into typed Pods, the same
+// way for either side, and returns how many items they held.
+func decodePodLists(bodies [][]byte) (int, error) {
+	n := 0
+	for _, b := range bodies {
+		var l corev1.PodList
+		if err := json.Unmarshal(b, &l); err != nil {
+			return 0, err
+		}
+		n += len(l.Items)
+	}
+	return n, nil
+}
+
+// decodeRESTPages decodes fleetview /v1 list answers into typed Pods.
+func decodeRESTPages(bodies [][]byte) (int, error) {
+	n := 0
+	for _, b := range bodies {
+		var l struct {
+			Items []corev1.Pod `json:"items"`
+		}
+		if err := json.Unmarshal(b, &l); err != nil {
+			return 0, err
+		}
+		n += len(l.Items)
+	}
+	return n, nil
+}
+
+// restPages reads a whole /v1 list, paging by limit (0: one answer).
+func restPages(ctx context.Context, e endpoint, sel string, limit int64) ([][]byte, error) {
+	var pages [][]byte
+	cont := ""
+	for {
+		q := url.Values{"labelSelector": {sel}, "limit": {fmt.Sprint(limit)}, "continue": {cont}}
+		b, err := e.fetch(ctx, "/v1/resources/core/v1/pods", q)
+		if err != nil {
+			return nil, err
+		}
+		pages = append(pages, b)
+		var page struct {
+			Continue string `json:"continue"`
+		}
+		// The /v1 answer puts continue after the items: this decode reads
+		// the page, which only this path pays.
+		if err := json.Unmarshal(b, &page); err != nil {
+			return nil, err
+		}
+		if page.Continue == "" {
+			return pages, nil
+		}
+		cont = page.Continue
+	}
+}
+
+// grpcPages reads a whole list over gRPC in the default (stored JSON)
+// shape, paging by limit.
+func grpcPages(ctx context.Context, q fleetviewv1.QueryServiceClient, sel string, limit int64) ([][]byte, error) {
+	var items [][]byte
+	cont := ""
+	for {
+		resp, err := q.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: sel, Limit: limit, Continue: cont})
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, resp.GetRawItems()...)
+		if cont = resp.GetContinue(); cont == "" {
+			return items, nil
+		}
+	}
+}
+
+// decodeItems decodes stored-JSON items into typed Pods.
+func decodeItems(items [][]byte) (int, error) {
+	for _, it := range items {
+		var p corev1.Pod
+		if err := json.Unmarshal(it, &p); err != nil {
+			return 0, err
+		}
+	}
+	return len(items), nil
+}
+
+func bodyBytes(bodies [][]byte) int {
+	n := 0
+	for _, b := range bodies {
+		n += len(b)
+	}
+	return n
+}
