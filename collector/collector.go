@@ -101,6 +101,10 @@ type Collector struct {
 	// orphansChecked is set once resources left in the stream by an earlier
 	// run, and wanted by no registry any more, have been removed.
 	orphansChecked bool
+	// reconciled is closed after the first reconcile: the first
+	// heartbeat waits for it (see heartbeat).
+	reconciled     chan struct{}
+	reconciledOnce sync.Once
 }
 
 // regResult is what this cluster does for one registry, for its status.
@@ -161,6 +165,7 @@ func New(cfg Config) (*Collector, error) {
 		m:          &metrics{},
 		kick:       make(chan struct{}, 1),
 		statusKick: make(chan struct{}, 1),
+		reconciled: make(chan struct{}),
 		running:    map[schema.GroupVersionResource]*runningSync{},
 		results:    map[string]regResult{},
 	}
@@ -364,6 +369,7 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 		if err := c.reconcile(ctx, regs); err != nil {
 			c.log.Error("reconcile failed", "err", err)
 		}
+		c.reconciledOnce.Do(func() { close(c.reconciled) })
 	}
 }
 
@@ -668,6 +674,18 @@ func (c *Collector) conditions(res regResult, refused map[schema.GroupVersionRes
 func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
 	t := time.NewTicker(c.cfg.HeartbeatInterval)
 	defer t.Stop()
+	// The first record waits for the first reconcile (at most one
+	// interval). Written before it, the record would list no resources
+	// and replace the previous run's, and the Kubernetes API, which
+	// serves the resources the inventory lists, would answer 404 for
+	// every cached resource until the next heartbeat: after a restart
+	// every informer would list again instead of resuming its watch.
+	select {
+	case <-c.reconciled:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	for {
 		ready, msg := true, ""
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -48,7 +48,7 @@ type Config struct {
 	// BookmarkInterval is the period of BOOKMARK events (default 10s).
 	BookmarkInterval time.Duration
 	// MaxResumeAge is the oldest resourceVersion a watch resumes from
-	// (default: the tombstone TTL less 10 minutes; older is 410).
+	// (default DefaultMaxResumeAge; older is 410).
 	MaxResumeAge time.Duration
 	// VersionWait is how long a List waits for the cache to reach a
 	// requested resourceVersion (default 3s, like Kubernetes).
@@ -66,6 +66,11 @@ type Config struct {
 	HTTPListener net.Listener
 	Logger       *slog.Logger
 }
+
+// DefaultMaxResumeAge is the oldest resourceVersion a watch resumes from
+// by default: the tombstone TTL less a margin, since a delete older than
+// the TTL may be gone from the stream a resumed watch replays.
+const DefaultMaxResumeAge = stream.DefaultTombstoneTTL - 10*time.Minute
 
 // Server serves gRPC and REST.
 type Server struct {
@@ -129,7 +134,7 @@ func (cfg *Config) setDefaults() {
 		cfg.BookmarkInterval = 10 * time.Second
 	}
 	if cfg.MaxResumeAge <= 0 {
-		cfg.MaxResumeAge = stream.DefaultTombstoneTTL - 10*time.Minute
+		cfg.MaxResumeAge = DefaultMaxResumeAge
 	}
 	if cfg.VersionWait <= 0 {
 		cfg.VersionWait = 3 * time.Second

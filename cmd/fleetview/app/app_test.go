@@ -26,6 +26,9 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"exposed NATS without a token", func(o *UpOptions) { o.NATSHost = "0.0.0.0" }, []string{"--nats-host 0.0.0.0 is not a loopback"}},
 		{"context not a cluster name", func(o *UpOptions) { o.Contexts = []string{"kind-Prod.EU"} }, []string{`--context "kind-Prod.EU"`}},
 		{"duplicate context", func(o *UpOptions) { o.Contexts = []string{"a", "a"} }, []string{`--context "a" given twice`}},
+		{"short resume window", func(o *UpOptions) { o.MaxResumeAge = time.Second }, nil},
+		{"negative resume window", func(o *UpOptions) { o.MaxResumeAge = -time.Second }, []string{"--max-resume-age -1s"}},
+		{"resume window beyond the tombstone TTL", func(o *UpOptions) { o.MaxResumeAge = 24 * time.Hour }, []string{"--max-resume-age 24h0m0s"}},
 		{"everything wrong at once", func(o *UpOptions) {
 			o.StateDir, o.GRPCAddr, o.HTTPAddr, o.Contexts = "", "nope", "also-nope", []string{"Bad"}
 		}, []string{"--state-dir", "--grpc-addr", "--http-addr", "--context"}},

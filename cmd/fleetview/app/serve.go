@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
@@ -40,8 +41,12 @@ type ServeOptions struct {
 	// KeepPageCache leaves the Badger value log's written pages in the
 	// page cache instead of dropping them once they are on disk.
 	KeepPageCache bool
-	OpenSearch    OpenSearchOptions
-	Auth          AuthOptions
+	// MaxResumeAge is the oldest resourceVersion a watch resumes from
+	// (0: queryapi.DefaultMaxResumeAge); an older one is 410 Expired and
+	// the client lists again.
+	MaxResumeAge time.Duration
+	OpenSearch   OpenSearchOptions
+	Auth         AuthOptions
 }
 
 // AddFlags registers the flags.
@@ -54,6 +59,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
+	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
 }
@@ -75,6 +81,9 @@ func (o *ServeOptions) Validate() []error {
 	}
 	if o.BatchSize < 0 {
 		errs = append(errs, fmt.Errorf("%w: --batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
+	}
+	if o.MaxResumeAge < 0 || o.MaxResumeAge > queryapi.DefaultMaxResumeAge {
+		errs = append(errs, fmt.Errorf("%w: --max-resume-age %s must be between 0 and %s: deletes older than the tombstone TTL may be gone from the streams", ErrInvalidOptions, o.MaxResumeAge, queryapi.DefaultMaxResumeAge))
 	}
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	return append(errs, o.OpenSearch.Validate()...)
@@ -157,6 +166,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
+		MaxResumeAge: o.MaxResumeAge,
 	})
 	return sv, err
 }

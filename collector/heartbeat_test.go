@@ -1,0 +1,120 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+)
+
+// fakeAPIServer serves discovery (core v1 with configmaps only), an empty
+// ConfigMap list and watches that stay open until the client leaves.
+func fakeAPIServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	reply := func(w http.ResponseWriter, body string) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, body)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/version":
+			reply(w, `{"major":"1","minor":"99","gitVersion":"v1.99.0"}`)
+		case "/api":
+			reply(w, `{"kind":"APIVersions","versions":["v1"],"serverAddressByClientCIDRs":[]}`)
+		case "/apis":
+			reply(w, `{"kind":"APIGroupList","apiVersion":"v1","groups":[]}`)
+		case "/api/v1":
+			reply(w, `{"kind":"APIResourceList","groupVersion":"v1","resources":[{"name":"configmaps","singularName":"configmap","namespaced":true,"kind":"ConfigMap","verbs":["get","list","watch"]}]}`)
+		case "/api/v1/configmaps":
+			if r.URL.Query().Get("watch") == "true" {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+				return
+			}
+			reply(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// TestFirstHeartbeatListsTheCachedResources: the Kubernetes API serves the
+// resources a cluster's inventory record lists, so the first record a
+// (re)started collector writes must already list what its registries
+// select. Written before the first reconcile it listed nothing, replaced
+// the previous run's record, and every cached resource was 404 until the
+// next heartbeat (10 s by default): after a restart of fleetview every
+// informer listed again instead of resuming its watch.
+func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
+	ctx := context.Background()
+	_, nc, js := natstest.Start(t, 0)
+	regs, err := regstore.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Decode([]byte(`{"apiVersion":"search.karmada.io/v1alpha1","kind":"ResourceRegistry","metadata":{"name":"cms"},
+		"spec":{"targetCluster":{"clusterNames":["m1"]},"resourceSelectors":[{"apiVersion":"v1","kind":"ConfigMap"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := regs.Apply(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Bucket(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := inv.Watch(ctx, "m1", jetstream.UpdatesOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+
+	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t).URL}, NATS: nc,
+		HeartbeatInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- col.Run(rctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+
+	var first *inventory.Cluster
+	select {
+	case e := <-w.Updates():
+		first = &inventory.Cluster{}
+		if err := json.Unmarshal(e.Value(), first); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no inventory record within 30s")
+	}
+	if !first.Ready || first.KubernetesVersion != "v1.99.0" {
+		t.Errorf("first record: ready %v, version %q", first.Ready, first.KubernetesVersion)
+	}
+	if len(first.Resources) != 1 || first.Resources[0].Resource != "configmaps" || first.Resources[0].Kind != "ConfigMap" || !first.Resources[0].Namespaced {
+		t.Fatalf("first record lists %+v, want configmaps (ConfigMap, namespaced)", first.Resources)
+	}
+}
