@@ -332,6 +332,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
 			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
+			ShortNames: r.ShortNames, Categories: r.Categories,
 		})
 		out.ObjectCount += r.ObjectCount
 	}

@@ -4,7 +4,10 @@
 //
 //   - discovery (/api, /apis, /api/v1, /apis/{group}/{version}, the
 //     aggregated apidiscovery.k8s.io/v2 documents, /version), listing
-//     exactly the resources the collectors report as cached;
+//     exactly the resources the collectors report as cached, with the union
+//     of the short names and categories their member clusters report
+//     (Kubernetes' own, from a table, when no cluster reports any: records
+//     of older collectors);
 //   - GET list, get and watch on the standard resource paths, with
 //     labelSelector, fieldSelector, limit/continue, resourceVersion,
 //     watch=true, allowWatchBookmarks, sendInitialEvents and timeoutSeconds;

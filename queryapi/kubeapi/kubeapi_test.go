@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -427,4 +428,119 @@ func TestWatchErrorsAndIdle(t *testing.T) {
 			t.Fatalf("body %q %v", b, err)
 		}
 	})
+}
+
+// fixedClusters answers ListClusters with the given inventory.
+type fixedClusters []*fleetviewv1.Cluster
+
+func (f fixedClusters) ListClusters(context.Context, *fleetviewv1.ListClustersRequest, ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
+	return &fleetviewv1.ListClustersResponse{Clusters: f}, nil
+}
+
+func TestDiscoveryNames(t *testing.T) {
+	res := func(g, r, k string, short, cats []string) *fleetviewv1.ResourceSyncState {
+		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: g, Version: "v1", Resource: r}, Kind: k,
+			Namespaced: true, ShortNames: short, Categories: cats}
+	}
+	inv := fixedClusters{
+		// member1's collector reports names; member2's predates them.
+		{Name: "member1", Resources: []*fleetviewv1.ResourceSyncState{
+			res("stable.example.com", "crontabs", "CronTab", []string{"ct"}, []string{"fvtest"}),
+			res("apps", "deployments", "Deployment", []string{"deploy"}, []string{"all"}),
+			res("", "configmaps", "ConfigMap", []string{"cm", "conf"}, nil),
+			res("example.com", "widgets", "Widget", nil, nil),
+		}},
+		{Name: "member2", Resources: []*fleetviewv1.ResourceSyncState{
+			res("stable.example.com", "crontabs", "CronTab", []string{"ctab", "ct"}, []string{"fvtest", "all"}),
+			res("apps", "deployments", "Deployment", nil, nil),
+			res("", "pods", "Pod", nil, nil),
+			res("", "configmaps", "ConfigMap", nil, nil),
+		}},
+	}
+	aggregated := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	get := func(t *testing.T, path, accept string) []byte {
+		t.Helper()
+		h := New(&fakeQuery{}, inv, nil)
+		r := httptest.NewRequest("GET", path, nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+		return w.Body.Bytes()
+	}
+	// names is "resource:short,names:categories" per resource, from the
+	// legacy document of each group/version or from the aggregated ones.
+	names := func(t *testing.T, prefix string, agg bool) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		add := func(r string, short, cats []string) {
+			out[r] = strings.Join(short, ",") + ":" + strings.Join(cats, ",")
+		}
+		if agg {
+			for _, root := range []string{"/api", "/apis"} {
+				var l apidiscoveryv2.APIGroupDiscoveryList
+				if err := json.Unmarshal(get(t, prefix+root, aggregated), &l); err != nil {
+					t.Fatal(err)
+				}
+				for _, g := range l.Items {
+					for _, v := range g.Versions {
+						for _, r := range v.Resources {
+							add(r.Resource, r.ShortNames, r.Categories)
+						}
+					}
+				}
+			}
+			return out
+		}
+		var groups metav1.APIGroupList
+		if err := json.Unmarshal(get(t, prefix+"/apis", ""), &groups); err != nil {
+			t.Fatal(err)
+		}
+		gvs := []string{"/api/v1"}
+		for _, g := range groups.Groups {
+			for _, v := range g.Versions {
+				gvs = append(gvs, "/apis/"+v.GroupVersion)
+			}
+		}
+		for _, gv := range gvs {
+			var l metav1.APIResourceList
+			if err := json.Unmarshal(get(t, prefix+gv, ""), &l); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range l.APIResources {
+				add(r.Name, r.ShortNames, r.Categories)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, prefix string
+		want         map[string]string
+	}{
+		{"fleet: the union of what clusters report, else Kubernetes' own", "", map[string]string{
+			"crontabs":    "ct,ctab:fvtest,all", // union, member1's order first
+			"deployments": "deploy:all",         // one reporting cluster is enough
+			"configmaps":  "cm,conf:",           // reported names replace the table's
+			"pods":        "po:all",             // no cluster reports any: the table
+			"widgets":     ":",                  // a custom resource without names
+		}},
+		{"member2's view: what member2 reports, else the table", "/clusters/member2", map[string]string{
+			"crontabs":    "ctab,ct:fvtest,all",
+			"deployments": "deploy:all",
+			"configmaps":  "cm:",
+			"pods":        "po:all",
+		}},
+	} {
+		for _, agg := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s (aggregated %v)", tc.name, agg), func(t *testing.T) {
+				if got := names(t, tc.prefix, agg); !maps.Equal(got, tc.want) {
+					t.Errorf("got  %v\nwant %v", got, tc.want)
+				}
+			})
+		}
+	}
 }

@@ -857,7 +857,14 @@ type ResourceSyncState struct {
 	SecretData bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
 	// The resource is namespaced in the member cluster (Kubernetes discovery
 	// needs it; cluster-scoped otherwise).
-	Namespaced    bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	Namespaced bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	// The short names the member cluster's discovery reports for the resource
+	// (kubectl get <short name>), in its order. Empty from collectors that
+	// predate the field.
+	ShortNames []string `protobuf:"bytes,10,rep,name=short_names,json=shortNames,proto3" json:"short_names,omitempty"`
+	// The categories the member cluster's discovery reports for the resource
+	// (kubectl get all).
+	Categories    []string `protobuf:"bytes,11,rep,name=categories,proto3" json:"categories,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +960,20 @@ func (x *ResourceSyncState) GetNamespaced() bool {
 		return x.Namespaced
 	}
 	return false
+}
+
+func (x *ResourceSyncState) GetShortNames() []string {
+	if x != nil {
+		return x.ShortNames
+	}
+	return nil
+}
+
+func (x *ResourceSyncState) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
 }
 
 type Cluster struct {
@@ -1620,7 +1641,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\xbc\x02\n" +
+	"\x15_remaining_item_count\"\xfd\x02\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1635,7 +1656,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"secretData\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\t \x01(\bR\n" +
-	"namespaced\"\x89\x05\n" +
+	"namespaced\x12\x1f\n" +
+	"\vshort_names\x18\n" +
+	" \x03(\tR\n" +
+	"shortNames\x12\x1e\n" +
+	"\n" +
+	"categories\x18\v \x03(\tR\n" +
+	"categories\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
