@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -261,6 +262,70 @@ func TestKubeAPI(t *testing.T) {
 		rows := tableRows(ok(t, "--context", "member1", "api-resources", "--categories", "fvtest"))
 		if len(rows) != 2 || strings.Join(rows[1], " ") != "crontabs ct stable.example.com/v1 true CronTab" {
 			t.Fatalf("member1's api-resources of category fvtest: %v", rows)
+		}
+	})
+	t.Run("resourceVersionMatch=Exact serves only the current state", func(t *testing.T) {
+		podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		client := func(path string) dynamic.NamespaceableResourceInterface {
+			dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dyn.Resource(podsGVR)
+		}
+		fleetPods, member1Pods := client("").Namespace("shop"), client("/clusters/member1").Namespace("shop")
+		names := func(l *unstructured.UnstructuredList) []string {
+			var out []string
+			for _, it := range l.Items {
+				out = append(out, it.GetAnnotations()["fleetview.io/cluster"]+"/"+it.GetName())
+			}
+			slices.Sort(out)
+			return out
+		}
+		l, err := fleetPods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact := metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+		again, err := fleetPods.List(ctx, exact)
+		if err != nil {
+			t.Fatalf("Exact with the list's own resourceVersion, nothing changed: %v", err)
+		}
+		if !slices.Equal(names(again), names(l)) {
+			t.Fatalf("Exact list %v, want %v", names(again), names(l))
+		}
+		// A change in member2 moves the fleet's state past the version.
+		must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "exact", "exact", ""), metav1.CreateOptions{}))
+		defer func() {
+			if err := c2.CoreV1().Pods("shop").Delete(ctx, "exact", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Error(err)
+			}
+			eventually(t, 30*time.Second, func() error { // later subtests expect member2 as it was
+				l, err := fleetPods.List(ctx, metav1.ListOptions{})
+				if err == nil && slices.Contains(names(l), "member2/exact") {
+					err = fmt.Errorf("member2/exact still cached")
+				}
+				return err
+			})
+		}()
+		eventually(t, 30*time.Second, func() error {
+			l, err := fleetPods.List(ctx, metav1.ListOptions{})
+			if err == nil && !slices.Contains(names(l), "member2/exact") {
+				err = fmt.Errorf("member2/exact not cached yet: %v", names(l))
+			}
+			return err
+		})
+		_, err = fleetPods.List(ctx, exact)
+		if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "keeps no history") || !strings.Contains(err.Error(), "NotOlderThan") {
+			t.Fatalf("Exact after a change: %v, want 410 Expired saying fleetview keeps no history", err)
+		}
+		// member1's state is still the version's: its view serves it.
+		m1, err := member1Pods.List(ctx, exact)
+		if err != nil {
+			t.Fatalf("Exact in member1's view, member1 unchanged: %v", err)
+		}
+		if got := names(m1); !slices.Equal(got, []string{"member1/db", "member1/web"}) {
+			t.Fatalf("member1's Exact list %v", got)
 		}
 	})
 	t.Run("delete is MethodNotAllowed", func(t *testing.T) {
@@ -522,7 +587,8 @@ func TestKubeAPI(t *testing.T) {
 			{"GET", "/api/v1/pods?limit=1&continue=garbage", 400, "BadRequest", "continue"},
 			{"GET", "/api/v1/pods?watch=true&resourceVersion=garbage", 400, "BadRequest", "resourceVersion"},
 			{"GET", "/api/v1/pods?watch=true&sendInitialEvents=true", 400, "BadRequest", "resourceVersionMatch"},
-			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=1", 400, "BadRequest", "resourceVersionMatch"},
+			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=0", 400, "BadRequest", "resourceVersionMatch"},
+			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=1", 400, "BadRequest", "resourceVersion"},
 			{"DELETE", "/api/v1/namespaces/shop/pods/db", 405, "MethodNotAllowed", "read-only"},
 			{"POST", "/api/v1/namespaces/shop/pods", 405, "MethodNotAllowed", "read-only"},
 			{"PATCH", "/apis/apps/v1/namespaces/shop/deployments/cart", 405, "MethodNotAllowed", "read-only"},

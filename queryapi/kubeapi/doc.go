@@ -9,8 +9,11 @@
 //     (Kubernetes' own, from a table, when no cluster reports any: records
 //     of older collectors);
 //   - GET list, get and watch on the standard resource paths, with
-//     labelSelector, fieldSelector, limit/continue, resourceVersion,
-//     watch=true, allowWatchBookmarks, sendInitialEvents and timeoutSeconds;
+//     labelSelector, fieldSelector, limit/continue, resourceVersion and
+//     resourceVersionMatch (NotOlderThan; Exact on lists, validated as
+//     Kubernetes does and served by the query service while the cache's
+//     state is that version), watch=true, allowWatchBookmarks,
+//     sendInitialEvents and timeoutSeconds;
 //   - meta.k8s.io/v1 Table output with a CLUSTER column first;
 //   - a per-cluster view under /clusters/{name}/ (unique namespace/name keys,
 //     for an informer per cluster) and the fleet view at the root, which

@@ -144,7 +144,12 @@ func TestStatusResponses(t *testing.T) {
 		{"bad watch", "GET", "/api/v1/pods?watch=maybe", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "watch"},
 		{"bad timeout", "GET", "/api/v1/pods?watch=1&timeoutSeconds=x", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "timeoutSeconds"},
 		{"initial events without match", "GET", "/api/v1/pods?watch=1&sendInitialEvents=true", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
-		{"exact match", "GET", "/api/v1/pods?resourceVersionMatch=Exact", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
+		{"exact without resourceVersion", "GET", "/api/v1/pods?resourceVersionMatch=Exact", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden unless resourceVersion is provided"},
+		{"exact with resourceVersion 0", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=0", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, `resourceVersionMatch "exact" is forbidden for resourceVersion "0"`},
+		{"exact with continue", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=rv1&continue=c1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden when continue is provided"},
+		{"exact watch", "GET", "/api/v1/pods?watch=1&resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "only NotOlderThan"},
+		{"unknown match", "GET", "/api/v1/pods?resourceVersionMatch=Newest&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "must be Exact or NotOlderThan"},
+		{"exact moved past", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{listErr: status.Error(codes.OutOfRange, "resourceVersion \"rv1\" ... keeps no history")}, 410, metav1.StatusReasonExpired, "keeps no history"},
 		{"delete", "DELETE", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"create", "POST", "/clusters/member1/apis/apps/v1/namespaces/shop/deployments", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"patch", "PATCH", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
@@ -251,6 +256,12 @@ func TestList(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"remainingItemCount":7`) {
 		t.Fatalf("remainingItemCount is not a number: %s", b)
+	}
+	for _, m := range []string{"Exact", "NotOlderThan", ""} {
+		resp, b = serve(t, q, "GET", "/api/v1/pods?resourceVersion=rv0&limit=1&resourceVersionMatch="+m, "")
+		if resp.StatusCode != 200 || q.lastL.GetResourceVersionMatch() != m || q.lastL.GetResourceVersion() != "rv0" {
+			t.Fatalf("resourceVersionMatch=%s: %d %s, request %v", m, resp.StatusCode, b, q.lastL)
+		}
 	}
 }
 

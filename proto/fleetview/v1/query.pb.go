@@ -211,9 +211,17 @@ type ListRequest struct {
 	// Return the objects as their stored JSON in raw_items instead of items:
 	// no Struct conversion on either side, for clients that decode JSON
 	// themselves (REST list answers are always served this way).
-	Raw           bool `protobuf:"varint,12,opt,name=raw,proto3" json:"raw,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Raw bool `protobuf:"varint,12,opt,name=raw,proto3" json:"raw,omitempty"`
+	// How resource_version applies (Kubernetes resourceVersionMatch):
+	// "" or "NotOlderThan", a state at least that new; "Exact", exactly that
+	// state, which needs a resource_version other than "" and "0" and no
+	// continue. fleetview keeps no history: an exact list is served only while
+	// the cache's state in the selected clusters is the version's (after
+	// waiting, as for NotOlderThan, when it is newer), and is OUT_OF_RANGE/410
+	// Expired once the state has moved past it.
+	ResourceVersionMatch string `protobuf:"bytes,20,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -328,6 +336,13 @@ func (x *ListRequest) GetRaw() bool {
 		return x.Raw
 	}
 	return false
+}
+
+func (x *ListRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
 }
 
 type WatchRequest struct {
@@ -1584,7 +1599,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
-	"raw_object\x18\x03 \x01(\fR\trawObject\"\xfb\x02\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\"\xb1\x03\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1598,7 +1613,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x10cluster_selector\x18\n" +
 	" \x01(\tR\x0fclusterSelector\x12)\n" +
 	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\x12\x10\n" +
-	"\x03raw\x18\f \x01(\bR\x03raw\"\x91\x03\n" +
+	"\x03raw\x18\f \x01(\bR\x03raw\x124\n" +
+	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatch\"\x91\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
