@@ -85,15 +85,19 @@ type Collector struct {
 	dyn  dynamic.Interface
 	kube kubernetes.Interface
 	disc discovery.DiscoveryInterface
-	rm   *restmapper.DeferredDiscoveryRESTMapper
-	m    *metrics
+	// cached is the discovery cache behind rm: RESTMapping fills it, and
+	// the short names and categories of wanted resources are read from it.
+	cached discovery.CachedDiscoveryInterface
+	rm     *restmapper.DeferredDiscoveryRESTMapper
+	m      *metrics
 
 	kick        chan struct{} // reconcile now (cluster info or served APIs changed)
 	statusKick  chan struct{} // registry status may need a write
 	mu          sync.Mutex
 	running     map[schema.GroupVersionResource]*runningSync
 	skipped     []inventory.ResourceState
-	results     map[string]regResult // registry name -> what this cluster does for it
+	names       map[schema.GroupVersionResource]apiNames // of the wanted resources, as last discovered
+	results     map[string]regResult                     // registry name -> what this cluster does for it
 	version     string
 	served      []string
 	info        registry.ClusterInfo
@@ -159,9 +163,11 @@ func New(cfg Config) (*Collector, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
 	}
+	cached := memory.NewMemCacheClient(kube.Discovery())
 	c := &Collector{
 		cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster), dyn: dyn, kube: kube, disc: kube.Discovery(),
-		rm:         restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(kube.Discovery())),
+		cached:     cached,
+		rm:         restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		m:          &metrics{},
 		kick:       make(chan struct{}, 1),
 		statusKick: make(chan struct{}, 1),
@@ -410,6 +416,7 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 			}
 			w := out[m.Resource]
 			w.gvr, w.kind = m.Resource, gvk.Kind
+			w.names = discoveryNames(c.cached, m.Resource)
 			w.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
 			w.keepSecretData = w.keepSecretData || r.Spec.IncludeSecretData
 			scope := "all namespaces"
@@ -444,6 +451,26 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 	return out, skipped, results, nil
 }
 
+// discoveryNames are the short names and categories disc reports for gvr.
+// They are read from the discovery cache RESTMapping has just filled, so
+// they are as fresh as the mapping: an edit of a CRD's short names shows
+// when that cache is next refreshed (while a skipped resource is rechecked,
+// or at a restart), and never restarts a sync.
+// A discovery error leaves them empty (the query API then falls back to its
+// table of Kubernetes' own), since they only help clients name the resource.
+func discoveryNames(disc discovery.DiscoveryInterface, gvr schema.GroupVersionResource) apiNames {
+	l, err := disc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if err != nil || l == nil {
+		return apiNames{}
+	}
+	for _, r := range l.APIResources {
+		if r.Name == gvr.Resource {
+			return apiNames{shortNames: slices.Clone(r.ShortNames), categories: slices.Clone(r.Categories)}
+		}
+	}
+	return apiNames{}
+}
+
 func describeGVR(gvr schema.GroupVersionResource) string {
 	if gvr.Group == "" {
 		return gvr.Resource + "/" + gvr.Version
@@ -464,6 +491,10 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 	c.mu.Lock()
 	c.skipped = skipped
 	c.results = results
+	c.names = map[schema.GroupVersionResource]apiNames{}
+	for gvr, w := range wanted {
+		c.names[gvr] = w.names
+	}
 	var stop []*runningSync
 	var removed []want
 	for gvr, r := range c.running {
@@ -825,8 +856,10 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	}
 	for _, r := range c.running {
 		w := r.rs.w
+		names := c.names[w.gvr]
 		st := inventory.ResourceState{
 			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind, Namespaced: w.namespaced,
+			ShortNames: names.shortNames, Categories: names.categories,
 			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.count.Load(),
 			SecretData: w.keepsData(),
 		}

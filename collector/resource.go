@@ -35,6 +35,16 @@ type want struct {
 	// namespaces is nil for all namespaces, else the sorted set to watch.
 	namespaces     []string
 	keepSecretData bool
+	// names are the short names and categories the member's discovery
+	// reports; they only describe the resource, so equal ignores them (an
+	// edited short name must not restart, and relist, the sync).
+	names apiNames
+}
+
+// apiNames are the short names and categories of a resource in the
+// member's discovery, reported in the inventory.
+type apiNames struct {
+	shortNames, categories []string
 }
 
 func (w want) equal(o want) bool {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
+	"github.com/fleetview/fleetview/integration/harness"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -64,13 +66,18 @@ func TestKubeAPI(t *testing.T) {
 	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
 	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "api", "api", "node-a"), metav1.CreateOptions{}))
 	must(c1.AppsV1().Deployments("shop").Create(ctx, deployment("shop", "cart"), metav1.CreateOptions{}))
+	// A custom resource with short names and a category; member2's CRD has
+	// one short name more, so discovery offers the union.
+	installCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
+	installCronTabs(t, ctx, fleet.Cluster("member2"), []string{"ct", "ctab"}, "hourly")
 
 	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
 	defer fv.stop(t)
 	reg, err := structpb.NewStruct(map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
-			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"}}},
+			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},
+				map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab"}}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -225,10 +232,100 @@ func TestKubeAPI(t *testing.T) {
 		for _, r := range rows[1:] {
 			got = append(got, strings.Join(r, " "))
 		}
-		want := []string{"deployments deploy apps/v1 true Deployment", "pods po v1 true Pod"}
+		want := []string{"crontabs ct,ctab stable.example.com/v1 true CronTab", "deployments deploy apps/v1 true Deployment", "pods po v1 true Pod"}
 		slices.Sort(got)
 		if !slices.Equal(got, want) {
 			t.Fatalf("api-resources: %v, want %v\n%s", got, want, out)
+		}
+	})
+	t.Run("short names and categories are the members'", func(t *testing.T) {
+		for _, name := range []string{"ct", "ctab", "crontab"} {
+			got := rowsOf(t, ok(t, "get", name, "-A"), "NAMESPACE", "CLUSTER", "NAME")
+			if want := []string{"member1/shop/nightly", "member2/shop/hourly"}; !slices.Equal(got, want) {
+				t.Fatalf("get %s -A: %v, want %v", name, got, want)
+			}
+		}
+		// The category of the CRD, and Kubernetes' own "all".
+		names := func(args ...string) []string {
+			t.Helper()
+			got := strings.Fields(ok(t, append([]string{"get", "-A", "-o", "name"}, args...)...))
+			slices.Sort(got)
+			return slices.Compact(got)
+		}
+		if got, want := names("fvtest"), []string{"crontab.stable.example.com/hourly", "crontab.stable.example.com/nightly"}; !slices.Equal(got, want) {
+			t.Fatalf("get fvtest: %v, want %v", got, want)
+		}
+		if got, want := names("all"), []string{"deployment.apps/cart", "pod/api", "pod/db", "pod/web"}; !slices.Equal(got, want) {
+			t.Fatalf("get all: %v, want %v", got, want)
+		}
+		// The per-cluster view offers what that cluster reports.
+		rows := tableRows(ok(t, "--context", "member1", "api-resources", "--categories", "fvtest"))
+		if len(rows) != 2 || strings.Join(rows[1], " ") != "crontabs ct stable.example.com/v1 true CronTab" {
+			t.Fatalf("member1's api-resources of category fvtest: %v", rows)
+		}
+	})
+	t.Run("resourceVersionMatch=Exact serves only the current state", func(t *testing.T) {
+		podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+		client := func(path string) dynamic.NamespaceableResourceInterface {
+			dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + path})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return dyn.Resource(podsGVR)
+		}
+		fleetPods, member1Pods := client("").Namespace("shop"), client("/clusters/member1").Namespace("shop")
+		names := func(l *unstructured.UnstructuredList) []string {
+			var out []string
+			for _, it := range l.Items {
+				out = append(out, it.GetAnnotations()["fleetview.io/cluster"]+"/"+it.GetName())
+			}
+			slices.Sort(out)
+			return out
+		}
+		l, err := fleetPods.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact := metav1.ListOptions{ResourceVersion: l.GetResourceVersion(), ResourceVersionMatch: metav1.ResourceVersionMatchExact}
+		again, err := fleetPods.List(ctx, exact)
+		if err != nil {
+			t.Fatalf("Exact with the list's own resourceVersion, nothing changed: %v", err)
+		}
+		if !slices.Equal(names(again), names(l)) {
+			t.Fatalf("Exact list %v, want %v", names(again), names(l))
+		}
+		// A change in member2 moves the fleet's state past the version.
+		must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "exact", "exact", ""), metav1.CreateOptions{}))
+		defer func() {
+			if err := c2.CoreV1().Pods("shop").Delete(ctx, "exact", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Error(err)
+			}
+			eventually(t, 30*time.Second, func() error { // later subtests expect member2 as it was
+				l, err := fleetPods.List(ctx, metav1.ListOptions{})
+				if err == nil && slices.Contains(names(l), "member2/exact") {
+					err = fmt.Errorf("member2/exact still cached")
+				}
+				return err
+			})
+		}()
+		eventually(t, 30*time.Second, func() error {
+			l, err := fleetPods.List(ctx, metav1.ListOptions{})
+			if err == nil && !slices.Contains(names(l), "member2/exact") {
+				err = fmt.Errorf("member2/exact not cached yet: %v", names(l))
+			}
+			return err
+		})
+		_, err = fleetPods.List(ctx, exact)
+		if !apierrors.IsResourceExpired(err) || !strings.Contains(err.Error(), "keeps no history") || !strings.Contains(err.Error(), "NotOlderThan") {
+			t.Fatalf("Exact after a change: %v, want 410 Expired saying fleetview keeps no history", err)
+		}
+		// member1's state is still the version's: its view serves it.
+		m1, err := member1Pods.List(ctx, exact)
+		if err != nil {
+			t.Fatalf("Exact in member1's view, member1 unchanged: %v", err)
+		}
+		if got := names(m1); !slices.Equal(got, []string{"member1/db", "member1/web"}) {
+			t.Fatalf("member1's Exact list %v", got)
 		}
 	})
 	t.Run("delete is MethodNotAllowed", func(t *testing.T) {
@@ -490,7 +587,8 @@ func TestKubeAPI(t *testing.T) {
 			{"GET", "/api/v1/pods?limit=1&continue=garbage", 400, "BadRequest", "continue"},
 			{"GET", "/api/v1/pods?watch=true&resourceVersion=garbage", 400, "BadRequest", "resourceVersion"},
 			{"GET", "/api/v1/pods?watch=true&sendInitialEvents=true", 400, "BadRequest", "resourceVersionMatch"},
-			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=1", 400, "BadRequest", "resourceVersionMatch"},
+			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=0", 400, "BadRequest", "resourceVersionMatch"},
+			{"GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=1", 400, "BadRequest", "resourceVersion"},
 			{"DELETE", "/api/v1/namespaces/shop/pods/db", 405, "MethodNotAllowed", "read-only"},
 			{"POST", "/api/v1/namespaces/shop/pods", 405, "MethodNotAllowed", "read-only"},
 			{"PATCH", "/apis/apps/v1/namespaces/shop/deployments/cart", 405, "MethodNotAllowed", "read-only"},
@@ -514,5 +612,35 @@ func TestKubeAPI(t *testing.T) {
 				t.Errorf("%s %s: %d %s, want %d %s mentioning %q", tc.method, tc.path, resp.StatusCode, b, tc.code, tc.reason, tc.mentions)
 			}
 		}
+	})
+}
+
+var cronTabsGVR = schema.GroupVersionResource{Group: "stable.example.com", Version: "v1", Resource: "crontabs"}
+
+// installCronTabs installs the CronTab CRD (with the given short names and
+// the category fvtest) in c and creates one CronTab, name, in namespace shop.
+func installCronTabs(t *testing.T, ctx context.Context, c *harness.Cluster, shortNames []string, name string) {
+	t.Helper()
+	var sn []any
+	for _, n := range shortNames {
+		sn = append(sn, n)
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "crontabs.stable.example.com"},
+		"spec": map[string]any{"group": "stable.example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList",
+				"shortNames": sn, "categories": []any{"fvtest"}},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+	}}
+	if _, err := c.Dynamic().Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+		"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"cronSpec": "* * * * */5"}}}
+	eventually(t, 60*time.Second, func() error { // until the CRD is established
+		_, err := c.Dynamic().Resource(cronTabsGVR).Namespace("shop").Create(ctx, ct, metav1.CreateOptions{})
+		return err
 	})
 }

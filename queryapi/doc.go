@@ -16,7 +16,10 @@
 //     first page's read transaction is held, bounded in time and count);
 //     a continue token whose snapshot is gone is 410 Expired.
 //   - List with a resourceVersion waits (VersionWait) until the backend has
-//     applied it, else 504 Timeout, like Kubernetes.
+//     applied it, else 504 Timeout, like Kubernetes. With
+//     resourceVersionMatch=Exact (exact.go) the state of the selected
+//     clusters must then be exactly the version's: no history is kept, so
+//     a state that has moved past it is 410 Expired.
 //   - Watch: a Hub fed by the materializer's Observer fans committed batches
 //     out; a watch first subscribes, then (when resuming) replays each
 //     cluster stream from its resourceVersion through the committed

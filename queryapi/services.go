@@ -212,6 +212,11 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	if req.GetLimit() < 0 {
 		return nil, fmt.Errorf("%w: limit must not be negative", query.ErrInvalid)
 	}
+	exact, err := exactMatch(req)
+	if err != nil {
+		return nil, err
+	}
+	var want query.Version // with exact: the state to serve, in the selected clusters
 	if rv := req.GetResourceVersion(); rv != "" && rv != "0" {
 		if req.GetContinue() != "" {
 			return nil, fmt.Errorf("%w: resourceVersion and continue are exclusive (the continue token pins its snapshot)", query.ErrInvalid)
@@ -220,7 +225,13 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		if err != nil {
 			return nil, err
 		}
-		if err := q.awaitVersion(ctx, t.Seqs); err != nil {
+		if exact {
+			want = t.Seqs.Clone()
+			want.Keep(f.clusters)
+			if err := q.awaitExact(ctx, rv, want, f.clusters); err != nil {
+				return nil, err
+			}
+		} else if err := q.awaitVersion(ctx, t.Seqs); err != nil {
 			return nil, err
 		}
 	}
@@ -234,6 +245,14 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err
+	}
+	if exact {
+		// The snapshot is the truth: the state may have moved since.
+		have := page.Version.Clone()
+		have.Keep(f.clusters)
+		if err := exactState(req.GetResourceVersion(), want, have); err != nil {
+			return nil, err
+		}
 	}
 	resp := &fleetviewv1.ListResponse{
 		ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()),
@@ -334,6 +353,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
 			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
+			ShortNames: r.ShortNames, Categories: r.Categories,
 		})
 		out.ObjectCount += r.ObjectCount
 	}

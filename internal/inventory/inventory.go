@@ -50,7 +50,13 @@ type ResourceState struct {
 	Kind     string `json:"kind"`
 	// Namespaced is the resource's scope in the member cluster, for the
 	// Kubernetes discovery documents the query API serves.
-	Namespaced  bool     `json:"namespaced,omitempty"`
+	Namespaced bool `json:"namespaced,omitempty"`
+	// ShortNames and Categories are what the member cluster's discovery
+	// reports for the resource (metav1.APIResource), in its order, so the
+	// query API's discovery offers the member's short names and categories.
+	// Records written by older collectors have neither.
+	ShortNames  []string `json:"shortNames,omitempty"`
+	Categories  []string `json:"categories,omitempty"`
 	Namespaces  []string `json:"namespaces,omitempty"`
 	Synced      bool     `json:"synced"`
 	ObjectCount int64    `json:"objectCount"`

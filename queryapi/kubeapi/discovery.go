@@ -18,23 +18,49 @@ import (
 // clients fetch each group/version.
 const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
-// shortNames are the short names of Kubernetes' built-in resources.
-// Collectors do not report member discovery's short names yet, so custom
-// resources have none here.
-var shortNames = map[schema.GroupResource][]string{
-	{Resource: "pods"}: {"po"}, {Resource: "services"}: {"svc"}, {Resource: "configmaps"}: {"cm"},
-	{Resource: "namespaces"}: {"ns"}, {Resource: "nodes"}: {"no"}, {Resource: "endpoints"}: {"ep"},
-	{Resource: "events"}: {"ev"}, {Resource: "serviceaccounts"}: {"sa"}, {Resource: "persistentvolumes"}: {"pv"},
-	{Resource: "persistentvolumeclaims"}: {"pvc"}, {Resource: "replicationcontrollers"}: {"rc"},
-	{Resource: "resourcequotas"}: {"quota"}, {Resource: "limitranges"}: {"limits"},
-	{Group: "apps", Resource: "deployments"}: {"deploy"}, {Group: "apps", Resource: "replicasets"}: {"rs"},
-	{Group: "apps", Resource: "daemonsets"}: {"ds"}, {Group: "apps", Resource: "statefulsets"}: {"sts"},
-	{Group: "batch", Resource: "cronjobs"}: {"cj"}, {Group: "networking.k8s.io", Resource: "ingresses"}: {"ing"},
-	{Group: "networking.k8s.io", Resource: "networkpolicies"}: {"netpol"},
-	{Group: "policy", Resource: "poddisruptionbudgets"}:       {"pdb"}, {Group: "storage.k8s.io", Resource: "storageclasses"}: {"sc"},
-	{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:           {"hpa"},
-	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {"crd", "crds"},
-	{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:              {"pc"},
+// builtinNames are the short names and categories of Kubernetes' own
+// resources, as a kube-apiserver reports them. Discovery offers them for a
+// resource no cluster reports any for: inventories written by collectors
+// that predate reporting them.
+var builtinNames = map[schema.GroupResource]apiNames{
+	{Resource: "pods"}:                                                     {short: []string{"po"}, categories: categoryAll},
+	{Resource: "services"}:                                                 {short: []string{"svc"}, categories: categoryAll},
+	{Resource: "replicationcontrollers"}:                                   {short: []string{"rc"}, categories: categoryAll},
+	{Resource: "configmaps"}:                                               {short: []string{"cm"}},
+	{Resource: "namespaces"}:                                               {short: []string{"ns"}},
+	{Resource: "nodes"}:                                                    {short: []string{"no"}},
+	{Resource: "endpoints"}:                                                {short: []string{"ep"}},
+	{Resource: "events"}:                                                   {short: []string{"ev"}},
+	{Resource: "serviceaccounts"}:                                          {short: []string{"sa"}},
+	{Resource: "persistentvolumes"}:                                        {short: []string{"pv"}},
+	{Resource: "persistentvolumeclaims"}:                                   {short: []string{"pvc"}},
+	{Resource: "resourcequotas"}:                                           {short: []string{"quota"}},
+	{Resource: "limitranges"}:                                              {short: []string{"limits"}},
+	{Group: "apps", Resource: "deployments"}:                               {short: []string{"deploy"}, categories: categoryAll},
+	{Group: "apps", Resource: "replicasets"}:                               {short: []string{"rs"}, categories: categoryAll},
+	{Group: "apps", Resource: "daemonsets"}:                                {short: []string{"ds"}, categories: categoryAll},
+	{Group: "apps", Resource: "statefulsets"}:                              {short: []string{"sts"}, categories: categoryAll},
+	{Group: "batch", Resource: "cronjobs"}:                                 {short: []string{"cj"}, categories: categoryAll},
+	{Group: "batch", Resource: "jobs"}:                                     {categories: categoryAll},
+	{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:           {short: []string{"hpa"}, categories: categoryAll},
+	{Group: "networking.k8s.io", Resource: "ingresses"}:                    {short: []string{"ing"}},
+	{Group: "networking.k8s.io", Resource: "networkpolicies"}:              {short: []string{"netpol"}},
+	{Group: "networking.k8s.io", Resource: "ipaddresses"}:                  {short: []string{"ip"}},
+	{Group: "policy", Resource: "poddisruptionbudgets"}:                    {short: []string{"pdb"}},
+	{Group: "storage.k8s.io", Resource: "storageclasses"}:                  {short: []string{"sc"}},
+	{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:         {short: []string{"vac"}},
+	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {short: []string{"csr"}},
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {short: []string{"crd", "crds"}},
+	{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:              {short: []string{"pc"}},
+}
+
+// categoryAll is the category `kubectl get all` expands.
+var categoryAll = []string{"all"}
+
+// apiNames are the short names and categories discovery lists for a
+// resource.
+type apiNames struct {
+	short, categories []string
 }
 
 // readVerbs are the only verbs fleetview serves.
@@ -126,7 +152,7 @@ func (h *Handler) serveDiscoveryRoot(ctx context.Context, w http.ResponseWriter,
 					vd.Resources = append(vd.Resources, apidiscoveryv2.APIResourceDiscovery{
 						Resource: c.gvr.Resource, ResponseKind: &metav1.GroupVersionKind{Group: g, Version: v, Kind: c.kind},
 						Scope: scope, SingularResource: strings.ToLower(c.kind), Verbs: readVerbs,
-						ShortNames: shortNames[c.gvr.GroupResource()],
+						ShortNames: c.names.short, Categories: c.names.categories,
 					})
 				}
 				d.Versions = append(d.Versions, vd)
@@ -195,7 +221,7 @@ func (h *Handler) serveResourceList(ctx context.Context, w http.ResponseWriter, 
 	for _, c := range rs {
 		list.APIResources = append(list.APIResources, metav1.APIResource{
 			Name: c.gvr.Resource, SingularName: strings.ToLower(c.kind), Namespaced: c.namespaced, Kind: c.kind,
-			Verbs: readVerbs, ShortNames: shortNames[c.gvr.GroupResource()],
+			Verbs: readVerbs, ShortNames: c.names.short, Categories: c.names.categories,
 		})
 	}
 	writeJSON(w, http.StatusOK, "application/json", list)

@@ -4,10 +4,16 @@
 //
 //   - discovery (/api, /apis, /api/v1, /apis/{group}/{version}, the
 //     aggregated apidiscovery.k8s.io/v2 documents, /version), listing
-//     exactly the resources the collectors report as cached;
+//     exactly the resources the collectors report as cached, with the union
+//     of the short names and categories their member clusters report
+//     (Kubernetes' own, from a table, when no cluster reports any: records
+//     of older collectors);
 //   - GET list, get and watch on the standard resource paths, with
-//     labelSelector, fieldSelector, limit/continue, resourceVersion,
-//     watch=true, allowWatchBookmarks, sendInitialEvents and timeoutSeconds;
+//     labelSelector, fieldSelector, limit/continue, resourceVersion and
+//     resourceVersionMatch (NotOlderThan; Exact on lists, validated as
+//     Kubernetes does and served by the query service while the cache's
+//     state is that version), watch=true, allowWatchBookmarks,
+//     sendInitialEvents and timeoutSeconds;
 //   - meta.k8s.io/v1 Table output with a CLUSTER column first;
 //   - a per-cluster view under /clusters/{name}/ (unique namespace/name keys,
 //     for an informer per cluster) and the fleet view at the root, which

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -178,16 +179,21 @@ type cached struct {
 	gvr        schema.GroupVersionResource
 	kind       string
 	namespaced bool
+	// names are the short names and categories discovery lists.
+	names apiNames
 }
 
 // catalog reads which resources are cached (in cluster, or anywhere),
-// from the inventory the collectors maintain.
+// from the inventory the collectors maintain. A resource's short names and
+// categories are the union of what its clusters report, in the order they
+// report them (clusters by name); a resource no cluster reports any for
+// (inventories of older collectors) gets those of builtinNames.
 func (h *Handler) catalog(ctx context.Context, cluster string) ([]cached, []*fleetviewv1.Cluster, error) {
 	all, err := h.listClusters(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	seen := map[schema.GroupVersionResource]bool{}
+	at := map[schema.GroupVersionResource]int{}
 	var out []cached
 	var cls []*fleetviewv1.Cluster
 	for _, c := range all {
@@ -201,15 +207,37 @@ func (h *Handler) catalog(ctx context.Context, cluster string) ([]cached, []*fle
 				continue // not served by that cluster
 			}
 			gvr := schema.GroupVersionResource{Group: g.GetGroup(), Version: g.GetVersion(), Resource: g.GetResource()}
-			if seen[gvr] {
-				continue
+			i, ok := at[gvr]
+			if !ok {
+				i = len(out)
+				at[gvr] = i
+				out = append(out, cached{gvr: gvr, kind: r.GetKind(), namespaced: r.GetNamespaced()})
 			}
-			seen[gvr] = true
-			out = append(out, cached{gvr: gvr, kind: r.GetKind(), namespaced: r.GetNamespaced()})
+			out[i].names.short = union(out[i].names.short, r.GetShortNames())
+			out[i].names.categories = union(out[i].names.categories, r.GetCategories())
+		}
+	}
+	for i := range out {
+		b := builtinNames[out[i].gvr.GroupResource()]
+		if len(out[i].names.short) == 0 {
+			out[i].names.short = b.short
+		}
+		if len(out[i].names.categories) == 0 {
+			out[i].names.categories = b.categories
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].gvr.String() < out[j].gvr.String() })
 	return out, cls, nil
+}
+
+// union appends to a the elements of b it lacks.
+func union(a, b []string) []string {
+	for _, s := range b {
+		if !slices.Contains(a, s) {
+			a = append(a, s)
+		}
+	}
+	return a
 }
 
 func (h *Handler) lookup(ctx context.Context, req *request) (cached, error) {

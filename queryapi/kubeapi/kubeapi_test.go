@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -145,7 +146,12 @@ func TestStatusResponses(t *testing.T) {
 		{"bad watch", "GET", "/api/v1/pods?watch=maybe", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "watch"},
 		{"bad timeout", "GET", "/api/v1/pods?watch=1&timeoutSeconds=x", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "timeoutSeconds"},
 		{"initial events without match", "GET", "/api/v1/pods?watch=1&sendInitialEvents=true", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
-		{"exact match", "GET", "/api/v1/pods?resourceVersionMatch=Exact", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch"},
+		{"exact without resourceVersion", "GET", "/api/v1/pods?resourceVersionMatch=Exact", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden unless resourceVersion is provided"},
+		{"exact with resourceVersion 0", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=0", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, `resourceVersionMatch "exact" is forbidden for resourceVersion "0"`},
+		{"exact with continue", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=rv1&continue=c1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "resourceVersionMatch is forbidden when continue is provided"},
+		{"exact watch", "GET", "/api/v1/pods?watch=1&resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "only NotOlderThan"},
+		{"unknown match", "GET", "/api/v1/pods?resourceVersionMatch=Newest&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "must be Exact or NotOlderThan"},
+		{"exact moved past", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{listErr: status.Error(codes.OutOfRange, "resourceVersion \"rv1\" ... keeps no history")}, 410, metav1.StatusReasonExpired, "keeps no history"},
 		{"delete", "DELETE", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"create", "POST", "/clusters/member1/apis/apps/v1/namespaces/shop/deployments", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"patch", "PATCH", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
@@ -252,6 +258,12 @@ func TestList(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"remainingItemCount":7`) {
 		t.Fatalf("remainingItemCount is not a number: %s", b)
+	}
+	for _, m := range []string{"Exact", "NotOlderThan", ""} {
+		resp, b = serve(t, q, "GET", "/api/v1/pods?resourceVersion=rv0&limit=1&resourceVersionMatch="+m, "")
+		if resp.StatusCode != 200 || q.lastL.GetResourceVersionMatch() != m || q.lastL.GetResourceVersion() != "rv0" {
+			t.Fatalf("resourceVersionMatch=%s: %d %s, request %v", m, resp.StatusCode, b, q.lastL)
+		}
 	}
 }
 
@@ -477,5 +489,120 @@ func TestAppendWatchObject(t *testing.T) {
 				t.Fatalf("got %v\nwant %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// fixedClusters answers ListClusters with the given inventory.
+type fixedClusters []*fleetviewv1.Cluster
+
+func (f fixedClusters) ListClusters(context.Context, *fleetviewv1.ListClustersRequest, ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
+	return &fleetviewv1.ListClustersResponse{Clusters: f}, nil
+}
+
+func TestDiscoveryNames(t *testing.T) {
+	res := func(g, r, k string, short, cats []string) *fleetviewv1.ResourceSyncState {
+		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: g, Version: "v1", Resource: r}, Kind: k,
+			Namespaced: true, ShortNames: short, Categories: cats}
+	}
+	inv := fixedClusters{
+		// member1's collector reports names; member2's predates them.
+		{Name: "member1", Resources: []*fleetviewv1.ResourceSyncState{
+			res("stable.example.com", "crontabs", "CronTab", []string{"ct"}, []string{"fvtest"}),
+			res("apps", "deployments", "Deployment", []string{"deploy"}, []string{"all"}),
+			res("", "configmaps", "ConfigMap", []string{"cm", "conf"}, nil),
+			res("example.com", "widgets", "Widget", nil, nil),
+		}},
+		{Name: "member2", Resources: []*fleetviewv1.ResourceSyncState{
+			res("stable.example.com", "crontabs", "CronTab", []string{"ctab", "ct"}, []string{"fvtest", "all"}),
+			res("apps", "deployments", "Deployment", nil, nil),
+			res("", "pods", "Pod", nil, nil),
+			res("", "configmaps", "ConfigMap", nil, nil),
+		}},
+	}
+	aggregated := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	get := func(t *testing.T, path, accept string) []byte {
+		t.Helper()
+		h := New(&fakeQuery{}, inv, nil)
+		r := httptest.NewRequest("GET", path, nil)
+		if accept != "" {
+			r.Header.Set("Accept", accept)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+		return w.Body.Bytes()
+	}
+	// names is "resource:short,names:categories" per resource, from the
+	// legacy document of each group/version or from the aggregated ones.
+	names := func(t *testing.T, prefix string, agg bool) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		add := func(r string, short, cats []string) {
+			out[r] = strings.Join(short, ",") + ":" + strings.Join(cats, ",")
+		}
+		if agg {
+			for _, root := range []string{"/api", "/apis"} {
+				var l apidiscoveryv2.APIGroupDiscoveryList
+				if err := json.Unmarshal(get(t, prefix+root, aggregated), &l); err != nil {
+					t.Fatal(err)
+				}
+				for _, g := range l.Items {
+					for _, v := range g.Versions {
+						for _, r := range v.Resources {
+							add(r.Resource, r.ShortNames, r.Categories)
+						}
+					}
+				}
+			}
+			return out
+		}
+		var groups metav1.APIGroupList
+		if err := json.Unmarshal(get(t, prefix+"/apis", ""), &groups); err != nil {
+			t.Fatal(err)
+		}
+		gvs := []string{"/api/v1"}
+		for _, g := range groups.Groups {
+			for _, v := range g.Versions {
+				gvs = append(gvs, "/apis/"+v.GroupVersion)
+			}
+		}
+		for _, gv := range gvs {
+			var l metav1.APIResourceList
+			if err := json.Unmarshal(get(t, prefix+gv, ""), &l); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range l.APIResources {
+				add(r.Name, r.ShortNames, r.Categories)
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, prefix string
+		want         map[string]string
+	}{
+		{"fleet: the union of what clusters report, else Kubernetes' own", "", map[string]string{
+			"crontabs":    "ct,ctab:fvtest,all", // union, member1's order first
+			"deployments": "deploy:all",         // one reporting cluster is enough
+			"configmaps":  "cm,conf:",           // reported names replace the table's
+			"pods":        "po:all",             // no cluster reports any: the table
+			"widgets":     ":",                  // a custom resource without names
+		}},
+		{"member2's view: what member2 reports, else the table", "/clusters/member2", map[string]string{
+			"crontabs":    "ctab,ct:fvtest,all",
+			"deployments": "deploy:all",
+			"configmaps":  "cm:",
+			"pods":        "po:all",
+		}},
+	} {
+		for _, agg := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s (aggregated %v)", tc.name, agg), func(t *testing.T) {
+				if got := names(t, tc.prefix, agg); !maps.Equal(got, tc.want) {
+					t.Errorf("got  %v\nwant %v", got, tc.want)
+				}
+			})
+		}
 	}
 }

@@ -28,6 +28,7 @@ type params struct {
 	limit                        int64
 	cont                         string
 	resourceVersion              string
+	resourceVersionMatch         metav1.ResourceVersionMatch
 	watch, bookmarks, initial    bool
 	timeout                      time.Duration
 	table                        bool
@@ -78,10 +79,13 @@ func parseParams(r *http.Request) (*params, error) {
 	switch m := q.Get("resourceVersionMatch"); m {
 	case "", string(metav1.ResourceVersionMatchNotOlderThan):
 	case string(metav1.ResourceVersionMatchExact):
-		return nil, badParam("resourceVersionMatch", m, "Exact is not supported by the cache; use NotOlderThan")
+		if err := exactParams(p); err != nil {
+			return nil, err
+		}
 	default:
-		return nil, badParam("resourceVersionMatch", m, "must be NotOlderThan")
+		return nil, badParam("resourceVersionMatch", m, "must be Exact or NotOlderThan")
 	}
+	p.resourceVersionMatch = metav1.ResourceVersionMatch(q.Get("resourceVersionMatch"))
 	if p.initial {
 		if !p.watch {
 			return nil, badParam("sendInitialEvents", "true", "only with watch=true")
@@ -99,6 +103,26 @@ func parseParams(r *http.Request) (*params, error) {
 	}
 	p.table = wantsTable(r)
 	return p, nil
+}
+
+// exactParams checks resourceVersionMatch=Exact with the rules (and the
+// messages) of Kubernetes' list options validation. Kubernetes answers them
+// 422 Invalid; here, like every parameter error, they are 400 BadRequest.
+func exactParams(p *params) error {
+	forbidden := func(why string) error {
+		return fmt.Errorf("%w: resourceVersionMatch: Forbidden: %s", ErrBadRequest, why)
+	}
+	switch {
+	case p.watch:
+		return badParam("resourceVersionMatch", string(metav1.ResourceVersionMatchExact), "a watch supports only NotOlderThan")
+	case p.resourceVersion == "":
+		return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided")
+	case p.resourceVersion == "0":
+		return forbidden(`resourceVersionMatch "exact" is forbidden for resourceVersion "0"`)
+	case p.cont != "":
+		return forbidden("resourceVersionMatch is forbidden when continue is provided")
+	}
+	return nil
 }
 
 // wantsTable reports whether Accept asks for a meta.k8s.io/v1 Table.
@@ -158,6 +182,7 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	lr := &fleetviewv1.ListRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
 		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: rv}
+	lr.ResourceVersionMatch = string(p.resourceVersionMatch)
 	if p.cont != "" {
 		// A continue token pins its snapshot; clients may repeat the
 		// list's resourceVersion beside it.

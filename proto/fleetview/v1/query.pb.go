@@ -223,9 +223,17 @@ type ListRequest struct {
 	Raw bool `protobuf:"varint,12,opt,name=raw,proto3" json:"raw,omitempty"`
 	// Return the objects as google.protobuf.Struct in items instead of their
 	// stored JSON in raw_items (see GetRequest.structured for the cost).
-	Structured    bool `protobuf:"varint,13,opt,name=structured,proto3" json:"structured,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Structured bool `protobuf:"varint,13,opt,name=structured,proto3" json:"structured,omitempty"`
+	// How resource_version applies (Kubernetes resourceVersionMatch):
+	// "" or "NotOlderThan", a state at least that new; "Exact", exactly that
+	// state, which needs a resource_version other than "" and "0" and no
+	// continue. fleetview keeps no history: an exact list is served only while
+	// the cache's state in the selected clusters is the version's (after
+	// waiting, as for NotOlderThan, when it is newer), and is OUT_OF_RANGE/410
+	// Expired once the state has moved past it.
+	ResourceVersionMatch string `protobuf:"bytes,20,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -347,6 +355,13 @@ func (x *ListRequest) GetStructured() bool {
 		return x.Structured
 	}
 	return false
+}
+
+func (x *ListRequest) GetResourceVersionMatch() string {
+	if x != nil {
+		return x.ResourceVersionMatch
+	}
+	return ""
 }
 
 type WatchRequest struct {
@@ -917,7 +932,14 @@ type ResourceSyncState struct {
 	SecretData bool `protobuf:"varint,8,opt,name=secret_data,json=secretData,proto3" json:"secret_data,omitempty"`
 	// The resource is namespaced in the member cluster (Kubernetes discovery
 	// needs it; cluster-scoped otherwise).
-	Namespaced    bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	Namespaced bool `protobuf:"varint,9,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	// The short names the member cluster's discovery reports for the resource
+	// (kubectl get <short name>), in its order. Empty from collectors that
+	// predate the field.
+	ShortNames []string `protobuf:"bytes,10,rep,name=short_names,json=shortNames,proto3" json:"short_names,omitempty"`
+	// The categories the member cluster's discovery reports for the resource
+	// (kubectl get all).
+	Categories    []string `protobuf:"bytes,11,rep,name=categories,proto3" json:"categories,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1013,6 +1035,20 @@ func (x *ResourceSyncState) GetNamespaced() bool {
 		return x.Namespaced
 	}
 	return false
+}
+
+func (x *ResourceSyncState) GetShortNames() []string {
+	if x != nil {
+		return x.ShortNames
+	}
+	return nil
+}
+
+func (x *ResourceSyncState) GetCategories() []string {
+	if x != nil {
+		return x.Categories
+	}
+	return nil
 }
 
 type Cluster struct {
@@ -1626,7 +1662,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
-	"raw_object\x18\x03 \x01(\fR\trawObject\"\x9b\x03\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\"\xd1\x03\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1643,7 +1679,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x03raw\x18\f \x01(\bR\x03raw\x12\x1e\n" +
 	"\n" +
 	"structured\x18\r \x01(\bR\n" +
-	"structured\"\xb1\x03\n" +
+	"structured\x124\n" +
+	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatch\"\xb1\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1696,7 +1733,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\xbc\x02\n" +
+	"\x15_remaining_item_count\"\xfd\x02\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1711,7 +1748,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"secretData\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\t \x01(\bR\n" +
-	"namespaced\"\x89\x05\n" +
+	"namespaced\x12\x1f\n" +
+	"\vshort_names\x18\n" +
+	" \x03(\tR\n" +
+	"shortNames\x12\x1e\n" +
+	"\n" +
+	"categories\x18\v \x03(\tR\n" +
+	"categories\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
