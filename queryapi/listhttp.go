@@ -20,9 +20,11 @@ import (
 // listHandler serves GET /v1/resources/{group}/{version}/{resource} (List)
 // by writing the stored JSON of each object straight into the answer: the
 // grpc-gateway path converts every object JSON -> Struct -> JSON, which
-// dominated large lists. The response has the gateway's shape
-// ({"items":[...],"resourceVersion":...,"continue":...,
-// "remainingItemCount":"N"}). It calls List through gRPC (raw), so the
+// dominated large lists. The response has the gateway's members
+// ({"resourceVersion":...,"continue":...,"remainingItemCount":"N",
+// "items":[...]}), the list's metadata first, as Kubernetes writes it, so
+// a client paging through can read the continue token without reading
+// the items. It calls List through the in-process client, so the
 // interceptors apply; every other /v1/resources/ path goes to the gateway.
 type listHandler struct {
 	client  fleetviewv1.QueryServiceClient
@@ -56,14 +58,7 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n += len(it) + 1
 	}
 	b := make([]byte, 0, n)
-	b = append(b, `{"items":[`...)
-	for i, it := range resp.GetRawItems() {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, it...)
-	}
-	b = append(b, `],"resourceVersion":`...)
+	b = append(b, `{"resourceVersion":`...)
 	b = strconv.AppendQuote(b, resp.GetResourceVersion())
 	b = append(b, `,"continue":`...)
 	b = strconv.AppendQuote(b, resp.GetContinue())
@@ -72,7 +67,14 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b = strconv.AppendInt(b, resp.GetRemainingItemCount(), 10)
 		b = append(b, '"')
 	}
-	b = append(b, '}')
+	b = append(b, `,"items":[`...)
+	for i, it := range resp.GetRawItems() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, "]}"...)
 	writeRawJSON(w, b)
 }
 

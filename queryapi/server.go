@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -56,11 +55,13 @@ type Config struct {
 	// ReadinessInterval is how often /readyz and gRPC health are
 	// recomputed (default 1s).
 	ReadinessInterval time.Duration
-	// ServerOptions are added to the gRPC server (e.g. interceptors, TLS).
+	// ServerOptions are added to the gRPC server (e.g. TLS).
 	ServerOptions []grpc.ServerOption
-	// GatewayDialOptions dial the gRPC server from the REST gateway
-	// (default: plaintext loopback).
-	GatewayDialOptions []grpc.DialOption
+	// UnaryInterceptors and StreamInterceptors (authentication,
+	// authorization) apply to every call: on the gRPC port and from the
+	// REST and Kubernetes handlers, which call the services in-process.
+	UnaryInterceptors  []grpc.UnaryServerInterceptor
+	StreamInterceptors []grpc.StreamServerInterceptor
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -78,7 +79,6 @@ type Server struct {
 	grpc   *grpc.Server
 	http   *http.Server
 	health *health.Server
-	conn   *grpc.ClientConn
 	qs     *queryService
 	sync   *syncChecker
 	ready  readiness
@@ -103,13 +103,18 @@ func New(cfg Config) (*Server, error) {
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{})}
-	gs, hs := newGRPCServer(cfg, qs, &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries})
-	conn, gw, err := newGateway(ctx, cfg)
+	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries}
+	gs, hs := newGRPCServer(cfg, qs, cs, rs)
+	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
+	fleetviewv1.RegisterQueryServiceServer(local, qs)
+	fleetviewv1.RegisterClusterServiceServer(local, cs)
+	fleetviewv1.RegisterRegistryServiceServer(local, rs)
+	gw, err := newGateway(ctx, local)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, grpc: gs, health: hs, conn: conn, sync: sc, qs: qs}
-	s.http = &http.Server{Handler: s.routes(gw), ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs}
+	s.http = &http.Server{Handler: s.routes(gw, local), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -150,7 +155,8 @@ func (cfg *Config) setDefaults() {
 // newGRPCServer registers the services; health stays NOT_SERVING until
 // readiness is first computed.
 func newGRPCServer(cfg Config, qs *queryService, cs *clusterService, rs *registryService) (*grpc.Server, *health.Server) {
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20), grpc.MaxSendMsgSize(256 << 20)}, cfg.ServerOptions...)
+	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20), grpc.MaxSendMsgSize(256 << 20),
+		grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...), grpc.ChainStreamInterceptor(cfg.StreamInterceptors...)}, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	fleetviewv1.RegisterQueryServiceServer(gs, qs)
 	fleetviewv1.RegisterClusterServiceServer(gs, cs)
@@ -163,43 +169,39 @@ func newGRPCServer(cfg Config, qs *queryService, cs *clusterService, rs *registr
 	return gs, hs
 }
 
-// newGateway connects the REST gateway to the gRPC server. The gateway
-// reaches the services through gRPC (loopback), so REST calls pass the
-// same interceptors and server streams work.
-func newGateway(ctx context.Context, cfg Config) (*grpc.ClientConn, *runtime.ServeMux, error) {
-	dial := cfg.GatewayDialOptions
-	if len(dial) == 0 {
-		dial = []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	}
-	dial = append(dial, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(256<<20)))
-	conn, err := grpc.NewClient("passthrough:///"+cfg.GRPCListener.Addr().String(), dial...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("queryapi: gateway connection: %w", err)
-	}
+// newGateway serves the REST gateway from the services in-process, so
+// REST calls pass the same interceptors as gRPC ones.
+func newGateway(ctx context.Context, local *inproc) (*runtime.ServeMux, error) {
 	gw := runtime.NewServeMux(runtime.WithErrorHandler(gatewayErrorHandler))
 	for _, reg := range []func() error{
-		func() error { return fleetviewv1.RegisterQueryServiceHandler(ctx, gw, conn) },
-		func() error { return fleetviewv1.RegisterClusterServiceHandler(ctx, gw, conn) },
-		func() error { return fleetviewv1.RegisterRegistryServiceHandler(ctx, gw, conn) },
+		func() error {
+			return fleetviewv1.RegisterQueryServiceHandlerClient(ctx, gw, fleetviewv1.NewQueryServiceClient(local))
+		},
+		func() error {
+			return fleetviewv1.RegisterClusterServiceHandlerClient(ctx, gw, fleetviewv1.NewClusterServiceClient(local))
+		},
+		func() error {
+			return fleetviewv1.RegisterRegistryServiceHandlerClient(ctx, gw, fleetviewv1.NewRegistryServiceClient(local))
+		},
 	} {
 		if err := reg(); err != nil {
-			_ = conn.Close()
-			return nil, nil, fmt.Errorf("queryapi: gateway: %w", err)
+			return nil, fmt.Errorf("queryapi: gateway: %w", err)
 		}
 	}
-	return conn, gw, nil
+	return gw, nil
 }
 
 // routes serves the gateway, plus lists and watches written straight to
 // the client (the gateway's JSON conversion dominated large lists), and
 // the probes.
-func (s *Server) routes(gw *runtime.ServeMux) *http.ServeMux {
+func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux := http.NewServeMux()
+	q := fleetviewv1.NewQueryServiceClient(local)
 	mux.Handle("/v1/", gw)
-	mux.Handle("/v1/resources/", &listHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
-	mux.Handle("/v1/watch/", &watchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn)})
-	mux.Handle("/v1/search", &searchHandler{client: fleetviewv1.NewQueryServiceClient(s.conn), gateway: gw})
-	kube := kubeapi.New(fleetviewv1.NewQueryServiceClient(s.conn), fleetviewv1.NewClusterServiceClient(s.conn), s.cfg.Logger)
+	mux.Handle("/v1/resources/", &listHandler{client: q, gateway: gw})
+	mux.Handle("/v1/watch/", &watchHandler{client: q})
+	mux.Handle("/v1/search", &searchHandler{client: q, gateway: gw})
+	kube := kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger)
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}
@@ -285,7 +287,6 @@ func (s *Server) Run(ctx context.Context) error {
 		case <-sctx.Done():
 			s.grpc.Stop()
 		}
-		_ = s.conn.Close()
 		return nil
 	})
 	err := g.Wait()

@@ -23,9 +23,9 @@
 //     informers should use the per-cluster view.
 //
 // It must not read the cache directly: every answer comes from fleetview's
-// own gRPC services through the loopback connection the REST gateway uses,
-// so authentication and authorization interceptors apply exactly as they do
-// to gRPC and /v1 clients. It is read-only: every other method is 405
+// own gRPC services, called in-process through the same client the REST
+// gateway uses (queryapi's inproc), so authentication and authorization
+// interceptors apply exactly as they do to gRPC and /v1 clients. It is read-only: every other method is 405
 // MethodNotAllowed. Discovery and the kind/scope of every requested
 // resource come from the cluster inventory (ClusterService.ListClusters),
 // read with the caller's credentials too: under an authorization policy a

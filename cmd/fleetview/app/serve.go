@@ -186,7 +186,7 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
 	}
-	cfg.ServerOptions, cfg.GatewayDialOptions = sec.server, sec.gateway
+	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors = sec.server, sec.unary, sec.stream
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
 	api, err := queryapi.New(cfg)
 	if err != nil {

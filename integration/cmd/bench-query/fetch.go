@@ -73,29 +73,34 @@ func (e endpoint) fetch(ctx context.Context, path string, q url.Values) ([]byte,
 	return b, nil
 }
 
-// listMeta reads the metadata of a Kubernetes list answer without reading
-// its items: both kube-apiserver and fleetview write metadata before
-// items, so paging costs neither side a decode of the page.
-func listMeta(b []byte) (metav1.ListMeta, error) {
+// topMember decodes the top-level member key of a JSON object into v,
+// reading members in order and stopping there: fleetview and
+// kube-apiserver write a list's metadata before its items, so paging costs
+// neither side a decode of the page.
+func topMember(b []byte, key string, v any) error {
 	d := json.NewDecoder(bytes.NewReader(b))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return metav1.ListMeta{}, fmt.Errorf("list answer is not an object: %.100s", b)
+		return fmt.Errorf("answer is not an object: %.100s", b)
 	}
 	for d.More() {
 		k, err := d.Token()
 		if err != nil {
-			return metav1.ListMeta{}, err
+			return err
 		}
-		if k == "metadata" {
-			var lm metav1.ListMeta
-			return lm, d.Decode(&lm)
+		if k == key {
+			return d.Decode(v)
 		}
 		var skip json.RawMessage
 		if err := d.Decode(&skip); err != nil {
-			return metav1.ListMeta{}, err
+			return err
 		}
 	}
-	return metav1.ListMeta{}, fmt.Errorf("list answer without metadata")
+	return fmt.Errorf("answer without %s", key)
+}
+
+func listMeta(b []byte) (metav1.ListMeta, error) {
+	var lm metav1.ListMeta
+	return lm, topMember(b, "metadata", &lm)
 }
 
 // listPages reads a whole list from e, paging by limit (0: one answer),
@@ -215,18 +220,14 @@ func restPages(ctx context.Context, e endpoint, sel string, limit int64) ([][]by
 			return nil, err
 		}
 		pages = append(pages, b)
-		var page struct {
-			Continue string `json:"continue"`
-		}
-		// The /v1 answer puts continue after the items: this decode reads
-		// the page, which only this path pays.
-		if err := json.Unmarshal(b, &page); err != nil {
+		var next string
+		if err := topMember(b, "continue", &next); err != nil {
 			return nil, err
 		}
-		if page.Continue == "" {
+		if next == "" {
 			return pages, nil
 		}
-		cont = page.Continue
+		cont = next
 	}
 }
 

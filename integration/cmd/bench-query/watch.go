@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -131,29 +132,40 @@ func benchWatch(ctx context.Context, open opener, namespace, natsURL string, nam
 	var wg sync.WaitGroup
 	// Each watcher's first event (a probe below) says it is subscribed.
 	var ready sync.WaitGroup
+	// Opened in parallel: an idle Kubernetes watch answers its headers
+	// only after a short wait for a first event (an early error is then a
+	// real HTTP status), which would add up over a thousand watchers.
+	var og errgroup.Group
+	og.SetLimit(200)
 	for w := range cfg.watchers {
 		ready.Add(1)
-		var first sync.Once
-		done, err := open(wctx, namespace, fmt.Sprintf("grp=g%d", w%groups), func(obj []byte) {
-			now := time.Now()
-			first.Do(ready.Done)
-			if sent, ok := sentAt(obj); ok {
-				mu.Lock()
-				lat = append(lat, now.Sub(time.Unix(0, sent)))
-				mu.Unlock()
+		og.Go(func() error {
+			var first sync.Once
+			done, err := open(wctx, namespace, fmt.Sprintf("grp=g%d", w%groups), func(obj []byte) {
+				now := time.Now()
+				first.Do(ready.Done)
+				if sent, ok := sentAt(obj); ok {
+					mu.Lock()
+					lat = append(lat, now.Sub(time.Unix(0, sent)))
+					mu.Unlock()
+				}
+			})
+			if err != nil {
+				return fmt.Errorf("watcher %d: %w", w, err)
 			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := <-done; wctx.Err() == nil && !errors.Is(err, context.Canceled) {
+					watchErrs.Add(1)
+					logf("watch ended: %v", err)
+				}
+			}()
+			return nil
 		})
-		if err != nil {
-			return watchResult{}, fmt.Errorf("watcher %d: %w", w, err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := <-done; wctx.Err() == nil && !errors.Is(err, context.Canceled) {
-				watchErrs.Add(1)
-				logf("watch ended: %v", err)
-			}
-		}()
+	}
+	if err := og.Wait(); err != nil {
+		return watchResult{}, err
 	}
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
