@@ -194,13 +194,23 @@ func (s *inprocStream) RecvMsg(m any) error {
 	case v := <-s.msgs:
 		return handOver(m, v)
 	case <-s.done:
-		if s.err != nil {
-			return s.err
-		}
-		return io.EOF
+		return s.end()
 	case <-s.ctx.Done():
-		return status.FromContextError(s.ctx.Err()).Err()
+		// The handler's end cancels ctx too: its outcome wins.
+		select {
+		case <-s.done:
+			return s.end()
+		default:
+			return status.FromContextError(s.ctx.Err()).Err()
+		}
 	}
+}
+
+func (s *inprocStream) end() error {
+	if s.err != nil {
+		return s.err
+	}
+	return io.EOF
 }
 
 // inprocServerStream is the handler's side of the same stream.
