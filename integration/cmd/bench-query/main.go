@@ -335,7 +335,7 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		return nil, err
 	}
 	api, err := queryapi.New(queryapi.Config{Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory,
-		JetStream: bk.JetStream, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log, WatchBuffer: 1 << 16})
+		JetStream: bk.JetStream, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log})
 	if err != nil {
 		return nil, err
 	}
