@@ -109,7 +109,7 @@ type hubBatch struct {
 type subscription struct {
 	gvr      schema.GroupVersionResource
 	key, val string // the indexed equality requirement; key "" = none
-	ch       chan hubBatch
+	q        *queue[hubBatch]
 	overflow chan struct{}
 	once     sync.Once
 }
@@ -135,7 +135,7 @@ func indexable(sel labels.Selector) (string, string) {
 // the registration, the last sequence per cluster already passed on: every
 // later event the watch may need arrives on the subscription.
 func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector) (*subscription, query.Version) {
-	s := &subscription{gvr: gvr, ch: make(chan hubBatch, h.buffer), overflow: make(chan struct{})}
+	s := &subscription{gvr: gvr, q: newQueue[hubBatch](h.buffer), overflow: make(chan struct{})}
 	s.key, s.val = indexable(sel)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -187,9 +187,7 @@ func (h *Hub) Observe(b feed.Batch) {
 		h.applied[b.Cluster] = b.LastSeq
 	}
 	for s, evs := range out {
-		select {
-		case s.ch <- hubBatch{cluster: b.Cluster, events: evs}:
-		default:
+		if !s.q.tryPush(hubBatch{cluster: b.Cluster, events: evs}) {
 			s.once.Do(func() { close(s.overflow) })
 		}
 	}

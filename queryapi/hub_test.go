@@ -65,7 +65,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 		upsert(3, "a", "untold"),               // a sink that does not say: first seen
 		upsert(4, "a", "untold"),               // seen before
 	}, 4))
-	b := <-sub.ch
+	b, _ := sub.q.pop()
 	var isNew []bool
 	for _, e := range b.events {
 		isNew = append(isNew, e.isNew)
@@ -76,7 +76,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	if l, err := b.events[1].decode(); err != nil || l["app"] != "x" {
 		t.Fatalf("decode: %v %v", l, err)
 	}
-	if len(other.ch) != 0 {
+	if other.q.len() != 0 {
 		t.Fatal("a pods batch reached a deployments watch")
 	}
 	// The watch does not read: the third batch overflows its buffer of 2.
@@ -140,8 +140,8 @@ func TestHubRoutesByLabel(t *testing.T) {
 	anyApp, _ := h.subscribe(podsGVR, sel("app"))
 	got := func(s *subscription) []uint64 {
 		var seqs []uint64
-		for len(s.ch) > 0 {
-			for _, e := range (<-s.ch).events {
+		for b, ok := s.q.pop(); ok; b, ok = s.q.pop() {
+			for _, e := range b.events {
 				seqs = append(seqs, e.seq)
 			}
 		}
@@ -190,9 +190,64 @@ func TestHubUntoldIsNew(t *testing.T) {
 		name string
 		s    *subscription
 	}{{"app=y", y}, {"all", all}} {
-		b := <-tc.s.ch
+		b, _ := tc.s.q.pop()
 		if len(b.events) != 2 || !b.events[0].isNew || !b.events[1].isNew {
 			t.Errorf("%s: %d events, want both, new", tc.name, len(b.events))
 		}
+	}
+}
+
+func TestQueue(t *testing.T) {
+	q := newQueue[int](3)
+	for i := range 3 {
+		if !q.tryPush(i) {
+			t.Fatalf("push %d refused below the limit", i)
+		}
+	}
+	if q.tryPush(3) {
+		t.Fatal("a full queue took a fourth item")
+	}
+	select {
+	case <-q.ready:
+	default:
+		t.Fatal("no ready token after pushes")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	pushed := make(chan error)
+	go func() { pushed <- q.push(ctx, 3) }() // waits for room
+	var got []int
+	for len(got) < 4 {
+		if v, ok := q.pop(); ok {
+			got = append(got, v)
+			continue
+		}
+		select {
+		case <-q.ready:
+		case err := <-pushed:
+			if err != nil {
+				t.Fatal(err)
+			}
+			pushed = nil
+		}
+	}
+	if pushed != nil {
+		if err := <-pushed; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[0 1 2 3]" || q.len() != 0 {
+		t.Fatalf("popped %v, %d left", got, q.len())
+	}
+	if _, ok := q.pop(); ok {
+		t.Fatal("pop from an empty queue")
+	}
+	for i := range 3 {
+		q.tryPush(i)
+	}
+	blocked := make(chan error)
+	go func() { blocked <- q.push(ctx, 9) }()
+	cancel()
+	if err := <-blocked; !errors.Is(err, context.Canceled) {
+		t.Fatalf("push on a full queue after cancel: %v", err)
 	}
 }

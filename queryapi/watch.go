@@ -67,7 +67,7 @@ type watch struct {
 	structured bool
 	f          *selection
 	kind       string
-	out        chan *fleetviewv1.WatchEvent
+	out        *queue[*fleetviewv1.WatchEvent]
 	sealer     *query.Sealer
 	// processed is, per cluster, the last stream sequence this watch has
 	// judged: events at or below it are never sent again.
@@ -94,12 +94,10 @@ func (w *watch) emit(typ string, cluster string, raw []byte, shared *hubEvent) e
 	if err := w.setObject(ev, raw, shared); err != nil {
 		return nil // the materializer dead-letters what it cannot decode
 	}
-	select {
-	case w.out <- ev:
-		return nil
-	default:
+	if !w.out.tryPush(ev) {
 		return errOutFull
 	}
+	return nil
 }
 
 // setObject puts the object on ev in the form the client asked for.
@@ -230,12 +228,10 @@ func (w *watch) bookmark(initialEnd bool) error {
 	if err := w.setObject(ev, b, nil); err != nil {
 		return err
 	}
-	select {
-	case w.out <- ev:
-		return nil
-	default:
+	if !w.out.tryPush(ev) {
 		return errOutFull
 	}
+	return nil
 }
 
 // listAll pages through the current state with one snapshot.
@@ -382,7 +378,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &watch{q: q, f: f, structured: req.GetStructured(), out: make(chan *fleetviewv1.WatchEvent, q.watchBuffer), sealer: q.sealer,
+	w := &watch{q: q, f: f, structured: req.GetStructured(), out: newQueue[*fleetviewv1.WatchEvent](q.watchBuffer), sealer: q.sealer,
 		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
 		sendErr: make(chan error, 1)}
 	go w.sendAll(ctx, cancel, send)
@@ -424,7 +420,9 @@ func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send fun
 		case <-ctx.Done():
 			w.sendErr <- nil
 			return
-		case ev := <-w.out:
+		case <-w.out.ready:
+		}
+		for ev, ok := w.out.pop(); ok; ev, ok = w.out.pop() {
 			if err := send(ev); err != nil {
 				w.sendErr <- err
 				cancel()
@@ -438,7 +436,7 @@ func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send fun
 // error the client must see after the events.
 func (w *watch) drain(err error) error {
 	deadline := time.After(5 * time.Second)
-	for len(w.out) > 0 {
+	for w.out.len() > 0 {
 		select {
 		case <-deadline:
 			return err
@@ -476,12 +474,7 @@ func (w *watch) initial(ctx context.Context, applied query.Version, endBookmark 
 		if err := w.setObject(ev, o.JSON, nil); err != nil {
 			return err
 		}
-		select {
-		case w.out <- ev:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return w.out.push(ctx, ev)
 	})
 	if err != nil {
 		return err
@@ -574,10 +567,12 @@ func (w *watch) follow(ctx context.Context, sub *subscription, bookmarks bool) e
 			if err := w.bookmark(false); err != nil {
 				return err
 			}
-		case b := <-sub.ch:
-			for _, he := range b.events {
-				if err := w.process(he, false); err != nil {
-					return w.drain(err)
+		case <-sub.q.ready:
+			for b, ok := sub.q.pop(); ok; b, ok = sub.q.pop() {
+				for _, he := range b.events {
+					if err := w.process(he, false); err != nil {
+						return w.drain(err)
+					}
 				}
 			}
 		}

@@ -70,7 +70,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: make(chan *fleetviewv1.WatchEvent, 100),
+				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: newQueue[*fleetviewv1.WatchEvent](100),
 					sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
 					horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}, structured: structured}
 				for _, s := range tc.steps {
@@ -80,9 +80,8 @@ func TestWatchJudgesEvents(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				close(w.out)
 				var got []string
-				for ev := range w.out {
+				for ev, ok := w.out.pop(); ok; ev, ok = w.out.pop() {
 					if structured != (ev.GetObject() != nil) || structured == (len(ev.GetRawObject()) > 0) {
 						t.Fatalf("structured=%v: event with Struct %v and %d raw bytes", structured, ev.GetObject() != nil, len(ev.GetRawObject()))
 					}
@@ -107,7 +106,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 }
 
 func TestWatchCutsASlowClient(t *testing.T) {
-	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: make(chan *fleetviewv1.WatchEvent, 1),
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: newQueue[*fleetviewv1.WatchEvent](1),
 		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{"a": 0}, horizon: query.Version{}, sent: map[string]struct{}{}}
 	if err := w.process(podEvent(1, "a", "p", "n", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
 		t.Fatal(err)
@@ -119,7 +118,7 @@ func TestWatchCutsASlowClient(t *testing.T) {
 }
 
 func TestWatchEndsWhenAResourceIsRemoved(t *testing.T) {
-	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: make(chan *fleetviewv1.WatchEvent, 1),
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: newQueue[*fleetviewv1.WatchEvent](1),
 		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
 	ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
 	if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
