@@ -325,17 +325,18 @@ func (c *podChurn) run(ctx context.Context) error {
 
 // TestKubeInformerAcrossKill9 points a typed SharedInformerFactory and a
 // dynamic informer at fleetview's per-cluster Kubernetes view of a real
-// member cluster, churns the member's pods, and kills `fleetview up` (the
-// real binary) with SIGKILL twice:
+// member cluster, churns the member's pods, and stops `fleetview up` (the
+// real binary) three times:
 //
-//  1. restarted promptly on the same addresses and state dir, the
-//     informers resume their watches from the resourceVersion they held
-//     (fleetview's token key and streams persist in its JetStream store)
-//     and catch up without listing again;
-//  2. kept down past the resume window (--max-resume-age), the resumed
+//  1. killed with SIGKILL, then stopped with SIGTERM, each time restarted
+//     promptly on the same addresses and state dir: the informers resume
+//     their watches from the resourceVersion they held (fleetview's token
+//     key and streams persist in its JetStream store) and catch up without
+//     listing again;
+//  2. killed and kept down past the resume window (--max-resume-age), the resumed
 //     watch is 410 Expired and the informers list again.
 //
-// Both times they end equal to the member cluster.
+// Every time they end equal to the member cluster.
 func TestKubeInformerAcrossKill9(t *testing.T) {
 	bin := buildFleetview(t)
 	ctx := context.Background()
@@ -501,18 +502,18 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		t.Fatalf("typed informer holds %T", typedInf.GetStore().List()[0])
 	}
 
-	// down kills fleetview while pods churn, waits until both informers
+	// down stops fleetview while pods churn, waits until both informers
 	// tried to re-watch the dead server (their resourceVersion is then
 	// final) and until the member changed while fleetview was down, for
 	// at least minDown; it returns the record marks and the versions the
 	// informers held.
-	down := func(ch *podChurn, minDown time.Duration) (marks []int, rvs []string) {
+	down := func(ch *podChurn, minDown time.Duration, stop func(*testing.T)) (marks []int, rvs []string) {
 		t.Helper()
 		eventually(t, 30*time.Second, func() error { return ch.atLeast(churnCounts{}, 5) })
 		for _, in := range infs {
 			marks = append(marks, in.rec.len())
 		}
-		fv.kill9(t)
+		stop(t)
 		killed, at := ch.counts(), time.Now()
 		atKill, err := member()
 		if err != nil {
@@ -564,23 +565,29 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		eventually(t, 60*time.Second, equal)
 	}
 
-	// Phase 1: restarted promptly, the informers resume their watches.
-	{
+	// Phase 1: restarted promptly, the informers resume their watches,
+	// after a kill -9 and after a graceful stop alike (a stopping
+	// fleetview ends Kubernetes watches as kube-apiserver does, without an
+	// ERROR event that would make reflectors list again).
+	for _, stop := range []struct {
+		name string
+		do   func(*testing.T)
+	}{{"kill -9", func(t *testing.T) { fv.kill9(t) }}, {"SIGTERM", func(t *testing.T) { fv.stop(t) }}} {
 		start := time.Now()
 		ch := startPodChurn(c1, ns, live, &next)
-		marks, rvs := down(ch, 0)
+		marks, rvs := down(ch, 0, stop.do)
 		fv = startUpProc(t, bin, args, logf)
 		afterRestart(ch)
-		t.Logf("phase 1: down, restarted and equal again in %s", time.Since(start).Round(time.Millisecond))
+		t.Logf("phase 1 (%s): down, restarted and equal again in %s", stop.name, time.Since(start).Round(time.Millisecond))
 		for i, in := range infs {
 			calls := in.rec.since(marks[i])
 			var resumed *apiCall
 			for _, c := range calls {
 				if c.list() {
-					t.Fatalf("%s informer listed again after the restart:%s", in.name, dump(calls))
+					t.Fatalf("%s informer listed again after the restart (%s):%s", in.name, stop.name, dump(calls))
 				}
 				if c.expired() {
-					t.Fatalf("%s informer got 410 after the restart:%s", in.name, dump(calls))
+					t.Fatalf("%s informer got 410 after the restart (%s):%s", in.name, stop.name, dump(calls))
 				}
 				if resumed == nil && c.status == http.StatusOK {
 					resumed = &c
@@ -589,7 +596,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 			if resumed == nil || resumed.rv != rvs[i] {
 				t.Fatalf("%s informer: want its first answered request a watch from the version it held (%s):%s", in.name, shortRV(rvs[i]), dump(calls))
 			}
-			t.Logf("%s informer after the first kill:%s", in.name, dump(calls))
+			t.Logf("%s informer after %s:%s", in.name, stop.name, dump(calls))
 		}
 	}
 
@@ -602,7 +609,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		// The versions the informers hold were issued before the kill:
 		// down for the window and a second (versions carry whole seconds),
 		// each is older than the window when fleetview answers again.
-		marks, rvs := down(ch, window+time.Second)
+		marks, rvs := down(ch, window+time.Second, func(t *testing.T) { fv.kill9(t) })
 		fv = startUpProc(t, bin, append(slices.Clone(args), "--max-resume-age", window.String()), logf)
 		afterRestart(ch)
 		t.Logf("phase 2: down, restarted and equal again in %s", time.Since(start).Round(time.Millisecond))

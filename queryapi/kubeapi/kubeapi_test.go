@@ -422,6 +422,22 @@ func TestWatchErrorsAndIdle(t *testing.T) {
 			t.Fatalf("%d %s", resp.StatusCode, b)
 		}
 	})
+	t.Run("a server shutting down ends the stream without an ERROR event", func(t *testing.T) {
+		// Reflectors then watch again from their last resourceVersion
+		// instead of listing everything.
+		shutdown := status.Error(codes.Unavailable, "server shutting down")
+		q := &fakeQuery{events: []*fleetviewv1.WatchEvent{{Type: "ADDED", RawObject: obj, ResourceVersion: "t"}}, watchEnd: shutdown}
+		resp, b := serve(t, q, "GET", "/api/v1/pods?watch=1", "")
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if resp.StatusCode != 200 || len(lines) != 1 || !strings.HasPrefix(lines[0], `{"type":"ADDED"`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+		// Before anything was sent it is a real 503.
+		resp, b = serve(t, &fakeQuery{watchEnd: shutdown}, "GET", "/api/v1/pods?watch=1", "")
+		if resp.StatusCode != 503 || !strings.Contains(string(b), `"kind":"Status"`) {
+			t.Fatalf("%d %s", resp.StatusCode, b)
+		}
+	})
 	t.Run("an idle watch answers its headers and ends at timeoutSeconds", func(t *testing.T) {
 		srv := httptest.NewServer(New(&fakeQuery{block: true}, fakeClusters{}, nil))
 		defer srv.Close()

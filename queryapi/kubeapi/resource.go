@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -418,6 +420,11 @@ func (ww *watchWriter) fail(ctx context.Context, err error) {
 	switch {
 	case errors.Is(err, io.EOF) || ctx.Err() != nil:
 		ww.start()
+	case ww.started && status.Code(err) == codes.Unavailable:
+		// The server is shutting down: end the stream as kube-apiserver
+		// does, so reflectors watch again from their last resourceVersion
+		// (on another replica, or this one restarted). An ERROR event
+		// would make them list everything again.
 	case !ww.started:
 		writeStatus(ww.w, toKubeStatus(err, ww.gr, ""))
 	default:
