@@ -3,8 +3,8 @@ package kubeapi
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
+	"github.com/fleetview/fleetview/internal/apierr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,29 +23,6 @@ var (
 	// ErrMethodNotAllowed: fleetview is a read-only cache.
 	ErrMethodNotAllowed = errors.New("the server does not allow this method on the requested resource: fleetview is a read-only cache")
 )
-
-// codeTable translates gRPC codes from the query services once: the HTTP
-// status and the Kubernetes Status reason kubectl and client-go act on
-// (client-go relists on Expired/Gone, kubectl prints "Error from server
-// (Reason)").
-var codeTable = map[codes.Code]struct {
-	http   int
-	reason metav1.StatusReason
-}{
-	codes.NotFound:           {http.StatusNotFound, metav1.StatusReasonNotFound},
-	codes.Aborted:            {http.StatusConflict, metav1.StatusReasonConflict},
-	codes.FailedPrecondition: {http.StatusConflict, metav1.StatusReasonConflict},
-	codes.AlreadyExists:      {http.StatusConflict, metav1.StatusReasonAlreadyExists},
-	codes.InvalidArgument:    {http.StatusBadRequest, metav1.StatusReasonBadRequest},
-	codes.OutOfRange:         {http.StatusGone, metav1.StatusReasonExpired},
-	codes.Unauthenticated:    {http.StatusUnauthorized, metav1.StatusReasonUnauthorized},
-	codes.PermissionDenied:   {http.StatusForbidden, metav1.StatusReasonForbidden},
-	codes.ResourceExhausted:  {http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests},
-	codes.DeadlineExceeded:   {http.StatusGatewayTimeout, metav1.StatusReasonTimeout},
-	codes.Unavailable:        {http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable},
-	codes.Unimplemented:      {http.StatusNotImplemented, metav1.StatusReasonMethodNotAllowed},
-	codes.Canceled:           {499, metav1.StatusReasonUnknown},
-}
 
 // toKubeStatus is the Status body of err. gr and name, when known, fill the
 // details kubectl prints ("pods \"x\" not found").
@@ -74,13 +51,11 @@ func kubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status 
 		st := apierrors.NewInternalError(err).Status()
 		return &st
 	}
-	m, ok := codeTable[s.Code()]
-	if !ok {
-		m.http, m.reason = http.StatusInternalServerError, metav1.StatusReasonInternalError
-	}
+	// The same table as every other boundary (internal/apierr).
+	m := apierr.ForCode(s.Code())
 	st := metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-		Status:   metav1.StatusFailure, Message: s.Message(), Reason: m.reason, Code: int32(m.http),
+		Status:   metav1.StatusFailure, Message: s.Message(), Reason: metav1.StatusReason(m.Reason), Code: int32(m.HTTP),
 	}
 	if gr.Resource != "" {
 		st.Details = &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Name: name}

@@ -1,0 +1,80 @@
+package apierr
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+)
+
+// Mapping is how one kind of error shows at each boundary.
+type Mapping struct {
+	Code codes.Code
+	HTTP int
+	// Reason is the Kubernetes Status reason kubectl and client-go act on
+	// (client-go lists again on Expired; kubectl prints "Error from server
+	// (Reason)").
+	Reason string
+}
+
+// table: the first row with a code gives that code's HTTP status and
+// reason. Rows without a sentinel fix the mapping of codes no sentinel
+// produces.
+var table = []struct {
+	err error
+	Mapping
+}{
+	{query.ErrNotFound, Mapping{codes.NotFound, http.StatusNotFound, "NotFound"}},
+	{regstore.ErrNotFound, Mapping{codes.NotFound, http.StatusNotFound, "NotFound"}},
+	{inventory.ErrNotFound, Mapping{codes.NotFound, http.StatusNotFound, "NotFound"}},
+	{query.ErrConflict, Mapping{codes.Aborted, http.StatusConflict, "Conflict"}},
+	{query.ErrInvalid, Mapping{codes.InvalidArgument, http.StatusBadRequest, "BadRequest"}},
+	{registry.ErrInvalid, Mapping{codes.InvalidArgument, http.StatusBadRequest, "BadRequest"}},
+	{query.ErrExpired, Mapping{codes.OutOfRange, http.StatusGone, "Expired"}},
+	{query.ErrTooSlow, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
+	{query.ErrTooLargeVersion, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
+	{query.ErrNotReady, Mapping{codes.Unavailable, http.StatusServiceUnavailable, "ServiceUnavailable"}},
+	{auth.ErrUnauthenticated, Mapping{codes.Unauthenticated, http.StatusUnauthorized, "Unauthorized"}},
+	{auth.ErrForbidden, Mapping{codes.PermissionDenied, http.StatusForbidden, "Forbidden"}},
+	{context.DeadlineExceeded, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
+	{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
+	{nil, Mapping{codes.FailedPrecondition, http.StatusConflict, "Conflict"}},
+	{nil, Mapping{codes.AlreadyExists, http.StatusConflict, "AlreadyExists"}},
+	{nil, Mapping{codes.Unimplemented, http.StatusNotImplemented, "NotImplemented"}},
+}
+
+// internal is every error no row names.
+var internal = Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}
+
+// Of is the mapping of a lower-layer error: its sentinel's row, else
+// Internal.
+func Of(err error) Mapping {
+	for _, e := range table {
+		if e.err != nil && errors.Is(err, e.err) {
+			return e.Mapping
+		}
+	}
+	return internal
+}
+
+// ForCode is the HTTP status and reason of a gRPC code.
+func ForCode(c codes.Code) Mapping {
+	if c == codes.Internal || c == codes.Unknown {
+		return Mapping{c, internal.HTTP, internal.Reason}
+	}
+	for _, e := range table {
+		if e.Code == c {
+			return e.Mapping
+		}
+	}
+	h := runtime.HTTPStatusFromCode(c)
+	return Mapping{c, h, http.StatusText(h)}
+}
