@@ -9,14 +9,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -175,56 +173,9 @@ func (s *errorEventScanner) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// upProc is `fleetview up` run as a child process of the real binary.
-type upProc struct {
-	cmd    *exec.Cmd
-	exited chan error
-}
-
-func startUpProc(t *testing.T, bin string, args []string, logw io.Writer) *upProc {
+func startUpProc(t *testing.T, bin string, args []string, logw io.Writer) *proc {
 	t.Helper()
-	p := &upProc{exited: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"up"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = logw, logw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	return p
-}
-
-func (p *upProc) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
-}
-
-func (p *upProc) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("fleetview up exited with %v on SIGTERM", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("fleetview up did not stop within 60s of SIGTERM")
-	}
-}
-
-// running fails the test if the process has exited.
-func (p *upProc) running(t *testing.T) {
-	t.Helper()
-	select {
-	case err := <-p.exited:
-		t.Fatalf("fleetview up exited early: %v", err)
-	default:
-	}
+	return startProc(t, bin, append([]string{"up"}, args...), logw)
 }
 
 // podChurn creates, relabels, deletes and recreates pods of one namespace
@@ -378,7 +329,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		}
 	}()
 	rest0 := "http://" + httpAddr
-	ready := func(p *upProc) {
+	ready := func(p *proc) {
 		t.Helper()
 		eventually(t, 60*time.Second, func() error {
 			p.running(t)

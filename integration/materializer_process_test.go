@@ -41,23 +41,16 @@ func envInt(t testing.TB, name string, def int) int {
 
 // serveProc is a `fleetview serve` child process.
 type serveProc struct {
-	cmd     *exec.Cmd
+	*proc
 	metrics string
 	grpc    string
-	exited  chan error
 }
 
 func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
 	t.Helper()
-	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), exited: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "serve", "--nats-url", natsURL, "--state-dir", stateDir,
-		"--grpc-addr", p.grpc, "--http-addr", freeAddr(t), "--metrics-addr", p.metrics)
-	p.cmd.Stdout, p.cmd.Stderr = logw, logw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.exited <- p.cmd.Wait() }()
-	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t)}
+	p.proc = startProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
+		"--grpc-addr", p.grpc, "--http-addr", freeAddr(t), "--metrics-addr", p.metrics}, logw)
 	return p
 }
 
@@ -92,29 +85,6 @@ func (p *serveProc) appliedOrEmpty() map[string]uint64 {
 		return map[string]uint64{}
 	}
 	return a
-}
-
-func (p *serveProc) kill9(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	<-p.exited
-}
-
-func (p *serveProc) stop(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-p.exited:
-		if err != nil {
-			t.Fatalf("fleetview serve exited with %v on SIGTERM", err)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("fleetview serve did not stop within 60s of SIGTERM")
-	}
 }
 
 func sum(m map[string]uint64) (n uint64) {
