@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +216,18 @@ func benchWatch(ctx context.Context, open opener, namespace, natsURL string, nam
 		break
 	}
 	logf("%d watchers open; injecting %d events/s for %ds", cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds)
+	if p := profilePath(os.Getenv("FV_BENCH_HEAPPROFILE"), namespace); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return watchResult{}, err
+		}
+		runtime.GC()
+		err = pprof.WriteHeapProfile(f)
+		_ = f.Close()
+		if err != nil {
+			return watchResult{}, err
+		}
+	}
 	stopProfile, err := startProfile(profilePath(os.Getenv("FV_BENCH_CPUPROFILE"), namespace))
 	if err != nil {
 		return watchResult{}, err
