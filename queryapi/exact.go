@@ -29,13 +29,8 @@ func exactMatch(req *fleetviewv1.ListRequest) (bool, error) {
 	case "", string(metav1.ResourceVersionMatchNotOlderThan):
 		return false, nil
 	case string(metav1.ResourceVersionMatchExact):
-		switch {
-		case req.GetResourceVersion() == "":
-			return false, fmt.Errorf("%w: resourceVersionMatch is forbidden unless resourceVersion is provided", query.ErrInvalid)
-		case req.GetResourceVersion() == "0":
-			return false, fmt.Errorf("%w: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"", query.ErrInvalid)
-		case req.GetContinue() != "":
-			return false, fmt.Errorf("%w: resourceVersionMatch is forbidden when continue is provided", query.ErrInvalid)
+		if why := query.ExactForbidden(req.GetResourceVersion(), req.GetContinue()); why != "" {
+			return false, fmt.Errorf("%w: %s", query.ErrInvalid, why)
 		}
 		return true, nil
 	default:

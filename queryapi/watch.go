@@ -94,10 +94,7 @@ func (w *watch) emit(typ string, cluster string, raw []byte, shared *hubEvent) e
 	if err := w.setObject(ev, raw, shared); err != nil {
 		return nil // the materializer dead-letters what it cannot decode
 	}
-	if !w.out.tryPush(ev) {
-		return errOutFull
-	}
-	return nil
+	return w.queue(ev)
 }
 
 // setObject puts the object on ev in the form the client asked for.
@@ -115,24 +112,43 @@ func (w *watch) setObject(ev *fleetviewv1.WatchEvent, raw []byte, shared *hubEve
 	return err
 }
 
+// stub is an object known by its metadata only: a tombstone or a
+// bookmark.
+type stub struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind,omitempty"`
+	Metadata   stubMeta `json:"metadata"`
+}
+
+type stubMeta struct {
+	Name            string            `json:"name,omitempty"`
+	Namespace       string            `json:"namespace,omitempty"`
+	UID             string            `json:"uid,omitempty"`
+	ResourceVersion string            `json:"resourceVersion"`
+	Annotations     map[string]string `json:"annotations,omitempty"`
+}
+
+func (s stub) json() []byte {
+	b, _ := json.Marshal(s) // strings and a string map: cannot fail
+	return b
+}
+
 // tombstone is the object of a DELETED event when only the stream's
 // tombstone is known: its metadata and the cache-source annotations.
 func (w *watch) tombstone(he *hubEvent) []byte {
 	ev := he.ev
-	type meta struct {
-		Name            string            `json:"name"`
-		Namespace       string            `json:"namespace,omitempty"`
-		UID             string            `json:"uid"`
-		ResourceVersion string            `json:"resourceVersion"`
-		Annotations     map[string]string `json:"annotations"`
+	return stub{APIVersion: he.gvr.GroupVersion().String(), Kind: ev.GetKind(), Metadata: stubMeta{
+		Name: ev.GetName(), Namespace: ev.GetNamespace(), UID: ev.GetUid(), ResourceVersion: ev.GetResourceVersion(),
+		Annotations: map[string]string{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster},
+	}}.json()
+}
+
+// queue hands ev to the sender; a full outbox cuts the watch.
+func (w *watch) queue(ev *fleetviewv1.WatchEvent) error {
+	if !w.out.tryPush(ev) {
+		return errOutFull
 	}
-	b, _ := json.Marshal(struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind,omitempty"`
-		Metadata   meta   `json:"metadata"`
-	}{he.gvr.GroupVersion().String(), ev.GetKind(), meta{ev.GetName(), ev.GetNamespace(), ev.GetUid(), ev.GetResourceVersion(),
-		map[string]string{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster}}})
-	return b
+	return nil
 }
 
 // process judges one event; replayed marks events read back from the
@@ -211,27 +227,15 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 
 func (w *watch) bookmark(initialEnd bool) error {
 	rv := w.sealer.SealVersion(w.processed, time.Now())
-	type meta struct {
-		ResourceVersion string            `json:"resourceVersion"`
-		Annotations     map[string]string `json:"annotations,omitempty"`
-	}
-	md := meta{ResourceVersion: rv}
+	md := stubMeta{ResourceVersion: rv}
 	if initialEnd {
 		md.Annotations = map[string]string{"k8s.io/initial-events-end": "true"}
 	}
-	b, _ := json.Marshal(struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind,omitempty"`
-		Metadata   meta   `json:"metadata"`
-	}{w.f.gvr.GroupVersion().String(), w.kind, md})
 	ev := &fleetviewv1.WatchEvent{Type: bookmark, ResourceVersion: rv, InitialEventsEnd: initialEnd}
-	if err := w.setObject(ev, b, nil); err != nil {
+	if err := w.setObject(ev, stub{APIVersion: w.f.gvr.GroupVersion().String(), Kind: w.kind, Metadata: md}.json(), nil); err != nil {
 		return err
 	}
-	if !w.out.tryPush(ev) {
-		return errOutFull
-	}
-	return nil
+	return w.queue(ev)
 }
 
 // listAll pages through the current state with one snapshot.

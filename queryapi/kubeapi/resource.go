@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -111,18 +112,11 @@ func parseParams(r *http.Request) (*params, error) {
 // messages) of Kubernetes' list options validation. Kubernetes answers them
 // 422 Invalid; here, like every parameter error, they are 400 BadRequest.
 func exactParams(p *params) error {
-	forbidden := func(why string) error {
-		return fmt.Errorf("%w: resourceVersionMatch: Forbidden: %s", ErrBadRequest, why)
-	}
-	switch {
-	case p.watch:
+	if p.watch {
 		return badParam("resourceVersionMatch", string(metav1.ResourceVersionMatchExact), "a watch supports only NotOlderThan")
-	case p.resourceVersion == "":
-		return forbidden("resourceVersionMatch is forbidden unless resourceVersion is provided")
-	case p.resourceVersion == "0":
-		return forbidden(`resourceVersionMatch "exact" is forbidden for resourceVersion "0"`)
-	case p.cont != "":
-		return forbidden("resourceVersionMatch is forbidden when continue is provided")
+	}
+	if why := query.ExactForbidden(p.resourceVersion, p.cont); why != "" {
+		return fmt.Errorf("%w: resourceVersionMatch: Forbidden: %s", ErrBadRequest, why)
 	}
 	return nil
 }
@@ -261,14 +255,27 @@ func appendItem(b []byte, c cached, it []byte) []byte {
 	if bytes.HasPrefix(t, []byte(`{"kind":`)) || bytes.HasPrefix(t, []byte(`{"apiVersion":`)) || len(t) < 2 || t[0] != '{' {
 		return append(b, it...)
 	}
-	b = append(b, `{"kind":`...)
-	b = strconv.AppendQuote(b, c.kind)
-	b = append(b, `,"apiVersion":`...)
-	b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
-	if rest := bytes.TrimLeft(t[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
-		b = append(b, ',')
+	b = appendTypeMeta(append(b, '{'), c, false, false)
+	if rest := bytes.TrimLeft(t[1:], " \t\r\n"); len(rest) == 0 || rest[0] == '}' {
+		b = b[:len(b)-1] // an empty object: no member follows
 	}
 	return append(b, t[1:]...)
+}
+
+// appendTypeMeta writes the kind and apiVersion members an object lacks
+// (hasKind, hasAPIVersion false), each followed by a comma.
+func appendTypeMeta(b []byte, c cached, hasKind, hasAPIVersion bool) []byte {
+	if !hasKind {
+		b = append(b, `"kind":`...)
+		b = strconv.AppendQuote(b, c.kind)
+		b = append(b, ',')
+	}
+	if !hasAPIVersion {
+		b = append(b, `"apiVersion":`...)
+		b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
+		b = append(b, ',')
+	}
+	return b
 }
 
 func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
@@ -514,17 +521,7 @@ func appendWatchObject(b []byte, c cached, obj []byte, rv string) ([]byte, error
 	}
 	open := rawjson.SkipSpace(obj, 0) + 1
 	empty := rawjson.SkipSpace(obj, open) == end-1 // "{}"
-	b = append(b, '{')
-	if !kind {
-		b = append(b, `"kind":`...)
-		b = strconv.AppendQuote(b, c.kind)
-		b = append(b, ',')
-	}
-	if !apiVersion {
-		b = append(b, `"apiVersion":`...)
-		b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
-		b = append(b, ',')
-	}
+	b = appendTypeMeta(append(b, '{'), c, kind, apiVersion)
 	switch {
 	case rvm.ValueStart >= 0:
 		b = append(b, obj[open:rvm.ValueStart]...)
