@@ -103,13 +103,9 @@ func listMeta(b []byte) (metav1.ListMeta, error) {
 	return lm, topMember(b, "metadata", &lm)
 }
 
-// listPages reads a whole list from e, paging by limit (0: one answer),
-// and returns the bodies.
-func (e endpoint) listPages(ctx context.Context, path, sel string, limit int64) ([][]byte, error) {
-	q := url.Values{}
-	if sel != "" {
-		q.Set("labelSelector", sel)
-	}
+// pages reads a whole list from e at path with query q, paging by limit
+// (0: one answer); next reads an answer's continue token.
+func (e endpoint) pages(ctx context.Context, path string, q url.Values, limit int64, next func([]byte) (string, error)) ([][]byte, error) {
 	if limit > 0 {
 		q.Set("limit", fmt.Sprint(limit))
 	}
@@ -123,16 +119,28 @@ func (e endpoint) listPages(ctx context.Context, path, sel string, limit int64) 
 		if limit == 0 {
 			return pages, nil
 		}
-		lm, err := listMeta(b)
-		if err != nil {
-			return nil, err
+		cont, err := next(b)
+		if err != nil || cont == "" {
+			return pages, err
 		}
-		if lm.Continue == "" {
-			return pages, nil
-		}
-		q.Set("continue", lm.Continue)
-		q.Del("resourceVersion")
+		q.Set("continue", cont)
+		q.Del("resourceVersion") // a continue token pins its own
 	}
+}
+
+// kubeContinue is a Kubernetes list's metadata.continue.
+func kubeContinue(b []byte) (string, error) {
+	lm, err := listMeta(b)
+	return lm.Continue, err
+}
+
+// listPages reads a whole Kubernetes list from e, selected by sel.
+func (e endpoint) listPages(ctx context.Context, path, sel string, limit int64) ([][]byte, error) {
+	q := url.Values{}
+	if sel != "" {
+		q.Set("labelSelector", sel)
+	}
+	return e.pages(ctx, path, q, limit, kubeContinue)
 }
 
 // fanoutRead lists from every apiserver in parallel with
@@ -146,28 +154,9 @@ func fanoutRead(ctx context.Context, eps []endpoint, sel string, limit int64) ([
 			if sel != "" {
 				q.Set("labelSelector", sel)
 			}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			for {
-				b, err := e.fetch(gctx, "/api/v1/pods", q)
-				if err != nil {
-					return err
-				}
-				res[i] = append(res[i], b)
-				if limit == 0 {
-					return nil
-				}
-				lm, err := listMeta(b)
-				if err != nil {
-					return err
-				}
-				if lm.Continue == "" {
-					return nil
-				}
-				q.Set("continue", lm.Continue)
-				q.Del("resourceVersion")
-			}
+			var err error
+			res[i], err = e.pages(gctx, "/api/v1/pods", q, limit, kubeContinue)
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -211,24 +200,10 @@ func decodeRESTPages(bodies [][]byte) (int, error) {
 
 // restPages reads a whole /v1 list, paging by limit (0: one answer).
 func restPages(ctx context.Context, e endpoint, sel string, limit int64) ([][]byte, error) {
-	var pages [][]byte
-	cont := ""
-	for {
-		q := url.Values{"labelSelector": {sel}, "limit": {fmt.Sprint(limit)}, "continue": {cont}}
-		b, err := e.fetch(ctx, "/v1/resources/core/v1/pods", q)
-		if err != nil {
-			return nil, err
-		}
-		pages = append(pages, b)
-		var next string
-		if err := topMember(b, "continue", &next); err != nil {
-			return nil, err
-		}
-		if next == "" {
-			return pages, nil
-		}
-		cont = next
-	}
+	return e.pages(ctx, "/v1/resources/core/v1/pods", url.Values{"labelSelector": {sel}}, limit, func(b []byte) (string, error) {
+		var cont string
+		return cont, topMember(b, "continue", &cont)
+	})
 }
 
 // grpcPages reads a whole list over gRPC in the default (stored JSON)
