@@ -61,12 +61,18 @@ var ckptPrefix = []byte{'c', sep}
 
 // tail splits the last three tokens (namespace, name, cluster) off a key.
 func tail(key []byte) (ns, name, cluster string, err error) {
-	parts := bytes.Split(key, []byte{sep})
-	if len(parts) < 3 {
+	// Found from the end without splitting the key: lists call this once
+	// per candidate key.
+	c := bytes.LastIndexByte(key, sep)
+	n := -1
+	if c > 0 {
+		n = bytes.LastIndexByte(key[:c], sep)
+	}
+	if n < 0 {
 		return "", "", "", fmt.Errorf("malformed key %q", key)
 	}
-	n := len(parts)
-	return string(parts[n-3]), string(parts[n-2]), string(parts[n-1]), nil
+	s := bytes.LastIndexByte(key[:n], sep) // -1: the namespace starts the key
+	return string(key[s+1 : n]), string(key[n+1 : c]), string(key[c+1:]), nil
 }
 
 // record is the stored value of an object.

@@ -31,3 +31,24 @@ func TestLabelsHash(t *testing.T) {
 		}
 	}
 }
+
+func TestTail(t *testing.T) {
+	cases := []struct {
+		key, ns, name, cluster string
+		bad                    bool
+	}{
+		{key: "o\x00v1/pods\x00ns\x00web\x00c1", ns: "ns", name: "web", cluster: "c1"},
+		{key: "o\x00v1/nodes\x00\x00n1\x00c2", ns: "", name: "n1", cluster: "c2"},
+		{key: "ns\x00web\x00c1", ns: "ns", name: "web", cluster: "c1"},
+		{key: "\x00web\x00c1", ns: "", name: "web", cluster: "c1"},
+		{key: "web\x00c1", bad: true},
+		{key: "c1", bad: true},
+		{key: "", bad: true},
+	}
+	for _, c := range cases {
+		ns, name, cluster, err := tail([]byte(c.key))
+		if c.bad != (err != nil) || ns != c.ns || name != c.name || cluster != c.cluster {
+			t.Errorf("tail(%q) = %q, %q, %q, %v", c.key, ns, name, cluster, err)
+		}
+	}
+}

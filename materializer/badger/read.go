@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -340,8 +341,21 @@ type listScan struct {
 	sel      labels.Selector
 	prefix   []byte
 	indexed  bool // prefix is a label index: values are read from the objects
-	page     query.Page
-	lastKey  []byte
+	// implied: the index entry alone proves the selector (its only
+	// requirement is the indexed one), so labels are not decoded again.
+	implied bool
+	pending []candidate // indexed keys waiting for their objects
+	page    query.Page
+	lastKey []byte
+}
+
+// candidate is one label-index key whose object is still to be read.
+type candidate struct {
+	key               []byte
+	ns, name, cluster string
+	matched           bool
+	obj               query.Object
+	err               error
 }
 
 // resolve picks the range to scan; false when the query selects nothing.
@@ -359,6 +373,9 @@ func (l *listScan) resolve() bool {
 	}
 	base, indexed := scanPrefix(l.o.GVR, l.sel)
 	l.prefix, l.indexed = base, indexed
+	if reqs, _ := l.sel.Requirements(); indexed && len(reqs) == 1 {
+		l.implied = true
+	}
 	if ns != "" {
 		l.prefix = append(append(bytes.Clone(base), ns...), sep)
 	}
@@ -387,7 +404,7 @@ func (l *listScan) scan(start []byte) (bool, error) {
 			return more, err
 		}
 	}
-	return false, nil
+	return l.drain()
 }
 
 // visit filters one key, cheapest tests first, and adds its object.
@@ -404,6 +421,13 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 			return false, nil
 		}
 	}
+	if l.indexed {
+		l.pending = append(l.pending, candidate{key: item.KeyCopy(nil), ns: ns, name: name, cluster: cluster})
+		if len(l.pending) < l.batch() {
+			return false, nil
+		}
+		return l.drain()
+	}
 	if l.o.Limit > 0 && int64(len(l.page.Items)) == l.o.Limit {
 		// Only a matching object proves there is a next page.
 		return l.matches(item, ns, name, cluster, nil)
@@ -417,7 +441,67 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 	return false, nil
 }
 
+// fetchBatch bounds the label-index keys whose objects are read together:
+// enough to keep every core busy, few enough that a short page reads
+// little beyond its end.
+const fetchBatch = 256
+
+// batch is how many pending candidates are read together: no more than
+// can still be returned (plus the one that proves a next page) when the
+// index alone decides a match.
+func (l *listScan) batch() int {
+	if l.o.Limit > 0 && l.implied && (l.o.Fields == nil || !l.o.Fields.NeedsObject()) {
+		return int(min(int64(fetchBatch), l.o.Limit-int64(len(l.page.Items))+1))
+	}
+	return fetchBatch
+}
+
+// drain reads the pending candidates' objects, in parallel because each is
+// a point lookup in the LSM tree and the value log (most of a selective
+// list's time), then adds the matches in key order; true when a match
+// beyond a full page proves there is a next one.
+func (l *listScan) drain() (bool, error) {
+	cs := l.pending
+	l.pending = l.pending[:0]
+	if len(cs) == 0 {
+		return false, nil
+	}
+	workers := min(runtime.GOMAXPROCS(0), maxFetchWorkers, (len(cs)+15)/16)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			// Contiguous shares: a read-only transaction is safe for
+			// concurrent reads, and each worker writes only its own slots.
+			for i := w * len(cs) / workers; i < (w+1)*len(cs)/workers; i++ {
+				c := &cs[i]
+				c.matched, c.err = l.matches(nil, c.ns, c.name, c.cluster, &c.obj)
+			}
+		})
+	}
+	wg.Wait()
+	for i := range cs {
+		c := &cs[i]
+		if c.err != nil {
+			return false, c.err
+		}
+		if !c.matched {
+			continue
+		}
+		if l.o.Limit > 0 && int64(len(l.page.Items)) == l.o.Limit {
+			return true, nil // only a matching object proves a next page
+		}
+		l.page.Items = append(l.page.Items, c.obj)
+		l.lastKey = c.key
+	}
+	return false, nil
+}
+
+// maxFetchWorkers caps drain's parallelism: past a few cores one list
+// would only crowd out the others.
+const maxFetchWorkers = 4
+
 // matches decodes and filters one candidate; obj receives it when non-nil.
+// item is nil for a label-index candidate: its object is looked up.
 func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.Object) (bool, error) {
 	o, sel := l.o, l.sel
 	if l.indexed {
@@ -427,13 +511,14 @@ func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.
 		}
 		item = pi
 	}
+	check := !sel.Empty() && !l.implied
 	matched := false
 	err := item.Value(func(b []byte) error {
-		rec, err := decodeRecord(b, !sel.Empty())
+		rec, err := decodeRecord(b, check)
 		if err != nil {
 			return err
 		}
-		if !sel.Empty() && !sel.Matches(labels.Set(rec.labels)) {
+		if check && !sel.Matches(labels.Set(rec.labels)) {
 			return nil
 		}
 		if o.Fields.NeedsObject() {
