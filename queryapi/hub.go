@@ -1,7 +1,9 @@
 package queryapi
 
 import (
+	"maps"
 	"sync"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	"k8s.io/apimachinery/pkg/labels"
@@ -73,10 +75,38 @@ type hubEvent struct {
 	structOnce sync.Once
 	obj        *structpb.Struct
 	structErr  error
+
+	// applied is, for an event from the live feed, the hub's version
+	// before its batch (shared by the batch's events, never changed): with
+	// this event's sequence it is the resourceVersion of the event for
+	// every watch that sends it, sealed once (token).
+	applied  query.Version
+	rvOnce   sync.Once
+	rv       string
+	rvSealer *query.Sealer
 }
 
 func newHubEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *hubEvent {
 	return &hubEvent{cluster: cluster, seq: seq, ev: ev, gvr: stream.GVR(ev.GetGvr())}
+}
+
+// token is the resourceVersion of a live event, the same for every watch
+// that sends it; false for an event read back from the stream, whose
+// watch seals its own. A watch following the feed has judged every event
+// up to the hub's version before this batch, and the feed skips a watch
+// only for events its selector cannot concern, so it may resume from
+// there; sealing once instead of once per watch took a fifth of a
+// thousand watchers' allocations (docs/benchmarks/query.md).
+func (e *hubEvent) token(s *query.Sealer) (string, bool) {
+	if e.applied == nil {
+		return "", false
+	}
+	e.rvOnce.Do(func() {
+		v := maps.Clone(e.applied)
+		v[e.cluster] = e.seq
+		e.rv, e.rvSealer = s.SealVersion(v, time.Now()), s
+	})
+	return e.rv, e.rvSealer == s
 }
 
 // decode reads the object's labels once (and checks the JSON as far as
@@ -180,8 +210,9 @@ func (h *Hub) Observe(b feed.Batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[*subscription][]*hubEvent{}
+	applied := h.applied.Clone()
 	for i := range b.Events {
-		h.route(b.Cluster, &b.Events[i], out)
+		h.route(b.Cluster, &b.Events[i], applied, out)
 	}
 	if h.applied[b.Cluster] < b.LastSeq {
 		h.applied[b.Cluster] = b.LastSeq
@@ -194,8 +225,9 @@ func (h *Hub) Observe(b feed.Batch) {
 }
 
 // route adds e to the events of each watch that may need it.
-func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubEvent) {
+func (h *Hub) route(cluster string, e *feed.Event, applied query.Version, out map[*subscription][]*hubEvent) {
 	he := newHubEvent(cluster, e.Seq, e.Event)
+	he.applied = applied
 	var cur map[string]string
 	if e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		// The materializer extracted the labels already; decoding the

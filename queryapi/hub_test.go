@@ -251,3 +251,50 @@ func TestQueue(t *testing.T) {
 		t.Fatalf("push on a full queue after cancel: %v", err)
 	}
 }
+
+// TestHubEventTokenShared: every watch that sends a live event sends one
+// resourceVersion, sealed once: the hub's version before the batch with
+// the event's own sequence. A watch of another selector that the event
+// never reached may resume from it, because everything it skipped there
+// could not concern it.
+func TestHubEventTokenShared(t *testing.T) {
+	h := NewHub(HubOptions{})
+	sealer := query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))
+	x, _ := h.subscribe(podsGVR, labels.SelectorFromSet(labels.Set{"app": "x"}))
+	all, _ := h.subscribe(podsGVR, nil)
+	h.Observe(materialized(feed.NewTracker(), "b", []feed.Event{told(labeled(40, "o", "z"), false, "")}, 41))
+	h.Observe(materialized(feed.NewTracker(), "a", []feed.Event{told(labeled(7, "p", "x"), false, ""), told(labeled(8, "q", "x"), false, "")}, 9))
+	pop := func(s *subscription) []*hubEvent {
+		var evs []*hubEvent
+		for b, ok := s.q.pop(); ok; b, ok = s.q.pop() {
+			evs = append(evs, b.events...)
+		}
+		return evs
+	}
+	xs, alls := pop(x), pop(all)
+	if len(xs) != 2 || len(alls) != 3 {
+		t.Fatalf("routed %d and %d events, want 2 and 3", len(xs), len(alls))
+	}
+	for i, want := range []query.Version{{"a": 7, "b": 41}, {"a": 8, "b": 41}} {
+		rv, ok := xs[i].token(sealer)
+		if !ok {
+			t.Fatalf("live event %d has no shared token", i)
+		}
+		if rv2, _ := alls[i+1].token(sealer); rv2 != rv {
+			t.Errorf("event %d: watches send different versions %q and %q", i, rv, rv2)
+		}
+		tok, err := sealer.OpenVersion(rv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(tok.Seqs) != fmt.Sprint(want) {
+			t.Errorf("event %d: version %v, want %v", i, tok.Seqs, want)
+		}
+	}
+	if _, ok := xs[0].token(query.NewSealer([]byte("another key, another installation"))); ok {
+		t.Error("a token sealed with one key was handed out for another")
+	}
+	if _, ok := newHubEvent("a", 3, labeled(3, "r", "x").Event).token(sealer); ok {
+		t.Error("an event read back from the stream has a shared token: its watch must seal its own")
+	}
+}

@@ -86,11 +86,21 @@ type watch struct {
 
 var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast enough; resume from the last resourceVersion or list again", query.ErrTooSlow)
 
-// emit queues one event. raw is the object's JSON; shared, when set, is
-// the hub event whose object raw is, so its Struct form (for a structured
-// watch) is built once for every watch.
-func (w *watch) emit(typ string, cluster string, raw []byte, shared *hubEvent) error {
-	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: cluster, ResourceVersion: w.sealer.SealVersion(w.processed, time.Now())}
+// emit queues one event about he. raw is the object to send when it is not
+// he's own (a tombstone's stub); he's own object is sent as stored, and
+// its Struct form, for a structured watch, is built once for every watch.
+func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
+	rv, ok := he.token(w.sealer)
+	if !ok {
+		rv = w.sealer.SealVersion(w.processed, time.Now())
+	}
+	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: he.cluster, ResourceVersion: rv}
+	shared := he
+	if raw != nil {
+		shared = nil
+	} else {
+		raw = he.ev.GetObject()
+	}
 	if err := w.setObject(ev, raw, shared); err != nil {
 		return nil // the materializer dead-letters what it cannot decode
 	}
@@ -184,10 +194,9 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 				return nil
 			}
 		}
-		return w.emit(deleted, c, w.tombstone(he), nil)
+		return w.emit(deleted, he, w.tombstone(he))
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
 		lbls, err := he.decode()
-		obj := ev.GetObject()
 		if err != nil {
 			return nil // the materializer dead-letters what it cannot decode
 		}
@@ -201,10 +210,10 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 			}
 			if _, ok := w.sent[key]; ok {
 				delete(w.sent, key)
-				return w.emit(deleted, c, obj, he)
+				return w.emit(deleted, he, nil)
 			}
 			if mayHold && w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
-				return w.emit(deleted, c, obj, he)
+				return w.emit(deleted, he, nil)
 			}
 			return nil
 		}
@@ -220,7 +229,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 				w.sent[key] = struct{}{}
 			}
 		}
-		return w.emit(typ, c, obj, he)
+		return w.emit(typ, he, nil)
 	}
 	return nil
 }

@@ -465,12 +465,13 @@ func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) 
 		return nil, nil
 	}
 	// Reflectors resume from the last event's object resourceVersion.
-	b, err := appendWatchObject(nil, c, ev.GetRawObject(), ev.GetResourceVersion())
-	if err != nil {
-		return nil, err
-	}
+	obj, rv := ev.GetRawObject(), ev.GetResourceVersion()
 	if p.table {
-		t, err := newTable(c, metav1.ListMeta{ResourceVersion: ev.GetResourceVersion()})
+		b, err := appendWatchObject(nil, c, obj, rv)
+		if err != nil {
+			return nil, err
+		}
+		t, err := newTable(c, metav1.ListMeta{ResourceVersion: rv})
 		if err != nil {
 			return nil, err
 		}
@@ -479,11 +480,16 @@ func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) 
 		}
 		return jsonLine(metav1.WatchEvent{Type: ev.GetType()}, t.Table)
 	}
-	out := make([]byte, 0, len(b)+40)
+	// One allocation per line, sized for the object, the version and
+	// the type meta: a thousand watchers write a line per delivery.
+	out := make([]byte, 0, len(obj)+len(rv)+len(c.kind)+len(c.gvr.Group)+len(c.gvr.Version)+96)
 	out = append(out, `{"type":`...)
 	out = strconv.AppendQuote(out, ev.GetType())
 	out = append(out, `,"object":`...)
-	out = append(out, b...)
+	out, err := appendWatchObject(out, c, obj, rv)
+	if err != nil {
+		return nil, err
+	}
 	return append(out, "}\n"...), nil
 }
 
