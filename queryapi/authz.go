@@ -73,7 +73,8 @@ func resourceName(r resourceRequest) string {
 	return auth.Resource(g, r.GetResource())
 }
 
-// verbFor names what a method does; unknown methods need the admin verb.
+// verbFor names what a method does; unknown methods need the registry
+// administration verb, the one a "*" rule never grants.
 func verbFor(method string) (verb, resource string) {
 	name := method[strings.LastIndex(method, "/")+1:]
 	switch {
@@ -82,7 +83,7 @@ func verbFor(method string) (verb, resource string) {
 	case name == "GetRegistry" || name == "ListRegistries":
 		return auth.VerbList, "registries"
 	case strings.HasPrefix(method, "/fleetview.v1.RegistryService/"):
-		return auth.VerbAdmin, "registries"
+		return auth.VerbRegistryAdmin, "registries"
 	case name == "Get":
 		return auth.VerbGet, ""
 	case name == "List":
@@ -92,7 +93,7 @@ func verbFor(method string) (verb, resource string) {
 	case strings.HasPrefix(name, "Search"):
 		return auth.VerbSearch, ""
 	}
-	return auth.VerbAdmin, "*"
+	return auth.VerbRegistryAdmin, "*"
 }
 
 // admit authorizes a request and narrows it to the caller's scope. The

@@ -32,7 +32,7 @@ type AuthOptions struct {
 // AddFlags registers the flags.
 func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokenFile, "token-auth-file", "", `bearer tokens, one per line: token,user,uid,"group1,group2" (kube-apiserver format)`)
-	fs.StringVar(&o.PolicyFile, "authorization-policy-file", "", "YAML allow rules: users/groups -> verbs (get, list, watch, search, admin), resources, clusters, namespaces")
+	fs.StringVar(&o.PolicyFile, "authorization-policy-file", "", "YAML allow rules: users/groups -> verbs (get, list, watch, search; registry-admin for registry writes, never granted by \"*\"), resources, clusters, namespaces")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate for gRPC and REST")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA that signs client certificates (gRPC; CN = user, O = groups)")
