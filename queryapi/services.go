@@ -312,13 +312,20 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 	}
 	rs := slices.Clone(req.GetResources())
 	slices.Sort(rs)
-	h := requestHash("search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs))
+	hashed := []string{"search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs)}
+	// The caller's visibility (set by the Guard) is part of the query: a
+	// token binds to it, so a page is never continued under another scope.
+	vis := visibleFrom(ctx)
+	if vis != nil {
+		hashed = append(hashed, vis.String())
+	}
+	h := requestHash(hashed...)
 	cur, err := openContinue(q.sealer, req.GetContinue(), h)
 	if err != nil {
 		return nil, err
 	}
 	page, err := q.searcher.Search(ctx, query.SearchOptions{Text: req.GetText(), Resources: gvrs, Namespace: req.GetNamespace(),
-		Clusters: cs, Limit: req.GetLimit(), Continue: cur})
+		Clusters: cs, Visible: vis, Limit: req.GetLimit(), Continue: cur})
 	if err != nil {
 		return nil, err
 	}

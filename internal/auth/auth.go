@@ -223,6 +223,43 @@ func (a *Authorizer) Scope(u User, verb, res string) Scope {
 	return s
 }
 
+// Grant is what one rule lets a user see with one verb, for a request that
+// spans resources (search), where no single resource's Scope applies.
+type Grant struct {
+	// AllResources: the rule says "*", which covers every resource but
+	// Secrets; Secrets too when Resources names them.
+	AllResources bool
+	// Resources are the resources the rule names (resource.group).
+	Resources []string
+	// Clusters and Namespaces restrict the grant; empty means all.
+	Clusters   []string
+	Namespaces []string
+}
+
+// Grants lists what each rule of u allows with verb, over all resources.
+func (a *Authorizer) Grants(u User, verb string) []Grant {
+	var out []Grant
+	for _, r := range a.policy.Rules {
+		if !r.subject(u) || !r.verb(verb) {
+			continue
+		}
+		g := Grant{AllResources: has(r.Resources, "*")}
+		for _, res := range r.Resources {
+			if res != "*" {
+				g.Resources = append(g.Resources, res)
+			}
+		}
+		if !all(r.Clusters) {
+			g.Clusters = r.Clusters
+		}
+		if !all(r.Namespaces) {
+			g.Namespaces = r.Namespaces
+		}
+		out = append(out, g)
+	}
+	return out
+}
+
 // Authorize checks one request; an empty cluster or namespace means the
 // request spans all of them, which needs a rule without that restriction.
 func (a *Authorizer) Authorize(u User, verb, res, cluster, namespace string) error {

@@ -65,8 +65,12 @@ type SearchOptions struct {
 	Resources []schema.GroupVersionResource
 	Namespace string
 	Clusters  []string
-	Limit     int64
-	Continue  string
+	// Visible is what the caller may see; nil means everything. Backends
+	// apply it while scanning, before the limit, so a page holds only
+	// visible objects and a cursor never records a hidden one's position.
+	Visible  *Visibility
+	Limit    int64
+	Continue string
 }
 
 // Version is the multi-cluster resourceVersion: per cluster, the stream

@@ -587,6 +587,11 @@ func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 	if s.clusters != nil && !s.clusters[cluster] || s.o.Namespace != "" && ns != s.o.Namespace {
 		return false, nil
 	}
+	// Before the limit: a hidden object neither fills the page nor
+	// becomes the cursor's position.
+	if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, cluster, ns) {
+		return false, nil
+	}
 	hit, err := s.hit(item, parts, cluster)
 	if err != nil || hit == nil {
 		return false, err
