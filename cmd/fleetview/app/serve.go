@@ -34,8 +34,10 @@ type ServeOptions struct {
 	// with it; up requires it from every client of its embedded server).
 	NATSTokenFile string
 	// MetricsAddr, when set, serves the materializers' counters in the
-	// Prometheus text format at /metrics.
-	MetricsAddr string
+	// Prometheus text format at /metrics, and Go profiles; loopback only
+	// unless MetricsAllowRemote, since neither is authenticated.
+	MetricsAddr        string
+	MetricsAllowRemote bool
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
 	// KeepPageCache leaves the Badger value log's written pages in the
@@ -56,7 +58,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the NATS token")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
+	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
@@ -71,9 +74,7 @@ func (o *ServeOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
 	addrs := map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr}
-	if o.MetricsAddr != "" {
-		addrs["--metrics-addr"] = o.MetricsAddr
-	}
+	errs = append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 	for name, a := range addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s %q: %v", ErrInvalidOptions, name, a, err))
