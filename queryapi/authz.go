@@ -322,6 +322,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	noteUser(ctx, u)
 	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
 		return g.search(ctx, u, req, handler)
 	}
@@ -351,6 +352,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	if err != nil {
 		return toStatus(err)
 	}
+	noteUser(ss.Context(), u)
 	return handler(srv, &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod})
 }
 

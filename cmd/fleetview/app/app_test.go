@@ -140,6 +140,9 @@ func TestAuthOptionsValidate(t *testing.T) {
 		{"policy without identities", AuthOptions{PolicyFile: f}, nil, []string{"needs --token-auth-file or --client-ca-file"}},
 		{"cert without key, CA without cert, missing file", AuthOptions{TLSCertFile: f, ClientCAFile: filepath.Join(dir, "nope"), PolicyFile: f}, nil,
 			[]string{"--client-ca-file: stat", "go together"}},
+		{"audit log to a file", AuthOptions{AuditLog: filepath.Join(dir, "audit.log")}, nil, nil},
+		{"audit log to standard output", AuthOptions{AuditLog: "-"}, nil, nil},
+		{"audit log in a missing directory", AuthOptions{AuditLog: filepath.Join(dir, "nope", "audit.log")}, nil, []string{"--audit-log"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -221,6 +221,7 @@ func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer cfg.security.close()
 	nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1))
 	if err != nil {
 		return err
@@ -316,6 +317,7 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer cfg.security.close()
 	ns, nc, err := startEmbeddedNATS(ctx, o, log)
 	if err != nil {
 		return err
