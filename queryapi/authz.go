@@ -274,6 +274,16 @@ func (g *Guard) visibility(u auth.User) *query.Visibility {
 	return v
 }
 
+// scopeVisibility is one resource's scope as a visibility (a list reads
+// one resource, so the grants need not name it).
+func scopeVisibility(s auth.Scope) *query.Visibility {
+	v := &query.Visibility{}
+	for _, p := range s.Pairs {
+		v.Grants = append(v.Grants, query.Grant{Clusters: p.Clusters, Namespaces: p.Namespaces})
+	}
+	return v
+}
+
 // search admits a search: the caller's visibility goes into the query, so
 // the backend skips hidden objects before the limit (a page of N hits is N
 // visible objects, and a continue token never marks a hidden one's
@@ -330,7 +340,14 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp, err := handler(auth.WithUser(ctx, u), req)
+	ctx = auth.WithUser(ctx, u)
+	if _, ok := req.(*fleetviewv1.ListRequest); ok && scope != nil {
+		// Namespaces too are applied by the backend, before the limit:
+		// pages stay full, and neither the continue token nor the
+		// remaining count reflects hidden objects.
+		ctx = withVisibility(ctx, scopeVisibility(*scope))
+	}
+	resp, err := handler(ctx, req)
 	if err != nil || scope == nil {
 		return resp, err
 	}

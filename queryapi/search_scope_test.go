@@ -111,3 +111,76 @@ func TestSearchCarriesVisibility(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardListVisibility: a list, like a search, carries the caller's
+// scope of its resource into the backend (namespaces included), so pages
+// stay full and tokens and remaining counts reflect visible objects only.
+func TestGuardListVisibility(t *testing.T) {
+	g := testGuard(t)
+	info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
+	cases := []struct {
+		tok     string
+		nilVis  bool
+		visible map[[2]string]bool
+	}{
+		{tok: "admin-tok", nilVis: true},
+		{tok: "alice-tok", visible: map[[2]string]bool{{"member1", "x"}: true, {"member2", "x"}: false}},
+		{tok: "bob-tok", visible: map[[2]string]bool{{"member9", "shop"}: true, {"member9", "payments"}: false}},
+	}
+	for _, tc := range cases {
+		var vis *query.Visibility
+		h := func(ctx context.Context, _ any) (any, error) {
+			vis = visibleFrom(ctx)
+			return &fleetviewv1.ListResponse{}, nil
+		}
+		if _, err := g.Unary(withToken(tc.tok), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, info, h); err != nil {
+			t.Fatalf("%s: %v", tc.tok, err)
+		}
+		if tc.nilVis != (vis == nil) {
+			t.Fatalf("%s: visibility %v, want nil=%v", tc.tok, vis, tc.nilVis)
+		}
+		for loc, want := range tc.visible {
+			if got := vis.Allows(schema.GroupResource{Resource: "pods"}, loc[0], loc[1]); got != want {
+				t.Errorf("%s: %v visible=%v, want %v", tc.tok, loc, got, want)
+			}
+		}
+	}
+}
+
+// fakeReader records what a list asked the backend.
+type fakeReader struct{ got query.ListOptions }
+
+func (f *fakeReader) Get(context.Context, schema.GroupVersionResource, string, string, string) (query.Object, error) {
+	return query.Object{}, query.ErrNotFound
+}
+
+func (f *fakeReader) List(_ context.Context, o query.ListOptions) (query.Page, error) {
+	f.got = o
+	return query.Page{Continue: "backend-cursor"}, nil
+}
+
+func (f *fakeReader) Versions(context.Context) (query.Version, error) { return query.Version{}, nil }
+
+// TestListCarriesVisibility: the list service hands the visibility to the
+// backend and binds its continue token to it.
+func TestListCarriesVisibility(t *testing.T) {
+	fr := &fakeReader{}
+	q := &queryService{reader: fr, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))}
+	shop := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}
+	ctx := withVisibility(context.Background(), shop)
+	resp, err := q.list(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr.got.Visible != shop {
+		t.Fatalf("backend got visibility %v", fr.got.Visible)
+	}
+	next := &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 5, Continue: resp.GetContinue()}
+	if _, err := q.list(ctx, next); err != nil {
+		t.Fatalf("same caller continues: %v", err)
+	}
+	other := withVisibility(context.Background(), &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"payments"}}}})
+	if _, err := q.list(other, next); !errors.Is(err, query.ErrInvalid) {
+		t.Fatalf("another scope continues the token: %v", err)
+	}
+}

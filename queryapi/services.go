@@ -236,12 +236,18 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		}
 	}
 	h := f.hash()
+	// The caller's visibility (set by the Guard) binds the token, as in
+	// search: a page is never continued under another scope.
+	vis := visibleFrom(ctx)
+	if vis != nil {
+		h = requestHash(h, vis.String())
+	}
 	cur, err := openContinue(q.sealer, req.GetContinue(), h)
 	if err != nil {
 		return nil, err
 	}
 	o := f.listOptions()
-	o.Limit, o.Continue = req.GetLimit(), cur
+	o.Limit, o.Continue, o.Visible = req.GetLimit(), cur, vis
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err

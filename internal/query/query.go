@@ -27,7 +27,11 @@ type ListOptions struct {
 	// Clusters restricts the answer; nil means every cluster. A non-nil
 	// empty slice (a cluster selector that matched nothing) selects nothing.
 	Clusters []string
-	Limit    int64
+	// Visible is what the caller may see; nil means everything. Applied
+	// while scanning, before the limit, like SearchOptions.Visible, and
+	// Remaining counts visible objects only.
+	Visible *Visibility
+	Limit   int64
 	// Continue is the backend cursor of the previous page (already verified
 	// by the query API; backends never see client-supplied bytes unchecked).
 	Continue string

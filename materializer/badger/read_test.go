@@ -262,3 +262,49 @@ func nameOf(t *testing.T, o query.Object) string {
 	}
 	return m.Metadata.Name
 }
+
+// TestListVisibility: a list, too, applies the caller's visibility before
+// the limit, and its remaining count counts visible objects only (it must
+// not reveal how many are hidden).
+func TestListVisibility(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	fill(t, s, "c1", 0, 100, 0)
+	fill(t, s, "c2", 0, 100, 0)
+	vis := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{benchdata.Namespace(3), benchdata.Namespace(7)}}, {Clusters: []string{"c2"}, Namespaces: []string{benchdata.Namespace(9)}}}}
+	const visible = 2*2*2 + 2 // team-03 and team-07 in both clusters, team-09 in c2
+	o := query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Visible: vis, Limit: 4}
+	total := 0
+	for first := true; ; first = false {
+		p, err := r.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			cl, ns := rawLocationOf(t, it)
+			if !vis.Allows(benchdata.PodGVR.GroupResource(), cl, ns) {
+				t.Fatalf("hidden object in %s/%s returned", cl, ns)
+			}
+		}
+		total += len(p.Items)
+		if first && (p.Remaining == nil || *p.Remaining != visible-4) {
+			t.Fatalf("remaining %v after the first page, want %d (visible objects only)", p.Remaining, visible-4)
+		}
+		if p.Continue == "" {
+			break
+		}
+		if len(p.Items) != 4 {
+			t.Fatalf("a page before the last holds %d objects", len(p.Items))
+		}
+		o.Continue = p.Continue
+	}
+	if total != visible {
+		t.Fatalf("listed %d visible objects, want %d", total, visible)
+	}
+}

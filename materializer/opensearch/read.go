@@ -228,7 +228,7 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	}
 	v.Keep(o.Clusters)
 	page.Version = v
-	if o.Clusters != nil && len(o.Clusters) == 0 {
+	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
 	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
@@ -252,6 +252,9 @@ func listQuery(o query.ListOptions) map[string]any {
 	}
 	if len(o.Clusters) > 0 {
 		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": o.Clusters}})
+	}
+	if o.Visible != nil {
+		filter = append(filter, visibilityFilter(o.Visible))
 	}
 	lf, mustNot := labelClauses(o.Labels)
 	filter = append(filter, lf...)

@@ -265,3 +265,36 @@ func TestSearchVisibility(t *testing.T) {
 		})
 	}
 }
+
+// TestListVisibility: a list carries the caller's visibility in its query.
+func TestListVisibility(t *testing.T) {
+	_, s := newFakeSearch(t)
+	vis := &query.Visibility{Grants: []query.Grant{{Clusters: []string{"c1"}, Namespaces: []string{"ns-2"}}}}
+	o := query.ListOptions{GVR: podGVR, Labels: labels.Everything(), Visible: vis, Limit: 3}
+	total := 0
+	for {
+		p, err := s.List(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			if it.Cluster != "c1" || !strings.Contains(string(it.JSON), `"namespace":"ns-2"`) {
+				t.Fatalf("hidden object %s in %s", it.JSON, it.Cluster)
+			}
+		}
+		total += len(p.Items)
+		if p.Continue == "" {
+			break
+		}
+		if len(p.Items) != 3 {
+			t.Fatalf("a page before the last holds %d objects", len(p.Items))
+		}
+		o.Continue = p.Continue
+	}
+	if total != 8 {
+		t.Fatalf("listed %d, want 8", total)
+	}
+	if p, err := s.List(context.Background(), query.ListOptions{GVR: podGVR, Visible: &query.Visibility{}}); err != nil || len(p.Items) != 0 {
+		t.Fatalf("no grants: %d items, %v", len(p.Items), err)
+	}
+}
