@@ -236,13 +236,15 @@ func filter(s *auth.Scope, resp any) error {
 
 type visibilityKey struct{}
 
-// withVisibility hands the caller's visibility to the search service.
+// withVisibility hands the caller's visibility to the list and search
+// services, which pass it to the backend.
 func withVisibility(ctx context.Context, v *query.Visibility) context.Context {
 	return context.WithValue(ctx, visibilityKey{}, v)
 }
 
-// visibleFrom is the visibility the Guard admitted a search with; nil
-// (everything) when no Guard runs, i.e. without authentication.
+// visibleFrom is the visibility the Guard admitted a list or search with;
+// nil (everything) when no Guard runs, i.e. without authentication, or
+// when the caller's rules see everything.
 func visibleFrom(ctx context.Context) *query.Visibility {
 	v, _ := ctx.Value(visibilityKey{}).(*query.Visibility)
 	return v
