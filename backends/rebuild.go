@@ -142,7 +142,10 @@ func (r *rebuild) replay(ctx context.Context) error {
 	go func() { done <- r.mat.Run(rctx) }()
 	runErr := r.wait(ctx, done)
 	cancel()
-	if err := <-done; err != nil && runErr == nil {
+	// Caught up, the materializer is stopped by rctx: a store already
+	// caught up (an empty hub) stops it while it is still starting, and
+	// the cancellation it reports then is not a failure.
+	if err := <-done; err != nil && runErr == nil && !(errors.Is(err, context.Canceled) && ctx.Err() == nil) {
 		runErr = err
 	}
 	// Closing flushes the memtables to tables and waits for a compaction

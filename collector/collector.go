@@ -393,10 +393,19 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	return c.wants(list)
+}
+
+// wants computes desired from the registries' specs. Secret data is kept
+// only where a registry that opted in selects Secrets (its namespace
+// selectors, in the clusters it targets): another registry watching
+// Secrets in more namespaces, metadata-only, does not inherit the opt-in.
+func (c *Collector) wants(list []*registry.ResourceRegistry) (map[schema.GroupVersionResource]want, []inventory.ResourceState, map[string]regResult, error) {
 	self := c.self()
 	out := map[schema.GroupVersionResource]want{}
 	allNS := map[schema.GroupVersionResource]bool{}
 	nsSets := map[schema.GroupVersionResource]map[string]bool{}
+	dataNS := map[schema.GroupVersionResource]map[string]bool{}
 	results := map[string]regResult{}
 	var skipped []inventory.ResourceState
 	for _, r := range list {
@@ -418,10 +427,10 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 			w.gvr, w.kind = m.Resource, gvk.Kind
 			w.names = discoveryNames(c.cached, m.Resource)
 			w.namespaced = m.Scope.Name() == meta.RESTScopeNameNamespace
-			w.keepSecretData = w.keepSecretData || r.Spec.IncludeSecretData
 			scope := "all namespaces"
 			if sel.Namespace == "" || !w.namespaced {
 				allNS[m.Resource] = true
+				w.secretData.all = w.secretData.all || r.Spec.IncludeSecretData
 				if !w.namespaced {
 					scope = "cluster-scoped"
 				}
@@ -430,6 +439,12 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 					nsSets[m.Resource] = map[string]bool{}
 				}
 				nsSets[m.Resource][sel.Namespace] = true
+				if r.Spec.IncludeSecretData {
+					if dataNS[m.Resource] == nil {
+						dataNS[m.Resource] = map[string]bool{}
+					}
+					dataNS[m.Resource][sel.Namespace] = true
+				}
 				scope = "namespace " + sel.Namespace
 			}
 			out[m.Resource] = w
@@ -445,8 +460,14 @@ func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[sche
 				w.namespaces = append(w.namespaces, ns)
 			}
 			sort.Strings(w.namespaces)
-			out[gvr] = w
 		}
+		if !w.secretData.all && len(dataNS[gvr]) > 0 {
+			for ns := range dataNS[gvr] {
+				w.secretData.namespaces = append(w.secretData.namespaces, ns)
+			}
+			sort.Strings(w.secretData.namespaces)
+		}
+		out[gvr] = w
 	}
 	return out, skipped, results, nil
 }
@@ -861,7 +882,7 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind, Namespaced: w.namespaced,
 			ShortNames: names.shortNames, Categories: names.categories,
 			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.count.Load(),
-			SecretData: w.keepsData(),
+			SecretData: w.keepsAnyData(),
 		}
 		if err := r.rs.lastErr(); err != nil {
 			st.Message = err.Error()

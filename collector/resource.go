@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -33,8 +34,10 @@ type want struct {
 	kind       string
 	namespaced bool
 	// namespaces is nil for all namespaces, else the sorted set to watch.
-	namespaces     []string
-	keepSecretData bool
+	namespaces []string
+	// secretData is where Secret data is kept (spec.includeSecretData of
+	// the registries selecting them).
+	secretData dataScope
 	// names are the short names and categories the member's discovery
 	// reports; they only describe the resource, so equal ignores them (an
 	// edited short name must not restart, and relist, the sync).
@@ -47,8 +50,25 @@ type apiNames struct {
 	shortNames, categories []string
 }
 
+// dataScope is where Secret data is kept: every namespace (all; also a
+// cluster-scoped resource), or the sorted namespaces of the selectors that
+// opted in. The zero value keeps it nowhere.
+type dataScope struct {
+	all        bool
+	namespaces []string
+}
+
+func (d dataScope) in(ns string) bool {
+	if d.all {
+		return true
+	}
+	i := sort.SearchStrings(d.namespaces, ns)
+	return i < len(d.namespaces) && d.namespaces[i] == ns
+}
+
 func (w want) equal(o want) bool {
-	if w.gvr != o.gvr || w.kind != o.kind || w.namespaced != o.namespaced || w.keepSecretData != o.keepSecretData || len(w.namespaces) != len(o.namespaces) || (w.namespaces == nil) != (o.namespaces == nil) {
+	if w.gvr != o.gvr || w.kind != o.kind || w.namespaced != o.namespaced || w.secretData.all != o.secretData.all ||
+		!slices.Equal(w.secretData.namespaces, o.secretData.namespaces) || len(w.namespaces) != len(o.namespaces) || (w.namespaces == nil) != (o.namespaces == nil) {
 		return false
 	}
 	for i := range w.namespaces {
@@ -67,8 +87,15 @@ func (w want) inScope(ns string) bool {
 	return i < len(w.namespaces) && w.namespaces[i] == ns
 }
 
-// keepsData reports whether objects of this resource keep Secret data.
-func (w want) keepsData() bool { return w.gvr == secretsGVR && w.keepSecretData }
+// keepsData reports whether an object of this resource in namespace ns
+// keeps its Secret data.
+func (w want) keepsData(ns string) bool { return w.gvr == secretsGVR && w.secretData.in(ns) }
+
+// keepsAnyData reports whether any object of this resource keeps Secret
+// data (the inventory's flag).
+func (w want) keepsAnyData() bool {
+	return w.gvr == secretsGVR && (w.secretData.all || len(w.secretData.namespaces) > 0)
+}
 
 // objRef is everything the collector keeps per object: enough to detect a
 // change (rv), to tombstone it (ns, name) and to find objects a list no
@@ -634,7 +661,6 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	}
 	pending := info.NumPending
 	var stale []objRefUID
-	keep := s.w.keepsData()
 	for pending > 0 {
 		// Ask for no more than is pending: a fetch waits for a full batch
 		// until its deadline.
@@ -666,7 +692,7 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 				stale = append(stale, objRefUID{ref, ps.UID})
 				continue
 			}
-			if (h.Get(stream.HdrSecretData) == stream.SecretDataKept) != keep {
+			if (h.Get(stream.HdrSecretData) == stream.SecretDataKept) != s.w.keepsData(ref.ns) {
 				// Published under the other Secret-data choice: publish
 				// again even if unchanged.
 				ref.stale = true
@@ -713,13 +739,14 @@ const headerAllowance = 1024
 // refused because it cannot fit in a NATS message; the refusal is counted,
 // logged and shown in the registry status, never silent.
 func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte) (bool, error) {
-	obj, err := prune(raw, s.cluster, s.w.gvr, s.w.keepSecretData)
+	keep := s.w.keepsData(m.namespace)
+	obj, err := prune(raw, s.cluster, s.w.gvr, keep)
 	if err != nil {
 		return false, fmt.Errorf("prune %s/%s: %w", m.namespace, m.name, err)
 	}
 	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
 	ev.Object = obj
-	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: s.w.keepsData()})
+	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: keep})
 	if err != nil {
 		return false, err
 	}

@@ -49,7 +49,7 @@ func (r *recorder) take() []string {
 
 func newTestSync(gvr schema.GroupVersionResource, keep bool) (*resourceSync, *recorder) {
 	rec := &recorder{max: 4 << 20}
-	w := want{gvr: gvr, kind: "ConfigMap", namespaced: true, keepSecretData: keep}
+	w := want{gvr: gvr, kind: "ConfigMap", namespaced: true, secretData: dataScope{all: keep}}
 	s := newResourceSync(resourceSyncConfig{
 		cluster: "m1", w: w, pub: rec, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ttl: stream.DefaultTombstoneTTL, m: &metrics{},

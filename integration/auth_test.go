@@ -40,20 +40,29 @@ const authTokens = `admin-token,root,1,"fleet-admins"
 alice-token,alice,2
 bob-token,bob,3
 dave-token,dave,4
+erin-token,erin,5
 `
 
 const authPolicy = `rules:
 - groups: [fleet-admins]
   verbs: ["*"]
   resources: ["*", secrets]
+# "*" is the read verbs only: writing registries must be named.
+- users: [root]
+  verbs: [registry-admin]
+  resources: [registries]
 - users: [alice]
-  verbs: [get, list, watch]
+  verbs: [get, list, watch, search]
   resources: [pods]
   clusters: [member1]
 - users: [bob]
-  verbs: [list]
+  verbs: [list, search]
   resources: ["*"]
   namespaces: [shop]
+# erin may read everything but not write registries: "*" is reads only.
+- users: [erin]
+  verbs: ["*"]
+  resources: ["*"]
 - users: [carol]
   verbs: [list]
   resources: [pods]
@@ -255,6 +264,66 @@ func TestAuthorization(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("registry writes need registry-admin by name", func(t *testing.T) {
+		if _, err := fv.regs.ApplyRegistry(bearer("erin-token").ctx(), registryRequest(t, "erin", "v1:ConfigMap")); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("erin's \"*\" verbs wrote a registry: %v", err)
+		}
+		if _, err := fv.regs.DeleteRegistry(bearer("erin-token").ctx(), &fleetviewv1.DeleteRegistryRequest{Name: "pods-and-secrets"}); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("erin's \"*\" verbs deleted a registry: %v", err)
+		}
+		if _, err := fv.regs.ListRegistries(bearer("erin-token").ctx(), &fleetviewv1.ListRegistriesRequest{}); err != nil {
+			t.Fatalf("erin may read registries: %v", err)
+		}
+	})
+
+	// Before the watch subtest below adds pods: each caller's search pages
+	// (one hit each) hold only what the caller may see, and paging ends
+	// at the last visible hit.
+	t.Run("search is scoped before the limit", func(t *testing.T) {
+		search := func(tok string) ([]string, error) {
+			req := &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}, Limit: 1}
+			var out []ref
+			for range 10 {
+				resp, err := fv.query.Search(bearer(tok).ctx(), req)
+				if err != nil {
+					return nil, err
+				}
+				if len(resp.GetItems()) != 1 {
+					return nil, fmt.Errorf("a page of %d hits, want a full page of 1", len(resp.GetItems()))
+				}
+				r, err := objectRef(rawMap(resp.GetItems()[0].GetRawObject()))
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, r)
+				if resp.GetContinue() == "" {
+					return refs(out...), nil
+				}
+				req.Continue = resp.GetContinue()
+			}
+			return nil, fmt.Errorf("more pages than objects: %v", out)
+		}
+		for _, tc := range []struct {
+			tok  string
+			want []string
+		}{
+			{"admin-token", all},
+			{"alice-token", refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"})}, // cluster-scoped
+			{"bob-token", refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"})},       // namespace-scoped
+		} {
+			got, err := search(tc.tok)
+			if err != nil {
+				t.Fatalf("%s: %v", tc.tok, err)
+			}
+			if err := sameSet(got, tc.want); err != nil {
+				t.Fatalf("%s: %v", tc.tok, err)
+			}
+		}
+		if _, err := fv.query.Search(bearer("dave-token").ctx(), &fleetviewv1.SearchRequest{Text: "web"}); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("dave has no search rule: %v", err)
+		}
+	})
 
 	t.Run("secrets are metadata-only even for admins", func(t *testing.T) {
 		resp, err := fv.query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})

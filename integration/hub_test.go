@@ -29,7 +29,7 @@ func TestHubWithRemoteCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	natsAddr, natsPort := freePort(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSTokenFile: tokenFile},
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSTokenFile: tokenFile}},
 		NATSHost: "127.0.0.1", NATSPort: natsPort}
 	fv := startUp(t, o)
 	defer fv.stop(t)

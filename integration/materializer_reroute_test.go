@@ -68,7 +68,7 @@ func TestServeReroutesResources(t *testing.T) {
 				ResourceSelectors: sel,
 				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}}
 	}
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSURL: ns.ClientURL(),
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
 	var (

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/types/known/structpb"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
@@ -73,7 +74,8 @@ func resourceName(r resourceRequest) string {
 	return auth.Resource(g, r.GetResource())
 }
 
-// verbFor names what a method does; unknown methods need the admin verb.
+// verbFor names what a method does; unknown methods need the registry
+// administration verb, the one a "*" rule never grants.
 func verbFor(method string) (verb, resource string) {
 	name := method[strings.LastIndex(method, "/")+1:]
 	switch {
@@ -82,7 +84,7 @@ func verbFor(method string) (verb, resource string) {
 	case name == "GetRegistry" || name == "ListRegistries":
 		return auth.VerbList, "registries"
 	case strings.HasPrefix(method, "/fleetview.v1.RegistryService/"):
-		return auth.VerbAdmin, "registries"
+		return auth.VerbRegistryAdmin, "registries"
 	case name == "Get":
 		return auth.VerbGet, ""
 	case name == "List":
@@ -92,7 +94,7 @@ func verbFor(method string) (verb, resource string) {
 	case strings.HasPrefix(name, "Search"):
 		return auth.VerbSearch, ""
 	}
-	return auth.VerbAdmin, "*"
+	return auth.VerbRegistryAdmin, "*"
 }
 
 // admit authorizes a request and narrows it to the caller's scope. The
@@ -100,9 +102,9 @@ func verbFor(method string) (verb, resource string) {
 func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) {
 	verb, res := verbFor(method)
 	if verb == auth.VerbSearch {
-		// Search spans resources: each hit is judged against its own
-		// resource (searchFilter); here only "may search at all".
-		return nil, nil
+		// Search spans resources: Unary admits it (search) with the
+		// caller's visibility over all of them, not one resource's scope.
+		return nil, fmt.Errorf("%w: search is admitted by its own path", auth.ErrForbidden)
 	}
 	rr, ok := req.(resourceRequest)
 	if res != "" || !ok {
@@ -232,6 +234,81 @@ func filter(s *auth.Scope, resp any) error {
 	return nil
 }
 
+type visibilityKey struct{}
+
+// withVisibility hands the caller's visibility to the list and search
+// services, which pass it to the backend.
+func withVisibility(ctx context.Context, v *query.Visibility) context.Context {
+	return context.WithValue(ctx, visibilityKey{}, v)
+}
+
+// visibleFrom is the visibility the Guard admitted a list or search with;
+// nil (everything) when no Guard runs, i.e. without authentication, or
+// when the caller's rules see everything.
+func visibleFrom(ctx context.Context) *query.Visibility {
+	v, _ := ctx.Value(visibilityKey{}).(*query.Visibility)
+	return v
+}
+
+// visibility is what u may search, rule by rule, with the policy's
+// resource names resolved: "deployments.apps" is the group apps, and a "*"
+// never covers Secrets unless the rule names them too. nil: everything.
+func (g *Guard) visibility(u auth.User) *query.Visibility {
+	secrets := schema.GroupResource{Resource: "secrets"}
+	v := &query.Visibility{}
+	for _, gr := range g.Authorizer.Grants(u, auth.VerbSearch) {
+		qg := query.Grant{Clusters: gr.Clusters, Namespaces: gr.Namespaces}
+		named := make([]schema.GroupResource, 0, len(gr.Resources))
+		for _, r := range gr.Resources {
+			named = append(named, schema.ParseGroupResource(r))
+		}
+		switch {
+		case !gr.AllResources:
+			qg.Resources = named
+		case !slices.Contains(named, secrets):
+			qg.Except = []schema.GroupResource{secrets}
+		}
+		if qg.Resources == nil && qg.Except == nil && qg.Clusters == nil && qg.Namespaces == nil {
+			return nil // one rule sees everything: nothing to filter
+		}
+		v.Grants = append(v.Grants, qg)
+	}
+	return v
+}
+
+// scopeVisibility is one resource's scope as a visibility (a list reads
+// one resource, so the grants need not name it).
+func scopeVisibility(s auth.Scope) *query.Visibility {
+	v := &query.Visibility{}
+	for _, p := range s.Pairs {
+		v.Grants = append(v.Grants, query.Grant{Clusters: p.Clusters, Namespaces: p.Namespaces})
+	}
+	return v
+}
+
+// search admits a search: the caller's visibility goes into the query, so
+// the backend skips hidden objects before the limit (a page of N hits is N
+// visible objects, and a continue token never marks a hidden one's
+// position), and the clusters nothing is visible in are never read.
+func (g *Guard) search(ctx context.Context, u auth.User, req any, handler grpc.UnaryHandler) (any, error) {
+	vis := g.visibility(u)
+	if vis.None() {
+		return nil, toStatus(g.Authorizer.Authorize(u, auth.VerbSearch, "*", "", ""))
+	}
+	if allowed, all := vis.Clusters(); !all {
+		if err := narrowClusters(req, allowed); err != nil {
+			return nil, toStatus(fmt.Errorf("%w: user %q may not search the requested clusters", auth.ErrForbidden, u.Name))
+		}
+	}
+	resp, err := handler(withVisibility(auth.WithUser(ctx, u), vis), req)
+	if sr, ok := resp.(*fleetviewv1.SearchResponse); ok && err == nil {
+		// The backend applied the visibility already; this keeps a
+		// backend that ignored it from leaking.
+		g.searchFilter(u, sr)
+	}
+	return resp, err
+}
+
 // searchFilter keeps the hits the caller may see, each judged against the
 // scope of its own resource.
 func (g *Guard) searchFilter(u auth.User, r *fleetviewv1.SearchResponse) {
@@ -257,15 +334,22 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	noteUser(ctx, u)
+	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
+		return g.search(ctx, u, req, handler)
+	}
 	scope, err := g.admit(u, info.FullMethod, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp, err := handler(auth.WithUser(ctx, u), req)
-	if sr, ok := resp.(*fleetviewv1.SearchResponse); ok && err == nil {
-		g.searchFilter(u, sr)
-		return sr, nil
+	ctx = auth.WithUser(ctx, u)
+	if _, ok := req.(*fleetviewv1.ListRequest); ok && scope != nil {
+		// Namespaces too are applied by the backend, before the limit:
+		// pages stay full, and neither the continue token nor the
+		// remaining count reflects hidden objects.
+		ctx = withVisibility(ctx, scopeVisibility(*scope))
 	}
+	resp, err := handler(ctx, req)
 	if err != nil || scope == nil {
 		return resp, err
 	}
@@ -287,6 +371,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	if err != nil {
 		return toStatus(err)
 	}
+	noteUser(ss.Context(), u)
 	return handler(srv, &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod})
 }
 

@@ -17,7 +17,7 @@ import (
 
 func testGuard(t *testing.T) *Guard {
 	t.Helper()
-	tokens, err := auth.LoadTokens(strings.NewReader("admin-tok,root,1,admins\nalice-tok,alice\nbob-tok,bob\n"))
+	tokens, err := auth.LoadTokens(strings.NewReader("admin-tok,root,1,admins\nalice-tok,alice\nbob-tok,bob\nops-tok,ops\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,6 +25,7 @@ func testGuard(t *testing.T) *Guard {
 		{Groups: []string{"admins"}, Verbs: []string{"*"}, Resources: []string{"*", "secrets"}},
 		{Users: []string{"alice"}, Verbs: []string{"get", "list", "watch", "search"}, Resources: []string{"pods"}, Clusters: []string{"member1"}},
 		{Users: []string{"bob"}, Verbs: []string{"list", "search"}, Resources: []string{"pods"}, Namespaces: []string{"shop"}},
+		{Users: []string{"ops"}, Verbs: []string{"registry-admin"}, Resources: []string{"registries"}},
 	}}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
@@ -122,14 +123,27 @@ func TestGuardUnary(t *testing.T) {
 		}
 	})
 
-	t.Run("registry writes need admin", func(t *testing.T) {
-		apply := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.RegistryService/ApplyRegistry"}
+	t.Run("registry writes need the registry-admin verb by name", func(t *testing.T) {
 		h := func(context.Context, any) (any, error) { return &fleetviewv1.Registry{}, nil }
-		if _, err := g.Unary(withToken("alice-tok"), &fleetviewv1.ApplyRegistryRequest{}, apply, h); status.Code(err) != codes.PermissionDenied {
-			t.Fatalf("alice apply: %v", err)
-		}
-		if _, err := g.Unary(withToken("admin-tok"), &fleetviewv1.ApplyRegistryRequest{}, apply, h); err != nil {
-			t.Fatalf("admin apply: %v", err)
+		for _, tc := range []struct {
+			method, tok string
+			req         any
+			code        codes.Code
+		}{
+			{"ApplyRegistry", "alice-tok", &fleetviewv1.ApplyRegistryRequest{}, codes.PermissionDenied},
+			// A "*" verb grants reads only: a registry write can point the
+			// hub at any OpenSearch with any mounted Secret.
+			{"ApplyRegistry", "admin-tok", &fleetviewv1.ApplyRegistryRequest{}, codes.PermissionDenied},
+			{"DeleteRegistry", "admin-tok", &fleetviewv1.DeleteRegistryRequest{Name: "x"}, codes.PermissionDenied},
+			{"ListRegistries", "admin-tok", &fleetviewv1.ListRegistriesRequest{}, codes.OK},
+			{"ApplyRegistry", "ops-tok", &fleetviewv1.ApplyRegistryRequest{}, codes.OK},
+			{"DeleteRegistry", "ops-tok", &fleetviewv1.DeleteRegistryRequest{Name: "x"}, codes.OK},
+			{"ListRegistries", "ops-tok", &fleetviewv1.ListRegistriesRequest{}, codes.PermissionDenied},
+		} {
+			info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.RegistryService/" + tc.method}
+			if _, err := g.Unary(withToken(tc.tok), tc.req, info, h); status.Code(err) != tc.code {
+				t.Errorf("%s by %s: %v, want %v", tc.method, tc.tok, err, tc.code)
+			}
 		}
 	})
 

@@ -52,6 +52,11 @@
 //   - Readiness (/readyz, gRPC health) requires every ready cluster to have
 //     every registry-selected resource synced by its collector and the
 //     backend to have applied the stream through the latest sync marker.
+//   - Authorization (authz.go, Guard) and the audit log (audit.go, Audit)
+//     are interceptors, the audit first so it records refusals too. A
+//     search carries the caller's visibility into the backend (applied
+//     before the limit); lists and watches are narrowed to the caller's
+//     clusters and filtered to its namespaces.
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
 // codes, HTTP statuses and Kubernetes Status bodies once, in errors.go.

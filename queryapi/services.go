@@ -236,12 +236,18 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		}
 	}
 	h := f.hash()
+	// The caller's visibility (set by the Guard) binds the token, as in
+	// search: a page is never continued under another scope.
+	vis := visibleFrom(ctx)
+	if vis != nil {
+		h = requestHash(h, vis.String())
+	}
 	cur, err := openContinue(q.sealer, req.GetContinue(), h)
 	if err != nil {
 		return nil, err
 	}
 	o := f.listOptions()
-	o.Limit, o.Continue = req.GetLimit(), cur
+	o.Limit, o.Continue, o.Visible = req.GetLimit(), cur, vis
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err
@@ -312,13 +318,20 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 	}
 	rs := slices.Clone(req.GetResources())
 	slices.Sort(rs)
-	h := requestHash("search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs))
+	hashed := []string{"search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs)}
+	// The caller's visibility (set by the Guard) is part of the query: a
+	// token binds to it, so a page is never continued under another scope.
+	vis := visibleFrom(ctx)
+	if vis != nil {
+		hashed = append(hashed, vis.String())
+	}
+	h := requestHash(hashed...)
 	cur, err := openContinue(q.sealer, req.GetContinue(), h)
 	if err != nil {
 		return nil, err
 	}
 	page, err := q.searcher.Search(ctx, query.SearchOptions{Text: req.GetText(), Resources: gvrs, Namespace: req.GetNamespace(),
-		Clusters: cs, Limit: req.GetLimit(), Continue: cur})
+		Clusters: cs, Visible: vis, Limit: req.GetLimit(), Continue: cur})
 	if err != nil {
 		return nil, err
 	}

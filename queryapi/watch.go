@@ -405,6 +405,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if err != nil {
 		return err
 	}
+	watchStarted(ctx)
 	return w.follow(ctx, sub, req.GetAllowBookmarks())
 }
 

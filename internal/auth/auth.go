@@ -26,9 +26,17 @@ const (
 	VerbList   = "list"
 	VerbWatch  = "watch"
 	VerbSearch = "search"
-	// VerbAdmin covers registry management and cluster inventory.
-	VerbAdmin = "admin"
+	// VerbRegistryAdmin creates, updates and deletes ResourceRegistries.
+	// A registry names the OpenSearch it writes to and the Secret holding
+	// that OpenSearch's credentials, and can opt Secrets into caching their
+	// data: whoever may write one can make the hub connect anywhere with any
+	// mounted credentials (SSRF) and copy every Secret. So a "*" verb never
+	// grants it: a rule must name it.
+	VerbRegistryAdmin = "registry-admin"
 )
+
+// readVerbs are the verbs a "*" in a rule's verbs stands for.
+func readVerbs() []string { return []string{VerbGet, VerbList, VerbWatch, VerbSearch} }
 
 // Rule allows subjects the verbs on resources in clusters and namespaces.
 // Empty Clusters or Namespaces, or "*", mean all.
@@ -71,6 +79,11 @@ func (r Rule) subject(u User) bool {
 	return false
 }
 
+// verb reports whether the rule grants v: named, or a read verb under "*".
+func (r Rule) verb(v string) bool {
+	return has(r.Verbs, v) || has(r.Verbs, "*") && has(readVerbs(), v)
+}
+
 func (r Rule) resource(res string) bool {
 	if has(r.Resources, res) {
 		return true
@@ -82,7 +95,7 @@ func (r Rule) resource(res string) bool {
 // Validate reports every problem of a policy at once.
 func (p *Policy) Validate() error {
 	var errs []string
-	known := []string{VerbGet, VerbList, VerbWatch, VerbSearch, VerbAdmin, "*"}
+	known := append(readVerbs(), VerbRegistryAdmin, "*")
 	for i, r := range p.Rules {
 		if len(r.Users) == 0 && len(r.Groups) == 0 {
 			errs = append(errs, fmt.Sprintf("rules[%d]: users or groups required", i))
@@ -92,7 +105,12 @@ func (p *Policy) Validate() error {
 		}
 		for j, v := range r.Verbs {
 			if !has(known, v) {
-				errs = append(errs, fmt.Sprintf("rules[%d].verbs[%d]: unknown verb %q (want one of %s)", i, j, v, strings.Join(known, ", ")))
+				hint := ""
+				if v == "admin" {
+					hint = "; registry writes need the verb " + VerbRegistryAdmin
+				}
+				errs = append(errs, fmt.Sprintf("rules[%d].verbs[%d]: unknown verb %q (want one of %s; \"*\" means %s, never %s, which a rule must name%s)",
+					i, j, v, strings.Join(known, ", "), strings.Join(readVerbs(), ", "), VerbRegistryAdmin, hint))
 			}
 		}
 		if len(r.Resources) == 0 {
@@ -190,7 +208,7 @@ func NewAuthorizer(p *Policy) *Authorizer {
 func (a *Authorizer) Scope(u User, verb, res string) Scope {
 	var s Scope
 	for _, r := range a.policy.Rules {
-		if !r.subject(u) || !(has(r.Verbs, verb) || has(r.Verbs, "*")) || !r.resource(res) {
+		if !r.subject(u) || !r.verb(verb) || !r.resource(res) {
 			continue
 		}
 		p := ClusterNamespaces{}
@@ -203,6 +221,43 @@ func (a *Authorizer) Scope(u User, verb, res string) Scope {
 		s.Pairs = append(s.Pairs, p)
 	}
 	return s
+}
+
+// Grant is what one rule lets a user see with one verb, for a request that
+// spans resources (search), where no single resource's Scope applies.
+type Grant struct {
+	// AllResources: the rule says "*", which covers every resource but
+	// Secrets; Secrets too when Resources names them.
+	AllResources bool
+	// Resources are the resources the rule names (resource.group).
+	Resources []string
+	// Clusters and Namespaces restrict the grant; empty means all.
+	Clusters   []string
+	Namespaces []string
+}
+
+// Grants lists what each rule of u allows with verb, over all resources.
+func (a *Authorizer) Grants(u User, verb string) []Grant {
+	var out []Grant
+	for _, r := range a.policy.Rules {
+		if !r.subject(u) || !r.verb(verb) {
+			continue
+		}
+		g := Grant{AllResources: has(r.Resources, "*")}
+		for _, res := range r.Resources {
+			if res != "*" {
+				g.Resources = append(g.Resources, res)
+			}
+		}
+		if !all(r.Clusters) {
+			g.Clusters = r.Clusters
+		}
+		if !all(r.Namespaces) {
+			g.Namespaces = r.Namespaces
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // Authorize checks one request; an empty cluster or namespace means the

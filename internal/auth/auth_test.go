@@ -15,6 +15,9 @@ rules:
 - groups: [fleet-admins]
   verbs: ["*"]
   resources: ["*", secrets]
+- groups: [registry-admins]
+  verbs: [registry-admin]
+  resources: [registries]
 - users: [alice]
   verbs: [get, list, watch]
   resources: [pods, deployments.apps]
@@ -46,6 +49,7 @@ func policy(t *testing.T) *Authorizer {
 func TestAuthorize(t *testing.T) {
 	a := policy(t)
 	admin := User{Name: "root", Groups: []string{"fleet-admins"}}
+	regAdmin := User{Name: "ops", Groups: []string{"registry-admins"}}
 	alice, bob, carol, eve := User{Name: "alice"}, User{Name: "bob"}, User{Name: "carol"}, User{Name: "eve"}
 	cases := []struct {
 		u                      User
@@ -53,7 +57,10 @@ func TestAuthorize(t *testing.T) {
 		ok                     bool
 	}{
 		{admin, VerbList, "secrets", "", "", true},
-		{admin, VerbAdmin, "registries", "", "", true},
+		{admin, VerbRegistryAdmin, "registries", "", "", false}, // "*" never grants registry writes
+		{admin, VerbList, "registries", "", "", true},
+		{regAdmin, VerbRegistryAdmin, "registries", "", "", true},
+		{regAdmin, VerbList, "pods", "", "", false},
 		{alice, VerbList, "pods", "member1", "", true},
 		{alice, VerbList, "pods", "", "", false}, // all clusters, but alice is limited to member1
 		{alice, VerbList, "pods", "member2", "", false},
@@ -102,9 +109,11 @@ func TestScopePushdown(t *testing.T) {
 }
 
 func TestPolicyValidation(t *testing.T) {
-	p := &Policy{Rules: []Rule{{Verbs: []string{"delete"}}}}
+	p := &Policy{Rules: []Rule{{Verbs: []string{"delete", "admin"}}}}
 	err := p.Validate()
-	for _, want := range []string{"rules[0]: users or groups", `rules[0].verbs[0]: unknown verb "delete"`, "rules[0].resources"} {
+	for _, want := range []string{"rules[0]: users or groups", `rules[0].verbs[0]: unknown verb "delete"`, "rules[0].resources",
+		`"*" means get, list, watch, search, never registry-admin, which a rule must name`,
+		`rules[0].verbs[1]: unknown verb "admin"`, "registry writes need the verb registry-admin"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want mention of %q", err, want)
 		}

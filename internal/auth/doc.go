@@ -9,7 +9,8 @@
 // Authentication: static bearer tokens (a kube-apiserver style token file,
 // `token,user,uid,"group1,group2"`) and TLS client certificates (CN = user,
 // O = groups). Authorization: a policy file of allow rules; anything not
-// allowed is denied. Secrets are never matched by a "*" resource: a rule must
+// allowed is denied. Secrets are never matched by a "*" resource, and
+// registry writes (the registry-admin verb) never by a "*" verb: a rule must
 // name them.
 //
 // It owns identities, policies and decisions only; queryapi calls it.

@@ -2,5 +2,7 @@
 // fleetview process: Prometheus-format metrics at /metrics and Go profiles
 // at /debug/pprof/. Memory and CPU of a collector tracking a large cluster,
 // or of serve holding millions of objects, are what to look at first when
-// one misbehaves, so both live on the same operator-chosen address.
+// one misbehaves, so both live on the same operator-chosen address. Neither
+// is authenticated: the commands refuse a non-loopback address unless the
+// operator allows it (--metrics-allow-remote, cmd/fleetview/app/metrics.go).
 package debugserver

@@ -27,7 +27,11 @@ type ListOptions struct {
 	// Clusters restricts the answer; nil means every cluster. A non-nil
 	// empty slice (a cluster selector that matched nothing) selects nothing.
 	Clusters []string
-	Limit    int64
+	// Visible is what the caller may see; nil means everything. Applied
+	// while scanning, before the limit, like SearchOptions.Visible, and
+	// Remaining counts visible objects only.
+	Visible *Visibility
+	Limit   int64
 	// Continue is the backend cursor of the previous page (already verified
 	// by the query API; backends never see client-supplied bytes unchecked).
 	Continue string
@@ -65,8 +69,12 @@ type SearchOptions struct {
 	Resources []schema.GroupVersionResource
 	Namespace string
 	Clusters  []string
-	Limit     int64
-	Continue  string
+	// Visible is what the caller may see; nil means everything. Backends
+	// apply it while scanning, before the limit, so a page holds only
+	// visible objects and a cursor never records a hidden one's position.
+	Visible  *Visibility
+	Limit    int64
+	Continue string
 }
 
 // Version is the multi-cluster resourceVersion: per cluster, the stream

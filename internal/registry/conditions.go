@@ -95,7 +95,7 @@ func refreshRegistryConditions(r *ResourceRegistry) bool {
 	s := metav1.Condition{Type: ConditionSecretData, Status: metav1.ConditionFalse, Reason: ReasonStripped,
 		Message: "Secrets are cached metadata-only: data and stringData are stripped (set spec.includeSecretData: true to cache them)", ObservedGeneration: r.Generation}
 	if r.Spec.IncludeSecretData {
-		s.Status, s.Reason, s.Message = metav1.ConditionTrue, ReasonIncluded, "Secret data and stringData are cached (spec.includeSecretData: true)"
+		s.Status, s.Reason, s.Message = metav1.ConditionTrue, ReasonIncluded, "Secret data and stringData are cached for the Secrets this registry selects (spec.includeSecretData: true)"
 	}
 	changed = meta.SetStatusCondition(&st.Conditions, s) || changed
 	// Keep a stable order so equal statuses serialize equally.

@@ -51,7 +51,9 @@ type ResourceRegistrySpec struct {
 
 	// IncludeSecretData is a fleetview extension. Secrets are cached
 	// metadata-only unless it is true, because a central copy of Secret data
-	// bypasses every member cluster's RBAC.
+	// bypasses every member cluster's RBAC. It covers only the Secrets this
+	// registry selects (its selectors' namespaces, in its target clusters),
+	// never those another registry selects.
 	IncludeSecretData bool `json:"includeSecretData,omitempty"`
 }
 

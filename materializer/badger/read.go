@@ -416,6 +416,11 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 	if l.clusters != nil && !l.clusters[cluster] {
 		return false, nil
 	}
+	// Before the limit: a hidden object neither fills the page nor
+	// becomes the cursor's position.
+	if l.o.Visible != nil && !l.o.Visible.Allows(l.o.GVR.GroupResource(), cluster, ns) {
+		return false, nil
+	}
 	if l.o.Fields != nil && !l.o.Fields.NeedsObject() {
 		if ok, _ := l.o.Fields.Matches(ns, name, nil); !ok {
 			return false, nil
@@ -540,7 +545,7 @@ func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.
 // no selector the first page counts the range once for the whole list.
 func (l *listScan) remaining(snap *snapshot, first bool, returned int64) *int64 {
 	if snap.total < 0 && first && l.sel.Empty() && l.o.Fields == nil {
-		snap.total = countKeys(l.txn, l.prefix, l.clusters)
+		snap.total = countKeys(l.txn, l.prefix, l.clusters, l.visible)
 	}
 	if snap.total < 0 {
 		return nil
@@ -549,16 +554,29 @@ func (l *listScan) remaining(snap *snapshot, first bool, returned int64) *int64 
 	return &rem
 }
 
-func countKeys(txn *bdg.Txn, prefix []byte, clusters map[string]bool) int64 {
+// visible reports whether the caller may see the object at key (the
+// remaining count must not reveal how many objects are hidden).
+func (l *listScan) visible(key []byte) bool {
+	if l.o.Visible == nil {
+		return true
+	}
+	ns, _, cluster, err := tail(key)
+	return err == nil && l.o.Visible.Allows(l.o.GVR.GroupResource(), cluster, ns)
+}
+
+func countKeys(txn *bdg.Txn, prefix []byte, clusters map[string]bool, visible func([]byte) bool) int64 {
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 	defer it.Close()
 	var n int64
 	for it.Rewind(); it.Valid(); it.Next() {
+		k := it.Item().Key()
 		if clusters != nil {
-			k := it.Item().Key()
 			if !clusters[string(k[bytes.LastIndexByte(k, sep)+1:])] {
 				continue
 			}
+		}
+		if !visible(k) {
+			continue
 		}
 		n++
 	}
@@ -670,6 +688,11 @@ func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 	}
 	ns, cluster := string(parts[4]), string(parts[6])
 	if s.clusters != nil && !s.clusters[cluster] || s.o.Namespace != "" && ns != s.o.Namespace {
+		return false, nil
+	}
+	// Before the limit: a hidden object neither fills the page nor
+	// becomes the cursor's position.
+	if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, cluster, ns) {
 		return false, nil
 	}
 	hit, err := s.hit(item, parts, cluster)

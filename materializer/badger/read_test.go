@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
@@ -161,6 +162,151 @@ func TestListFiltersAndSearch(t *testing.T) {
 	}
 	if p, err := r.Search(ctx, query.SearchOptions{Text: "cached-from"}); err != nil || len(p.Items) != 0 {
 		t.Fatalf("the cache-source annotation key must not match everything: %d %v", len(p.Items), err)
+	}
+}
+
+// TestSearchVisibility: a caller's visibility is applied before the limit,
+// so every page but the last is full of visible hits, paging adds up to
+// exactly the visible matches, and the cursor's position is always the
+// last visible hit returned, never a hidden object.
+func TestSearchVisibility(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	fill(t, s, "c1", 0, 100, 0)
+	fill(t, s, "c2", 0, 100, 0)
+	pods := benchdata.PodGVR.GroupResource()
+	ns := func(i int) string { return benchdata.Namespace(i) }
+	cases := []struct {
+		name  string
+		vis   *query.Visibility
+		limit int64
+		want  int
+	}{
+		{"unrestricted", nil, 70, 200},
+		{"namespace-scoped", &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{pods}, Namespaces: []string{ns(3), ns(7)}}}}, 3, 8},
+		{"cluster-scoped", &query.Visibility{Grants: []query.Grant{{Clusters: []string{"c2"}}}}, 30, 100},
+		// Two rules do not widen each other: team-01 only in c1, team-02 only in c2.
+		{"rules kept apart", &query.Visibility{Grants: []query.Grant{
+			{Clusters: []string{"c1"}, Namespaces: []string{ns(1)}}, {Clusters: []string{"c2"}, Namespaces: []string{ns(2)}}}}, 1, 4},
+		{"resource excluded", &query.Visibility{Grants: []query.Grant{{Except: []schema.GroupResource{pods}}}}, 5, 0},
+		{"other resource only", &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{{Group: "apps", Resource: "deployments"}}}}}, 5, 0},
+		{"no grants", &query.Visibility{}, 5, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := query.SearchOptions{Text: "team-", Visible: tc.vis, Limit: tc.limit}
+			seen := map[string]bool{}
+			for {
+				p, err := r.Search(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range p.Items {
+					cl, n := rawLocationOf(t, it)
+					if !tc.vis.Allows(it.GVR.GroupResource(), cl, n) {
+						t.Fatalf("hidden object %s/%s in %s returned", n, it.JSON, cl)
+					}
+					seen[cl+"/"+n+"/"+string(it.JSON)] = true
+				}
+				if p.Continue == "" {
+					break
+				}
+				if int64(len(p.Items)) != tc.limit {
+					t.Fatalf("a page before the last holds %d hits, want a full page of %d", len(p.Items), tc.limit)
+				}
+				c, err := decodeCursor(p.Continue)
+				if err != nil {
+					t.Fatal(err)
+				}
+				last := p.Items[len(p.Items)-1]
+				lc, ln := rawLocationOf(t, last)
+				if want := objKey(benchdata.PodGVR, ln, nameOf(t, last), lc); string(c.After) != string(want) {
+					t.Fatalf("cursor at %q, want the last visible hit %q", c.After, want)
+				}
+				o.Continue = p.Continue
+			}
+			if len(seen) != tc.want {
+				t.Fatalf("%d visible hits over all pages, want %d", len(seen), tc.want)
+			}
+		})
+	}
+}
+
+func rawLocationOf(t *testing.T, o query.Object) (cluster, namespace string) {
+	t.Helper()
+	var m struct {
+		Metadata struct {
+			Namespace string `json:"namespace"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(o.JSON, &m); err != nil {
+		t.Fatal(err)
+	}
+	return o.Cluster, m.Metadata.Namespace
+}
+
+func nameOf(t *testing.T, o query.Object) string {
+	t.Helper()
+	var m struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(o.JSON, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m.Metadata.Name
+}
+
+// TestListVisibility: a list, too, applies the caller's visibility before
+// the limit, and its remaining count counts visible objects only (it must
+// not reveal how many are hidden).
+func TestListVisibility(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	ctx := context.Background()
+	fill(t, s, "c1", 0, 100, 0)
+	fill(t, s, "c2", 0, 100, 0)
+	vis := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{benchdata.Namespace(3), benchdata.Namespace(7)}}, {Clusters: []string{"c2"}, Namespaces: []string{benchdata.Namespace(9)}}}}
+	const visible = 2*2*2 + 2 // team-03 and team-07 in both clusters, team-09 in c2
+	o := query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Visible: vis, Limit: 4}
+	total := 0
+	for first := true; ; first = false {
+		p, err := r.List(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			cl, ns := rawLocationOf(t, it)
+			if !vis.Allows(benchdata.PodGVR.GroupResource(), cl, ns) {
+				t.Fatalf("hidden object in %s/%s returned", cl, ns)
+			}
+		}
+		total += len(p.Items)
+		if first && (p.Remaining == nil || *p.Remaining != visible-4) {
+			t.Fatalf("remaining %v after the first page, want %d (visible objects only)", p.Remaining, visible-4)
+		}
+		if p.Continue == "" {
+			break
+		}
+		if len(p.Items) != 4 {
+			t.Fatalf("a page before the last holds %d objects", len(p.Items))
+		}
+		o.Continue = p.Continue
+	}
+	if total != visible {
+		t.Fatalf("listed %d visible objects, want %d", total, visible)
 	}
 }
 

@@ -228,7 +228,7 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	}
 	v.Keep(o.Clusters)
 	page.Version = v
-	if o.Clusters != nil && len(o.Clusters) == 0 {
+	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
 	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
@@ -252,6 +252,9 @@ func listQuery(o query.ListOptions) map[string]any {
 	}
 	if len(o.Clusters) > 0 {
 		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": o.Clusters}})
+	}
+	if o.Visible != nil {
+		filter = append(filter, visibilityFilter(o.Visible))
 	}
 	lf, mustNot := labelClauses(o.Labels)
 	filter = append(filter, lf...)
@@ -372,6 +375,12 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 		}
 		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": o.Clusters}})
 	}
+	if o.Visible != nil {
+		if o.Visible.None() {
+			return page, nil
+		}
+		filter = append(filter, visibilityFilter(o.Visible))
+	}
 	boolQ := map[string]any{"filter": filter}
 	if t := strings.TrimSpace(o.Text); t != "" {
 		boolQ["must"] = []any{map[string]any{"simple_query_string": map[string]any{
@@ -401,6 +410,43 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 		page.Items = append(page.Items, hits[i].object())
 	}
 	return page, nil
+}
+
+// visibilityFilter is the caller's visibility as a query clause: any one
+// grant (its resources, clusters and namespaces) admits a document. In
+// the query, not on the hits, so the size of a page counts visible
+// documents only and search_after never lands on a hidden one.
+func visibilityFilter(v *query.Visibility) map[string]any {
+	gr := func(g schema.GroupResource) map[string]any {
+		return map[string]any{"bool": map[string]any{"filter": []any{term("fleetview.group", g.Group), term("fleetview.resource", g.Resource)}}}
+	}
+	should := make([]any, 0, len(v.Grants))
+	for _, g := range v.Grants {
+		must, mustNot := []any{}, []any{}
+		if g.Resources != nil {
+			alts := make([]any, len(g.Resources))
+			for i, r := range g.Resources {
+				alts[i] = gr(r)
+			}
+			must = append(must, map[string]any{"bool": map[string]any{"should": alts, "minimum_should_match": 1}})
+		}
+		for _, r := range g.Except {
+			mustNot = append(mustNot, gr(r))
+		}
+		if len(g.Clusters) > 0 {
+			must = append(must, map[string]any{"terms": map[string]any{"fleetview.cluster": g.Clusters}})
+		}
+		if len(g.Namespaces) > 0 {
+			// Cluster-scoped documents have no namespace: no term matches.
+			must = append(must, map[string]any{"terms": map[string]any{"metadata.namespace.keyword": g.Namespaces}})
+		}
+		b := map[string]any{"filter": must}
+		if len(mustNot) > 0 {
+			b["must_not"] = mustNot
+		}
+		should = append(should, map[string]any{"bool": b})
+	}
+	return map[string]any{"bool": map[string]any{"should": should, "minimum_should_match": 1}}
 }
 
 // cursor is the backend part of a continue token (the query API seals

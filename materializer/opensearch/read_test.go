@@ -104,6 +104,9 @@ func (f *fakeSearch) search(w http.ResponseWriter, size int, after []string, fil
 
 func fakeFiltered(d fakeDoc, filter []map[string]map[string]any) bool {
 	for _, c := range filter {
+		if should, ok := c["bool"]["should"].([]any); ok && !fakeAny(d, should) {
+			return false
+		}
 		if ns, ok := c["term"]["metadata.namespace.keyword"]; ok && ns != d.ns {
 			return false
 		}
@@ -186,5 +189,112 @@ func TestListPages(t *testing.T) {
 				t.Fatalf("points in time opened %d, closed %v, want %d", f.opened, f.closed, pits)
 			}
 		})
+	}
+}
+
+// fakeAny evaluates a visibility clause: some grant's cluster and
+// namespace terms hold (every fake document is a Pod).
+func fakeAny(d fakeDoc, should []any) bool {
+	for _, g := range should {
+		b, _ := json.Marshal(g.(map[string]any)["bool"].(map[string]any)["filter"])
+		var filter []map[string]map[string]any
+		_ = json.Unmarshal(b, &filter)
+		ok := true
+		for _, c := range filter {
+			if ns, found := c["terms"]["metadata.namespace.keyword"].([]any); found && !slices.Contains(ns, any(d.ns)) {
+				ok = false
+			}
+			if cs, found := c["terms"]["fleetview.cluster"].([]any); found && !slices.Contains(cs, any(d.cluster)) {
+				ok = false
+			}
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSearchVisibility: the caller's visibility is part of the query, so
+// a page counts visible documents only and its cursor is the last visible
+// one.
+func TestSearchVisibility(t *testing.T) {
+	_, s := newFakeSearch(t)
+	ctx := context.Background()
+	cases := []struct {
+		name  string
+		vis   *query.Visibility
+		limit int64
+		want  int
+	}{
+		{"namespace-scoped", &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"ns-1"}}}}, 3, 16},
+		{"cluster-scoped", &query.Visibility{Grants: []query.Grant{{Clusters: []string{"c2"}}}}, 4, 25},
+		{"rules kept apart", &query.Visibility{Grants: []query.Grant{{Clusters: []string{"c1"}, Namespaces: []string{"ns-0"}}, {Clusters: []string{"c2"}, Namespaces: []string{"ns-2"}}}}, 5, 17},
+		{"no grants", &query.Visibility{}, 3, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := query.SearchOptions{Text: "pod", Visible: tc.vis, Limit: tc.limit}
+			total := 0
+			for {
+				p, err := s.Search(ctx, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, it := range p.Items {
+					var m struct {
+						Metadata struct{ Namespace string } `json:"metadata"`
+					}
+					_ = json.Unmarshal(it.JSON, &m)
+					if !tc.vis.Allows(schema.GroupResource{Resource: "pods"}, it.Cluster, m.Metadata.Namespace) {
+						t.Fatalf("hidden document %s in %s returned", it.JSON, it.Cluster)
+					}
+				}
+				total += len(p.Items)
+				if p.Continue == "" {
+					break
+				}
+				if int64(len(p.Items)) != tc.limit {
+					t.Fatalf("a page before the last holds %d hits, want %d", len(p.Items), tc.limit)
+				}
+				o.Continue = p.Continue
+			}
+			if total != tc.want {
+				t.Fatalf("%d visible hits over all pages, want %d", total, tc.want)
+			}
+		})
+	}
+}
+
+// TestListVisibility: a list carries the caller's visibility in its query.
+func TestListVisibility(t *testing.T) {
+	_, s := newFakeSearch(t)
+	vis := &query.Visibility{Grants: []query.Grant{{Clusters: []string{"c1"}, Namespaces: []string{"ns-2"}}}}
+	o := query.ListOptions{GVR: podGVR, Labels: labels.Everything(), Visible: vis, Limit: 3}
+	total := 0
+	for {
+		p, err := s.List(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			if it.Cluster != "c1" || !strings.Contains(string(it.JSON), `"namespace":"ns-2"`) {
+				t.Fatalf("hidden object %s in %s", it.JSON, it.Cluster)
+			}
+		}
+		total += len(p.Items)
+		if p.Continue == "" {
+			break
+		}
+		if len(p.Items) != 3 {
+			t.Fatalf("a page before the last holds %d objects", len(p.Items))
+		}
+		o.Continue = p.Continue
+	}
+	if total != 8 {
+		t.Fatalf("listed %d, want 8", total)
+	}
+	if p, err := s.List(context.Background(), query.ListOptions{GVR: podGVR, Visible: &query.Visibility{}}); err != nil || len(p.Items) != 0 {
+		t.Fatalf("no grants: %d items, %v", len(p.Items), err)
 	}
 }

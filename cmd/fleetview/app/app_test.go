@@ -26,6 +26,13 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"exposed NATS without a token", func(o *UpOptions) { o.NATSHost = "0.0.0.0" }, []string{"--nats-host 0.0.0.0 is not a loopback"}},
 		{"context not a cluster name", func(o *UpOptions) { o.Contexts = []string{"kind-Prod.EU"} }, []string{`--context "kind-Prod.EU"`}},
 		{"duplicate context", func(o *UpOptions) { o.Contexts = []string{"a", "a"} }, []string{`--context "a" given twice`}},
+		{"metrics on loopback", func(o *UpOptions) { o.MetricsAddr = "localhost:9090" }, nil},
+		{"metrics on IPv6 loopback", func(o *UpOptions) { o.MetricsAddr = "[::1]:9090" }, nil},
+		// pprof has no authentication: remote only when asked for.
+		{"metrics beyond loopback", func(o *UpOptions) { o.MetricsAddr = "10.0.0.1:9090" }, []string{"--metrics-addr 10.0.0.1:9090 is not a loopback address"}},
+		{"metrics on every interface", func(o *UpOptions) { o.MetricsAddr = ":9090" }, []string{"--metrics-allow-remote"}},
+		{"metrics beyond loopback, allowed", func(o *UpOptions) { o.MetricsAddr, o.MetricsAllowRemote = "0.0.0.0:9090", true }, nil},
+		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
 		{"short resume window", func(o *UpOptions) { o.MaxResumeAge = time.Second }, nil},
 		{"negative resume window", func(o *UpOptions) { o.MaxResumeAge = -time.Second }, []string{"--max-resume-age -1s"}},
 		{"resume window beyond the tombstone TTL", func(o *UpOptions) { o.MaxResumeAge = 24 * time.Hour }, []string{"--max-resume-age 24h0m0s"}},
@@ -133,6 +140,9 @@ func TestAuthOptionsValidate(t *testing.T) {
 		{"policy without identities", AuthOptions{PolicyFile: f}, nil, []string{"needs --token-auth-file or --client-ca-file"}},
 		{"cert without key, CA without cert, missing file", AuthOptions{TLSCertFile: f, ClientCAFile: filepath.Join(dir, "nope"), PolicyFile: f}, nil,
 			[]string{"--client-ca-file: stat", "go together"}},
+		{"audit log to a file", AuthOptions{AuditLog: filepath.Join(dir, "audit.log")}, nil, nil},
+		{"audit log to standard output", AuthOptions{AuditLog: "-"}, nil, nil},
+		{"audit log in a missing directory", AuthOptions{AuditLog: filepath.Join(dir, "nope", "audit.log")}, nil, []string{"--audit-log"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

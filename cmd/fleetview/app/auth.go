@@ -4,8 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
+	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
@@ -27,16 +30,21 @@ type AuthOptions struct {
 	// AllowUnauthenticated lets an unauthenticated API listen beyond
 	// loopback (e.g. behind an authenticating proxy).
 	AllowUnauthenticated bool
+	// AuditLog, when set, receives one JSON line per API call (queryapi.Audit):
+	// a file path (appended to) or "-" for standard output.
+	AuditLog string
 }
 
 // AddFlags registers the flags.
 func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokenFile, "token-auth-file", "", `bearer tokens, one per line: token,user,uid,"group1,group2" (kube-apiserver format)`)
-	fs.StringVar(&o.PolicyFile, "authorization-policy-file", "", "YAML allow rules: users/groups -> verbs (get, list, watch, search, admin), resources, clusters, namespaces")
+	fs.StringVar(&o.PolicyFile, "authorization-policy-file", "", "YAML allow rules: users/groups -> verbs (get, list, watch, search; registry-admin for registry writes, never granted by \"*\"), resources, clusters, namespaces")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate for gRPC and REST")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", "", "key of --tls-cert-file")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "CA that signs client certificates (gRPC; CN = user, O = groups)")
 	fs.BoolVar(&o.AllowUnauthenticated, "insecure-allow-unauthenticated", false, "serve without authentication on non-loopback addresses")
+	fs.StringVar(&o.AuditLog, "audit-log", "", "audit log: one JSON line per API call over gRPC, REST and the Kubernetes API (subject, groups, verb, resource, namespace, "+
+		"clusters after authorization narrowed them, objects returned, result code, transport; a watch when it starts), appended to PATH, or - for standard output; empty = off")
 }
 
 func (o *AuthOptions) enabled() bool { return o.TokenFile != "" || o.ClientCAFile != "" }
@@ -63,6 +71,11 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 		}
 		if _, err := os.Stat(f); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err))
+		}
+	}
+	if o.AuditLog != "" && o.AuditLog != "-" {
+		if fi, err := os.Stat(filepath.Dir(o.AuditLog)); err != nil || !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("%w: --audit-log %s: its directory does not exist", ErrInvalidOptions, o.AuditLog))
 		}
 	}
 	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
@@ -96,10 +109,44 @@ type security struct {
 	unary   []grpc.UnaryServerInterceptor
 	stream  []grpc.StreamServerInterceptor
 	httpTLS *tls.Config
+	// auditFile is the audit log's file, closed when serving ends.
+	auditFile *os.File
+}
+
+// close closes the audit log's file, if any.
+func (s *security) close() error {
+	if s == nil || s.auditFile == nil {
+		return nil
+	}
+	return s.auditFile.Close()
+}
+
+// audit opens the audit log. It goes first in the interceptor chain:
+// outside the Guard it also records the calls the Guard refuses.
+func (o *AuthOptions) audit(s *security) error {
+	var w io.Writer = os.Stdout
+	if o.AuditLog != "-" {
+		f, err := os.OpenFile(o.AuditLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("%w: --audit-log: %v", ErrInvalidOptions, err)
+		}
+		s.auditFile, w = f, f
+	}
+	a := &queryapi.Audit{Logger: slog.New(slog.NewJSONHandler(w, nil))}
+	s.unary, s.stream = append(s.unary, a.Unary), append(s.stream, a.Stream)
+	return nil
 }
 
 func (o *AuthOptions) build() (*security, error) {
 	s := &security{}
+	sec, err := o.buildInto(s)
+	if err != nil {
+		_ = s.close()
+	}
+	return sec, err
+}
+
+func (o *AuthOptions) buildInto(s *security) (*security, error) {
 	if o.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
@@ -119,6 +166,11 @@ func (o *AuthOptions) build() (*security, error) {
 		}
 		s.server = append(s.server, grpc.Creds(credentials.NewTLS(tc)))
 		s.httpTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	if o.AuditLog != "" {
+		if err := o.audit(s); err != nil {
+			return nil, err
+		}
 	}
 	if !o.enabled() {
 		return s, nil

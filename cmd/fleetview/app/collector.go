@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -45,8 +44,11 @@ type CollectorOptions struct {
 	// ReconnectBuffer bounds what is buffered while NATS is unreachable;
 	// beyond it publishes fail and the collector relists once NATS is back.
 	ReconnectBuffer int
-	MetricsAddr     string
-	Compression     bool
+	// MetricsAddr serves metrics and Go profiles, unauthenticated: loopback
+	// only unless MetricsAllowRemote.
+	MetricsAddr        string
+	MetricsAllowRemote bool
+	Compression        bool
 	// GCPercent is the Go GC target (GOGC); the GOGC environment variable,
 	// when set, wins.
 	GCPercent int
@@ -72,7 +74,8 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
 	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "listen address for Prometheus-format metrics at /metrics and Go profiles at /debug/pprof/ (empty: off)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
+	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
 }
 
 // Validate reports every problem at once.
@@ -114,12 +117,7 @@ func (o *CollectorOptions) Validate() []error {
 	if o.GCPercent <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --gc-percent must be positive", ErrInvalidOptions))
 	}
-	if o.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(o.MetricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("%w: --metrics-addr %q: %v", ErrInvalidOptions, o.MetricsAddr, err))
-		}
-	}
-	return errs
+	return append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 }
 
 // CollectorConfig is CollectorOptions validated, with the kubeconfig and

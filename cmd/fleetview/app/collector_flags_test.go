@@ -21,6 +21,10 @@ func TestCollectorFlagsValidate(t *testing.T) {
 		{"reconnect buffer", func(o *CollectorOptions) { o.ReconnectBuffer = 0 }, "--nats-reconnect-buffer"},
 		{"gc percent", func(o *CollectorOptions) { o.GCPercent = 0 }, "--gc-percent"},
 		{"metrics address", func(o *CollectorOptions) { o.MetricsAddr = "nope" }, "--metrics-addr"},
+		{"metrics beyond loopback", func(o *CollectorOptions) { o.MetricsAddr = "0.0.0.0:9090" }, "--metrics-addr 0.0.0.0:9090 is not a loopback address"},
+		{"metrics on every interface", func(o *CollectorOptions) { o.MetricsAddr = ":9090" }, "--metrics-allow-remote"},
+		{"metrics on loopback", func(o *CollectorOptions) { o.MetricsAddr = "127.0.0.1:9090" }, ""},
+		{"metrics beyond loopback, allowed", func(o *CollectorOptions) { o.MetricsAddr, o.MetricsAllowRemote = "0.0.0.0:9090", true }, ""},
 		{"defaults are valid", func(*CollectorOptions) {}, ""},
 		{"cluster info off", func(o *CollectorOptions) { o.ClusterInfoConfigMap = "" }, ""},
 	}

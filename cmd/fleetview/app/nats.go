@@ -110,6 +110,12 @@ func (o *UpOptions) validateNATSAuth() []error {
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	if o.NATSHubPasswordFile != "" && o.NATSUsersFile == "" {
+		errs = append(errs, fmt.Errorf("%w: --nats-hub-password-file needs --nats-users-file (without per-cluster users there is no hub user; clients send --nats-token-file)", ErrInvalidOptions))
+	}
+	if set := o.clientOnly(); len(set) > 0 {
+		errs = append(errs, fmt.Errorf("%w: %s: up runs its own NATS server and connects to it itself (they are for serve and rebuild)", ErrInvalidOptions, strings.Join(set, ", ")))
+	}
 	if o.NATSTokenFile == "" && o.NATSUsersFile == "" && !o.Auth.AllowUnauthenticated && !isLoopback(net.JoinHostPort(host, "0")) {
 		errs = append(errs, fmt.Errorf("%w: --nats-host %s is not a loopback address and neither --nats-users-file nor --nats-token-file is set: anyone reaching it could write any cluster's stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, host))
 	}
@@ -134,12 +140,9 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		if so.Clusters, err = readCredentialLines("--nats-users-file", o.NATSUsersFile); err != nil {
 			return nil, nil, err
 		}
-		// The hub's own user never leaves this process.
-		secret := make([]byte, 24)
-		if _, err := rand.Read(secret); err != nil {
+		if so.HubPassword, err = hubPassword(o.NATSHubPasswordFile); err != nil {
 			return nil, nil, err
 		}
-		so.HubPassword = hex.EncodeToString(secret)
 		natsOpts = append(natsOpts, nats.UserInfo(natsserver.HubUser, so.HubPassword))
 	}
 	ns, err := natsserver.Start(so)
@@ -160,6 +163,24 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		log.Info("embedded NATS: per-cluster credentials", "clusters", len(so.Clusters))
 	}
 	return ns, nc, nil
+}
+
+// hubPassword is the password of the hub's own NATS user: from file, for
+// other hub processes (rebuild) to connect, or random, never leaving this
+// process.
+func hubPassword(file string) (string, error) {
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%w: --nats-hub-password-file: %v", ErrInvalidOptions, err)
+		}
+		return strings.TrimSpace(string(b)), nil // checked by the server's accounts configuration
+	}
+	secret := make([]byte, 24)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(secret), nil
 }
 
 // provision creates the buckets and each credentialed cluster's stream.

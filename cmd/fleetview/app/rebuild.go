@@ -24,8 +24,10 @@ import (
 // keeps serving until then. An interrupted rebuild resumes from the
 // checkpoints in badger.new.
 type RebuildOptions struct {
-	StateDir  string
-	NATSURL   string
+	StateDir string
+	// NATSClientOptions reach the hub's NATS server with the credentials
+	// it requires (the same flags as serve).
+	NATSClientOptions
 	BatchSize int
 	// Progress is "auto" (a bar on a terminal, log lines otherwise), "bar",
 	// "log" or "none".
@@ -37,7 +39,7 @@ type RebuildOptions struct {
 // AddFlags registers the flags.
 func (o *RebuildOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", "fleetview-state", "state directory of the fleetview serve/up to rebuild")
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	o.NATSClientOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress display: auto, bar, log or none")
 }
@@ -48,9 +50,7 @@ func (o *RebuildOptions) Validate() []error {
 	if o.StateDir == "" {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
-	if o.NATSURL == "" {
-		errs = append(errs, fmt.Errorf("%w: --nats-url is required", ErrInvalidOptions))
-	}
+	errs = append(errs, o.NATSClientOptions.Validate()...)
 	if o.BatchSize < 0 {
 		errs = append(errs, fmt.Errorf("%w: --batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
 	}
@@ -77,9 +77,9 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 		fmt.Fprintf(out, "rebuild already finished in %s; the next start of fleetview serve/up switches to it\n", dir)
 		return nil
 	}
-	nc, err := nats.Connect(o.NATSURL, nats.Name("fleetview-rebuild"), nats.MaxReconnects(-1))
+	nc, err := o.NATSClientOptions.connect("fleetview-rebuild", nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
+		return err
 	}
 	defer nc.Close()
 	var p *progress.Progress

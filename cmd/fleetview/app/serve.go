@@ -17,6 +17,7 @@ import (
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/debugserver"
+	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
@@ -29,13 +30,14 @@ type ServeOptions struct {
 	StateDir string
 	GRPCAddr string
 	HTTPAddr string
-	NATSURL  string
-	// NATSTokenFile holds the token of the NATS server (serve connects
-	// with it; up requires it from every client of its embedded server).
-	NATSTokenFile string
+	// NATSClientOptions say how serve connects to NATS. Its token file is
+	// also what up requires from every client of its embedded server.
+	NATSClientOptions
 	// MetricsAddr, when set, serves the materializers' counters in the
-	// Prometheus text format at /metrics.
-	MetricsAddr string
+	// Prometheus text format at /metrics, and Go profiles; loopback only
+	// unless MetricsAllowRemote, since neither is authenticated.
+	MetricsAddr        string
+	MetricsAllowRemote bool
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
 	// KeepPageCache leaves the Badger value log's written pages in the
@@ -54,9 +56,9 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", "fleetview-state", "directory for the Badger cache (and, for up, the embedded NATS store)")
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
-	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the NATS token")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve materializer metrics (Prometheus text) at http://ADDR/metrics and Go profiles at /debug/pprof/; empty = off")
+	o.NATSClientOptions.AddFlags(fs)
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
+	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
@@ -65,15 +67,20 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // Validate reports every problem at once.
-func (o *ServeOptions) Validate() []error {
+func (o *ServeOptions) Validate() []error { return o.validate(true) }
+
+// validate checks the options; client is false for up, which runs its
+// own NATS server and has no server address to check.
+func (o *ServeOptions) validate(client bool) []error {
 	var errs []error
+	if client {
+		errs = append(errs, o.NATSClientOptions.Validate()...)
+	}
 	if o.StateDir == "" {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
 	addrs := map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr}
-	if o.MetricsAddr != "" {
-		addrs["--metrics-addr"] = o.MetricsAddr
-	}
+	errs = append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 	for name, a := range addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s %q: %v", ErrInvalidOptions, name, a, err))
@@ -111,7 +118,7 @@ func (o ServeOptions) Config() (ServeConfig, error) {
 func (o ServeOptions) config() (ServeConfig, error) {
 	c := ServeConfig{ServeOptions: o}
 	var err error
-	if c.natsAuth, err = natsTokenOption(o.NATSTokenFile); err != nil {
+	if c.natsAuth, err = o.NATSClientOptions.natsOptions(); err != nil {
 		return c, err
 	}
 	if c.security, err = o.Auth.build(); err != nil {
@@ -214,9 +221,10 @@ func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	nc, err := nats.Connect(o.NATSURL, append(cfg.natsAuth, nats.Name("fleetview-serve"), nats.MaxReconnects(-1))...)
+	defer cfg.security.close()
+	nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1))
 	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
+		return err
 	}
 	defer nc.Close()
 	sv, err := newServe(ctx, cfg, nc, log)
@@ -236,6 +244,11 @@ type UpOptions struct {
 	// NATSUsersFile gives each member cluster its own NATS credentials
 	// ("<cluster>:<password>" lines), limited to its own stream and keys.
 	NATSUsersFile string
+	// NATSHubPasswordFile holds the password of the hub's own NATS user
+	// (natsserver.HubUser) with NATSUsersFile; empty makes a random one
+	// that never leaves the process, so no other process (rebuild, a
+	// separate serve) can connect.
+	NATSHubPasswordFile string
 }
 
 // AddFlags registers the flags.
@@ -246,11 +259,13 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
 	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
+	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
+		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
 }
 
 // Validate reports every problem at once.
 func (o *UpOptions) Validate() []error {
-	errs := o.ServeOptions.Validate()
+	errs := o.ServeOptions.validate(false)
 	// No --context is the hub mode: collectors run in the member clusters
 	// and connect to the embedded NATS server.
 	errs = append(errs, o.validateNATSAuth()...)
@@ -302,6 +317,7 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer cfg.security.close()
 	ns, nc, err := startEmbeddedNATS(ctx, o, log)
 	if err != nil {
 		return err

@@ -1,0 +1,79 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// TestAuditLogIsOutermost: with --audit-log the audit interceptor comes
+// before the Guard, so the file records refused calls too, with their
+// code, and allowed ones with their subject.
+func TestAuditLogIsOutermost(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	o := AuthOptions{
+		TokenFile:  write("tokens", "alice-tok,alice\n"),
+		PolicyFile: write("policy", "rules:\n- users: [alice]\n  verbs: [list]\n  resources: [pods]\n"),
+		AuditLog:   filepath.Join(dir, "audit.log"),
+	}
+	if errs := o.Validate("127.0.0.1:1"); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	sec, err := o.build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sec.unary) != 2 || len(sec.stream) != 2 {
+		t.Fatalf("%d unary and %d stream interceptors, want audit and guard", len(sec.unary), len(sec.stream))
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
+	chain := func(ctx context.Context) error {
+		_, err := sec.unary[0](ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, info, func(ctx context.Context, req any) (any, error) {
+			return sec.unary[1](ctx, req, info, func(context.Context, any) (any, error) { return &fleetviewv1.ListResponse{}, nil })
+		})
+		return err
+	}
+	if err := chain(context.Background()); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("no token: %v", err)
+	}
+	if err := chain(metadata.NewIncomingContext(context.Background(), metadata.Pairs("authorization", "Bearer alice-tok"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(o.AuditLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("audit log %q, want 2 lines", b)
+	}
+	for i, want := range []struct{ subject, code string }{{"", "Unauthenticated"}, {"alice", "OK"}} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(lines[i]), &m); err != nil {
+			t.Fatal(err)
+		}
+		if m["subject"] != want.subject || m["code"] != want.code || m["verb"] != "list" || m["resource"] != "pods" {
+			t.Errorf("line %d: %v, want subject %q code %s", i, m, want.subject, want.code)
+		}
+	}
+}
