@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -315,6 +316,9 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		return
 	}
 	events := receive(ctx, stream)
+	// One line buffer per watch: a thousand watchers writing a fresh line
+	// per delivery were most of the watch path's garbage.
+	var buf []byte
 	ww := &watchWriter{w: w, rc: http.NewResponseController(w), gr: c.gvr.GroupResource()}
 	idle := time.NewTimer(firstEventWait)
 	defer idle.Stop()
@@ -333,7 +337,7 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 			ww.fail(ctx, r.err)
 			return
 		}
-		line, err := watchLine(r.ev, c, p)
+		line, err := watchLine(buf[:0], r.ev, c, p)
 		if err != nil {
 			h.log.Warn("kubeapi: encoding a watch event", "err", err)
 			ww.start()
@@ -342,8 +346,15 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		if line != nil && !ww.write(line) {
 			return
 		}
+		if cap(line) <= maxReusedLine {
+			buf = line // written: the next line reuses it
+		}
 	}
 }
+
+// maxReusedLine bounds the line buffer a watch keeps between events, so a
+// rare huge object does not stay allocated for the watch's lifetime.
+const maxReusedLine = 64 << 10
 
 // watchRequest is the gRPC watch a Kubernetes watch request asks for.
 func watchRequest(req *request, c cached, p *params) *fleetviewv1.WatchRequest {
@@ -459,8 +470,8 @@ func jsonLine(ev metav1.WatchEvent, obj any) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// watchLine is the Kubernetes watch event of ev; nil skips it.
-func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) {
+// watchLine appends the Kubernetes watch event of ev to out; nil skips it.
+func watchLine(out []byte, ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) {
 	if ev.GetType() == "BOOKMARK" && p.table {
 		return nil, nil
 	}
@@ -480,9 +491,8 @@ func watchLine(ev *fleetviewv1.WatchEvent, c cached, p *params) ([]byte, error) 
 		}
 		return jsonLine(metav1.WatchEvent{Type: ev.GetType()}, t.Table)
 	}
-	// One allocation per line, sized for the object, the version and
-	// the type meta: a thousand watchers write a line per delivery.
-	out := make([]byte, 0, len(obj)+len(rv)+len(c.kind)+len(c.gvr.Group)+len(c.gvr.Version)+96)
+	// Sized once for the object, the version and the type meta.
+	out = slices.Grow(out, len(obj)+len(rv)+len(c.kind)+len(c.gvr.Group)+len(c.gvr.Version)+96)
 	out = append(out, `{"type":`...)
 	out = strconv.AppendQuote(out, ev.GetType())
 	out = append(out, `,"object":`...)
