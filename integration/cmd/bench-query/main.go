@@ -67,6 +67,13 @@ func envInt(name string, def int) int {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "watchers" {
+		if err := watcherProcess(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "error: watcher process:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	cfg := config{
 		clusters: envInt("FV_BENCH_CLUSTERS", 3), pods: envInt("FV_BENCH_PODS", 50000), selectEvery: envInt("FV_BENCH_SELECT_EVERY", 10),
 		repeat: envInt("FV_BENCH_REPEAT", 5), gets: envInt("FV_BENCH_GETS", 2000), watchers: envInt("FV_BENCH_WATCHERS", 1000),
@@ -287,7 +294,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	stopProfile()
-	if err := b.watches(ctx, q, fv, stack.natsURL, names); err != nil {
+	if err := b.watches(ctx, stack.grpcAddr, fv, stack.natsURL, names); err != nil {
 		return err
 	}
 	fmt.Printf("\nfleetview query benchmark: %d clusters x %d pods (%d total), %s\n", cfg.clusters, cfg.pods, total, time.Now().UTC().Format(time.RFC3339))
