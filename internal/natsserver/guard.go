@@ -196,6 +196,9 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 		h := nats.Header{}
 		for k, v := range m.Header {
 			lk := strings.ToLower(k)
+			if lk == "nats-request-info" {
+				continue // added by the server on the import: who asked
+			}
 			if !kvWriteHeader(lk) {
 				return nil, fmt.Errorf("%w: header %s on a KV write", ErrRefused, k)
 			}
