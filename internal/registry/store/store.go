@@ -104,7 +104,10 @@ func (s *Store) Apply(ctx context.Context, r *registry.ResourceRegistry) (*regis
 		case err == nil:
 			old, derr := Decode(e.Value())
 			if derr != nil {
-				return nil, derr
+				// Unreadable (readers refuse it as ErrCorrupt): the
+				// valid registry applied now replaces it, which is how
+				// it gets repaired.
+				old = &registry.ResourceRegistry{}
 			}
 			rev = e.Revision()
 			r.Status = old.Status
@@ -306,7 +309,10 @@ func (s *Store) List(ctx context.Context) ([]*registry.ResourceRegistry, error) 
 
 // Delete removes a registry and every cluster's conditions on it.
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if _, err := s.spec(ctx, name); err != nil {
+	// Existence only: a registry readers refuse as corrupt can be deleted.
+	if _, err := s.kv.Get(ctx, name); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, name)
+	} else if err != nil {
 		return err
 	}
 	if err := s.kv.Delete(ctx, name); err != nil {
