@@ -142,7 +142,10 @@ func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
 }
 
 // MsgID is the Nats-Msg-Id of an event: the same change published twice is
-// stored once.
+// stored once. It does not name the cluster: the duplicate window is the
+// stream's, and only the cluster's collector and the hub can put messages
+// into a cluster's stream (natsserver), so no other cluster can spend an ID
+// there; one that could would forge a cluster-scoped ID as easily.
 func MsgID(ev *fleetviewv1.ResourceEvent) string {
 	if !feed.IsObjectEvent(ev) {
 		// Control records are meant to be appended every time.
