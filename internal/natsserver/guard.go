@@ -68,8 +68,7 @@ func kvWriteHeader(lower string) bool {
 
 // guard forwards the guarded requests of every cluster.
 type guard struct {
-	nc   *nats.Conn
-	subs []*nats.Subscription
+	nc *nats.Conn
 }
 
 // startGuard connects as the hub user to the in-process server and
@@ -92,8 +91,12 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (
 			nc.Close()
 			return nil, fmt.Errorf("natsserver: guard: %w", err)
 		}
-		sub.SetPendingLimits(-1, 64<<20)
-		g.subs = append(g.subs, sub)
+		// Bounded by bytes, not count: many small requests queue, a
+		// flood of large ones is dropped (the collector retries).
+		if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("natsserver: guard: %w", err)
+		}
 	}
 	if err := nc.Flush(); err != nil {
 		nc.Close()
