@@ -245,7 +245,7 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		if _, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster)); err != nil {
 			return nil, nil, fmt.Errorf("stream of %s (created by the hub for each cluster it has credentials for): %w", c.cfg.Cluster, err)
 		}
-		regs, err := regstore.Bind(ctx, c.js)
+		regs, err := regstore.Bind(ctx, c.js, c.cfg.Cluster)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -323,7 +323,7 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 	defer recheck.Stop()
 	b := backoff{max: 10 * time.Second}
 	for {
-		w, err := regs.KV().WatchAll(ctx)
+		w, err := regs.Watch(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // The collector reads and edits objects with rawjson instead of decoding
@@ -25,8 +26,8 @@ const (
 	// They are set at the source, where the object is already at hand, so no
 	// backend or reader has to rewrite the JSON; a value a member object
 	// carried itself is overwritten.
-	ClusterAnnotation        = "fleetview.io/cluster"
-	KarmadaClusterAnnotation = "resource.karmada.io/cached-from-cluster"
+	ClusterAnnotation        = stream.ClusterAnnotation
+	KarmadaClusterAnnotation = stream.KarmadaClusterAnnotation
 	lastAppliedAnnotation    = "kubectl.kubernetes.io/last-applied-configuration"
 	// SecretDataAnnotation marks a Secret whose data was not cached, so a
 	// reader can tell "no data" from "data withheld".

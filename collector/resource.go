@@ -651,6 +651,9 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 		FilterSubjects: []string{stream.ResourceFilter(s.cluster, s.w.gvr)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		HeadersOnly:    true,
+		// The hub lets a collector with per-cluster credentials make
+		// consumers named with its own prefix only.
+		NamePrefix: stream.ConsumerNamePrefix(s.cluster),
 	})
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)

@@ -6,12 +6,15 @@
 // It owns consumers, batching, checkpoints, routing filters and the
 // dead-lettering of poison messages. Per cluster stream it runs two stages:
 // one fetches, decodes and checks the next batch (protobuf decode, subject
-// consistency, object JSON and its labels) while the other applies the
+// consistency, object JSON and its labels, and that subject, payload,
+// stream and the object's cluster annotations name one cluster) while the
+// other applies the
 // current one to the sink. The durable consumer is recreated at the sink's
 // checkpoint on every start, so a killed process never leaves a gap.
 //
 // Poison messages (undecodable, inconsistent with their subject, an object
-// that is not JSON, or an item a sink refuses for good via PoisonError) go
+// that is not JSON, an object annotated with another cluster than its
+// stream's, or an item a sink refuses for good via PoisonError) go
 // to the dead-letter stream FV_DEAD with the reason in the Fv-Reason header,
 // are counted (Metrics.DeadLettered, fleetview_materializer_dead_letters_total
 // in WritePrometheus) and never block the stream.

@@ -32,3 +32,7 @@ func Poison(seq uint64, format string, a ...any) error {
 // errBadJSON wraps a rawjson error for an object that is not a JSON object
 // the backends can store.
 var errBadJSON = errors.New("malformed JSON object")
+
+// errWrongCluster marks an event whose subject, payload, stream and cluster
+// annotations do not all name the same cluster.
+var errWrongCluster = errors.New("event of another cluster")

@@ -456,7 +456,7 @@ func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, 
 			b.err = err
 			return b
 		}
-		m.add(&b, msg, md.Sequence.Stream, ckpt)
+		m.add(&b, msg, md.Stream, md.Sequence.Stream, ckpt)
 		if md.NumPending == 0 && b.last != nil {
 			break // caught up: nothing to wait for
 		}
@@ -464,13 +464,23 @@ func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, 
 	return b
 }
 
-// add decodes one message into the batch, or records why it cannot be.
-func (m *Materializer) add(b *batch, msg jetstream.Msg, seq, ckpt uint64) {
+// add decodes one message of stream streamName into the batch, or records
+// why it cannot be.
+func (m *Materializer) add(b *batch, msg jetstream.Msg, streamName string, seq, ckpt uint64) {
 	if seq <= ckpt || seq <= b.seq {
 		return // redelivered, already applied
 	}
 	b.last, b.seq = msg, seq
+	// Decode checks the payload's cluster against the subject's; the
+	// stream is the third witness. A cluster's stream takes only its
+	// subjects, but the stream configuration is the hub's to change and
+	// an event applied under the wrong cluster is served as that cluster's.
 	ev, err := stream.Decode(msg.Subject(), msg.Data())
+	if err == nil {
+		if c, ok := stream.ClusterFromStream(streamName); !ok || c != ev.GetCluster() {
+			err = fmt.Errorf("%w: cluster %q in stream %s", errWrongCluster, ev.GetCluster(), streamName)
+		}
+	}
 	if err != nil {
 		b.bad = append(b.bad, badMsg{msg, err})
 		return
@@ -482,7 +492,7 @@ func (m *Materializer) add(b *batch, msg jetstream.Msg, seq, ckpt uint64) {
 	e := feed.Event{Seq: seq, Event: ev}
 	if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		// Here, in the fetching stage, so that it overlaps with applying.
-		if e.Labels, err = ObjectLabels(ev.GetObject()); err != nil {
+		if e.Labels, err = objectMeta(ev.GetObject(), ev.GetCluster()); err != nil {
 			b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
 			return
 		}

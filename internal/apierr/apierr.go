@@ -44,6 +44,10 @@ var table = []struct {
 	{query.ErrNotReady, Mapping{codes.Unavailable, http.StatusServiceUnavailable, "ServiceUnavailable"}},
 	{auth.ErrUnauthenticated, Mapping{codes.Unauthenticated, http.StatusUnauthorized, "Unauthorized"}},
 	{auth.ErrForbidden, Mapping{codes.PermissionDenied, http.StatusForbidden, "Forbidden"}},
+	// Stored state that fails validation when read back is the server's
+	// fault, never the caller's.
+	{regstore.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
+	{inventory.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	{context.DeadlineExceeded, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
 	{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
 	{nil, Mapping{codes.FailedPrecondition, http.StatusConflict, "Conflict"}},

@@ -9,7 +9,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
 )
 
 func TestOfAndForCode(t *testing.T) {
@@ -23,6 +26,10 @@ func TestOfAndForCode(t *testing.T) {
 		{auth.ErrForbidden, Mapping{codes.PermissionDenied, http.StatusForbidden, "Forbidden"}},
 		{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
 		{fmt.Errorf("disk on fire"), Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
+		// A stored registry that fails validation is not the caller's
+		// invalid input, even though it wraps the validation errors.
+		{fmt.Errorf("%w: key x: %v", regstore.ErrCorrupt, registry.ErrInvalid), Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
+		{fmt.Errorf("%w: key x", inventory.ErrCorrupt), Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	} {
 		got := Of(tc.err)
 		if got != tc.want {

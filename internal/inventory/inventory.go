@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -109,7 +112,7 @@ func Get(ctx context.Context, kv jetstream.KeyValue, name string) (*Cluster, err
 	if err != nil {
 		return nil, err
 	}
-	return decode(e.Value())
+	return decode(name, e.Value())
 }
 
 // List reads every cluster record, sorted by name.
@@ -124,6 +127,11 @@ func List(ctx context.Context, kv jetstream.KeyValue) ([]*Cluster, error) {
 		if errors.Is(err, ErrNotFound) {
 			continue // deleted between listing and reading
 		}
+		if errors.Is(err, ErrCorrupt) {
+			// Written by that cluster's collector: a bad record must
+			// not hide the others, nor be taken for any cluster.
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -133,10 +141,22 @@ func List(ctx context.Context, kv jetstream.KeyValue) ([]*Cluster, error) {
 	return out, nil
 }
 
-func decode(b []byte) (*Cluster, error) {
+// decode reads the record stored under key and validates it again: the
+// routes (ClusterAffinity), the query API's discovery and its cluster list
+// act on it, and its writer is a member cluster's collector.
+func decode(key string, b []byte) (*Cluster, error) {
 	c := &Cluster{}
 	if err := json.Unmarshal(b, c); err != nil {
-		return nil, fmt.Errorf("decode inventory record: %w", err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
+	}
+	if c.Name != key {
+		return nil, fmt.Errorf("%w: key %s holds cluster %q", ErrCorrupt, key, c.Name)
+	}
+	if msgs := registry.ValidateClusterName(c.Name); len(msgs) > 0 {
+		return nil, fmt.Errorf("%w: cluster name %q: %s", ErrCorrupt, c.Name, strings.Join(msgs, "; "))
+	}
+	if errs := metav1validation.ValidateLabels(c.Labels, field.NewPath("labels")); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, errs.ToAggregate())
 	}
 	return c, nil
 }

@@ -51,3 +51,45 @@ func TestPutGetList(t *testing.T) {
 		t.Fatalf("Get missing = %v, want ErrNotFound", err)
 	}
 }
+
+// A record is validated again when read: one its key does not name, or
+// with an invalid name or labels, is ErrCorrupt from Get and left out of
+// List, so one cluster's collector can neither pass for another nor hide
+// the other clusters.
+func TestCorruptRecordIsRefusedOnRead(t *testing.T) {
+	_, _, js := natstest.Start(t, -1)
+	ctx := context.Background()
+	kv, err := Bucket(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Put(ctx, kv, &Cluster{Name: "good", Labels: map[string]string{"env": "prod"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, key, value string
+	}{
+		{"another cluster's name", "edge-a", `{"name":"edge-b","labels":{"env":"prod"}}`},
+		{"no name", "edge-c", `{"labels":{"env":"prod"}}`},
+		{"invalid cluster name", "Edge_D", `{"name":"Edge_D"}`},
+		{"invalid label", "edge-e", `{"name":"edge-e","labels":{"bad key!":"x"}}`},
+		{"invalid label value", "edge-f", `{"name":"edge-f","labels":{"env":"not a value"}}`},
+		{"not JSON", "edge-g", `{"name":`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := kv.Put(ctx, tc.key, []byte(tc.value)); err != nil {
+				t.Fatal(err)
+			}
+			if c, err := Get(ctx, kv, tc.key); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Get = %+v, %v; want ErrCorrupt", c, err)
+			}
+			list, err := List(ctx, kv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || list[0].Name != "good" {
+				t.Fatalf("List = %v, want only the valid record", list)
+			}
+		})
+	}
+}

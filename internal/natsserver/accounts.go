@@ -43,9 +43,10 @@ type ClusterUser struct {
 // ClusterAccount is the NATS account of a member cluster's collector.
 func ClusterAccount(cluster string) string { return "CLUSTER_" + cluster }
 
-// InboxPrefix is the inbox prefix a cluster's collector must use
-// (nats.CustomInboxPrefix): push deliveries of the registry watch reach the
-// cluster account only on this prefix.
+// InboxPrefix is the inbox prefix a cluster's collector uses
+// (nats.CustomInboxPrefix). Nothing is delivered to it from the hub but the
+// replies of its own requests, which imports route back by themselves: a
+// collector has no push consumer, so no delivery path into its account.
 func InboxPrefix(cluster string) string { return "_INBOX_" + cluster }
 
 // grant is one subject a cluster account imports from the hub account.
@@ -54,59 +55,82 @@ type grant struct {
 	Subject string
 	// To is the subject in the cluster account ("" = the same).
 	To string
-	// Stream is a stream import (hub -> cluster messages, no reply);
-	// otherwise a service import (cluster -> hub request, reply routed back).
-	Stream bool
 	// Streamed marks a service whose request gets several replies.
 	Streamed bool
+	// Guarded requests are checked by the hub's guard (guard.go) before
+	// they reach Subject: the hub exports guardSubject(cluster, Subject)
+	// instead, which only the guard reads.
+	Guarded bool
 }
 
-// clusterGrants is everything a collector of cluster needs and nothing more:
-//   - publish (with acks) its objects and control events, its inventory
-//     record and its own registry status keys;
+// exported is the subject the hub account exports for g.
+func (g grant) exported(cluster string) string {
+	if g.Guarded {
+		return guardSubject(cluster, g.Subject)
+	}
+	return g.Subject
+}
+
+// clusterGrants is everything a collector of cluster needs and nothing more
+// (collector/: setup, publish, removeResource, removeOrphans, hydrate,
+// watchRegistries, writeStatus, heartbeat):
+//   - publish (with acks) its objects and control events: plain imports,
+//     the hot path; only its own stream takes these subjects, and that
+//     stream refuses rollups and schedules;
+//   - write its inventory record and its own registry status keys, guarded
+//     (no rollup, message id, TTL or purge headers);
 //   - JetStream API on its own stream: info (bind, find orphaned
-//     resources), purge (resource removal), last-message gets and an
-//     ordered consumer (hydrate). Not create, update or delete: a stream
-//     config can source another stream or republish into any subject of
-//     the hub, so the hub creates the stream and the collector binds to it;
-//   - read the registries bucket (bind, get, watch: an ordered push
-//     consumer delivering to the cluster's inbox prefix, with flow control);
-//   - bind the inventory and status buckets and read its own status keys.
+//     resources), purge (resource removal) and last-message gets. Not
+//     create, update or delete: a stream config can source another stream
+//     or republish into any subject of the hub, so the hub creates the
+//     stream and the collector binds to it;
+//   - ordered pull consumers on its own stream (hydrate) and on the
+//     registries stream (reading and following the registries), guarded:
+//     pull only, ephemeral, named with its own prefix, filtered inside
+//     what it may read; info and delete of those consumers only, and
+//     fetching (not guarded: see guard.go);
+//   - bind the three buckets (stream info, guarded: no subject listing) and
+//     read its own status keys.
 func clusterGrants(cluster string) []grant {
 	s := stream.StreamName(cluster)
 	reg := "KV_" + stream.RegistryBucket
 	st := "KV_" + stream.RegistryStatusBucket
-	api := func(suffix string, streamed bool) grant {
-		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Streamed: streamed}
+	api := func(suffix string) grant {
+		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix}
 	}
-	kv := func(subject string) grant { return grant{Subject: subject, To: APIPrefix + "." + subject} }
+	next := func(suffix string) grant {
+		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Streamed: true}
+	}
+	guarded := func(suffix string) grant {
+		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Guarded: true}
+	}
+	// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
+	// (nats.go's convention for buckets in another account or domain).
+	kv := func(subject string) grant {
+		return grant{Subject: subject, To: APIPrefix + "." + subject, Guarded: true}
+	}
 	return []grant{
 		{Subject: stream.SubjectRoot + ".obj." + cluster + ".>"},
 		{Subject: stream.SubjectRoot + ".ctl." + cluster + ".>"},
-		// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
-		// (nats.go's convention for buckets in another account or domain).
 		kv("$KV." + stream.ClusterBucket + "." + cluster),
 		kv("$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"),
-		api("STREAM.INFO."+s, false),
-		api("STREAM.PURGE."+s, false),
-		api("STREAM.MSG.GET."+s, false),
-		api("DIRECT.GET."+s, false),
-		api("DIRECT.GET."+s+".>", false),
-		api("CONSUMER.CREATE."+s+".>", false),
-		api("CONSUMER.INFO."+s+".>", false),
-		api("CONSUMER.DELETE."+s+".>", false),
-		api("CONSUMER.MSG.NEXT."+s+".>", true),
-		api("STREAM.INFO."+reg, false),
-		api("STREAM.MSG.GET."+reg, false),
-		api("DIRECT.GET."+reg+".>", false),
-		api("CONSUMER.CREATE."+reg+".>", false),
-		api("CONSUMER.INFO."+reg+".>", false),
-		api("CONSUMER.DELETE."+reg+".>", false),
-		{Subject: "$JS.FC." + reg + ".>"},
-		api("STREAM.INFO.KV_"+stream.ClusterBucket, false),
-		api("STREAM.INFO."+st, false),
-		api("DIRECT.GET."+st+".$KV."+stream.RegistryStatusBucket+"."+cluster+".>", false),
-		{Subject: InboxPrefix(cluster) + ".>", Stream: true},
+		api("STREAM.INFO." + s),
+		api("STREAM.PURGE." + s),
+		api("STREAM.MSG.GET." + s),
+		api("DIRECT.GET." + s),
+		api("DIRECT.GET." + s + ".>"),
+		guarded("CONSUMER.CREATE." + s + ".>"),
+		guarded("CONSUMER.INFO." + s + ".*"),
+		guarded("CONSUMER.DELETE." + s + ".*"),
+		next("CONSUMER.MSG.NEXT." + s + ".*"),
+		guarded("STREAM.INFO." + reg),
+		guarded("CONSUMER.CREATE." + reg + ".>"),
+		guarded("CONSUMER.INFO." + reg + ".*"),
+		guarded("CONSUMER.DELETE." + reg + ".*"),
+		next("CONSUMER.MSG.NEXT." + reg + ".*"),
+		guarded("STREAM.INFO.KV_" + stream.ClusterBucket),
+		guarded("STREAM.INFO." + st),
+		api("DIRECT.GET." + st + ".$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"),
 	}
 }
 
@@ -135,32 +159,44 @@ func accountsConfig(hubPassword string, users []ClusterUser) (string, error) {
 			return "", fmt.Errorf("%w: cluster %s: %v", ErrInvalidCredentials, u.Cluster, err)
 		}
 		for _, g := range clusterGrants(u.Cluster) {
-			kind, rt := "service", ""
-			if g.Stream {
-				kind = "stream"
-			} else if g.Streamed {
+			rt := ""
+			if g.Streamed {
 				rt = ", response_type: stream"
 			}
-			fmt.Fprintf(&b, "      {%s: %q, accounts: [%q]%s}\n", kind, g.Subject, ClusterAccount(u.Cluster), rt)
+			fmt.Fprintf(&b, "      {service: %q, accounts: [%q]%s}\n", g.exported(u.Cluster), ClusterAccount(u.Cluster), rt)
 		}
 	}
 	b.WriteString("    ]\n  }\n")
 	for _, u := range users {
-		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q}]\n    imports: [\n", ClusterAccount(u.Cluster), u.Cluster, u.Password)
+		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q, permissions: %s}]\n    imports: [\n", ClusterAccount(u.Cluster), u.Cluster, u.Password, userPermissions(u.Cluster))
 		for _, g := range clusterGrants(u.Cluster) {
-			kind, to := "service", ""
-			if g.Stream {
-				kind = "stream"
-			}
+			to := ""
 			if g.To != "" {
 				to = fmt.Sprintf(", to: %q", g.To)
 			}
-			fmt.Fprintf(&b, "      {%s: {account: %q, subject: %q}%s}\n", kind, HubAccount, g.Subject, to)
+			fmt.Fprintf(&b, "      {service: {account: %q, subject: %q}%s}\n", HubAccount, g.exported(u.Cluster), to)
 		}
 		b.WriteString("    ]\n  }\n")
 	}
 	b.WriteString("}\n")
 	return b.String(), nil
+}
+
+// userPermissions limits a collector's user inside its own account to the
+// subjects it imports and to its own inboxes. The account holds nothing
+// else, so this changes nothing today; it keeps a subject added to the
+// account later (an import for the hub's own use, a service) from
+// reaching the collector by default.
+func userPermissions(cluster string) string {
+	var pub []string
+	for _, g := range clusterGrants(cluster) {
+		local := g.To
+		if local == "" {
+			local = g.Subject
+		}
+		pub = append(pub, fmt.Sprintf("%q", local))
+	}
+	return fmt.Sprintf("{publish: {allow: [%s]}, subscribe: {allow: [%q]}}", strings.Join(pub, ", "), InboxPrefix(cluster)+".>")
 }
 
 // checkSecret keeps passwords long and free of characters that would need

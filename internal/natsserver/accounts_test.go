@@ -31,28 +31,36 @@ func TestClusterGrants(t *testing.T) {
 		granted  bool
 		to       string
 		streamed bool
-		isStream bool
+		guarded  bool
 	}{
 		{subject: "fv.obj.edge-a.>", granted: true},
 		{subject: "fv.ctl.edge-a.>", granted: true},
 		{subject: "fv.obj.>", granted: false},
-		{subject: "$KV.fv_clusters.edge-a", granted: true, to: "$JS.hub.API.$KV.fv_clusters.edge-a"},
+		{subject: "$KV.fv_clusters.edge-a", granted: true, to: "$JS.hub.API.$KV.fv_clusters.edge-a", guarded: true},
 		{subject: "$KV.fv_clusters.>", granted: false},
-		{subject: "$KV.fv_registry_status.edge-a.>", granted: true, to: "$JS.hub.API.$KV.fv_registry_status.edge-a.>"},
+		{subject: "$KV.fv_registry_status.edge-a.>", granted: true, to: "$JS.hub.API.$KV.fv_registry_status.edge-a.>", guarded: true},
 		{subject: "$KV.fv_registries.>", granted: false},
 		{subject: "$JS.API.STREAM.INFO.FV_edge_a", granted: true, to: "$JS.hub.API.STREAM.INFO.FV_edge_a"},
 		{subject: "$JS.API.STREAM.PURGE.FV_edge_a", granted: true, to: "$JS.hub.API.STREAM.PURGE.FV_edge_a"},
 		{subject: "$JS.API.STREAM.CREATE.FV_edge_a", granted: false},
 		{subject: "$JS.API.STREAM.UPDATE.FV_edge_a", granted: false},
 		{subject: "$JS.API.STREAM.DELETE.FV_edge_a", granted: false},
-		{subject: "$JS.API.CONSUMER.MSG.NEXT.FV_edge_a.>", granted: true, to: "$JS.hub.API.CONSUMER.MSG.NEXT.FV_edge_a.>", streamed: true},
+		{subject: "$JS.API.CONSUMER.CREATE.FV_edge_a.>", granted: true, to: "$JS.hub.API.CONSUMER.CREATE.FV_edge_a.>", guarded: true},
+		{subject: "$JS.API.CONSUMER.MSG.NEXT.FV_edge_a.*", granted: true, to: "$JS.hub.API.CONSUMER.MSG.NEXT.FV_edge_a.*", streamed: true},
+		{subject: "$JS.API.CONSUMER.DELETE.FV_edge_a.*", granted: true, to: "$JS.hub.API.CONSUMER.DELETE.FV_edge_a.*", guarded: true},
+		{subject: "$JS.API.CONSUMER.DURABLE.CREATE.FV_edge_a.*", granted: false},
 		{subject: "$JS.API.DIRECT.GET.FV_edge_a.>", granted: true, to: "$JS.hub.API.DIRECT.GET.FV_edge_a.>"},
-		{subject: "$JS.API.STREAM.INFO.KV_fv_registries", granted: true, to: "$JS.hub.API.STREAM.INFO.KV_fv_registries"},
+		{subject: "$JS.API.STREAM.INFO.KV_fv_registries", granted: true, to: "$JS.hub.API.STREAM.INFO.KV_fv_registries", guarded: true},
+		{subject: "$JS.API.CONSUMER.CREATE.KV_fv_registries.>", granted: true, to: "$JS.hub.API.CONSUMER.CREATE.KV_fv_registries.>", guarded: true},
+		{subject: "$JS.API.CONSUMER.DELETE.KV_fv_registries.*", granted: true, to: "$JS.hub.API.CONSUMER.DELETE.KV_fv_registries.*", guarded: true},
 		{subject: "$JS.API.STREAM.PURGE.KV_fv_registries", granted: false},
+		{subject: "$JS.API.DIRECT.GET.KV_fv_registries.>", granted: false},
+		{subject: "$JS.API.STREAM.MSG.GET.KV_fv_registries", granted: false},
 		{subject: "$JS.API.DIRECT.GET.KV_fv_registry_status.$KV.fv_registry_status.edge-a.>", granted: true,
 			to: "$JS.hub.API.DIRECT.GET.KV_fv_registry_status.$KV.fv_registry_status.edge-a.>"},
-		{subject: "$JS.FC.KV_fv_registries.>", granted: true},
-		{subject: "_INBOX_edge-a.>", granted: true, isStream: true},
+		{subject: "$JS.API.DIRECT.GET.KV_fv_registry_status", granted: false},
+		{subject: "$JS.FC.KV_fv_registries.>", granted: false},
+		{subject: "_INBOX_edge-a.>", granted: false},
 		{subject: "$JS.API.>", granted: false},
 	} {
 		g, ok := grants[tc.subject]
@@ -60,8 +68,8 @@ func TestClusterGrants(t *testing.T) {
 			t.Errorf("%s: granted %v, want %v", tc.subject, ok, tc.granted)
 			continue
 		}
-		if ok && (g.To != tc.to || g.Streamed != tc.streamed || g.Stream != tc.isStream) {
-			t.Errorf("%s: %+v, want to=%q streamed=%v stream=%v", tc.subject, g, tc.to, tc.streamed, tc.isStream)
+		if ok && (g.To != tc.to || g.Streamed != tc.streamed || g.Guarded != tc.guarded) {
+			t.Errorf("%s: %+v, want to=%q streamed=%v guarded=%v", tc.subject, g, tc.to, tc.streamed, tc.guarded)
 		}
 	}
 	for _, g := range clusterGrants("edge-a") {
@@ -143,7 +151,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("own stream info: %v", err)
 	}
-	oc, err := fvA.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	oc, err := fvA.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{NamePrefix: stream.ConsumerNamePrefix("edge-a")})
 	if err != nil {
 		t.Fatalf("ordered consumer on own stream: %v", err)
 	}

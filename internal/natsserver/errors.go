@@ -8,3 +8,7 @@ var ErrNotReady = errors.New("embedded NATS server not ready")
 // ErrInvalidCredentials is returned for per-cluster credentials that cannot
 // be configured (bad cluster name, duplicate, weak or unquotable password).
 var ErrInvalidCredentials = errors.New("invalid NATS credentials")
+
+// ErrRefused is the reason the hub's guard gives a collector for a
+// JetStream request its cluster may not make (guard.go).
+var ErrRefused = errors.New("refused to a member cluster's collector")

@@ -33,6 +33,9 @@ type Options struct {
 // Server is a running embedded server.
 type Server struct {
 	ns *server.Server
+	// guard checks the collectors' guarded requests (guard.go); nil
+	// without per-cluster credentials.
+	guard *guard
 }
 
 // Start launches the server and waits until it accepts connections.
@@ -80,7 +83,14 @@ func Start(o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, ErrNotReady
 	}
-	return &Server{ns: ns}, nil
+	srv := &Server{ns: ns}
+	if len(o.Clusters) > 0 {
+		if srv.guard, err = startGuard(ns, o.HubPassword, o.Clusters); err != nil {
+			ns.Shutdown()
+			return nil, err
+		}
+	}
+	return srv, nil
 }
 
 // ClientURL is the nats:// URL clients in this process connect to; a server
@@ -95,6 +105,9 @@ func (s *Server) ClientURL() string {
 
 // Shutdown stops the server and waits until it has stopped.
 func (s *Server) Shutdown() {
+	if s.guard != nil {
+		s.guard.close()
+	}
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
 }

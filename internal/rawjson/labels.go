@@ -87,3 +87,97 @@ func unquote(s []byte, off int) (string, error) {
 	}
 	return out, nil
 }
+
+// LabelsAnnotations is Labels, also returning every value the annotation
+// keys have in metadata.annotations that is not want: each occurrence, in
+// every metadata member, so a value a duplicate key hides from one decoder
+// cannot pass unseen to another. Keys of metadata, its members and
+// annotations are compared decoded, so an escaped spelling is the same key.
+// Values of keys must be strings. A value equal to want costs nothing: the
+// materializer checks every object's cluster annotations with it.
+func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]string, []string, error) {
+	var labels map[string]string
+	var values []string
+	end, err := EachMember(obj, 0, func(m Member) (int, error) {
+		if ok, err := keyIs(m, "metadata"); err != nil || !ok {
+			if err != nil {
+				return 0, err
+			}
+			return SkipValue(obj, m.ValueStart)
+		}
+		return EachMember(obj, m.ValueStart, func(m Member) (int, error) {
+			isLabels, err := keyIs(m, "labels")
+			if err != nil {
+				return 0, err
+			}
+			isAnn, err := keyIs(m, "annotations")
+			if err != nil {
+				return 0, err
+			}
+			if i := m.ValueStart; (isLabels || isAnn) && i < len(obj) && obj[i] == 'n' {
+				return literal(obj, i, "null")
+			}
+			switch {
+			case isLabels:
+				l, e, err := stringMap(obj, m.ValueStart)
+				if err != nil {
+					return 0, fmt.Errorf("metadata.labels: %w", err)
+				}
+				labels = l
+				return e, nil
+			case isAnn:
+				return EachMember(obj, m.ValueStart, func(a Member) (int, error) {
+					wanted := false
+					for _, k := range keys {
+						ok, err := keyIs(a, k)
+						if err != nil {
+							return 0, err
+						}
+						wanted = wanted || ok
+					}
+					if !wanted {
+						return SkipValue(obj, a.ValueStart)
+					}
+					vs := a.ValueStart
+					if vs >= len(obj) || obj[vs] != '"' {
+						return 0, syntax(fmt.Sprintf("annotation %q is not a string", a.Key), vs)
+					}
+					ve, err := skipString(obj, vs)
+					if err != nil {
+						return 0, err
+					}
+					raw := obj[vs+1 : ve-1]
+					if bytes.IndexByte(raw, '\\') < 0 && string(raw) == want {
+						return ve, nil
+					}
+					v, err := unquote(raw, vs+1)
+					if err != nil {
+						return 0, err
+					}
+					if v != want {
+						values = append(values, v)
+					}
+					return ve, nil
+				})
+			}
+			return SkipValue(obj, m.ValueStart)
+		})
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkEnd(obj, end); err != nil {
+		return nil, nil, err
+	}
+	return labels, values, nil
+}
+
+// keyIs compares m's key, decoded, with want. Keys rarely hold escapes:
+// without one the raw bytes are compared, which allocates nothing.
+func keyIs(m Member, want string) (bool, error) {
+	if bytes.IndexByte(m.Key, '\\') < 0 {
+		return string(m.Key) == want, nil
+	}
+	k, err := unquote(m.Key, m.Start+1)
+	return k == want, err
+}

@@ -4,18 +4,21 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/fleetview/fleetview/internal/benchdata"
 )
 
-func TestLabels(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		in   string
-		want map[string]string
-		bad  bool
-	}{
+type labelsCase struct {
+	name string
+	in   string
+	want map[string]string
+	bad  bool
+}
+
+func labelsCases() []labelsCase {
+	return []labelsCase{
 		{"labels", `{"kind":"Pod","metadata":{"name":"a","labels":{"app":"web","x/y":"z"}},"spec":{}}`, map[string]string{"app": "web", "x/y": "z"}, false},
 		{"no labels", `{"metadata":{"name":"a"}}`, nil, false},
 		{"null labels", `{"metadata":{"labels":null}}`, nil, false},
@@ -50,7 +53,11 @@ func TestLabels(t *testing.T) {
 		{"missing comma deep not checked", `{"spec":{"a":[1 2]}}`, nil, false},
 		{"missing colon deep not checked", `{"spec":{"a" 1}}`, nil, false},
 		{"empty", ``, nil, true},
-	} {
+	}
+}
+
+func TestLabels(t *testing.T) {
+	for _, tc := range labelsCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Labels([]byte(tc.in))
 			if tc.bad {
@@ -104,5 +111,65 @@ func BenchmarkCheck(b *testing.B) {
 		if err := Check(pod); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// LabelsAnnotations finds the labels Labels finds and refuses what it
+// refuses, and reports every value of the annotations asked for that is
+// not the one wanted, however spelled and wherever repeated.
+func TestLabelsAnnotations(t *testing.T) {
+	for _, tc := range labelsCases() {
+		t.Run("labels/"+tc.name, func(t *testing.T) {
+			got, _, err := LabelsAnnotations([]byte(tc.in), "c", "fleetview.io/cluster")
+			if tc.bad {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("LabelsAnnotations(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		in   string
+		want []string
+		bad  bool
+	}{
+		{"none", `{"metadata":{"name":"a"}}`, nil, false},
+		{"null annotations", `{"metadata":{"annotations":null}}`, nil, false},
+		{"both keys, as wanted", `{"metadata":{"annotations":{"a":"x","fleetview.io/cluster":"c","k/c":"c"}}}`, nil, false},
+		{"both keys, one not as wanted", `{"metadata":{"annotations":{"a":"x","fleetview.io/cluster":"c","k/c":"d"}}}`, []string{"d"}, false},
+		{"escaped wanted value", `{"metadata":{"annotations":{"fleetview.io/cluster":"\u0063"}}}`, nil, false},
+		{"duplicate key", `{"metadata":{"annotations":{"fleetview.io/cluster":"e","fleetview.io/cluster":"d"}}}`, []string{"e", "d"}, false},
+		{"escaped key", `{"metadata":{"annotations":{"fleetview.io\/cluster":"d"}}}`, []string{"d"}, false},
+		{"escaped metadata", `{"m\u0065tadata":{"annotations":{"fleetview.io/cluster":"d"}}}`, []string{"d"}, false},
+		{"escaped value", `{"metadata":{"annotations":{"fleetview.io/cluster":"\u0064"}}}`, []string{"d"}, false},
+		{"two metadata members", `{"metadata":{"annotations":{"fleetview.io/cluster":"c"}},"metadata":{"annotations":{"k/c":"d"}}}`, []string{"d"}, false},
+		{"elsewhere is not metadata", `{"spec":{"metadata":{"annotations":{"fleetview.io/cluster":"d"}}}}`, nil, false},
+		{"value not a string", `{"metadata":{"annotations":{"fleetview.io/cluster":1}}}`, nil, true},
+		{"annotations not an object", `{"metadata":{"annotations":"x"}}`, nil, true},
+		{"other values unchecked but scanned", `{"metadata":{"annotations":{"a":{"b":[1]}}}}`, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := LabelsAnnotations([]byte(tc.in), "c", "fleetview.io/cluster", "k/c")
+			if tc.bad {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("LabelsAnnotations(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

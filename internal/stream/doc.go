@@ -2,7 +2,8 @@
 // (docs/architecture.md, "The stream contract"): stream and subject names,
 // the stream configuration, the message headers (object and dead-letter),
 // the building of object messages (headers, Nats-Msg-Id, tombstone TTL),
-// and encoding of ResourceEvent payloads. Every component that reads or
+// the cluster annotations every object carries, the names of a collector's
+// consumers (ConsumerPrefix), and encoding of ResourceEvent payloads. Every component that reads or
 // writes a cluster stream goes through this package so the layout is
 // defined once.
 //

@@ -23,6 +23,15 @@ const (
 	SecretDataKept = "kept"
 )
 
+// ClusterAnnotation and KarmadaClusterAnnotation name, in every object a
+// collector publishes, the member cluster it was cached from; readers
+// authorize by them. A materializer dead-letters an object whose
+// annotations name another cluster than its subject.
+const (
+	ClusterAnnotation        = "fleetview.io/cluster"
+	KarmadaClusterAnnotation = "resource.karmada.io/cached-from-cluster"
+)
+
 // Headers of a dead-lettered message: why, and where it came from.
 const (
 	HdrDeadReason  = "Fv-Reason"

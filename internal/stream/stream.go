@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"crypto/rand"
 	"fmt"
 	"strings"
 	"time"
@@ -141,7 +142,10 @@ func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
 }
 
 // MsgID is the Nats-Msg-Id of an event: the same change published twice is
-// stored once.
+// stored once. It does not name the cluster: the duplicate window is the
+// stream's, and only the cluster's collector and the hub can put messages
+// into a cluster's stream (natsserver), so no other cluster can spend an ID
+// there; one that could would forge a cluster-scoped ID as easily.
 func MsgID(ev *fleetviewv1.ResourceEvent) string {
 	if !feed.IsObjectEvent(ev) {
 		// Control records are meant to be appended every time.
@@ -195,3 +199,17 @@ func GVR(g *fleetviewv1.GroupVersionResource) schema.GroupVersionResource {
 func ProtoGVR(g schema.GroupVersionResource) *fleetviewv1.GroupVersionResource {
 	return &fleetviewv1.GroupVersionResource{Group: g.Group, Version: g.Version, Resource: g.Resource}
 }
+
+// ConsumerPrefix starts the name of every consumer a cluster's collector
+// creates. With per-cluster credentials the hub refuses a collector every
+// consumer request on a name without its own prefix (natsserver's guard),
+// so a collector can neither read from nor delete another cluster's
+// consumers or the hub's. Cluster names never hold '_', so no cluster's
+// prefix starts another's.
+func ConsumerPrefix(cluster string) string { return "fvc_" + cluster + "_" }
+
+// ConsumerNamePrefix is a fresh, unguessable ordered-consumer name prefix
+// (jetstream.OrderedConsumerConfig.NamePrefix) for cluster's collector:
+// its own prefix, then random characters, so two ordered consumers of one
+// collector never share a name.
+func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) + rand.Text() }

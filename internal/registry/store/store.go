@@ -11,13 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
 )
-
-// ErrNotFound is returned for a registry that does not exist.
-var ErrNotFound = errors.New("registry not found")
 
 // Store reads and writes registries. A registry's spec lives in the
 // registries bucket under its name; each cluster's conditions on it live in
@@ -25,8 +24,13 @@ var ErrNotFound = errors.New("registry not found")
 // cluster's collector (whose NATS credentials are limited to its own keys).
 // Get and List merge the two.
 type Store struct {
+	js     jetstream.JetStream
 	kv     jetstream.KeyValue
 	status jetstream.KeyValue
+	// consumerPrefix names the ordered consumers that read the registries
+	// ("" = the client's random names). A collector with per-cluster
+	// credentials may only make consumers named with its own prefix.
+	consumerPrefix func() string
 }
 
 // Open opens (creating or updating if needed) the registry and status
@@ -50,12 +54,17 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s bucket: %w", stream.RegistryStatusBucket, err)
 	}
-	return &Store{kv: kv, status: st}, nil
+	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return "" }}, nil
 }
 
 // Bind opens buckets the hub created, without creating or reconfiguring
-// them: a collector with per-cluster credentials may not.
-func Bind(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+// them: a collector with per-cluster credentials may not. The store reads
+// the registries with consumers named for cluster (stream.ConsumerPrefix),
+// the only ones the hub lets that cluster's collector make.
+func Bind(ctx context.Context, js jetstream.JetStream, cluster string) (*Store, error) {
+	if err := stream.ValidateCluster(cluster); err != nil {
+		return nil, err
+	}
 	kv, err := js.KeyValue(ctx, stream.RegistryBucket)
 	if err != nil {
 		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryBucket, err)
@@ -64,7 +73,7 @@ func Bind(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryStatusBucket, err)
 	}
-	return &Store{kv: kv, status: st}, nil
+	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return stream.ConsumerNamePrefix(cluster) }}, nil
 }
 
 // StatusKey is the status bucket key of cluster's conditions on a registry.
@@ -95,7 +104,10 @@ func (s *Store) Apply(ctx context.Context, r *registry.ResourceRegistry) (*regis
 		case err == nil:
 			old, derr := Decode(e.Value())
 			if derr != nil {
-				return nil, derr
+				// Unreadable (readers refuse it as ErrCorrupt): the
+				// valid registry applied now replaces it, which is how
+				// it gets repaired.
+				old = &registry.ResourceRegistry{}
 			}
 			rev = e.Revision()
 			r.Status = old.Status
@@ -238,9 +250,12 @@ func (s *Store) statuses(ctx context.Context, filter string) (map[string]map[str
 		if err != nil {
 			return nil, err
 		}
-		var cs clusterStatus
-		if err := json.Unmarshal(e.Value(), &cs); err != nil {
-			return nil, fmt.Errorf("decode status %s: %w", k, err)
+		cs, err := decodeStatus(cluster, e.Value())
+		if err != nil {
+			// Written by that cluster's collector: a bad one must not
+			// keep the registry, or the other clusters' conditions on
+			// it, from being read. It is left out.
+			continue
 		}
 		if out[name] == nil {
 			out[name] = map[string][]metav1.Condition{}
@@ -273,7 +288,7 @@ func (s *Store) spec(ctx context.Context, name string) (*registry.ResourceRegist
 	if err != nil {
 		return nil, err
 	}
-	return Decode(e.Value())
+	return decodeStored(name, e.Value())
 }
 
 // List reads every registry with the clusters' conditions, sorted by name.
@@ -292,31 +307,12 @@ func (s *Store) List(ctx context.Context) ([]*registry.ResourceRegistry, error) 
 	return out, nil
 }
 
-// Specs reads every registry as stored (spec, no per-cluster conditions),
-// sorted by name: what a collector needs, and all its credentials may read.
-func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error) {
-	lister, err := s.kv.ListKeys(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []*registry.ResourceRegistry
-	for k := range lister.Keys() {
-		r, err := s.spec(ctx, k)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
-}
-
 // Delete removes a registry and every cluster's conditions on it.
 func (s *Store) Delete(ctx context.Context, name string) error {
-	if _, err := s.spec(ctx, name); err != nil {
+	// Existence only: a registry readers refuse as corrupt can be deleted.
+	if _, err := s.kv.Get(ctx, name); errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("%w: %s", ErrNotFound, name)
+	} else if err != nil {
 		return err
 	}
 	if err := s.kv.Delete(ctx, name); err != nil {
@@ -341,4 +337,46 @@ func Decode(b []byte) (*registry.ResourceRegistry, error) {
 		return nil, fmt.Errorf("decode stored registry: %w", err)
 	}
 	return r, nil
+}
+
+// decodeStored decodes the registry stored under key and validates it
+// again: readers route data (backends), pick resources (collectors) and
+// answer clients from it, and must not act on a value that Apply would
+// have refused, whoever wrote it.
+func decodeStored(key string, b []byte) (*registry.ResourceRegistry, error) {
+	r, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, err)
+	}
+	if r.Name != key {
+		return nil, fmt.Errorf("%w: key %s holds registry %q", ErrCorrupt, key, r.Name)
+	}
+	if errs := registry.Validate(r); len(errs) > 0 {
+		// %v, not %w: this is not the caller's invalid input.
+		return nil, fmt.Errorf("%w: key %s: %v", ErrCorrupt, key, errs.ToAggregate())
+	}
+	return r, nil
+}
+
+// decodeStatus decodes and validates one cluster's conditions on a
+// registry, as read back from the status bucket.
+func decodeStatus(cluster string, b []byte) (clusterStatus, error) {
+	var cs clusterStatus
+	if msgs := registry.ValidateClusterName(cluster); len(msgs) > 0 {
+		return cs, fmt.Errorf("%w: status of cluster %q: %s", ErrCorrupt, cluster, strings.Join(msgs, "; "))
+	}
+	if err := json.Unmarshal(b, &cs); err != nil {
+		return cs, fmt.Errorf("%w: status of cluster %s: %v", ErrCorrupt, cluster, err)
+	}
+	if errs := metav1validation.ValidateConditions(cs.Conditions, field.NewPath("conditions")); len(errs) > 0 {
+		return cs, fmt.Errorf("%w: status of cluster %s: %v", ErrCorrupt, cluster, errs.ToAggregate())
+	}
+	for _, c := range cs.Conditions {
+		if strings.Contains(c.Type, "/") {
+			// Merged as "<cluster>/<type>": a slash would let a cluster
+			// write a condition that reads as another cluster's.
+			return cs, fmt.Errorf("%w: status of cluster %s: condition type %q", ErrCorrupt, cluster, c.Type)
+		}
+	}
+	return cs, nil
 }

@@ -1,0 +1,304 @@
+package natsserver
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// The guard is the hub-side half of a collector's JetStream access. NATS
+// permissions and imports can only match subjects, and some requests do
+// their damage in the body or the headers, which no subject shows:
+//
+//   - a consumer create (or update) names its deliver subject in its body:
+//     a push consumer delivers inside the hub account, where a deliver
+//     subject of fv.obj.<other>.> stores messages, Nats-Msg-Id included,
+//     into another cluster's stream (and $KV.<bucket>.> into the buckets);
+//   - a consumer name is one token, so "only my consumers" cannot be a
+//     subject wildcard, and the registries stream is shared by every
+//     collector and the hub: creating, reading the info of and deleting
+//     a consumer are guarded by name prefix (stream.ConsumerPrefix);
+//   - a KV write to a cluster's own key may carry Nats-Rollup: all, which
+//     erases every other key of the bucket, or Nats-Msg-Id, Nats-TTL and
+//     schedule headers;
+//   - a stream info request may ask for every subject of a shared bucket.
+//
+// So these requests are exported to a cluster's account under
+// guardSubject(cluster, ...) instead of the JetStream subject itself. The
+// guard, a connection of the hub's own user inside this process, reads
+// them, checks them against the cluster the export belongs to, forwards
+// what it accepts to the real subject and relays the answer; what it
+// refuses it answers with a JetStream API error. Object publishes, the hot
+// path, are not guarded: their subjects alone decide, and the cluster's
+// stream refuses rollups and schedules.
+//
+// Fetching (CONSUMER.MSG.NEXT) is not guarded: its answers are many
+// deliveries whose subjects are the stored messages' own, which only the
+// server can send, not a relaying client. A collector can fetch only from a
+// consumer whose name it knows: its own, whose names carry 130 random bits
+// (stream.ConsumerNamePrefix), another's, which it cannot list, guess or
+// read the info of, or the hub's durable consumers on its own stream, which
+// at worst delays the materializing of its own cluster.
+const guardRoot = "_FV_GUARD"
+
+// guardSubject is where cluster's guarded request for hubSubject arrives in
+// the hub account. Only cluster's account imports it, so the cluster token
+// identifies the requester.
+func guardSubject(cluster, hubSubject string) string {
+	return guardRoot + "." + cluster + "." + hubSubject
+}
+
+// maxConsumerIdle bounds a collector's consumers' inactive threshold: they
+// are ephemeral, so a crashed collector's consumers go away by themselves.
+const maxConsumerIdle = 10 * time.Minute
+
+// kvWriteHeader is whether a collector's KV write may carry the header
+// (lower-cased, so no spelling slips past): only what jetstream.KeyValue's
+// Put, Create, Update and Delete send.
+func kvWriteHeader(lower string) bool {
+	return lower == "nats-expected-last-subject-sequence" || lower == "kv-operation"
+}
+
+// guard forwards the guarded requests of every cluster.
+type guard struct {
+	nc *nats.Conn
+}
+
+// startGuard connects as the hub user to the in-process server and
+// subscribes one subscription per cluster, so one cluster's requests never
+// queue behind another's.
+func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (*guard, error) {
+	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(HubUser, hubPassword),
+		nats.Name("fleetview-guard"), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("natsserver: guard: %w", err)
+	}
+	g := &guard{nc: nc}
+	for _, u := range clusters {
+		cluster := u.Cluster
+		prefix := guardSubject(cluster, "")
+		sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+			g.handle(cluster, strings.TrimPrefix(m.Subject, prefix), m)
+		})
+		if err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("natsserver: guard: %w", err)
+		}
+		// Bounded by bytes, not count: many small requests queue, a
+		// flood of large ones is dropped (the collector retries).
+		if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("natsserver: guard: %w", err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("natsserver: guard: %w", err)
+	}
+	return g, nil
+}
+
+func (g *guard) close() { g.nc.Close() }
+
+// handle forwards or refuses one request.
+func (g *guard) handle(cluster, subject string, m *nats.Msg) {
+	fwd, err := checkGuarded(cluster, subject, m)
+	if err != nil {
+		if m.Reply != "" {
+			_ = m.Respond(apiError(err))
+		}
+		return
+	}
+	if m.Reply == "" {
+		_ = g.nc.PublishMsg(fwd)
+		return
+	}
+	// A client may not publish with the reserved reply subject ("_R_.")
+	// the import gave m, so the guard asks and relays the one answer.
+	resp, err := g.nc.RequestMsg(fwd, guardTimeout)
+	if err != nil {
+		_ = m.Respond(apiError(fmt.Errorf("%w: %v", ErrRefused, err)))
+		return
+	}
+	_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+}
+
+// guardTimeout bounds a forwarded request; JetStream answers API requests
+// and acknowledges publishes well within the collector's own timeouts.
+const guardTimeout = 10 * time.Second
+
+// apiError is a JetStream API error response, so the collector's client
+// reports a refusal as jetstream.APIError (code 403).
+func apiError(err error) []byte {
+	b, _ := json.Marshal(server.ApiResponse{Error: &server.ApiError{Code: 403, Description: err.Error()}})
+	return b
+}
+
+// checkGuarded decides one request of cluster for the hub subject subject,
+// and returns the message to forward: the checked body re-encoded where it
+// is JSON the server decodes, so the server acts on exactly what was checked.
+func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
+	t := strings.Split(subject, ".")
+	own := stream.StreamName(cluster)
+	reg := "KV_" + stream.RegistryBucket
+	consumerStream := func(s string) error {
+		if s != own && s != reg {
+			return fmt.Errorf("%w: consumers on stream %q", ErrRefused, s)
+		}
+		return nil
+	}
+	consumerName := func(name string) error {
+		if !strings.HasPrefix(name, stream.ConsumerPrefix(cluster)) {
+			return fmt.Errorf("%w: consumer %q is not named %s*", ErrRefused, name, stream.ConsumerPrefix(cluster))
+		}
+		return nil
+	}
+	switch {
+	case len(t) >= 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && t[3] == "CREATE":
+		if err := consumerStream(t[4]); err != nil {
+			return nil, err
+		}
+		if err := consumerName(t[5]); err != nil {
+			return nil, err
+		}
+		body, err := checkConsumerCreate(cluster, t[4], t[5], m.Data)
+		if err != nil {
+			return nil, err
+		}
+		return &nats.Msg{Subject: subject, Data: body}, nil
+	case len(t) == 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && (t[3] == "INFO" || t[3] == "DELETE"):
+		if err := consumerStream(t[4]); err != nil {
+			return nil, err
+		}
+		if err := consumerName(t[5]); err != nil {
+			return nil, err
+		}
+		return &nats.Msg{Subject: subject}, nil // neither takes a body
+	case len(t) == 5 && t[0] == "$JS" && t[1] == "API" && t[2] == "STREAM" && t[3] == "INFO" &&
+		(t[4] == reg || t[4] == "KV_"+stream.RegistryStatusBucket || t[4] == "KV_"+stream.ClusterBucket):
+		// Binding a bucket needs its configuration, not the keys of
+		// every other cluster.
+		var req server.JSApiStreamInfoRequest
+		if len(m.Data) > 0 {
+			if err := json.Unmarshal(m.Data, &req); err != nil {
+				return nil, fmt.Errorf("%w: stream info request: %v", ErrRefused, err)
+			}
+		}
+		if req.SubjectsFilter != "" || req.DeletedDetails {
+			return nil, fmt.Errorf("%w: subjects or deleted details of shared bucket %s", ErrRefused, t[4])
+		}
+		return &nats.Msg{Subject: subject}, nil
+	case ownKey(cluster, subject):
+		h := nats.Header{}
+		for k, v := range m.Header {
+			lk := strings.ToLower(k)
+			if lk == "nats-request-info" {
+				continue // added by the server on the import: who asked
+			}
+			if !kvWriteHeader(lk) {
+				return nil, fmt.Errorf("%w: header %s on a KV write", ErrRefused, k)
+			}
+			if lk == "kv-operation" && (len(v) != 1 || v[0] != "DEL") {
+				// PURGE is a rollup; a collector deletes its keys.
+				return nil, fmt.Errorf("%w: KV operation %v", ErrRefused, v)
+			}
+			h[k] = v
+		}
+		return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
+	}
+	return nil, fmt.Errorf("%w: %s", ErrRefused, subject)
+}
+
+// ownKey is whether subject is a KV key cluster may write: its inventory
+// record and its status keys on the registries.
+func ownKey(cluster, subject string) bool {
+	if subject == "$KV."+stream.ClusterBucket+"."+cluster {
+		return true
+	}
+	rest, ok := strings.CutPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."+cluster+".")
+	return ok && rest != "" && !strings.ContainsAny(rest, "*>")
+}
+
+// checkConsumerCreate admits only the ordered pull consumers a collector
+// makes (jetstream.OrderedConsumer): ephemeral, no acknowledgements, no
+// deliver subject, reading only what the stream holds for this cluster.
+func checkConsumerCreate(cluster, streamName, name string, data []byte) ([]byte, error) {
+	var req server.CreateConsumerRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return nil, fmt.Errorf("%w: consumer request: %v", ErrRefused, err)
+	}
+	c := &req.Config
+	var errs []error
+	refuse := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if req.Stream != streamName {
+		refuse("stream %q in the body, %q in the subject", req.Stream, streamName)
+	}
+	if c.Name != name {
+		refuse("consumer name %q in the body, %q in the subject", c.Name, name)
+	}
+	if c.Durable != "" {
+		refuse("durable consumers")
+	}
+	if c.DeliverSubject != "" || c.DeliverGroup != "" || c.FlowControl || c.Heartbeat != 0 {
+		refuse("push consumers (deliver subject %q)", c.DeliverSubject)
+	}
+	if c.Direct || c.Sourcing {
+		refuse("mirror or source consumers")
+	}
+	if c.AckPolicy != server.AckNone {
+		refuse("acknowledged consumers")
+	}
+	if c.InactiveThreshold <= 0 || c.InactiveThreshold > maxConsumerIdle {
+		refuse("inactive threshold %s (want 0 < t <= %s)", c.InactiveThreshold, maxConsumerIdle)
+	}
+	within := []string{stream.SubjectRoot + ".obj." + cluster + ".>", stream.SubjectRoot + ".ctl." + cluster + ".>"}
+	if streamName != stream.StreamName(cluster) {
+		within = []string{"$KV." + stream.RegistryBucket + ".>"}
+	}
+	filters := append([]string(nil), c.FilterSubjects...)
+	if c.FilterSubject != "" {
+		filters = append(filters, c.FilterSubject)
+	}
+	for _, f := range filters {
+		if !subjectWithin(f, within) {
+			refuse("filter %q outside %s", f, strings.Join(within, ", "))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, errors.Join(errs...))
+	}
+	return json.Marshal(req)
+}
+
+// subjectWithin is whether every subject filter matches is matched by one
+// of the patterns (token-wise: "*" matches one token, a final ">" the rest).
+func subjectWithin(filter string, patterns []string) bool {
+	for _, p := range patterns {
+		if subjectSubset(strings.Split(filter, "."), strings.Split(p, ".")) {
+			return true
+		}
+	}
+	return false
+}
+
+func subjectSubset(ft, pt []string) bool {
+	for i, tok := range pt {
+		switch {
+		case tok == ">":
+			return len(ft) > i
+		case i >= len(ft) || ft[i] == ">":
+			return false
+		case tok == "*":
+		case ft[i] != tok:
+			return false
+		}
+	}
+	return len(ft) == len(pt)
+}

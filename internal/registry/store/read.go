@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/registry"
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// The registries are read with ordered pull consumers on the bucket's
+// stream, not with jetstream.KeyValue's ListKeys and Watch: those make push
+// consumers, whose deliver subject is a subject of the hub's account, and
+// the hub refuses push consumers to a collector with per-cluster
+// credentials (natsserver's guard). A pull consumer's messages only go back
+// to the one who fetched them.
+
+const (
+	registryStream = "KV_" + stream.RegistryBucket
+	registryKeys   = "$KV." + stream.RegistryBucket + "."
+)
+
+// entryOp is the KV operation a bucket message records.
+func entryOp(m jetstream.Msg) jetstream.KeyValueOp {
+	h := m.Headers()
+	switch h.Get("KV-Operation") {
+	case "DEL":
+		return jetstream.KeyValueDelete
+	case "PURGE":
+		return jetstream.KeyValuePurge
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge":
+		return jetstream.KeyValuePurge
+	case "Remove":
+		return jetstream.KeyValueDelete
+	}
+	return jetstream.KeyValuePut
+}
+
+// registryConsumer is an ordered consumer over the last message of every
+// registry key (from then on, every new one).
+func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := s.js.OrderedConsumer(ctx, registryStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{registryKeys + ">"},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		NamePrefix:     s.consumerPrefix(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+	}
+	return cons, nil
+}
+
+// Specs reads every registry as stored (spec, no per-cluster conditions),
+// sorted by name: what a collector needs, and all its credentials may read.
+// Each is validated again (decodeStored); one that fails is an error, since
+// the registries are the hub's to write and acting on some of them would
+// route or collect the wrong resources.
+func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error) {
+	cons, err := s.registryConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		// Gone by its inactive threshold anyway; deleting it now keeps a
+		// busy reader from piling consumers up on the shared stream.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.js.DeleteConsumer(dctx, registryStream, cons.CachedInfo().Name)
+	}()
+	byKey := map[string]*registry.ResourceRegistry{}
+	var bad []string
+	for pending := cons.CachedInfo().NumPending; pending > 0; {
+		// Ask for no more than is pending: a fetch waits for a full
+		// batch until its deadline.
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+			}
+			pending = md.NumPending
+			key := strings.TrimPrefix(m.Subject(), registryKeys)
+			if entryOp(m) != jetstream.KeyValuePut {
+				delete(byKey, key)
+				continue
+			}
+			r, err := decodeStored(key, m.Data())
+			if err != nil {
+				bad = append(bad, err.Error())
+				continue
+			}
+			byKey[key] = r
+		}
+		if err := batch.Error(); err != nil {
+			return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("read %s bucket: nothing delivered with %d pending", stream.RegistryBucket, pending)
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrCorrupt, strings.Join(bad, "; "))
+	}
+	out := make([]*registry.ResourceRegistry, 0, len(byKey))
+	for _, r := range byKey {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Watch follows the registries bucket as jetstream.KeyValue's WatchAll
+// does: the last entry of every key, then a nil entry once those are in,
+// then every change. Entries carry key, value, revision and operation.
+// Stop ends it; the updates channel is then closed.
+func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
+	cons, err := s.registryConsumer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w := &pullWatcher{updates: make(chan jetstream.KeyValueEntry, 256), done: make(chan struct{})}
+	initial := cons.CachedInfo().NumPending
+	if initial == 0 {
+		w.updates <- nil
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		e := &kvEntry{key: strings.TrimPrefix(m.Subject(), registryKeys), value: m.Data(), revision: md.Sequence.Stream,
+			created: md.Timestamp, delta: md.NumPending, op: entryOp(m)}
+		if !w.send(e) {
+			return
+		}
+		if initial > 0 && md.NumPending == 0 {
+			initial = 0 // the callback runs on one goroutine at a time
+			w.send(nil)
+		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch %s bucket: %w", stream.RegistryBucket, err)
+	}
+	w.stop = func() {
+		cc.Stop()
+		<-cc.Closed()
+	}
+	return w, nil
+}
+
+// pullWatcher is the jetstream.KeyWatcher of Watch.
+type pullWatcher struct {
+	updates  chan jetstream.KeyValueEntry
+	done     chan struct{}
+	stop     func()
+	stopOnce sync.Once
+}
+
+// send delivers e unless the watcher was stopped (a reader that stopped
+// reading must not block the consumer's goroutine for ever).
+func (w *pullWatcher) send(e jetstream.KeyValueEntry) bool {
+	select {
+	case w.updates <- e:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
+func (w *pullWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+func (w *pullWatcher) Stop() error {
+	w.stopOnce.Do(func() {
+		close(w.done)
+		w.stop()
+		close(w.updates)
+	})
+	return nil
+}
+
+// kvEntry is one registries bucket entry as Watch reports it.
+type kvEntry struct {
+	key      string
+	value    []byte
+	revision uint64
+	created  time.Time
+	delta    uint64
+	op       jetstream.KeyValueOp
+}
+
+func (e *kvEntry) Bucket() string                  { return stream.RegistryBucket }
+func (e *kvEntry) Key() string                     { return e.key }
+func (e *kvEntry) Value() []byte                   { return e.value }
+func (e *kvEntry) Revision() uint64                { return e.revision }
+func (e *kvEntry) Created() time.Time              { return e.created }
+func (e *kvEntry) Delta() uint64                   { return e.delta }
+func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }

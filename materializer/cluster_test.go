@@ -1,0 +1,107 @@
+package materializer
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// streamMsg is a stream message as the fetching stage sees it.
+type streamMsg struct {
+	jetstream.Msg
+	subject string
+	data    []byte
+	md      *jetstream.MsgMetadata
+}
+
+func (m streamMsg) Subject() string                           { return m.subject }
+func (m streamMsg) Data() []byte                              { return m.data }
+func (m streamMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, nil }
+
+// An object event is applied only when its subject, its payload's cluster,
+// the stream it came from and its cluster annotations all name one cluster;
+// otherwise it goes to the dead letters with its reason, as every poison
+// event does.
+func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, nc, js := natstest.Start(t, -1)
+	m, err := New(Config{Name: "t", NATS: nc, Sink: fakeSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureDeadLetterStream(ctx, js); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := js.Stream(ctx, DeadStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const subj = "fv.obj.c.core.v1.pods.u1"
+	obj := func(meta string) string {
+		return `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u1"` + meta + `},"spec":{}}`
+	}
+	for i, tc := range []struct {
+		name    string
+		cluster string // in the payload
+		subject string
+		stream  string
+		object  string
+		wantErr error // nil: applied
+	}{
+		{"all agree", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":"c","resource.karmada.io/cached-from-cluster":"c"}`), nil},
+		{"no cluster annotations", "c", subj, "FV_c", obj(``), nil},
+		{"annotation names another cluster", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":"d"}`), errWrongCluster},
+		{"Karmada annotation names another cluster", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":"c","resource.karmada.io/cached-from-cluster":"d"}`), errWrongCluster},
+		{"duplicate annotation, the last another cluster", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":"c","fleetview.io/cluster":"d"}`), errWrongCluster},
+		{"escaped annotation key", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io\/cluster":"d"}`), errWrongCluster},
+		{"second metadata member", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":"c"}},"metadata":{"annotations":{"fleetview.io/cluster":"d"}`), errWrongCluster},
+		{"annotation not a string", "c", subj, "FV_c", obj(`,"annotations":{"fleetview.io/cluster":1}`), errBadJSON},
+		{"payload names another cluster than the subject", "d", subj, "FV_c", obj(``), stream.ErrBadEvent},
+		{"read from another cluster's stream", "c", subj, "FV_d", obj(`,"annotations":{"fleetview.io/cluster":"c"}`), errWrongCluster},
+		{"read from a stream that is no cluster's", "c", subj, "OTHER", obj(``), errWrongCluster},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &fleetviewv1.ResourceEvent{Cluster: tc.cluster, Gvr: &fleetviewv1.GroupVersionResource{Version: "v1", Resource: "pods"},
+				Uid: "u1", Name: "p", Namespace: "ns", ResourceVersion: "1", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(tc.object)}
+			data, err := stream.Encode(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seq := uint64(i + 1)
+			msg := streamMsg{subject: tc.subject, data: data, md: &jetstream.MsgMetadata{Stream: tc.stream, Sequence: jetstream.SequencePair{Stream: seq}}}
+			var b batch
+			m.add(&b, msg, tc.stream, seq, 0)
+			if tc.wantErr == nil {
+				if len(b.bad) != 0 || len(b.evs) != 1 {
+					t.Fatalf("not applied: bad %v", b.bad)
+				}
+				return
+			}
+			if len(b.evs) != 0 || len(b.bad) != 1 || !errors.Is(b.bad[0].reason, tc.wantErr) {
+				t.Fatalf("events %d, bad %v: want one dead letter for %v", len(b.evs), b.bad, tc.wantErr)
+			}
+			applied, err := m.dropPoison(ctx, b, func([]feed.Event) error { return nil })
+			if err != nil || len(applied) != 0 {
+				t.Fatalf("dropPoison: %v %v", applied, err)
+			}
+			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if dl.Header.Get(stream.HdrDeadSubject) != tc.subject || dl.Header.Get(stream.HdrDeadStream) != tc.stream ||
+				!strings.Contains(dl.Header.Get(stream.HdrDeadReason), tc.wantErr.Error()) {
+				t.Fatalf("dead letter headers %v", dl.Header)
+			}
+		})
+	}
+}
