@@ -1,6 +1,9 @@
 package badger
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestLabelsHash(t *testing.T) {
 	// Pairs of label sets that must hash apart: a collision between them
@@ -50,5 +53,31 @@ func TestTail(t *testing.T) {
 		if c.bad != (err != nil) || ns != c.ns || name != c.name || cluster != c.cluster {
 			t.Errorf("tail(%q) = %q, %q, %q, %v", c.key, ns, name, cluster, err)
 		}
+	}
+}
+
+func TestArenaClone(t *testing.T) {
+	var a arena
+	var got [][]byte
+	var want []string
+	for i := range 3000 {
+		b := []byte(strings.Repeat(string(rune('a'+i%26)), i%700))
+		got = append(got, a.clone(b))
+		want = append(want, string(b))
+	}
+	big := make([]byte, 100<<10)
+	got = append(got, a.clone(big))
+	want = append(want, string(big))
+	for i := range got {
+		if string(got[i]) != want[i] {
+			t.Fatalf("copy %d changed", i)
+		}
+		if i < 3000 && len(got[i]) != cap(got[i]) { // in a chunk, not its own allocation
+			t.Fatalf("copy %d has room to grow into its neighbour", i)
+		}
+	}
+	got[0] = append(got[0], 'x') // must not write into got[1]
+	if string(got[1]) != want[1] {
+		t.Fatal("appending to one copy changed the next")
 	}
 }
