@@ -199,7 +199,7 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 		return err
 	}
 	for _, c := range clusters {
-		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1)); err != nil {
+		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1, 0)); err != nil {
 			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
 		}
 	}

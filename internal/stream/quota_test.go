@@ -1,0 +1,76 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// TestStreamQuota runs a cluster stream with a byte quota on a real
+// JetStream server: past the quota a new object is refused with an error
+// QuotaError names, while replacing an object with a message no larger
+// (an unchanged update, a tombstone) still pass, and nothing stored is
+// dropped to make room.
+func TestStreamQuota(t *testing.T) {
+	_, _, js := natstest.Start(t, 0)
+	ctx := context.Background()
+	const quota = 64 << 10
+	if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig("q", 1, quota)); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(strings.Repeat("x", 1000))
+	subj := func(i int) string { return fmt.Sprintf("fv.obj.q.core.v1.pods.uid-%d", i) }
+	stored, refusedAt := 0, -1
+	for i := range 200 {
+		_, err := js.Publish(ctx, subj(i), payload)
+		if err == nil {
+			stored++
+			continue
+		}
+		if qe := stream.QuotaError(err); !errors.Is(qe, stream.ErrQuotaExceeded) {
+			t.Fatalf("publish %d refused with %v, which QuotaError does not name", i, err)
+		}
+		refusedAt = i
+		break
+	}
+	if refusedAt < 0 {
+		t.Fatalf("%d KiB published into a %d KiB quota without a refusal", 200, quota>>10)
+	}
+	for _, tc := range []struct {
+		name    string
+		subject string
+		data    []byte
+		refused bool
+	}{
+		{"a new object at the quota", subj(1000), payload, true},
+		{"a smaller replacement", subj(0), payload[:900], false},
+		{"a replacement that grows the stream", subj(2), append(payload, payload...), true},
+		{"a tombstone", subj(1), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := js.Publish(ctx, tc.subject, tc.data)
+			if refused := stream.QuotaError(err) != nil; refused != tc.refused || (err != nil && !refused) {
+				t.Fatalf("publish: %v, want refused=%v", err, tc.refused)
+			}
+		})
+	}
+	st, err := js.Stream(ctx, stream.StreamName("q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(stored) || info.State.Bytes > quota {
+		t.Fatalf("stream holds %d messages, %d bytes; want the %d stored within %d bytes", info.State.Msgs, info.State.Bytes, stored, quota)
+	}
+	if stream.QuotaError(errors.New("nats: timeout")) != nil || stream.QuotaError(nil) != nil {
+		t.Fatal("QuotaError names other errors")
+	}
+}
