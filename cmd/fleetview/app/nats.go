@@ -154,7 +154,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		ns.Shutdown()
 		return nil, nil, err
 	}
-	if err := provision(ctx, nc, so.Clusters); err != nil {
+	if err := provision(ctx, nc, so.Clusters, o.StreamQuota.StreamMaxBytes); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, err
@@ -184,7 +184,7 @@ func hubPassword(file string) (string, error) {
 }
 
 // provision creates the buckets and each credentialed cluster's stream.
-func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser) error {
+func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, maxBytes int64) error {
 	if len(clusters) == 0 {
 		return nil
 	}
@@ -199,7 +199,7 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 		return err
 	}
 	for _, c := range clusters {
-		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1, 0)); err != nil {
+		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1, maxBytes)); err != nil {
 			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
 		}
 	}
