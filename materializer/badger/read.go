@@ -320,6 +320,8 @@ type snapPage struct {
 	snap *snapshot
 	cur  cursor
 	kept bool // registered for later pages, so close must not discard it
+	// last: this page ends the list, so a kept snapshot is needed no more.
+	last bool
 }
 
 func (r *Reader) openPage(cont string, clusters []string, client string) (snapPage, error) {
@@ -328,7 +330,21 @@ func (r *Reader) openPage(cont string, clusters []string, client string) (snapPa
 }
 
 // close unlocks the snapshot, discarding it unless later pages need it.
-func (p *snapPage) close() { p.r.release(p.snap, p.kept) }
+// The last page of a paged list drops its snapshot at once rather than
+// at its expiry: a finished list holds no read transaction and no room in
+// its client's quota.
+func (p *snapPage) close() {
+	if p.last && p.kept {
+		p.r.mu.Lock()
+		if p.r.snaps[p.cur.Snap] == p.snap {
+			delete(p.r.snaps, p.cur.Snap)
+		}
+		p.r.mu.Unlock()
+		p.r.release(p.snap, false)
+		return
+	}
+	p.r.release(p.snap, p.kept)
+}
 
 // token is the continue token after lastKey; a first page registers its
 // snapshot here, so lists that fit in one page never hold one.
@@ -361,6 +377,7 @@ func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error
 		return l.page, err
 	}
 	if more, err := l.scan(start); err != nil || !more {
+		p.last = err == nil
 		return l.page, err
 	}
 	returned := p.cur.N + int64(len(l.page.Items))
@@ -666,6 +683,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 		}
 	}
 	if !more {
+		p.last = true
 		return sc.page, nil
 	}
 	sc.page.Continue, err = p.token(sc.lastKey, p.cur.N+int64(len(sc.page.Items)))

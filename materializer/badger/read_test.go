@@ -445,3 +445,54 @@ func TestSnapshotQuota(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishedListDropsItsSnapshot: the last page of a paged list (or
+// search) releases its snapshot at once, so a client that reads its lists
+// to the end never fills its quota.
+func TestFinishedListDropsItsSnapshot(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fill(t, s, "c1", 0, 10, 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		page func(r *Reader, cont string) (query.Page, error)
+	}{
+		{"list", func(r *Reader, cont string) (query.Page, error) {
+			return r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 3, Continue: cont, Client: "a"})
+		}},
+		{"search", func(r *Reader, cont string) (query.Page, error) {
+			return r.Search(ctx, query.SearchOptions{Text: "c1", Limit: 3, Continue: cont, Client: "a"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.Reader(ReaderOptions{MaxSnapshotsPerClient: 1})
+			defer r.Close()
+			held := func() int {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return len(r.snaps)
+			}
+			for range 3 { // within a quota of one, each list reads to its end
+				p, err := tc.page(r, "")
+				n := len(p.Items)
+				for err == nil && p.Continue != "" {
+					if held() != 1 {
+						t.Fatalf("%d snapshots held while paging", held())
+					}
+					p, err = tc.page(r, p.Continue)
+					n += len(p.Items)
+				}
+				if err != nil || n != 10 {
+					t.Fatalf("paged %d objects: %v", n, err)
+				}
+				if held() != 0 {
+					t.Fatalf("%d snapshots held after the last page", held())
+				}
+			}
+		})
+	}
+}
