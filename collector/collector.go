@@ -260,8 +260,12 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		}
 		return regs, inv, nil
 	}
-	if _, err := c.js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.cfg.Cluster, 1, c.cfg.StreamMaxBytes)); err != nil {
+	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, 1, c.cfg.StreamMaxBytes)
+	if err != nil {
 		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
+	}
+	if kept > 0 {
+		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
 	}
 	regs, err := regstore.Open(ctx, c.js)
 	if err != nil {

@@ -74,3 +74,51 @@ func TestStreamQuota(t *testing.T) {
 		t.Fatal("QuotaError names other errors")
 	}
 }
+
+// TestEnsureStreamNeverTruncates: a quota below what a stream already
+// holds (a lowered flag, an upgrade from streams without one) is raised to
+// the stream's size, since JetStream would enforce it by dropping the
+// oldest objects' state; a quota above it applies as asked.
+func TestEnsureStreamNeverTruncates(t *testing.T) {
+	_, _, js := natstest.Start(t, 0)
+	ctx := context.Background()
+	if _, err := stream.EnsureStream(ctx, js, "t", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(strings.Repeat("x", 1000))
+	for i := range 100 {
+		if _, err := js.Publish(ctx, fmt.Sprintf("fv.obj.t.core.v1.pods.uid-%d", i), payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		maxBytes int64
+		kept     bool
+	}{
+		{"a quota below the stream's size is raised to it", 10 << 10, true},
+		{"a quota above it applies", 1 << 20, false},
+		{"no quota", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kept, err := stream.EnsureStream(ctx, js, "t", 1, tc.maxBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := js.Stream(ctx, stream.StreamName("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := st.CachedInfo()
+			if info.State.Msgs != 100 {
+				t.Fatalf("the stream holds %d of 100 messages", info.State.Msgs)
+			}
+			if (kept > 0) != tc.kept || tc.kept && info.Config.MaxBytes != kept {
+				t.Fatalf("kept %d, MaxBytes %d; want kept=%v", kept, info.Config.MaxBytes, tc.kept)
+			}
+			if !tc.kept && tc.maxBytes > 0 && info.Config.MaxBytes != tc.maxBytes {
+				t.Fatalf("MaxBytes %d, want %d", info.Config.MaxBytes, tc.maxBytes)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -160,6 +161,32 @@ func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.Stream
 		Replicas:          replicas,
 		AllowDirect:       true,
 	}
+}
+
+// EnsureStream creates cluster's stream, or updates it to StreamConfig,
+// without ever letting a quota delete what the stream holds: JetStream
+// enforces a MaxBytes lowered below the stream's size by dropping its
+// oldest messages, the current state of the objects that changed least
+// recently. Such a quota is raised to the stream's size instead (growth is
+// refused from then on, nothing is lost), and kept is that size; 0 when
+// the quota applies as asked.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, replicas int, maxBytes int64) (kept int64, err error) {
+	cfg := StreamConfig(cluster, replicas, maxBytes)
+	if maxBytes > 0 {
+		st, err := js.Stream(ctx, cfg.Name)
+		switch {
+		case err == nil:
+			if held := int64(st.CachedInfo().State.Bytes); held > maxBytes {
+				cfg.MaxBytes, kept = held, held
+			}
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return 0, err
+		}
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return 0, err
+	}
+	return kept, nil
 }
 
 // QuotaError is err wrapped with ErrQuotaExceeded when it is JetStream
