@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -82,7 +84,10 @@ func TestStreamQuota(t *testing.T) {
 func TestEnsureStreamNeverTruncates(t *testing.T) {
 	_, _, js := natstest.Start(t, 0)
 	ctx := context.Background()
-	if _, err := stream.EnsureStream(ctx, js, "t", 1, 0); err != nil {
+	// A stream as earlier versions created it: Discard Old, no quota.
+	old := stream.StreamConfig("t", 1, 0)
+	old.Discard = jetstream.DiscardOld
+	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte(strings.Repeat("x", 1000))
@@ -110,8 +115,8 @@ func TestEnsureStreamNeverTruncates(t *testing.T) {
 				t.Fatal(err)
 			}
 			info := st.CachedInfo()
-			if info.State.Msgs != 100 {
-				t.Fatalf("the stream holds %d of 100 messages", info.State.Msgs)
+			if info.State.Msgs != 100 || info.Config.Discard != jetstream.DiscardNew {
+				t.Fatalf("the stream holds %d of 100 messages, discard %v", info.State.Msgs, info.Config.Discard)
 			}
 			if (kept > 0) != tc.kept || tc.kept && info.Config.MaxBytes != kept {
 				t.Fatalf("kept %d, MaxBytes %d; want kept=%v", kept, info.Config.MaxBytes, tc.kept)
