@@ -292,12 +292,17 @@ func (b *backoff) wait(ctx context.Context) bool {
 
 func (b *backoff) reset() { b.d = 0 }
 
+// quotaRetry is the longest wait between relists while the cluster's
+// stream refuses publishes for its byte quota.
+const quotaRetry = 2 * time.Minute
+
 // Run hydrates from the stream, then lists, reconciles and watches until
 // ctx ends, listing again whenever a watch cannot resume or a publish was
 // lost. Errors are retried with backoff: the collector keeps running through
 // NATS and apiserver outages.
 func (s *resourceSync) Run(ctx context.Context) error {
 	b := backoff{max: 10 * time.Second}
+	quotaBackoff := backoff{d: quotaRetry / 2, max: quotaRetry}
 	for {
 		err := s.hydrate(ctx)
 		if err == nil {
@@ -323,7 +328,13 @@ func (s *resourceSync) Run(ctx context.Context) error {
 			continue
 		}
 		s.setErr(err)
-		if !b.wait(ctx) {
+		w := &b
+		if errors.Is(err, stream.ErrQuotaExceeded) {
+			// A full stream stays full until an operator acts: relist
+			// (a full list of the member apiserver) rarely.
+			w = &quotaBackoff
+		}
+		if !w.wait(ctx) {
 			return nil
 		}
 	}
