@@ -258,3 +258,31 @@ func TestWatchQuotaIsReleased(t *testing.T) {
 		t.Fatalf("%d watches still counted after every watch ended", total)
 	}
 }
+
+// TestLimitsDefaults: the limits that are never off get their defaults;
+// the caps stay off unless set.
+func TestLimitsDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   Limits
+		want Limits
+	}{
+		{"zero", Limits{}, Limits{MaxRequestBytes: DefaultMaxRequestBytes, KeepaliveMinTime: DefaultKeepaliveMinTime,
+			KeepaliveTime: DefaultKeepaliveTime, KeepaliveTimeout: DefaultKeepaliveTimeout}},
+		{"set values are kept", Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
+			KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second},
+			Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
+				KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.in
+			got.setDefaults()
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+			if n := len(got.grpcOptions()); n < 3 {
+				t.Fatalf("%d gRPC options: message size and keepalive are always enforced", n)
+			}
+		})
+	}
+}
