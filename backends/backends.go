@@ -62,7 +62,10 @@ type Config struct {
 	FlushInterval time.Duration
 	// KeepPageCache leaves Badger's written pages in the page cache.
 	KeepPageCache bool
-	OpenSearch    OpenSearchConfig
+	// Snapshots bound the list snapshots the Badger reader keeps for
+	// continue tokens (in all and per client).
+	Snapshots  badger.ReaderOptions
+	OpenSearch OpenSearchConfig
 	// Observer hears every committed object event once, from the backend
 	// that reports it, and Badger's control events.
 	Observer Observer
@@ -134,7 +137,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Set{cfg: cfg, log: cfg.Logger, store: store, reader: store.Reader(badger.ReaderOptions{}), osStores: map[string]*opensearch.Store{}}
+	s = &Set{cfg: cfg, log: cfg.Logger, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{}}
 	defer func() {
 		if err != nil {
 			_ = s.Close()

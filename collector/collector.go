@@ -74,7 +74,12 @@ type Config struct {
 	// reconfigure streams and buckets: the hub creates them, the collector
 	// binds to them. The connection must use the cluster's inbox prefix.
 	HubAPIPrefix string
-	Logger       *slog.Logger
+	// StreamMaxBytes is the byte quota of the cluster's stream when the
+	// collector creates it (without HubAPIPrefix; otherwise the hub
+	// does). At the quota publishes are refused, reported on the
+	// resources in the inventory and logged. 0: no quota.
+	StreamMaxBytes int64
+	Logger         *slog.Logger
 }
 
 // Collector mirrors one member cluster into its stream.
@@ -255,8 +260,12 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		}
 		return regs, inv, nil
 	}
-	if _, err := c.js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.cfg.Cluster, 1)); err != nil {
+	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, 1, c.cfg.StreamMaxBytes)
+	if err != nil {
 		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
+	}
+	if kept > 0 {
+		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
 	}
 	regs, err := regstore.Open(ctx, c.js)
 	if err != nil {
@@ -309,9 +318,17 @@ func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err err
 	c.mu.Lock()
 	r := c.running[ps.GVR]
 	c.mu.Unlock()
-	c.log.Warn("publish not acknowledged; relisting", "subject", msg.Subject, "err", err)
+	if qe := stream.QuotaError(err); qe != nil {
+		// Named apart from other failures: nothing fleetview does will fix
+		// it, an operator must raise the quota or select fewer objects.
+		c.m.quotaRefused.Add(1)
+		c.log.Error("publish refused: the cluster's stream is full; its objects are cached incompletely until the hub's --stream-max-bytes is raised or registries select fewer objects",
+			"stream", stream.StreamName(c.cfg.Cluster), "subject", msg.Subject, "err", qe)
+	} else {
+		c.log.Warn("publish not acknowledged; relisting", "subject", msg.Subject, "err", err)
+	}
 	if r != nil {
-		r.rs.publishFailed(ps.UID, msg.Header)
+		r.rs.publishFailed(ps.UID, msg.Header, err)
 	}
 }
 

@@ -15,6 +15,9 @@ import (
 // format.
 type metrics struct {
 	upserts, tombstones, unchanged, refused, publishErrors, relists atomic.Int64
+	// quotaRefused: publishes the stream refused for its byte quota (also
+	// counted in publishErrors).
+	quotaRefused atomic.Int64
 }
 
 func (m *metrics) snapshot() *inventory.Counters {
@@ -39,6 +42,7 @@ func (c *Collector) MetricsHandler() http.Handler {
 		counter(w, "fleetview_collector_unchanged_total", "Listed objects not republished because the stream already held their version.", cl, s.Unchanged)
 		counter(w, "fleetview_collector_refused_objects_total", "Objects refused because they exceed the NATS max payload.", cl, s.Refused)
 		counter(w, "fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (each leads to a relist).", cl, s.PublishErrors)
+		counter(w, "fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes).", cl, c.m.quotaRefused.Load())
 		counter(w, "fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error).", cl, s.Relists)
 		fmt.Fprintln(w, "# HELP fleetview_collector_objects Objects currently tracked per resource.")
 		fmt.Fprintln(w, "# TYPE fleetview_collector_objects gauge")

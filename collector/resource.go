@@ -160,6 +160,9 @@ type resourceSync struct {
 	relist chan struct{}
 	errMu  sync.Mutex
 	err    error
+	// quotaErr is the last publish refusal for the stream's byte quota
+	// since the last relist (stream.ErrQuotaExceeded).
+	quotaErr atomic.Pointer[error]
 }
 
 // resourceSyncConfig is what one resourceSync is made of; the collector
@@ -197,6 +200,18 @@ func newResourceSync(cfg resourceSyncConfig) *resourceSync {
 
 // requestRelist makes the resource list again and reconcile: the way back to
 // "stream equals cluster" after any publish that may have been lost.
+// relistCause is the error a cycle ended with, unless a relist it asked
+// for was caused by publishes refused for the stream's byte quota: a
+// relist right away would be refused again, so the quota error is
+// reported on the resource (the inventory shows it) and backed off like
+// any failure; the relist after the wait republishes what was refused.
+func (s *resourceSync) relistCause(err error) error {
+	if qe := s.quotaErr.Swap(nil); qe != nil && errors.Is(err, errRelist) {
+		return *qe
+	}
+	return err
+}
+
 func (s *resourceSync) requestRelist() {
 	select {
 	case s.relist <- struct{}{}:
@@ -211,7 +226,10 @@ func (s *resourceSync) requestRelist() {
 // again. Either way nothing is lost, only retried. Objects are never simply
 // forgotten: an object the collector no longer knows of could not be
 // tombstoned, and its last published version would stay in the stream.
-func (s *resourceSync) publishFailed(uid string, h nats.Header) {
+func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
+	if qe := stream.QuotaError(err); qe != nil {
+		s.quotaErr.Store(&qe)
+	}
 	s.mu.Lock()
 	switch h.Get(stream.HdrType) {
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
@@ -274,12 +292,17 @@ func (b *backoff) wait(ctx context.Context) bool {
 
 func (b *backoff) reset() { b.d = 0 }
 
+// quotaRetry is the longest wait between relists while the cluster's
+// stream refuses publishes for its byte quota.
+const quotaRetry = 2 * time.Minute
+
 // Run hydrates from the stream, then lists, reconciles and watches until
 // ctx ends, listing again whenever a watch cannot resume or a publish was
 // lost. Errors are retried with backoff: the collector keeps running through
 // NATS and apiserver outages.
 func (s *resourceSync) Run(ctx context.Context) error {
 	b := backoff{max: 10 * time.Second}
+	quotaBackoff := backoff{d: quotaRetry / 2, max: quotaRetry}
 	for {
 		err := s.hydrate(ctx)
 		if err == nil {
@@ -298,13 +321,20 @@ func (s *resourceSync) Run(ctx context.Context) error {
 			return nil
 		}
 		s.m.relists.Add(1)
+		err = s.relistCause(err)
 		if errors.Is(err, errRelist) {
 			s.log.Info("relisting")
 			b.reset()
 			continue
 		}
 		s.setErr(err)
-		if !b.wait(ctx) {
+		w := &b
+		if errors.Is(err, stream.ErrQuotaExceeded) {
+			// A full stream stays full until an operator acts: relist
+			// (a full list of the member apiserver) rarely.
+			w = &quotaBackoff
+		}
+		if !w.wait(ctx) {
 			return nil
 		}
 	}

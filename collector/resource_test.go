@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -127,7 +128,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	rec.take()
 	// The upsert of u1 was never acknowledged: relisted, it is published
 	// again even though its version did not change.
-	s.publishFailed("u1", msgs[0].Header)
+	s.publishFailed("u1", msgs[0].Header, nil)
 	select {
 	case <-s.relist:
 	default:
@@ -138,7 +139,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	}
 	expect(t, "after a lost upsert", rec.take(), "UPSERT ns/a u1 1")
 	// Same, but the object is gone by the relist: the sweep still knows it.
-	s.publishFailed("u2", msgs[1].Header)
+	s.publishFailed("u2", msgs[1].Header, nil)
 	if err := s.sweep(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +160,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	del.Header.Set(stream.HdrNamespace, "ns")
 	del.Header.Set(stream.HdrName, "a")
 	del.Header.Set(stream.HdrRV, "5")
-	s.publishFailed("u1", del.Header)
+	s.publishFailed("u1", del.Header, nil)
 	if err := s.sweep(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -230,3 +231,47 @@ func TestSecretDataChoiceIsVisibleInTheMessage(t *testing.T) {
 }
 
 var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// TestResourceSyncQuotaRefusal: a publish the stream refused for its byte
+// quota still relists the object, but the relist is reported as the quota
+// error (shown on the resource, backed off) instead of running at once.
+func TestResourceSyncQuotaRefusal(t *testing.T) {
+	quota := &jetstream.APIError{Code: 503, ErrorCode: 10077, Description: "maximum bytes exceeded"}
+	for _, tc := range []struct {
+		name      string
+		err       error
+		wantQuota bool
+	}{
+		{"lost acknowledgement", errors.New("nats: timeout"), false},
+		{"no error given", nil, false},
+		{"stream at its quota", quota, true},
+		{"stream at its quota, wrapped", fmt.Errorf("publish: %w", quota), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, rec := newTestSync(configMapsGVR, false)
+			m, b := obj("u1", "ns", "a", "1")
+			if err := s.upsert(ctx, m, b, 1); err != nil {
+				t.Fatal(err)
+			}
+			h := rec.msgs[0].Header
+			rec.take()
+			s.publishFailed("u1", h, tc.err)
+			select {
+			case <-s.relist:
+			default:
+				t.Fatal("no relist requested")
+			}
+			err := s.relistCause(errRelist)
+			if got := errors.Is(err, stream.ErrQuotaExceeded); got != tc.wantQuota {
+				t.Fatalf("relist cause %v, want quota=%v", err, tc.wantQuota)
+			}
+			if !tc.wantQuota && !errors.Is(err, errRelist) {
+				t.Fatalf("relist cause %v, want errRelist", err)
+			}
+			if err := s.relistCause(errRelist); !errors.Is(err, errRelist) {
+				t.Fatalf("the quota error is reported once per refusal, then %v", err)
+			}
+		})
+	}
+}

@@ -162,7 +162,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	})
 	refused("read edge-b's stream", func(c context.Context) error { _, err := ajs.Stream(c, fvB); return err })
 	refused("create edge-b's stream", func(c context.Context) error {
-		_, err := ajs.CreateStream(c, stream.StreamConfig("edge-b", 1))
+		_, err := ajs.CreateStream(c, stream.StreamConfig("edge-b", 1, 0))
 		return err
 	})
 	refused("purge edge-b's stream", func(c context.Context) error {
@@ -172,7 +172,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	refused("delete edge-b's stream", func(c context.Context) error { return ajs.DeleteStream(c, fvB) })
 	refused("delete its own stream", func(c context.Context) error { return ajs.DeleteStream(c, stream.StreamName("edge-a")) })
 	refused("reconfigure its own stream", func(c context.Context) error {
-		cfg := stream.StreamConfig("edge-a", 1)
+		cfg := stream.StreamConfig("edge-a", 1, 0)
 		cfg.Sources = []*jetstream.StreamSource{{Name: fvB}}
 		_, err := ajs.UpdateStream(c, cfg)
 		return err

@@ -658,7 +658,7 @@ func TestQueryAPI(t *testing.T) {
 		defer nc.Close()
 		js, _ := jetstream.New(nc)
 		const late = "member9"
-		if _, err := js.CreateStream(ctx, stream.StreamConfig(late, 1)); err != nil {
+		if _, err := js.CreateStream(ctx, stream.StreamConfig(late, 1, 0)); err != nil {
 			t.Fatal(err)
 		}
 		pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}

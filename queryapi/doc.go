@@ -57,6 +57,14 @@
 //     search carries the caller's visibility into the backend (applied
 //     before the limit); lists and watches are narrowed to the caller's
 //     clusters and filtered to its namespaces.
+//   - Limits (limits.go): list and search answers are capped
+//     (MaxListObjects: a full page and a continue token, not an error),
+//     watches are counted per client and in all (429 past either, given
+//     back when the watch ends), request bodies are bounded before they
+//     are decoded (413), and the gRPC server enforces message size,
+//     streams per connection and keepalive. A client is its authenticated
+//     subject, else its remote host: HTTP requests make their remote
+//     address the peer of the in-process calls they lead to.
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
 // codes, HTTP statuses and Kubernetes Status bodies once, in errors.go.

@@ -43,7 +43,7 @@ type k8sStatus struct {
 
 func statusBody(err error) (int, k8sStatus) {
 	st := status.Convert(err)
-	m := apierr.ForCode(st.Code())
+	m := apierr.OfStatus(st)
 	return m.HTTP, k8sStatus{Kind: "Status", APIVersion: "v1", Status: "Failure", Message: st.Message(), Reason: m.Reason, Code: m.HTTP}
 }
 

@@ -55,6 +55,9 @@ type Config struct {
 	// ReadinessInterval is how often /readyz and gRPC health are
 	// recomputed (default 1s).
 	ReadinessInterval time.Duration
+	// Limits bound what clients can make the server hold (list pages,
+	// watches, request sizes, gRPC connections).
+	Limits Limits
 	// ServerOptions are added to the gRPC server (e.g. TLS).
 	ServerOptions []grpc.ServerOption
 	// UnaryInterceptors and StreamInterceptors (authentication,
@@ -102,7 +105,8 @@ func New(cfg Config) (*Server, error) {
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
-		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{})}
+		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
+		limits: cfg.Limits, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
 	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries}
 	gs, hs := newGRPCServer(cfg, qs, cs, rs)
 	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
@@ -114,7 +118,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs}
-	s.http = &http.Server{Handler: s.routes(gw, local), ReadHeaderTimeout: 10 * time.Second}
+	// Every HTTP request: its body bounded before anything decodes it, its
+	// remote address the peer of the in-process calls it makes.
+	s.http = &http.Server{Handler: withPeer(limitBody(cfg.Limits.MaxRequestBytes, s.routes(gw, local))), ReadHeaderTimeout: 10 * time.Second}
 	return s, nil
 }
 
@@ -150,13 +156,15 @@ func (cfg *Config) setDefaults() {
 	if cfg.Searcher == nil {
 		cfg.Searcher, _ = cfg.Reader.(Searcher)
 	}
+	cfg.Limits.setDefaults()
 }
 
 // newGRPCServer registers the services; health stays NOT_SERVING until
 // readiness is first computed.
 func newGRPCServer(cfg Config, qs *queryService, cs *clusterService, rs *registryService) (*grpc.Server, *health.Server) {
-	opts := append([]grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20), grpc.MaxSendMsgSize(256 << 20),
-		grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...), grpc.ChainStreamInterceptor(cfg.StreamInterceptors...)}, cfg.ServerOptions...)
+	opts := append([]grpc.ServerOption{grpc.MaxSendMsgSize(256 << 20),
+		grpc.ChainUnaryInterceptor(cfg.UnaryInterceptors...), grpc.ChainStreamInterceptor(cfg.StreamInterceptors...)}, cfg.Limits.grpcOptions()...)
+	opts = append(opts, cfg.ServerOptions...)
 	gs := grpc.NewServer(opts...)
 	fleetviewv1.RegisterQueryServiceServer(gs, qs)
 	fleetviewv1.RegisterClusterServiceServer(gs, cs)

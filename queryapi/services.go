@@ -59,6 +59,8 @@ type queryService struct {
 	// stopping is closed at shutdown: watches end with UNAVAILABLE so
 	// clients resume elsewhere.
 	stopping chan struct{}
+	limits   Limits
+	watches  *watchLimiter
 }
 
 func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
@@ -247,7 +249,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		return nil, err
 	}
 	o := f.listOptions()
-	o.Limit, o.Continue, o.Visible = req.GetLimit(), cur, vis
+	o.Limit, o.Continue, o.Visible, o.Client = q.limits.pageLimit(req.GetLimit()), cur, vis, clientOf(ctx)
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err
@@ -331,7 +333,7 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		return nil, err
 	}
 	page, err := q.searcher.Search(ctx, query.SearchOptions{Text: req.GetText(), Resources: gvrs, Namespace: req.GetNamespace(),
-		Clusters: cs, Visible: vis, Limit: req.GetLimit(), Continue: cur})
+		Clusters: cs, Visible: vis, Limit: q.limits.pageLimit(req.GetLimit()), Continue: cur, Client: clientOf(ctx)})
 	if err != nil {
 		return nil, err
 	}

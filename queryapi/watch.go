@@ -249,7 +249,7 @@ func (w *watch) bookmark(initialEnd bool) error {
 
 // listAll pages through the current state with one snapshot.
 func (q *queryService) listAll(ctx context.Context, o query.ListOptions, fn func(query.Object) error) (query.Version, error) {
-	o.Limit = 1000
+	o.Limit, o.Client = 1000, clientOf(ctx)
 	var v query.Version
 	for {
 		page, err := q.reader.List(ctx, o)
@@ -375,6 +375,13 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if q.hub == nil {
 		return status501("watch needs the materializer's hub")
 	}
+	// Counted before anything is held for the watch: a refused one costs
+	// nothing but this answer.
+	release, err := q.watches.acquire(clientOf(ctx))
+	if err != nil {
+		return err
+	}
+	defer release()
 	sub, applied := q.hub.subscribe(f.gvr, f.labels)
 	defer q.hub.unsubscribe(sub)
 	// The backend may have committed batches the hub has not been told

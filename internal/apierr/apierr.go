@@ -6,7 +6,9 @@ import (
 	"net/http"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/inventory"
@@ -38,8 +40,12 @@ var table = []struct {
 	{query.ErrConflict, Mapping{codes.Aborted, http.StatusConflict, "Conflict"}},
 	{query.ErrInvalid, Mapping{codes.InvalidArgument, http.StatusBadRequest, "BadRequest"}},
 	{registry.ErrInvalid, Mapping{codes.InvalidArgument, http.StatusBadRequest, "BadRequest"}},
+	// After the BadRequest rows, so INVALID_ARGUMENT alone still means
+	// 400: the reason (carried in the gRPC status's ErrorInfo) picks 413.
+	{query.ErrRequestTooLarge, Mapping{codes.InvalidArgument, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge"}},
 	{query.ErrExpired, Mapping{codes.OutOfRange, http.StatusGone, "Expired"}},
 	{query.ErrTooSlow, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
+	{query.ErrTooManyRequests, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
 	{query.ErrTooLargeVersion, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
 	{query.ErrNotReady, Mapping{codes.Unavailable, http.StatusServiceUnavailable, "ServiceUnavailable"}},
 	{auth.ErrUnauthenticated, Mapping{codes.Unauthenticated, http.StatusUnauthorized, "Unauthorized"}},
@@ -67,6 +73,34 @@ func Of(err error) Mapping {
 		}
 	}
 	return internal
+}
+
+// ForStatus is the mapping of a gRPC status whose ErrorInfo carries
+// reason (toStatus in queryapi adds it): the row with both, else the
+// code's. A code shared by two rows (INVALID_ARGUMENT: 400 or 413) is told
+// apart by the reason.
+func ForStatus(c codes.Code, reason string) Mapping {
+	if reason != "" {
+		for _, e := range table {
+			if e.Code == c && e.Reason == reason {
+				return e.Mapping
+			}
+		}
+	}
+	return ForCode(c)
+}
+
+// OfStatus is the mapping of a gRPC status: ForStatus with the reason of
+// its ErrorInfo detail, if any.
+func OfStatus(st *status.Status) Mapping {
+	reason := ""
+	for _, d := range st.Details() {
+		if ei, ok := d.(*errdetails.ErrorInfo); ok {
+			reason = ei.GetReason()
+			break
+		}
+	}
+	return ForStatus(st.Code(), reason)
 }
 
 // ForCode is the HTTP status and reason of a gRPC code.

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/inventory"
@@ -52,6 +54,49 @@ func TestOfAndForCode(t *testing.T) {
 	} {
 		if m := ForCode(tc.code); m.HTTP != tc.http || m.Reason != tc.reason {
 			t.Errorf("ForCode(%v) = %+v, want %d %s", tc.code, m, tc.http, tc.reason)
+		}
+	}
+}
+
+// TestOfStatus: a code two rows share (INVALID_ARGUMENT: 400 BadRequest or
+// 413 RequestEntityTooLarge) is told apart by the ErrorInfo reason; the
+// limit refusals are 429 TooManyRequests.
+func TestOfStatus(t *testing.T) {
+	withReason := func(c codes.Code, reason string) *status.Status {
+		st, err := status.New(c, "x").WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: "fleetview.io"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	for _, tc := range []struct {
+		name   string
+		st     *status.Status
+		http   int
+		reason string
+	}{
+		{"too large", withReason(codes.InvalidArgument, "RequestEntityTooLarge"), http.StatusRequestEntityTooLarge, "RequestEntityTooLarge"},
+		{"bad request", withReason(codes.InvalidArgument, "BadRequest"), http.StatusBadRequest, "BadRequest"},
+		{"invalid argument without detail", status.New(codes.InvalidArgument, "x"), http.StatusBadRequest, "BadRequest"},
+		{"too many requests", withReason(codes.ResourceExhausted, "TooManyRequests"), http.StatusTooManyRequests, "TooManyRequests"},
+		{"grpc's own resource exhausted", status.New(codes.ResourceExhausted, "x"), http.StatusTooManyRequests, "TooManyRequests"},
+		{"unknown reason falls back to the code", withReason(codes.NotFound, "Whatever"), http.StatusNotFound, "NotFound"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if m := OfStatus(tc.st); m.HTTP != tc.http || m.Reason != tc.reason {
+				t.Fatalf("OfStatus = %+v, want %d %s", m, tc.http, tc.reason)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		err  error
+		want Mapping
+	}{
+		{fmt.Errorf("%w: 101 watches", query.ErrTooManyRequests), Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
+		{fmt.Errorf("%w: body over 1 MiB", query.ErrRequestTooLarge), Mapping{codes.InvalidArgument, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge"}},
+	} {
+		if got := Of(tc.err); got != tc.want {
+			t.Errorf("Of(%v) = %+v, want %+v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func Delete(cluster string, i, rv int) *fleetviewv1.ResourceEvent {
 
 // EnsureStream creates the cluster's stream as the collector does.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string) error {
-	_, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(cluster, 1))
+	_, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(cluster, 1, 0))
 	return err
 }
 

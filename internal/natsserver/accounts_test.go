@@ -120,7 +120,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 	defer hub.Close()
 	hjs, _ := jetstream.New(hub)
 	for _, c := range []string{"edge-a", "edge-b"} {
-		if _, err := hjs.CreateStream(ctx, stream.StreamConfig(c, 1)); err != nil {
+		if _, err := hjs.CreateStream(ctx, stream.StreamConfig(c, 1, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -177,7 +177,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 	}
 	c4, s4 := short()
 	defer s4()
-	if _, err := ajs.UpdateStream(c4, stream.StreamConfig("edge-a", 1)); err == nil {
+	if _, err := ajs.UpdateStream(c4, stream.StreamConfig("edge-a", 1, 0)); err == nil {
 		t.Fatal("updated its own stream's config (could source or republish others)")
 	}
 	// The attack a single account allows: a request whose reply subject is

@@ -58,7 +58,7 @@ func startIsolation(t *testing.T, ctx context.Context) *isolation {
 	f := &isolation{srv: srv}
 	f.hjs, _ = jetstream.New(hub)
 	for _, c := range []string{"edge-a", "edge-b"} {
-		if _, err := f.hjs.CreateStream(ctx, stream.StreamConfig(c, 1)); err != nil {
+		if _, err := f.hjs.CreateStream(ctx, stream.StreamConfig(c, 1, 0)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -287,12 +287,12 @@ func TestCompromisedCollector(t *testing.T) {
 		{"stream mirroring edge-b's", api("STREAM.CREATE.STEAL", jetstream.StreamConfig{Name: "STEAL", Mirror: &jetstream.StreamSource{Name: "FV_edge_b"}})},
 		{"stream sourcing edge-b's", api("STREAM.CREATE.STEAL", jetstream.StreamConfig{Name: "STEAL", Sources: []*jetstream.StreamSource{{Name: "FV_edge_b"}}})},
 		{"own stream sourcing edge-b's", api("STREAM.UPDATE.FV_edge_a", func() jetstream.StreamConfig {
-			c := stream.StreamConfig("edge-a", 1)
+			c := stream.StreamConfig("edge-a", 1, 0)
 			c.Sources = []*jetstream.StreamSource{{Name: "FV_edge_b"}}
 			return c
 		}())},
 		{"own stream republishing into edge-b's subjects", api("STREAM.UPDATE.FV_edge_a", func() jetstream.StreamConfig {
-			c := stream.StreamConfig("edge-a", 1)
+			c := stream.StreamConfig("edge-a", 1, 0)
 			c.RePublish = &jetstream.RePublish{Source: ">", Destination: "fv.obj.edge-b.>"}
 			return c
 		}())},

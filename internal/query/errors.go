@@ -25,6 +25,13 @@ var (
 	ErrTooSlow = errors.New("watcher too slow")
 	// ErrNotReady: the cache has not synced every registered cluster yet.
 	ErrNotReady = errors.New("not ready")
+	// ErrTooManyRequests: a server limit on what one client (or all of
+	// them) may hold at once, such as concurrent watches, is reached; the
+	// client retries later (Kubernetes answers 429 TooManyRequests).
+	ErrTooManyRequests = errors.New("too many requests")
+	// ErrRequestTooLarge: a request body exceeds the server's limit; it is
+	// refused before it is decoded (Kubernetes answers 413).
+	ErrRequestTooLarge = errors.New("request entity too large")
 )
 
 // NotFoundError is the not-found error every backend returns, so that the

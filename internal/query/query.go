@@ -35,6 +35,12 @@ type ListOptions struct {
 	// Continue is the backend cursor of the previous page (already verified
 	// by the query API; backends never see client-supplied bytes unchecked).
 	Continue string
+	// Client names who asks (the authenticated subject, or the remote
+	// address without authentication). A backend that holds state for
+	// later pages (Badger's list snapshots) accounts it per client, so one
+	// client's paging cannot evict another's continue tokens. Empty is
+	// one anonymous client.
+	Client string
 }
 
 // LabelSelector is the label selector to apply: Labels, or everything when
@@ -75,6 +81,8 @@ type SearchOptions struct {
 	Visible  *Visibility
 	Limit    int64
 	Continue string
+	// Client is who asks, as in ListOptions.
+	Client string
 }
 
 // Version is the multi-cluster resourceVersion: per cluster, the stream

@@ -10,4 +10,7 @@ var (
 	ErrBadSubject = errors.New("subject does not follow the fleetview layout")
 	// ErrBadEvent is returned for a payload that is not a valid ResourceEvent.
 	ErrBadEvent = errors.New("invalid resource event")
+	// ErrQuotaExceeded is returned (by QuotaError) for a publish refused
+	// because the cluster's stream holds its byte quota.
+	ErrQuotaExceeded = errors.New("the cluster's stream reached its byte quota (--stream-max-bytes)")
 )

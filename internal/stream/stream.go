@@ -1,7 +1,9 @@
 package stream
 
 import (
+	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -119,11 +121,31 @@ func ParseSubject(subj string) (ParsedSubject, error) {
 	return ParsedSubject{}, fmt.Errorf("%w: %q", ErrBadSubject, subj)
 }
 
+// DefaultMaxBytes is the default byte quota of one cluster's stream: room
+// for a large cluster's current state (150,000 objects of a few KiB) many
+// times over. JetStream reserves a stream's MaxBytes against its store
+// when the stream is created, so the quota must stay far below the disk.
+const DefaultMaxBytes = 1 << 30
+
 // StreamConfig is the configuration of a cluster's stream: a compacted log
-// (one message per subject) whose tombstones expire.
-func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
+// (one message per subject) whose tombstones expire. maxBytes > 0 is the
+// stream's byte quota (0: none).
+//
+// Discard is New: at the quota JetStream refuses the publish that would
+// grow the stream ("maximum bytes exceeded", see QuotaError), where Old
+// would silently drop the oldest messages, i.e. the current state of the
+// objects that changed least recently. Replacing an object's message with
+// a smaller one (a tombstone, a shrinking object) still passes at the
+// quota, and the
+// per-subject limit still replaces each object's previous message
+// (DiscardNewPerSubject stays off). Without a quota, New and Old behave
+// the same.
+func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.StreamConfig {
 	if replicas < 1 {
 		replicas = 1
+	}
+	if maxBytes <= 0 {
+		maxBytes = -1 // JetStream's "unlimited"
 	}
 	return jetstream.StreamConfig{
 		Name:              StreamName(cluster),
@@ -132,7 +154,8 @@ func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: 1,
-		Discard:           jetstream.DiscardOld,
+		MaxBytes:          maxBytes,
+		Discard:           jetstream.DiscardNew,
 		AllowMsgTTL:       true,
 		Duplicates:        2 * time.Minute,
 		MaxMsgSize:        MaxPayload,
@@ -140,6 +163,51 @@ func StreamConfig(cluster string, replicas int) jetstream.StreamConfig {
 		AllowDirect:       true,
 	}
 }
+
+// EnsureStream creates cluster's stream, or updates it to StreamConfig,
+// without ever letting a quota delete what the stream holds: JetStream
+// enforces a MaxBytes lowered below the stream's size by dropping its
+// oldest messages, the current state of the objects that changed least
+// recently. Such a quota is raised to the stream's size instead (growth is
+// refused from then on, nothing is lost), and kept is that size; 0 when
+// the quota applies as asked.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, replicas int, maxBytes int64) (kept int64, err error) {
+	cfg := StreamConfig(cluster, replicas, maxBytes)
+	if maxBytes > 0 {
+		st, err := js.Stream(ctx, cfg.Name)
+		switch {
+		case err == nil:
+			if held := int64(st.CachedInfo().State.Bytes); held > maxBytes {
+				cfg.MaxBytes, kept = held, held
+			}
+		case !errors.Is(err, jetstream.ErrStreamNotFound):
+			return 0, err
+		}
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return 0, err
+	}
+	return kept, nil
+}
+
+// QuotaError is err wrapped with ErrQuotaExceeded when it is JetStream
+// refusing a publish because the cluster's stream reached its byte quota
+// (StreamConfig's maxBytes), else nil. The server answers such a publish
+// with a store failure whose description is "maximum bytes exceeded".
+func QuotaError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var apiErr *jetstream.APIError
+	if (errors.As(err, &apiErr) && strings.Contains(apiErr.Description, maxBytesExceeded)) || strings.Contains(err.Error(), maxBytesExceeded) {
+		return fmt.Errorf("%w: %v", ErrQuotaExceeded, err)
+	}
+	return nil
+}
+
+// maxBytesExceeded is how nats-server describes a publish refused at a
+// stream's MaxBytes with Discard New.
+const maxBytesExceeded = "maximum bytes exceeded"
 
 // MsgID is the Nats-Msg-Id of an event: the same change published twice is
 // stored once. It does not name the cluster: the duplicate window is the

@@ -55,9 +55,16 @@ type ReaderOptions struct {
 	// (Kubernetes: until etcd compacts, about 5 minutes). Later pages are
 	// ErrExpired.
 	SnapshotTTL time.Duration
-	// MaxSnapshots bounds the open snapshots; the oldest is dropped (its
-	// tokens expire early) when a new list needs one.
+	// MaxSnapshots bounds the open snapshots. When a new list needs one
+	// and all are taken, the oldest snapshot of the client holding the
+	// most is dropped (its tokens expire early), so a client paging
+	// within its fair share is never the one evicted.
 	MaxSnapshots int
+	// MaxSnapshotsPerClient bounds the snapshots one client (ListOptions.
+	// Client) holds: its next list drops its own oldest, never another
+	// client's, so one client's paging cannot expire everyone's continue
+	// tokens. 0: no quota of its own (MaxSnapshots still applies).
+	MaxSnapshotsPerClient int
 }
 
 // Reader is the Badger read path: Get, List with snapshot-pinned paging,
@@ -82,6 +89,7 @@ type snapshot struct {
 	total   int64 // objects matched by the whole list, -1 when unknown
 	expires time.Time
 	done    bool
+	client  string // who opened it: the quota it counts against
 }
 
 // Reader returns the read path of the store.
@@ -196,7 +204,7 @@ func decodeCursor(s string) (cursor, error) {
 
 // begin opens the snapshot of a first page, or finds the one a cursor
 // names. The snapshot is locked on return.
-func (r *Reader) begin(cont string, clusters []string) (*snapshot, cursor, error) {
+func (r *Reader) begin(cont string, clusters []string, client string) (*snapshot, cursor, error) {
 	now := r.now()
 	if cont != "" {
 		c, err := decodeCursor(cont)
@@ -222,7 +230,7 @@ func (r *Reader) begin(cont string, clusters []string) (*snapshot, cursor, error
 		return nil, cursor{}, err
 	}
 	v.Keep(clusters)
-	s := &snapshot{txn: txn, version: v, total: -1, expires: now.Add(r.opts.SnapshotTTL)}
+	s := &snapshot{txn: txn, version: v, total: -1, expires: now.Add(r.opts.SnapshotTTL), client: client}
 	s.mu.Lock()
 	return s, cursor{}, nil
 }
@@ -234,29 +242,12 @@ func (r *Reader) keep(s *snapshot) (string, error) {
 		return "", err
 	}
 	id := base64.RawURLEncoding.EncodeToString(b)
-	var drop []*snapshot
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
 		return "", fmt.Errorf("%w: reader closed", query.ErrExpired)
 	}
-	now := r.now()
-	var oldestID string
-	var oldest *snapshot
-	for k, o := range r.snaps {
-		if !now.Before(o.expires) {
-			drop = append(drop, o)
-			delete(r.snaps, k)
-			continue
-		}
-		if oldest == nil || o.expires.Before(oldest.expires) {
-			oldestID, oldest = k, o
-		}
-	}
-	if len(r.snaps) >= r.opts.MaxSnapshots && oldest != nil {
-		drop = append(drop, oldest)
-		delete(r.snaps, oldestID)
-	}
+	drop := r.evictFor(s.client)
 	r.snaps[id] = s
 	r.mu.Unlock()
 	for _, o := range drop {
@@ -265,6 +256,52 @@ func (r *Reader) keep(s *snapshot) (string, error) {
 		}
 	}
 	return id, nil
+}
+
+// evictFor removes the expired snapshots and makes room for one more of
+// client: past its quota its own oldest goes; when all are taken, the
+// oldest of the client holding the most. It returns the snapshots to
+// discard (outside r.mu). r.mu is held.
+func (r *Reader) evictFor(client string) []*snapshot {
+	var drop []*snapshot
+	now := r.now()
+	type holder struct {
+		n        int
+		oldestID string
+		oldest   *snapshot
+	}
+	holders := map[string]*holder{}
+	for k, o := range r.snaps {
+		if !now.Before(o.expires) {
+			drop = append(drop, o)
+			delete(r.snaps, k)
+			continue
+		}
+		h := holders[o.client]
+		if h == nil {
+			h = &holder{}
+			holders[o.client] = h
+		}
+		h.n++
+		if h.oldest == nil || o.expires.Before(h.oldest.expires) {
+			h.oldestID, h.oldest = k, o
+		}
+	}
+	var victim *holder
+	if h := holders[client]; h != nil && r.opts.MaxSnapshotsPerClient > 0 && h.n >= r.opts.MaxSnapshotsPerClient {
+		victim = h
+	} else if len(r.snaps) >= r.opts.MaxSnapshots {
+		for _, h := range holders {
+			if victim == nil || h.n > victim.n || h.n == victim.n && h.oldest.expires.Before(victim.oldest.expires) {
+				victim = h
+			}
+		}
+	}
+	if victim != nil {
+		drop = append(drop, victim.oldest)
+		delete(r.snaps, victim.oldestID)
+	}
+	return drop
 }
 
 // release ends a page: a snapshot that is not kept is discarded.
@@ -283,15 +320,31 @@ type snapPage struct {
 	snap *snapshot
 	cur  cursor
 	kept bool // registered for later pages, so close must not discard it
+	// last: this page ends the list, so a kept snapshot is needed no more.
+	last bool
 }
 
-func (r *Reader) openPage(cont string, clusters []string) (snapPage, error) {
-	snap, cur, err := r.begin(cont, clusters)
+func (r *Reader) openPage(cont string, clusters []string, client string) (snapPage, error) {
+	snap, cur, err := r.begin(cont, clusters, client)
 	return snapPage{r: r, snap: snap, cur: cur, kept: cont != ""}, err
 }
 
 // close unlocks the snapshot, discarding it unless later pages need it.
-func (p *snapPage) close() { p.r.release(p.snap, p.kept) }
+// The last page of a paged list drops its snapshot at once rather than
+// at its expiry: a finished list holds no read transaction and no room in
+// its client's quota.
+func (p *snapPage) close() {
+	if p.last && p.kept {
+		p.r.mu.Lock()
+		if p.r.snaps[p.cur.Snap] == p.snap {
+			delete(p.r.snaps, p.cur.Snap)
+		}
+		p.r.mu.Unlock()
+		p.r.release(p.snap, false)
+		return
+	}
+	p.r.release(p.snap, p.kept)
+}
 
 // token is the continue token after lastKey; a first page registers its
 // snapshot here, so lists that fit in one page never hold one.
@@ -309,7 +362,7 @@ func (p *snapPage) token(lastKey []byte, returned int64) (string, error) {
 
 // List returns one page of objects ordered by namespace, name, cluster.
 func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error) {
-	p, err := r.openPage(o.Continue, o.Clusters)
+	p, err := r.openPage(o.Continue, o.Clusters, o.Client)
 	if err != nil {
 		return query.Page{}, err
 	}
@@ -324,6 +377,7 @@ func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error
 		return l.page, err
 	}
 	if more, err := l.scan(start); err != nil || !more {
+		p.last = err == nil
 		return l.page, err
 	}
 	returned := p.cur.N + int64(len(l.page.Items))
@@ -646,7 +700,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 	if needle == "" {
 		return query.Page{}, fmt.Errorf("%w: search text is required", query.ErrInvalid)
 	}
-	p, err := r.openPage(o.Continue, o.Clusters)
+	p, err := r.openPage(o.Continue, o.Clusters, o.Client)
 	if err != nil {
 		return query.Page{}, err
 	}
@@ -662,6 +716,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 		}
 	}
 	if !more {
+		p.last = true
 		return sc.page, nil
 	}
 	sc.page.Continue, err = p.token(sc.lastKey, p.cur.N+int64(len(sc.page.Items)))

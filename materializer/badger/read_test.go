@@ -386,3 +386,113 @@ func TestLabelIndexPagesMatchScan(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotQuota: one client's paging expires only its own continue
+// tokens (its quota), and when every snapshot is taken the client holding
+// the most loses its oldest, never a client within its fair share.
+func TestSnapshotQuota(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fill(t, s, "c1", 0, 10, 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name           string
+		max, perClient int
+		opens          []string // the client of each list opened, in order
+		// alive: for each list opened (same order), whether its
+		// continue token still works at the end.
+		alive []bool
+	}{
+		{"per-client quota: a busy client evicts its own oldest", 100, 2,
+			[]string{"quiet", "busy", "busy", "busy", "busy"},
+			[]bool{true, false, false, true, true}},
+		{"global cap: the client holding the most loses its oldest", 4, 0,
+			[]string{"quiet", "busy", "busy", "busy", "other"},
+			[]bool{true, false, true, true, true}},
+		{"both: the quota acts first", 3, 2,
+			[]string{"a", "b", "b", "b", "c"},
+			[]bool{true, false, false, true, true}},
+		{"anonymous clients share one quota", 100, 1,
+			[]string{"", "", "x"},
+			[]bool{false, true, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.Reader(ReaderOptions{SnapshotTTL: time.Minute, MaxSnapshots: tc.max, MaxSnapshotsPerClient: tc.perClient})
+			defer r.Close()
+			now := time.Now()
+			r.now = func() time.Time { return now }
+			var tokens []string
+			for _, c := range tc.opens {
+				now = now.Add(time.Millisecond) // opened in order: older expires first
+				p, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 3, Client: c})
+				if err != nil || p.Continue == "" {
+					t.Fatalf("first page of %s: continue %q, %v", c, p.Continue, err)
+				}
+				tokens = append(tokens, p.Continue)
+			}
+			for i, tok := range tokens {
+				_, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 3, Continue: tok, Client: tc.opens[i]})
+				if alive := err == nil; alive != tc.alive[i] {
+					t.Errorf("list %d of %q: continue gives %v, want alive=%v", i, tc.opens[i], err, tc.alive[i])
+				}
+				if err != nil && !errors.Is(err, query.ErrExpired) {
+					t.Errorf("list %d: %v, want ErrExpired", i, err)
+				}
+			}
+		})
+	}
+}
+
+// TestFinishedListDropsItsSnapshot: the last page of a paged list (or
+// search) releases its snapshot at once, so a client that reads its lists
+// to the end never fills its quota.
+func TestFinishedListDropsItsSnapshot(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	fill(t, s, "c1", 0, 10, 0)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		page func(r *Reader, cont string) (query.Page, error)
+	}{
+		{"list", func(r *Reader, cont string) (query.Page, error) {
+			return r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 3, Continue: cont, Client: "a"})
+		}},
+		{"search", func(r *Reader, cont string) (query.Page, error) {
+			return r.Search(ctx, query.SearchOptions{Text: "c1", Limit: 3, Continue: cont, Client: "a"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.Reader(ReaderOptions{MaxSnapshotsPerClient: 1})
+			defer r.Close()
+			held := func() int {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return len(r.snaps)
+			}
+			for range 3 { // within a quota of one, each list reads to its end
+				p, err := tc.page(r, "")
+				n := len(p.Items)
+				for err == nil && p.Continue != "" {
+					if held() != 1 {
+						t.Fatalf("%d snapshots held while paging", held())
+					}
+					p, err = tc.page(r, p.Continue)
+					n += len(p.Items)
+				}
+				if err != nil || n != 10 {
+					t.Fatalf("paged %d objects: %v", n, err)
+				}
+				if held() != 0 {
+					t.Fatalf("%d snapshots held after the last page", held())
+				}
+			}
+		})
+	}
+}

@@ -52,7 +52,7 @@ func kubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status 
 		return &st
 	}
 	// The same table as every other boundary (internal/apierr).
-	m := apierr.ForCode(s.Code())
+	m := apierr.OfStatus(s)
 	st := metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
 		Status:   metav1.StatusFailure, Message: s.Message(), Reason: metav1.StatusReason(m.Reason), Code: int32(m.HTTP),

@@ -52,6 +52,10 @@ type CollectorOptions struct {
 	// GCPercent is the Go GC target (GOGC); the GOGC environment variable,
 	// when set, wins.
 	GCPercent int
+	// StreamQuota is the byte quota of the cluster's stream when this
+	// collector creates it (with a token; per-cluster credentials bind to
+	// the stream the hub created with its own quota).
+	StreamQuota StreamQuotaOptions
 }
 
 // AddFlags registers the flags.
@@ -76,6 +80,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
 	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
+	o.StreamQuota.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -117,6 +122,7 @@ func (o *CollectorOptions) Validate() []error {
 	if o.GCPercent <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --gc-percent must be positive", ErrInvalidOptions))
 	}
+	errs = append(errs, o.StreamQuota.Validate()...)
 	return append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 }
 
@@ -145,7 +151,7 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 	return CollectorConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, Logger: log,
+		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log,
 	}}, nil
 }
 

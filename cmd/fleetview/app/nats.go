@@ -154,7 +154,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		ns.Shutdown()
 		return nil, nil, err
 	}
-	if err := provision(ctx, nc, so.Clusters); err != nil {
+	if err := provision(ctx, nc, so.Clusters, o.StreamQuota.StreamMaxBytes, log); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, err
@@ -184,7 +184,7 @@ func hubPassword(file string) (string, error) {
 }
 
 // provision creates the buckets and each credentialed cluster's stream.
-func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser) error {
+func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, maxBytes int64, log *slog.Logger) error {
 	if len(clusters) == 0 {
 		return nil
 	}
@@ -199,8 +199,12 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 		return err
 	}
 	for _, c := range clusters {
-		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(c.Cluster, 1)); err != nil {
+		kept, err := stream.EnsureStream(ctx, js, c.Cluster, 1, maxBytes)
+		if err != nil {
 			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
+		}
+		if kept > 0 {
+			log.Warn("a cluster's stream already holds more than --stream-max-bytes; its quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.Cluster), "bytes", kept, "quota", maxBytes)
 		}
 	}
 	return nil

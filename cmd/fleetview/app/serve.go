@@ -49,6 +49,8 @@ type ServeOptions struct {
 	MaxResumeAge time.Duration
 	OpenSearch   OpenSearchOptions
 	Auth         AuthOptions
+	// Limits bound what API clients can make serve hold.
+	Limits LimitOptions
 }
 
 // AddFlags registers the flags.
@@ -64,6 +66,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
+	o.Limits.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -93,6 +96,7 @@ func (o *ServeOptions) validate(client bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --max-resume-age %s must be between 0 and %s: deletes older than the tombstone TTL may be gone from the streams", ErrInvalidOptions, o.MaxResumeAge, queryapi.DefaultMaxResumeAge))
 	}
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
+	errs = append(errs, o.Limits.Validate()...)
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -148,8 +152,8 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	set, err := backends.New(ctx, backends.Config{
 		NATS: nc, Buckets: bk,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
-		OpenSearch: o.openSearch,
-		Observer:   hub.Observe, Logger: log,
+		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
+		Observer: hub.Observe, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -173,7 +177,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
-		MaxResumeAge: o.MaxResumeAge,
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(),
 	})
 	return sv, err
 }
@@ -249,11 +253,15 @@ type UpOptions struct {
 	// that never leaves the process, so no other process (rebuild, a
 	// separate serve) can connect.
 	NATSHubPasswordFile string
+	// StreamQuota is the byte quota of the cluster streams up creates
+	// (credentialed clusters' and its in-process collectors').
+	StreamQuota StreamQuotaOptions
 }
 
 // AddFlags registers the flags.
 func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	o.ServeOptions.AddFlags(fs)
+	o.StreamQuota.AddFlags(fs)
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig holding the member clusters' contexts")
 	fs.StringSliceVar(&o.Contexts, "context", nil, "kubeconfig context of a member cluster (repeatable); the member cluster is named after it")
 	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
@@ -269,6 +277,7 @@ func (o *UpOptions) Validate() []error {
 	// No --context is the hub mode: collectors run in the member clusters
 	// and connect to the embedded NATS server.
 	errs = append(errs, o.validateNATSAuth()...)
+	errs = append(errs, o.StreamQuota.Validate()...)
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
 		if err := stream.ValidateCluster(c); err != nil {
@@ -304,7 +313,7 @@ func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
 		if err != nil {
 			return UpConfig{}, err
 		}
-		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, Logger: log})
+		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log})
 	}
 	return c, nil
 }

@@ -140,7 +140,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	for c := range k {
-		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(c), 1)); err != nil {
+		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(c), 1, 0)); err != nil {
 			return err
 		}
 	}

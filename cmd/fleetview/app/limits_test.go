@@ -1,0 +1,99 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+func TestLimitOptionsValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		set  func(*LimitOptions)
+		want []string
+	}{
+		{"defaults are valid", func(*LimitOptions) {}, nil},
+		{"every cap off", func(o *LimitOptions) { *o = LimitOptions{} }, nil},
+		{"negative caps", func(o *LimitOptions) { o.MaxListObjects, o.MaxWatches, o.MaxListSnapshots = -1, -1, -1 },
+			[]string{"--max-list-objects", "--max-watches must", "--max-list-snapshots must"}},
+		{"negative keepalive", func(o *LimitOptions) { o.GRPCKeepaliveTime = -time.Second }, []string{"--grpc-keepalive-time"}},
+		{"per-client watches above the server's", func(o *LimitOptions) { o.MaxWatches, o.MaxWatchesPerClient = 10, 11 }, []string{"--max-watches-per-client 11 exceeds"}},
+		{"per-client watches without a server cap", func(o *LimitOptions) { o.MaxWatches, o.MaxWatchesPerClient = 0, 50000 }, nil},
+		{"per-client snapshots above the reader's", func(o *LimitOptions) { o.MaxListSnapshots, o.MaxListSnapshotsPerClient = 8, 9 }, []string{"--max-list-snapshots-per-client 9 exceeds"}},
+		{"request limit too small for a registry", func(o *LimitOptions) { o.MaxRequestBytes = 100 }, []string{"--max-request-bytes 100"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var o LimitOptions
+			o.AddFlags(pflag.NewFlagSet("test", pflag.ContinueOnError))
+			tc.set(&o)
+			errs := o.Validate()
+			if len(errs) != len(tc.want) {
+				t.Fatalf("errors %v, want %d", errs, len(tc.want))
+			}
+			joined := fmt.Sprint(errs)
+			for _, w := range tc.want {
+				if !strings.Contains(joined, w) {
+					t.Errorf("errors %q do not mention %q", joined, w)
+				}
+			}
+			for _, e := range errs {
+				if !errors.Is(e, ErrInvalidOptions) {
+					t.Errorf("%v does not wrap ErrInvalidOptions", e)
+				}
+			}
+		})
+	}
+}
+
+// TestLimitFlagsReachTheServer: the flags' values are what the query API
+// and the Badger reader are built with.
+func TestLimitFlagsReachTheServer(t *testing.T) {
+	var o ServeOptions
+	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--max-list-objects=500", "--max-watches=40", "--max-watches-per-client=4", "--max-request-bytes=65536",
+		"--grpc-max-concurrent-streams=16", "--grpc-keepalive-time=30s", "--max-list-snapshots=32", "--max-list-snapshots-per-client=2"}); err != nil {
+		t.Fatal(err)
+	}
+	q, s := o.Limits.queryLimits(), o.Limits.snapshots()
+	if q.MaxListObjects != 500 || q.MaxWatches != 40 || q.MaxWatchesPerClient != 4 || q.MaxRequestBytes != 65536 ||
+		q.MaxConcurrentStreams != 16 || q.KeepaliveTime != 30*time.Second || q.KeepaliveMinTime != 10*time.Second {
+		t.Fatalf("query limits %+v", q)
+	}
+	if s.MaxSnapshots != 32 || s.MaxSnapshotsPerClient != 2 {
+		t.Fatalf("snapshot limits %+v", s)
+	}
+}
+
+func TestStreamQuotaOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes int64
+		want  string
+	}{
+		{"default", stream.DefaultMaxBytes, ""},
+		{"no quota", 0, ""},
+		{"negative", -1, "--stream-max-bytes must not be negative"},
+		{"smaller than two messages", stream.MaxPayload, "below twice the largest message"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := (&StreamQuotaOptions{StreamMaxBytes: tc.bytes}).Validate()
+			if tc.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.Contains(errs[0].Error(), tc.want) || !errors.Is(errs[0], ErrInvalidOptions) {
+				t.Fatalf("errors %v, want one naming %q", errs, tc.want)
+			}
+		})
+	}
+}
