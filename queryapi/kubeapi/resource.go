@@ -346,6 +346,11 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		if line != nil && !ww.write(line) {
 			return
 		}
+		if len(events) == 0 {
+			// Flushed when nothing else is waiting: under load several
+			// events go out in one write instead of one write each.
+			ww.flush()
+		}
 		if cap(line) <= maxReusedLine {
 			buf = line // written: the next line reuses it
 		}
@@ -384,7 +389,8 @@ type recv struct {
 // would otherwise leave the client without a response. It ends with ctx,
 // which ends when the handler returns.
 func receive(ctx context.Context, stream grpc.ServerStreamingClient[fleetviewv1.WatchEvent]) <-chan recv {
-	events := make(chan recv)
+	// Buffered so that the writer sees whether more events are waiting.
+	events := make(chan recv, 16)
 	go func() {
 		for {
 			ev, err := stream.Recv()
@@ -422,13 +428,20 @@ func (ww *watchWriter) start() {
 	}
 }
 
-// write sends one event line; false when the client is gone.
+// flush sends what was written to the client.
+func (ww *watchWriter) flush() {
+	if ww.started {
+		_ = ww.rc.Flush()
+	}
+}
+
+// write adds one event line (flush sends it); false when the client is
+// gone.
 func (ww *watchWriter) write(line []byte) bool {
 	ww.start()
 	if _, err := ww.w.Write(line); err != nil {
 		return false
 	}
-	_ = ww.rc.Flush()
 	return true
 }
 
