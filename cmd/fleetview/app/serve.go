@@ -192,6 +192,8 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	}
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
+	} else if o.Auth.TokenFile != "" && (!isLoopback(o.GRPCAddr) || !isLoopback(o.HTTPAddr)) {
+		cfg.Logger.Warn("query API serves bearer tokens and every cached object without TLS beyond loopback (set --tls-cert-file and --tls-private-key-file)")
 	}
 	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors = sec.server, sec.unary, sec.stream
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
@@ -249,6 +251,8 @@ type UpOptions struct {
 	// that never leaves the process, so no other process (rebuild, a
 	// separate serve) can connect.
 	NATSHubPasswordFile string
+	// NATSTLS makes the embedded server require TLS of remote clients.
+	NATSTLS NATSServerTLSOptions
 }
 
 // AddFlags registers the flags.
@@ -259,6 +263,7 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
 	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
+	o.NATSTLS.AddFlags(fs)
 	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
 		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
 }
@@ -269,6 +274,7 @@ func (o *UpOptions) Validate() []error {
 	// No --context is the hub mode: collectors run in the member clusters
 	// and connect to the embedded NATS server.
 	errs = append(errs, o.validateNATSAuth()...)
+	errs = append(errs, o.NATSTLS.Validate()...)
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
 		if err := stream.ValidateCluster(c); err != nil {
