@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 )
@@ -16,12 +17,14 @@ type KeyPair struct {
 
 	mu   sync.Mutex
 	cert *tls.Certificate
-	// certStat and keyStat are the files as last loaded; a handshake
-	// loads them again when either differs.
+	// certStat and keyStat are the files as last tried; a handshake loads
+	// them again when either differs. A failed try is not repeated until
+	// a file changes again: no rereading and no log line per handshake.
 	certStat, keyStat os.FileInfo
 	// lastErr is why the last reload failed; the previous pair stays in
 	// use meanwhile.
 	lastErr error
+	log     *slog.Logger
 }
 
 // Load reads the pair once, failing if it is unusable: a bad pair at start
@@ -34,6 +37,15 @@ func Load(certFile, keyFile string) (*KeyPair, error) {
 	return k, nil
 }
 
+// SetLogger makes reloads logged (a renewal served, or refused and why):
+// an operator rotating a certificate needs to see it taken or not. Set
+// before serving; nil logs nothing.
+func (k *KeyPair) SetLogger(log *slog.Logger) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.log = log
+}
+
 // Certificate returns the current pair, loading the files again first if
 // either changed. A pair that fails to load (a rotation caught between the
 // certificate and the key being written, or a bad file) keeps the previous
@@ -43,6 +55,13 @@ func (k *KeyPair) Certificate() *tls.Certificate {
 	defer k.mu.Unlock()
 	if k.changed() {
 		k.lastErr = k.reloadLocked()
+		if k.log != nil {
+			if k.lastErr != nil {
+				k.log.Warn("TLS key pair not reloaded; serving the previous one until the files change again", "cert", k.certFile, "err", k.lastErr)
+			} else {
+				k.log.Info("TLS key pair reloaded", "cert", k.certFile, "not_after", k.cert.Leaf.NotAfter)
+			}
+		}
 	}
 	return k.cert
 }
@@ -103,11 +122,12 @@ func (k *KeyPair) reloadLocked() error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrKeyPair, err)
 	}
+	k.certStat, k.keyStat = cs, ks
 	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
 	if err != nil {
 		return fmt.Errorf("%w: %s and %s: %v", ErrKeyPair, k.certFile, k.keyFile, err)
 	}
-	k.cert, k.certStat, k.keyStat = &cert, cs, ks
+	k.cert = &cert
 	return nil
 }
 

@@ -1,12 +1,15 @@
 package tlsfiles_test
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -127,6 +130,8 @@ func TestKeyPairRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var logs bytes.Buffer
+	kp.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
 	addr := serveTLS(t, tlsfiles.ServerConfig(kp, nil, false))
 	client := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 	want := func(step string, p tlstest.Pair) {
@@ -144,13 +149,21 @@ func TestKeyPairRotation(t *testing.T) {
 	// still served and the error is reported.
 	tlstest.Replace(t, certFile, b.CertPEM)
 	want("half rotated", a)
+	want("half rotated, again", a)
 	if !errors.Is(kp.Err(), tlsfiles.ErrKeyPair) {
 		t.Fatalf("Err() = %v after a half rotation, want ErrKeyPair", kp.Err())
+	}
+	// One line per change of the files, not one per handshake.
+	if n := strings.Count(logs.String(), "not reloaded"); n != 1 {
+		t.Fatalf("%d refused reloads logged, want 1:\n%s", n, logs.String())
 	}
 	tlstest.Replace(t, keyFile, b.KeyPEM)
 	want("rotated", b)
 	if kp.Err() != nil {
 		t.Fatalf("Err() = %v after the rotation completed", kp.Err())
+	}
+	if !strings.Contains(logs.String(), "TLS key pair reloaded") {
+		t.Fatalf("the reload is not logged:\n%s", logs.String())
 	}
 	// A file gone for a moment keeps the current pair.
 	if err := os.Remove(keyFile); err != nil {

@@ -113,6 +113,8 @@ type security struct {
 	// grpcTLS is what the gRPC server's credentials serve (kept for tests:
 	// the credentials do not expose it).
 	grpcTLS *tls.Config
+	// keyPair serves both; listenAPI gives it the logger.
+	keyPair *tlsfiles.KeyPair
 	// auditFile is the audit log's file, closed when serving ends.
 	auditFile *os.File
 }
@@ -167,6 +169,7 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 		}
 		// gRPC: a client certificate is one way of authenticating, a
 		// bearer token the other, so one is verified only when given.
+		s.keyPair = kp
 		s.grpcTLS = tlsfiles.ServerConfig(kp, clientCAs, true)
 		s.server = append(s.server, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
 		s.httpTLS = tlsfiles.ServerConfig(kp, nil, false)

@@ -135,7 +135,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort}
 	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	var err error
-	if so.TLS, err = o.NATSTLS.serverConfig(); err != nil {
+	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {
 		return nil, nil, err
 	}
 	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
@@ -268,7 +268,8 @@ func (o *NATSServerTLSOptions) Validate() []error {
 }
 
 // serverConfig reads the files of validated options: nil without TLS.
-func (o *NATSServerTLSOptions) serverConfig() (*tls.Config, error) {
+// Certificate reloads are logged to log.
+func (o *NATSServerTLSOptions) serverConfig(log *slog.Logger) (*tls.Config, error) {
 	if o.CertFile == "" {
 		return nil, nil
 	}
@@ -276,6 +277,7 @@ func (o *NATSServerTLSOptions) serverConfig() (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: --nats-tls-cert-file/--nats-tls-key-file: %w", ErrInvalidOptions, err)
 	}
+	kp.SetLogger(log)
 	var clientCAs *x509.CertPool
 	if o.ClientCAFile != "" {
 		if clientCAs, err = tlsfiles.CAPool(o.ClientCAFile); err != nil {

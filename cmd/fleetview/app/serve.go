@@ -190,6 +190,9 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 		_ = gl.Close()
 		return nil, fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
 	}
+	if sec.keyPair != nil {
+		sec.keyPair.SetLogger(cfg.Logger.With("listener", "api"))
+	}
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
 	} else if o.Auth.TokenFile != "" && (!isLoopback(o.GRPCAddr) || !isLoopback(o.HTTPAddr)) {
