@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,7 +24,85 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
+	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
 )
+
+func mustTemplate(t *testing.T, helm string, args ...string) string {
+	t.Helper()
+	out, err := helmTemplate(t, helm, args...)
+	if err != nil {
+		t.Fatalf("helm template %v: %v\n%s", args, err, out)
+	}
+	return out
+}
+
+// decodeManifests decodes rendered manifests.
+func decodeManifests(t *testing.T, out string) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// generatedTLS is the chart's generated TLS Secret among objs.
+func generatedTLS(t *testing.T, objs []*unstructured.Unstructured) *corev1.Secret {
+	t.Helper()
+	for _, u := range objs {
+		if u.GetKind() != "Secret" || u.GetName() != "fv-hub-tls" {
+			continue
+		}
+		var sec corev1.Secret
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.ResourceVersion = ""
+		return &sec
+	}
+	t.Fatal("no generated TLS Secret fv-hub-tls")
+	return nil
+}
+
+// checkGeneratedTLS serves the chart's generated certificate from a real
+// embedded NATS server, as the hub does, and connects as a collector
+// trusting only the Secret's ca.crt, by the Service's name and by names.
+func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		tlstest.Replace(t, filepath.Join(dir, k), sec.Data[k])
+	}
+	kp, err := tlsfiles.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatalf("the chart's key pair: %v", err)
+	}
+	pool, err := tlsfiles.CAPool(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatalf("the chart's ca.crt: %v", err)
+	}
+	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1, TLS: tlsfiles.ServerConfig(kp, nil, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	for _, name := range append([]string{"fv-hub.fleetview.svc", "fv-hub.fleetview.svc.cluster.local"}, names...) {
+		nc, err := nats.Connect(ns.ClientURL(), nats.Secure(&tls.Config{RootCAs: pool, ServerName: name, MinVersion: tls.VersionTLS12}))
+		if err != nil {
+			t.Fatalf("a collector trusting the chart's ca.crt, reaching the hub as %s: %v", name, err)
+		}
+		nc.Close()
+	}
+}
 
 // helmBinary finds helm on PATH or where scripts/test.sh installs it.
 func helmBinary(t *testing.T) string {
@@ -53,11 +133,14 @@ func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// TestHelmChart renders the chart in both modes and both NATS
-// authentication modes and has a real kube-apiserver validate every manifest
-// (server-side dry run, strict fields), checks the chart refuses insecure or
-// incomplete values, and, rendering against that apiserver (lookups on),
-// that it refuses missing or invalid credential Secrets.
+// TestHelmChart renders the chart in both modes, both NATS authentication
+// modes and its TLS settings and has a real kube-apiserver validate every
+// manifest (server-side dry run, strict fields), serves the generated
+// certificate from a real NATS server to a client trusting only its CA,
+// checks the chart refuses insecure or incomplete values, and, rendering
+// against that apiserver (lookups on), that it refuses missing or invalid
+// credential and certificate Secrets and keeps its generated CA across
+// upgrades.
 func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
 	if out, err := exec.Command(helm, "lint", "../deploy/helm/fleetview").CombinedOutput(); err != nil {
@@ -123,23 +206,41 @@ func TestHelmChart(t *testing.T) {
 		// want and notWant are substrings of the rendered output.
 		want, notWant []string
 	}{
-		{"hub users from a Secret (default)", nil, []string{"Service", "StatefulSet"},
-			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file"},
-			[]string{"--nats-token-file", "kind: Secret"}},
+		{"hub users from a Secret (default)", nil, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file",
+				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS"},
+			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}"}},
 		{"hub users from values", []string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.member2=" + passB},
-			[]string{"Secret", "Service", "StatefulSet"},
+			[]string{"Secret", "Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fv-hub-nats-users", "fleetview.io/nats-users-fingerprint"},
 			[]string{"--nats-token-file", passA, passB, "ConfigMap"}},
-		{"hub token", []string{"--set", "nats.auth.mode=token"}, []string{"Service", "StatefulSet"},
+		{"hub token", []string{"--set", "nats.auth.mode=token"}, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats"},
-			[]string{"--nats-users-file", "kind: Secret"}},
+			[]string{"--nats-users-file"}},
+		{"hub TLS from cert-manager's Secret", []string{"--set", "tls.secretName=hub-cert"}, []string{"Service", "StatefulSet"},
+			[]string{"secretName: hub-cert,", "--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-key-file=/etc/fleetview/tls/tls.key"},
+			[]string{"fv-hub-tls"}},
+		{"hub TLS names for outside clients", []string{"--set", "tls.dnsNames={fleetview.example.com}", "--set", "tls.ipAddresses={192.0.2.7}"},
+			[]string{"Secret", "Service", "StatefulSet"},
+			[]string{"fleetview.example.com", "192.0.2.7"}, nil},
+		{"hub NATS mTLS", []string{"--set", "tls.nats.clientCASecret=collector-ca"}, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"--nats-tls-client-ca-file=/etc/fleetview/nats-client-ca/ca.crt", "secretName: collector-ca,"}, nil},
+		{"hub TLS off", []string{"--set", "tls.api.enabled=false", "--set", "tls.nats.enabled=false"}, []string{"Service", "StatefulSet"},
+			[]string{"scheme: HTTP}"}, []string{"--tls-cert-file", "--nats-tls-cert-file", "fv-hub-tls", "scheme: HTTPS"}},
 		{"collector users (default)", collector, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
-			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,"},
-			[]string{"--nats-token-file"}},
+			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,", "--nats-url=tls://",
+				"--nats-ca-file=/etc/fleetview/nats-tls/ca.crt", "secretName: fleetview-hub-ca,"},
+			[]string{"--nats-token-file", "--nats-client-cert-file"}},
 		{"collector token", append(collector[:len(collector):len(collector)], "--set", "nats.auth.mode=token"),
 			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats,"},
 			[]string{"--nats-user-file"}},
+		{"collector NATS mTLS", append(collector[:len(collector):len(collector)], "--set", "tls.nats.clientCertSecret=member1-nats-client"),
+			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			[]string{"--nats-client-cert-file=/etc/fleetview/nats-client/tls.crt", "--nats-client-key-file=/etc/fleetview/nats-client/tls.key", "secretName: member1-nats-client,"}, nil},
+		{"collector TLS off", append(collector[:len(collector):len(collector)], "--set", "tls.nats.enabled=false", "--set", "collector.natsUrl=nats://hub:4222"),
+			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			nil, []string{"--nats-ca-file", "fleetview-hub-ca"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := helmTemplate(t, helm, tc.args...)
@@ -152,12 +253,16 @@ func TestHelmChart(t *testing.T) {
 				if u.GetKind() != "Secret" {
 					continue
 				}
-				// The generated users file: one line per cluster, and the
-				// embedded NATS server accepts those credentials.
 				var sec corev1.Secret
 				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &sec); err != nil {
 					t.Fatal(err)
 				}
+				if sec.Name == "fv-hub-tls" {
+					checkGeneratedTLS(t, &sec)
+					continue
+				}
+				// The generated users file: one line per cluster, and the
+				// embedded NATS server accepts those credentials.
 				if want := "member1:" + passA + "\nmember2:" + passB + "\n"; string(sec.Data["users"]) != want {
 					t.Fatalf("users file %q, want %q", sec.Data["users"], want)
 				}
@@ -214,6 +319,11 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "nats.users.member1=1234567890123456789"}, "must be a string"},
 			{[]string{"--set", "hub.natsTokenSecret=fleetview-nats"}, "hub.natsTokenSecret and collector.natsTokenSecret moved"},
 			{append(collector[:len(collector):len(collector)], "--set", "nats.userSecret.name="), "nats.auth.mode=users needs nats.userSecret"},
+			{append(collector[:len(collector):len(collector)], "--set", "collector.natsUrl=nats://hub:4222"), "tls.nats.enabled wants a tls:// URL"},
+			{append(collector[:len(collector):len(collector)], "--set", "tls.nats.caSecret.name="), "tls.nats.enabled needs tls.nats.caSecret"},
+			{append(collector[:len(collector):len(collector)], "--set", "tls.nats.enabled=false", "--set", "collector.natsUrl=nats://hub:4222", "--set", "tls.nats.clientCertSecret=c"),
+				"tls.nats.clientCertSecret needs tls.nats.enabled"},
+			{[]string{"--set", "tls.nats.enabled=false", "--set", "tls.nats.clientCASecret=c"}, "tls.nats.clientCASecret needs tls.nats.enabled"},
 		} {
 			refuse(t, tc.args, tc.want)
 		}
@@ -232,9 +342,9 @@ func TestHelmChart(t *testing.T) {
 			return append([]string{"--dry-run=server", "--kubeconfig", kc}, args...)
 		}
 		secrets := c.Clientset().CoreV1().Secrets("fleetview")
-		put := func(name, key, value string) {
+		putData := func(name string, data map[string]string) {
 			t.Helper()
-			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: map[string]string{key: value}}
+			s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
 			if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 				_, err = secrets.Create(ctx, s, metav1.CreateOptions{})
 				if err != nil {
@@ -244,6 +354,7 @@ func TestHelmChart(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		put := func(name, key, value string) { t.Helper(); putData(name, map[string]string{key: value}) }
 		renders := func(args ...string) {
 			t.Helper()
 			out, err := helmTemplate(t, helm, live(args...)...)
@@ -271,7 +382,44 @@ func TestHelmChart(t *testing.T) {
 		put("fleetview-nats-user", "user", "member1:"+passA+"\nmember2:"+passB+"\n")
 		refuse(t, live(collector...), "must hold exactly one line, for collector.clusterName member1")
 		put("fleetview-nats-user", "user", "member1:"+passA+"\n")
+		refuse(t, live(collector...), "Secret fleetview/fleetview-hub-ca not found")
+		renders(append(collector[:len(collector):len(collector)], "--set", "tls.nats.enabled=false", "--set", "collector.natsUrl=nats://hub:4222")...)
+		put("fleetview-hub-ca", "ca.crt", string(tlstest.NewCA(t, "hub-ca").PEM))
 		renders(collector...)
+		refuse(t, live(append(collector[:len(collector):len(collector)], "--set", "tls.nats.clientCertSecret=member1-nats-client")...), "Secret fleetview/member1-nats-client not found")
+
+		// TLS: cert-manager's Secret must exist with its keys; a client CA
+		// for mTLS too.
+		refuse(t, live("--set", "tls.secretName=hub-cert"), "Secret fleetview/hub-cert not found")
+		hubCA := tlstest.NewCA(t, "hub-ca")
+		pair := hubCA.Server(t, "hub")
+		put("hub-cert", "tls.crt", string(pair.CertPEM))
+		refuse(t, live("--set", "tls.secretName=hub-cert"), `Secret fleetview/hub-cert has no key "tls.key"`)
+		putData("hub-cert", map[string]string{"tls.crt": string(pair.CertPEM), "tls.key": string(pair.KeyPEM)})
+		renders("--set", "tls.secretName=hub-cert")
+		refuse(t, live("--set", "tls.nats.clientCASecret=collector-ca"), "Secret fleetview/collector-ca not found")
+
+		// The generated CA and certificate are kept across upgrades: once
+		// the Secret exists it is rendered again as it is; new names
+		// re-sign the certificate under the same CA, so collectors keep
+		// trusting it.
+		first := generatedTLS(t, validate(t, mustTemplate(t, helm, live()...)))
+		if _, err := secrets.Create(ctx, first, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// (Decoded, not dry-run created: the Secret exists now.)
+		again := generatedTLS(t, decodeManifests(t, mustTemplate(t, helm, live()...)))
+		if string(again.Data["tls.crt"]) != string(first.Data["tls.crt"]) || string(again.Data["ca.crt"]) != string(first.Data["ca.crt"]) {
+			t.Fatal("an upgrade generated another certificate: collectors trusting the first CA would be locked out")
+		}
+		renamed := generatedTLS(t, decodeManifests(t, mustTemplate(t, helm, live("--set", "tls.dnsNames={fleetview.example.com}")...)))
+		if string(renamed.Data["ca.crt"]) != string(first.Data["ca.crt"]) || string(renamed.Data["tls.crt"]) == string(first.Data["tls.crt"]) {
+			t.Fatal("new tls.dnsNames: want a new certificate under the same CA")
+		}
+		checkGeneratedTLS(t, renamed, "fleetview.example.com")
+		if err := secrets.Delete(ctx, first.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 
 		put("fleetview-nats", "token", "shared-token-0123456789")
 		renders("--set", "nats.auth.mode=token")

@@ -13,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // TestHubWithRemoteCollector is the helm chart's topology: `fleetview up`
-// without contexts (the hub, embedded NATS behind a token) and the real
-// `fleetview collector` binary of a member cluster connecting to it.
+// without contexts (the hub, embedded NATS behind a token and requiring TLS
+// with client certificates) and the real `fleetview collector` binary of a
+// member cluster connecting to it over mTLS.
 func TestHubWithRemoteCollector(t *testing.T) {
 	ctx := context.Background()
 	fleet := startFleet(t, "edge1")
@@ -28,15 +30,29 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cr3t-hub-token\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ca := tlstest.NewCA(t, "hub-ca")
+	caFile := ca.WriteCA(t, dir, "ca.crt")
+	serverCert, serverKey := ca.Server(t, "hub").Write(t, dir, "hub")
+	clientCert, clientKey := ca.Client(t, "edge1").Write(t, dir, "edge1")
 	natsAddr, natsPort := freePort(t)
 	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSTokenFile: tokenFile}},
-		NATSHost: "127.0.0.1", NATSPort: natsPort}
+		NATSHost: "127.0.0.1", NATSPort: natsPort,
+		NATSTLS: app.NATSServerTLSOptions{CertFile: serverCert, KeyFile: serverKey, ClientCAFile: caFile}}
 	fv := startUp(t, o)
 	defer fv.stop(t)
 
-	if nc, err := nats.Connect("nats://" + natsAddr); err == nil {
-		nc.Close()
-		t.Fatal("the hub's NATS accepted a client without the token")
+	for name, opts := range map[string][]nats.Option{
+		"without the token":              {nats.RootCAs(caFile), nats.ClientCert(clientCert, clientKey)},
+		"without a client certificate":   {nats.RootCAs(caFile), nats.Token("s3cr3t-hub-token")},
+		"trusting only the system's CAs": {nats.ClientCert(clientCert, clientKey), nats.Token("s3cr3t-hub-token")},
+	} {
+		if nc, err := nats.Connect("tls://"+natsAddr, opts...); err == nil {
+			err = nc.Flush()
+			nc.Close()
+			if err == nil {
+				t.Fatalf("the hub's NATS accepted a client %s", name)
+			}
+		}
 	}
 
 	kc := filepath.Join(dir, "kubeconfig")
@@ -45,7 +61,8 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	col := exec.Command(bin, "collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
-		"--nats-url", "nats://"+natsAddr, "--nats-token-file", tokenFile, "--labels", "tier=edge", "--region", "eu-west")
+		"--nats-url", "tls://"+natsAddr, "--nats-token-file", tokenFile, "--nats-ca-file", caFile,
+		"--nats-client-cert-file", clientCert, "--nats-client-key-file", clientKey, "--labels", "tier=edge", "--region", "eu-west")
 	col.Stdout, col.Stderr = &logs, &logs
 	if err := col.Start(); err != nil {
 		t.Fatal(err)

@@ -73,10 +73,13 @@ func newRoot() *cobra.Command {
 
 func newRegistryCmd() *cobra.Command {
 	var server, file string
+	var dial cli.RegistryDialOptions
 	cmd := &cobra.Command{Use: "registry", Short: "Manage ResourceRegistries (what to cache, from which clusters)"}
 	cmd.PersistentFlags().StringVar(&server, "server", "127.0.0.1:7070", "gRPC address of the query API")
+	cmd.PersistentFlags().StringVar(&dial.CAFile, "certificate-authority", "", "CA of the query API's serving certificate: set, the connection is TLS (the helm chart's hub serves TLS; its CA is ca.crt of <release>-hub-tls)")
+	cmd.PersistentFlags().StringVar(&dial.TokenFile, "token-file", "", "file holding a bearer token (one of the API's --token-auth-file)")
 	with := func(c *cobra.Command, f func(*cli.RegistryClient) error) error {
-		rc, err := cli.DialRegistry(server, c.OutOrStdout())
+		rc, err := cli.DialRegistry(server, c.OutOrStdout(), dial)
 		if err != nil {
 			return err
 		}

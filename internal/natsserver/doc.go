@@ -1,8 +1,12 @@
 // Package natsserver runs an embedded NATS JetStream server in-process, for
 // `fleetview up`, the helm chart's single-pod mode and every test that needs
-// real NATS. It owns server options and client authentication: a shared
-// token, or per-cluster accounts (accounts.go) that limit each collector to
-// its own stream and keys, with the guard (guard.go) checking the requests
-// whose danger is in a body or a header rather than the subject. Streams are created by their writers
-// (internal/stream defines them), or by the hub when collectors may not.
+// real NATS. It owns server options, transport security and client
+// authentication: TLS required of network clients (optionally with client
+// certificates), and a shared token, or per-cluster accounts (accounts.go)
+// that limit each collector to its own stream and keys, with the guard
+// (guard.go) checking the requests whose danger is in a body or a header
+// rather than the subject. It does not read certificate files: the caller
+// passes a tls.Config (internal/tlsfiles reloads rotated ones). Streams are
+// created by their writers (internal/stream defines them), or by the hub
+// when collectors may not.
 package natsserver

@@ -12,3 +12,7 @@ var ErrInvalidCredentials = errors.New("invalid NATS credentials")
 // ErrRefused is the reason the hub's guard gives a collector for a
 // JetStream request its cluster may not make (guard.go).
 var ErrRefused = errors.New("refused to a member cluster's collector")
+
+// ErrInvalidTLS is returned for a TLS configuration the server cannot
+// serve with.
+var ErrInvalidTLS = errors.New("invalid NATS TLS configuration")

@@ -1,11 +1,13 @@
 package natsserver
 
 import (
+	"crypto/tls"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -28,6 +30,15 @@ type Options struct {
 	// HubPassword.
 	Clusters    []ClusterUser
 	HubPassword string
+	// TLS, when set, is required of every client connecting over the
+	// network: plaintext clients are refused. Its GetCertificate serves
+	// the certificate (internal/tlsfiles reloads a rotated one without a
+	// restart); ClientAuth tls.RequireAndVerifyClientCert with ClientCAs
+	// also requires client certificates (mTLS), on top of the token or
+	// passwords. In-process connections (InProcess) need no TLS: they
+	// never leave the process. The server has no cluster routes, gateways
+	// or leaf nodes, so client connections are its only network hop.
+	TLS *tls.Config
 }
 
 // Server is a running embedded server.
@@ -74,6 +85,19 @@ func Start(o Options) (*Server, error) {
 	sopts.NoSigs = true
 	sopts.Authorization = o.Token
 	sopts.JetStreamMaxMemory = 256 << 20
+	if o.TLS != nil {
+		if o.TLS.GetCertificate == nil && len(o.TLS.Certificates) == 0 {
+			return nil, fmt.Errorf("%w: a TLS configuration without a certificate", ErrInvalidTLS)
+		}
+		if o.TLS.ClientAuth == tls.RequireAndVerifyClientCert && o.TLS.ClientCAs == nil {
+			return nil, fmt.Errorf("%w: client certificates required without client CAs", ErrInvalidTLS)
+		}
+		sopts.TLS, sopts.TLSConfig = true, o.TLS
+		// TLSVerify is what the server's INFO tells clients about client
+		// certificates; the handshake itself enforces ClientAuth.
+		sopts.TLSVerify = o.TLS.ClientAuth == tls.RequireAndVerifyClientCert
+		sopts.TLSTimeout = tlsTimeout.Seconds()
+	}
 	ns, err := server.NewServer(sopts)
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: %w", err)
@@ -93,7 +117,22 @@ func Start(o Options) (*Server, error) {
 	return srv, nil
 }
 
-// ClientURL is the nats:// URL clients in this process connect to; a server
+// tlsTimeout bounds a client's TLS handshake. The server's default (2s)
+// is short for collectors of member clusters far from the hub on a loaded
+// link; a handshake is a few round trips.
+const tlsTimeout = 5 * time.Second
+
+// ConnectInProcess connects a client in this process to the server
+// without the network (net.Pipe). The hub's own components use it when
+// network clients must speak TLS: no byte of it leaves the process, and
+// they would otherwise need a certificate valid for a loopback address.
+func (s *Server) ConnectInProcess(opts ...nats.Option) (*nats.Conn, error) {
+	// The URL only names the connection: with a nats:// scheme the client
+	// does not ask for TLS, which the server does not require in process.
+	return nats.Connect("nats://in-process", append(opts, nats.InProcessServer(s.ns))...)
+}
+
+// ClientURL is the nats:// (tls:// with TLS) URL clients in this process connect to; a server
 // listening on every address is reached on loopback.
 func (s *Server) ClientURL() string {
 	u := s.ns.ClientURL()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
 	"github.com/fleetview/fleetview/queryapi"
 )
 
@@ -109,6 +110,11 @@ type security struct {
 	unary   []grpc.UnaryServerInterceptor
 	stream  []grpc.StreamServerInterceptor
 	httpTLS *tls.Config
+	// grpcTLS is what the gRPC server's credentials serve (kept for tests:
+	// the credentials do not expose it).
+	grpcTLS *tls.Config
+	// keyPair serves both; listenAPI gives it the logger.
+	keyPair *tlsfiles.KeyPair
 	// auditFile is the audit log's file, closed when serving ends.
 	auditFile *os.File
 }
@@ -148,24 +154,25 @@ func (o *AuthOptions) build() (*security, error) {
 
 func (o *AuthOptions) buildInto(s *security) (*security, error) {
 	if o.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		// The key pair is looked at again on each handshake: a renewed
+		// certificate (cert-manager rewriting the mounted Secret) is
+		// served from the next connection on, without a restart.
+		kp, err := tlsfiles.Load(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: TLS key pair: %v", ErrInvalidOptions, err)
+			return nil, fmt.Errorf("%w: --tls-cert-file/--tls-private-key-file: %w", ErrInvalidOptions, err)
 		}
-		tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		var clientCAs *x509.CertPool
 		if o.ClientCAFile != "" {
-			pem, err := os.ReadFile(o.ClientCAFile)
-			if err != nil {
-				return nil, err
+			if clientCAs, err = tlsfiles.CAPool(o.ClientCAFile); err != nil {
+				return nil, fmt.Errorf("%w: --client-ca-file: %w", ErrInvalidOptions, err)
 			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("%w: --client-ca-file holds no PEM certificate", ErrInvalidOptions)
-			}
-			tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
 		}
-		s.server = append(s.server, grpc.Creds(credentials.NewTLS(tc)))
-		s.httpTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		// gRPC: a client certificate is one way of authenticating, a
+		// bearer token the other, so one is verified only when given.
+		s.keyPair = kp
+		s.grpcTLS = tlsfiles.ServerConfig(kp, clientCAs, true)
+		s.server = append(s.server, grpc.Creds(credentials.NewTLS(s.grpcTLS)))
+		s.httpTLS = tlsfiles.ServerConfig(kp, nil, false)
 	}
 	if o.AuditLog != "" {
 		if err := o.audit(s); err != nil {

@@ -31,10 +31,14 @@ type CollectorOptions struct {
 	// ("<cluster>:<password>", the cluster's line of the hub's
 	// --nats-users-file): they reach only this cluster's stream and keys.
 	NATSUserFile string
-	Labels       map[string]string
-	Provider     string
-	Region       string
-	Zone         string
+	// NATSTLSClientOptions check a hub that requires TLS and present the
+	// client certificate one requiring mTLS asks for; the same flags as
+	// serve's and rebuild's.
+	NATSTLSClientOptions
+	Labels   map[string]string
+	Provider string
+	Region   string
+	Zone     string
 	// ClusterInfoConfigMap is "namespace/name" of a ConfigMap in the member
 	// cluster with data keys provider, region, zone, labels; "" disables it.
 	ClusterInfoConfigMap string
@@ -63,9 +67,10 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Cluster, "cluster", "", "name of the member cluster (a DNS label)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (empty: in-cluster config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL (tls:// for TLS; a hub reached across a network should require it)")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the hub's NATS token")
 	fs.StringVar(&o.NATSUserFile, "nats-user-file", "", "file holding this cluster's NATS credentials on the hub (<cluster>:<password>, its line of the hub's --nats-users-file)")
+	o.NATSTLSClientOptions.AddFlags(fs)
 	fs.StringToStringVar(&o.Labels, "labels", nil, "cluster labels for ClusterAffinity (k=v,...); merged over the cluster-info ConfigMap's")
 	fs.StringVar(&o.Provider, "provider", "", "cluster provider (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
 	fs.StringVar(&o.Region, "region", "", "cluster region (ClusterAffinity fieldSelector); overrides the cluster-info ConfigMap")
@@ -107,6 +112,7 @@ func (o *CollectorOptions) Validate() []error {
 	if o.NATSTokenFile != "" && o.NATSUserFile != "" {
 		errs = append(errs, fmt.Errorf("%w: --nats-token-file and --nats-user-file cannot be combined", ErrInvalidOptions))
 	}
+	errs = append(errs, o.NATSTLSClientOptions.Validate()...)
 	if o.Heartbeat <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --heartbeat must be positive", ErrInvalidOptions))
 	}
@@ -144,7 +150,7 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 	if err != nil {
 		return CollectorConfig{}, err
 	}
-	tokOpts, apiPrefix, err := collectorNATSAuth(o)
+	tokOpts, apiPrefix, err := o.natsOptions()
 	if err != nil {
 		return CollectorConfig{}, err
 	}
@@ -153,6 +159,20 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log,
 	}}, nil
+}
+
+// natsOptions are how the collector connects to the hub: its credentials
+// (and the hub's JetStream API prefix they need, if any) and TLS.
+func (o CollectorOptions) natsOptions() (opts []nats.Option, apiPrefix string, err error) {
+	opts, apiPrefix, err = collectorNATSAuth(o)
+	if err != nil {
+		return nil, "", err
+	}
+	tlsOpts, err := o.NATSTLSClientOptions.natsOptions()
+	if err != nil {
+		return nil, "", err
+	}
+	return append(opts, tlsOpts...), apiPrefix, nil
 }
 
 // RunCollector runs one collector until ctx ends, then closes NATS. It keeps

@@ -2,8 +2,11 @@ package app
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -14,11 +17,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
 )
 
 // natsToken reads the shared NATS token of a hub. A token keeps strangers
@@ -130,6 +135,12 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort}
 	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	var err error
+	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {
+		return nil, nil, err
+	}
+	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
+		log.Warn("embedded NATS listens beyond loopback without TLS: credentials and every object cross the network in clear (set --nats-tls-cert-file and --nats-tls-key-file)", "host", o.NATSHost)
+	}
 	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
 		return nil, nil, err
 	}
@@ -149,7 +160,16 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (--nats-users-file)", err)
 	}
-	nc, err := nats.Connect(ns.ClientURL(), natsOpts...)
+	// With TLS the hub's own components connect in process: nothing to
+	// encrypt, and the serving certificate need not name a loopback
+	// address. Without it they keep the loopback TCP connection they
+	// always had.
+	var nc *nats.Conn
+	if so.TLS != nil {
+		nc, err = ns.ConnectInProcess(natsOpts...)
+	} else {
+		nc, err = nats.Connect(ns.ClientURL(), natsOpts...)
+	}
 	if err != nil {
 		ns.Shutdown()
 		return nil, nil, err
@@ -161,6 +181,9 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	}
 	if len(so.Clusters) > 0 {
 		log.Info("embedded NATS: per-cluster credentials", "clusters", len(so.Clusters))
+	}
+	if so.TLS != nil {
+		log.Info("embedded NATS: TLS required", "client_certificates", so.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	}
 	return ns, nc, nil
 }
@@ -208,4 +231,62 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 		}
 	}
 	return nil
+}
+
+// NATSServerTLSOptions make up's embedded NATS server require TLS of every
+// client that connects over the network (the hub's own components connect
+// in process), and, with a client CA, client certificates it signed.
+type NATSServerTLSOptions struct {
+	CertFile     string
+	KeyFile      string
+	ClientCAFile string
+}
+
+// AddFlags registers the flags.
+func (o *NATSServerTLSOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CertFile, "nats-tls-cert-file", "", "serving certificate of the embedded NATS server: set, clients must connect with TLS (tls://; collectors: --nats-ca-file); replaced files are served from the next connection on, without a restart")
+	fs.StringVar(&o.KeyFile, "nats-tls-key-file", "", "key of --nats-tls-cert-file")
+	fs.StringVar(&o.ClientCAFile, "nats-tls-client-ca-file", "", "CA that signs NATS clients' certificates: set, every network client must present one (mTLS; collectors: --nats-client-cert-file), on top of its token or password")
+}
+
+// Validate reports every problem at once.
+func (o *NATSServerTLSOptions) Validate() []error {
+	var errs []error
+	for _, f := range []struct{ flag, path string }{
+		{"--nats-tls-cert-file", o.CertFile}, {"--nats-tls-key-file", o.KeyFile}, {"--nats-tls-client-ca-file", o.ClientCAFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, f.flag, err))
+		}
+	}
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		errs = append(errs, fmt.Errorf("%w: --nats-tls-cert-file and --nats-tls-key-file go together", ErrInvalidOptions))
+	}
+	if o.ClientCAFile != "" && o.CertFile == "" {
+		errs = append(errs, fmt.Errorf("%w: --nats-tls-client-ca-file needs --nats-tls-cert-file (client certificates are checked in the TLS handshake)", ErrInvalidOptions))
+	}
+	return errs
+}
+
+// serverConfig reads the files of validated options: nil without TLS.
+// Certificate reloads are logged to log.
+func (o *NATSServerTLSOptions) serverConfig(log *slog.Logger) (*tls.Config, error) {
+	if o.CertFile == "" {
+		return nil, nil
+	}
+	kp, err := tlsfiles.Load(o.CertFile, o.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --nats-tls-cert-file/--nats-tls-key-file: %w", ErrInvalidOptions, err)
+	}
+	kp.SetLogger(log)
+	var clientCAs *x509.CertPool
+	if o.ClientCAFile != "" {
+		if clientCAs, err = tlsfiles.CAPool(o.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("%w: --nats-tls-client-ca-file: %w", ErrInvalidOptions, err)
+		}
+	}
+	return tlsfiles.ServerConfig(kp, clientCAs, false), nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
 )
 
 // NATSClientOptions connect a hub-side process that does not run the NATS
@@ -18,14 +19,14 @@ import (
 // (up --nats-token-file), a user and password (the hub's own user _hub,
 // whose password up takes from --nats-hub-password-file when it has
 // per-cluster users), a credentials file (JWT and NKey, for an operator-run
-// NATS), and the CA of a server that speaks TLS.
+// NATS), and TLS (NATSTLSClientOptions, shared with the collector).
 type NATSClientOptions struct {
 	NATSURL          string
 	NATSTokenFile    string
 	NATSUser         string
 	NATSPasswordFile string
 	NATSCredsFile    string
-	NATSCAFile       string
+	NATSTLSClientOptions
 }
 
 // AddFlags registers the flags.
@@ -35,7 +36,7 @@ func (o *NATSClientOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSUser, "nats-user", "", "NATS user, with --nats-password-file (a hub with --nats-users-file: "+natsserver.HubUser+" and the hub's --nats-hub-password-file)")
 	fs.StringVar(&o.NATSPasswordFile, "nats-password-file", "", "file holding the password of --nats-user")
 	fs.StringVar(&o.NATSCredsFile, "nats-creds-file", "", "NATS credentials file (user JWT and NKey seed)")
-	fs.StringVar(&o.NATSCAFile, "nats-ca-file", "", "CA certificate(s) that sign the NATS server's TLS certificate")
+	o.NATSTLSClientOptions.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -46,7 +47,7 @@ func (o *NATSClientOptions) Validate() []error {
 	}
 	for _, f := range []struct{ flag, path string }{
 		{"--nats-token-file", o.NATSTokenFile}, {"--nats-password-file", o.NATSPasswordFile},
-		{"--nats-creds-file", o.NATSCredsFile}, {"--nats-ca-file", o.NATSCAFile},
+		{"--nats-creds-file", o.NATSCredsFile},
 	} {
 		if f.path == "" {
 			continue
@@ -55,6 +56,7 @@ func (o *NATSClientOptions) Validate() []error {
 			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, f.flag, err))
 		}
 	}
+	errs = append(errs, o.NATSTLSClientOptions.Validate()...)
 	if (o.NATSUser == "") != (o.NATSPasswordFile == "") {
 		errs = append(errs, fmt.Errorf("%w: --nats-user and --nats-password-file go together", ErrInvalidOptions))
 	}
@@ -77,13 +79,13 @@ func (o *NATSClientOptions) clientOnly() []string {
 	var set []string
 	for _, f := range []struct{ flag, v string }{
 		{"--nats-user", o.NATSUser}, {"--nats-password-file", o.NATSPasswordFile},
-		{"--nats-creds-file", o.NATSCredsFile}, {"--nats-ca-file", o.NATSCAFile},
+		{"--nats-creds-file", o.NATSCredsFile},
 	} {
 		if f.v != "" {
 			set = append(set, f.flag)
 		}
 	}
-	return set
+	return append(set, o.NATSTLSClientOptions.set()...)
 }
 
 // natsOptions reads the files of validated options.
@@ -106,10 +108,8 @@ func (o *NATSClientOptions) natsOptions() ([]nats.Option, error) {
 	if o.NATSCredsFile != "" {
 		opts = append(opts, nats.UserCredentials(o.NATSCredsFile))
 	}
-	if o.NATSCAFile != "" {
-		opts = append(opts, nats.RootCAs(o.NATSCAFile))
-	}
-	return opts, nil
+	tlsOpts, err := o.NATSTLSClientOptions.natsOptions()
+	return append(opts, tlsOpts...), err
 }
 
 // connect connects as name with the options' credentials.
@@ -123,4 +123,74 @@ func (o *NATSClientOptions) connect(name string, extra ...nats.Option) (*nats.Co
 		return nil, fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
 	}
 	return nc, nil
+}
+
+// NATSTLSClientOptions say how a NATS client (serve, rebuild, the
+// collector) checks a hub that requires TLS (up --nats-tls-cert-file) and,
+// when the hub requires client certificates (--nats-tls-client-ca-file),
+// which one it presents.
+type NATSTLSClientOptions struct {
+	NATSCAFile         string
+	NATSClientCertFile string
+	NATSClientKeyFile  string
+}
+
+// AddFlags registers the flags.
+func (o *NATSTLSClientOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NATSCAFile, "nats-ca-file", "", "CA certificate(s) that sign the NATS server's TLS certificate; set, the client requires TLS (a nats:// URL is upgraded, plaintext refused); unset, a tls:// URL is checked against the system's CAs")
+	fs.StringVar(&o.NATSClientCertFile, "nats-client-cert-file", "", "client certificate presented to a NATS server that requires one (the hub's --nats-tls-client-ca-file signs it)")
+	fs.StringVar(&o.NATSClientKeyFile, "nats-client-key-file", "", "key of --nats-client-cert-file")
+}
+
+// Validate reports every problem at once.
+func (o *NATSTLSClientOptions) Validate() []error {
+	var errs []error
+	for _, f := range []struct{ flag, path string }{
+		{"--nats-ca-file", o.NATSCAFile}, {"--nats-client-cert-file", o.NATSClientCertFile}, {"--nats-client-key-file", o.NATSClientKeyFile},
+	} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, f.flag, err))
+		}
+	}
+	if (o.NATSClientCertFile == "") != (o.NATSClientKeyFile == "") {
+		errs = append(errs, fmt.Errorf("%w: --nats-client-cert-file and --nats-client-key-file go together", ErrInvalidOptions))
+	}
+	return errs
+}
+
+// set names the flags given.
+func (o *NATSTLSClientOptions) set() []string {
+	var set []string
+	for _, f := range []struct{ flag, v string }{
+		{"--nats-ca-file", o.NATSCAFile}, {"--nats-client-cert-file", o.NATSClientCertFile}, {"--nats-client-key-file", o.NATSClientKeyFile},
+	} {
+		if f.v != "" {
+			set = append(set, f.flag)
+		}
+	}
+	return set
+}
+
+// natsOptions checks the files of validated options and returns the
+// client's TLS options. nats.go reads the files again on every
+// (re)connection, so a rotated client certificate or CA is used from the
+// next reconnection on.
+func (o *NATSTLSClientOptions) natsOptions() ([]nats.Option, error) {
+	var opts []nats.Option
+	if o.NATSCAFile != "" {
+		if _, err := tlsfiles.CAPool(o.NATSCAFile); err != nil {
+			return nil, fmt.Errorf("%w: --nats-ca-file: %w", ErrInvalidOptions, err)
+		}
+		opts = append(opts, nats.RootCAs(o.NATSCAFile))
+	}
+	if o.NATSClientCertFile != "" {
+		if _, err := tlsfiles.Load(o.NATSClientCertFile, o.NATSClientKeyFile); err != nil {
+			return nil, fmt.Errorf("%w: --nats-client-cert-file/--nats-client-key-file: %w", ErrInvalidOptions, err)
+		}
+		opts = append(opts, nats.ClientCert(o.NATSClientCertFile, o.NATSClientKeyFile))
+	}
+	return opts, nil
 }

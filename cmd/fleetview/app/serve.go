@@ -194,8 +194,13 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 		_ = gl.Close()
 		return nil, fmt.Errorf("listen %s: %w", o.HTTPAddr, err)
 	}
+	if sec.keyPair != nil {
+		sec.keyPair.SetLogger(cfg.Logger.With("listener", "api"))
+	}
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
+	} else if o.Auth.TokenFile != "" && (!isLoopback(o.GRPCAddr) || !isLoopback(o.HTTPAddr)) {
+		cfg.Logger.Warn("query API serves bearer tokens and every cached object without TLS beyond loopback (set --tls-cert-file and --tls-private-key-file)")
 	}
 	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors = sec.server, sec.unary, sec.stream
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
@@ -256,6 +261,8 @@ type UpOptions struct {
 	// StreamQuota is the byte quota of the cluster streams up creates
 	// (credentialed clusters' and its in-process collectors').
 	StreamQuota StreamQuotaOptions
+	// NATSTLS makes the embedded server require TLS of remote clients.
+	NATSTLS NATSServerTLSOptions
 }
 
 // AddFlags registers the flags.
@@ -267,6 +274,7 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
 	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
+	o.NATSTLS.AddFlags(fs)
 	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
 		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
 }
@@ -278,6 +286,7 @@ func (o *UpOptions) Validate() []error {
 	// and connect to the embedded NATS server.
 	errs = append(errs, o.validateNATSAuth()...)
 	errs = append(errs, o.StreamQuota.Validate()...)
+	errs = append(errs, o.NATSTLS.Validate()...)
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
 		if err := stream.ValidateCluster(c); err != nil {

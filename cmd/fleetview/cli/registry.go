@@ -2,11 +2,15 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -23,9 +27,57 @@ type RegistryClient struct {
 	out  io.Writer
 }
 
+// RegistryDialOptions say how the CLI reaches a query API that serves TLS
+// (the helm chart's default) and authenticates callers.
+type RegistryDialOptions struct {
+	// CAFile, when set, makes the connection TLS, checking the API's
+	// certificate against it; empty is plaintext (a loopback API).
+	CAFile string
+	// TokenFile holds a bearer token (one of the API's --token-auth-file).
+	TokenFile string
+}
+
+// bearer sends a token with every call.
+type bearer struct {
+	token string
+	tls   bool
+}
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.token}, nil
+}
+
+// RequireTransportSecurity is false without TLS: a plaintext API is one on
+// loopback (the server refuses anything else without authentication).
+func (b bearer) RequireTransportSecurity() bool { return b.tls }
+
 // DialRegistry connects to the query API's gRPC address.
-func DialRegistry(addr string, out io.Writer) (*RegistryClient, error) {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func DialRegistry(addr string, out io.Writer, o RegistryDialOptions) (*RegistryClient, error) {
+	creds := insecure.NewCredentials()
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --certificate-authority: %v", ErrInvalidOptions, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: --certificate-authority %s holds no PEM certificate", ErrInvalidOptions, o.CAFile)
+		}
+		creds = credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	dial := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --token-file: %v", ErrInvalidOptions, err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return nil, fmt.Errorf("%w: --token-file %s is empty", ErrInvalidOptions, o.TokenFile)
+		}
+		dial = append(dial, grpc.WithPerRPCCredentials(bearer{token: tok, tls: o.CAFile != ""}))
+	}
+	conn, err := grpc.NewClient(addr, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
