@@ -61,6 +61,12 @@ var ckptPrefix = []byte{'c', sep}
 
 // tail splits the last three tokens (namespace, name, cluster) off a key.
 func tail(key []byte) (ns, name, cluster string, err error) {
+	n, m, c, err := tailBytes(key)
+	return string(n), string(m), string(c), err
+}
+
+// tailBytes is tail without copying: the parts are slices of key.
+func tailBytes(key []byte) (ns, name, cluster []byte, err error) {
 	// Found from the end without splitting the key: lists call this once
 	// per candidate key.
 	c := bytes.LastIndexByte(key, sep)
@@ -69,10 +75,10 @@ func tail(key []byte) (ns, name, cluster string, err error) {
 		n = bytes.LastIndexByte(key[:c], sep)
 	}
 	if n < 0 {
-		return "", "", "", fmt.Errorf("malformed key %q", key)
+		return nil, nil, nil, fmt.Errorf("malformed key %q", key)
 	}
 	s := bytes.LastIndexByte(key[:n], sep) // -1: the namespace starts the key
-	return string(key[s+1 : n]), string(key[n+1 : c]), string(key[c+1:]), nil
+	return key[s+1 : n], key[n+1 : c], key[c+1:], nil
 }
 
 // record is the stored value of an object.

@@ -81,3 +81,20 @@ func TestArenaClone(t *testing.T) {
 		t.Fatal("appending to one copy changed the next")
 	}
 }
+
+func TestArenaConcat(t *testing.T) {
+	var a arena
+	x, y := []byte("o\x00v1\x00pods\x00"), []byte("ns\x00web\x00c1")
+	var got [][]byte
+	for range 2000 {
+		got = append(got, a.concat(x, y))
+	}
+	for i, g := range got {
+		if string(g) != string(x)+string(y) || cap(g) != len(g) {
+			t.Fatalf("concat %d = %q (cap %d)", i, g, cap(g))
+		}
+	}
+	if g := a.concat(make([]byte, 70<<10), y); len(g) != 70<<10+len(y) {
+		t.Fatalf("a large concat has %d bytes", len(g))
+	}
+}

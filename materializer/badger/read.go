@@ -399,6 +399,11 @@ type listScan struct {
 	// requirement is the indexed one), so labels are not decoded again.
 	implied bool
 	pending []candidate // indexed keys waiting for their objects
+	// base is the label index's prefix, objBase the resource's object
+	// prefix: an index key's object key is objBase + key[len(base):].
+	base, objBase []byte
+	keys          arena // candidates' keys
+	clusterNames  map[string]string
 	// arenas hold the page's object copies, one per fetch worker (the
 	// first also for a scan of the primary range).
 	arenas  []arena
@@ -406,9 +411,11 @@ type listScan struct {
 	lastKey []byte
 }
 
-// candidate is one label-index key whose object is still to be read.
+// candidate is one key whose object is still to be judged: a label-index
+// key (objKey the object's primary key) or a primary key. ns and name are
+// set only when a filter needs them.
 type candidate struct {
-	key               []byte
+	key, objKey       []byte
 	ns, name, cluster string
 	matched           bool
 	obj               query.Object
@@ -430,6 +437,9 @@ func (l *listScan) resolve() bool {
 	}
 	base, indexed := scanPrefix(l.o.GVR, l.sel)
 	l.prefix, l.indexed = base, indexed
+	if indexed {
+		l.base, l.objBase = base, objPrefix(l.o.GVR)
+	}
 	if reqs, _ := l.sel.Requirements(); indexed && len(reqs) == 1 {
 		l.implied = true
 	}
@@ -466,25 +476,34 @@ func (l *listScan) scan(start []byte) (bool, error) {
 
 // visit filters one key, cheapest tests first, and adds its object.
 func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
-	ns, name, cluster, err := tail(item.Key())
+	key := item.Key()
+	nsb, nameb, cb, err := tailBytes(key)
 	if err != nil {
 		return false, err
 	}
-	if l.clusters != nil && !l.clusters[cluster] {
+	if l.clusters != nil && !l.clusters[string(cb)] {
 		return false, nil
+	}
+	c := candidate{cluster: l.intern(cb)}
+	if l.o.Visible != nil || l.o.Fields != nil {
+		c.ns, c.name = string(nsb), string(nameb)
 	}
 	// Before the limit: a hidden object neither fills the page nor
 	// becomes the cursor's position.
-	if l.o.Visible != nil && !l.o.Visible.Allows(l.o.GVR.GroupResource(), cluster, ns) {
+	if l.o.Visible != nil && !l.o.Visible.Allows(l.o.GVR.GroupResource(), c.cluster, c.ns) {
 		return false, nil
 	}
 	if l.o.Fields != nil && !l.o.Fields.NeedsObject() {
-		if ok, _ := l.o.Fields.Matches(ns, name, nil); !ok {
+		if ok, _ := l.o.Fields.Matches(c.ns, c.name, nil); !ok {
 			return false, nil
 		}
 	}
 	if l.indexed {
-		l.pending = append(l.pending, candidate{key: item.KeyCopy(nil), ns: ns, name: name, cluster: cluster})
+		// The object's primary key is the index key's namespace, name
+		// and cluster after the resource's object prefix.
+		c.key = l.keys.clone(key)
+		c.objKey = l.keys.concat(l.objBase, key[len(l.base):])
+		l.pending = append(l.pending, c)
 		if len(l.pending) < l.batch() {
 			return false, nil
 		}
@@ -492,13 +511,13 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 	}
 	if l.o.Limit > 0 && int64(len(l.page.Items)) == l.o.Limit {
 		// Only a matching object proves there is a next page.
-		return l.matches(item, ns, name, cluster, nil, nil)
+		return l.matches(item, &c, nil, nil)
 	}
 	if len(l.arenas) == 0 {
 		l.arenas = make([]arena, 1)
 	}
 	var obj query.Object
-	if ok, err := l.matches(item, ns, name, cluster, &obj, &l.arenas[0]); err != nil || !ok {
+	if ok, err := l.matches(item, &c, &obj, &l.arenas[0]); err != nil || !ok {
 		return false, err
 	}
 	l.page.Items = append(l.page.Items, obj)
@@ -542,7 +561,7 @@ func (l *listScan) drain() (bool, error) {
 			// concurrent reads, and each worker writes only its own slots.
 			for i := w * len(cs) / workers; i < (w+1)*len(cs)/workers; i++ {
 				c := &cs[i]
-				c.matched, c.err = l.matches(nil, c.ns, c.name, c.cluster, &c.obj, &l.arenas[w])
+				c.matched, c.err = l.matches(nil, c, &c.obj, &l.arenas[w])
 			}
 		})
 	}
@@ -571,11 +590,12 @@ const maxFetchWorkers = 4
 // matches decodes and filters one candidate; obj receives it, copied into
 // ar, when non-nil. item is nil for a label-index candidate: its object is
 // looked up.
-func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.Object, ar *arena) (bool, error) {
+func (l *listScan) matches(item *bdg.Item, c *candidate, obj *query.Object, ar *arena) (bool, error) {
 	o, sel := l.o, l.sel
 	if l.indexed {
-		pi, err := l.txn.Get(objKey(o.GVR, ns, name, cluster))
+		pi, err := l.txn.Get(c.objKey)
 		if err != nil {
+			ns, name, cluster, _ := tail(c.key)
 			return false, fmt.Errorf("label index points at a missing object %s/%s in %s: %w", ns, name, cluster, err)
 		}
 		item = pi
@@ -591,18 +611,32 @@ func (l *listScan) matches(item *bdg.Item, ns, name, cluster string, obj *query.
 			return nil
 		}
 		if o.Fields.NeedsObject() {
-			ok, err := o.Fields.Matches(ns, name, rec.json)
+			ok, err := o.Fields.Matches(c.ns, c.name, rec.json)
 			if err != nil || !ok {
 				return err
 			}
 		}
 		matched = true
 		if obj != nil {
-			*obj = query.Object{Cluster: cluster, GVR: o.GVR, JSON: ar.clone(rec.json)}
+			*obj = query.Object{Cluster: c.cluster, GVR: o.GVR, JSON: ar.clone(rec.json)}
 		}
 		return nil
 	})
 	return matched, err
+}
+
+// intern returns the cluster name b as a string, one per cluster: a page's
+// objects share it.
+func (l *listScan) intern(b []byte) string {
+	if s, ok := l.clusterNames[string(b)]; ok {
+		return s
+	}
+	if l.clusterNames == nil {
+		l.clusterNames = map[string]string{}
+	}
+	s := string(b)
+	l.clusterNames[s] = s
+	return s
 }
 
 // arena copies a page's objects into shared chunks, growing from 8 KiB to
@@ -614,18 +648,25 @@ type arena struct {
 	next int
 }
 
-func (a *arena) clone(b []byte) []byte {
-	const first, most = 8 << 10, 256 << 10
-	if len(b) > most/4 {
-		return bytes.Clone(b)
+// Chunks grow from arenaFirst to arenaMost; a copy over a quarter of
+// arenaMost gets its own allocation.
+const arenaFirst, arenaMost = 8 << 10, 256 << 10
+
+func (a *arena) clone(b []byte) []byte { return a.concat(b, nil) }
+
+// concat copies x followed by y.
+func (a *arena) concat(x, y []byte) []byte {
+	n := len(x) + len(y)
+	if n > arenaMost/4 {
+		return append(append(make([]byte, 0, n), x...), y...)
 	}
-	if cap(a.buf)-len(a.buf) < len(b) {
-		a.next = min(max(a.next*2, first), most)
-		a.buf = make([]byte, 0, max(a.next, len(b)))
+	if cap(a.buf)-len(a.buf) < n {
+		a.next = min(max(a.next*2, arenaFirst), arenaMost)
+		a.buf = make([]byte, 0, a.next)
 	}
-	n := len(a.buf)
-	a.buf = append(a.buf, b...)
-	return a.buf[n:len(a.buf):len(a.buf)] // full: appending copies, never overwrites a neighbour
+	start := len(a.buf)
+	a.buf = append(append(a.buf, x...), y...)
+	return a.buf[start:len(a.buf):len(a.buf)] // full: appending copies, never overwrites a neighbour
 }
 
 // remaining is the count after this page when it is exact and cheap: with
