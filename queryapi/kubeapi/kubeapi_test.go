@@ -622,3 +622,62 @@ func TestDiscoveryNames(t *testing.T) {
 		}
 	}
 }
+
+// writesRecorder counts the writes a list takes.
+type writesRecorder struct {
+	bytes.Buffer
+	writes int
+}
+
+func (w *writesRecorder) Write(p []byte) (int, error) {
+	w.writes++
+	return w.Buffer.Write(p)
+}
+
+// TestWriteListInChunks: a list larger than a chunk is written in several
+// writes and is still one valid <Kind>List with every item typed, in order.
+func TestWriteListInChunks(t *testing.T) {
+	c := cached{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, kind: "Deployment"}
+	var items [][]byte
+	pad := strings.Repeat("x", 2500)
+	for i := range 1200 {
+		switch i % 3 {
+		case 0:
+			items = append(items, fmt.Appendf(nil, `{"metadata":{"name":"d%d"},"spec":{"pad":%q}}`, i, pad))
+		case 1:
+			items = append(items, fmt.Appendf(nil, ` {"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"d%d"}}`, i))
+		default:
+			items = append(items, []byte(`{}`))
+		}
+	}
+	rem := int64(7)
+	var w writesRecorder
+	if err := writeList(&w, c, metav1.ListMeta{ResourceVersion: "rv1", Continue: "next", RemainingItemCount: &rem}, items); err != nil {
+		t.Fatal(err)
+	}
+	if w.writes < 3 {
+		t.Fatalf("%d bytes in %d writes: not chunked", w.Len(), w.writes)
+	}
+	var got struct {
+		Kind, APIVersion string
+		Metadata         metav1.ListMeta
+		Items            []map[string]any
+	}
+	if err := json.Unmarshal(w.Bytes(), &got); err != nil {
+		t.Fatalf("not JSON: %v", err)
+	}
+	if got.Kind != "DeploymentList" || got.APIVersion != "apps/v1" || got.Metadata.ResourceVersion != "rv1" || got.Metadata.Continue != "next" || *got.Metadata.RemainingItemCount != 7 {
+		t.Fatalf("list meta %s %s %+v", got.Kind, got.APIVersion, got.Metadata)
+	}
+	if len(got.Items) != len(items) {
+		t.Fatalf("%d items, want %d", len(got.Items), len(items))
+	}
+	for i, it := range got.Items {
+		if it["kind"] != "Deployment" || it["apiVersion"] != "apps/v1" {
+			t.Fatalf("item %d: kind %v apiVersion %v", i, it["kind"], it["apiVersion"])
+		}
+		if md, _ := it["metadata"].(map[string]any); i%3 != 2 && md["name"] != fmt.Sprintf("d%d", i) {
+			t.Fatalf("item %d out of order: %v", i, md["name"])
+		}
+	}
+}

@@ -212,18 +212,36 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(appendList(nil, c, lm, resp.GetRawItems()))
+	_ = writeList(w, c, lm, resp.GetRawItems())
 }
 
-// appendList writes a <Kind>List around the stored item bytes.
-func appendList(b []byte, c cached, lm metav1.ListMeta, items [][]byte) []byte {
-	n := 256
-	for _, it := range items {
-		n += len(it) + 64
+// listChunk is how much of a list is written at a time: the answer is
+// streamed from one reused buffer instead of being copied whole into a
+// new one (22 MB for 15k Pods) first.
+const listChunk = 256 << 10
+
+// writeList writes a <Kind>List around the stored item bytes.
+func writeList(w io.Writer, c cached, lm metav1.ListMeta, items [][]byte) error {
+	b := make([]byte, 0, listChunk+64<<10)
+	b = appendListHead(b, c, lm)
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendItem(b, c, it)
+		if len(b) >= listChunk {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
-	if cap(b)-len(b) < n {
-		b = append(make([]byte, 0, len(b)+n), b...)
-	}
+	_, err := w.Write(append(b, "]}\n"...))
+	return err
+}
+
+// appendListHead writes a <Kind>List up to its first item.
+func appendListHead(b []byte, c cached, lm metav1.ListMeta) []byte {
 	b = append(b, `{"kind":`...)
 	b = strconv.AppendQuote(b, c.kind+"List")
 	b = append(b, `,"apiVersion":`...)
@@ -238,14 +256,7 @@ func appendList(b []byte, c cached, lm metav1.ListMeta, items [][]byte) []byte {
 		b = append(b, `,"remainingItemCount":`...)
 		b = strconv.AppendInt(b, *lm.RemainingItemCount, 10)
 	}
-	b = append(b, `},"items":[`...)
-	for i, it := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendItem(b, c, it)
-	}
-	return append(b, "]}\n"...)
+	return append(b, `},"items":[`...)
 }
 
 // appendItem writes a stored object, inserting apiVersion and kind when it
