@@ -1,7 +1,8 @@
 // Command bench-query measures the query API against what users do without
 // fleetview, side by side in one run: real member kube-apiservers (through
 // integration/harness) queried in parallel with resourceVersion=0 and the
-// answers merged, versus one fleetview (`up`, in-process) holding the same
+// answers merged, versus one fleetview (the hub in-process, a collector
+// process per cluster) holding the same
 // Pods. It prints a table of figures; docs/benchmarks/query.md records them.
 //
 // Scale comes from the environment (defaults: the issue's):
@@ -18,6 +19,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
@@ -36,6 +38,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
@@ -67,9 +70,14 @@ func envInt(name string, def int) int {
 }
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "watchers" {
-		if err := watcherProcess(os.Args[2:]); err != nil {
-			fmt.Fprintln(os.Stderr, "error: watcher process:", err)
+	if len(os.Args) > 1 {
+		child := map[string]func([]string) error{"watchers": watcherProcess, "collector": collectorProcess}[os.Args[1]]
+		if child == nil {
+			fmt.Fprintf(os.Stderr, "error: unknown subcommand %q\n", os.Args[1])
+			os.Exit(2)
+		}
+		if err := child(os.Args[2:]); err != nil {
+			fmt.Fprintf(os.Stderr, "error: %s process: %v\n", os.Args[1], err)
 			os.Exit(1)
 		}
 		return
@@ -303,10 +311,10 @@ func run(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// stack is fleetview's serving side built like `fleetview serve` plus
-// in-process collectors (embedded NATS, collectors, the Badger
-// materializer feeding the watch hub, the query API), so the benchmark can
-// set the materializer's flush interval.
+// stack is fleetview's hub built in-process like `fleetview up` builds it
+// (embedded NATS, the Badger materializer feeding the watch hub, the query
+// API), so the benchmark can set the materializer's flush interval, with
+// one collector process per member cluster.
 type stack struct {
 	grpcAddr, restURL, natsURL string
 	stop                       func()
@@ -347,24 +355,83 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
-	var cg, g errgroup.Group
+	var g errgroup.Group
+	g.Go(func() error { return set.Run(rctx) })
+	g.Go(func() error { return api.Run(rctx) })
+	// Collectors run as child processes, one per cluster, as they run in
+	// their member clusters: their per-object state is not the hub's
+	// heap, which its garbage collector would otherwise mark with the rest.
+	var cols []*exec.Cmd
+	stopCollectors := func() {
+		for _, cmd := range cols {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	}
 	for _, c := range fleet.Clusters() {
-		col, err := collector.New(collector.Config{Cluster: c.Name, REST: c.CollectorRESTConfig(), NATS: nc, Logger: log})
+		cmd, err := startCollector(dir, c, ns.ClientURL())
 		if err != nil {
+			stopCollectors()
 			cancel()
 			return nil, err
 		}
-		cg.Go(func() error { return col.Run(rctx) })
+		cols = append(cols, cmd)
 	}
-	g.Go(func() error { return set.Run(rctx) })
-	g.Go(func() error { return api.Run(rctx) })
 	return &stack{grpcAddr: gl.Addr().String(), restURL: "http://" + hl.Addr().String(), natsURL: ns.ClientURL(), stop: func() {
+		stopCollectors()
 		cancel()
-		_ = cg.Wait()
 		_ = g.Wait()
 		nc.Close()
 		ns.Shutdown()
 	}}, nil
+}
+
+// startCollector runs `bench-query collector` (collectorProcess) for c.
+func startCollector(dir string, c *harness.Cluster, natsURL string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	ca := ""
+	if !c.Insecure {
+		ca = filepath.Join(dir, c.Name+"-ca.crt")
+		if err := os.WriteFile(ca, c.CAData, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	cmd := exec.Command(self, "collector", c.Name, c.URL, ca, natsURL)
+	cmd.Env = append(os.Environ(), "FV_BENCH_COLLECTOR_TOKEN="+c.CollectorToken)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	return cmd, cmd.Start()
+}
+
+// collectorProcess is the child side of startCollector (`bench-query
+// collector NAME URL CA-FILE NATS-URL`, the token in
+// FV_BENCH_COLLECTOR_TOKEN): one cluster's collector until SIGTERM.
+func collectorProcess(args []string) error {
+	if len(args) != 4 {
+		return fmt.Errorf("usage: bench-query collector NAME URL CA-FILE NATS-URL")
+	}
+	name, host, caFile, natsURL := args[0], args[1], args[2], args[3]
+	cfg := &rest.Config{Host: host, BearerToken: os.Getenv("FV_BENCH_COLLECTOR_TOKEN"), QPS: 200, Burst: 400}
+	if caFile == "" {
+		cfg.TLSClientConfig.Insecure = true
+	} else {
+		cfg.TLSClientConfig.CAFile = caFile
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	col, err := collector.New(collector.Config{Cluster: name, REST: cfg, NATS: nc, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return col.Run(ctx)
 }
 
 func toAny(s []string) []any {
