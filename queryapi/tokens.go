@@ -75,6 +75,8 @@ func clustersPart(cs []string) string {
 	return strings.Join(s, ",")
 }
 
+// sealContinue seals a backend cursor (valid UTF-8, see query.Page) bound
+// to the request hash q.
 func sealContinue(s *query.Sealer, cursor, q string) string {
 	if cursor == "" {
 		return ""

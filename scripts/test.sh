@@ -68,10 +68,30 @@ go vet ./...
 log "layers point one way"
 bash scripts/check-layers.sh
 
-log "fuzz the raw-JSON scanner against encoding/json (30 s)"
-# The seed corpus in internal/rawjson/testdata runs with go test below too;
-# this bounded run looks for new inputs on every full run.
-go test -run '^$' -fuzz '^FuzzScan$' -fuzztime 30s ./internal/rawjson
+# Every parser that reads network input, fuzzed for a bounded time (issue
+# #14): "package target seconds", one per line, since go test -fuzz takes
+# one target per package per run. About 110 s of fuzzing in all. The seeds
+# (f.Add, and internal/rawjson/testdata) run with go test below too; these
+# runs look for new inputs on every full run, and a failing input is
+# written to the package's testdata/fuzz for the fix.
+fuzz_targets='
+./internal/rawjson FuzzScan 20
+./internal/query FuzzOpenVersion 10
+./internal/query FuzzCompileFields 10
+./queryapi FuzzOpenContinue 10
+./queryapi FuzzSelectors 10
+./queryapi/kubeapi FuzzParseParams 10
+./internal/registry FuzzDecode 10
+./internal/stream FuzzDecode 10
+./internal/stream FuzzParseSubject 10
+./internal/stream FuzzUnmarshalEvent 10
+'
+log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events (about 110 s)"
+while read -r pkg target secs; do
+	[ -n "$pkg" ] || continue
+	echo "fuzz $pkg $target (${secs}s)"
+	go test -run '^$' -fuzz "^$target\$" -fuzztime "${secs}s" "$pkg" </dev/null
+done <<<"$fuzz_targets"
 
 log "go test"
 # One package at a time (-p 1): the integration packages each start real

@@ -59,6 +59,8 @@ type Page struct {
 	// page of one list carries the version of its first page.
 	Version Version
 	// Continue is the backend cursor of the next page; empty on the last.
+	// It must be valid UTF-8: the query API seals it as a JSON string,
+	// which would replace invalid bytes (every backend's cursor is JSON).
 	Continue string
 	// Remaining is the number of objects after this page, when the backend
 	// knows it cheaply (no label or field selector), else nil.

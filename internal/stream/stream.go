@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,9 +110,15 @@ type ParsedSubject struct {
 	UID     string
 }
 
-// ParseSubject reverses ObjectSubject and ControlSubject.
+// ParseSubject reverses ObjectSubject and ControlSubject. A subject with
+// an empty token is refused: neither renders one, and an empty group token
+// would otherwise parse as the core group, giving an object a second
+// subject (and so a second message in the compacted stream).
 func ParseSubject(subj string) (ParsedSubject, error) {
 	t := strings.Split(subj, ".")
+	if slices.Contains(t, "") {
+		return ParsedSubject{}, fmt.Errorf("%w: %q has an empty token", ErrBadSubject, subj)
+	}
 	switch {
 	case len(t) == 7 && t[0] == SubjectRoot && t[1] == "obj":
 		return ParsedSubject{Cluster: t[2], GVR: schema.GroupVersionResource{Group: groupFromToken(t[3]), Version: t[4], Resource: t[5]}, UID: t[6]}, nil

@@ -89,6 +89,13 @@ func TestDecode(t *testing.T) {
 		}},
 		{name: "garbage payload", subj: objSubj, raw: []byte{0xff, 0xff, 0xff}, wantErr: ErrBadEvent},
 		{name: "bad subject", subj: "fv.obj.m1.core", wantErr: ErrBadSubject},
+		// Found by FuzzDecode: an empty group token parsed as the core
+		// group, a second subject for the same object.
+		{name: "empty group token", subj: "fv.obj.m1..v1.pods.u1", wantErr: ErrBadSubject},
+		{name: "empty uid token", subj: "fv.obj.m1.core.v1.pods.", mutate: func(e *fleetviewv1.ResourceEvent) { e.Uid = "" }, wantErr: ErrBadSubject},
+		{name: "empty cluster token", subj: "fv.ctl..core.v1.pods", mutate: func(e *fleetviewv1.ResourceEvent) {
+			e.Cluster, e.Type, e.Uid, e.Name, e.Object = "", fleetviewv1.EventType_EVENT_TYPE_SYNCED, "", "", nil
+		}, wantErr: ErrBadSubject},
 		{name: "cluster mismatch", subj: ObjectSubject("m2", pods, "u1"), wantErr: ErrBadEvent},
 		{name: "uid mismatch", subj: ObjectSubject("m1", pods, "u2"), wantErr: ErrBadEvent},
 		{name: "resource mismatch", subj: ObjectSubject("m1", schema.GroupVersionResource{Version: "v1", Resource: "secrets"}, "u1"), wantErr: ErrBadEvent},

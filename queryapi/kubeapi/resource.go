@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,7 +79,10 @@ func parseParams(r *http.Request) (*params, error) {
 		if err != nil || n < 0 {
 			return nil, badParam("timeoutSeconds", v, "not a non-negative integer")
 		}
-		p.timeout = time.Duration(n) * time.Second
+		// Capped at the longest Duration: n seconds in nanoseconds
+		// overflows past it, wrapping to a negative timeout (none) or to
+		// a short one that ends the watch at once.
+		p.timeout = time.Duration(min(n, int64(math.MaxInt64/time.Second))) * time.Second
 	}
 	switch m := q.Get("resourceVersionMatch"); m {
 	case "", string(metav1.ResourceVersionMatchNotOlderThan):
