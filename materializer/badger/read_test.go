@@ -29,6 +29,20 @@ func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint
 	return seq
 }
 
+// openReader opens a store in a temporary directory and a reader of it,
+// both closed when the test ends.
+func openReader(t *testing.T) (*Store, *Reader) {
+	t.Helper()
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := s.Reader(ReaderOptions{})
+	t.Cleanup(func() { r.Close() })
+	return s, r
+}
+
 // TestListPagesReadOneSnapshot: later pages come from the first page's
 // snapshot while the store changes; the snapshot expires after its TTL.
 func TestListPagesReadOneSnapshot(t *testing.T) {
@@ -86,13 +100,7 @@ func TestListPagesReadOneSnapshot(t *testing.T) {
 }
 
 func TestListFiltersAndSearch(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
+	s, r := openReader(t)
 	ctx := context.Background()
 	fill(t, s, "c1", 0, 100, 0)
 	fill(t, s, "c2", 0, 100, 0)
@@ -170,13 +178,7 @@ func TestListFiltersAndSearch(t *testing.T) {
 // exactly the visible matches, and the cursor's position is always the
 // last visible hit returned, never a hidden object.
 func TestSearchVisibility(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
+	s, r := openReader(t)
 	ctx := context.Background()
 	fill(t, s, "c1", 0, 100, 0)
 	fill(t, s, "c2", 0, 100, 0)
@@ -268,13 +270,7 @@ func nameOf(t *testing.T, o query.Object) string {
 // the limit, and its remaining count counts visible objects only (it must
 // not reveal how many are hidden).
 func TestListVisibility(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
+	s, r := openReader(t)
 	ctx := context.Background()
 	fill(t, s, "c1", 0, 100, 0)
 	fill(t, s, "c2", 0, 100, 0)
@@ -316,13 +312,7 @@ func TestListVisibility(t *testing.T) {
 // every page size, whether the index alone decides the selector or the
 // labels and fields are checked again.
 func TestLabelIndexPagesMatchScan(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
+	s, r := openReader(t)
 	ctx := context.Background()
 	for _, c := range []string{"c1", "c2", "c3"} {
 		fill(t, s, c, 0, 1200, 0) // 360 Pods per shard: more than one fetch batch
