@@ -338,6 +338,10 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
 		return g.search(ctx, u, req, handler)
 	}
+	if info.FullMethod == fleetviewv1.ClusterService_ListClusters_FullMethodName &&
+		g.Authorizer.Authorize(u, auth.VerbList, "clusters", "", "") != nil {
+		return g.discoveryView(auth.WithUser(ctx, u), u, req, handler)
+	}
 	scope, err := g.admit(u, info.FullMethod, req)
 	if err != nil {
 		return nil, toStatus(err)
@@ -359,6 +363,55 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, toStatus(fmt.Errorf("%w: no such object in the caller's scope", query.ErrNotFound))
 	}
 	return resp, nil
+}
+
+// discoveryView answers ListClusters for a caller who may not list
+// clusters: what Kubernetes discovery needs (the Kubernetes API builds it
+// from the inventory, with the caller's credentials) and no more. As in
+// Kubernetes, where any authenticated user may read discovery, the answer
+// needs no rule of its own; unlike it, it holds only the clusters in which
+// some rule lets the caller get, list or watch a cached resource, each
+// with its cached resources' names and kinds and nothing else an
+// inventory record says (labels, conditions, counts).
+func (g *Guard) discoveryView(ctx context.Context, u auth.User, req any, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	full, ok := resp.(*fleetviewv1.ListClustersResponse)
+	if !ok {
+		return nil, toStatus(fmt.Errorf("%w: unexpected cluster list %T", auth.ErrForbidden, resp))
+	}
+	a := g.Authorizer
+	readable := func(cluster string, r *fleetviewv1.ResourceSyncState) bool {
+		group := r.GetGvr().GetGroup()
+		if group == stream.CoreGroupToken {
+			group = ""
+		}
+		name := auth.Resource(group, r.GetGvr().GetResource())
+		for _, verb := range []string{auth.VerbGet, auth.VerbList, auth.VerbWatch} {
+			if cs, all := a.Scope(u, verb, name).Clusters(); all || slices.Contains(cs, cluster) {
+				return true
+			}
+		}
+		return false
+	}
+	view := &fleetviewv1.ListClustersResponse{}
+	for _, c := range full.GetClusters() {
+		if !slices.ContainsFunc(c.GetResources(), func(r *fleetviewv1.ResourceSyncState) bool { return readable(c.GetName(), r) }) {
+			continue
+		}
+		// Every resource the cluster caches, as Kubernetes discovery lists
+		// every resource whatever RBAC says: a read of one the caller may
+		// not read is then a 403 that says so, not a 404.
+		keep := make([]*fleetviewv1.ResourceSyncState, 0, len(c.GetResources()))
+		for _, r := range c.GetResources() {
+			keep = append(keep, &fleetviewv1.ResourceSyncState{Gvr: r.GetGvr(), Kind: r.GetKind(), Namespaced: r.GetNamespaced(),
+				ShortNames: r.GetShortNames(), Categories: r.GetCategories()})
+		}
+		view.Clusters = append(view.Clusters, &fleetviewv1.Cluster{Name: c.GetName(), KubernetesVersion: c.GetKubernetesVersion(), Resources: keep})
+	}
+	return view, nil
 }
 
 // Stream is the streaming server interceptor: the first request message is

@@ -185,3 +185,70 @@ func TestGuardWatchFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGuardDiscoveryView: a caller who may not list clusters still gets
+// what Kubernetes discovery needs, reduced to the clusters in which some
+// rule lets them read something, with nothing else of the inventory.
+func TestGuardDiscoveryView(t *testing.T) {
+	g := testGuard(t)
+	info := &grpc.UnaryServerInfo{FullMethod: fleetviewv1.ClusterService_ListClusters_FullMethodName}
+	res := func(group, resource, kind string) *fleetviewv1.ResourceSyncState {
+		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: group, Version: "v1", Resource: resource},
+			Kind: kind, Namespaced: true, Synced: true, ObjectCount: 7, ShortNames: []string{resource[:2]}}
+	}
+	inventory := func(context.Context, any) (any, error) {
+		var cs []*fleetviewv1.Cluster
+		for _, name := range []string{"member1", "member2"} {
+			cs = append(cs, &fleetviewv1.Cluster{Name: name, Labels: map[string]string{"env": "prod"}, Region: "eu", Ready: true,
+				KubernetesVersion: "v1.37.2", ObjectCount: 21,
+				Resources: []*fleetviewv1.ResourceSyncState{res("core", "pods", "Pod"), res("core", "secrets", "Secret"), res("apps", "deployments", "Deployment")}})
+		}
+		return &fleetviewv1.ListClustersResponse{Clusters: cs}, nil
+	}
+	view := func(r any) string {
+		var out []string
+		for _, c := range r.(*fleetviewv1.ListClustersResponse).GetClusters() {
+			var rs []string
+			for _, s := range c.GetResources() {
+				rs = append(rs, s.GetGvr().GetResource())
+			}
+			out = append(out, c.GetName()+"["+strings.Join(rs, " ")+"]")
+		}
+		return strings.Join(out, ",")
+	}
+	cases := []struct {
+		name string
+		ctx  context.Context
+		code codes.Code
+		want string
+		full bool // the whole inventory record, labels included
+	}{
+		{"no credentials", context.Background(), codes.Unauthenticated, "", false},
+		{"admin lists clusters", withToken("admin-tok"), codes.OK, "member1[pods secrets deployments],member2[pods secrets deployments]", true},
+		{"alice: pods in member1", withToken("alice-tok"), codes.OK, "member1[pods secrets deployments]", false},
+		{"bob: pods in every cluster (namespace shop)", withToken("bob-tok"), codes.OK, "member1[pods secrets deployments],member2[pods secrets deployments]", false},
+		{"ops reads nothing", withToken("ops-tok"), codes.OK, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			resp, err := g.Unary(tc.ctx, &fleetviewv1.ListClustersRequest{}, info, inventory)
+			if status.Code(err) != tc.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
+			}
+			if tc.code != codes.OK {
+				return
+			}
+			if got := view(resp); got != tc.want {
+				t.Fatalf("clusters %s, want %s", got, tc.want)
+			}
+			for _, c := range resp.(*fleetviewv1.ListClustersResponse).GetClusters() {
+				if hasLabels := len(c.GetLabels()) > 0; hasLabels != tc.full {
+					t.Fatalf("cluster %s labels %v: want the full record %v", c.GetName(), c.GetLabels(), tc.full)
+				}
+				if !tc.full && (c.GetRegion() != "" || c.GetResources()[0].GetObjectCount() != 0 || c.GetKubernetesVersion() != "v1.37.2" || c.GetResources()[0].GetShortNames()[0] != "po") {
+					t.Fatalf("discovery view of %s holds more or less than discovery needs: %v", c.GetName(), c)
+				}
+			}
+		})
+	}
+}
