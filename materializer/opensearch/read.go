@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,8 +129,12 @@ func (s *Store) search(ctx context.Context, body map[string]any, pit string) ([]
 }
 
 // pitKeepAlive is how long the snapshot of a paged list lives between
-// pages (Badger keeps its snapshots 5 minutes too).
-const pitKeepAlive = "5m"
+// pages (Badger keeps its snapshots 5 minutes too); pitTTL is the same
+// for the store's bookkeeping.
+const (
+	pitKeepAlive = "5m"
+	pitTTL       = 5 * time.Minute
+)
 
 // openPIT opens a point in time over the per-kind indices, so every page
 // of a list reads the same snapshot, as on Badger. "" when it cannot (no
@@ -148,10 +154,107 @@ func (s *Store) openPIT(ctx context.Context) string {
 	return res.PIT
 }
 
-// closePIT releases a snapshot early (it expires anyway).
-func (s *Store) closePIT(ctx context.Context, pit string) {
-	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}})
-	_, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", body)
+// closePITs releases points in time early (they expire anyway): a
+// finished list's, or those the quota evicts. It runs even when the
+// caller's request has ended, since an evicted point in time must free
+// its room in OpenSearch, but not for long.
+func (s *Store) closePITs(ctx context.Context, pits ...string) {
+	if len(pits) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closePITTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"pit_id": pits})
+	if r, err := s.do(ctx, http.MethodDelete, "/_search/point_in_time", body); err != nil || r.status >= 300 && r.status != http.StatusNotFound {
+		if err == nil {
+			err = r.err("close points in time")
+		}
+		s.log.Warn("closing points in time failed; OpenSearch drops them at their keep-alive", "count", len(pits), "err", err)
+	}
+}
+
+const closePITTimeout = 10 * time.Second
+
+// pitPage is the point in time one page of a paged list or search reads,
+// as Badger's snapPage is its snapshot: the first page opens it, later
+// pages find it by their cursor in s.pits, where the quota may have
+// closed it.
+type pitPage struct {
+	s      *Store
+	pit    string // "": the page is read live
+	client string
+	kept   bool // held in s.pits for later pages
+}
+
+// openPage finds the point in time a cursor names, or opens one for the
+// first page of a paged read. A point in time the store no longer holds
+// (evicted by the quota, expired, or held by an earlier process) is
+// ErrExpired, as Badger's lost snapshots are.
+func (s *Store) openPage(ctx context.Context, cursorPIT, client string, paged bool) (pitPage, error) {
+	p := pitPage{s: s, pit: cursorPIT, client: client, kept: cursorPIT != ""}
+	if p.kept {
+		s.pitMu.Lock()
+		_, ok := s.pits.Get(cursorPIT, s.now())
+		s.pitMu.Unlock()
+		if !ok {
+			return p, fmt.Errorf("%w: the snapshot of this list is gone (continue tokens live %s and count against a per-client quota); start the list again", query.ErrExpired, pitTTL)
+		}
+		return p, nil
+	}
+	if paged {
+		p.pit = s.openPIT(ctx)
+	}
+	return p, nil
+}
+
+// token is called when the page hands out a continue token: a first
+// page's point in time is held from now on (which may close others past
+// the quota), a later page's lives pitTTL past this page, as OpenSearch's
+// keep-alive does.
+func (p *pitPage) token(ctx context.Context) error {
+	if p.pit == "" {
+		return nil
+	}
+	s, now := p.s, p.s.now()
+	s.pitMu.Lock()
+	if p.kept {
+		s.pits.Extend(p.pit, now.Add(pitTTL))
+		s.pitMu.Unlock()
+		return nil
+	}
+	if s.closed {
+		s.pitMu.Unlock()
+		s.closePITs(ctx, p.pit)
+		return fmt.Errorf("%w: store closed", query.ErrExpired)
+	}
+	drop := s.pits.Add(p.pit, p.client, p.pit, now, now.Add(pitTTL))
+	p.kept = true
+	s.pitMu.Unlock()
+	s.closePITs(ctx, drop...)
+	return nil
+}
+
+// done ends a page that handed out no token: the last page of a paged
+// read closes its point in time at once rather than at its expiry, so a
+// finished list holds no room in OpenSearch nor in its client's quota;
+// a failed first page closes the point in time no token names; a kept
+// one OpenSearch lost is forgotten.
+func (p *pitPage) done(ctx context.Context, err error) {
+	if p.pit == "" {
+		return
+	}
+	if p.kept && err != nil && !errors.Is(err, query.ErrExpired) {
+		return // the client may retry this page
+	}
+	if p.kept {
+		p.s.pitMu.Lock()
+		_, held := p.s.pits.Remove(p.pit)
+		p.s.pitMu.Unlock()
+		if !held || err != nil {
+			return // closed by the quota already, or gone in OpenSearch
+		}
+	}
+	p.s.closePITs(ctx, p.pit)
 }
 
 func term(field string, v any) map[string]any {
@@ -231,12 +334,19 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
-	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
-		searchAfter: searchAfter(cur.After), pit: cur.PIT, page: page}
-	if l.pit == "" && o.Limit > 0 {
-		l.pit = s.openPIT(ctx)
+	pp, err := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
+	if err != nil {
+		return page, err
 	}
-	return l.run(ctx)
+	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
+		searchAfter: searchAfter(cur.After), pit: pp.pit, page: page}
+	page, err = l.run(ctx)
+	if err == nil && page.Continue != "" {
+		err = pp.token(ctx)
+	} else {
+		pp.done(ctx, err)
+	}
+	return page, err
 }
 
 // listQuery narrows a list on the server; the selectors are still checked
@@ -313,12 +423,7 @@ func (l *listScan) run(ctx context.Context) (query.Page, error) {
 			return l.page, err
 		}
 		if len(hits) < l.chunk {
-			// The last page: its snapshot is no longer needed. A page with
-			// a continue token leaves it to expire.
-			if l.pit != "" {
-				l.s.closePIT(ctx, l.pit)
-			}
-			return l.page, nil
+			return l.page, nil // the last page
 		}
 	}
 }
