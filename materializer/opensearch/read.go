@@ -502,19 +502,30 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	if after != nil {
 		body["search_after"] = searchAfter(after)
 	}
-	hits, err := s.search(ctx, body, "")
+	// Every page of a paged search reads the point in time of its first,
+	// as on Badger, under the same quota as lists.
+	pp, err := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	if err != nil {
+		return page, err
+	}
+	hits, err := s.search(ctx, body, pp.pit)
+	if err != nil {
+		pp.done(ctx, err)
 		return page, err
 	}
 	for i := range hits {
 		if int64(len(page.Items)) == limit {
 			m := hits[i-1].Source.Metadata
-			page.Continue = encodeContinue(cursor{After: []string{m.Namespace, m.Name, hits[i-1].Source.FV.Cluster}})
+			page.Continue = encodeContinue(cursor{After: []string{m.Namespace, m.Name, hits[i-1].Source.FV.Cluster}, PIT: pp.pit})
 			break
 		}
 		page.Items = append(page.Items, hits[i].object())
 	}
-	return page, nil
+	if page.Continue == "" {
+		pp.done(ctx, nil)
+		return page, nil
+	}
+	return page, pp.token(ctx)
 }
 
 // visibilityFilter is the caller's visibility as a query clause: any one
