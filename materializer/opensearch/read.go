@@ -177,40 +177,43 @@ const closePITTimeout = 10 * time.Second
 
 // pitPage is the point in time one page of a paged list or search reads,
 // as Badger's snapPage is its snapshot: the first page opens it, later
-// pages find it by their cursor in s.pits, where the quota may have
-// closed it.
+// pages find it by their cursor, held in s.pits under the quota.
+//
+// Unlike a Badger snapshot, a point in time outlives this process and is
+// shared by every replica on the same OpenSearch, so a cursor naming one
+// this store does not hold (issued by another replica, or before a
+// restart) is still read; OpenSearch answers whether it lives (404:
+// ErrExpired), and this store adopts it into the client's quota. One the
+// quota evicted was DELETEd, so its token is ErrExpired too.
 type pitPage struct {
 	s      *Store
 	pit    string // "": the page is read live
 	client string
-	kept   bool // held in s.pits for later pages
+	kept   bool // held in s.pits
+	opened bool // opened by this page: no token names it yet
 }
 
 // openPage finds the point in time a cursor names, or opens one for the
-// first page of a paged read. A point in time the store no longer holds
-// (evicted by the quota, expired, or held by an earlier process) is
-// ErrExpired, as Badger's lost snapshots are.
-func (s *Store) openPage(ctx context.Context, cursorPIT, client string, paged bool) (pitPage, error) {
-	p := pitPage{s: s, pit: cursorPIT, client: client, kept: cursorPIT != ""}
-	if p.kept {
+// first page of a paged read.
+func (s *Store) openPage(ctx context.Context, cursorPIT, client string, paged bool) pitPage {
+	p := pitPage{s: s, pit: cursorPIT, client: client}
+	if cursorPIT != "" {
 		s.pitMu.Lock()
-		_, ok := s.pits.Get(cursorPIT, s.now())
+		_, p.kept = s.pits.Get(cursorPIT, s.now())
 		s.pitMu.Unlock()
-		if !ok {
-			return p, fmt.Errorf("%w: the snapshot of this list is gone (continue tokens live %s and count against a per-client quota); start the list again", query.ErrExpired, pitTTL)
-		}
-		return p, nil
+		return p
 	}
 	if paged {
 		p.pit = s.openPIT(ctx)
+		p.opened = p.pit != ""
 	}
-	return p, nil
+	return p
 }
 
-// token is called when the page hands out a continue token: a first
-// page's point in time is held from now on (which may close others past
-// the quota), a later page's lives pitTTL past this page, as OpenSearch's
-// keep-alive does.
+// token is called when the page hands out a continue token: a point in
+// time not held yet (a first page's, or an adopted one) is held from now
+// on, which may close others past the quota; a held one lives pitTTL past
+// this page, as OpenSearch's keep-alive does.
 func (p *pitPage) token(ctx context.Context) error {
 	if p.pit == "" {
 		return nil
@@ -227,6 +230,7 @@ func (p *pitPage) token(ctx context.Context) error {
 		s.closePITs(ctx, p.pit)
 		return fmt.Errorf("%w: store closed", query.ErrExpired)
 	}
+	s.pits.Remove(p.pit) // held but past its expiry here: Add must not close it
 	drop := s.pits.Add(p.pit, p.client, p.pit, now, now.Add(pitTTL))
 	p.kept = true
 	s.pitMu.Unlock()
@@ -234,27 +238,37 @@ func (p *pitPage) token(ctx context.Context) error {
 	return nil
 }
 
-// done ends a page that handed out no token: the last page of a paged
+// done ends a page that handed out no token. The last page of a paged
 // read closes its point in time at once rather than at its expiry, so a
-// finished list holds no room in OpenSearch nor in its client's quota;
-// a failed first page closes the point in time no token names; a kept
-// one OpenSearch lost is forgotten.
+// finished list holds no room in OpenSearch nor in its client's quota. A
+// failed page closes only a point in time it opened itself (the client
+// may retry a later page), and forgets one OpenSearch no longer has.
 func (p *pitPage) done(ctx context.Context, err error) {
 	if p.pit == "" {
 		return
 	}
-	if p.kept && err != nil && !errors.Is(err, query.ErrExpired) {
-		return // the client may retry this page
-	}
-	if p.kept {
-		p.s.pitMu.Lock()
-		_, held := p.s.pits.Remove(p.pit)
-		p.s.pitMu.Unlock()
-		if !held || err != nil {
-			return // closed by the quota already, or gone in OpenSearch
+	if err != nil {
+		if p.kept && errors.Is(err, query.ErrExpired) {
+			p.forget()
 		}
+		if p.opened {
+			p.s.closePITs(ctx, p.pit)
+		}
+		return
+	}
+	if p.kept && !p.forget() {
+		return // the quota closed it meanwhile
 	}
 	p.s.closePITs(ctx, p.pit)
+}
+
+// forget drops the page's point in time from s.pits; false when it was
+// no longer held.
+func (p *pitPage) forget() bool {
+	p.s.pitMu.Lock()
+	defer p.s.pitMu.Unlock()
+	_, held := p.s.pits.Remove(p.pit)
+	return held
 }
 
 func term(field string, v any) map[string]any {
@@ -334,10 +348,7 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
-	pp, err := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
-	if err != nil {
-		return page, err
-	}
+	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
 		searchAfter: searchAfter(cur.After), pit: pp.pit, page: page}
 	page, err = l.run(ctx)
@@ -504,10 +515,7 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	}
 	// Every page of a paged search reads the point in time of its first,
 	// as on Badger, under the same quota as lists.
-	pp, err := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
-	if err != nil {
-		return page, err
-	}
+	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	hits, err := s.search(ctx, body, pp.pit)
 	if err != nil {
 		pp.done(ctx, err)

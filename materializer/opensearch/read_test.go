@@ -316,8 +316,8 @@ func TestListVisibility(t *testing.T) {
 // TestPITQuota: each step starts a paged list or search for a client; the
 // quota closes (DELETEs) the oldest point in time of the client past its
 // own quota, or of the client holding the most when all are taken, and
-// the evicted read's continue token is then ErrExpired, answered without
-// a search; every other read pages on.
+// the evicted read's continue token is then ErrExpired (OpenSearch no
+// longer has its point in time); every other read pages on.
 func TestPITQuota(t *testing.T) {
 	type step struct {
 		client string
@@ -368,10 +368,11 @@ func TestPITQuota(t *testing.T) {
 					t.Fatalf("step %d: next page: %v", i, err)
 				}
 			}
-			for _, pit := range f.searched[searches:] {
-				if slices.Contains(tc.closed, pit) {
-					t.Fatalf("searched the evicted point in time %s: its token must expire without a request", pit)
-				}
+			s.pitMu.Lock()
+			held := s.pits.Len()
+			s.pitMu.Unlock()
+			if want := len(tc.steps) - len(tc.closed); held != want || len(f.searched)-searches != len(tc.steps) {
+				t.Fatalf("%d points in time held, want %d; %d next pages searched", held, want, len(f.searched)-searches)
 			}
 		})
 	}
@@ -473,5 +474,38 @@ func TestOptionsValidateSnapshots(t *testing.T) {
 				t.Fatalf("Validate: %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestPITFromAnotherReplica: a point in time outlives the store that
+// opened it (another replica on the same OpenSearch, or before a restart),
+// so a store that does not hold it still reads it, holds it under the
+// client's quota, and closes it on the last page.
+func TestPITFromAnotherReplica(t *testing.T) {
+	f, s1 := newFakeSearch(t)
+	s2, err := Open(Options{Addresses: s1.opts.Addresses, Username: "u", Password: "p", MaxSnapshotsPerClient: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	ctx := context.Background()
+	o := query.ListOptions{GVR: podGVR, Limit: 20, Client: "a"}
+	p, err := s1.List(ctx, o)
+	if err != nil || p.Continue == "" {
+		t.Fatalf("first page: %q %v", p.Continue, err)
+	}
+	o.Continue = p.Continue
+	if p, err = s2.List(ctx, o); err != nil || p.Continue == "" {
+		t.Fatalf("second page on another store: %q %v", p.Continue, err)
+	}
+	if _, held := s2.pits.Get("pit-1", s2.now()); !held {
+		t.Fatal("the adopted point in time is not held under the quota")
+	}
+	o.Continue = p.Continue
+	if p, err = s2.List(ctx, o); err != nil || p.Continue != "" {
+		t.Fatalf("last page: %q %v", p.Continue, err)
+	}
+	if !slices.Equal(f.closed, []string{"pit-1"}) || s2.pits.Len() != 0 {
+		t.Fatalf("closed %v, %d held, want pit-1 closed by the last page", f.closed, s2.pits.Len())
 	}
 }
