@@ -17,6 +17,10 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/fleetview/fleetview/integration/opensearch"
+	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/query"
+	fos "github.com/fleetview/fleetview/materializer/opensearch"
 )
 
 // TestNode starts a real node. It fails (never skips) when java, mvn or the
@@ -155,6 +159,8 @@ func TestNode(t *testing.T) {
 	if got.Version != 9 || !strings.Contains(string(got.Source), "fresh") {
 		t.Fatalf("doc 1: version %d source %s, want version 9 with the fresh message", got.Version, got.Source)
 	}
+
+	t.Run("point-in-time quota", func(t *testing.T) { testPITQuota(ctx, t, node.URL()) })
 
 	// Without a DataDir the data dies with the JVM: no restart.
 	if err := node.Restart(ctx); !errors.Is(err, opensearch.ErrNoDataDir) {
@@ -299,5 +305,81 @@ func TestStartErrors(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Logf("startup error looks like:\n%v", err)
+	}
+}
+
+// testPITQuota runs fleetview's OpenSearch store on the node with a quota
+// of one paged list per client: a client's second list closes its first
+// list's point in time in OpenSearch, whose token is then ErrExpired
+// (OpenSearch's own answer for a closed point in time); another client's
+// list is untouched; a list's last page closes its point in time, so none
+// is left open in the node.
+func testPITQuota(ctx context.Context, t *testing.T, url string) {
+	st, err := fos.Open(fos.Options{Addresses: []string{url}, IndexPrefix: "pitq-", CheckpointIndex: "pitq-checkpoints",
+		MaxSnapshots: 4, MaxSnapshotsPerClient: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var events []feed.Event
+	for i := range 12 {
+		events = append(events, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, i+1)})
+	}
+	if err := st.Apply(ctx, "c1", events, 12); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	openPITs := func() int {
+		// Every point in time the node holds, whoever opened it.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/_search/point_in_time/_all", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var res struct {
+			PITs []json.RawMessage `json:"pits"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&res); err != nil {
+			t.Fatalf("list points in time: %v", err)
+		}
+		return len(res.PITs)
+	}
+	list := func(client, cont string) (query.Page, error) {
+		return st.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Limit: 5, Client: client, Continue: cont})
+	}
+	first := map[string]string{}
+	for _, c := range []string{"a", "b", "a"} {
+		p, err := list(c, "")
+		if err != nil || p.Continue == "" {
+			t.Fatalf("first page for %s: %q %v", c, p.Continue, err)
+		}
+		if first[c] == "" {
+			first[c] = p.Continue
+		} else {
+			first[c+"2"] = p.Continue
+		}
+	}
+	if n := openPITs(); n != 2 {
+		t.Fatalf("%d points in time open in the node, want 2 (a's first closed by its quota)", n)
+	}
+	if _, err := list("a", first["a"]); !errors.Is(err, query.ErrExpired) {
+		t.Fatalf("a's evicted token: %v, want ErrExpired", err)
+	}
+	for _, k := range []string{"b", "a2"} {
+		cont, items := first[k], 5
+		for cont != "" {
+			p, err := list(k[:1], cont)
+			if err != nil {
+				t.Fatalf("%s: next page: %v", k, err)
+			}
+			items += len(p.Items)
+			cont = p.Continue
+		}
+		if items != 12 {
+			t.Fatalf("%s listed %d pods, want 12", k, items)
+		}
+	}
+	if n := openPITs(); n != 0 {
+		t.Fatalf("%d points in time open after every list's last page", n)
 	}
 }

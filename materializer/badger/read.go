@@ -78,7 +78,7 @@ type Reader struct {
 	now  func() time.Time
 
 	mu     sync.Mutex
-	snaps  map[string]*snapshot
+	snaps  *query.Snapshots[*snapshot] // by id, with the quota
 	closed bool
 }
 
@@ -100,15 +100,15 @@ func (s *Store) Reader(o ReaderOptions) *Reader {
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = 1024
 	}
-	return &Reader{db: s.db, opts: o, now: time.Now, snaps: map[string]*snapshot{}}
+	return &Reader{db: s.db, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
 }
 
 // Close discards every held snapshot; later continue tokens are expired.
 // Call it before closing the store.
 func (r *Reader) Close() error {
 	r.mu.Lock()
-	snaps := r.snaps
-	r.snaps, r.closed = map[string]*snapshot{}, true
+	snaps := r.snaps.Clear()
+	r.closed = true
 	r.mu.Unlock()
 	for _, s := range snaps {
 		s.discard()
@@ -212,7 +212,7 @@ func (r *Reader) begin(cont string, clusters []string, client string) (*snapshot
 			return nil, c, err
 		}
 		r.mu.Lock()
-		s := r.snaps[c.Snap]
+		s, _ := r.snaps.Get(c.Snap, now)
 		r.mu.Unlock()
 		if s != nil {
 			s.mu.Lock()
@@ -247,61 +247,14 @@ func (r *Reader) keep(s *snapshot) (string, error) {
 		r.mu.Unlock()
 		return "", fmt.Errorf("%w: reader closed", query.ErrExpired)
 	}
-	drop := r.evictFor(s.client)
-	r.snaps[id] = s
+	// Past the quota (query.Snapshots) an older snapshot makes room; it
+	// is discarded outside r.mu.
+	drop := r.snaps.Add(id, s.client, s, r.now(), s.expires)
 	r.mu.Unlock()
 	for _, o := range drop {
-		if o != s {
-			o.discard()
-		}
+		o.discard()
 	}
 	return id, nil
-}
-
-// evictFor removes the expired snapshots and makes room for one more of
-// client: past its quota its own oldest goes; when all are taken, the
-// oldest of the client holding the most. It returns the snapshots to
-// discard (outside r.mu). r.mu is held.
-func (r *Reader) evictFor(client string) []*snapshot {
-	var drop []*snapshot
-	now := r.now()
-	type holder struct {
-		n        int
-		oldestID string
-		oldest   *snapshot
-	}
-	holders := map[string]*holder{}
-	for k, o := range r.snaps {
-		if !now.Before(o.expires) {
-			drop = append(drop, o)
-			delete(r.snaps, k)
-			continue
-		}
-		h := holders[o.client]
-		if h == nil {
-			h = &holder{}
-			holders[o.client] = h
-		}
-		h.n++
-		if h.oldest == nil || o.expires.Before(h.oldest.expires) {
-			h.oldestID, h.oldest = k, o
-		}
-	}
-	var victim *holder
-	if h := holders[client]; h != nil && r.opts.MaxSnapshotsPerClient > 0 && h.n >= r.opts.MaxSnapshotsPerClient {
-		victim = h
-	} else if len(r.snaps) >= r.opts.MaxSnapshots {
-		for _, h := range holders {
-			if victim == nil || h.n > victim.n || h.n == victim.n && h.oldest.expires.Before(victim.oldest.expires) {
-				victim = h
-			}
-		}
-	}
-	if victim != nil {
-		drop = append(drop, victim.oldest)
-		delete(r.snaps, victim.oldestID)
-	}
-	return drop
 }
 
 // release ends a page: a snapshot that is not kept is discarded.
@@ -336,9 +289,7 @@ func (r *Reader) openPage(cont string, clusters []string, client string) (snapPa
 func (p *snapPage) close() {
 	if p.last && p.kept {
 		p.r.mu.Lock()
-		if p.r.snaps[p.cur.Snap] == p.snap {
-			delete(p.r.snaps, p.cur.Snap)
-		}
+		p.r.snaps.Remove(p.cur.Snap) // ids are random: never another list's
 		p.r.mu.Unlock()
 		p.r.release(p.snap, false)
 		return

@@ -464,7 +464,7 @@ func TestFinishedListDropsItsSnapshot(t *testing.T) {
 			held := func() int {
 				r.mu.Lock()
 				defer r.mu.Unlock()
-				return len(r.snaps)
+				return r.snaps.Len()
 			}
 			for range 3 { // within a quota of one, each list reads to its end
 				p, err := tc.page(r, "")

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	osgo "github.com/opensearch-project/opensearch-go/v4"
+
+	"github.com/fleetview/fleetview/internal/query"
 )
 
 // Options configures the backend.
@@ -50,7 +52,22 @@ type Options struct {
 	MaxBulkBytes int
 	// MaxBackoff caps the wait between retries. Default 5s.
 	MaxBackoff time.Duration
-	Logger     *slog.Logger
+	// MaxSnapshots bounds the points in time the store holds open for the
+	// continue tokens of paged lists and searches, as Badger's
+	// ReaderOptions.MaxSnapshots bounds its snapshots: OpenSearch's own
+	// limit (search.max_open_pit_context, 300 per node by default) is
+	// shared by every client, so without ours one client's paging could
+	// take them all. When all are taken, the oldest point in time of the
+	// client holding the most is closed (its tokens are ErrExpired).
+	// Default 300; keep it at or below OpenSearch's limit, past which new
+	// lists are read without a point in time.
+	MaxSnapshots int
+	// MaxSnapshotsPerClient bounds the points in time one client
+	// (ListOptions.Client) holds: its next paged list closes its own
+	// oldest, never another client's. 0: no quota of its own
+	// (MaxSnapshots still applies).
+	MaxSnapshotsPerClient int
+	Logger                *slog.Logger
 }
 
 // Validate reports every problem at once.
@@ -73,6 +90,12 @@ func (o *Options) Validate() []error {
 	if (o.Username == "") != (o.Password == "") {
 		errs = append(errs, fmt.Errorf("%w: username and password must be given together", ErrConfig))
 	}
+	if o.MaxSnapshots < 0 || o.MaxSnapshotsPerClient < 0 {
+		errs = append(errs, fmt.Errorf("%w: snapshot limits must not be negative (max %d, per client %d)", ErrConfig, o.MaxSnapshots, o.MaxSnapshotsPerClient))
+	}
+	if o.MaxSnapshots > 0 && o.MaxSnapshotsPerClient > o.MaxSnapshots {
+		errs = append(errs, fmt.Errorf("%w: snapshots per client %d exceed the total %d", ErrConfig, o.MaxSnapshotsPerClient, o.MaxSnapshots))
+	}
 	return errs
 }
 
@@ -84,6 +107,11 @@ type Store struct {
 
 	mu      sync.Mutex
 	indices map[string]bool // indices known to exist
+
+	now    func() time.Time
+	pitMu  sync.Mutex
+	pits   *query.Snapshots[string] // the points in time continue tokens name, by id
+	closed bool                     // no point in time is kept any more
 }
 
 // Open connects (lazily: no request is made until the first use).
@@ -105,6 +133,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
+	}
+	if o.MaxSnapshots <= 0 {
+		o.MaxSnapshots = defaultMaxSnapshots
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -129,11 +160,23 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
-	return &Store{opts: o, client: c, log: o.Logger, indices: map[string]bool{}}, nil
+	return &Store{opts: o, client: c, log: o.Logger, indices: map[string]bool{},
+		now: time.Now, pits: query.NewSnapshots[string](o.MaxSnapshots, o.MaxSnapshotsPerClient)}, nil
 }
 
-// Close releases the client.
-func (s *Store) Close() error { return s.client.Close() }
+// defaultMaxSnapshots is OpenSearch's default search.max_open_pit_context.
+const defaultMaxSnapshots = 300
+
+// Close closes the points in time held for continue tokens (later tokens
+// are ErrExpired), then releases the client.
+func (s *Store) Close() error {
+	s.pitMu.Lock()
+	pits := s.pits.Clear()
+	s.closed = true
+	s.pitMu.Unlock()
+	s.closePITs(context.Background(), pits...)
+	return s.client.Close()
+}
 
 // IndexPrefix is the prefix of the per-kind indices.
 func (s *Store) IndexPrefix() string { return s.opts.IndexPrefix }

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,8 +129,12 @@ func (s *Store) search(ctx context.Context, body map[string]any, pit string) ([]
 }
 
 // pitKeepAlive is how long the snapshot of a paged list lives between
-// pages (Badger keeps its snapshots 5 minutes too).
-const pitKeepAlive = "5m"
+// pages (Badger keeps its snapshots 5 minutes too); pitTTL is the same
+// for the store's bookkeeping.
+const (
+	pitKeepAlive = "5m"
+	pitTTL       = 5 * time.Minute
+)
 
 // openPIT opens a point in time over the per-kind indices, so every page
 // of a list reads the same snapshot, as on Badger. "" when it cannot (no
@@ -148,10 +154,121 @@ func (s *Store) openPIT(ctx context.Context) string {
 	return res.PIT
 }
 
-// closePIT releases a snapshot early (it expires anyway).
-func (s *Store) closePIT(ctx context.Context, pit string) {
-	body, _ := json.Marshal(map[string]any{"pit_id": []string{pit}})
-	_, _ = s.do(ctx, http.MethodDelete, "/_search/point_in_time", body)
+// closePITs releases points in time early (they expire anyway): a
+// finished list's, or those the quota evicts. It runs even when the
+// caller's request has ended, since an evicted point in time must free
+// its room in OpenSearch, but not for long.
+func (s *Store) closePITs(ctx context.Context, pits ...string) {
+	if len(pits) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closePITTimeout)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"pit_id": pits})
+	if r, err := s.do(ctx, http.MethodDelete, "/_search/point_in_time", body); err != nil || r.status >= 300 && r.status != http.StatusNotFound {
+		if err == nil {
+			err = r.err("close points in time")
+		}
+		s.log.Warn("closing points in time failed; OpenSearch drops them at their keep-alive", "count", len(pits), "err", err)
+	}
+}
+
+const closePITTimeout = 10 * time.Second
+
+// pitPage is the point in time one page of a paged list or search reads,
+// as Badger's snapPage is its snapshot: the first page opens it, later
+// pages find it by their cursor, held in s.pits under the quota.
+//
+// Unlike a Badger snapshot, a point in time outlives this process and is
+// shared by every replica on the same OpenSearch, so a cursor naming one
+// this store does not hold (issued by another replica, or before a
+// restart) is still read; OpenSearch answers whether it lives (404:
+// ErrExpired), and this store adopts it into the client's quota. One the
+// quota evicted was DELETEd, so its token is ErrExpired too.
+type pitPage struct {
+	s      *Store
+	pit    string // "": the page is read live
+	client string
+	kept   bool // held in s.pits
+	opened bool // opened by this page: no token names it yet
+}
+
+// openPage finds the point in time a cursor names, or opens one for the
+// first page of a paged read.
+func (s *Store) openPage(ctx context.Context, cursorPIT, client string, paged bool) pitPage {
+	p := pitPage{s: s, pit: cursorPIT, client: client}
+	if cursorPIT != "" {
+		s.pitMu.Lock()
+		_, p.kept = s.pits.Get(cursorPIT, s.now())
+		s.pitMu.Unlock()
+		return p
+	}
+	if paged {
+		p.pit = s.openPIT(ctx)
+		p.opened = p.pit != ""
+	}
+	return p
+}
+
+// token is called when the page hands out a continue token: a point in
+// time not held yet (a first page's, or an adopted one) is held from now
+// on, which may close others past the quota; a held one lives pitTTL past
+// this page, as OpenSearch's keep-alive does.
+func (p *pitPage) token(ctx context.Context) error {
+	if p.pit == "" {
+		return nil
+	}
+	s, now := p.s, p.s.now()
+	s.pitMu.Lock()
+	if p.kept {
+		s.pits.Extend(p.pit, now.Add(pitTTL))
+		s.pitMu.Unlock()
+		return nil
+	}
+	if s.closed {
+		s.pitMu.Unlock()
+		s.closePITs(ctx, p.pit)
+		return fmt.Errorf("%w: store closed", query.ErrExpired)
+	}
+	s.pits.Remove(p.pit) // held but past its expiry here: Add must not close it
+	drop := s.pits.Add(p.pit, p.client, p.pit, now, now.Add(pitTTL))
+	p.kept = true
+	s.pitMu.Unlock()
+	s.closePITs(ctx, drop...)
+	return nil
+}
+
+// done ends a page that handed out no token. The last page of a paged
+// read closes its point in time at once rather than at its expiry, so a
+// finished list holds no room in OpenSearch nor in its client's quota. A
+// failed page closes only a point in time it opened itself (the client
+// may retry a later page), and forgets one OpenSearch no longer has.
+func (p *pitPage) done(ctx context.Context, err error) {
+	if p.pit == "" {
+		return
+	}
+	if err != nil {
+		if p.kept && errors.Is(err, query.ErrExpired) {
+			p.forget()
+		}
+		if p.opened {
+			p.s.closePITs(ctx, p.pit)
+		}
+		return
+	}
+	if p.kept && !p.forget() {
+		return // the quota closed it meanwhile
+	}
+	p.s.closePITs(ctx, p.pit)
+}
+
+// forget drops the page's point in time from s.pits; false when it was
+// no longer held.
+func (p *pitPage) forget() bool {
+	p.s.pitMu.Lock()
+	defer p.s.pitMu.Unlock()
+	_, held := p.s.pits.Remove(p.pit)
+	return held
 }
 
 func term(field string, v any) map[string]any {
@@ -231,12 +348,16 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
+	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
-		searchAfter: searchAfter(cur.After), pit: cur.PIT, page: page}
-	if l.pit == "" && o.Limit > 0 {
-		l.pit = s.openPIT(ctx)
+		searchAfter: searchAfter(cur.After), pit: pp.pit, page: page}
+	page, err = l.run(ctx)
+	if err == nil && page.Continue != "" {
+		err = pp.token(ctx)
+	} else {
+		pp.done(ctx, err)
 	}
-	return l.run(ctx)
+	return page, err
 }
 
 // listQuery narrows a list on the server; the selectors are still checked
@@ -313,12 +434,7 @@ func (l *listScan) run(ctx context.Context) (query.Page, error) {
 			return l.page, err
 		}
 		if len(hits) < l.chunk {
-			// The last page: its snapshot is no longer needed. A page with
-			// a continue token leaves it to expire.
-			if l.pit != "" {
-				l.s.closePIT(ctx, l.pit)
-			}
-			return l.page, nil
+			return l.page, nil // the last page
 		}
 	}
 }
@@ -397,19 +513,27 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	if after != nil {
 		body["search_after"] = searchAfter(after)
 	}
-	hits, err := s.search(ctx, body, "")
+	// Every page of a paged search reads the point in time of its first,
+	// as on Badger, under the same quota as lists.
+	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
+	hits, err := s.search(ctx, body, pp.pit)
 	if err != nil {
+		pp.done(ctx, err)
 		return page, err
 	}
 	for i := range hits {
 		if int64(len(page.Items)) == limit {
 			m := hits[i-1].Source.Metadata
-			page.Continue = encodeContinue(cursor{After: []string{m.Namespace, m.Name, hits[i-1].Source.FV.Cluster}})
+			page.Continue = encodeContinue(cursor{After: []string{m.Namespace, m.Name, hits[i-1].Source.FV.Cluster}, PIT: pp.pit})
 			break
 		}
 		page.Items = append(page.Items, hits[i].object())
 	}
-	return page, nil
+	if page.Continue == "" {
+		pp.done(ctx, nil)
+		return page, nil
+	}
+	return page, pp.token(ctx)
 }
 
 // visibilityFilter is the caller's visibility as a query clause: any one

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -32,12 +33,17 @@ func (d fakeDoc) object() string {
 type fakeSearch struct {
 	docs []fakeDoc // in sort order
 
-	mu     sync.Mutex
-	opened int
-	closed []string
+	mu       sync.Mutex
+	opened   int
+	closed   []string // points in time DELETEd, in order
+	searched []string // the point in time of each search ("": none)
 }
 
-func newFakeSearch(t *testing.T) (*fakeSearch, *Store) {
+func newFakeSearch(t *testing.T) (*fakeSearch, *Store) { return newFakeSearchWith(t, Options{}) }
+
+// newFakeSearchWith opens a store with o (its address and credentials
+// set) on a new fake.
+func newFakeSearchWith(t *testing.T, o Options) (*fakeSearch, *Store) {
 	f := &fakeSearch{}
 	for i := range 25 {
 		for _, c := range []string{"c1", "c2"} {
@@ -50,7 +56,8 @@ func newFakeSearch(t *testing.T) (*fakeSearch, *Store) {
 	})
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	s, err := Open(Options{Addresses: []string{srv.URL}, Username: "u", Password: "p"})
+	o.Addresses, o.Username, o.Password = []string{srv.URL}, "u", "p"
+	s, err := Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,11 +69,13 @@ func (f *fakeSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var body struct {
-		Size        int             `json:"size"`
-		SearchAfter []string        `json:"search_after"`
-		PIT         json.RawMessage `json:"pit"`
-		PITID       []string        `json:"pit_id"`
-		Query       struct {
+		Size        int      `json:"size"`
+		SearchAfter []string `json:"search_after"`
+		PIT         struct {
+			ID string `json:"id"`
+		} `json:"pit"`
+		PITID []string `json:"pit_id"`
+		Query struct {
 			Bool struct {
 				Filter []map[string]map[string]any `json:"filter"`
 			} `json:"bool"`
@@ -81,7 +90,12 @@ func (f *fakeSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"pit_id":"pit-%d"}`, f.opened)
 	case r.URL.Path == "/_search/point_in_time":
 		f.closed = append(f.closed, body.PITID...)
+	case body.PIT.ID != "" && slices.Contains(f.closed, body.PIT.ID):
+		f.searched = append(f.searched, body.PIT.ID)
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"error":{"type":"search_context_missing_exception"}}`))
 	default:
+		f.searched = append(f.searched, body.PIT.ID)
 		f.search(w, body.Size, body.SearchAfter, body.Query.Bool.Filter)
 	}
 }
@@ -296,5 +310,202 @@ func TestListVisibility(t *testing.T) {
 	}
 	if p, err := s.List(context.Background(), query.ListOptions{GVR: podGVR, Visible: &query.Visibility{}}); err != nil || len(p.Items) != 0 {
 		t.Fatalf("no grants: %d items, %v", len(p.Items), err)
+	}
+}
+
+// TestPITQuota: each step starts a paged list or search for a client; the
+// quota closes (DELETEs) the oldest point in time of the client past its
+// own quota, or of the client holding the most when all are taken, and
+// the evicted read's continue token is then ErrExpired (OpenSearch no
+// longer has its point in time); every other read pages on.
+func TestPITQuota(t *testing.T) {
+	type step struct {
+		client string
+		search bool
+	}
+	l := func(c string) step { return step{client: c} }
+	cases := []struct {
+		name           string
+		max, perClient int
+		steps          []step
+		closed         []string // points in time DELETEd by the quota
+	}{
+		{"within the quotas", 4, 2, []step{l("a"), l("b"), l("a"), l("b")}, nil},
+		{"per client: its own oldest", 10, 2, []step{l("a"), l("a"), l("b"), l("a"), l("b")}, []string{"pit-1"}},
+		{"per client: twice", 10, 1, []step{l("a"), l("b"), l("a"), l("a")}, []string{"pit-1", "pit-3"}},
+		{"global: the client holding the most", 3, 0, []step{l("a"), l("b"), l("b"), l("c")}, []string{"pit-2"}},
+		{"global: equal holders lose the oldest", 2, 0, []step{l("a"), l("b"), l("c")}, []string{"pit-1"}},
+		{"searches count too", 10, 1, []step{l("a"), {client: "a", search: true}, {client: "a", search: true}}, []string{"pit-1", "pit-2"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, s := newFakeSearchWith(t, Options{MaxSnapshots: tc.max, MaxSnapshotsPerClient: tc.perClient})
+			ctx := context.Background()
+			first := func(st step, cont string) (query.Page, error) {
+				if st.search {
+					return s.Search(ctx, query.SearchOptions{Text: "pod", Limit: 5, Continue: cont, Client: st.client})
+				}
+				return s.List(ctx, query.ListOptions{GVR: podGVR, Limit: 5, Continue: cont, Client: st.client})
+			}
+			tokens := make([]string, len(tc.steps))
+			for i, st := range tc.steps {
+				p, err := first(st, "")
+				if err != nil || p.Continue == "" {
+					t.Fatalf("step %d: first page: continue %q, err %v", i, p.Continue, err)
+				}
+				tokens[i] = p.Continue
+			}
+			if !slices.Equal(f.closed, tc.closed) {
+				t.Fatalf("points in time closed %v, want %v", f.closed, tc.closed)
+			}
+			searches := len(f.searched)
+			for i, st := range tc.steps {
+				pit := fmt.Sprintf("pit-%d", i+1)
+				_, err := first(st, tokens[i])
+				if evicted := slices.Contains(tc.closed, pit); evicted != errors.Is(err, query.ErrExpired) {
+					t.Fatalf("step %d (%s): next page err %v, evicted %v", i, pit, err, evicted)
+				} else if !evicted && err != nil {
+					t.Fatalf("step %d: next page: %v", i, err)
+				}
+			}
+			s.pitMu.Lock()
+			held := s.pits.Len()
+			s.pitMu.Unlock()
+			if want := len(tc.steps) - len(tc.closed); held != want || len(f.searched)-searches != len(tc.steps) {
+				t.Fatalf("%d points in time held, want %d; %d next pages searched", held, want, len(f.searched)-searches)
+			}
+		})
+	}
+}
+
+// TestFinishedReadClosesItsPIT: the last page of a paged list or search
+// closes its point in time at once and gives back its room in the quota,
+// so a client reading its lists to the end is never evicted.
+func TestFinishedReadClosesItsPIT(t *testing.T) {
+	cases := []struct {
+		name string
+		page func(s *Store, cont string) (query.Page, error)
+	}{
+		{"list", func(s *Store, cont string) (query.Page, error) {
+			return s.List(context.Background(), query.ListOptions{GVR: podGVR, Limit: 20, Continue: cont, Client: "a"})
+		}},
+		{"search", func(s *Store, cont string) (query.Page, error) {
+			return s.Search(context.Background(), query.SearchOptions{Text: "pod", Limit: 20, Continue: cont, Client: "a"})
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f, s := newFakeSearchWith(t, Options{MaxSnapshotsPerClient: 1})
+			for i := 1; i <= 3; i++ { // within a quota of one, each read pages to its end
+				pit := fmt.Sprintf("pit-%d", i)
+				cont, pages := "", 0
+				for {
+					p, err := tc.page(s, cont)
+					if err != nil {
+						t.Fatalf("read %d page %d: %v", i, pages, err)
+					}
+					pages++
+					if cont = p.Continue; cont == "" {
+						break
+					}
+					if slices.Contains(f.closed, pit) {
+						t.Fatalf("read %d: %s closed before its last page", i, pit)
+					}
+				}
+				if pages != 3 {
+					t.Fatalf("read %d: %d pages of 20 over 50 objects", i, pages)
+				}
+				if want := []string{"pit-1", "pit-2", "pit-3"}[:i]; !slices.Equal(f.closed, want) {
+					t.Fatalf("after read %d: closed %v, want %v", i, f.closed, want)
+				}
+				s.pitMu.Lock()
+				held := s.pits.Len()
+				s.pitMu.Unlock()
+				if held != 0 {
+					t.Fatalf("after read %d: %d points in time held", i, held)
+				}
+			}
+		})
+	}
+}
+
+// TestClosedStoreClosesItsPITs: Close DELETEs the points in time continue
+// tokens name, and those tokens are then ErrExpired.
+func TestClosedStoreClosesItsPITs(t *testing.T) {
+	f, s := newFakeSearch(t)
+	ctx := context.Background()
+	var tokens []string
+	for _, c := range []string{"a", "b"} {
+		p, err := s.List(ctx, query.ListOptions{GVR: podGVR, Limit: 5, Client: c})
+		if err != nil || p.Continue == "" {
+			t.Fatalf("first page: %q %v", p.Continue, err)
+		}
+		tokens = append(tokens, p.Continue)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := slices.Sorted(slices.Values(f.closed)); !slices.Equal(got, []string{"pit-1", "pit-2"}) {
+		t.Fatalf("closed %v, want both points in time", got)
+	}
+	for _, tok := range tokens {
+		if _, err := s.List(ctx, query.ListOptions{GVR: podGVR, Limit: 5, Continue: tok}); !errors.Is(err, query.ErrExpired) {
+			t.Fatalf("token after Close: %v, want ErrExpired", err)
+		}
+	}
+}
+
+func TestOptionsValidateSnapshots(t *testing.T) {
+	cases := []struct {
+		name           string
+		max, perClient int
+		want           string
+	}{
+		{"defaults", 0, 0, ""},
+		{"per client within", 8, 2, ""},
+		{"negative", -1, 0, "must not be negative"},
+		{"per client above the total", 4, 5, "exceed the total"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{Addresses: []string{"http://127.0.0.1:9200"}, MaxSnapshots: tc.max, MaxSnapshotsPerClient: tc.perClient}
+			err := errors.Join(o.Validate()...)
+			if tc.want == "" && err != nil || tc.want != "" && (!errors.Is(err, ErrConfig) || !strings.Contains(fmt.Sprint(err), tc.want)) {
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPITFromAnotherReplica: a point in time outlives the store that
+// opened it (another replica on the same OpenSearch, or before a restart),
+// so a store that does not hold it still reads it, holds it under the
+// client's quota, and closes it on the last page.
+func TestPITFromAnotherReplica(t *testing.T) {
+	f, s1 := newFakeSearch(t)
+	s2, err := Open(Options{Addresses: s1.opts.Addresses, Username: "u", Password: "p", MaxSnapshotsPerClient: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s2.Close() })
+	ctx := context.Background()
+	o := query.ListOptions{GVR: podGVR, Limit: 20, Client: "a"}
+	p, err := s1.List(ctx, o)
+	if err != nil || p.Continue == "" {
+		t.Fatalf("first page: %q %v", p.Continue, err)
+	}
+	o.Continue = p.Continue
+	if p, err = s2.List(ctx, o); err != nil || p.Continue == "" {
+		t.Fatalf("second page on another store: %q %v", p.Continue, err)
+	}
+	if _, held := s2.pits.Get("pit-1", s2.now()); !held {
+		t.Fatal("the adopted point in time is not held under the quota")
+	}
+	o.Continue = p.Continue
+	if p, err = s2.List(ctx, o); err != nil || p.Continue != "" {
+		t.Fatalf("last page: %q %v", p.Continue, err)
+	}
+	if !slices.Equal(f.closed, []string{"pit-1"}) || s2.pits.Len() != 0 {
+		t.Fatalf("closed %v, %d held, want pit-1 closed by the last page", f.closed, s2.pits.Len())
 	}
 }

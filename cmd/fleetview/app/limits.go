@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/materializer/opensearch"
 	"github.com/fleetview/fleetview/queryapi"
 )
 
@@ -53,7 +54,8 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.GRPCKeepaliveTime, "grpc-keepalive-time", queryapi.DefaultKeepaliveTime, "silence after which the server pings a gRPC connection, so a vanished client's watches end and release its quota")
 	fs.DurationVar(&o.GRPCKeepaliveTimeout, "grpc-keepalive-timeout", queryapi.DefaultKeepaliveTimeout, "how long the server waits for a keepalive answer before closing the connection")
 	fs.IntVar(&o.MaxListSnapshots, "max-list-snapshots", DefaultMaxListSnapshots,
-		"most Badger list snapshots kept for continue tokens; when all are taken, the client holding the most loses its oldest (its token is 410 Expired)")
+		"most list snapshots kept for continue tokens, per backend (Badger read transactions; OpenSearch points in time, which should stay within its search.max_open_pit_context, 300 per node by default); "+
+			"when all are taken, the client holding the most loses its oldest (its token is 410 Expired)")
 	fs.IntVar(&o.MaxListSnapshotsPerClient, "max-list-snapshots-per-client", DefaultMaxListSnapshotsPerClient,
 		"most list snapshots one client holds; its next paged list expires its own oldest token, never another client's (0 = only --max-list-snapshots)")
 }
@@ -96,6 +98,12 @@ func (o *LimitOptions) queryLimits() queryapi.Limits {
 // snapshots bound the Badger reader's list snapshots.
 func (o *LimitOptions) snapshots() badger.ReaderOptions {
 	return badger.ReaderOptions{MaxSnapshots: o.MaxListSnapshots, MaxSnapshotsPerClient: o.MaxListSnapshotsPerClient}
+}
+
+// pits bound each OpenSearch store's points in time the same way: the
+// flags apply to whichever backend serves a list.
+func (o *LimitOptions) pits(s *opensearch.Options) {
+	s.MaxSnapshots, s.MaxSnapshotsPerClient = o.MaxListSnapshots, o.MaxListSnapshotsPerClient
 }
 
 // StreamQuotaOptions set the byte quota of the cluster streams a process

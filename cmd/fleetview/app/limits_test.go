@@ -52,8 +52,8 @@ func TestLimitOptionsValidate(t *testing.T) {
 	}
 }
 
-// TestLimitFlagsReachTheServer: the flags' values are what the query API
-// and the Badger reader are built with.
+// TestLimitFlagsReachTheServer: the flags' values are what the query API,
+// the Badger reader and the OpenSearch stores are built with.
 func TestLimitFlagsReachTheServer(t *testing.T) {
 	var o ServeOptions
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
@@ -69,6 +69,13 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 	}
 	if s.MaxSnapshots != 32 || s.MaxSnapshotsPerClient != 2 {
 		t.Fatalf("snapshot limits %+v", s)
+	}
+	c, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := c.openSearch.Store; st.MaxSnapshots != 32 || st.MaxSnapshotsPerClient != 2 {
+		t.Fatalf("OpenSearch point-in-time limits %d/%d, want the snapshot flags' 32/2", st.MaxSnapshots, st.MaxSnapshotsPerClient)
 	}
 }
 

@@ -129,6 +129,7 @@ func (o ServeOptions) config() (ServeConfig, error) {
 		return c, err
 	}
 	c.openSearch, err = o.OpenSearch.config()
+	o.Limits.pits(&c.openSearch.Store)
 	return c, err
 }
 
