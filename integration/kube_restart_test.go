@@ -189,6 +189,7 @@ type podChurn struct {
 	live                      []string // names that exist
 	dead                      []string // names deleted, to recreate (a new uid under an old name)
 	next                      *atomic.Int64
+	failed                    atomic.Value // error: why the churn gave up
 }
 
 type churnCounts struct{ creates, updates, deletes int64 }
@@ -199,6 +200,9 @@ func (c *podChurn) counts() churnCounts {
 
 // atLeast checks every kind of change happened n times since from.
 func (c *podChurn) atLeast(from churnCounts, n int64) error {
+	if err, _ := c.failed.Load().(error); err != nil {
+		return err
+	}
 	now := c.counts()
 	if now.creates-from.creates < n || now.updates-from.updates < n || now.deletes-from.deletes < n {
 		return fmt.Errorf("churn since: %d creates, %d updates, %d deletes; want %d of each",
@@ -230,6 +234,7 @@ func (c *podChurn) run(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	pods := c.cs.CoreV1().Pods(c.ns)
+	failures := 0
 	for i := 0; ; i++ {
 		select {
 		case <-ctx.Done():
@@ -269,8 +274,17 @@ func (c *podChurn) run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			// The member apiserver of a loaded CI machine can refuse or
+			// time out a request now and then: the churn goes on with
+			// the next change, and gives up (saying why) only when it
+			// keeps failing.
+			if failures++; failures > 50 {
+				c.failed.Store(fmt.Errorf("churn: %d changes in a row failed, the last: %w", failures, err))
+				return err
+			}
+			continue
 		}
+		failures = 0
 	}
 }
 
