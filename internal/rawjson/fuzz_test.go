@@ -33,6 +33,7 @@ func FuzzScan(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"metadata":{"labels":{"a":"b"}}}`, `{"a":[1,{"b":null}],"c":"\"}"}`,
 		`{"metadata":{"labels":null},"metadata":{"labels":{"k":"v\\"}}}`, `{"a":1}x`, `[1]`, `{"a":[1}]}`,
+		`{"":10[]}`, // a nested value right after a number: invalid
 	} {
 		f.Add([]byte(s))
 	}
@@ -110,7 +111,9 @@ func flatten(b []byte) []byte {
 		case '{', '[':
 			depth++
 			if depth == 2 {
-				out = append(out, '0')
+				// Spaced: a 0 right after a number would merge with it
+				// ("10[]" is not "100").
+				out = append(out, ' ', '0', ' ')
 			}
 			if depth >= 2 {
 				continue
