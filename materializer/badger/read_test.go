@@ -29,15 +29,23 @@ func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint
 	return seq
 }
 
-// openReader opens a store in a temporary directory and a reader of it,
-// both closed when the test ends.
-func openReader(t *testing.T) (*Store, *Reader) {
+// openStore opens a store in a temporary directory, closed when the test
+// ends.
+func openStore(t *testing.T) *Store {
 	t.Helper()
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// openReader opens a store in a temporary directory and a reader of it,
+// both closed when the test ends.
+func openReader(t *testing.T) (*Store, *Reader) {
+	t.Helper()
+	s := openStore(t)
 	r := s.Reader(ReaderOptions{})
 	t.Cleanup(func() { r.Close() })
 	return s, r
@@ -46,11 +54,7 @@ func openReader(t *testing.T) (*Store, *Reader) {
 // TestListPagesReadOneSnapshot: later pages come from the first page's
 // snapshot while the store changes; the snapshot expires after its TTL.
 func TestListPagesReadOneSnapshot(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	r := s.Reader(ReaderOptions{SnapshotTTL: time.Minute})
 	defer r.Close()
 	now := time.Now()
@@ -381,11 +385,7 @@ func TestLabelIndexPagesMatchScan(t *testing.T) {
 // tokens (its quota), and when every snapshot is taken the client holding
 // the most loses its oldest, never a client within its fair share.
 func TestSnapshotQuota(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	fill(t, s, "c1", 0, 10, 0)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -440,11 +440,7 @@ func TestSnapshotQuota(t *testing.T) {
 // search) releases its snapshot at once, so a client that reads its lists
 // to the end never fills its quota.
 func TestFinishedListDropsItsSnapshot(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t)
 	fill(t, s, "c1", 0, 10, 0)
 	ctx := context.Background()
 	for _, tc := range []struct {
