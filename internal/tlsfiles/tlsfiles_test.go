@@ -77,30 +77,6 @@ func TestCAPool(t *testing.T) {
 	}
 }
 
-// serveTLS accepts connections with cfg and completes their handshakes
-// until the test ends.
-func serveTLS(t *testing.T, cfg *tls.Config) string {
-	t.Helper()
-	l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			_ = c.(*tls.Conn).Handshake()
-			_ = c.Close()
-		}
-	}()
-	t.Cleanup(func() { _ = l.Close(); <-done })
-	return l.Addr().String()
-}
-
 // served is the serial number of the certificate a client trusting roots
 // is served at addr.
 func served(t *testing.T, addr string, cfg *tls.Config) (string, error) {
@@ -132,7 +108,7 @@ func TestKeyPairRotation(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	kp.SetLogger(slog.New(slog.NewTextHandler(&logs, nil)))
-	addr := serveTLS(t, tlsfiles.ServerConfig(kp, nil, false))
+	addr := tlstest.Serve(t, tlsfiles.ServerConfig(kp, nil, false))
 	client := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
 	want := func(step string, p tlstest.Pair) {
 		t.Helper()
@@ -196,8 +172,8 @@ func TestServerConfigClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	required := serveTLS(t, tlsfiles.ServerConfig(kp, pool, false))
-	optional := serveTLS(t, tlsfiles.ServerConfig(kp, pool, true))
+	required := tlstest.Serve(t, tlsfiles.ServerConfig(kp, pool, false))
+	optional := tlstest.Serve(t, tlsfiles.ServerConfig(kp, pool, true))
 	for _, tc := range []struct {
 		name   string
 		addr   string

@@ -318,25 +318,10 @@ func TestCertificateRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 		for name, cfg := range map[string]*tls.Config{"REST": sec.httpTLS, "gRPC": sec.grpcTLS} {
-			l, err := tls.Listen("tcp", "127.0.0.1:0", cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					_ = c.(*tls.Conn).Handshake()
-					_ = c.Close()
-				}
-			}()
+			addr := tlstest.Serve(t, cfg)
 			served := func() string {
 				t.Helper()
-				c, err := tls.Dial("tcp", l.Addr().String(), &tls.Config{RootCAs: pool, ServerName: "localhost"})
+				c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "localhost"})
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
@@ -348,8 +333,6 @@ func TestCertificateRotation(t *testing.T) {
 			if got := served(); got != want || got == before {
 				t.Errorf("%s after rotation: serial %s, want %s (before: %s)", name, got, want, before)
 			}
-			_ = l.Close()
-			<-done
 		}
 	})
 }
