@@ -21,13 +21,7 @@ import (
 // code, and allowed ones with their subject.
 func TestAuditLogIsOutermost(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	o := AuthOptions{
 		TokenFile:  write("tokens", "alice-tok,alice\n"),
 		PolicyFile: write("policy", "rules:\n- users: [alice]\n  verbs: [list]\n  resources: [pods]\n"),
@@ -76,4 +70,14 @@ func TestAuditLogIsOutermost(t *testing.T) {
 			t.Errorf("line %d: %v, want subject %q code %s", i, m, want.subject, want.code)
 		}
 	}
+}
+
+// writeTestFile writes content to dir/name (mode 0600) and returns the path.
+func writeTestFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

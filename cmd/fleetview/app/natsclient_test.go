@@ -78,13 +78,7 @@ func TestNATSClientOptionsValidate(t *testing.T) {
 // is refused without credentials and finishes with the hub's.
 func TestRebuildConnectsToAProtectedHub(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, content string) string { return writeTestFile(t, dir, name, content) }
 	token := write("token", "hub-token-0123456789\n")
 	users := write("users", "edge-a:edge-a-secret-0123456789\n")
 	hubPass := write("hub-password", "hub-secret-0123456789abcdef\n")
