@@ -53,7 +53,8 @@ type OpenSearchConfig struct {
 type Config struct {
 	NATS *nats.Conn
 	Buckets
-	// StateDir holds the Badger store (BadgerDir) and the saved routes.
+	// StateDir holds the Badger store (BadgerDir), the saved routes and
+	// the replica's name on the streams (ReplicaID).
 	StateDir string
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
@@ -108,12 +109,14 @@ func OpenSearchID(c *registry.OpenSearchConfig) string {
 // Set is the backends: their materializers, the router and the merged
 // reader. Run applies the streams; Reader answers the query API.
 type Set struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *badger.Store
-	reader *badger.Reader
-	rr     *RoutingReader
-	router *Router
+	cfg Config
+	log *slog.Logger
+	// replica names this process's consumers (ReplicaID).
+	replica string
+	store   *badger.Store
+	reader  *badger.Reader
+	rr      *RoutingReader
+	router  *Router
 
 	mu       sync.Mutex
 	members  []*member                    // Badger first, then OpenSearch backends as added
@@ -133,11 +136,15 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err := switchToRebuilt(cfg.StateDir, cfg.Logger); err != nil {
 		return nil, err
 	}
+	replica, err := ReplicaID(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	store, err := badger.Open(badger.Options{Dir: BadgerDir(cfg.StateDir), Logger: cfg.Logger, KeepPageCache: cfg.KeepPageCache})
 	if err != nil {
 		return nil, err
 	}
-	s = &Set{cfg: cfg, log: cfg.Logger, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{}}
+	s = &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{}}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -146,7 +153,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err := s.route(ctx); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
+	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
 		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -199,7 +206,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 		return err
 	}
 	for _, ob := range obs {
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, NATS: s.cfg.NATS, Sink: ob.Store,
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: Durable("opensearch-"+ob.ID, s.replica), NATS: s.cfg.NATS, Sink: ob.Store,
 			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
 			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/materializer/badger"
@@ -44,13 +45,14 @@ type serveProc struct {
 	*proc
 	metrics string
 	grpc    string
+	http    string
 }
 
 func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
 	t.Helper()
-	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t)}
+	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), http: freeAddr(t)}
 	p.proc = startProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
-		"--grpc-addr", p.grpc, "--http-addr", freeAddr(t), "--metrics-addr", p.metrics}, logw)
+		"--grpc-addr", p.grpc, "--http-addr", p.http, "--metrics-addr", p.metrics}, logw)
 	return p
 }
 
@@ -225,6 +227,10 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	eventually(t, 30*time.Second, listOK)
 
 	newDir := filepath.Join(stateDir, "badger.new")
+	replica, err := backends.ReplicaID(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", stateDir, "--progress", "log")
 	var rbOut bytes.Buffer
 	rb.Stdout, rb.Stderr = &rbOut, &rbOut
@@ -237,7 +243,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		if err := listOK(); err != nil {
 			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
 		}
-		c, err := js.Consumer(context.Background(), "FV_c1", "badger-rebuild")
+		c, err := js.Consumer(context.Background(), "FV_c1", backends.Durable("badger-rebuild", replica))
 		if err != nil {
 			return err
 		}

@@ -32,8 +32,12 @@ type Config struct {
 	// Name is the durable consumer name on every cluster stream; two
 	// materializers with different names each see every event.
 	Name string
-	NATS *nats.Conn
-	Sink Sink
+	// Durable is the consumer's name (default Name): one per replica of
+	// a store, since two processes on one durable consumer split the
+	// stream between them.
+	Durable string
+	NATS    *nats.Conn
+	Sink    Sink
 	// BatchSize is the most events handed to the sink at once (one Badger
 	// transaction, one OpenSearch bulk). Default 1000.
 	BatchSize int
@@ -74,6 +78,9 @@ type Materializer struct {
 func New(cfg Config) (*Materializer, error) {
 	if cfg.Name == "" || cfg.NATS == nil || cfg.Sink == nil {
 		return nil, errors.New("materializer: Name, NATS and Sink are required")
+	}
+	if cfg.Durable == "" {
+		cfg.Durable = cfg.Name
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
@@ -206,17 +213,20 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 	}
 	sname := stream.StreamName(cluster)
 	cfg := jetstream.ConsumerConfig{
-		Durable:       m.cfg.Name,
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       5 * time.Minute,
-		MaxAckPending: 100 * m.cfg.BatchSize,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable: m.cfg.Durable,
+		// A replica gone for good leaves its consumers behind; one that
+		// comes back recreates its own from its checkpoint anyway.
+		InactiveThreshold: 24 * time.Hour,
+		AckPolicy:         jetstream.AckAllPolicy,
+		AckWait:           5 * time.Minute,
+		MaxAckPending:     100 * m.cfg.BatchSize,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
 	}
 	if ckpt > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = ckpt + 1
 	}
-	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, 0, err
 	}
 	c, err := m.js.CreateConsumer(ctx, sname, cfg)
