@@ -121,6 +121,8 @@ type Set struct {
 	mu       sync.Mutex
 	members  []*member                    // Badger first, then OpenSearch backends as added
 	osStores map[string]*opensearch.Store // by backend id
+	// problems are the backends that cannot be used now, by id (probe).
+	problems map[string]query.BackendProblem
 	// fail ends Run with a member's error (set by Run).
 	fail func(error)
 }
@@ -144,7 +146,8 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{}}
+	s = &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{},
+		problems: map[string]query.BackendProblem{}}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -284,6 +287,7 @@ func (s *Set) Run(ctx context.Context) error {
 	})
 	s.startAll(gctx)
 	g.Go(func() error { return s.follow(gctx) })
+	g.Go(func() error { return s.probe(gctx) })
 	err := g.Wait()
 	for _, m := range s.snapshot() {
 		m.pause() // ctx ended: waits for each materializer to drain

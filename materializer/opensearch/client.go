@@ -336,3 +336,30 @@ func (s *Store) checkpointBody() []byte {
 	})
 	return b
 }
+
+// Ping asks the cluster for its health, once (no retry): an error when no
+// node answers, or when the cluster is red (some primary shard has no
+// copy: reads and writes of its documents fail). Yellow, a missing
+// replica shard after a data node was lost, still answers everything.
+func (s *Store) Ping(ctx context.Context) error {
+	r, err := s.do(ctx, http.MethodGet, "/_cluster/health", nil)
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return r.err("cluster health")
+	}
+	var h struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(r.body, &h); err != nil {
+		return fmt.Errorf("%w: cluster health: %v", ErrRequest, err)
+	}
+	if h.Status == "red" {
+		return fmt.Errorf("%w: cluster health is red", ErrRequest)
+	}
+	return nil
+}
+
+// Addresses are the node URLs the store was opened with.
+func (s *Store) Addresses() []string { return s.opts.Addresses }
