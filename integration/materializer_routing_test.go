@@ -65,7 +65,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsAddr: freeAddr(t),
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
 	sctx, cancel := context.WithCancel(ctx)
