@@ -196,14 +196,19 @@ func TestMetricsScrape(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, path := range []string{"/v1/resources/core/v1/pods", "/clusters/member1/api/v1/namespaces/app1/pods/web", "/api/v1/pods"} {
-			resp, err := http.Get(fv.rest + path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				t.Fatalf("GET %s: %s", path, resp.Status)
-			}
+			// The Kubernetes API knows a resource once the cluster's
+			// inventory lists it, which may trail the first list.
+			eventually(t, 30*time.Second, func() error {
+				resp, err := http.Get(fv.rest + path)
+				if err != nil {
+					return err
+				}
+				_ = resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("GET %s: %s", path, resp.Status)
+				}
+				return nil
+			})
 		}
 		waitMetric(t, metrics, func(fams map[string]*dto.MetricFamily) error {
 			for _, want := range []struct{ surface, verb string }{
@@ -259,10 +264,11 @@ func TestMetricsScrape(t *testing.T) {
 				}
 				closed := map[string]string{"surface": tc.surface, "reason": "closed"}
 				closedBefore, _ := value(fams, "fleetview_query_watches_ended_total", closed)
-				stop, err := tc.open(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				var stop func()
+				eventually(t, 30*time.Second, func() (err error) {
+					stop, err = tc.open(ctx)
+					return err
+				})
 				waitMetric(t, metrics, func(fams map[string]*dto.MetricFamily) error {
 					if err := gaugeIs("fleetview_query_watches", s, 1)(fams); err != nil {
 						return err
