@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -37,19 +35,18 @@ func metricsPage(addr string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-// metricValue reads one sample from a Prometheus text page.
+// metricValue reads one materializer's sample from /metrics.
 func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 	t.Helper()
-	b, err := metricsPage(addr)
+	fams, err := scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(regexp.QuoteMeta(name+`{materializer="`+materializerName+`"} `) + `(\d+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no %s for %s in:\n%s", name, materializerName, b)
+	v, ok := value(fams, name, map[string]string{"materializer": materializerName})
+	if !ok {
+		t.Fatalf("no %s for %s in %v", name, materializerName, fams[name])
 	}
-	n, _ := strconv.ParseUint(string(m[1]), 10, 64)
-	return n
+	return uint64(v)
 }
 
 // TestServeRoutesRegistriesToBackends runs `fleetview serve` in-process with
