@@ -151,15 +151,19 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		t.Fatalf("opensearch holds %d configmaps, want none", got)
 	}
 	eventually(t, time.Minute, func() error {
-		b, err := metricsPage(o.MetricsAddr)
+		fams, err := scrape(o.MetricsAddr)
 		if err != nil {
 			return err
 		}
 		for c, seq := range targets {
 			for _, m := range []string{"badger", osName} {
-				line := fmt.Sprintf("fleetview_materializer_applied_sequence{materializer=%q,cluster=%q} %d", m, c, seq)
-				if !bytes.Contains(b, []byte(line)) {
-					return fmt.Errorf("%s has not applied %s up to %d", m, c, seq)
+				l := map[string]string{"materializer": m, "cluster": c}
+				if got, _ := value(fams, "fleetview_materializer_applied_sequence", l); uint64(got) != seq {
+					return fmt.Errorf("%s has applied %s up to %v, not %d", m, c, got, seq)
+				}
+				// Applied through the stream's end: no lag left.
+				if lag, ok := value(fams, "fleetview_materializer_lag_messages", l); !ok || lag != 0 {
+					return fmt.Errorf("%s: %s lag %v (present %v), want 0", m, c, lag, ok)
 				}
 			}
 		}
