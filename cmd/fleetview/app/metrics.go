@@ -19,7 +19,7 @@ const metricsAllowRemoteHelp = "let --metrics-addr listen beyond loopback. The e
 	"Only behind a network policy or an authenticating proxy"
 
 // metricsAddrHelp is the help of --metrics-addr.
-const metricsAddrHelp = "serve Prometheus-format metrics at http://ADDR/metrics and Go profiles at /debug/pprof/, unauthenticated; " +
+const metricsAddrHelp = "serve Prometheus-format metrics at http://ADDR/metrics and Go profiles at /debug/pprof/ (unless --metrics-pprof=false), unauthenticated; " +
 	"a loopback address (127.0.0.1:9090, localhost:9090, [::1]:9090) unless --metrics-allow-remote; empty = off"
 
 // MetricsOptions say where a process serves its metrics (and profiles).
