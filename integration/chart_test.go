@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
@@ -152,6 +156,10 @@ func TestHelmChart(t *testing.T) {
 	if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetview"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The chart's ServiceMonitor is dry-run too, against a subset of the
+	// prometheus-operator CRD (testdata/servicemonitor-crd.yaml), installed
+	// before discovery is first read.
+	installCRD(t, c.Dynamic(), filepath.Join("testdata", "servicemonitor-crd.yaml"))
 	disc, err := discovery.NewDiscoveryClientForConfig(c.AdminRESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +217,19 @@ func TestHelmChart(t *testing.T) {
 		{"hub users from a Secret (default)", nil, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file",
 				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS"},
-			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}"}},
+			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}", "--metrics-addr", "name: metrics"}},
+		// Metrics on: loopback only, as the binary's default.
+		{"hub metrics on loopback", []string{"--set", "metrics.enabled=true"}, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"--metrics-addr=127.0.0.1:9090"},
+			[]string{"--metrics-allow-remote", "--metrics-pprof", "name: metrics", "ServiceMonitor"}},
+		// A ServiceMonitor exposes the endpoint explicitly: every interface,
+		// profiles off, a Service port, the operator's labels.
+		{"hub ServiceMonitor", []string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=15s",
+			"--set", "metrics.serviceMonitor.scrapeTimeout=10s", "--set", "metrics.serviceMonitor.labels.release=prom", "--set", "metrics.port=9102"},
+			[]string{"Secret", "Service", "StatefulSet", "ServiceMonitor"},
+			[]string{"--metrics-addr=0.0.0.0:9102", "--metrics-allow-remote", "--metrics-pprof=false", "{name: metrics, containerPort: 9102}",
+				"{name: metrics, port: 9102, targetPort: metrics}", "kind: ServiceMonitor", "release: prom", "- port: metrics", "interval: 15s", "scrapeTimeout: 10s", "matchNames: [fleetview]"},
+			[]string{"--metrics-addr=127.0.0.1"}},
 		{"hub users from values", []string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.member2=" + passB},
 			[]string{"Secret", "Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fv-hub-nats-users", "fleetview.io/nats-users-fingerprint"},
@@ -423,5 +443,37 @@ func TestHelmChart(t *testing.T) {
 
 		put("fleetview-nats", "token", "shared-token-0123456789")
 		renders("--set", "nats.auth.mode=token")
+	})
+}
+
+// installCRD creates the CustomResourceDefinition in file and waits until
+// the apiserver serves it.
+func installCRD(t *testing.T, dyn dynamic.Interface, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&u.Object); err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	ctx := context.Background()
+	if _, err := crds.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CRD %s: %v", u.GetName(), err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		got, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established: %v", u.GetName(), conds)
 	})
 }

@@ -1,17 +1,14 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -58,27 +55,19 @@ func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *ser
 
 // applied reads the badger materializer's applied sequences from /metrics.
 func (p *serveProc) applied() (map[string]uint64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	fams, err := scrape(p.metrics)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	out := map[string]uint64{}
-	sc := bufio.NewScanner(resp.Body)
-	const prefix = `fleetview_materializer_applied_sequence{materializer="badger",cluster="`
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok {
-			continue
+	for _, m := range series(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": "badger"}) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cluster" {
+				out[l.GetValue()] = uint64(m.GetGauge().GetValue())
+			}
 		}
-		cluster, val, _ := strings.Cut(rest, `"} `)
-		n, err := strconv.ParseUint(val, 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out[cluster] = n
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 func (p *serveProc) appliedOrEmpty() map[string]uint64 {

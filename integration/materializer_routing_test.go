@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
-	"strconv"
 	"testing"
 	"time"
 
@@ -37,19 +35,18 @@ func metricsPage(addr string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-// metricValue reads one sample from a Prometheus text page.
+// metricValue reads one materializer's sample from /metrics.
 func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 	t.Helper()
-	b, err := metricsPage(addr)
+	fams, err := scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(regexp.QuoteMeta(name+`{materializer="`+materializerName+`"} `) + `(\d+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no %s for %s in:\n%s", name, materializerName, b)
+	v, ok := value(fams, name, map[string]string{"materializer": materializerName})
+	if !ok {
+		t.Fatalf("no %s for %s in %v", name, materializerName, fams[name])
 	}
-	n, _ := strconv.ParseUint(string(m[1]), 10, 64)
-	return n
+	return uint64(v)
 }
 
 // TestServeRoutesRegistriesToBackends runs `fleetview serve` in-process with
@@ -65,7 +62,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsAddr: freeAddr(t),
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
 	sctx, cancel := context.WithCancel(ctx)
@@ -154,15 +151,19 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		t.Fatalf("opensearch holds %d configmaps, want none", got)
 	}
 	eventually(t, time.Minute, func() error {
-		b, err := metricsPage(o.MetricsAddr)
+		fams, err := scrape(o.MetricsAddr)
 		if err != nil {
 			return err
 		}
 		for c, seq := range targets {
 			for _, m := range []string{"badger", osName} {
-				line := fmt.Sprintf("fleetview_materializer_applied_sequence{materializer=%q,cluster=%q} %d", m, c, seq)
-				if !bytes.Contains(b, []byte(line)) {
-					return fmt.Errorf("%s has not applied %s up to %d", m, c, seq)
+				l := map[string]string{"materializer": m, "cluster": c}
+				if got, _ := value(fams, "fleetview_materializer_applied_sequence", l); uint64(got) != seq {
+					return fmt.Errorf("%s has applied %s up to %v, not %d", m, c, got, seq)
+				}
+				// Applied through the stream's end: no lag left.
+				if lag, ok := value(fams, "fleetview_materializer_lag_messages", l); !ok || lag != 0 {
+					return fmt.Errorf("%s: %s lag %v (present %v), want 0", m, c, lag, ok)
 				}
 			}
 		}

@@ -170,12 +170,14 @@ func (m *Materializer) Run(ctx context.Context) error {
 				}
 				var se *sinkError
 				if errors.As(err, &se) {
+					m.metrics.SinkErrors.Add(1)
 					select {
 					case errs <- fmt.Errorf("cluster %s: %w", cluster, err):
 					default:
 					}
 					return
 				}
+				m.metrics.ConsumerErrors.Add(1)
 				m.log.Warn("consumer stopped; restarting it on the next discovery round", "cluster", cluster, "err", err)
 			}()
 		}

@@ -65,6 +65,9 @@ type Config struct {
 	// REST and Kubernetes handlers, which call the services in-process.
 	UnaryInterceptors  []grpc.UnaryServerInterceptor
 	StreamInterceptors []grpc.StreamServerInterceptor
+	// Metrics, when set, measures every call (its interceptors go first,
+	// so refused calls count too) and the watches.
+	Metrics *Metrics
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -93,6 +96,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	if cfg.Metrics != nil {
+		cfg.UnaryInterceptors = append([]grpc.UnaryServerInterceptor{cfg.Metrics.Unary}, cfg.UnaryInterceptors...)
+		cfg.StreamInterceptors = append([]grpc.StreamServerInterceptor{cfg.Metrics.Stream}, cfg.StreamInterceptors...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key := cfg.TokenKey
@@ -106,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
-		limits: cfg.Limits, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
+		limits: cfg.Limits, metrics: cfg.Metrics, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
 	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries}
 	gs, hs := newGRPCServer(cfg, qs, cs, rs)
 	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
@@ -205,11 +212,11 @@ func newGateway(ctx context.Context, local *inproc) (*runtime.ServeMux, error) {
 func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux := http.NewServeMux()
 	q := fleetviewv1.NewQueryServiceClient(local)
-	mux.Handle("/v1/", gw)
-	mux.Handle("/v1/resources/", &listHandler{client: q, gateway: gw})
-	mux.Handle("/v1/watch/", &watchHandler{client: q})
-	mux.Handle("/v1/search", &searchHandler{client: q, gateway: gw})
-	kube := kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger)
+	mux.Handle("/v1/", withSurface(SurfaceREST, gw))
+	mux.Handle("/v1/resources/", withSurface(SurfaceREST, &listHandler{client: q, gateway: gw}))
+	mux.Handle("/v1/watch/", withSurface(SurfaceREST, &watchHandler{client: q}))
+	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
+	kube := withSurface(SurfaceKube, kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger))
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}

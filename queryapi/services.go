@@ -61,6 +61,8 @@ type queryService struct {
 	stopping chan struct{}
 	limits   Limits
 	watches  *watchLimiter
+	// metrics counts watches; nil: off.
+	metrics *Metrics
 }
 
 func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
@@ -33,11 +33,11 @@ type ServeOptions struct {
 	// NATSClientOptions say how serve connects to NATS. Its token file is
 	// also what up requires from every client of its embedded server.
 	NATSClientOptions
-	// MetricsAddr, when set, serves the materializers' counters in the
-	// Prometheus text format at /metrics, and Go profiles; loopback only
-	// unless MetricsAllowRemote, since neither is authenticated.
-	MetricsAddr        string
-	MetricsAllowRemote bool
+	// MetricsOptions, when MetricsAddr is set, serve the query API's,
+	// materializers' (and up's collectors') metrics at /metrics, and Go
+	// profiles; loopback only unless MetricsAllowRemote, since neither is
+	// authenticated.
+	MetricsOptions
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
 	// KeepPageCache leaves the Badger value log's written pages in the
@@ -59,8 +59,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	o.NATSClientOptions.AddFlags(fs)
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
-	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
+	o.MetricsOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
@@ -83,7 +82,7 @@ func (o *ServeOptions) validate(client bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
 	addrs := map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr}
-	errs = append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
+	errs = append(errs, o.MetricsOptions.Validate()...)
 	for name, a := range addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s %q: %v", ErrInvalidOptions, name, a, err))
@@ -141,6 +140,8 @@ type serve struct {
 	set     *backends.Set
 	api     *queryapi.Server
 	metrics *debugserver.Server
+	// registry holds the process's metrics; nil when metrics are off.
+	registry *prometheus.Registry
 }
 
 // newServe opens the backends and listens on the API's addresses.
@@ -166,21 +167,40 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 			_ = sv.metrics.Close()
 		}
 	}()
+	var qm *queryapi.Metrics
 	if o.MetricsAddr != "" {
-		sv.metrics, err = debugserver.Start(o.MetricsAddr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_ = materializer.WritePrometheus(w, set.Materializers()...)
-		}))
-		if err != nil {
+		if qm, err = sv.startMetrics(bk); err != nil {
 			return nil, err
 		}
 		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(),
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
 	})
 	return sv, err
+}
+
+// startMetrics registers the query API's and the materializers' metrics on
+// a new registry and serves it.
+func (sv *serve) startMetrics(bk backends.Buckets) (*queryapi.Metrics, error) {
+	reg := newMetricsRegistry()
+	qm, err := queryapi.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := materializer.NewCollector(materializer.CollectorConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(mc); err != nil {
+		return nil, err
+	}
+	if sv.metrics, err = sv.o.startMetrics(reg); err != nil {
+		return nil, err
+	}
+	sv.registry = reg
+	return qm, nil
 }
 
 // listenAPI builds the query API on the options' addresses and security.
@@ -359,6 +379,12 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		if err != nil {
 			stopCollectors()
 			return err
+		}
+		if sv.registry != nil {
+			if err := sv.registry.Register(col.PrometheusCollector()); err != nil {
+				stopCollectors()
+				return err
+			}
 		}
 		cg.Go(func() error { return col.Run(cctx) })
 	}

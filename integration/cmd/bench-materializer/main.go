@@ -28,7 +28,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -47,6 +46,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -723,28 +725,35 @@ func osApplied(m *materializer.Materializer, k int) uint64 {
 }
 
 // applied sums the badger materializer's applied sequences (one message
-// per subject, so sequence = events) over the clusters.
+// per subject, so sequence = events) over the clusters. The page is
+// parsed, not matched as text: client_golang orders labels by name and
+// writes large values in exponent form.
 func applied(addr string, k int) (uint64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	want := map[string]bool{}
+	for c := range k {
+		want[clusterName(c)] = true
+	}
 	var n uint64
-	for sc.Scan() {
-		for c := range k {
-			prefix := `fleetview_materializer_applied_sequence{materializer="badger",cluster="` + clusterName(c) + `"} `
-			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-				x, err := strconv.ParseUint(v, 10, 64)
-				if err != nil {
-					return 0, err
-				}
-				n += x
-			}
+	for _, m := range fams["fleetview_materializer_applied_sequence"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["materializer"] == "badger" && want[labels["cluster"]] {
+			n += uint64(m.GetGauge().GetValue())
 		}
 	}
-	return n, sc.Err()
+	return n, nil
 }
 
 func loadAvg() string {
