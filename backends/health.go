@@ -33,10 +33,23 @@ func (s *Set) Unreachable() []query.BackendProblem {
 	return out
 }
 
-// BackendOf is the id of the backend serving a cluster's resource.
-func (s *Set) BackendOf(cluster string, gvr schema.GroupVersionResource) string {
-	return s.router.backendOf(gvr, cluster)
+// BackendOf is the id of the backend serving a cluster's resource, and
+// its name for people.
+func (s *Set) BackendOf(cluster string, gvr schema.GroupVersionResource) (id, name string) {
+	id = s.router.backendOf(gvr, cluster)
+	if id == defaultBackend {
+		return id, "badger"
+	}
+	s.mu.Lock()
+	st := s.osStores[id]
+	s.mu.Unlock()
+	if st == nil {
+		return id, "opensearch " + id
+	}
+	return id, osName(st.Addresses())
 }
+
+func osName(addresses []string) string { return "opensearch " + strings.Join(addresses, ",") }
 
 // RegistryBackend is the id of the backend a registry's resources go to.
 func (s *Set) RegistryBackend(r *registry.ResourceRegistry) string {
@@ -60,7 +73,7 @@ func (s *Set) setProblem(id string, addresses []string, err error) {
 		return
 	}
 	if !had {
-		p = query.BackendProblem{Backend: id, Name: "opensearch " + strings.Join(addresses, ","), Since: time.Now()}
+		p = query.BackendProblem{Backend: id, Name: osName(addresses), Since: time.Now()}
 		s.log.Warn("backend unreachable", "backend", p.Name, "err", err)
 	}
 	p.Err = err.Error()

@@ -37,6 +37,9 @@ type Config struct {
 	Hub *Hub
 	// Applied reports the materializer's applied sequence per cluster.
 	Applied func() map[string]uint64
+	// Backends, when set, tells the backends this process cannot use
+	// (readiness, /v1/clusters, registry conditions).
+	Backends BackendHealth
 	// TokenKey seals resourceVersions and continue tokens; empty loads (or
 	// creates) the installation's key in the fv_query KV bucket, so every
 	// replica and restart accepts the tokens of the others.
@@ -109,12 +112,12 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("queryapi: %w", err)
 		}
 	}
-	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
+	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
 		limits: cfg.Limits, metrics: cfg.Metrics, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
-	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries}
+	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries, backends: cfg.Backends}
 	gs, hs := newGRPCServer(cfg, qs, cs, rs)
 	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
 	fleetviewv1.RegisterQueryServiceServer(local, qs)

@@ -175,7 +175,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
-		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
+		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
 	})
 	return sv, err
