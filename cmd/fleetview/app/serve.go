@@ -51,6 +51,8 @@ type ServeOptions struct {
 	Auth         AuthOptions
 	// Limits bound what API clients can make serve hold.
 	Limits LimitOptions
+	// Memory bounds the process's Go heap.
+	Memory MemoryOptions
 }
 
 // AddFlags registers the flags.
@@ -66,6 +68,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
 	o.Limits.AddFlags(fs)
+	o.Memory.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -96,6 +99,7 @@ func (o *ServeOptions) validate(client bool) []error {
 	}
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	errs = append(errs, o.Limits.Validate()...)
+	errs = append(errs, o.Memory.Validate()...)
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -146,6 +150,7 @@ type serve struct {
 
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
+	o.Memory.apply(log)
 	bk, err := backends.OpenBuckets(ctx, nc)
 	if err != nil {
 		return nil, err

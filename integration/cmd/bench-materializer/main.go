@@ -10,7 +10,11 @@
 //  4. the OpenSearch sink (in this process) applies the first M events into
 //     a real OpenSearch node: bulk apply rate;
 //  5. every object is updated (one in ten relabeled) and serve applies the
-//     updates to the store of step 3: update rate.
+//     updates to the store of step 3: update rate;
+//  6. a serve replica's memory envelope: FV_BENCH_ENVELOPE_PODS (145000)
+//     Pods ingested, then a churn storm updating each, without a memory
+//     limit and with --memory-limit FV_BENCH_ENVELOPE_LIMIT: steady and
+//     peak RSS (FV_BENCH_ONLY=envelope runs this step alone).
 //
 // Scale comes from the environment (defaults: the issue's):
 //
@@ -147,6 +151,18 @@ func run(ctx context.Context) error {
 		}
 	}
 
+	envPods, err := envInt("FV_BENCH_ENVELOPE_PODS", 145_000)
+	if err != nil {
+		return err
+	}
+	envLimit := os.Getenv("FV_BENCH_ENVELOPE_LIMIT")
+	if envLimit == "" {
+		envLimit = defaultEnvelopeLimit
+	}
+	if os.Getenv("FV_BENCH_ONLY") == "envelope" {
+		return benchEnvelope(ctx, js, bin, ns.ClientURL(), work, envPods, envLimit)
+	}
+
 	// 1. Raw JetStream publish of the pre-encoded payloads.
 	if err := publish(js, n, k, 1, "jetstream publish (raw, async, file storage)"); err != nil {
 		return err
@@ -264,6 +280,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	report("badger update apply (serve, from first applied batch)", n, ur.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB", float64(ur.peakRSS)/1024, float64(ur.peakAnon)/1024))
+
+	// 6. A replica's memory envelope (last: it resets the streams).
+	if envPods > 0 {
+		return benchEnvelope(ctx, js, bin, ns.ClientURL(), work, envPods, envLimit)
+	}
 	return nil
 }
 
