@@ -247,6 +247,35 @@ func TestHelmChart(t *testing.T) {
 			[]string{"--nats-tls-client-ca-file=/etc/fleetview/nats-client-ca/ca.crt", "secretName: collector-ca,"}, nil},
 		{"hub TLS off", []string{"--set", "tls.api.enabled=false", "--set", "tls.nats.enabled=false"}, []string{"Service", "StatefulSet"},
 			[]string{"scheme: HTTP}"}, []string{"--tls-cert-file", "--nats-tls-cert-file", "fv-hub-tls", "scheme: HTTPS"}},
+		// The clustered profile: three hub pods whose embedded NATS servers
+		// form the JetStream cluster, R3 streams, routes by pod name under
+		// a headless Service with a generated password, one pod down at a
+		// time, spread over nodes.
+		{"hub clustered, embedded NATS", []string{"--set", "hub.replicas=3", "--set", "hub.memoryLimit=1600Mi"},
+			[]string{"PodDisruptionBudget", "Secret", "Secret", "Service", "Service", "StatefulSet"},
+			[]string{"replicas: 3", "podManagementPolicy: Parallel", "serviceName: fv-hub-peers", "- up",
+				"--nats-cluster-name=fv-hub", "--nats-cluster-listen=0.0.0.0:6222",
+				"--nats-routes=nats://fv-hub-0.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-1.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-2.fv-hub-peers.fleetview.svc:6222",
+				"--nats-server-name=$(POD_NAME)", "fieldPath: metadata.name", "--nats-cluster-password-file=/etc/fleetview/nats-cluster/password",
+				"secretName: fv-hub-nats-cluster,", "--stream-replicas=3", "--memory-limit=1600Mi", "clusterIP: None", "publishNotReadyAddresses: true",
+				"{name: nats-route, containerPort: 6222}", "kind: PodDisruptionBudget", "maxUnavailable: 1",
+				"preferredDuringSchedulingIgnoredDuringExecution", "topologyKey: kubernetes.io/hostname", "path: /readyz"},
+			[]string{"- serve", "requiredDuringScheduling"}},
+		{"hub clustered, embedded NATS, five pods, required spread, own route password", []string{"--set", "hub.replicas=5", "--set", "hub.cluster.streamReplicas=5",
+			"--set", "hub.antiAffinity=required", "--set", "hub.cluster.passwordSecret=routes"},
+			[]string{"PodDisruptionBudget", "Secret", "Service", "Service", "StatefulSet"},
+			[]string{"replicas: 5", "nats://fv-hub-4.fv-hub-peers.fleetview.svc:6222", "--stream-replicas=5", "secretName: routes,",
+				"requiredDuringSchedulingIgnoredDuringExecution"},
+			[]string{"fv-hub-nats-cluster", "preferredDuringScheduling"}},
+		// The other clustered mode: hub pods run serve on an existing NATS
+		// cluster; the embedded server's auth and TLS are not theirs.
+		{"hub clustered, external NATS", []string{"--set", "hub.replicas=2", "--set", "nats.external.urls={tls://nats-0.nats:4222,tls://nats-1.nats:4222}",
+			"--set", "nats.external.credsSecret.name=hub-creds", "--set", "nats.external.caSecret.name=nats-ca"},
+			[]string{"PodDisruptionBudget", "Secret", "Service", "StatefulSet"},
+			[]string{"- serve", "--nats-url=tls://nats-0.nats:4222,tls://nats-1.nats:4222", "--nats-creds-file=/etc/fleetview/nats-external/creds",
+				"--nats-ca-file=/etc/fleetview/nats-external-ca/ca.crt", "secretName: hub-creds,", "secretName: nats-ca,", "--stream-replicas=3",
+				"replicas: 2", "serviceName: fv-hub\n", "--tls-cert-file=/etc/fleetview/tls/tls.crt"},
+			[]string{"- up", "--nats-users-file", "--nats-host", "--nats-tls-cert-file", "name: nats,", "-peers", "--nats-routes"}},
 		{"collector users (default)", collector, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,", "--nats-url=tls://",
 				"--nats-ca-file=/etc/fleetview/nats-tls/ca.crt", "secretName: fleetview-hub-ca,"},
@@ -279,6 +308,12 @@ func TestHelmChart(t *testing.T) {
 				}
 				if sec.Name == "fv-hub-tls" {
 					checkGeneratedTLS(t, &sec)
+					continue
+				}
+				if sec.Name == "fv-hub-nats-cluster" {
+					if p := sec.Data["password"]; len(p) < 16 {
+						t.Fatalf("generated route password %q: want at least 16 characters", p)
+					}
 					continue
 				}
 				// The generated users file: one line per cluster, and the
@@ -344,6 +379,11 @@ func TestHelmChart(t *testing.T) {
 			{append(collector[:len(collector):len(collector)], "--set", "tls.nats.enabled=false", "--set", "collector.natsUrl=nats://hub:4222", "--set", "tls.nats.clientCertSecret=c"),
 				"tls.nats.clientCertSecret needs tls.nats.enabled"},
 			{[]string{"--set", "tls.nats.enabled=false", "--set", "tls.nats.clientCASecret=c"}, "tls.nats.clientCASecret needs tls.nats.enabled"},
+			{[]string{"--set", "hub.replicas=2"}, "hub pods forming their own NATS cluster must be 3 or 5"},
+			{[]string{"--set", "hub.replicas=0"}, "hub.replicas must be at least 1"},
+			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=5"}, "is more than the 3 NATS servers"},
+			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=2"}, "want 1, 3 or 5"},
+			{[]string{"--set", "hub.antiAffinity=sometimes"}, "hub.antiAffinity must be"},
 		} {
 			refuse(t, tc.args, tc.want)
 		}
