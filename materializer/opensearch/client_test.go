@@ -76,11 +76,11 @@ func TestTLSAndAuth(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	_, err := Open(Options{Addresses: []string{"ftp://x", "http://"}, CAFile: "/nonexistent.pem", Username: "u"})
+	_, err := Open(Options{Addresses: []string{"ftp://x", "http://"}, CAFile: "/nonexistent.pem", Username: "u", Replicas: -1, ReadRetry: -time.Second})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`"ftp://x"`, `"http://"`, "/nonexistent.pem", "username and password"} {
+	for _, want := range []string{`"ftp://x"`, `"http://"`, "/nonexistent.pem", "username and password", "replicas -1", "read retry -1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %s: %v", want, err)
 		}
