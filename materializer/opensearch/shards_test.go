@@ -15,7 +15,7 @@ import (
 // (200, with the other shards' hits only), one every shard failed, and a
 // search that timed out.
 const (
-	partialSearch = `{"timed_out":false,"_shards":{"total":2,"successful":1,"skipped":0,"failed":1,"failures":[{"shard":1,"index":"kubernetes-pod","node":"n2","reason":{"type":"node_not_connected_exception","reason":"[n2] Node not connected"}}]},"hits":{"hits":[]}}`
+	partialSearch   = `{"timed_out":false,"_shards":{"total":2,"successful":1,"skipped":0,"failed":1,"failures":[{"shard":1,"index":"kubernetes-pod","node":"n2","reason":{"type":"node_not_connected_exception","reason":"[n2] Node not connected"}}]},"hits":{"hits":[]}}`
 	allShardsFailed = `{"error":{"type":"search_phase_execution_exception","reason":"all shards failed","phase":"query","grouped":true,"failed_shards":[]},"status":503}`
 	timedOutSearch  = `{"timed_out":true,"_shards":{"total":2,"successful":2,"skipped":0,"failed":0},"hits":{"hits":[]}}`
 	partialPIT      = `{"pit_id":"partial","_shards":{"total":2,"successful":1,"skipped":0,"failed":1},"creation_time":1}`
