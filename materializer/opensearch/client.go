@@ -357,12 +357,20 @@ func (s *Store) checkpointBody() []byte {
 	return b
 }
 
-// Ping asks the cluster for its health, once (no retry): an error when no
-// node answers, or when the cluster is red (some primary shard has no
-// copy: reads and writes of its documents fail). Yellow, a missing
-// replica shard after a data node was lost, still answers everything.
+// Ping asks the cluster for its health: an error when no node answers,
+// or when the cluster is red (some primary shard has no copy: reads and
+// writes of its documents fail). Yellow, a missing replica shard after a
+// data node was lost, still answers everything. A node that does not
+// answer is passed over for the next address (the client marks it dead),
+// once per address: a cluster that lost one node is still reachable.
 func (s *Store) Ping(ctx context.Context) error {
-	r, err := s.do(ctx, http.MethodGet, "/_cluster/health", nil)
+	var r response
+	var err error
+	for range len(s.opts.Addresses) {
+		if r, err = s.do(ctx, http.MethodGet, "/_cluster/health", nil); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -89,3 +89,36 @@ func TestOptionsValidate(t *testing.T) {
 		t.Errorf("no addresses: %v", err)
 	}
 }
+
+// TestPingPassesOverADeadNode: a cluster that lost one node answers the
+// health probe through another address, every time, and red is an error.
+func TestPingPassesOverADeadNode(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // connection refused from now on
+	cases := []struct {
+		status  string
+		wantErr bool
+	}{{"yellow", false}, {"green", false}, {"red", true}}
+	for _, tc := range cases {
+		t.Run(tc.status, func(t *testing.T) {
+			live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte(`{"status":"` + tc.status + `"}`))
+			}))
+			defer live.Close()
+			s, err := Open(Options{Addresses: []string{deadURL, live.URL}, Username: "u", Password: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for i := range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := s.Ping(ctx)
+				cancel()
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("ping %d: %v, want error %v", i, err, tc.wantErr)
+				}
+			}
+		})
+	}
+}
