@@ -99,6 +99,7 @@ func (s *Store) search(ctx context.Context, body map[string]any, pit string) ([]
 	body["track_total_hits"] = false
 	body["_source"] = []string{"metadata.name", "metadata.namespace", "fleetview.cluster", "fleetview.group", "fleetview.version", "fleetview.resource", "fleetview.labels", "fleetview.object"}
 	path := "/" + s.opts.IndexPrefix + "*/_search?ignore_unavailable=true&allow_no_indices=true"
+	delete(body, "pit") // a body may be sent again, live, after its point in time failed
 	if pit != "" {
 		body["pit"] = map[string]any{"id": pit, "keep_alive": pitKeepAlive}
 		path = "/_search"
@@ -369,6 +370,19 @@ func (p *pitPage) done(ctx context.Context, err error) {
 	p.s.closePITs(ctx, p.pit)
 }
 
+// lostOwn: the point in time this page opened itself (a first page) lost
+// shards before any token named it, so the page can be read live instead
+// (as when no point in time can be opened). It closes that point in time
+// and makes the page a live one.
+func (p *pitPage) lostOwn(ctx context.Context, err error) bool {
+	if !p.opened || !errors.Is(err, query.ErrExpired) {
+		return false
+	}
+	p.s.closePITs(ctx, p.pit)
+	p.pit, p.opened = "", false
+	return true
+}
+
 // forget drops the page's point in time from s.pits; false when it was
 // no longer held.
 func (p *pitPage) forget() bool {
@@ -458,7 +472,14 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
 		searchAfter: searchAfter(cur.After), pit: pp.pit, page: page}
-	page, err = l.run(ctx)
+	scan := l
+	page, err = scan.run(ctx)
+	if pp.lostOwn(ctx, err) {
+		// No client holds this snapshot yet: read the first page live
+		// rather than answer 410 to a fresh list.
+		scan, scan.pit = l, ""
+		page, err = scan.run(ctx)
+	}
 	if err == nil && page.Continue != "" {
 		err = pp.token(ctx)
 	} else {
@@ -624,6 +645,9 @@ func (s *Store) Search(ctx context.Context, o query.SearchOptions) (query.Page, 
 	// as on Badger, under the same quota as lists.
 	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
 	hits, err := s.search(ctx, body, pp.pit)
+	if pp.lostOwn(ctx, err) {
+		hits, err = s.search(ctx, body, "") // as in List
+	}
 	if err != nil {
 		pp.done(ctx, err)
 		return page, err

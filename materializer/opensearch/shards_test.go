@@ -58,6 +58,8 @@ func TestIncompleteSearches(t *testing.T) {
 		{"continue token on a snapshot that lost a shard", fault{"pit", -1, 200, partialSearch}, "continue", query.ErrExpired, "lost shards when a node left", 1},
 		{"continue token on a snapshot that lost every shard", fault{"pit", -1, 503, allShardsFailed}, "continue", query.ErrExpired, "lost shards when a node left", 1},
 		{"continue token on a snapshot that timed out", fault{"pit", -1, 200, timedOutSearch}, "continue", query.ErrExpired, "timed out", 1},
+		{"a first page whose own snapshot lost a shard is read live", fault{"pit", -1, 200, partialSearch}, "first-page", nil, "", 1},
+		{"a first search page whose own snapshot lost a shard is read live", fault{"pit", -1, 503, allShardsFailed}, "first-search", nil, "", 1},
 		{"a partial point in time is not used", fault{"open-pit", -1, 200, partialPIT}, "list", nil, "", 1},
 	}
 	for _, tc := range cases {
@@ -105,6 +107,19 @@ func TestIncompleteSearches(t *testing.T) {
 			var err error
 			var items int
 			switch tc.read {
+			case "first-page":
+				// One page of 7 on a point in time: live, so no token.
+				var p query.Page
+				p, err = s.List(ctx, query.ListOptions{GVR: podGVR, Limit: 7})
+				if err == nil && (len(p.Items) != 7 || p.Continue == "") {
+					t.Errorf("first page of %d items, continue %q", len(p.Items), p.Continue)
+				}
+			case "first-search":
+				var p query.Page
+				p, err = s.Search(ctx, query.SearchOptions{Limit: 7})
+				if err == nil && len(p.Items) != 7 {
+					t.Errorf("first search page of %d items", len(p.Items))
+				}
 			case "list", "continue":
 				var p query.Page
 				p, err = s.List(ctx, o)
@@ -139,6 +154,12 @@ func TestIncompleteSearches(t *testing.T) {
 			defer f.mu.Unlock()
 			if tc.wantSearches > 0 && searches != tc.wantSearches {
 				t.Errorf("%d %s requests, want %d", searches, tc.fault.what, tc.wantSearches)
+			}
+			if strings.HasPrefix(tc.read, "first-") && (len(f.closed) != 1 || f.closed[0] != "pit-1") {
+				t.Errorf("closed %v, want the first page's own point in time", f.closed)
+			}
+			if strings.HasPrefix(tc.read, "first-") && (len(f.closed) != 1 || f.closed[0] != "pit-1") {
+				t.Errorf("closed %v, want the first page's own point in time", f.closed)
 			}
 			if tc.fault.what == "open-pit" {
 				for _, pit := range f.searched {
