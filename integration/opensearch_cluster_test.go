@@ -51,7 +51,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	ctx := context.Background()
 	apply := registryApplier(t, ctx, js)
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
-		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2", "c3"}},
+		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2", "c3", "c4"}},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: cl.URLs()}}}})
 	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
@@ -63,7 +63,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{"c1", "c2", "c3"} {
+	for _, c := range []string{"c1", "c2", "c3", "c4"} {
 		if err := inventory.Put(ctx, kv, &inventory.Cluster{Name: c, Heartbeat: time.Now(), ServedAPIs: []string{"v1"},
 			Resources: []inventory.ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true}}}); err != nil {
 			t.Fatal(err)
@@ -97,6 +97,25 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	if code, body := readyz(t, o.HTTPAddr); code != http.StatusOK {
 		t.Fatalf("readyz %d before the kill: %s", code, body)
 	}
+	// The time of a whole list before the kill, to compare with those after.
+	baseline := time.Now()
+	if _, err := listVersions(ctx, qc, old, 100, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a fresh list (30 pages of 100) takes %v before the kill", time.Since(baseline).Round(time.Millisecond))
+	// And the time to ingest 1000 new Pods (in c4), as after the kill (c3).
+	osName := "opensearch-" + backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: cl.URLs()})
+	baseline = time.Now()
+	var c4 []*fleetviewv1.ResourceEvent
+	for i := range 1000 {
+		c4 = append(c4, benchdata.Event("c4", i, 1))
+	}
+	publishEvents(t, nc, c4)
+	if at := watchApplied(o.MetricsAddr, osName, "c4", lastSeqs(t, js, "c4")["c4"])(); at.IsZero() {
+		t.Fatal("c4 not applied within a minute")
+	} else {
+		t.Logf("1000 new Pods are applied %v after their publishing began, before the kill", at.Sub(baseline).Round(time.Millisecond))
+	}
 	// A continue token of a paged list begun before the kill.
 	first, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: old, Limit: 100})
 	if err != nil || first.GetContinue() == "" {
@@ -125,7 +144,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 		more = append(more, benchdata.Event("c3", i, 1))
 	}
 	publishEvents(t, nc, more) // NATS is not affected: a second or so
-	ingested := watchApplied(o.MetricsAddr, "opensearch-"+backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: cl.URLs()}), "c3", lastSeqs(t, js, "c3")["c3"])
+	ingested := watchApplied(o.MetricsAddr, osName, "c3", lastSeqs(t, js, "c3")["c3"])
 
 	// The old token: each page continues the snapshot exactly, or the
 	// whole remainder is 410.
@@ -212,7 +231,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	if applied.IsZero() {
 		t.Fatal("c3 listed but its applied sequence never seen")
 	}
-	t.Logf("ingest: the %d Pods published after the kill were applied %v after it (listed by %v)", len(want3), applied.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	t.Logf("ingest: the %d Pods published right after the kill were applied %v after it (listed by %v)", len(want3), applied.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
 	got, err := listVersions(ctx, qc, old, 100, "")
 	if err != nil {
 		t.Fatal(err)
