@@ -65,6 +65,11 @@ type Config struct {
 	// REST and Kubernetes handlers, which call the services in-process.
 	UnaryInterceptors  []grpc.UnaryServerInterceptor
 	StreamInterceptors []grpc.StreamServerInterceptor
+	// Handlers are served on the HTTP port beside the API, by path pattern
+	// (e.g. the web console at /console/). They get the same body limit but
+	// no authentication of their own: whatever they read must come through
+	// the API with the caller's credentials.
+	Handlers map[string]http.Handler
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -216,6 +221,9 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	for p, h := range s.cfg.Handlers {
+		mux.Handle(p, h)
+	}
 	return mux
 }
 

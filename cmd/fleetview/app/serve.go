@@ -21,6 +21,7 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
+	"github.com/fleetview/fleetview/queryapi/console"
 )
 
 // ServeOptions run the materializers (Badger, and OpenSearch for the
@@ -179,6 +180,9 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	sv.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(),
+		// The console is static: it reads through the API with the
+		// user's token, like any other client.
+		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
 	})
 	return sv, err
 }
@@ -211,7 +215,11 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 		_ = hl.Close()
 		return nil, err
 	}
-	cfg.Logger.Info("query API listening", "grpc", gl.Addr().String(), "http", "http://"+hl.Addr().String())
+	scheme := "http://"
+	if sec.httpTLS != nil {
+		scheme = "https://"
+	}
+	cfg.Logger.Info("query API listening", "grpc", gl.Addr().String(), "http", scheme+hl.Addr().String(), "console", scheme+hl.Addr().String()+console.Prefix)
 	return api, nil
 }
 
