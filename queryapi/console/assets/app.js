@@ -135,12 +135,12 @@ async function runSearch(p, pageIndex, tokens) {
   const limit = Number(p.limit || 100);
   const s = {
     key: searchKey(p), p, text, terms, limit, pageIndex, tokens: tokens || [''],
-    gvr: kind ? app.kinds.get(kind)?.gvr : null, rows: new Map(), queue: [], added: 0, ctrl: new AbortController(), rv: '',
+    gvr: kind ? kindGVR(kind) : null, rows: new Map(), queue: [], added: 0, ctrl: new AbortController(), rv: '',
   };
   app.search = s;
   $('notice').hidden = true;
   if (!text && !s.gvr) {
-    notice(kind ? `Kind ${kind} is not cached by any cluster.` : 'Type some text to search all kinds, or choose a kind.');
+    notice(kind ? `${kind} is not group/version/resource.` : 'Type some text to search all kinds, or choose a kind.');
     renderRows(s, []);
     return;
   }
@@ -173,13 +173,26 @@ async function runSearch(p, pageIndex, tokens) {
   s.tokens[pageIndex + 1] = res.continue || '';
   renderRows(s, items);
   const ms = performance.now() - t0;
-  perf.lastRender = { ms, rows: items.length, at: Date.now() };
-  perf.renders.push(perf.lastRender);
+  const rec = { ms, rows: items.length, at: Date.now(), painted: null };
+  perf.lastRender = rec;
+  perf.renders.push(rec);
+  // The frame that shows the rows: the next animation frame has laid them
+  // out, and a task queued from it runs after that frame is painted.
+  requestAnimationFrame(() => setTimeout(() => { rec.painted = performance.now() - t0; }, 0));
   $('timing').textContent = `${items.length} rows in ${ms.toFixed(0)} ms`;
   renderCounts(s);
   notReadyNotice(p);
   startSearchWatches(s, items);
   if (!text) countPerCluster(s);
+}
+
+// kindGVR resolves the kind filter ("group/version/resource"): a link to a
+// kind works even before the inventory lists it.
+function kindGVR(kind) {
+  const known = app.kinds.get(kind);
+  if (known) return known.gvr;
+  const p = kind.split('/');
+  return p.length === 3 && p.every(Boolean) ? { group: p[0] === 'core' ? '' : p[0], version: p[1], resource: p[2] } : null;
 }
 
 function notice(msg) { const n = $('notice'); n.textContent = msg; n.hidden = !msg; }
