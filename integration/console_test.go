@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -59,12 +62,45 @@ func browser(t testing.TB) context.Context {
 	return ctx
 }
 
-// tab opens a new tab (its own sessionStorage: no token) in the browser.
-func tab(t testing.TB, browserCtx context.Context) context.Context {
+// pageErrors collects the exceptions a page does not handle; the tests
+// check it is empty (a listener may not call t after the test ends).
+type pageErrors struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (p *pageErrors) check(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range p.list {
+		t.Errorf("uncaught exception in the console: %s", e)
+	}
+	p.list = nil
+}
+
+// tab opens a new tab (its own sessionStorage: no token) in the browser,
+// recording its uncaught exceptions in errs.
+func tab(t testing.TB, browserCtx context.Context, errs *pageErrors) context.Context {
 	t.Helper()
 	ctx, cancel := chromedp.NewContext(browserCtx)
 	t.Cleanup(cancel)
-	// The first Run opens the tab; it lives as long as ctx (no timeout here).
+	// The first call opens the tab; it lives as long as ctx (no timeout here).
+	err := chromedp.Listen(ctx, func(ev any) {
+		if e, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
+			d := e.ExceptionDetails
+			msg := fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber, d.Text)
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			errs.mu.Lock()
+			errs.list = append(errs.list, msg)
+			errs.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
 		t.Fatal(err)
 	}
@@ -221,8 +257,24 @@ func TestConsole(t *testing.T) {
 		return nil
 	})
 
+	// Ready: every cluster's inventory lists the registry's resources, so
+	// the console knows their kinds.
+	eventually(t, 90*time.Second, func() error {
+		resp, err := http.Get(fv.rest + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("readyz: %s", resp.Status)
+		}
+		return nil
+	})
+
 	b := browser(t)
-	page := tab(t, b)
+	var errs pageErrors
+	page := tab(t, b, &errs)
+	defer errs.check(t)
 	console := fv.rest + "/console/"
 	start := time.Now()
 	do(t, page, chromedp.Navigate(console))
@@ -239,10 +291,12 @@ func TestConsole(t *testing.T) {
 			t.Fatalf("rows %v, want %v", rows, want)
 		}
 		// Counts per cluster (exact totals) and kind.
-		counts := waitJS[string](t, page, 10*time.Second, `document.querySelectorAll('#counts .cluster-count').length === 3 && document.getElementById('counts').textContent`)
+		counts := waitJS[string](t, page, 10*time.Second, `document.querySelectorAll('#counts .cluster-count.total').length === 3 && document.getElementById('counts').textContent`)
 		for _, w := range []string{"Pod 3", "member1 1", "member2 1", "member3 1"} {
 			if !strings.Contains(counts, w) {
-				t.Errorf("counts %q lack %q", counts, w)
+				t.Errorf("counts %q lack %q (kinds: %s)", counts, w, evalJS[string](t, page, `document.getElementById('kind').innerHTML`))
+				inv, _ := chromedp.Run(page, chromedp.Evaluate[string](`fetch('/v1/clusters', {headers: {Authorization: 'Bearer admin-token'}}).then(r => r.text()).then(t => t.slice(0, 1500))`, chromedp.EvalAwaitPromise))
+				t.Logf("inventory: %s", inv)
 			}
 		}
 		status := evalJS[[]string](t, page, `[...document.querySelectorAll('#results tbody tr')].map(tr => tr.cells[4].textContent)`)
@@ -352,7 +406,7 @@ func TestConsole(t *testing.T) {
 			{"nobody-token", "403"},
 		} {
 			t.Run(tc.token, func(t *testing.T) {
-				p := tab(t, b)
+				p := tab(t, b, &errs)
 				do(t, p, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods"))
 				waitJS[bool](t, p, 10*time.Second, `!document.getElementById('login').hidden`)
 				do(t, p, chromedp.SendKeys(`#token`, tc.token))

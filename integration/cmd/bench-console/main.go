@@ -220,7 +220,7 @@ func waitCount(ctx context.Context, base string, want int, served <-chan error) 
 		}
 		var resp struct {
 			Items              []json.RawMessage `json:"items"`
-			RemainingItemCount int               `json:"remainingItemCount"`
+			RemainingItemCount int               `json:"remainingItemCount,string"` // int64 as a JSON string, as Kubernetes writes it
 		}
 		if err := getJSON(base+"/v1/resources/core/v1/pods?limit=1", &resp); err == nil && len(resp.Items)+resp.RemainingItemCount >= want {
 			return nil
@@ -262,8 +262,16 @@ func startBrowser() (context.Context, func(), error) {
 	return ctx, func() { cancel(); cancelA() }, nil
 }
 
+// poll waits for expr to be truthy. A page still loading has no execution
+// context for a moment ("Cannot find context"): that is retried.
 func poll[T any](ctx context.Context, timeout time.Duration, expr string) (T, error) {
-	return chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(timeout)))
+	deadline := time.Now().Add(timeout)
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(deadline) {
+			return v, err
+		}
+	}
 }
 
 func eval[T any](ctx context.Context, expr string) (T, error) {

@@ -22,6 +22,7 @@ const app = {
   kinds: new Map(),   // "group/version/resource" -> {gvr, kind}
   search: null,       // the current search (see runSearch)
   object: null,       // the open object's AbortController
+  seq: 0,             // the latest runSearch call
 };
 
 // ---- errors ----------------------------------------------------------------
@@ -133,6 +134,14 @@ async function runSearch(p, pageIndex, tokens) {
   const { text, terms } = labelTerms(p.q || '');
   const kind = p.kind !== undefined ? p.kind : (app.kinds.has('core/v1/pods') ? 'core/v1/pods' : '');
   const limit = Number(p.limit || 100);
+  // A kind the inventory did not list yet (a registry just applied): the
+  // inventory is read again, for its kinds, clusters and readiness.
+  const seq = ++app.seq;
+  if (kind && !app.kinds.has(kind)) {
+    try { await loadInventory(); } catch { /* the search itself reports errors */ }
+    if (seq !== app.seq) return; // a newer search started meanwhile
+    $('kind').value = kind;
+  }
   const s = {
     key: searchKey(p), p, text, terms, limit, pageIndex, tokens: tokens || [''],
     gvr: kind ? kindGVR(kind) : null, rows: new Map(), queue: [], added: 0, ctrl: new AbortController(), rv: '',
@@ -223,7 +232,9 @@ function objectHref(cluster, gvr, o) {
   return '#/object/' + [cluster, gvr.group || 'core', gvr.version, gvr.resource, m.namespace || '-', m.name].map(encodeURIComponent).join('/');
 }
 
-function kindOf(it) { return it.obj.kind || app.kinds.get(gvrPath(it.gvr))?.kind || it.gvr.resource; }
+// List items may lack kind (Kubernetes list items do): the inventory's
+// kind for the resource comes first.
+function kindOf(it) { return app.kinds.get(gvrPath(it.gvr))?.kind || it.obj.kind || it.gvr.resource; }
 
 // renderRows builds only the page's rows, in one fragment.
 function renderRows(s, items) {
@@ -272,8 +283,9 @@ function renderCounts(s) {
   const totals = s.clusterTotals;
   if (totals) {
     let sum = 0;
-    for (const [c, n] of totals) { sum += n; chips.push(chip(c, n, 'cluster-count')); }
-    chips.unshift(chip(app.kinds.get(s.p.kind || 'core/v1/pods')?.kind || 'objects', sum, 'kind-count'));
+    for (const [c, n] of totals) { sum += n; chips.push(chip(c, n, 'cluster-count total')); }
+    const first = s.rows.values().next().value;
+    chips.unshift(chip(first ? kindOf(first) : (app.kinds.get(s.p.kind)?.kind || 'objects'), sum, 'kind-count total'));
   } else {
     for (const [k, n] of byKind) chips.push(chip(k, n, 'kind-count'));
     for (const [c, n] of byCluster) chips.push(chip(c, n, 'cluster-count'));
@@ -509,11 +521,18 @@ function renderRegistries(regs) {
   const rows = regs.map((x) => {
     const r = x.registry || x;
     const sels = ((r.spec && r.spec.resourceSelectors) || []).map((s) => s.kind).join(', ');
-    const conds = ((r.status && r.status.conditions) || []).map((c) => el('span', { class: 'lbl ' + (c.status === 'True' ? 'ok' : 'bad'), title: c.message || '', text: `${c.type}=${c.status}${c.reason ? ' (' + c.reason + ')' : ''}` }));
+    const conds = ((r.status && r.status.conditions) || []).map((c) => el('span', { class: 'lbl ' + condClass(c), title: c.message || '', text: `${c.type}=${c.status}${c.reason ? ' (' + c.reason + ')' : ''}` }));
     return el('tr', {}, el('td', { text: (r.metadata && r.metadata.name) || '' }), el('td', { text: sels }), el('td', { class: 'labels' }, ...conds));
   });
   if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: '3', class: 'muted', text: 'No registries.' })));
   tbody.replaceChildren(...rows);
+}
+
+// A False condition is a failure unless it states an expected choice
+// (SecretData=False: Secrets are cached without data, as by default).
+function condClass(c) {
+  if (c.status === 'True') return 'ok';
+  return c.type === 'SecretData' ? 'muted' : 'bad';
 }
 
 // ---- wiring ------------------------------------------------------------------
