@@ -116,7 +116,15 @@ function fillForm(p) {
   $('limit').value = p.limit || '100';
   $('cluster').value = p.cluster || '';
   const kind = p.kind !== undefined ? p.kind : (app.kinds.has('core/v1/pods') ? 'core/v1/pods' : '');
-  $('kind').value = kind;
+  setKind(kind);
+}
+
+// setKind selects a kind, adding it when the inventory does not list it
+// (yet), so the form submits what the URL asked for.
+function setKind(kind) {
+  const sel = $('kind');
+  if (kind && ![...sel.options].some((o) => o.value === kind)) sel.append(el('option', { value: kind, text: kind }));
+  sel.value = kind;
 }
 
 function formParams() {
@@ -130,6 +138,7 @@ function formParams() {
 // the search API takes no label selector).
 async function runSearch(p, pageIndex, tokens) {
   stopSearchWatches();
+  if (app.search) app.search.ctrl.abort(); // its answers and counts are stale
   const t0 = performance.now();
   const { text, terms } = labelTerms(p.q || '');
   const kind = p.kind !== undefined ? p.kind : (app.kinds.has('core/v1/pods') ? 'core/v1/pods' : '');
@@ -140,7 +149,7 @@ async function runSearch(p, pageIndex, tokens) {
   if (kind && !app.kinds.has(kind)) {
     try { await loadInventory(); } catch { /* the search itself reports errors */ }
     if (seq !== app.seq) return; // a newer search started meanwhile
-    $('kind').value = kind;
+    setKind(kind);
   }
   const s = {
     key: searchKey(p), p, text, terms, limit, pageIndex, tokens: tokens || [''],
@@ -317,11 +326,26 @@ async function countPerCluster(s) {
   }
 }
 
+// dropSearch ends the current search (its requests and watches), so the
+// next route runs a fresh one.
+function dropSearch() {
+  stopSearchWatches();
+  if (app.search) app.search.ctrl.abort();
+  app.search = null;
+}
+
 // ---- live results ------------------------------------------------------------
 
+// Each start of a search's watches has its own AbortController, so a watch
+// ended by a stop can never mistake a later start's for its own and resume.
 function stopSearchWatches() {
   const s = app.search;
-  if (s) { s.ctrl.abort(); s.ctrl = new AbortController(); s.queue = []; s.watching = false; }
+  if (s) {
+    if (s.watchCtrl) s.watchCtrl.abort();
+    s.watchCtrl = null;
+    s.queue = [];
+    s.watching = false;
+  }
   setLive(null);
 }
 
@@ -337,6 +361,8 @@ function setLive(on, why) {
 // no change between the answer and the watch is missed.
 function startSearchWatches(s, items) {
   if (!s.rv) return;
+  const ctrl = new AbortController();
+  s.watchCtrl = ctrl;
   s.watching = true;
   const gvrs = new Map();
   if (s.gvr) gvrs.set(gvrPath(s.gvr), s.gvr);
@@ -348,15 +374,15 @@ function startSearchWatches(s, items) {
     const run = (rv, attempt) => watch(gvr, { ...filter, resourceVersion: rv, allowBookmarks: true }, (ev) => {
       if (ev.resourceVersion) rv = ev.resourceVersion;
       if (ev.type !== 'BOOKMARK') enqueue(s, ev, gvr);
-    }, s.ctrl.signal).then(() => {
-      if (app.search === s && !s.ctrl.signal.aborted) run(rv, 0); // server ended it (timeout): resume
+    }, ctrl.signal).then(() => {
+      if (!ctrl.signal.aborted) run(rv, 0); // the server ended it (timeout): resume
     }, (e) => {
-      if (app.search !== s || s.ctrl.signal.aborted) return;
+      if (ctrl.signal.aborted) return;
       if (e instanceof APIError && (e.status === 401 || e.status === 403)) { setLive(false, e.status); showError(e); return; }
       if (e instanceof APIError && e.status === 410) { runSearch(s.p, s.pageIndex, s.tokens); return; }
       setLive(false, e.message);
       // Backend down or restarting: try again, backing off.
-      setTimeout(() => { if (app.search === s && !s.ctrl.signal.aborted) { setLive(true); run(rv, attempt + 1); } }, Math.min(10000, 500 * 2 ** attempt));
+      setTimeout(() => { if (!ctrl.signal.aborted) { setLive(true); run(rv, attempt + 1); } }, Math.min(10000, 500 * 2 ** attempt));
     });
     run(s.rv, 0);
   }
@@ -542,15 +568,15 @@ function wire() {
     e.preventDefault();
     setToken($('token').value.trim());
     $('token').value = '';
-    app.search = null;
+    dropSearch();
     start();
   });
-  $('signout').addEventListener('click', () => { setToken(''); app.search = null; showLogin(); });
+  $('signout').addEventListener('click', () => { setToken(''); dropSearch(); showLogin(); });
   $('search-form').addEventListener('submit', (e) => {
     e.preventDefault();
     const p = formParams();
     const h = '#/search?' + new URLSearchParams(p).toString();
-    app.search = null;
+    dropSearch();
     if (location.hash === h) route(); else location.hash = h;
   });
   $('next').addEventListener('click', () => { const s = app.search; if (s && s.tokens[s.pageIndex + 1]) runSearch(s.p, s.pageIndex + 1, s.tokens); });
