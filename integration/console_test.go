@@ -391,6 +391,8 @@ func TestConsole(t *testing.T) {
 	})
 
 	t.Run("phone width", func(t *testing.T) {
+		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=50"))
+		waitJS[bool](t, page, 10*time.Second, `document.querySelectorAll('#results tbody tr').length === 3 && document.getElementById('q').value === 'app=storefront'`)
 		do(t, page, chromedp.EmulateViewport(390, 844))
 		waitJS[bool](t, page, 5*time.Second, `innerWidth === 390`)
 		if w := evalJS[int](t, page, `document.documentElement.scrollWidth`); w > 390 {
