@@ -241,7 +241,12 @@ func TestConsole(t *testing.T) {
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
 	fv := startUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
-	defer fv.stop(t)
+	stopped := false
+	defer func() {
+		if !stopped {
+			fv.stop(t)
+		}
+	}()
 	if _, err := fv.regs.ApplyRegistry(bearer("admin-token").ctx(), registryRequest(t, "console", "v1:Pod", "v1:Namespace")); err != nil {
 		t.Fatal(err)
 	}
@@ -430,6 +435,39 @@ func TestConsole(t *testing.T) {
 					t.Errorf("localStorage holds %s", s)
 				}
 			})
+		}
+	})
+	t.Run("formatting helpers", func(t *testing.T) {
+		for _, tc := range []struct{ expr, want string }{
+			{`JSON.stringify(m.labelTerms('web  app=cart tier!=db env==prod shop'))`, `{"text":"web shop","terms":["app=cart","tier!=db","env==prod"]}`},
+			{`JSON.stringify(m.labelTerms(''))`, `{"text":"","terms":[]}`},
+			{`m.toYAML({a: 'yes', b: '1.5', c: '', d: 'x: y', e: [], f: {}, g: [{h: 1, i: 'j'}], k: null, l: true})`,
+				"a: \"yes\"\nb: \"1.5\"\nc: \"\"\nd: \"x: y\"\ne: []\nf: {}\ng:\n  - h: 1\n    i: j\nk: null\nl: true\n"},
+			{`m.age(new Date(Date.now() - 3 * 3600e3).toISOString())`, "3h"},
+			{`m.objectStatus({kind: 'Pod', status: {phase: 'Running', containerStatuses: [{state: {waiting: {reason: 'CrashLoopBackOff'}}}]}}).text`, "CrashLoopBackOff"},
+			{`m.objectStatus({kind: 'Deployment', spec: {replicas: 3}, status: {readyReplicas: 2}}).text`, "2/3 ready"},
+		} {
+			got, err := chromedp.Run(page, chromedp.Evaluate[string](`import('./format.js').then(m => `+tc.expr+`)`, chromedp.EvalAwaitPromise))
+			if err != nil {
+				t.Fatalf("%s: %v", tc.expr, err)
+			}
+			if got != tc.want {
+				t.Errorf("%s = %q, want %q", tc.expr, got, tc.want)
+			}
+		}
+	})
+
+	// Last: the hub goes away under the open page.
+	t.Run("backend down", func(t *testing.T) {
+		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=100"))
+		waitJS[bool](t, page, 10*time.Second, `document.querySelectorAll('#results tbody tr').length === 3`)
+		fv.stop(t)
+		stopped = true
+		waitJS[bool](t, page, 20*time.Second, `document.getElementById('live').textContent.startsWith('live updates stopped')`)
+		click(t, page, `#search-form button[type=submit]`)
+		banner := waitJS[string](t, page, 20*time.Second, `!document.getElementById('error').hidden && document.getElementById('error').textContent`)
+		if !strings.Contains(banner, "Backend down") {
+			t.Errorf("banner %q, want Backend down", banner)
 		}
 	})
 	t.Logf("console test (browser part) took %s", time.Since(start).Round(time.Millisecond))
