@@ -60,12 +60,34 @@ export function gvrPath(g) { return `${g.group || 'core'}/${g.version}/${g.resou
 // watch streams newline-delimited JSON events from /v1/watch with fetch
 // (EventSource cannot send the Authorization header). onEvent gets each
 // event; the promise ends when the stream does (abort with signal).
+//
+// The watch asks for bookmarks (every 10 s by default), so a stream silent
+// for STALL_MS is half-open (a hub gone without closing it): it is ended
+// as unreachable, and the caller reconnects or reports it.
+const STALL_MS = 30000;
 export async function watch(gvr, params, onEvent, signal) {
+  const stall = new AbortController();
+  let stalled = false;
+  let timer = 0;
+  const arm = () => { clearTimeout(timer); timer = setTimeout(() => { stalled = true; stall.abort(); }, STALL_MS); };
+  arm();
+  try {
+    return await stream(gvr, { ...params, allowBookmarks: true }, onEvent, AbortSignal.any([signal, stall.signal]), arm);
+  } catch (e) {
+    if (signal.aborted) return; // the caller ended it
+    if (stalled) throw new APIError(0, 'watch: no data from fleetview for ' + STALL_MS / 1000 + ' s');
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function stream(gvr, params, onEvent, signal, alive) {
   let resp;
   try {
     resp = await fetch(`/v1/watch/${gvrPath(gvr)}${query(params)}`, { headers: headers(), signal, cache: 'no-store' });
   } catch (e) {
-    if (e.name === 'AbortError') return;
+    if (e.name === 'AbortError') throw e;
     throw new APIError(0, 'watch: fleetview is not reachable: ' + e.message);
   }
   if (!resp.ok) throw await errorOf(resp);
@@ -76,6 +98,7 @@ export async function watch(gvr, params, onEvent, signal) {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
+      alive();
       buf += dec.decode(value, { stream: true });
       let nl;
       while ((nl = buf.indexOf('\n')) >= 0) {
@@ -88,7 +111,7 @@ export async function watch(gvr, params, onEvent, signal) {
       }
     }
   } catch (e) {
-    if (e.name === 'AbortError') return;
+    if (e.name === 'AbortError' && !signal.aborted) throw new APIError(0, 'watch: connection lost');
     throw e;
   }
 }

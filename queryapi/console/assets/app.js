@@ -270,7 +270,7 @@ function renderRows(s, items) {
 
 function fillRow(r) {
   const o = r.obj;
-  const st = objectStatus(o);
+  const st = objectStatus(o, kindOf(r));
   r.cells.status.textContent = st.text;
   r.cells.status.className = st.cls;
   const labels = (o.metadata && o.metadata.labels) || {};

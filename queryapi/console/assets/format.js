@@ -23,11 +23,12 @@ export function age(ts, now = Date.now()) {
   return Math.floor(s / 86400) + 'd';
 }
 
-// objectStatus is a one-word status and a CSS class for any object.
-export function objectStatus(o) {
+// objectStatus is a one-word status and a CSS class for any object; kind
+// is given for list items, which may not carry their own.
+export function objectStatus(o, kind = o.kind) {
   const st = o.status || {}, spec = o.spec || {}, m = o.metadata || {};
   if (m.deletionTimestamp) return { text: 'Terminating', cls: 'warn' };
-  switch (o.kind) {
+  switch (kind) {
     case 'Pod': {
       for (const c of st.containerStatuses || []) {
         const w = c.state && c.state.waiting;
