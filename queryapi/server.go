@@ -71,6 +71,11 @@ type Config struct {
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
 	Metrics *Metrics
+	// Handlers are served on the HTTP port beside the API, by path pattern
+	// (e.g. the web console at /console/). They get the same body limit but
+	// no authentication of their own: whatever they read must come through
+	// the API with the caller's credentials.
+	Handlers map[string]http.Handler
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -226,6 +231,9 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	for p, h := range s.cfg.Handlers {
+		mux.Handle(p, h)
+	}
 	return mux
 }
 

@@ -56,6 +56,8 @@ run "$DEMO/fleetview registry list --server $GRPC"
 
 cat <<MSG
 
+Web console: http://$HTTP/console/
+
 Try more:
   curl 'http://$HTTP/v1/resources/core/v1/pods?namespace=payments'
   curl 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop&cluster=member1'

@@ -6,6 +6,7 @@
 #   - the OpenSearch node launcher from Maven Central     -> scripts/build-opensearch.sh
 #   - helm, from the Go module proxy                      -> chart test
 #   - kubectl (Debian's kubernetes-client) and gcc (for -race) when missing
+#   - chromium (Debian's) when missing, for the console's browser tests
 # then checks generated code, formatting and vet, and runs every test against
 # the real components. Nothing is skipped: a missing component fails the run.
 set -euo pipefail
@@ -25,6 +26,13 @@ if ! command -v gcc >/dev/null 2>&1; then
 	log "installing gcc"
 	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc) || {
 		echo "FAIL: gcc is required (go test -race) and could not be installed" >&2; exit 1; }
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+	# The console's browser tests (integration/console_test.go) and its
+	# benchmark drive headless chromium; they fail without it.
+	log "installing chromium (Debian)"
+	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) || {
+		echo "FAIL: chromium is required (console browser tests) and could not be installed" >&2; exit 1; }
 fi
 command -v java >/dev/null 2>&1 || { echo "FAIL: java (17) is required for the OpenSearch node" >&2; exit 1; }
 command -v mvn >/dev/null 2>&1 || { echo "FAIL: mvn is required to build the OpenSearch launcher" >&2; exit 1; }
@@ -96,6 +104,8 @@ done <<<"$fuzz_targets"
 log "go test"
 # One package at a time (-p 1): the integration packages each start real
 # kube-apiservers, and two at once on 2 cores only slow both down.
+# The console's browser tests save screenshots of its views as CI
+# artifacts under $FLEETVIEW_ARTIFACTS/console (default artifacts/console).
 go test -p 1 -count=1 -timeout 60m ./... 2>&1 | tee /tmp/fleetview-test.log
 
 # The benchmarks the issues ask for, at their scale, each next to its
@@ -117,6 +127,9 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	log "materializer benchmark (1M Pod events: raw JetStream, Badger, replay, OpenSearch)"
 	go build -o "$bench/bench-materializer" ./integration/cmd/bench-materializer
 	"$bench/bench-materializer"
+	log "console benchmark (150k Pods: first page in chromium; 1,000 live rows at 100 events/s)"
+	go build -o "$bench/bench-console" ./integration/cmd/bench-console
+	"$bench/bench-console"
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"

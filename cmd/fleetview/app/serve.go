@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,7 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
+	"github.com/fleetview/fleetview/queryapi/console"
 )
 
 // ServeOptions run the materializers (Badger, and OpenSearch for the
@@ -182,6 +184,9 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	sv.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
+		// The console is static: it reads through the API with the
+		// user's token, like any other client.
+		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
 	})
 	return sv, err
 }
@@ -236,7 +241,11 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 		_ = hl.Close()
 		return nil, err
 	}
-	cfg.Logger.Info("query API listening", "grpc", gl.Addr().String(), "http", "http://"+hl.Addr().String())
+	scheme := "http://"
+	if sec.httpTLS != nil {
+		scheme = "https://"
+	}
+	cfg.Logger.Info("query API listening", "grpc", gl.Addr().String(), "http", scheme+hl.Addr().String(), "console", scheme+hl.Addr().String()+console.Prefix)
 	return api, nil
 }
 
