@@ -253,8 +253,16 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 // drain their materializers and close their stores.
 func (sv *serve) run(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return sv.set.Run(gctx) })
-	g.Go(func() error { return sv.api.Run(gctx) })
+	// The backends stop only once the API has: a request still in flight
+	// must not meet a closed store. A backend that fails stops the API
+	// through gctx.
+	setCtx, stopSet := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopSet()
+	g.Go(func() error { return sv.set.Run(setCtx) })
+	g.Go(func() error {
+		defer stopSet()
+		return sv.api.Run(gctx)
+	})
 	err := g.Wait()
 	return errors.Join(err, sv.metrics.Close())
 }
