@@ -74,6 +74,10 @@ type Config struct {
 	// reconfigure streams and buckets: the hub creates them, the collector
 	// binds to them. The connection must use the cluster's inbox prefix.
 	HubAPIPrefix string
+	// Replicas is the replica count of the cluster's stream and the
+	// buckets when the collector creates them (without HubAPIPrefix):
+	// 3 or 5 on a JetStream cluster. Default 1.
+	Replicas int
 	// StreamMaxBytes is the byte quota of the cluster's stream when the
 	// collector creates it (without HubAPIPrefix; otherwise the hub
 	// does). At the quota publishes are refused, reported on the
@@ -149,6 +153,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	if cfg.PublishAckTimeout <= 0 {
 		cfg.PublishAckTimeout = 30 * time.Second
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
 	}
 	if cfg.ClusterInfoConfigMap != "" {
 		if _, _, err := ParseClusterInfoConfigMap(cfg.ClusterInfoConfigMap); err != nil {
@@ -260,18 +267,18 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		}
 		return regs, inv, nil
 	}
-	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, 1, c.cfg.StreamMaxBytes)
+	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
 	}
 	if kept > 0 {
 		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
 	}
-	regs, err := regstore.Open(ctx, c.js)
+	regs, err := regstore.Open(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err
 	}
-	inv, err := inventory.Bucket(ctx, c.js)
+	inv, err := inventory.Bucket(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -188,7 +188,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 // applies a registry, failing the test on error.
 func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
 	t.Helper()
-	regs, err := regstore.Open(ctx, js)
+	regs, err := regstore.Open(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 const (
@@ -24,12 +25,13 @@ const (
 // loadTokenKey returns the key that seals tokens, creating it once per
 // installation: every replica and every restart verifies the tokens the
 // others issued, so a watch resumes across a restart.
-func loadTokenKey(ctx context.Context, js jetstream.JetStream) ([]byte, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+func loadTokenKey(ctx context.Context, js jetstream.JetStream, replicas int) ([]byte, error) {
+	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket: stateBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
+		Replicas: replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s bucket: %w", stateBucket, err)
+		return nil, err
 	}
 	for range 3 {
 		e, err := kv.Get(ctx, tokenKeyKey)

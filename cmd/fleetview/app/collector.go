@@ -60,6 +60,10 @@ type CollectorOptions struct {
 	// collector creates it (with a token; per-cluster credentials bind to
 	// the stream the hub created with its own quota).
 	StreamQuota StreamQuotaOptions
+	// Replicas is the replica count of the stream and buckets when this
+	// collector creates them (with a token; per-cluster credentials bind
+	// to what the hub created).
+	Replicas ReplicaOptions
 }
 
 // AddFlags registers the flags.
@@ -67,7 +71,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Cluster, "cluster", "", "name of the member cluster (a DNS label)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (empty: in-cluster config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL (tls:// for TLS; a hub reached across a network should require it)")
+	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL, or the comma-separated URLs of a NATS cluster's servers (the collector fails over between them); tls:// for TLS (a hub reached across a network should require it)")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the hub's NATS token")
 	fs.StringVar(&o.NATSUserFile, "nats-user-file", "", "file holding this cluster's NATS credentials on the hub (<cluster>:<password>, its line of the hub's --nats-users-file)")
 	o.NATSTLSClientOptions.AddFlags(fs)
@@ -86,6 +90,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
 	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
 	o.StreamQuota.AddFlags(fs)
+	o.Replicas.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -129,6 +134,8 @@ func (o *CollectorOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("%w: --gc-percent must be positive", ErrInvalidOptions))
 	}
 	errs = append(errs, o.StreamQuota.Validate()...)
+	errs = append(errs, o.Replicas.Validate()...)
+	errs = append(errs, validateNATSURLs(o.NATSURL)...)
 	return append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 }
 
@@ -157,7 +164,8 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 	return CollectorConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log,
+		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
+		Replicas: o.Replicas.StreamReplicas, Logger: log,
 	}}, nil
 }
 
