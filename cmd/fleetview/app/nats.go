@@ -188,7 +188,9 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		ns.Shutdown()
 		return nil, nil, err
 	}
-	if err := provision(ctx, nc, so.Clusters, o.Replicas.StreamReplicas, o.StreamQuota.StreamMaxBytes, log); err != nil {
+	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
+		return provision(ctx, nc, so.Clusters, o.Replicas.StreamReplicas, o.StreamQuota.StreamMaxBytes, log)
+	}); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, err

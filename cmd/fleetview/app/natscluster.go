@@ -209,3 +209,47 @@ func waitJetStream(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 		wait = min(2*wait, 5*time.Second)
 	}
 }
+
+// jetStreamSettle bounds how long creating fleetview's streams and
+// buckets is retried at start. Right after a cluster elects its meta
+// leader, a replicated stream's creation can time out or find too few
+// current peers, and every hub of the cluster creates the same buckets
+// at once; a minute covers that, and a cluster that still cannot create
+// them has a problem the error names.
+const jetStreamSettle = time.Minute
+
+// retryJetStream runs f until it succeeds, ctx ends or jetStreamSettle
+// passes, each attempt bounded (a request JetStream drops while it has no
+// leader would otherwise wait for ctx). A single server refusing replicas
+// is final at once.
+func retryJetStream(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	wait := 250 * time.Millisecond
+	start := time.Now()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := f(actx)
+		cancel()
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return errors.Join(ctx.Err(), err)
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsReplicasNotSupported, time.Since(start) > jetStreamSettle:
+			return err
+		}
+		log.Warn("JetStream not ready yet; retrying", "what", what, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// jsReplicasNotSupported is JetStream's error code for replicas asked of
+// a server that is not in a cluster.
+const jsReplicasNotSupported jetstream.ErrorCode = 10074

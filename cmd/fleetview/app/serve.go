@@ -150,7 +150,11 @@ type serve struct {
 
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
-	bk, err := backends.OpenBuckets(ctx, nc, o.Replicas.StreamReplicas)
+	var bk backends.Buckets
+	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) (err error) {
+		bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.StreamReplicas)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
