@@ -226,7 +226,7 @@ func retryJetStream(ctx context.Context, log *slog.Logger, what string, f func(c
 	wait := 250 * time.Millisecond
 	start := time.Now()
 	for {
-		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		actx, cancel := context.WithTimeout(ctx, jetStreamAttempt)
 		err := f(actx)
 		cancel()
 		var apiErr *jetstream.APIError
@@ -249,6 +249,14 @@ func retryJetStream(ctx context.Context, log *slog.Logger, what string, f func(c
 		wait = min(2*wait, 5*time.Second)
 	}
 }
+
+// jetStreamAttempt bounds one attempt. Creating a replicated stream takes
+// well under a second on a settled cluster, but when every hub of a new
+// cluster creates the same stream at once, JetStream answers only one of
+// the equal requests: the others wait for their timeout and find the
+// stream on the next attempt. A short attempt keeps that from adding ten
+// seconds per bucket to a cluster's first start.
+const jetStreamAttempt = 4 * time.Second
 
 // jsReplicasNotSupported is JetStream's error code for replicas asked of
 // a server that is not in a cluster.

@@ -150,10 +150,17 @@ type serve struct {
 
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
+	// Everything serve creates, in one retry: with a NATS cluster that
+	// is still settling each creation can time out once.
 	var bk backends.Buckets
 	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) (err error) {
-		bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.StreamReplicas)
-		return err
+		if bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.StreamReplicas); err != nil {
+			return err
+		}
+		if err := queryapi.EnsureState(ctx, bk.JetStream, bk.Replicas); err != nil {
+			return err
+		}
+		return materializer.EnsureDeadLetterStream(ctx, bk.JetStream, bk.Replicas)
 	})
 	if err != nil {
 		return nil, err
