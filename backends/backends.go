@@ -69,7 +69,20 @@ type Config struct {
 	// Observer hears every committed object event once, from the backend
 	// that reports it, and Badger's control events.
 	Observer Observer
-	Logger   *slog.Logger
+	// HubName, when set, is appended to the durable consumer names of
+	// this hub's materializers ("badger-<HubName>"): hubs sharing one
+	// NATS cluster each keep their own stores, so each needs its own
+	// consumers. Empty keeps the single hub's names.
+	HubName string
+	Logger  *slog.Logger
+}
+
+// durable is the durable consumer name of a materializer called name.
+func (c Config) durable(name string) string {
+	if c.HubName == "" {
+		return name
+	}
+	return name + "-" + c.HubName
 }
 
 // Buckets are what the backends read besides the streams, opened once for
@@ -149,7 +162,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err := s.route(ctx); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
+	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: cfg.durable("badger"), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
 		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -202,7 +215,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 		return err
 	}
 	for _, ob := range obs {
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, NATS: s.cfg.NATS, Sink: ob.Store,
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: s.cfg.durable("opensearch-" + ob.ID), NATS: s.cfg.NATS, Sink: ob.Store,
 			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
 			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {

@@ -32,6 +32,12 @@ type Config struct {
 	// Name is the durable consumer name on every cluster stream; two
 	// materializers with different names each see every event.
 	Name string
+	// Durable, when set, names the durable consumer instead of Name (which
+	// still names the metrics and the dead-letter subject): hubs sharing
+	// one NATS cluster each keep their own store, and each deletes and
+	// recreates its consumer at its own store's checkpoint, so each needs
+	// its own consumer.
+	Durable string
 	NATS *nats.Conn
 	Sink Sink
 	// BatchSize is the most events handed to the sink at once (one Badger
@@ -80,6 +86,9 @@ type Materializer struct {
 
 // New builds a materializer.
 func New(cfg Config) (*Materializer, error) {
+	if cfg.Durable == "" {
+		cfg.Durable = cfg.Name
+	}
 	if cfg.Name == "" || cfg.NATS == nil || cfg.Sink == nil {
 		return nil, errors.New("materializer: Name, NATS and Sink are required")
 	}
@@ -226,7 +235,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 	}
 	sname := stream.StreamName(cluster)
 	cfg := jetstream.ConsumerConfig{
-		Durable:       m.cfg.Name,
+		Durable:       m.cfg.Durable,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       5 * time.Minute,
 		MaxAckPending: 100 * m.cfg.BatchSize,
@@ -236,7 +245,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = ckpt + 1
 	}
-	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil, 0, err
 	}
 	c, err := m.js.CreateConsumer(ctx, sname, cfg)
@@ -588,6 +597,10 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 	if md != nil {
 		dl.Header.Set(stream.HdrDeadStream, md.Stream)
 		dl.Header.Set(stream.HdrDeadSeq, fmt.Sprint(md.Sequence.Stream))
+		// Hubs sharing a NATS cluster each meet the same poison message:
+		// within the duplicate window it is kept once per materializer
+		// name, not once per hub.
+		dl.Header.Set(nats.MsgIdHdr, m.cfg.Name+"/"+md.Stream+"/"+fmt.Sprint(md.Sequence.Stream))
 	}
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)

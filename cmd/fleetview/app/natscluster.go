@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -88,8 +89,11 @@ func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
 	if strings.ContainsAny(o.Name, " \t.*>") {
 		errs = append(errs, fmt.Errorf("%w: --nats-cluster-name %q: no spaces, dots or wildcards", ErrInvalidOptions, o.Name))
 	}
-	if strings.ContainsAny(o.ServerName, " \t") {
-		errs = append(errs, fmt.Errorf("%w: --nats-server-name %q: no spaces", ErrInvalidOptions, o.ServerName))
+	if o.ServerName != "" {
+		// It also names the hub's durable consumers (--hub-name).
+		if msgs := validation.IsDNS1123Label(o.ServerName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%w: --nats-server-name %q: %s", ErrInvalidOptions, o.ServerName, strings.Join(msgs, "; ")))
+		}
 	}
 	if o.Listen != "" {
 		if _, port, err := net.SplitHostPort(o.Listen); err != nil || port == "" || port == "0" {

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
@@ -54,6 +56,9 @@ type ServeOptions struct {
 	// Replicas is the replica count of the buckets and streams serve
 	// (and up) create.
 	Replicas ReplicaOptions
+	// HubName names this hub's durable consumers when several hubs
+	// share one NATS cluster (up: --nats-server-name by default).
+	HubName string
 }
 
 // AddFlags registers the flags.
@@ -71,6 +76,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Auth.AddFlags(fs)
 	o.Limits.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
+	fs.StringVar(&o.HubName, "hub-name", "", "unique name of this hub when several hubs (serve or up, each with its own --state-dir) share one NATS cluster: their materializers' durable consumers are named after it (up: --nats-server-name by default); empty: the single hub's names")
 }
 
 // Validate reports every problem at once.
@@ -102,6 +108,11 @@ func (o *ServeOptions) validate(client bool) []error {
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
+	if o.HubName != "" {
+		if msgs := validation.IsDNS1123Label(o.HubName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%w: --hub-name %q: %s", ErrInvalidOptions, o.HubName, strings.Join(msgs, "; ")))
+		}
+	}
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -170,7 +181,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		NATS: nc, Buckets: bk,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
-		Observer: hub.Observe, Logger: log,
+		Observer: hub.Observe, HubName: o.HubName, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -377,6 +388,11 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	defer nc.Close()
 	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
 	cfg.NATSURL = ns.ClientURL()
+	if cfg.HubName == "" {
+		// The members of a NATS cluster are its hubs: each needs its
+		// own consumers, and its server name is unique and stable.
+		cfg.HubName = o.NATSCluster.ServerName
+	}
 	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
 	if err != nil {
 		return err
