@@ -38,8 +38,8 @@ type Config struct {
 	// recreates its consumer at its own store's checkpoint, so each needs
 	// its own consumer.
 	Durable string
-	NATS *nats.Conn
-	Sink Sink
+	NATS    *nats.Conn
+	Sink    Sink
 	// BatchSize is the most events handed to the sink at once (one Badger
 	// transaction, one OpenSearch bulk). Default 1000.
 	BatchSize int
