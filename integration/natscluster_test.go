@@ -296,14 +296,15 @@ func (w *watchRecord) check(want map[string]podState) error {
 // TestNATSClusterKill9 runs three `fleetview up` hubs whose embedded NATS
 // servers form a JetStream cluster with --stream-replicas 3, a real
 // `fleetview collector` of a real kube-apiserver connected to all three
-// URLs, and pods churning. The hub whose NATS server leads the member's
-// stream is killed with SIGKILL mid-churn: the two others must go on
-// (the stall from the kill to the next applied event and to a pod made
-// after the kill is logged), end equal to the member (names,
-// resourceVersions, labels, no ghosts), and a gRPC watch on a surviving
-// hub across the kill must have neither duplicated nor reordered events
-// and replay to the member's state. The killed hub then restarts and
-// catches up.
+// URLs, and kills with SIGKILL the hub whose NATS server leads the
+// member's stream twice: during a steady pod churn, and in the middle of a
+// bulk ingest (FV_NATSCLUSTER_BULK pods created by eight writers). Each
+// time the two others must go on (the stall from the kill to the next
+// applied event is logged), end equal to the member (names,
+// resourceVersions, labels, no ghosts), and the watches opened on them
+// before the kill (four per hub) must have neither duplicated nor
+// reordered events and replay to the member's state. The killed hub then
+// restarts and catches up.
 func TestNATSClusterKill9(t *testing.T) {
 	bin := buildFleetview(t)
 	ctx := context.Background()
@@ -412,111 +413,204 @@ func TestNATSClusterKill9(t *testing.T) {
 		}
 		return ci.Leader, nil
 	}
-	leader, err := leaderOf()
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := slices.IndexFunc(hubs, func(h *clusterHub) bool { return h.name == leader })
-	if victim < 0 {
-		t.Fatalf("stream leader %q is none of the hubs", leader)
-	}
-	var survivors []*clusterHub
-	for i, h := range hubs {
-		if i != victim {
-			survivors = append(survivors, h)
-		}
-	}
 
-	// A watch on a surviving hub across the kill.
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	wr := startWatchRecord(wctx, survivors[0], "member1", ns)
-	select {
-	case <-wr.synced:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the watch on %s sent no end of initial events: %v", survivors[0].name, wr.check(nil))
+	// Two phases, each killing the hub whose NATS server leads the
+	// member's stream: during a steady churn, then in the middle of a
+	// bulk ingest. A load is started by start and waited for by finish;
+	// killNow tells when it is time to kill.
+	type load struct {
+		start   func()
+		killNow func() error
+		finish  func()
 	}
-
-	// Latency of a new pod reaching both survivors, before the kill.
-	probe := func(name string) time.Duration {
-		t.Helper()
-		at := time.Now()
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "probe", ""), metav1.CreateOptions{}); err != nil {
+	var ch *podChurn
+	var killedAt churnCounts
+	churn := load{
+		start:   func() { ch = startPodChurn(c1, ns, live, &next) },
+		killNow: func() error { return ch.atLeast(churnCounts{}, 10) },
+		finish: func() {
+			eventually(t, 60*time.Second, func() error { return ch.atLeast(killedAt, 20) })
+			live = ch.stop(t)
+		},
+	}
+	bulkN := envInt(t, "FV_NATSCLUSTER_BULK", 1500)
+	var bulkDone chan error
+	var bulkBase map[string]uint64
+	var bulkSurvivors []*clusterHub
+	bulk := load{
+		start: func() {
+			bulkBase = map[string]uint64{}
+			for _, h := range bulkSurvivors {
+				bulkBase[h.name] = h.applied("member1")
+			}
+			bulkDone = make(chan error, 1)
+			go func() {
+				// Eight writers: faster than the member apiserver takes
+				// one at a time, so the stream has a backlog to ingest.
+				var g sync.WaitGroup
+				errs := make(chan error, 8)
+				var n atomic.Int64
+				for range 8 {
+					g.Go(func() {
+						for i := n.Add(1); i <= int64(bulkN); i = n.Add(1) {
+							if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, fmt.Sprintf("bulk-%d", i), "bulk", ""), metav1.CreateOptions{}); err != nil {
+								errs <- err
+								return
+							}
+						}
+					})
+				}
+				g.Wait()
+				close(errs)
+				bulkDone <- <-errs
+			}()
+		},
+		killNow: func() error {
+			for _, h := range bulkSurvivors {
+				if got := h.applied("member1") - bulkBase[h.name]; got < uint64(bulkN/3) {
+					return fmt.Errorf("%s applied %d of the bulk's %d", h.name, got, bulkN)
+				}
+			}
+			select {
+			case err := <-bulkDone:
+				t.Fatalf("the bulk ingest ended before the kill (raise FV_NATSCLUSTER_BULK): %v", err)
+			default:
+			}
+			return nil
+		},
+		finish: func() {
+			select {
+			case err := <-bulkDone:
+				if err != nil {
+					t.Fatalf("bulk create: %v", err)
+				}
+			case <-time.After(5 * time.Minute):
+				t.Fatal("bulk create did not end")
+			}
+		},
+	}
+	for pi, phase := range []struct {
+		name string
+		load load
+	}{{"churn", churn}, {"bulk ingest", bulk}} {
+		leader, err := leaderOf()
+		if err != nil {
 			t.Fatal(err)
 		}
+		victim := slices.IndexFunc(hubs, func(h *clusterHub) bool { return h.name == leader })
+		if victim < 0 {
+			t.Fatalf("stream leader %q is none of the hubs", leader)
+		}
+		var survivors []*clusterHub
+		for i, h := range hubs {
+			if i != victim {
+				survivors = append(survivors, h)
+			}
+		}
+		bulkSurvivors = survivors
+
+		// A watch storm on the survivors across the kill: several watches
+		// on each.
+		wctx, stopWatch := context.WithCancel(ctx)
+		var watches []*watchRecord
+		for _, h := range survivors {
+			for range 4 {
+				watches = append(watches, startWatchRecord(wctx, h, "member1", ns))
+			}
+		}
+		for _, w := range watches {
+			select {
+			case <-w.synced:
+			case <-time.After(60 * time.Second):
+				t.Fatalf("a watch sent no end of initial events: %v", w.check(nil))
+			}
+		}
+
+		// Latency of a new pod reaching both survivors.
+		probe := func(name string) time.Duration {
+			t.Helper()
+			at := time.Now()
+			if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "probe", ""), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 120*time.Second, func() error {
+				for _, h := range survivors {
+					got, err := h.hubPods(ctx, "member1", ns)
+					if err != nil {
+						return err
+					}
+					if _, ok := got[name]; !ok {
+						return fmt.Errorf("%s has no %s yet", h.name, name)
+					}
+				}
+				return nil
+			})
+			return time.Since(at)
+		}
+		baseline := probe(fmt.Sprintf("probe-before-%d", pi))
+
+		phase.load.start()
+		eventually(t, 120*time.Second, phase.load.killNow)
+		before := map[string]uint64{}
+		for _, h := range survivors {
+			before[h.name] = h.applied("member1")
+		}
+		if ch != nil {
+			killedAt = ch.counts()
+		}
+		hubs[victim].kill9(t)
+		killAt := time.Now()
+		// The stall: from the kill to the next event each survivor applies.
+		stalls := map[string]time.Duration{}
 		eventually(t, 120*time.Second, func() error {
 			for _, h := range survivors {
-				got, err := h.hubPods(ctx, "member1", ns)
-				if err != nil {
-					return err
+				if _, ok := stalls[h.name]; ok {
+					continue
 				}
-				if _, ok := got[name]; !ok {
-					return fmt.Errorf("%s has no %s yet", h.name, name)
+				if h.applied("member1") > before[h.name] {
+					stalls[h.name] = time.Since(killAt)
 				}
+			}
+			if len(stalls) < len(survivors) {
+				return fmt.Errorf("applied since the kill: %v", stalls)
 			}
 			return nil
 		})
-		return time.Since(at)
-	}
-	baseline := probe("probe-before")
-
-	ch := startPodChurn(c1, ns, live, &next)
-	eventually(t, 30*time.Second, func() error { return ch.atLeast(churnCounts{}, 10) })
-	before := map[string]uint64{}
-	for _, h := range survivors {
-		before[h.name] = h.applied("member1")
-	}
-	killedAt := ch.counts()
-	hubs[victim].kill9(t)
-	killAt := time.Now()
-	// The stall: from the kill to the next event each survivor applies.
-	stalls := map[string]time.Duration{}
-	eventually(t, 120*time.Second, func() error {
-		for _, h := range survivors {
-			if _, ok := stalls[h.name]; ok {
-				continue
+		var newLeader string
+		eventually(t, 60*time.Second, func() error {
+			var err error
+			if newLeader, err = leaderOf(); err == nil && newLeader == leader {
+				err = fmt.Errorf("%s still leads", leader)
 			}
-			if h.applied("member1") > before[h.name] {
-				stalls[h.name] = time.Since(killAt)
-			}
+			return err
+		})
+		afterKill := probe(fmt.Sprintf("probe-after-%d", pi))
+		phase.load.finish()
+		eventually(t, 180*time.Second, equalOn(survivors...))
+		converged := time.Since(killAt)
+		want, err := memberPods(ctx, c1, ns)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if len(stalls) < len(survivors) {
-			return fmt.Errorf("applied since the kill: %v", stalls)
+		watched := 0
+		for _, w := range watches {
+			eventually(t, 60*time.Second, func() error { return w.check(want) })
+			w.mu.Lock()
+			watched += w.events
+			w.mu.Unlock()
 		}
-		return nil
-	})
-	var newLeader string
-	eventually(t, 60*time.Second, func() error {
-		var err error
-		if newLeader, err = leaderOf(); err == nil && newLeader == leader {
-			err = fmt.Errorf("%s still leads", leader)
-		}
-		return err
-	})
-	afterKill := probe("probe-after")
-	eventually(t, 60*time.Second, func() error { return ch.atLeast(killedAt, 20) })
-	live = ch.stop(t)
-	eventually(t, 180*time.Second, equalOn(survivors...))
-	converged := time.Since(killAt)
-	want, err := memberPods(ctx, c1, ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, func() error { return wr.check(want) })
-	wr.mu.Lock()
-	watched := wr.events
-	wr.mu.Unlock()
-	t.Logf("killed %s (leader of %s; %s leads now): next event applied after %v; a pod made after the kill reached both survivors in %s (before the kill: %s); survivors equal to member1 (%d pods) %s after the kill; the watch on %s saw %d events, none duplicated or out of order",
-		leader, stream.StreamName("member1"), newLeader, roundAll(stalls), afterKill.Round(time.Millisecond), baseline.Round(time.Millisecond),
-		len(want), converged.Round(time.Millisecond), survivors[0].name, watched)
+		stopWatch()
+		t.Logf("%s: killed %s (leader of %s; %s leads now): next event applied after %v; a pod made after the election reached both survivors in %s (before the kill: %s); survivors equal to member1 (%d pods) %s after the kill; %d watches on the survivors saw %d events, none duplicated or out of order, each replaying to member1",
+			phase.name, leader, stream.StreamName("member1"), newLeader, roundAll(stalls), afterKill.Round(time.Millisecond), baseline.Round(time.Millisecond),
+			len(want), converged.Round(time.Millisecond), len(watches), watched)
 
-	// The killed hub comes back and catches up.
-	restartAt := time.Now()
-	hubs[victim].start(t, bin, logf)
-	hubs[victim].waitAPI(t)
-	eventually(t, 180*time.Second, equalOn(hubs...))
-	t.Logf("%s restarted and equal to member1 again in %s", hubs[victim].name, time.Since(restartAt).Round(time.Millisecond))
-	stopWatch()
+		// The killed hub comes back and catches up.
+		restartAt := time.Now()
+		hubs[victim].start(t, bin, logf)
+		hubs[victim].waitAPI(t)
+		eventually(t, 180*time.Second, equalOn(hubs...))
+		t.Logf("%s: %s restarted and equal to member1 again in %s", phase.name, hubs[victim].name, time.Since(restartAt).Round(time.Millisecond))
+	}
 	for _, h := range hubs {
 		h.stop(t)
 	}

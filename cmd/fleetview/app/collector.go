@@ -165,7 +165,7 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
-		Replicas: o.Replicas.StreamReplicas, Logger: log,
+		Replicas: o.Replicas.replicas(), Logger: log,
 	}}, nil
 }
 

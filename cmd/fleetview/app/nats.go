@@ -189,7 +189,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		return nil, nil, err
 	}
 	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
-		return provision(ctx, nc, so.Clusters, o.Replicas.StreamReplicas, o.StreamQuota.StreamMaxBytes, log)
+		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), o.StreamQuota.StreamMaxBytes, log)
 	}); err != nil {
 		nc.Close()
 		ns.Shutdown()

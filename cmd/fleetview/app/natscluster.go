@@ -34,12 +34,21 @@ func (o *ReplicaOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.StreamReplicas, "stream-replicas", 1, "copies JetStream keeps of fleetview's streams and KV buckets: 1, or 3 or 5 on a NATS cluster (existing streams and buckets are moved to this count)")
 }
 
-// Validate reports every problem at once.
+// Validate reports every problem at once. 0 (options built without
+// their flags) is the default, 1.
 func (o *ReplicaOptions) Validate() []error {
-	if err := stream.ValidateReplicas(o.StreamReplicas); err != nil {
+	if err := stream.ValidateReplicas(o.replicas()); err != nil {
 		return []error{fmt.Errorf("%w: --stream-replicas: %w", ErrInvalidOptions, err)}
 	}
 	return nil
+}
+
+// replicas is the count asked for, 1 by default.
+func (o *ReplicaOptions) replicas() int {
+	if o.StreamReplicas == 0 {
+		return 1
+	}
+	return o.StreamReplicas
 }
 
 // NATSClusterOptions make up's embedded NATS server a member of a NATS

@@ -165,7 +165,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	// is still settling each creation can time out once.
 	var bk backends.Buckets
 	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) (err error) {
-		if bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.StreamReplicas); err != nil {
+		if bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.replicas()); err != nil {
 			return err
 		}
 		if err := queryapi.EnsureState(ctx, bk.JetStream, bk.Replicas); err != nil {
@@ -325,7 +325,7 @@ func (o *UpOptions) Validate() []error {
 	errs = append(errs, o.StreamQuota.Validate()...)
 	errs = append(errs, o.NATSTLS.Validate()...)
 	errs = append(errs, o.NATSCluster.Validate(o.Auth.AllowUnauthenticated)...)
-	if r := o.Replicas.StreamReplicas; r > 1 && !o.NATSCluster.clustered() {
+	if r := o.Replicas.replicas(); r > 1 && !o.NATSCluster.clustered() {
 		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d needs a NATS cluster (--nats-cluster-name, --nats-cluster-listen, --nats-routes, --nats-server-name): a single server keeps one copy", ErrInvalidOptions, r))
 	} else if m := o.NATSCluster.members(); r > 1 && r > m {
 		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d exceeds the %d cluster members --nats-cluster-listen and --nats-routes name", ErrInvalidOptions, r, m))
@@ -366,7 +366,7 @@ func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
 			return UpConfig{}, err
 		}
 		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
-			Replicas: o.Replicas.StreamReplicas, Logger: log})
+			Replicas: o.Replicas.replicas(), Logger: log})
 	}
 	return c, nil
 }
