@@ -360,7 +360,8 @@ func TestNATSClusterKill9(t *testing.T) {
 	}
 	defer cf.Close()
 	startProc(t, bin, []string{"collector", "--cluster", "member1", "--kubeconfig", kc, "--context", "member1",
-		"--nats-url", strings.Join(urls, ","), "--stream-replicas", "3", "--heartbeat", "1s"}, cf)
+		"--nats-url", strings.Join(urls, ","), "--stream-replicas", "3", "--heartbeat", "1s",
+		"--publish-ack-timeout", envString("FV_NATSCLUSTER_ACK_TIMEOUT", "5s")}, cf)
 
 	equalOn := func(hs ...*clusterHub) func() error {
 		return func() error {
@@ -614,6 +615,13 @@ func TestNATSClusterKill9(t *testing.T) {
 	for _, h := range hubs {
 		h.stop(t)
 	}
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 func roundAll(m map[string]time.Duration) map[string]time.Duration {

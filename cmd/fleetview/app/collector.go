@@ -60,6 +60,12 @@ type CollectorOptions struct {
 	// collector creates it (with a token; per-cluster credentials bind to
 	// the stream the hub created with its own quota).
 	StreamQuota StreamQuotaOptions
+	// PublishAckTimeout bounds the wait for a publish acknowledgement. A
+	// publish JetStream dropped while its stream elected a leader is only
+	// noticed then (and repaired by a relist), and with the window of
+	// unacknowledged publishes full the collector waits for it: after a
+	// NATS server of a cluster dies mid-ingest, the stall is about this.
+	PublishAckTimeout time.Duration
 	// Replicas is the replica count of the stream and buckets when this
 	// collector creates them (with a token; per-cluster credentials bind
 	// to what the hub created).
@@ -91,6 +97,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
 	o.StreamQuota.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
+	fs.DurationVar(&o.PublishAckTimeout, "publish-ack-timeout", 30*time.Second, "how long a publish waits for its acknowledgement before the collector relists to repair it; on a NATS cluster a shorter one (5s) shortens the stall when a stream's leader dies mid-ingest, at the risk of needless relists on a slow server")
 }
 
 // Validate reports every problem at once.
@@ -136,6 +143,9 @@ func (o *CollectorOptions) Validate() []error {
 	errs = append(errs, o.StreamQuota.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
 	errs = append(errs, validateNATSURLs(o.NATSURL)...)
+	if o.PublishAckTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: --publish-ack-timeout must not be negative", ErrInvalidOptions))
+	}
 	return append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
 }
 
@@ -165,7 +175,7 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
-		Replicas: o.Replicas.replicas(), Logger: log,
+		Replicas: o.Replicas.replicas(), PublishAckTimeout: o.PublishAckTimeout, Logger: log,
 	}}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -83,6 +84,12 @@ func TestNATSClusterOptionsValidate(t *testing.T) {
 			o.Cluster, o.Replicas.StreamReplicas = "edge-a", 4
 			return o.Validate()
 		}, "--stream-replicas"},
+		{"collector: negative ack timeout", func() []error {
+			var o CollectorOptions
+			o.AddFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))
+			o.Cluster, o.PublishAckTimeout = "edge-a", -time.Second
+			return o.Validate()
+		}, "--publish-ack-timeout"},
 		{"collector: a list of URLs, R3", func() []error {
 			var o CollectorOptions
 			o.AddFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))
