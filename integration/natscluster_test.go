@@ -331,6 +331,11 @@ func TestNATSClusterKill9(t *testing.T) {
 	defer func() {
 		if t.Failed() {
 			for _, f := range []string{logf.Name(), colLog} {
+				// Whole, where they outlive the test's directory.
+				keep := filepath.Join(os.TempDir(), "TestNATSClusterKill9-"+filepath.Base(f))
+				if b, err := os.ReadFile(f); err == nil && os.WriteFile(keep, b, 0o644) == nil {
+					t.Logf("%s kept as %s", filepath.Base(f), keep)
+				}
 				b, _ := os.ReadFile(f)
 				if len(b) > 12000 {
 					b = b[len(b)-12000:]
