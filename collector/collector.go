@@ -294,12 +294,33 @@ func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
 	return nil
 }
 
+// flush waits until every publish is acknowledged or failed. The pending
+// count is polled besides PublishAsyncComplete: nats.go (v1.55) drops a
+// publish whose retry after "no responders" cannot be sent (the
+// connection reconnecting after its NATS server died) without closing
+// the channel PublishAsyncComplete returned, so waiting on the channel
+// alone can hang a resource's sync for good after a cluster failover.
 func (c *Collector) flush(ctx context.Context) error {
-	select {
-	case <-c.js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	done := c.js.PublishAsyncComplete()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	warn := time.NewTimer(2*c.cfg.PublishAckTimeout + 5*time.Second)
+	defer warn.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-poll.C:
+			if c.js.PublishAsyncPending() == 0 {
+				return nil
+			}
+		case <-warn.C:
+			// Every publish has its own timeout, so this should never
+			// show; if it does, the log says where a sync is stuck.
+			c.log.Warn("publishes still pending past twice their acknowledgement timeout", "pending", c.js.PublishAsyncPending())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -372,6 +393,8 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 
 func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, w jetstream.KeyWatcher, recheck <-chan time.Time) error {
 	initial := true
+	var retry <-chan time.Time
+	var retryIn time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -387,6 +410,7 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 				continue // reconcile once the initial values are in
 			}
 		case <-c.kick:
+		case <-retry:
 		case <-recheck:
 			c.mu.Lock()
 			n := len(c.skipped)
@@ -397,7 +421,14 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 			c.rm.Reset()
 		}
 		if err := c.reconcile(ctx, regs); err != nil {
-			c.log.Error("reconcile failed", "err", err)
+			// Retried on its own: a NATS error while a cluster elects a
+			// leader (reading the registries) is transient, and waiting
+			// for the next registry change could mean never syncing.
+			retryIn = min(max(2*retryIn, 500*time.Millisecond), 10*time.Second)
+			retry = time.After(retryIn)
+			c.log.Error("reconcile failed; retrying", "err", err, "in", retryIn)
+		} else {
+			retry, retryIn = nil, 0
 		}
 		c.reconciledOnce.Do(func() { close(c.reconciled) })
 	}
