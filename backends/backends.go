@@ -53,7 +53,8 @@ type OpenSearchConfig struct {
 type Config struct {
 	NATS *nats.Conn
 	Buckets
-	// StateDir holds the Badger store (BadgerDir) and the saved routes.
+	// StateDir holds the Badger store (BadgerDir), the saved routes and
+	// the replica's name on the streams (ReplicaID).
 	StateDir string
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
@@ -69,20 +70,7 @@ type Config struct {
 	// Observer hears every committed object event once, from the backend
 	// that reports it, and Badger's control events.
 	Observer Observer
-	// HubName, when set, is appended to the durable consumer names of
-	// this hub's materializers ("badger-<HubName>"): hubs sharing one
-	// NATS cluster each keep their own stores, so each needs its own
-	// consumers. Empty keeps the single hub's names.
-	HubName string
-	Logger  *slog.Logger
-}
-
-// durable is the durable consumer name of a materializer called name.
-func (c Config) durable(name string) string {
-	if c.HubName == "" {
-		return name
-	}
-	return name + "-" + c.HubName
+	Logger   *slog.Logger
 }
 
 // Buckets are what the backends read besides the streams, opened once for
@@ -124,16 +112,20 @@ func OpenSearchID(c *registry.OpenSearchConfig) string {
 // Set is the backends: their materializers, the router and the merged
 // reader. Run applies the streams; Reader answers the query API.
 type Set struct {
-	cfg    Config
-	log    *slog.Logger
-	store  *badger.Store
-	reader *badger.Reader
-	rr     *RoutingReader
-	router *Router
+	cfg Config
+	log *slog.Logger
+	// replica names this process's consumers (ReplicaID).
+	replica string
+	store   *badger.Store
+	reader  *badger.Reader
+	rr      *RoutingReader
+	router  *Router
 
 	mu       sync.Mutex
 	members  []*member                    // Badger first, then OpenSearch backends as added
 	osStores map[string]*opensearch.Store // by backend id
+	// problems are the backends that cannot be used now, by id (probe).
+	problems map[string]query.BackendProblem
 	// fail ends Run with a member's error (set by Run).
 	fail func(error)
 }
@@ -149,11 +141,16 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err := switchToRebuilt(cfg.StateDir, cfg.Logger); err != nil {
 		return nil, err
 	}
+	replica, err := ReplicaID(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	store, err := badger.Open(badger.Options{Dir: BadgerDir(cfg.StateDir), Logger: cfg.Logger, KeepPageCache: cfg.KeepPageCache})
 	if err != nil {
 		return nil, err
 	}
-	s = &Set{cfg: cfg, log: cfg.Logger, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{}}
+	s = &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{},
+		problems: map[string]query.BackendProblem{}}
 	defer func() {
 		if err != nil {
 			_ = s.Close()
@@ -162,7 +159,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err := s.route(ctx); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: cfg.durable("badger"), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
+	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
 		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -215,7 +212,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 		return err
 	}
 	for _, ob := range obs {
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: s.cfg.durable("opensearch-" + ob.ID), NATS: s.cfg.NATS, Sink: ob.Store,
+		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: Durable("opensearch-"+ob.ID, s.replica), NATS: s.cfg.NATS, Sink: ob.Store,
 			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
 			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {
@@ -293,6 +290,7 @@ func (s *Set) Run(ctx context.Context) error {
 	})
 	s.startAll(gctx)
 	g.Go(func() error { return s.follow(gctx) })
+	g.Go(func() error { return s.probe(gctx) })
 	err := g.Wait()
 	for _, m := range s.snapshot() {
 		m.pause() // ctx ended: waits for each materializer to drain

@@ -10,3 +10,7 @@ var ErrMoveIncomplete = errors.New("resource not fully copied into its new backe
 // ErrRouteState is returned when the route table serve keeps across
 // restarts cannot be read or written.
 var ErrRouteState = errors.New("saved backend routes")
+
+// ErrReplicaID is returned when the replica name in the state directory
+// cannot be read or created.
+var ErrReplicaID = errors.New("replica id")

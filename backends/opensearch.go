@@ -111,14 +111,18 @@ func (s *Set) openOpenSearch(ctx context.Context, skip map[string]bool) ([]OpenS
 		seen[id] = true
 		user, pass, err := c.Credentials.Resolve(ctx, oc.SecretRef)
 		if err != nil {
-			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
+			err = fmt.Errorf("registry %s: %w", r.Name, err)
+			s.setProblem(id, oc.Addresses, err)
+			return nil, err
 		}
 		o := c.Store
 		o.Addresses, o.Username, o.Password = oc.Addresses, user, pass
 		o.Logger = s.log.With("backend", "opensearch", "registry", r.Name)
 		st, err := opensearch.Open(o)
 		if err != nil {
-			return nil, fmt.Errorf("registry %s: %w", r.Name, err)
+			err = fmt.Errorf("registry %s: %w", r.Name, err)
+			s.setProblem(id, oc.Addresses, err)
+			return nil, err
 		}
 		out = append(out, OpenSearch{ID: id, Addresses: oc.Addresses, Store: st})
 	}

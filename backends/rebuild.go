@@ -17,7 +17,8 @@ import (
 	"github.com/fleetview/fleetview/materializer/badger"
 )
 
-// rebuildName is the durable consumer of a rebuild's materializer.
+// rebuildName is the rebuild's materializer; its durable consumers are
+// the replica's own (Durable), so replicas can rebuild at once.
 const rebuildName = "badger-rebuild"
 
 // RebuildConfig configures Rebuild.
@@ -46,7 +47,11 @@ func Rebuild(ctx context.Context, cfg RebuildConfig) error {
 		cfg.Progress = func(uint64, uint64) {}
 	}
 	r := &rebuild{cfg: cfg, log: cfg.Logger, dir: RebuildDir(cfg.StateDir), targets: map[string]uint64{}, start: map[string]uint64{}}
-	var err error
+	replica, err := ReplicaID(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	r.durable = Durable(rebuildName, replica)
 	if r.js, err = jetstream.New(cfg.NATS); err != nil {
 		return err
 	}
@@ -65,6 +70,8 @@ type rebuild struct {
 	log *slog.Logger
 	dir string
 	js  jetstream.JetStream
+	// durable is the rebuild's consumer name on every stream.
+	durable string
 
 	store    *badger.Store
 	mat      *materializer.Materializer
@@ -112,7 +119,7 @@ func (r *rebuild) open(ctx context.Context) (err error) {
 		r.targets[c], r.start[c] = last, min(ckpt, last)
 		r.total += last - r.start[c]
 	}
-	r.mat, err = materializer.New(materializer.Config{Name: rebuildName, NATS: r.cfg.NATS, Sink: r.store, BatchSize: r.cfg.BatchSize, Filter: filter, Clusters: r.clusters, Logger: r.log})
+	r.mat, err = materializer.New(materializer.Config{Name: rebuildName, Durable: r.durable, NATS: r.cfg.NATS, Sink: r.store, BatchSize: r.cfg.BatchSize, Filter: filter, Clusters: r.clusters, Logger: r.log})
 	return err
 }
 
@@ -185,7 +192,7 @@ func (r *rebuild) wait(ctx context.Context, done chan error) error {
 // finish drops the rebuild's consumers and marks the store finished.
 func (r *rebuild) finish(ctx context.Context) error {
 	for _, c := range r.clusters {
-		if err := r.js.DeleteConsumer(ctx, stream.StreamName(c), rebuildName); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := r.js.DeleteConsumer(ctx, stream.StreamName(c), r.durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 			r.log.Warn("rebuild consumer not deleted", "cluster", c, "err", err)
 		}
 	}

@@ -2,11 +2,15 @@ package backends
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -70,3 +74,58 @@ func ClusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, erro
 	sort.Strings(out)
 	return out, names.Err()
 }
+
+// replicaFile, in the state directory, names this replica on the streams.
+const replicaFile = "replica-id"
+
+// ReplicaID is the name of the serve replica a state directory belongs
+// to, created on its first start. Each replica consumes every cluster
+// stream under durable consumers of its own (Durable): replicas sharing
+// one consumer would split the stream between them, each store holding
+// part of it, and each start would delete the others' consumer.
+func ReplicaID(stateDir string) (string, error) {
+	path := filepath.Join(stateDir, replicaFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		id := strings.TrimSpace(string(b))
+		if !validReplicaID(id) {
+			return "", fmt.Errorf("%w: %s holds %q, want 12 lowercase hex digits", ErrReplicaID, path, id)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("%w: %v", ErrReplicaID, err)
+	}
+	var raw [6]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrReplicaID, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrReplicaID, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrReplicaID, err)
+	}
+	return id, nil
+}
+
+func validReplicaID(id string) bool {
+	if len(id) != 12 {
+		return false
+	}
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Durable is the durable consumer of the materializer called name in the
+// replica called replica.
+func Durable(name, replica string) string { return name + "-" + replica }

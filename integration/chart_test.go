@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	corev1 "k8s.io/api/core/v1"
@@ -18,9 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/fleetview/fleetview/internal/natsserver"
@@ -152,6 +156,10 @@ func TestHelmChart(t *testing.T) {
 	if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetview"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The chart's ServiceMonitor is dry-run too, against a subset of the
+	// prometheus-operator CRD (testdata/servicemonitor-crd.yaml), installed
+	// before discovery is first read.
+	installCRD(t, c.Dynamic(), filepath.Join("testdata", "servicemonitor-crd.yaml"))
 	disc, err := discovery.NewDiscoveryClientForConfig(c.AdminRESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +217,19 @@ func TestHelmChart(t *testing.T) {
 		{"hub users from a Secret (default)", nil, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file",
 				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS"},
-			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}"}},
+			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}", "--metrics-addr", "name: metrics"}},
+		// Metrics on: loopback only, as the binary's default.
+		{"hub metrics on loopback", []string{"--set", "metrics.enabled=true"}, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"--metrics-addr=127.0.0.1:9090"},
+			[]string{"--metrics-allow-remote", "--metrics-pprof", "name: metrics", "ServiceMonitor"}},
+		// A ServiceMonitor exposes the endpoint explicitly: every interface,
+		// profiles off, a Service port, the operator's labels.
+		{"hub ServiceMonitor", []string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.serviceMonitor.interval=15s",
+			"--set", "metrics.serviceMonitor.scrapeTimeout=10s", "--set", "metrics.serviceMonitor.labels.release=prom", "--set", "metrics.port=9102"},
+			[]string{"Secret", "Service", "StatefulSet", "ServiceMonitor"},
+			[]string{"--metrics-addr=0.0.0.0:9102", "--metrics-allow-remote", "--metrics-pprof=false", "{name: metrics, containerPort: 9102}",
+				"{name: metrics, port: 9102, targetPort: metrics}", "kind: ServiceMonitor", "release: prom", "- port: metrics", "interval: 15s", "scrapeTimeout: 10s", "matchNames: [fleetview]"},
+			[]string{"--metrics-addr=127.0.0.1"}},
 		{"hub users from values", []string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.member2=" + passB},
 			[]string{"Secret", "Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fv-hub-nats-users", "fleetview.io/nats-users-fingerprint"},
@@ -227,6 +247,35 @@ func TestHelmChart(t *testing.T) {
 			[]string{"--nats-tls-client-ca-file=/etc/fleetview/nats-client-ca/ca.crt", "secretName: collector-ca,"}, nil},
 		{"hub TLS off", []string{"--set", "tls.api.enabled=false", "--set", "tls.nats.enabled=false"}, []string{"Service", "StatefulSet"},
 			[]string{"scheme: HTTP}"}, []string{"--tls-cert-file", "--nats-tls-cert-file", "fv-hub-tls", "scheme: HTTPS"}},
+		// The clustered profile: three hub pods whose embedded NATS servers
+		// form the JetStream cluster, R3 streams, routes by pod name under
+		// a headless Service with a generated password, one pod down at a
+		// time, spread over nodes.
+		{"hub clustered, embedded NATS", []string{"--set", "hub.replicas=3", "--set", "hub.memoryLimit=1600Mi"},
+			[]string{"PodDisruptionBudget", "Secret", "Secret", "Service", "Service", "StatefulSet"},
+			[]string{"replicas: 3", "podManagementPolicy: Parallel", "serviceName: fv-hub-peers", "- up",
+				"--nats-cluster-name=fv-hub", "--nats-cluster-listen=0.0.0.0:6222",
+				"--nats-routes=nats://fv-hub-0.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-1.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-2.fv-hub-peers.fleetview.svc:6222",
+				"--nats-server-name=$(POD_NAME)", "fieldPath: metadata.name", "--nats-cluster-password-file=/etc/fleetview/nats-cluster/password",
+				"secretName: fv-hub-nats-cluster,", "--stream-replicas=3", "--memory-limit=1600Mi", "clusterIP: None", "publishNotReadyAddresses: true",
+				"{name: nats-route, containerPort: 6222}", "kind: PodDisruptionBudget", "maxUnavailable: 1",
+				"preferredDuringSchedulingIgnoredDuringExecution", "topologyKey: kubernetes.io/hostname", "path: /readyz"},
+			[]string{"- serve", "requiredDuringScheduling"}},
+		{"hub clustered, embedded NATS, five pods, required spread, own route password", []string{"--set", "hub.replicas=5", "--set", "hub.cluster.streamReplicas=5",
+			"--set", "hub.antiAffinity=required", "--set", "hub.cluster.passwordSecret=routes"},
+			[]string{"PodDisruptionBudget", "Secret", "Service", "Service", "StatefulSet"},
+			[]string{"replicas: 5", "nats://fv-hub-4.fv-hub-peers.fleetview.svc:6222", "--stream-replicas=5", "secretName: routes,",
+				"requiredDuringSchedulingIgnoredDuringExecution"},
+			[]string{"fv-hub-nats-cluster", "preferredDuringScheduling"}},
+		// The other clustered mode: hub pods run serve on an existing NATS
+		// cluster; the embedded server's auth and TLS are not theirs.
+		{"hub clustered, external NATS", []string{"--set", "hub.replicas=2", "--set", "nats.external.urls={tls://nats-0.nats:4222,tls://nats-1.nats:4222}",
+			"--set", "nats.external.credsSecret.name=hub-creds", "--set", "nats.external.caSecret.name=nats-ca"},
+			[]string{"PodDisruptionBudget", "Secret", "Service", "StatefulSet"},
+			[]string{"- serve", "--nats-url=tls://nats-0.nats:4222,tls://nats-1.nats:4222", "--nats-creds-file=/etc/fleetview/nats-external/creds",
+				"--nats-ca-file=/etc/fleetview/nats-external-ca/ca.crt", "secretName: hub-creds,", "secretName: nats-ca,", "--stream-replicas=3",
+				"replicas: 2", "serviceName: fv-hub\n", "--tls-cert-file=/etc/fleetview/tls/tls.crt"},
+			[]string{"- up", "--nats-users-file", "--nats-host", "--nats-tls-cert-file", "name: nats,", "-peers", "--nats-routes"}},
 		{"collector users (default)", collector, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,", "--nats-url=tls://",
 				"--nats-ca-file=/etc/fleetview/nats-tls/ca.crt", "secretName: fleetview-hub-ca,"},
@@ -259,6 +308,12 @@ func TestHelmChart(t *testing.T) {
 				}
 				if sec.Name == "fv-hub-tls" {
 					checkGeneratedTLS(t, &sec)
+					continue
+				}
+				if sec.Name == "fv-hub-nats-cluster" {
+					if p := sec.Data["password"]; len(p) < 16 {
+						t.Fatalf("generated route password %q: want at least 16 characters", p)
+					}
 					continue
 				}
 				// The generated users file: one line per cluster, and the
@@ -324,6 +379,11 @@ func TestHelmChart(t *testing.T) {
 			{append(collector[:len(collector):len(collector)], "--set", "tls.nats.enabled=false", "--set", "collector.natsUrl=nats://hub:4222", "--set", "tls.nats.clientCertSecret=c"),
 				"tls.nats.clientCertSecret needs tls.nats.enabled"},
 			{[]string{"--set", "tls.nats.enabled=false", "--set", "tls.nats.clientCASecret=c"}, "tls.nats.clientCASecret needs tls.nats.enabled"},
+			{[]string{"--set", "hub.replicas=2"}, "hub pods forming their own NATS cluster must be 3 or 5"},
+			{[]string{"--set", "hub.replicas=0"}, "hub.replicas must be at least 1"},
+			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=5"}, "is more than the 3 NATS servers"},
+			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=2"}, "want 1, 3 or 5"},
+			{[]string{"--set", "hub.antiAffinity=sometimes"}, "hub.antiAffinity must be"},
 		} {
 			refuse(t, tc.args, tc.want)
 		}
@@ -423,5 +483,37 @@ func TestHelmChart(t *testing.T) {
 
 		put("fleetview-nats", "token", "shared-token-0123456789")
 		renders("--set", "nats.auth.mode=token")
+	})
+}
+
+// installCRD creates the CustomResourceDefinition in file and waits until
+// the apiserver serves it.
+func installCRD(t *testing.T, dyn dynamic.Interface, file string) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096).Decode(&u.Object); err != nil {
+		t.Fatal(err)
+	}
+	crds := dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	ctx := context.Background()
+	if _, err := crds.Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CRD %s: %v", u.GetName(), err)
+	}
+	eventually(t, 30*time.Second, func() error {
+		got, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Established" && m["status"] == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("CRD %s not established: %v", u.GetName(), conds)
 	})
 }

@@ -1,17 +1,14 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/materializer/badger"
@@ -44,39 +42,32 @@ type serveProc struct {
 	*proc
 	metrics string
 	grpc    string
+	http    string
 }
 
 func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
 	t.Helper()
-	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t)}
+	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), http: freeAddr(t)}
 	p.proc = startProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
-		"--grpc-addr", p.grpc, "--http-addr", freeAddr(t), "--metrics-addr", p.metrics}, logw)
+		"--grpc-addr", p.grpc, "--http-addr", p.http, "--metrics-addr", p.metrics}, logw)
 	return p
 }
 
 // applied reads the badger materializer's applied sequences from /metrics.
 func (p *serveProc) applied() (map[string]uint64, error) {
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	fams, err := scrape(p.metrics)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	out := map[string]uint64{}
-	sc := bufio.NewScanner(resp.Body)
-	const prefix = `fleetview_materializer_applied_sequence{materializer="badger",cluster="`
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), prefix)
-		if !ok {
-			continue
+	for _, m := range series(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": "badger"}) {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "cluster" {
+				out[l.GetValue()] = uint64(m.GetGauge().GetValue())
+			}
 		}
-		cluster, val, _ := strings.Cut(rest, `"} `)
-		n, err := strconv.ParseUint(val, 10, 64)
-		if err != nil {
-			return nil, err
-		}
-		out[cluster] = n
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 func (p *serveProc) appliedOrEmpty() map[string]uint64 {
@@ -225,6 +216,10 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	eventually(t, 30*time.Second, listOK)
 
 	newDir := filepath.Join(stateDir, "badger.new")
+	replica, err := backends.ReplicaID(stateDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	rb := exec.Command(bin, "rebuild", "--nats-url", ns.ClientURL(), "--state-dir", stateDir, "--progress", "log")
 	var rbOut bytes.Buffer
 	rb.Stdout, rb.Stderr = &rbOut, &rbOut
@@ -237,7 +232,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		if err := listOK(); err != nil {
 			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
 		}
-		c, err := js.Consumer(context.Background(), "FV_c1", "badger-rebuild")
+		c, err := js.Consumer(context.Background(), "FV_c1", backends.Durable("badger-rebuild", replica))
 		if err != nil {
 			return err
 		}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"regexp"
-	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
@@ -37,19 +38,18 @@ func metricsPage(addr string) ([]byte, error) {
 	return io.ReadAll(resp.Body)
 }
 
-// metricValue reads one sample from a Prometheus text page.
+// metricValue reads one materializer's sample from /metrics.
 func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 	t.Helper()
-	b, err := metricsPage(addr)
+	fams, err := scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(regexp.QuoteMeta(name+`{materializer="`+materializerName+`"} `) + `(\d+)`).FindSubmatch(b)
-	if m == nil {
-		t.Fatalf("no %s for %s in:\n%s", name, materializerName, b)
+	v, ok := value(fams, name, map[string]string{"materializer": materializerName})
+	if !ok {
+		t.Fatalf("no %s for %s in %v", name, materializerName, fams[name])
 	}
-	n, _ := strconv.ParseUint(string(m[1]), 10, 64)
-	return n
+	return uint64(v)
 }
 
 // TestServeRoutesRegistriesToBackends runs `fleetview serve` in-process with
@@ -58,14 +58,14 @@ func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 // into Badger only, and the query API answers both (paging included)
 // through the routing reader.
 func TestServeRoutesRegistriesToBackends(t *testing.T) {
-	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
+	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}, DataDir: t.TempDir()})
 	ns, nc, js := startMatNATS(t, 0)
 	ctx := context.Background()
 	apply := registryApplier(t, ctx, js)
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsAddr: freeAddr(t),
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
 	sctx, cancel := context.WithCancel(ctx)
@@ -154,15 +154,19 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		t.Fatalf("opensearch holds %d configmaps, want none", got)
 	}
 	eventually(t, time.Minute, func() error {
-		b, err := metricsPage(o.MetricsAddr)
+		fams, err := scrape(o.MetricsAddr)
 		if err != nil {
 			return err
 		}
 		for c, seq := range targets {
 			for _, m := range []string{"badger", osName} {
-				line := fmt.Sprintf("fleetview_materializer_applied_sequence{materializer=%q,cluster=%q} %d", m, c, seq)
-				if !bytes.Contains(b, []byte(line)) {
-					return fmt.Errorf("%s has not applied %s up to %d", m, c, seq)
+				l := map[string]string{"materializer": m, "cluster": c}
+				if got, _ := value(fams, "fleetview_materializer_applied_sequence", l); uint64(got) != seq {
+					return fmt.Errorf("%s has applied %s up to %v, not %d", m, c, got, seq)
+				}
+				// Applied through the stream's end: no lag left.
+				if lag, ok := value(fams, "fleetview_materializer_lag_messages", l); !ok || lag != 0 {
+					return fmt.Errorf("%s: %s lag %v (present %v), want 0", m, c, lag, ok)
 				}
 			}
 		}
@@ -182,6 +186,113 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	if _, err := qc.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "configmaps", Namespace: benchdata.Namespace(3), Name: "cm-003"}); err == nil {
 		t.Fatal("unqualified get of a configmap in two clusters did not conflict")
 	}
+	checkBackendOutage(t, ctx, node, conn, js, o.HTTPAddr)
+}
+
+// checkBackendOutage kills the OpenSearch node serving pods-in-opensearch
+// and restarts it: while it is down, serve is not ready (the reason names
+// the backend), /v1/clusters shows the error on the Pods it serves (not on
+// the ConfigMaps Badger serves) and the registry's BackendReachable is
+// False; once it is back, all three recover.
+func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn *grpc.ClientConn, js jetstream.JetStream, httpAddr string) {
+	t.Helper()
+	kv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Registered, not ready: readiness then depends on the backends alone.
+	for _, c := range []string{"c1", "c2"} {
+		if err := inventory.Put(ctx, kv, &inventory.Cluster{Name: c, Heartbeat: time.Now(), ServedAPIs: []string{"v1"},
+			Resources: []inventory.ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true},
+				{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readyz := func() (int, string, error) {
+		resp, err := http.Get("http://" + httpAddr + "/readyz")
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	cs := fleetviewv1.NewClusterServiceClient(conn)
+	rs := fleetviewv1.NewRegistryServiceClient(conn)
+	// state reads what the API says of the backend: readiness, the pods
+	// and configmaps of c1, the registry's condition.
+	type state struct {
+		code                  int
+		reason                string
+		podErr, cmErr         string
+		podBackend, cmBackend string
+		cond                  string
+	}
+	read := func() (state, error) {
+		var st state
+		var err error
+		if st.code, st.reason, err = readyz(); err != nil {
+			return st, err
+		}
+		c, err := cs.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "c1"})
+		if err != nil {
+			return st, err
+		}
+		for _, r := range c.GetResources() {
+			switch r.GetGvr().GetResource() {
+			case "pods":
+				st.podErr, st.podBackend = r.GetBackendError(), r.GetBackend()
+			case "configmaps":
+				st.cmErr, st.cmBackend = r.GetBackendError(), r.GetBackend()
+			}
+		}
+		reg, err := rs.GetRegistry(ctx, &fleetviewv1.GetRegistryRequest{Name: "pods-in-opensearch"})
+		if err != nil {
+			return st, err
+		}
+		conds, _ := reg.GetRegistry().AsMap()["status"].(map[string]any)["conditions"].([]any)
+		for _, c := range conds {
+			if m := c.(map[string]any); m["type"] == registry.ConditionBackendReachable {
+				st.cond = fmt.Sprint(m["status"], " ", m["reason"], ": ", m["message"])
+			}
+		}
+		return st, nil
+	}
+	healthy := func() error {
+		st, err := read()
+		if err != nil {
+			return err
+		}
+		if st.code != http.StatusOK || st.podErr != "" || st.cmErr != "" || !strings.HasPrefix(st.cond, "True Reachable") ||
+			st.podBackend != "opensearch "+node.URL() || st.cmBackend != "badger" {
+			return fmt.Errorf("not healthy: %+v", st)
+		}
+		return nil
+	}
+	eventually(t, time.Minute, healthy)
+
+	down := time.Now()
+	if err := node.Halt(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func() error {
+		st, err := read()
+		if err != nil {
+			return err
+		}
+		if st.code != http.StatusServiceUnavailable || !strings.Contains(st.reason, "opensearch "+node.URL()) ||
+			!strings.Contains(st.podErr, "unreachable") || st.cmErr != "" || !strings.HasPrefix(st.cond, "False Unreachable: opensearch "+node.URL()) {
+			return fmt.Errorf("the outage does not show yet: %+v", st)
+		}
+		t.Logf("%s after the kill: readyz %d %q; pods: %q; registry: %q", time.Since(down).Round(time.Millisecond), st.code, st.reason, st.podErr, st.cond)
+		return nil
+	})
+	if err := node.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	eventually(t, time.Minute, healthy)
+	t.Logf("healthy again %s after the node's restart", time.Since(back).Round(time.Millisecond))
 }
 
 // registryApplier opens the registry store and returns a function that

@@ -9,6 +9,9 @@ import (
 // invalid); it goes to the dead-letter stream instead of blocking the stream.
 var ErrPoison = errors.New("poison event")
 
+// ErrInvalidConfig marks a configuration that cannot work (CollectorConfig).
+var ErrInvalidConfig = errors.New("materializer: invalid configuration")
+
 // PoisonError is returned by a Sink whose batch holds an event it can never
 // apply. The materializer dead-letters that event and applies the batch
 // again without it, so one bad event never blocks a stream.

@@ -32,11 +32,9 @@ type Config struct {
 	// Name is the durable consumer name on every cluster stream; two
 	// materializers with different names each see every event.
 	Name string
-	// Durable, when set, names the durable consumer instead of Name (which
-	// still names the metrics and the dead-letter subject): hubs sharing
-	// one NATS cluster each keep their own store, and each deletes and
-	// recreates its consumer at its own store's checkpoint, so each needs
-	// its own consumer.
+	// Durable is the consumer's name (default Name): one per replica of
+	// a store, since two processes on one durable consumer split the
+	// stream between them.
 	Durable string
 	NATS    *nats.Conn
 	Sink    Sink
@@ -86,11 +84,11 @@ type Materializer struct {
 
 // New builds a materializer.
 func New(cfg Config) (*Materializer, error) {
-	if cfg.Durable == "" {
-		cfg.Durable = cfg.Name
-	}
 	if cfg.Name == "" || cfg.NATS == nil || cfg.Sink == nil {
 		return nil, errors.New("materializer: Name, NATS and Sink are required")
+	}
+	if cfg.Durable == "" {
+		cfg.Durable = cfg.Name
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
@@ -192,12 +190,14 @@ func (m *Materializer) Run(ctx context.Context) error {
 				}
 				var se *sinkError
 				if errors.As(err, &se) {
+					m.metrics.SinkErrors.Add(1)
 					select {
 					case errs <- fmt.Errorf("cluster %s: %w", cluster, err):
 					default:
 					}
 					return
 				}
+				m.metrics.ConsumerErrors.Add(1)
 				m.log.Warn("consumer stopped; restarting it on the next discovery round", "cluster", cluster, "err", err)
 			}()
 		}
@@ -235,11 +235,14 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 	}
 	sname := stream.StreamName(cluster)
 	cfg := jetstream.ConsumerConfig{
-		Durable:       m.cfg.Durable,
-		AckPolicy:     jetstream.AckAllPolicy,
-		AckWait:       5 * time.Minute,
-		MaxAckPending: 100 * m.cfg.BatchSize,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Durable: m.cfg.Durable,
+		// A replica gone for good leaves its consumers behind; one that
+		// comes back recreates its own from its checkpoint anyway.
+		InactiveThreshold: 24 * time.Hour,
+		AckPolicy:         jetstream.AckAllPolicy,
+		AckWait:           5 * time.Minute,
+		MaxAckPending:     100 * m.cfg.BatchSize,
+		DeliverPolicy:     jetstream.DeliverAllPolicy,
 	}
 	if ckpt > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

@@ -60,6 +60,9 @@ func watchStarted(ctx context.Context) {
 	if f, ok := ctx.Value(auditStartKey{}).(func()); ok {
 		f()
 	}
+	if f, ok := ctx.Value(metricsStartKey{}).(func()); ok {
+		f() // the watch's latency (metrics.go)
+	}
 }
 
 type auditStartKey struct{}

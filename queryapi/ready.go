@@ -25,6 +25,8 @@ type syncChecker struct {
 	inv     jetstream.KeyValue
 	regs    *regstore.Store
 	applied func() map[string]uint64
+	// backends, when set, tells the backends that cannot be used.
+	backends BackendHealth
 }
 
 // clusterSynced reports whether rec's cache is synced, and if not why.
@@ -102,6 +104,11 @@ func (r *readiness) set(ok bool, reason string) (changed bool) {
 // whose collector is down does not hold the API back (its cached state
 // is served and the inventory says it is not ready).
 func (s *syncChecker) check(ctx context.Context) (bool, string) {
+	// A backend that cannot be used fails the answers it serves, whatever
+	// the clusters' state.
+	if why := backendsNotReady(s.backends); why != "" {
+		return false, why
+	}
 	recs, err := inventory.List(ctx, s.inv)
 	if err != nil {
 		return false, "cluster inventory unreadable: " + err.Error()

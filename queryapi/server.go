@@ -41,6 +41,9 @@ type Config struct {
 	Hub *Hub
 	// Applied reports the materializer's applied sequence per cluster.
 	Applied func() map[string]uint64
+	// Backends, when set, tells the backends this process cannot use
+	// (readiness, /v1/clusters, registry conditions).
+	Backends BackendHealth
 	// TokenKey seals resourceVersions and continue tokens; empty loads (or
 	// creates) the installation's key in the fv_query KV bucket, so every
 	// replica and restart accepts the tokens of the others.
@@ -69,6 +72,9 @@ type Config struct {
 	// REST and Kubernetes handlers, which call the services in-process.
 	UnaryInterceptors  []grpc.UnaryServerInterceptor
 	StreamInterceptors []grpc.StreamServerInterceptor
+	// Metrics, when set, measures every call (its interceptors go first,
+	// so refused calls count too) and the watches.
+	Metrics *Metrics
 	// GRPCListener and HTTPListener are owned by the server once Run starts.
 	GRPCListener net.Listener
 	HTTPListener net.Listener
@@ -97,6 +103,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	if cfg.Metrics != nil {
+		cfg.UnaryInterceptors = append([]grpc.UnaryServerInterceptor{cfg.Metrics.Unary}, cfg.UnaryInterceptors...)
+		cfg.StreamInterceptors = append([]grpc.StreamServerInterceptor{cfg.Metrics.Stream}, cfg.StreamInterceptors...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key := cfg.TokenKey
@@ -106,12 +116,12 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("queryapi: %w", err)
 		}
 	}
-	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied}
+	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
-		limits: cfg.Limits, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
-	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries}
+		limits: cfg.Limits, metrics: cfg.Metrics, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
+	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries, backends: cfg.Backends}
 	gs, hs := newGRPCServer(cfg, qs, cs, rs)
 	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
 	fleetviewv1.RegisterQueryServiceServer(local, qs)
@@ -209,11 +219,11 @@ func newGateway(ctx context.Context, local *inproc) (*runtime.ServeMux, error) {
 func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux := http.NewServeMux()
 	q := fleetviewv1.NewQueryServiceClient(local)
-	mux.Handle("/v1/", gw)
-	mux.Handle("/v1/resources/", &listHandler{client: q, gateway: gw})
-	mux.Handle("/v1/watch/", &watchHandler{client: q})
-	mux.Handle("/v1/search", &searchHandler{client: q, gateway: gw})
-	kube := kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger)
+	mux.Handle("/v1/", withSurface(SurfaceREST, gw))
+	mux.Handle("/v1/resources/", withSurface(SurfaceREST, &listHandler{client: q, gateway: gw}))
+	mux.Handle("/v1/watch/", withSurface(SurfaceREST, &watchHandler{client: q}))
+	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
+	kube := withSurface(SurfaceKube, kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger))
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}

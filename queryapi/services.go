@@ -61,6 +61,8 @@ type queryService struct {
 	stopping chan struct{}
 	limits   Limits
 	watches  *watchLimiter
+	// metrics counts watches; nil: off.
+	metrics *Metrics
 }
 
 func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
@@ -377,13 +379,24 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		KubernetesVersion: rec.KubernetesVersion, Ready: rec.Ready, Message: rec.Message,
 		LastHeartbeat: timestamppb.New(rec.Heartbeat), ServedApis: rec.ServedAPIs,
 	}
+	b := c.sync.backends
+	ps := problems(b)
+	backendDown := false
 	for _, r := range rec.Resources {
-		out.Resources = append(out.Resources, &fleetviewv1.ResourceSyncState{
+		rs := &fleetviewv1.ResourceSyncState{
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
 			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
 			ShortNames: r.ShortNames, Categories: r.Categories,
-		})
+		}
+		if b != nil {
+			var id string
+			id, rs.Backend = b.BackendOf(rec.Name, schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+			if p, ok := ps[id]; ok {
+				rs.BackendError, backendDown = problemText(p), true
+			}
+		}
+		out.Resources = append(out.Resources, rs)
 		out.ObjectCount += r.ObjectCount
 	}
 	if st, err := c.js.Stream(ctx, stream.StreamName(rec.Name)); err == nil {
@@ -400,7 +413,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		out.Lag = out.StreamSequence - out.AppliedSequence
 	}
 	if ok, _, err := c.sync.clusterSynced(ctx, rec, applied); err == nil {
-		out.CacheSynced = ok
+		out.CacheSynced = ok && !backendDown
 	}
 	return out
 }
@@ -427,7 +440,8 @@ func (c *clusterService) GetCluster(ctx context.Context, req *fleetviewv1.GetClu
 
 type registryService struct {
 	fleetviewv1.UnimplementedRegistryServiceServer
-	store *regstore.Store
+	store    *regstore.Store
+	backends BackendHealth
 }
 
 func registryProto(r *registry.ResourceRegistry) (*fleetviewv1.Registry, error) {
@@ -467,6 +481,7 @@ func (s *registryService) GetRegistry(ctx context.Context, req *fleetviewv1.GetR
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	withBackendCondition(r, s.backends, problems(s.backends))
 	out, err := registryProto(r)
 	return out, toStatus(err)
 }
@@ -477,7 +492,9 @@ func (s *registryService) ListRegistries(ctx context.Context, _ *fleetviewv1.Lis
 		return nil, toStatus(err)
 	}
 	resp := &fleetviewv1.ListRegistriesResponse{}
+	ps := problems(s.backends)
 	for _, r := range rs {
+		withBackendCondition(r, s.backends, ps)
 		p, err := registryProto(r)
 		if err != nil {
 			return nil, toStatus(err)

@@ -82,6 +82,8 @@ type watch struct {
 	sent    map[string]struct{}
 	// sendErr receives the sender's outcome once it stops.
 	sendErr chan error
+	// metrics counts the events sent.
+	metrics watchMetrics
 }
 
 var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast enough; resume from the last resourceVersion or list again", query.ErrTooSlow)
@@ -363,7 +365,7 @@ func (q *queryService) Watch(req *fleetviewv1.WatchRequest, ss grpc.ServerStream
 	return toStatus(q.watch(ss.Context(), req, ss.Send))
 }
 
-func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) error {
+func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) (err error) {
 	f, err := q.selection(ctx, req.GetGroup(), req.GetVersion(), req.GetResource(), req.GetNamespace(), req.GetLabelSelector(), req.GetFieldSelector(), req.GetClusters(), req.GetClusterSelector())
 	if err != nil {
 		return err
@@ -382,6 +384,9 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 		return err
 	}
 	defer release()
+	wm := q.metrics.watchOpened(ctx)
+	// The client's context, not the watch's own (cancelled first on return).
+	defer func(ctx context.Context) { wm.ended(ctx, err) }(ctx)
 	sub, applied := q.hub.subscribe(f.gvr, f.labels)
 	defer q.hub.unsubscribe(sub)
 	// The backend may have committed batches the hub has not been told
@@ -400,7 +405,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	defer cancel()
 	w := &watch{q: q, f: f, structured: req.GetStructured(), out: newQueue[*fleetviewv1.WatchEvent](q.watchBuffer), sealer: q.sealer,
 		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
-		sendErr: make(chan error, 1)}
+		sendErr: make(chan error, 1), metrics: wm}
 	go w.sendAll(ctx, cancel, send)
 	// Kubernetes: a watch without a resourceVersion (or "0") starts with
 	// the current state as synthetic ADDED events.
@@ -449,6 +454,7 @@ func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send fun
 				cancel()
 				return
 			}
+			w.metrics.eventSent()
 		}
 	}
 }

@@ -105,6 +105,9 @@ go test -p 1 -count=1 -timeout 60m ./... 2>&1 | tee /tmp/fleetview-test.log
 # the run. About 25 minutes in all; FLEETVIEW_SKIP_BENCH=1 skips them for a
 # quick local run.
 if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
+	# A server a test left running would share the benchmarks' two cores.
+	left=$(pgrep -a -f 'kube-apiserver|/etcd |opensearch|nats-server|bench-query|\.test ' | grep -v pgrep || true)
+	[ -z "$left" ] || { echo "WARNING: processes still running before the benchmarks:"; echo "$left"; }
 	bench=$(mktemp -d)
 	log "query API benchmark (3 real kube-apiservers x 50k Pods, fan-out baseline)"
 	go build -o "$bench/bench-query" ./integration/cmd/bench-query

@@ -19,6 +19,12 @@
 //		Client: opensearch.Config{Addresses: []string{node.URL()}},
 //	})
 //
+// StartCluster (StartTestCluster in tests) starts several such nodes in
+// parallel as one cluster (zen discovery, fixed transport ports seeding each
+// other, every node an initial cluster manager and a data node), so a test
+// can kill one data node (Node.Halt with SIGKILL) and watch the others carry
+// on.
+//
 // Java 17 and Maven 3.8+ must be on PATH (or JAVA_HOME); the first build
 // downloads the jars into ~/.m2. See README.md for timings and pitfalls.
 package opensearch

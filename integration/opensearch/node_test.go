@@ -383,3 +383,31 @@ func testPITQuota(ctx context.Context, t *testing.T, url string) {
 		t.Fatalf("%d points in time open after every list's last page", n)
 	}
 }
+
+// TestCluster starts three nodes that form one cluster: every node sees
+// all three, each under its own name.
+func TestCluster(t *testing.T) {
+	c := opensearch.StartTestCluster(t, opensearch.ClusterOptions{Nodes: 3,
+		Node: opensearch.Options{HeapMB: 384, JVMArgs: []string{"-XX:TieredStopAtLevel=1"}, ClusterName: "fv-cluster"}})
+	want := []string{opensearch.NodeName("fv-cluster", 0), opensearch.NodeName("fv-cluster", 1), opensearch.NodeName("fv-cluster", 2)}
+	for _, u := range c.URLs() {
+		resp, err := http.Get(u + "/_cat/nodes?h=name&format=json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nodes []struct{ Name string }
+		err = json.NewDecoder(resp.Body).Decode(&nodes)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range nodes {
+			got = append(got, n.Name)
+		}
+		sort.Strings(got)
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Fatalf("%s sees nodes %v, want %v", u, got, want)
+		}
+	}
+}

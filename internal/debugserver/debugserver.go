@@ -14,18 +14,28 @@ type Server struct {
 	l   net.Listener
 }
 
-// Start listens on addr and serves metrics at /metrics and profiles at
-// /debug/pprof/ until Close.
-func Start(addr string, metrics http.Handler) (*Server, error) {
+// Options say what the endpoint serves besides /metrics.
+type Options struct {
+	// Pprof serves Go profiles at /debug/pprof/. Off when the endpoint is
+	// exposed for scraping (a ServiceMonitor): profiles and goroutine dumps
+	// say more than metrics, and a CPU profile costs the process.
+	Pprof bool
+}
+
+// Start listens on addr and serves metrics at /metrics and, with
+// o.Pprof, profiles at /debug/pprof/ until Close.
+func Start(addr string, metrics http.Handler, o Options) (*Server, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics)
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	if o.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, l: l}
 	go func() { _ = s.srv.Serve(l) }()
 	return s, nil

@@ -4,5 +4,7 @@
 // or of serve holding millions of objects, are what to look at first when
 // one misbehaves, so both live on the same operator-chosen address. Neither
 // is authenticated: the commands refuse a non-loopback address unless the
-// operator allows it (--metrics-allow-remote, cmd/fleetview/app/metrics.go).
+// operator allows it (--metrics-allow-remote, cmd/fleetview/app/metrics.go),
+// and profiles can be left out (--metrics-pprof=false) when the endpoint is
+// exposed for a Prometheus scrape.
 package debugserver

@@ -20,6 +20,12 @@ const (
 	// ConditionSecretData (registry-wide) is True when Secret data and
 	// stringData are cached (spec.includeSecretData), False when stripped.
 	ConditionSecretData = "SecretData"
+	// ConditionBackendReachable (registry-wide, only on registries with a
+	// backendStore) is True while the answering serve replica can use the
+	// backend, False, reason Unreachable, when it cannot; the message names
+	// the backend and the error. Each replica answers with its own view: it
+	// is not stored.
+	ConditionBackendReachable = "BackendReachable"
 
 	// ClusterMatched ("<cluster>/Matched") is True while the cluster matches
 	// the registry; its message lists what the cluster caches for it.
@@ -45,6 +51,8 @@ const (
 	ReasonObjectsRefused   = "ObjectsRefused"
 	ReasonIncluded         = "Included"
 	ReasonStripped         = "Stripped"
+	ReasonReachable        = "Reachable"
+	ReasonUnreachable      = "Unreachable"
 )
 
 // ClusterConditionType is the type of a per-cluster condition.

@@ -36,8 +36,10 @@ type Options struct {
 	// CheckpointIndex holds one checkpoint document per cluster stream.
 	// Default "fleetview-checkpoints".
 	CheckpointIndex string
-	// Shards and Replicas of new indices. Defaults 1 and 0 (set Replicas for
-	// a multi-node cluster).
+	// Shards and Replicas of new indices. Defaults 1 and 0. On a multi-node
+	// cluster Replicas must be at least 1 to survive losing a data node: a
+	// shard without a replica on another node is lost with its node (the
+	// cluster is red until the node returns).
 	Shards   int
 	Replicas int
 	// FullTextObject also indexes the whole object JSON for Search (every
@@ -52,6 +54,11 @@ type Options struct {
 	MaxBulkBytes int
 	// MaxBackoff caps the wait between retries. Default 5s.
 	MaxBackoff time.Duration
+	// ReadRetry bounds how long a read retries a search some shards failed
+	// to answer (a data node left and its replicas are being promoted, which
+	// takes seconds), or a node that does not answer, before it fails with
+	// query.ErrNotReady: a partial answer is never returned. Default 30s.
+	ReadRetry time.Duration
 	// MaxSnapshots bounds the points in time the store holds open for the
 	// continue tokens of paged lists and searches, as Badger's
 	// ReaderOptions.MaxSnapshots bounds its snapshots: OpenSearch's own
@@ -89,6 +96,12 @@ func (o *Options) Validate() []error {
 	}
 	if (o.Username == "") != (o.Password == "") {
 		errs = append(errs, fmt.Errorf("%w: username and password must be given together", ErrConfig))
+	}
+	if o.Shards < 0 || o.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("%w: shards %d and replicas %d must not be negative", ErrConfig, o.Shards, o.Replicas))
+	}
+	if o.ReadRetry < 0 {
+		errs = append(errs, fmt.Errorf("%w: read retry %v must not be negative", ErrConfig, o.ReadRetry))
 	}
 	if o.MaxSnapshots < 0 || o.MaxSnapshotsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("%w: snapshot limits must not be negative (max %d, per client %d)", ErrConfig, o.MaxSnapshots, o.MaxSnapshotsPerClient))
@@ -134,6 +147,9 @@ func Open(o Options) (*Store, error) {
 	if o.MaxBackoff <= 0 {
 		o.MaxBackoff = 5 * time.Second
 	}
+	if o.ReadRetry <= 0 {
+		o.ReadRetry = defaultReadRetry
+	}
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = defaultMaxSnapshots
 	}
@@ -166,6 +182,10 @@ func Open(o Options) (*Store, error) {
 
 // defaultMaxSnapshots is OpenSearch's default search.max_open_pit_context.
 const defaultMaxSnapshots = 300
+
+// defaultReadRetry outlasts a replica's promotion after a data node is
+// lost (the cluster manager notices within seconds and promotes at once).
+const defaultReadRetry = 30 * time.Second
 
 // Close closes the points in time held for continue tokens (later tokens
 // are ErrExpired), then releases the client.
@@ -336,3 +356,38 @@ func (s *Store) checkpointBody() []byte {
 	})
 	return b
 }
+
+// Ping asks the cluster for its health: an error when no node answers,
+// or when the cluster is red (some primary shard has no copy: reads and
+// writes of its documents fail). Yellow, a missing replica shard after a
+// data node was lost, still answers everything. A node that does not
+// answer is passed over for the next address (the client marks it dead),
+// once per address: a cluster that lost one node is still reachable.
+func (s *Store) Ping(ctx context.Context) error {
+	var r response
+	var err error
+	for range len(s.opts.Addresses) {
+		if r, err = s.do(ctx, http.MethodGet, "/_cluster/health", nil); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if r.status != http.StatusOK {
+		return r.err("cluster health")
+	}
+	var h struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(r.body, &h); err != nil {
+		return fmt.Errorf("%w: cluster health: %v", ErrRequest, err)
+	}
+	if h.Status == "red" {
+		return fmt.Errorf("%w: cluster health is red", ErrRequest)
+	}
+	return nil
+}
+
+// Addresses are the node URLs the store was opened with.
+func (s *Store) Addresses() []string { return s.opts.Addresses }

@@ -76,16 +76,49 @@ func TestTLSAndAuth(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	_, err := Open(Options{Addresses: []string{"ftp://x", "http://"}, CAFile: "/nonexistent.pem", Username: "u"})
+	_, err := Open(Options{Addresses: []string{"ftp://x", "http://"}, CAFile: "/nonexistent.pem", Username: "u", Replicas: -1, ReadRetry: -time.Second})
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`"ftp://x"`, `"http://"`, "/nonexistent.pem", "username and password"} {
+	for _, want := range []string{`"ftp://x"`, `"http://"`, "/nonexistent.pem", "username and password", "replicas -1", "read retry -1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %s: %v", want, err)
 		}
 	}
 	if _, err := Open(Options{}); err == nil || !strings.Contains(err.Error(), "at least one address") {
 		t.Errorf("no addresses: %v", err)
+	}
+}
+
+// TestPingPassesOverADeadNode: a cluster that lost one node answers the
+// health probe through another address, every time, and red is an error.
+func TestPingPassesOverADeadNode(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close() // connection refused from now on
+	cases := []struct {
+		status  string
+		wantErr bool
+	}{{"yellow", false}, {"green", false}, {"red", true}}
+	for _, tc := range cases {
+		t.Run(tc.status, func(t *testing.T) {
+			live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = w.Write([]byte(`{"status":"` + tc.status + `"}`))
+			}))
+			defer live.Close()
+			s, err := Open(Options{Addresses: []string{deadURL, live.URL}, Username: "u", Password: "p"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			for i := range 4 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				err := s.Ping(ctx)
+				cancel()
+				if (err != nil) != tc.wantErr {
+					t.Fatalf("ping %d: %v, want error %v", i, err, tc.wantErr)
+				}
+			}
+		})
 	}
 }

@@ -27,6 +27,12 @@
 //     before it was fully acknowledged (and the touched indices refreshed,
 //     so a page read at a checkpoint sees every object up to it).
 //
+// Reads never take a search some shards failed to answer (a data node
+// lost) for a whole one: a live read retries for Options.ReadRetry, then
+// fails with query.ErrNotReady; a page of a point in time that lost shards
+// is query.ErrExpired (see docs/architecture.md, "OpenSearch as a
+// cluster").
+//
 // Transient failures (connection refused, 429, 5xx, per-item rejections)
 // are retried with capped exponential backoff until the context ends;
 // nothing is dropped. An item OpenSearch refuses for good (a mapping error)

@@ -37,6 +37,9 @@ type fakeSearch struct {
 	opened   int
 	closed   []string // points in time DELETEd, in order
 	searched []string // the point in time of each search ("": none)
+	// fault, when set, may answer a request in place of the fake (a data
+	// node lost): it sees the method, path and point in time of each.
+	fault func(method, path, pit string) (status int, body string, ok bool)
 }
 
 func newFakeSearch(t *testing.T) (*fakeSearch, *Store) { return newFakeSearchWith(t, Options{}) }
@@ -82,6 +85,13 @@ func (f *fakeSearch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} `json:"query"`
 	}
 	_ = json.NewDecoder(r.Body).Decode(&body)
+	if f.fault != nil {
+		if status, b, ok := f.fault(r.Method, r.URL.Path, body.PIT.ID); ok {
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(b))
+			return
+		}
+	}
 	switch {
 	case strings.HasPrefix(r.URL.Path, "/fleetview-checkpoints/"):
 		_, _ = w.Write([]byte(`{"hits":{"hits":[{"_source":{"cluster":"c1","seq":7}},{"_source":{"cluster":"c2","seq":9}}]}}`))
@@ -122,6 +132,12 @@ func fakeFiltered(d fakeDoc, filter []map[string]map[string]any) bool {
 			return false
 		}
 		if ns, ok := c["term"]["metadata.namespace.keyword"]; ok && ns != d.ns {
+			return false
+		}
+		if name, ok := c["term"]["metadata.name.keyword"]; ok && name != d.name {
+			return false
+		}
+		if cl, ok := c["term"]["fleetview.cluster"]; ok && cl != d.cluster {
 			return false
 		}
 		if cs, ok := c["terms"]["fleetview.cluster"].([]any); ok && !slices.Contains(cs, any(d.cluster)) {

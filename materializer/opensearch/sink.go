@@ -412,7 +412,9 @@ func (s *Store) deleteMatching(ctx context.Context, q map[string]any, seq uint64
 	q = map[string]any{"bool": map[string]any{"filter": []any{q, map[string]any{"range": map[string]any{"fleetview.seq": map[string]any{"lt": seq}}}}}}
 	body, _ := json.Marshal(map[string]any{"query": q, "size": 1000, "_source": false, "track_total_hits": false})
 	for {
-		r, err := s.doRetry(ctx, http.MethodPost, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true&filter_path=hits.hits._index,hits.hits._id", body)
+		// A partial answer would leave objects behind: searchRetry waits
+		// (until ctx ends, as every write does) for every shard to answer.
+		r, err := s.searchRetry(ctx, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true&filter_path=hits.hits._index,hits.hits._id,_shards,timed_out", body, false, 0)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/collector"
-	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -48,11 +47,10 @@ type CollectorOptions struct {
 	// ReconnectBuffer bounds what is buffered while NATS is unreachable;
 	// beyond it publishes fail and the collector relists once NATS is back.
 	ReconnectBuffer int
-	// MetricsAddr serves metrics and Go profiles, unauthenticated: loopback
-	// only unless MetricsAllowRemote.
-	MetricsAddr        string
-	MetricsAllowRemote bool
-	Compression        bool
+	// MetricsOptions serve metrics and Go profiles, unauthenticated:
+	// loopback only unless MetricsAllowRemote.
+	MetricsOptions
+	Compression bool
 	// GCPercent is the Go GC target (GOGC); the GOGC environment variable,
 	// when set, wins.
 	GCPercent int
@@ -93,8 +91,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
 	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
-	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
+	o.MetricsOptions.AddFlags(fs)
 	o.StreamQuota.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
 	fs.DurationVar(&o.PublishAckTimeout, "publish-ack-timeout", 30*time.Second, "how long a publish waits for its acknowledgement before the collector relists to repair it; on a NATS cluster a shorter one (5s) shortens the stall when a stream's leader dies mid-ingest, at the risk of needless relists on a slow server")
@@ -146,7 +143,7 @@ func (o *CollectorOptions) Validate() []error {
 	if o.PublishAckTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: --publish-ack-timeout must not be negative", ErrInvalidOptions))
 	}
-	return append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
+	return append(errs, o.MetricsOptions.Validate()...)
 }
 
 // CollectorConfig is CollectorOptions validated, with the kubeconfig and
@@ -219,7 +216,11 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		return err
 	}
 	if o.MetricsAddr != "" {
-		srv, err := debugserver.Start(o.MetricsAddr, col.MetricsHandler())
+		reg := newMetricsRegistry()
+		if err := reg.Register(col.PrometheusCollector()); err != nil {
+			return err
+		}
+		srv, err := o.startMetrics(reg)
 		if err != nil {
 			return err
 		}

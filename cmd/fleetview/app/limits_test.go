@@ -104,3 +104,32 @@ func TestStreamQuotaOptionsValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{in: "", want: 0},
+		{in: "0", want: 0},
+		{in: "1Gi", want: 1 << 30},
+		{in: "800M", want: 800e6},
+		{in: "64Mi", want: 64 << 20},
+		{in: "1Mi", bad: true},
+		{in: "-1Gi", bad: true},
+		{in: "lots", bad: true},
+	} {
+		o := MemoryOptions{MemoryLimit: tc.in}
+		got, err := o.limit()
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), "--memory-limit") || len(o.Validate()) != 1 {
+				t.Errorf("%q: want an error naming --memory-limit, got %d, %v", tc.in, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want || len(o.Validate()) != 0 {
+			t.Errorf("%q: got %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -99,7 +99,8 @@ func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --nats-cluster-name %q: no spaces, dots or wildcards", ErrInvalidOptions, o.Name))
 	}
 	if o.ServerName != "" {
-		// It also names the hub's durable consumers (--hub-name).
+		// A DNS label: it shows in logs, metrics and the streams'
+		// cluster information, and names no more than a host would.
 		if msgs := validation.IsDNS1123Label(o.ServerName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%w: --nats-server-name %q: %s", ErrInvalidOptions, o.ServerName, strings.Join(msgs, "; ")))
 		}

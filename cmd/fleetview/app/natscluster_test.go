@@ -43,13 +43,7 @@ func TestNATSClusterOptionsValidate(t *testing.T) {
 		{"up: R5 on three members", up(func(o *UpOptions) { member(o); o.Replicas.StreamReplicas = 5 }), "exceeds the 3 cluster members"},
 		{"up: a cluster name alone", up(func(o *UpOptions) { o.NATSCluster.Name = "fv" }), "go together"},
 		{"up: no server name", up(func(o *UpOptions) { member(o); o.NATSCluster.ServerName = "" }), "--nats-server-name"},
-		{"up: a server name that cannot name a consumer", up(func(o *UpOptions) { member(o); o.NATSCluster.ServerName = "hub.0" }), "--nats-server-name"},
-		{"serve: a hub name that cannot name a consumer", func() []error {
-			var o ServeOptions
-			o.AddFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))
-			o.HubName = "Hub 1"
-			return o.Validate()
-		}, "--hub-name"},
+		{"up: a server name that is not a DNS label", up(func(o *UpOptions) { member(o); o.NATSCluster.ServerName = "hub.0" }), "--nats-server-name"},
 		{"up: a dot in the cluster name", up(func(o *UpOptions) { member(o); o.NATSCluster.Name = "f.v" }), "--nats-cluster-name"},
 		{"up: route listener on any port", up(func(o *UpOptions) { member(o); o.NATSCluster.Listen = "127.0.0.1:0" }), "--nats-cluster-listen"},
 		{"up: a route with a password", up(func(o *UpOptions) {

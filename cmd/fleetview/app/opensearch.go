@@ -24,6 +24,15 @@ type OpenSearchOptions struct {
 	BatchSize          int
 	FlushInterval      time.Duration
 	FullTextObject     bool
+	// Shards and Replicas of the indices serve creates (existing indices
+	// keep theirs). Replicas must be at least 1 on a multi-node cluster for
+	// it to survive losing a data node. Zero Shards: 1.
+	Shards   int
+	Replicas int
+	// ReadRetry bounds how long a read waits for shards that failed to
+	// answer (a lost node's replicas being promoted) before it answers
+	// 503. Zero: 30s.
+	ReadRetry time.Duration
 	// SecretsKubeconfig, when set, reads secretRef Secrets from that
 	// Kubernetes control plane ("in-cluster" for the pod's own).
 	SecretsKubeconfig string
@@ -41,6 +50,9 @@ func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.BatchSize, "opensearch-batch-size", 1000, "events per OpenSearch bulk request")
 	fs.DurationVar(&o.FlushInterval, "opensearch-flush-interval", time.Second, "longest a partial OpenSearch bulk waits before it is sent")
 	fs.BoolVar(&o.FullTextObject, "opensearch-full-text-object", false, "also index the whole object JSON for full-text search (slower writes)")
+	fs.IntVar(&o.Shards, "opensearch-shards", 1, "primary shards of each new OpenSearch index")
+	fs.IntVar(&o.Replicas, "opensearch-replicas", 0, "replica shards of each new OpenSearch index; at least 1 on a multi-node cluster, or losing a data node loses the shards it held (red) until it returns")
+	fs.DurationVar(&o.ReadRetry, "opensearch-read-retry", 30*time.Second, "how long a read retries OpenSearch shards that failed to answer (a lost node's replicas being promoted) before it answers 503 (Unavailable)")
 }
 
 // Validate reports every problem at once.
@@ -51,6 +63,15 @@ func (o *OpenSearchOptions) Validate() []error {
 	}
 	if o.FlushInterval < 0 {
 		errs = append(errs, fmt.Errorf("%w: --opensearch-flush-interval %v must not be negative", ErrInvalidOptions, o.FlushInterval))
+	}
+	if o.Shards < 0 {
+		errs = append(errs, fmt.Errorf("%w: --opensearch-shards %d must not be negative", ErrInvalidOptions, o.Shards))
+	}
+	if o.Replicas < 0 {
+		errs = append(errs, fmt.Errorf("%w: --opensearch-replicas %d must not be negative", ErrInvalidOptions, o.Replicas))
+	}
+	if o.ReadRetry < 0 {
+		errs = append(errs, fmt.Errorf("%w: --opensearch-read-retry %v must not be negative", ErrInvalidOptions, o.ReadRetry))
 	}
 	if o.CAFile != "" {
 		if _, err := os.Stat(o.CAFile); err != nil {
@@ -70,7 +91,8 @@ func (o *OpenSearchOptions) Validate() []error {
 func (o *OpenSearchOptions) config() (backends.OpenSearchConfig, error) {
 	c := backends.OpenSearchConfig{
 		Store: opensearch.Options{CAFile: o.CAFile, InsecureSkipVerify: o.InsecureSkipVerify,
-			IndexPrefix: o.IndexPrefix, FullTextObject: o.FullTextObject},
+			IndexPrefix: o.IndexPrefix, FullTextObject: o.FullTextObject,
+			Shards: o.Shards, Replicas: o.Replicas, ReadRetry: o.ReadRetry},
 		Credentials: backends.Credentials{Dir: o.SecretsDir, Getenv: o.Getenv},
 		BatchSize:   o.BatchSize, FlushInterval: o.FlushInterval,
 	}

@@ -7,14 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
@@ -35,11 +33,11 @@ type ServeOptions struct {
 	// NATSClientOptions say how serve connects to NATS. Its token file is
 	// also what up requires from every client of its embedded server.
 	NATSClientOptions
-	// MetricsAddr, when set, serves the materializers' counters in the
-	// Prometheus text format at /metrics, and Go profiles; loopback only
-	// unless MetricsAllowRemote, since neither is authenticated.
-	MetricsAddr        string
-	MetricsAllowRemote bool
+	// MetricsOptions, when MetricsAddr is set, serve the query API's,
+	// materializers' (and up's collectors') metrics at /metrics, and Go
+	// profiles; loopback only unless MetricsAllowRemote, since neither is
+	// authenticated.
+	MetricsOptions
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
 	// KeepPageCache leaves the Badger value log's written pages in the
@@ -53,12 +51,11 @@ type ServeOptions struct {
 	Auth         AuthOptions
 	// Limits bound what API clients can make serve hold.
 	Limits LimitOptions
+	// Memory bounds the process's Go heap.
+	Memory MemoryOptions
 	// Replicas is the replica count of the buckets and streams serve
 	// (and up) create.
 	Replicas ReplicaOptions
-	// HubName names this hub's durable consumers when several hubs
-	// share one NATS cluster (up: --nats-server-name by default).
-	HubName string
 }
 
 // AddFlags registers the flags.
@@ -67,16 +64,15 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.GRPCAddr, "grpc-addr", "127.0.0.1:7070", "gRPC listen address")
 	fs.StringVar(&o.HTTPAddr, "http-addr", "127.0.0.1:8080", "REST (grpc-gateway) listen address")
 	o.NATSClientOptions.AddFlags(fs)
-	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", metricsAddrHelp)
-	fs.BoolVar(&o.MetricsAllowRemote, "metrics-allow-remote", false, metricsAllowRemoteHelp)
+	o.MetricsOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
 	o.Limits.AddFlags(fs)
+	o.Memory.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
-	fs.StringVar(&o.HubName, "hub-name", "", "unique name of this hub when several hubs (serve or up, each with its own --state-dir) share one NATS cluster: their materializers' durable consumers are named after it (up: --nats-server-name by default); empty: the single hub's names")
 }
 
 // Validate reports every problem at once.
@@ -93,7 +89,7 @@ func (o *ServeOptions) validate(client bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --state-dir is required", ErrInvalidOptions))
 	}
 	addrs := map[string]string{"--grpc-addr": o.GRPCAddr, "--http-addr": o.HTTPAddr}
-	errs = append(errs, validateMetricsAddr(o.MetricsAddr, o.MetricsAllowRemote)...)
+	errs = append(errs, o.MetricsOptions.Validate()...)
 	for name, a := range addrs {
 		if _, _, err := net.SplitHostPort(a); err != nil {
 			errs = append(errs, fmt.Errorf("%w: %s %q: %v", ErrInvalidOptions, name, a, err))
@@ -107,12 +103,8 @@ func (o *ServeOptions) validate(client bool) []error {
 	}
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	errs = append(errs, o.Limits.Validate()...)
+	errs = append(errs, o.Memory.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
-	if o.HubName != "" {
-		if msgs := validation.IsDNS1123Label(o.HubName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%w: --hub-name %q: %s", ErrInvalidOptions, o.HubName, strings.Join(msgs, "; ")))
-		}
-	}
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -157,10 +149,13 @@ type serve struct {
 	set     *backends.Set
 	api     *queryapi.Server
 	metrics *debugserver.Server
+	// registry holds the process's metrics; nil when metrics are off.
+	registry *prometheus.Registry
 }
 
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
+	o.Memory.apply(log)
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
 	var bk backends.Buckets
@@ -181,7 +176,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		NATS: nc, Buckets: bk,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
-		Observer: hub.Observe, HubName: o.HubName, Logger: log,
+		Observer: hub.Observe, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -193,21 +188,40 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 			_ = sv.metrics.Close()
 		}
 	}()
+	var qm *queryapi.Metrics
 	if o.MetricsAddr != "" {
-		sv.metrics, err = debugserver.Start(o.MetricsAddr, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-			_ = materializer.WritePrometheus(w, set.Materializers()...)
-		}))
-		if err != nil {
+		if qm, err = sv.startMetrics(bk); err != nil {
 			return nil, err
 		}
 		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
-		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(),
+		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
 	})
 	return sv, err
+}
+
+// startMetrics registers the query API's and the materializers' metrics on
+// a new registry and serves it.
+func (sv *serve) startMetrics(bk backends.Buckets) (*queryapi.Metrics, error) {
+	reg := newMetricsRegistry()
+	qm, err := queryapi.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	mc, err := materializer.NewCollector(materializer.CollectorConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(mc); err != nil {
+		return nil, err
+	}
+	if sv.metrics, err = sv.o.startMetrics(reg); err != nil {
+		return nil, err
+	}
+	sv.registry = reg
+	return qm, nil
 }
 
 // listenAPI builds the query API on the options' addresses and security.
@@ -388,11 +402,6 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	defer nc.Close()
 	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
 	cfg.NATSURL = ns.ClientURL()
-	if cfg.HubName == "" {
-		// The members of a NATS cluster are its hubs: each needs its
-		// own consumers, and its server name is unique and stable.
-		cfg.HubName = o.NATSCluster.ServerName
-	}
 	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
 	if err != nil {
 		return err
@@ -407,6 +416,12 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		if err != nil {
 			stopCollectors()
 			return err
+		}
+		if sv.registry != nil {
+			if err := sv.registry.Register(col.PrometheusCollector()); err != nil {
+				stopCollectors()
+				return err
+			}
 		}
 		cg.Go(func() error { return col.Run(cctx) })
 	}

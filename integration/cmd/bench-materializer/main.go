@@ -10,7 +10,11 @@
 //  4. the OpenSearch sink (in this process) applies the first M events into
 //     a real OpenSearch node: bulk apply rate;
 //  5. every object is updated (one in ten relabeled) and serve applies the
-//     updates to the store of step 3: update rate.
+//     updates to the store of step 3: update rate;
+//  6. a serve replica's memory envelope: FV_BENCH_ENVELOPE_PODS (145000)
+//     Pods ingested, then a churn storm updating each, without a memory
+//     limit and with --memory-limit FV_BENCH_ENVELOPE_LIMIT: steady and
+//     peak RSS (FV_BENCH_ONLY=envelope runs this step alone).
 //
 // Scale comes from the environment (defaults: the issue's):
 //
@@ -28,7 +32,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -47,6 +50,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,6 +149,18 @@ func run(ctx context.Context) error {
 		if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(c), 1, 0)); err != nil {
 			return err
 		}
+	}
+
+	envPods, err := envInt("FV_BENCH_ENVELOPE_PODS", 145_000)
+	if err != nil {
+		return err
+	}
+	envLimit := os.Getenv("FV_BENCH_ENVELOPE_LIMIT")
+	if envLimit == "" {
+		envLimit = defaultEnvelopeLimit
+	}
+	if os.Getenv("FV_BENCH_ONLY") == "envelope" {
+		return benchEnvelope(ctx, js, bin, ns.ClientURL(), work, envPods, envLimit)
 	}
 
 	// 1. Raw JetStream publish of the pre-encoded payloads.
@@ -262,6 +280,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	report("badger update apply (serve, from first applied batch)", n, ur.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB", float64(ur.peakRSS)/1024, float64(ur.peakAnon)/1024))
+
+	// 6. A replica's memory envelope (last: it resets the streams).
+	if envPods > 0 {
+		return benchEnvelope(ctx, js, bin, ns.ClientURL(), work, envPods, envLimit)
+	}
 	return nil
 }
 
@@ -723,28 +746,35 @@ func osApplied(m *materializer.Materializer, k int) uint64 {
 }
 
 // applied sums the badger materializer's applied sequences (one message
-// per subject, so sequence = events) over the clusters.
+// per subject, so sequence = events) over the clusters. The page is
+// parsed, not matched as text: client_golang orders labels by name and
+// writes large values in exponent form.
 func applied(addr string, k int) (uint64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	want := map[string]bool{}
+	for c := range k {
+		want[clusterName(c)] = true
+	}
 	var n uint64
-	for sc.Scan() {
-		for c := range k {
-			prefix := `fleetview_materializer_applied_sequence{materializer="badger",cluster="` + clusterName(c) + `"} `
-			if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
-				x, err := strconv.ParseUint(v, 10, 64)
-				if err != nil {
-					return 0, err
-				}
-				n += x
-			}
+	for _, m := range fams["fleetview_materializer_applied_sequence"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["materializer"] == "badger" && want[labels["cluster"]] {
+			n += uint64(m.GetGauge().GetValue())
 		}
 	}
-	return n, sc.Err()
+	return n, nil
 }
 
 func loadAvg() string {

@@ -939,7 +939,13 @@ type ResourceSyncState struct {
 	ShortNames []string `protobuf:"bytes,10,rep,name=short_names,json=shortNames,proto3" json:"short_names,omitempty"`
 	// The categories the member cluster's discovery reports for the resource
 	// (kubectl get all).
-	Categories    []string `protobuf:"bytes,11,rep,name=categories,proto3" json:"categories,omitempty"`
+	Categories []string `protobuf:"bytes,11,rep,name=categories,proto3" json:"categories,omitempty"`
+	// The backend that serves the resource: "badger", or "opensearch" and
+	// its addresses.
+	Backend string `protobuf:"bytes,12,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Why this replica cannot use that backend now (unreachable, red);
+	// empty when it can. The cluster is then not cache_synced.
+	BackendError  string `protobuf:"bytes,13,opt,name=backend_error,json=backendError,proto3" json:"backend_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1049,6 +1055,20 @@ func (x *ResourceSyncState) GetCategories() []string {
 		return x.Categories
 	}
 	return nil
+}
+
+func (x *ResourceSyncState) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *ResourceSyncState) GetBackendError() string {
+	if x != nil {
+		return x.BackendError
+	}
+	return ""
 }
 
 type Cluster struct {
@@ -1733,7 +1753,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
-	"\x15_remaining_item_count\"\xfd\x02\n" +
+	"\x15_remaining_item_count\"\xbc\x03\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1e\n" +
@@ -1754,7 +1774,9 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"shortNames\x12\x1e\n" +
 	"\n" +
 	"categories\x18\v \x03(\tR\n" +
-	"categories\"\x89\x05\n" +
+	"categories\x12\x18\n" +
+	"\abackend\x18\f \x01(\tR\abackend\x12#\n" +
+	"\rbackend_error\x18\r \x01(\tR\fbackendError\"\x89\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
