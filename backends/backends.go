@@ -81,20 +81,23 @@ type Buckets struct {
 	// Inventory is the cluster inventory bucket (cluster facts for
 	// registries' cluster affinity, resource kinds).
 	Inventory jetstream.KeyValue
+	// Replicas is the replica count of the buckets and of the streams the
+	// backends create (the dead letters): the hub's --stream-replicas.
+	Replicas int
 }
 
 // OpenBuckets opens (creating them if need be) the registry and inventory
 // buckets on nc.
-func OpenBuckets(ctx context.Context, nc *nats.Conn) (Buckets, error) {
-	var b Buckets
+func OpenBuckets(ctx context.Context, nc *nats.Conn, replicas int) (Buckets, error) {
+	b := Buckets{Replicas: replicas}
 	var err error
 	if b.JetStream, err = jetstream.New(nc); err != nil {
 		return b, err
 	}
-	if b.Registries, err = regstore.Open(ctx, b.JetStream); err != nil {
+	if b.Registries, err = regstore.Open(ctx, b.JetStream, replicas); err != nil {
 		return b, err
 	}
-	b.Inventory, err = inventory.Bucket(ctx, b.JetStream)
+	b.Inventory, err = inventory.Bucket(ctx, b.JetStream, replicas)
 	return b, err
 }
 
@@ -157,7 +160,7 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
 	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
-		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Logger: cfg.Logger})
+		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +214,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 	for _, ob := range obs {
 		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: Durable("opensearch-"+ob.ID, s.replica), NATS: s.cfg.NATS, Sink: ob.Store,
 			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
-			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
+			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {
 			_ = ob.Store.Close()
 			return err

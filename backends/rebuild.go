@@ -85,7 +85,7 @@ type rebuild struct {
 // open opens the store being rebuilt and its materializer, and notes where
 // each stream ends now: the rebuild replays up to there.
 func (r *rebuild) open(ctx context.Context) (err error) {
-	b, err := OpenBuckets(ctx, r.cfg.NATS)
+	b, err := OpenBuckets(ctx, r.cfg.NATS, 0)
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,10 @@ type Config struct {
 	// reconfigure streams and buckets: the hub creates them, the collector
 	// binds to them. The connection must use the cluster's inbox prefix.
 	HubAPIPrefix string
+	// Replicas is the replica count of the cluster's stream and the
+	// buckets when the collector creates them (without HubAPIPrefix):
+	// 3 or 5 on a JetStream cluster. Default 1.
+	Replicas int
 	// StreamMaxBytes is the byte quota of the cluster's stream when the
 	// collector creates it (without HubAPIPrefix; otherwise the hub
 	// does). At the quota publishes are refused, reported on the
@@ -149,6 +153,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	if cfg.PublishAckTimeout <= 0 {
 		cfg.PublishAckTimeout = 30 * time.Second
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
 	}
 	if cfg.ClusterInfoConfigMap != "" {
 		if _, _, err := ParseClusterInfoConfigMap(cfg.ClusterInfoConfigMap); err != nil {
@@ -260,18 +267,18 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		}
 		return regs, inv, nil
 	}
-	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, 1, c.cfg.StreamMaxBytes)
+	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
 	}
 	if kept > 0 {
 		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
 	}
-	regs, err := regstore.Open(ctx, c.js)
+	regs, err := regstore.Open(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err
 	}
-	inv, err := inventory.Bucket(ctx, c.js)
+	inv, err := inventory.Bucket(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -287,12 +294,33 @@ func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
 	return nil
 }
 
+// flush waits until every publish is acknowledged or failed. The pending
+// count is polled besides PublishAsyncComplete: nats.go (v1.55) drops a
+// publish whose retry after "no responders" cannot be sent (the
+// connection reconnecting after its NATS server died) without closing
+// the channel PublishAsyncComplete returned, so waiting on the channel
+// alone can hang a resource's sync for good after a cluster failover.
 func (c *Collector) flush(ctx context.Context) error {
-	select {
-	case <-c.js.PublishAsyncComplete():
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	done := c.js.PublishAsyncComplete()
+	poll := time.NewTicker(250 * time.Millisecond)
+	defer poll.Stop()
+	warn := time.NewTimer(2*c.cfg.PublishAckTimeout + 5*time.Second)
+	defer warn.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-poll.C:
+			if c.js.PublishAsyncPending() == 0 {
+				return nil
+			}
+		case <-warn.C:
+			// Every publish has its own timeout, so this should never
+			// show; if it does, the log says where a sync is stuck.
+			c.log.Warn("publishes still pending past twice their acknowledgement timeout", "pending", c.js.PublishAsyncPending())
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -365,6 +393,8 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 
 func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, w jetstream.KeyWatcher, recheck <-chan time.Time) error {
 	initial := true
+	var retry <-chan time.Time
+	var retryIn time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -380,6 +410,7 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 				continue // reconcile once the initial values are in
 			}
 		case <-c.kick:
+		case <-retry:
 		case <-recheck:
 			c.mu.Lock()
 			n := len(c.skipped)
@@ -390,7 +421,14 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 			c.rm.Reset()
 		}
 		if err := c.reconcile(ctx, regs); err != nil {
-			c.log.Error("reconcile failed", "err", err)
+			// Retried on its own: a NATS error while a cluster elects a
+			// leader (reading the registries) is transient, and waiting
+			// for the next registry change could mean never syncing.
+			retryIn = min(max(2*retryIn, 500*time.Millisecond), 10*time.Second)
+			retry = time.After(retryIn)
+			c.log.Error("reconcile failed; retrying", "err", err, "in", retryIn)
+		} else {
+			retry, retryIn = nil, 0
 		}
 		c.reconciledOnce.Do(func() { close(c.reconciled) })
 	}

@@ -64,7 +64,7 @@ func fakeAPIServer(t *testing.T) *httptest.Server {
 func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	ctx := context.Background()
 	_, nc, js := natstest.Start(t, 0)
-	regs, err := regstore.Open(ctx, js)
+	regs, err := regstore.Open(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	if _, err := regs.Apply(ctx, reg); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := inventory.Bucket(ctx, js)
+	inv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

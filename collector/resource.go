@@ -314,17 +314,29 @@ func (s *resourceSync) Run(ctx context.Context) error {
 		}
 	}
 	b.reset()
+	// relistWait spaces relists whose list itself lost publishes: NATS is
+	// failing them (a stream leader being elected after a server of its
+	// cluster died, a server restarting), and listing again at once would
+	// mostly lose them again while loading the member apiserver. Nothing
+	// is dropped meanwhile: the failed objects stay marked for the next
+	// list, which republishes their current state (never an older one).
+	relistWait := backoff{max: 10 * time.Second}
 	for {
 		err := s.cycle(ctx)
-		s.synced.Store(false)
+		synced := s.synced.Swap(false)
 		if ctx.Err() != nil {
 			return nil
 		}
 		s.m.relists.Add(1)
 		err = s.relistCause(err)
 		if errors.Is(err, errRelist) {
-			s.log.Info("relisting")
+			s.log.Info("relisting", "after_sync", synced)
 			b.reset()
+			if synced {
+				relistWait.reset()
+			} else if !relistWait.wait(ctx) {
+				return nil
+			}
 			continue
 		}
 		s.setErr(err)

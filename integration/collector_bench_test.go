@@ -89,7 +89,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	regs, err := regstore.Open(ctx, js)
+	regs, err := regstore.Open(ctx, js, 1)
 	if err != nil {
 		b.Fatal(err)
 	}

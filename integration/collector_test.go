@@ -82,10 +82,10 @@ func startNATSWith(t *testing.T, maxPayload int32) *natsEnv {
 	e.nc = nc
 	e.js, _ = jetstream.New(nc)
 	ctx := context.Background()
-	if e.regs, err = regstore.Open(ctx, e.js); err != nil {
+	if e.regs, err = regstore.Open(ctx, e.js, 1); err != nil {
 		t.Fatal(err)
 	}
-	if e.inv, err = inventory.Bucket(ctx, e.js); err != nil {
+	if e.inv, err = inventory.Bucket(ctx, e.js, 1); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

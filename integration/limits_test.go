@@ -80,7 +80,7 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 	}
 	publishEvents(t, nc, evs)
 	evs = nil
-	kv, err := inventory.Bucket(ctx, js)
+	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,7 +196,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 // False; once it is back, all three recover.
 func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn *grpc.ClientConn, js jetstream.JetStream, httpAddr string) {
 	t.Helper()
-	kv, err := inventory.Bucket(ctx, js)
+	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn
 // applies a registry, failing the test on error.
 func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
 	t.Helper()
-	regs, err := regstore.Open(ctx, js)
+	regs, err := regstore.Open(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

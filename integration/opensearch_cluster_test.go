@@ -59,7 +59,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 			Replicas: 1, ReadRetry: 30 * time.Second, Getenv: func(string) string { return "" }}}
 	runServeInProcess(t, o)
 	// Registered, not ready: readiness then depends on the backends alone.
-	kv, err := inventory.Bucket(ctx, js)
+	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := EnsureDeadLetterStream(ctx, js); err != nil {
+	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
 	dead, err := js.Stream(ctx, DeadStream)

@@ -59,6 +59,14 @@ type Config struct {
 	// materializer's memory of the objects it applied since it started. It
 	// must not block for long: the stream's consumption waits for it.
 	Observer func(feed.Batch)
+	// Replicas is the dead-letter stream's replica count (the hub's
+	// --stream-replicas); 0 keeps an existing stream as it is and creates
+	// a missing one with one replica, for processes that only read the
+	// streams (rebuild). The durable consumers on the cluster streams
+	// are left at 0 replicas, which JetStream takes as the stream's: a
+	// consumer on an R3 stream survives the loss of a server as its
+	// stream does.
+	Replicas int
 	Logger   *slog.Logger
 }
 
@@ -115,13 +123,25 @@ func (m *Materializer) Applied() map[string]uint64 {
 // Metrics are the materializer's counters.
 func (m *Materializer) Metrics() *Metrics { return &m.metrics }
 
-// EnsureDeadLetterStream creates the dead-letter stream if it is missing.
-func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream) error {
+// EnsureDeadLetterStream creates the dead-letter stream, or updates it to
+// replicas copies; with replicas 0 an existing stream is kept as it is
+// (an update without a replica count would move it to one replica).
+func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if replicas < 1 {
+		_, err := js.Stream(ctx, DeadStream)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("dead-letter stream: %w", err)
+		}
+		replicas = 1
+	}
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name: DeadStream, Subjects: []string{deadSubject + ".>"}, Storage: jetstream.FileStorage,
-		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: stream.MaxPayload,
+		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: stream.MaxPayload, Replicas: replicas,
 	}); err != nil {
-		return fmt.Errorf("dead-letter stream: %w", err)
+		return stream.ReplicasError("dead-letter stream "+DeadStream, replicas, err)
 	}
 	return nil
 }
@@ -131,7 +151,7 @@ func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream) error {
 // the sink (a deleted stream, a lost connection) is started again on the
 // next discovery round; a sink failure ends Run.
 func (m *Materializer) Run(ctx context.Context) error {
-	if err := EnsureDeadLetterStream(ctx, m.js); err != nil {
+	if err := EnsureDeadLetterStream(ctx, m.js, m.cfg.Replicas); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -580,6 +600,10 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 	if md != nil {
 		dl.Header.Set(stream.HdrDeadStream, md.Stream)
 		dl.Header.Set(stream.HdrDeadSeq, fmt.Sprint(md.Sequence.Stream))
+		// Hubs sharing a NATS cluster each meet the same poison message:
+		// within the duplicate window it is kept once per materializer
+		// name, not once per hub.
+		dl.Header.Set(nats.MsgIdHdr, m.cfg.Name+"/"+md.Stream+"/"+fmt.Sprint(md.Sequence.Stream))
 	}
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)

@@ -32,6 +32,10 @@ type Config struct {
 	Registries *regstore.Store
 	Inventory  jetstream.KeyValue
 	JetStream  jetstream.JetStream
+	// StateReplicas is the replica count of the query API's state bucket
+	// (the token key), the hub's --stream-replicas: a token issued before
+	// a NATS server died must still verify after.
+	StateReplicas int
 	// Hub is the watch fan-out, fed by the materializer's Observer; nil
 	// disables Watch (UNIMPLEMENTED).
 	Hub *Hub
@@ -113,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 	key := cfg.TokenKey
 	if len(key) == 0 {
 		var err error
-		if key, err = loadTokenKey(ctx, cfg.JetStream); err != nil {
+		if key, err = loadTokenKey(ctx, cfg.JetStream, cfg.StateReplicas); err != nil {
 			return nil, fmt.Errorf("queryapi: %w", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 const (
@@ -21,15 +22,28 @@ const (
 	tokenKeyKey = "token-key"
 )
 
+// EnsureState creates the query API's state bucket, or moves it to
+// replicas, ahead of New: a caller starting with a NATS cluster that is
+// still settling retries this (New gives up after 30 seconds).
+func EnsureState(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	_, err := stateKV(ctx, js, replicas)
+	return err
+}
+
+func stateKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	return stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+		Bucket: stateBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
+		Replicas: replicas,
+	})
+}
+
 // loadTokenKey returns the key that seals tokens, creating it once per
 // installation: every replica and every restart verifies the tokens the
 // others issued, so a watch resumes across a restart.
-func loadTokenKey(ctx context.Context, js jetstream.JetStream) ([]byte, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: stateBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
-	})
+func loadTokenKey(ctx context.Context, js jetstream.JetStream, replicas int) ([]byte, error) {
+	kv, err := stateKV(ctx, js, replicas)
 	if err != nil {
-		return nil, fmt.Errorf("open %s bucket: %w", stateBucket, err)
+		return nil, err
 	}
 	for range 3 {
 		e, err := kv.Get(ctx, tokenKeyKey)

@@ -77,16 +77,18 @@ func (c *Cluster) Info() registry.ClusterInfo {
 	return registry.ClusterInfo{Name: c.Name, Labels: c.Labels, Provider: c.Provider, Region: c.Region, Zone: c.Zone}
 }
 
-// Bucket opens (creating if needed) the inventory KV bucket.
-func Bucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+// Bucket opens (creating or updating if needed) the inventory KV bucket
+// with replicas copies (stream.ValidateReplicas).
+func Bucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
+	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      stream.ClusterBucket,
 		Description: "fleetview cluster inventory",
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s bucket: %w", stream.ClusterBucket, err)
+		return nil, err
 	}
 	return kv, nil
 }

@@ -16,7 +16,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestPutGetList(t *testing.T) {
 	_, _, js := natstest.Start(t, -1)
 	ctx := context.Background()
-	kv, err := Bucket(ctx, js)
+	kv, err := Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestPutGetList(t *testing.T) {
 func TestCorruptRecordIsRefusedOnRead(t *testing.T) {
 	_, _, js := natstest.Start(t, -1)
 	ctx := context.Background()
-	kv, err := Bucket(ctx, js)
+	kv, err := Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,11 @@
 // certificates), and a shared token, or per-cluster accounts (accounts.go)
 // that limit each collector to its own stream and keys, with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
-// rather than the subject. It does not read certificate files: the caller
+// rather than the subject. It also makes the server a member of a NATS
+// cluster (ClusterOptions: routes authenticated by a shared password), so
+// several hubs' embedded servers form one JetStream cluster whose
+// replicated streams survive the loss of a member. It does not read
+// certificate files: the caller
 // passes a tls.Config (internal/tlsfiles reloads rotated ones). Streams are
 // created by their writers (internal/stream defines them), or by the hub
 // when collectors may not.

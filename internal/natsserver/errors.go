@@ -13,6 +13,10 @@ var ErrInvalidCredentials = errors.New("invalid NATS credentials")
 // JetStream request its cluster may not make (guard.go).
 var ErrRefused = errors.New("refused to a member cluster's collector")
 
+// ErrInvalidCluster is returned for cluster membership the server cannot
+// take (no routes, a name NATS cannot carry).
+var ErrInvalidCluster = errors.New("invalid NATS cluster configuration")
+
 // ErrInvalidTLS is returned for a TLS configuration the server cannot
 // serve with.
 var ErrInvalidTLS = errors.New("invalid NATS TLS configuration")

@@ -74,6 +74,9 @@ type guard struct {
 // startGuard connects as the hub user to the in-process server and
 // subscribes one subscription per cluster, so one cluster's requests never
 // queue behind another's.
+// guardQueue is the queue group of the guards of a cluster's members.
+const guardQueue = "fv_guard"
+
 func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (*guard, error) {
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(HubUser, hubPassword),
 		nats.Name("fleetview-guard"), nats.MaxReconnects(-1))
@@ -84,7 +87,11 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (
 	for _, u := range clusters {
 		cluster := u.Cluster
 		prefix := guardSubject(cluster, "")
-		sub, err := nc.Subscribe(prefix+">", func(m *nats.Msg) {
+		// A queue group: in a NATS cluster every member runs a guard,
+		// and exactly one of them may forward each request (a KV write
+		// or a consumer creation forwarded three times would be made
+		// three times).
+		sub, err := nc.QueueSubscribe(prefix+">", guardQueue, func(m *nats.Msg) {
 			g.handle(cluster, strings.TrimPrefix(m.Subject, prefix), m)
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package natsserver
 import (
 	"crypto/tls"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -36,10 +37,38 @@ type Options struct {
 	// restart); ClientAuth tls.RequireAndVerifyClientCert with ClientCAs
 	// also requires client certificates (mTLS), on top of the token or
 	// passwords. In-process connections (InProcess) need no TLS: they
-	// never leave the process. The server has no cluster routes, gateways
-	// or leaf nodes, so client connections are its only network hop.
+	// never leave the process. Routes to the other members of a cluster
+	// (Cluster) do not use it: they are authenticated by
+	// Cluster.Password, not encrypted.
 	TLS *tls.Config
+	// Cluster, when its Name is set, makes the server a member of a
+	// JetStream cluster: streams and buckets with more than one replica
+	// then survive the loss of a member. ServerName must differ between
+	// members.
+	Cluster ClusterOptions
 }
+
+// ClusterOptions make the server a member of a NATS cluster.
+type ClusterOptions struct {
+	// Name is shared by every member; JetStream forms its cluster (the
+	// meta group electing stream leaders) among servers of one name.
+	Name string
+	// Host and Port the routes from other members connect to.
+	Host string
+	Port int
+	// Routes are the nats://host:port route addresses of the members,
+	// this one's included or not (a server skips the route to itself).
+	// Routes are retried until the member answers, so members may start
+	// in any order.
+	Routes []*url.URL
+	// Password, when set, is required of every route (user RouteUser):
+	// without it anyone reaching the route port joins the cluster and
+	// reads every stream.
+	Password string
+}
+
+// RouteUser is the user routes between members authenticate as.
+const RouteUser = "fv_route"
 
 // Server is a running embedded server.
 type Server struct {
@@ -85,6 +114,11 @@ func Start(o Options) (*Server, error) {
 	sopts.NoSigs = true
 	sopts.Authorization = o.Token
 	sopts.JetStreamMaxMemory = 256 << 20
+	if o.Cluster.Name != "" {
+		if err := clusterOptions(sopts, o.Cluster); err != nil {
+			return nil, err
+		}
+	}
 	if o.TLS != nil {
 		if o.TLS.GetCertificate == nil && len(o.TLS.Certificates) == 0 {
 			return nil, fmt.Errorf("%w: a TLS configuration without a certificate", ErrInvalidTLS)
@@ -115,6 +149,30 @@ func Start(o Options) (*Server, error) {
 		}
 	}
 	return srv, nil
+}
+
+// clusterOptions sets the server's cluster membership: its route listener
+// and the routes to the others, with the route password in each route's
+// URL (the server sends a route URL's user information when it connects).
+func clusterOptions(sopts *server.Options, c ClusterOptions) error {
+	if len(c.Routes) == 0 {
+		return fmt.Errorf("%w: a cluster member without routes", ErrInvalidCluster)
+	}
+	if strings.ContainsAny(c.Name, " \t.*>") {
+		return fmt.Errorf("%w: cluster name %q", ErrInvalidCluster, c.Name)
+	}
+	sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
+	if c.Password != "" {
+		sopts.Cluster.Username, sopts.Cluster.Password = RouteUser, c.Password
+	}
+	for _, r := range c.Routes {
+		u := *r
+		if c.Password != "" {
+			u.User = url.UserPassword(RouteUser, c.Password)
+		}
+		sopts.Routes = append(sopts.Routes, &u)
+	}
+	return nil
 }
 
 // tlsTimeout bounds a client's TLS handshake. The server's default (2s)

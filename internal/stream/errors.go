@@ -13,4 +13,7 @@ var (
 	// ErrQuotaExceeded is returned (by QuotaError) for a publish refused
 	// because the cluster's stream holds its byte quota.
 	ErrQuotaExceeded = errors.New("the cluster's stream reached its byte quota (--stream-max-bytes)")
+	// ErrInvalidReplicas is returned (by ValidateReplicas) for a replica
+	// count JetStream cannot keep or fleetview does not use.
+	ErrInvalidReplicas = errors.New("invalid stream replica count")
 )

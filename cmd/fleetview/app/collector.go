@@ -58,6 +58,16 @@ type CollectorOptions struct {
 	// collector creates it (with a token; per-cluster credentials bind to
 	// the stream the hub created with its own quota).
 	StreamQuota StreamQuotaOptions
+	// PublishAckTimeout bounds the wait for a publish acknowledgement. A
+	// publish JetStream dropped while its stream elected a leader is only
+	// noticed then (and repaired by a relist), and with the window of
+	// unacknowledged publishes full the collector waits for it: after a
+	// NATS server of a cluster dies mid-ingest, the stall is about this.
+	PublishAckTimeout time.Duration
+	// Replicas is the replica count of the stream and buckets when this
+	// collector creates them (with a token; per-cluster credentials bind
+	// to what the hub created).
+	Replicas ReplicaOptions
 }
 
 // AddFlags registers the flags.
@@ -65,7 +75,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Cluster, "cluster", "", "name of the member cluster (a DNS label)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (empty: in-cluster config)")
 	fs.StringVar(&o.Context, "context", "", "kubeconfig context")
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL (tls:// for TLS; a hub reached across a network should require it)")
+	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL, or the comma-separated URLs of a NATS cluster's servers (the collector fails over between them); tls:// for TLS (a hub reached across a network should require it)")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the hub's NATS token")
 	fs.StringVar(&o.NATSUserFile, "nats-user-file", "", "file holding this cluster's NATS credentials on the hub (<cluster>:<password>, its line of the hub's --nats-users-file)")
 	o.NATSTLSClientOptions.AddFlags(fs)
@@ -83,6 +93,8 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
 	o.MetricsOptions.AddFlags(fs)
 	o.StreamQuota.AddFlags(fs)
+	o.Replicas.AddFlags(fs)
+	fs.DurationVar(&o.PublishAckTimeout, "publish-ack-timeout", 30*time.Second, "how long a publish waits for its acknowledgement before the collector relists to repair it; on a NATS cluster a shorter one (5s) shortens the stall when a stream's leader dies mid-ingest, at the risk of needless relists on a slow server")
 }
 
 // Validate reports every problem at once.
@@ -126,6 +138,11 @@ func (o *CollectorOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("%w: --gc-percent must be positive", ErrInvalidOptions))
 	}
 	errs = append(errs, o.StreamQuota.Validate()...)
+	errs = append(errs, o.Replicas.Validate()...)
+	errs = append(errs, validateNATSURLs(o.NATSURL)...)
+	if o.PublishAckTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: --publish-ack-timeout must not be negative", ErrInvalidOptions))
+	}
 	return append(errs, o.MetricsOptions.Validate()...)
 }
 
@@ -154,7 +171,8 @@ func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
 	return CollectorConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
-		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log,
+		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
+		Replicas: o.Replicas.replicas(), PublishAckTimeout: o.PublishAckTimeout, Logger: log,
 	}}, nil
 }
 

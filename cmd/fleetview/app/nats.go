@@ -132,7 +132,7 @@ func (o *UpOptions) validateNATSAuth() []error {
 // account (natsserver/accounts.go), and the hub creates the clusters'
 // streams and the shared buckets, which those credentials may not.
 func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*natsserver.Server, *nats.Conn, error) {
-	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort}
+	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName}
 	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	var err error
 	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {
@@ -140,6 +140,12 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	}
 	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
 		log.Warn("embedded NATS listens beyond loopback without TLS: credentials and every object cross the network in clear (set --nats-tls-cert-file and --nats-tls-key-file)", "host", o.NATSHost)
+	}
+	if so.Cluster, err = o.NATSCluster.serverOptions(); err != nil {
+		return nil, nil, err
+	}
+	if so.Cluster.Name != "" && so.TLS != nil {
+		log.Warn("routes between NATS cluster members are authenticated (--nats-cluster-password-file) but not encrypted: keep them on a private network")
 	}
 	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
 		return nil, nil, err
@@ -174,7 +180,17 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 		ns.Shutdown()
 		return nil, nil, err
 	}
-	if err := provision(ctx, nc, so.Clusters, o.StreamQuota.StreamMaxBytes, log); err != nil {
+	if so.Cluster.Name != "" {
+		log.Info("embedded NATS: cluster member; waiting for JetStream", "cluster", so.Cluster.Name, "server", so.ServerName, "routes", len(so.Cluster.Routes))
+	}
+	if err := waitJetStream(ctx, nc, log); err != nil {
+		nc.Close()
+		ns.Shutdown()
+		return nil, nil, err
+	}
+	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
+		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), o.StreamQuota.StreamMaxBytes, log)
+	}); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, err
@@ -207,7 +223,7 @@ func hubPassword(file string) (string, error) {
 }
 
 // provision creates the buckets and each credentialed cluster's stream.
-func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, maxBytes int64, log *slog.Logger) error {
+func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, replicas int, maxBytes int64, log *slog.Logger) error {
 	if len(clusters) == 0 {
 		return nil
 	}
@@ -215,14 +231,14 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 	if err != nil {
 		return err
 	}
-	if _, err := regstore.Open(ctx, js); err != nil {
+	if _, err := regstore.Open(ctx, js, replicas); err != nil {
 		return err
 	}
-	if _, err := inventory.Bucket(ctx, js); err != nil {
+	if _, err := inventory.Bucket(ctx, js, replicas); err != nil {
 		return err
 	}
 	for _, c := range clusters {
-		kept, err := stream.EnsureStream(ctx, js, c.Cluster, 1, maxBytes)
+		kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
 		if err != nil {
 			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
 		}

@@ -31,7 +31,7 @@ type NATSClientOptions struct {
 
 // AddFlags registers the flags.
 func (o *NATSClientOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL (tls:// for TLS)")
+	fs.StringVar(&o.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL, or the comma-separated URLs of a NATS cluster's servers (the client fails over between them); tls:// for TLS")
 	fs.StringVar(&o.NATSTokenFile, "nats-token-file", "", "file holding the NATS token (up: the token every client of its embedded server must send)")
 	fs.StringVar(&o.NATSUser, "nats-user", "", "NATS user, with --nats-password-file (a hub with --nats-users-file: "+natsserver.HubUser+" and the hub's --nats-hub-password-file)")
 	fs.StringVar(&o.NATSPasswordFile, "nats-password-file", "", "file holding the password of --nats-user")
@@ -42,9 +42,7 @@ func (o *NATSClientOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every problem at once.
 func (o *NATSClientOptions) Validate() []error {
 	var errs []error
-	if o.NATSURL == "" {
-		errs = append(errs, fmt.Errorf("%w: --nats-url is required", ErrInvalidOptions))
-	}
+	errs = append(errs, validateNATSURLs(o.NATSURL)...)
 	for _, f := range []struct{ flag, path string }{
 		{"--nats-token-file", o.NATSTokenFile}, {"--nats-password-file", o.NATSPasswordFile},
 		{"--nats-creds-file", o.NATSCredsFile},

@@ -55,6 +55,9 @@ type ServeOptions struct {
 	Limits LimitOptions
 	// Memory bounds the process's Go heap.
 	Memory MemoryOptions
+	// Replicas is the replica count of the buckets and streams serve
+	// (and up) create.
+	Replicas ReplicaOptions
 }
 
 // AddFlags registers the flags.
@@ -71,6 +74,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Auth.AddFlags(fs)
 	o.Limits.AddFlags(fs)
 	o.Memory.AddFlags(fs)
+	o.Replicas.AddFlags(fs)
 }
 
 // Validate reports every problem at once.
@@ -102,6 +106,7 @@ func (o *ServeOptions) validate(client bool) []error {
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.Memory.Validate()...)
+	errs = append(errs, o.Replicas.Validate()...)
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -153,7 +158,18 @@ type serve struct {
 // newServe opens the backends and listens on the API's addresses.
 func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
 	o.Memory.apply(log)
-	bk, err := backends.OpenBuckets(ctx, nc)
+	// Everything serve creates, in one retry: with a NATS cluster that
+	// is still settling each creation can time out once.
+	var bk backends.Buckets
+	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) (err error) {
+		if bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.replicas()); err != nil {
+			return err
+		}
+		if err := queryapi.EnsureState(ctx, bk.JetStream, bk.Replicas); err != nil {
+			return err
+		}
+		return materializer.EnsureDeadLetterStream(ctx, bk.JetStream, bk.Replicas)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +198,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
 	}
 	sv.api, err = o.listenAPI(queryapi.Config{
-		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, Applied: set.Applied, Backends: set, Logger: log,
+		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
@@ -274,11 +290,17 @@ func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 		return err
 	}
 	defer cfg.security.close()
-	nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1))
+	// RetryOnFailedConnect: a serve started with its NATS cluster (or
+	// while one of the listed servers is down) waits for it, as the
+	// collector does, instead of exiting.
+	nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if err := waitJetStream(ctx, nc, log); err != nil {
+		return err
+	}
 	sv, err := newServe(ctx, cfg, nc, log)
 	if err != nil {
 		return err
@@ -306,6 +328,8 @@ type UpOptions struct {
 	StreamQuota StreamQuotaOptions
 	// NATSTLS makes the embedded server require TLS of remote clients.
 	NATSTLS NATSServerTLSOptions
+	// NATSCluster makes the embedded server a member of a NATS cluster.
+	NATSCluster NATSClusterOptions
 }
 
 // AddFlags registers the flags.
@@ -318,6 +342,7 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
 	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
 	o.NATSTLS.AddFlags(fs)
+	o.NATSCluster.AddFlags(fs)
 	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
 		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
 }
@@ -330,6 +355,12 @@ func (o *UpOptions) Validate() []error {
 	errs = append(errs, o.validateNATSAuth()...)
 	errs = append(errs, o.StreamQuota.Validate()...)
 	errs = append(errs, o.NATSTLS.Validate()...)
+	errs = append(errs, o.NATSCluster.Validate(o.Auth.AllowUnauthenticated)...)
+	if r := o.Replicas.replicas(); r > 1 && !o.NATSCluster.clustered() {
+		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d needs a NATS cluster (--nats-cluster-name, --nats-cluster-listen, --nats-routes, --nats-server-name): a single server keeps one copy", ErrInvalidOptions, r))
+	} else if m := o.NATSCluster.members(); r > 1 && r > m {
+		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d exceeds the %d cluster members --nats-cluster-listen and --nats-routes name", ErrInvalidOptions, r, m))
+	}
 	seen := map[string]bool{}
 	for _, c := range o.Contexts {
 		if err := stream.ValidateCluster(c); err != nil {
@@ -365,7 +396,8 @@ func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
 		if err != nil {
 			return UpConfig{}, err
 		}
-		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes, Logger: log})
+		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
+			Replicas: o.Replicas.replicas(), Logger: log})
 	}
 	return c, nil
 }

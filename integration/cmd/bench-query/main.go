@@ -331,7 +331,7 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		ns.Shutdown()
 		return nil, err
 	}
-	bk, err := backends.OpenBuckets(ctx, nc)
+	bk, err := backends.OpenBuckets(ctx, nc, 1)
 	if err != nil {
 		return nil, err
 	}

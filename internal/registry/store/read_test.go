@@ -213,7 +213,7 @@ func TestBoundStoreWithClusterCredentials(t *testing.T) {
 	}
 	defer hub.Close()
 	hjs, _ := jetstream.New(hub)
-	hs, err := Open(ctx, hjs)
+	hs, err := Open(ctx, hjs, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

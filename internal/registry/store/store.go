@@ -34,25 +34,28 @@ type Store struct {
 }
 
 // Open opens (creating or updating if needed) the registry and status
-// buckets: the hub and single-process setups.
-func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+// buckets with replicas copies (stream.ValidateReplicas): the hub and
+// single-process setups.
+func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
+	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      stream.RegistryBucket,
 		Description: "fleetview ResourceRegistries",
 		History:     5,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s bucket: %w", stream.RegistryBucket, err)
+		return nil, err
 	}
-	st, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	st, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      stream.RegistryStatusBucket,
 		Description: "fleetview ResourceRegistry conditions per cluster (<cluster>.<registry>)",
 		History:     1,
 		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("open %s bucket: %w", stream.RegistryStatusBucket, err)
+		return nil, err
 	}
 	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return "" }}, nil
 }

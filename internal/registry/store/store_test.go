@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func open(t *testing.T) *Store {
 	t.Helper()
 	_, _, js := natstest.Start(t, -1)
-	s, err := Open(context.Background(), js)
+	s, err := Open(context.Background(), js, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,277 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// ReplicaOptions say how many copies JetStream keeps of what fleetview
+// creates: the cluster streams, the buckets, the dead letters. 1 on a
+// single server; 3 (or 5) on a JetStream cluster, which then survives
+// the loss of one (or two) of its servers without losing or stalling for
+// long.
+type ReplicaOptions struct {
+	StreamReplicas int
+}
+
+// AddFlags registers the flags.
+func (o *ReplicaOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.StreamReplicas, "stream-replicas", 1, "copies JetStream keeps of fleetview's streams and KV buckets: 1, or 3 or 5 on a NATS cluster (existing streams and buckets are moved to this count)")
+}
+
+// Validate reports every problem at once. 0 (options built without
+// their flags) is the default, 1.
+func (o *ReplicaOptions) Validate() []error {
+	if err := stream.ValidateReplicas(o.replicas()); err != nil {
+		return []error{fmt.Errorf("%w: --stream-replicas: %w", ErrInvalidOptions, err)}
+	}
+	return nil
+}
+
+// replicas is the count asked for, 1 by default.
+func (o *ReplicaOptions) replicas() int {
+	if o.StreamReplicas == 0 {
+		return 1
+	}
+	return o.StreamReplicas
+}
+
+// NATSClusterOptions make up's embedded NATS server a member of a NATS
+// cluster: three hubs, each started with the routes of all three, form a
+// JetStream cluster of their own, and streams with --stream-replicas 3
+// survive the loss of any one of them.
+type NATSClusterOptions struct {
+	// Name is shared by every member.
+	Name string
+	// Listen is the host:port of this member's route listener.
+	Listen string
+	// Routes are the nats://host:port route addresses of every member.
+	Routes []string
+	// ServerName names this member; JetStream needs it unique in the
+	// cluster and stable across restarts (it finds its state by it).
+	ServerName string
+	// PasswordFile holds the password every route must present, the same
+	// on every member.
+	PasswordFile string
+}
+
+// AddFlags registers the flags.
+func (o *NATSClusterOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Name, "nats-cluster-name", "", "name of the NATS cluster the embedded server joins, the same on every member (set with --nats-cluster-listen, --nats-routes and --nats-server-name)")
+	fs.StringVar(&o.Listen, "nats-cluster-listen", "", "host:port the embedded server accepts routes from the other cluster members on")
+	fs.StringSliceVar(&o.Routes, "nats-routes", nil, "route URLs of the cluster's members, nats://host:port, comma-separated or repeated (this member's own may be listed: a server skips the route to itself)")
+	fs.StringVar(&o.ServerName, "nats-server-name", "", "name of this embedded NATS server, unique in the cluster and stable across restarts (default fleetview without a cluster)")
+	fs.StringVar(&o.PasswordFile, "nats-cluster-password-file", "", "file holding the password routes between cluster members present, the same on every member (required when --nats-cluster-listen is not loopback)")
+}
+
+// clustered reports whether any cluster flag is set.
+func (o *NATSClusterOptions) clustered() bool {
+	return o.Name != "" || o.Listen != "" || len(o.Routes) > 0 || o.PasswordFile != ""
+}
+
+// Validate reports every problem at once. allowInsecure is
+// --insecure-allow-unauthenticated: routes without a password beyond
+// loopback.
+func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
+	if !o.clustered() {
+		return nil
+	}
+	var errs []error
+	if o.Name == "" || o.Listen == "" || len(o.Routes) == 0 || o.ServerName == "" {
+		errs = append(errs, fmt.Errorf("%w: --nats-cluster-name, --nats-cluster-listen, --nats-routes and --nats-server-name go together (JetStream clusters need a shared name and a unique server name per member)", ErrInvalidOptions))
+	}
+	if strings.ContainsAny(o.Name, " \t.*>") {
+		errs = append(errs, fmt.Errorf("%w: --nats-cluster-name %q: no spaces, dots or wildcards", ErrInvalidOptions, o.Name))
+	}
+	if o.ServerName != "" {
+		// A DNS label: it shows in logs, metrics and the streams'
+		// cluster information, and names no more than a host would.
+		if msgs := validation.IsDNS1123Label(o.ServerName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%w: --nats-server-name %q: %s", ErrInvalidOptions, o.ServerName, strings.Join(msgs, "; ")))
+		}
+	}
+	if o.Listen != "" {
+		if _, port, err := net.SplitHostPort(o.Listen); err != nil || port == "" || port == "0" {
+			errs = append(errs, fmt.Errorf("%w: --nats-cluster-listen %q: want host:port with a fixed port (the other members' routes name it)", ErrInvalidOptions, o.Listen))
+		} else if o.PasswordFile == "" && !allowInsecure && !isLoopback(o.Listen) {
+			errs = append(errs, fmt.Errorf("%w: --nats-cluster-listen %s is not a loopback address and --nats-cluster-password-file is not set: anyone reaching it could join the cluster and read every stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, o.Listen))
+		}
+	}
+	if _, err := o.routes(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.PasswordFile != "" {
+		if _, err := os.Stat(o.PasswordFile); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --nats-cluster-password-file: %v", ErrInvalidOptions, err))
+		}
+	}
+	return errs
+}
+
+// routes parses the route URLs.
+func (o *NATSClusterOptions) routes() ([]*url.URL, error) {
+	var out []*url.URL
+	for _, r := range o.Routes {
+		u, err := url.Parse(r)
+		if err != nil || u.Scheme != "nats" || u.Port() == "" || u.User != nil {
+			return nil, fmt.Errorf("%w: --nats-routes %q: want nats://host:port (the password comes from --nats-cluster-password-file)", ErrInvalidOptions, r)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// members is the most servers the routes name, this one counted once.
+func (o *NATSClusterOptions) members() int {
+	seen := map[string]bool{o.Listen: true}
+	for _, r := range o.Routes {
+		if u, err := url.Parse(r); err == nil {
+			seen[u.Host] = true
+		}
+	}
+	return len(seen)
+}
+
+// serverOptions reads the files of validated options: the zero
+// ClusterOptions without a cluster.
+func (o *NATSClusterOptions) serverOptions() (natsserver.ClusterOptions, error) {
+	if !o.clustered() {
+		return natsserver.ClusterOptions{}, nil
+	}
+	host, portStr, _ := net.SplitHostPort(o.Listen)
+	var port int
+	if _, err := fmt.Sscan(portStr, &port); err != nil {
+		return natsserver.ClusterOptions{}, fmt.Errorf("%w: --nats-cluster-listen %q: %v", ErrInvalidOptions, o.Listen, err)
+	}
+	routes, err := o.routes()
+	if err != nil {
+		return natsserver.ClusterOptions{}, err
+	}
+	c := natsserver.ClusterOptions{Name: o.Name, Host: host, Port: port, Routes: routes}
+	if o.PasswordFile != "" {
+		b, err := os.ReadFile(o.PasswordFile)
+		if err != nil {
+			return c, fmt.Errorf("%w: --nats-cluster-password-file: %v", ErrInvalidOptions, err)
+		}
+		if c.Password = strings.TrimSpace(string(b)); c.Password == "" {
+			return c, fmt.Errorf("%w: --nats-cluster-password-file %s is empty", ErrInvalidOptions, o.PasswordFile)
+		}
+	}
+	return c, nil
+}
+
+// validateNATSURLs checks a --nats-url list: the client fails over
+// between its servers, so an empty entry is a typo, not a server.
+func validateNATSURLs(list string) []error {
+	if list == "" {
+		return []error{fmt.Errorf("%w: --nats-url is required", ErrInvalidOptions)}
+	}
+	for u := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(u) == "" {
+			return []error{fmt.Errorf("%w: --nats-url %q holds an empty entry", ErrInvalidOptions, list)}
+		}
+	}
+	return nil
+}
+
+// waitJetStream waits until JetStream answers on nc. A member of a
+// cluster starting with the others has no JetStream until a majority of
+// them elected a meta leader, and a hub connecting to a cluster in the
+// middle of an election has none for a few seconds: neither is a reason
+// to give up. Only ctx ends the wait.
+func waitJetStream(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	wait := 250 * time.Millisecond
+	for start := time.Now(); ; {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return errors.Join(ctx.Err(), err)
+		}
+		if time.Since(start) > 5*time.Second {
+			log.Warn("waiting for JetStream (a NATS cluster needs a majority of its members up)", "err", err, "waited", time.Since(start).Round(time.Second))
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// jetStreamSettle bounds how long creating fleetview's streams and
+// buckets is retried at start. Right after a cluster elects its meta
+// leader, a replicated stream's creation can time out or find too few
+// current peers, and every hub of the cluster creates the same buckets
+// at once; a minute covers that, and a cluster that still cannot create
+// them has a problem the error names.
+const jetStreamSettle = time.Minute
+
+// retryJetStream runs f until it succeeds, ctx ends or jetStreamSettle
+// passes, each attempt bounded (a request JetStream drops while it has no
+// leader would otherwise wait for ctx). A single server refusing replicas
+// is final at once.
+func retryJetStream(ctx context.Context, log *slog.Logger, what string, f func(context.Context) error) error {
+	wait := 250 * time.Millisecond
+	start := time.Now()
+	for {
+		actx, cancel := context.WithTimeout(ctx, jetStreamAttempt)
+		err := f(actx)
+		cancel()
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return errors.Join(ctx.Err(), err)
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == jsReplicasNotSupported, time.Since(start) > jetStreamSettle:
+			return err
+		}
+		log.Warn("JetStream not ready yet; retrying", "what", what, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(ctx.Err(), err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// jetStreamAttempt bounds one attempt. Creating a replicated stream takes
+// well under a second on a settled cluster, but when every hub of a new
+// cluster creates the same stream at once, JetStream answers only one of
+// the equal requests: the others wait for their timeout and find the
+// stream on the next attempt. A short attempt keeps that from adding ten
+// seconds per bucket to a cluster's first start.
+const jetStreamAttempt = 4 * time.Second
+
+// jsReplicasNotSupported is JetStream's error code for replicas asked of
+// a server that is not in a cluster.
+const jsReplicasNotSupported jetstream.ErrorCode = 10074

@@ -1,0 +1,218 @@
+package natsserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// freeRoute is a free loopback port for a route listener.
+func freeRoute(t *testing.T) (string, int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String(), l.Addr().(*net.TCPAddr).Port
+}
+
+// startCluster starts n members routing to each other with password.
+func startCluster(t *testing.T, n int, password string) []*Server {
+	t.Helper()
+	ports := make([]int, n)
+	var routes []*url.URL
+	for i := range n {
+		addr, port := freeRoute(t)
+		ports[i] = port
+		routes = append(routes, &url.URL{Scheme: "nats", Host: addr})
+	}
+	srvs := make([]*Server, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			s, err := Start(Options{StoreDir: t.TempDir(), Port: -1, ServerName: fmt.Sprintf("m%d", i),
+				Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: ports[i], Routes: routes, Password: password}})
+			srvs[i] = s
+			errs <- err
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range srvs {
+		t.Cleanup(s.Shutdown)
+	}
+	return srvs
+}
+
+func clusterURLs(srvs []*Server) string {
+	var u []string
+	for _, s := range srvs {
+		u = append(u, s.ClientURL())
+	}
+	return strings.Join(u, ",")
+}
+
+// Three members form a JetStream cluster: an R3 stream and bucket are
+// created (an R1 stream is moved to R3), and after the stream's leader
+// is shut down the two others elect a new one and keep every message; a
+// client given every URL fails over.
+func TestClusterSurvivesAMember(t *testing.T) {
+	srvs := startCluster(t, 3, "route-secret-0123")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(clusterURLs(srvs), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// retry bounds each attempt: JetStream drops a request it has no
+	// leader for, which would otherwise wait for the whole test's ctx.
+	retry := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		var err error
+		for ctx.Err() == nil {
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = f(actx)
+			cancel()
+			if err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("%s: %v", what, err)
+	}
+	// The meta leader is elected some time after the members connect.
+	retry("stream c1 R1", func(ctx context.Context) error { _, err := stream.EnsureStream(ctx, js, "c1", 1, 0); return err })
+	if _, err := js.Publish(ctx, "fv.obj.c1.core.v1.pods.u1", []byte("one")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.EnsureStream(ctx, js, "c1", 3, 0); err != nil {
+		t.Fatalf("moving c1 to R3: %v", err)
+	}
+	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	retry("c1 on three servers", func(ctx context.Context) error {
+		s, err := js.Stream(ctx, stream.StreamName("c1"))
+		if err != nil {
+			return err
+		}
+		ci := s.CachedInfo()
+		if ci.Config.Replicas != 3 || ci.Cluster == nil || len(ci.Cluster.Replicas) != 2 || ci.Cluster.Leader == "" {
+			return fmt.Errorf("c1: %d replicas, cluster %+v", ci.Config.Replicas, ci.Cluster)
+		}
+		for _, r := range ci.Cluster.Replicas {
+			if !r.Current {
+				return fmt.Errorf("replica %s not current", r.Name)
+			}
+		}
+		leader = ci.Cluster.Leader
+		return nil
+	})
+	for i, s := range srvs {
+		if fmt.Sprintf("m%d", i) == leader {
+			s.Shutdown()
+		}
+	}
+	retry("publish after the leader left", func(ctx context.Context) error {
+		_, err := js.Publish(ctx, "fv.obj.c1.core.v1.pods.u2", []byte("two"))
+		return err
+	})
+	s, err := js.Stream(ctx, stream.StreamName("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci := s.CachedInfo(); ci.State.Msgs != 2 || ci.Cluster.Leader == leader {
+		t.Fatalf("after losing %s: %d messages, leader %q", leader, ci.State.Msgs, ci.Cluster.Leader)
+	}
+	var got jetstream.KeyValueEntry
+	retry("bucket read after the leader left", func(ctx context.Context) error { got, err = kv.Get(ctx, "k"); return err })
+	if string(got.Value()) != "v" {
+		t.Fatalf("bucket value %q", got.Value())
+	}
+}
+
+// A member is refused what it cannot take, and a route without the
+// cluster's password does not join.
+func TestClusterOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    ClusterOptions
+	}{
+		{"no routes", ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: -1}},
+		{"a dot in the name", ClusterOptions{Name: "f.v", Host: "127.0.0.1", Port: -1, Routes: []*url.URL{{Scheme: "nats", Host: "127.0.0.1:1"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Start(Options{StoreDir: t.TempDir(), Port: -1, Cluster: tc.c})
+			if err == nil {
+				s.Shutdown()
+			}
+			if !errors.Is(err, ErrInvalidCluster) {
+				t.Fatalf("err = %v, want ErrInvalidCluster", err)
+			}
+		})
+	}
+	// The same two members with the same password route to each other
+	// (the control: the window below is long enough), with different
+	// ones they stay alone.
+	for _, tc := range []struct {
+		name   string
+		pw     string
+		routed bool
+	}{{"same route password", "right-password", true}, {"wrong route password", "wrong-password", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, ap := freeRoute(t)
+			b, bp := freeRoute(t)
+			routes := []*url.URL{{Scheme: "nats", Host: a}, {Scheme: "nats", Host: b}}
+			s1, err := Start(Options{StoreDir: t.TempDir(), Port: -1, ServerName: "m0",
+				Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: ap, Routes: routes, Password: "right-password"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s1.Shutdown()
+			s2, err := Start(Options{StoreDir: t.TempDir(), Port: -1, ServerName: "m1",
+				Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: bp, Routes: routes, Password: tc.pw}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Shutdown()
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				routed := s1.ns.NumRoutes() > 0 && s2.ns.NumRoutes() > 0
+				if routed && tc.routed {
+					return
+				}
+				if s1.ns.NumRoutes()+s2.ns.NumRoutes() > 0 && !tc.routed {
+					t.Fatal("routed with a wrong password")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tc.routed {
+				t.Fatal("no route within 5s with the right password")
+			}
+		})
+	}
+}
