@@ -211,6 +211,21 @@ func (c *podChurn) atLeast(from churnCounts, n int64) error {
 	return nil
 }
 
+// createChurnPods creates n pods named p-<next> in ns, as the churn
+// does, and returns their names.
+func createChurnPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, n int, next *atomic.Int64) []string {
+	t.Helper()
+	var live []string
+	for range n {
+		name := fmt.Sprintf("p-%d", next.Add(1))
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		live = append(live, name)
+	}
+	return live
+}
+
 func startPodChurn(cs kubernetes.Interface, ns string, live []string, next *atomic.Int64) *podChurn {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &podChurn{cs: cs, ns: ns, cancel: cancel, done: make(chan error, 1), live: slices.Clone(live), next: next}
@@ -310,14 +325,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	createNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
-	var live []string
-	for range 8 {
-		name := fmt.Sprintf("p-%d", next.Add(1))
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		live = append(live, name)
-	}
+	live := createChurnPods(t, ctx, c1, ns, 8, &next)
 
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {

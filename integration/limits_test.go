@@ -100,20 +100,7 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 		Auth: app.AuthOptions{TokenFile: filepath.Join(dir, "tokens.csv"), PolicyFile: filepath.Join(dir, "policy.yaml")},
 		Limits: app.LimitOptions{MaxListObjects: maxListObjects, MaxWatches: maxWatches, MaxWatchesPerClient: watchesPerAlice,
 			MaxRequestBytes: maxRequestBytes, GRPCMaxConcurrentStreams: 100, MaxListSnapshots: 256, MaxListSnapshotsPerClient: snapsPerClient}}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
+	runServeInProcess(t, o)
 	base := "http://" + o.HTTPAddr
 	lc := &limitClient{base: base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
 	client, get, fetch := lc.http, lc.get, lc.fetch

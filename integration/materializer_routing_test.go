@@ -68,20 +68,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
+	runServeInProcess(t, o)
 	// The OpenSearch registry arrives while serve runs: its backend is
 	// connected and its materializer started on the fly.
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},

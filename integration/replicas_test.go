@@ -64,14 +64,7 @@ func TestServeReplicas(t *testing.T) {
 	createNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
-	var live []string
-	for range 8 {
-		name := fmt.Sprintf("p-%d", next.Add(1))
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		live = append(live, name)
-	}
+	live := createChurnPods(t, ctx, c1, ns, 8, &next)
 	ne := startNATS(t)
 	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
