@@ -171,6 +171,13 @@ func minVersion(a, b query.Version) query.Version {
 // items were already returned.
 type mergeCursor struct {
 	Parts map[string]*partCursor `json:"p"`
+	// Switches is the router's count of read switches at the first page.
+	// Each backend's cursor pins its own snapshot, but which backend
+	// answers for a resource is decided per page: a move's switch between
+	// two pages would drop what the old backend had still to return and
+	// read the new one's snapshot, taken before the copy. Such a token is
+	// expired (410), never a short answer.
+	Switches uint64 `json:"w,omitempty"`
 }
 
 type partCursor struct {
@@ -283,10 +290,15 @@ type source struct {
 func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, cont string, limit int64, page pageFunc) (query.Page, error) {
 	var out query.Page
 	mc := mergeCursor{Parts: map[string]*partCursor{}}
-	if cont != "" {
+	if cont == "" {
+		mc.Switches = rr.router.switches.Load()
+	} else {
 		raw, ok := strings.CutPrefix(cont, mergePrefix)
 		if !ok || json.Unmarshal([]byte(raw), &mc) != nil {
 			return out, fmt.Errorf("%w: continue: not a merged-list cursor", query.ErrInvalid)
+		}
+		if mc.Switches != rr.router.switches.Load() {
+			return out, fmt.Errorf("%w: a resource moved between backends while this list was paged; list again", query.ErrExpired)
 		}
 	}
 	srcs, version, err := openSources(parts, mc, page)

@@ -246,6 +246,7 @@ func (s *Set) switchReads(ms []move) error {
 		return err
 	}
 	s.router.table.Store(switched)
+	s.router.switches.Add(1)
 	return nil
 }
 

@@ -143,6 +143,11 @@ type Router struct {
 
 	table atomic.Pointer[routeTable]
 	kinds sync.Map // GroupVersionResource -> kind, learned from events
+	// switches counts the moves whose reads switched backend (switchReads):
+	// the only change of where a resource with objects is read from, since
+	// a changed route is pinned until its move. A paged read that spans
+	// one cannot go on (see mergeCursor.Switches).
+	switches atomic.Uint64
 }
 
 func newRouter(regs *regstore.Store, inv jetstream.KeyValue, ids func(*registry.OpenSearchConfig) string, log *slog.Logger) *Router {

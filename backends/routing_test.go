@@ -425,3 +425,45 @@ func TestRouterRestoresSavedRoutes(t *testing.T) {
 		t.Fatalf("restore of a corrupt table: %v, want ErrRouteState", err)
 	}
 }
+
+// TestMergedPagesExpireAcrossAReadSwitch: a move's switch of reads between
+// two pages of a merged list or search makes the next page 410, never a
+// page that silently leaves out what the old backend had still to return.
+func TestMergedPagesExpireAcrossAReadSwitch(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		page func(rr *RoutingReader, cont string) (query.Page, error)
+	}{
+		{"list", func(rr *RoutingReader, cont string) (query.Page, error) {
+			return rr.List(ctx, query.ListOptions{GVR: podsGVR, Limit: 4, Continue: cont})
+		}},
+		{"search", func(rr *RoutingReader, cont string) (query.Page, error) {
+			return rr.Search(ctx, query.SearchOptions{Limit: 4, Continue: cont})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr, _ := routedReader(t)
+			first, err := tc.page(rr, "")
+			if err != nil || first.Continue == "" {
+				t.Fatalf("first page: %v, continue %q", err, first.Continue)
+			}
+			// Without a switch the token goes on.
+			if _, err := tc.page(rr, first.Continue); err != nil {
+				t.Fatalf("second page without a switch: %v", err)
+			}
+			rr.router.switches.Add(1)
+			if _, err := tc.page(rr, first.Continue); !errors.Is(err, query.ErrExpired) {
+				t.Fatalf("second page after a switch: %v, want ErrExpired", err)
+			}
+			// A new list after the switch pages on.
+			again, err := tc.page(rr, "")
+			if err != nil || again.Continue == "" {
+				t.Fatalf("new first page: %v", err)
+			}
+			if _, err := tc.page(rr, again.Continue); err != nil {
+				t.Fatalf("new second page: %v", err)
+			}
+		})
+	}
+}
