@@ -398,6 +398,19 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("watch resumes without gap or duplicate", func(t *testing.T) {
+		// A sentinel in the listed state: its change, once received, shows
+		// the server follows the live feed. Watch returns before the server
+		// has subscribed, and a change applied before that reaches the
+		// watch replayed from the stream, where ADDED and MODIFIED cannot
+		// be told apart.
+		must(c1.CoreV1().Pods("w").Create(ctx, qpod("w", "sentinel", "w", ""), metav1.CreateOptions{}))
+		eventually(t, 60*time.Second, func() error {
+			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
+			if err != nil {
+				return err
+			}
+			return sameSet(got, refs(ref{"member1", "w", "sentinel"}))
+		})
 		list, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
 		if err != nil {
 			t.Fatal(err)
@@ -405,6 +418,26 @@ func TestQueryAPI(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		ws, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "w", ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
+			t.Fatal(err)
+		}
+		sentinel, err := c1.CoreV1().Pods("w").Get(ctx, "sentinel", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sentinel.Labels["seen"] = "yes"
+		must(c1.CoreV1().Pods("w").Update(ctx, sentinel, metav1.UpdateOptions{}))
+		for {
+			ev, err := ws.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, err := objectRef(rawMap(ev.GetRawObject())); err == nil && r.String() == "member1:w/sentinel" {
+				break
+			}
+		}
+		// Gone before p1 in member1's ordered stream: its events come
+		// before p1's ADDED, and are passed over below.
+		if err := c1.CoreV1().Pods("w").Delete(ctx, "sentinel", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		must(c1.CoreV1().Pods("w").Create(ctx, qpod("w", "p1", "w", ""), metav1.CreateOptions{}))
@@ -419,6 +452,9 @@ func TestQueryAPI(t *testing.T) {
 			r, err := objectRef(rawMap(ev.GetRawObject()))
 			if err != nil {
 				t.Fatal(err)
+			}
+			if r.String() == "member1:w/sentinel" {
+				continue // its deletion (a pod's may come as MODIFIED, then DELETED)
 			}
 			if _, dup := seen[r.String()]; dup {
 				t.Fatalf("duplicate event for %s", r)
