@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -336,20 +335,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	_, natsPort := freePort(t)
 	args := []string{"--kubeconfig", kc, "--context", "member1", "--state-dir", stateDir,
 		"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--nats-port", strconv.Itoa(natsPort)}
-	logf, err := os.Create(filepath.Join(t.TempDir(), "up.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 12000 {
-				b = b[len(b)-12000:]
-			}
-			t.Logf("fleetview output (tail):\n%s", b)
-		}
-	}()
+	logf := processLog(t, "up.log")
 	rest0 := "http://" + httpAddr
 	ready := func(p *proc) {
 		t.Helper()

@@ -2,7 +2,9 @@ package integration
 
 import (
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -62,4 +64,25 @@ func (p *proc) running(t *testing.T) {
 		t.Fatalf("%s exited early: %v", p.name, err)
 	default:
 	}
+}
+
+// processLog is a file for child processes' output, whose tail the test
+// logs if it fails; closed when the test ends.
+func processLog(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(f.Name())
+			if len(b) > 12000 {
+				b = b[len(b)-12000:]
+			}
+			t.Logf("fleetview output (tail):\n%s", b)
+		}
+		f.Close()
+	})
+	return f
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -73,20 +72,7 @@ func TestServeReplicas(t *testing.T) {
 	}
 	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
 
-	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			if len(b) > 12000 {
-				b = b[len(b)-12000:]
-			}
-			t.Logf("fleetview output (tail):\n%s", b)
-		}
-	}()
+	logf := processLog(t, "serve.log")
 	a := startServe(t, bin, ne.url, t.TempDir(), logf)
 	b := startServe(t, bin, ne.url, t.TempDir(), logf)
 	get := func(p *serveProc, path string) (int, []byte, error) {
