@@ -71,6 +71,11 @@ type Config struct {
 	// that reports it, and Badger's control events.
 	Observer Observer
 	Logger   *slog.Logger
+	// Retry runs a step that reads JetStream until it succeeds (nil: once).
+	// A hub restarted into a NATS cluster answers its first reads before
+	// its replicas of the buckets have caught up; the composition root
+	// knows how long that may take.
+	Retry func(ctx context.Context, what string, f func(context.Context) error) error
 }
 
 // Buckets are what the backends read besides the streams, opened once for
@@ -134,9 +139,12 @@ type Set struct {
 // restores the routes the last run saved and connects the OpenSearch
 // backends the registries name. Run starts applying; a Set never run is
 // released by Close.
-func New(ctx context.Context, cfg Config) (s *Set, err error) {
+func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Retry == nil {
+		cfg.Retry = func(ctx context.Context, _ string, f func(context.Context) error) error { return f(ctx) }
 	}
 	if err := switchToRebuilt(cfg.StateDir, cfg.Logger); err != nil {
 		return nil, err
@@ -149,14 +157,16 @@ func New(ctx context.Context, cfg Config) (s *Set, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s = &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{},
+	s := &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{},
 		problems: map[string]query.BackendProblem{}}
+	// s, not a named result: every failing return below sets that to nil
+	// before this runs.
 	defer func() {
 		if err != nil {
 			_ = s.Close()
 		}
 	}()
-	if err := s.route(ctx); err != nil {
+	if err := cfg.Retry(ctx, "backend routes", s.route); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
 	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,

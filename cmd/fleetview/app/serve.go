@@ -179,6 +179,9 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
 		Observer: hub.Observe, Logger: log,
+		Retry: func(ctx context.Context, what string, f func(context.Context) error) error {
+			return retryJetStream(ctx, log, what, f)
+		},
 	})
 	if err != nil {
 		return nil, err
