@@ -195,7 +195,10 @@ func (rr *RoutingReader) List(ctx context.Context, o query.ListOptions) (query.P
 	if len(parts) == 1 && !strings.HasPrefix(o.Continue, mergePrefix) {
 		for b, cs := range parts {
 			o.Clusters = cs
-			return rr.backend(b).List(ctx, o)
+			return rr.single(b, o.Continue, func(cursor string) (query.Page, error) {
+				o.Continue = cursor
+				return rr.backend(b).List(ctx, o)
+			})
 		}
 	}
 	return rr.merge(ctx, parts, o.Continue, o.Limit, func(b string, cs []string, cursor string) (query.Page, error) {
@@ -208,8 +211,11 @@ func (rr *RoutingReader) List(ctx context.Context, o query.ListOptions) (query.P
 // Search implements queryapi.Searcher, over every backend.
 func (rr *RoutingReader) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
 	ids := rr.backendIDs()
-	if len(ids) == 1 {
-		return rr.backend(defaultBackend).Search(ctx, o)
+	if len(ids) == 1 && !strings.HasPrefix(o.Continue, mergePrefix) {
+		return rr.single(ids[0], o.Continue, func(cursor string) (query.Page, error) {
+			o.Continue = cursor
+			return rr.backend(ids[0]).Search(ctx, o)
+		})
 	}
 	parts := map[string][]string{}
 	for _, b := range ids {
@@ -249,6 +255,35 @@ func (rr *RoutingReader) servedBy(gvr schema.GroupVersionResource, cluster strin
 }
 
 const mergePrefix = "merge:"
+
+// singlePrefix marks the continue token of a list one backend answers:
+// "one:<backend>:<its cursor>". A backend's cursor means nothing to
+// another, and a move that switched the resource's reads between two
+// pages would otherwise hand one backend the other's cursor (a 400) or,
+// worse, a position in a list it never started.
+const singlePrefix = "one:"
+
+// single pages one backend, b: the token must be one b issued, else the
+// list's reads moved since its first page and the token is expired (410).
+func (rr *RoutingReader) single(b, cont string, page func(cursor string) (query.Page, error)) (query.Page, error) {
+	cursor := ""
+	if cont != "" {
+		rest, ok := strings.CutPrefix(cont, singlePrefix)
+		from, c, found := strings.Cut(rest, ":")
+		if !ok || !found {
+			return query.Page{}, fmt.Errorf("%w: continue: not a fleetview list cursor", query.ErrInvalid)
+		}
+		if from != b {
+			return query.Page{}, fmt.Errorf("%w: the resource's reads moved to another backend while this list was paged; list again", query.ErrExpired)
+		}
+		cursor = c
+	}
+	p, err := page(cursor)
+	if err == nil && p.Continue != "" {
+		p.Continue = singlePrefix + b + ":" + p.Continue
+	}
+	return p, err
+}
 
 type itemKey struct{ ns, name, cluster string }
 
@@ -293,6 +328,9 @@ func (rr *RoutingReader) merge(ctx context.Context, parts map[string][]string, c
 	if cont == "" {
 		mc.Switches = rr.router.switches.Load()
 	} else {
+		if strings.HasPrefix(cont, singlePrefix) {
+			return out, fmt.Errorf("%w: the list's reads now span several backends; list again", query.ErrExpired)
+		}
 		raw, ok := strings.CutPrefix(cont, mergePrefix)
 		if !ok || json.Unmarshal([]byte(raw), &mc) != nil {
 			return out, fmt.Errorf("%w: continue: not a merged-list cursor", query.ErrInvalid)

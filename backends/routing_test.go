@@ -467,3 +467,53 @@ func TestMergedPagesExpireAcrossAReadSwitch(t *testing.T) {
 		})
 	}
 }
+
+// TestSinglePagesExpireWhenReadsMove: a list one backend answers carries
+// that backend's name in its token; after its resource's reads move to
+// another backend, or come to span several, the next page is 410, never
+// another backend reading a cursor it did not issue.
+func TestSinglePagesExpireWhenReadsMove(t *testing.T) {
+	ctx := context.Background()
+	page := func(rr *RoutingReader, clusters []string, cont string) (query.Page, error) {
+		return rr.List(ctx, query.ListOptions{GVR: podsGVR, Clusters: clusters, Limit: 3, Continue: cont})
+	}
+	unrouted := func(rr *RoutingReader) {
+		rr.router.table.Store(&routeTable{clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{podsGVR: "Pod"}})
+	}
+	for _, tc := range []struct {
+		name     string
+		clusters []string // the list's clusters
+		change   func(rr *RoutingReader)
+		next     []string // the second page's clusters
+	}{
+		{"opensearch to badger", []string{"b"}, unrouted, []string{"b"}},
+		{"badger to opensearch", []string{"a"}, func(rr *RoutingReader) {
+			t := table(podsTo("os", "a"))
+			t.kinds[podsGVR] = "Pod"
+			rr.router.table.Store(t)
+		}, []string{"a"}},
+		{"one backend to several", []string{"a"}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr, _ := routedReader(t)
+			first, err := page(rr, tc.clusters, "")
+			if err != nil || first.Continue == "" {
+				t.Fatalf("first page: %v, continue %q", err, first.Continue)
+			}
+			second, err := page(rr, tc.clusters, first.Continue)
+			if err != nil || len(second.Items) == 0 {
+				t.Fatalf("second page without a move: %d items, %v", len(second.Items), err)
+			}
+			if tc.change != nil {
+				tc.change(rr)
+			}
+			if _, err := page(rr, tc.next, first.Continue); !errors.Is(err, query.ErrExpired) {
+				t.Fatalf("second page after the move: %v, want ErrExpired", err)
+			}
+		})
+	}
+	rr, _ := routedReader(t)
+	if _, err := page(rr, []string{"a"}, "12"); !errors.Is(err, query.ErrInvalid) {
+		t.Fatalf("a token no backend set issued: %v, want ErrInvalid", err)
+	}
+}
