@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,6 +108,66 @@ func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
 			t.Fatalf("a collector trusting the chart's ca.crt, reaching the hub as %s: %v", name, err)
 		}
 		nc.Close()
+	}
+}
+
+// checkGeneratedRouteTLS: two NATS servers holding the chart's generated
+// route certificate form a cluster over mutual TLS, each dialling the
+// other by its pod's peer name (the names the chart's routes use), and a
+// server with another CA's certificate is kept out.
+func checkGeneratedRouteTLS(t *testing.T, sec *corev1.Secret) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		tlstest.Replace(t, filepath.Join(dir, k), sec.Data[k])
+	}
+	kp, err := tlsfiles.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	if err != nil {
+		t.Fatalf("the chart's route key pair: %v", err)
+	}
+	pool, err := tlsfiles.CAPool(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatalf("the chart's route ca.crt: %v", err)
+	}
+	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	start := func(i int, cfg *tls.Config) *natsserver.Server {
+		_, port, _ := net.SplitHostPort(addrs[i])
+		p, _ := strconv.Atoi(port)
+		// The routes are loopback addresses here; the certificate is
+		// checked against the pod's name, as in the cluster.
+		cfg = cfg.Clone()
+		cfg.ServerName = fmt.Sprintf("fv-hub-%d.fv-hub-peers.fleetview.svc", i)
+		ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1, ServerName: fmt.Sprintf("fv-hub-%d", i),
+			Cluster: natsserver.ClusterOptions{Name: "fv-hub", Host: "127.0.0.1", Port: p, TLS: cfg,
+				Routes: []*url.URL{{Scheme: "nats", Host: addrs[0]}, {Scheme: "nats", Host: addrs[1]}, {Scheme: "nats", Host: addrs[2]}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ns.Shutdown)
+		return ns
+	}
+	a, b := start(0, tlsfiles.PeerConfig(kp, pool)), start(1, tlsfiles.PeerConfig(kp, pool))
+	eventually(t, 10*time.Second, func() error {
+		if a.NumRoutes() == 0 || b.NumRoutes() == 0 {
+			return fmt.Errorf("routes: %d and %d", a.NumRoutes(), b.NumRoutes())
+		}
+		return nil
+	})
+	// A member holding another CA's certificate (trusting the chart's CA)
+	// is refused by both; the two keep only their route to each other.
+	other := tlstest.NewCA(t, "other").Peer(t, "intruder")
+	ocert, okey := other.Write(t, dir, "intruder")
+	okp, err := tlsfiles.Load(ocert, okey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := start(2, tlsfiles.PeerConfig(okp, pool))
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if c.NumRoutes() > 0 {
+			t.Fatal("a member with another CA's certificate joined the chart's route TLS cluster")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -252,20 +315,22 @@ func TestHelmChart(t *testing.T) {
 		// a headless Service with a generated password, one pod down at a
 		// time, spread over nodes.
 		{"hub clustered, embedded NATS", []string{"--set", "hub.replicas=3", "--set", "hub.memoryLimit=1600Mi"},
-			[]string{"PodDisruptionBudget", "Secret", "Secret", "Service", "Service", "StatefulSet"},
+			[]string{"PodDisruptionBudget", "Secret", "Secret", "Secret", "Service", "Service", "StatefulSet"},
 			[]string{"replicas: 3", "podManagementPolicy: Parallel", "serviceName: fv-hub-peers", "- up",
 				"--nats-cluster-name=fv-hub", "--nats-cluster-listen=0.0.0.0:6222",
 				"--nats-routes=nats://fv-hub-0.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-1.fv-hub-peers.fleetview.svc:6222,nats://fv-hub-2.fv-hub-peers.fleetview.svc:6222",
 				"--nats-server-name=$(POD_NAME)", "fieldPath: metadata.name", "--nats-cluster-password-file=/etc/fleetview/nats-cluster/password",
 				"secretName: fv-hub-nats-cluster,", "--stream-replicas=3", "--memory-limit=1600Mi", "clusterIP: None", "publishNotReadyAddresses: true",
+				"--nats-cluster-tls-cert-file=/etc/fleetview/nats-cluster-tls/tls.crt", "--nats-cluster-tls-key-file=/etc/fleetview/nats-cluster-tls/tls.key",
+				"--nats-cluster-tls-ca-file=/etc/fleetview/nats-cluster-tls/ca.crt", "secretName: fv-hub-nats-cluster-tls,",
 				"{name: nats-route, containerPort: 6222}", "kind: PodDisruptionBudget", "maxUnavailable: 1",
 				"preferredDuringSchedulingIgnoredDuringExecution", "topologyKey: kubernetes.io/hostname", "path: /readyz"},
 			[]string{"- serve", "requiredDuringScheduling"}},
 		{"hub clustered, embedded NATS, five pods, required spread, own route password", []string{"--set", "hub.replicas=5", "--set", "hub.cluster.streamReplicas=5",
-			"--set", "hub.antiAffinity=required", "--set", "hub.cluster.passwordSecret=routes"},
+			"--set", "hub.antiAffinity=required", "--set", "hub.cluster.passwordSecret=routes", "--set", "hub.cluster.tlsSecret=route-certs"},
 			[]string{"PodDisruptionBudget", "Secret", "Service", "Service", "StatefulSet"},
 			[]string{"replicas: 5", "nats://fv-hub-4.fv-hub-peers.fleetview.svc:6222", "--stream-replicas=5", "secretName: routes,",
-				"requiredDuringSchedulingIgnoredDuringExecution"},
+				"secretName: route-certs,", "requiredDuringSchedulingIgnoredDuringExecution"},
 			[]string{"fv-hub-nats-cluster", "preferredDuringScheduling"}},
 		// The other clustered mode: hub pods run serve on an existing NATS
 		// cluster; the embedded server's auth and TLS are not theirs.
@@ -312,6 +377,10 @@ func TestHelmChart(t *testing.T) {
 				}
 				if sec.Name == "fv-hub-tls" {
 					checkGeneratedTLS(t, &sec)
+					continue
+				}
+				if sec.Name == "fv-hub-nats-cluster-tls" {
+					checkGeneratedRouteTLS(t, &sec)
 					continue
 				}
 				if sec.Name == "fv-hub-nats-cluster" {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ import (
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
+	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -36,9 +39,12 @@ import (
 // embedded NATS server is a cluster member, its Badger store its own.
 type clusterHub struct {
 	*proc
-	name     string
-	args     []string
-	natsURL  string
+	name      string
+	args      []string
+	natsURL   string
+	routeAddr string
+	// routeTLS dials the hub's route listener as a member would.
+	routeTLS *tls.Config
 	metrics  string
 	grpcAddr string
 	conn     *grpc.ClientConn
@@ -47,8 +53,9 @@ type clusterHub struct {
 }
 
 // startClusterHubs starts n `fleetview up` hubs (no contexts: the hub
-// mode) whose embedded NATS servers route to each other, all with
-// --stream-replicas replicas.
+// mode) whose embedded NATS servers route to each other over mutual TLS
+// (each hub its own certificate of one CA), all with --stream-replicas
+// replicas.
 func startClusterHubs(t *testing.T, bin string, n, replicas int, logw io.Writer) []*clusterHub {
 	t.Helper()
 	var routes []string
@@ -57,13 +64,19 @@ func startClusterHubs(t *testing.T, bin string, n, replicas int, logw io.Writer)
 		routeAddrs[i] = freeAddr(t)
 		routes = append(routes, "nats://"+routeAddrs[i])
 	}
+	certs := t.TempDir()
+	ca := tlstest.NewCA(t, "route-ca")
+	caFile := ca.WriteCA(t, certs, "route-ca.crt")
 	hubs := make([]*clusterHub, n)
 	for i := range n {
 		natsAddr, natsPort := freePort(t)
-		h := &clusterHub{name: fmt.Sprintf("hub-%d", i), natsURL: "nats://" + natsAddr, metrics: freeAddr(t), grpcAddr: freeAddr(t)}
+		h := &clusterHub{name: fmt.Sprintf("hub-%d", i), natsURL: "nats://" + natsAddr, routeAddr: routeAddrs[i], metrics: freeAddr(t), grpcAddr: freeAddr(t)}
+		certFile, keyFile := ca.Peer(t, h.name).Write(t, certs, h.name)
+		h.routeTLS = routeClientTLS(t, certFile, keyFile, caFile)
 		h.args = []string{"--state-dir", t.TempDir(), "--grpc-addr", h.grpcAddr, "--http-addr", freeAddr(t),
 			"--metrics-addr", h.metrics, "--nats-port", strconv.Itoa(natsPort),
 			"--nats-cluster-name", "fv", "--nats-cluster-listen", routeAddrs[i], "--nats-routes", strings.Join(routes, ","),
+			"--nats-cluster-tls-cert-file", certFile, "--nats-cluster-tls-key-file", keyFile, "--nats-cluster-tls-ca-file", caFile,
 			"--nats-server-name", h.name, "--stream-replicas", strconv.Itoa(replicas)}
 		conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -348,6 +361,14 @@ func TestNATSClusterKill9(t *testing.T) {
 	start := time.Now()
 	hubs := startClusterHubs(t, bin, 3, 3, logf)
 	t.Logf("three hubs up, JetStream cluster formed, in %s", time.Since(start).Round(time.Millisecond))
+	for _, h := range hubs {
+		if err := tlstest.NATSOverTLS(h.routeAddr, h.routeTLS); err != nil {
+			t.Fatalf("%s: the route listener over TLS with a member's certificate: %v", h.name, err)
+		}
+		if err := tlstest.NATSOverTLS(h.routeAddr, &tls.Config{RootCAs: h.routeTLS.RootCAs, ServerName: "localhost", MinVersion: tls.VersionTLS12}); err == nil {
+			t.Fatalf("%s: the route listener admitted TLS without a client certificate", h.name)
+		}
+	}
 	if _, err := hubs[0].regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
@@ -750,4 +771,21 @@ func startNATSMembers(tb testing.TB, n int) string {
 		urls = append(urls, s.ClientURL())
 	}
 	return strings.Join(urls, ",")
+}
+
+// routeClientTLS is a member's route TLS from its files, for dialling a
+// route listener on loopback.
+func routeClientTLS(t *testing.T, certFile, keyFile, caFile string) *tls.Config {
+	t.Helper()
+	kp, err := tlsfiles.Load(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := tlsfiles.CAPool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := tlsfiles.PeerConfig(kp, pool)
+	c.ServerName = "localhost"
+	return c
 }

@@ -2,6 +2,7 @@ package natsserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
+	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
 )
 
 // freeRoute is a free loopback port for a route listener.
@@ -215,4 +218,100 @@ func TestClusterOptions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Routes with TLS: members whose certificates one CA signed route to each
+// other (the control), a member with another CA's certificate or without
+// TLS stays alone, and a route TLS configuration that would not verify
+// the peer both ways is refused.
+func TestClusterRouteTLS(t *testing.T) {
+	ca, other := tlstest.NewCA(t, "route-ca"), tlstest.NewCA(t, "other-ca")
+	peer := func(t *testing.T, ca *tlstest.CA, trusted *tlstest.CA, name string) *tls.Config {
+		dir := t.TempDir()
+		certFile, keyFile := ca.Peer(t, name).Write(t, dir, name)
+		kp, err := tlsfiles.Load(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool, err := tlsfiles.CAPool(trusted.WriteCA(t, dir, "ca.crt"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tlsfiles.PeerConfig(kp, pool)
+	}
+	for _, tc := range []struct {
+		name   string
+		second func(t *testing.T) *tls.Config
+		routed bool
+	}{
+		{"same CA", func(t *testing.T) *tls.Config { return peer(t, ca, ca, "m1") }, true},
+		{"certificate of another CA", func(t *testing.T) *tls.Config { return peer(t, other, ca, "m1") }, false},
+		{"trusting another CA", func(t *testing.T) *tls.Config { return peer(t, ca, other, "m1") }, false},
+		{"no TLS", func(*testing.T) *tls.Config { return nil }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, ap := freeRoute(t)
+			b, bp := freeRoute(t)
+			routes := []*url.URL{{Scheme: "nats", Host: a}, {Scheme: "nats", Host: b}}
+			s1, err := Start(Options{StoreDir: t.TempDir(), Port: -1, ServerName: "m0",
+				Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: ap, Routes: routes, TLS: peer(t, ca, ca, "m0")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s1.Shutdown()
+			s2, err := Start(Options{StoreDir: t.TempDir(), Port: -1, ServerName: "m1",
+				Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: bp, Routes: routes, TLS: tc.second(t)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Shutdown()
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				n1, n2 := s1.ns.NumRoutes(), s2.ns.NumRoutes()
+				if n1 > 0 && n2 > 0 && tc.routed {
+					// Over TLS with a member's certificate; without one,
+					// refused.
+					peerCfg := peer(t, ca, ca, "probe")
+					peerCfg.ServerName = "localhost"
+					bare := &tls.Config{RootCAs: peerCfg.RootCAs, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+					for _, addr := range []string{a, b} {
+						if err := tlstest.NATSOverTLS(addr, peerCfg); err != nil {
+							t.Fatalf("route %s over TLS with a member's certificate: %v", addr, err)
+						}
+						if err := tlstest.NATSOverTLS(addr, bare); err == nil {
+							t.Fatalf("route %s admitted TLS without a client certificate", addr)
+						}
+					}
+					return
+				}
+				if n1+n2 > 0 && !tc.routed {
+					t.Fatal("routed")
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if tc.routed {
+				t.Fatal("no route within 5s")
+			}
+		})
+	}
+	t.Run("refused configurations", func(t *testing.T) {
+		good := peer(t, ca, ca, "m0")
+		noClientAuth := good.Clone()
+		noClientAuth.ClientAuth = tls.NoClientCert
+		noRoots := good.Clone()
+		noRoots.RootCAs = nil
+		noCert := good.Clone()
+		noCert.GetCertificate = nil
+		for name, c := range map[string]*tls.Config{"no client certificates": noClientAuth, "no root CAs": noRoots, "no certificate": noCert} {
+			_, port := freeRoute(t)
+			s, err := Start(Options{StoreDir: t.TempDir(), Port: -1, Cluster: ClusterOptions{Name: "fv", Host: "127.0.0.1", Port: port,
+				Routes: []*url.URL{{Scheme: "nats", Host: "127.0.0.1:1"}}, TLS: c}})
+			if err == nil {
+				s.Shutdown()
+			}
+			if !errors.Is(err, ErrInvalidTLS) {
+				t.Errorf("%s: err = %v, want ErrInvalidTLS", name, err)
+			}
+		}
+	})
 }

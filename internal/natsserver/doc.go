@@ -6,7 +6,8 @@
 // that limit each collector to its own stream and keys, with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
 // rather than the subject. It also makes the server a member of a NATS
-// cluster (ClusterOptions: routes authenticated by a shared password), so
+// cluster (ClusterOptions: routes authenticated by a shared password or
+// mutual TLS, encrypted with TLS), so
 // several hubs' embedded servers form one JetStream cluster whose
 // replicated streams survive the loss of a member. It does not read
 // certificate files: the caller

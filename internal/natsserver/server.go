@@ -38,8 +38,7 @@ type Options struct {
 	// also requires client certificates (mTLS), on top of the token or
 	// passwords. In-process connections (InProcess) need no TLS: they
 	// never leave the process. Routes to the other members of a cluster
-	// (Cluster) do not use it: they are authenticated by
-	// Cluster.Password, not encrypted.
+	// (Cluster) do not use it: Cluster.TLS secures them.
 	TLS *tls.Config
 	// Cluster, when its Name is set, makes the server a member of a
 	// JetStream cluster: streams and buckets with more than one replica
@@ -65,6 +64,11 @@ type ClusterOptions struct {
 	// without it anyone reaching the route port joins the cluster and
 	// reads every stream.
 	Password string
+	// TLS, when set, encrypts every route and admits only members whose
+	// certificate its CAs signed (tlsfiles.PeerConfig: a member serves
+	// and dials with the same certificate, so it needs both server and
+	// client certificates and CAs on both sides).
+	TLS *tls.Config
 }
 
 // RouteUser is the user routes between members authenticate as.
@@ -162,6 +166,15 @@ func clusterOptions(sopts *server.Options, c ClusterOptions) error {
 		return fmt.Errorf("%w: cluster name %q", ErrInvalidCluster, c.Name)
 	}
 	sopts.Cluster = server.ClusterOpts{Name: c.Name, Host: c.Host, Port: c.Port}
+	if t := c.TLS; t != nil {
+		switch {
+		case t.GetCertificate == nil && len(t.Certificates) == 0, t.GetClientCertificate == nil && len(t.Certificates) == 0:
+			return fmt.Errorf("%w: route TLS without a certificate to serve and dial with", ErrInvalidTLS)
+		case t.RootCAs == nil || t.ClientCAs == nil || t.ClientAuth != tls.RequireAndVerifyClientCert:
+			return fmt.Errorf("%w: route TLS must verify the peer both ways (CAs for servers and clients, client certificates required)", ErrInvalidTLS)
+		}
+		sopts.Cluster.TLSConfig, sopts.Cluster.TLSTimeout = t, tlsTimeout.Seconds()
+	}
 	if c.Password != "" {
 		sopts.Cluster.Username, sopts.Cluster.Password = RouteUser, c.Password
 	}
@@ -208,3 +221,6 @@ func (s *Server) Shutdown() {
 	s.ns.Shutdown()
 	s.ns.WaitForShutdown()
 }
+
+// NumRoutes is how many routes to other cluster members are up.
+func (s *Server) NumRoutes() int { return s.ns.NumRoutes() }

@@ -157,3 +157,12 @@ func ServerConfig(k *KeyPair, clientCAs *x509.CertPool, optional bool) *tls.Conf
 	}
 	return c
 }
+
+// PeerConfig is a TLS 1.2+ configuration for connections between peers
+// that dial each other (a NATS cluster's routes): each side presents k's
+// current pair, as server and as client, and accepts only a peer whose
+// certificate ca signed, whichever side dialled.
+func PeerConfig(k *KeyPair, ca *x509.CertPool) *tls.Config {
+	return &tls.Config{GetCertificate: k.GetCertificate, GetClientCertificate: k.GetClientCertificate,
+		RootCAs: ca, ClientCAs: ca, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
+}

@@ -141,11 +141,11 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*nat
 	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
 		log.Warn("embedded NATS listens beyond loopback without TLS: credentials and every object cross the network in clear (set --nats-tls-cert-file and --nats-tls-key-file)", "host", o.NATSHost)
 	}
-	if so.Cluster, err = o.NATSCluster.serverOptions(); err != nil {
+	if so.Cluster, err = o.NATSCluster.serverOptions(log.With("listener", "nats-routes")); err != nil {
 		return nil, nil, err
 	}
-	if so.Cluster.Name != "" && so.TLS != nil {
-		log.Warn("routes between NATS cluster members are authenticated (--nats-cluster-password-file) but not encrypted: keep them on a private network")
+	if so.Cluster.Name != "" && so.Cluster.TLS == nil && so.TLS != nil {
+		log.Warn("clients of the embedded NATS use TLS but the routes between cluster members do not: every object crosses between hubs in clear (set --nats-cluster-tls-cert-file, --nats-cluster-tls-key-file and --nats-cluster-tls-ca-file), or keep them on a private network")
 	}
 	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
 		return nil, nil, err

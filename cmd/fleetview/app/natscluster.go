@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/tlsfiles"
 )
 
 // ReplicaOptions say how many copies JetStream keeps of what fleetview
@@ -68,6 +69,10 @@ type NATSClusterOptions struct {
 	// PasswordFile holds the password every route must present, the same
 	// on every member.
 	PasswordFile string
+	// TLSCertFile and TLSKeyFile are this member's route certificate,
+	// served and presented when dialling (reloaded when they change);
+	// TLSCAFile holds the CAs a member's certificate must be signed by.
+	TLSCertFile, TLSKeyFile, TLSCAFile string
 }
 
 // AddFlags registers the flags.
@@ -76,12 +81,20 @@ func (o *NATSClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Listen, "nats-cluster-listen", "", "host:port the embedded server accepts routes from the other cluster members on")
 	fs.StringSliceVar(&o.Routes, "nats-routes", nil, "route URLs of the cluster's members, nats://host:port, comma-separated or repeated (this member's own may be listed: a server skips the route to itself)")
 	fs.StringVar(&o.ServerName, "nats-server-name", "", "name of this embedded NATS server, unique in the cluster and stable across restarts (default fleetview without a cluster)")
-	fs.StringVar(&o.PasswordFile, "nats-cluster-password-file", "", "file holding the password routes between cluster members present, the same on every member (required when --nats-cluster-listen is not loopback)")
+	fs.StringVar(&o.PasswordFile, "nats-cluster-password-file", "", "file holding the password routes between cluster members present, the same on every member (required when --nats-cluster-listen is not loopback, unless routes use TLS)")
+	fs.StringVar(&o.TLSCertFile, "nats-cluster-tls-cert-file", "", "PEM certificate this member serves and dials its routes with (server and client use; with --nats-cluster-tls-key-file and --nats-cluster-tls-ca-file): routes are encrypted and only members with a certificate the CAs signed join")
+	fs.StringVar(&o.TLSKeyFile, "nats-cluster-tls-key-file", "", "PEM private key of --nats-cluster-tls-cert-file")
+	fs.StringVar(&o.TLSCAFile, "nats-cluster-tls-ca-file", "", "PEM CAs that sign the cluster members' route certificates")
+}
+
+// routeTLS reports whether routes use TLS.
+func (o *NATSClusterOptions) routeTLS() bool {
+	return o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSCAFile != ""
 }
 
 // clustered reports whether any cluster flag is set.
 func (o *NATSClusterOptions) clustered() bool {
-	return o.Name != "" || o.Listen != "" || len(o.Routes) > 0 || o.PasswordFile != ""
+	return o.Name != "" || o.Listen != "" || len(o.Routes) > 0 || o.PasswordFile != "" || o.routeTLS()
 }
 
 // Validate reports every problem at once. allowInsecure is
@@ -108,8 +121,17 @@ func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
 	if o.Listen != "" {
 		if _, port, err := net.SplitHostPort(o.Listen); err != nil || port == "" || port == "0" {
 			errs = append(errs, fmt.Errorf("%w: --nats-cluster-listen %q: want host:port with a fixed port (the other members' routes name it)", ErrInvalidOptions, o.Listen))
-		} else if o.PasswordFile == "" && !allowInsecure && !isLoopback(o.Listen) {
-			errs = append(errs, fmt.Errorf("%w: --nats-cluster-listen %s is not a loopback address and --nats-cluster-password-file is not set: anyone reaching it could join the cluster and read every stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, o.Listen))
+		} else if o.PasswordFile == "" && !o.routeTLS() && !allowInsecure && !isLoopback(o.Listen) {
+			errs = append(errs, fmt.Errorf("%w: --nats-cluster-listen %s is not a loopback address and neither --nats-cluster-password-file nor --nats-cluster-tls-* is set: anyone reaching it could join the cluster and read every stream (or set --insecure-allow-unauthenticated)", ErrInvalidOptions, o.Listen))
+		}
+	}
+	if o.routeTLS() {
+		for flag, f := range map[string]string{"--nats-cluster-tls-cert-file": o.TLSCertFile, "--nats-cluster-tls-key-file": o.TLSKeyFile, "--nats-cluster-tls-ca-file": o.TLSCAFile} {
+			if f == "" {
+				errs = append(errs, fmt.Errorf("%w: %s is required with the other --nats-cluster-tls-* flags (routes verify each other both ways)", ErrInvalidOptions, flag))
+			} else if _, err := os.Stat(f); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err))
+			}
 		}
 	}
 	if _, err := o.routes(); err != nil {
@@ -148,8 +170,9 @@ func (o *NATSClusterOptions) members() int {
 }
 
 // serverOptions reads the files of validated options: the zero
-// ClusterOptions without a cluster.
-func (o *NATSClusterOptions) serverOptions() (natsserver.ClusterOptions, error) {
+// ClusterOptions without a cluster. Route certificate reloads are logged
+// to log.
+func (o *NATSClusterOptions) serverOptions(log *slog.Logger) (natsserver.ClusterOptions, error) {
 	if !o.clustered() {
 		return natsserver.ClusterOptions{}, nil
 	}
@@ -171,6 +194,18 @@ func (o *NATSClusterOptions) serverOptions() (natsserver.ClusterOptions, error) 
 		if c.Password = strings.TrimSpace(string(b)); c.Password == "" {
 			return c, fmt.Errorf("%w: --nats-cluster-password-file %s is empty", ErrInvalidOptions, o.PasswordFile)
 		}
+	}
+	if o.routeTLS() {
+		kp, err := tlsfiles.Load(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return c, fmt.Errorf("%w: --nats-cluster-tls-cert-file/--nats-cluster-tls-key-file: %w", ErrInvalidOptions, err)
+		}
+		kp.SetLogger(log)
+		pool, err := tlsfiles.CAPool(o.TLSCAFile)
+		if err != nil {
+			return c, fmt.Errorf("%w: --nats-cluster-tls-ca-file: %w", ErrInvalidOptions, err)
+		}
+		c.TLS = tlsfiles.PeerConfig(kp, pool)
 	}
 	return c, nil
 }

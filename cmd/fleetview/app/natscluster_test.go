@@ -60,6 +60,21 @@ func TestNATSClusterOptionsValidate(t *testing.T) {
 			member(o)
 			o.NATSCluster.PasswordFile = filepath.Join(t.TempDir(), "none")
 		}), "--nats-cluster-password-file"},
+		{"up: open route listener with route TLS", up(func(o *UpOptions) {
+			member(o)
+			o.NATSCluster.Listen = "0.0.0.0:6222"
+			o.NATSCluster.TLSCertFile, o.NATSCluster.TLSKeyFile, o.NATSCluster.TLSCAFile = pw, pw, pw // existence only: read by Config
+		}), ""},
+		{"up: route TLS without its CAs", up(func(o *UpOptions) {
+			member(o)
+			o.NATSCluster.TLSCertFile, o.NATSCluster.TLSKeyFile = pw, pw
+		}), "--nats-cluster-tls-ca-file is required"},
+		{"up: route TLS with a missing key file", up(func(o *UpOptions) {
+			member(o)
+			o.NATSCluster.TLSCertFile, o.NATSCluster.TLSCAFile = pw, pw
+			o.NATSCluster.TLSKeyFile = filepath.Join(t.TempDir(), "none")
+		}), "--nats-cluster-tls-key-file"},
+		{"up: route TLS alone", up(func(o *UpOptions) { o.NATSCluster.TLSCAFile = pw }), "go together"},
 		{"serve: R3 on a cluster it connects to", func() []error {
 			var o ServeOptions
 			o.AddFlags(pflag.NewFlagSet("t", pflag.ContinueOnError))

@@ -4,6 +4,7 @@
 package tlstest
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,10 +12,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -58,6 +61,16 @@ func (ca *CA) Server(tb testing.TB, cn string) Pair {
 	tb.Helper()
 	return ca.issue(tb, &x509.Certificate{
 		Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	})
+}
+
+// Peer issues a certificate for cn that serves and dials (a NATS route),
+// for localhost, 127.0.0.1 and ::1.
+func (ca *CA) Peer(tb testing.TB, cn string) Pair {
+	tb.Helper()
+	return ca.issue(tb, &x509.Certificate{
+		Subject: pkix.Name{CommonName: cn}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	})
 }
@@ -161,4 +174,25 @@ func Serve(tb testing.TB, cfg *tls.Config) string {
 	}()
 	tb.Cleanup(func() { _ = l.Close(); <-done })
 	return l.Addr().String()
+}
+
+// NATSOverTLS dials a NATS route listener, which speaks TLS first, does
+// the handshake with cfg and reads the INFO the server sends once TLS is
+// up. An error says the listener refused the handshake or its peer.
+func NATSOverTLS(addr string, cfg *tls.Config) error {
+	d := &net.Dialer{Timeout: 5 * time.Second}
+	c, err := tls.DialWithDialer(d, "tcp", addr, cfg)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err // TLS 1.3: a refused client certificate shows here
+	}
+	if !strings.HasPrefix(line, "INFO ") {
+		return fmt.Errorf("not a NATS INFO over TLS: %q", line)
+	}
+	return nil
 }
