@@ -99,11 +99,13 @@ func OpenBuckets(ctx context.Context, nc *nats.Conn, replicas int) (Buckets, err
 	if b.JetStream, err = jetstream.New(nc); err != nil {
 		return b, err
 	}
-	if b.Registries, err = regstore.Open(ctx, b.JetStream, replicas); err != nil {
-		return b, err
-	}
-	b.Inventory, err = inventory.Bucket(ctx, b.JetStream, replicas)
-	return b, err
+	// At once: every hub of a new NATS cluster creates the same buckets,
+	// and a creation that loses that race waits for its timeout; one
+	// wait for all, not one per bucket.
+	var g errgroup.Group
+	g.Go(func() (err error) { b.Registries, err = regstore.Open(ctx, b.JetStream, replicas); return err })
+	g.Go(func() (err error) { b.Inventory, err = inventory.Bucket(ctx, b.JetStream, replicas); return err })
+	return b, g.Wait()
 }
 
 // OpenSearchID names an OpenSearch backend by its addresses and secret.

@@ -235,8 +235,10 @@ func waitJetStream(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 		return err
 	}
 	wait := 250 * time.Millisecond
-	for start := time.Now(); ; {
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	for start, logged := time.Now(), time.Now(); ; {
+		// A short attempt: without a meta leader the request is dropped,
+		// not answered, and a long one would sit out the election.
+		actx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := js.AccountInfo(actx)
 		cancel()
 		if err == nil {
@@ -245,7 +247,8 @@ func waitJetStream(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 		if ctx.Err() != nil {
 			return errors.Join(ctx.Err(), err)
 		}
-		if time.Since(start) > 5*time.Second {
+		if time.Since(logged) > 5*time.Second {
+			logged = time.Now()
 			log.Warn("waiting for JetStream (a NATS cluster needs a majority of its members up)", "err", err, "waited", time.Since(start).Round(time.Second))
 		}
 		t := time.NewTimer(wait)
@@ -255,7 +258,7 @@ func waitJetStream(ctx context.Context, nc *nats.Conn, log *slog.Logger) error {
 			return errors.Join(ctx.Err(), err)
 		case <-t.C:
 		}
-		wait = min(2*wait, 5*time.Second)
+		wait = min(2*wait, time.Second)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -161,14 +162,18 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
 	var bk backends.Buckets
-	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) (err error) {
-		if bk, err = backends.OpenBuckets(ctx, nc, o.Replicas.replicas()); err != nil {
+	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) error {
+		// At once (backends.OpenBuckets says why).
+		js, err := jetstream.New(nc)
+		if err != nil {
 			return err
 		}
-		if err := queryapi.EnsureState(ctx, bk.JetStream, bk.Replicas); err != nil {
-			return err
-		}
-		return materializer.EnsureDeadLetterStream(ctx, bk.JetStream, bk.Replicas)
+		r := o.Replicas.replicas()
+		var g errgroup.Group
+		g.Go(func() (err error) { bk, err = backends.OpenBuckets(ctx, nc, r); return err })
+		g.Go(func() error { return queryapi.EnsureState(ctx, js, r) })
+		g.Go(func() error { return materializer.EnsureDeadLetterStream(ctx, js, r) })
+		return g.Wait()
 	})
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -37,24 +38,32 @@ type Store struct {
 // buckets with replicas copies (stream.ValidateReplicas): the hub and
 // single-process setups.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
-	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      stream.RegistryBucket,
-		Description: "fleetview ResourceRegistries",
-		History:     5,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+	// Both at once: with several hubs creating the same buckets on a new
+	// NATS cluster, each creation that loses the race waits for its
+	// timeout.
+	var kv, st jetstream.KeyValue
+	var g errgroup.Group
+	g.Go(func() (err error) {
+		kv, err = stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+			Bucket:      stream.RegistryBucket,
+			Description: "fleetview ResourceRegistries",
+			History:     5,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	st, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      stream.RegistryStatusBucket,
-		Description: "fleetview ResourceRegistry conditions per cluster (<cluster>.<registry>)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+	g.Go(func() (err error) {
+		st, err = stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+			Bucket:      stream.RegistryStatusBucket,
+			Description: "fleetview ResourceRegistry conditions per cluster (<cluster>.<registry>)",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		return err
 	})
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return nil, err
 	}
 	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return "" }}, nil
