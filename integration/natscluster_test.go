@@ -317,7 +317,9 @@ func (w *watchRecord) check(want map[string]podState) error {
 // resourceVersions, labels, no ghosts), and the watches opened on them
 // before the kill (four per hub) must have neither duplicated nor
 // reordered events and replay to the member's state. The killed hub then
-// restarts and catches up.
+// restarts and catches up. Last, the collector is killed while the member
+// churns, and restarted: every hub must end equal to the member. The
+// routes between the hubs use mutual TLS.
 func TestNATSClusterKill9(t *testing.T) {
 	bin := buildFleetview(t)
 	ctx := context.Background()
@@ -385,9 +387,10 @@ func TestNATSClusterKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cf.Close()
-	startProc(t, bin, []string{"collector", "--cluster", "member1", "--kubeconfig", kc, "--context", "member1",
+	collectorArgs := []string{"collector", "--cluster", "member1", "--kubeconfig", kc, "--context", "member1",
 		"--nats-url", strings.Join(urls, ","), "--stream-replicas", "3", "--heartbeat", "1s",
-		"--publish-ack-timeout", envString("FV_NATSCLUSTER_ACK_TIMEOUT", "5s")}, cf)
+		"--publish-ack-timeout", envString("FV_NATSCLUSTER_ACK_TIMEOUT", "5s")}
+	col := startProc(t, bin, collectorArgs, cf)
 
 	equalOn := func(hs ...*clusterHub) func() error {
 		return func() error {
@@ -659,6 +662,22 @@ func TestNATSClusterKill9(t *testing.T) {
 		eventually(t, 180*time.Second, equalOn(hubs...))
 		t.Logf("%s: %s restarted and equal to member1 again in %s", phase.name, hubs[victim].name, time.Since(restartAt).Round(time.Millisecond))
 	}
+
+	// The collector cut off (killed) while the member changes: creates,
+	// label updates and deletes it never saw. Restarted, it relists, and
+	// every hub ends equal to the member: no ghost of a deleted pod, no
+	// stale label.
+	col.kill9(t)
+	ch = startPodChurn(c1, ns, live, &next)
+	eventually(t, 60*time.Second, func() error { return ch.atLeast(churnCounts{}, 20) })
+	live = ch.stop(t)
+	if err := equalOn(hubs...)(); err == nil {
+		t.Fatal("the hubs equal the member with the collector down: the churn changed nothing they hold")
+	}
+	restartAt := time.Now()
+	startProc(t, bin, collectorArgs, cf)
+	eventually(t, 120*time.Second, equalOn(hubs...))
+	t.Logf("collector cut off through %d churned pods, restarted: all three hubs equal to member1 in %s", len(live), time.Since(restartAt).Round(time.Millisecond))
 	for _, h := range hubs {
 		h.stop(t)
 	}
