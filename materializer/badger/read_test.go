@@ -1,10 +1,13 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -480,5 +483,59 @@ func TestFinishedListDropsItsSnapshot(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// containsFoldReference is the definition containsFold must agree with.
+func containsFoldReference(hay, needle []byte) bool {
+	return bytes.Contains(bytes.ToLower(hay), needle)
+}
+
+// TestContainsFold: the prefilter agrees with lower-casing hay, for ASCII
+// and non-ASCII needles, the two runes that lower-case to ASCII, matches
+// at either end, and candidates of either case before the match.
+func TestContainsFold(t *testing.T) {
+	for _, tc := range []struct {
+		hay, needle string
+		want        bool
+	}{
+		{`{"name":"web-00001"}`, "web-00001", true},
+		{`{"name":"WEB-00001"}`, "web-00001", true},
+		{`{"name":"Web-0000"}`, "web-00001", false},
+		{`wWwWeb`, "web", true},
+		{`WwWwEB`, "web", true},
+		{`we`, "web", false},
+		{`web`, "web", true},
+		{``, "a", false},
+		{`abc`, "", true},
+		{`team-07`, "team-07", true},
+		{`TEAM-07x`, "team-07", true},
+		{"\u212aube", "kube", true},   // the Kelvin sign lower-cases to k
+		{"\u0130nfra", "infra", true}, // so does the capital I with dot, to i
+		{"caf\u00c9", "caf\u00e9", true},
+		{"caf\u00c9", "cafe", false},
+		{"12-34", "2-3", true},
+		{"a-B-c", "b-c", true},
+	} {
+		if got := containsFold([]byte(tc.hay), []byte(tc.needle)); got != tc.want || got != containsFoldReference([]byte(tc.hay), []byte(tc.needle)) {
+			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.hay, tc.needle, got, tc.want)
+		}
+	}
+	// Random strings over a small alphabet (so matches happen), both cases
+	// and a few multi-byte runes: every answer equals the definition.
+	rng := rand.New(rand.NewPCG(7, 11))
+	alphabet := []string{"a", "A", "b", "B", "-", "0", "k", "K", "i", "I", "\u212a", "\u0130", "\u00e9", "\u00c9"}
+	word := func(n int) string {
+		var b strings.Builder
+		for range n {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return b.String()
+	}
+	for range 20000 {
+		hay, needle := word(rng.IntN(40)), strings.ToLower(word(1+rng.IntN(4)))
+		if got, want := containsFold([]byte(hay), []byte(needle)), containsFoldReference([]byte(hay), []byte(needle)); got != want {
+			t.Fatalf("containsFold(%q, %q) = %v, want %v", hay, needle, got, want)
+		}
 	}
 }
