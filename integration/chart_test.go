@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -80,10 +81,10 @@ func generatedTLS(t *testing.T, objs []*unstructured.Unstructured) *corev1.Secre
 	return nil
 }
 
-// checkGeneratedTLS serves the chart's generated certificate from a real
-// embedded NATS server, as the hub does, and connects as a collector
-// trusting only the Secret's ca.crt, by the Service's name and by names.
-func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
+// secretTLS writes a kubernetes.io/tls Secret's tls.crt, tls.key and
+// ca.crt to a directory (returned) and loads them; what names them in
+// failures.
+func secretTLS(t *testing.T, sec *corev1.Secret, what string) (*tlsfiles.KeyPair, *x509.CertPool, string) {
 	t.Helper()
 	dir := t.TempDir()
 	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
@@ -91,12 +92,21 @@ func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
 	}
 	kp, err := tlsfiles.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
 	if err != nil {
-		t.Fatalf("the chart's key pair: %v", err)
+		t.Fatalf("%s key pair: %v", what, err)
 	}
 	pool, err := tlsfiles.CAPool(filepath.Join(dir, "ca.crt"))
 	if err != nil {
-		t.Fatalf("the chart's ca.crt: %v", err)
+		t.Fatalf("%s ca.crt: %v", what, err)
 	}
+	return kp, pool, dir
+}
+
+// checkGeneratedTLS serves the chart's generated certificate from a real
+// embedded NATS server, as the hub does, and connects as a collector
+// trusting only the Secret's ca.crt, by the Service's name and by names.
+func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
+	t.Helper()
+	kp, pool, _ := secretTLS(t, sec, "the chart's")
 	ns, err := natsserver.Start(natsserver.Options{StoreDir: t.TempDir(), Port: -1, TLS: tlsfiles.ServerConfig(kp, nil, false)})
 	if err != nil {
 		t.Fatal(err)
@@ -117,18 +127,7 @@ func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
 // server with another CA's certificate is kept out.
 func checkGeneratedRouteTLS(t *testing.T, sec *corev1.Secret) {
 	t.Helper()
-	dir := t.TempDir()
-	for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
-		tlstest.Replace(t, filepath.Join(dir, k), sec.Data[k])
-	}
-	kp, err := tlsfiles.Load(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	if err != nil {
-		t.Fatalf("the chart's route key pair: %v", err)
-	}
-	pool, err := tlsfiles.CAPool(filepath.Join(dir, "ca.crt"))
-	if err != nil {
-		t.Fatalf("the chart's route ca.crt: %v", err)
-	}
+	kp, pool, dir := secretTLS(t, sec, "the chart's route")
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	start := func(i int, cfg *tls.Config) *natsserver.Server {
 		_, port, _ := net.SplitHostPort(addrs[i])
