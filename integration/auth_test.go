@@ -482,7 +482,7 @@ func TestAuthorization(t *testing.T) {
 
 // registryRequest builds a registry for every cluster from "apiVersion:Kind"
 // selectors.
-func registryRequest(t *testing.T, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
+func registryRequest(t testing.TB, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
 	t.Helper()
 	var sels []any
 	for _, s := range selectors {

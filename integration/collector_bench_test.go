@@ -39,7 +39,9 @@ import (
 // process with its own peak RSS: a paged list of the same Pods read as bytes
 // (the apiserver's ceiling), the same list decoded by the dynamic client, and
 // a client-go dynamic informer (what karmada-search runs); and a collector
-// restart, which must republish nothing.
+// restart, which must republish nothing. Then the same Pods through the
+// whole pipeline into one hub and into a three-member cluster
+// (benchScaleOut).
 //
 //	go test -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 60m ./integration/
 func BenchmarkCollectorInitialSync(b *testing.B) {
@@ -186,6 +188,8 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 		b.ReportMetric(f["peak_rss_mb"], mode+"-peak-RSS-MB")
 	}
 	b.Logf("kube-apiserver RSS %.0f MB with %d pods", procKB(c.PID(), "VmRSS")/1024, n)
+
+	benchScaleOut(b, bin, kc, dir, n)
 }
 
 // buildBinary builds a main package once into dir.

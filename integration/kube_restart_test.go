@@ -172,7 +172,7 @@ func (s *errorEventScanner) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func startUpProc(t *testing.T, bin string, args []string, logw io.Writer) *proc {
+func startUpProc(t testing.TB, bin string, args []string, logw io.Writer) *proc {
 	t.Helper()
 	return startProc(t, bin, append([]string{"up"}, args...), logw)
 }

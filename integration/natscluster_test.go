@@ -56,7 +56,7 @@ type clusterHub struct {
 // mode) whose embedded NATS servers route to each other over mutual TLS
 // (each hub its own certificate of one CA), all with --stream-replicas
 // replicas.
-func startClusterHubs(t *testing.T, bin string, n, replicas int, logw io.Writer) []*clusterHub {
+func startClusterHubs(t testing.TB, bin string, n, replicas int, logw io.Writer) []*clusterHub {
 	t.Helper()
 	var routes []string
 	routeAddrs := make([]string, n)
@@ -69,21 +69,13 @@ func startClusterHubs(t *testing.T, bin string, n, replicas int, logw io.Writer)
 	caFile := ca.WriteCA(t, certs, "route-ca.crt")
 	hubs := make([]*clusterHub, n)
 	for i := range n {
-		natsAddr, natsPort := freePort(t)
-		h := &clusterHub{name: fmt.Sprintf("hub-%d", i), natsURL: "nats://" + natsAddr, routeAddr: routeAddrs[i], metrics: freeAddr(t), grpcAddr: freeAddr(t)}
-		certFile, keyFile := ca.Peer(t, h.name).Write(t, certs, h.name)
-		h.routeTLS = routeClientTLS(t, certFile, keyFile, caFile)
-		h.args = []string{"--state-dir", t.TempDir(), "--grpc-addr", h.grpcAddr, "--http-addr", freeAddr(t),
-			"--metrics-addr", h.metrics, "--nats-port", strconv.Itoa(natsPort),
+		name := fmt.Sprintf("hub-%d", i)
+		certFile, keyFile := ca.Peer(t, name).Write(t, certs, name)
+		h := newHub(t, name,
 			"--nats-cluster-name", "fv", "--nats-cluster-listen", routeAddrs[i], "--nats-routes", strings.Join(routes, ","),
 			"--nats-cluster-tls-cert-file", certFile, "--nats-cluster-tls-key-file", keyFile, "--nats-cluster-tls-ca-file", caFile,
-			"--nats-server-name", h.name, "--stream-replicas", strconv.Itoa(replicas)}
-		conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = conn.Close() })
-		h.conn, h.query, h.regs = conn, fleetviewv1.NewQueryServiceClient(conn), fleetviewv1.NewRegistryServiceClient(conn)
+			"--nats-server-name", name, "--stream-replicas", strconv.Itoa(replicas))
+		h.routeAddr, h.routeTLS = routeAddrs[i], routeClientTLS(t, certFile, keyFile, caFile)
 		hubs[i] = h
 	}
 	// All at once: a member waits for a majority before JetStream (and so
@@ -97,13 +89,30 @@ func startClusterHubs(t *testing.T, bin string, n, replicas int, logw io.Writer)
 	return hubs
 }
 
-func (h *clusterHub) start(t *testing.T, bin string, logw io.Writer) {
+// newHub prepares a `fleetview up` hub (not started) on free ports, with
+// its own state directory, metrics and a gRPC client; extra adds flags.
+func newHub(t testing.TB, name string, extra ...string) *clusterHub {
+	t.Helper()
+	natsAddr, natsPort := freePort(t)
+	h := &clusterHub{name: name, natsURL: "nats://" + natsAddr, metrics: freeAddr(t), grpcAddr: freeAddr(t)}
+	h.args = append([]string{"--state-dir", t.TempDir(), "--grpc-addr", h.grpcAddr, "--http-addr", freeAddr(t),
+		"--metrics-addr", h.metrics, "--nats-port", strconv.Itoa(natsPort)}, extra...)
+	conn, err := grpc.NewClient(h.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	h.conn, h.query, h.regs = conn, fleetviewv1.NewQueryServiceClient(conn), fleetviewv1.NewRegistryServiceClient(conn)
+	return h
+}
+
+func (h *clusterHub) start(t testing.TB, bin string, logw io.Writer) {
 	t.Helper()
 	h.proc = startUpProc(t, bin, h.args, logw)
 	h.proc.name = "fleetview up " + h.name
 }
 
-func (h *clusterHub) waitAPI(t *testing.T) {
+func (h *clusterHub) waitAPI(t testing.TB) {
 	t.Helper()
 	// Minutes, not seconds: a new cluster's members create the same
 	// replicated buckets at once, and on a loaded machine that takes a
@@ -794,7 +803,7 @@ func startNATSMembers(tb testing.TB, n int) string {
 
 // routeClientTLS is a member's route TLS from its files, for dialling a
 // route listener on loopback.
-func routeClientTLS(t *testing.T, certFile, keyFile, caFile string) *tls.Config {
+func routeClientTLS(t testing.TB, certFile, keyFile, caFile string) *tls.Config {
 	t.Helper()
 	kp, err := tlsfiles.Load(certFile, keyFile)
 	if err != nil {

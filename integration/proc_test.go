@@ -18,7 +18,7 @@ type proc struct {
 	exited chan error
 }
 
-func startProc(t *testing.T, bin string, args []string, logw io.Writer) *proc {
+func startProc(t testing.TB, bin string, args []string, logw io.Writer) *proc {
 	t.Helper()
 	p := &proc{name: "fleetview " + args[0], exited: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
@@ -32,7 +32,7 @@ func startProc(t *testing.T, bin string, args []string, logw io.Writer) *proc {
 }
 
 // kill9 sends SIGKILL: nothing is flushed, nothing is marked.
-func (p *proc) kill9(t *testing.T) {
+func (p *proc) kill9(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,7 @@ func (p *proc) kill9(t *testing.T) {
 }
 
 // stop sends SIGTERM and requires a clean exit within a minute.
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func (p *proc) stop(t *testing.T) {
 }
 
 // running fails the test if the process has exited.
-func (p *proc) running(t *testing.T) {
+func (p *proc) running(t testing.TB) {
 	t.Helper()
 	select {
 	case err := <-p.exited:

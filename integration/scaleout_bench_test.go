@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/grpc"
+
+	"github.com/fleetview/fleetview/internal/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// benchScaleOut is the pipeline part of BenchmarkCollectorInitialSync, on
+// its n Pods in the real kube-apiserver (issue #17: the three-member
+// cluster against the single server, in the same run on the same cores).
+// A `fleetview collector` process feeds, in turn, one `fleetview up` hub
+// (one copy of each stream) and three hubs whose embedded servers form a
+// JetStream cluster (three copies, routes over mutual TLS). For each: the
+// time from the collector's start until every hub has applied every Pod,
+// and on each hub the latency of Gets of random Pods and of a list of the
+// 10% a label selects (gRPC, stored JSON items).
+func benchScaleOut(b *testing.B, bin, kc, dir string, n int) {
+	ctx := context.Background()
+	type hubFigures struct {
+		name               string
+		getP50, getP99, ls time.Duration
+	}
+	var ingest []time.Duration
+	for _, mode := range []struct {
+		name     string
+		replicas int
+	}{{"single server, R1", 1}, {"three-member cluster, R3", 3}} {
+		logw, err := os.Create(filepath.Join(dir, fmt.Sprintf("scaleout-r%d-hubs.log", mode.replicas)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var hubs []*clusterHub
+		if mode.replicas == 1 {
+			h := newHub(b, "hub")
+			h.start(b, bin, logw)
+			h.waitAPI(b)
+			hubs = []*clusterHub{h}
+		} else {
+			hubs = startClusterHubs(b, bin, 3, 3, logw)
+		}
+		if _, err := hubs[0].regs.ApplyRegistry(ctx, registryRequest(b, "pods", "v1:Pod")); err != nil {
+			b.Fatal(err)
+		}
+		var urls []string
+		for _, h := range hubs {
+			urls = append(urls, h.natsURL)
+		}
+		colw, err := os.Create(filepath.Join(dir, fmt.Sprintf("scaleout-r%d-collector.log", mode.replicas)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		col := startProc(b, bin, []string{"collector", "--cluster", "bench", "--kubeconfig", kc, "--context", "bench",
+			"--nats-url", strings.Join(urls, ","), "--stream-replicas", strconv.Itoa(mode.replicas), "--publish-ack-timeout", "5s"}, colw)
+		nc, err := nats.Connect(strings.Join(urls, ","))
+		if err != nil {
+			b.Fatal(err)
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Every Pod is in the stream when the collector's SYNCED marker
+		// is; every hub has them all when it has applied the marker.
+		var synced uint64
+		waitFor(b, 20*time.Minute, col, func() bool {
+			typ, seq, err := lastControl(ctx, js, "bench", benchdata.PodGVR)
+			synced = seq
+			return err == nil && typ == fleetviewv1.EventType_EVENT_TYPE_SYNCED
+		})
+		waitFor(b, 20*time.Minute, col, func() bool {
+			return !slices.ContainsFunc(hubs, func(h *clusterHub) bool { return h.applied("bench") < synced })
+		})
+		took := time.Since(start)
+		ingest = append(ingest, took)
+		nc.Close()
+		col.stop(b)
+
+		var figs []hubFigures
+		for _, h := range hubs {
+			f := hubFigures{name: h.name}
+			f.getP50, f.getP99 = hubGets(b, h, n, 300)
+			f.ls = hubSelectedList(b, h, n/10)
+			figs = append(figs, f)
+		}
+		for _, h := range hubs {
+			h.stop(b)
+		}
+		_ = logw.Close()
+		_ = colw.Close()
+		// Printed, not logged: a benchmark's log keeps its first ten lines.
+		fmt.Printf("scale-out, %s: %d Pods from the collector's start to applied on every hub in %.1fs (%.0f Pods/s)\n", mode.name, n, took.Seconds(), float64(n)/took.Seconds())
+		for _, f := range figs {
+			fmt.Printf("scale-out, %s, %s: Get p50 %s, p99 %s (300 random Pods); list shard=s3 (%d Pods) %s (median of 3)\n",
+				mode.name, f.name, f.getP50.Round(10*time.Microsecond), f.getP99.Round(10*time.Microsecond), n/10, f.ls.Round(time.Millisecond))
+		}
+	}
+	fmt.Printf("scale-out: ingest on the three-member cluster (R3) took %.2fx the single server's (R1)\n", ingest[1].Seconds()/ingest[0].Seconds())
+	b.ReportMetric(float64(n)/ingest[0].Seconds(), "pipeline-R1-pods/s")
+	b.ReportMetric(float64(n)/ingest[1].Seconds(), "pipeline-R3-pods/s")
+}
+
+// waitFor polls cond until it holds, failing after timeout or if the
+// process p exits.
+func waitFor(b *testing.B, timeout time.Duration, p *proc, cond func() bool) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		p.running(b)
+		if time.Now().After(deadline) {
+			b.Fatalf("not done within %s", timeout)
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+}
+
+// hubGets is the p50 and p99 of count Gets of random Pods of the n on h.
+func hubGets(b *testing.B, h *clusterHub, n, count int) (time.Duration, time.Duration) {
+	b.Helper()
+	rng := rand.New(rand.NewPCG(uint64(n), 17))
+	var ds []time.Duration
+	for range count {
+		i := rng.IntN(n)
+		s := time.Now()
+		if _, err := h.query.Get(context.Background(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods",
+			Namespace: benchdata.Namespace(i), Name: benchdata.PodName(i), Cluster: "bench"}); err != nil {
+			b.Fatalf("%s: get pod %d: %v", h.name, i, err)
+		}
+		ds = append(ds, time.Since(s))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[len(ds)*99/100]
+}
+
+// hubSelectedList is the median of three reads of every page of the
+// shard=s3 Pods on h, which must be want.
+func hubSelectedList(b *testing.B, h *clusterHub, want int) time.Duration {
+	b.Helper()
+	var ds []time.Duration
+	for range 3 {
+		s := time.Now()
+		got, cont := 0, ""
+		for {
+			resp, err := h.query.List(context.Background(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "shard=s3", Continue: cont},
+				grpc.MaxCallRecvMsgSize(1<<30))
+			if err != nil {
+				b.Fatalf("%s: list: %v", h.name, err)
+			}
+			got += len(resp.GetRawItems())
+			if cont = resp.GetContinue(); cont == "" {
+				break
+			}
+		}
+		ds = append(ds, time.Since(s))
+		if got != want {
+			b.Fatalf("%s: list shard=s3 returned %d Pods, want %d", h.name, got, want)
+		}
+	}
+	slices.Sort(ds)
+	return ds[1]
+}
