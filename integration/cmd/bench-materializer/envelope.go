@@ -4,19 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// envelope is one serve replica's memory through an ingest and a churn
-// storm (KiB).
+// envelope is one replica's memory through an ingest and a churn storm
+// (KiB). With up, the Pods' publish is part of the ingest, and the
+// anonymous-memory peak is sampled from the apply on (the RSS peak is the
+// kernel's high-water mark).
 type envelope struct {
 	limit string
 	// steadyRSS/steadyAnon: after the storm, once serve was idle for
@@ -34,46 +38,55 @@ const defaultEnvelopeLimit = "512Mi"
 // the state a replica settles in, what the comparison is about.
 const envelopeIdle = 10 * time.Second
 
-// benchEnvelope is step 6 (issue #17): a serve replica's memory holding
-// pods Pods, through their ingest and a churn storm (every Pod updated,
-// one in ten relabeled, published while serve applies), without a memory
-// limit and with --memory-limit limit. The cluster streams are reset
-// first: the steps before leave a million objects in them.
+// benchEnvelope is step 6 (issue #17): a replica's memory holding pods
+// Pods, through their ingest and a churn storm (every Pod updated, one in
+// ten relabeled, published while it applies), without a memory limit and
+// with --memory-limit limit. Two kinds of replica: `serve` on this
+// process's NATS server (its cluster streams reset first: the steps
+// before leave a million objects in them), and the all-in-one `fleetview
+// up` hub, whose embedded NATS server holds the streams in the measured
+// process (the helm chart's hub pods run it).
 func benchEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work string, pods int, limit string) error {
-	for _, l := range []string{"", limit} {
-		e, err := runEnvelope(ctx, js, bin, natsURL, work, pods, l)
-		if err != nil {
-			return err
+	for _, mode := range []string{"serve", "up"} {
+		for _, l := range []string{"", limit} {
+			e, err := runEnvelope(ctx, js, bin, natsURL, work, mode, pods, l)
+			if err != nil {
+				return err
+			}
+			name := mode + ", no limit"
+			if l != "" {
+				name = mode + ", --memory-limit " + l
+			}
+			mib := func(kib int64) float64 { return float64(kib) / 1024 }
+			fmt.Printf("  %-55s ingest %s, storm %s; RSS steady %.0f MiB (after ingest %.0f), peak %.0f MiB = %.2fx steady; anonymous steady %.0f MiB (after ingest %.0f), peak %.0f MiB = %.2fx steady\n",
+				fmt.Sprintf("memory envelope, %d Pods, %s", pods, name), e.ingest.Round(time.Millisecond), e.storm.Round(time.Millisecond),
+				mib(e.steadyRSS), mib(e.afterIngestRSS), mib(e.peakRSS), float64(e.peakRSS)/float64(e.steadyRSS),
+				mib(e.steadyAnon), mib(e.afterIngestAnon), mib(e.peakAnon), float64(e.peakAnon)/float64(e.steadyAnon))
 		}
-		name := "no limit"
-		if l != "" {
-			name = "--memory-limit " + l
-		}
-		mib := func(kib int64) float64 { return float64(kib) / 1024 }
-		fmt.Printf("  %-55s ingest %s, storm %s; RSS steady %.0f MiB (after ingest %.0f), peak %.0f MiB = %.2fx steady; anonymous steady %.0f MiB (after ingest %.0f), peak %.0f MiB = %.2fx steady\n",
-			fmt.Sprintf("memory envelope, %d Pods, %s", pods, name), e.ingest.Round(time.Millisecond), e.storm.Round(time.Millisecond),
-			mib(e.steadyRSS), mib(e.afterIngestRSS), mib(e.peakRSS), float64(e.peakRSS)/float64(e.steadyRSS),
-			mib(e.steadyAnon), mib(e.afterIngestAnon), mib(e.peakAnon), float64(e.peakAnon)/float64(e.steadyAnon))
 	}
 	return nil
 }
 
-func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work string, pods int, limit string) (envelope, error) {
+// runEnvelope measures one replica (mode serve or up). serve starts on
+// Pods already in the stream; up starts first, and the Pods are published
+// into its own NATS server while it applies them.
+func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work, mode string, pods int, limit string) (envelope, error) {
 	e := envelope{limit: limit}
-	if err := js.DeleteStream(ctx, stream.StreamName(clusterName(0))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return e, err
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(0), 1, 0)); err != nil {
-		return e, err
-	}
-	if err := publish(js, pods, 1, 1, "jetstream publish of the envelope's Pods"); err != nil {
-		return e, err
-	}
-	syncDisks()
-	state := filepath.Join(work, "state-envelope")
+	state := filepath.Join(work, "state-envelope-"+mode)
 	defer os.RemoveAll(state)
 	metrics := freeAddr()
-	args := []string{"serve", "--nats-url", natsURL, "--state-dir", state, "--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics}
+	args := []string{mode, "--state-dir", state, "--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics}
+	var upNATS string
+	if mode == "serve" {
+		if err := resetEnvelopeStream(ctx, js, pods); err != nil {
+			return e, err
+		}
+		args = append(args, "--nats-url", natsURL)
+	} else {
+		upNATS = freeAddr()
+		_, port, _ := net.SplitHostPort(upNATS)
+		args = append(args, "--nats-port", port)
+	}
 	if limit != "" {
 		args = append(args, "--memory-limit", limit)
 	}
@@ -93,6 +106,17 @@ func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		_ = serve.Wait()
 	}()
+	if mode == "up" {
+		ujs, closeNATS, err := connectEnvelopeNATS(ctx, "nats://"+upNATS)
+		if err != nil {
+			return e, fmt.Errorf("up's NATS server (log %s.log): %w", state, err)
+		}
+		defer closeNATS()
+		if err := resetEnvelopeStream(ctx, ujs, pods); err != nil {
+			return e, err
+		}
+		js = ujs
+	}
 	pid := serve.Process.Pid
 	// waitApplied samples the peaks every 20 ms until serve applied through
 	// seq, then idles envelopeIdle, sampling on.
@@ -106,10 +130,10 @@ func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work
 				break
 			}
 			if !alive(pid) {
-				return 0, fmt.Errorf("serve exited having applied %d of %d (log %s.log)", a, seq, state)
+				return 0, fmt.Errorf("%s exited having applied %d of %d (log %s.log)", mode, a, seq, state)
 			}
 			if time.Since(from) > 10*time.Minute {
-				return 0, fmt.Errorf("serve applied %d of %d in 10 minutes (log %s.log)", a, seq, state)
+				return 0, fmt.Errorf("%s applied %d of %d in 10 minutes (log %s.log)", mode, a, seq, state)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -126,7 +150,7 @@ func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work
 	e.ingest = time.Since(start) - envelopeIdle
 	e.afterIngestRSS, e.afterIngestAnon = vmRSS(pid), procStatus(pid, "RssAnon")
 	stormStart := time.Now()
-	if err := publish(js, pods, 1, 2, "jetstream publish of the churn storm (serve applying)"); err != nil {
+	if err := publish(js, pods, 1, 2, "jetstream publish of the churn storm ("+mode+" applying)"); err != nil {
 		return e, err
 	}
 	if _, err := waitApplied(uint64(2 * pods)); err != nil {
@@ -136,4 +160,43 @@ func runEnvelope(ctx context.Context, js jetstream.JetStream, bin, natsURL, work
 	e.steadyRSS, e.steadyAnon = vmRSS(pid), procStatus(pid, "RssAnon")
 	e.peakRSS, e.peakAnon = max(e.peakRSS, vmHWM(pid)), max(e.peakAnon, e.steadyAnon)
 	return e, nil
+}
+
+// resetEnvelopeStream empties the envelope's cluster stream on js and
+// publishes its Pods.
+func resetEnvelopeStream(ctx context.Context, js jetstream.JetStream, pods int) error {
+	if err := js.DeleteStream(ctx, stream.StreamName(clusterName(0))); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return err
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(clusterName(0), 1, 0)); err != nil {
+		return err
+	}
+	if err := publish(js, pods, 1, 1, "jetstream publish of the envelope's Pods"); err != nil {
+		return err
+	}
+	syncDisks()
+	return nil
+}
+
+// connectEnvelopeNATS connects to a NATS server that is starting, once
+// its JetStream answers (a minute at most).
+func connectEnvelopeNATS(ctx context.Context, url string) (jetstream.JetStream, func(), error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		nc, err := nats.Connect(url)
+		if err == nil {
+			js, jerr := jetstream.New(nc)
+			if jerr == nil {
+				if _, jerr = js.AccountInfo(ctx); jerr == nil {
+					return js, nc.Close, nil
+				}
+			}
+			nc.Close()
+			err = jerr
+		}
+		if time.Now().After(deadline) {
+			return nil, nil, err
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
 }

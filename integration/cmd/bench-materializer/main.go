@@ -11,10 +11,11 @@
 //     a real OpenSearch node: bulk apply rate;
 //  5. every object is updated (one in ten relabeled) and serve applies the
 //     updates to the store of step 3: update rate;
-//  6. a serve replica's memory envelope: FV_BENCH_ENVELOPE_PODS (145000)
-//     Pods ingested, then a churn storm updating each, without a memory
-//     limit and with --memory-limit FV_BENCH_ENVELOPE_LIMIT: steady and
-//     peak RSS (FV_BENCH_ONLY=envelope runs this step alone).
+//  6. a replica's memory envelope, a serve replica and the all-in-one
+//     `fleetview up` hub: FV_BENCH_ENVELOPE_PODS (145000) Pods ingested,
+//     then a churn storm updating each, without a memory limit and with
+//     --memory-limit FV_BENCH_ENVELOPE_LIMIT: steady and peak RSS
+//     (FV_BENCH_ONLY=envelope runs this step alone).
 //
 // Scale comes from the environment (defaults: the issue's):
 //
