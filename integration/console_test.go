@@ -461,6 +461,35 @@ func TestConsole(t *testing.T) {
 		}
 	})
 
+	// A member apiserver goes away: its collector reports the cluster not
+	// ready at its next heartbeat; the fleet view marks it and says why,
+	// the search's cluster filter marks it, and what the cache holds of it
+	// is still served.
+	t.Run("cluster not ready", func(t *testing.T) {
+		if err := fleet.Cluster("member3").Stop(); err != nil {
+			t.Fatal(err)
+		}
+		do(t, page, chromedp.Navigate(console+"#/fleet"))
+		row := waitJS[string](t, page, 60*time.Second, `(() => { const tr = document.querySelector('#clusters > tbody > tr[data-cluster="member3"]'); return tr && tr.cells[1].textContent.startsWith('NotReady') && tr.cells[1].textContent; })()`)
+		if !strings.Contains(row, "unreachable") {
+			t.Errorf("member3's readiness %q does not say why", row)
+		}
+		others := waitJS[[]string](t, page, 10*time.Second, `[...document.querySelectorAll('#clusters > tbody > tr')].filter(tr => tr.dataset.cluster !== 'member3').map(tr => tr.cells[1].textContent)`)
+		if strings.Join(others, ",") != "Ready,Ready" {
+			t.Errorf("the other clusters: %v, want Ready", others)
+		}
+		screenshot(t, page, "fleet-not-ready", 1280, 800)
+		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=100"))
+		rows := waitJS[[]string](t, page, 10*time.Second, `(() => { const r = `+resultRows+`; return r.length === 3 && r; })()`)
+		if strings.Join(rows, ",") != strings.Join(want, ",") {
+			t.Errorf("rows with member3 not ready: %v, want %v", rows, want)
+		}
+		opts := waitJS[string](t, page, 10*time.Second, `[...document.querySelectorAll('#cluster option')].map(o => o.textContent).join(',')`)
+		if !strings.Contains(opts, "member3 (not ready)") || strings.Contains(opts, "member1 (not ready)") {
+			t.Errorf("cluster filter %q, want member3 alone marked not ready", opts)
+		}
+	})
+
 	// Last: the hub goes away under the open page.
 	t.Run("backend down", func(t *testing.T) {
 		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=100"))

@@ -82,7 +82,14 @@ function searchKey(p) { return JSON.stringify([p.q || '', p.kind || '', p.ns || 
 
 async function loadInventory() {
   const res = await get('/v1/clusters');
-  app.clusters = res.clusters || [];
+  applyInventory(res.clusters || []);
+}
+
+// applyInventory takes the clusters' kinds and readiness into the search
+// filters (each time the fleet view reads them too: a cluster that stops
+// being ready is marked in the cluster filter).
+function applyInventory(clusters) {
+  app.clusters = clusters;
   app.kinds.clear();
   for (const c of app.clusters) for (const r of c.resources || []) {
     const k = gvrPath(r.gvr);
@@ -519,7 +526,8 @@ async function loadFleet() {
   try {
     const [cl, rg] = await Promise.all([get('/v1/clusters'), get('/v1/registries')]);
     showError(null);
-    renderClusters(cl.clusters || []);
+    applyInventory(cl.clusters || []);
+    renderClusters(app.clusters);
     renderRegistries(rg.registries || []);
   } catch (e) { showError(e); }
   if (!$('view-fleet').hidden) fleetTimer = setTimeout(() => { if (!$('view-fleet').hidden) loadFleet(); }, 10000);
@@ -541,7 +549,11 @@ function renderClusters(clusters) {
     det.append(t);
     rows.push(el('tr', { 'data-cluster': c.name },
       el('td', {}, det),
-      el('td', { text: c.ready ? 'Ready' : 'NotReady', class: c.ready ? 'ok' : 'bad' }),
+      // Why a cluster is not ready (its collector's message: the member
+      // apiserver unreachable, the collector stopped) is shown, not hidden
+      // in a tooltip: on-call reads it at a glance.
+      el('td', { class: c.ready ? 'ok' : 'bad' }, c.ready ? 'Ready' : 'NotReady',
+        ...(!c.ready && c.message ? [el('div', { class: 'why', text: c.message })] : [])),
       el('td', { text: synced ? 'synced' : 'syncing', class: synced ? 'ok' : 'warn' }),
       el('td', { text: c.lastHeartbeat ? age(c.lastHeartbeat) + ' ago' : 'never' }),
       el('td', { text: String(c.objectCount || 0) }),
