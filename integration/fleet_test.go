@@ -38,14 +38,15 @@ type fleetview struct {
 	rest   string
 }
 
+// freeAddr is a free loopback address for a listener (harness.FreeAddr:
+// outside the ports outgoing connections take).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := harness.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // freePort is a free loopback address and its port, for listeners (like

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -284,7 +285,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listenFree()
 		if err != nil {
 			return nil, err
 		}
@@ -292,6 +293,53 @@ func freePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// FreeAddr is a 127.0.0.1 address whose port was free a moment ago, for a
+// process to listen on. The port is below the kernel's ephemeral range:
+// one picked by listening on port 0 comes from that range, and every
+// outgoing connection made before the process listens may take it (in
+// CI, three hubs dialling each other's NATS routes took one's metrics
+// port).
+func FreeAddr() (string, error) {
+	l, err := listenFree()
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// listenFree listens on a random free port of 127.0.0.1 below the
+// ephemeral range.
+func listenFree() (net.Listener, error) {
+	low := ephemeralLow()
+	var err error
+	for range 200 {
+		var l net.Listener
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", fixedPortsFrom+rand.IntN(low-fixedPortsFrom))); err == nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("no free port in %d-%d: %w", fixedPortsFrom, low-1, err)
+}
+
+// fixedPortsFrom is the lowest port listenFree picks: above the ports
+// services usually take.
+const fixedPortsFrom = 10000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var low, high int
+	if _, err := fmt.Sscan(string(b), &low, &high); err != nil || low <= fixedPortsFrom+1000 {
+		return 32768
+	}
+	return low
 }
 
 // waitReady polls url until ok accepts the answer, the process exits, the

@@ -157,7 +157,7 @@ type serve struct {
 }
 
 // newServe opens the backends and listens on the API's addresses.
-func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (sv *serve, err error) {
+func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (_ *serve, err error) {
 	o.Memory.apply(log)
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
@@ -191,28 +191,32 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	sv = &serve{o: o, log: log, set: set}
+	s := &serve{o: o, log: log, set: set}
+	// s, not the named result: a failing return sets that to nil first.
 	defer func() {
 		if err != nil {
-			_ = sv.set.Close()
-			_ = sv.metrics.Close()
+			_ = s.set.Close()
+			_ = s.metrics.Close()
 		}
 	}()
 	var qm *queryapi.Metrics
 	if o.MetricsAddr != "" {
-		if qm, err = sv.startMetrics(bk); err != nil {
+		if qm, err = s.startMetrics(bk); err != nil {
 			return nil, err
 		}
-		log.Info("metrics listening", "url", "http://"+sv.metrics.Addr()+"/metrics")
+		log.Info("metrics listening", "url", "http://"+s.metrics.Addr()+"/metrics")
 	}
-	sv.api, err = o.listenAPI(queryapi.Config{
+	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
 	})
-	return sv, err
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // startMetrics registers the query API's and the materializers' metrics on
