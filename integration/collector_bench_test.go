@@ -189,7 +189,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	}
 	b.Logf("kube-apiserver RSS %.0f MB with %d pods", procKB(c.PID(), "VmRSS")/1024, n)
 
-	benchScaleOut(b, bin, kc, dir, n)
+	benchScaleOut(b, bin, kc, n)
 }
 
 // buildBinary builds a main package once into dir.

@@ -181,8 +181,7 @@ func TestServeReroutesResources(t *testing.T) {
 		return nil
 	}
 	// searchOnce checks that a Search over every backend finds each of the
-	// stream's objects of a resource once.
-	// searchOnce pages through one search. A move's switch of reads between
+	// stream's objects of a resource once. A move's switch of reads between
 	// two pages expires the search (410, gRPC OutOfRange), as a client
 	// sees it: it searches again, and what it finally gets must be whole.
 	searchOnce := func(resource string) error {

@@ -68,7 +68,7 @@ func (p *proc) running(t testing.TB) {
 
 // processLog is a file for child processes' output, whose tail the test
 // logs if it fails; closed when the test ends.
-func processLog(t *testing.T, name string) *os.File {
+func processLog(t testing.TB, name string) *os.File {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), name))
 	if err != nil {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,17 +27,14 @@ import (
 // time from the collector's start until every hub has applied every Pod,
 // and on each hub the latency of Gets of random Pods and of a list of the
 // 10% a label selects (gRPC, stored JSON items).
-func benchScaleOut(b *testing.B, bin, kc, dir string, n int) {
+func benchScaleOut(b *testing.B, bin, kc string, n int) {
 	ctx := context.Background()
 	var ingest []time.Duration
 	for _, mode := range []struct {
 		name     string
 		replicas int
 	}{{"single server, R1", 1}, {"three-member cluster, R3", 3}} {
-		logw, err := os.Create(filepath.Join(dir, fmt.Sprintf("scaleout-r%d-hubs.log", mode.replicas)))
-		if err != nil {
-			b.Fatal(err)
-		}
+		logw := processLog(b, fmt.Sprintf("scaleout-r%d-hubs.log", mode.replicas))
 		var hubs []*clusterHub
 		if mode.replicas == 1 {
 			h := newHub(b, "hub")
@@ -56,10 +51,7 @@ func benchScaleOut(b *testing.B, bin, kc, dir string, n int) {
 		for _, h := range hubs {
 			urls = append(urls, h.natsURL)
 		}
-		colw, err := os.Create(filepath.Join(dir, fmt.Sprintf("scaleout-r%d-collector.log", mode.replicas)))
-		if err != nil {
-			b.Fatal(err)
-		}
+		colw := processLog(b, fmt.Sprintf("scaleout-r%d-collector.log", mode.replicas))
 		start := time.Now()
 		col := startProc(b, bin, []string{"collector", "--cluster", "bench", "--kubeconfig", kc, "--context", "bench",
 			"--nats-url", strings.Join(urls, ","), "--stream-replicas", strconv.Itoa(mode.replicas), "--publish-ack-timeout", "5s"}, colw)
@@ -74,13 +66,23 @@ func benchScaleOut(b *testing.B, bin, kc, dir string, n int) {
 		// Every Pod is in the stream when the collector's SYNCED marker
 		// is; every hub has them all when it has applied the marker.
 		var synced uint64
-		waitFor(b, 20*time.Minute, col, func() bool {
+		eventually(b, 20*time.Minute, func() error {
+			col.running(b)
 			typ, seq, err := lastControl(ctx, js, "bench", benchdata.PodGVR)
+			if err == nil && typ != fleetviewv1.EventType_EVENT_TYPE_SYNCED {
+				err = fmt.Errorf("the stream's last control event is %s", typ)
+			}
 			synced = seq
-			return err == nil && typ == fleetviewv1.EventType_EVENT_TYPE_SYNCED
+			return err
 		})
-		waitFor(b, 20*time.Minute, col, func() bool {
-			return !slices.ContainsFunc(hubs, func(h *clusterHub) bool { return h.applied("bench") < synced })
+		eventually(b, 20*time.Minute, func() error {
+			col.running(b)
+			for _, h := range hubs {
+				if a := h.applied("bench"); a < synced {
+					return fmt.Errorf("%s applied %d of %d", h.name, a, synced)
+				}
+			}
+			return nil
 		})
 		took := time.Since(start)
 		ingest = append(ingest, took)
@@ -100,26 +102,10 @@ func benchScaleOut(b *testing.B, bin, kc, dir string, n int) {
 		for _, h := range hubs {
 			h.kill9(b)
 		}
-		_ = logw.Close()
-		_ = colw.Close()
 	}
 	fmt.Printf("scale-out: ingest on the three-member cluster (R3) took %.2fx the single server's (R1)\n", ingest[1].Seconds()/ingest[0].Seconds())
 	b.ReportMetric(float64(n)/ingest[0].Seconds(), "pipeline-R1-pods/s")
 	b.ReportMetric(float64(n)/ingest[1].Seconds(), "pipeline-R3-pods/s")
-}
-
-// waitFor polls cond until it holds, failing after timeout or if the
-// process p exits.
-func waitFor(b *testing.B, timeout time.Duration, p *proc, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		p.running(b)
-		if time.Now().After(deadline) {
-			b.Fatalf("not done within %s", timeout)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval
-	}
 }
 
 // hubGets is the p50 and p99 of count Gets of random Pods of the n on h.

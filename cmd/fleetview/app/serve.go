@@ -162,13 +162,13 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
 	var bk backends.Buckets
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	r := o.Replicas.replicas()
 	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) error {
 		// At once (backends.OpenBuckets says why).
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		r := o.Replicas.replicas()
 		var g errgroup.Group
 		g.Go(func() (err error) { bk, err = backends.OpenBuckets(ctx, nc, r); return err })
 		g.Go(func() error { return queryapi.EnsureState(ctx, js, r) })
