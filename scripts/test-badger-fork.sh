@@ -3,7 +3,8 @@
 # included) from the module proxy, with third_party/badger's library files
 # copied over it, then upstream's transaction, write, replay, value-log,
 # iteration and skiplist tests, and the fork's own tests
-# (third_party/badger/skl/fleetview_test.go). Why the fork exists and what
+# (third_party/badger/skl/fleetview_test.go, table/fleetview_test.go, with
+# upstream's table tests). Why the fork exists and what
 # it changes: third_party/badger/FLEETVIEW.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -16,5 +17,5 @@ chmod -R u+w "$work"
 cd "$work"
 go vet ./skl/
 go test -count=1 -race -run 'Sequential' ./skl/
-go test -count=1 -timeout 20m ./skl/ ./y/
+go test -count=1 -timeout 20m ./skl/ ./y/ ./table/
 go test -count=1 -timeout 20m -run 'Txn|WriteBatch|Managed|Conflict|Replay|Recover|Crash|Concurrent|Iterate|Get|Set|Delete|Stream|Load|Backup|Vlog|ValueLog|Value|Memtable|Checksum|Truncate' .
