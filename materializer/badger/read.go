@@ -717,7 +717,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 		return query.Page{}, err
 	}
 	defer p.close()
-	sc := searchScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), needle: needle, bneedle: []byte(needle)}
+	sc := searchScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), needle: needle, find: newFoldFinder([]byte(needle))}
 	sc.page.Version = p.snap.version.Clone()
 	more := false
 	for _, prefix := range searchPrefixes(o.Resources) {
@@ -755,7 +755,7 @@ type searchScan struct {
 	txn      *bdg.Txn
 	clusters map[string]bool // nil: every cluster
 	needle   string          // lower case
-	bneedle  []byte
+	find     *foldFinder     // of needle
 	page     query.Page
 	lastKey  []byte
 }
@@ -785,44 +785,70 @@ func (s *searchScan) scan(prefix, after []byte) (bool, error) {
 
 func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 	key := item.Key()
-	parts, ok := splitObjectKey(key)
-	if !ok {
-		return false, fmt.Errorf("malformed key %q", key)
+	var parts [7][]byte
+	split := func() error {
+		var ok bool
+		if parts, ok = splitObjectKey(key); !ok {
+			return fmt.Errorf("malformed key %q", key)
+		}
+		return nil
 	}
-	// Compared as bytes: every object is visited, few are hits.
-	if s.clusters != nil && !s.clusters[string(parts[6])] || s.o.Namespace != "" && string(parts[4]) != s.o.Namespace {
-		return false, nil
+	// Without a filter on them the key's parts are only needed by a hit:
+	// every object is visited, few are hits.
+	if s.clusters != nil || s.o.Namespace != "" || s.o.Visible != nil {
+		if err := split(); err != nil {
+			return false, err
+		}
+		// Compared as bytes.
+		if s.clusters != nil && !s.clusters[string(parts[6])] || s.o.Namespace != "" && string(parts[4]) != s.o.Namespace {
+			return false, nil
+		}
+		// Before the limit: a hidden object neither fills the page nor
+		// becomes the cursor's position.
+		if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, string(parts[6]), string(parts[4])) {
+			return false, nil
+		}
 	}
-	// Before the limit: a hidden object neither fills the page nor
-	// becomes the cursor's position.
-	if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, string(parts[6]), string(parts[4])) {
-		return false, nil
-	}
-	hit, err := s.hit(item, parts)
-	if err != nil || hit == nil {
+	json, err := s.hit(item)
+	if err != nil || json == nil {
 		return false, err
+	}
+	if parts[0] == nil {
+		if err := split(); err != nil {
+			return false, err
+		}
 	}
 	if s.o.Limit > 0 && int64(len(s.page.Items)) == s.o.Limit {
 		return true, nil
 	}
-	s.page.Items = append(s.page.Items, *hit)
+	s.page.Items = append(s.page.Items, query.Object{Cluster: string(parts[6]), JSON: json,
+		GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}})
 	s.lastKey = item.KeyCopy(s.lastKey[:0])
 	return false, nil
 }
 
-// hit decodes an object whose metadata contains the needle; nil otherwise.
-func (s *searchScan) hit(item *bdg.Item, parts [7][]byte) (*query.Object, error) {
-	var hit *query.Object
+// hit is a copy of the JSON of an object whose metadata contains the
+// needle; nil otherwise.
+func (s *searchScan) hit(item *bdg.Item) ([]byte, error) {
+	var hit []byte
 	err := item.Value(func(b []byte) error {
+		if len(b) < 8 {
+			return errCorrupt
+		}
+		// An ASCII needle is looked for in the labels' encoding and the
+		// JSON together, so a miss (most objects) does not walk the
+		// labels to find where the JSON starts.
+		if s.find.ascii && !s.find.in(b[8:]) {
+			return nil
+		}
 		rec, err := decodeRecord(b, false)
 		if err != nil {
 			return err
 		}
-		if !containsFold(rec.json, s.bneedle) || !metaMatches(rec.json, s.needle) {
+		if !s.find.ascii && !s.find.in(rec.json) || !metaMatches(rec.json, s.needle) {
 			return nil
 		}
-		hit = &query.Object{Cluster: string(parts[6]), JSON: bytes.Clone(rec.json),
-			GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
+		hit = bytes.Clone(rec.json)
 		return nil
 	})
 	return hit, err
@@ -849,11 +875,7 @@ func splitObjectKey(key []byte) (parts [7][]byte, ok bool) {
 // k), so for an ASCII needle folding ASCII letters is exact unless hay
 // holds one of them.
 func containsFold(hay, needle []byte) bool {
-	if !isASCII(needle) || bytes.IndexByte(needle, 'i') >= 0 && bytes.Contains(hay, dottedCapitalI) ||
-		bytes.IndexByte(needle, 'k') >= 0 && bytes.Contains(hay, kelvinSign) {
-		return bytes.Contains(hay, needle) || bytes.Contains(bytes.ToLower(hay), needle)
-	}
-	return containsFoldASCII(hay, needle)
+	return newFoldFinder(needle).in(hay)
 }
 
 var dottedCapitalI, kelvinSign = []byte("\u0130"), []byte("\u212a")
@@ -867,18 +889,92 @@ func isASCII(b []byte) bool {
 	return true
 }
 
+// foldFinder is containsFold of one needle over the many hays of a
+// search. An ASCII needle's candidates are found by one of its bytes (in
+// either case, for a letter), searched for with bytes.IndexByte: the byte
+// that was cheapest over the first hays it saw. Always taking the first
+// byte made scanning the largest part of a rare-term search: "web-00001"
+// scanned every object twice, for 'w' and 'W'.
+type foldFinder struct {
+	needle     []byte // lower case
+	ascii      bool
+	hasI, hasK bool  // the needle holds what U+0130 or U+212A folds to
+	at         int   // the needle byte candidates are found by
+	cost       []int // per needle byte, over the hays sampled so far
+	sampled    int
+}
+
+const (
+	// foldSamples hays decide which needle byte finds candidates.
+	foldSamples = 16
+	// foldHitCost is what verifying one candidate costs, in bytes of
+	// scanning: a bytes.IndexByte call started again and a comparison.
+	foldHitCost = 256
+)
+
+func newFoldFinder(needle []byte) *foldFinder {
+	f := &foldFinder{needle: needle, ascii: isASCII(needle),
+		hasI: bytes.IndexByte(needle, 'i') >= 0, hasK: bytes.IndexByte(needle, 'k') >= 0}
+	if f.ascii && len(needle) > 1 {
+		f.cost = make([]int, len(needle))
+	}
+	return f
+}
+
+// in reports whether hay, lower-cased as bytes.ToLower would, contains
+// the needle.
+func (f *foldFinder) in(hay []byte) bool {
+	if !f.ascii || f.hasI && bytes.Contains(hay, dottedCapitalI) || f.hasK && bytes.Contains(hay, kelvinSign) {
+		return bytes.Contains(hay, f.needle) || bytes.Contains(bytes.ToLower(hay), f.needle)
+	}
+	if f.cost != nil && f.sampled < foldSamples {
+		f.sample(hay)
+	}
+	return containsFoldASCII(hay, f.needle, f.at)
+}
+
+// sample adds what finding candidates by each needle byte would cost in
+// hay, and after foldSamples hays picks the cheapest.
+func (f *foldFinder) sample(hay []byte) {
+	for j, c := range f.needle {
+		lo, up := foldPair(c)
+		hits, scans := bytes.Count(hay, []byte{lo}), 1
+		if up != lo {
+			hits, scans = hits+bytes.Count(hay, []byte{up}), 2
+		}
+		f.cost[j] += scans*len(hay) + hits*foldHitCost
+	}
+	if f.sampled++; f.sampled == foldSamples {
+		f.at = 0
+		for j, c := range f.cost {
+			if c < f.cost[f.at] {
+				f.at = j
+			}
+		}
+	}
+}
+
+// foldPair is an ASCII byte in lower and upper case (equal for a
+// non-letter).
+func foldPair(lo byte) (byte, byte) {
+	if 'a' <= lo && lo <= 'z' {
+		return lo, lo - 'a' + 'A'
+	}
+	return lo, lo
+}
+
 // containsFoldASCII reports whether hay contains needle (ASCII, lower
 // case) ignoring the case of ASCII letters. Candidates are found by the
-// first byte in either case, each kind searched for once per occurrence.
-func containsFoldASCII(hay, needle []byte) bool {
+// needle's byte at, in either case, each case searched for once per
+// occurrence.
+func containsFoldASCII(hay, needle []byte, at int) bool {
 	if len(needle) == 0 {
 		return true
 	}
-	last := len(hay) - len(needle) // the last position a match can start at
-	lo, up := needle[0], needle[0]
-	if 'a' <= lo && lo <= 'z' {
-		up = lo - 'a' + 'A'
-	}
+	// A match starting at i has needle[at] at i+at: candidates lie in
+	// [at, last+at], last the last position a match can start at.
+	last := len(hay) - len(needle) + at
+	lo, up := foldPair(needle[at])
 	next := func(c byte, from int) int {
 		if from > last {
 			return -1
@@ -888,16 +984,16 @@ func containsFoldASCII(hay, needle []byte) bool {
 		}
 		return -1
 	}
-	nl, nu := next(lo, 0), -1
+	nl, nu := next(lo, at), -1
 	if up != lo {
-		nu = next(up, 0)
+		nu = next(up, at)
 	}
 	for nl >= 0 || nu >= 0 {
 		i := nl
 		if i < 0 || nu >= 0 && nu < i {
 			i = nu
 		}
-		if equalFoldASCII(hay[i+1:i+len(needle)], needle[1:]) {
+		if start := i - at; equalFoldASCII(hay[start:start+len(needle)], needle) {
 			return true
 		}
 		if i == nl {

@@ -520,6 +520,7 @@ func TestContainsFold(t *testing.T) {
 		if got := containsFold([]byte(tc.hay), []byte(tc.needle)); got != tc.want || got != containsFoldReference([]byte(tc.hay), []byte(tc.needle)) {
 			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.hay, tc.needle, got, tc.want)
 		}
+		checkEveryByte(t, tc.hay, tc.needle, tc.want)
 	}
 	// Random strings over a small alphabet (so matches happen), both cases
 	// and a few multi-byte runes: every answer equals the definition.
@@ -534,8 +535,61 @@ func TestContainsFold(t *testing.T) {
 	}
 	for range 20000 {
 		hay, needle := word(rng.IntN(40)), strings.ToLower(word(1+rng.IntN(4)))
-		if got, want := containsFold([]byte(hay), []byte(needle)), containsFoldReference([]byte(hay), []byte(needle)); got != want {
+		want := containsFoldReference([]byte(hay), []byte(needle))
+		if got := containsFold([]byte(hay), []byte(needle)); got != want {
 			t.Fatalf("containsFold(%q, %q) = %v, want %v", hay, needle, got, want)
+		}
+		checkEveryByte(t, hay, needle, want)
+	}
+	// One finder over many hays, as a search uses it: it samples the first
+	// ones, then finds candidates by the byte it chose.
+	for range 200 {
+		needle := strings.ToLower(word(1 + rng.IntN(4)))
+		f := newFoldFinder([]byte(needle))
+		for range 3 * foldSamples {
+			hay := word(rng.IntN(60))
+			if got, want := f.in([]byte(hay)), containsFoldReference([]byte(hay), []byte(needle)); got != want {
+				t.Fatalf("finder of %q (by byte %d) in %q = %v, want %v", needle, f.at, hay, got, want)
+			}
+		}
+	}
+}
+
+// checkEveryByte: finding candidates by any byte of an ASCII needle gives
+// the same answer.
+func checkEveryByte(t *testing.T, hay, needle string, want bool) {
+	t.Helper()
+	if !isASCII([]byte(needle)) {
+		return
+	}
+	for at := range len(needle) {
+		f := newFoldFinder([]byte(needle))
+		f.cost, f.at = nil, at // no sampling: this byte
+		if got := f.in([]byte(hay)); got != want {
+			t.Fatalf("finder of %q by byte %d in %q = %v, want %v", needle, at, hay, got, want)
+		}
+	}
+}
+
+// TestFoldFinderPicksTheRareByte: after sampling, candidates are found by
+// the needle byte that is cheapest in the hays, counting two scans for a
+// letter.
+func TestFoldFinderPicksTheRareByte(t *testing.T) {
+	for _, tc := range []struct {
+		hay, needle string
+		at          int
+	}{
+		{strings.Repeat("wWe-E0", 50) + "b", "web-0", 2}, // b is rare
+		{strings.Repeat("wWeE0b", 50) + "-", "web-0", 3}, // so is -, and one scan
+		{strings.Repeat("abcdefgh", 50), "xyz", 0},       // none occurs: the first letter
+		{strings.Repeat("web-1111", 50), "web-1", 3},     // - as rare as w and b, one scan
+	} {
+		f := newFoldFinder([]byte(tc.needle))
+		for range foldSamples {
+			f.in([]byte(tc.hay))
+		}
+		if f.at != tc.at {
+			t.Errorf("finder of %q over %.20q...: byte %d (costs %v), want %d", tc.needle, tc.hay, f.at, f.cost, tc.at)
 		}
 	}
 }
