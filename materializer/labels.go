@@ -35,3 +35,30 @@ func objectMeta(obj []byte, cluster string) (map[string]string, error) {
 	}
 	return labels, nil
 }
+
+// ObjectMeta is objectMeta that also returns the object's search text:
+// what a free-text search matches in it beyond its key (name, namespace
+// and cluster), its label and annotation keys and values, lower-cased,
+// each followed by a 0 byte (rawjson.LabelsAnnotationsText). The cluster
+// annotations are left out: their values are the key's cluster.
+func ObjectMeta(obj []byte, cluster string) (map[string]string, []byte, error) {
+	labels, others, text, err := rawjson.LabelsAnnotationsText(obj, cluster, nil, stream.ClusterAnnotation, stream.KarmadaClusterAnnotation)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", errBadJSON, err)
+	}
+	if len(others) > 0 {
+		return nil, nil, fmt.Errorf("%w: annotated as cluster %q in cluster %q's stream", errWrongCluster, others[0], cluster)
+	}
+	return labels, text, nil
+}
+
+// SearchText is the search text of ObjectMeta without its checks of the
+// cluster annotations: for objects stored before the search index, which
+// were checked when they were applied.
+func SearchText(obj []byte) ([]byte, error) {
+	_, _, text, err := rawjson.LabelsAnnotationsText(obj, "", nil, stream.ClusterAnnotation, stream.KarmadaClusterAnnotation)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errBadJSON, err)
+	}
+	return text, nil
+}

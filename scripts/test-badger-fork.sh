@@ -2,10 +2,9 @@
 # Badger's own tests on the patched fork: upstream's full module (tests
 # included) from the module proxy, with third_party/badger's library files
 # copied over it, then upstream's transaction, write, replay, value-log,
-# iteration and skiplist tests, and the fork's own tests
-# (third_party/badger/skl/fleetview_test.go, table/fleetview_test.go, with
-# upstream's table tests). Why the fork exists and what
-# it changes: third_party/badger/FLEETVIEW.md.
+# iteration, table and skiplist tests, and the fork's own tests
+# (fleetview_test.go in third_party/badger, skl/ and table/). Why the fork
+# exists and what it changes: third_party/badger/FLEETVIEW.md.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 . scripts/badger-upstream.sh

@@ -28,7 +28,11 @@ type Event struct {
 	// JSON checked) by the materializer while the previous batch is being
 	// applied; valid when Labeled. Upserts from a materializer are always
 	// labeled; sinks fall back to extracting them for events built elsewhere.
-	Labels  map[string]string
+	Labels map[string]string
+	// Search is what a free-text search matches in the object
+	// (materializer.ObjectMeta), extracted with the labels; valid when
+	// Labeled.
+	Search  []byte
 	Labeled bool
 	// Prior is set by the sink when it applies the event, or by a Tracker
 	// for a sink that does not.

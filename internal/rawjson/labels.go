@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 )
 
 // Labels returns metadata.labels of a Kubernetes object's JSON (nil when
@@ -96,6 +98,25 @@ func unquote(s []byte, off int) (string, error) {
 // Values of keys must be strings. A value equal to want costs nothing: the
 // materializer checks every object's cluster annotations with it.
 func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]string, []string, error) {
+	labels, values, _, err := labelsAnnotations(obj, want, nil, keys)
+	return labels, values, err
+}
+
+// LabelsAnnotationsText is LabelsAnnotations that also appends to text
+// what a free-text search matches in the object beyond its name and
+// namespace: the keys and values of metadata.labels and of
+// metadata.annotations in the object's order, each lower-cased as
+// strings.ToLower would and followed by a 0 byte, except the annotations
+// in keys (whose values are want: the cluster's name). Annotation values
+// that are not strings are left out. All in the same single pass.
+func LabelsAnnotationsText(obj []byte, want string, text []byte, keys ...string) (map[string]string, []string, []byte, error) {
+	if text == nil {
+		text = make([]byte, 0, 256)
+	}
+	return labelsAnnotations(obj, want, &text, keys)
+}
+
+func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (map[string]string, []string, []byte, error) {
 	var labels map[string]string
 	var values []string
 	end, err := EachMember(obj, 0, func(m Member) (int, error) {
@@ -124,6 +145,19 @@ func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]stri
 					return 0, fmt.Errorf("metadata.labels: %w", err)
 				}
 				labels = l
+				if text != nil {
+					// Again, in the object's order: equal objects are equal
+					// bytes (a rebuilt store compares byte for byte).
+					if _, err := EachMember(obj, m.ValueStart, func(kv Member) (int, error) {
+						ve, err := skipString(obj, kv.ValueStart)
+						if err == nil {
+							*text, err = appendFields(*text, kv, obj[kv.ValueStart+1:ve-1], kv.ValueStart+1)
+						}
+						return ve, err
+					}); err != nil {
+						return 0, err
+					}
+				}
 				return e, nil
 			case isAnn:
 				return EachMember(obj, m.ValueStart, func(a Member) (int, error) {
@@ -136,7 +170,22 @@ func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]stri
 						wanted = wanted || ok
 					}
 					if !wanted {
-						return SkipValue(obj, a.ValueStart)
+						if text == nil {
+							return SkipValue(obj, a.ValueStart)
+						}
+						vs := a.ValueStart
+						if vs >= len(obj) || obj[vs] != '"' {
+							var err error
+							if *text, err = appendFields(*text, a, nil, 0); err != nil {
+								return 0, err
+							}
+							return SkipValue(obj, vs)
+						}
+						ve, err := skipString(obj, vs)
+						if err == nil {
+							*text, err = appendFields(*text, a, obj[vs+1:ve-1], vs+1)
+						}
+						return ve, err
 					}
 					vs := a.ValueStart
 					if vs >= len(obj) || obj[vs] != '"' {
@@ -164,12 +213,32 @@ func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]stri
 		})
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := checkEnd(obj, end); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return labels, values, nil
+	if text != nil {
+		return labels, values, *text, nil
+	}
+	return labels, values, nil, nil
+}
+
+// appendFields appends m's key and, when value is not nil, the string
+// inside value (at offset off), each lowered and ended by a 0 byte.
+func appendFields(dst []byte, m Member, value []byte, off int) ([]byte, error) {
+	dst, err := appendLower(dst, m.Key, m.Start+1)
+	if err != nil {
+		return nil, err
+	}
+	dst = append(dst, 0)
+	if value == nil {
+		return dst, nil
+	}
+	if dst, err = appendLower(dst, value, off); err != nil {
+		return nil, err
+	}
+	return append(dst, 0), nil
 }
 
 // keyIs compares m's key, decoded, with want. Keys rarely hold escapes:
@@ -180,4 +249,31 @@ func keyIs(m Member, want string) (bool, error) {
 	}
 	k, err := unquote(m.Key, m.Start+1)
 	return k == want, err
+}
+
+// appendLower appends the JSON string inside raw (found at offset off),
+// decoded and lower-cased as strings.ToLower would. Plain ASCII, what
+// names, labels and most annotations are, is lowered byte by byte.
+func appendLower(dst, raw []byte, off int) ([]byte, error) {
+	plain := bytes.IndexByte(raw, '\\') < 0
+	for _, c := range raw {
+		if c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		for _, c := range raw {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			dst = append(dst, c)
+		}
+		return dst, nil
+	}
+	s, err := unquote(raw, off)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, strings.ToLower(s)...), nil
 }

@@ -47,6 +47,25 @@ func labelKey(g schema.GroupVersionResource, k, v, ns, name, cluster string) []b
 	return join("l", g.Group, g.Version, g.Resource, k, v, ns, name, cluster)
 }
 
+// searchPrefix and searchKey are the search index: per object, under the
+// same resource, namespace, name and cluster as its primary key, what a
+// free-text search matches beyond the key (materializer.ObjectMeta: label
+// and annotation keys and values), ~100 bytes in the value log
+// (writer.setSearch). A search reads it instead of the object (3 KB for a
+// Pod).
+func searchPrefix(g schema.GroupVersionResource) []byte {
+	return append(join(append([]string{"s"}, gvrParts(g)...)...), sep)
+}
+
+func searchKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
+	return join("s", g.Group, g.Version, g.Resource, ns, name, cluster)
+}
+
+// searchIndexedKey marks a store whose every object has its search key:
+// set when a store is created, or when one written before the index has
+// had it built (Open).
+var searchIndexedKey = []byte{'m', sep, 's', 'e', 'a', 'r', 'c', 'h'}
+
 func uidPrefix(cluster string, g schema.GroupVersionResource) []byte {
 	return append(join("u", cluster, g.Group, g.Version, g.Resource), sep)
 }
@@ -184,13 +203,13 @@ func decodeRecord(b []byte, withLabels bool) (record, error) {
 }
 
 // uidEntryMark starts a uid index entry that carries the object's name and
-// a hash of its labels; a legacy entry is the bare primary key, which
-// starts with 'o'.
+// a hash of its labels and search text; a legacy entry is the bare primary
+// key, which starts with 'o'.
 const uidEntryMark = 0x01
 
 // encodeUIDEntry is the uid index's value: the object's namespace and name
 // (its primary key follows, with the cluster and resource of the entry's
-// own key) and labelsHash of its labels.
+// own key) and metaHash of its labels and search text.
 func encodeUIDEntry(ns, name string, hash uint64, alloc func(n int) []byte) []byte {
 	b := append(alloc(1+len(ns)+len(name)+2*binary.MaxVarintLen64+8), uidEntryMark)
 	return binary.BigEndian.AppendUint64(appendString(appendString(b, ns), name), hash)
@@ -223,6 +242,17 @@ func labelsHash(labels map[string]string) uint64 {
 		sum += mix64(fnv1a(fnv1a(fnvOffset, k)*fnvPrime, v)) // the 0 byte between is the multiplication alone
 	}
 	return mix64(sum)
+}
+
+// metaHash is labelsHash with the object's search text mixed in: what the
+// uid index keeps, so an update that changes neither (most: status) writes
+// neither the label index nor the search index.
+func metaHash(labels map[string]string, text []byte) uint64 {
+	h := uint64(fnvOffset)
+	for _, c := range text {
+		h = (h ^ uint64(c)) * fnvPrime
+	}
+	return mix64(labelsHash(labels) ^ mix64(h))
 }
 
 const (

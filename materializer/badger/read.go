@@ -717,7 +717,7 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 		return query.Page{}, err
 	}
 	defer p.close()
-	sc := searchScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), needle: needle, find: newFoldFinder([]byte(needle))}
+	sc := searchScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), needle: needle, bneedle: []byte(needle)}
 	sc.page.Version = p.snap.version.Clone()
 	more := false
 	for _, prefix := range searchPrefixes(o.Resources) {
@@ -739,11 +739,11 @@ func (r *Reader) Search(_ context.Context, o query.SearchOptions) (query.Page, e
 // a page resumes by comparing its cursor with them.
 func searchPrefixes(gvrs []schema.GroupVersionResource) [][]byte {
 	if len(gvrs) == 0 {
-		return [][]byte{{'o', sep}}
+		return [][]byte{{'s', sep}}
 	}
 	var prefixes [][]byte
 	for _, g := range gvrs {
-		prefixes = append(prefixes, objPrefix(g))
+		prefixes = append(prefixes, searchPrefix(g))
 	}
 	slices.SortFunc(prefixes, bytes.Compare)
 	return slices.CompactFunc(prefixes, bytes.Equal)
@@ -755,13 +755,14 @@ type searchScan struct {
 	txn      *bdg.Txn
 	clusters map[string]bool // nil: every cluster
 	needle   string          // lower case
-	find     *foldFinder     // of needle
+	bneedle  []byte
 	page     query.Page
 	lastKey  []byte
+	objKey   []byte
 }
 
-// scan fills the page from one resource's range; true when a hit beyond
-// a full page proves there is a next one.
+// scan fills the page from one resource's range of the search index; true
+// when a hit beyond a full page proves there is a next one.
 func (s *searchScan) scan(prefix, after []byte) (bool, error) {
 	if after != nil && bytes.Compare(after, prefix) > 0 && !bytes.HasPrefix(after, prefix) {
 		return false, nil // an earlier resource, done on previous pages
@@ -770,9 +771,9 @@ func (s *searchScan) scan(prefix, after []byte) (bool, error) {
 	if bytes.HasPrefix(after, prefix) {
 		start = append(bytes.Clone(after), sep)
 	}
-	// Values are read in place, not prefetched: prefetching starts a
-	// goroutine per object, an eighth of a search's time, to read what
-	// is one copy out of the page cache.
+	// Not prefetched: prefetching starts a goroutine per item to read what
+	// is one small copy out of the page cache (the texts are in the value
+	// log, writer.setSearch).
 	it := s.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
 	defer it.Close()
 	for it.Seek(start); it.Valid(); it.Next() {
@@ -789,7 +790,7 @@ func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 	split := func() error {
 		var ok bool
 		if parts, ok = splitObjectKey(key); !ok {
-			return fmt.Errorf("malformed key %q", key)
+			return fmt.Errorf("malformed search key %q", key)
 		}
 		return nil
 	}
@@ -809,8 +810,16 @@ func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 			return false, nil
 		}
 	}
-	json, err := s.hit(item)
-	if err != nil || json == nil {
+	// The text is each label and annotation field lower-cased as the
+	// needle is: a field contains the needle exactly when the text does
+	// (the 0 bytes between fields are in neither, unless the needle has
+	// one: the object decides). The name, namespace and cluster (the value
+	// of the cluster annotations) are the key's.
+	candidate := false
+	if err := item.Value(func(text []byte) error {
+		candidate = bytes.Contains(text, s.bneedle)
+		return nil
+	}); err != nil {
 		return false, err
 	}
 	if parts[0] == nil {
@@ -818,37 +827,56 @@ func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 			return false, err
 		}
 	}
+	if !candidate && !lowerContains(parts[4], s.bneedle) && !lowerContains(parts[5], s.bneedle) && !lowerContains(parts[6], s.bneedle) {
+		return false, nil
+	}
+	hit, err := s.hit(key, parts)
+	if err != nil || hit == nil {
+		return false, err
+	}
 	if s.o.Limit > 0 && int64(len(s.page.Items)) == s.o.Limit {
 		return true, nil
 	}
-	s.page.Items = append(s.page.Items, query.Object{Cluster: string(parts[6]), JSON: json,
-		GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}})
+	s.page.Items = append(s.page.Items, *hit)
 	s.lastKey = item.KeyCopy(s.lastKey[:0])
 	return false, nil
 }
 
-// hit is a copy of the JSON of an object whose metadata contains the
-// needle; nil otherwise.
-func (s *searchScan) hit(item *bdg.Item) ([]byte, error) {
-	var hit []byte
-	err := item.Value(func(b []byte) error {
-		if len(b) < 8 {
-			return errCorrupt
+// lowerContains reports whether b, lower-cased as bytes.ToLower would,
+// contains needle. Names are mostly lower-case ASCII already: those are
+// searched as they are.
+func lowerContains(b, needle []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+			return bytes.Contains(bytes.ToLower(b), needle)
 		}
-		// An ASCII needle is looked for in the labels' encoding and the
-		// JSON together, so a miss (most objects) does not walk the
-		// labels to find where the JSON starts.
-		if s.find.ascii && !s.find.in(b[8:]) {
-			return nil
-		}
+	}
+	return bytes.Contains(b, needle)
+}
+
+// hit reads the object a search key names, from the same snapshot, and
+// checks its metadata against the needle; nil when it does not match.
+func (s *searchScan) hit(key []byte, parts [7][]byte) (*query.Object, error) {
+	// The object's key is the search key under 'o'.
+	s.objKey = append(append(s.objKey[:0], 'o'), key[1:]...)
+	item, err := s.txn.Get(s.objKey)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, fmt.Errorf("search index names a missing object %s/%s in %s: %w", parts[4], parts[5], parts[6], errCorrupt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var hit *query.Object
+	err = item.Value(func(b []byte) error {
 		rec, err := decodeRecord(b, false)
 		if err != nil {
 			return err
 		}
-		if !s.find.ascii && !s.find.in(rec.json) || !metaMatches(rec.json, s.needle) {
+		if !metaMatches(rec.json, s.needle) {
 			return nil
 		}
-		hit = bytes.Clone(rec.json)
+		hit = &query.Object{Cluster: string(parts[6]), JSON: bytes.Clone(rec.json),
+			GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
 		return nil
 	})
 	return hit, err
@@ -866,156 +894,6 @@ func splitObjectKey(key []byte) (parts [7][]byte, ok bool) {
 	}
 	parts[6] = key
 	return parts, bytes.IndexByte(key, sep) < 0
-}
-
-// containsFold is a cheap prefilter: whether hay, lower-cased as
-// bytes.ToLower would, contains needle (lower case). It does not copy hay
-// into lower case: that copy was three quarters of a search's time. Only
-// two runes lower-case to ASCII (U+0130 to i, the Kelvin sign U+212A to
-// k), so for an ASCII needle folding ASCII letters is exact unless hay
-// holds one of them.
-func containsFold(hay, needle []byte) bool {
-	return newFoldFinder(needle).in(hay)
-}
-
-var dottedCapitalI, kelvinSign = []byte("\u0130"), []byte("\u212a")
-
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= utf8.RuneSelf {
-			return false
-		}
-	}
-	return true
-}
-
-// foldFinder is containsFold of one needle over the many hays of a
-// search. An ASCII needle's candidates are found by one of its bytes (in
-// either case, for a letter), searched for with bytes.IndexByte: the byte
-// that was cheapest over the first hays it saw. Always taking the first
-// byte made scanning the largest part of a rare-term search: "web-00001"
-// scanned every object twice, for 'w' and 'W'.
-type foldFinder struct {
-	needle     []byte // lower case
-	ascii      bool
-	hasI, hasK bool  // the needle holds what U+0130 or U+212A folds to
-	at         int   // the needle byte candidates are found by
-	cost       []int // per needle byte, over the hays sampled so far
-	sampled    int
-}
-
-const (
-	// foldSamples hays decide which needle byte finds candidates.
-	foldSamples = 16
-	// foldHitCost is what verifying one candidate costs, in bytes of
-	// scanning: a bytes.IndexByte call started again and a comparison.
-	foldHitCost = 256
-)
-
-func newFoldFinder(needle []byte) *foldFinder {
-	f := &foldFinder{needle: needle, ascii: isASCII(needle),
-		hasI: bytes.IndexByte(needle, 'i') >= 0, hasK: bytes.IndexByte(needle, 'k') >= 0}
-	if f.ascii && len(needle) > 1 {
-		f.cost = make([]int, len(needle))
-	}
-	return f
-}
-
-// in reports whether hay, lower-cased as bytes.ToLower would, contains
-// the needle.
-func (f *foldFinder) in(hay []byte) bool {
-	if !f.ascii || f.hasI && bytes.Contains(hay, dottedCapitalI) || f.hasK && bytes.Contains(hay, kelvinSign) {
-		return bytes.Contains(hay, f.needle) || bytes.Contains(bytes.ToLower(hay), f.needle)
-	}
-	if f.cost != nil && f.sampled < foldSamples {
-		f.sample(hay)
-	}
-	return containsFoldASCII(hay, f.needle, f.at)
-}
-
-// sample adds what finding candidates by each needle byte would cost in
-// hay, and after foldSamples hays picks the cheapest.
-func (f *foldFinder) sample(hay []byte) {
-	for j, c := range f.needle {
-		lo, up := foldPair(c)
-		hits, scans := bytes.Count(hay, []byte{lo}), 1
-		if up != lo {
-			hits, scans = hits+bytes.Count(hay, []byte{up}), 2
-		}
-		f.cost[j] += scans*len(hay) + hits*foldHitCost
-	}
-	if f.sampled++; f.sampled == foldSamples {
-		f.at = 0
-		for j, c := range f.cost {
-			if c < f.cost[f.at] {
-				f.at = j
-			}
-		}
-	}
-}
-
-// foldPair is an ASCII byte in lower and upper case (equal for a
-// non-letter).
-func foldPair(lo byte) (byte, byte) {
-	if 'a' <= lo && lo <= 'z' {
-		return lo, lo - 'a' + 'A'
-	}
-	return lo, lo
-}
-
-// containsFoldASCII reports whether hay contains needle (ASCII, lower
-// case) ignoring the case of ASCII letters. Candidates are found by the
-// needle's byte at, in either case, each case searched for once per
-// occurrence.
-func containsFoldASCII(hay, needle []byte, at int) bool {
-	if len(needle) == 0 {
-		return true
-	}
-	// A match starting at i has needle[at] at i+at: candidates lie in
-	// [at, last+at], last the last position a match can start at.
-	last := len(hay) - len(needle) + at
-	lo, up := foldPair(needle[at])
-	next := func(c byte, from int) int {
-		if from > last {
-			return -1
-		}
-		if i := bytes.IndexByte(hay[from:last+1], c); i >= 0 {
-			return from + i
-		}
-		return -1
-	}
-	nl, nu := next(lo, at), -1
-	if up != lo {
-		nu = next(up, at)
-	}
-	for nl >= 0 || nu >= 0 {
-		i := nl
-		if i < 0 || nu >= 0 && nu < i {
-			i = nu
-		}
-		if start := i - at; equalFoldASCII(hay[start:start+len(needle)], needle) {
-			return true
-		}
-		if i == nl {
-			nl = next(lo, i+1)
-		} else {
-			nu = next(up, i+1)
-		}
-	}
-	return false
-}
-
-// equalFoldASCII reports whether a, with ASCII letters lower-cased, is b.
-func equalFoldASCII(a, b []byte) bool {
-	for i, c := range a {
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func metaMatches(obj []byte, needle string) bool {

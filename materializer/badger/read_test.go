@@ -1,13 +1,10 @@
 package badger
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -235,7 +232,7 @@ func TestSearchVisibility(t *testing.T) {
 				}
 				last := p.Items[len(p.Items)-1]
 				lc, ln := rawLocationOf(t, last)
-				if want := objKey(benchdata.PodGVR, ln, nameOf(t, last), lc); string(c.After) != string(want) {
+				if want := searchKey(benchdata.PodGVR, ln, nameOf(t, last), lc); string(c.After) != string(want) {
 					t.Fatalf("cursor at %q, want the last visible hit %q", c.After, want)
 				}
 				o.Continue = p.Continue
@@ -483,113 +480,5 @@ func TestFinishedListDropsItsSnapshot(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// containsFoldReference is the definition containsFold must agree with.
-func containsFoldReference(hay, needle []byte) bool {
-	return bytes.Contains(bytes.ToLower(hay), needle)
-}
-
-// TestContainsFold: the prefilter agrees with lower-casing hay, for ASCII
-// and non-ASCII needles, the two runes that lower-case to ASCII, matches
-// at either end, and candidates of either case before the match.
-func TestContainsFold(t *testing.T) {
-	for _, tc := range []struct {
-		hay, needle string
-		want        bool
-	}{
-		{`{"name":"web-00001"}`, "web-00001", true},
-		{`{"name":"WEB-00001"}`, "web-00001", true},
-		{`{"name":"Web-0000"}`, "web-00001", false},
-		{`wWwWeb`, "web", true},
-		{`WwWwEB`, "web", true},
-		{`we`, "web", false},
-		{`web`, "web", true},
-		{``, "a", false},
-		{`abc`, "", true},
-		{`team-07`, "team-07", true},
-		{`TEAM-07x`, "team-07", true},
-		{"\u212aube", "kube", true},   // the Kelvin sign lower-cases to k
-		{"\u0130nfra", "infra", true}, // so does the capital I with dot, to i
-		{"caf\u00c9", "caf\u00e9", true},
-		{"caf\u00c9", "cafe", false},
-		{"12-34", "2-3", true},
-		{"a-B-c", "b-c", true},
-	} {
-		if got := containsFold([]byte(tc.hay), []byte(tc.needle)); got != tc.want || got != containsFoldReference([]byte(tc.hay), []byte(tc.needle)) {
-			t.Errorf("containsFold(%q, %q) = %v, want %v", tc.hay, tc.needle, got, tc.want)
-		}
-		checkEveryByte(t, tc.hay, tc.needle, tc.want)
-	}
-	// Random strings over a small alphabet (so matches happen), both cases
-	// and a few multi-byte runes: every answer equals the definition.
-	rng := rand.New(rand.NewPCG(7, 11))
-	alphabet := []string{"a", "A", "b", "B", "-", "0", "k", "K", "i", "I", "\u212a", "\u0130", "\u00e9", "\u00c9"}
-	word := func(n int) string {
-		var b strings.Builder
-		for range n {
-			b.WriteString(alphabet[rng.IntN(len(alphabet))])
-		}
-		return b.String()
-	}
-	for range 20000 {
-		hay, needle := word(rng.IntN(40)), strings.ToLower(word(1+rng.IntN(4)))
-		want := containsFoldReference([]byte(hay), []byte(needle))
-		if got := containsFold([]byte(hay), []byte(needle)); got != want {
-			t.Fatalf("containsFold(%q, %q) = %v, want %v", hay, needle, got, want)
-		}
-		checkEveryByte(t, hay, needle, want)
-	}
-	// One finder over many hays, as a search uses it: it samples the first
-	// ones, then finds candidates by the byte it chose.
-	for range 200 {
-		needle := strings.ToLower(word(1 + rng.IntN(4)))
-		f := newFoldFinder([]byte(needle))
-		for range 3 * foldSamples {
-			hay := word(rng.IntN(60))
-			if got, want := f.in([]byte(hay)), containsFoldReference([]byte(hay), []byte(needle)); got != want {
-				t.Fatalf("finder of %q (by byte %d) in %q = %v, want %v", needle, f.at, hay, got, want)
-			}
-		}
-	}
-}
-
-// checkEveryByte: finding candidates by any byte of an ASCII needle gives
-// the same answer.
-func checkEveryByte(t *testing.T, hay, needle string, want bool) {
-	t.Helper()
-	if !isASCII([]byte(needle)) {
-		return
-	}
-	for at := range len(needle) {
-		f := newFoldFinder([]byte(needle))
-		f.cost, f.at = nil, at // no sampling: this byte
-		if got := f.in([]byte(hay)); got != want {
-			t.Fatalf("finder of %q by byte %d in %q = %v, want %v", needle, at, hay, got, want)
-		}
-	}
-}
-
-// TestFoldFinderPicksTheRareByte: after sampling, candidates are found by
-// the needle byte that is cheapest in the hays, counting two scans for a
-// letter.
-func TestFoldFinderPicksTheRareByte(t *testing.T) {
-	for _, tc := range []struct {
-		hay, needle string
-		at          int
-	}{
-		{strings.Repeat("wWe-E0", 50) + "b", "web-0", 2}, // b is rare
-		{strings.Repeat("wWeE0b", 50) + "-", "web-0", 3}, // so is -, and one scan
-		{strings.Repeat("abcdefgh", 50), "xyz", 0},       // none occurs: the first letter
-		{strings.Repeat("web-1111", 50), "web-1", 3},     // - as rare as w and b, one scan
-	} {
-		f := newFoldFinder([]byte(tc.needle))
-		for range foldSamples {
-			f.in([]byte(tc.hay))
-		}
-		if f.at != tc.at {
-			t.Errorf("finder of %q over %.20q...: byte %d (costs %v), want %d", tc.needle, tc.hay, f.at, f.cost, tc.at)
-		}
 	}
 }

@@ -181,6 +181,16 @@ func NewEntry(key, value []byte) *Entry {
 	}
 }
 
+// WithValueThreshold gives Entry e its own value threshold in place of the
+// DB's (Options.ValueThreshold): a value of at least n bytes is written to
+// the value log, a shorter one into the LSM tree (fleetview patch,
+// FLEETVIEW.md 5). An entry rewritten by the value-log GC takes the DB's
+// threshold again.
+func (e *Entry) WithValueThreshold(n int64) *Entry {
+	e.valThreshold = n
+	return e
+}
+
 // WithMeta adds meta data to Entry e. This byte is stored alongside the key
 // and can be used as an aid to interpret the value or store other contextual
 // bits corresponding to the key-value pair of entry.
