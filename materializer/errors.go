@@ -39,3 +39,10 @@ var errBadJSON = errors.New("malformed JSON object")
 // errWrongCluster marks an event whose subject, payload, stream and cluster
 // annotations do not all name the same cluster.
 var errWrongCluster = errors.New("event of another cluster")
+
+// errDeliveryGap marks a delivery whose consumer sequence does not follow
+// the one before: a message the consumer counts as delivered never arrived
+// (lost in flight when the consumer's leader changed). With AckAll,
+// acknowledging a later one would acknowledge it, so it would never come
+// again: the consumer is made afresh from the sink's checkpoint instead.
+var errDeliveryGap = errors.New("a delivery is missing")

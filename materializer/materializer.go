@@ -302,8 +302,9 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 // batches.
 func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, batches chan<- batch) {
 	defer close(batches)
+	var delivered uint64 // the consumer sequence of the last delivery
 	for ctx.Err() == nil {
-		b := m.fetch(ctx, it, ckpt)
+		b := m.fetch(ctx, it, ckpt, &delivered)
 		if b.last == nil && b.err == nil {
 			continue
 		}
@@ -466,7 +467,7 @@ func (f *flight) failed(err error) error {
 // has nothing more pending (so a watch sees a trickle of changes at once),
 // and otherwise waits at most FlushInterval once the first one arrived (so
 // bulk ingest fills its batches).
-func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64) batch {
+func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, delivered *uint64) batch {
 	var b batch
 	bctx := ctx
 	for len(b.evs)+len(b.bad) < m.cfg.BatchSize {
@@ -488,6 +489,14 @@ func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, 
 			b.err = err
 			return b
 		}
+		// Every delivery, redeliveries too, takes the consumer's next
+		// sequence: a jump means one was lost. The batch up to it is
+		// dropped with it (an error batch is not applied).
+		if *delivered != 0 && md.Sequence.Consumer != *delivered+1 {
+			b.err = fmt.Errorf("%w: consumer sequence %d after %d (stream sequence %d)", errDeliveryGap, md.Sequence.Consumer, *delivered, md.Sequence.Stream)
+			return b
+		}
+		*delivered = md.Sequence.Consumer
 		m.add(&b, msg, md.Stream, md.Sequence.Stream, ckpt)
 		if md.NumPending == 0 && b.last != nil {
 			break // caught up: nothing to wait for
