@@ -20,27 +20,16 @@ func ObjectLabels(obj []byte) (map[string]string, error) {
 	return labels, nil
 }
 
-// objectMeta is ObjectLabels for an upsert of cluster's stream, also
+// ObjectMeta is ObjectLabels for an upsert of cluster's stream, also
 // checking that the object's cluster annotations, which readers authorize
-// by, name that cluster. An object carrying another cluster's name is
-// poison: it was not published by that cluster's collector (which sets
-// them), and stored it would be served as the other cluster's.
-func objectMeta(obj []byte, cluster string) (map[string]string, error) {
-	labels, others, err := rawjson.LabelsAnnotations(obj, cluster, stream.ClusterAnnotation, stream.KarmadaClusterAnnotation)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBadJSON, err)
-	}
-	if len(others) > 0 {
-		return nil, fmt.Errorf("%w: annotated as cluster %q in cluster %q's stream", errWrongCluster, others[0], cluster)
-	}
-	return labels, nil
-}
-
-// ObjectMeta is objectMeta that also returns the object's search text:
-// what a free-text search matches in it beyond its key (name, namespace
-// and cluster), its label and annotation keys and values, lower-cased,
-// each followed by a 0 byte (rawjson.LabelsAnnotationsText). The cluster
-// annotations are left out: their values are the key's cluster.
+// by, name that cluster, and returning its search text. An object carrying
+// another cluster's name is poison: it was not published by that cluster's
+// collector (which sets them), and stored it would be served as the other
+// cluster's. The search text is what a free-text search matches in the
+// object beyond its key (name, namespace and cluster): its label and
+// annotation keys and values, lower-cased, each followed by a 0 byte
+// (rawjson.LabelsAnnotationsText), the cluster annotations left out (their
+// values are the key's cluster).
 func ObjectMeta(obj []byte, cluster string) (map[string]string, []byte, error) {
 	labels, others, text, err := rawjson.LabelsAnnotationsText(obj, cluster, nil, stream.ClusterAnnotation, stream.KarmadaClusterAnnotation)
 	if err != nil {

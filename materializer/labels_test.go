@@ -54,12 +54,12 @@ func BenchmarkObjectLabels(b *testing.B) {
 }
 
 // BenchmarkObjectMeta is BenchmarkObjectLabels plus the cluster annotation
-// check the fetching stage makes.
+// check and the search text the fetching stage takes.
 func BenchmarkObjectMeta(b *testing.B) {
 	pod := benchdata.Pod("c1", 7, 3)
 	b.SetBytes(int64(len(pod)))
 	for b.Loop() {
-		if _, err := objectMeta(pod, "c1"); err != nil {
+		if _, _, err := ObjectMeta(pod, "c1"); err != nil {
 			b.Fatal(err)
 		}
 	}
