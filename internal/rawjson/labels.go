@@ -29,7 +29,7 @@ func Labels(obj []byte) (map[string]string, error) {
 			if i := m.ValueStart; i < len(obj) && obj[i] == 'n' {
 				return literal(obj, i, "null")
 			}
-			l, e, err := stringMap(obj, m.ValueStart)
+			l, e, err := stringMap(obj, m.ValueStart, nil)
 			if err != nil {
 				return 0, fmt.Errorf("metadata.labels: %w", err)
 			}
@@ -47,8 +47,9 @@ func Labels(obj []byte) (map[string]string, error) {
 }
 
 // stringMap decodes the JSON object of strings at b[i] and returns the
-// offset just past it.
-func stringMap(b []byte, i int) (map[string]string, int, error) {
+// offset just past it; with text set, it also appends each key and value
+// there, in the object's order (appendFields).
+func stringMap(b []byte, i int, text *[]byte) (map[string]string, int, error) {
 	m := map[string]string{}
 	end, err := EachMember(b, i, func(mb Member) (int, error) {
 		vs := mb.ValueStart
@@ -68,6 +69,11 @@ func stringMap(b []byte, i int) (map[string]string, int, error) {
 			return 0, err
 		}
 		m[key] = val
+		if text != nil {
+			if *text, err = appendFields(*text, mb, b[vs+1:ve-1], vs+1); err != nil {
+				return 0, err
+			}
+		}
 		return ve, nil
 	})
 	return m, end, err
@@ -140,24 +146,14 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 			}
 			switch {
 			case isLabels:
-				l, e, err := stringMap(obj, m.ValueStart)
+				// The text in the object's order, not the map's: equal
+				// objects are equal bytes (a rebuilt store compares byte
+				// for byte).
+				l, e, err := stringMap(obj, m.ValueStart, text)
 				if err != nil {
 					return 0, fmt.Errorf("metadata.labels: %w", err)
 				}
 				labels = l
-				if text != nil {
-					// Again, in the object's order: equal objects are equal
-					// bytes (a rebuilt store compares byte for byte).
-					if _, err := EachMember(obj, m.ValueStart, func(kv Member) (int, error) {
-						ve, err := skipString(obj, kv.ValueStart)
-						if err == nil {
-							*text, err = appendFields(*text, kv, obj[kv.ValueStart+1:ve-1], kv.ValueStart+1)
-						}
-						return ve, err
-					}); err != nil {
-						return 0, err
-					}
-				}
 				return e, nil
 			case isAnn:
 				return EachMember(obj, m.ValueStart, func(a Member) (int, error) {

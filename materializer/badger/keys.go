@@ -31,8 +31,18 @@ func gvrParts(g schema.GroupVersionResource) []string {
 	return []string{g.Group, g.Version, g.Resource}
 }
 
-func objPrefix(g schema.GroupVersionResource) []byte {
-	return append(join(append([]string{"o"}, gvrParts(g)...)...), sep)
+func objPrefix(g schema.GroupVersionResource) []byte { return resourcePrefix("o", g) }
+
+// resourcePrefix is the range of one resource in a key family laid out as
+// <family>/<group>/<version>/<resource>/<namespace>/<name>/<cluster>.
+func resourcePrefix(family string, g schema.GroupVersionResource) []byte {
+	return append(join(append([]string{family}, gvrParts(g)...)...), sep)
+}
+
+// retag is key (of the object or search family) in family f, the same
+// object's key there: the two families share their layout.
+func retag(dst, key []byte, f byte) []byte {
+	return append(append(dst[:0], f), key[1:]...)
 }
 
 func objKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
@@ -53,9 +63,7 @@ func labelKey(g schema.GroupVersionResource, k, v, ns, name, cluster string) []b
 // and annotation keys and values), ~100 bytes in the value log
 // (writer.setSearch). A search reads it instead of the object (3 KB for a
 // Pod).
-func searchPrefix(g schema.GroupVersionResource) []byte {
-	return append(join(append([]string{"s"}, gvrParts(g)...)...), sep)
-}
+func searchPrefix(g schema.GroupVersionResource) []byte { return resourcePrefix("s", g) }
 
 func searchKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
 	return join("s", g.Group, g.Version, g.Resource, ns, name, cluster)
@@ -223,7 +231,7 @@ func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (
 	if err == nil {
 		var name string
 		if name, rest, err = cutString(rest); err == nil && len(rest) == 8 {
-			return uidState{obj: objKey(gvr, ns, name, cluster), labelsHash: binary.BigEndian.Uint64(rest)}, nil
+			return uidState{obj: objKey(gvr, ns, name, cluster), metaHash: binary.BigEndian.Uint64(rest)}, nil
 		}
 	}
 	return uidState{}, fmt.Errorf("uid index entry %q: %w", v, errCorrupt)

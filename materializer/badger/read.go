@@ -786,49 +786,32 @@ func (s *searchScan) scan(prefix, after []byte) (bool, error) {
 
 func (s *searchScan) visit(item *bdg.Item) (more bool, err error) {
 	key := item.Key()
-	var parts [7][]byte
-	split := func() error {
-		var ok bool
-		if parts, ok = splitObjectKey(key); !ok {
-			return fmt.Errorf("malformed search key %q", key)
-		}
-		return nil
+	parts, ok := splitObjectKey(key)
+	if !ok {
+		return false, fmt.Errorf("malformed search key %q", key)
 	}
-	// Without a filter on them the key's parts are only needed by a hit:
-	// every object is visited, few are hits.
-	if s.clusters != nil || s.o.Namespace != "" || s.o.Visible != nil {
-		if err := split(); err != nil {
-			return false, err
-		}
-		// Compared as bytes.
-		if s.clusters != nil && !s.clusters[string(parts[6])] || s.o.Namespace != "" && string(parts[4]) != s.o.Namespace {
-			return false, nil
-		}
-		// Before the limit: a hidden object neither fills the page nor
-		// becomes the cursor's position.
-		if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, string(parts[6]), string(parts[4])) {
-			return false, nil
-		}
+	// Compared as bytes: every object is visited, few are hits.
+	if s.clusters != nil && !s.clusters[string(parts[6])] || s.o.Namespace != "" && string(parts[4]) != s.o.Namespace {
+		return false, nil
+	}
+	// Before the limit: a hidden object neither fills the page nor
+	// becomes the cursor's position.
+	if s.o.Visible != nil && !s.o.Visible.Allows(schema.GroupResource{Group: string(parts[1]), Resource: string(parts[3])}, string(parts[6]), string(parts[4])) {
+		return false, nil
 	}
 	// The text is each label and annotation field lower-cased as the
 	// needle is: a field contains the needle exactly when the text does
 	// (the 0 bytes between fields are in neither, unless the needle has
 	// one: the object decides). The name, namespace and cluster (the value
 	// of the cluster annotations) are the key's.
-	candidate := false
-	if err := item.Value(func(text []byte) error {
-		candidate = bytes.Contains(text, s.bneedle)
-		return nil
-	}); err != nil {
-		return false, err
-	}
-	if parts[0] == nil {
-		if err := split(); err != nil {
+	candidate := lowerContains(parts[4], s.bneedle) || lowerContains(parts[5], s.bneedle) || lowerContains(parts[6], s.bneedle)
+	if !candidate {
+		if err := item.Value(func(text []byte) error {
+			candidate = bytes.Contains(text, s.bneedle)
+			return nil
+		}); err != nil || !candidate {
 			return false, err
 		}
-	}
-	if !candidate && !lowerContains(parts[4], s.bneedle) && !lowerContains(parts[5], s.bneedle) && !lowerContains(parts[6], s.bneedle) {
-		return false, nil
 	}
 	hit, err := s.hit(key, parts)
 	if err != nil || hit == nil {
@@ -857,8 +840,7 @@ func lowerContains(b, needle []byte) bool {
 // hit reads the object a search key names, from the same snapshot, and
 // checks its metadata against the needle; nil when it does not match.
 func (s *searchScan) hit(key []byte, parts [7][]byte) (*query.Object, error) {
-	// The object's key is the search key under 'o'.
-	s.objKey = append(append(s.objKey[:0], 'o'), key[1:]...)
+	s.objKey = retag(s.objKey, key, 'o')
 	item, err := s.txn.Get(s.objKey)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return nil, fmt.Errorf("search index names a missing object %s/%s in %s: %w", parts[4], parts[5], parts[6], errCorrupt)

@@ -29,7 +29,8 @@ func (s *Store) buildSearchIndex() error {
 	defer wb.Cancel()
 	n := 0
 	err = s.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'o', sep}, PrefetchValues: true})
+		// Values read in place: prefetching starts a goroutine per item.
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'o', sep}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
@@ -44,8 +45,7 @@ func (s *Store) buildSearchIndex() error {
 			}); err != nil {
 				return fmt.Errorf("search index of %q: %w", item.Key(), err)
 			}
-			key := append([]byte{'s'}, item.Key()[1:]...)
-			if err := wb.SetEntry(bdg.NewEntry(key, text).WithValueThreshold(1)); err != nil { // as writer.setSearch
+			if err := wb.SetEntry(searchEntry(retag(nil, item.Key(), 's'), text)); err != nil {
 				return err
 			}
 			n++

@@ -42,8 +42,8 @@ type uidState struct {
 	// metaHash of the object's labels and search text, unless legacy
 	// (entries written before the search index hold labelsHash: they only
 	// cost a read of the record, as a change would).
-	labelsHash uint64
-	legacy     bool
+	metaHash uint64
+	legacy   bool
 }
 
 func newOverlay() *overlay {
@@ -126,7 +126,13 @@ func (w *writer) set(k, v []byte) error {
 // replaying 30 % slower (bench-materializer FV_BENCH_AB); a search reads
 // it from the value log in a little under twice the time.
 func (w *writer) setSearch(k, text []byte) error {
-	return w.count(w.txn.SetEntry(bdg.NewEntry(k, text).WithValueThreshold(1)))
+	return w.count(w.txn.SetEntry(searchEntry(k, text)))
+}
+
+// searchEntry is a search key's entry, its text bound for the value log
+// (setSearch says why).
+func searchEntry(k, text []byte) *bdg.Entry {
+	return bdg.NewEntry(k, text).WithValueThreshold(1)
 }
 
 func (w *writer) del(k []byte) error {
@@ -276,7 +282,7 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 		return objState{}, false, err
 	}
 	if ok && !u.legacy && bytes.Equal(u.obj, key) {
-		if u.labelsHash == lh {
+		if u.metaHash == lh {
 			return objState{uid: uid, labels: lbls, sameMeta: true}, true, nil
 		}
 		st, exists, err := w.stored(key, false) // the labels changed: read the old ones
