@@ -201,6 +201,7 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("  long tasks (> 50 ms) %d, %.0f ms in all; event-loop lag median %.1f ms, max %.1f ms\n", live.longTasks, live.longMs, pctl(live.lags, 0.5), pctl(live.lags, 1))
 	fmt.Printf("  baseline, same page without events for %ds: frames %d (%.1f fps), gap median %.1f ms, p99 %.1f ms, max %.1f ms, gaps > 50 ms: %d, long tasks %d\n",
 		cfg.seconds, len(live.idleGaps), float64(len(live.idleGaps))/float64(cfg.seconds), pctl(live.idleGaps, 0.5), pctl(live.idleGaps, 0.99), pctl(live.idleGaps, 1), countOver(live.idleGaps, 50), live.idleLong)
+	fmt.Printf("  live: %s\n  idle: %s\n", live.loaf, live.idleLoaf)
 	fmt.Printf("  change -> page: every published event's label is in the page %s after the last publish\n", live.settle.Round(time.Millisecond))
 	return nil
 }
@@ -329,7 +330,37 @@ func firstPages(page context.Context, url string, wantRows, repeat int) (firstPa
 	return fp, nil
 }
 
+// loaf sums the page's long animation frames (> 50 ms) by where their
+// time went, in ms.
+type loaf struct {
+	N      int                `json:"n"`
+	MS     float64            `json:"ms"`
+	Script float64            `json:"script"`
+	RAF    float64            `json:"raf"`
+	Layout float64            `json:"layout"`
+	By     map[string]float64 `json:"by"`
+}
+
+func (f loaf) String() string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var by []kv
+	for k, v := range f.By {
+		by = append(by, kv{k, v})
+	}
+	slices.SortFunc(by, func(a, b kv) int { return int(b.v - a.v) })
+	var top []string
+	for _, x := range by[:min(3, len(by))] {
+		top = append(top, fmt.Sprintf("%s %.0f", x.k, x.v))
+	}
+	return fmt.Sprintf("long frames %d, %.0f ms: scripts %.0f, frame callbacks %.0f, style+layout %.0f (scripts by invoker: %s)",
+		f.N, f.MS, f.Script, f.RAF, f.Layout, strings.Join(top, "; "))
+}
+
 type liveResult struct {
+	loaf, idleLoaf                loaf
 	gaps, lags, idleGaps          []float64
 	longTasks, published, flushes int
 	idleLong                      int
@@ -345,6 +376,16 @@ const monitor = `(() => {
   const frame = (ts) => { m.gaps.push(ts - m.last); m.last = ts; if (!m.stop) requestAnimationFrame(frame); };
   requestAnimationFrame(frame);
   new PerformanceObserver((l) => { for (const e of l.getEntries()) { m.long++; m.longMs += e.duration; } }).observe({ type: 'longtask' });
+  // Long animation frames (> 50 ms), split by where the time went: scripts
+  // (by invoker), the frame's own callbacks (rAF), and style and layout.
+  m.loaf = { n: 0, ms: 0, script: 0, raf: 0, layout: 0, by: {} };
+  new PerformanceObserver((l) => { for (const e of l.getEntries()) {
+    const end = e.startTime + e.duration, f = m.loaf;
+    f.n++; f.ms += e.duration;
+    if (e.renderStart) f.raf += (e.styleAndLayoutStart || end) - e.renderStart;
+    if (e.styleAndLayoutStart) f.layout += end - e.styleAndLayoutStart;
+    for (const s of e.scripts) { f.script += s.duration; const k = s.invokerType + ' ' + (s.sourceFunctionName || s.invoker); f.by[k] = (f.by[k] || 0) + s.duration; }
+  } }).observe({ type: 'long-animation-frame' });
   const lag = () => { if (m.stop) return; const t = performance.now(); setTimeout(() => { m.lags.push(performance.now() - t); setTimeout(lag, 50); }, 0); };
   lag();
   return true;
@@ -385,11 +426,12 @@ func liveRows(ctx context.Context, page context.Context, console string, js jets
 	idle, err := eval[struct {
 		Gaps []float64 `json:"gaps"`
 		Long int       `json:"long"`
-	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, long: m.long }; })()`)
+		Loaf loaf      `json:"loaf"`
+	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, long: m.long, loaf: m.loaf }; })()`)
 	if err != nil {
 		return lr, err
 	}
-	lr.idleGaps, lr.idleLong = idle.Gaps, idle.Long
+	lr.idleGaps, lr.idleLong, lr.idleLoaf = idle.Gaps, idle.Long, idle.Loaf
 	base, err := eval[int](page, `window.fleetview.perf.events`)
 	if err != nil {
 		return lr, err
@@ -439,10 +481,12 @@ func liveRows(ctx context.Context, page context.Context, console string, js jets
 		LongMs  float64   `json:"longMs"`
 		Events  int       `json:"events"`
 		Flushes int       `json:"flushes"`
-	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, lags: m.lags, long: m.long, longMs: m.longMs, events: window.fleetview.perf.events, flushes: window.fleetview.perf.flushes }; })()`)
+		Loaf    loaf      `json:"loaf"`
+	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, lags: m.lags, long: m.long, longMs: m.longMs, events: window.fleetview.perf.events, flushes: window.fleetview.perf.flushes, loaf: m.loaf }; })()`)
 	if err != nil {
 		return lr, err
 	}
+	lr.loaf = res.Loaf
 	lr.gaps, lr.lags, lr.longTasks, lr.longMs = res.Gaps, res.Lags, res.Long, res.LongMs
 	lr.received, lr.flushes = res.Events-base, res.Flushes
 	return lr, nil

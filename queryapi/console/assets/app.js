@@ -258,11 +258,11 @@ function renderRows(s, items) {
   const frag = document.createDocumentFragment();
   for (const it of items) {
     const r = { ...it, tr: null, cells: null };
-    const tr = el('tr');
+    const tr = el('tr', { role: 'row' });
     const name = el('a', { href: objectHref(it.cluster, it.gvr, it.obj) });
-    const cells = { status: el('td'), labels: el('td', { class: 'labels' }), age: el('td') };
-    tr.append(el('td', { text: it.cluster }), el('td', { text: kindOf(it) }), el('td', { text: it.obj.metadata.namespace || '' }),
-      el('td', {}, name), cells.status, cells.labels, cells.age);
+    const cells = { status: el('td', { role: 'cell' }), labels: el('td', { class: 'labels', role: 'cell' }), age: el('td', { role: 'cell' }) };
+    tr.append(el('td', { text: it.cluster, role: 'cell' }), el('td', { text: kindOf(it), class: 'hide-narrow', role: 'cell' }), el('td', { text: it.obj.metadata.namespace || '', role: 'cell' }),
+      el('td', { role: 'cell' }, name), cells.status, cells.labels, cells.age);
     name.textContent = it.obj.metadata.name;
     r.tr = tr; r.cells = cells;
     fillRow(r);
