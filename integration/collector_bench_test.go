@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,9 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/benchdata"
@@ -232,51 +228,11 @@ func benchPod(i int) (*corev1.Pod, error) {
 }
 
 func createPods(ctx context.Context, c *harness.Cluster, n, workers int) error {
-	cfg := c.AdminRESTConfig()
-	cfg.QPS, cfg.Burst = -1, 0 // no client-side throttling
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
+	cs := c.Clientset()
 	for i := range 50 {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchdata.Namespace(i)}}, metav1.CreateOptions{}); err != nil {
 			return err
 		}
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for range workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				p, err := benchPod(i)
-				if err != nil {
-					errs <- err
-					return
-				}
-				for attempt := 0; ; attempt++ {
-					_, err = cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{})
-					if apierrors.IsAlreadyExists(err) && attempt > 0 {
-						err = nil // an earlier attempt that timed out did create it
-					}
-					if err == nil || attempt == 5 {
-						break
-					}
-					time.Sleep(time.Second) // apiserver overloaded: back off and retry
-				}
-				if err != nil {
-					errs <- fmt.Errorf("create pod %d: %w", i, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return c.CreatePods(ctx, n, workers, benchPod)
 }

@@ -27,7 +27,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -131,23 +130,7 @@ func populate(ctx context.Context, c *harness.Cluster, cfg config) error {
 			return err
 		}
 	}
-	var next atomic.Int64
-	g, gctx := errgroup.WithContext(ctx)
-	for range 32 {
-		g.Go(func() error {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= cfg.pods {
-					return nil
-				}
-				p := pod(i, cfg.selectEvery)
-				if _, err := cs.CoreV1().Pods(p.Namespace).Create(gctx, p, metav1.CreateOptions{}); err != nil {
-					return fmt.Errorf("%s: create pod %d: %w", c.Name, i, err)
-				}
-			}
-		})
-	}
-	return g.Wait()
+	return c.CreatePods(ctx, cfg.pods, 32, func(i int) (*corev1.Pod, error) { return pod(i, cfg.selectEvery), nil })
 }
 
 func rssMB(pid int) float64 {
