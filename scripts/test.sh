@@ -30,7 +30,7 @@ bg() {
 	bgpids+=("$!") bgnames+=("$name")
 }
 collect() {
-	local fail=0 i
+	local fail=0 i st
 	for i in "${!bgpids[@]}"; do
 		if wait "${bgpids[$i]}"; then st=ok; else st=FAILED; fail=1; fi
 		log "background job ${bgnames[$i]}: $st"

@@ -67,7 +67,7 @@ func createRetrying(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod)
 		if apierrors.IsAlreadyExists(err) && attempt > 0 {
 			return nil
 		}
-		if err == nil || attempt == 5 || ctx.Err() != nil {
+		if err == nil || attempt == 5 {
 			return err
 		}
 		select {

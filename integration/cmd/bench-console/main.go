@@ -21,6 +21,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -350,7 +351,7 @@ func (f loaf) String() string {
 	for k, v := range f.By {
 		by = append(by, kv{k, v})
 	}
-	slices.SortFunc(by, func(a, b kv) int { return int(b.v - a.v) })
+	slices.SortFunc(by, func(a, b kv) int { return cmp.Compare(b.v, a.v) })
 	var top []string
 	for _, x := range by[:min(3, len(by))] {
 		top = append(top, fmt.Sprintf("%s %.0f", x.k, x.v))

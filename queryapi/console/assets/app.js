@@ -252,6 +252,10 @@ function objectHref(cluster, gvr, o) {
 // kind for the resource comes first.
 function kindOf(it) { return app.kinds.get(gvrPath(it.gvr))?.kind || it.obj.kind || it.gvr.resource; }
 
+// A results cell: the results are laid out as grid rows, which drops a
+// table's semantics, so each cell says what it is (index.html's header too).
+const cell = (props, ...kids) => el('td', { role: 'cell', ...props }, ...kids);
+
 // renderRows builds only the page's rows, in one fragment.
 function renderRows(s, items) {
   const tbody = $('results').tBodies[0];
@@ -260,9 +264,9 @@ function renderRows(s, items) {
     const r = { ...it, tr: null, cells: null };
     const tr = el('tr', { role: 'row' });
     const name = el('a', { href: objectHref(it.cluster, it.gvr, it.obj) });
-    const cells = { status: el('td', { role: 'cell' }), labels: el('td', { class: 'labels', role: 'cell' }), age: el('td', { role: 'cell' }) };
-    tr.append(el('td', { text: it.cluster, role: 'cell' }), el('td', { text: kindOf(it), class: 'hide-narrow', role: 'cell' }), el('td', { text: it.obj.metadata.namespace || '', role: 'cell' }),
-      el('td', { role: 'cell' }, name), cells.status, cells.labels, cells.age);
+    const cells = { status: cell(), labels: cell({ class: 'labels' }), age: cell() };
+    tr.append(cell({ text: it.cluster }), cell({ text: kindOf(it), class: 'hide-narrow' }), cell({ text: it.obj.metadata.namespace || '' }),
+      cell({}, name), cells.status, cells.labels, cells.age);
     name.textContent = it.obj.metadata.name;
     r.tr = tr; r.cells = cells;
     fillRow(r);
