@@ -24,6 +24,10 @@
 //
 // Spans with spaces, "<", "=", "*", "?", ":" or ".." are prose, flags,
 // subjects or patterns, and are not checked.
+//
+// Go comments that cite a document (`docs/architecture.md, "The stream
+// contract"`, `README.md`) must cite one in this repository, and the
+// quoted section must be one of its headings.
 package main
 
 import (
@@ -118,8 +122,21 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
-	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files)",
-		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown))
+	var nCites int
+	for _, f := range tree.goFiles {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return nil, "", err
+		}
+		for _, c := range commentCitations(string(b)) {
+			nCites++
+			if msg := tree.checkCitation(f, c); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s:%d: comment cites %s: %s", f, c.line, c.doc, msg))
+			}
+		}
+	}
+	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments)",
+		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites)
 	return problems, summary, nil
 }
 
@@ -389,12 +406,97 @@ func slug(text string) string {
 	return strings.ReplaceAll(text, " ", "-")
 }
 
+// citation is a document a Go comment names, with the section it quotes
+// ("" for none).
+type citation struct {
+	doc, section string
+	line         int
+}
+
+var (
+	lineComment = regexp.MustCompile(`//\s?(.*)$`)
+	docCitation = regexp.MustCompile(`\b((?:[a-z][a-z0-9_-]*/)*[A-Za-z][A-Za-z0-9_-]*\.md)\b(?:,? \(?(?:section )?"([^"]+)")?`)
+)
+
+// commentCitations finds the documents cited in a Go file's line comments.
+// Consecutive comment lines are read as one text, so a quoted section may
+// wrap.
+func commentCitations(src string) []citation {
+	var out []citation
+	var text strings.Builder
+	var starts []int // offset in text -> line, per joined line
+	var lines []int
+	flush := func() {
+		t := text.String()
+		for _, m := range docCitation.FindAllStringSubmatchIndex(t, -1) {
+			c := citation{doc: t[m[2]:m[3]]}
+			if m[4] >= 0 {
+				c.section = t[m[4]:m[5]]
+			}
+			i := sort.SearchInts(starts, m[2]+1) - 1
+			c.line = lines[max(i, 0)]
+			out = append(out, c)
+		}
+		text.Reset()
+		starts, lines = starts[:0], lines[:0]
+	}
+	for n, l := range strings.Split(src, "\n") {
+		m := lineComment.FindStringSubmatch(l)
+		if m == nil || !strings.HasPrefix(strings.TrimSpace(l), "//") {
+			if text.Len() > 0 {
+				flush()
+			}
+			continue
+		}
+		if text.Len() > 0 {
+			text.WriteByte(' ')
+		}
+		starts, lines = append(starts, text.Len()), append(lines, n+1)
+		text.WriteString(strings.TrimSpace(m[1]))
+	}
+	if text.Len() > 0 {
+		flush()
+	}
+	return out
+}
+
+// checkCitation resolves a cited document: a path from the repository root,
+// else a name in the citing file's directory, else a file of that name
+// anywhere (FLEETVIEW.md); and its quoted section among its headings.
+func (t *tree) checkCitation(from string, c citation) string {
+	var found string
+	for _, p := range []string{c.doc, filepath.ToSlash(filepath.Join(filepath.Dir(from), c.doc))} {
+		if _, err := os.Stat(filepath.Join(t.root, p)); err == nil {
+			found = p
+			break
+		}
+	}
+	if found == "" {
+		if strings.Contains(c.doc, "/") || !t.fileNames[c.doc] {
+			return "no such document in the repository"
+		}
+		return ""
+	}
+	if c.section == "" {
+		return ""
+	}
+	slugs, err := t.headingSlugs(found)
+	if err != nil {
+		return err.Error()
+	}
+	if !slugs[slug(c.section)] {
+		return fmt.Sprintf("%s has no heading %q", found, c.section)
+	}
+	return ""
+}
+
 // tree is what the checks resolve against.
 type tree struct {
 	root        string
 	rootEntries map[string]bool
 	fileNames   map[string]bool // base names of every file
 	markdown    []string        // repository-relative markdown files
+	goFiles     []string        // repository-relative Go files
 	words       map[string]bool // identifier-like words of the sources
 	pkgs        map[string]*goPkg
 	pkgDirs     map[string][]string // package directory base name -> directories
@@ -450,6 +552,7 @@ func loadTree(root string) (*tree, error) {
 			if ext == ".go" {
 				dir := filepath.ToSlash(filepath.Dir(rel))
 				goFiles[dir] = append(goFiles[dir], p)
+				t.goFiles = append(t.goFiles, rel)
 			}
 		}
 		return nil

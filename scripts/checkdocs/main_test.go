@@ -124,6 +124,47 @@ func TestRun(t *testing.T) {
 	}
 }
 
+func TestCommentCitations(t *testing.T) {
+	tests := []struct {
+		name    string
+		comment string // a Go file's comment lines
+		want    string // a substring of the one problem expected; "" for none
+	}{
+		{"document from the root", "// See docs/other.md.", ""},
+		{"document and section", `// (docs/other.md, "Exactly-once apply, dead letters").`, ""},
+		{"section wrapped over two lines", "// (see docs/other.md, \"Web console\n// (`/console/`)\")", ""},
+		{"section in parentheses", `// docs/other.md ("Twice")`, ""},
+		{"missing document", "// as DESIGN.md §3.6 says", "comment cites DESIGN.md: no such document"},
+		{"missing path", "// docs/gone.md", "comment cites docs/gone.md: no such document"},
+		{"missing section", `// docs/other.md, "Security model"`, `has no heading "Security model"`},
+		{"a name beside the file", "// README.md in this directory", ""},
+		{"a name elsewhere in the tree", "// each change in its FLEETVIEW.md", ""},
+		{"code is not a comment", `var x = "docs/gone.md" // trailing`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeFixture(t, map[string]string{
+				"docs/architecture.md": "# A\n",
+				"queryapi/README.md":   "# here\n",
+				"queryapi/cite.go":     "package queryapi\n\n" + tc.comment + "\nfunc cited() {}\n",
+			})
+			problems, _, err := run(root, []string{"docs/architecture.md"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if len(problems) != 0 {
+					t.Fatalf("want no problem, got %q", problems)
+				}
+				return
+			}
+			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) || !strings.HasPrefix(problems[0], "queryapi/cite.go:3: ") {
+				t.Fatalf("want one problem at queryapi/cite.go:3 containing %q, got %q", tc.want, problems)
+			}
+		})
+	}
+}
+
 func TestProblemNamesFileAndLine(t *testing.T) {
 	root := writeFixture(t, map[string]string{"docs/architecture.md": "# A\n\ntext\n\n`stream.Gone`\n"})
 	problems, _, err := run(root, []string{"docs/architecture.md"})
