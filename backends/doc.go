@@ -7,6 +7,14 @@
 // moves a resource's objects when its route changes (mover.go), and decides
 // which backend reports each committed event to watchers.
 //
+// It also owns the state directory (statedir.go): the live Badger store,
+// the replica's id (ReplicaID, created once), which names its durable
+// consumers (Durable) so replicas never share one, and the switch to a
+// store `fleetview rebuild` replayed (Rebuild in rebuild.go, switched in
+// by renames at the next New). It asks every OpenSearch backend for its
+// health every 2 seconds (health.go), for readiness, the inventory and the
+// registries' BackendReachable condition.
+//
 // It sits above the materializer and its sinks and hands the query API a
 // reader; the composition root (cmd/fleetview/app) wires it to NATS and to
 // the query API. See docs/architecture.md, "Routing resources to backends".

@@ -22,7 +22,7 @@ import (
 
 const (
 	// ClusterAnnotation and KarmadaClusterAnnotation name the member cluster
-	// an object was cached from (docs/architecture.md, "Security model").
+	// an object was cached from (docs/security.md, "Less data at the source").
 	// They are set at the source, where the object is already at hand, so no
 	// backend or reader has to rewrite the JSON; a value a member object
 	// carried itself is overwritten.

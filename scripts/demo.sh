@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Local demo on a fresh machine: three real member clusters (etcd +
 # kube-apiserver each, built from the Go module proxy on first run), sample
-# workloads in them, `fleetview up` caching them, the seed's ResourceRegistry
-# applied, and a few queries. Interactive: stays up until Ctrl-C.
+# workloads in them, `fleetview up` caching them, a sample Karmada
+# ResourceRegistry applied, and a few queries. Interactive: stays up until Ctrl-C.
 # Non-interactive (no terminal): runs the queries and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -94,6 +94,9 @@ go vet ./...
 log "layers point one way"
 bash scripts/check-layers.sh
 
+log "docs point at what exists"
+bash scripts/check-docs.sh
+
 # Every parser that reads network input, fuzzed for a bounded time (issue
 # #14): "package target seconds", one per line, since go test -fuzz takes
 # one target per package per run. About 110 s of fuzzing in all. The seeds

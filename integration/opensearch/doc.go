@@ -1,5 +1,6 @@
-// Package opensearch runs a real, single-node OpenSearch 2.19 for tests, demos
-// and benchmarks, without a distribution or container.
+// Package opensearch runs real OpenSearch 2.19 nodes for tests, demos and
+// benchmarks, one alone or several as a cluster, without a distribution or
+// container.
 //
 // The node is a plain JVM started from Maven Central jars: the small Maven
 // project in launcher/ is built (once, cached outside the repository) by
@@ -26,5 +27,6 @@
 // on.
 //
 // Java 17 and Maven 3.8+ must be on PATH (or JAVA_HOME); the first build
-// downloads the jars into ~/.m2. See README.md for timings and pitfalls.
+// downloads the jars into ~/.m2. README.md in this directory has timings
+// and pitfalls.
 package opensearch

@@ -1,6 +1,6 @@
 // Package auth decides who may read what from the cache. Access to the cache
 // is access to every cluster's data, and a central cache bypasses
-// member-cluster RBAC (docs/architecture.md, "Security model"); so the query
+// member-cluster RBAC (docs/security.md); so the query
 // API authenticates every call and authorizes it per subject against
 // clusters, namespaces, resources and verbs, and list/watch filtering is
 // pushed down (a caller's scope narrows the query itself; nothing outside it

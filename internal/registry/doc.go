@@ -8,7 +8,8 @@
 // extension.
 //
 // The package is pure domain code: it must not talk to NATS, Kubernetes API
-// servers or backends, and it must not log. Storing registries (JetStream KV),
-// reconciling informers against them and writing their status belong to the
-// collector and the query API, which call into this package.
+// servers or backends, and it must not log. Storing registries and their
+// status (JetStream KV) is package store's (internal/registry/store);
+// reconciling a cluster's lists and watches against them is the
+// collector's, and serving them the query API's; all call into this package.
 package registry

@@ -7,8 +7,10 @@
 //
 //	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, object JSON
 //	l/<group>/<version>/<resource>/<labelkey>/<labelvalue>/<namespace>/<name>/<cluster> -> ""
+//	s/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> search text (in the value log)
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
+//	m/search                                                      -> "": every object has its s/ key
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource. The uid index entry carries a hash of the
@@ -18,9 +20,21 @@
 // key has its uid. Entries written before that hold the bare primary key
 // and are still read.
 //
+// The search index (s/, same layout as o/) holds per object what a
+// free-text search matches beyond its key: label and annotation keys and
+// values, lower-cased (materializer.ObjectMeta), about a thirtieth of a
+// Pod's bytes. Search reads it instead of the objects, and reads an object
+// only to confirm a candidate. A store written before the index gets it
+// when it is opened (buildSearchIndex), and m/search marks it done.
+//
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are
 // on disk, so the page cache does not grow with everything ever written.
-// Badger itself comes from third_party/badger (one patch: a commit's entries
-// reach the memtable in key order).
+// Disk: every update leaves the object's previous JSON behind in the value
+// log; the store runs Badger's value-log GC every ValueLogGCInterval
+// (valuelog_gc.go), rewriting a file once half of it is superseded.
+// Badger itself comes from third_party/badger: upstream v4.9.6 with a small
+// patch for the materializer's write rate (sorted commits, fewer
+// allocations per entry, a finger search for the memtable's writer), each
+// change explained in its FLEETVIEW.md.
 package badger

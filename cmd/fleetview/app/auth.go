@@ -19,9 +19,9 @@ import (
 	"github.com/fleetview/fleetview/queryapi"
 )
 
-// AuthOptions secure the query API (DESIGN.md §3.6): access to the cache is
-// access to every cluster's data, so without credentials fleetview only
-// listens on loopback.
+// AuthOptions secure the query API (docs/security.md, "The query API"):
+// access to the cache is access to every cluster's data, so without
+// credentials fleetview only listens on loopback.
 type AuthOptions struct {
 	TokenFile    string
 	PolicyFile   string

@@ -1,6 +1,10 @@
 // Package app composes the components into the fleetview subcommands: option
 // structs with flags and Validate (every error at once), then Run(ctx) that
 // wires NATS, backends, collectors, the materializer and the query API and
-// shuts them down in a stated order. cmd/fleetview only parses flags and
-// calls into here.
+// shuts them down in a stated order. A file per server subcommand (serve.go
+// holds serve and up, which shares its options; collector.go, rebuild.go)
+// and per option group they share (auth, nats, natsclient, natscluster,
+// opensearch, kube, limits, metrics, memory). cmd/fleetview only builds the cobra
+// commands and calls into here; the command-line clients of a running
+// fleetview are package cli's.
 package app
