@@ -655,6 +655,29 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 			}
 		})
 	}
+
+	// The count paths are no oracle either: a list's remaining count is
+	// of the objects the caller may see (12 Pods are cached in all).
+	t.Run("remaining counts hold visible objects only", func(t *testing.T) {
+		for _, tc := range []struct {
+			tok     string
+			visible int64
+		}{
+			{"admin-token", 12},
+			{"alice-token", 4}, // member1
+			{"dave-token", 5},  // shop
+		} {
+			resp, err := fv.query.List(bearer(tc.tok).ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+			if err != nil || resp.RemainingItemCount == nil || *resp.RemainingItemCount != tc.visible-1 {
+				t.Fatalf("%s over gRPC: remaining %v (%v), want %d", tc.tok, resp.GetRemainingItemCount(), err, tc.visible-1)
+			}
+			code, b, err := httpGet(tc.tok, "/api/v1/pods?limit=1")
+			var l metav1.List
+			if err != nil || code != http.StatusOK || json.Unmarshal(b, &l) != nil || l.RemainingItemCount == nil || *l.RemainingItemCount != tc.visible-1 {
+				t.Fatalf("%s over the Kubernetes API: %d %s, want remainingItemCount %d", tc.tok, code, b, tc.visible-1)
+			}
+		}
+	})
 }
 
 // registryRequest builds a registry for every cluster from "apiVersion:Kind"
