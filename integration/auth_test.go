@@ -678,6 +678,44 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 			}
 		}
 	})
+
+	// A watch judges hidden objects out before it queues them: dave's
+	// carries namespace shop only, from its initial state on.
+	t.Run("a namespace-scoped watch carries its namespace only", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(bearer("dave-token").ctx(), 60*time.Second)
+		defer cancel()
+		w, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := false
+		for {
+			ev, err := w.Recv()
+			if err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			if ev.GetType() == "BOOKMARK" {
+				continue
+			}
+			md, _ := rawMap(ev.GetRawObject())["metadata"].(map[string]any)
+			if ns := md["namespace"]; ns != "shop" {
+				t.Fatalf("dave got %s %s/%v in %s", ev.GetType(), ns, md["name"], ev.GetCluster())
+			}
+			if md["name"] == "late-visible" {
+				return
+			}
+			if !created {
+				// After the first event: the watch is running.
+				for _, ns := range []string{"kube-system", "shop"} {
+					name := map[string]string{"kube-system": "late-hidden", "shop": "late-visible"}[ns]
+					if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods(ns).Create(ctx, pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				created = true
+			}
+		}
+	})
 }
 
 // registryRequest builds a registry for every cluster from "apiVersion:Kind"

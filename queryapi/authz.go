@@ -458,7 +458,12 @@ type guardedStream struct {
 }
 
 func (s *guardedStream) Context() context.Context {
-	return auth.WithUser(s.ServerStream.Context(), s.u)
+	ctx := auth.WithUser(s.ServerStream.Context(), s.u)
+	if s.scope != nil {
+		// A watch applies the namespaces too, before it queues an event.
+		ctx = withVisibility(ctx, scopeVisibility(*s.scope))
+	}
+	return ctx
 }
 
 func (s *guardedStream) RecvMsg(m any) error {

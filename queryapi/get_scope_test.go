@@ -53,9 +53,9 @@ func scopeGuard(t *testing.T) *Guard {
 	}
 	p := &auth.Policy{Rules: []auth.Rule{
 		{Groups: []string{"admins"}, Verbs: []string{"*"}, Resources: []string{"*"}},
-		{Users: []string{"alice"}, Verbs: []string{"get"}, Resources: []string{"pods"}, Clusters: []string{"member1"}},
+		{Users: []string{"alice"}, Verbs: []string{"get", "watch"}, Resources: []string{"pods"}, Clusters: []string{"member1"}},
 		{Users: []string{"frank"}, Verbs: []string{"get"}, Resources: []string{"pods"}, Clusters: []string{"member1", "member2"}},
-		{Users: []string{"dave"}, Verbs: []string{"get"}, Resources: []string{"pods"}, Namespaces: []string{"shop"}},
+		{Users: []string{"dave"}, Verbs: []string{"get", "watch"}, Resources: []string{"pods"}, Namespaces: []string{"shop"}},
 	}}
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
@@ -128,6 +128,61 @@ func TestGetScope(t *testing.T) {
 				missing := status.Convert(toStatus(query.NotFoundError(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, tc.obj)))
 				if !proto.Equal(st.Proto(), missing.Proto()) {
 					t.Fatalf("status %v, want a missing object's %v", st.Proto(), missing.Proto())
+				}
+			}
+		})
+	}
+}
+
+// fakeServerStream hands the handler one request.
+type fakeServerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+	req *fleetviewv1.WatchRequest
+}
+
+func (s *fakeServerStream) Context() context.Context { return s.ctx }
+
+func (s *fakeServerStream) RecvMsg(m any) error {
+	proto.Merge(m.(*fleetviewv1.WatchRequest), s.req)
+	return nil
+}
+
+// TestGuardWatchVisibility: a watch, once admitted, sees the caller's
+// scope (namespaces included) in its context, as a list does, so it
+// judges hidden objects out before they are queued.
+func TestGuardWatchVisibility(t *testing.T) {
+	g := scopeGuard(t)
+	info := &grpc.StreamServerInfo{FullMethod: fleetviewv1.QueryService_Watch_FullMethodName, IsServerStream: true}
+	cases := []struct {
+		tok     string
+		nilVis  bool
+		visible map[[2]string]bool
+	}{
+		{tok: "admin-tok", nilVis: true},
+		{tok: "alice-tok", visible: map[[2]string]bool{{"member1", "x"}: true, {"member2", "x"}: false}},
+		{tok: "dave-tok", visible: map[[2]string]bool{{"member9", "shop"}: true, {"member9", "kube-system"}: false}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.tok, func(t *testing.T) {
+			ss := &fakeServerStream{ctx: withToken(tc.tok), req: &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"}}
+			var vis *query.Visibility
+			err := g.Stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
+				if err := s.RecvMsg(&fleetviewv1.WatchRequest{}); err != nil {
+					return err
+				}
+				vis = visibleFrom(s.Context())
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.nilVis != (vis == nil) {
+				t.Fatalf("visibility %v, want nil=%v", vis, tc.nilVis)
+			}
+			for loc, want := range tc.visible {
+				if got := vis.Allows(schema.GroupResource{Resource: "pods"}, loc[0], loc[1]); got != want {
+					t.Errorf("%v visible=%v, want %v", loc, got, want)
 				}
 			}
 		})
