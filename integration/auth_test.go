@@ -656,6 +656,23 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 		})
 	}
 
+	// Nor is a cluster's existence: alice's Get in member2, which exists
+	// and holds the object, is answered as one in a cluster that does not
+	// exist, on every transport.
+	t.Run("a hidden cluster reads as no cluster", func(t *testing.T) {
+		st2 := func(c string) *status.Status { _, st := grpcGet("alice-token", "payments", "only-2-3", c); return st }
+		if a, b := st2("member2"), st2("member9"); a.Code() != codes.NotFound || !proto.Equal(a.Proto(), b.Proto()) {
+			t.Fatalf("gRPC: member2 %v, member9 %v", a.Proto(), b.Proto())
+		}
+		for _, path := range []func(ns, name, cluster string) string{restPath, kubePath} {
+			c2, b2, err2 := httpGet("alice-token", path("payments", "only-2-3", "member2"))
+			c9, b9, err9 := httpGet("alice-token", path("payments", "only-2-3", "member9"))
+			if err2 != nil || err9 != nil || c2 != http.StatusNotFound || c2 != c9 || string(b2) != strings.ReplaceAll(string(b9), "member9", "member2") {
+				t.Fatalf("%s: member2 %d %s, member9 %d %s (%v %v)", path("payments", "only-2-3", "member2"), c2, b2, c9, b9, err2, err9)
+			}
+		}
+	})
+
 	// The count paths are no oracle either: a list's remaining count is
 	// of the objects the caller may see (12 Pods are cached in all).
 	t.Run("remaining counts hold visible objects only", func(t *testing.T) {
