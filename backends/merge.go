@@ -89,27 +89,42 @@ func (rr *RoutingReader) split(ctx context.Context, gvr schema.GroupVersionResou
 	return out, nil
 }
 
-// Get implements queryapi.Reader.
-func (rr *RoutingReader) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
-	if cluster != "" {
-		return rr.backend(rr.router.backendOf(gvr, cluster)).Get(ctx, gvr, namespace, name, cluster)
+// Get implements queryapi.Reader. Only the clusters the caller may see are
+// read: a copy in a hidden cluster neither answers nor makes the Get
+// ambiguous, and a Get with no visible copy is not found like one of an
+// object that does not exist.
+func (rr *RoutingReader) Get(ctx context.Context, o query.GetOptions) (query.Object, error) {
+	if o.Cluster != "" {
+		if !o.Sees(o.Cluster) {
+			return query.Object{}, o.NotFound()
+		}
+		return rr.backend(rr.router.backendOf(o.GVR, o.Cluster)).Get(ctx, o)
 	}
-	parts, err := rr.split(ctx, gvr, nil)
+	visible, all := o.Clusters()
+	if !all && len(visible) == 0 {
+		return query.Object{}, o.NotFound()
+	}
+	if all {
+		visible = nil // every cluster, new ones included
+	}
+	parts, err := rr.split(ctx, o.GVR, visible)
 	if err != nil {
 		return query.Object{}, err
 	}
 	if len(parts) == 1 {
 		for b := range parts {
-			return rr.backend(b).Get(ctx, gvr, namespace, name, "")
+			return rr.backend(b).Get(ctx, o)
 		}
 	}
 	var found []query.Object
 	for b, cs := range parts {
 		for _, c := range cs {
-			o, err := rr.backend(b).Get(ctx, gvr, namespace, name, c)
+			one := o
+			one.Cluster = c
+			obj, err := rr.backend(b).Get(ctx, one)
 			switch {
 			case err == nil:
-				found = append(found, o)
+				found = append(found, obj)
 			case errors.Is(err, query.ErrNotFound):
 			default:
 				return query.Object{}, err
@@ -118,23 +133,16 @@ func (rr *RoutingReader) Get(ctx context.Context, gvr schema.GroupVersionResourc
 	}
 	switch len(found) {
 	case 0:
-		return query.Object{}, fmt.Errorf("%w: %s %q in any cluster", query.ErrNotFound, gvr.GroupResource(), qualifiedName(namespace, name))
+		return query.Object{}, o.NotFound()
 	case 1:
 		return found[0], nil
 	}
 	names := make([]string, len(found))
-	for i, o := range found {
-		names[i] = o.Cluster
+	for i, f := range found {
+		names[i] = f.Cluster
 	}
 	sort.Strings(names)
-	return query.Object{}, fmt.Errorf("%w: %s %q found in clusters [%s]", query.ErrConflict, gvr.GroupResource(), qualifiedName(namespace, name), strings.Join(names, ", "))
-}
-
-func qualifiedName(ns, name string) string {
-	if ns == "" {
-		return name
-	}
-	return ns + "/" + name
+	return query.Object{}, o.Conflict(names)
 }
 
 // Versions implements queryapi.Reader: per cluster, the lowest sequence

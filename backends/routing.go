@@ -23,7 +23,7 @@ const defaultBackend = ""
 
 // backendReader is what the query API needs from each backend.
 type backendReader interface {
-	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error)
+	Get(ctx context.Context, o query.GetOptions) (query.Object, error)
 	List(ctx context.Context, o query.ListOptions) (query.Page, error)
 	Versions(ctx context.Context) (query.Version, error)
 	Search(ctx context.Context, o query.SearchOptions) (query.Page, error)

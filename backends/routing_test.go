@@ -23,6 +23,8 @@ import (
 type fakeBackend struct {
 	objs []query.Object
 	v    query.Version
+	// gets records the cluster of each Get ("": unqualified).
+	gets []string
 }
 
 func obj(cluster, ns, name string) query.Object {
@@ -48,21 +50,25 @@ func contains(s []string, x string) bool {
 	return false
 }
 
-func (f *fakeBackend) Get(_ context.Context, _ schema.GroupVersionResource, ns, name, cluster string) (query.Object, error) {
-	var found []query.Object
-	for _, o := range f.objs {
-		k := keyOf(o)
-		if k.ns == ns && k.name == name && (cluster == "" || o.Cluster == cluster) {
-			found = append(found, o)
+func (f *fakeBackend) Get(_ context.Context, o query.GetOptions) (query.Object, error) {
+	f.gets = append(f.gets, o.Cluster)
+	var found []string
+	var first query.Object
+	for _, obj := range f.objs {
+		k := keyOf(obj)
+		if k.ns == o.Namespace && k.name == o.Name && (o.Cluster == "" || obj.Cluster == o.Cluster) && o.Sees(obj.Cluster) {
+			if found = append(found, obj.Cluster); len(found) == 1 {
+				first = obj
+			}
 		}
 	}
 	switch len(found) {
 	case 0:
-		return query.Object{}, query.ErrNotFound
+		return query.Object{}, o.NotFound()
 	case 1:
-		return found[0], nil
+		return first, nil
 	}
-	return query.Object{}, query.ErrConflict
+	return query.Object{}, o.Conflict(found)
 }
 
 func (f *fakeBackend) List(_ context.Context, o query.ListOptions) (query.Page, error) {
@@ -179,22 +185,55 @@ func TestRoutingReaderMergesBackends(t *testing.T) {
 	}
 }
 
+// TestRoutingReaderGet: a Get over two backends reads only the clusters the
+// caller may see; hidden copies neither answer nor make it ambiguous, and
+// a hidden object is not found with a missing one's message.
 func TestRoutingReaderGet(t *testing.T) {
-	rr, _ := routedReader(t)
-	ctx := context.Background()
-	o, err := rr.Get(ctx, podsGVR, "ns-1", "pod-01", "b")
-	if err != nil || o.Cluster != "b" {
-		t.Fatalf("qualified get from opensearch: %v %v", o, err)
+	only := func(clusters ...string) *query.Visibility {
+		return &query.Visibility{Grants: []query.Grant{{Clusters: clusters}}}
 	}
-	if _, err := rr.Get(ctx, podsGVR, "ns-1", "pod-01", ""); !errors.Is(err, query.ErrConflict) || !strings.Contains(err.Error(), "[a, b, c]") {
-		t.Fatalf("unqualified get in three clusters over two backends: %v", err)
+	inNamespace := func(ns string) *query.Visibility {
+		return &query.Visibility{Grants: []query.Grant{{Namespaces: []string{ns}}}}
 	}
-	if _, err := rr.Get(ctx, podsGVR, "ns-1", "pod-99", ""); !errors.Is(err, query.ErrNotFound) {
-		t.Fatalf("missing object: %v", err)
-	}
-	o, err = rr.Get(ctx, podsGVR, "ns-9", "solo", "")
-	if err != nil || o.Cluster != "b" {
-		t.Fatalf("unqualified get of an object only in b: %v %v", o, err)
+	for _, tc := range []struct {
+		name    string
+		ns, obj string
+		cluster string
+		vis     *query.Visibility
+		from    string   // the answering cluster, else the error
+		err     string   // the exact error
+		read    []string // clusters read, both backends ("": unqualified)
+	}{
+		{"qualified get from opensearch", "ns-1", "pod-01", "b", nil, "b", "", []string{"b"}},
+		{"unqualified in three clusters over two backends", "ns-1", "pod-01", "", nil, "", `ambiguous object: pods "ns-1/pod-01" found in clusters [a, b, c]`, []string{"a", "c", "b"}},
+		{"missing", "ns-1", "pod-99", "", nil, "", `pods "pod-99" not found`, []string{"a", "c", "b"}},
+		{"only in b", "ns-9", "solo", "", nil, "b", "", []string{"a", "c", "b"}},
+		{"the ambiguity names visible clusters only", "ns-1", "pod-01", "", only("a", "b"), "", `ambiguous object: pods "ns-1/pod-01" found in clusters [a, b]`, []string{"a", "b"}},
+		{"one visible copy answers", "ns-1", "pod-01", "", only("c"), "c", "", []string{""}},
+		{"one visible copy in opensearch", "ns-1", "pod-01", "", only("b", "z"), "b", "", []string{"z", "b"}},
+		{"hidden reads as missing", "ns-9", "solo", "", only("a", "c"), "", `pods "solo" not found`, []string{""}},
+		{"qualified hidden: not read", "ns-1", "pod-01", "b", only("a"), "", `pods "pod-01" not found`, nil},
+		{"namespace hidden: not read", "ns-1", "pod-01", "", inNamespace("ns-2"), "", `pods "pod-01" not found`, nil},
+		{"namespace visible everywhere", "ns-1", "pod-01", "", inNamespace("ns-1"), "", `ambiguous object: pods "ns-1/pod-01" found in clusters [a, b, c]`, []string{"a", "c", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rr, _ := routedReader(t)
+			o, err := rr.Get(context.Background(), query.GetOptions{GVR: podsGVR, Namespace: tc.ns, Name: tc.obj, Cluster: tc.cluster, Visible: tc.vis})
+			if tc.from != "" {
+				if err != nil || o.Cluster != tc.from {
+					t.Fatalf("got %s %v, want the copy in %s", o.Cluster, err, tc.from)
+				}
+			} else if err == nil || err.Error() != tc.err {
+				t.Fatalf("got %v, want %q", err, tc.err)
+			}
+			var read []string
+			for _, id := range []string{defaultBackend, "os"} {
+				read = append(read, rr.backend(id).(*fakeBackend).gets...)
+			}
+			if fmt.Sprint(read) != fmt.Sprint(tc.read) {
+				t.Fatalf("read clusters %q, want %q", read, tc.read)
+			}
+		})
 	}
 }
 

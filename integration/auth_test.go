@@ -28,11 +28,13 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
+	"github.com/fleetview/fleetview/integration/harness"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -41,6 +43,7 @@ alice-token,alice,2
 bob-token,bob,3
 dave-token,dave,4
 erin-token,erin,5
+frank-token,frank,6
 `
 
 const authPolicy = `rules:
@@ -72,6 +75,11 @@ const authPolicy = `rules:
   verbs: [get, list, watch]
   resources: [pods]
   namespaces: [shop]
+# frank sees two clusters of three: his ambiguities may name only those.
+- users: [frank]
+  verbs: [get]
+  resources: [pods]
+  clusters: [member1, member2]
 `
 
 // pki writes a CA, a serving certificate for 127.0.0.1 and a client
@@ -127,11 +135,12 @@ func (b bearer) ctx() context.Context {
 }
 
 // TestAuthorization runs `fleetview up` with TLS, bearer tokens, client
-// certificates and a policy against two real member clusters, and checks
-// that each caller sees exactly its scope over gRPC and REST.
+// certificates and a policy against three real member clusters, and checks
+// that each caller sees exactly its scope over gRPC, REST and the
+// Kubernetes API. member3 holds nothing until the Get subtest at the end.
 func TestAuthorization(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
+	fleet := startFleet(t, "member1", "member2", "member3")
 	for _, name := range []string{"member1", "member2"} {
 		cs := fleet.Cluster(name).Clientset()
 		for _, ns := range []string{"shop", "payments"} {
@@ -476,6 +485,252 @@ func TestAuthorization(t *testing.T) {
 		}
 		if r, _ := objectRef(resp.GetItems()[0].AsMap()); r.cluster != "member2" {
 			t.Fatalf("carol got %v", r)
+		}
+	})
+
+	// Last, as its Pods would change what the subtests above list.
+	t.Run("get is narrowed to the caller's scope", func(t *testing.T) {
+		scopedGets(t, fleet, fv, httpc, rest)
+	})
+}
+
+// scopedGets: each row is one Get, over gRPC, REST and the Kubernetes API.
+// A Get reads only the clusters the caller may see: an ambiguity names
+// visible clusters only, one visible copy answers whatever hidden clusters
+// hold, and a hidden object is not found exactly like a missing one (the
+// same status and body, the name aside), so no answer is an oracle.
+func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.Client, rest string) {
+	ctx := context.Background()
+	placed := map[string][]string{ // namespace/name -> clusters
+		"payments/only-2-3":       {"member2", "member3"},
+		"kube-system/etcd-backup": {"member1", "member2", "member3"},
+		"shop/only-3":             {"member3"},
+	}
+	for _, ns := range []string{"shop", "payments"} {
+		if _, err := fleet.Cluster("member3").Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, clusters := range placed {
+		ns, name, _ := strings.Cut(key, "/")
+		for _, c := range clusters {
+			if _, err := fleet.Cluster(c).Clientset().CoreV1().Pods(ns).Create(ctx, pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	grpcGet := func(tok, ns, name, cluster string) (*fleetviewv1.GetResponse, *status.Status) {
+		resp, err := fv.query.Get(bearer(tok).ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: cluster})
+		return resp, status.Convert(err)
+	}
+	httpGet := func(tok, path string) (int, []byte, error) {
+		req, _ := http.NewRequest(http.MethodGet, rest+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, b, err
+	}
+	restPath := func(ns, name, cluster string) string {
+		p := "/v1/resources/core/v1/pods/" + name + "?namespace=" + ns
+		if cluster != "" {
+			p += "&cluster=" + cluster
+		}
+		return p
+	}
+	kubePath := func(ns, name, cluster string) string {
+		p := "/api/v1/namespaces/" + ns + "/pods/" + name
+		if cluster != "" {
+			p = "/clusters/" + cluster + p
+		}
+		return p
+	}
+	// Every copy is cached, and member3's Pods are in its discovery.
+	eventually(t, 90*time.Second, func() error {
+		for key, clusters := range placed {
+			ns, name, _ := strings.Cut(key, "/")
+			for _, c := range clusters {
+				if _, st := grpcGet("admin-token", ns, name, c); st.Code() != codes.OK {
+					return fmt.Errorf("%s in %s: %v", key, c, st.Err())
+				}
+				if code, b, err := httpGet("admin-token", kubePath(ns, name, c)); err != nil || code != http.StatusOK {
+					return fmt.Errorf("%s in %s over the Kubernetes API: %d %v %s", key, c, code, err, b)
+				}
+			}
+		}
+		return nil
+	})
+
+	const (
+		ok       = "ok"
+		conflict = "conflict"
+		notFound = "not found"
+	)
+	rows := []struct {
+		name, tok, ns, obj, cluster string
+		want                        string
+		from                        string // ok: the answering cluster
+		in                          string // conflict: the clusters named
+	}{
+		{"cluster-scoped: hidden copies only", "alice-token", "payments", "only-2-3", "", notFound, "", ""},
+		{"cluster-scoped: hidden cluster named", "alice-token", "payments", "only-2-3", "member2", notFound, "", ""},
+		{"cluster-scoped: one visible copy and two hidden", "alice-token", "kube-system", "etcd-backup", "", ok, "member1", ""},
+		{"clusters-scoped: the 409 names visible clusters only", "frank-token", "kube-system", "etcd-backup", "", conflict, "", "member1, member2"},
+		{"clusters-scoped: one visible copy and a hidden one", "frank-token", "payments", "only-2-3", "", ok, "member2", ""},
+		{"clusters-scoped: hidden", "frank-token", "shop", "only-3", "", notFound, "", ""},
+		{"namespace-scoped: hidden in three clusters", "dave-token", "kube-system", "etcd-backup", "", notFound, "", ""},
+		{"namespace-scoped: hidden, cluster named", "dave-token", "kube-system", "etcd-backup", "member3", notFound, "", ""},
+		{"namespace-scoped: ambiguous in its namespace", "dave-token", "shop", "web", "", conflict, "", "member1, member2"},
+		{"namespace-scoped: visible", "dave-token", "shop", "only-3", "", ok, "member3", ""},
+		{"admin: the 409 names every cluster", "admin-token", "kube-system", "etcd-backup", "", conflict, "", "member1, member2, member3"},
+	}
+	const absent = "absent-pod" // the missing object each hidden one is held against
+	for _, r := range rows {
+		t.Run(r.name, func(t *testing.T) {
+			resp, st := grpcGet(r.tok, r.ns, r.obj, r.cluster)
+			restCode, restBody, err := httpGet(r.tok, restPath(r.ns, r.obj, r.cluster))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kubeCode, kubeBody, err := httpGet(r.tok, kubePath(r.ns, r.obj, r.cluster))
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch r.want {
+			case ok:
+				var restObj struct {
+					Cluster string `json:"cluster"`
+				}
+				var kubeObj metav1.PartialObjectMetadata
+				_ = json.Unmarshal(restBody, &restObj)
+				_ = json.Unmarshal(kubeBody, &kubeObj)
+				if st.Code() != codes.OK || resp.GetCluster() != r.from {
+					t.Fatalf("gRPC: %v from %q, want the copy in %s", st.Err(), resp.GetCluster(), r.from)
+				}
+				if restCode != http.StatusOK || restObj.Cluster != r.from {
+					t.Fatalf("REST: %d %s, want the copy in %s", restCode, restBody, r.from)
+				}
+				if c := kubeObj.Annotations["fleetview.io/cluster"]; kubeCode != http.StatusOK || c != r.from || kubeObj.Name != r.obj {
+					t.Fatalf("Kubernetes API: %d %s, want the copy in %s", kubeCode, kubeBody, r.from)
+				}
+			case conflict:
+				msg := fmt.Sprintf(`ambiguous object: pods "%s/%s" found in clusters [%s]`, r.ns, r.obj, r.in)
+				if st.Code() != codes.Aborted || st.Message() != msg {
+					t.Fatalf("gRPC: %v, want Aborted %q", st.Err(), msg)
+				}
+				var restSt, kubeSt metav1.Status
+				if err := json.Unmarshal(restBody, &restSt); err != nil || restCode != http.StatusConflict || restSt.Message != msg {
+					t.Fatalf("REST: %d %s, want 409 %q", restCode, restBody, msg)
+				}
+				if err := json.Unmarshal(kubeBody, &kubeSt); err != nil || kubeCode != http.StatusConflict || kubeSt.Reason != metav1.StatusReasonConflict || kubeSt.Message != msg {
+					t.Fatalf("Kubernetes API: %d %s, want 409 Conflict %q", kubeCode, kubeBody, msg)
+				}
+			case notFound:
+				_, missing := grpcGet(r.tok, r.ns, absent, r.cluster)
+				if st.Code() != codes.NotFound || st.Message() != fmt.Sprintf("pods %q not found", r.obj) {
+					t.Fatalf("gRPC: %v, want NotFound %q", st.Err(), fmt.Sprintf("pods %q not found", r.obj))
+				}
+				sub := func(b []byte) string { return strings.ReplaceAll(string(b), absent, r.obj) }
+				gone := missing.Proto()
+				gone.Message = sub([]byte(gone.GetMessage()))
+				if !proto.Equal(st.Proto(), gone) {
+					t.Fatalf("gRPC: hidden %v, missing %v", st.Proto(), missing.Proto())
+				}
+				code, body, err := httpGet(r.tok, restPath(r.ns, absent, r.cluster))
+				if err != nil || restCode != http.StatusNotFound || code != restCode || string(restBody) != sub(body) {
+					t.Fatalf("REST: hidden %d %s, missing %d %s %v", restCode, restBody, code, body, err)
+				}
+				code, body, err = httpGet(r.tok, kubePath(r.ns, absent, r.cluster))
+				if err != nil || kubeCode != http.StatusNotFound || code != kubeCode || string(kubeBody) != sub(body) {
+					t.Fatalf("Kubernetes API: hidden %d %s, missing %d %s %v", kubeCode, kubeBody, code, body, err)
+				}
+				var kst metav1.Status
+				if err := json.Unmarshal(kubeBody, &kst); err != nil || kst.Reason != metav1.StatusReasonNotFound || kst.Details == nil ||
+					kst.Details.Name != r.obj || kst.Details.Kind != "pods" {
+					t.Fatalf("Kubernetes API: %s, want a NotFound Status with details name %q kind pods", kubeBody, r.obj)
+				}
+			}
+		})
+	}
+
+	// Nor is a cluster's existence: alice's Get in member2, which exists
+	// and holds the object, is answered as one in a cluster that does not
+	// exist, on every transport.
+	t.Run("a hidden cluster reads as no cluster", func(t *testing.T) {
+		st2 := func(c string) *status.Status { _, st := grpcGet("alice-token", "payments", "only-2-3", c); return st }
+		if a, b := st2("member2"), st2("member9"); a.Code() != codes.NotFound || !proto.Equal(a.Proto(), b.Proto()) {
+			t.Fatalf("gRPC: member2 %v, member9 %v", a.Proto(), b.Proto())
+		}
+		for _, path := range []func(ns, name, cluster string) string{restPath, kubePath} {
+			c2, b2, err2 := httpGet("alice-token", path("payments", "only-2-3", "member2"))
+			c9, b9, err9 := httpGet("alice-token", path("payments", "only-2-3", "member9"))
+			if err2 != nil || err9 != nil || c2 != http.StatusNotFound || c2 != c9 || string(b2) != strings.ReplaceAll(string(b9), "member9", "member2") {
+				t.Fatalf("%s: member2 %d %s, member9 %d %s (%v %v)", path("payments", "only-2-3", "member2"), c2, b2, c9, b9, err2, err9)
+			}
+		}
+	})
+
+	// The count paths are no oracle either: a list's remaining count is
+	// of the objects the caller may see (12 Pods are cached in all).
+	t.Run("remaining counts hold visible objects only", func(t *testing.T) {
+		for _, tc := range []struct {
+			tok     string
+			visible int64
+		}{
+			{"admin-token", 12},
+			{"alice-token", 4}, // member1
+			{"dave-token", 5},  // shop
+		} {
+			resp, err := fv.query.List(bearer(tc.tok).ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+			if err != nil || resp.RemainingItemCount == nil || *resp.RemainingItemCount != tc.visible-1 {
+				t.Fatalf("%s over gRPC: remaining %v (%v), want %d", tc.tok, resp.GetRemainingItemCount(), err, tc.visible-1)
+			}
+			code, b, err := httpGet(tc.tok, "/api/v1/pods?limit=1")
+			var l metav1.List
+			if err != nil || code != http.StatusOK || json.Unmarshal(b, &l) != nil || l.RemainingItemCount == nil || *l.RemainingItemCount != tc.visible-1 {
+				t.Fatalf("%s over the Kubernetes API: %d %s, want remainingItemCount %d", tc.tok, code, b, tc.visible-1)
+			}
+		}
+	})
+
+	// A watch judges hidden objects out before it queues them: dave's
+	// carries namespace shop only, from its initial state on.
+	t.Run("a namespace-scoped watch carries its namespace only", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(bearer("dave-token").ctx(), 60*time.Second)
+		defer cancel()
+		w, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		created := false
+		for {
+			ev, err := w.Recv()
+			if err != nil {
+				t.Fatalf("watch: %v", err)
+			}
+			if ev.GetType() == "BOOKMARK" {
+				continue
+			}
+			md, _ := rawMap(ev.GetRawObject())["metadata"].(map[string]any)
+			if ns := md["namespace"]; ns != "shop" {
+				t.Fatalf("dave got %s %s/%v in %s", ev.GetType(), ns, md["name"], ev.GetCluster())
+			}
+			if md["name"] == "late-visible" {
+				return
+			}
+			if !created {
+				// After the first event: the watch is running.
+				for _, ns := range []string{"kube-system", "shop"} {
+					name := map[string]string{"kube-system": "late-hidden", "shop": "late-visible"}[ns]
+					if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods(ns).Create(ctx, pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				created = true
+			}
 		}
 	})
 }

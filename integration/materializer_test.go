@@ -103,8 +103,12 @@ func publishPoison(t *testing.T, js jetstream.JetStream) {
 	}
 }
 
+func onlyClusters(cs ...string) *query.Visibility {
+	return &query.Visibility{Grants: []query.Grant{{Clusters: cs}}}
+}
+
 type reader interface {
-	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error)
+	Get(ctx context.Context, o query.GetOptions) (query.Object, error)
 	List(ctx context.Context, o query.ListOptions) (query.Page, error)
 }
 
@@ -224,25 +228,40 @@ func TestMaterializerBackends(t *testing.T) {
 		name                 string
 		gvr                  schema.GroupVersionResource
 		ns, podName, cluster string
+		vis                  *query.Visibility
+		want                 string // with vis: the answering cluster, or "not found"
 	}{
-		{"qualified", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "c2"},
-		{"unqualified in two clusters", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), ""},
-		{"unqualified in one cluster", benchdata.PodGVR, benchdata.Namespace(n - 1), c1only, ""},
-		{"deleted", benchdata.PodGVR, benchdata.Namespace(7), benchdata.PodName(7), "c1"},
-		{"recreated under a new uid", benchdata.PodGVR, benchdata.Namespace(2), benchdata.PodName(2), "c1"},
-		{"removed resource", cmGVR, benchdata.Namespace(3), "cm-003", "c2"},
-		{"kept resource", cmGVR, benchdata.Namespace(3), "cm-003", ""},
-		{"wrong namespace", benchdata.PodGVR, "nope", benchdata.PodName(4), ""},
+		{"qualified", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "c2", nil, ""},
+		{"unqualified in two clusters", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "", nil, ""},
+		{"unqualified in one cluster", benchdata.PodGVR, benchdata.Namespace(n - 1), c1only, "", nil, ""},
+		{"deleted", benchdata.PodGVR, benchdata.Namespace(7), benchdata.PodName(7), "c1", nil, ""},
+		{"recreated under a new uid", benchdata.PodGVR, benchdata.Namespace(2), benchdata.PodName(2), "c1", nil, ""},
+		{"removed resource", cmGVR, benchdata.Namespace(3), "cm-003", "c2", nil, ""},
+		{"kept resource", cmGVR, benchdata.Namespace(3), "cm-003", "", nil, ""},
+		{"wrong namespace", benchdata.PodGVR, "nope", benchdata.PodName(4), "", nil, ""},
+		// The caller's scope narrows the read: one visible copy answers,
+		// a hidden one reads as missing.
+		{"in two clusters, one visible", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "", onlyClusters("c2"), "c2"},
+		{"in one hidden cluster", benchdata.PodGVR, benchdata.Namespace(n - 1), c1only, "", onlyClusters("c2"), "not found"},
+		{"qualified, hidden cluster", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "c1", onlyClusters("c2"), "not found"},
+		{"hidden namespace", benchdata.PodGVR, benchdata.Namespace(4), benchdata.PodName(4), "", &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"elsewhere"}}}}, "not found"},
 	}
 	for _, g := range gets {
 		t.Run("get/"+g.name, func(t *testing.T) {
-			bo, berr := breader.Get(context.Background(), g.gvr, g.ns, g.podName, g.cluster)
-			oo, oerr := ostore.Get(context.Background(), g.gvr, g.ns, g.podName, g.cluster)
+			o := query.GetOptions{GVR: g.gvr, Namespace: g.ns, Name: g.podName, Cluster: g.cluster, Visible: g.vis}
+			bo, berr := breader.Get(context.Background(), o)
+			oo, oerr := ostore.Get(context.Background(), o)
 			if fmt.Sprint(berr) != fmt.Sprint(oerr) {
 				t.Fatalf("errors differ: badger %v, opensearch %v", berr, oerr)
 			}
 			if berr == nil && (bo.Cluster != oo.Cluster || !bytes.Equal(bo.JSON, oo.JSON)) {
 				t.Fatalf("objects differ: badger %s %.80s, opensearch %s %.80s", bo.Cluster, bo.JSON, oo.Cluster, oo.JSON)
+			}
+			switch {
+			case g.want == "not found" && (!errors.Is(berr, query.ErrNotFound) || berr.Error() != fmt.Sprintf("pods %q not found", g.podName)):
+				t.Fatalf("hidden object: %v, want a missing object's not found", berr)
+			case g.want != "" && g.want != "not found" && (berr != nil || bo.Cluster != g.want):
+				t.Fatalf("got %s %v, want the copy in %s", bo.Cluster, berr, g.want)
 			}
 		})
 	}
@@ -351,7 +370,7 @@ func TestMaterializerBackends(t *testing.T) {
 			if len(second.Items) < 3 || !bytes.Equal(second.Items[2].JSON, victim.JSON) {
 				t.Errorf("%s: the second page does not read the first page's snapshot (object deleted since is gone)", name)
 			}
-			if _, err := r.Get(context.Background(), benchdata.PodGVR, meta.Metadata.Namespace, meta.Metadata.Name, victim.Cluster); !errors.Is(err, query.ErrNotFound) {
+			if _, err := r.Get(context.Background(), query.GetOptions{GVR: benchdata.PodGVR, Namespace: meta.Metadata.Namespace, Name: meta.Metadata.Name, Cluster: victim.Cluster}); !errors.Is(err, query.ErrNotFound) {
 				t.Errorf("%s: deleted object still found by Get: %v", name, err)
 			}
 		}

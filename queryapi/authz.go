@@ -116,7 +116,8 @@ func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) 
 	res = resourceName(rr)
 	if cr, ok := req.(clusterRequest); ok && verb == auth.VerbGet {
 		// A Get names its object; an unqualified one may resolve in any
-		// cluster, so it needs every cluster or is filtered afterwards.
+		// cluster, so it needs every cluster or is narrowed to the
+		// caller's scope (Unary hands the backend its visibility).
 		if err := g.Authorizer.Authorize(u, verb, res, cr.GetCluster(), rr.GetNamespace()); err == nil {
 			return nil, nil
 		}
@@ -347,22 +348,41 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, toStatus(err)
 	}
 	ctx = auth.WithUser(ctx, u)
-	if _, ok := req.(*fleetviewv1.ListRequest); ok && scope != nil {
-		// Namespaces too are applied by the backend, before the limit:
-		// pages stay full, and neither the continue token nor the
-		// remaining count reflects hidden objects.
-		ctx = withVisibility(ctx, scopeVisibility(*scope))
+	if scope != nil {
+		switch req.(type) {
+		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest:
+			// Namespaces too are applied by the backend. A list applies
+			// them before the limit: pages stay full, and neither the
+			// continue token nor the remaining count reflects hidden
+			// objects. A Get reads only visible clusters: a hidden copy
+			// neither answers nor makes it ambiguous (a 409 naming hidden
+			// clusters), and a hidden object is not found exactly like a
+			// missing one.
+			ctx = withVisibility(ctx, scopeVisibility(*scope))
+		}
 	}
 	resp, err := handler(ctx, req)
 	if err != nil || scope == nil {
 		return resp, err
 	}
 	if err := filter(scope, resp); err != nil {
-		// Not found rather than forbidden: existence outside one's scope
-		// is itself information.
-		return nil, toStatus(fmt.Errorf("%w: no such object in the caller's scope", query.ErrNotFound))
+		// A backend that ignored the visibility: not found rather than
+		// forbidden, in the words of a missing object, since existence
+		// outside one's scope is itself information.
+		return nil, toStatus(hiddenObject(req))
 	}
 	return resp, nil
+}
+
+// hiddenObject is the answer to a Get of an object the caller may not see:
+// a missing object's, word for word.
+func hiddenObject(req any) error {
+	r, _ := req.(*fleetviewv1.GetRequest)
+	gvr, err := requestGVR(r.GetGroup(), r.GetVersion(), r.GetResource())
+	if err != nil {
+		return err
+	}
+	return query.NotFoundError(gvr, r.GetName())
 }
 
 // discoveryView answers ListClusters for a caller who may not list
@@ -438,7 +458,12 @@ type guardedStream struct {
 }
 
 func (s *guardedStream) Context() context.Context {
-	return auth.WithUser(s.ServerStream.Context(), s.u)
+	ctx := auth.WithUser(s.ServerStream.Context(), s.u)
+	if s.scope != nil {
+		// A watch applies the namespaces too, before it queues an event.
+		ctx = withVisibility(ctx, scopeVisibility(*s.scope))
+	}
+	return ctx
 }
 
 func (s *guardedStream) RecvMsg(m any) error {

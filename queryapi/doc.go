@@ -54,9 +54,14 @@
 //     backend to have applied the stream through the latest sync marker.
 //   - Authorization (authz.go, Guard) and the audit log (audit.go, Audit)
 //     are interceptors, the audit first so it records refusals too. A
-//     search carries the caller's visibility into the backend (applied
-//     before the limit); lists and watches are narrowed to the caller's
-//     clusters and filtered to its namespaces.
+//     search and a list carry the caller's visibility into the backend
+//     (applied before the limit); a watch is narrowed to the caller's
+//     clusters and judges hidden objects out before it queues them (they
+//     never fill its buffer into a 429). A Get carries it too
+//     (query.GetOptions.Visible): the backend reads only visible copies,
+//     so a 409 names visible clusters only, one visible copy answers
+//     whatever hidden clusters hold, and a hidden object is NotFound in
+//     the words of a missing one (Kubernetes' `pods "x" not found`).
 //   - Limits (limits.go): list and search answers are capped
 //     (MaxListObjects: a full page and a continue token, not an error),
 //     watches are counted per client and in all (429 past either, given

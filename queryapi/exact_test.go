@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -24,7 +22,7 @@ type stepReader struct {
 	lists    int
 }
 
-func (r *stepReader) Get(context.Context, schema.GroupVersionResource, string, string, string) (query.Object, error) {
+func (r *stepReader) Get(context.Context, query.GetOptions) (query.Object, error) {
 	return query.Object{}, errors.New("not used")
 }
 

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/peer"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
@@ -190,7 +189,7 @@ func TestWatchLimiter(t *testing.T) {
 // emptyReader holds nothing: a watch's initial list is one empty page.
 type emptyReader struct{}
 
-func (emptyReader) Get(context.Context, schema.GroupVersionResource, string, string, string) (query.Object, error) {
+func (emptyReader) Get(context.Context, query.GetOptions) (query.Object, error) {
 	return query.Object{}, query.ErrNotFound
 }
 func (emptyReader) List(context.Context, query.ListOptions) (query.Page, error) {

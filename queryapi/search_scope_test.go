@@ -150,7 +150,7 @@ func TestGuardListVisibility(t *testing.T) {
 // fakeReader records what a list asked the backend.
 type fakeReader struct{ got query.ListOptions }
 
-func (f *fakeReader) Get(context.Context, schema.GroupVersionResource, string, string, string) (query.Object, error) {
+func (f *fakeReader) Get(context.Context, query.GetOptions) (query.Object, error) {
 	return query.Object{}, query.ErrNotFound
 }
 

@@ -30,7 +30,9 @@ import (
 // after the query API verified their seal, so a backend's cursor format is
 // its own business.
 type Reader interface {
-	Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error)
+	// Get reads one object, considering only the copies the caller may
+	// see (GetOptions.Visible).
+	Get(ctx context.Context, o query.GetOptions) (query.Object, error)
 	// List returns one page; every page of a list carries the Version of
 	// the first one.
 	List(ctx context.Context, o query.ListOptions) (query.Page, error)
@@ -179,7 +181,10 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if req.GetName() == "" {
 		return nil, toStatus(fmt.Errorf("%w: name required", query.ErrInvalid))
 	}
-	obj, err := q.reader.Get(ctx, gvr, req.GetNamespace(), req.GetName(), req.GetCluster())
+	// The caller's visibility (set by the Guard) narrows the read itself:
+	// what is out of sight neither answers nor makes the Get ambiguous.
+	obj, err := q.reader.Get(ctx, query.GetOptions{GVR: gvr, Namespace: req.GetNamespace(), Name: req.GetName(),
+		Cluster: req.GetCluster(), Visible: visibleFrom(ctx)})
 	if err != nil {
 		return nil, toStatus(err)
 	}

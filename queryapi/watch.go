@@ -35,6 +35,9 @@ type selection struct {
 	fields    *query.FieldFilter
 	clusters  []string // nil: every cluster
 	inCluster map[string]bool
+	// visible is what the caller may see (a watch's, set by the Guard);
+	// nil: everything.
+	visible *query.Visibility
 }
 
 func (f *selection) clusterOK(c string) bool { return f.inCluster == nil || f.inCluster[c] }
@@ -56,7 +59,7 @@ func (f *selection) metaOK(ns, name string) bool {
 }
 
 func (f *selection) listOptions() query.ListOptions {
-	return query.ListOptions{GVR: f.gvr, Namespace: f.namespace, Labels: f.labels, Fields: f.fields, Clusters: f.clusters}
+	return query.ListOptions{GVR: f.gvr, Namespace: f.namespace, Labels: f.labels, Fields: f.fields, Clusters: f.clusters, Visible: f.visible}
 }
 
 // watch is the state of one Watch call.
@@ -175,6 +178,9 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 		return nil
 	}
 	ev := he.ev
+	if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED && !w.f.visible.Allows(w.f.gvr.GroupResource(), c, ev.GetNamespace()) {
+		return nil // never sent, so never to be deleted either
+	}
 	if w.kind == "" {
 		w.kind = ev.GetKind()
 	}
@@ -370,6 +376,10 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if err != nil {
 		return err
 	}
+	// The caller's visibility (set by the Guard): hidden objects are
+	// neither listed nor queued, so they never fill this watch's buffer
+	// (a 429 caused by what the caller cannot see would tell of it).
+	f.visible = visibleFrom(ctx)
 	resume, err := q.resumeFrom(ctx, req.GetResourceVersion())
 	if err != nil {
 		return err

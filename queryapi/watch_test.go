@@ -35,6 +35,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 		horizon uint64
 		steps   []step
 		want    string
+		vis     *query.Visibility
 	}{
 		{"plain watch", "", "", 0, []step{
 			{podEvent(11, "a", "p", "n", "x", up), false, true},
@@ -42,7 +43,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 			{podEvent(12, "a", "p", "n", "y", up), false, false}, // the live feed overlapping a replay
 			{podEvent(13, "a", "p", "n", "", del), false, false},
 			{podEvent(1, "b", "q", "n", "x", up), true, false}, // a cluster the client never had
-		}, "[ADDED:a/p MODIFIED:a/p DELETED:a/p ADDED:b/q]"},
+		}, "[ADDED:a/p MODIFIED:a/p DELETED:a/p ADDED:b/q]", nil},
 		{"label selection: leaving and entering", "app=x", "", 0, []step{
 			{podEvent(11, "a", "p", "n", "x", up), false, true},
 			{podEvent(12, "a", "p", "n", "y", up), false, false},
@@ -50,16 +51,23 @@ func TestWatchJudgesEvents(t *testing.T) {
 			{podEvent(14, "a", "q", "n", "y", up), false, true}, // never matched: nothing
 			{podEvent(15, "a", "q", "n", "", del), false, false},
 			{podEvent(16, "a", "p", "n", "", del), false, false},
-		}, "[ADDED:a/p DELETED:a/p ADDED:a/p DELETED:a/p]"},
+		}, "[ADDED:a/p DELETED:a/p ADDED:a/p DELETED:a/p]", nil},
 		{"resumed label selection: the client may hold what changed before the horizon", "app=x", "", 20, []step{
 			{podEvent(11, "a", "r", "n", "y", up), true, false}, // left the selection while disconnected
 			{podEvent(12, "a", "s", "n", "", del), true, false}, // deleted while disconnected
 			{podEvent(21, "a", "t", "n", "", del), false, false},
-		}, "[DELETED:a/r DELETED:a/s]"},
+		}, "[DELETED:a/r DELETED:a/s]", nil},
 		{"namespace filter judges tombstones", "", "n", 0, []step{
 			{podEvent(11, "a", "p", "other", "", del), false, false},
 			{podEvent(12, "a", "q", "n", "", del), false, false},
-		}, "[DELETED:a/q]"},
+		}, "[DELETED:a/q]", nil},
+		{"the caller's scope: hidden objects are never sent", "", "", 0, []step{
+			{podEvent(11, "a", "p", "kube-system", "x", up), false, true},
+			{podEvent(12, "a", "q", "shop", "x", up), false, true},
+			{podEvent(13, "a", "p", "kube-system", "", del), false, false},
+			{podEvent(2, "b", "r", "shop", "x", up), false, true}, // a hidden cluster
+			{podEvent(14, "a", "q", "shop", "", del), false, false},
+		}, "[ADDED:a/q DELETED:a/q]", &query.Visibility{Grants: []query.Grant{{Clusters: []string{"a"}, Namespaces: []string{"shop"}}}}},
 	}
 	for _, tc := range cases {
 		// Both forms of the object: its stored JSON (the default) and the
@@ -70,7 +78,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel}, out: newQueue[*fleetviewv1.WatchEvent](100),
+				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel, visible: tc.vis}, out: newQueue[*fleetviewv1.WatchEvent](100),
 					sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
 					horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}, structured: structured}
 				for _, s := range tc.steps {
@@ -117,11 +125,30 @@ func TestWatchCutsASlowClient(t *testing.T) {
 	}
 }
 
+// What the caller may not see never takes a place in its buffer: a 429
+// caused by hidden objects would tell of them.
+func TestWatchBufferHoldsVisibleEventsOnly(t *testing.T) {
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}},
+		out: newQueue[*fleetviewv1.WatchEvent](1), sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{"a": 0},
+		horizon: query.Version{}, sent: map[string]struct{}{}}
+	for seq := uint64(1); seq <= 5; seq++ {
+		if err := w.process(podEvent(seq, "a", "p", "kube-system", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
+			t.Fatalf("hidden event %d: %v", seq, err)
+		}
+	}
+	if err := w.process(podEvent(6, "a", "q", "shop", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil || w.out.len() != 1 {
+		t.Fatalf("visible event: %v, %d queued, want 1", err, w.out.len())
+	}
+}
+
 func TestWatchEndsWhenAResourceIsRemoved(t *testing.T) {
-	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: newQueue[*fleetviewv1.WatchEvent](1),
-		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
-	ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
-	if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
-		t.Fatalf("got %v, want ErrExpired", err)
+	// Also for a namespace-scoped caller: the removal names no namespace.
+	for _, vis := range []*query.Visibility{nil, {Grants: []query.Grant{{Namespaces: []string{"shop"}}}}} {
+		w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: vis}, out: newQueue[*fleetviewv1.WatchEvent](1),
+			sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
+		ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
+		if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
+			t.Fatalf("visibility %v: got %v, want ErrExpired", vis, err)
+		}
 	}
 }

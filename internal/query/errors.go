@@ -35,17 +35,25 @@ var (
 )
 
 // NotFoundError is the not-found error every backend returns, so that the
-// backends answer the same query with the same message.
-func NotFoundError(gvr schema.GroupVersionResource, namespace, name, cluster string) error {
-	where := "any cluster"
-	if cluster != "" {
-		where = "cluster " + cluster
-	}
-	return fmt.Errorf("%w: %s %q in %s", ErrNotFound, gvr.GroupResource(), qualified(namespace, name), where)
+// backends answer the same query with the same message. The message is
+// Kubernetes' own (pods "web" not found): kubectl users know it, and it
+// names nothing but what the caller asked for, so an object the caller
+// may not see and one that does not exist read the same.
+func NotFoundError(gvr schema.GroupVersionResource, name string) error {
+	return &notFoundError{msg: fmt.Sprintf("%s %q not found", gvr.GroupResource(), name)}
 }
 
+// notFoundError is ErrNotFound with a message of its own: wrapping with
+// %w would prefix the sentinel's text to Kubernetes' message.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+func (e *notFoundError) Unwrap() error { return ErrNotFound }
+
 // ConflictError is the error of an unqualified Get that matched objects in
-// several clusters; it names them, as Karmada does.
+// several clusters; it names them, as Karmada does. Callers pass only the
+// clusters the caller may see (GetOptions.Sees).
 func ConflictError(gvr schema.GroupVersionResource, namespace, name string, clusters []string) error {
 	return fmt.Errorf("%w: %s %q found in clusters [%s]", ErrConflict, gvr.GroupResource(), qualified(namespace, name), strings.Join(clusters, ", "))
 }

@@ -17,6 +17,48 @@ type Object struct {
 	JSON []byte
 }
 
+// GetOptions names one object.
+type GetOptions struct {
+	GVR       schema.GroupVersionResource
+	Namespace string
+	Name      string
+	// Cluster is the cluster that holds the object; empty: the object must
+	// be in exactly one of the clusters the caller may see.
+	Cluster string
+	// Visible is what the caller may see; nil means everything. A Get
+	// considers only visible copies of the object: one visible copy is the
+	// answer whatever hidden clusters hold, an ambiguity names only
+	// visible clusters, and a hidden object is not found exactly like a
+	// missing one (NotFound), so no answer tells what is out of sight.
+	Visible *Visibility
+}
+
+// Sees reports whether the caller may see the object's copy in cluster.
+func (o GetOptions) Sees(cluster string) bool {
+	return o.Visible.Allows(o.GVR.GroupResource(), cluster, o.Namespace)
+}
+
+// Clusters is where the object may be read: the visible clusters for its
+// resource and namespace (sorted), or all when every cluster is visible.
+// A qualified Get is its cluster when visible, else nothing.
+func (o GetOptions) Clusters() (clusters []string, all bool) {
+	if o.Cluster != "" {
+		if o.Sees(o.Cluster) {
+			return []string{o.Cluster}, false
+		}
+		return []string{}, false
+	}
+	return o.Visible.ClustersOf(o.GVR.GroupResource(), o.Namespace)
+}
+
+// NotFound is the answer when no visible copy exists.
+func (o GetOptions) NotFound() error { return NotFoundError(o.GVR, o.Name) }
+
+// Conflict is the answer when several visible clusters hold the object.
+func (o GetOptions) Conflict(clusters []string) error {
+	return ConflictError(o.GVR, o.Namespace, o.Name, clusters)
+}
+
 // ListOptions selects objects of one resource.
 type ListOptions struct {
 	GVR       schema.GroupVersionResource

@@ -147,3 +147,28 @@ func TestLabelSelector(t *testing.T) {
 		})
 	}
 }
+
+// Not found reads like Kubernetes and names only what was asked, so a
+// hidden object and a missing one give the same message.
+func TestGetErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		is   error
+		want string
+	}{
+		{"core", GetOptions{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "shop", Name: "nope", Cluster: "member2"}.NotFound(),
+			ErrNotFound, `pods "nope" not found`},
+		{"group", NotFoundError(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "web"),
+			ErrNotFound, `deployments.apps "web" not found`},
+		{"conflict names the clusters given", GetOptions{GVR: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "shop", Name: "web"}.Conflict([]string{"a", "b"}),
+			ErrConflict, `ambiguous object: pods "shop/web" found in clusters [a, b]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, tc.is) || tc.err.Error() != tc.want {
+				t.Fatalf("got %q (is %v: %v), want %q", tc.err, tc.is, errors.Is(tc.err, tc.is), tc.want)
+			}
+		})
+	}
+}

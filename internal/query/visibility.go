@@ -49,6 +49,12 @@ func (v *Visibility) Allows(gr schema.GroupResource, cluster, namespace string) 
 }
 
 func (g *Grant) allows(gr schema.GroupResource, cluster, namespace string) bool {
+	return g.reaches(gr, namespace) && (len(g.Clusters) == 0 || slices.Contains(g.Clusters, cluster))
+}
+
+// reaches reports whether g covers gr in namespace in the clusters it
+// names (all when none).
+func (g *Grant) reaches(gr schema.GroupResource, namespace string) bool {
 	if g.Resources == nil {
 		if slices.Contains(g.Except, gr) {
 			return false
@@ -56,8 +62,7 @@ func (g *Grant) allows(gr schema.GroupResource, cluster, namespace string) bool 
 	} else if !slices.Contains(g.Resources, gr) {
 		return false
 	}
-	return (len(g.Clusters) == 0 || slices.Contains(g.Clusters, cluster)) &&
-		(len(g.Namespaces) == 0 || slices.Contains(g.Namespaces, namespace))
+	return len(g.Namespaces) == 0 || slices.Contains(g.Namespaces, namespace)
 }
 
 // None reports a visibility that allows nothing (a nil one allows all).
@@ -71,6 +76,29 @@ func (v *Visibility) Clusters() (clusters []string, all bool) {
 		return nil, true
 	}
 	for _, g := range v.Grants {
+		if len(g.Clusters) == 0 {
+			return nil, true
+		}
+		clusters = append(clusters, g.Clusters...)
+	}
+	slices.Sort(clusters)
+	return slices.Compact(clusters), false
+}
+
+// ClustersOf is the set of clusters in which objects of gr in namespace
+// are visible, sorted (empty: none); all is true when every cluster is
+// (and for a nil Visibility). A Get names its resource and namespace, so
+// this is all it needs to narrow what it reads.
+func (v *Visibility) ClustersOf(gr schema.GroupResource, namespace string) (clusters []string, all bool) {
+	if v == nil {
+		return nil, true
+	}
+	clusters = []string{}
+	for i := range v.Grants {
+		g := &v.Grants[i]
+		if !g.reaches(gr, namespace) {
+			continue
+		}
 		if len(g.Clusters) == 0 {
 			return nil, true
 		}

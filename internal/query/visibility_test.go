@@ -71,3 +71,50 @@ func TestVisibility(t *testing.T) {
 		t.Errorf("strings do not tell visibilities apart")
 	}
 }
+
+// A Get names its resource and namespace: the clusters it may read are
+// those of the grants that reach both, and a hidden copy reads as no copy.
+func TestGetOptionsScope(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	deploys := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	clusterScoped := &Visibility{Grants: []Grant{{Clusters: []string{"member2", "member1"}}}}
+	nsScoped := &Visibility{Grants: []Grant{{Namespaces: []string{"shop"}}}}
+	mixed := &Visibility{Grants: []Grant{
+		{Resources: []schema.GroupResource{pods.GroupResource()}, Clusters: []string{"c"}},
+		{Resources: []schema.GroupResource{pods.GroupResource()}, Namespaces: []string{"shop"}, Clusters: []string{"a", "b"}},
+		{Resources: []schema.GroupResource{deploys.GroupResource()}},
+	}}
+	cases := []struct {
+		name string
+		o    GetOptions
+		want []string
+		all  bool
+	}{
+		{"nil visibility reads every cluster", GetOptions{GVR: pods, Namespace: "x"}, nil, true},
+		{"cluster-scoped: its clusters, sorted", GetOptions{GVR: pods, Namespace: "payments", Visible: clusterScoped}, []string{"member1", "member2"}, false},
+		{"namespace-scoped in its namespace: every cluster", GetOptions{GVR: pods, Namespace: "shop", Visible: nsScoped}, nil, true},
+		{"namespace-scoped elsewhere: none", GetOptions{GVR: pods, Namespace: "kube-system", Visible: nsScoped}, []string{}, false},
+		{"namespace-scoped, cluster-scoped object: none", GetOptions{GVR: pods, Visible: nsScoped}, []string{}, false},
+		{"rules add up per namespace", GetOptions{GVR: pods, Namespace: "shop", Visible: mixed}, []string{"a", "b", "c"}, false},
+		{"a rule's namespace does not reach others", GetOptions{GVR: pods, Namespace: "payments", Visible: mixed}, []string{"c"}, false},
+		{"another resource's rule", GetOptions{GVR: deploys, Namespace: "payments", Visible: mixed}, nil, true},
+		{"qualified and visible", GetOptions{GVR: pods, Namespace: "x", Cluster: "member2", Visible: clusterScoped}, []string{"member2"}, false},
+		{"qualified and hidden", GetOptions{GVR: pods, Namespace: "x", Cluster: "member3", Visible: clusterScoped}, []string{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, all := tc.o.Clusters()
+			if all != tc.all || !slices.Equal(got, tc.want) || (!all && got == nil) {
+				t.Fatalf("Clusters() = %#v %v, want %#v %v", got, all, tc.want, tc.all)
+			}
+			if tc.o.Cluster != "" {
+				return
+			}
+			for _, c := range []string{"a", "b", "c", "member1", "member2", "member3"} {
+				if sees := tc.o.Sees(c); sees != (all || slices.Contains(got, c)) {
+					t.Fatalf("Sees(%q) = %v, Clusters() = %v %v", c, sees, got, all)
+				}
+			}
+		})
+	}
+}

@@ -133,53 +133,62 @@ func (r *Reader) Versions(_ context.Context) (query.Version, error) {
 	return v, err
 }
 
-// Get returns one object. With cluster empty, the object must be in exactly
-// one cluster.
-func (r *Reader) Get(_ context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
+// Get returns one object. With no cluster, the object must be in exactly
+// one visible cluster; copies the caller may not see are skipped unread.
+func (r *Reader) Get(_ context.Context, o query.GetOptions) (query.Object, error) {
+	gvr := o.GVR
 	out := query.Object{GVR: gvr}
+	read := func(it *bdg.Item) error {
+		return it.Value(func(v []byte) error {
+			r, err := decodeRecord(v, false)
+			out.JSON = append([]byte(nil), r.json...)
+			return err
+		})
+	}
 	err := r.db.View(func(txn *bdg.Txn) error {
-		if cluster != "" {
-			it, err := txn.Get(objKey(gvr, namespace, name, cluster))
+		if o.Cluster != "" {
+			if !o.Sees(o.Cluster) {
+				return o.NotFound()
+			}
+			it, err := txn.Get(objKey(gvr, o.Namespace, o.Name, o.Cluster))
 			if errors.Is(err, bdg.ErrKeyNotFound) {
-				return query.NotFoundError(gvr, namespace, name, cluster)
+				return o.NotFound()
 			}
 			if err != nil {
 				return err
 			}
-			out.Cluster = cluster
-			return it.Value(func(v []byte) error {
-				r, err := decodeRecord(v, false)
-				out.JSON = append([]byte(nil), r.json...)
-				return err
-			})
+			out.Cluster = o.Cluster
+			return read(it)
 		}
-		prefix := append(join("o", gvr.Group, gvr.Version, gvr.Resource, namespace, name), sep)
+		prefix := append(join("o", gvr.Group, gvr.Version, gvr.Resource, o.Namespace, o.Name), sep)
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
 		var clusters []string
 		for it.Rewind(); it.Valid(); it.Next() {
 			c := string(it.Item().Key()[len(prefix):])
+			if !o.Sees(c) {
+				continue
+			}
 			clusters = append(clusters, c)
 			if len(clusters) == 1 {
 				out.Cluster = c
-				if err := it.Item().Value(func(v []byte) error {
-					r, err := decodeRecord(v, false)
-					out.JSON = append([]byte(nil), r.json...)
-					return err
-				}); err != nil {
+				if err := read(it.Item()); err != nil {
 					return err
 				}
 			}
 		}
 		switch len(clusters) {
 		case 0:
-			return query.NotFoundError(gvr, namespace, name, "")
+			return o.NotFound()
 		case 1:
 			return nil
 		}
-		return query.ConflictError(gvr, namespace, name, clusters)
+		return o.Conflict(clusters)
 	})
-	return out, err
+	if err != nil {
+		return query.Object{}, err
+	}
+	return out, nil
 }
 
 // cursor is the backend part of a continue token. The query API seals it,

@@ -93,7 +93,7 @@ func TestApply(t *testing.T) {
 			t.Errorf("list %q = %s, want %s", tc.sel, fmtList(got), tc.want)
 		}
 	}
-	o, err := r.Get(ctx, benchdata.PodGVR, benchdata.Namespace(2), p2, "c1")
+	o, err := r.Get(ctx, query.GetOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(2), Name: p2, Cluster: "c1"})
 	if err != nil || !bytes.Contains(o.JSON, []byte("new-uid")) {
 		t.Fatalf("recreated object: %v %.100s", err, o.JSON)
 	}
@@ -187,5 +187,68 @@ func TestBulkLoadDefersCompaction(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestScopedGet reads a Pod held by c1, c2 and c3 as callers of several
+// scopes: only visible copies count, and a hidden object is not found with
+// the message of a missing one.
+func TestScopedGet(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	for _, c := range []string{"c1", "c2", "c3"} {
+		if err := s.Apply(context.Background(), c, []feed.Event{ev(1, benchdata.Event(c, 0, 1))}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns, name := benchdata.Namespace(0), benchdata.PodName(0)
+	only := func(clusters ...string) *query.Visibility {
+		return &query.Visibility{Grants: []query.Grant{{Clusters: clusters}}}
+	}
+	inNamespace := func(n string) *query.Visibility {
+		return &query.Visibility{Grants: []query.Grant{{Namespaces: []string{n}}}}
+	}
+	missing := `pods "` + name + `" not found`
+	for _, tc := range []struct {
+		label   string
+		cluster string
+		vis     *query.Visibility
+		from    string // the cluster answering, else the error
+		err     string
+	}{
+		{"everything visible: ambiguous", "", nil, "", `ambiguous object: pods "` + ns + "/" + name + `" found in clusters [c1, c2, c3]`},
+		{"one visible copy is the answer", "", only("c2", "c4"), "c2", ""},
+		{"the ambiguity names visible clusters only", "", only("c1", "c3", "c4"), "", "found in clusters [c1, c3]"},
+		{"no visible copy", "", only("c4"), "", missing},
+		{"qualified, hidden cluster", "c1", only("c2"), "", missing},
+		{"qualified, visible cluster", "c1", only("c1"), "c1", ""},
+		{"namespace visible everywhere", "", inNamespace(ns), "", "[c1, c2, c3]"},
+		{"namespace hidden", "", inNamespace("elsewhere"), "", missing},
+		{"qualified, namespace hidden", "c2", inNamespace("elsewhere"), "", missing},
+	} {
+		t.Run(tc.label, func(t *testing.T) {
+			o, err := r.Get(context.Background(), query.GetOptions{GVR: benchdata.PodGVR, Namespace: ns, Name: name, Cluster: tc.cluster, Visible: tc.vis})
+			if tc.from != "" {
+				if err != nil || o.Cluster != tc.from || !bytes.Contains(o.JSON, []byte(name)) {
+					t.Fatalf("got %s %v, want the copy in %s", o.Cluster, err, tc.from)
+				}
+				return
+			}
+			if err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.err)) {
+				t.Fatalf("got %v, want an error with %q", err, tc.err)
+			}
+			if tc.err == missing && (err.Error() != missing || !errors.Is(err, query.ErrNotFound)) {
+				t.Fatalf("hidden object: %q, want exactly the missing one's %q", err, missing)
+			}
+		})
+	}
+	_, err = r.Get(context.Background(), query.GetOptions{GVR: benchdata.PodGVR, Namespace: ns, Name: "nope"})
+	if want := `pods "nope" not found`; err == nil || err.Error() != want {
+		t.Fatalf("missing object: %v, want %q", err, want)
 	}
 }

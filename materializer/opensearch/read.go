@@ -396,30 +396,43 @@ func term(field string, v any) map[string]any {
 	return map[string]any{"term": map[string]any{field: v}}
 }
 
-// Get returns one object. With cluster empty, the object must be in exactly
-// one cluster.
-func (s *Store) Get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, cluster string) (query.Object, error) {
-	filter := []any{term("fleetview.gvr", gvrKey(gvr)), term("metadata.namespace.keyword", namespace), term("metadata.name.keyword", name)}
-	if cluster != "" {
-		filter = append(filter, term("fleetview.cluster", cluster))
+// Get returns one object. With no cluster, the object must be in exactly
+// one visible cluster: the query asks for visible clusters only, and each
+// hit is checked again.
+func (s *Store) Get(ctx context.Context, o query.GetOptions) (query.Object, error) {
+	visible, all := o.Clusters()
+	if !all && len(visible) == 0 {
+		return query.Object{}, o.NotFound()
+	}
+	filter := []any{term("fleetview.gvr", gvrKey(o.GVR)), term("metadata.namespace.keyword", o.Namespace), term("metadata.name.keyword", o.Name)}
+	if !all {
+		filter = append(filter, map[string]any{"terms": map[string]any{"fleetview.cluster": visible}})
 	}
 	hits, err := s.search(ctx, map[string]any{"size": 1000, "sort": sortKeys, "query": map[string]any{"bool": map[string]any{"filter": filter}}}, "")
 	if err != nil {
 		return query.Object{}, err
 	}
 	var clusters []string
-	for _, h := range hits {
-		if len(clusters) == 0 || clusters[len(clusters)-1] != h.Source.FV.Cluster {
-			clusters = append(clusters, h.Source.FV.Cluster)
+	var first *hit
+	for i, h := range hits {
+		c := h.Source.FV.Cluster
+		if !o.Sees(c) {
+			continue
+		}
+		if first == nil {
+			first = &hits[i]
+		}
+		if len(clusters) == 0 || clusters[len(clusters)-1] != c {
+			clusters = append(clusters, c)
 		}
 	}
 	switch len(clusters) {
 	case 0:
-		return query.Object{}, query.NotFoundError(gvr, namespace, name, cluster)
+		return query.Object{}, o.NotFound()
 	case 1:
-		return hits[0].object(), nil
+		return first.object(), nil
 	}
-	return query.Object{}, query.ConflictError(gvr, namespace, name, clusters)
+	return query.Object{}, o.Conflict(clusters)
 }
 
 // labelClauses turns a selector into filter and must_not clauses on the

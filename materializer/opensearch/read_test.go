@@ -329,6 +329,56 @@ func TestListVisibility(t *testing.T) {
 	}
 }
 
+// TestGetVisibility: a Get asks only for the clusters the caller may see
+// (none: it asks nothing), and a hidden object reads like a missing one.
+func TestGetVisibility(t *testing.T) {
+	f, s := newFakeSearch(t)
+	only := func(clusters ...string) *query.Visibility {
+		return &query.Visibility{Grants: []query.Grant{{Clusters: clusters}}}
+	}
+	missing := `pods "pod-00" not found`
+	for _, tc := range []struct {
+		name     string
+		cluster  string
+		vis      *query.Visibility
+		from     string // the cluster answering, else the error
+		err      string
+		searches int
+	}{
+		{"everything visible: ambiguous", "", nil, "", `ambiguous object: pods "ns-0/pod-00" found in clusters [c1, c2]`, 1},
+		{"one visible copy", "", only("c2", "c3"), "c2", "", 1},
+		{"no visible copy", "", only("c3"), "", missing, 1},
+		{"qualified, hidden cluster: not asked", "c1", only("c2"), "", missing, 0},
+		{"qualified, visible", "c1", only("c1"), "c1", "", 1},
+		{"namespace hidden: not asked", "", &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"ns-1"}}}}, "", missing, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f.mu.Lock()
+			before := len(f.searched)
+			f.mu.Unlock()
+			o, err := s.Get(context.Background(), query.GetOptions{GVR: podGVR, Namespace: "ns-0", Name: "pod-00", Cluster: tc.cluster, Visible: tc.vis})
+			f.mu.Lock()
+			searches := len(f.searched) - before
+			f.mu.Unlock()
+			if searches != tc.searches {
+				t.Fatalf("%d searches, want %d", searches, tc.searches)
+			}
+			if tc.from != "" {
+				if err != nil || o.Cluster != tc.from {
+					t.Fatalf("got %s %v, want the copy in %s", o.Cluster, err, tc.from)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.err {
+				t.Fatalf("got %v, want %q", err, tc.err)
+			}
+		})
+	}
+	if _, err := s.Get(context.Background(), query.GetOptions{GVR: podGVR, Namespace: "ns-0", Name: "nope"}); err == nil || err.Error() != `pods "nope" not found` || !errors.Is(err, query.ErrNotFound) {
+		t.Fatalf("missing object: %v", err)
+	}
+}
+
 // TestPITQuota: each step starts a paged list or search for a client; the
 // quota closes (DELETEs) the oldest point in time of the client past its
 // own quota, or of the client holding the most when all are taken, and

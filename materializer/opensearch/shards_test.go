@@ -129,7 +129,7 @@ func TestIncompleteSearches(t *testing.T) {
 				}
 			case "get":
 				var obj query.Object
-				obj, err = s.Get(ctx, podGVR, "ns-0", "pod-00", "c1")
+				obj, err = s.Get(ctx, query.GetOptions{GVR: podGVR, Namespace: "ns-0", Name: "pod-00", Cluster: "c1"})
 				if err == nil && obj.Cluster != "c1" {
 					t.Errorf("got %+v", obj)
 				}
