@@ -316,13 +316,45 @@ func listenFree() (net.Listener, error) {
 	low := ephemeralLow()
 	var err error
 	for range 200 {
+		port := fixedPortsFrom + rand.IntN(low-fixedPortsFrom)
+		if !handedOut.take(port) {
+			continue
+		}
 		var l net.Listener
-		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", fixedPortsFrom+rand.IntN(low-fixedPortsFrom))); err == nil {
+		if l, err = net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
 			return l, nil
 		}
 	}
 	return nil, fmt.Errorf("no free port in %d-%d: %w", fixedPortsFrom, low-1, err)
 }
+
+// portSet remembers every port listenFree handed out in this test
+// process. A port is free again the moment FreeAddr closes its probe, so
+// without it two calls could return the same port: CI saw a cluster of
+// three hubs, picking 15 ports between them, give one port to two
+// listeners ("bind: address already in use" from the third hub).
+type portSet struct {
+	mu    sync.Mutex
+	ports map[int]bool
+}
+
+// take reports whether port was not handed out before, and marks it.
+func (s *portSet) take(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ports[port] {
+		return false
+	}
+	if s.ports == nil {
+		s.ports = map[int]bool{}
+	}
+	s.ports[port] = true
+	return true
+}
+
+// handedOut is process-wide because ports are: every test in the process
+// picks from the same loopback range.
+var handedOut portSet
 
 // fixedPortsFrom is the lowest port listenFree picks: above the ports
 // services usually take.
