@@ -130,7 +130,11 @@ func populate(ctx context.Context, c *harness.Cluster, cfg config) error {
 			return err
 		}
 	}
-	return c.CreatePods(ctx, cfg.pods, 32, func(i int) (*corev1.Pod, error) { return pod(i, cfg.selectEvery), nil })
+	return c.StorePods(ctx, cfg.pods, 2, func(i int) (*corev1.Pod, error) {
+		p := pod(i, cfg.selectEvery)
+		harness.DefaultPod(p)
+		return p, nil
+	})
 }
 
 func rssMB(pid int) float64 {
