@@ -42,7 +42,7 @@ func (s *replicaService) wrap(rt http.RoundTripper) http.RoundTripper {
 
 // TestServeReplicas runs two `fleetview serve` replicas (the real binary,
 // each with its own Badger) on one NATS server fed by a collector of a
-// real member cluster, and checks what the issue asks of replicas:
+// real member cluster, and checks what replicas promise:
 //
 //   - a resourceVersion one replica issued is honoured by the other (a
 //     list not older than it);

@@ -19,7 +19,7 @@ import (
 )
 
 // benchScaleOut is the pipeline part of BenchmarkCollectorInitialSync, on
-// its n Pods in the real kube-apiserver (issue #17: the three-member
+// its n Pods in the real kube-apiserver (scale-out: the three-member
 // cluster against the single server, in the same run on the same cores).
 // A `fleetview collector` process feeds, in turn, one `fleetview up` hub
 // (one copy of each stream) and three hubs whose embedded servers form a

@@ -97,8 +97,8 @@ bash scripts/check-layers.sh
 log "docs point at what exists"
 bash scripts/check-docs.sh
 
-# Every parser that reads network input, fuzzed for a bounded time (issue
-# #14): "package target seconds", one per line, since go test -fuzz takes
+# Every parser that reads network input, fuzzed for a bounded time:
+# "package target seconds", one per line, since go test -fuzz takes
 # one target per package per run. About 110 s of fuzzing in all. The seeds
 # (f.Add, and internal/rawjson/testdata) run with go test below too; these
 # runs look for new inputs on every full run, and a failing input is

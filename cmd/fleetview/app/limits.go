@@ -24,8 +24,8 @@ const (
 	DefaultMaxListSnapshotsPerClient = 64
 )
 
-// LimitOptions bound what API clients can make serve hold (issue #14:
-// bounded resources). A zero cap is no cap; the flags set the defaults.
+// LimitOptions bound what API clients can make serve hold (every client
+// is bounded). A zero cap is no cap; the flags set the defaults.
 type LimitOptions struct {
 	MaxListObjects            int64
 	MaxWatches                int

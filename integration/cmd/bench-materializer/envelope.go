@@ -38,7 +38,7 @@ const defaultEnvelopeLimit = "512Mi"
 // the state a replica settles in, what the comparison is about.
 const envelopeIdle = 10 * time.Second
 
-// benchEnvelope is step 6 (issue #17): a replica's memory holding pods
+// benchEnvelope is step 6: a replica's memory holding pods
 // Pods, through their ingest and a churn storm (every Pod updated, one in
 // ten relabeled, published while it applies), without a memory limit and
 // with --memory-limit limit. Two kinds of replica: `serve` on this

@@ -32,7 +32,7 @@ type row struct {
 	// noRatio rows have no baseline; fvNote is their figure.
 	noRatio bool
 	fvNote  string
-	// target, when set, is issue #16's bound on the ratio; targetP99 on a
+	// target, when set, is the query benchmark's bound on the ratio (docs/benchmarks/query.md); targetP99 on a
 	// no-ratio row's p99, which is then p99.
 	target         float64
 	targetP99, p99 time.Duration
@@ -244,7 +244,7 @@ func (b *bench) print(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, ms(r.fv), ms(r.fvDecode), r.baseName, ms(r.base), ms(r.baseDecode), ratio)
 	}
 	// Figures, not a gate: the machine's noise is not fleetview's.
-	fmt.Fprintf(w, "\nIssue #16's targets in this run:\n")
+	fmt.Fprintf(w, "\nThe query benchmark's targets in this run:\n")
 	met := 0
 	var all int
 	for _, r := range b.rows {
