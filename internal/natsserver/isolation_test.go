@@ -25,11 +25,11 @@ type isolation struct {
 	srv *Server
 	// denied receives the permission violations the server reports to a
 	// asynchronously (a publish it may not make gets no answer).
-	denied   chan error
-	hjs      jetstream.JetStream
-	a, b     *nats.Conn
+	denied chan error
+	hjs    jetstream.JetStream
+	a, b   *nats.Conn
 	// refused counts the guard's refusals by cluster and reason.
-	refused *refusals
+	refused  *refusals
 	ajs, bjs jetstream.JetStream
 }
 
