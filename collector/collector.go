@@ -930,10 +930,16 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	if c.infoMessage != "" {
 		msg = strings.TrimPrefix(msg+"; "+c.infoMessage, "; ")
 	}
+	hub := c.m.hubRefusals()
+	if hub != nil {
+		// In the message too: the query API's cluster list shows it.
+		msg = strings.TrimPrefix(fmt.Sprintf("%s; the hub refused %d request(s) over this cluster's quota since the collector started, the last at %s: %s",
+			msg, hub.Count, hub.LastTime.Format(time.RFC3339), hub.Last), "; ")
+	}
 	rec := &inventory.Cluster{
 		Name: c.cfg.Cluster, Labels: c.info.Labels, Provider: c.info.Provider, Region: c.info.Region, Zone: c.info.Zone,
 		KubernetesVersion: c.version, ServedAPIs: c.served, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
-		Counters: c.m.snapshot(), HubRefusals: c.m.hubRefusals(),
+		Counters: c.m.snapshot(), HubRefusals: hub,
 	}
 	for _, r := range c.running {
 		w := r.rs.w
