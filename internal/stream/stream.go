@@ -277,10 +277,18 @@ func HubQuotaError(err error) error {
 	}
 	var apiErr *jetstream.APIError
 	if (errors.As(err, &apiErr) && strings.Contains(apiErr.Description, ErrHubQuota.Error())) || strings.Contains(err.Error(), ErrHubQuota.Error()) {
-		return fmt.Errorf("%w: %v", ErrHubQuota, err)
+		return hubQuotaErr{err}
 	}
 	return nil
 }
+
+// hubQuotaErr is a refusal over the hub quota: errors.Is ErrHubQuota, and
+// its text is the refusal's own, which already says so.
+type hubQuotaErr struct{ err error }
+
+func (e hubQuotaErr) Error() string        { return e.err.Error() }
+func (e hubQuotaErr) Unwrap() error        { return e.err }
+func (e hubQuotaErr) Is(target error) bool { return target == ErrHubQuota }
 
 // maxBytesExceeded is how nats-server describes a publish refused at a
 // stream's MaxBytes with Discard New.
