@@ -250,12 +250,10 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 // statusKey admits a status key of cluster only for a registry that exists
 // (its key in the registries bucket): a collector writes one status per
 // registry, and any other key would be bytes on the shared disk no quota of
-// the cluster's stream counts. Deleting a status key whose registry was
-// removed stays allowed while the key exists.
+// the cluster's stream counts. A registry's name may hold dots (a DNS
+// subdomain), so the rest of the key is the name. Deleting a status key
+// whose registry was removed stays allowed while the key exists.
 func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
-	if strings.Contains(registry, ".") {
-		return fmt.Errorf("%w: status key %s.%s: want <cluster>.<registry>", ErrQuota, cluster, registry)
-	}
 	if g.lastExists("KV_"+stream.RegistryBucket, "$KV."+stream.RegistryBucket+"."+registry) {
 		return nil
 	}

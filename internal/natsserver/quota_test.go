@@ -206,14 +206,36 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		if _, err := kv.Put(ctx, "edge-a.pods", bytes.Repeat([]byte("x"), q.StatusValueBytes)); err != nil {
 			t.Fatalf("a status value at its bound: %v", err)
 		}
+		// A registry's name is a DNS subdomain: its status key holds dots.
+		regs, err := f.hjs.KeyValue(ctx, stream.RegistryBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := regs.Put(ctx, "team.pods", []byte(`{"name":"team.pods"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, "edge-a.team.pods", []byte(`{"conditions":[]}`)); err != nil {
+			t.Fatalf("the status of a registry named with dots: %v", err)
+		}
+		// Its own key of a registry removed since: deleting it stays
+		// allowed, writing it does not.
+		if err := regs.Delete(ctx, "team.pods"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, "edge-a.team.pods", []byte(`{"conditions":[{}]}`)); stream.HubQuotaError(err) == nil {
+			t.Fatalf("the status of a removed registry: %v", err)
+		}
+		if err := kv.Delete(ctx, "edge-a.team.pods"); err != nil {
+			t.Fatalf("deleting its status of a removed registry: %v", err)
+		}
 		after, err := st.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if grew := int64(after.State.Bytes) - int64(before.State.Bytes); grew > int64(q.StatusValueBytes)+4096 {
+		if grew := int64(after.State.Bytes) - int64(before.State.Bytes); grew > int64(q.StatusValueBytes)+8192 {
 			t.Fatalf("the status bucket grew by %d bytes", grew)
 		}
-		if n := f.refused.get("edge-a", ReasonStatusKey); n < 1001 {
+		if n := f.refused.get("edge-a", ReasonStatusKey); n < 1002 {
 			t.Errorf("%d status key refusals counted", n)
 		}
 	})
