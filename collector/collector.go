@@ -224,6 +224,7 @@ func (c *Collector) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		c.m.hubRefused(err)
 		c.log.Warn("set-up failed; retrying", "err", err)
 		if !b.wait(ctx) {
 			return nil
@@ -373,6 +374,7 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) e
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
+			c.m.hubRefused(err)
 			c.log.Warn("watch registries failed; retrying", "err", err)
 			if !b.wait(ctx) {
 				return ctx.Err()
@@ -426,6 +428,7 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 			// for the next registry change could mean never syncing.
 			retryIn = min(max(2*retryIn, 500*time.Millisecond), 10*time.Second)
 			retry = time.After(retryIn)
+			c.m.hubRefused(err)
 			c.log.Error("reconcile failed; retrying", "err", err, "in", retryIn)
 		} else {
 			retry, retryIn = nil, 0
@@ -709,6 +712,7 @@ func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error 
 		case <-retry.C:
 		}
 		if err := c.writeStatus(ctx, regs); err != nil && ctx.Err() == nil {
+			c.m.hubRefused(err)
 			c.log.Warn("registry status not written; retrying", "err", err)
 			retry.Reset(2 * time.Second)
 		}
@@ -817,6 +821,7 @@ func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error 
 			c.refreshClusterInfo(ctx)
 		}
 		if err := inventory.Put(ctx, kv, c.record(ready, msg)); err != nil && ctx.Err() == nil {
+			c.m.hubRefused(err)
 			c.log.Warn("heartbeat not written", "err", err)
 		}
 		select {
@@ -925,10 +930,16 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	if c.infoMessage != "" {
 		msg = strings.TrimPrefix(msg+"; "+c.infoMessage, "; ")
 	}
+	hub := c.m.hubRefusals()
+	if hub != nil {
+		// In the message too: the query API's cluster list shows it.
+		msg = strings.TrimPrefix(fmt.Sprintf("%s; the hub refused %d request(s) over this cluster's quota since the collector started, the last at %s: %s",
+			msg, hub.Count, hub.LastTime.Format(time.RFC3339), hub.Last), "; ")
+	}
 	rec := &inventory.Cluster{
 		Name: c.cfg.Cluster, Labels: c.info.Labels, Provider: c.info.Provider, Region: c.info.Region, Zone: c.info.Zone,
 		KubernetesVersion: c.version, ServedAPIs: c.served, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
-		Counters: c.m.snapshot(),
+		Counters: c.m.snapshot(), HubRefusals: hub,
 	}
 	for _, r := range c.running {
 		w := r.rs.w

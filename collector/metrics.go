@@ -3,10 +3,12 @@ package collector
 import (
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // metrics are the collector's counters. They are plain atomics read at
@@ -18,6 +20,35 @@ type metrics struct {
 	// quotaRefused: publishes the stream refused for its byte quota (also
 	// counted in publishErrors).
 	quotaRefused atomic.Int64
+	// hubQuotaRefused: requests the hub refused because this cluster held
+	// its share of something the hub shares between clusters
+	// (stream.ErrHubQuota: consumers, status keys, value sizes); the last
+	// one goes into the inventory record, so the hub's operator sees it.
+	hubQuotaRefused atomic.Int64
+	lastHubRefusal  atomic.Pointer[inventory.HubRefusals]
+}
+
+// hubRefused counts err if it is the hub refusing a request over the
+// cluster's quota, and reports whether it was.
+func (m *metrics) hubRefused(err error) bool {
+	qerr := stream.HubQuotaError(err)
+	if qerr == nil {
+		return false
+	}
+	n := m.hubQuotaRefused.Add(1)
+	m.lastHubRefusal.Store(&inventory.HubRefusals{Count: n, Last: qerr.Error(), LastTime: time.Now().UTC()})
+	return true
+}
+
+// hubRefusals is what the inventory record says of them; nil for none.
+func (m *metrics) hubRefusals() *inventory.HubRefusals {
+	last := m.lastHubRefusal.Load()
+	if last == nil {
+		return nil
+	}
+	r := *last
+	r.Count = m.hubQuotaRefused.Load()
+	return &r
 }
 
 func (m *metrics) snapshot() *inventory.Counters {
@@ -30,6 +61,9 @@ func (m *metrics) snapshot() *inventory.Counters {
 // Counters returns the collector's counters since it started.
 func (c *Collector) Counters() inventory.Counters { return *c.m.snapshot() }
 
+// hubQuotaHelp is the help of fleetview_collector_hub_quota_refused_total.
+const hubQuotaHelp = "Requests the hub refused because this cluster held its per-cluster share of a shared resource (consumers on the registries or its stream, registry status keys, status or inventory value size; the hub's --nats-collector-* flags)."
+
 // PrometheusCollector exports the counters and per-resource object counts
 // to a Prometheus registry. Its series carry the cluster as a constant
 // label, so the in-process collectors of `fleetview up` register side by
@@ -40,27 +74,28 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 		return prometheus.NewDesc(name, help, labels, cl)
 	}
 	return &promCollector{c: c,
-		upserts:       d("fleetview_collector_upserts_total", "Object versions published."),
-		tombstones:    d("fleetview_collector_tombstones_total", "Tombstones published."),
-		unchanged:     d("fleetview_collector_unchanged_total", "Listed objects not republished because the stream already held their version."),
-		refused:       d("fleetview_collector_refused_objects_total", "Objects refused because they exceed the NATS max payload."),
-		publishErrors: d("fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (each leads to a relist)."),
-		quotaRefused:  d("fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes)."),
-		relists:       d("fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error)."),
+		upserts:         d("fleetview_collector_upserts_total", "Object versions published."),
+		tombstones:      d("fleetview_collector_tombstones_total", "Tombstones published."),
+		unchanged:       d("fleetview_collector_unchanged_total", "Listed objects not republished because the stream already held their version."),
+		refused:         d("fleetview_collector_refused_objects_total", "Objects refused because they exceed the NATS max payload."),
+		publishErrors:   d("fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (each leads to a relist)."),
+		quotaRefused:    d("fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes)."),
+		relists:         d("fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error)."),
+		hubQuotaRefused: d("fleetview_collector_hub_quota_refused_total", hubQuotaHelp),
 		// Per resource the registries select, never per object.
 		objects: d("fleetview_collector_objects", "Objects currently tracked per resource.", "group", "version", "resource", "synced"),
 	}
 }
 
 type promCollector struct {
-	c                                                                             *Collector
-	upserts, tombstones, unchanged, refused, publishErrors, quotaRefused, relists *prometheus.Desc
-	objects                                                                       *prometheus.Desc
+	c                                                                                              *Collector
+	upserts, tombstones, unchanged, refused, publishErrors, quotaRefused, hubQuotaRefused, relists *prometheus.Desc
+	objects                                                                                        *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (p *promCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.relists, p.objects} {
+	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.hubQuotaRefused, p.relists, p.objects} {
 		ch <- d
 	}
 }
@@ -74,6 +109,7 @@ func (p *promCollector) Collect(ch chan<- prometheus.Metric) {
 	}{
 		{p.upserts, m.upserts.Load()}, {p.tombstones, m.tombstones.Load()}, {p.unchanged, m.unchanged.Load()},
 		{p.refused, m.refused.Load()}, {p.publishErrors, m.publishErrors.Load()}, {p.quotaRefused, m.quotaRefused.Load()},
+		{p.hubQuotaRefused, m.hubQuotaRefused.Load()},
 		{p.relists, m.relists.Load()},
 	} {
 		ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n))

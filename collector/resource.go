@@ -308,6 +308,7 @@ func (s *resourceSync) Run(ctx context.Context) error {
 		if err == nil {
 			break
 		}
+		s.m.hubRefused(err)
 		s.setErr(err)
 		if !b.wait(ctx) {
 			return nil

@@ -218,9 +218,24 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if _, err := invKV.Put(ctx, "edge-a", []byte(`{"name":"edge-a","ready":true}`)); err != nil {
 		t.Fatalf("edge-a's own inventory key: %v", err)
 	}
-	if _, err := ajs.Publish(ctx, natsserver.APIPrefix+".$KV."+stream.RegistryStatusBucket+".edge-a.unrelated", []byte(`{"conditions":[]}`)); err != nil {
+	// (Its status of a registry that exists, written back as it is: the
+	// collector's conditions are checked below.)
+	statusKV, err := ajs.KeyValue(ctx, stream.RegistryStatusBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := statusKV.Get(ctx, "edge-a.pods")
+	if err != nil {
+		t.Fatalf("edge-a reads its own status key: %v", err)
+	}
+	if _, err := ajs.Publish(ctx, natsserver.APIPrefix+".$KV."+stream.RegistryStatusBucket+".edge-a.pods", cur.Value()); err != nil {
 		t.Fatalf("edge-a's own status key: %v", err)
 	}
+	// Status keys name a registry that exists (the per-cluster quota).
+	refused("write a status key for no registry", func(c context.Context) error {
+		_, err := ajs.Publish(c, natsserver.APIPrefix+".$KV."+stream.RegistryStatusBucket+".edge-a.unrelated", []byte(`{"conditions":[]}`))
+		return err
+	})
 
 	// What edge-b's own credentials see: its stream untouched.
 	if st := streamMsgs(t, url, "edge-b", passB); st.Msgs != 0 {

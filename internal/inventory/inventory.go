@@ -33,6 +33,19 @@ type Cluster struct {
 	Resources  []ResourceState `json:"resources,omitempty"`
 	// Counters are the collector's counters since it started.
 	Counters *Counters `json:"counters,omitempty"`
+	// HubRefusals are the collector's requests the hub refused since it
+	// started because the cluster held its per-cluster quota of a shared
+	// resource; nil for none. A record over its own size quota is refused
+	// too, so this shows every refusal but that one.
+	HubRefusals *HubRefusals `json:"hubRefusals,omitempty"`
+}
+
+// HubRefusals are a collector's requests the hub refused over the cluster's
+// quota: how many, and the last one's error and time.
+type HubRefusals struct {
+	Count    int64     `json:"count"`
+	Last     string    `json:"last"`
+	LastTime time.Time `json:"lastTime"`
 }
 
 // Counters are what a collector published since it started.

@@ -136,8 +136,10 @@ func clusterGrants(cluster string) []grant {
 
 // accountsConfig is the accounts block of the server configuration: the
 // hub account with JetStream, its user and its exports (each to the one
-// cluster account that needs it), and one account per cluster importing them.
-func accountsConfig(hubPassword string, users []ClusterUser) (string, error) {
+// cluster account that needs it), and one account per cluster importing them,
+// limited to q's connections and subscriptions (the server's own account
+// limits: a connection or subscription beyond them is refused by the server).
+func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, error) {
 	if err := checkSecret(hubPassword); err != nil {
 		return "", fmt.Errorf("%w: hub password: %v", ErrInvalidCredentials, err)
 	}
@@ -168,7 +170,8 @@ func accountsConfig(hubPassword string, users []ClusterUser) (string, error) {
 	}
 	b.WriteString("    ]\n  }\n")
 	for _, u := range users {
-		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q, permissions: %s}]\n    imports: [\n", ClusterAccount(u.Cluster), u.Cluster, u.Password, userPermissions(u.Cluster))
+		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q, permissions: %s}]\n", ClusterAccount(u.Cluster), u.Cluster, u.Password, userPermissions(u.Cluster))
+		fmt.Fprintf(&b, "    limits: {max_connections: %d, max_subscriptions: %d}\n    imports: [\n", q.Connections, q.Subscriptions)
 		for _, g := range clusterGrants(u.Cluster) {
 			to := ""
 			if g.To != "" {

@@ -92,7 +92,7 @@ func TestAccountsConfigRefusesBadCredentials(t *testing.T) {
 		{"duplicate cluster", hubPass, []ClusterUser{{"a", aPass}, {"a", bPass}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := accountsConfig(tc.hub, tc.users); !errors.Is(err, ErrInvalidCredentials) {
+			if _, err := accountsConfig(tc.hub, tc.users, DefaultQuotas()); !errors.Is(err, ErrInvalidCredentials) {
 				t.Fatalf("err = %v, want ErrInvalidCredentials", err)
 			}
 		})

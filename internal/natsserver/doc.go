@@ -5,7 +5,9 @@
 // certificates), and a shared token, or per-cluster accounts (accounts.go)
 // that limit each collector to its own stream and keys, with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
-// rather than the subject. It also makes the server a member of a NATS
+// rather than the subject, and each cluster's quotas (quota.go): its share
+// of the consumers, keys, value sizes, connections and subscriptions the
+// clusters share, so one credential cannot exhaust them. It also makes the server a member of a NATS
 // cluster (ClusterOptions: routes authenticated by a shared password or
 // mutual TLS, encrypted with TLS), so
 // several hubs' embedded servers form one JetStream cluster whose

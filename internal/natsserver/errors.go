@@ -1,6 +1,10 @@
 package natsserver
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
 
 // ErrNotReady is returned when the server did not accept connections in time.
 var ErrNotReady = errors.New("embedded NATS server not ready")
@@ -20,3 +24,11 @@ var ErrInvalidCluster = errors.New("invalid NATS cluster configuration")
 // ErrInvalidTLS is returned for a TLS configuration the server cannot
 // serve with.
 var ErrInvalidTLS = errors.New("invalid NATS TLS configuration")
+
+// ErrInvalidQuota is returned for per-cluster quotas the hub cannot apply.
+var ErrInvalidQuota = errors.New("invalid per-cluster NATS quota")
+
+// ErrQuota is the reason the guard gives a collector for a request over its
+// cluster's share of the hub (Quotas). It is stream.ErrHubQuota, so the
+// collector, which sees only the message, recognizes it (stream.HubQuotaError).
+var ErrQuota = stream.ErrHubQuota

@@ -68,7 +68,13 @@ func kvWriteHeader(lower string) bool {
 
 // guard forwards the guarded requests of every cluster.
 type guard struct {
-	nc *nats.Conn
+	nc        *nats.Conn
+	q         Quotas
+	onRefused func(cluster, reason string)
+	// dropped is, per cluster subscription, how many of its requests the
+	// client library had dropped when last counted (read and written only
+	// in that subscription's own handler goroutine).
+	dropped map[*nats.Subscription]int
 }
 
 // startGuard connects as the hub user to the in-process server and
@@ -77,13 +83,19 @@ type guard struct {
 // guardQueue is the queue group of the guards of a cluster's members.
 const guardQueue = "fv_guard"
 
-func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (*guard, error) {
+func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser, q Quotas, onRefused func(cluster, reason string)) (*guard, error) {
 	nc, err := nats.Connect("", nats.InProcessServer(ns), nats.UserInfo(HubUser, hubPassword),
-		nats.Name("fleetview-guard"), nats.MaxReconnects(-1))
+		nats.Name("fleetview-guard"), nats.MaxReconnects(-1),
+		// A full queue is reported here; the drops themselves are
+		// counted per cluster in handle.
+		nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
 	if err != nil {
 		return nil, fmt.Errorf("natsserver: guard: %w", err)
 	}
-	g := &guard{nc: nc}
+	if onRefused == nil {
+		onRefused = func(string, string) {}
+	}
+	g := &guard{nc: nc, q: q, onRefused: onRefused, dropped: map[*nats.Subscription]int{}}
 	for _, u := range clusters {
 		cluster := u.Cluster
 		prefix := guardSubject(cluster, "")
@@ -91,16 +103,24 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (
 		// and exactly one of them may forward each request (a KV write
 		// or a consumer creation forwarded three times would be made
 		// three times).
+		var sub *nats.Subscription
+		ready := make(chan struct{})
 		sub, err := nc.QueueSubscribe(prefix+">", guardQueue, func(m *nats.Msg) {
+			<-ready
+			g.countDropped(cluster, sub)
 			g.handle(cluster, strings.TrimPrefix(m.Subject, prefix), m)
 		})
 		if err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("natsserver: guard: %w", err)
 		}
-		// Bounded by bytes, not count: many small requests queue, a
-		// flood of large ones is dropped (the collector retries).
-		if err := sub.SetPendingLimits(-1, 64<<20); err != nil {
+		g.dropped[sub] = 0
+		close(ready)
+		// Bounded by count and bytes, per cluster: beyond them the
+		// client drops that cluster's requests (the collector's request
+		// times out and it retries), so one cluster's flood costs the
+		// hub at most this much memory and delays no other cluster.
+		if err := sub.SetPendingLimits(q.GuardQueueRequests, q.GuardQueueBytes); err != nil {
 			nc.Close()
 			return nil, fmt.Errorf("natsserver: guard: %w", err)
 		}
@@ -114,10 +134,24 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser) (
 
 func (g *guard) close() { g.nc.Close() }
 
+// countDropped reports the requests of cluster the client dropped since the
+// last count. Called only in sub's handler goroutine, so the map entry has
+// one writer; the map itself is not written after startGuard.
+func (g *guard) countDropped(cluster string, sub *nats.Subscription) {
+	n, err := sub.Dropped()
+	if err != nil {
+		return
+	}
+	for ; g.dropped[sub] < n; g.dropped[sub]++ {
+		g.onRefused(cluster, ReasonQueue)
+	}
+}
+
 // handle forwards or refuses one request.
 func (g *guard) handle(cluster, subject string, m *nats.Msg) {
-	fwd, err := checkGuarded(cluster, subject, m)
+	fwd, reason, err := g.check(cluster, subject, m)
 	if err != nil {
+		g.onRefused(cluster, reason)
 		if m.Reply != "" {
 			_ = m.Respond(apiError(err))
 		}
@@ -135,6 +169,119 @@ func (g *guard) handle(cluster, subject string, m *nats.Msg) {
 		return
 	}
 	_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
+}
+
+// check is checkGuarded and then the cluster's quotas: the sizes first, so
+// an oversized body is never decoded, then what needs the server's state
+// (consumer counts, the registries that exist).
+func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, error) {
+	t := strings.Split(subject, ".")
+	isCreate := len(t) >= 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && t[3] == "CREATE"
+	if isCreate && len(m.Data) > g.q.ConsumerRequestBytes {
+		return nil, ReasonRequestSize, fmt.Errorf("%w: consumer request of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.ConsumerRequestBytes)
+	}
+	fwd, err := checkGuarded(cluster, subject, m)
+	if err != nil {
+		return nil, ReasonForbidden, err
+	}
+	switch {
+	case isCreate:
+		max := g.q.StreamConsumers
+		if t[4] == "KV_"+stream.RegistryBucket {
+			max = g.q.RegistryConsumers
+		}
+		if err := g.consumerRoom(cluster, t[4], t[5], max); err != nil {
+			return nil, ReasonConsumers, err
+		}
+	case subject == "$KV."+stream.ClusterBucket+"."+cluster:
+		if len(m.Data) > g.q.InventoryValueBytes {
+			return nil, ReasonValueSize, fmt.Errorf("%w: inventory record of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.InventoryValueBytes)
+		}
+	case strings.HasPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."):
+		if len(m.Data) > g.q.StatusValueBytes {
+			return nil, ReasonValueSize, fmt.Errorf("%w: registry status of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.StatusValueBytes)
+		}
+		if err := g.statusKey(cluster, strings.TrimPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."+cluster+"."), m); err != nil {
+			return nil, ReasonStatusKey, err
+		}
+	}
+	return fwd, "", nil
+}
+
+// consumerRoom refuses a new consumer of cluster on streamName when the
+// cluster already holds max there. Counted on the server (the consumers'
+// names carry the cluster's prefix), not remembered: consumers go away by
+// themselves when idle, and a restarted hub remembers nothing. One
+// cluster's requests are handled one at a time, so two creates cannot both
+// take the last place; in a NATS cluster, guards on different members may
+// each admit one more (the queue group spreads the requests).
+func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
+	prefix := stream.ConsumerPrefix(cluster)
+	n, offset := 0, 0
+	for {
+		req, _ := json.Marshal(server.JSApiConsumersRequest{ApiPagedRequest: server.ApiPagedRequest{Offset: offset}})
+		resp, err := g.nc.Request("$JS.API.CONSUMER.NAMES."+streamName, req, guardTimeout)
+		if err != nil {
+			return fmt.Errorf("%w: counting consumers on %s: %v", ErrRefused, streamName, err)
+		}
+		var names server.JSApiConsumerNamesResponse
+		if err := json.Unmarshal(resp.Data, &names); err != nil || names.Error != nil {
+			return fmt.Errorf("%w: counting consumers on %s: %v %v", ErrRefused, streamName, err, names.Error)
+		}
+		for _, c := range names.Consumers {
+			if c == name {
+				return nil // an update: no new consumer
+			}
+			if strings.HasPrefix(c, prefix) {
+				n++
+			}
+		}
+		offset += len(names.Consumers)
+		if len(names.Consumers) == 0 || offset >= names.Total {
+			break
+		}
+	}
+	if n >= max {
+		return fmt.Errorf("%w: cluster %s holds %d consumers on %s (at most %d; idle ones expire after their inactive threshold, or delete them)", ErrQuota, cluster, n, streamName, max)
+	}
+	return nil
+}
+
+// statusKey admits a status key of cluster only for a registry that exists
+// (its key in the registries bucket): a collector writes one status per
+// registry, and any other key would be bytes on the shared disk no quota of
+// the cluster's stream counts. A registry's name may hold dots (a DNS
+// subdomain), so the rest of the key is the name. Deleting a status key
+// whose registry was removed stays allowed while the key exists.
+func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
+	if g.lastExists("KV_"+stream.RegistryBucket, "$KV."+stream.RegistryBucket+"."+registry) {
+		return nil
+	}
+	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists("KV_"+stream.RegistryStatusBucket, "$KV."+stream.RegistryStatusBucket+"."+cluster+"."+registry) {
+		return nil
+	}
+	return fmt.Errorf("%w: status key %s.%s: no registry %q", ErrQuota, cluster, registry, registry)
+}
+
+// lastExists is whether the last message of subject in streamName is a
+// value, not a delete or purge marker (a KV key that exists).
+func (g *guard) lastExists(streamName, subject string) bool {
+	req, _ := json.Marshal(server.JSApiMsgGetRequest{LastFor: subject})
+	resp, err := g.nc.Request("$JS.API.STREAM.MSG.GET."+streamName, req, guardTimeout)
+	if err != nil {
+		return false
+	}
+	var r server.JSApiMsgGetResponse
+	if err := json.Unmarshal(resp.Data, &r); err != nil || r.Error != nil || r.Message == nil {
+		return false
+	}
+	op := ""
+	if len(r.Message.Header) > 0 {
+		if h, err := nats.DecodeHeadersMsg(r.Message.Header); err == nil {
+			op = h.Get("KV-Operation")
+		}
+	}
+	return op == ""
 }
 
 // guardTimeout bounds a forwarded request; JetStream answers API requests

@@ -25,9 +25,11 @@ type isolation struct {
 	srv *Server
 	// denied receives the permission violations the server reports to a
 	// asynchronously (a publish it may not make gets no answer).
-	denied   chan error
-	hjs      jetstream.JetStream
-	a, b     *nats.Conn
+	denied chan error
+	hjs    jetstream.JetStream
+	a, b   *nats.Conn
+	// refused counts the guard's refusals by cluster and reason.
+	refused  *refusals
 	ajs, bjs jetstream.JetStream
 }
 
@@ -40,8 +42,9 @@ const (
 
 func startIsolation(t *testing.T, ctx context.Context) *isolation {
 	t.Helper()
+	refused := &refusals{n: map[[2]string]int{}}
 	srv, err := Start(Options{StoreDir: t.TempDir(), Port: -1, HubPassword: hubPass,
-		Clusters: []ClusterUser{{"edge-a", aPass}, {"edge-b", bPass}}})
+		Clusters: []ClusterUser{{"edge-a", aPass}, {"edge-b", bPass}}, OnRefused: refused.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +58,7 @@ func startIsolation(t *testing.T, ctx context.Context) *isolation {
 		return nc
 	}
 	hub := connect(nats.UserInfo(HubUser, hubPass))
-	f := &isolation{srv: srv}
+	f := &isolation{srv: srv, refused: refused}
 	f.hjs, _ = jetstream.New(hub)
 	for _, c := range []string{"edge-a", "edge-b"} {
 		if _, err := f.hjs.CreateStream(ctx, stream.StreamConfig(c, 1, 0)); err != nil {
@@ -389,6 +392,14 @@ func TestCompromisedCollector(t *testing.T) {
 	if !reflect.DeepEqual(before, after) {
 		t.Fatalf("edge-b's or the shared state changed:\nbefore %+v\nafter  %+v", before, after)
 	}
+	if n := f.refused.get("edge-a", ReasonForbidden); n == 0 {
+		t.Errorf("no forbidden refusal of edge-a counted")
+	}
+	if n := f.refused.get("edge-b", ReasonForbidden); n != 0 {
+		t.Errorf("%d refusals counted against edge-b, which asked nothing forbidden", n)
+	}
+
+	quotaFloods(t, ctx, f, bCons)
 	// edge-b's next change of its object is stored, not taken for a
 	// duplicate of something edge-a sent.
 	ack, err = f.bjs.PublishMsg(ctx, &nats.Msg{Subject: bSubject, Data: []byte("b v2"),

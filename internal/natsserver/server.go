@@ -45,6 +45,14 @@ type Options struct {
 	// then survive the loss of a member. ServerName must differ between
 	// members.
 	Cluster ClusterOptions
+	// Quotas bound each member cluster's share of the hub with Clusters
+	// (quota.go); zero fields take DefaultQuotas.
+	Quotas Quotas
+	// OnRefused, when set, is called for every request of a member
+	// cluster's collector the guard refuses or drops, with one of the
+	// Reason* constants (the hub counts them in a metric). It must not
+	// block: the guard calls it in the cluster's request loop.
+	OnRefused func(cluster, reason string)
 }
 
 // ClusterOptions make the server a member of a NATS cluster.
@@ -97,11 +105,15 @@ func Start(o Options) (*Server, error) {
 		o.ServerName = "fleetview"
 	}
 	sopts := &server.Options{}
+	o.Quotas = o.Quotas.withDefaults()
 	if len(o.Clusters) > 0 {
 		if o.Token != "" {
 			return nil, fmt.Errorf("%w: a token and per-cluster users cannot be combined", ErrInvalidCredentials)
 		}
-		conf, err := accountsConfig(o.HubPassword, o.Clusters)
+		if err := o.Quotas.Validate(); err != nil {
+			return nil, err
+		}
+		conf, err := accountsConfig(o.HubPassword, o.Clusters, o.Quotas)
 		if err != nil {
 			return nil, err
 		}
@@ -147,7 +159,7 @@ func Start(o Options) (*Server, error) {
 	}
 	srv := &Server{ns: ns}
 	if len(o.Clusters) > 0 {
-		if srv.guard, err = startGuard(ns, o.HubPassword, o.Clusters); err != nil {
+		if srv.guard, err = startGuard(ns, o.HubPassword, o.Clusters, o.Quotas, o.OnRefused); err != nil {
 			ns.Shutdown()
 			return nil, err
 		}

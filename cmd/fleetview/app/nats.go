@@ -131,8 +131,11 @@ func (o *UpOptions) validateNATSAuth() []error {
 // components to it. With --nats-users-file each listed cluster gets its own
 // account (natsserver/accounts.go), and the hub creates the clusters'
 // streams and the shared buckets, which those credentials may not.
-func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger) (*natsserver.Server, *nats.Conn, error) {
-	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName}
+//
+// onRefused counts the guard's refusals of those clusters' requests.
+func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRefused func(cluster, reason string)) (*natsserver.Server, *nats.Conn, error) {
+	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName,
+		Quotas: o.NATSCollectorQuotas.Quotas, OnRefused: onRefused}
 	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	var err error
 	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {

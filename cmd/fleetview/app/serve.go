@@ -342,6 +342,9 @@ type UpOptions struct {
 	NATSTLS NATSServerTLSOptions
 	// NATSCluster makes the embedded server a member of a NATS cluster.
 	NATSCluster NATSClusterOptions
+	// NATSCollectorQuotas bound each credentialed cluster's share of the
+	// hub (with NATSUsersFile).
+	NATSCollectorQuotas NATSCollectorQuotaOptions
 }
 
 // AddFlags registers the flags.
@@ -355,6 +358,7 @@ func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
 	o.NATSTLS.AddFlags(fs)
 	o.NATSCluster.AddFlags(fs)
+	o.NATSCollectorQuotas.AddFlags(fs)
 	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
 		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
 }
@@ -368,6 +372,7 @@ func (o *UpOptions) Validate() []error {
 	errs = append(errs, o.StreamQuota.Validate()...)
 	errs = append(errs, o.NATSTLS.Validate()...)
 	errs = append(errs, o.NATSCluster.Validate(o.Auth.AllowUnauthenticated)...)
+	errs = append(errs, o.NATSCollectorQuotas.Validate()...)
 	if r := o.Replicas.replicas(); r > 1 && !o.NATSCluster.clustered() {
 		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d needs a NATS cluster (--nats-cluster-name, --nats-cluster-listen, --nats-routes, --nats-server-name): a single server keeps one copy", ErrInvalidOptions, r))
 	} else if m := o.NATSCluster.members(); r > 1 && r > m {
@@ -423,7 +428,8 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 		return err
 	}
 	defer cfg.security.close()
-	ns, nc, err := startEmbeddedNATS(ctx, o, log)
+	refused := guardRefusals()
+	ns, nc, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
 	if err != nil {
 		return err
 	}
@@ -434,6 +440,11 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
 	if err != nil {
 		return err
+	}
+	if sv.registry != nil && o.NATSUsersFile != "" {
+		if err := sv.registry.Register(refused); err != nil {
+			return err
+		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	cctx, stopCollectors := context.WithCancel(gctx)
