@@ -107,7 +107,6 @@ func BenchmarkLabels(b *testing.B) {
 	}
 }
 
-
 // LabelsAnnotations finds the labels Labels finds and refuses what it
 // refuses, and reports every value of the annotations asked for that is
 // not the one wanted, however spelled and wherever repeated.

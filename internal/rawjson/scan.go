@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -42,28 +43,33 @@ const (
 	highs = 0x8080808080808080
 )
 
-// plain8 reports whether none of the 8 bytes in w (little-endian) ends or
-// escapes a string or needs a check: no quote, backslash, control byte or
-// byte past ASCII. The zero-byte tests are exact when they say no such byte
-// exists, which is all the loop needs.
-func plain8(w uint64) bool {
+// special8 marks, in the top bit of each byte of w (eight bytes read
+// little-endian), the bytes that end or escape a string or need a check:
+// a quote, a backslash, a control byte or a byte past ASCII. A test may
+// also mark bytes above a marked one (its borrow runs on), never one
+// below: the lowest mark is exact, which is all the caller needs.
+func special8(w uint64) uint64 {
 	q := w ^ (ones * '"')
 	s := w ^ (ones * '\\')
-	special := (q - ones) &^ q
-	special |= (s - ones) &^ s
-	special |= w - ones*0x20 // a byte below 0x20 borrows into its top bit
-	special |= w             // a byte past ASCII has its top bit set
-	return special&highs == 0
+	m := (q - ones) &^ q
+	m |= (s - ones) &^ s
+	m |= w - ones*0x20 // a byte below 0x20 borrows into its top bit
+	m |= w             // a byte past ASCII has its top bit set
+	return m & highs
 }
 
 // skipString returns the offset just past the string starting at
 // b[i] == '"', checking it by the JSON grammar: escapes, no raw control
 // bytes, and valid UTF-8. Most of an object's bytes are inside strings, so
-// it steps over eight plain bytes at a time.
+// it looks at eight bytes at a time and jumps to the first that matters.
 func skipString(b []byte, i int) (int, error) {
 	j := i + 1
 	for {
-		for j+8 <= len(b) && plain8(binary.LittleEndian.Uint64(b[j:])) {
+		for j+8 <= len(b) {
+			if m := special8(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
 			j += 8
 		}
 		if j >= len(b) {
@@ -81,7 +87,7 @@ func skipString(b []byte, i int) (int, error) {
 		case c < 0x20:
 			return 0, syntax(fmt.Sprintf("control character %#02x in string", c), j)
 		case c < utf8.RuneSelf:
-			j++
+			j++ // only in the last eight bytes of b
 		default:
 			r, n := utf8.DecodeRune(b[j:])
 			if r == utf8.RuneError && n <= 1 {
