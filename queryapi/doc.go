@@ -70,7 +70,6 @@
 //     streams per connection and keepalive. A client is its authenticated
 //     subject, else its remote host: HTTP requests make their remote
 //     address the peer of the in-process calls they lead to.
-//
 //   - Stored bytes are untrusted: every object of a list, search or watch is
 //     checked by the whole JSON grammar (rawjson.Check) before it is
 //     written out, and one that fails, or that a Table row or watch line
