@@ -1,8 +1,10 @@
 package materializer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +141,9 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 		{"control byte", meta + ",\"spec\":{\"a\":\"\x01\"}}", "control character"},
 		{"invalid UTF-8", meta + ",\"spec\":{\"a\":\"\xc3\"}}", "invalid UTF-8"},
 		{"too deep", meta + `,"spec":` + strings.Repeat("[", rawjson.MaxDepth) + strings.Repeat("]", rawjson.MaxDepth) + `}`, "nested deeper than 512 levels"},
+		// As large as a message may be: its dead letter, with the reason's
+		// headers, would not fit, and keeps what does.
+		{"as large as a message may be", meta + `,"spec":{"a":"` + strings.Repeat("x", stream.MaxPayload-200) + `" 1}}`, "',' or '}' expected"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc := func(uid, object string) []byte {
@@ -171,6 +176,14 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 			reason := dl.Header.Get(stream.HdrDeadReason)
 			if dl.Header.Get(stream.HdrDeadSubject) != "fv.obj.c.core.v1.pods.u1" || !strings.Contains(reason, tc.reason) || !strings.Contains(reason, "ns/p") {
 				t.Fatalf("dead letter reason %q, want it to name ns/p and %q", reason, tc.reason)
+			}
+			data := enc("u1", tc.object)
+			if trunc := dl.Header.Get(stream.HdrDeadTruncated); len(data) > stream.MaxPayload-100 { // the headers take more
+				if trunc != fmt.Sprint(len(data)) || len(dl.Data) >= len(data) || !bytes.HasPrefix(data, dl.Data) {
+					t.Fatalf("dead letter of %d bytes: truncated %q, kept %d bytes", len(data), trunc, len(dl.Data))
+				}
+			} else if trunc != "" || !bytes.Equal(dl.Data, data) {
+				t.Fatalf("dead letter truncated %q, data equal %v", trunc, bytes.Equal(dl.Data, data))
 			}
 		})
 	}
