@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -124,5 +125,23 @@ func TestMalformedNoneBadKeepsPage(t *testing.T) {
 	}
 	if err := q.checkObject(context.Background(), query.Object{Cluster: "a", JSON: []byte(`{`)}); !errors.Is(err, query.ErrCorrupt) {
 		t.Fatalf("checkObject = %v", err)
+	}
+}
+
+// BenchmarkDropMalformed is what the read side's check adds to a page of
+// 500 realistic Pods, none bad.
+func BenchmarkDropMalformed(b *testing.B) {
+	items := make([]query.Object, 500)
+	var n int64
+	for i := range items {
+		items[i] = query.Object{Cluster: "c", JSON: benchdata.Pod("c", i, 3)}
+		n += int64(len(items[i].JSON))
+	}
+	q := &queryService{}
+	b.SetBytes(n)
+	for b.Loop() {
+		if got := q.dropMalformed(context.Background(), "list", items); len(got) != len(items) {
+			b.Fatal(len(got))
+		}
 	}
 }
