@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -787,6 +788,20 @@ const headerAllowance = 1024
 func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte) (bool, error) {
 	keep := s.w.keepsData(m.namespace)
 	obj, err := prune(raw, s.cluster, s.w.gvr, keep)
+	if errors.Is(err, rawjson.ErrMalformed) {
+		// An object the hub would dead-letter (nested past
+		// rawjson.MaxDepth, which the apiserver allows): refused like an
+		// object too large, and shown, rather than failing the sync of
+		// every other object of the resource.
+		desc := fmt.Sprintf("%s/%s (%v)", m.namespace, m.name, err)
+		s.m.refused.Add(1)
+		s.log.Error("object not acceptable JSON for the hub; refused", "object", desc)
+		s.mu.Lock()
+		s.refused[m.uid] = desc
+		s.mu.Unlock()
+		s.pub.statusChanged()
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("prune %s/%s: %w", m.namespace, m.name, err)
 	}

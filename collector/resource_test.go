@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -206,6 +207,29 @@ func TestResourceSyncRefusesTooLarge(t *testing.T) {
 	if len(s.refusedObjects()) != 0 {
 		t.Fatal("refusal not cleared")
 	}
+}
+
+// TestResourceSyncRefusesTooDeep: an object the apiserver allows but the
+// hub would dead-letter (nested past rawjson.MaxDepth) is refused and
+// shown like one too large; the sync goes on with the next object.
+func TestResourceSyncRefusesTooDeep(t *testing.T) {
+	ctx := context.Background()
+	s, rec := newTestSync(configMapsGVR, false)
+	m, b := obj("u1", "ns", "deep", "1")
+	deep := strings.Repeat("[", rawjson.MaxDepth) + strings.Repeat("]", rawjson.MaxDepth)
+	b = []byte(strings.Replace(string(b), `"v"`, deep, 1))
+	if err := s.upsert(ctx, m, b, 1); err != nil {
+		t.Fatalf("a too-deep object failed the sync: %v", err)
+	}
+	expect(t, "too deep", rec.take())
+	if got := s.refusedObjects(); len(got) != 1 || !strings.Contains(got[0], "ns/deep") || !strings.Contains(got[0], "nested deeper") || s.m.refused.Load() != 1 {
+		t.Fatalf("refusal not recorded: %v, counter %d", got, s.m.refused.Load())
+	}
+	m2, b2 := obj("u2", "ns", "next", "1")
+	if err := s.upsert(ctx, m2, b2, 2); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, "the next object", rec.take(), "UPSERT ns/next u2 1")
 }
 
 func TestSecretDataChoiceIsVisibleInTheMessage(t *testing.T) {

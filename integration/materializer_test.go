@@ -78,7 +78,8 @@ func workload(n int) (first, second []*fleetviewv1.ResourceEvent) {
 }
 
 // publishPoison puts an undecodable message, an upsert whose object is
-// not JSON and one whose object is followed by another into c1's stream.
+// not JSON, one whose object is followed by another and one whose spec
+// is not JSON inside matching brackets into c1's stream.
 func publishPoison(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
 	ctx := context.Background()
@@ -99,6 +100,15 @@ func publishPoison(t *testing.T, js jetstream.JetStream) {
 	forged.Object = append(append([]byte(nil), forged.Object...), []byte(`,{"apiVersion":"v1","kind":"Pod","metadata":{"name":"forged","annotations":{"fleetview.io/cluster":"c2"}}}`)...)
 	data, _ = stream.Encode(forged)
 	if _, err := js.Publish(ctx, stream.ObjectSubject("c1", benchdata.PodGVR, "poison-3"), data); err != nil {
+		t.Fatal(err)
+	}
+	// Brackets that match around a value that is not JSON, deep in a
+	// member no reader looks into.
+	deep := benchdata.Event("c1", 999997, 1)
+	deep.Uid = "poison-4"
+	deep.Object = bytes.Replace(deep.Object, []byte(`"spec":{`), []byte(`"spec":{"a" 1 2,`), 1)
+	data, _ = stream.Encode(deep)
+	if _, err := js.Publish(ctx, stream.ObjectSubject("c1", benchdata.PodGVR, "poison-4"), data); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -181,8 +191,8 @@ func TestMaterializerBackends(t *testing.T) {
 
 	t.Run("poison dead-lettered", func(t *testing.T) {
 		for _, m := range []*materializer.Materializer{bm, om} {
-			if got := m.Metrics().DeadLettered.Load(); got != 3 {
-				t.Errorf("dead-letter counter = %d, want 3", got)
+			if got := m.Metrics().DeadLettered.Load(); got != 4 {
+				t.Errorf("dead-letter counter = %d, want 4", got)
 			}
 		}
 		st, err := js.Stream(context.Background(), materializer.DeadStream)
@@ -202,9 +212,10 @@ func TestMaterializerBackends(t *testing.T) {
 			for msg := range batch.Messages() {
 				reasons = append(reasons, msg.Headers().Get(stream.HdrDeadSubject)+": "+msg.Headers().Get(stream.HdrDeadReason))
 			}
-			if len(reasons) != 3 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
-				!strings.Contains(reasons[1], "poison event") || !strings.Contains(reasons[2], "poison-3") || !strings.Contains(reasons[2], "trailing data") {
-				t.Errorf("%s dead letters = %q, want poison-1 (undecodable), poison-2 (poison event: bad JSON) and poison-3 (trailing data)", name, reasons)
+			if len(reasons) != 4 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
+				!strings.Contains(reasons[1], "poison event") || !strings.Contains(reasons[2], "poison-3") || !strings.Contains(reasons[2], "trailing data") ||
+				!strings.Contains(reasons[3], "poison-4") || !strings.Contains(reasons[3], "':' expected after an object key") {
+				t.Errorf("%s dead letters = %q, want poison-1 (undecodable), poison-2 (poison event: bad JSON), poison-3 (trailing data) and poison-4 (bad JSON deep in spec)", name, reasons)
 			}
 		}
 	})

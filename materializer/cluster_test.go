@@ -1,8 +1,10 @@
 package materializer
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -101,6 +104,86 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 			if dl.Header.Get(stream.HdrDeadSubject) != tc.subject || dl.Header.Get(stream.HdrDeadStream) != tc.stream ||
 				!strings.Contains(dl.Header.Get(stream.HdrDeadReason), tc.wantErr.Error()) {
 				t.Fatalf("dead letter headers %v", dl.Header)
+			}
+		})
+	}
+}
+
+// An object that is not valid JSON by the whole grammar, anywhere in it,
+// is dead-lettered with a reason naming what is wrong and where, never
+// applied; the valid object after it in the same batch is applied.
+func TestMalformedObjectIsDeadLettered(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, nc, js := natstest.Start(t, -1)
+	m, err := New(Config{Name: "t", NATS: nc, Sink: fakeSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := js.Stream(ctx, DeadStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const meta = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u1","annotations":{"fleetview.io/cluster":"c"}}`
+	for i, tc := range []struct {
+		name, object, reason string
+	}{
+		{"the forged Pod's spec", meta + `,"spec":{"a" 1 2}}`, "':' expected after an object key at offset"},
+		{"value after a value", meta + `,"spec":{"a":[1 2]}}`, "',' or ']' expected"},
+		{"trailing comma", meta + `,"spec":{"a":1,}}`, "object key expected"},
+		{"closed early", meta + `},{"kind":"Injected"}`, "trailing data after the object"},
+		{"leading zero", meta + `,"spec":{"a":01}}`, "',' or '}' expected"},
+		{"bad literal", meta + `,"spec":{"a":nul}}`, "invalid literal"},
+		{"bad escape", meta + `,"spec":{"a":"\q"}}`, "invalid escape"},
+		{"control byte", meta + ",\"spec\":{\"a\":\"\x01\"}}", "control character"},
+		{"invalid UTF-8", meta + ",\"spec\":{\"a\":\"\xc3\"}}", "invalid UTF-8"},
+		{"too deep", meta + `,"spec":` + strings.Repeat("[", rawjson.MaxDepth) + strings.Repeat("]", rawjson.MaxDepth) + `}`, "nested deeper than 512 levels"},
+		// As large as a message may be: its dead letter, with the reason's
+		// headers, would not fit, and keeps what does.
+		{"as large as a message may be", meta + `,"spec":{"a":"` + strings.Repeat("x", stream.MaxPayload-200) + `" 1}}`, "',' or '}' expected"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := func(uid, object string) []byte {
+				ev := &fleetviewv1.ResourceEvent{Cluster: "c", Gvr: &fleetviewv1.GroupVersionResource{Version: "v1", Resource: "pods"},
+					Uid: uid, Name: "p", Namespace: "ns", ResourceVersion: "1", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(object)}
+				data, err := stream.Encode(ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return data
+			}
+			seq := uint64(2*i + 1)
+			var b batch
+			m.add(&b, streamMsg{subject: "fv.obj.c.core.v1.pods.u1", data: enc("u1", tc.object),
+				md: &jetstream.MsgMetadata{Stream: "FV_c", Sequence: jetstream.SequencePair{Stream: seq}}}, "FV_c", seq, 0)
+			good := strings.ReplaceAll(meta, "u1", "u2") + `,"spec":{"a":[1,2]}}`
+			m.add(&b, streamMsg{subject: "fv.obj.c.core.v1.pods.u2", data: enc("u2", good),
+				md: &jetstream.MsgMetadata{Stream: "FV_c", Sequence: jetstream.SequencePair{Stream: seq + 1}}}, "FV_c", seq+1, 0)
+			if len(b.bad) != 1 || !errors.Is(b.bad[0].reason, errBadJSON) || len(b.evs) != 1 || b.evs[0].Seq != seq+1 {
+				t.Fatalf("bad %v, events %v: want the first dead, the second applied", b.bad, b.evs)
+			}
+			applied, err := m.dropPoison(ctx, b, func([]feed.Event) error { return nil })
+			if err != nil || len(applied) != 1 || applied[0].Event.GetUid() != "u2" {
+				t.Fatalf("dropPoison: %v %v", applied, err)
+			}
+			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			reason := dl.Header.Get(stream.HdrDeadReason)
+			if dl.Header.Get(stream.HdrDeadSubject) != "fv.obj.c.core.v1.pods.u1" || !strings.Contains(reason, tc.reason) || !strings.Contains(reason, "ns/p") {
+				t.Fatalf("dead letter reason %q, want it to name ns/p and %q", reason, tc.reason)
+			}
+			data := enc("u1", tc.object)
+			if trunc := dl.Header.Get(stream.HdrDeadTruncated); len(data) > stream.MaxPayload-100 { // the headers take more
+				if trunc != fmt.Sprint(len(data)) || len(dl.Data) >= len(data) || !bytes.HasPrefix(data, dl.Data) {
+					t.Fatalf("dead letter of %d bytes: truncated %q, kept %d bytes", len(data), trunc, len(dl.Data))
+				}
+			} else if trunc != "" || !bytes.Equal(dl.Data, data) {
+				t.Fatalf("dead letter truncated %q, data equal %v", trunc, bytes.Equal(dl.Data, data))
 			}
 		})
 	}

@@ -8,10 +8,11 @@ import (
 )
 
 // ObjectLabels returns metadata.labels of a Kubernetes object's JSON, and
-// checks the whole object's structure in the same single pass (see
-// rawjson.Labels). An object that fails is a poison event: list responses
-// concatenate stored objects, so one that closed early (`{...},{...}`)
-// would add an item of its own making.
+// checks the whole object by the JSON grammar, within rawjson's depth and
+// size bounds, in the same single pass (see rawjson.Labels). An object
+// that fails is a poison event: list responses concatenate stored objects,
+// so one that is not JSON makes the answer invalid for every cluster, and
+// one that closed early (`{...},{...}`) would add an item of its own making.
 func ObjectLabels(obj []byte) (map[string]string, error) {
 	labels, err := rawjson.Labels(obj)
 	if err != nil {

@@ -614,10 +614,35 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 		// name, not once per hub.
 		dl.Header.Set(nats.MsgIdHdr, m.cfg.Name+"/"+md.Stream+"/"+fmt.Sprint(md.Sequence.Stream))
 	}
+	// A collector may publish a poison message up to the largest size the
+	// stream takes; with the headers above it would not fit, its dead
+	// letter would be refused, and its cluster's ingest would stop there.
+	// The dead letter keeps what fits and says how long the payload was.
+	if limit := deadLetterRoom(m.cfg.NATS.MaxPayload(), dl.Header); len(dl.Data) > limit {
+		dl.Header.Set(stream.HdrDeadTruncated, fmt.Sprint(len(dl.Data)))
+		dl.Data = dl.Data[:max(0, limit-64)] // and room for that header
+	}
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {
 		return fmt.Errorf("dead-letter %s: %w", msg.Subject(), err)
 	}
 	m.metrics.DeadLettered.Add(1)
 	m.log.Warn("poison event dead-lettered", "subject", msg.Subject(), "reason", reason)
 	return nil
+}
+
+// deadLetterRoom is how many payload bytes a dead letter with headers h
+// can carry: the smaller of the connection's and the dead-letter stream's
+// message limits, less the headers' encoding.
+func deadLetterRoom(connMax int64, h nats.Header) int {
+	room := int64(stream.MaxPayload)
+	if connMax > 0 && connMax < room {
+		room = connMax
+	}
+	n := int64(len("NATS/1.0\r\n\r\n"))
+	for k, vs := range h {
+		for _, v := range vs {
+			n += int64(len(k) + len(v) + 4) // "k: v\r\n"
+		}
+	}
+	return int(room - n)
 }

@@ -70,6 +70,13 @@
 //     streams per connection and keepalive. A client is its authenticated
 //     subject, else its remote host: HTTP requests make their remote
 //     address the peer of the in-process calls they lead to.
+//   - Stored bytes are untrusted: every object of a list, search or watch is
+//     checked by the whole JSON grammar (rawjson.Check) before it is
+//     written out, and one that fails, or that a Table row or watch line
+//     cannot decode, is left out and reported
+//     (fleetview_query_malformed_objects_skipped_total{cluster}, a log
+//     line), never a 500 or invalid JSON for every cluster the answer
+//     spans; a Get of that object alone is ErrCorrupt (500).
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
 // codes, HTTP statuses and Kubernetes Status bodies once, in errors.go.

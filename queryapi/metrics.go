@@ -38,14 +38,17 @@ const (
 // servers in one test process do not collide.
 //
 // Labels are bounded: surface (3), verb (5), method (the services'
-// methods), code (gRPC codes), reason (3). No cluster, resource or client
-// label: those grow with what is cached and who asks.
+// methods), code (gRPC codes), reason (3). No resource or client label:
+// those grow with what is cached and who asks. The one cluster label is on
+// malformed objects skipped, which an operator must trace to the cluster
+// (its collector) that wrote them; it grows with the fleet at most.
 type Metrics struct {
 	duration     *prometheus.HistogramVec
 	requests     *prometheus.CounterVec
 	watches      *prometheus.GaugeVec
 	watchEvents  *prometheus.CounterVec
 	watchesEnded *prometheus.CounterVec
+	malformed    *prometheus.CounterVec
 }
 
 // NewMetrics creates the query API's metrics and registers them on reg.
@@ -74,8 +77,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fleetview_query_watches_ended_total",
 			Help: "Watches ended, per surface and reason: closed (the client went away), too_slow (dropped: the client did not read its events fast enough), error.",
 		}, []string{"surface", "reason"}),
+		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetview_query_malformed_objects_skipped_total",
+			Help: "Stored objects left out of an answer (list, search, watch, Table) because they are not valid JSON within rawjson's bounds, per cluster that wrote them. Each answer that met one counts it once.",
+		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded} {
+	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -125,7 +125,7 @@ func New(cfg Config) (*Server, error) {
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
-		limits: cfg.Limits, metrics: cfg.Metrics, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
+		limits: cfg.Limits, metrics: cfg.Metrics, log: cfg.Logger, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
 	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries, backends: cfg.Backends}
 	gs, hs := newGRPCServer(cfg, qs, cs, rs)
 	local := newInproc(cfg.UnaryInterceptors, cfg.StreamInterceptors)
@@ -228,7 +228,11 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.Handle("/v1/resources/", withSurface(SurfaceREST, &listHandler{client: q, gateway: gw}))
 	mux.Handle("/v1/watch/", withSurface(SurfaceREST, &watchHandler{client: q}))
 	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
-	kube := withSurface(SurfaceKube, kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger))
+	kube := withSurface(SurfaceKube, kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger, kubeapi.OnSkipped(func(cluster string, _ error) {
+		if s.cfg.Metrics != nil {
+			s.cfg.Metrics.malformed.WithLabelValues(cluster).Inc()
+		}
+	})))
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}

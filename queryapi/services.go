@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,7 @@ type queryService struct {
 	watches  *watchLimiter
 	// metrics counts watches; nil: off.
 	metrics *Metrics
+	log     *slog.Logger
 }
 
 func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
@@ -188,6 +190,9 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	if err := q.checkObject(ctx, obj); err != nil {
+		return nil, toStatus(err)
+	}
 	if !req.GetStructured() {
 		return &fleetviewv1.GetResponse{RawObject: obj.JSON, Cluster: obj.Cluster}, nil
 	}
@@ -275,6 +280,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	if err != nil {
 		return nil, err
 	}
+	page.Items = q.dropMalformed(ctx, "list", page.Items)
 	if exact {
 		// The snapshot is the truth: the state may have moved since.
 		have := page.Version.Clone()
@@ -358,6 +364,7 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 	if err != nil {
 		return nil, err
 	}
+	page.Items = q.dropMalformed(ctx, "search", page.Items)
 	resp := &fleetviewv1.SearchResponse{ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()), Continue: sealContinue(q.sealer, page.Continue, h)}
 	for _, it := range page.Items {
 		hit := &fleetviewv1.SearchHit{Gvr: stream.ProtoGVR(it.GVR), Cluster: it.Cluster}

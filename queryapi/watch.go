@@ -206,7 +206,10 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
 		lbls, err := he.decode()
 		if err != nil {
-			return nil // the materializer dead-letters what it cannot decode
+			// The materializer dead-letters what it cannot decode, so only
+			// a replay from the stream meets one; the watch goes on.
+			w.q.reportMalformed(context.Background(), "watch", c, err)
+			return nil
 		}
 		match := w.f.metaOK(ev.GetNamespace(), ev.GetName()) && w.f.labels.Matches(lbls)
 		if match && w.f.fields.NeedsObject() {
@@ -264,6 +267,7 @@ func (q *queryService) listAll(ctx context.Context, o query.ListOptions, fn func
 		if err != nil {
 			return nil, err
 		}
+		page.Items = q.dropMalformed(ctx, "watch", page.Items)
 		if v == nil {
 			v = page.Version
 		}

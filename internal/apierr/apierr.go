@@ -54,6 +54,7 @@ var table = []struct {
 	// fault, never the caller's.
 	{regstore.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	{inventory.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
+	{query.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	{context.DeadlineExceeded, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
 	{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
 	{nil, Mapping{codes.FailedPrecondition, http.StatusConflict, "Conflict"}},

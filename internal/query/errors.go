@@ -32,6 +32,11 @@ var (
 	// ErrRequestTooLarge: a request body exceeds the server's limit; it is
 	// refused before it is decoded (Kubernetes answers 413).
 	ErrRequestTooLarge = errors.New("request entity too large")
+	// ErrCorrupt: a stored object read back is not valid JSON (stored
+	// before the materializer checked the whole grammar, or by another
+	// writer). An answer of many objects leaves it out; an answer of that
+	// object alone fails with this.
+	ErrCorrupt = errors.New("malformed stored object")
 )
 
 // NotFoundError is the not-found error every backend returns, so that the

@@ -17,6 +17,9 @@ import (
 // more than everything else a backend does per event, and json.Valid
 // several times this walk.
 func Labels(obj []byte) (map[string]string, error) {
+	if err := checkSize(obj); err != nil {
+		return nil, err
+	}
 	var labels map[string]string
 	end, err := EachMember(obj, 0, func(m Member) (int, error) {
 		if string(m.Key) != "metadata" {
@@ -24,7 +27,7 @@ func Labels(obj []byte) (map[string]string, error) {
 		}
 		return EachMember(obj, m.ValueStart, func(m Member) (int, error) {
 			if string(m.Key) != "labels" {
-				return SkipValue(obj, m.ValueStart)
+				return skipValue(obj, m.ValueStart, 2)
 			}
 			if i := m.ValueStart; i < len(obj) && obj[i] == 'n' {
 				return literal(obj, i, "null")
@@ -123,6 +126,9 @@ func LabelsAnnotationsText(obj []byte, want string, text []byte, keys ...string)
 }
 
 func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (map[string]string, []string, []byte, error) {
+	if err := checkSize(obj); err != nil {
+		return nil, nil, nil, err
+	}
 	var labels map[string]string
 	var values []string
 	end, err := EachMember(obj, 0, func(m Member) (int, error) {
@@ -167,7 +173,7 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 					}
 					if !wanted {
 						if text == nil {
-							return SkipValue(obj, a.ValueStart)
+							return skipValue(obj, a.ValueStart, 3)
 						}
 						vs := a.ValueStart
 						if vs >= len(obj) || obj[vs] != '"' {
@@ -175,7 +181,7 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 							if *text, err = appendFields(*text, a, nil, 0); err != nil {
 								return 0, err
 							}
-							return SkipValue(obj, vs)
+							return skipValue(obj, vs, 3)
 						}
 						ve, err := skipString(obj, vs)
 						if err == nil {
@@ -205,7 +211,7 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 					return ve, nil
 				})
 			}
-			return SkipValue(obj, m.ValueStart)
+			return skipValue(obj, m.ValueStart, 2)
 		})
 	})
 	if err != nil {

@@ -2,14 +2,30 @@ package rawjson
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"unicode/utf8"
 )
 
-// maxDepth is encoding/json's nesting limit (and so the apiserver's): a
-// document the standard decoder refuses is refused here too, and a hostile
-// one cannot make the bracket stack grow without bound.
-const maxDepth = 10000
+// MaxDepth bounds how deeply a document's objects and arrays nest; the
+// top-level object is level 1. Every byte of an object comes from a
+// collector, which the hub does not trust, so the bound is the hub's, not
+// the apiserver's (encoding/json allows 10000): real Kubernetes objects nest
+// a few dozen levels at most (the deepest are CRDs' schemas), while the
+// decoders that read stored objects back (encoding/json for Tables,
+// browsers' JSON.parse in the console, OpenSearch's parser, which refuses
+// past 1000 by default) recurse once per level. 512 keeps them all far
+// inside their limits and refuses nothing a real cluster writes.
+const MaxDepth = 512
+
+// MaxSize bounds the size of a document, in bytes: the largest message a
+// cluster's stream carries (stream.MaxPayload, 4 MiB, which also holds the
+// event around the object), so it refuses nothing the transport delivered
+// and bounds what one object can cost a reader that never came through a
+// stream (objects stored before this check).
+const MaxSize = 4 << 20
 
 // SkipSpace returns the offset of the first byte at or after i that is not
 // JSON white space.
@@ -22,27 +38,86 @@ func SkipSpace(b []byte, i int) int {
 	return i
 }
 
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// special8 marks, in the top bit of each byte of w (eight bytes read
+// little-endian), the bytes that end or escape a string or need a check:
+// a quote, a backslash, a control byte or a byte past ASCII. A test may
+// also mark bytes above a marked one (its borrow runs on), never one
+// below: the lowest mark is exact, which is all the caller needs.
+func special8(w uint64) uint64 {
+	q := w ^ (ones * '"')
+	s := w ^ (ones * '\\')
+	m := (q - ones) &^ q
+	m |= (s - ones) &^ s
+	m |= w - ones*0x20 // a byte below 0x20 borrows into its top bit
+	m |= w             // a byte past ASCII has its top bit set
+	return m & highs
+}
+
 // skipString returns the offset just past the string starting at
-// b[i] == '"'. Most of an object's bytes are inside strings, so it jumps
-// from quote to quote (bytes.IndexByte is vectorised) and counts the
-// backslashes before each: a quote after an odd number of them is escaped.
+// b[i] == '"', checking it by the JSON grammar: escapes, no raw control
+// bytes, and valid UTF-8. Most of an object's bytes are inside strings, so
+// it looks at eight bytes at a time and jumps to the first that matters.
 func skipString(b []byte, i int) (int, error) {
 	j := i + 1
 	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
+		for j+8 <= len(b) {
+			if m := special8(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			j += 8
+		}
+		if j >= len(b) {
 			return 0, syntax("unterminated string", i)
 		}
-		q := j + k
-		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
+		switch c := b[j]; {
+		case c == '"':
+			return j + 1, nil
+		case c == '\\':
+			n, err := escape(b, j)
+			if err != nil {
+				return 0, err
+			}
+			j += n
+		case c < 0x20:
+			return 0, syntax(fmt.Sprintf("control character %#02x in string", c), j)
+		case c < utf8.RuneSelf:
+			j++ // only in the last eight bytes of b
+		default:
+			r, n := utf8.DecodeRune(b[j:])
+			if r == utf8.RuneError && n <= 1 {
+				return 0, syntax("invalid UTF-8 in string", j)
+			}
+			j += n
 		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		j = q + 1
 	}
+}
+
+// escape returns the length of the escape sequence at b[j] == '\\'.
+func escape(b []byte, j int) (int, error) {
+	if j+1 >= len(b) {
+		return 0, syntax("unterminated string", j)
+	}
+	switch b[j+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, nil
+	case 'u':
+		if j+6 > len(b) {
+			return 0, syntax("invalid \\u escape", j)
+		}
+		for _, h := range b[j+2 : j+6] {
+			if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+				return 0, syntax("invalid \\u escape", j)
+			}
+		}
+		return 6, nil
+	}
+	return 0, syntax(fmt.Sprintf("invalid escape %q in string", b[j:j+2]), j)
 }
 
 func literal(b []byte, i int, lit string) (int, error) {
@@ -134,13 +209,13 @@ func (s *stack) inObject() bool {
 }
 
 // SkipValue returns the offset just past the JSON value at or after b[i]
-// (leading white space is skipped). A literal or number must follow the
-// JSON grammar. Inside an object or array it checks only that brackets
-// match and strings end, not what lies between (commas, colons, literals,
-// numbers): that is a bracket count with a stack, almost as cheap as the
-// count alone, while checking the full grammar there cost 5% of Labels on
-// a Pod. Members reads the members of the objects a caller looks into.
-func SkipValue(b []byte, i int) (int, error) {
+// (leading white space is skipped), checking all of it by the JSON
+// grammar, nested objects and arrays included, with MaxDepth counted as
+// for a member of a top-level object.
+func SkipValue(b []byte, i int) (int, error) { return skipValue(b, i, 1) }
+
+// skipValue is SkipValue for a value inside outer open containers.
+func skipValue(b []byte, i, outer int) (int, error) {
 	i = SkipSpace(b, i)
 	if i >= len(b) {
 		return 0, syntax("value expected", i)
@@ -149,7 +224,7 @@ func SkipValue(b []byte, i int) (int, error) {
 	case '"':
 		return skipString(b, i)
 	case '{', '[':
-		return skipNested(b, i)
+		return skipNested(b, i, outer)
 	case 't':
 		return literal(b, i, "true")
 	case 'f':
@@ -160,34 +235,97 @@ func SkipValue(b []byte, i int) (int, error) {
 	return skipNumber(b, i)
 }
 
-// skipNested returns the offset just past the object or array at b[i].
-func skipNested(b []byte, i int) (int, error) {
+// skipNested returns the offset just past the object or array at b[i],
+// inside outer open containers. It walks the grammar with an explicit
+// stack, not recursion, so a hostile depth costs bits, not goroutine stack.
+func skipNested(b []byte, i, outer int) (int, error) {
 	var st stack
-	for j := i; j < len(b); j++ {
+	j := i
+	var err error
+	for {
+		// A value is expected at b[j].
+		j = SkipSpace(b, j)
+		if j >= len(b) {
+			return 0, syntax("value expected", j)
+		}
 		switch c := b[j]; c {
-		case '"':
-			end, err := skipString(b, j)
-			if err != nil {
-				return 0, err
-			}
-			j = end - 1
 		case '{', '[':
-			// The object this value is a member of is a level too.
-			if st.depth >= maxDepth-1 {
-				return 0, syntax("nested too deeply", j)
+			if outer+st.depth+1 > MaxDepth {
+				return 0, syntax(fmt.Sprintf("nested deeper than %d levels", MaxDepth), j)
 			}
 			st.push(c == '{')
-		case '}', ']':
-			if st.inObject() != (c == '}') {
-				return 0, syntax(fmt.Sprintf("mismatched %q", c), j)
+			j = SkipSpace(b, j+1)
+			if j < len(b) && b[j] == c+2 { // '}' is '{'+2, ']' is '['+2
+				st.pop()
+				j++
+				break
 			}
-			st.pop()
+			if c == '{' {
+				if j, err = objectKey(b, j); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		case '"':
+			j, err = skipString(b, j)
+		case 't':
+			j, err = literal(b, j, "true")
+		case 'f':
+			j, err = literal(b, j, "false")
+		case 'n':
+			j, err = literal(b, j, "null")
+		default:
+			j, err = skipNumber(b, j)
+		}
+		if err != nil {
+			return 0, err
+		}
+		// A value ended at b[j]: close containers until one goes on.
+		for {
 			if st.depth == 0 {
-				return j + 1, nil
+				return j, nil
 			}
+			j = SkipSpace(b, j)
+			if j >= len(b) {
+				return 0, syntax("unterminated object or array", i)
+			}
+			c, obj := b[j], st.inObject()
+			if c == ',' {
+				j++
+				if obj {
+					if j, err = objectKey(b, SkipSpace(b, j)); err != nil {
+						return 0, err
+					}
+				}
+				break
+			}
+			if obj && c == '}' || !obj && c == ']' {
+				st.pop()
+				j++
+				continue
+			}
+			if obj {
+				return 0, syntax(fmt.Sprintf("',' or '}' expected, got %q", c), j)
+			}
+			return 0, syntax(fmt.Sprintf("',' or ']' expected, got %q", c), j)
 		}
 	}
-	return 0, syntax("unterminated object or array", i)
+}
+
+// objectKey reads `"key" :` at b[j] (no leading space) and returns the
+// offset just past the colon.
+func objectKey(b []byte, j int) (int, error) {
+	if j >= len(b) || b[j] != '"' {
+		return 0, syntax("object key expected", j)
+	}
+	j, err := skipString(b, j)
+	if err != nil {
+		return 0, err
+	}
+	if j = SkipSpace(b, j); j >= len(b) || b[j] != ':' {
+		return 0, syntax("':' expected after an object key", j)
+	}
+	return j + 1, nil
 }
 
 // Member is one member of a JSON object, as offsets into the scanned input.
@@ -315,6 +453,9 @@ func Members(b []byte, i int, dst []Member) ([]Member, int, error) {
 // ObjectMembers is Members of a whole document: obj must be one object
 // with nothing but white space after it.
 func ObjectMembers(obj []byte, dst []Member) ([]Member, error) {
+	if err := checkSize(obj); err != nil {
+		return nil, err
+	}
 	dst, end, err := Members(obj, 0, dst)
 	if err != nil {
 		return nil, err
@@ -322,10 +463,14 @@ func ObjectMembers(obj []byte, dst []Member) ([]Member, error) {
 	return dst, checkEnd(obj, end)
 }
 
-// Check reports whether obj is one object with nothing after it, as far
-// as this package checks JSON (see the package comment): what Labels and
-// ObjectMembers check, without reading anything.
+// Check reports whether obj is one JSON object, valid by the whole JSON
+// grammar (RFC 8259) in valid UTF-8, with nothing but white space after it,
+// at most MaxSize bytes and MaxDepth levels: what Labels and ObjectMembers
+// check, without reading anything.
 func Check(obj []byte) error {
+	if err := checkSize(obj); err != nil {
+		return err
+	}
 	end, err := EachMember(obj, 0, func(m Member) (int, error) {
 		return SkipValue(obj, m.ValueStart)
 	})
@@ -333,6 +478,13 @@ func Check(obj []byte) error {
 		return err
 	}
 	return checkEnd(obj, end)
+}
+
+func checkSize(obj []byte) error {
+	if len(obj) > MaxSize {
+		return syntax(fmt.Sprintf("object of %d bytes is larger than %d", len(obj), MaxSize), MaxSize)
+	}
+	return nil
 }
 
 func checkEnd(obj []byte, end int) error {

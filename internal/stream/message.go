@@ -38,6 +38,10 @@ const (
 	HdrDeadSubject = "Fv-Subject"
 	HdrDeadStream  = "Fv-Stream"
 	HdrDeadSeq     = "Fv-Seq"
+	// HdrDeadTruncated is set, to the original payload's length, when the
+	// dead letter keeps only the start of the payload: the message with
+	// the headers above would not fit in MaxPayload.
+	HdrDeadTruncated = "Fv-Truncated"
 )
 
 // ObjectMsgOptions are what an object message carries beyond its event.

@@ -49,6 +49,8 @@ type Handler struct {
 	query    QueryClient
 	clusters ClusterClient
 	log      *slog.Logger
+	// skipped is told of every stored object left out of an answer.
+	skipped func(cluster string, err error)
 
 	mu sync.Mutex
 	// inventory answers by the caller's Authorization header, so a cached
@@ -61,12 +63,37 @@ type inventoryEntry struct {
 	clusters []*fleetviewv1.Cluster
 }
 
+// Option configures a Handler.
+type Option func(*Handler)
+
+// OnSkipped has f told of every stored object a fleet-wide answer (a
+// Table's rows, a watch's events) leaves out because it cannot be decoded
+// or encoded, with the cluster that wrote it (empty when unreadable).
+func OnSkipped(f func(cluster string, err error)) Option {
+	return func(h *Handler) { h.skipped = f }
+}
+
 // New returns a Handler reading through the given clients.
-func New(q QueryClient, c ClusterClient, log *slog.Logger) *Handler {
+func New(q QueryClient, c ClusterClient, log *slog.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{query: q, clusters: c, log: log, inventory: map[string]inventoryEntry{}}
+	h := &Handler{query: q, clusters: c, log: log, inventory: map[string]inventoryEntry{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
+}
+
+// skip reports one stored object left out of an answer: the answer is for
+// every cluster it spans, and one object a collector wrote must not make it
+// a 500 or invalid JSON for all of them.
+func (h *Handler) skip(raw []byte, what string, err error) {
+	cluster := objectCluster(raw)
+	h.log.Warn("kubeapi: stored object left out of "+what, "cluster", cluster, "err", err)
+	if h.skipped != nil {
+		h.skipped(cluster, err)
+	}
 }
 
 // listClusters asks the inventory with the caller's credentials, reusing

@@ -203,8 +203,8 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 		t, err := newTable(c, lm)
 		if err == nil {
 			for _, it := range resp.GetRawItems() {
-				if err = t.addRow(it, p.includeObject); err != nil {
-					break
+				if rerr := t.addRow(it, p.includeObject); rerr != nil {
+					h.skip(it, "a Table", rerr)
 				}
 			}
 		}
@@ -354,11 +354,12 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 		}
 		line, err := watchLine(buf[:0], r.ev, c, p)
 		if err != nil {
-			h.log.Warn("kubeapi: encoding a watch event", "err", err)
-			ww.start()
-			return
+			// One event the watch cannot encode is left out; the watch,
+			// which may span every cluster, goes on.
+			h.skip(r.ev.GetRawObject(), "a watch", err)
+			line = buf[:0]
 		}
-		if line != nil && !ww.write(line) {
+		if len(line) > 0 && !ww.write(line) {
 			return
 		}
 		if len(events) == 0 {
@@ -590,4 +591,28 @@ func appendWatchObject(b []byte, c cached, obj []byte, rv string) ([]byte, error
 		b = append(b, obj[open:]...)
 	}
 	return b, nil
+}
+
+// objectCluster reads the cluster annotation of stored JSON, "" when it
+// cannot.
+func objectCluster(b []byte) string {
+	var cluster string
+	_, _ = rawjson.EachMember(b, 0, func(m rawjson.Member) (int, error) {
+		if string(m.Key) != "metadata" {
+			return rawjson.SkipValue(b, m.ValueStart)
+		}
+		return rawjson.EachMember(b, m.ValueStart, func(m rawjson.Member) (int, error) {
+			if string(m.Key) != "annotations" {
+				return rawjson.SkipValue(b, m.ValueStart)
+			}
+			return rawjson.EachMember(b, m.ValueStart, func(m rawjson.Member) (int, error) {
+				end, err := rawjson.SkipValue(b, m.ValueStart)
+				if err == nil && string(m.Key) == clusterAnnotation {
+					cluster, _ = rawjson.String(b[m.ValueStart:end])
+				}
+				return end, err
+			})
+		})
+	})
+	return cluster
 }
