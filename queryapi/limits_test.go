@@ -267,11 +267,11 @@ func TestLimitsDefaults(t *testing.T) {
 		want Limits
 	}{
 		{"zero", Limits{}, Limits{MaxRequestBytes: DefaultMaxRequestBytes, KeepaliveMinTime: DefaultKeepaliveMinTime,
-			KeepaliveTime: DefaultKeepaliveTime, KeepaliveTimeout: DefaultKeepaliveTimeout}},
+			KeepaliveTime: DefaultKeepaliveTime, KeepaliveTimeout: DefaultKeepaliveTimeout, HTTPReadHeaderTimeout: DefaultReadHeaderTimeout}},
 		{"set values are kept", Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
-			KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second},
+			KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second, HTTPReadHeaderTimeout: 4 * time.Second},
 			Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
-				KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second}},
+				KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second, HTTPReadHeaderTimeout: 4 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.in
