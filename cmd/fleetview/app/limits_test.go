@@ -1,9 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -150,5 +153,37 @@ func TestMemoryLimit(t *testing.T) {
 		if err != nil || got != tc.want || len(o.Validate()) != 0 {
 			t.Errorf("%q: got %d, %v; want %d", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestWarnFileLimit: a cap the open-file limit cannot hold (with the
+// reserve NATS and Badger need) is warned about at start; one it can is
+// not.
+func TestWarnFileLimit(t *testing.T) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur < 2*fileReserve {
+		t.Fatalf("RLIMIT_NOFILE %d is below what this test needs (%d)", rl.Cur, 2*fileReserve)
+	}
+	cases := []struct {
+		name string
+		max  int
+		want string
+	}{
+		{"within the limit", 10, ""},
+		{"over the limit", int(rl.Cur), "open-file limit is below"},
+		{"no cap", 0, "no cap"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			o := LimitOptions{MaxConnections: tc.max}
+			o.warnFileLimit(slog.New(slog.NewTextHandler(&buf, nil)))
+			if tc.want == "" && buf.Len() > 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
+				t.Fatalf("logged %q, want %q", buf.String(), tc.want)
+			}
+		})
 	}
 }
