@@ -200,3 +200,13 @@ func (c *conn) Close() error {
 
 // NetConn is the connection beneath.
 func (c *conn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes a TCP connection: the HTTP server does so before
+// closing one whose request body it did not read, so the client gets the
+// answer (a 408, 413 or a refusal) before a reset.
+func (c *conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errNoCloseWrite
+}

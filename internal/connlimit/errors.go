@@ -12,3 +12,6 @@ var (
 	// read timeout.
 	ErrRequestTimeout = errors.New("request timeout")
 )
+
+// errNoCloseWrite: the connection beneath cannot half-close.
+var errNoCloseWrite = errors.New("connlimit: the connection cannot half-close")
