@@ -71,7 +71,8 @@ type Limits struct {
 	// slow body is 408 and the connection closes), HTTPIdleTimeout a
 	// keep-alive connection between requests, HTTPWriteTimeout each write
 	// of an answer (renewed per write, so watches stream on; a client that
-	// stops reading is cut). 0: no bound.
+	// stops reading is cut). 0: no bound (HTTPIdleTimeout 0 takes
+	// HTTPReadTimeout, as http.Server does).
 	HTTPReadHeaderTimeout time.Duration
 	HTTPReadTimeout       time.Duration
 	HTTPWriteTimeout      time.Duration
