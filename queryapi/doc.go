@@ -70,6 +70,12 @@
 //     streams per connection and keepalive. A client is its authenticated
 //     subject, else its remote host: HTTP requests make their remote
 //     address the peer of the in-process calls they lead to.
+//     Connections (Limits.Connections, internal/connlimit) are capped in
+//     all and per client IP on both ports; a refused one is answered
+//     (503/429, gRPC through the tap: UNAVAILABLE/RESOURCE_EXHAUSTED) and
+//     closed. The HTTP server bounds headers, body (408) and idle time;
+//     its write timeout is renewed per write, so only a client that stops
+//     reading is cut, never a watch.
 //   - Stored bytes are untrusted: every object of a list, search or watch is
 //     checked by the whole JSON grammar (rawjson.Check) before it is
 //     written out, and one that fails, or that a Table row or watch line

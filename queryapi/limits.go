@@ -3,18 +3,22 @@ package queryapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/tap"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/query"
 )
 
@@ -55,6 +59,30 @@ type Limits struct {
 	// release their quota. 0: the defaults.
 	KeepaliveTime    time.Duration
 	KeepaliveTimeout time.Duration
+	// Connections, when set, caps the connections of both ports (and
+	// whatever else shares it), in all and per client address; a
+	// connection over a cap is answered with its refusal and closed (HTTP
+	// 503 or 429, gRPC UNAVAILABLE or RESOURCE_EXHAUSTED). The listeners
+	// must be its own (Connections.Listen), beneath any TLS: the HTTP
+	// server handshakes only a *tls.Conn it accepts itself.
+	Connections *connlimit.Limiter
+	// HTTPReadHeaderTimeout bounds reading a request's headers (0:
+	// DefaultReadHeaderTimeout), HTTPReadTimeout its headers and body (a
+	// slow body is 408 and the connection closes), HTTPIdleTimeout a
+	// keep-alive connection between requests, HTTPWriteTimeout each write
+	// of an answer (renewed per write, so watches stream on; a client that
+	// stops reading is cut). 0: no bound (HTTPIdleTimeout 0 takes
+	// HTTPReadTimeout, as http.Server does).
+	HTTPReadHeaderTimeout time.Duration
+	HTTPReadTimeout       time.Duration
+	HTTPWriteTimeout      time.Duration
+	HTTPIdleTimeout       time.Duration
+	// GRPCConnectionTimeout bounds a gRPC connection's setup (TLS and
+	// HTTP/2 handshakes); GRPCMaxConnectionIdle closes (GOAWAY) a gRPC
+	// connection without calls for that long. 0: gRPC's defaults (120s;
+	// never).
+	GRPCConnectionTimeout time.Duration
+	GRPCMaxConnectionIdle time.Duration
 }
 
 // Defaults of the limits that are never off.
@@ -64,6 +92,8 @@ const (
 	DefaultKeepaliveMinTime = 10 * time.Second
 	DefaultKeepaliveTime    = time.Minute
 	DefaultKeepaliveTimeout = 20 * time.Second
+	// DefaultReadHeaderTimeout is what a Config built by hand gets.
+	DefaultReadHeaderTimeout = 10 * time.Second
 )
 
 func (l *Limits) setDefaults() {
@@ -78,6 +108,9 @@ func (l *Limits) setDefaults() {
 	}
 	if l.KeepaliveTimeout <= 0 {
 		l.KeepaliveTimeout = DefaultKeepaliveTimeout
+	}
+	if l.HTTPReadHeaderTimeout <= 0 {
+		l.HTTPReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 }
 
@@ -95,10 +128,26 @@ func (l Limits) grpcOptions() []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(l.MaxRequestBytes)),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: l.KeepaliveMinTime, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: l.KeepaliveTime, Timeout: l.KeepaliveTimeout, MaxConnectionIdle: l.GRPCMaxConnectionIdle}),
 	}
 	if l.MaxConcurrentStreams > 0 {
 		opts = append(opts, grpc.MaxConcurrentStreams(l.MaxConcurrentStreams))
+	}
+	if l.GRPCConnectionTimeout > 0 {
+		opts = append(opts, grpc.ConnectionTimeout(l.GRPCConnectionTimeout))
+	}
+	if lim := l.Connections; lim != nil {
+		// A refused connection's calls fail with its refusal: gRPC has
+		// no answer before its first call, and a silent close would read
+		// as a network fault the client retries at once.
+		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
+			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+				if err := lim.Refusal(p.Addr.String()); err != nil {
+					return nil, toStatus(err)
+				}
+			}
+			return ctx, nil
+		}))
 	}
 	return opts
 }
@@ -162,6 +211,14 @@ func limitBody(max int64, h http.Handler) http.Handler {
 			return
 		}
 		b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The server's read timeout: the client is too slow, or
+			// holding the connection on purpose. The rest of the body is
+			// not read.
+			w.Header().Set("Connection", "close")
+			writeError(w, fmt.Errorf("%w: the request body did not arrive within the read timeout (--http-read-timeout)", connlimit.ErrRequestTimeout))
+			return
+		}
 		if err != nil {
 			writeError(w, fmt.Errorf("%w: reading the request body: %v", query.ErrInvalid, err))
 			return

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"google.golang.org/grpc/peer"
@@ -105,12 +108,15 @@ func TestLimitBody(t *testing.T) {
 		body          string
 		contentLength int64 // -1: unknown (chunked)
 		wantCode      int
+		// slow: the body stops at the server's read deadline after body
+		slow bool
 	}{
-		{"no body", "", 0, http.StatusOK},
-		{"small body", `{"registry":{}}`, 15, http.StatusOK},
-		{"exactly the limit", strings.Repeat("x", max), max, http.StatusOK},
-		{"declared too large: refused unread", strings.Repeat("x", 1000), 1000, http.StatusRequestEntityTooLarge},
-		{"chunked and too large: refused after max+1 bytes", strings.Repeat("x", 1000), -1, http.StatusRequestEntityTooLarge},
+		{"no body", "", 0, http.StatusOK, false},
+		{"small body", `{"registry":{}}`, 15, http.StatusOK, false},
+		{"exactly the limit", strings.Repeat("x", max), max, http.StatusOK, false},
+		{"declared too large: refused unread", strings.Repeat("x", 1000), 1000, http.StatusRequestEntityTooLarge, false},
+		{"chunked and too large: refused after max+1 bytes", strings.Repeat("x", 1000), -1, http.StatusRequestEntityTooLarge, false},
+		{"too slow: 408 at the read deadline", `{"regis`, 15, http.StatusRequestTimeout, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var read string
@@ -123,6 +129,9 @@ func TestLimitBody(t *testing.T) {
 			r.ContentLength = tc.contentLength
 			if tc.body == "" {
 				r.Body = http.NoBody
+			}
+			if tc.slow {
+				r.Body = io.NopCloser(io.MultiReader(strings.NewReader(tc.body), iotest.ErrReader(&net.OpError{Op: "read", Net: "tcp", Err: os.ErrDeadlineExceeded})))
 			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
@@ -139,8 +148,13 @@ func TestLimitBody(t *testing.T) {
 			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
 				t.Fatal(err)
 			}
-			if st.Kind != "Status" || st.Reason != "RequestEntityTooLarge" || st.Code != http.StatusRequestEntityTooLarge {
+			reason := map[int]string{http.StatusRequestEntityTooLarge: "RequestEntityTooLarge", http.StatusRequestTimeout: "RequestTimeout"}[tc.wantCode]
+			if st.Kind != "Status" || st.Reason != reason || st.Code != tc.wantCode {
 				t.Fatalf("status %+v", st)
+			}
+			// The rest of the body is unread: the connection must not be reused.
+			if w.Header().Get("Connection") != "close" {
+				t.Fatalf("refused without Connection: close")
 			}
 		})
 	}
@@ -267,11 +281,11 @@ func TestLimitsDefaults(t *testing.T) {
 		want Limits
 	}{
 		{"zero", Limits{}, Limits{MaxRequestBytes: DefaultMaxRequestBytes, KeepaliveMinTime: DefaultKeepaliveMinTime,
-			KeepaliveTime: DefaultKeepaliveTime, KeepaliveTimeout: DefaultKeepaliveTimeout}},
+			KeepaliveTime: DefaultKeepaliveTime, KeepaliveTimeout: DefaultKeepaliveTimeout, HTTPReadHeaderTimeout: DefaultReadHeaderTimeout}},
 		{"set values are kept", Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
-			KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second},
+			KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second, HTTPReadHeaderTimeout: 4 * time.Second},
 			Limits{MaxListObjects: 5, MaxWatches: 6, MaxWatchesPerClient: 7, MaxRequestBytes: 8, MaxConcurrentStreams: 9,
-				KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second}},
+				KeepaliveMinTime: time.Second, KeepaliveTime: 2 * time.Second, KeepaliveTimeout: 3 * time.Second, HTTPReadHeaderTimeout: 4 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.in

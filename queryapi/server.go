@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -139,7 +140,20 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs}
 	// Every HTTP request: its body bounded before anything decodes it, its
 	// remote address the peer of the in-process calls it makes.
-	s.http = &http.Server{Handler: withPeer(limitBody(cfg.Limits.MaxRequestBytes, s.routes(gw, local))), ReadHeaderTimeout: 10 * time.Second}
+	// Every HTTP request: refused first if its connection is over a cap,
+	// its write deadline renewed per write (a watch outlives the write
+	// timeout, a stuck reader does not), its body bounded before anything
+	// decodes it, its remote address the peer of the in-process calls it
+	// makes.
+	var h http.Handler = connlimit.Deadlines(cfg.Limits.HTTPWriteTimeout, withPeer(limitBody(cfg.Limits.MaxRequestBytes, s.routes(gw, local))))
+	if lim := cfg.Limits.Connections; lim != nil {
+		h = lim.Refuse(h, writeError)
+	}
+	// ReadTimeout covers headers and body; once the body is read the
+	// server clears the read deadline itself, so it does not cut long
+	// answers.
+	s.http = &http.Server{Handler: h, ReadHeaderTimeout: cfg.Limits.HTTPReadHeaderTimeout, ReadTimeout: cfg.Limits.HTTPReadTimeout,
+		WriteTimeout: cfg.Limits.HTTPWriteTimeout, IdleTimeout: cfg.Limits.HTTPIdleTimeout}
 	return s, nil
 }
 

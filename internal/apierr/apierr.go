@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
@@ -56,6 +57,12 @@ var table = []struct {
 	{inventory.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	{query.ErrCorrupt, Mapping{codes.Internal, http.StatusInternalServerError, "InternalError"}},
 	{context.DeadlineExceeded, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},
+	// Connection bounds: the server's cap is the server's state (503), a
+	// client's cap is that client's doing (429), a body that did not
+	// arrive in time is 408 (told from 504 by its reason).
+	{connlimit.ErrServerFull, Mapping{codes.Unavailable, http.StatusServiceUnavailable, "ServiceUnavailable"}},
+	{connlimit.ErrClientFull, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
+	{connlimit.ErrRequestTimeout, Mapping{codes.DeadlineExceeded, http.StatusRequestTimeout, "RequestTimeout"}},
 	{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
 	{nil, Mapping{codes.FailedPrecondition, http.StatusConflict, "Conflict"}},
 	{nil, Mapping{codes.AlreadyExists, http.StatusConflict, "AlreadyExists"}},

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
@@ -81,6 +82,8 @@ func TestOfStatus(t *testing.T) {
 		{"too many requests", withReason(codes.ResourceExhausted, "TooManyRequests"), http.StatusTooManyRequests, "TooManyRequests"},
 		{"grpc's own resource exhausted", status.New(codes.ResourceExhausted, "x"), http.StatusTooManyRequests, "TooManyRequests"},
 		{"unknown reason falls back to the code", withReason(codes.NotFound, "Whatever"), http.StatusNotFound, "NotFound"},
+		{"slow body", withReason(codes.DeadlineExceeded, "RequestTimeout"), http.StatusRequestTimeout, "RequestTimeout"},
+		{"deadline without detail", status.New(codes.DeadlineExceeded, "x"), http.StatusGatewayTimeout, "Timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if m := OfStatus(tc.st); m.HTTP != tc.http || m.Reason != tc.reason {
@@ -94,6 +97,9 @@ func TestOfStatus(t *testing.T) {
 	}{
 		{fmt.Errorf("%w: 101 watches", query.ErrTooManyRequests), Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
 		{fmt.Errorf("%w: body over 1 MiB", query.ErrRequestTooLarge), Mapping{codes.InvalidArgument, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge"}},
+		{fmt.Errorf("%w: 10 held", connlimit.ErrServerFull), Mapping{codes.Unavailable, http.StatusServiceUnavailable, "ServiceUnavailable"}},
+		{fmt.Errorf("%w: 5 held", connlimit.ErrClientFull), Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
+		{fmt.Errorf("%w: body", connlimit.ErrRequestTimeout), Mapping{codes.DeadlineExceeded, http.StatusRequestTimeout, "RequestTimeout"}},
 	} {
 		if got := Of(tc.err); got != tc.want {
 			t.Errorf("Of(%v) = %+v, want %+v", tc.err, got, tc.want)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -220,7 +221,7 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		if err := reg.Register(col.PrometheusCollector()); err != nil {
 			return err
 		}
-		srv, err := o.startMetrics(reg)
+		srv, err := o.startMetrics(reg, debugserver.Options{})
 		if err != nil {
 			return err
 		}

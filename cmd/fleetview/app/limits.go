@@ -2,10 +2,15 @@ package app
 
 import (
 	"fmt"
+	"log/slog"
+	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/fleetview/fleetview/internal/connlimit"
+	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer/badger"
 	"github.com/fleetview/fleetview/materializer/opensearch"
@@ -22,6 +27,14 @@ const (
 	DefaultGRPCMaxConcurrentStreams  = 1000
 	DefaultMaxListSnapshots          = 1024
 	DefaultMaxListSnapshotsPerClient = 64
+	DefaultMaxConnections            = 10000
+	DefaultMaxConnectionsPerClient   = 500
+	DefaultHTTPReadHeaderTimeout     = 10 * time.Second
+	DefaultHTTPReadTimeout           = 30 * time.Second
+	DefaultHTTPWriteTimeout          = time.Minute
+	DefaultHTTPIdleTimeout           = 2 * time.Minute
+	DefaultGRPCConnectionTimeout     = 10 * time.Second
+	DefaultGRPCMaxConnectionIdle     = 5 * time.Minute
 )
 
 // LimitOptions bound what API clients can make serve hold (every client
@@ -37,6 +50,18 @@ type LimitOptions struct {
 	GRPCKeepaliveTimeout      time.Duration
 	MaxListSnapshots          int
 	MaxListSnapshotsPerClient int
+	// Connections and their timeouts: every listener of serve and up
+	// (the API's HTTP and gRPC ports; the metrics endpoint has its own
+	// small caps) is bounded, since each connection costs a file
+	// descriptor of the one limit NATS and Badger use too.
+	MaxConnections          int
+	MaxConnectionsPerClient int
+	HTTPReadHeaderTimeout   time.Duration
+	HTTPReadTimeout         time.Duration
+	HTTPWriteTimeout        time.Duration
+	HTTPIdleTimeout         time.Duration
+	GRPCConnectionTimeout   time.Duration
+	GRPCMaxConnectionIdle   time.Duration
 }
 
 // AddFlags registers the flags.
@@ -58,6 +83,19 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 			"when all are taken, the client holding the most loses its oldest (its token is 410 Expired)")
 	fs.IntVar(&o.MaxListSnapshotsPerClient, "max-list-snapshots-per-client", DefaultMaxListSnapshotsPerClient,
 		"most list snapshots one client holds; its next paged list expires its own oldest token, never another client's (0 = only --max-list-snapshots)")
+	fs.IntVar(&o.MaxConnections, "max-connections", DefaultMaxConnections,
+		"most connections open at once on the API's HTTP and gRPC ports together; one more is answered 503 ServiceUnavailable (gRPC UNAVAILABLE) and closed (0 = no cap)")
+	fs.IntVar(&o.MaxConnectionsPerClient, "max-connections-per-client", DefaultMaxConnectionsPerClient,
+		"most connections one client IP holds at once on the API's ports (every client behind one proxy shares it); one more is answered 429 TooManyRequests (gRPC RESOURCE_EXHAUSTED) and closed (0 = no cap)")
+	fs.DurationVar(&o.HTTPReadHeaderTimeout, "http-read-header-timeout", DefaultHTTPReadHeaderTimeout, "time an HTTP client has to send a request's headers, from the connection's start or the end of its previous request")
+	fs.DurationVar(&o.HTTPReadTimeout, "http-read-timeout", DefaultHTTPReadTimeout,
+		"time an HTTP client has to send a whole request, headers and body; a slower body is answered 408 and the connection closed (answers and watches are not bounded by it; 0 = no bound)")
+	fs.DurationVar(&o.HTTPWriteTimeout, "http-write-timeout", DefaultHTTPWriteTimeout,
+		"time each write of an HTTP answer may take, renewed per write: watches and long lists stream on, a client that stops reading is cut (0 = no bound)")
+	fs.DurationVar(&o.HTTPIdleTimeout, "http-idle-timeout", DefaultHTTPIdleTimeout, "time a keep-alive HTTP connection may wait for its next request before it is closed (0 = --http-read-timeout)")
+	fs.DurationVar(&o.GRPCConnectionTimeout, "grpc-connection-timeout", DefaultGRPCConnectionTimeout, "time a gRPC client has to finish the connection's TLS and HTTP/2 handshakes")
+	fs.DurationVar(&o.GRPCMaxConnectionIdle, "grpc-max-connection-idle", DefaultGRPCMaxConnectionIdle,
+		"time a gRPC connection may go without calls before the server closes it (GOAWAY; clients reconnect on their next call; 0 = never)")
 }
 
 // Validate reports every problem at once.
@@ -67,7 +105,11 @@ func (o *LimitOptions) Validate() []error {
 		"--max-watches-per-client": int64(o.MaxWatchesPerClient), "--max-request-bytes": o.MaxRequestBytes,
 		"--max-list-snapshots": int64(o.MaxListSnapshots), "--max-list-snapshots-per-client": int64(o.MaxListSnapshotsPerClient),
 		"--grpc-keepalive-min-time": int64(o.GRPCKeepaliveMinTime), "--grpc-keepalive-time": int64(o.GRPCKeepaliveTime),
-		"--grpc-keepalive-timeout": int64(o.GRPCKeepaliveTimeout)} {
+		"--grpc-keepalive-timeout": int64(o.GRPCKeepaliveTimeout),
+		"--max-connections":        int64(o.MaxConnections), "--max-connections-per-client": int64(o.MaxConnectionsPerClient),
+		"--http-read-header-timeout": int64(o.HTTPReadHeaderTimeout), "--http-read-timeout": int64(o.HTTPReadTimeout),
+		"--http-write-timeout": int64(o.HTTPWriteTimeout), "--http-idle-timeout": int64(o.HTTPIdleTimeout),
+		"--grpc-connection-timeout": int64(o.GRPCConnectionTimeout), "--grpc-max-connection-idle": int64(o.GRPCMaxConnectionIdle)} {
 		if v < 0 {
 			errs = append(errs, fmt.Errorf("%w: %s must not be negative", ErrInvalidOptions, flag))
 		}
@@ -77,6 +119,12 @@ func (o *LimitOptions) Validate() []error {
 	}
 	if o.MaxListSnapshots > 0 && o.MaxListSnapshotsPerClient > o.MaxListSnapshots {
 		errs = append(errs, fmt.Errorf("%w: --max-list-snapshots-per-client %d exceeds --max-list-snapshots %d", ErrInvalidOptions, o.MaxListSnapshotsPerClient, o.MaxListSnapshots))
+	}
+	if o.MaxConnections > 0 && o.MaxConnectionsPerClient > o.MaxConnections {
+		errs = append(errs, fmt.Errorf("%w: --max-connections-per-client %d exceeds --max-connections %d", ErrInvalidOptions, o.MaxConnectionsPerClient, o.MaxConnections))
+	}
+	if o.HTTPReadTimeout > 0 && o.HTTPReadHeaderTimeout > o.HTTPReadTimeout {
+		errs = append(errs, fmt.Errorf("%w: --http-read-header-timeout %s exceeds --http-read-timeout %s, which covers the headers too", ErrInvalidOptions, o.HTTPReadHeaderTimeout, o.HTTPReadTimeout))
 	}
 	if o.MaxRequestBytes > 0 && o.MaxRequestBytes < minRequestBytes {
 		errs = append(errs, fmt.Errorf("%w: --max-request-bytes %d is below %d: ordinary requests (a registry, a list request with selectors) would be refused", ErrInvalidOptions, o.MaxRequestBytes, minRequestBytes))
@@ -89,10 +137,80 @@ func (o *LimitOptions) Validate() []error {
 const minRequestBytes = 16 << 10
 
 // queryLimits are the query API's limits.
-func (o *LimitOptions) queryLimits() queryapi.Limits {
-	return queryapi.Limits{MaxListObjects: o.MaxListObjects, MaxWatches: o.MaxWatches, MaxWatchesPerClient: o.MaxWatchesPerClient,
+func (o *LimitOptions) queryLimits(conns *connlimit.Limiter) queryapi.Limits {
+	return queryapi.Limits{Connections: conns, MaxListObjects: o.MaxListObjects, MaxWatches: o.MaxWatches, MaxWatchesPerClient: o.MaxWatchesPerClient,
 		MaxRequestBytes: o.MaxRequestBytes, MaxConcurrentStreams: o.GRPCMaxConcurrentStreams,
-		KeepaliveMinTime: o.GRPCKeepaliveMinTime, KeepaliveTime: o.GRPCKeepaliveTime, KeepaliveTimeout: o.GRPCKeepaliveTimeout}
+		KeepaliveMinTime: o.GRPCKeepaliveMinTime, KeepaliveTime: o.GRPCKeepaliveTime, KeepaliveTimeout: o.GRPCKeepaliveTimeout,
+		HTTPReadHeaderTimeout: o.HTTPReadHeaderTimeout, HTTPReadTimeout: o.HTTPReadTimeout, HTTPWriteTimeout: o.HTTPWriteTimeout, HTTPIdleTimeout: o.HTTPIdleTimeout,
+		GRPCConnectionTimeout: o.GRPCConnectionTimeout, GRPCMaxConnectionIdle: o.GRPCMaxConnectionIdle}
+}
+
+// connections is the limiter of the API's ports. A refused connection
+// lingers at most the time its headers may take.
+func (o *LimitOptions) connections() *connlimit.Limiter {
+	linger := connlimit.DefaultLinger
+	if o.HTTPReadHeaderTimeout > 0 && o.HTTPReadHeaderTimeout < linger {
+		linger = o.HTTPReadHeaderTimeout
+	}
+	return connlimit.New(connlimit.Limits{Max: o.MaxConnections, PerClient: o.MaxConnectionsPerClient, Linger: linger,
+		MaxFlag: "--max-connections", PerClientFlag: "--max-connections-per-client"})
+}
+
+// debugServer bounds the metrics endpoint with the API's timeouts and
+// its own small caps: a flood of API connections must not blind the
+// scrape that would show it, and a scraper needs few connections.
+func (o *LimitOptions) debugServer() debugserver.Options {
+	return debugserver.Options{Timeouts: debugserver.Timeouts{ReadHeader: o.HTTPReadHeaderTimeout, Read: o.HTTPReadTimeout, Write: o.HTTPWriteTimeout, Idle: o.HTTPIdleTimeout}}
+}
+
+// registerConnectionMetrics exports the API's connection counts.
+func registerConnectionMetrics(reg prometheus.Registerer, conns *connlimit.Limiter) error {
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetview_api_connections_open",
+		Help: "Connections open on the query API's HTTP and gRPC ports (refused ones not counted)."}, func() float64 { return float64(conns.Open()) })
+	if err := reg.Register(open); err != nil {
+		return err
+	}
+	for _, r := range []struct {
+		reason string
+		n      func(connlimit.Refused) uint64
+	}{
+		{"server", func(r connlimit.Refused) uint64 { return r.Server }},
+		{"client", func(r connlimit.Refused) uint64 { return r.Client }},
+		{"dropped", func(r connlimit.Refused) uint64 { return r.Dropped }},
+	} {
+		c := prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fleetview_api_connections_refused_total",
+			Help:        "Connections refused by --max-connections (server) or --max-connections-per-client (client), and refused ones closed unanswered because too many refusals were pending (dropped).",
+			ConstLabels: prometheus.Labels{"reason": r.reason}}, func() float64 { return float64(r.n(conns.Refusals())) })
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fileReserve is the file descriptors left for everything but the API's
+// connections: NATS (its clients in up), Badger's tables and value log,
+// the metrics endpoint, OpenSearch clients.
+const fileReserve = 2048
+
+// warnFileLimit warns when the process may open fewer files than the
+// connection caps allow plus the reserve: the caps would then not be what
+// runs out first, and a flood of connections would fail NATS and Badger
+// (EMFILE) rather than be refused.
+func (o *LimitOptions) warnFileLimit(log *slog.Logger) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return
+	}
+	if o.MaxConnections == 0 {
+		log.Warn("--max-connections is 0 (no cap): the API's connections are bounded only by the open-file limit NATS and Badger share", "rlimit_nofile", rl.Cur)
+		return
+	}
+	need := uint64(o.MaxConnections) + connlimit.DefaultMaxRefusing + fileReserve
+	if rl.Cur < need {
+		log.Warn("the open-file limit is below what --max-connections needs: a flood of connections could exhaust it for NATS and Badger; raise it (ulimit -n, LimitNOFILE) or lower --max-connections",
+			"rlimit_nofile", rl.Cur, "needed", need, "max_connections", o.MaxConnections, "reserve", fileReserve+connlimit.DefaultMaxRefusing)
+	}
 }
 
 // snapshots bound the Badger reader's list snapshots.

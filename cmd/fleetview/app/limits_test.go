@@ -1,9 +1,12 @@
 package app
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +30,16 @@ func TestLimitOptionsValidate(t *testing.T) {
 		{"per-client watches without a server cap", func(o *LimitOptions) { o.MaxWatches, o.MaxWatchesPerClient = 0, 50000 }, nil},
 		{"per-client snapshots above the reader's", func(o *LimitOptions) { o.MaxListSnapshots, o.MaxListSnapshotsPerClient = 8, 9 }, []string{"--max-list-snapshots-per-client 9 exceeds"}},
 		{"request limit too small for a registry", func(o *LimitOptions) { o.MaxRequestBytes = 100 }, []string{"--max-request-bytes 100"}},
+		{"negative connection caps and timeouts", func(o *LimitOptions) {
+			o.MaxConnections, o.HTTPWriteTimeout, o.GRPCMaxConnectionIdle = -1, -time.Second, -time.Second
+		}, []string{"--max-connections must", "--http-write-timeout must", "--grpc-max-connection-idle must"}},
+		{"per-client connections above the server's", func(o *LimitOptions) { o.MaxConnections, o.MaxConnectionsPerClient = 100, 101 },
+			[]string{"--max-connections-per-client 101 exceeds --max-connections 100"}},
+		{"header timeout above the read timeout", func(o *LimitOptions) { o.HTTPReadHeaderTimeout, o.HTTPReadTimeout = time.Minute, time.Second },
+			[]string{"--http-read-header-timeout 1m0s exceeds --http-read-timeout 1s"}},
+		{"every timeout off", func(o *LimitOptions) {
+			o.HTTPReadHeaderTimeout, o.HTTPReadTimeout, o.HTTPWriteTimeout, o.HTTPIdleTimeout, o.GRPCConnectionTimeout, o.GRPCMaxConnectionIdle = 0, 0, 0, 0, 0, 0
+		}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,13 +72,22 @@ func TestLimitFlagsReachTheServer(t *testing.T) {
 	fs := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--max-list-objects=500", "--max-watches=40", "--max-watches-per-client=4", "--max-request-bytes=65536",
-		"--grpc-max-concurrent-streams=16", "--grpc-keepalive-time=30s", "--max-list-snapshots=32", "--max-list-snapshots-per-client=2"}); err != nil {
+		"--grpc-max-concurrent-streams=16", "--grpc-keepalive-time=30s", "--max-list-snapshots=32", "--max-list-snapshots-per-client=2",
+		"--http-read-header-timeout=3s", "--http-read-timeout=4s", "--http-write-timeout=5s", "--http-idle-timeout=6s",
+		"--grpc-connection-timeout=7s", "--grpc-max-connection-idle=8s"}); err != nil {
 		t.Fatal(err)
 	}
-	q, s := o.Limits.queryLimits(), o.Limits.snapshots()
+	q, s := o.Limits.queryLimits(nil), o.Limits.snapshots()
 	if q.MaxListObjects != 500 || q.MaxWatches != 40 || q.MaxWatchesPerClient != 4 || q.MaxRequestBytes != 65536 ||
 		q.MaxConcurrentStreams != 16 || q.KeepaliveTime != 30*time.Second || q.KeepaliveMinTime != 10*time.Second {
 		t.Fatalf("query limits %+v", q)
+	}
+	if q.HTTPReadHeaderTimeout != 3*time.Second || q.HTTPReadTimeout != 4*time.Second || q.HTTPWriteTimeout != 5*time.Second ||
+		q.HTTPIdleTimeout != 6*time.Second || q.GRPCConnectionTimeout != 7*time.Second || q.GRPCMaxConnectionIdle != 8*time.Second {
+		t.Fatalf("connection timeouts %+v", q)
+	}
+	if d := o.Limits.debugServer().Timeouts; d.ReadHeader != 3*time.Second || d.Write != 5*time.Second {
+		t.Fatalf("metrics endpoint timeouts %+v", d)
 	}
 	if s.MaxSnapshots != 32 || s.MaxSnapshotsPerClient != 2 {
 		t.Fatalf("snapshot limits %+v", s)
@@ -131,5 +153,37 @@ func TestMemoryLimit(t *testing.T) {
 		if err != nil || got != tc.want || len(o.Validate()) != 0 {
 			t.Errorf("%q: got %d, %v; want %d", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestWarnFileLimit: a cap the open-file limit cannot hold (with the
+// reserve NATS and Badger need) is warned about at start; one it can is
+// not.
+func TestWarnFileLimit(t *testing.T) {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Fatal(err)
+	}
+	if rl.Cur < 2*fileReserve {
+		t.Fatalf("RLIMIT_NOFILE %d is below what this test needs (%d)", rl.Cur, 2*fileReserve)
+	}
+	cases := []struct {
+		name string
+		max  int
+		want string
+	}{
+		{"within the limit", 10, ""},
+		{"over the limit", int(rl.Cur), "open-file limit is below"},
+		{"no cap", 0, "no cap"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			o := LimitOptions{MaxConnections: tc.max}
+			o.warnFileLimit(slog.New(slog.NewTextHandler(&buf, nil)))
+			if tc.want == "" && buf.Len() > 0 || tc.want != "" && !strings.Contains(buf.String(), tc.want) {
+				t.Fatalf("logged %q, want %q", buf.String(), tc.want)
+			}
+		})
 	}
 }

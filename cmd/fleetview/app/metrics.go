@@ -57,13 +57,15 @@ func newMetricsRegistry() *prometheus.Registry {
 
 // startMetrics serves reg (and profiles, if asked) on the options'
 // address; nil when metrics are off.
-func (o MetricsOptions) startMetrics(reg *prometheus.Registry) (*debugserver.Server, error) {
+// do carries the endpoint's bounds (zero: debugserver's defaults).
+func (o MetricsOptions) startMetrics(reg *prometheus.Registry, do debugserver.Options) (*debugserver.Server, error) {
 	if o.MetricsAddr == "" {
 		return nil, nil
 	}
 	// ContinueOnError: one failing collector must not blank the scrape.
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError, Registry: reg})
-	return debugserver.Start(o.MetricsAddr, h, debugserver.Options{Pprof: o.MetricsPprof})
+	do.Pprof = o.MetricsPprof
+	return debugserver.Start(o.MetricsAddr, h, do)
 }
 
 // validateMetricsAddr checks --metrics-addr: the debug endpoint has no

@@ -18,6 +18,7 @@ import (
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -199,16 +200,18 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 			_ = s.metrics.Close()
 		}
 	}()
+	o.Limits.warnFileLimit(log)
+	conns := o.Limits.connections()
 	var qm *queryapi.Metrics
 	if o.MetricsAddr != "" {
-		if qm, err = s.startMetrics(bk); err != nil {
+		if qm, err = s.startMetrics(bk, conns); err != nil {
 			return nil, err
 		}
 		log.Info("metrics listening", "url", "http://"+s.metrics.Addr()+"/metrics")
 	}
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(), Metrics: qm,
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), Metrics: qm,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
@@ -221,10 +224,13 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 
 // startMetrics registers the query API's and the materializers' metrics on
 // a new registry and serves it.
-func (sv *serve) startMetrics(bk backends.Buckets) (*queryapi.Metrics, error) {
+func (sv *serve) startMetrics(bk backends.Buckets, conns *connlimit.Limiter) (*queryapi.Metrics, error) {
 	reg := newMetricsRegistry()
 	qm, err := queryapi.NewMetrics(reg)
 	if err != nil {
+		return nil, err
+	}
+	if err := registerConnectionMetrics(reg, conns); err != nil {
 		return nil, err
 	}
 	mc, err := materializer.NewCollector(materializer.CollectorConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
@@ -234,7 +240,7 @@ func (sv *serve) startMetrics(bk backends.Buckets) (*queryapi.Metrics, error) {
 	if err := reg.Register(mc); err != nil {
 		return nil, err
 	}
-	if sv.metrics, err = sv.o.startMetrics(reg); err != nil {
+	if sv.metrics, err = sv.o.startMetrics(reg, sv.o.Limits.debugServer()); err != nil {
 		return nil, err
 	}
 	sv.registry = reg
@@ -255,6 +261,12 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	}
 	if sec.keyPair != nil {
 		sec.keyPair.SetLogger(cfg.Logger.With("listener", "api"))
+	}
+	// Counted beneath TLS: a handshake that never finishes holds a
+	// connection too, and the HTTP server handshakes only the *tls.Conn
+	// it accepts itself.
+	if lim := cfg.Limits.Connections; lim != nil {
+		gl, hl = lim.Listen(gl), lim.Listen(hl)
 	}
 	if sec.httpTLS != nil {
 		hl = tls.NewListener(hl, sec.httpTLS)
