@@ -15,6 +15,12 @@ type Object struct {
 	// GVR is set by Search, whose hits span resources.
 	GVR  schema.GroupVersionResource
 	JSON []byte
+	// Checked: the backend vouches that JSON passed rawjson.Check when it
+	// was stored, so the query API need not check it again on every read
+	// (the Badger store, which only the materializer writes, after that
+	// check). Objects of other backends (OpenSearch, which other writers
+	// can reach) are checked as they are answered.
+	Checked bool
 }
 
 // GetOptions names one object.

@@ -124,7 +124,7 @@ func (r *Reader) Versions(_ context.Context) (query.Version, error) {
 // one visible cluster; copies the caller may not see are skipped unread.
 func (r *Reader) Get(_ context.Context, o query.GetOptions) (query.Object, error) {
 	gvr := o.GVR
-	out := query.Object{GVR: gvr}
+	out := query.Object{GVR: gvr, Checked: true}
 	read := func(it *bdg.Item) error {
 		return it.Value(func(v []byte) error {
 			r, err := decodeRecord(v, false)

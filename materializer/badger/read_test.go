@@ -118,6 +118,13 @@ func TestListFiltersAndSearch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, it := range p.Items {
+			// Only the materializer writes the store, after rawjson.Check:
+			// the query API relies on Checked to skip checking again.
+			if !it.Checked {
+				t.Fatalf("%s: listed without Checked", it.Cluster)
+			}
+		}
 		return len(p.Items)
 	}
 	fields := func(sel string) *query.FieldFilter {
@@ -159,8 +166,8 @@ func TestListFiltersAndSearch(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, it := range p.Items {
-			if it.GVR != benchdata.PodGVR {
-				t.Fatalf("hit without its resource: %v", it.GVR)
+			if it.GVR != benchdata.PodGVR || !it.Checked {
+				t.Fatalf("hit without its resource (%v) or not Checked", it.GVR)
 			}
 		}
 		hits += len(p.Items)

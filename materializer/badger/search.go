@@ -170,7 +170,7 @@ func (s *searchScan) hit(key []byte, parts [7][]byte) (*query.Object, error) {
 		if !metaMatches(rec.json, s.needle) {
 			return nil
 		}
-		hit = &query.Object{Cluster: string(parts[6]), JSON: bytes.Clone(rec.json),
+		hit = &query.Object{Cluster: string(parts[6]), JSON: bytes.Clone(rec.json), Checked: true,
 			GVR: schema.GroupVersionResource{Group: string(parts[1]), Version: string(parts[2]), Resource: string(parts[3])}}
 		return nil
 	})
