@@ -1,0 +1,99 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// hydrate rebuilds uid -> (namespace, name, resourceVersion) from the last
+// message of every subject of this resource, reading headers only. Objects
+// outside the current namespace scope get tombstones right away: a scope that
+// shrank must not leave ghosts.
+func (s *resourceSync) hydrate(ctx context.Context) error {
+	s.mu.Lock()
+	s.objs, s.byKey = map[string]objRef{}, map[nsName]string{}
+	s.mu.Unlock()
+	cons, err := s.js.OrderedConsumer(ctx, stream.StreamName(s.cluster), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.ResourceFilter(s.cluster, s.w.gvr)},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		HeadersOnly:    true,
+		// The hub lets a collector with per-cluster credentials make
+		// consumers named with its own prefix only.
+		NamePrefix: stream.ConsumerNamePrefix(s.cluster),
+	})
+	if err != nil {
+		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
+	}
+	pending := info.NumPending
+	var stale []objRefUID
+	for pending > 0 {
+		// Ask for no more than is pending: a fetch waits for a full batch
+		// until its deadline.
+		batch, err := cons.Fetch(int(min(pending, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
+		}
+		n := 0
+		s.mu.Lock()
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				s.mu.Unlock()
+				return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
+			}
+			pending = md.NumPending
+			h := m.Headers()
+			if h.Get(stream.HdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {
+				continue
+			}
+			ps, err := stream.ParseSubject(m.Subject())
+			if err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
+			if !s.w.inScope(ref.ns) {
+				stale = append(stale, objRefUID{ref, ps.UID})
+				continue
+			}
+			if (h.Get(stream.HdrSecretData) == stream.SecretDataKept) != s.w.keepsData(ref.ns) {
+				// Published under the other Secret-data choice: publish
+				// again even if unchanged.
+				ref.stale = true
+			}
+			s.objs[ps.UID] = ref
+			s.byKey[nsName{ref.ns, ref.name}] = ps.UID
+		}
+		s.mu.Unlock()
+		if err := batch.Error(); err != nil {
+			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("hydrate %s: stream returned no messages with %d pending", s.w.gvr, pending)
+		}
+	}
+	for _, st := range stale {
+		if err := s.publishDelete(ctx, st.uid, st.ref); err != nil {
+			return err
+		}
+	}
+	s.count.Store(int64(len(s.objs)))
+	s.log.Debug("hydrated from stream", "objects", len(s.objs), "outOfScope", len(stale))
+	return nil
+}
+
+type objRefUID struct {
+	ref objRef
+	uid string
+}

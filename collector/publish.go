@@ -1,0 +1,257 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// publishFailed is called for a publish that was not acknowledged. A lost
+// upsert marks the object's version unknown, so the relist publishes it
+// again (or, if it is gone by then, tombstones it); a lost tombstone puts
+// the object back, so the relist (which will not find it) tombstones it
+// again. Either way nothing is lost, only retried. Objects are never simply
+// forgotten: an object the collector no longer knows of could not be
+// tombstoned, and its last published version would stay in the stream.
+func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
+	if qe := stream.QuotaError(err); qe != nil {
+		s.quotaErr.Store(&qe)
+	}
+	s.mu.Lock()
+	switch h.Get(stream.HdrType) {
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
+		if _, ok := s.objs[uid]; !ok {
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
+			s.objs[uid] = ref
+			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
+				s.byKey[nsName{ref.ns, ref.name}] = uid
+			}
+			s.count.Store(int64(len(s.objs)))
+		}
+	default:
+		// Only if it is still the version that failed: a newer one has
+		// its own acknowledgement (or failure) coming.
+		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(stream.HdrRV) {
+			s.unknownLocked(uid)
+		}
+	}
+	s.mu.Unlock()
+	s.requestRelist()
+}
+
+func (s *resourceSync) event(t fleetviewv1.EventType, uid string, ref objRef) *fleetviewv1.ResourceEvent {
+	return &fleetviewv1.ResourceEvent{
+		Cluster: s.cluster, Gvr: stream.ProtoGVR(s.w.gvr), Kind: s.w.kind, Uid: uid,
+		Namespace: ref.ns, Name: ref.name, ResourceVersion: ref.rv, Type: t,
+		ObservedUnixNano: time.Now().UnixNano(), Namespaced: s.w.namespaced,
+	}
+}
+
+// headerAllowance is what the headers of an object message may take of the
+// NATS max payload (which counts headers and data together).
+const headerAllowance = 1024
+
+// publishUpsert publishes one object. It reports false when the object was
+// refused because it cannot fit in a NATS message; the refusal is counted,
+// logged and shown in the registry status, never silent.
+func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte) (bool, error) {
+	keep := s.w.keepsData(m.namespace)
+	obj, err := prune(raw, s.cluster, s.w.gvr, keep)
+	if errors.Is(err, rawjson.ErrMalformed) {
+		// An object the hub would dead-letter (nested past
+		// rawjson.MaxDepth, which the apiserver allows): refused like an
+		// object too large, and shown, rather than failing the sync of
+		// every other object of the resource.
+		desc := fmt.Sprintf("%s/%s (%v)", m.namespace, m.name, err)
+		s.m.refused.Add(1)
+		s.log.Error("object not acceptable JSON for the hub; refused", "object", desc)
+		s.mu.Lock()
+		s.refused[m.uid] = desc
+		s.mu.Unlock()
+		s.pub.statusChanged()
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("prune %s/%s: %w", m.namespace, m.name, err)
+	}
+	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
+	ev.Object = obj
+	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: keep})
+	if err != nil {
+		return false, err
+	}
+	if max := s.pub.maxPayload(); max > 0 && int64(len(msg.Data)+headerAllowance) > max {
+		desc := fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", m.namespace, m.name, len(msg.Data), max)
+		s.m.refused.Add(1)
+		s.log.Error("object too large for NATS; refused", "object", desc)
+		s.mu.Lock()
+		s.refused[m.uid] = desc
+		s.mu.Unlock()
+		s.pub.statusChanged()
+		return false, nil
+	}
+	s.clearRefused(m.uid)
+	if err := s.pub.publish(ctx, msg); err != nil {
+		return false, err
+	}
+	s.m.upserts.Add(1)
+	return true, nil
+}
+
+func (s *resourceSync) clearRefused(uid string) {
+	s.mu.Lock()
+	_, was := s.refused[uid]
+	delete(s.refused, uid)
+	s.mu.Unlock()
+	if was {
+		s.pub.statusChanged()
+	}
+}
+
+func (s *resourceSync) refusedObjects() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.refused))
+	for _, d := range s.refused {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef) error {
+	msg, err := stream.ObjectMsg(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref), stream.ObjectMsgOptions{TTL: s.ttl})
+	if err != nil {
+		return err
+	}
+	if err := s.pub.publish(ctx, msg); err != nil {
+		return err
+	}
+	s.m.tombstones.Add(1)
+	return nil
+}
+
+// upsert publishes an object unless the stream already holds this version,
+// and marks it seen by list generation gen (0 from a watch). A different UID
+// under the same namespace/name means the object was deleted and recreated:
+// the old UID gets a tombstone. On a failed publish the object is forgotten
+// (or, for the tombstone, put back) so the next list retries it.
+func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen uint32) error {
+	uid := m.uid
+	s.mu.Lock()
+	ref := objRef{rv: m.rv, ns: s.intern(m.namespace), name: m.name, gen: gen}
+	key := nsName{ref.ns, ref.name}
+	old, known := s.objs[uid]
+	if gen == 0 {
+		ref.gen = old.gen
+	}
+	prevUID, hadKey := s.byKey[key]
+	s.objs[uid] = ref
+	s.byKey[key] = uid
+	var prev objRef
+	replaced := hadKey && prevUID != uid
+	if replaced {
+		prev = s.objs[prevUID]
+		delete(s.objs, prevUID)
+		delete(s.refused, prevUID)
+	}
+	s.count.Store(int64(len(s.objs)))
+	s.mu.Unlock()
+	if replaced {
+		if err := s.publishDelete(ctx, prevUID, prev); err != nil {
+			s.putBack(prevUID, prev)
+			return err
+		}
+	}
+	if known && old.rv == ref.rv && !old.stale {
+		s.m.unchanged.Add(1)
+		return nil
+	}
+	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
+		s.mu.Lock()
+		if cur, ok := s.objs[uid]; ok && cur.rv == m.rv {
+			s.unknownLocked(uid) // keep it known, so a sweep can still tombstone it
+		}
+		s.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// putBack restores an object whose tombstone could not be published, unless
+// something newer took its place.
+func (s *resourceSync) putBack(uid string, ref objRef) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.objs[uid]; ok {
+		return
+	}
+	ref.gen = 0 // not seen by any list: the next sweep retries the tombstone
+	s.objs[uid] = ref
+	if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
+		s.byKey[nsName{ref.ns, ref.name}] = uid
+	}
+	s.count.Store(int64(len(s.objs)))
+}
+
+// remove tombstones a deleted object. A DeletedFinalStateUnknown (from
+// client-go machinery) is unwrapped: its last known state names the object.
+func (s *resourceSync) remove(ctx context.Context, obj any) error {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return fmt.Errorf("unexpected object type %T", obj)
+	}
+	ref := objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()}
+	return s.removeRef(ctx, string(u.GetUID()), u.GetResourceVersion(), ref)
+}
+
+func (s *resourceSync) removeRef(ctx context.Context, uid, rv string, fallback objRef) error {
+	s.mu.Lock()
+	ref, known := s.objs[uid]
+	if !known {
+		ref = fallback
+	}
+	delete(s.objs, uid)
+	delete(s.refused, uid)
+	if s.byKey[nsName{ref.ns, ref.name}] == uid {
+		delete(s.byKey, nsName{ref.ns, ref.name})
+	}
+	s.count.Store(int64(len(s.objs)))
+	s.mu.Unlock()
+	ref.rv = rv
+	if err := s.publishDelete(ctx, uid, ref); err != nil {
+		s.putBack(uid, ref)
+		return err
+	}
+	return nil
+}
+
+func (s *resourceSync) publishControl(ctx context.Context, t fleetviewv1.EventType) error {
+	return publishControl(ctx, s.js, s.cluster, s.w, t)
+}
+
+func publishControl(ctx context.Context, js jetstream.JetStream, cluster string, w want, t fleetviewv1.EventType) error {
+	ev := &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(w.gvr), Kind: w.kind, Type: t, ObservedUnixNano: time.Now().UnixNano(), Namespaced: w.namespaced}
+	data, err := stream.Encode(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := js.Publish(ctx, stream.ControlSubject(cluster, w.gvr), data); err != nil {
+		return fmt.Errorf("publish %s marker for %s: %w", t, w.gvr, err)
+	}
+	return nil
+}
