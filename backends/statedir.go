@@ -65,7 +65,7 @@ func switchToRebuilt(stateDir string, log *slog.Logger) error {
 // ClusterStreams lists the clusters that have a stream.
 func ClusterStreams(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	var out []string
-	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
+	names := js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
 	for n := range names.Name() {
 		if c, ok := stream.ClusterFromStream(n); ok {
 			out = append(out, c)

@@ -319,7 +319,7 @@ func (c *Collector) removeOrphans(ctx context.Context, wanted map[schema.GroupVe
 	if err != nil {
 		return err
 	}
-	info, err := st.Info(ctx, jetstream.WithSubjectFilter(stream.SubjectRoot+".ctl."+c.cfg.Cluster+".>"))
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(stream.ClusterControls(c.cfg.Cluster)))
 	if err != nil {
 		return err
 	}

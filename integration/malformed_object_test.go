@@ -24,7 +24,6 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -159,7 +158,7 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() error {
-		st, err := hjs.Stream(ctx, materializer.DeadStream)
+		st, err := hjs.Stream(ctx, stream.DeadStream)
 		if err != nil {
 			return err
 		}

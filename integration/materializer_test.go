@@ -195,13 +195,13 @@ func TestMaterializerBackends(t *testing.T) {
 				t.Errorf("dead-letter counter = %d, want 4", got)
 			}
 		}
-		st, err := js.Stream(context.Background(), materializer.DeadStream)
+		st, err := js.Stream(context.Background(), stream.DeadStream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"badger", "opensearch"} {
 			var reasons []string
-			cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{materializer.DeadSubject(name)}})
+			cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.DeadSubject(name)}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -45,7 +45,7 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := js.Stream(ctx, DeadStream)
+	dead, err := js.Stream(ctx, stream.DeadStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 			if err != nil || len(applied) != 0 {
 				t.Fatalf("dropPoison: %v %v", applied, err)
 			}
-			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
+			dl, err := dead.GetLastMsgForSubject(ctx, stream.DeadSubject("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +123,7 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := js.Stream(ctx, DeadStream)
+	dead, err := js.Stream(ctx, stream.DeadStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 			if err != nil || len(applied) != 1 || applied[0].Event.GetUid() != "u2" {
 				t.Fatalf("dropPoison: %v %v", applied, err)
 			}
-			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
+			dl, err := dead.GetLastMsgForSubject(ctx, stream.DeadSubject("t"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,16 +17,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-const (
-	// DeadStream holds poison messages of every materializer, one subject
-	// per materializer name, with the reason in the Fv-Reason header.
-	DeadStream  = "FV_DEAD"
-	deadSubject = stream.SubjectRoot + ".dead"
-)
-
-// DeadSubject is the dead-letter subject of the materializer called name.
-func DeadSubject(name string) string { return deadSubject + "." + name }
-
 // Config configures a materializer.
 type Config struct {
 	// Name is the durable consumer name on every cluster stream; two
@@ -128,7 +118,7 @@ func (m *Materializer) Metrics() *Metrics { return &m.metrics }
 // (an update without a replica count would move it to one replica).
 func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	if replicas < 1 {
-		_, err := js.Stream(ctx, DeadStream)
+		_, err := js.Stream(ctx, stream.DeadStream)
 		if err == nil {
 			return nil
 		}
@@ -137,11 +127,8 @@ func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replica
 		}
 		replicas = 1
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: DeadStream, Subjects: []string{deadSubject + ".>"}, Storage: jetstream.FileStorage,
-		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: stream.MaxPayload, Replicas: replicas,
-	}); err != nil {
-		return stream.ReplicasError("dead-letter stream "+DeadStream, replicas, err)
+	if _, err := js.CreateOrUpdateStream(ctx, stream.DeadStreamConfig(replicas)); err != nil {
+		return stream.ReplicasError("dead-letter stream "+stream.DeadStream, replicas, err)
 	}
 	return nil
 }
@@ -166,7 +153,7 @@ func (m *Materializer) Run(ctx context.Context) error {
 	t := time.NewTicker(m.cfg.DiscoverInterval)
 	defer t.Stop()
 	for {
-		names := m.js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.SubjectRoot+".obj.>"))
+		names := m.js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
 		for name := range names.Name() {
 			cluster, ok := stream.ClusterFromStream(name)
 			mu.Lock()
@@ -602,7 +589,7 @@ func (m *Materializer) tracker(cluster string) *feed.Tracker {
 // deadLetter keeps a poison message with its reason and moves on.
 func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) error {
 	md, _ := msg.Metadata()
-	dl := nats.NewMsg(DeadSubject(m.cfg.Name))
+	dl := nats.NewMsg(stream.DeadSubject(m.cfg.Name))
 	dl.Data = msg.Data()
 	dl.Header.Set(stream.HdrDeadReason, reason.Error())
 	dl.Header.Set(stream.HdrDeadSubject, msg.Subject())

@@ -93,8 +93,8 @@ func (g grant) exported(cluster string) string {
 //     read its own status keys.
 func clusterGrants(cluster string) []grant {
 	s := stream.StreamName(cluster)
-	reg := "KV_" + stream.RegistryBucket
-	st := "KV_" + stream.RegistryStatusBucket
+	reg := stream.KVStream(stream.RegistryBucket)
+	st := stream.KVStream(stream.RegistryStatusBucket)
 	api := func(suffix string) grant {
 		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix}
 	}
@@ -110,10 +110,10 @@ func clusterGrants(cluster string) []grant {
 		return grant{Subject: subject, To: APIPrefix + "." + subject, Guarded: true}
 	}
 	return []grant{
-		{Subject: stream.SubjectRoot + ".obj." + cluster + ".>"},
-		{Subject: stream.SubjectRoot + ".ctl." + cluster + ".>"},
-		kv("$KV." + stream.ClusterBucket + "." + cluster),
-		kv("$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"),
+		{Subject: stream.ClusterObjects(cluster)},
+		{Subject: stream.ClusterControls(cluster)},
+		kv(stream.KVSubject(stream.ClusterBucket, cluster)),
+		kv(stream.KVSubject(stream.RegistryStatusBucket, cluster+".>")),
 		api("STREAM.INFO." + s),
 		api("STREAM.PURGE." + s),
 		api("STREAM.MSG.GET." + s),
@@ -128,9 +128,9 @@ func clusterGrants(cluster string) []grant {
 		guarded("CONSUMER.INFO." + reg + ".*"),
 		guarded("CONSUMER.DELETE." + reg + ".*"),
 		next("CONSUMER.MSG.NEXT." + reg + ".*"),
-		guarded("STREAM.INFO.KV_" + stream.ClusterBucket),
+		guarded("STREAM.INFO." + stream.KVStream(stream.ClusterBucket)),
 		guarded("STREAM.INFO." + st),
-		api("DIRECT.GET." + st + ".$KV." + stream.RegistryStatusBucket + "." + cluster + ".>"),
+		api("DIRECT.GET." + st + "." + stream.KVSubject(stream.RegistryStatusBucket, cluster+".>")),
 	}
 }
 

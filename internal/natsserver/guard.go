@@ -187,21 +187,21 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 	switch {
 	case isCreate:
 		max := g.q.StreamConsumers
-		if t[4] == "KV_"+stream.RegistryBucket {
+		if t[4] == stream.KVStream(stream.RegistryBucket) {
 			max = g.q.RegistryConsumers
 		}
 		if err := g.consumerRoom(cluster, t[4], t[5], max); err != nil {
 			return nil, ReasonConsumers, err
 		}
-	case subject == "$KV."+stream.ClusterBucket+"."+cluster:
+	case subject == stream.KVSubject(stream.ClusterBucket, cluster):
 		if len(m.Data) > g.q.InventoryValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: inventory record of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.InventoryValueBytes)
 		}
-	case strings.HasPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."):
+	case strings.HasPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, "")):
 		if len(m.Data) > g.q.StatusValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: registry status of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.StatusValueBytes)
 		}
-		if err := g.statusKey(cluster, strings.TrimPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."+cluster+"."), m); err != nil {
+		if err := g.statusKey(cluster, strings.TrimPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, cluster+".")), m); err != nil {
 			return nil, ReasonStatusKey, err
 		}
 	}
@@ -254,10 +254,10 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 // subdomain), so the rest of the key is the name. Deleting a status key
 // whose registry was removed stays allowed while the key exists.
 func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
-	if g.lastExists("KV_"+stream.RegistryBucket, "$KV."+stream.RegistryBucket+"."+registry) {
+	if g.lastExists(stream.KVStream(stream.RegistryBucket), stream.KVSubject(stream.RegistryBucket, registry)) {
 		return nil
 	}
-	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists("KV_"+stream.RegistryStatusBucket, "$KV."+stream.RegistryStatusBucket+"."+cluster+"."+registry) {
+	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists(stream.KVStream(stream.RegistryStatusBucket), stream.KVSubject(stream.RegistryStatusBucket, cluster+"."+registry)) {
 		return nil
 	}
 	return fmt.Errorf("%w: status key %s.%s: no registry %q", ErrQuota, cluster, registry, registry)
@@ -301,7 +301,7 @@ func apiError(err error) []byte {
 func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 	t := strings.Split(subject, ".")
 	own := stream.StreamName(cluster)
-	reg := "KV_" + stream.RegistryBucket
+	reg := stream.KVStream(stream.RegistryBucket)
 	consumerStream := func(s string) error {
 		if s != own && s != reg {
 			return fmt.Errorf("%w: consumers on stream %q", ErrRefused, s)
@@ -336,7 +336,7 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 		}
 		return &nats.Msg{Subject: subject}, nil // neither takes a body
 	case len(t) == 5 && t[0] == "$JS" && t[1] == "API" && t[2] == "STREAM" && t[3] == "INFO" &&
-		(t[4] == reg || t[4] == "KV_"+stream.RegistryStatusBucket || t[4] == "KV_"+stream.ClusterBucket):
+		(t[4] == reg || t[4] == stream.KVStream(stream.RegistryStatusBucket) || t[4] == stream.KVStream(stream.ClusterBucket)):
 		// Binding a bucket needs its configuration, not the keys of
 		// every other cluster.
 		var req server.JSApiStreamInfoRequest
@@ -373,10 +373,10 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 // ownKey is whether subject is a KV key cluster may write: its inventory
 // record and its status keys on the registries.
 func ownKey(cluster, subject string) bool {
-	if subject == "$KV."+stream.ClusterBucket+"."+cluster {
+	if subject == stream.KVSubject(stream.ClusterBucket, cluster) {
 		return true
 	}
-	rest, ok := strings.CutPrefix(subject, "$KV."+stream.RegistryStatusBucket+"."+cluster+".")
+	rest, ok := strings.CutPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, cluster+"."))
 	return ok && rest != "" && !strings.ContainsAny(rest, "*>")
 }
 
@@ -412,9 +412,9 @@ func checkConsumerCreate(cluster, streamName, name string, data []byte) ([]byte,
 	if c.InactiveThreshold <= 0 || c.InactiveThreshold > maxConsumerIdle {
 		refuse("inactive threshold %s (want 0 < t <= %s)", c.InactiveThreshold, maxConsumerIdle)
 	}
-	within := []string{stream.SubjectRoot + ".obj." + cluster + ".>", stream.SubjectRoot + ".ctl." + cluster + ".>"}
+	within := stream.ClusterSubjects(cluster)
 	if streamName != stream.StreamName(cluster) {
-		within = []string{"$KV." + stream.RegistryBucket + ".>"}
+		within = []string{stream.KVSubject(stream.RegistryBucket, ">")}
 	}
 	filters := append([]string(nil), c.FilterSubjects...)
 	if c.FilterSubject != "" {

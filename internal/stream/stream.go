@@ -96,6 +96,45 @@ func ResourceFilter(cluster string, gvr schema.GroupVersionResource) string {
 	return SubjectRoot + ".obj." + cluster + "." + ResourceToken(gvr) + ".*"
 }
 
+// ClusterObjects matches every object subject of a cluster.
+func ClusterObjects(cluster string) string { return SubjectRoot + ".obj." + cluster + ".>" }
+
+// ClusterControls matches every control subject of a cluster.
+func ClusterControls(cluster string) string { return SubjectRoot + ".ctl." + cluster + ".>" }
+
+// ClusterSubjects are the subjects of a cluster's stream: its objects and
+// its control records. A collector may publish into these only.
+func ClusterSubjects(cluster string) []string {
+	return []string{ClusterObjects(cluster), ClusterControls(cluster)}
+}
+
+// AllObjects matches every cluster's object subjects: a stream listed by it
+// is a cluster stream.
+const AllObjects = SubjectRoot + ".obj.>"
+
+// DeadStream holds poison messages of every materializer, one subject per
+// materializer name, with the reason in the Fv-Reason header.
+const DeadStream = StreamPrefix + "DEAD"
+
+// DeadSubject is the dead-letter subject of the materializer called name.
+func DeadSubject(name string) string { return SubjectRoot + ".dead." + name }
+
+// DeadStreamConfig is the dead-letter stream: a week of poison messages,
+// each as large as a cluster stream's.
+func DeadStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: DeadStream, Subjects: []string{SubjectRoot + ".dead.>"}, Storage: jetstream.FileStorage,
+		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: MaxPayload, Replicas: replicas,
+	}
+}
+
+// KVStream is the stream behind the key-value bucket.
+func KVStream(bucket string) string { return "KV_" + bucket }
+
+// KVSubject is where key lives in bucket; KVSubject(bucket, ">") matches
+// every key.
+func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
 // ControlSubject carries sync markers and removal records of one resource.
 // It shares the cluster stream so consumers see it in order with the objects.
 func ControlSubject(cluster string, gvr schema.GroupVersionResource) string {
@@ -208,7 +247,7 @@ func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.Stream
 	return jetstream.StreamConfig{
 		Name:              StreamName(cluster),
 		Description:       "fleetview objects of member cluster " + cluster,
-		Subjects:          []string{SubjectRoot + ".obj." + cluster + ".>", SubjectRoot + ".ctl." + cluster + ".>"},
+		Subjects:          ClusterSubjects(cluster),
 		Storage:           jetstream.FileStorage,
 		Retention:         jetstream.LimitsPolicy,
 		MaxMsgsPerSubject: 1,

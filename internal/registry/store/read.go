@@ -21,11 +21,6 @@ import (
 // credentials (natsserver's guard). A pull consumer's messages only go back
 // to the one who fetched them.
 
-const (
-	registryStream = "KV_" + stream.RegistryBucket
-	registryKeys   = "$KV." + stream.RegistryBucket + "."
-)
-
 // entryOp is the KV operation a bucket message records.
 func entryOp(m jetstream.Msg) jetstream.KeyValueOp {
 	h := m.Headers()
@@ -47,8 +42,8 @@ func entryOp(m jetstream.Msg) jetstream.KeyValueOp {
 // registryConsumer is an ordered consumer over the last message of every
 // registry key (from then on, every new one).
 func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	cons, err := s.js.OrderedConsumer(ctx, registryStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{registryKeys + ">"},
+	cons, err := s.js.OrderedConsumer(ctx, stream.KVStream(stream.RegistryBucket), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.KVSubject(stream.RegistryBucket, ">")},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		NamePrefix:     s.consumerPrefix(),
 	})
@@ -73,7 +68,7 @@ func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error)
 		// busy reader from piling consumers up on the shared stream.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = s.js.DeleteConsumer(dctx, registryStream, cons.CachedInfo().Name)
+		_ = s.js.DeleteConsumer(dctx, stream.KVStream(stream.RegistryBucket), cons.CachedInfo().Name)
 	}()
 	byKey := map[string]*registry.ResourceRegistry{}
 	var bad []string
@@ -92,7 +87,7 @@ func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error)
 				return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
 			}
 			pending = md.NumPending
-			key := strings.TrimPrefix(m.Subject(), registryKeys)
+			key := strings.TrimPrefix(m.Subject(), stream.KVSubject(stream.RegistryBucket, ""))
 			if entryOp(m) != jetstream.KeyValuePut {
 				delete(byKey, key)
 				continue
@@ -141,7 +136,7 @@ func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 		if err != nil {
 			return
 		}
-		e := &kvEntry{key: strings.TrimPrefix(m.Subject(), registryKeys), value: m.Data(), revision: md.Sequence.Stream,
+		e := &kvEntry{key: strings.TrimPrefix(m.Subject(), stream.KVSubject(stream.RegistryBucket, "")), value: m.Data(), revision: md.Sequence.Stream,
 			created: md.Timestamp, delta: md.NumPending, op: entryOp(m)}
 		if !w.send(e) {
 			return

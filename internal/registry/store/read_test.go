@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // A registry is validated again when read. Apply never stores an invalid
@@ -267,7 +268,7 @@ func TestBoundStoreWithClusterCredentials(t *testing.T) {
 		t.Fatalf("edge-a's condition not merged: %+v", got.Status.Conditions)
 	}
 	// Specs deleted its consumer; the watch's is the only one of edge-a's.
-	info, err := hjs.Stream(ctx, registryStream)
+	info, err := hjs.Stream(ctx, stream.KVStream(stream.RegistryBucket))
 	if err != nil {
 		t.Fatal(err)
 	}
