@@ -340,3 +340,18 @@ func anyVisible(c *Cluster, visible Visible) bool {
 	}
 	return false
 }
+
+// Fixed is a loaded catalog of fixed records and registries, followed by
+// no watch: for tests and benchmarks of its readers.
+func Fixed(recs []*inventory.Cluster, regs []*registry.ResourceRegistry) *Catalog {
+	c := &Catalog{records: map[string]*inventory.Cluster{}, judged: map[string]*clusterClaims{}, loaded: make(chan struct{}),
+		regs: regs, invReady: true, regReady: true}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range recs {
+		c.records[r.Name] = r
+		c.judged[r.Name] = claimsOf(r, regs)
+	}
+	c.publish()
+	return c
+}
