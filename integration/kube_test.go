@@ -86,8 +86,8 @@ func TestKubeAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 120*time.Second, func() error {
-		if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
-			return fmt.Errorf("readyz %d %v", code, body["message"])
+		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
 		}
 		return nil
 	})
