@@ -204,13 +204,12 @@ func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
 			out.Clusters = append(out.Clusters, cr)
 			continue
 		}
-		ok, why, err := s.clusterSynced(ctx, rec, applied)
-		if err != nil {
-			return out, fmt.Errorf("cluster %s: %w", rec.Name, err)
-		}
-		if ok {
-			if marks := marksOf(snap, rec.Name); marks != "" {
-				ok, why = false, marks
+		// A record the catalog does not believe says nothing of its sync.
+		ok, why := false, marksOf(snap, rec.Name)
+		if why == "" {
+			var err error
+			if ok, why, err = s.clusterSynced(ctx, rec, applied); err != nil {
+				return out, fmt.Errorf("cluster %s: %w", rec.Name, err)
 			}
 		}
 		cr.Synced, cr.Reason = ok, why

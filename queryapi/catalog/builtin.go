@@ -19,6 +19,10 @@ type builtin struct {
 // categoryAll is the category `kubectl get all` expands.
 var categoryAll = []string{"all"}
 
+// categoryAPIExtensions is the category of the resources that extend the
+// API (kubectl get api-extensions).
+var categoryAPIExtensions = []string{"api-extensions"}
+
 // builtins are keyed by group and resource: a built-in resource's kind and
 // scope do not change between its versions.
 var builtins = map[schema.GroupResource]builtin{
@@ -76,13 +80,13 @@ var builtins = map[schema.GroupResource]builtin{
 
 	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {kind: "CertificateSigningRequest", short: []string{"csr"}},
 
-	{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:     {kind: "MutatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}:   {kind: "ValidatingWebhookConfiguration"},
-	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}:       {kind: "ValidatingAdmissionPolicy"},
-	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}: {kind: "ValidatingAdmissionPolicyBinding"},
+	{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}:     {kind: "MutatingWebhookConfiguration", categories: categoryAPIExtensions},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingwebhookconfigurations"}:   {kind: "ValidatingWebhookConfiguration", categories: categoryAPIExtensions},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicies"}:       {kind: "ValidatingAdmissionPolicy", categories: categoryAPIExtensions},
+	{Group: "admissionregistration.k8s.io", Resource: "validatingadmissionpolicybindings"}: {kind: "ValidatingAdmissionPolicyBinding", categories: categoryAPIExtensions},
 
-	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {kind: "CustomResourceDefinition", short: []string{"crd", "crds"}},
-	{Group: "apiregistration.k8s.io", Resource: "apiservices"}:             {kind: "APIService"},
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {kind: "CustomResourceDefinition", short: []string{"crd", "crds"}, categories: categoryAPIExtensions},
+	{Group: "apiregistration.k8s.io", Resource: "apiservices"}:             {kind: "APIService", categories: categoryAPIExtensions},
 
 	{Group: "flowcontrol.apiserver.k8s.io", Resource: "flowschemas"}:                 {kind: "FlowSchema"},
 	{Group: "flowcontrol.apiserver.k8s.io", Resource: "prioritylevelconfigurations"}: {kind: "PriorityLevelConfiguration"},
@@ -101,4 +105,20 @@ func builtinNames() map[string]bool {
 		}
 	}
 	return out
+}
+
+// BuiltinResources are the built-in resources the hub knows, for tests
+// that check the table against a kube-apiserver.
+func BuiltinResources() []schema.GroupResource {
+	out := make([]schema.GroupResource, 0, len(builtins))
+	for gr := range builtins {
+		out = append(out, gr)
+	}
+	return out
+}
+
+// Builtin is what the hub knows of a built-in resource.
+func Builtin(gr schema.GroupResource) (kind string, namespaced bool, short, categories []string, ok bool) {
+	b, ok := builtins[gr]
+	return b.kind, b.namespaced, b.short, b.categories, ok
 }
