@@ -160,7 +160,10 @@ func (q *queryService) selection(ctx context.Context, group, version, resource, 
 	if err != nil {
 		return nil, err
 	}
-	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs}
+	// The caller's visibility (set by the Guard) is part of the
+	// selection, for lists and watches alike: hidden objects are neither
+	// listed nor judged, sealed or queued for a watch.
+	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs, visible: visibleFrom(ctx)}
 	if cs != nil {
 		f.inCluster = map[string]bool{}
 		for _, c := range cs {
@@ -262,7 +265,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	h := f.hash()
 	// The caller's visibility (set by the Guard) binds the token, as in
 	// search: a page is never continued under another scope.
-	vis := visibleFrom(ctx)
+	vis := f.visible
 	if vis != nil {
 		h = requestHash(h, vis.String())
 	}
