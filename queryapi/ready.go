@@ -154,9 +154,16 @@ func (s *syncChecker) caughtUpAtStart(ctx context.Context) (bool, string) {
 	applied := s.applied()
 	var behind []string
 	for name, seq := range s.targets {
-		if applied[name] < seq {
-			behind = append(behind, fmt.Sprintf("%s (applied %d of %d)", name, applied[name], seq))
+		if applied[name] >= seq {
+			continue
 		}
+		if s.nothingLeftBefore(ctx, name, applied[name], seq) {
+			// The messages between are gone (replaced, expired, purged):
+			// nothing is left for the materializer to apply.
+			delete(s.targets, name)
+			continue
+		}
+		behind = append(behind, fmt.Sprintf("%s (applied %d of %d)", name, applied[name], seq))
 	}
 	if len(behind) > 0 {
 		sort.Strings(behind)
@@ -164,6 +171,21 @@ func (s *syncChecker) caughtUpAtStart(ctx context.Context) (bool, string) {
 	}
 	s.caughtUp = true
 	return true, ""
+}
+
+// nothingLeftBefore reports whether cluster's stream holds no message
+// after applied up to target: the stream's last sequence counts messages
+// deleted since, which the materializer never sees.
+func (s *syncChecker) nothingLeftBefore(ctx context.Context, cluster string, applied, target uint64) bool {
+	st, err := s.js.Stream(ctx, stream.StreamName(cluster))
+	if err != nil {
+		return false
+	}
+	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true
+	}
+	return err == nil && m.Sequence > target
 }
 
 // clusterReadiness is one cluster's entry of /readyz/clusters.
