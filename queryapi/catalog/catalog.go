@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -354,4 +355,34 @@ func Fixed(recs []*inventory.Cluster, regs []*registry.ResourceRegistry) *Catalo
 	}
 	c.publish()
 	return c
+}
+
+// Lookup is the served resource gvr as View(visible, cluster) would hold
+// it, without building the view: a per-cluster request judges one
+// cluster, a fleet request the clusters serving gvr until one is visible.
+// known is false for a cluster that is not in the caller's view.
+func (s *Snapshot) Lookup(visible Visible, cluster string, gvr schema.GroupVersionResource) (r *Resource, known, ok bool) {
+	r, served := s.resources[gvr]
+	if cluster != "" {
+		c, exists := s.clusters[cluster]
+		if !exists || (visible != nil && !anyVisible(c, visible)) {
+			return nil, false, false
+		}
+		if !served || !slices.Contains(c.Followed, gvr) {
+			return nil, true, false
+		}
+		return r, true, true
+	}
+	if !served {
+		return nil, true, false
+	}
+	if visible == nil {
+		return r, true, true
+	}
+	for _, name := range r.Clusters {
+		if anyVisible(s.clusters[name], visible) {
+			return r, true, true
+		}
+	}
+	return nil, true, false
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -169,37 +168,24 @@ func (h *Handler) catalogView(r *http.Request, cluster string) ([]cached, []*cat
 
 func (h *Handler) lookup(req *request) (cached, error) {
 	want := req.gv.WithResource(req.resource)
-	if h.visible == nil {
-		// Nothing to filter: one map read instead of a view.
-		snap := h.catalog.Current()
-		if req.cluster != "" {
-			cl, ok := snap.Cluster(req.cluster)
-			if !ok {
-				return cached{}, fmt.Errorf("%w: cluster %q is not known", ErrUnknownResource, req.cluster)
-			}
-			if !slices.Contains(cl.Followed, want) {
-				return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
-			}
+	var vis catalog.Visible
+	if h.visible != nil {
+		var err error
+		if vis, err = h.visible(req.r); err != nil {
+			return cached{}, err
 		}
-		c, ok := snap.Resource(want)
-		if !ok {
-			return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
-		}
-		return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}}, nil
 	}
-	cat, cls, err := h.catalogView(req.r, req.cluster)
-	if err != nil {
-		return cached{}, err
-	}
-	if req.cluster != "" && len(cls) == 0 {
+	// One map read (and the caller's judgment of one cluster, or of the
+	// clusters serving the resource): the cost does not grow with the
+	// clusters the request does not touch.
+	c, known, ok := h.catalog.Current().Lookup(vis, req.cluster, want)
+	if !known {
 		return cached{}, fmt.Errorf("%w: cluster %q is not known", ErrUnknownResource, req.cluster)
 	}
-	for _, c := range cat {
-		if c.gvr == want {
-			return c, nil
-		}
+	if !ok {
+		return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
 	}
-	return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
+	return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}}, nil
 }
 
 func writeStatus(w http.ResponseWriter, st *metav1.Status) {
