@@ -1,14 +1,18 @@
 package queryapi
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
@@ -59,7 +63,7 @@ func BenchmarkKubeGetPerCluster(b *testing.B) {
 // benchServer runs a query API over n clusters' inventory records, each
 // with a synced pods resource and a cluster stream, and returns its HTTP
 // handler once a GET succeeds.
-func benchServer(b *testing.B, n int) (http.Handler, func()) {
+func benchServer(b testing.TB, n int, interceptors ...grpc.UnaryServerInterceptor) (http.Handler, func()) {
 	_, _, js := natstest.Start(b, -1)
 	ctx, cancel := context.WithCancel(context.Background())
 	inv, err := inventory.Bucket(ctx, js, 1)
@@ -99,7 +103,7 @@ func benchServer(b *testing.B, n int) (http.Handler, func()) {
 		b.Fatal(err)
 	}
 	s, err := New(Config{Reader: benchReader{}, Registries: regs, Inventory: inv, JetStream: js, GRPCListener: gl, HTTPListener: hl,
-		Applied: func() map[string]uint64 { return nil }})
+		Applied: func() map[string]uint64 { return nil }, UnaryInterceptors: interceptors})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,4 +127,34 @@ func benchServer(b *testing.B, n int) (http.Handler, func()) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return s.http.Handler, stop
+}
+
+// A Kubernetes read writes one audit line, its own; discovery writes none:
+// the kind and scope come from the process's catalog, not from a call.
+func TestKubeAuditLines(t *testing.T) {
+	var buf bytes.Buffer
+	a := &Audit{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	h, stop := benchServer(t, 3, a.Unary)
+	defer stop()
+	buf.Reset() // the probe's GETs
+	for _, tc := range []struct {
+		path  string
+		lines int
+	}{
+		{"/api/v1", 0},
+		{"/apis", 0},
+		{"/version", 0},
+		{"/clusters/c0002/api/v1/namespaces/small/pods/small-001", 1},
+		{"/api/v1/namespaces/small/pods", 1},
+	} {
+		buf.Reset()
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", tc.path, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", tc.path, w.Code, w.Body)
+		}
+		if n := bytes.Count(buf.Bytes(), []byte("\n")); n != tc.lines {
+			t.Errorf("GET %s: %d audit lines, want %d:\n%s", tc.path, n, tc.lines, buf.String())
+		}
+	}
 }
