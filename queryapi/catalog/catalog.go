@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 	"sync"
@@ -180,11 +181,35 @@ func (c *Catalog) applyRecord(e jetstream.KeyValueEntry) {
 	if rec == nil {
 		delete(c.records, key)
 		delete(c.judged, key)
-	} else {
-		c.records[key] = rec
-		c.judged[key] = claimsOf(rec, c.regs)
+		c.publish()
+		return
 	}
+	c.records[key] = rec
+	judged := claimsOf(rec, c.regs)
+	if old, ok := c.judged[key]; ok && reflect.DeepEqual(old, judged) {
+		// A heartbeat: the record changed, not what it claims. The
+		// resolution stands; only the records are new.
+		c.publishRecords()
+		return
+	}
+	c.judged[key] = judged
 	c.publish()
+}
+
+// publishRecords replaces the snapshot's records and keeps its
+// resolution; c.mu is held.
+func (c *Catalog) publishRecords() {
+	prev := c.snap.Load()
+	if !c.invReady || !c.regReady || prev.resources == nil {
+		c.publish()
+		return
+	}
+	s := *prev
+	s.records = make(map[string]*inventory.Cluster, len(c.records))
+	for k, v := range c.records {
+		s.records[k] = v
+	}
+	c.snap.Store(&s)
 }
 
 func (c *Catalog) followRegistries(ctx context.Context) error {

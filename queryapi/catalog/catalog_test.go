@@ -71,6 +71,18 @@ func TestCatalogFollowsTheBuckets(t *testing.T) {
 		r, ok := s.Resource(pods)
 		return ok && len(r.Clusters) == 2
 	})
+	// A heartbeat (same claims, new record) keeps the resolution and
+	// shows the new record.
+	before := c.Current()
+	hb := rec("member2", rs(pods, "Pod", true))
+	hb.Message = "heartbeat"
+	if err := inventory.Put(ctx, inv, hb); err != nil {
+		t.Fatal(err)
+	}
+	until("took the heartbeat", func(s *Snapshot) bool { r, _ := s.Record("member2"); return r.Message == "heartbeat" })
+	if r, _ := c.Current().Resource(pods); r != func() *Resource { r, _ := before.Resource(pods); return r }() {
+		t.Fatal("a heartbeat resolved the catalog again")
+	}
 	if err := inventory.Put(ctx, inv, rec("member1", rs(pods, "Secret", false, "svc"))); err != nil {
 		t.Fatal(err)
 	}
