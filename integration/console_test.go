@@ -265,13 +265,13 @@ func TestConsole(t *testing.T) {
 	// Ready: every cluster's inventory lists the registry's resources, so
 	// the console knows their kinds.
 	eventually(t, 90*time.Second, func() error {
-		resp, err := http.Get(fv.rest + "/readyz")
+		resp, err := http.Get(fv.rest + "/readyz/clusters")
 		if err != nil {
 			return err
 		}
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz: %s", resp.Status)
+			return fmt.Errorf("readyz/clusters: %s", resp.Status)
 		}
 		return nil
 	})

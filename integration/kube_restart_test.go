@@ -341,13 +341,13 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		t.Helper()
 		eventually(t, 60*time.Second, func() error {
 			p.running(t)
-			resp, err := http.Get(rest0 + "/readyz")
+			resp, err := http.Get(rest0 + "/readyz/clusters")
 			if err != nil {
 				return err
 			}
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("readyz %d", resp.StatusCode)
+				return fmt.Errorf("readyz/clusters %d", resp.StatusCode)
 			}
 			return nil
 		})

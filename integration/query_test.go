@@ -127,14 +127,18 @@ func TestQueryAPI(t *testing.T) {
 		if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
 			t.Fatal(err)
 		}
-		// The registry selects resources no collector has reported yet.
-		code, body := fv.restStatus(t, "/readyz")
-		if code != http.StatusServiceUnavailable || body["reason"] != "ServiceUnavailable" {
-			t.Fatalf("readyz right after the registry: %d %v, want 503 ServiceUnavailable", code, body)
+		// The registry selects resources no collector has reported yet:
+		// the clusters are not synced, the hub itself serves.
+		code, body := fv.restStatus(t, "/readyz/clusters")
+		if code != http.StatusServiceUnavailable || body["synced"] != false {
+			t.Fatalf("readyz/clusters right after the registry: %d %v, want 503 and synced false", code, body)
+		}
+		if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
+			t.Fatalf("readyz while clusters sync: %d %v, want 200", code, body)
 		}
 		eventually(t, 120*time.Second, func() error {
-			if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
-				return fmt.Errorf("readyz %d %v", code, body["message"])
+			if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+				return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
 			}
 			return nil
 		})

@@ -89,9 +89,9 @@ func TestServeReplicas(t *testing.T) {
 	for _, p := range []*serveProc{a, b} {
 		eventually(t, 60*time.Second, func() error {
 			p.running(t)
-			code, _, err := get(p, "/readyz")
+			code, _, err := get(p, "/readyz/clusters")
 			if err != nil || code != http.StatusOK {
-				return fmt.Errorf("readyz %d %v", code, err)
+				return fmt.Errorf("readyz/clusters %d %v", code, err)
 			}
 			code, body, err := get(p, podList)
 			if err != nil || code != http.StatusOK {

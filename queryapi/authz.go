@@ -3,6 +3,7 @@ package queryapi
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 // Guard authenticates and authorizes every call before a service sees it.
@@ -490,4 +492,43 @@ func (s *guardedStream) SendMsg(m any) error {
 		}
 	}
 	return s.ServerStream.SendMsg(m)
+}
+
+// catalogVisibility judges the caller of a Kubernetes API request for the
+// resource catalog, as discoveryView judges ListClusters: a caller who may
+// list clusters sees it all; any other sees the clusters where some rule
+// lets it get, list or watch a resource. No call is made, so discovery
+// writes no audit line; the read it precedes writes its own.
+func (g *Guard) catalogVisibility(r *http.Request) (catalog.Visible, error) {
+	ctx := r.Context()
+	if a := r.Header.Get("Authorization"); a != "" {
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", a))
+	}
+	u, err := g.identify(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if g.Authorizer.Authorize(u, auth.VerbList, "clusters", "", "") == nil {
+		return nil, nil
+	}
+	// One scope per resource and verb for the whole request, however many
+	// clusters the catalog holds.
+	type reach struct {
+		all      bool
+		clusters []string
+	}
+	memo := map[schema.GroupResource]reach{}
+	return func(cluster string, gr schema.GroupResource) bool {
+		rc, ok := memo[gr]
+		if !ok {
+			name := auth.Resource(gr.Group, gr.Resource)
+			for _, verb := range []string{auth.VerbGet, auth.VerbList, auth.VerbWatch} {
+				cs, all := g.Authorizer.Scope(u, verb, name).Clusters()
+				rc.all = rc.all || all
+				rc.clusters = append(rc.clusters, cs...)
+			}
+			memo[gr] = rc
+		}
+		return rc.all || slices.Contains(rc.clusters, cluster)
+	}, nil
 }

@@ -49,9 +49,13 @@
 //     (feed.Prior: Badger's writer reads it anyway; for a sink that does
 //     not say, OpenSearch's, the materializer keeps the labels of the
 //     objects it has applied since it started). The hub keeps no objects.
-//   - Readiness (/readyz, gRPC health) requires every ready cluster to have
-//     every registry-selected resource synced by its collector and the
-//     backend to have applied the stream through the latest sync marker.
+//   - Readiness (/readyz, gRPC health) is the hub's own ability to serve:
+//     backends usable, NATS answering, the resource catalog loaded, the
+//     materializer caught up once with the streams as they were at start.
+//     No cluster's record takes part. /readyz/clusters reports each
+//     cluster: every registry-selected resource synced by its collector,
+//     the backend caught up through the latest sync marker, and every
+//     resource its record reports followed by the catalog.
 //   - Authorization (authz.go, Guard) and the audit log (audit.go, Audit)
 //     are interceptors, the audit first so it records refusals too. A
 //     search and a list carry the caller's visibility into the backend

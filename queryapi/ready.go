@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/fleetview/fleetview/internal/inventory"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 // syncChecker decides whether a cluster's cache equals the cluster: every
@@ -27,6 +29,16 @@ type syncChecker struct {
 	applied func() map[string]uint64
 	// backends, when set, tells the backends that cannot be used.
 	backends BackendHealth
+	// catalog holds the records; the hub is not ready before it loaded.
+	catalog *catalog.Catalog
+
+	// mu guards the start targets: each cluster stream's last sequence
+	// when the catalog first loaded, which the materializer must reach
+	// once before the hub serves (a restarted hub must not answer from a
+	// cache far behind its streams). Latched once reached.
+	mu       sync.Mutex
+	targets  map[string]uint64
+	caughtUp bool
 }
 
 // clusterSynced reports whether rec's cache is synced, and if not why.
@@ -99,42 +111,151 @@ func (r *readiness) set(ok bool, reason string) (changed bool) {
 	return changed
 }
 
-// check computes readiness: at least one cluster registered, and every
-// cluster whose collector reports ready has its cache synced. A cluster
-// whose collector is down does not hold the API back (its cached state
-// is served and the inventory says it is not ready).
+// check computes the hub's readiness: its own ability to serve. Its
+// backends usable, NATS answering, the catalog loaded, and the
+// materializer caught up, once, with the streams as they were at start. No
+// cluster's record takes part: one cluster's record can only make that
+// cluster not synced (clusters), never the hub not ready.
 func (s *syncChecker) check(ctx context.Context) (bool, string) {
-	// A backend that cannot be used fails the answers it serves, whatever
-	// the clusters' state.
 	if why := backendsNotReady(s.backends); why != "" {
 		return false, why
 	}
-	recs, err := inventory.List(ctx, s.inv)
-	if err != nil {
-		return false, "cluster inventory unreadable: " + err.Error()
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		return false, "NATS unavailable: " + err.Error()
 	}
+	if s.catalog != nil && !s.catalog.Loaded() {
+		return false, "resource catalog not loaded yet"
+	}
+	return s.caughtUpAtStart(ctx)
+}
+
+// caughtUpAtStart reports whether the materializer has applied every
+// cluster stream through its last sequence when first asked.
+func (s *syncChecker) caughtUpAtStart(ctx context.Context) (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.caughtUp || s.applied == nil || s.catalog == nil {
+		return true, ""
+	}
+	if s.targets == nil {
+		targets := map[string]uint64{}
+		for _, name := range s.catalog.Current().ClusterNames() {
+			st, err := s.js.Stream(ctx, stream.StreamName(name))
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				continue // nothing published yet: nothing to apply
+			}
+			if err != nil {
+				return false, fmt.Sprintf("cluster %s stream: %v", name, err)
+			}
+			targets[name] = st.CachedInfo().State.LastSeq
+		}
+		s.targets = targets
+	}
+	applied := s.applied()
+	var behind []string
+	for name, seq := range s.targets {
+		if applied[name] >= seq {
+			continue
+		}
+		if s.nothingLeftBefore(ctx, name, applied[name], seq) {
+			// The messages between are gone (replaced, expired, purged):
+			// nothing is left for the materializer to apply.
+			delete(s.targets, name)
+			continue
+		}
+		behind = append(behind, fmt.Sprintf("%s (applied %d of %d)", name, applied[name], seq))
+	}
+	if len(behind) > 0 {
+		sort.Strings(behind)
+		return false, "materializer catching up with the streams: " + strings.Join(behind, ", ")
+	}
+	s.caughtUp = true
+	return true, ""
+}
+
+// nothingLeftBefore reports whether cluster's stream holds no message
+// after applied up to target: the stream's last sequence counts messages
+// deleted since, which the materializer never sees.
+func (s *syncChecker) nothingLeftBefore(ctx context.Context, cluster string, applied, target uint64) bool {
+	st, err := s.js.Stream(ctx, stream.StreamName(cluster))
+	if err != nil {
+		return false
+	}
+	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return true
+	}
+	return err == nil && m.Sequence > target
+}
+
+// clusterReadiness is one cluster's entry of /readyz/clusters.
+type clusterReadiness struct {
+	Name   string `json:"name"`
+	Synced bool   `json:"synced"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// clustersReadiness is the answer of /readyz/clusters.
+type clustersReadiness struct {
+	Synced   bool               `json:"synced"`
+	Reason   string             `json:"reason,omitempty"`
+	Clusters []clusterReadiness `json:"clusters"`
+}
+
+// clusters reports each cluster's sync: its cache synced and every
+// resource it reports followed by the catalog. All are synced when at
+// least one cluster is registered and every cluster whose collector
+// reports ready is synced; a cluster whose collector is down does not
+// hold the others back (its cached state is served, and it says why).
+func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
+	out := clustersReadiness{Synced: true, Clusters: []clusterReadiness{}}
+	snap := s.catalog.Current()
+	recs := snap.Records()
 	if len(recs) == 0 {
-		return false, "no member cluster registered yet"
+		out.Synced, out.Reason = false, "no member cluster registered yet"
+		return out, nil
 	}
 	var applied map[string]uint64
 	if s.applied != nil {
 		applied = s.applied()
 	}
-	var why []string
 	for _, rec := range recs {
+		cr := clusterReadiness{Name: rec.Name}
 		if !rec.Ready {
+			cr.Reason = "collector not ready: " + rec.Message
+			out.Clusters = append(out.Clusters, cr)
 			continue
 		}
-		ok, reason, err := s.clusterSynced(ctx, rec, applied)
-		if err != nil {
-			return false, fmt.Sprintf("cluster %s: %v", rec.Name, err)
+		// A record the catalog does not believe says nothing of its sync.
+		ok, why := false, marksOf(snap, rec.Name)
+		if why == "" {
+			var err error
+			if ok, why, err = s.clusterSynced(ctx, rec, applied); err != nil {
+				return out, fmt.Errorf("cluster %s: %w", rec.Name, err)
+			}
 		}
+		cr.Synced, cr.Reason = ok, why
 		if !ok {
-			why = append(why, rec.Name+": "+reason)
+			out.Synced = false
 		}
+		out.Clusters = append(out.Clusters, cr)
 	}
-	if len(why) > 0 {
-		return false, "not synced: " + strings.Join(why, "; ")
+	if !out.Synced {
+		out.Reason = "not every cluster is synced"
 	}
-	return true, ""
+	return out, nil
+}
+
+// marksOf says which of a cluster's resources the catalog does not follow.
+func marksOf(snap *catalog.Snapshot, cluster string) string {
+	c, ok := snap.Cluster(cluster)
+	if !ok || len(c.Marks) == 0 {
+		return ""
+	}
+	var parts []string
+	for gvr, why := range c.Marks {
+		parts = append(parts, gvr.GroupResource().String()+": "+why)
+	}
+	sort.Strings(parts)
+	return "not followed: " + strings.Join(parts, "; ")
 }

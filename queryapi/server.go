@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
@@ -73,6 +75,11 @@ type Config struct {
 	// REST and Kubernetes handlers, which call the services in-process.
 	UnaryInterceptors  []grpc.UnaryServerInterceptor
 	StreamInterceptors []grpc.StreamServerInterceptor
+	// Guard, when set, is the authorizer among the interceptors: the
+	// Kubernetes API's discovery, which reads the process's catalog
+	// rather than calling a service, filters it by the Guard's judgment of
+	// the caller.
+	Guard *Guard
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
 	Metrics *Metrics
@@ -94,13 +101,14 @@ const DefaultMaxResumeAge = stream.DefaultTombstoneTTL - 10*time.Minute
 
 // Server serves gRPC and REST.
 type Server struct {
-	cfg    Config
-	grpc   *grpc.Server
-	http   *http.Server
-	health *health.Server
-	qs     *queryService
-	sync   *syncChecker
-	ready  readiness
+	cfg     Config
+	grpc    *grpc.Server
+	http    *http.Server
+	health  *health.Server
+	qs      *queryService
+	sync    *syncChecker
+	ready   readiness
+	catalog *catalog.Catalog
 }
 
 // New wires the services.
@@ -137,7 +145,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs}
+	cat, err := catalog.New(catalog.Config{Inventory: cfg.Inventory, Registries: cfg.Registries, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("queryapi: %w", err)
+	}
+	sc.catalog = cat
+	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs, catalog: cat}
 	// Every HTTP request: its body bounded before anything decodes it, its
 	// remote address the peer of the in-process calls it makes.
 	// Every HTTP request: refused first if its connection is over a cap,
@@ -242,7 +255,11 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.Handle("/v1/resources/", withSurface(SurfaceREST, &listHandler{client: q, gateway: gw}))
 	mux.Handle("/v1/watch/", withSurface(SurfaceREST, &watchHandler{client: q}))
 	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
-	kube := withSurface(SurfaceKube, kubeapi.New(q, fleetviewv1.NewClusterServiceClient(local), s.cfg.Logger, kubeapi.OnSkipped(func(cluster string, _ error) {
+	var vis kubeapi.Visibility
+	if s.cfg.Guard != nil {
+		vis = s.cfg.Guard.catalogVisibility
+	}
+	kube := withSurface(SurfaceKube, kubeapi.New(q, s.catalog, vis, s.cfg.Logger, kubeapi.OnSkipped(func(cluster string, _ error) {
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.malformed.WithLabelValues(cluster).Inc()
 		}
@@ -252,6 +269,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
+	mux.HandleFunc("/readyz/clusters", s.serveClustersReadyz)
 	mux.HandleFunc("/openapi.json", serveOpenAPI)
 	for p, h := range s.cfg.Handlers {
 		mux.Handle(p, h)
@@ -270,6 +288,28 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ok"))
+}
+
+// serveClustersReadyz reports every cluster's sync, 200 when all are
+// synced and 503 otherwise, with the same JSON body either way.
+func (s *Server) serveClustersReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	cr, err := s.sync.clusters(ctx)
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %v", query.ErrNotReady, err))
+		return
+	}
+	b, err := json.Marshal(cr)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !cr.Synced {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write(append(b, '\n'))
 }
 
 // watchReadiness recomputes readiness until ctx ends.
@@ -314,6 +354,9 @@ func (s *Server) Run(ctx context.Context) error {
 			return fmt.Errorf("http: %w", err)
 		}
 		return nil
+	})
+	g.Go(func() error {
+		return s.catalog.Run(gctx)
 	})
 	g.Go(func() error {
 		s.watchReadiness(gctx)

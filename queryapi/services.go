@@ -24,6 +24,7 @@ import (
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 // Reader is what the query API needs from a backend (Badger and
@@ -161,7 +162,10 @@ func (q *queryService) selection(ctx context.Context, group, version, resource, 
 	if err != nil {
 		return nil, err
 	}
-	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs}
+	// The caller's visibility (set by the Guard) is part of the
+	// selection, for lists and watches alike: hidden objects are neither
+	// listed nor judged, sealed or queued for a watch.
+	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs, visible: visibleFrom(ctx)}
 	if cs != nil {
 		f.inCluster = map[string]bool{}
 		for _, c := range cs {
@@ -266,7 +270,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	h := f.hash()
 	// The caller's visibility (set by the Guard) binds the token, as in
 	// search: a page is never continued under another scope.
-	vis := visibleFrom(ctx)
+	vis := f.visible
 	if vis != nil {
 		h = requestHash(h, vis.String())
 	}
@@ -393,13 +397,24 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 	}
 	b := c.sync.backends
 	ps := problems(b)
-	backendDown := false
+	backendDown, marked := false, false
+	var snap *catalog.Snapshot
+	if c.sync.catalog != nil {
+		snap = c.sync.catalog.Current()
+	}
 	for _, r := range rec.Resources {
 		rs := &fleetviewv1.ResourceSyncState{
 			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
 			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
 			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
 			ShortNames: r.ShortNames, Categories: r.Categories,
+		}
+		if snap != nil {
+			if why := snap.Mark(rec.Name, schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}); why != "" {
+				// What the record says is shown, and why the hub does not
+				// believe it.
+				rs.Message, marked = "not followed: "+why, true
+			}
 		}
 		if b != nil {
 			var id string
@@ -425,15 +440,21 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		out.Lag = out.StreamSequence - out.AppliedSequence
 	}
 	if ok, _, err := c.sync.clusterSynced(ctx, rec, applied); err == nil {
-		out.CacheSynced = ok && !backendDown
+		out.CacheSynced = ok && !backendDown && !marked
 	}
 	return out
 }
 
 func (c *clusterService) ListClusters(ctx context.Context, _ *fleetviewv1.ListClustersRequest) (*fleetviewv1.ListClustersResponse, error) {
-	recs, err := inventory.List(ctx, c.kv)
-	if err != nil {
-		return nil, toStatus(err)
+	var recs []*inventory.Cluster
+	if c.sync.catalog != nil && c.sync.catalog.Loaded() {
+		// The catalog follows the inventory: no read per cluster.
+		recs = c.sync.catalog.Current().Records()
+	} else {
+		var err error
+		if recs, err = inventory.List(ctx, c.kv); err != nil {
+			return nil, toStatus(err)
+		}
 	}
 	resp := &fleetviewv1.ListClustersResponse{}
 	for _, r := range recs {

@@ -35,7 +35,7 @@ type selection struct {
 	fields    *query.FieldFilter
 	clusters  []string // nil: every cluster
 	inCluster map[string]bool
-	// visible is what the caller may see (a watch's, set by the Guard);
+	// visible is what the caller may see (set by the Guard, taken when the selection is built);
 	// nil: everything.
 	visible *query.Visibility
 }
@@ -380,10 +380,9 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if err != nil {
 		return err
 	}
-	// The caller's visibility (set by the Guard): hidden objects are
-	// neither listed nor queued, so they never fill this watch's buffer
-	// (a 429 caused by what the caller cannot see would tell of it).
-	f.visible = visibleFrom(ctx)
+	// f carries the caller's visibility: hidden objects are neither listed
+	// nor queued, so they never fill this watch's buffer (a 429 caused by
+	// what the caller cannot see would tell of it).
 	resume, err := q.resumeFrom(ctx, req.GetResourceVersion())
 	if err != nil {
 		return err

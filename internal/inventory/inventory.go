@@ -175,3 +175,8 @@ func decode(key string, b []byte) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// Decode reads the record stored under key and validates it as Get does:
+// for readers that follow the bucket with a watch rather than reading
+// each key.
+func Decode(key string, b []byte) (*Cluster, error) { return decode(key, b) }

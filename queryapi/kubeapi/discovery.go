@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sort"
@@ -18,56 +17,11 @@ import (
 // clients fetch each group/version.
 const aggregatedContentType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
-// builtinNames are the short names and categories of Kubernetes' own
-// resources, as a kube-apiserver reports them. Discovery offers them for a
-// resource no cluster reports any for: inventories written by collectors
-// that predate reporting them.
-var builtinNames = map[schema.GroupResource]apiNames{
-	{Resource: "pods"}:                                                     {short: []string{"po"}, categories: categoryAll},
-	{Resource: "services"}:                                                 {short: []string{"svc"}, categories: categoryAll},
-	{Resource: "replicationcontrollers"}:                                   {short: []string{"rc"}, categories: categoryAll},
-	{Resource: "configmaps"}:                                               {short: []string{"cm"}},
-	{Resource: "namespaces"}:                                               {short: []string{"ns"}},
-	{Resource: "nodes"}:                                                    {short: []string{"no"}},
-	{Resource: "endpoints"}:                                                {short: []string{"ep"}},
-	{Resource: "events"}:                                                   {short: []string{"ev"}},
-	{Resource: "serviceaccounts"}:                                          {short: []string{"sa"}},
-	{Resource: "persistentvolumes"}:                                        {short: []string{"pv"}},
-	{Resource: "persistentvolumeclaims"}:                                   {short: []string{"pvc"}},
-	{Resource: "resourcequotas"}:                                           {short: []string{"quota"}},
-	{Resource: "limitranges"}:                                              {short: []string{"limits"}},
-	{Group: "apps", Resource: "deployments"}:                               {short: []string{"deploy"}, categories: categoryAll},
-	{Group: "apps", Resource: "replicasets"}:                               {short: []string{"rs"}, categories: categoryAll},
-	{Group: "apps", Resource: "daemonsets"}:                                {short: []string{"ds"}, categories: categoryAll},
-	{Group: "apps", Resource: "statefulsets"}:                              {short: []string{"sts"}, categories: categoryAll},
-	{Group: "batch", Resource: "cronjobs"}:                                 {short: []string{"cj"}, categories: categoryAll},
-	{Group: "batch", Resource: "jobs"}:                                     {categories: categoryAll},
-	{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:           {short: []string{"hpa"}, categories: categoryAll},
-	{Group: "networking.k8s.io", Resource: "ingresses"}:                    {short: []string{"ing"}},
-	{Group: "networking.k8s.io", Resource: "networkpolicies"}:              {short: []string{"netpol"}},
-	{Group: "networking.k8s.io", Resource: "ipaddresses"}:                  {short: []string{"ip"}},
-	{Group: "policy", Resource: "poddisruptionbudgets"}:                    {short: []string{"pdb"}},
-	{Group: "storage.k8s.io", Resource: "storageclasses"}:                  {short: []string{"sc"}},
-	{Group: "storage.k8s.io", Resource: "volumeattributesclasses"}:         {short: []string{"vac"}},
-	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {short: []string{"csr"}},
-	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}: {short: []string{"crd", "crds"}},
-	{Group: "scheduling.k8s.io", Resource: "priorityclasses"}:              {short: []string{"pc"}},
-}
-
-// categoryAll is the category `kubectl get all` expands.
-var categoryAll = []string{"all"}
-
-// apiNames are the short names and categories discovery lists for a
-// resource.
-type apiNames struct {
-	short, categories []string
-}
-
 // readVerbs are the only verbs fleetview serves.
 var readVerbs = metav1.Verbs{"get", "list", "watch"}
 
-func (h *Handler) serveVersion(ctx context.Context, w http.ResponseWriter, req *request) {
-	_, cls, err := h.catalog(ctx, req.cluster)
+func (h *Handler) serveVersion(w http.ResponseWriter, req *request) {
+	_, cls, err := h.catalogView(req.r, req.cluster)
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, schema.GroupResource{}, ""))
 		return
@@ -75,7 +29,7 @@ func (h *Handler) serveVersion(ctx context.Context, w http.ResponseWriter, req *
 	// The lowest member version: what every cluster behind the view serves.
 	v := ""
 	for _, c := range cls {
-		if kv := c.GetKubernetesVersion(); kv != "" && (v == "" || kv < v) {
+		if kv := c.KubernetesVersion; kv != "" && (v == "" || kv < v) {
 			v = kv
 		}
 	}
@@ -128,8 +82,8 @@ func groupVersions(cat []cached) (groups []string, versions map[string][]string,
 	return groups, versions, byGV
 }
 
-func (h *Handler) serveDiscoveryRoot(ctx context.Context, w http.ResponseWriter, req *request, core bool) {
-	cat, _, err := h.catalog(ctx, req.cluster)
+func (h *Handler) serveDiscoveryRoot(w http.ResponseWriter, req *request, core bool) {
+	cat, _, err := h.catalogView(req.r, req.cluster)
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, schema.GroupResource{}, ""))
 		return
@@ -191,8 +145,8 @@ func apiGroup(g string, versions []string) metav1.APIGroup {
 	return ag
 }
 
-func (h *Handler) serveGroup(ctx context.Context, w http.ResponseWriter, req *request, group string) {
-	cat, _, err := h.catalog(ctx, req.cluster)
+func (h *Handler) serveGroup(w http.ResponseWriter, req *request, group string) {
+	cat, _, err := h.catalogView(req.r, req.cluster)
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, schema.GroupResource{}, ""))
 		return
@@ -205,8 +159,8 @@ func (h *Handler) serveGroup(ctx context.Context, w http.ResponseWriter, req *re
 	writeJSON(w, http.StatusOK, "application/json", apiGroup(group, versions[group]))
 }
 
-func (h *Handler) serveResourceList(ctx context.Context, w http.ResponseWriter, req *request) {
-	cat, _, err := h.catalog(ctx, req.cluster)
+func (h *Handler) serveResourceList(w http.ResponseWriter, req *request) {
+	cat, _, err := h.catalogView(req.r, req.cluster)
 	if err != nil {
 		writeStatus(w, toKubeStatus(err, schema.GroupResource{}, ""))
 		return

@@ -4,10 +4,10 @@
 //
 //   - discovery (/api, /apis, /api/v1, /apis/{group}/{version}, the
 //     aggregated apidiscovery.k8s.io/v2 documents, /version), listing
-//     exactly the resources the collectors report as cached, with the union
-//     of the short names and categories their member clusters report
-//     (Kubernetes' own, from a table, when no cluster reports any: records
-//     of older collectors);
+//     exactly the resources the resource catalog (queryapi/catalog) serves,
+//     with the kind, scope, short names and categories the catalog trusts
+//     (a built-in's from the hub itself, a custom resource's from its
+//     clusters' agreement);
 //   - GET list, get and watch on the standard resource paths, with
 //     labelSelector, fieldSelector, limit/continue, resourceVersion and
 //     resourceVersionMatch (NotOlderThan; Exact on lists, validated as
@@ -27,11 +27,10 @@
 // gateway uses (queryapi's inproc), so authentication and authorization
 // interceptors apply exactly as they do to gRPC and /v1 clients. It is read-only: every other method is 405
 // MethodNotAllowed. Discovery and the kind/scope of every requested
-// resource come from the cluster inventory (ClusterService.ListClusters),
-// read with the caller's credentials too: under an authorization policy a
-// Kubernetes client needs `list` on `clusters` besides its resources (the
-// counterpart of Kubernetes' system:discovery). One caller's inventory
-// answer is reused for a second.
+// resource come from the process's resource catalog, filtered by what the
+// caller may see (Visibility: the Guard's judgment, as for ListClusters'
+// discovery view) without a call of their own: a read writes one audit
+// line, its own, and discovery none.
 //
 // List items and got objects are written from the stored bytes
 // (ListRequest.raw, GetRequest.raw) without re-encoding; only apiVersion and kind are inserted when the stored object

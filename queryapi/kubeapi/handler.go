@@ -6,11 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"slices"
-	"sort"
 	"strings"
-	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -18,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 // QueryClient is the part of fleetview's QueryService this package reads
@@ -28,39 +25,29 @@ type QueryClient interface {
 	Watch(ctx context.Context, in *fleetviewv1.WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[fleetviewv1.WatchEvent], error)
 }
 
-// ClusterClient is the part of fleetview's ClusterService discovery reads.
-type ClusterClient interface {
-	ListClusters(ctx context.Context, in *fleetviewv1.ListClustersRequest, opts ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error)
+// Catalog is the resource catalog the handler reads: kind, scope, names
+// and serving clusters of every resource, held by the process.
+type Catalog interface {
+	Current() *catalog.Snapshot
 }
+
+// Visibility says what the caller of r may see in the catalog (nil: all
+// of it). Its error (unauthenticated) is the request's answer.
+type Visibility func(r *http.Request) (catalog.Visible, error)
 
 // Paths are the mux patterns the Handler serves.
 func Paths() []string {
 	return []string{"/api", "/api/", "/apis", "/apis/", "/version", "/clusters/"}
 }
 
-// catalogTTL is how long one caller's inventory answer is reused: every
-// Kubernetes request needs the resource's kind and scope, and asking the
-// inventory (KV reads plus a stream lookup per cluster) each time would
-// cost more than small gets.
-const catalogTTL = time.Second
-
 // Handler serves the Kubernetes read API.
 type Handler struct {
-	query    QueryClient
-	clusters ClusterClient
-	log      *slog.Logger
+	query   QueryClient
+	catalog Catalog
+	visible Visibility
+	log     *slog.Logger
 	// skipped is told of every stored object left out of an answer.
 	skipped func(cluster string, err error)
-
-	mu sync.Mutex
-	// inventory answers by the caller's Authorization header, so a cached
-	// answer is only reused for the credentials that obtained it.
-	inventory map[string]inventoryEntry
-}
-
-type inventoryEntry struct {
-	at       time.Time
-	clusters []*fleetviewv1.Cluster
 }
 
 // Option configures a Handler.
@@ -73,12 +60,13 @@ func OnSkipped(f func(cluster string, err error)) Option {
 	return func(h *Handler) { h.skipped = f }
 }
 
-// New returns a Handler reading through the given clients.
-func New(q QueryClient, c ClusterClient, log *slog.Logger, opts ...Option) *Handler {
+// New returns a Handler reading objects through q and kinds and scopes
+// from cat, filtered by vis (nil: every caller sees the whole catalog).
+func New(q QueryClient, cat Catalog, vis Visibility, log *slog.Logger, opts ...Option) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &Handler{query: q, clusters: c, log: log, inventory: map[string]inventoryEntry{}}
+	h := &Handler{query: q, catalog: cat, visible: vis, log: log}
 	for _, o := range opts {
 		o(h)
 	}
@@ -94,35 +82,6 @@ func (h *Handler) skip(raw []byte, what string, err error) {
 	if h.skipped != nil {
 		h.skipped(cluster, err)
 	}
-}
-
-// listClusters asks the inventory with the caller's credentials, reusing
-// an answer younger than catalogTTL.
-func (h *Handler) listClusters(ctx context.Context) ([]*fleetviewv1.Cluster, error) {
-	key := ""
-	if md, ok := metadata.FromOutgoingContext(ctx); ok {
-		key = strings.Join(md.Get("authorization"), ",")
-	}
-	now := time.Now()
-	h.mu.Lock()
-	e, ok := h.inventory[key]
-	h.mu.Unlock()
-	if ok && now.Sub(e.at) < catalogTTL {
-		return e.clusters, nil
-	}
-	resp, err := h.clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
-	if err != nil {
-		return nil, err
-	}
-	h.mu.Lock()
-	for k, old := range h.inventory {
-		if now.Sub(old.at) >= catalogTTL {
-			delete(h.inventory, k)
-		}
-	}
-	h.inventory[key] = inventoryEntry{at: now, clusters: resp.GetClusters()}
-	h.mu.Unlock()
-	return resp.GetClusters(), nil
 }
 
 // request is one parsed Kubernetes API request.
@@ -157,22 +116,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	switch {
 	case path == "/version" || path == "/version/":
-		h.serveVersion(ctx, w, req)
+		h.serveVersion(w, req)
 		return
 	case segs[0] == "api":
 		if len(segs) == 1 {
-			h.serveDiscoveryRoot(ctx, w, req, true)
+			h.serveDiscoveryRoot(w, req, true)
 			return
 		}
 		req.gv = schema.GroupVersion{Version: segs[1]}
 		segs = segs[2:]
 	case segs[0] == "apis":
 		if len(segs) == 1 {
-			h.serveDiscoveryRoot(ctx, w, req, false)
+			h.serveDiscoveryRoot(w, req, false)
 			return
 		}
 		if len(segs) == 2 {
-			h.serveGroup(ctx, w, req, segs[1])
+			h.serveGroup(w, req, segs[1])
 			return
 		}
 		req.gv = schema.GroupVersion{Group: segs[1], Version: segs[2]}
@@ -182,7 +141,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(segs) == 0 {
-		h.serveResourceList(ctx, w, req)
+		h.serveResourceList(w, req)
 		return
 	}
 	// {resource}[/{name}] or namespaces/{ns}/{resource}[/{name}]; the
@@ -201,7 +160,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.serveResource(ctx, w, req)
 }
 
-// cached is one resource some cluster caches.
+// cached is one resource the catalog serves.
 type cached struct {
 	gvr        schema.GroupVersionResource
 	kind       string
@@ -210,78 +169,50 @@ type cached struct {
 	names apiNames
 }
 
-// catalog reads which resources are cached (in cluster, or anywhere),
-// from the inventory the collectors maintain. A resource's short names and
-// categories are the union of what its clusters report, in the order they
-// report them (clusters by name); a resource no cluster reports any for
-// (inventories of older collectors) gets those of builtinNames.
-func (h *Handler) catalog(ctx context.Context, cluster string) ([]cached, []*fleetviewv1.Cluster, error) {
-	all, err := h.listClusters(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	at := map[schema.GroupVersionResource]int{}
-	var out []cached
-	var cls []*fleetviewv1.Cluster
-	for _, c := range all {
-		if cluster != "" && c.GetName() != cluster {
-			continue
-		}
-		cls = append(cls, c)
-		for _, r := range c.GetResources() {
-			g := r.GetGvr()
-			if g.GetResource() == "" || r.GetKind() == "" {
-				continue // not served by that cluster
-			}
-			gvr := schema.GroupVersionResource{Group: g.GetGroup(), Version: g.GetVersion(), Resource: g.GetResource()}
-			i, ok := at[gvr]
-			if !ok {
-				i = len(out)
-				at[gvr] = i
-				out = append(out, cached{gvr: gvr, kind: r.GetKind(), namespaced: r.GetNamespaced()})
-			}
-			out[i].names.short = union(out[i].names.short, r.GetShortNames())
-			out[i].names.categories = union(out[i].names.categories, r.GetCategories())
-		}
-	}
-	for i := range out {
-		b := builtinNames[out[i].gvr.GroupResource()]
-		if len(out[i].names.short) == 0 {
-			out[i].names.short = b.short
-		}
-		if len(out[i].names.categories) == 0 {
-			out[i].names.categories = b.categories
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].gvr.String() < out[j].gvr.String() })
-	return out, cls, nil
+// apiNames are the short names and categories discovery lists for a
+// resource.
+type apiNames struct {
+	short, categories []string
 }
 
-// union appends to a the elements of b it lacks.
-func union(a, b []string) []string {
-	for _, s := range b {
-		if !slices.Contains(a, s) {
-			a = append(a, s)
+// catalog is what the caller may see of the resource catalog, in cluster
+// or in every cluster: no call is made, the catalog is the process's.
+func (h *Handler) catalogView(r *http.Request, cluster string) ([]cached, []*catalog.Cluster, error) {
+	var vis catalog.Visible
+	if h.visible != nil {
+		var err error
+		if vis, err = h.visible(r); err != nil {
+			return nil, nil, err
 		}
 	}
-	return a
+	v := h.catalog.Current().View(vis, cluster)
+	out := make([]cached, 0, len(v.Resources))
+	for _, c := range v.Resources {
+		out = append(out, cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}})
+	}
+	return out, v.Clusters, nil
 }
 
-func (h *Handler) lookup(ctx context.Context, req *request) (cached, error) {
-	cat, cls, err := h.catalog(ctx, req.cluster)
-	if err != nil {
-		return cached{}, err
+func (h *Handler) lookup(req *request) (cached, error) {
+	want := req.gv.WithResource(req.resource)
+	var vis catalog.Visible
+	if h.visible != nil {
+		var err error
+		if vis, err = h.visible(req.r); err != nil {
+			return cached{}, err
+		}
 	}
-	if req.cluster != "" && len(cls) == 0 {
+	// One map read (and the caller's judgment of one cluster, or of the
+	// clusters serving the resource): the cost does not grow with the
+	// clusters the request does not touch.
+	c, known, ok := h.catalog.Current().Lookup(vis, req.cluster, want)
+	if !known {
 		return cached{}, fmt.Errorf("%w: cluster %q is not known", ErrUnknownResource, req.cluster)
 	}
-	want := req.gv.WithResource(req.resource)
-	for _, c := range cat {
-		if c.gvr == want {
-			return c, nil
-		}
+	if !ok {
+		return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
 	}
-	return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
+	return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}}, nil
 }
 
 func writeStatus(w http.ResponseWriter, st *metav1.Status) {

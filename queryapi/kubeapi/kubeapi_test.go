@@ -18,13 +18,15 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/registry"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -94,24 +96,43 @@ func (f *fakeQuery) Watch(ctx context.Context, in *fleetviewv1.WatchRequest, _ .
 	return &fakeStream{ctx: ctx, events: f.events, end: end, block: f.block}, nil
 }
 
-type fakeClusters struct{}
-
-func (fakeClusters) ListClusters(context.Context, *fleetviewv1.ListClustersRequest, ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
-	res := func(g, v, r, k string, ns bool) *fleetviewv1.ResourceSyncState {
-		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: g, Version: v, Resource: r}, Kind: k, Namespaced: ns}
+// catalogOf is a loaded catalog of the records, with a registry that
+// selects every kind they report.
+func catalogOf(recs ...*inventory.Cluster) *catalog.Catalog {
+	reg := &registry.ResourceRegistry{}
+	reg.Name = "all"
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, r := range recs {
+		for _, res := range r.Resources {
+			gvk := schema.GroupVersionKind{Group: res.Group, Version: res.Version, Kind: res.Kind}
+			if res.Kind == "" || seen[gvk] {
+				continue
+			}
+			seen[gvk] = true
+			reg.Spec.ResourceSelectors = append(reg.Spec.ResourceSelectors, registry.ResourceSelector{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind})
+		}
 	}
-	return &fleetviewv1.ListClustersResponse{Clusters: []*fleetviewv1.Cluster{
-		{Name: "member1", KubernetesVersion: "v1.37.2", Resources: []*fleetviewv1.ResourceSyncState{res("", "v1", "pods", "Pod", true), res("", "v1", "nodes", "Node", false)}},
-		{Name: "member2", KubernetesVersion: "v1.36.1", Resources: []*fleetviewv1.ResourceSyncState{res("", "v1", "pods", "Pod", true), res("apps", "v1", "deployments", "Deployment", true),
+	return catalog.Fixed(recs, []*registry.ResourceRegistry{reg})
+}
+
+func res(g, v, r, k string, ns bool) inventory.ResourceState {
+	return inventory.ResourceState{Group: g, Version: v, Resource: r, Kind: k, Namespaced: ns}
+}
+
+// fakeCatalog is two clusters' inventory.
+func fakeCatalog() *catalog.Catalog {
+	return catalogOf(
+		&inventory.Cluster{Name: "member1", KubernetesVersion: "v1.37.2", Resources: []inventory.ResourceState{res("", "v1", "pods", "Pod", true), res("", "v1", "nodes", "Node", false)}},
+		&inventory.Cluster{Name: "member2", KubernetesVersion: "v1.36.1", Resources: []inventory.ResourceState{res("", "v1", "pods", "Pod", true), res("apps", "v1", "deployments", "Deployment", true),
 			{Kind: "Widget", Message: "not served"}}},
-	}}, nil
+	)
 }
 
 const podJSON = `{"metadata":{"name":"web","namespace":"shop","labels":{"app":"web"},"annotations":{"fleetview.io/cluster":"member1","resource.karmada.io/cached-from-cluster":"member1"},"creationTimestamp":"2026-01-01T00:00:00Z"},"spec":{"nodeName":"node-a","containers":[{"name":"c","image":"x"}]},"status":{"phase":"Running","podIP":"10.0.0.1","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"image":"x","imageID":""}]}}`
 
 func serve(t *testing.T, q *fakeQuery, method, path, accept string) (*http.Response, []byte) {
 	t.Helper()
-	h := New(q, fakeClusters{}, nil)
+	h := New(q, fakeCatalog(), nil, nil)
 	r := httptest.NewRequest(method, path, nil)
 	if accept != "" {
 		r.Header.Set("Accept", accept)
@@ -366,42 +387,46 @@ func TestGetWritesStoredBytes(t *testing.T) {
 	}
 }
 
-// countingClusters counts inventory calls and refuses a bad token.
-type countingClusters struct{ calls map[string]int }
-
-func (c *countingClusters) ListClusters(ctx context.Context, in *fleetviewv1.ListClustersRequest, opts ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
-	md, _ := metadata.FromOutgoingContext(ctx)
-	tok := strings.Join(md.Get("authorization"), ",")
-	c.calls[tok]++
-	if tok == "Bearer bad" {
-		return nil, status.Error(codes.PermissionDenied, `user "bad" may not list clusters`)
-	}
-	return fakeClusters{}.ListClusters(ctx, in, opts...)
-}
-
-func TestInventoryPerCredentials(t *testing.T) {
-	cc := &countingClusters{calls: map[string]int{}}
-	h := New(&fakeQuery{items: [][]byte{[]byte(podJSON)}}, cc, nil)
-	get := func(token string) int {
-		r := httptest.NewRequest("GET", "/api/v1/pods", nil)
-		if token != "" {
-			r.Header.Set("Authorization", "Bearer "+token)
+// The catalog is filtered by the caller's visibility, judged once per
+// request; a caller the judgment refuses gets its status, and nothing
+// else is called.
+func TestCatalogVisibility(t *testing.T) {
+	q := &fakeQuery{items: [][]byte{[]byte(podJSON)}}
+	judged := map[string]int{}
+	vis := func(r *http.Request) (catalog.Visible, error) {
+		tok := r.Header.Get("Authorization")
+		judged[tok]++
+		switch tok {
+		case "Bearer bad":
+			return nil, status.Error(codes.Unauthenticated, "unknown token")
+		case "Bearer member2":
+			return func(cluster string, _ schema.GroupResource) bool { return cluster == "member2" }, nil
 		}
+		return nil, nil
+	}
+	h := New(q, fakeCatalog(), vis, nil)
+	for _, tc := range []struct {
+		token, path string
+		code        int
+	}{
+		{"a", "/api/v1/pods", 200},
+		{"a", "/api/v1/nodes", 200},
+		{"bad", "/api/v1/pods", 401},
+		{"member2", "/api/v1/pods", 200},
+		{"member2", "/api/v1/nodes", 404}, // only member1 serves nodes
+		{"member2", "/clusters/member1/api/v1/pods", 404},
+		{"member2", "/clusters/member2/apis/apps/v1/deployments", 200},
+	} {
+		r := httptest.NewRequest("GET", tc.path, nil)
+		r.Header.Set("Authorization", "Bearer "+tc.token)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		return w.Code
-	}
-	for _, tc := range []struct {
-		token string
-		code  int
-	}{{"a", 200}, {"a", 200}, {"b", 200}, {"bad", 403}, {"bad", 403}} {
-		if code := get(tc.token); code != tc.code {
-			t.Fatalf("token %q: %d, want %d", tc.token, code, tc.code)
+		if w.Code != tc.code {
+			t.Errorf("token %q %s: %d %s, want %d", tc.token, tc.path, w.Code, w.Body, tc.code)
 		}
 	}
-	// Reused within the TTL per credentials; a refusal is never cached.
-	if want := map[string]int{"Bearer a": 1, "Bearer b": 1, "Bearer bad": 2}; !maps.Equal(cc.calls, want) {
-		t.Fatalf("inventory calls %v, want %v", cc.calls, want)
+	if want := map[string]int{"Bearer a": 2, "Bearer bad": 1, "Bearer member2": 4}; !maps.Equal(judged, want) {
+		t.Fatalf("judged %v, want %v", judged, want)
 	}
 }
 
@@ -439,7 +464,7 @@ func TestWatchErrorsAndIdle(t *testing.T) {
 		}
 	})
 	t.Run("an idle watch answers its headers and ends at timeoutSeconds", func(t *testing.T) {
-		srv := httptest.NewServer(New(&fakeQuery{block: true}, fakeClusters{}, nil))
+		srv := httptest.NewServer(New(&fakeQuery{block: true}, fakeCatalog(), nil, nil))
 		defer srv.Close()
 		c := &http.Client{Timeout: 10 * time.Second}
 		start := time.Now()
@@ -508,37 +533,29 @@ func TestAppendWatchObject(t *testing.T) {
 	}
 }
 
-// fixedClusters answers ListClusters with the given inventory.
-type fixedClusters []*fleetviewv1.Cluster
-
-func (f fixedClusters) ListClusters(context.Context, *fleetviewv1.ListClustersRequest, ...grpc.CallOption) (*fleetviewv1.ListClustersResponse, error) {
-	return &fleetviewv1.ListClustersResponse{Clusters: f}, nil
-}
-
 func TestDiscoveryNames(t *testing.T) {
-	res := func(g, r, k string, short, cats []string) *fleetviewv1.ResourceSyncState {
-		return &fleetviewv1.ResourceSyncState{Gvr: &fleetviewv1.GroupVersionResource{Group: g, Version: "v1", Resource: r}, Kind: k,
-			Namespaced: true, ShortNames: short, Categories: cats}
+	named := func(g, r, k string, short, cats []string) inventory.ResourceState {
+		return inventory.ResourceState{Group: g, Version: "v1", Resource: r, Kind: k, Namespaced: true, ShortNames: short, Categories: cats}
 	}
-	inv := fixedClusters{
+	inv := catalogOf(
 		// member1's collector reports names; member2's predates them.
-		{Name: "member1", Resources: []*fleetviewv1.ResourceSyncState{
-			res("stable.example.com", "crontabs", "CronTab", []string{"ct"}, []string{"fvtest"}),
-			res("apps", "deployments", "Deployment", []string{"deploy"}, []string{"all"}),
-			res("", "configmaps", "ConfigMap", []string{"cm", "conf"}, nil),
-			res("example.com", "widgets", "Widget", nil, nil),
+		&inventory.Cluster{Name: "member1", Resources: []inventory.ResourceState{
+			named("stable.example.com", "crontabs", "CronTab", []string{"ct"}, []string{"fvtest"}),
+			named("apps", "deployments", "Deployment", []string{"deploy"}, []string{"all"}),
+			named("", "configmaps", "ConfigMap", []string{"cm", "conf"}, nil),
+			named("example.com", "widgets", "Widget", nil, nil),
 		}},
-		{Name: "member2", Resources: []*fleetviewv1.ResourceSyncState{
-			res("stable.example.com", "crontabs", "CronTab", []string{"ctab", "ct"}, []string{"fvtest", "all"}),
-			res("apps", "deployments", "Deployment", nil, nil),
-			res("", "pods", "Pod", nil, nil),
-			res("", "configmaps", "ConfigMap", nil, nil),
+		&inventory.Cluster{Name: "member2", Resources: []inventory.ResourceState{
+			named("stable.example.com", "crontabs", "CronTab", []string{"ctab", "ct"}, []string{"fvtest", "all"}),
+			named("apps", "deployments", "Deployment", nil, nil),
+			named("", "pods", "Pod", nil, nil),
+			named("", "configmaps", "ConfigMap", nil, nil),
 		}},
-	}
+	)
 	aggregated := "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 	get := func(t *testing.T, path, accept string) []byte {
 		t.Helper()
-		h := New(&fakeQuery{}, inv, nil)
+		h := New(&fakeQuery{}, inv, nil, nil)
 		r := httptest.NewRequest("GET", path, nil)
 		if accept != "" {
 			r.Header.Set("Accept", accept)
@@ -599,15 +616,15 @@ func TestDiscoveryNames(t *testing.T) {
 		name, prefix string
 		want         map[string]string
 	}{
-		{"fleet: the union of what clusters report, else Kubernetes' own", "", map[string]string{
-			"crontabs":    "ct,ctab:fvtest,all", // union, member1's order first
-			"deployments": "deploy:all",         // one reporting cluster is enough
-			"configmaps":  "cm,conf:",           // reported names replace the table's
-			"pods":        "po:all",             // no cluster reports any: the table
-			"widgets":     ":",                  // a custom resource without names
+		{"fleet: a custom resource's names all its clusters agree on, a built-in's the hub's own", "", map[string]string{
+			"crontabs":    "ct:fvtest", // what both report
+			"deployments": "deploy:all",
+			"configmaps":  "cm:", // a record's extra names are not a built-in's
+			"pods":        "po:all",
+			"widgets":     ":", // a custom resource without names
 		}},
-		{"member2's view: what member2 reports, else the table", "/clusters/member2", map[string]string{
-			"crontabs":    "ctab,ct:fvtest,all",
+		{"member2's view: the same names, member2's resources", "/clusters/member2", map[string]string{
+			"crontabs":    "ct:fvtest",
 			"deployments": "deploy:all",
 			"configmaps":  "cm:",
 			"pods":        "po:all",

@@ -140,7 +140,7 @@ func wantsTable(r *http.Request) bool {
 func (h *Handler) serveResource(ctx context.Context, w http.ResponseWriter, req *request) {
 	gr := schema.GroupResource{Group: req.gv.Group, Resource: req.resource}
 	fail := func(err error) { writeStatus(w, toKubeStatus(err, gr, req.name)) }
-	c, err := h.lookup(ctx, req)
+	c, err := h.lookup(req)
 	if err != nil {
 		fail(err)
 		return

@@ -43,7 +43,7 @@ func TestTableSkipsUndecodable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var s skips
 			q := &fakeQuery{items: [][]byte{[]byte(podJSON), []byte(tc.obj), []byte(good2)}}
-			h := New(q, fakeClusters{}, nil, s.opt())
+			h := New(q, fakeCatalog(), nil, nil, s.opt())
 			r := httptest.NewRequest("GET", "/api/v1/pods", nil)
 			r.Header.Set("Accept", accept)
 			w := httptest.NewRecorder()
@@ -85,7 +85,7 @@ func TestWatchSkipsUnencodable(t *testing.T) {
 				{Type: "ADDED", RawObject: []byte(tc.bad), ResourceVersion: "t2"},
 				{Type: "ADDED", RawObject: []byte(good2), ResourceVersion: "t3"},
 			}}
-			h := New(q, fakeClusters{}, nil, s.opt())
+			h := New(q, fakeCatalog(), nil, nil, s.opt())
 			r := httptest.NewRequest("GET", "/api/v1/pods?watch=true", nil)
 			if tc.accept != "" {
 				r.Header.Set("Accept", tc.accept)

@@ -106,9 +106,12 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 
 // security is what the query API needs from the auth options.
 type security struct {
-	server  []grpc.ServerOption
-	unary   []grpc.UnaryServerInterceptor
-	stream  []grpc.StreamServerInterceptor
+	server []grpc.ServerOption
+	unary  []grpc.UnaryServerInterceptor
+	stream []grpc.StreamServerInterceptor
+	// guard is the authorizer among the interceptors, also judging what
+	// the Kubernetes API's discovery shows (nil: no authorization).
+	guard   *queryapi.Guard
 	httpTLS *tls.Config
 	// grpcTLS is what the gRPC server's credentials serve (kept for tests:
 	// the credentials do not expose it).
@@ -198,6 +201,6 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 		return nil, fmt.Errorf("--authorization-policy-file: %w", err)
 	}
 	g.Authorizer = auth.NewAuthorizer(p)
-	s.unary, s.stream = append(s.unary, g.Unary), append(s.stream, g.Stream)
+	s.unary, s.stream, s.guard = append(s.unary, g.Unary), append(s.stream, g.Stream), g
 	return s, nil
 }

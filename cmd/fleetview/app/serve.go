@@ -273,7 +273,7 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	} else if o.Auth.TokenFile != "" && (!isLoopback(o.GRPCAddr) || !isLoopback(o.HTTPAddr)) {
 		cfg.Logger.Warn("query API serves bearer tokens and every cached object without TLS beyond loopback (set --tls-cert-file and --tls-private-key-file)")
 	}
-	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors = sec.server, sec.unary, sec.stream
+	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors, cfg.Guard = sec.server, sec.unary, sec.stream, sec.guard
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
 	api, err := queryapi.New(cfg)
 	if err != nil {

@@ -1,0 +1,102 @@
+package catalog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// The catalog follows the buckets on a real NATS server: records and
+// registries written after it started change the snapshot without any
+// read of its own, a forged record marks only its cluster, and Run ends
+// with its context.
+func TestCatalogFollowsTheBuckets(t *testing.T) {
+	_, _, js := natstest.Start(t, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Inventory: inv, Registries: regs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := c.WaitLoaded(wctx); err != nil {
+		t.Fatal(err)
+	}
+	until := func(what string, ok func(*Snapshot) bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok(c.Current()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("catalog never %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	for _, r := range []*inventory.Cluster{rec("member1", rs(pods, "Pod", true)), rec("member2", rs(pods, "Pod", true))} {
+		if err := inventory.Put(ctx, inv, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until("listed both clusters", func(s *Snapshot) bool { return len(s.ClusterNames()) == 2 })
+	if _, ok := c.Current().Resource(pods); ok {
+		t.Fatal("pods served before any registry selects them")
+	}
+	reg := &registry.ResourceRegistry{}
+	reg.APIVersion, reg.Kind, reg.Name = "fleetview.io/v1alpha1", "ResourceRegistry", "pods"
+	reg.Spec.ResourceSelectors = []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}}
+	if _, err := regs.Apply(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	until("served pods from both", func(s *Snapshot) bool {
+		r, ok := s.Resource(pods)
+		return ok && len(r.Clusters) == 2
+	})
+	// A heartbeat (same claims, new record) keeps the resolution and
+	// shows the new record.
+	before := c.Current()
+	hb := rec("member2", rs(pods, "Pod", true))
+	hb.Message = "heartbeat"
+	if err := inventory.Put(ctx, inv, hb); err != nil {
+		t.Fatal(err)
+	}
+	until("took the heartbeat", func(s *Snapshot) bool { r, _ := s.Record("member2"); return r.Message == "heartbeat" })
+	if r, _ := c.Current().Resource(pods); r != func() *Resource { r, _ := before.Resource(pods); return r }() {
+		t.Fatal("a heartbeat resolved the catalog again")
+	}
+	if err := inventory.Put(ctx, inv, rec("member1", rs(pods, "Secret", false, "svc"))); err != nil {
+		t.Fatal(err)
+	}
+	until("marked member1", func(s *Snapshot) bool { return s.Mark("member1", pods) != "" })
+	r, _ := c.Current().Resource(pods)
+	if r.Kind != "Pod" || !r.Namespaced || len(r.Clusters) != 1 || r.Clusters[0] != "member2" {
+		t.Fatalf("after the forged record pods = %+v", r)
+	}
+	if err := inv.Delete(ctx, "member1"); err != nil {
+		t.Fatal(err)
+	}
+	until("dropped member1", func(s *Snapshot) bool { _, ok := s.Cluster("member1"); return !ok })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
