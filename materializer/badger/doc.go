@@ -10,22 +10,19 @@
 //	s/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> search text (in the value log)
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
-//	m/search                                                      -> "": every object has its s/ key
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource. The uid index entry carries a hash of the
 // object's labels, so an update that keeps them (events name the uid)
 // learns what it replaces from a small LSM value instead of the object's
 // record in the value log; an entry exists exactly while the object at its
-// key has its uid. Entries written before that hold the bare primary key
-// and are still read.
+// key has its uid.
 //
 // The search index (s/, same layout as o/) holds per object what a
 // free-text search matches beyond its key: label and annotation keys and
 // values, lower-cased (materializer.ObjectMeta), about a thirtieth of a
 // Pod's bytes. Search reads it instead of the objects, and reads an object
-// only to confirm a candidate. A store written before the index gets it
-// when it is opened (buildSearchIndex), and m/search marks it done.
+// only to confirm a candidate.
 //
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are

@@ -69,11 +69,6 @@ func searchKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
 	return join("s", g.Group, g.Version, g.Resource, ns, name, cluster)
 }
 
-// searchIndexedKey marks a store whose every object has its search key:
-// set when a store is created, or when one written before the index has
-// had it built (Open).
-var searchIndexedKey = []byte{'m', sep, 's', 'e', 'a', 'r', 'c', 'h'}
-
 func uidPrefix(cluster string, g schema.GroupVersionResource) []byte {
 	return append(join("u", cluster, g.Group, g.Version, g.Resource), sep)
 }
@@ -210,9 +205,8 @@ func decodeRecord(b []byte, withLabels bool) (record, error) {
 	return r, nil
 }
 
-// uidEntryMark starts a uid index entry that carries the object's name and
-// a hash of its labels and search text; a legacy entry is the bare primary
-// key, which starts with 'o'.
+// uidEntryMark starts a uid index entry, which carries the object's name
+// and a hash of its labels and search text.
 const uidEntryMark = 0x01
 
 // encodeUIDEntry is the uid index's value: the object's namespace and name
@@ -225,7 +219,7 @@ func encodeUIDEntry(ns, name string, hash uint64, alloc func(n int) []byte) []by
 
 func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (uidState, error) {
 	if len(v) == 0 || v[0] != uidEntryMark {
-		return uidState{obj: slices.Clone(v), legacy: true}, nil
+		return uidState{}, fmt.Errorf("uid index entry %q: no entry mark: %w", v, errCorrupt)
 	}
 	ns, rest, err := cutString(v[1:])
 	if err == nil {

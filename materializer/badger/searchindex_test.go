@@ -12,7 +12,6 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -160,29 +159,6 @@ func TestSearchIndexFollowsTheObjects(t *testing.T) {
 		}
 		apply(evs...)
 		check(fmt.Sprint("changed, round ", round))
-	}
-}
-
-// TestSearchIndexBuiltForAnOlderStore: a store written before the search
-// index (no search keys, no marker) gets them at Open, and searches find
-// its objects.
-func TestSearchIndexBuiltForAnOlderStore(t *testing.T) {
-	s := reopenedWithPod0(t, func(txn *bdg.Txn) error {
-		for _, k := range prefixKeys(txn, 's') {
-			if err := txn.Delete(k); err != nil {
-				return err
-			}
-		}
-		return txn.Delete(searchIndexedKey)
-	})
-	if n := countPrefix(t, s, 's'); n != 1 {
-		t.Fatalf("%d search keys after Open, want 1", n)
-	}
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
-	p, err := r.Search(context.Background(), query.SearchOptions{Text: benchdata.PodName(0)})
-	if err != nil || len(p.Items) != 1 {
-		t.Fatalf("search of the older store's object: %d items, %v", len(p.Items), err)
 	}
 }
 

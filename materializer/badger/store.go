@@ -125,9 +125,6 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}
-	if err := s.buildSearchIndex(); err != nil {
-		return nil, errors.Join(fmt.Errorf("search index of badger store %s: %w", o.Dir, err), db.Close())
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if !o.KeepPageCache {

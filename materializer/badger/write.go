@@ -39,11 +39,8 @@ type objState struct {
 type uidState struct {
 	gone bool
 	obj  []byte
-	// metaHash of the object's labels and search text, unless legacy
-	// (entries written before the search index hold labelsHash: they only
-	// cost a read of the record, as a change would).
+	// metaHash of the object's labels and search text.
 	metaHash uint64
-	legacy   bool
 }
 
 func newOverlay() *overlay {
@@ -281,7 +278,7 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 	if err != nil {
 		return objState{}, false, err
 	}
-	if ok && !u.legacy && bytes.Equal(u.obj, key) {
+	if ok && bytes.Equal(u.obj, key) {
 		if u.metaHash == lh {
 			return objState{uid: uid, labels: lbls, sameMeta: true}, true, nil
 		}
@@ -289,7 +286,7 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 		st.uid = uid
 		return st, exists, err
 	}
-	// A name reused by a new uid, or a legacy entry.
+	// A name reused by a new uid.
 	return w.stored(key, true)
 }
 
@@ -353,12 +350,10 @@ func (w *writer) stored(key []byte, withUID bool) (objState, bool, error) {
 }
 
 // uidEntry is the uid index's entry at ukey: the primary key of the
-// object that has the uid and, unless the entry is legacy, a hash of its
-// labels. An entry exists exactly while the object at its key has its uid
-// (an upsert that reuses the name for a new uid deletes the old uid's
-// entry), so a delete by uid need not decode the object's JSON to check.
-// Legacy entries (stores written before) only hold the key, and may
-// outlive the object.
+// object that has the uid and a hash of its labels. An entry exists
+// exactly while the object at its key has its uid (an upsert that reuses
+// the name for a new uid deletes the old uid's entry), so a delete by uid
+// need not decode the object's JSON to check.
 func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidState, bool, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
@@ -393,12 +388,7 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Pr
 		// uid: the labels it last had are gone with it.
 		return feed.Prior{Told: true, LabelsUnknown: true}, err
 	}
-	// Through a legacy entry: a deleted-and-recreated object keeps its
-	// name under a new uid; when the new one was applied before the old
-	// one's tombstone, the key holds the new object, which must stay.
-	// Objects without a uid in their JSON (never from a collector) are
-	// trusted to be the indexed one.
-	cur, exists, err := w.object(u.obj, u.legacy)
+	cur, exists, err := w.object(u.obj, false)
 	if err != nil {
 		return feed.Prior{}, err
 	}

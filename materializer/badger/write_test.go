@@ -15,9 +15,8 @@ import (
 // TestUIDIndexEntries: an update that keeps its labels learns what it
 // replaces from the uid index, not from the object's record (whose
 // value-log pages the recycler has dropped), across a restart; one that
-// changes them, and a delete, read the record but not the JSON; a legacy
-// entry (the bare primary key) still works the old way; a name reused by a
-// new uid takes the old uid's entry away.
+// changes them, and a delete, read the record but not the JSON; a name
+// reused by a new uid takes the old uid's entry away.
 func TestUIDIndexEntries(t *testing.T) {
 	ctx := context.Background()
 	key := objKey(benchdata.PodGVR, benchdata.Namespace(0), benchdata.PodName(0), "c1")
@@ -27,7 +26,6 @@ func TestUIDIndexEntries(t *testing.T) {
 	}
 	// A corrupt record proves it was not read.
 	corrupt := func(txn *bdg.Txn) error { return txn.Set(key, []byte{1}) }
-	legacy := func(txn *bdg.Txn) error { return txn.Set(ukey, key) }
 	for _, tc := range []struct {
 		name string
 		// tamper changes the stored state before the second batch.
@@ -57,21 +55,6 @@ func TestUIDIndexEntries(t *testing.T) {
 			second: benchdata.Delete("c1", 0, 2),
 			want:   "[had tier=frontend]",
 			gone:   [][]byte{key, ukey, label("tier", "frontend"), label("app", benchdata.Apps[0])},
-		},
-		{
-			name:   "update through a legacy entry",
-			tamper: legacy,
-			second: relabeled(0, 2, "x"),
-			want:   "[had tier=frontend]",
-			gone:   [][]byte{label("tier", "frontend")},
-			kept:   [][]byte{label("tier", "x-frontend")},
-		},
-		{
-			name:   "delete through a legacy entry",
-			tamper: legacy,
-			second: benchdata.Delete("c1", 0, 2),
-			want:   "[had tier=frontend]",
-			gone:   [][]byte{key, ukey, label("tier", "frontend")},
 		},
 		{
 			name:   "name reused by a new uid",
@@ -115,6 +98,23 @@ func TestUIDIndexEntries(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestUIDIndexEntryNotAnEntry: a uid index value without the entry mark
+// (say, a bare primary key) is corrupt, and a delete through it says so
+// rather than deleting whatever the value names.
+func TestUIDIndexEntryNotAnEntry(t *testing.T) {
+	key := objKey(benchdata.PodGVR, benchdata.Namespace(0), benchdata.PodName(0), "c1")
+	ukey := uidKey("c1", benchdata.PodGVR, benchdata.UID("c1", 0))
+	s := reopenedWithPod0(t, func(txn *bdg.Txn) error { return txn.Set(ukey, key) })
+	b := []feed.Event{{Seq: 2, Event: benchdata.Delete("c1", 0, 2)}}
+	p, err := s.Prepare(context.Background(), "c1", b, 2)
+	if err == nil {
+		err = <-p.Commit()
+	}
+	if !errors.Is(err, errCorrupt) {
+		t.Fatalf("delete through a value without the entry mark: %v, want errCorrupt", err)
 	}
 }
 

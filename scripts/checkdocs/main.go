@@ -18,7 +18,7 @@
 //     Type; or Type is a type declared in the tree and member a method or
 //     field of it. A qualifier that is neither must be in externalQualifiers
 //     (a stdlib or library package, an OpenSearch or YAML field path).
-//   - A camel-case identifier on its own (`buildSearchIndex`, `MsgID`,
+//   - A camel-case identifier on its own (`decodeCursor`, `MsgID`,
 //     `TestServeReplicas`): it must occur as a word in the tree's Go, proto,
 //     JavaScript, YAML or shell sources.
 //
