@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -205,12 +204,10 @@ func (s *resourceSync) putBack(uid string, ref objRef) {
 	s.count.Store(int64(len(s.objs)))
 }
 
-// remove tombstones a deleted object. A DeletedFinalStateUnknown (from
-// client-go machinery) is unwrapped: its last known state names the object.
+// remove tombstones a deleted object (a watch's DELETED event: the
+// collector runs no informer, so client-go's DeletedFinalStateUnknown
+// never reaches it).
 func (s *resourceSync) remove(ctx context.Context, obj any) error {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return fmt.Errorf("unexpected object type %T", obj)

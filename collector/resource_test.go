@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -97,16 +96,16 @@ func TestResourceSyncChangeDetection(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, "sweep", rec.take(), "DELETE ns/b u2 1")
-	// A delete whose final state is unknown (client-go's wrapper).
+	// A watch's DELETED event.
 	u := &unstructured.Unstructured{}
 	u.SetUID("u3")
 	u.SetNamespace("ns")
 	u.SetName("a")
 	u.SetResourceVersion("4")
-	if err := s.remove(ctx, cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: u}); err != nil {
+	if err := s.remove(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, "DeletedFinalStateUnknown", rec.take(), "DELETE ns/a u3 4")
+	expect(t, "delete", rec.take(), "DELETE ns/a u3 4")
 	if s.count.Load() != 0 {
 		t.Fatalf("count %d after everything was deleted", s.count.Load())
 	}

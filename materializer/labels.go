@@ -7,22 +7,13 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// ObjectLabels returns metadata.labels of a Kubernetes object's JSON, and
+// ObjectMeta returns metadata.labels of an upsert of cluster's stream, and
 // checks the whole object by the JSON grammar, within rawjson's depth and
-// size bounds, in the same single pass (see rawjson.Labels). An object
-// that fails is a poison event: list responses concatenate stored objects,
-// so one that is not JSON makes the answer invalid for every cluster, and
-// one that closed early (`{...},{...}`) would add an item of its own making.
-func ObjectLabels(obj []byte) (map[string]string, error) {
-	labels, err := rawjson.Labels(obj)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", errBadJSON, err)
-	}
-	return labels, nil
-}
-
-// ObjectMeta is ObjectLabels for an upsert of cluster's stream, also
-// checking that the object's cluster annotations, which readers authorize
+// size bounds, in the same single pass. An object that fails is a poison
+// event: list responses concatenate stored objects, so one that is not
+// JSON makes the answer invalid for every cluster, and one that closed
+// early (`{...},{...}`) would add an item of its own making. It also checks
+// that the object's cluster annotations, which readers authorize
 // by, name that cluster, and returning its search text. An object carrying
 // another cluster's name is poison: it was not published by that cluster's
 // collector (which sets them), and stored it would be served as the other

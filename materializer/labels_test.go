@@ -12,7 +12,7 @@ import (
 
 // The scanner's own cases are in internal/rawjson; these check what the
 // materializer adds: its error, which the dead-letter reason carries.
-func TestObjectLabels(t *testing.T) {
+func TestObjectMetaLabels(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		in      string
@@ -26,10 +26,10 @@ func TestObjectLabels(t *testing.T) {
 		{"labels not strings", `{"metadata":{"labels":{"a":1}}}`, nil, "metadata.labels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ObjectLabels([]byte(tc.in))
+			got, _, err := ObjectMeta([]byte(tc.in), "c1")
 			if tc.wantErr != "" {
 				if !errors.Is(err, errBadJSON) || !errors.Is(err, rawjson.ErrMalformed) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("ObjectLabels(%q) = %v, want errBadJSON and ErrMalformed with %q", tc.in, err, tc.wantErr)
+					t.Fatalf("ObjectMeta(%q) = %v, want errBadJSON and ErrMalformed with %q", tc.in, err, tc.wantErr)
 				}
 				return
 			}
@@ -43,18 +43,8 @@ func TestObjectLabels(t *testing.T) {
 	}
 }
 
-func BenchmarkObjectLabels(b *testing.B) {
-	pod := benchdata.Pod("c", 7, 3)
-	b.SetBytes(int64(len(pod)))
-	for b.Loop() {
-		if _, err := ObjectLabels(pod); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkObjectMeta is BenchmarkObjectLabels plus the cluster annotation
-// check and the search text the fetching stage takes.
+// BenchmarkObjectMeta: the labels, the whole-grammar check, the cluster
+// annotation check and the search text the fetching stage takes.
 func BenchmarkObjectMeta(b *testing.B) {
 	pod := benchdata.Pod("c1", 7, 3)
 	b.SetBytes(int64(len(pod)))
