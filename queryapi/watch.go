@@ -11,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
@@ -26,41 +25,6 @@ const (
 	deleted  = "DELETED"
 	bookmark = "BOOKMARK"
 )
-
-// selection is what List and Watch select.
-type selection struct {
-	gvr       schema.GroupVersionResource
-	namespace string
-	labels    labels.Selector
-	fields    *query.FieldFilter
-	clusters  []string // nil: every cluster
-	inCluster map[string]bool
-	// visible is what the caller may see (set by the Guard, taken when the selection is built);
-	// nil: everything.
-	visible *query.Visibility
-}
-
-func (f *selection) clusterOK(c string) bool { return f.inCluster == nil || f.inCluster[c] }
-
-// tracked: the filter reads labels or object fields, which a tombstone
-// does not carry, so the watch remembers what it told the client.
-func (f *selection) tracked() bool { return !f.labels.Empty() || f.fields.NeedsObject() }
-
-// metaOK evaluates what a tombstone can be judged on.
-func (f *selection) metaOK(ns, name string) bool {
-	if f.namespace != "" && ns != f.namespace {
-		return false
-	}
-	if f.fields != nil && !f.fields.NeedsObject() {
-		ok, _ := f.fields.Matches(ns, name, nil)
-		return ok
-	}
-	return true
-}
-
-func (f *selection) listOptions() query.ListOptions {
-	return query.ListOptions{GVR: f.gvr, Namespace: f.namespace, Labels: f.labels, Fields: f.fields, Clusters: f.clusters, Visible: f.visible}
-}
 
 // watch is the state of one Watch call.
 type watch struct {

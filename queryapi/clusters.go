@@ -1,0 +1,103 @@
+package queryapi
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
+)
+
+type clusterService struct {
+	fleetviewv1.UnimplementedClusterServiceServer
+	kv   jetstream.KeyValue
+	js   jetstream.JetStream
+	sync *syncChecker
+}
+
+func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *fleetviewv1.Cluster {
+	out := &fleetviewv1.Cluster{
+		Name: rec.Name, Labels: rec.Labels, Provider: rec.Provider, Region: rec.Region, Zone: rec.Zone,
+		KubernetesVersion: rec.KubernetesVersion, Ready: rec.Ready, Message: rec.Message,
+		LastHeartbeat: timestamppb.New(rec.Heartbeat), ServedApis: rec.ServedAPIs,
+	}
+	b := c.sync.backends
+	ps := problems(b)
+	backendDown, marked := false, false
+	var snap *catalog.Snapshot
+	if c.sync.catalog != nil {
+		snap = c.sync.catalog.Current()
+	}
+	for _, r := range rec.Resources {
+		rs := &fleetviewv1.ResourceSyncState{
+			Gvr:  &fleetviewv1.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource},
+			Kind: r.Kind, Namespaces: r.Namespaces, Synced: r.Synced, ObjectCount: r.ObjectCount, Message: r.Message,
+			RefusedObjects: r.RefusedObjects, SecretData: r.SecretData, Namespaced: r.Namespaced,
+			ShortNames: r.ShortNames, Categories: r.Categories,
+		}
+		if snap != nil {
+			if why := snap.Mark(rec.Name, schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}); why != "" {
+				// What the record says is shown, and why the hub does not
+				// believe it.
+				rs.Message, marked = "not followed: "+why, true
+			}
+		}
+		if b != nil {
+			var id string
+			id, rs.Backend = b.BackendOf(rec.Name, schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource})
+			if p, ok := ps[id]; ok {
+				rs.BackendError, backendDown = problemText(p), true
+			}
+		}
+		out.Resources = append(out.Resources, rs)
+		out.ObjectCount += r.ObjectCount
+	}
+	if st, err := c.js.Stream(ctx, stream.StreamName(rec.Name)); err == nil {
+		if info, err := st.Info(ctx); err == nil {
+			out.StreamSequence = info.State.LastSeq
+		}
+	}
+	var applied map[string]uint64
+	if c.sync.applied != nil {
+		applied = c.sync.applied()
+		out.AppliedSequence = applied[rec.Name]
+	}
+	if out.StreamSequence > out.AppliedSequence {
+		out.Lag = out.StreamSequence - out.AppliedSequence
+	}
+	if ok, _, err := c.sync.clusterSynced(ctx, rec, applied); err == nil {
+		out.CacheSynced = ok && !backendDown && !marked
+	}
+	return out
+}
+
+func (c *clusterService) ListClusters(ctx context.Context, _ *fleetviewv1.ListClustersRequest) (*fleetviewv1.ListClustersResponse, error) {
+	var recs []*inventory.Cluster
+	if c.sync.catalog != nil && c.sync.catalog.Loaded() {
+		// The catalog follows the inventory: no read per cluster.
+		recs = c.sync.catalog.Current().Records()
+	} else {
+		var err error
+		if recs, err = inventory.List(ctx, c.kv); err != nil {
+			return nil, toStatus(err)
+		}
+	}
+	resp := &fleetviewv1.ListClustersResponse{}
+	for _, r := range recs {
+		resp.Clusters = append(resp.Clusters, c.toProto(ctx, r))
+	}
+	return resp, nil
+}
+
+func (c *clusterService) GetCluster(ctx context.Context, req *fleetviewv1.GetClusterRequest) (*fleetviewv1.Cluster, error) {
+	rec, err := inventory.Get(ctx, c.kv, req.GetName())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return c.toProto(ctx, rec), nil
+}
