@@ -58,32 +58,6 @@ const (
 // ClusterConditionType is the type of a per-cluster condition.
 func ClusterConditionType(cluster, kind string) string { return cluster + "/" + kind }
 
-// SetClusterConditions replaces every condition of cluster with conds (types
-// given without the cluster prefix; nil removes the cluster's conditions),
-// then refreshes the registry-wide conditions. Transition times only change
-// when a status changes. It reports whether anything changed, so callers
-// write only real changes and concurrent writers converge.
-func SetClusterConditions(r *ResourceRegistry, cluster string, conds []metav1.Condition) bool {
-	st := &r.Status
-	prefix := cluster + "/"
-	keep := map[string]bool{}
-	changed := false
-	for _, c := range conds {
-		c.Type = prefix + c.Type
-		c.ObservedGeneration = r.Generation
-		keep[c.Type] = true
-		if meta.SetStatusCondition(&st.Conditions, c) {
-			changed = true
-		}
-	}
-	for _, c := range append([]metav1.Condition(nil), st.Conditions...) {
-		if strings.HasPrefix(c.Type, prefix) && !keep[c.Type] {
-			changed = meta.RemoveStatusCondition(&st.Conditions, c.Type) || changed
-		}
-	}
-	return refreshRegistryConditions(r) || changed
-}
-
 // refreshRegistryConditions derives the registry-wide conditions.
 func refreshRegistryConditions(r *ResourceRegistry) bool {
 	st := &r.Status

@@ -233,11 +233,3 @@ func decodeItems(items [][]byte) (int, error) {
 	}
 	return len(items), nil
 }
-
-func bodyBytes(bodies [][]byte) int {
-	n := 0
-	for _, b := range bodies {
-		n += len(b)
-	}
-	return n
-}
