@@ -32,9 +32,9 @@
 // discovery view) without a call of their own: a read writes one audit
 // line, its own, and discovery none.
 //
-// List items and got objects are written from the stored bytes
-// (ListRequest.raw, GetRequest.raw) without re-encoding; only apiVersion and kind are inserted when the stored object
-// lacks them (objects listed from a member cluster do). In watch events the
+// List items and got objects are written from the stored bytes (the
+// answers' raw_items and raw_object) without re-encoding; only apiVersion
+// and kind are inserted when the stored object lacks them (objects listed from a member cluster do). In watch events the
 // object's metadata.resourceVersion is fleetview's resume token, not the
 // member cluster's, because reflectors resume a watch from the last event's
 // object; list items keep the member cluster's value and the list's

@@ -34,8 +34,6 @@ type GetRequest struct {
 	Name      string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
 	// Optional: the member cluster that holds the object.
 	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	// Deprecated: the stored JSON in raw_object is the default answer.
-	Raw bool `protobuf:"varint,7,opt,name=raw,proto3" json:"raw,omitempty"`
 	// Return the object as a google.protobuf.Struct in object instead of its
 	// stored JSON in raw_object. The Struct costs a JSON decode and a Struct
 	// build on the server and a Struct decode on the client (~100 us per Pod):
@@ -115,13 +113,6 @@ func (x *GetRequest) GetCluster() string {
 		return x.Cluster
 	}
 	return ""
-}
-
-func (x *GetRequest) GetRaw() bool {
-	if x != nil {
-		return x.Raw
-	}
-	return false
 }
 
 func (x *GetRequest) GetStructured() bool {
@@ -219,8 +210,6 @@ type ListRequest struct {
 	// "" or "0": the latest state. A token from an earlier answer: a state at
 	// least that new (waits briefly for the cache, else 504 Timeout).
 	ResourceVersion string `protobuf:"bytes,11,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
-	// Deprecated: the stored JSON in raw_items is the default answer.
-	Raw bool `protobuf:"varint,12,opt,name=raw,proto3" json:"raw,omitempty"`
 	// Return the objects as google.protobuf.Struct in items instead of their
 	// stored JSON in raw_items (see GetRequest.structured for the cost).
 	Structured bool `protobuf:"varint,13,opt,name=structured,proto3" json:"structured,omitempty"`
@@ -341,13 +330,6 @@ func (x *ListRequest) GetResourceVersion() string {
 		return x.ResourceVersion
 	}
 	return ""
-}
-
-func (x *ListRequest) GetRaw() bool {
-	if x != nil {
-		return x.Raw
-	}
-	return false
 }
 
 func (x *ListRequest) GetStructured() bool {
@@ -1665,7 +1647,7 @@ var File_fleetview_v1_query_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xd6\x01\n" +
+	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xcf\x01\n" +
 	"\n" +
 	"GetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
@@ -1673,16 +1655,15 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
 	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
-	"\acluster\x18\x06 \x01(\tR\acluster\x12\x10\n" +
-	"\x03raw\x18\a \x01(\bR\x03raw\x12\x1e\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x1e\n" +
 	"\n" +
 	"structured\x18\b \x01(\bR\n" +
-	"structured\"w\n" +
+	"structuredJ\x04\b\a\x10\bR\x03raw\"w\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
-	"raw_object\x18\x03 \x01(\fR\trawObject\"\xd1\x03\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\"\xca\x03\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1695,12 +1676,11 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0efield_selector\x18\t \x01(\tR\rfieldSelector\x12)\n" +
 	"\x10cluster_selector\x18\n" +
 	" \x01(\tR\x0fclusterSelector\x12)\n" +
-	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\x12\x10\n" +
-	"\x03raw\x18\f \x01(\bR\x03raw\x12\x1e\n" +
+	"\x10resource_version\x18\v \x01(\tR\x0fresourceVersion\x12\x1e\n" +
 	"\n" +
 	"structured\x18\r \x01(\bR\n" +
 	"structured\x124\n" +
-	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatch\"\xb1\x03\n" +
+	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatchJ\x04\b\f\x10\rR\x03raw\"\xb1\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
