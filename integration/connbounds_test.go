@@ -68,6 +68,8 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 		Resources: []inventory.ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true, Synced: true, ObjectCount: 10}}}); err != nil {
 		t.Fatal(err)
 	}
+	// The catalog follows a cluster's resource only where a registry selects it.
+	registryApplier(t, ctx, js)(registryFor("pods", []string{"c1"}, sel("v1", "Pod", "")))
 	httpAddr, grpcAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	logw := processLog(t, "serve.log")
 	p := startProc(t, bin, []string{"serve", "--nats-url", ns.ClientURL(), "--state-dir", t.TempDir(),

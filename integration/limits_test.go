@@ -90,6 +90,8 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The catalog follows a cluster's resource only where a registry selects it.
+	registryApplier(t, ctx, js)(registryFor("pods", []string{"c1", "c2"}, sel("v1", "Pod", "")))
 	dir := t.TempDir()
 	for name, body := range map[string]string{"tokens.csv": limitsTokens, "policy.yaml": limitsPolicy} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {

@@ -132,70 +132,6 @@ func TestFleet(t *testing.T) {
 		}
 	})
 
-	// A fixture written straight into etcd reads back as the same Pod
-	// created through the apiserver (its dry run: the defaults and
-	// admission a create applies), managedFields aside (a create records
-	// them; StorePods does not).
-	t.Run("StorePodsAsCreated", func(t *testing.T) {
-		shapes := map[string]func(i int) *corev1.Pod{
-			// The query benchmark's shape: few fields set.
-			"sparse": func(i int) *corev1.Pod {
-				return &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("sparse-%d", i), Labels: map[string]string{"app": "a", "n": strconv.Itoa(i)}},
-					Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "a", Containers: []corev1.Container{{Name: "a", Image: "registry.invalid/a:1.2.3",
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
-				}
-			},
-			// The collector benchmark's shape: a Pod as a cluster holds it.
-			"full": func(i int) *corev1.Pod {
-				p := &corev1.Pod{}
-				if err := json.Unmarshal(benchdata.Pod("bench", i, 1), p); err != nil {
-					t.Fatal(err)
-				}
-				p.Namespace, p.UID, p.ResourceVersion, p.CreationTimestamp = ns, "", "", metav1.Time{}
-				return p
-			},
-		}
-		const n = 300 // more than one etcd transaction
-		for name, shape := range shapes {
-			t.Run(name, func(t *testing.T) {
-				if err := m1.StorePods(ctx, n, 2, func(i int) (*corev1.Pod, error) {
-					p := shape(i)
-					harness.DefaultPod(p)
-					return p, nil
-				}); err != nil {
-					t.Fatal(err)
-				}
-				for _, i := range []int{0, n - 1} {
-					// A dry run under a name of its own: one of an existing
-					// name is refused.
-					p := shape(i)
-					p.Name += "-dry"
-					want, err := m1.Clientset().CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-					if err != nil {
-						t.Fatal(err)
-					}
-					got, err := m1.Clientset().CoreV1().Pods(ns).Get(ctx, shape(i).Name, metav1.GetOptions{})
-					if err != nil {
-						t.Fatal(err)
-					}
-					if got.UID == "" || got.CreationTimestamp.IsZero() || got.ResourceVersion == "" {
-						t.Errorf("%s: stored Pod has uid %q, creationTimestamp %v, resourceVersion %q", got.Name, got.UID, got.CreationTimestamp, got.ResourceVersion)
-					}
-					for _, o := range []*corev1.Pod{want, got} {
-						o.Name, o.UID, o.ResourceVersion, o.CreationTimestamp, o.ManagedFields = "", "", "", metav1.Time{}, nil
-					}
-					wj, _ := json.Marshal(want)
-					gj, _ := json.Marshal(got)
-					if string(wj) != string(gj) {
-						t.Errorf("pod %d stored in etcd reads back\n%s\nwhere the apiserver creates\n%s", i, gj, wj)
-					}
-				}
-			})
-		}
-	})
-
 	t.Run("CollectorRBAC", func(t *testing.T) {
 		coll1 := kubernetes.NewForConfigOrDie(m1.CollectorRESTConfig())
 		coll2 := kubernetes.NewForConfigOrDie(m2.CollectorRESTConfig())
@@ -319,6 +255,75 @@ func TestFleet(t *testing.T) {
 		// The old client works again and the data survived.
 		if _, err := admin.CoreV1().Namespaces().Get(ctx, "survives-restart", metav1.GetOptions{}); err != nil {
 			t.Errorf("after restart: %v", err)
+		}
+	})
+
+	// A fixture written straight into etcd reads back as the same Pod
+	// created through the apiserver (its dry run: the defaults and
+	// admission a create applies), managedFields aside (a create records
+	// them; StorePods does not).
+	t.Run("StorePodsAsCreated", func(t *testing.T) {
+		// Last, in a namespace of its own: the subtests above count every Pod.
+		const storeNS = "harness-store"
+		if _, err := m1.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: storeNS}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		shapes := map[string]func(i int) *corev1.Pod{
+			// The query benchmark's shape: few fields set.
+			"sparse": func(i int) *corev1.Pod {
+				return &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Namespace: storeNS, Name: fmt.Sprintf("sparse-%d", i), Labels: map[string]string{"app": "a", "n": strconv.Itoa(i)}},
+					Spec: corev1.PodSpec{NodeName: "node-1", ServiceAccountName: "a", Containers: []corev1.Container{{Name: "a", Image: "registry.invalid/a:1.2.3",
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+						Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
+				}
+			},
+			// The collector benchmark's shape: a Pod as a cluster holds it.
+			"full": func(i int) *corev1.Pod {
+				p := &corev1.Pod{}
+				if err := json.Unmarshal(benchdata.Pod("bench", i, 1), p); err != nil {
+					t.Fatal(err)
+				}
+				p.Namespace, p.UID, p.ResourceVersion, p.CreationTimestamp = storeNS, "", "", metav1.Time{}
+				return p
+			},
+		}
+		const n = 300 // more than one etcd transaction
+		for name, shape := range shapes {
+			t.Run(name, func(t *testing.T) {
+				if err := m1.StorePods(ctx, n, 2, func(i int) (*corev1.Pod, error) {
+					p := shape(i)
+					harness.DefaultPod(p)
+					return p, nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				for _, i := range []int{0, n - 1} {
+					// A dry run under a name of its own: one of an existing
+					// name is refused.
+					p := shape(i)
+					p.Name += "-dry"
+					want, err := m1.Clientset().CoreV1().Pods(storeNS).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := m1.Clientset().CoreV1().Pods(storeNS).Get(ctx, shape(i).Name, metav1.GetOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got.UID == "" || got.CreationTimestamp.IsZero() || got.ResourceVersion == "" {
+						t.Errorf("%s: stored Pod has uid %q, creationTimestamp %v, resourceVersion %q", got.Name, got.UID, got.CreationTimestamp, got.ResourceVersion)
+					}
+					for _, o := range []*corev1.Pod{want, got} {
+						o.Name, o.UID, o.ResourceVersion, o.CreationTimestamp, o.ManagedFields = "", "", "", metav1.Time{}, nil
+					}
+					wj, _ := json.Marshal(want)
+					gj, _ := json.Marshal(got)
+					if string(wj) != string(gj) {
+						t.Errorf("pod %d stored in etcd reads back\n%s\nwhere the apiserver creates\n%s", i, gj, wj)
+					}
+				}
+			})
 		}
 	})
 
