@@ -23,7 +23,10 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/natsserver"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fleetview is one in-process `fleetview up`.
@@ -186,4 +189,21 @@ func (fv *fleetview) restGet(path string, out any) (int, error) {
 		return resp.StatusCode, fmt.Errorf("GET %s: %d %s", path, resp.StatusCode, bytes.TrimSpace(body))
 	}
 	return resp.StatusCode, json.Unmarshal(body, out)
+}
+
+// clusterCredential connects to a hub's embedded NATS server as one member
+// cluster's collector would (its user, its inbox prefix, the hub's
+// JetStream API prefix), closed when the test ends.
+func clusterCredential(t testing.TB, url, cluster, pass string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo(cluster, pass), nats.CustomInboxPrefix(natsserver.InboxPrefix(cluster)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.NewWithAPIPrefix(nc, natsserver.APIPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

@@ -15,14 +15,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
-	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
@@ -106,15 +103,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 	// member1's collector stops (so its heartbeat does not repair the
 	// record) and its credential writes the forged record.
 	stop("member1")
-	nc, err := nats.Connect(url, nats.UserInfo("member1", pass["member1"]), nats.CustomInboxPrefix(natsserver.InboxPrefix("member1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, natsserver.APIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := clusterCredential(t, url, "member1", pass["member1"])
 	inv, err := js.KeyValue(ctx, stream.ClusterBucket)
 	if err != nil {
 		t.Fatal(err)

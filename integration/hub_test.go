@@ -1,10 +1,8 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,21 +57,10 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	col := exec.Command(bin, "collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
-		"--nats-url", "tls://"+natsAddr, "--nats-token-file", tokenFile, "--nats-ca-file", caFile,
-		"--nats-client-cert-file", clientCert, "--nats-client-key-file", clientKey, "--labels", "tier=edge", "--region", "eu-west")
-	col.Stdout, col.Stderr = &logs, &logs
-	if err := col.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = col.Process.Signal(os.Interrupt)
-		_ = col.Wait()
-		if t.Failed() {
-			t.Logf("collector log:\n%s", logs.String())
-		}
-	}()
+	startProc(t, bin, []string{"collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
+		"--nats-url", "tls://" + natsAddr, "--nats-token-file", tokenFile, "--nats-ca-file", caFile,
+		"--nats-client-cert-file", clientCert, "--nats-client-key-file", clientKey, "--labels", "tier=edge", "--region", "eu-west"},
+		processLog(t, "collector.log"))
 
 	// A registry selecting clusters by the labels and region the remote
 	// collector reported.

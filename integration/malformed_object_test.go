@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -59,20 +58,8 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	url := "nats://" + natsAddr
 
 	// member1's real collector, with its own credential.
-	var logs bytes.Buffer
-	col := exec.Command(bin, "collector", "--cluster", "member1", "--kubeconfig", o.Kubeconfig, "--context", "member1",
-		"--nats-url", url, "--nats-user-file", user1, "--heartbeat", "2s")
-	col.Stdout, col.Stderr = &logs, &logs
-	if err := col.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = col.Process.Signal(os.Interrupt)
-		_ = col.Wait()
-		if t.Failed() {
-			t.Logf("member1's collector log:\n%s", logs.String())
-		}
-	}()
+	startProc(t, bin, []string{"collector", "--cluster", "member1", "--kubeconfig", o.Kubeconfig, "--context", "member1",
+		"--nats-url", url, "--nats-user-file", user1, "--heartbeat", "2s"}, processLog(t, "member1-collector.log"))
 	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +95,7 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	defer wt.stop()
 
 	// member1's credential, playing its collector.
-	nc, err := nats.Connect(url, nats.UserInfo("member1", pass1), nats.CustomInboxPrefix(natsserver.InboxPrefix("member1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, natsserver.APIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := clusterCredential(t, url, "member1", pass1)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	publish := func(uid, name, object string) string {
 		t.Helper()

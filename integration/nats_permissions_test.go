@@ -134,15 +134,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	}
 
 	// A client holding edge-a's credentials.
-	a, err := nats.Connect(url, nats.UserInfo("edge-a", passA), nats.CustomInboxPrefix(natsserver.InboxPrefix("edge-a")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ajs, err := jetstream.NewWithAPIPrefix(a, natsserver.APIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, ajs := clusterCredential(t, url, "edge-a", passA)
 	refused := func(what string, f func(context.Context) error) {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -265,15 +257,8 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 // streamMsgs reads a cluster's stream state with that cluster's credentials.
 func streamMsgs(t *testing.T, url, cluster, pass string) jetstream.StreamState {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.UserInfo(cluster, pass), nats.CustomInboxPrefix(natsserver.InboxPrefix(cluster)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.NewWithAPIPrefix(nc, natsserver.APIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := clusterCredential(t, url, cluster, pass)
+	defer nc.Close() // called in loops: a cluster may hold only a few connections
 	st, err := js.Stream(context.Background(), stream.StreamName(cluster))
 	if err != nil {
 		t.Fatalf("stream of %s with its own credentials: %v", cluster, err)

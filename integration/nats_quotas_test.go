@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -74,27 +73,13 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
-	logs := map[string]*bytes.Buffer{}
 	for _, cl := range []string{"member1", "member2"} {
 		userFile := filepath.Join(dir, "nats-user-"+cl)
 		if err := os.WriteFile(userFile, []byte(cl+":"+pass[cl]+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		var buf bytes.Buffer
-		logs[cl] = &buf
-		col := exec.Command(bin, "collector", "--cluster", cl, "--kubeconfig", kc, "--context", cl,
-			"--nats-url", url, "--nats-user-file", userFile, "--heartbeat", "2s")
-		col.Stdout, col.Stderr = &buf, &buf
-		if err := col.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			_ = col.Process.Signal(os.Interrupt)
-			_ = col.Wait()
-			if t.Failed() {
-				t.Logf("%s collector log:\n%s", cl, buf.String())
-			}
-		}()
+		startProc(t, bin, []string{"collector", "--cluster", cl, "--kubeconfig", kc, "--context", cl,
+			"--nats-url", url, "--nats-user-file", userFile, "--heartbeat", "2s"}, processLog(t, cl+"-collector.log"))
 	}
 
 	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
@@ -132,16 +117,8 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	runtime.ReadMemStats(&m0)
 
 	// The attacker: member1's credential.
-	a, err := nats.Connect(url, nats.UserInfo("member1", pass["member1"]), nats.CustomInboxPrefix(natsserver.InboxPrefix("member1")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	ajs, err := jetstream.NewWithAPIPrefix(a, natsserver.APIPrefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regStream := "KV_" + stream.RegistryBucket
+	a, ajs := clusterCredential(t, url, "member1", pass["member1"])
+	regStream := stream.KVStream(stream.RegistryBucket)
 	prefix := stream.ConsumerPrefix("member1") + "flood"
 	var mine []string
 	createConsumer := func(i int) error {
