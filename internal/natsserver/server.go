@@ -234,5 +234,16 @@ func (s *Server) Shutdown() {
 	s.ns.WaitForShutdown()
 }
 
+// StoreBytes is JetStream's file storage on this server: what every
+// stream's byte quota is reserved against (nats-server takes most of the
+// free disk under StoreDir when no limit is configured). 0 when JetStream
+// is not running.
+func (s *Server) StoreBytes() int64 {
+	if c := s.ns.JetStreamConfig(); c != nil {
+		return c.MaxStore
+	}
+	return 0
+}
+
 // NumRoutes is how many routes to other cluster members are up.
 func (s *Server) NumRoutes() int { return s.ns.NumRoutes() }

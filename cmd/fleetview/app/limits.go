@@ -235,7 +235,7 @@ type StreamQuotaOptions struct {
 func (o *StreamQuotaOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.StreamMaxBytes, "stream-max-bytes", stream.DefaultMaxBytes,
 		"byte quota of each member cluster's NATS stream (its cached state); at the quota a publish that would grow the stream is refused (deletes still pass), "+
-			"which the collector logs and reports on the resource in the inventory; JetStream reserves the quota on disk for every stream (0 = no quota)")
+			"which the collector logs and reports on the resource in the inventory; JetStream reserves the quota on disk for every stream, so up gives each of its streams an equal share of JetStream's storage instead when its clusters would reserve more (0 = no quota)")
 }
 
 // Validate reports every problem at once.

@@ -133,41 +133,41 @@ func (o *UpOptions) validateNATSAuth() []error {
 // streams and the shared buckets, which those credentials may not.
 //
 // onRefused counts the guard's refusals of those clusters' requests.
-func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRefused func(cluster, reason string)) (*natsserver.Server, *nats.Conn, error) {
+func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRefused func(cluster, reason string)) (*natsserver.Server, *nats.Conn, int64, error) {
 	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName,
 		Quotas: o.NATSCollectorQuotas.Quotas, OnRefused: onRefused}
 	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	var err error
 	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
 		log.Warn("embedded NATS listens beyond loopback without TLS: credentials and every object cross the network in clear (set --nats-tls-cert-file and --nats-tls-key-file)", "host", o.NATSHost)
 	}
 	if so.Cluster, err = o.NATSCluster.serverOptions(log.With("listener", "nats-routes")); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if so.Cluster.Name != "" && so.Cluster.TLS == nil && so.TLS != nil {
 		log.Warn("clients of the embedded NATS use TLS but the routes between cluster members do not: every object crosses between hubs in clear (set --nats-cluster-tls-cert-file, --nats-cluster-tls-key-file and --nats-cluster-tls-ca-file), or keep them on a private network")
 	}
 	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if so.Token != "" {
 		natsOpts = append(natsOpts, nats.Token(so.Token))
 	}
 	if o.NATSUsersFile != "" {
 		if so.Clusters, err = readCredentialLines("--nats-users-file", o.NATSUsersFile); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		if so.HubPassword, err = hubPassword(o.NATSHubPasswordFile); err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		natsOpts = append(natsOpts, nats.UserInfo(natsserver.HubUser, so.HubPassword))
 	}
 	ns, err := natsserver.Start(so)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w (--nats-users-file)", err)
+		return nil, nil, 0, fmt.Errorf("%w (--nats-users-file)", err)
 	}
 	// With TLS the hub's own components connect in process: nothing to
 	// encrypt, and the serving certificate need not name a loopback
@@ -181,7 +181,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	}
 	if err != nil {
 		ns.Shutdown()
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if so.Cluster.Name != "" {
 		log.Info("embedded NATS: cluster member; waiting for JetStream", "cluster", so.Cluster.Name, "server", so.ServerName, "routes", len(so.Cluster.Routes))
@@ -189,14 +189,24 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	if err := waitJetStream(ctx, nc, log); err != nil {
 		nc.Close()
 		ns.Shutdown()
-		return nil, nil, err
+		return nil, nil, 0, err
+	}
+	quota, err := fleetStreamQuota(o.StreamQuota.StreamMaxBytes, len(so.Clusters)+len(o.Contexts), ns.StoreBytes())
+	if err != nil {
+		nc.Close()
+		ns.Shutdown()
+		return nil, nil, 0, err
+	}
+	if quota != o.StreamQuota.StreamMaxBytes {
+		log.Warn("the member clusters' stream quotas would reserve more than JetStream's storage: each stream gets an equal share instead (JetStream reserves every stream's quota on disk when it is created)",
+			"clusters", len(so.Clusters)+len(o.Contexts), "--stream-max-bytes", o.StreamQuota.StreamMaxBytes, "jetstreamStoreBytes", ns.StoreBytes(), "quota", quota)
 	}
 	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
-		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), o.StreamQuota.StreamMaxBytes, log)
+		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log)
 	}); err != nil {
 		nc.Close()
 		ns.Shutdown()
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	if len(so.Clusters) > 0 {
 		log.Info("embedded NATS: per-cluster credentials", "clusters", len(so.Clusters))
@@ -204,7 +214,31 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	if so.TLS != nil {
 		log.Info("embedded NATS: TLS required", "client_certificates", so.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	}
-	return ns, nc, nil
+	return ns, nc, quota, nil
+}
+
+// fleetStreamQuota is the byte quota each of clusters' streams gets on a
+// hub whose JetStream holds store bytes: quota (--stream-max-bytes), or,
+// when clusters of them would reserve more than nine tenths of the store,
+// an equal share of that (JetStream reserves each stream's quota on disk
+// as it creates it, and past the store it refuses the next stream: a hub
+// of 200 clusters at the default 1 GiB had all but two fail to start). The
+// tenth left over is for the buckets and the dead letters. A share below
+// twice the largest message is refused, naming what to change.
+func fleetStreamQuota(quota int64, clusters int, store int64) (int64, error) {
+	if quota <= 0 || clusters == 0 || store <= 0 {
+		return quota, nil
+	}
+	budget := store / 10 * 9
+	if quota <= budget/int64(clusters) {
+		return quota, nil
+	}
+	share := budget / int64(clusters) &^ (1<<20 - 1) // whole MiB
+	if share < 2*stream.MaxPayload {
+		return 0, fmt.Errorf("%w: %d member clusters need at least %d bytes of JetStream storage each (twice the largest message), and JetStream holds %d bytes in all under --state-dir: give the hub more disk, or fewer clusters",
+			ErrInvalidOptions, clusters, 2*stream.MaxPayload, store)
+	}
+	return share, nil
 }
 
 // hubPassword is the password of the hub's own NATS user: from file, for

@@ -104,7 +104,7 @@ func TestRebuildConnectsToAProtectedHub(t *testing.T) {
 			defer cancel()
 			up := UpOptions{ServeOptions: ServeOptions{StateDir: filepath.Join(dir, fmt.Sprint("hub", i))}, NATSPort: -1}
 			tc.hub(&up)
-			ns, nc, err := startEmbeddedNATS(ctx, up, log, nil)
+			ns, nc, _, err := startEmbeddedNATS(ctx, up, log, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

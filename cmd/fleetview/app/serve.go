@@ -441,9 +441,12 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	}
 	defer cfg.security.close()
 	refused := guardRefusals()
-	ns, nc, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
+	ns, nc, quota, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
 	if err != nil {
 		return err
+	}
+	for i := range cfg.collectors {
+		cfg.collectors[i].StreamMaxBytes = quota // the hub's share, not the flag's
 	}
 	defer ns.Shutdown()
 	defer nc.Close()

@@ -207,7 +207,7 @@ func TestCollectorConnectsOverTLS(t *testing.T) {
 			if errs := up.NATSTLS.Validate(); len(errs) > 0 {
 				t.Fatal(errs)
 			}
-			ns, nc, err := startEmbeddedNATS(ctx, up, log, nil)
+			ns, nc, _, err := startEmbeddedNATS(ctx, up, log, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -279,7 +279,7 @@ func TestCertificateRotation(t *testing.T) {
 		tlstest.Replace(t, token, []byte("hub-token-0123456789\n"))
 		up := UpOptions{ServeOptions: ServeOptions{StateDir: t.TempDir(), NATSClientOptions: NATSClientOptions{NATSTokenFile: token}},
 			NATSPort: -1, NATSTLS: NATSServerTLSOptions{CertFile: certFile, KeyFile: keyFile}}
-		ns, nc, err := startEmbeddedNATS(ctx, up, log, nil)
+		ns, nc, _, err := startEmbeddedNATS(ctx, up, log, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
