@@ -35,20 +35,7 @@ func (m streamMsg) Metadata() (*jetstream.MsgMetadata, error) { return m.md, nil
 // otherwise it goes to the dead letters with its reason, as every poison
 // event does.
 func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, nc, js := natstest.Start(t, -1)
-	m, err := New(Config{Name: "t", NATS: nc, Sink: fakeSink{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	dead, err := js.Stream(ctx, stream.DeadStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m, dead := deadLetterFixture(t)
 	const subj = "fv.obj.c.core.v1.pods.u1"
 	obj := func(meta string) string {
 		return `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u1"` + meta + `},"spec":{}}`
@@ -113,20 +100,7 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 // is dead-lettered with a reason naming what is wrong and where, never
 // applied; the valid object after it in the same batch is applied.
 func TestMalformedObjectIsDeadLettered(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, nc, js := natstest.Start(t, -1)
-	m, err := New(Config{Name: "t", NATS: nc, Sink: fakeSink{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
-		t.Fatal(err)
-	}
-	dead, err := js.Stream(ctx, stream.DeadStream)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, m, dead := deadLetterFixture(t)
 	const meta = `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","uid":"u1","annotations":{"fleetview.io/cluster":"c"}}`
 	for i, tc := range []struct {
 		name, object, reason string
@@ -187,4 +161,25 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deadLetterFixture is a materializer named "t" on an embedded NATS server,
+// with the dead-letter stream it writes to.
+func deadLetterFixture(t *testing.T) (context.Context, *Materializer, jetstream.Stream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	_, nc, js := natstest.Start(t, -1)
+	m, err := New(Config{Name: "t", NATS: nc, Sink: fakeSink{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := js.Stream(ctx, stream.DeadStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ctx, m, dead
 }
