@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -18,11 +19,12 @@ import (
 )
 
 // TestUpDefaultsFitAFleet: a hub with per-cluster credentials for 300
-// member clusters and the default stream quota (1 GiB, which JetStream
-// reserves on disk for every stream: 300 GiB, more than this machine's
-// disk) starts, and every cluster's stream exists with the same quota, an
-// equal share of JetStream's storage, so that all of them fit. With the
-// quota as given JetStream refused every stream past the storage.
+// member clusters and a stream quota that JetStream, which reserves it on
+// disk for every stream, could not give all of them (twice the free disk
+// in all, as the default 1 GiB is on a disk of less than 300 GiB) starts,
+// and every cluster's stream exists with the same quota, an equal share of
+// JetStream's storage, so that all of them fit. With the quota as given
+// JetStream refused every stream past the storage.
 func TestUpDefaultsFitAFleet(t *testing.T) {
 	const clusters = 300
 	dir := t.TempDir()
@@ -37,10 +39,16 @@ func TestUpDefaultsFitAFleet(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(dir, &fs); err != nil {
+		t.Fatal(err)
+	}
+	free := int64(fs.Bavail) * int64(fs.Bsize)
+	quota := max(2*free/clusters, 2*stream.MaxPayload)
 	natsAddr, natsPort := freePort(t)
 	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile, NATSHubPasswordFile: hubPassFile,
-		StreamQuota: app.StreamQuotaOptions{StreamMaxBytes: stream.DefaultMaxBytes}}
+		StreamQuota: app.StreamQuotaOptions{StreamMaxBytes: quota}}
 	fv := startUp(t, o)
 	defer fv.stop(t)
 
@@ -76,10 +84,8 @@ func TestUpDefaultsFitAFleet(t *testing.T) {
 		if n != clusters {
 			t.Fatalf("%d cluster streams, want %d", n, clusters)
 		}
-		// The machines this runs on have less than 300 GiB of disk (252 GB
-		// in all), so the share is below the flag's.
-		if q <= 0 || q >= stream.DefaultMaxBytes {
-			t.Fatalf("each stream's quota is %d: want an equal share below --stream-max-bytes %d", q, stream.DefaultMaxBytes)
+		if q <= 0 || q >= quota || q*clusters > free {
+			t.Fatalf("each stream's quota is %d: want an equal share below --stream-max-bytes %d that fits %d bytes of free disk %d times", q, quota, free, clusters)
 		}
 		t.Logf("%d streams, each with a quota of %d MiB", n, q>>20)
 	}
