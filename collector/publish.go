@@ -61,6 +61,17 @@ func (s *resourceSync) event(t fleetviewv1.EventType, uid string, ref objRef) *f
 // NATS max payload (which counts headers and data together).
 const headerAllowance = 1024
 
+// refuse records an object that will not be published (counted, logged,
+// and shown in the registry status until it is published or gone).
+func (s *resourceSync) refuse(uid, why, desc string) {
+	s.m.refused.Add(1)
+	s.log.Error(why, "object", desc)
+	s.mu.Lock()
+	s.refused[uid] = desc
+	s.mu.Unlock()
+	s.pub.statusChanged()
+}
+
 // publishUpsert publishes one object. It reports false when the object was
 // refused because it cannot fit in a NATS message; the refusal is counted,
 // logged and shown in the registry status, never silent.
@@ -72,13 +83,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 		// rawjson.MaxDepth, which the apiserver allows): refused like an
 		// object too large, and shown, rather than failing the sync of
 		// every other object of the resource.
-		desc := fmt.Sprintf("%s/%s (%v)", m.namespace, m.name, err)
-		s.m.refused.Add(1)
-		s.log.Error("object not acceptable JSON for the hub; refused", "object", desc)
-		s.mu.Lock()
-		s.refused[m.uid] = desc
-		s.mu.Unlock()
-		s.pub.statusChanged()
+		s.refuse(m.uid, "object not acceptable JSON for the hub; refused", fmt.Sprintf("%s/%s (%v)", m.namespace, m.name, err))
 		return false, nil
 	}
 	if err != nil {
@@ -91,13 +96,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 		return false, err
 	}
 	if max := s.pub.maxPayload(); max > 0 && int64(len(msg.Data)+headerAllowance) > max {
-		desc := fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", m.namespace, m.name, len(msg.Data), max)
-		s.m.refused.Add(1)
-		s.log.Error("object too large for NATS; refused", "object", desc)
-		s.mu.Lock()
-		s.refused[m.uid] = desc
-		s.mu.Unlock()
-		s.pub.statusChanged()
+		s.refuse(m.uid, "object too large for NATS; refused", fmt.Sprintf("%s/%s (%d bytes, NATS max payload %d)", m.namespace, m.name, len(msg.Data), max))
 		return false, nil
 	}
 	s.clearRefused(m.uid)
