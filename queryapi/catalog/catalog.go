@@ -136,11 +136,9 @@ func (c *Catalog) retry(ctx context.Context, what string, follow func(context.Co
 	}
 }
 
-func (c *Catalog) followInventory(ctx context.Context) error {
-	w, err := c.cfg.Inventory.WatchAll(ctx)
-	if err != nil {
-		return err
-	}
+// follow hands fn every update of w (nil: the initial values are in)
+// until ctx ends; a watch that closes is an error named what.
+func follow(ctx context.Context, w jetstream.KeyWatcher, what string, fn func(jetstream.KeyValueEntry) error) error {
 	defer func() { _ = w.Stop() }()
 	for {
 		select {
@@ -148,18 +146,31 @@ func (c *Catalog) followInventory(ctx context.Context) error {
 			return nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return errors.New("inventory watch closed")
+				return errors.New(what + " watch closed")
 			}
-			if e == nil {
-				c.mu.Lock()
-				c.invReady = true
-				c.publish()
-				c.mu.Unlock()
-				continue
+			if err := fn(e); err != nil {
+				return err
 			}
-			c.applyRecord(e)
 		}
 	}
+}
+
+func (c *Catalog) followInventory(ctx context.Context) error {
+	w, err := c.cfg.Inventory.WatchAll(ctx)
+	if err != nil {
+		return err
+	}
+	return follow(ctx, w, "inventory", func(e jetstream.KeyValueEntry) error {
+		if e == nil {
+			c.mu.Lock()
+			c.invReady = true
+			c.publish()
+			c.mu.Unlock()
+			return nil
+		}
+		c.applyRecord(e)
+		return nil
+	})
 }
 
 // applyRecord takes one inventory change. A record that fails validation
@@ -217,37 +228,29 @@ func (c *Catalog) followRegistries(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = w.Stop() }()
 	initial := true
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("registry watch closed")
-			}
-			if e == nil {
-				initial = false
-			}
-			if initial {
-				continue // read once the initial values are in
-			}
-			// Registries change rarely: reading them whole again is what
-			// validates them, as every other reader does.
-			regs, err := c.cfg.Registries.Specs(ctx)
-			if err != nil {
-				return err
-			}
-			c.mu.Lock()
-			c.regs, c.regReady = regs, true
-			for name, rec := range c.records {
-				c.judged[name] = claimsOf(rec, regs)
-			}
-			c.publish()
-			c.mu.Unlock()
+	return follow(ctx, w, "registry", func(e jetstream.KeyValueEntry) error {
+		if e == nil {
+			initial = false
 		}
-	}
+		if initial {
+			return nil // read once the initial values are in
+		}
+		// Registries change rarely: reading them whole again is what
+		// validates them, as every other reader does.
+		regs, err := c.cfg.Registries.Specs(ctx)
+		if err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.regs, c.regReady = regs, true
+		for name, rec := range c.records {
+			c.judged[name] = claimsOf(rec, regs)
+		}
+		c.publish()
+		c.mu.Unlock()
+		return nil
+	})
 }
 
 // publish replaces the snapshot; c.mu is held.
