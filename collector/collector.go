@@ -94,6 +94,7 @@ type Collector struct {
 
 	kick        chan struct{} // reconcile now (cluster info or served APIs changed)
 	statusKick  chan struct{} // registry status may need a write
+	recordKick  chan struct{} // a resource's sync state changed: write the inventory record now
 	mu          sync.Mutex
 	running     map[schema.GroupVersionResource]*runningSync
 	skipped     []inventory.ResourceState
@@ -175,6 +176,7 @@ func New(cfg Config) (*Collector, error) {
 		m:          &metrics{},
 		kick:       make(chan struct{}, 1),
 		statusKick: make(chan struct{}, 1),
+		recordKick: make(chan struct{}, 1),
 		reconciled: make(chan struct{}),
 		running:    map[schema.GroupVersionResource]*runningSync{},
 		results:    map[string]regResult{},
@@ -323,6 +325,13 @@ func (c *Collector) maxPayload() int64 { return c.cfg.NATS.MaxPayload() }
 func (c *Collector) statusChanged() {
 	select {
 	case c.statusKick <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Collector) syncChanged() {
+	select {
+	case c.recordKick <- struct{}{}:
 	default:
 	}
 }

@@ -34,37 +34,72 @@ func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error 
 		return ctx.Err()
 	}
 	for {
-		ready, msg := true, ""
-		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		v, err := c.serverVersion(vctx)
-		var served []string
-		if err == nil {
-			served, err = c.servedAPIs(vctx)
+		ready, msg := c.checkMember(ctx)
+		c.putRecord(ctx, kv, ready, msg)
+		if err := c.untilHeartbeat(ctx, t.C, kv, ready, msg); err != nil {
+			return err
 		}
-		cancel()
-		if err != nil {
-			ready, msg = false, "member apiserver unreachable: "+err.Error()
-		} else {
-			c.mu.Lock()
-			changed := !slices.Equal(c.served, served)
-			c.version, c.served = v, served
-			skipped := len(c.skipped)
-			c.mu.Unlock()
-			if changed && skipped > 0 {
-				c.rm.Reset()
-				c.reconcileSoon()
-			}
-			c.refreshClusterInfo(ctx)
-		}
-		if err := inventory.Put(ctx, kv, c.record(ready, msg)); err != nil && ctx.Err() == nil {
-			c.m.hubRefused(err)
-			c.log.Warn("heartbeat not written", "err", err)
+	}
+}
+
+// untilHeartbeat waits for the next heartbeat, writing the record again
+// whenever a resource's sync state changes: the hub serves a cluster's
+// resources once its record reports them synced, so a sync should show
+// now, not a heartbeat later. A short pause lets the resources that sync
+// together share one write; the member's state is as the last heartbeat
+// checked it.
+func (c *Collector) untilHeartbeat(ctx context.Context, tick <-chan time.Time, kv jetstream.KeyValue, ready bool, msg string) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick:
+			return nil
+		case <-c.recordKick:
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-t.C:
+		case <-time.After(recordCoalesce):
 		}
+		c.putRecord(ctx, kv, ready, msg)
+	}
+}
+
+// recordCoalesce is how long a sync change waits for others before the
+// record is written.
+const recordCoalesce = 200 * time.Millisecond
+
+// checkMember asks the member apiserver for its version and served APIs
+// (and refreshes the cluster info): ready, or why not.
+func (c *Collector) checkMember(ctx context.Context) (bool, string) {
+	vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	v, err := c.serverVersion(vctx)
+	var served []string
+	if err == nil {
+		served, err = c.servedAPIs(vctx)
+	}
+	cancel()
+	if err != nil {
+		return false, "member apiserver unreachable: " + err.Error()
+	}
+	c.mu.Lock()
+	changed := !slices.Equal(c.served, served)
+	c.version, c.served = v, served
+	skipped := len(c.skipped)
+	c.mu.Unlock()
+	if changed && skipped > 0 {
+		c.rm.Reset()
+		c.reconcileSoon()
+	}
+	c.refreshClusterInfo(ctx)
+	return true, ""
+}
+
+func (c *Collector) putRecord(ctx context.Context, kv jetstream.KeyValue, ready bool, msg string) {
+	if err := inventory.Put(ctx, kv, c.record(ready, msg)); err != nil && ctx.Err() == nil {
+		c.m.hubRefused(err)
+		c.log.Warn("heartbeat not written", "err", err)
 	}
 }
 

@@ -20,8 +20,9 @@ import (
 )
 
 // fakeAPIServer serves discovery (core v1 with configmaps only), an empty
-// ConfigMap list and watches that stay open until the client leaves.
-func fakeAPIServer(t *testing.T) *httptest.Server {
+// ConfigMap list once listGate is closed, and watches that stay open until
+// the client leaves.
+func fakeAPIServer(t *testing.T, listGate <-chan struct{}) *httptest.Server {
 	t.Helper()
 	reply := func(w http.ResponseWriter, body string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -45,6 +46,11 @@ func fakeAPIServer(t *testing.T) *httptest.Server {
 				<-r.Context().Done()
 				return
 			}
+			select {
+			case <-listGate:
+			case <-r.Context().Done():
+				return
+			}
 			reply(w, `{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}`)
 		default:
 			http.NotFound(w, r)
@@ -60,7 +66,10 @@ func fakeAPIServer(t *testing.T) *httptest.Server {
 // select. Written before the first reconcile it listed nothing, replaced
 // the previous run's record, and every cached resource was 404 until the
 // next heartbeat (10 s by default): after a restart of fleetview every
-// informer listed again instead of resuming its watch.
+// informer listed again instead of resuming its watch. And a resource that
+// syncs is in the record at once, not at the next heartbeat (an hour
+// here): the hub serves a cluster's resources once its record says they
+// are synced, and at 10 s a registry apply took 10 s to reach the fleet.
 func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	ctx := context.Background()
 	_, nc, js := natstest.Start(t, 0)
@@ -86,7 +95,8 @@ func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	}
 	defer func() { _ = w.Stop() }()
 
-	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t).URL}, NATS: nc,
+	listGate := make(chan struct{})
+	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t, listGate).URL}, NATS: nc,
 		HeartbeatInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -101,20 +111,32 @@ func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 		}
 	}()
 
-	var first *inventory.Cluster
-	select {
-	case e := <-w.Updates():
-		first = &inventory.Cluster{}
-		if err := json.Unmarshal(e.Value(), first); err != nil {
-			t.Fatal(err)
+	next := func() *inventory.Cluster {
+		t.Helper()
+		select {
+		case e := <-w.Updates():
+			rec := &inventory.Cluster{}
+			if err := json.Unmarshal(e.Value(), rec); err != nil {
+				t.Fatal(err)
+			}
+			return rec
+		case <-time.After(30 * time.Second):
+			t.Fatal("no inventory record within 30s")
+			return nil
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no inventory record within 30s")
 	}
+	first := next()
 	if !first.Ready || first.KubernetesVersion != "v1.99.0" {
 		t.Errorf("first record: ready %v, version %q", first.Ready, first.KubernetesVersion)
 	}
 	if len(first.Resources) != 1 || first.Resources[0].Resource != "configmaps" || first.Resources[0].Kind != "ConfigMap" || !first.Resources[0].Namespaced {
 		t.Fatalf("first record lists %+v, want configmaps (ConfigMap, namespaced)", first.Resources)
+	}
+	if first.Resources[0].Synced {
+		t.Fatal("first record: configmaps synced before their list was answered")
+	}
+	close(listGate)
+	if rec := next(); len(rec.Resources) != 1 || !rec.Resources[0].Synced || !rec.Ready {
+		t.Fatalf("record after the list: %+v, want configmaps synced", rec.Resources)
 	}
 }

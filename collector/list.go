@@ -48,6 +48,7 @@ func (s *resourceSync) cycle(ctx context.Context) error {
 		return err
 	}
 	s.synced.Store(true)
+	s.pub.syncChanged()
 	s.setErr(nil)
 	s.log.Info("synced", "objects", s.count.Load())
 

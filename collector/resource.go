@@ -108,6 +108,9 @@ type publisher interface {
 	flush(ctx context.Context) error
 	maxPayload() int64
 	statusChanged()
+	// syncChanged: a resource's sync state changed, so the inventory
+	// record should say so now rather than at the next heartbeat.
+	syncChanged()
 }
 
 // DefaultPageSize is the list page size unless Config.PageSize says

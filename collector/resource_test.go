@@ -36,6 +36,7 @@ func (r *recorder) publish(_ context.Context, m *nats.Msg) error {
 func (r *recorder) flush(context.Context) error { return nil }
 func (r *recorder) maxPayload() int64           { return r.max }
 func (r *recorder) statusChanged()              { r.changed++ }
+func (r *recorder) syncChanged()                {}
 
 // take returns "TYPE ns/name uid rv" per recorded message and clears them.
 func (r *recorder) take() []string {
