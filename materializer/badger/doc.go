@@ -8,11 +8,13 @@
 //	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, object JSON
 //	l/<group>/<version>/<resource>/<labelkey>/<labelvalue>/<namespace>/<name>/<cluster> -> ""
 //	s/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> search text (in the value log)
+//	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
 //
 // The label index makes an equality-selected list cost the size of its
-// answer, not of the resource. The uid index entry carries a hash of the
+// answer, not of the resource; the per-cluster index (p/) makes a list of
+// one cluster cost that cluster's objects, not the fleet's. The uid index entry carries a hash of the
 // object's labels, so an update that keeps them (events name the uid)
 // learns what it replaces from a small LSM value instead of the object's
 // record in the value log; an entry exists exactly while the object at its

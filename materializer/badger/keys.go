@@ -49,6 +49,21 @@ func objKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
 	return join("o", g.Group, g.Version, g.Resource, ns, name, cluster)
 }
 
+// clusterPrefix and clusterKey are the per-cluster index: one empty entry
+// per object, under its cluster first, then resource, namespace and name,
+// and the cluster again last, so the key ends as a primary key does (tail
+// reads it) and an entry's object key is objPrefix + key[len(prefix):], as
+// for the label index. A per-cluster list scans its cluster's entries
+// instead of every cluster's objects of the resource: at 200 clusters of
+// 100 Pods in one namespace, a per-cluster list read 20,000 keys for 100.
+func clusterPrefix(cluster string, g schema.GroupVersionResource) []byte {
+	return append(join("p", cluster, g.Group, g.Version, g.Resource), sep)
+}
+
+func clusterKey(g schema.GroupVersionResource, ns, name, cluster string) []byte {
+	return join("p", cluster, g.Group, g.Version, g.Resource, ns, name, cluster)
+}
+
 func labelPrefix(g schema.GroupVersionResource, k, v string) []byte {
 	return append(join("l", g.Group, g.Version, g.Resource, k, v), sep)
 }

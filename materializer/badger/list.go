@@ -93,12 +93,20 @@ func (l *listScan) resolve() bool {
 		ns = fns
 	}
 	base, indexed := scanPrefix(l.o.GVR, l.sel)
+	if reqs, _ := l.sel.Requirements(); indexed && len(reqs) == 1 {
+		l.implied = true
+	}
+	if !indexed && len(l.clusters) == 1 {
+		// One cluster: its own entries, not every cluster's objects. A
+		// label-indexed list keeps the label index, which costs the
+		// selected objects fleet-wide rather than all of the cluster's.
+		for c := range l.clusters {
+			base, indexed = clusterPrefix(c, l.o.GVR), true
+		}
+	}
 	l.prefix, l.indexed = base, indexed
 	if indexed {
 		l.base, l.objBase = base, objPrefix(l.o.GVR)
-	}
-	if reqs, _ := l.sel.Requirements(); indexed && len(reqs) == 1 {
-		l.implied = true
 	}
 	if ns != "" {
 		l.prefix = append(append(bytes.Clone(base), ns...), sep)
@@ -226,7 +234,7 @@ func (l *listScan) drain() (bool, error) {
 				c := &cs[i]
 				if it.Seek(c.objKey); !it.Valid() || !bytes.Equal(it.Item().Key(), c.objKey) {
 					ns, name, cluster, _ := tail(c.key)
-					c.err = fmt.Errorf("label index points at a missing object %s/%s in %s: %w", ns, name, cluster, errCorrupt)
+					c.err = fmt.Errorf("index points at a missing object %s/%s in %s: %w", ns, name, cluster, errCorrupt)
 					continue
 				}
 				c.matched, c.err = l.matches(it.Item(), c, &c.obj, &l.arenas[w])

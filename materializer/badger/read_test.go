@@ -14,6 +14,8 @@ import (
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 func fill(t *testing.T, s *Store, cluster string, from, to int, seq uint64) uint64 {
@@ -488,4 +490,79 @@ func TestFinishedListDropsItsSnapshot(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterIndexPagesMatchScan: a list of one cluster reads that
+// cluster's index entries; every page equals what a scan of the resource
+// filtered to the cluster returns (two clusters listed, one of them
+// absent, take the scan), through deletes, a name reused by a new uid and
+// a removed resource.
+func TestClusterIndexPagesMatchScan(t *testing.T) {
+	s, r := openReader(t)
+	ctx := context.Background()
+	seqs := map[string]uint64{}
+	for _, c := range []string{"c1", "c2", "c3"} {
+		seqs[c] = fill(t, s, c, 0, 700, 0)
+	}
+	all := func(clusters []string, ns, fsel string, limit int64) []string {
+		t.Helper()
+		o := query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Clusters: clusters, Namespace: ns, Limit: limit}
+		if fsel != "" {
+			var err error
+			if o.Fields, err = query.CompileFields(benchdata.PodGVR, fsel); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for {
+			p, err := r.List(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range p.Items {
+				got = append(got, nameOf(t, it)+"@"+it.Cluster)
+			}
+			if o.Continue = p.Continue; o.Continue == "" {
+				return got
+			}
+		}
+	}
+	check := func(t *testing.T, want int) {
+		t.Helper()
+		for _, q := range []struct{ ns, fields string }{{"", ""}, {benchdata.Namespace(4), ""}, {"", "spec.nodeName=node-003"}} {
+			scan := all([]string{"c2", "absent"}, q.ns, q.fields, 0)
+			if q.ns == "" && q.fields == "" && len(scan) != want {
+				t.Fatalf("scan found %d, want %d", len(scan), want)
+			}
+			for _, limit := range []int64{0, 1, 7, 256, 257} {
+				if got := all([]string{"c2"}, q.ns, q.fields, limit); !slices.Equal(got, scan) {
+					t.Fatalf("namespace %q fields %q limit %d: the cluster index gave %d objects, the scan %d", q.ns, q.fields, limit, len(got), len(scan))
+				}
+			}
+		}
+	}
+	check(t, 700)
+
+	// Deletes, and a name taken by a new uid: the index follows.
+	var evs []feed.Event
+	seq := seqs["c2"]
+	for i := 0; i < 700; i += 3 {
+		seq++
+		evs = append(evs, ev(seq, benchdata.Delete("c2", i, 2)))
+	}
+	reused := benchdata.Event("c2", 1, 3)
+	reused.Uid = "a-new-uid"
+	seq++
+	evs = append(evs, ev(seq, reused))
+	if err := s.Apply(ctx, "c2", evs, seq); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("after deletes", func(t *testing.T) { check(t, 700-234) })
+
+	seq++
+	removed := &fleetviewv1.ResourceEvent{Cluster: "c2", Gvr: stream.ProtoGVR(benchdata.PodGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
+	if err := s.Apply(ctx, "c2", []feed.Event{ev(seq, removed)}, seq); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("after the resource is removed", func(t *testing.T) { check(t, 0) })
 }

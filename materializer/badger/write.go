@@ -250,6 +250,11 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 			return prior, err
 		}
 	}
+	if !exists {
+		if err := w.set(clusterKey(gvr, ns, name, w.cluster), nil); err != nil {
+			return prior, err
+		}
+	}
 	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
@@ -417,6 +422,9 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 		}
 	}
 	if err := w.del(searchKey(gvr, ns, name, cluster)); err != nil {
+		return err
+	}
+	if err := w.del(clusterKey(gvr, ns, name, cluster)); err != nil {
 		return err
 	}
 	if err := w.del(key); err != nil {
