@@ -223,6 +223,20 @@ type result struct {
 	eventRVBytes                int
 	registryChange              time.Duration
 	restartReady, restartSynced time.Duration
+	goroutines                  int
+}
+
+// goroutines is the hub's goroutine count, from its profile endpoint.
+func goroutines(ctx context.Context, metrics string) (int, error) {
+	code, body, err := get(ctx, metrics+"/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(string(body), "goroutine profile: total %d", &n); code != http.StatusOK || err != nil {
+		return 0, fmt.Errorf("goroutine profile: %d %v", code, err)
+	}
+	return n, nil
 }
 
 func freeAddr() (string, int, error) {
@@ -346,6 +360,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		"--state-dir", filepath.Join(dir, "state"), "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
 		"--nats-host", "127.0.0.1", "--nats-port", strconv.Itoa(natsPort),
 		"--nats-users-file", usersFile, "--nats-hub-password-file", hubPass}}
+	metricsAddr, _, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	h.args = append(h.args, "--metrics-addr", metricsAddr)
 	if err := h.start(ctx); err != nil {
 		return nil, err
 	}
@@ -423,6 +442,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := measureReads(ctx, cfg, h.rest, spec, r); err != nil {
 		return nil, err
 	}
+	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+		if err := profileLists(ctx, cfg, h.rest, "http://"+metricsAddr, spec, filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))); err != nil {
+			return nil, err
+		}
+	}
 	if err := measureKubectl(ctx, cfg, h.rest, spec, len(spec.clusters)*((spec.perClus+99)/100), r); err != nil {
 		return nil, err
 	}
@@ -433,6 +457,9 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	r.rssSteadyMB, r.rssPeakMB = procMB(pid, "VmRSS:"), procMB(pid, "VmHWM:")
+	if r.goroutines, err = goroutines(ctx, "http://"+metricsAddr); err != nil {
+		return nil, err
+	}
 	logf("%s: hub RSS %.0f MB steady, %.0f MB peak", spec.label, r.rssSteadyMB, r.rssPeakMB)
 
 	logf("%s: restarting the hub", spec.label)
@@ -708,6 +735,7 @@ func printResults(cfg config, total int, rs []*result) {
 	fmt.Printf("| figure | 3 clusters | %d clusters | ratio |\n|---|---|---|---|\n", cfg.clusters)
 	fmt.Printf("| all clusters synced after a registry apply | %s | %s | %s |\n", small.sync.Round(time.Millisecond), wide.sync.Round(time.Millisecond), ratio(wide.sync, small.sync))
 	fmt.Printf("| hub RSS steady / peak (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", small.rssSteadyMB, small.rssPeakMB, wide.rssSteadyMB, wide.rssPeakMB, wide.rssSteadyMB/small.rssSteadyMB)
+	fmt.Printf("| hub goroutines | %d | %d | %.1f per cluster more |\n", small.goroutines, wide.goroutines, float64(wide.goroutines-small.goroutines)/float64(len(wide.spec.clusters)-len(small.spec.clusters)))
 	fmt.Printf("| per-cluster Get p50 / p99 | %s / %s | %s / %s | %s |\n", small.getP50, small.getP99, wide.getP50, wide.getP99, ratio(wide.getP50, small.getP50))
 	fmt.Printf("| per-cluster list of %d Pods (median) | %s | %s | %s |\n", cfg.objects, small.list, wide.list, ratio(wide.list, small.list))
 	fmt.Printf("| kubectl get pods -A -l tier=target (%d rows, median) | %s | %s | %s |\n", wide.kubectlRows, small.kubectl, wide.kubectl, ratio(wide.kubectl, small.kubectl))
@@ -761,4 +789,31 @@ func collectorsProcess(args []string) error {
 			}
 		}
 	})...)
+}
+
+// profileLists writes the hub's CPU profile (to path+".cpu.pprof") and heap
+// profile (path+".heap.pprof") while it answers per-cluster lists, for
+// finding what a request costs per cluster it does not touch.
+func profileLists(ctx context.Context, cfg config, rest, metrics string, spec hubSpec, path string) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for i := 0; pctx.Err() == nil; i++ {
+			_, _, _ = get(pctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
+		}
+	}()
+	for _, p := range []struct{ url, file string }{{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, {metrics + "/debug/pprof/heap", path + ".heap.pprof"}} {
+		code, body, err := get(ctx, p.url)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", p.url, code, body)
+		}
+		if err := os.WriteFile(p.file, body, 0o600); err != nil {
+			return err
+		}
+	}
+	logf("%s: profiles in %s.*.pprof", spec.label, path)
+	return nil
 }
