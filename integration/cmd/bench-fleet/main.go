@@ -443,7 +443,17 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
-		if err := profileLists(ctx, cfg, h.rest, "http://"+metricsAddr, spec, filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))); err != nil {
+		base := filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))
+		i := 0
+		if err := profile(ctx, "http://"+metricsAddr, base+"-list", func(ctx context.Context) {
+			i++
+			_, _, _ = get(ctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", h.rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
+		}); err != nil {
+			return nil, err
+		}
+		if err := profile(ctx, "http://"+metricsAddr, base+"-kubectl", func(ctx context.Context) {
+			_ = exec.CommandContext(ctx, "kubectl", "--server", h.rest, "get", "pods", "-A", "-l", "tier=target", "--no-headers").Run()
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -791,18 +801,18 @@ func collectorsProcess(args []string) error {
 	})...)
 }
 
-// profileLists writes the hub's CPU profile (to path+".cpu.pprof") and heap
-// profile (path+".heap.pprof") while it answers per-cluster lists, for
+// profile writes the hub's CPU profile (to path+".cpu.pprof"), heap
+// profile (path+".heap.pprof") and goroutines (path+".goroutines.txt") while load runs again and again, for
 // finding what a request costs per cluster it does not touch.
-func profileLists(ctx context.Context, cfg config, rest, metrics string, spec hubSpec, path string) error {
+func profile(ctx context.Context, metrics, path string, load func(context.Context)) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
-		for i := 0; pctx.Err() == nil; i++ {
-			_, _, _ = get(pctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
+		for pctx.Err() == nil {
+			load(pctx)
 		}
 	}()
-	for _, p := range []struct{ url, file string }{{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, {metrics + "/debug/pprof/heap", path + ".heap.pprof"}} {
+	for _, p := range []struct{ url, file string }{{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, {metrics + "/debug/pprof/heap", path + ".heap.pprof"}, {metrics + "/debug/pprof/goroutine?debug=1", path + ".goroutines.txt"}} {
 		code, body, err := get(ctx, p.url)
 		if err != nil {
 			return err
@@ -814,6 +824,6 @@ func profileLists(ctx context.Context, cfg config, rest, metrics string, spec hu
 			return err
 		}
 	}
-	logf("%s: profiles in %s.*.pprof", spec.label, path)
+	logf("profiles in %s.*.pprof", path)
 	return nil
 }
