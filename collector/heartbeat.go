@@ -211,7 +211,7 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 		st := inventory.ResourceState{
 			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind, Namespaced: w.namespaced,
 			ShortNames: names.shortNames, Categories: names.categories,
-			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.count.Load(),
+			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.ledger.size(),
 			SecretData: w.keepsAnyData(),
 		}
 		if err := r.rs.lastErr(); err != nil {

@@ -16,9 +16,7 @@ import (
 // outside the current namespace scope get tombstones right away: a scope that
 // shrank must not leave ghosts.
 func (s *resourceSync) hydrate(ctx context.Context) error {
-	s.mu.Lock()
-	s.objs, s.byKey = map[string]objRef{}, map[nsName]string{}
-	s.mu.Unlock()
+	s.ledger.clear()
 	cons, err := s.js.OrderedConsumer(ctx, stream.StreamName(s.cluster), jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{stream.ResourceFilter(s.cluster, s.w.gvr)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
@@ -44,12 +42,10 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}
 		n := 0
-		s.mu.Lock()
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
-				s.mu.Unlock()
 				return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 			}
 			pending = md.NumPending
@@ -59,10 +55,9 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			}
 			ps, err := stream.ParseSubject(m.Subject())
 			if err != nil {
-				s.mu.Unlock()
 				return err
 			}
-			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
+			ref := objRef{rv: h.Get(stream.HdrRV), ns: h.Get(stream.HdrNamespace), name: h.Get(stream.HdrName)}
 			if !s.w.inScope(ref.ns) {
 				stale = append(stale, objRefUID{ref, ps.UID})
 				continue
@@ -72,10 +67,8 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 				// again even if unchanged.
 				ref.stale = true
 			}
-			s.objs[ps.UID] = ref
-			s.byKey[nsName{ref.ns, ref.name}] = ps.UID
+			s.ledger.load(ps.UID, ref)
 		}
-		s.mu.Unlock()
 		if err := batch.Error(); err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}
@@ -88,12 +81,6 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			return err
 		}
 	}
-	s.count.Store(int64(len(s.objs)))
-	s.log.Debug("hydrated from stream", "objects", len(s.objs), "outOfScope", len(stale))
+	s.log.Debug("hydrated from stream", "objects", s.ledger.size(), "outOfScope", len(stale))
 	return nil
-}
-
-type objRefUID struct {
-	ref objRef
-	uid string
 }

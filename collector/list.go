@@ -20,10 +20,7 @@ func (s *resourceSync) cycle(ctx context.Context) error {
 	case <-s.relist:
 	default:
 	}
-	s.mu.Lock()
-	s.gen++
-	gen := s.gen
-	s.mu.Unlock()
+	gen := s.ledger.nextGen()
 	scopes := s.scopes()
 	rvs := make([]string, len(scopes))
 	for i, ns := range scopes {
@@ -50,7 +47,7 @@ func (s *resourceSync) cycle(ctx context.Context) error {
 	s.synced.Store(true)
 	s.pub.syncChanged()
 	s.setErr(nil)
-	s.log.Info("synced", "objects", s.count.Load())
+	s.log.Info("synced", "objects", s.ledger.size())
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -235,15 +232,7 @@ func (s *resourceSync) path(ns string) []string {
 
 // sweep tombstones every object the last list did not return.
 func (s *resourceSync) sweep(ctx context.Context, gen uint32) error {
-	var gone []objRefUID
-	s.mu.Lock()
-	for uid, ref := range s.objs {
-		if ref.gen != gen {
-			gone = append(gone, objRefUID{ref, uid})
-		}
-	}
-	s.mu.Unlock()
-	for _, g := range gone {
+	for _, g := range s.ledger.unseen(gen) {
 		if err := s.removeRef(ctx, g.uid, g.ref.rv, g.ref); err != nil {
 			return err
 		}

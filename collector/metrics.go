@@ -117,7 +117,7 @@ func (p *promCollector) Collect(ch chan<- prometheus.Metric) {
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	for gvr, r := range p.c.running {
-		ch <- prometheus.MustNewConstMetric(p.objects, prometheus.GaugeValue, float64(r.rs.count.Load()),
+		ch <- prometheus.MustNewConstMetric(p.objects, prometheus.GaugeValue, float64(r.rs.ledger.size()),
 			gvr.Group, gvr.Version, gvr.Resource, fmt.Sprint(r.rs.synced.Load()))
 	}
 }

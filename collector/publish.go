@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,25 +26,14 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
 	if qe := stream.QuotaError(err); qe != nil {
 		s.quotaErr.Store(&qe)
 	}
-	s.mu.Lock()
 	switch h.Get(stream.HdrType) {
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE.String():
-		if _, ok := s.objs[uid]; !ok {
-			ref := objRef{rv: h.Get(stream.HdrRV), ns: s.intern(h.Get(stream.HdrNamespace)), name: h.Get(stream.HdrName)}
-			s.objs[uid] = ref
-			if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
-				s.byKey[nsName{ref.ns, ref.name}] = uid
-			}
-			s.count.Store(int64(len(s.objs)))
-		}
+		s.ledger.putBack(uid, objRef{rv: h.Get(stream.HdrRV), ns: h.Get(stream.HdrNamespace), name: h.Get(stream.HdrName)})
 	default:
 		// Only if it is still the version that failed: a newer one has
 		// its own acknowledgement (or failure) coming.
-		if ref, ok := s.objs[uid]; ok && ref.rv == h.Get(stream.HdrRV) {
-			s.unknownLocked(uid)
-		}
+		s.ledger.unknown(uid, h.Get(stream.HdrRV))
 	}
-	s.mu.Unlock()
 	s.requestRelist()
 }
 
@@ -66,9 +54,7 @@ const headerAllowance = 1024
 func (s *resourceSync) refuse(uid, why, desc string) {
 	s.m.refused.Add(1)
 	s.log.Error(why, "object", desc)
-	s.mu.Lock()
-	s.refused[uid] = desc
-	s.mu.Unlock()
+	s.ledger.refuse(uid, desc)
 	s.pub.statusChanged()
 }
 
@@ -108,25 +94,12 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 }
 
 func (s *resourceSync) clearRefused(uid string) {
-	s.mu.Lock()
-	_, was := s.refused[uid]
-	delete(s.refused, uid)
-	s.mu.Unlock()
-	if was {
+	if s.ledger.clearRefused(uid) {
 		s.pub.statusChanged()
 	}
 }
 
-func (s *resourceSync) refusedObjects() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.refused))
-	for _, d := range s.refused {
-		out = append(out, d)
-	}
-	sort.Strings(out)
-	return out
-}
+func (s *resourceSync) refusedObjects() []string { return s.ledger.refusedObjects() }
 
 func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef) error {
 	msg, err := stream.ObjectMsg(s.event(fleetviewv1.EventType_EVENT_TYPE_DELETE, uid, ref), stream.ObjectMsgOptions{TTL: s.ttl})
@@ -146,61 +119,22 @@ func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef
 // the old UID gets a tombstone. On a failed publish the object is forgotten
 // (or, for the tombstone, put back) so the next list retries it.
 func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen uint32) error {
-	uid := m.uid
-	s.mu.Lock()
-	ref := objRef{rv: m.rv, ns: s.intern(m.namespace), name: m.name, gen: gen}
-	key := nsName{ref.ns, ref.name}
-	old, known := s.objs[uid]
-	if gen == 0 {
-		ref.gen = old.gen
-	}
-	prevUID, hadKey := s.byKey[key]
-	s.objs[uid] = ref
-	s.byKey[key] = uid
-	var prev objRef
-	replaced := hadKey && prevUID != uid
-	if replaced {
-		prev = s.objs[prevUID]
-		delete(s.objs, prevUID)
-		delete(s.refused, prevUID)
-	}
-	s.count.Store(int64(len(s.objs)))
-	s.mu.Unlock()
-	if replaced {
-		if err := s.publishDelete(ctx, prevUID, prev); err != nil {
-			s.putBack(prevUID, prev)
+	old, known, displaced := s.ledger.put(m, gen)
+	if displaced != nil {
+		if err := s.publishDelete(ctx, displaced.uid, displaced.ref); err != nil {
+			s.ledger.putBack(displaced.uid, displaced.ref)
 			return err
 		}
 	}
-	if known && old.rv == ref.rv && !old.stale {
+	if known && old.rv == m.rv && !old.stale {
 		s.m.unchanged.Add(1)
 		return nil
 	}
 	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
-		s.mu.Lock()
-		if cur, ok := s.objs[uid]; ok && cur.rv == m.rv {
-			s.unknownLocked(uid) // keep it known, so a sweep can still tombstone it
-		}
-		s.mu.Unlock()
+		s.ledger.unknown(m.uid, m.rv) // keep it known, so a sweep can still tombstone it
 		return err
 	}
 	return nil
-}
-
-// putBack restores an object whose tombstone could not be published, unless
-// something newer took its place.
-func (s *resourceSync) putBack(uid string, ref objRef) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.objs[uid]; ok {
-		return
-	}
-	ref.gen = 0 // not seen by any list: the next sweep retries the tombstone
-	s.objs[uid] = ref
-	if _, taken := s.byKey[nsName{ref.ns, ref.name}]; !taken {
-		s.byKey[nsName{ref.ns, ref.name}] = uid
-	}
-	s.count.Store(int64(len(s.objs)))
 }
 
 // remove tombstones a deleted object (a watch's DELETED event: the
@@ -216,21 +150,10 @@ func (s *resourceSync) remove(ctx context.Context, obj any) error {
 }
 
 func (s *resourceSync) removeRef(ctx context.Context, uid, rv string, fallback objRef) error {
-	s.mu.Lock()
-	ref, known := s.objs[uid]
-	if !known {
-		ref = fallback
-	}
-	delete(s.objs, uid)
-	delete(s.refused, uid)
-	if s.byKey[nsName{ref.ns, ref.name}] == uid {
-		delete(s.byKey, nsName{ref.ns, ref.name})
-	}
-	s.count.Store(int64(len(s.objs)))
-	s.mu.Unlock()
+	ref := s.ledger.remove(uid, fallback)
 	ref.rv = rv
 	if err := s.publishDelete(ctx, uid, ref); err != nil {
-		s.putBack(uid, ref)
+		s.ledger.putBack(uid, ref)
 		return err
 	}
 	return nil

@@ -88,20 +88,6 @@ func (w want) keepsAnyData() bool {
 	return w.gvr == secretsGVR && (w.secretData.all || len(w.secretData.namespaces) > 0)
 }
 
-// objRef is everything the collector keeps per object: enough to detect a
-// change (rv), to tombstone it (ns, name) and to find objects a list no
-// longer returns (gen, the list generation that last saw it).
-type objRef struct {
-	rv, ns, name string
-	gen          uint32
-	// stale: what the stream holds for the object is not known to be rv
-	// (a publish failed, or it was published under another Secret-data
-	// choice), so the next list publishes it even if unchanged.
-	stale bool
-}
-
-type nsName struct{ ns, name string }
-
 // publisher is the part of the collector a resource sync publishes through.
 type publisher interface {
 	publish(ctx context.Context, msg *nats.Msg) error
@@ -137,19 +123,13 @@ var errRelist = errors.New("relist requested")
 // whole initial list at once (every object decoded, all pages accumulated),
 // which is what made informer-based caches need gigabytes for large
 // clusters. Here each page is published and dropped before the next one is
-// requested, and only objRef is kept per object.
+// requested, and only the ledger (an objRef per object) is kept.
 type resourceSync struct {
 	resourceSyncConfig
 
-	mu    sync.Mutex
-	objs  map[string]objRef // uid -> ref
-	byKey map[nsName]string // namespace/name -> uid
-	ns    map[string]string // interned namespace names
-	gen   uint32
-	// refused holds objects refused for size (uid -> description).
-	refused map[string]string
-	synced  atomic.Bool
-	count   atomic.Int64
+	// ledger is what the stream holds for each object of the resource.
+	ledger *ledger
+	synced atomic.Bool
 
 	relist chan struct{}
 	errMu  sync.Mutex
@@ -184,10 +164,7 @@ func newResourceSync(cfg resourceSyncConfig) *resourceSync {
 	cfg.log = cfg.log.With("gvr", cfg.w.gvr.String())
 	return &resourceSync{
 		resourceSyncConfig: cfg,
-		objs:               map[string]objRef{},
-		byKey:              map[nsName]string{},
-		ns:                 map[string]string{},
-		refused:            map[string]string{},
+		ledger:             newLedger(),
 		relist:             make(chan struct{}, 1),
 	}
 }
@@ -211,25 +188,6 @@ func (s *resourceSync) requestRelist() {
 	case s.relist <- struct{}{}:
 	default:
 	}
-}
-
-// unknownLocked marks what the stream holds for uid as unknown: the next
-// list republishes the object, or, if it is gone by then, the sweep after
-// that list tombstones it. The list generation is kept, so the sweep of a
-// list that already saw the object does not tombstone it in passing.
-func (s *resourceSync) unknownLocked(uid string) {
-	if ref, ok := s.objs[uid]; ok {
-		ref.stale = true
-		s.objs[uid] = ref
-	}
-}
-
-func (s *resourceSync) intern(ns string) string {
-	if v, ok := s.ns[ns]; ok {
-		return v
-	}
-	s.ns[ns] = ns
-	return ns
 }
 
 // backoff doubles a wait from 500ms up to a cap, so an outage (NATS or the

@@ -107,8 +107,8 @@ func TestResourceSyncChangeDetection(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, "delete", rec.take(), "DELETE ns/a u3 4")
-	if s.count.Load() != 0 {
-		t.Fatalf("count %d after everything was deleted", s.count.Load())
+	if s.ledger.size() != 0 {
+		t.Fatalf("count %d after everything was deleted", s.ledger.size())
 	}
 }
 
