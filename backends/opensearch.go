@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 )
 
 // Environment variables holding OpenSearch credentials outside Kubernetes.
@@ -87,44 +86,4 @@ func (c Credentials) Resolve(ctx context.Context, ref registry.SecretReference) 
 		return "", "", nil
 	}
 	return user, pass, nil
-}
-
-// openOpenSearch connects to every OpenSearch backend the registries name,
-// except those in skip (already running).
-func (s *Set) openOpenSearch(ctx context.Context, skip map[string]bool) ([]OpenSearch, error) {
-	c := s.cfg.OpenSearch
-	rs, err := s.cfg.Registries.Specs(ctx) // specs only: backends need no status
-	if err != nil {
-		return nil, err
-	}
-	seen := map[string]bool{}
-	var out []OpenSearch
-	for _, r := range rs {
-		if r.Spec.BackendStore == nil || r.Spec.BackendStore.OpenSearch == nil {
-			continue
-		}
-		oc := r.Spec.BackendStore.OpenSearch
-		id := OpenSearchID(oc)
-		if seen[id] || skip[id] {
-			continue
-		}
-		seen[id] = true
-		user, pass, err := c.Credentials.Resolve(ctx, oc.SecretRef)
-		if err != nil {
-			err = fmt.Errorf("registry %s: %w", r.Name, err)
-			s.setProblem(id, oc.Addresses, err)
-			return nil, err
-		}
-		o := c.Store
-		o.Addresses, o.Username, o.Password = oc.Addresses, user, pass
-		o.Logger = s.log.With("backend", "opensearch", "registry", r.Name)
-		st, err := opensearch.Open(o)
-		if err != nil {
-			err = fmt.Errorf("registry %s: %w", r.Name, err)
-			s.setProblem(id, oc.Addresses, err)
-			return nil, err
-		}
-		out = append(out, OpenSearch{ID: id, Addresses: oc.Addresses, Store: st})
-	}
-	return out, nil
 }
