@@ -2,8 +2,8 @@
 # The docs point at what exists: every file path and Go identifier that
 # docs/architecture.md and docs/security.md cite in backticks, and every
 # relative markdown link (and its #anchor) in the repository's markdown
-# files. scripts/checkdocs/main.go says what counts as a citation and how
-# each is resolved. A few seconds; run by scripts/test.sh.
+# files, and every Go file a package's doc.go names. scripts/checkdocs/main.go
+# says what counts as a citation and how each is resolved. A few seconds; run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(mktemp -d)

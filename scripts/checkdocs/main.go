@@ -2,7 +2,7 @@
 // is not there: a file path or a Go identifier cited in backticks in the
 // design pages (docs/architecture.md and docs/security.md by default), or
 // a relative markdown link, or its #anchor, in any of the repository's
-// markdown files. scripts/check-docs.sh runs it from the repository root,
+// markdown files, or a Go file a package's doc.go names. scripts/check-docs.sh runs it from the repository root,
 // and scripts/test.sh runs that script, so a rename that leaves a page
 // behind fails CI instead of misleading the next reader.
 //
@@ -37,6 +37,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -122,11 +123,19 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
-	var nCites int
+	var nCites, nDocFiles int
 	for _, f := range tree.goFiles {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			return nil, "", err
+		}
+		if filepath.Base(f) == "doc.go" {
+			for _, r := range docGoFiles(string(b)) {
+				nDocFiles++
+				if msg := tree.checkDocGoFile(f, r.text); msg != "" {
+					problems = append(problems, fmt.Sprintf("%s:%d: `%s`: %s", f, r.line, r.text, msg))
+				}
+			}
 		}
 		for _, c := range commentCitations(string(b)) {
 			nCites++
@@ -135,8 +144,8 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
-	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments)",
-		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites)
+	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments, %d Go files named in doc.go files)",
+		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites, nDocFiles)
 	return problems, summary, nil
 }
 
@@ -590,3 +599,39 @@ func loadTree(root string) (*tree, error) {
 }
 
 var errNoRoot = errors.New("not the repository root (no go.mod there)")
+
+// docGoFile is a Go file a package's doc.go names in its comment
+// (`liststream.go`, `cmd/fleetview/app/metrics.go`): a package comment
+// that explains the package file by file must follow its files' renames.
+var docGoFile = regexp.MustCompile(`[A-Za-z0-9_][A-Za-z0-9_./-]*\.go\b`)
+
+// libraryFileNames are names ending in .go that are projects, not files.
+var libraryFileNames = map[string]bool{"nats.go": true}
+
+// docGoFiles returns the Go file names in the comment lines of src.
+func docGoFiles(src string) []span {
+	var out []span
+	for i, l := range strings.Split(src, "\n") {
+		l = strings.TrimSpace(l)
+		if !strings.HasPrefix(l, "//") || strings.Contains(l, "://") {
+			continue
+		}
+		for _, m := range docGoFile.FindAllString(l, -1) {
+			if !libraryFileNames[m] {
+				out = append(out, span{text: m, line: i + 1})
+			}
+		}
+	}
+	return out
+}
+
+// checkDocGoFile resolves a Go file named in doc.go at from: in the
+// package's directory, or else from the repository root.
+func (t *tree) checkDocGoFile(from, name string) string {
+	for _, p := range []string{path.Join(path.Dir(from), name), name} {
+		if _, err := os.Stat(filepath.Join(t.root, filepath.FromSlash(p))); err == nil {
+			return ""
+		}
+	}
+	return fmt.Sprintf("no such file in %s or from the repository root", path.Dir(from))
+}

@@ -165,6 +165,47 @@ func TestCommentCitations(t *testing.T) {
 	}
 }
 
+func TestDocGoFiles(t *testing.T) {
+	tests := []struct {
+		name, comment string
+		want          string // a substring of the one problem expected; "" for none
+	}{
+		{"file of the package", "// The guard (authz.go) judges.", ""},
+		{"file from the root", "// Wired in internal/stream/stream.go.", ""},
+		{"renamed file", "// Lists are streamed (liststream.go).", "liststream.go`: no such file in queryapi"},
+		{"missing path from the root", "// See cmd/fleetview/app/nats.go.", "no such file"},
+		{"the library is not a file", "// As nats.go's jetstream package does.", ""},
+		{"a URL is not a file", "// https://example.com/x.go", ""},
+		{"code is not read", "// Doc.\npackage queryapi\n\nconst x = \"gone.go\"", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := writeFixture(t, map[string]string{"docs/architecture.md": "\n", "queryapi/doc.go": "\n" + tc.comment + pkgClause(tc.comment)})
+			problems, _, err := run(root, []string{"docs/architecture.md"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.want == "" {
+				if len(problems) != 0 {
+					t.Fatalf("want no problem, got %q", problems)
+				}
+				return
+			}
+			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) || !strings.HasPrefix(problems[0], "queryapi/doc.go:2: ") {
+				t.Fatalf("want one problem at queryapi/doc.go:2 containing %q, got %q", tc.want, problems)
+			}
+		})
+	}
+}
+
+// pkgClause completes a doc.go fixture that has no package clause.
+func pkgClause(src string) string {
+	if strings.Contains(src, "\npackage ") {
+		return "\n"
+	}
+	return "\npackage queryapi\n"
+}
+
 func TestProblemNamesFileAndLine(t *testing.T) {
 	root := writeFixture(t, map[string]string{"docs/architecture.md": "# A\n\ntext\n\n`stream.Gone`\n"})
 	problems, _, err := run(root, []string{"docs/architecture.md"})
