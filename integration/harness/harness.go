@@ -317,7 +317,11 @@ func listenFree() (net.Listener, error) {
 	var err error
 	for range 200 {
 		port := fixedPortsFrom + rand.IntN(low-fixedPortsFrom)
-		if !handedOut.take(port) {
+		ok, terr := handedOut.take(port)
+		if terr != nil {
+			return nil, fmt.Errorf("reserve port %d: %w", port, terr)
+		}
+		if !ok {
 			continue
 		}
 		var l net.Listener
@@ -329,27 +333,39 @@ func listenFree() (net.Listener, error) {
 }
 
 // portSet remembers every port listenFree handed out in this test
-// process. A port is free again the moment FreeAddr closes its probe, so
-// without it two calls could return the same port: CI saw a cluster of
-// three hubs, picking 15 ports between them, give one port to two
-// listeners ("bind: address already in use" from the third hub).
+// process, and holds a lock on it shared with every other test process
+// of this machine. A port is free again the moment FreeAddr closes its
+// probe, so without it two calls could return the same port: CI saw a
+// cluster of three hubs, picking 15 ports between them, give one port to
+// two listeners ("bind: address already in use" from the third hub). The
+// lock (an flock on a file named for the port, under
+// $TMPDIR/fleetview-ports) does the same for test processes running at
+// once (go test -p 2 runs two integration packages side by side): a port
+// one process handed out is never handed out by another while the first
+// lives. The kernel drops the lock when the process ends, however it ends.
 type portSet struct {
 	mu    sync.Mutex
-	ports map[int]bool
+	ports map[int]*os.File // nil: refused (another process holds it)
 }
 
-// take reports whether port was not handed out before, and marks it.
-func (s *portSet) take(port int) bool {
+// take reports whether port was not handed out before, by this process
+// or by another running test process, and marks it. An error is one the
+// lock itself failed with (an unwritable temporary directory).
+func (s *portSet) take(port int) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ports[port] {
-		return false
+	if _, seen := s.ports[port]; seen {
+		return false, nil
 	}
 	if s.ports == nil {
-		s.ports = map[int]bool{}
+		s.ports = map[int]*os.File{}
 	}
-	s.ports[port] = true
-	return true
+	f, err := lockPort(port)
+	if err != nil && !errors.Is(err, ErrPortTaken) {
+		return false, err
+	}
+	s.ports[port] = f // a refused port is not tried again in this process
+	return err == nil, nil
 }
 
 // handedOut is process-wide because ports are: every test in the process

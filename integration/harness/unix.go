@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -42,4 +44,27 @@ func lockFile(ctx context.Context, path string) (func(), error) {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// lockPort takes the machine-wide lock on a loopback port for the life of
+// this process (see portSet): an flock that is never released, since the
+// port may be in use until the process ends. ErrPortTaken when another
+// process holds it.
+func lockPort(port int) (*os.File, error) {
+	dir := filepath.Join(os.TempDir(), "fleetview-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, ErrPortTaken
+		}
+		return nil, err
+	}
+	return f, nil
 }
