@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetview/fleetview/integration/harness"
 )
 
 // ClusterOptions configures StartCluster.
@@ -140,17 +142,27 @@ func StartTestCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-// freePorts finds n distinct free ports on 127.0.0.1, held until all are
-// found so that none is returned twice.
+// freePorts finds n distinct free ports on 127.0.0.1 through the harness,
+// which hands a port out once per machine while its test process lives:
+// integration packages run side by side, and a port probed with
+// 127.0.0.1:0 and closed again could go to another process's listener
+// (or an outgoing connection, the ephemeral range) before the node binds it.
 func freePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr, err := harness.FreeAddr()
 		if err != nil {
 			return nil, fmt.Errorf("opensearch cluster: free port: %w", err)
 		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("opensearch cluster: free port: %w", err)
+		}
+		port, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("opensearch cluster: free port: %w", err)
+		}
+		ports = append(ports, port)
 	}
 	return ports, nil
 }
