@@ -141,16 +141,11 @@ done <<<"$fuzz_targets"
 collect
 
 log "go test"
-# Two packages at a time (-p 2): the integration package (about 11
-# minutes, one kube-apiserver fleet after another) runs beside the unit
-# packages and the light integration packages (harness, opensearch),
-# which then cost no wall time. They cannot collide: every test port is
-# handed out once per machine (integration/harness locks each one, see
-# portSet), directories are t.TempDir, and the harness's build lock is
-# an flock.
+# One package at a time (-p 1): the integration packages each start real
+# kube-apiservers, and two at once on 2 cores only slow both down.
 # The console's browser tests save screenshots of its views as CI
 # artifacts under $FLEETVIEW_ARTIFACTS/console (default artifacts/console).
-go test -p 2 -count=1 -timeout 60m ./... 2>&1 | tee /tmp/fleetview-test.log
+go test -p 1 -count=1 -timeout 60m ./... 2>&1 | tee /tmp/fleetview-test.log
 
 # The benchmarks the issues ask for, at their scale, each next to its
 # baseline in the same run (BENCHMARKS.md has the commands and recorded
