@@ -99,23 +99,23 @@ bash scripts/check-docs.sh
 
 # Every parser that reads network input, fuzzed for a bounded time:
 # "package target seconds", one per line, since go test -fuzz takes
-# one target per package per run. About 110 s of fuzzing in all. The seeds
+# one target per package per run. About 66 s of fuzzing in all. The seeds
 # (f.Add, and internal/rawjson/testdata) run with go test below too; these
 # runs look for new inputs on every full run, and a failing input is
 # written to the package's testdata/fuzz for the fix.
 fuzz_targets='
-./internal/rawjson FuzzScan 20
-./internal/query FuzzOpenVersion 10
-./internal/query FuzzCompileFields 10
-./queryapi FuzzOpenContinue 10
-./queryapi FuzzSelectors 10
-./queryapi/kubeapi FuzzParseParams 10
-./internal/registry FuzzDecode 10
-./internal/stream FuzzDecode 10
-./internal/stream FuzzParseSubject 10
-./internal/stream FuzzUnmarshalEvent 10
+./internal/rawjson FuzzScan 12
+./internal/query FuzzOpenVersion 6
+./internal/query FuzzCompileFields 6
+./queryapi FuzzOpenContinue 6
+./queryapi FuzzSelectors 6
+./queryapi/kubeapi FuzzParseParams 6
+./internal/registry FuzzDecode 6
+./internal/stream FuzzDecode 6
+./internal/stream FuzzParseSubject 6
+./internal/stream FuzzUnmarshalEvent 6
 '
-log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events (about 110 s)"
+log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events (about 66 s)"
 while read -r pkg target secs; do
 	[ -n "$pkg" ] || continue
 	echo "fuzz $pkg $target (${secs}s)"
