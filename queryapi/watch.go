@@ -317,9 +317,9 @@ func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVer
 }
 
 // checkResume answers 410 for a version the streams can no longer replay.
-func (q *queryService) checkResume(ctx context.Context, t query.VersionToken) error {
+func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
 	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
-		return fmt.Errorf("%w: resourceVersion is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, age.Round(time.Second), q.maxResumeAge)
+		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
 	}
 	for _, c := range t.Seqs.Clusters() {
 		st, err := q.js.Stream(ctx, stream.StreamName(c))
@@ -414,7 +414,7 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkResume(ctx, t); err != nil {
+	if err := q.checkResume(ctx, rv, t); err != nil {
 		return nil, err
 	}
 	return &t, nil
