@@ -19,7 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 )
@@ -124,7 +126,8 @@ func (w *rvWatch) expect(t *testing.T, want ...string) string {
 // to a version vector the replicas share through JetStream, so:
 //
 //   - a list's resourceVersion from replica A resumes a watch on replica B
-//     with exactly the changes after the list (none missing, none twice),
+//     with exactly the changes after the list (none missing, none twice;
+//     each object at its latest state, the stream being compacted),
 //     and a watch event's resourceVersion from B resumes on A the same way;
 //   - after a hub restart (both replicas and NATS stopped, a change made
 //     meanwhile, NATS and the replicas started again, one of them with a
@@ -235,10 +238,16 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 	sinceList = append(sinceList, relabel("p2"))
 	w.expect(t, sinceList[len(sinceList)-2:]...)
 	w.close()
-	// The list's version, the oldest, on the replica that issued it.
+	// The list's version, the oldest, on the replica that issued it. The
+	// stream is compacted (one message per object), so a resume from an
+	// older version sees each object changed since at its latest state,
+	// in the order of those last changes. The sentinel is a new pod (a
+	// change of one in the range could supersede its message mid-replay).
 	w = openRVWatch(t, a.http, podPath, listRV)
-	sinceList = append(sinceList, relabel("p3"))
-	w.expect(t, sinceList...)
+	if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, "p4", "versions", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.expect(t, append(compacted(sinceList), "ADDED|MODIFIED p4 gen=")...)
 	w.close()
 
 	// Versions the hub cannot serve. Forging validly sealed ones takes the
@@ -291,6 +300,18 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 	b.stop(t)
 }
 
+// compacted keeps, of changes in stream order, each pod's last.
+func compacted(changes []string) []string {
+	var out []string
+	for i, c := range changes {
+		pod := strings.Fields(c)[1]
+		if !slices.ContainsFunc(changes[i+1:], func(later string) bool { return strings.Fields(later)[1] == pod }) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // eventIs matches an event against a wanted one whose type may list
 // alternatives: an object created after the version a watch resumes from
 // is ADDED or MODIFIED (a replay from the stream cannot always tell).
@@ -308,4 +329,107 @@ func getBody(u string) (int, []byte, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, b, err
+}
+
+// TestVersionSizeFleetWide: the size of a list's resourceVersion and of a
+// watch event's does not grow with the fleet. A hub (`fleetview up`, in
+// process) caches the Pods of 3, then of 200 member clusters (contexts on
+// one real kube-apiserver, each a production collector with its own
+// stream), one Pod each; a label change of that Pod moves every cluster's
+// stream at once, the busiest case for the version (every cluster differs
+// between two events). At both sizes, fleet-wide and per cluster, every
+// version stays within maxRVBytes. (The whole vector sealed, as before,
+// was 3,257 bytes at 200 clusters.)
+func TestVersionSizeFleetWide(t *testing.T) {
+	ctx := context.Background()
+	fleet := startFleet(t, "member1")
+	const ns = "rvsize"
+	createNS(t, ctx, fleet, ns)
+	c1 := fleet.Cluster("member1").Clientset()
+	if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, "p", "rvsize", ""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	base, err := fleet.Kubeconfig("collector")
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := base.Contexts["member1"]
+	gen := 0
+	sizes := map[int][4]int{} // list, event, per-cluster list, per-cluster event
+	for _, n := range []int{3, 200} {
+		t.Run(fmt.Sprintf("%d clusters", n), func(t *testing.T) {
+			cfg := base.DeepCopy()
+			var names []string
+			for i := range n {
+				name := fmt.Sprintf("c%03d", i)
+				names = append(names, name)
+				cfg.Contexts[name] = member.DeepCopy()
+			}
+			kc := filepath.Join(t.TempDir(), "kubeconfig")
+			if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
+				t.Fatal(err)
+			}
+			_, natsPort := freePort(t)
+			fv := startUp(t, app.UpOptions{
+				ServeOptions: app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+				Kubeconfig:   kc, Contexts: names, NATSPort: natsPort,
+			})
+			defer fv.stop(t)
+			if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+				t.Fatal(err)
+			}
+			host := strings.TrimPrefix(fv.rest, "http://")
+			fleetPath := "/api/v1/namespaces/" + ns + "/pods"
+			onePath := "/clusters/c000/api/v1/namespaces/" + ns + "/pods"
+			list := func(path string, want int) string {
+				var rv string
+				eventually(t, 3*time.Minute, func() error {
+					code, body, err := getBody(fv.rest + path)
+					if err != nil || code != http.StatusOK {
+						return fmt.Errorf("list %s: %d %v %s", path, code, err, body)
+					}
+					var l corev1.PodList
+					if err := json.Unmarshal(body, &l); err != nil {
+						return err
+					}
+					if len(l.Items) != want {
+						return fmt.Errorf("list %s: %d pods, want %d", path, len(l.Items), want)
+					}
+					rv = l.ResourceVersion
+					return nil
+				})
+				return rv
+			}
+			listRV, oneRV := list(fleetPath, n), list(onePath, 1)
+			all, one := openRVWatch(t, host, fleetPath, listRV), openRVWatch(t, host, onePath, oneRV)
+			defer all.close()
+			defer one.close()
+			gen++
+			patch := fmt.Sprintf(`{"metadata":{"labels":{"gen":"%d"}}}`, gen)
+			if _, err := c1.CoreV1().Pods(ns).Patch(ctx, "p", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			maxEvent := 0
+			for range n {
+				ev, _ := all.next(t)
+				if ev.String() != fmt.Sprintf("MODIFIED p gen=%d", gen) {
+					t.Fatalf("fleet-wide watch: %s", ev)
+				}
+				maxEvent = max(maxEvent, len(ev.Object.ResourceVersion))
+			}
+			ev, _ := one.next(t)
+			if ev.String() != fmt.Sprintf("MODIFIED p gen=%d", gen) {
+				t.Fatalf("per-cluster watch: %s", ev)
+			}
+			s := [4]int{len(listRV), maxEvent, len(oneRV), len(ev.Object.ResourceVersion)}
+			sizes[n] = s
+			t.Logf("%d clusters: fleet-wide list resourceVersion %d bytes, its watch events' at most %d; per-cluster list %d, event %d", n, s[0], s[1], s[2], s[3])
+			for i, what := range []string{"fleet-wide list", "fleet-wide event", "per-cluster list", "per-cluster event"} {
+				if s[i] > maxRVBytes {
+					t.Errorf("%d clusters: %s resourceVersion of %d bytes, want at most %d", n, what, s[i], maxRVBytes)
+				}
+			}
+		})
+	}
+	t.Logf("resourceVersion bytes [fleet-wide list, event, per-cluster list, event]: 3 clusters %v, 200 clusters %v", sizes[3], sizes[200])
 }
