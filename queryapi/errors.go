@@ -3,6 +3,7 @@ package queryapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/fleetview/fleetview/internal/apierr"
@@ -10,6 +11,10 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 )
+
+// errNoEpochs: a resourceVersion needs a stored epoch and this server has
+// no JetStream to keep one (a unit test's query service).
+var errNoEpochs = errors.New("no version epochs")
 
 // errorDomain names fleetview in gRPC ErrorInfo details.
 const errorDomain = "fleetview.io"

@@ -50,7 +50,7 @@ func (r *stepReader) List(_ context.Context, o query.ListOptions) (query.Page, e
 
 func TestListResourceVersionMatch(t *testing.T) {
 	sealer := query.NewSealer([]byte("k"))
-	rv := func(v query.Version) string { return sealer.SealVersion(v, time.Now()) }
+	rv := func(v query.Version) string { s, _ := sealer.SealDelta(v, time.Now()); return s }
 	ab := query.Version{"a": 5, "b": 7}
 	cases := []struct {
 		name     string
@@ -99,7 +99,7 @@ func TestListResourceVersionMatch(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &stepReader{steps: tc.steps, snapshot: tc.snapshot}
-			q := &queryService{reader: r, sealer: sealer, versionWait: 100 * time.Millisecond}
+			q := &queryService{reader: r, sealer: sealer, versions: newVersionBook(nil, sealer, 0, 0), versionWait: 100 * time.Millisecond}
 			resp, err := q.list(context.Background(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: tc.clusters,
 				ResourceVersion: tc.rv, ResourceVersionMatch: tc.match, Continue: tc.cont})
 			if (r.lists > 0) != tc.read {
@@ -119,7 +119,7 @@ func TestListResourceVersionMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := sealer.OpenVersion(resp.GetResourceVersion())
+			got, err := q.versions.open(context.Background(), resp.GetResourceVersion())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package queryapi
 
 import (
+	"context"
 	"maps"
 	"sync"
 	"time"
@@ -80,10 +81,11 @@ type hubEvent struct {
 	// before its batch (shared by the batch's events, never changed): with
 	// this event's sequence it is the resourceVersion of the event for
 	// every watch that sends it, sealed once (token).
-	applied  query.Version
-	rvOnce   sync.Once
-	rv       string
-	rvSealer *query.Sealer
+	applied query.Version
+	rvOnce  sync.Once
+	rv      string
+	rvBook  *versionBook
+	rvErr   error
 }
 
 func newHubEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *hubEvent {
@@ -97,16 +99,17 @@ func newHubEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *hub
 // only for events its selector cannot concern, so it may resume from
 // there; sealing once instead of once per watch took a fifth of a
 // thousand watchers' allocations (docs/benchmarks/query.md).
-func (e *hubEvent) token(s *query.Sealer) (string, bool) {
+func (e *hubEvent) token(b *versionBook) (string, bool) {
 	if e.applied == nil {
 		return "", false
 	}
 	e.rvOnce.Do(func() {
 		v := maps.Clone(e.applied)
 		v[e.cluster] = e.seq
-		e.rv, e.rvSealer = s.SealVersion(v, time.Now()), s
+		e.rv, e.rvErr = b.seal(context.Background(), v, time.Now())
+		e.rvBook = b
 	})
-	return e.rv, e.rvSealer == s
+	return e.rv, e.rvBook == b && e.rvErr == nil
 }
 
 // decode reads the object's labels once (and checks the JSON as far as

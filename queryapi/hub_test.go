@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -260,6 +262,8 @@ func TestQueue(t *testing.T) {
 func TestHubEventTokenShared(t *testing.T) {
 	h := NewHub(HubOptions{})
 	sealer := query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))
+	_, _, js := natstest.Start(t, -1)
+	book := newVersionBook(js, sealer, time.Hour, 1)
 	x, _ := h.subscribe(podsGVR, labels.SelectorFromSet(labels.Set{"app": "x"}))
 	all, _ := h.subscribe(podsGVR, nil)
 	h.Observe(materialized(feed.NewTracker(), "b", []feed.Event{told(labeled(40, "o", "z"), false, "")}, 41))
@@ -276,14 +280,14 @@ func TestHubEventTokenShared(t *testing.T) {
 		t.Fatalf("routed %d and %d events, want 2 and 3", len(xs), len(alls))
 	}
 	for i, want := range []query.Version{{"a": 7, "b": 41}, {"a": 8, "b": 41}} {
-		rv, ok := xs[i].token(sealer)
+		rv, ok := xs[i].token(book)
 		if !ok {
 			t.Fatalf("live event %d has no shared token", i)
 		}
-		if rv2, _ := alls[i+1].token(sealer); rv2 != rv {
+		if rv2, _ := alls[i+1].token(book); rv2 != rv {
 			t.Errorf("event %d: watches send different versions %q and %q", i, rv, rv2)
 		}
-		tok, err := sealer.OpenVersion(rv)
+		tok, err := book.open(context.Background(), rv)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,10 +295,10 @@ func TestHubEventTokenShared(t *testing.T) {
 			t.Errorf("event %d: version %v, want %v", i, tok.Seqs, want)
 		}
 	}
-	if _, ok := xs[0].token(query.NewSealer([]byte("another key, another installation"))); ok {
+	if _, ok := xs[0].token(newVersionBook(js, query.NewSealer([]byte("another key, another installation")), time.Hour, 1)); ok {
 		t.Error("a token sealed with one key was handed out for another")
 	}
-	if _, ok := newHubEvent("a", 3, labeled(3, "r", "x").Event).token(sealer); ok {
+	if _, ok := newHubEvent("a", 3, labeled(3, "r", "x").Event).token(book); ok {
 		t.Error("an event read back from the stream has a shared token: its watch must seal its own")
 	}
 }

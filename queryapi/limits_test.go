@@ -46,7 +46,7 @@ func TestPageLimit(t *testing.T) {
 // caller's identity to the backend.
 func TestListAndSearchAreCapped(t *testing.T) {
 	fr, fs := &fakeReader{}, &fakeSearcher{}
-	q := &queryService{reader: fr, searcher: fs, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), limits: Limits{MaxListObjects: 100}}
+	q := &queryService{reader: fr, searcher: fs, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0), limits: Limits{MaxListObjects: 100}}
 	ctx := auth.WithUser(context.Background(), auth.User{Name: "alice"})
 	for _, tc := range []struct {
 		asked, want int64
@@ -214,7 +214,7 @@ func (emptyReader) Versions(context.Context) (query.Version, error) { return que
 // TestWatchQuotaIsReleased: a client at its watch limit is refused with
 // 429, and gets a watch again once one of its watches has ended.
 func TestWatchQuotaIsReleased(t *testing.T) {
-	q := &queryService{reader: emptyReader{}, hub: NewHub(HubOptions{}), sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")),
+	q := &queryService{reader: emptyReader{}, hub: NewHub(HubOptions{}), sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0),
 		watchBuffer: 16, bookmarkInterval: time.Hour, stopping: make(chan struct{}), watches: newWatchLimiter(0, 2)}
 	alice := auth.WithUser(context.Background(), auth.User{Name: "alice"})
 	req := &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"}

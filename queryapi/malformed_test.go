@@ -74,7 +74,7 @@ func TestMalformedStoredObjectLeftOut(t *testing.T) {
 				{Cluster: "member2", JSON: pod("member2", "a")},
 				{Cluster: "member3", JSON: pod("member3", "b")},
 			}}
-			q := &queryService{reader: r, searcher: r, metrics: m, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))}
+			q := &queryService{reader: r, searcher: r, metrics: m, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0)}
 			ctx := context.Background()
 			lr, err := q.list(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 			if err != nil {

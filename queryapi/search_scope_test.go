@@ -84,7 +84,7 @@ func (f *fakeSearcher) Search(_ context.Context, o query.SearchOptions) (query.P
 // continued under another caller's scope.
 func TestSearchCarriesVisibility(t *testing.T) {
 	fs := &fakeSearcher{}
-	q := &queryService{searcher: fs, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))}
+	q := &queryService{searcher: fs, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0)}
 	shop := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}
 	payments := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"payments"}}}}
 	ctx := withVisibility(context.Background(), shop)
@@ -165,7 +165,7 @@ func (f *fakeReader) Versions(context.Context) (query.Version, error) { return q
 // backend and binds its continue token to it.
 func TestListCarriesVisibility(t *testing.T) {
 	fr := &fakeReader{}
-	q := &queryService{reader: fr, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))}
+	q := &queryService{reader: fr, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0)}
 	shop := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}
 	ctx := withVisibility(context.Background(), shop)
 	resp, err := q.list(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 5})

@@ -130,9 +130,10 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("queryapi: %w", err)
 		}
 	}
+	sealer := query.NewSealer(key)
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
 	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
-		sealer: query.NewSealer(key), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
+		sealer: sealer, versions: newVersionBook(cfg.JetStream, sealer, cfg.MaxResumeAge, cfg.StateReplicas), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
 		limits: cfg.Limits, metrics: cfg.Metrics, log: cfg.Logger, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
 	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries, backends: cfg.Backends}

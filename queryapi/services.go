@@ -49,6 +49,7 @@ type queryService struct {
 	js               jetstream.JetStream
 	inv              jetstream.KeyValue
 	sealer           *query.Sealer
+	versions         *versionBook
 	maxResumeAge     time.Duration
 	watchBuffer      int
 	bookmarkInterval time.Duration
@@ -164,7 +165,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		if req.GetContinue() != "" {
 			return nil, fmt.Errorf("%w: resourceVersion and continue are exclusive (the continue token pins its snapshot)", query.ErrInvalid)
 		}
-		t, err := q.sealer.OpenVersion(rv)
+		t, err := q.versions.open(ctx, rv)
 		if err != nil {
 			return nil, err
 		}
@@ -204,8 +205,12 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 			return nil, err
 		}
 	}
+	rvOut, err := q.versions.seal(ctx, page.Version, time.Now())
+	if err != nil {
+		return nil, err
+	}
 	resp := &fleetviewv1.ListResponse{
-		ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()),
+		ResourceVersion: rvOut,
 		Continue:        sealContinue(q.sealer, page.Continue, h),
 	}
 	if page.Continue != "" {
@@ -280,7 +285,11 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		return nil, err
 	}
 	page.Items = q.dropMalformed(ctx, "search", page.Items)
-	resp := &fleetviewv1.SearchResponse{ResourceVersion: q.sealer.SealVersion(page.Version, time.Now()), Continue: sealContinue(q.sealer, page.Continue, h)}
+	rvOut, err := q.versions.seal(ctx, page.Version, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	resp := &fleetviewv1.SearchResponse{ResourceVersion: rvOut, Continue: sealContinue(q.sealer, page.Continue, h)}
 	for _, it := range page.Items {
 		hit := &fleetviewv1.SearchHit{Gvr: stream.ProtoGVR(it.GVR), Cluster: it.Cluster}
 		if !req.GetStructured() {

@@ -35,7 +35,7 @@ type watch struct {
 	f          *selection
 	kind       string
 	out        *queue[*fleetviewv1.WatchEvent]
-	sealer     *query.Sealer
+	versions   *versionBook
 	// processed is, per cluster, the last stream sequence this watch has
 	// judged: events at or below it are never sent again.
 	processed query.Version
@@ -59,9 +59,12 @@ var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast e
 // he's own (a tombstone's stub); he's own object is sent as stored, and
 // its Struct form, for a structured watch, is built once for every watch.
 func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
-	rv, ok := he.token(w.sealer)
+	rv, ok := he.token(w.versions)
 	if !ok {
-		rv = w.sealer.SealVersion(w.processed, time.Now())
+		var err error
+		if rv, err = w.versions.seal(context.Background(), w.processed, time.Now()); err != nil {
+			return err
+		}
 	}
 	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: he.cluster, ResourceVersion: rv}
 	shared := he
@@ -210,7 +213,10 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 }
 
 func (w *watch) bookmark(initialEnd bool) error {
-	rv := w.sealer.SealVersion(w.processed, time.Now())
+	rv, err := w.versions.seal(context.Background(), w.processed, time.Now())
+	if err != nil {
+		return err
+	}
 	md := stubMeta{ResourceVersion: rv}
 	if initialEnd {
 		md.Annotations = map[string]string{"k8s.io/initial-events-end": "true"}
@@ -311,9 +317,9 @@ func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVer
 }
 
 // checkResume answers 410 for a version the streams can no longer replay.
-func (q *queryService) checkResume(ctx context.Context, t query.VersionToken) error {
+func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
 	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
-		return fmt.Errorf("%w: resourceVersion is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, age.Round(time.Second), q.maxResumeAge)
+		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
 	}
 	for _, c := range t.Seqs.Clusters() {
 		st, err := q.js.Stream(ctx, stream.StreamName(c))
@@ -380,7 +386,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &watch{q: q, f: f, structured: req.GetStructured(), out: newQueue[*fleetviewv1.WatchEvent](q.watchBuffer), sealer: q.sealer,
+	w := &watch{q: q, f: f, structured: req.GetStructured(), out: newQueue[*fleetviewv1.WatchEvent](q.watchBuffer), versions: q.versions,
 		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
 		sendErr: make(chan error, 1), metrics: wm}
 	go w.sendAll(ctx, cancel, send)
@@ -404,11 +410,11 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 	if rv == "" || rv == "0" {
 		return nil, nil
 	}
-	t, err := q.sealer.OpenVersion(rv)
+	t, err := q.versions.open(ctx, rv)
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkResume(ctx, t); err != nil {
+	if err := q.checkResume(ctx, rv, t); err != nil {
 		return nil, err
 	}
 	return &t, nil

@@ -79,7 +79,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 					t.Fatal(err)
 				}
 				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel, visible: tc.vis}, out: newQueue[*fleetviewv1.WatchEvent](100),
-					sealer: query.NewSealer([]byte("k")), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
+					versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
 					horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}, structured: structured}
 				for _, s := range tc.steps {
 					he := newHubEvent(s.he.cluster, s.he.seq, s.he.ev) // each run judges fresh events
@@ -115,7 +115,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 
 func TestWatchCutsASlowClient(t *testing.T) {
 	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: newQueue[*fleetviewv1.WatchEvent](1),
-		sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{"a": 0}, horizon: query.Version{}, sent: map[string]struct{}{}}
+		versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{"a": 0}, horizon: query.Version{}, sent: map[string]struct{}{}}
 	if err := w.process(podEvent(1, "a", "p", "n", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestWatchCutsASlowClient(t *testing.T) {
 // caused by hidden objects would tell of them.
 func TestWatchBufferHoldsVisibleEventsOnly(t *testing.T) {
 	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}},
-		out: newQueue[*fleetviewv1.WatchEvent](1), sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{"a": 0},
+		out: newQueue[*fleetviewv1.WatchEvent](1), versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{"a": 0},
 		horizon: query.Version{}, sent: map[string]struct{}{}}
 	for seq := uint64(1); seq <= 5; seq++ {
 		if err := w.process(podEvent(seq, "a", "p", "kube-system", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
@@ -145,7 +145,7 @@ func TestWatchEndsWhenAResourceIsRemoved(t *testing.T) {
 	// Also for a namespace-scoped caller: the removal names no namespace.
 	for _, vis := range []*query.Visibility{nil, {Grants: []query.Grant{{Namespaces: []string{"shop"}}}}} {
 		w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: vis}, out: newQueue[*fleetviewv1.WatchEvent](1),
-			sealer: query.NewSealer([]byte("k")), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
+			versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
 		ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
 		if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
 			t.Fatalf("visibility %v: got %v, want ErrExpired", vis, err)
