@@ -3,7 +3,6 @@ package integration
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -56,23 +55,47 @@ func (fv *fleetview) restStatus(t *testing.T, path string) (int, map[string]any)
 
 // tokenSeqs reads the per-cluster sequences of a resourceVersion (the
 // payload is readable; only its seal is secret).
-func tokenSeqs(t *testing.T, tok string) string {
+// tokenVersion is the version vector a resourceVersion the hub issued
+// stands for (not when it was issued), opened with the hub's sealing
+// key from its fv_query bucket (the hub's NATS may read it; clients cannot).
+func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) string {
 	t.Helper()
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("resourceVersion %q", tok)
-	}
-	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p struct {
-		C map[string]uint64 `json:"c"`
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, "fv_query")
+	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprint(p.C)
+	e, err := kv.Get(ctx, "token-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	et, err := query.NewSealer(e.Value()).OpenEpoch(tok)
+	if err != nil {
+		t.Fatalf("resourceVersion %q: %v", tok, err)
+	}
+	// The epoch is a message of the versions stream (its sequence the
+	// id): the vector the delta applies to, so two tokens of one version
+	// compare equal whichever epoch each was sealed against.
+	base := query.Version{}
+	if et.Epoch != 0 {
+		st, err := js.Stream(ctx, "FVQ_VERSIONS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := st.GetMsg(ctx, et.Epoch)
+		if err != nil {
+			t.Fatalf("epoch %d of %q: %v", et.Epoch, tok, err)
+		}
+		if base, err = query.DecodeVector(msg.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return fmt.Sprint(query.ApplyDelta(base, et.Delta))
 }
 
 func createNS(t *testing.T, ctx context.Context, fleet *harness.Fleet, names ...string) {
@@ -358,8 +381,8 @@ func TestQueryAPI(t *testing.T) {
 			}
 			// Every page carries the version of the first one.
 			if rv == "" {
-				rv = tokenSeqs(t, resp.GetResourceVersion())
-			} else if got := tokenSeqs(t, resp.GetResourceVersion()); got != rv {
+				rv = tokenVersion(t, ctx, fv.opts.NATSPort, resp.GetResourceVersion())
+			} else if got := tokenVersion(t, ctx, fv.opts.NATSPort, resp.GetResourceVersion()); got != rv {
 				t.Fatalf("page %d reflects %s, the first page %s", page, got, rv)
 			}
 			for _, it := range resp.GetRawItems() {
