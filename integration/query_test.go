@@ -53,18 +53,16 @@ func (fv *fleetview) restStatus(t *testing.T, path string) (int, map[string]any)
 	return resp.StatusCode, body
 }
 
-// tokenSeqs reads the per-cluster sequences of a resourceVersion (the
-// payload is readable; only its seal is secret).
-// tokenVersion is the version vector a resourceVersion the hub issued
-// stands for (not when it was issued), opened with the hub's sealing
-// key from its fv_query bucket (the hub's NATS may read it; clients cannot).
-func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) string {
+// hubSealer is the hub's token sealer, with its sealing key read from the
+// fv_query bucket (the hub's NATS may read it; clients cannot), and a
+// JetStream connection to the hub closed when the test ends.
+func hubSealer(t *testing.T, ctx context.Context, natsPort int) (*query.Sealer, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	kv, err := js.KeyValue(ctx, "fv_query")
 	if err != nil {
@@ -74,7 +72,15 @@ func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) s
 	if err != nil {
 		t.Fatal(err)
 	}
-	et, err := query.NewSealer(e.Value()).OpenEpoch(tok)
+	return query.NewSealer(e.Value()), js
+}
+
+// tokenVersion is the version vector a resourceVersion the hub issued
+// stands for (not when it was issued).
+func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) string {
+	t.Helper()
+	sealer, js := hubSealer(t, ctx, natsPort)
+	et, err := sealer.OpenEpoch(tok)
 	if err != nil {
 		t.Fatalf("resourceVersion %q: %v", tok, err)
 	}
@@ -633,21 +639,7 @@ func TestQueryAPI(t *testing.T) {
 	t.Run("versions the streams cannot serve are 410 Expired", func(t *testing.T) {
 		// Forge validly sealed tokens with the installation's key (a test
 		// may read it; clients cannot) to reach the expiry checks.
-		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", fv.opts.NATSPort))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
-		kv, err := js.KeyValue(ctx, "fv_query")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := kv.Get(ctx, "token-key")
-		if err != nil {
-			t.Fatal(err)
-		}
-		sealer := query.NewSealer(e.Value())
+		sealer, _ := hubSealer(t, ctx, fv.opts.NATSPort)
 		// Versions of one cluster need no stored epoch (SealDelta).
 		seal := func(v query.Version, at time.Time) string { s, _ := sealer.SealDelta(v, at); return s }
 		cases := []struct{ name, rv, want string }{
