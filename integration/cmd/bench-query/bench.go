@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -73,7 +74,9 @@ func measure(ctx context.Context, n, want int, vs []*variant) error {
 	return nil
 }
 
-func (v *variant) med() (time.Duration, time.Duration) { return median(v.reads), median(v.decs) }
+func (v *variant) med() (time.Duration, time.Duration) {
+	return benchutil.Median(v.reads), benchutil.Median(v.decs)
+}
 
 // memoryServer serves body from memory over loopback: the floor for
 // answering those bytes over HTTP on this machine.
@@ -138,7 +141,7 @@ func (b *bench) lists(ctx context.Context, eps []endpoint, fv endpoint, q fleetv
 	add("(a) same, gRPC (default shape: stored JSON items)", grpcv, 0.3)
 	add("(a) same, gRPC Struct items (structured=true), 1 run, protobuf decode included", structured, 0)
 	mr, md := memory.med()
-	kr := median(kube.reads[cfg.repeat:])
+	kr := benchutil.Median(kube.reads[cfg.repeat:])
 	b.rows = append(b.rows, row{name: "(a) the Kubernetes API's answer vs the same bytes served from memory over loopback (last " + fmt.Sprint(cfg.repeat) + " runs)",
 		fv: kr, base: mr, baseDecode: md, baseName: "memory", target: 5})
 
@@ -197,11 +200,11 @@ func (b *bench) gets(ctx context.Context, eps []endpoint, fv endpoint, q fleetvi
 		q      float64
 		target float64
 	}{{"p50", 0.5, 0.5}, {"p99", 0.99, 1}} {
-		base := pct(api, p.q)
+		base := benchutil.Percentile(api, p.q)
 		b.rows = append(b.rows,
-			row{name: fmt.Sprintf("(c) Get %s (%d gets), Kubernetes API `/clusters/{c}/api/v1/namespaces/{ns}/pods/{name}`", p.name, b.cfg.gets), fv: pct(kube, p.q), base: base, baseName: "owning apiserver", target: p.target},
-			row{name: fmt.Sprintf("(c) Get %s, REST", p.name), fv: pct(rest, p.q), base: base, baseName: "owning apiserver"},
-			row{name: fmt.Sprintf("(c) Get %s, gRPC (default shape)", p.name), fv: pct(grpcD, p.q), base: base, baseName: "owning apiserver"})
+			row{name: fmt.Sprintf("(c) Get %s (%d gets), Kubernetes API `/clusters/{c}/api/v1/namespaces/{ns}/pods/{name}`", p.name, b.cfg.gets), fv: benchutil.Percentile(kube, p.q), base: base, baseName: "owning apiserver", target: p.target},
+			row{name: fmt.Sprintf("(c) Get %s, REST", p.name), fv: benchutil.Percentile(rest, p.q), base: base, baseName: "owning apiserver"},
+			row{name: fmt.Sprintf("(c) Get %s, gRPC (default shape)", p.name), fv: benchutil.Percentile(grpcD, p.q), base: base, baseName: "owning apiserver"})
 	}
 	return nil
 }

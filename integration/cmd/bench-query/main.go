@@ -23,8 +23,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -41,6 +39,7 @@ import (
 
 	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
@@ -61,13 +60,6 @@ func flushLabel(cfg config) string {
 	return cfg.flush.String()
 }
 
-func envInt(name string, def int) int {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func main() {
 	if len(os.Args) > 1 {
 		child := map[string]func([]string) error{"watchers": watcherProcess, "collector": collectorProcess}[os.Args[1]]
@@ -82,9 +74,9 @@ func main() {
 		return
 	}
 	cfg := config{
-		clusters: envInt("FV_BENCH_CLUSTERS", 3), pods: envInt("FV_BENCH_PODS", 50000), selectEvery: envInt("FV_BENCH_SELECT_EVERY", 10),
-		repeat: envInt("FV_BENCH_REPEAT", 5), gets: envInt("FV_BENCH_GETS", 2000), watchers: envInt("FV_BENCH_WATCHERS", 1000),
-		eventsPerSec: envInt("FV_BENCH_EVENTS_PER_SEC", 1000), watchSeconds: envInt("FV_BENCH_WATCH_SECONDS", 20),
+		clusters: benchutil.EnvInt("FV_BENCH_CLUSTERS", 3), pods: benchutil.EnvInt("FV_BENCH_PODS", 50000), selectEvery: benchutil.EnvInt("FV_BENCH_SELECT_EVERY", 10),
+		repeat: benchutil.EnvInt("FV_BENCH_REPEAT", 5), gets: benchutil.EnvInt("FV_BENCH_GETS", 2000), watchers: benchutil.EnvInt("FV_BENCH_WATCHERS", 1000),
+		eventsPerSec: benchutil.EnvInt("FV_BENCH_EVENTS_PER_SEC", 1000), watchSeconds: benchutil.EnvInt("FV_BENCH_WATCH_SECONDS", 20),
 	}
 	if v := os.Getenv("FV_BENCH_FLUSH_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -100,10 +92,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
-}
-
-func logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, time.Now().Format("15:04:05 ")+format+"\n", a...)
 }
 
 func pod(i, selectEvery int) *corev1.Pod {
@@ -137,20 +125,6 @@ func populate(ctx context.Context, c *harness.Cluster, cfg config) error {
 	})
 }
 
-func rssMB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.Atoi(f[1])
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
-
 // startProfile writes a CPU profile to path (none when empty) until the
 // returned function is called.
 func startProfile(path string) (func(), error) {
@@ -168,28 +142,12 @@ func startProfile(path string) (func(), error) {
 	return func() { once.Do(func() { pprof.StopCPUProfile(); _ = f.Close() }) }, nil
 }
 
-func median(d []time.Duration) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[len(s)/2]
-}
-
-func pct(d []time.Duration, p float64) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s)-1) * p)
-	return s[i]
-}
-
 func run(ctx context.Context, cfg config) error {
 	names := make([]string, cfg.clusters)
 	for i := range names {
 		names[i] = fmt.Sprintf("member%d", i+1)
 	}
-	logf("starting %d member clusters", cfg.clusters)
+	benchutil.Logf("starting %d member clusters", cfg.clusters)
 	fleet, err := harness.Start(ctx, harness.Options{Clusters: names})
 	if err != nil {
 		return err
@@ -207,7 +165,7 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	total := cfg.clusters * cfg.pods
-	logf("created %d pods in %s", total, time.Since(t0).Round(time.Second))
+	benchutil.Logf("created %d pods in %s", total, time.Since(t0).Round(time.Second))
 
 	dir, err := os.MkdirTemp("", "fv-bench-query-")
 	if err != nil {
@@ -250,7 +208,7 @@ func run(ctx context.Context, cfg config) error {
 		}
 		time.Sleep(time.Second)
 	}
-	logf("fleetview ingested %d pods in %s", total, time.Since(t1).Round(time.Second))
+	benchutil.Logf("fleetview ingested %d pods in %s", total, time.Since(t1).Round(time.Second))
 	fv := plainEndpoint(stack.restURL)
 	// The Kubernetes API serves what the collectors' inventory reports,
 	// which follows their sync by a heartbeat.
@@ -275,7 +233,7 @@ func run(ctx context.Context, cfg config) error {
 			return err
 		}
 		eps = append(eps, e)
-		rss = append(rss, fmt.Sprintf("%s %.0f MB", c.Name, rssMB(c.PID())))
+		rss = append(rss, fmt.Sprintf("%s %.0f MB", c.Name, benchutil.ProcMB(c.PID(), "VmRSS:")))
 	}
 	stopProfile, err := startProfile(os.Getenv("FV_BENCH_LIST_CPUPROFILE"))
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -214,7 +215,7 @@ func benchWatch(ctx context.Context, kind, target, namespace, natsURL string, na
 			return watchResult{}, ctx.Err()
 		}
 	}
-	logf("%d watchers open; injecting %d events/s for %ds", cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds)
+	benchutil.Logf("%d watchers open; injecting %d events/s for %ds", cfg.watchers, cfg.eventsPerSec, cfg.watchSeconds)
 	if p := profilePath(os.Getenv("FV_BENCH_HEAPPROFILE"), namespace); p != "" {
 		f, err := os.Create(p)
 		if err != nil {
@@ -327,7 +328,7 @@ func watcherProcess(args []string) error {
 				defer wg.Done()
 				if err := <-done; ctx.Err() == nil && !errors.Is(err, context.Canceled) {
 					watchErrs.Add(1)
-					logf("watch ended: %v", err)
+					benchutil.Logf("watch ended: %v", err)
 				}
 			}()
 			return nil
@@ -373,7 +374,7 @@ func watcherProcess(args []string) error {
 			return err
 		}
 	}
-	out, err := json.Marshal(watchResult{P50: pct(lat, 0.5), P99: pct(lat, 0.99), Delivered: len(lat)})
+	out, err := json.Marshal(watchResult{P50: benchutil.Percentile(lat, 0.5), P99: benchutil.Percentile(lat, 0.99), Delivered: len(lat)})
 	if err != nil {
 		return err
 	}
