@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
+)
+
+// goroutines is the hub's goroutine count, from its profile endpoint.
+func goroutines(ctx context.Context, metrics string) (int, error) {
+	code, body, err := get(ctx, metrics+"/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0, err
+	}
+	var n int
+	if _, err := fmt.Sscanf(string(body), "goroutine profile: total %d", &n); code != http.StatusOK || err != nil {
+		return 0, fmt.Errorf("goroutine profile: %d %v", code, err)
+	}
+	return n, nil
+}
+
+// hub is one `fleetview up` process.
+type hub struct {
+	args []string
+	bin  string
+	log  string
+	cmd  *exec.Cmd
+	rest string
+}
+
+func (h *hub) start(ctx context.Context) error {
+	f, err := os.OpenFile(h.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	h.cmd = exec.CommandContext(ctx, h.bin, h.args...)
+	h.cmd.Stdout, h.cmd.Stderr = f, f
+	h.cmd.Cancel = func() error { return h.cmd.Process.Signal(syscall.SIGTERM) }
+	if err := h.cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	go func() { _ = h.cmd.Wait(); f.Close() }()
+	return nil
+}
+
+func (h *hub) stop() error {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return nil
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	for range 600 {
+		if err := h.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("hub did not stop within 60 s of SIGTERM")
+}
+
+// waitFor polls cond every 100 ms until it holds or timeout passes; the
+// last error it returned names what was still missing.
+func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func get(ctx context.Context, url string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+func applyRegistry(ctx context.Context, rest, ns string, withConfigMaps bool) error {
+	sels := []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "namespace": ns}}
+	if withConfigMaps {
+		sels = append(sels, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns})
+	}
+	body, _ := json.Marshal(map[string]any{
+		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "fleet"},
+		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
+	})
+	return waitFor(ctx, time.Minute, "apply the registry", func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rest+"/v1/registries", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST /v1/registries: %d %s", resp.StatusCode, b)
+		}
+		return nil
+	})
+}
+
+// clustersSynced: /readyz/clusters says every one of n clusters synced.
+func clustersSynced(ctx context.Context, rest string, n int) error {
+	code, body, err := get(ctx, rest+"/readyz/clusters")
+	if err != nil {
+		return err
+	}
+	var st struct {
+		Synced   bool   `json:"synced"`
+		Reason   string `json:"reason"`
+		Clusters []struct {
+			Synced bool `json:"synced"`
+		} `json:"clusters"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("/readyz/clusters %d: %w", code, err)
+	}
+	done := 0
+	for _, c := range st.Clusters {
+		if c.Synced {
+			done++
+		}
+	}
+	if code != http.StatusOK || !st.Synced || done != n {
+		return fmt.Errorf("%d of %d clusters synced: %s", done, n, st.Reason)
+	}
+	return nil
+}
+
+// profile writes the hub's CPU profile (to path+".cpu.pprof"), heap
+// profile (path+".heap.pprof") and goroutines (path+".goroutines.txt") while load runs again and again, for
+// finding what a request costs per cluster it does not touch.
+func profile(ctx context.Context, metrics, path string, load func(context.Context)) error {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for pctx.Err() == nil {
+			load(pctx)
+		}
+	}()
+	for _, p := range []struct{ url, file string }{{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, {metrics + "/debug/pprof/heap", path + ".heap.pprof"}, {metrics + "/debug/pprof/goroutine?debug=1", path + ".goroutines.txt"}} {
+		code, body, err := get(ctx, p.url)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", p.url, code, body)
+		}
+		if err := os.WriteFile(p.file, body, 0o600); err != nil {
+			return err
+		}
+	}
+	benchutil.Logf("profiles in %s.*.pprof", path)
+	return nil
+}

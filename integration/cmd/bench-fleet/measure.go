@@ -1,0 +1,376 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
+	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/registry"
+)
+
+// result is what one hub measured.
+type result struct {
+	spec                        hubSpec
+	sync                        time.Duration
+	rssSteadyMB, rssPeakMB      float64
+	getP50, getP99, list        time.Duration
+	kubectl                     time.Duration
+	kubectlRows                 int
+	listRVBytes, eventBytes     int
+	eventRVBytes                int
+	registryChange              time.Duration
+	restartReady, restartSynced time.Duration
+	goroutines                  int
+}
+
+func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet *harness.Fleet, spec hubSpec) (*result, error) {
+	benchutil.Logf("%s: starting the hub", spec.label)
+	if err := os.MkdirAll(filepath.Join(dir, "users"), 0o700); err != nil {
+		return nil, err
+	}
+	var users strings.Builder
+	for _, c := range spec.clusters {
+		line := c + ":" + c + "-secret-0123456789\n"
+		users.WriteString(line)
+		if err := os.WriteFile(filepath.Join(dir, "users", c), []byte(line), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	usersFile, hubPass := filepath.Join(dir, "nats-users"), filepath.Join(dir, "hub-pass")
+	if err := os.WriteFile(usersFile, []byte(users.String()), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(hubPass, []byte("hub-secret-0123456789abcdef"), 0o600); err != nil {
+		return nil, err
+	}
+	// The harness's addresses: locked machine-wide, so nothing else the
+	// machine runs is handed them too.
+	var addrs [4]string
+	var err error
+	for i := range addrs {
+		if addrs[i], err = harness.FreeAddr(); err != nil {
+			return nil, err
+		}
+	}
+	grpcAddr, httpAddr, natsAddr, metricsAddr := addrs[0], addrs[1], addrs[2], addrs[3]
+	_, natsPort, err := net.SplitHostPort(natsAddr)
+	if err != nil {
+		return nil, err
+	}
+	h := &hub{bin: bin, log: filepath.Join(dir, "hub.log"), rest: "http://" + httpAddr, args: []string{"up",
+		"--state-dir", filepath.Join(dir, "state"), "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
+		"--nats-host", "127.0.0.1", "--nats-port", natsPort,
+		"--nats-users-file", usersFile, "--nats-hub-password-file", hubPass}}
+	h.args = append(h.args, "--metrics-addr", metricsAddr)
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	defer func() { _ = h.stop() }()
+	ready := func() error {
+		code, body, err := get(ctx, h.rest+"/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("/readyz %d: %s", code, body)
+		}
+		return nil
+	}
+	if err := waitFor(ctx, 5*time.Minute, "hub ready", ready); err != nil {
+		return nil, fmt.Errorf("%w (log %s)", err, h.log)
+	}
+
+	col := exec.CommandContext(ctx, os.Args[0], append([]string{"collectors", kubeconfig, filepath.Join(dir, "users"), "nats://" + natsAddr},
+		pairs(spec.clusters, spec.contexts)...)...)
+	colLog, err := os.Create(filepath.Join(dir, "collectors.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer colLog.Close()
+	col.Stdout, col.Stderr = colLog, colLog
+	col.Cancel = func() error { return col.Process.Signal(syscall.SIGTERM) }
+	col.WaitDelay = time.Minute
+	if err := col.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { _ = col.Cancel(); _ = col.Wait() }()
+
+	r := &result{spec: spec}
+	benchutil.Logf("%s: %d collectors started; applying the registry", spec.label, len(spec.clusters))
+	t0 := time.Now()
+	if err := applyRegistry(ctx, h.rest, spec.ns, false); err != nil {
+		return nil, err
+	}
+	synced := func() error { return clustersSynced(ctx, h.rest, len(spec.clusters)) }
+	if err := waitFor(ctx, 20*time.Minute, "every cluster synced", synced); err != nil {
+		return nil, err
+	}
+	r.sync = time.Since(t0)
+	benchutil.Logf("%s: every cluster synced %s after the registry apply", spec.label, r.sync.Round(time.Millisecond))
+	// Every object counted in the cache, not only the markers.
+	want := len(spec.clusters) * spec.perClus
+	if err := waitFor(ctx, 5*time.Minute, "every object cached", func() error {
+		code, body, err := get(ctx, h.rest+"/api/v1/namespaces/"+spec.ns+"/pods?limit=1")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("list: %d %s", code, body)
+		}
+		var l struct {
+			Metadata struct {
+				RemainingItemCount *int   `json:"remainingItemCount"`
+				ResourceVersion    string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil {
+			return err
+		}
+		if l.Metadata.RemainingItemCount == nil || *l.Metadata.RemainingItemCount+1 != want {
+			return fmt.Errorf("list holds %v+1 objects, want %d", l.Metadata.RemainingItemCount, want)
+		}
+		r.listRVBytes = len(l.Metadata.ResourceVersion)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	pid := h.cmd.Process.Pid
+
+	if err := measureReads(ctx, cfg, h.rest, spec, r); err != nil {
+		return nil, err
+	}
+	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+		base := filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))
+		i := 0
+		if err := profile(ctx, "http://"+metricsAddr, base+"-list", func(ctx context.Context) {
+			i++
+			_, _, _ = get(ctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", h.rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
+		}); err != nil {
+			return nil, err
+		}
+		if err := profile(ctx, "http://"+metricsAddr, base+"-kubectl", func(ctx context.Context) {
+			_ = exec.CommandContext(ctx, "kubectl", "--server", h.rest, "get", "pods", "-A", "-l", "tier=target", "--no-headers").Run()
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if err := measureKubectl(ctx, cfg, h.rest, spec, len(spec.clusters)*((spec.perClus+99)/100), r); err != nil {
+		return nil, err
+	}
+	if err := measureWatchEvent(ctx, h.rest, fleet, spec, r); err != nil {
+		return nil, err
+	}
+	if err := measureRegistryChange(ctx, h.rest, spec, r); err != nil {
+		return nil, err
+	}
+	r.rssSteadyMB, r.rssPeakMB = benchutil.ProcMB(pid, "VmRSS:"), benchutil.ProcMB(pid, "VmHWM:")
+	if r.goroutines, err = goroutines(ctx, "http://"+metricsAddr); err != nil {
+		return nil, err
+	}
+	benchutil.Logf("%s: hub RSS %.0f MB steady, %.0f MB peak", spec.label, r.rssSteadyMB, r.rssPeakMB)
+
+	benchutil.Logf("%s: restarting the hub", spec.label)
+	if err := h.stop(); err != nil {
+		return nil, err
+	}
+	t1 := time.Now()
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, 5*time.Minute, "hub ready after restart", ready); err != nil {
+		return nil, err
+	}
+	r.restartReady = time.Since(t1)
+	if err := waitFor(ctx, 5*time.Minute, "every cluster synced after restart", synced); err != nil {
+		return nil, err
+	}
+	r.restartSynced = time.Since(t1)
+	benchutil.Logf("%s: hub ready %s and synced %s after a restart", spec.label, r.restartReady.Round(time.Millisecond), r.restartSynced.Round(time.Millisecond))
+	return r, nil
+}
+
+func pairs(a, b []string) []string {
+	out := make([]string, len(a))
+	for i := range a {
+		out[i] = a[i] + "=" + b[i]
+	}
+	return out
+}
+
+func measureReads(ctx context.Context, cfg config, rest string, spec hubSpec, r *result) error {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var gets []time.Duration
+	for range cfg.gets {
+		c := spec.clusters[rnd.IntN(len(spec.clusters))]
+		url := rest + "/clusters/" + c + "/api/v1/namespaces/" + spec.ns + "/pods/" + podName(rnd.IntN(spec.perClus))
+		t := time.Now()
+		code, body, err := get(ctx, url)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", url, code, body)
+		}
+		gets = append(gets, time.Since(t))
+	}
+	r.getP50, r.getP99 = benchutil.Percentile(gets, 0.5), benchutil.Percentile(gets, 0.99)
+	// A per-cluster list of as many objects as a cluster of the wide
+	// fleet holds (a first page at the 3-cluster hub).
+	per := r.spec.perClus
+	if len(spec.clusters) == 3 {
+		per = cfg.objects
+	}
+	var lists []time.Duration
+	for i := range cfg.repeat * 4 {
+		c := spec.clusters[i%len(spec.clusters)]
+		url := fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", rest, c, spec.ns, per)
+		t := time.Now()
+		code, body, err := get(ctx, url)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK || bytes.Count(body, []byte(`"kind":"Pod"`)) != per {
+			return fmt.Errorf("GET %s: %d, %d Pods, want %d", url, code, bytes.Count(body, []byte(`"kind":"Pod"`)), per)
+		}
+		lists = append(lists, time.Since(t))
+	}
+	r.list = benchutil.Percentile(lists, 0.5)
+	benchutil.Logf("%s: per-cluster Get p50 %s p99 %s; per-cluster list of %d %s", spec.label, r.getP50, r.getP99, per, r.list)
+	return nil
+}
+
+func measureKubectl(ctx context.Context, cfg config, rest string, spec hubSpec, want int, r *result) error {
+	var runs []time.Duration
+	for range cfg.repeat {
+		t := time.Now()
+		out, err := exec.CommandContext(ctx, "kubectl", "--server", rest, "get", "pods", "-A", "-l", "tier=target", "--no-headers").Output()
+		if err != nil {
+			return fmt.Errorf("kubectl: %w", err)
+		}
+		runs = append(runs, time.Since(t))
+		if n := bytes.Count(out, []byte("\n")); n != want {
+			return fmt.Errorf("kubectl get pods -A -l tier=target printed %d rows, want %d", n, want)
+		}
+		r.kubectlRows = want
+	}
+	r.kubectl = benchutil.Percentile(runs, 0.5)
+	benchutil.Logf("%s: kubectl get pods -A -l tier=target (%d rows) %s", spec.label, want, r.kubectl)
+	return nil
+}
+
+// measureWatchEvent opens a Kubernetes API watch on one Pod in the first
+// cluster, changes the Pod in its apiserver and measures the MODIFIED line.
+func measureWatchEvent(ctx context.Context, rest string, fleet *harness.Fleet, spec hubSpec, r *result) error {
+	name := podName(1)
+	url := rest + "/clusters/" + spec.clusters[0] + "/api/v1/namespaces/" + spec.ns + "/pods?watch=1&fieldSelector=metadata.name%3D" + name
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(wctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("watch: %d %s", resp.StatusCode, b)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	// The initial ADDED event: the watch is established.
+	if !sc.Scan() {
+		return fmt.Errorf("watch ended before its first event: %v", sc.Err())
+	}
+	cs := fleet.Cluster(spec.contexts[0]).Clientset()
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"bench-touch":"%d"}}}`, time.Now().UnixNano())
+	if _, err := cs.CoreV1().Pods(spec.ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	for sc.Scan() {
+		var ev struct {
+			Type   string `json:"type"`
+			Object struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
+			} `json:"object"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return fmt.Errorf("watch line: %w", err)
+		}
+		if ev.Type == "MODIFIED" {
+			r.eventBytes, r.eventRVBytes = len(sc.Bytes()), len(ev.Object.Metadata.ResourceVersion)
+			benchutil.Logf("%s: MODIFIED event %d bytes, its resourceVersion %d; a list's resourceVersion %d", spec.label, r.eventBytes, r.eventRVBytes, r.listRVBytes)
+			return nil
+		}
+	}
+	return fmt.Errorf("no MODIFIED event: %v", sc.Err())
+}
+
+// measureRegistryChange adds ConfigMaps to the registry and waits until
+// every cluster's collector reports, in the registry's status, that it
+// caches them at the new generation.
+func measureRegistryChange(ctx context.Context, rest string, spec hubSpec, r *result) error {
+	t := time.Now()
+	if err := applyRegistry(ctx, rest, spec.ns, true); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, 2*time.Minute, "every collector took the registry change", func() error {
+		code, body, err := get(ctx, rest+"/v1/registries/fleet")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET registry: %d %s", code, body)
+		}
+		var resp struct {
+			Registry struct {
+				Metadata struct {
+					Generation int64 `json:"generation"`
+				} `json:"metadata"`
+				Status struct {
+					Conditions []metav1.Condition `json:"conditions"`
+				} `json:"status"`
+			} `json:"registry"`
+		}
+		if err := json.Unmarshal(body, &resp); err != nil {
+			return err
+		}
+		reg := resp.Registry
+		done := 0
+		for _, c := range reg.Status.Conditions {
+			if strings.HasSuffix(c.Type, "/"+registry.ClusterMatched) && c.ObservedGeneration == reg.Metadata.Generation && strings.Contains(c.Message, "configmaps") {
+				done++
+			}
+		}
+		if done != len(spec.clusters) {
+			return fmt.Errorf("%d of %d collectors report generation %d", done, len(spec.clusters), reg.Metadata.Generation)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.registryChange = time.Since(t)
+	benchutil.Logf("%s: a registry change reached every collector in %s", spec.label, r.registryChange.Round(time.Millisecond))
+	return nil
+}
