@@ -319,6 +319,34 @@ func TestListVisibility(t *testing.T) {
 	}
 }
 
+// listAll pages through the list o with r and returns its objects as
+// namespace/name@cluster, in order; no page may exceed o.Limit.
+func listAll(t *testing.T, r *Reader, o query.ListOptions) []string {
+	t.Helper()
+	var got []string
+	for {
+		p, err := r.List(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Limit > 0 && int64(len(p.Items)) > o.Limit {
+			t.Fatalf("limit %d: page of %d", o.Limit, len(p.Items))
+		}
+		for _, it := range p.Items {
+			var m struct {
+				Metadata struct{ Namespace, Name string } `json:"metadata"`
+			}
+			if err := json.Unmarshal(it.JSON, &m); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m.Metadata.Namespace+"/"+m.Metadata.Name+"@"+it.Cluster)
+		}
+		if o.Continue = p.Continue; o.Continue == "" {
+			return got
+		}
+	}
+}
+
 // TestLabelIndexPagesMatchScan: a list through the label index, whose
 // objects are read in parallel batches, returns the same objects in the
 // same order as a scan of the primary range with the same filter, at
@@ -326,7 +354,6 @@ func TestListVisibility(t *testing.T) {
 // labels and fields are checked again.
 func TestLabelIndexPagesMatchScan(t *testing.T) {
 	s, r := openReader(t)
-	ctx := context.Background()
 	for _, c := range []string{"c1", "c2", "c3"} {
 		fill(t, s, c, 0, 1200, 0) // 360 Pods per shard: more than one fetch batch
 	}
@@ -342,28 +369,7 @@ func TestLabelIndexPagesMatchScan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var got []string
-		for {
-			p, err := r.List(ctx, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if limit > 0 && int64(len(p.Items)) > limit {
-				t.Fatalf("%s limit %d: page of %d", sel, limit, len(p.Items))
-			}
-			for _, it := range p.Items {
-				var m struct {
-					Metadata struct{ Namespace, Name string } `json:"metadata"`
-				}
-				if err := json.Unmarshal(it.JSON, &m); err != nil {
-					t.Fatal(err)
-				}
-				got = append(got, m.Metadata.Namespace+"/"+m.Metadata.Name+"@"+it.Cluster)
-			}
-			if o.Continue = p.Continue; o.Continue == "" {
-				return got
-			}
-		}
+		return listAll(t, r, o)
 	}
 	cases := []struct {
 		name, indexed, scanned, fields string
@@ -513,19 +519,7 @@ func TestClusterIndexPagesMatchScan(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var got []string
-		for {
-			p, err := r.List(ctx, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, it := range p.Items {
-				got = append(got, nameOf(t, it)+"@"+it.Cluster)
-			}
-			if o.Continue = p.Continue; o.Continue == "" {
-				return got
-			}
-		}
+		return listAll(t, r, o)
 	}
 	check := func(t *testing.T, want int) {
 		t.Helper()
