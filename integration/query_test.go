@@ -89,7 +89,7 @@ func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) s
 	// compare equal whichever epoch each was sealed against.
 	base := query.Version{}
 	if et.Epoch != 0 {
-		st, err := js.Stream(ctx, "FVQ_VERSIONS")
+		st, err := js.Stream(ctx, stream.VersionStream)
 		if err != nil {
 			t.Fatal(err)
 		}

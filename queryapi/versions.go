@@ -18,8 +18,6 @@ import (
 // being the message's stream sequence, so any replica resolves a version
 // another issued, and a restart resolves the ones issued before it.
 const (
-	versionStream  = "FVQ_VERSIONS"
-	versionSubject = stream.SubjectRoot + ".query.versions"
 	// epochCache bounds the epochs a replica keeps decoded (each up to
 	// ~8 bytes per cluster); a miss costs one direct get.
 	epochCache = 256
@@ -50,11 +48,7 @@ func (b *versionBook) stream(ctx context.Context) (jetstream.Stream, error) {
 	if b.st != nil {
 		return b.st, nil
 	}
-	st, err := b.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: versionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{versionSubject},
-		Storage: jetstream.FileStorage, MaxAge: b.maxAge + time.Hour, MaxMsgSize: stream.MaxPayload,
-		Replicas: max(b.replicas, 1), AllowDirect: true,
-	})
+	st, err := b.js.CreateOrUpdateStream(ctx, stream.VersionStreamConfig(b.replicas, b.maxAge+time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("version epochs stream: %w", err)
 	}
@@ -75,7 +69,7 @@ func (b *versionBook) seal(ctx context.Context, v query.Version, now time.Time) 
 		if err != nil {
 			return "", err
 		}
-		ack, err := b.js.Publish(ctx, versionSubject, query.EncodeVector(v))
+		ack, err := b.js.Publish(ctx, stream.VersionSubject, query.EncodeVector(v))
 		if err != nil {
 			return "", fmt.Errorf("store a version epoch: %w", err)
 		}
@@ -135,7 +129,7 @@ func (b *versionBook) epoch(ctx context.Context, id uint64, rv string) (query.Ve
 	if err != nil {
 		return nil, fmt.Errorf("read version epoch %d: %w", id, err)
 	}
-	if msg.Subject != versionSubject {
+	if msg.Subject != stream.VersionSubject {
 		return nil, fmt.Errorf("%w: resourceVersion %q refers to epoch %d, which is not a version epoch", query.ErrInvalid, shortRV(rv), id)
 	}
 	v, err = query.DecodeVector(msg.Data)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 func fleetVersion(n int, seq uint64) query.Version {
@@ -84,7 +85,7 @@ func TestVersionBookBounded(t *testing.T) {
 	}
 
 	// Epochs that are gone (aged out, or the stream was lost): 410 naming the version.
-	if err := js.DeleteStream(ctx, versionStream); err != nil {
+	if err := js.DeleteStream(ctx, stream.VersionStream); err != nil {
 		t.Fatal(err)
 	}
 	fresh := newVersionBook(js, sealer, time.Hour, 1)

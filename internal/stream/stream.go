@@ -128,6 +128,24 @@ func DeadStreamConfig(replicas int) jetstream.StreamConfig {
 	}
 }
 
+// VersionStream holds the epochs of the query API's resourceVersions:
+// immutable version vectors shared by every replica, an epoch's id being
+// its message's stream sequence. Not FV_-prefixed: it is no cluster's.
+const VersionStream = "FVQ_VERSIONS"
+
+// VersionSubject is the subject of VersionStream's messages.
+const VersionSubject = SubjectRoot + ".query.versions"
+
+// VersionStreamConfig is the epochs' stream: kept for maxAge (a version
+// older than the resume age is refused anyway), each epoch up to a
+// cluster stream's message size.
+func VersionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{VersionSubject},
+		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
+	}
+}
+
 // KVStream is the stream behind the key-value bucket.
 func KVStream(bucket string) string { return "KV_" + bucket }
 
