@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/registry"
 )
 
@@ -64,13 +65,7 @@ func TestServeReplicas(t *testing.T) {
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
 	live := createChurnPods(t, ctx, c1, ns, 8, &next)
-	ne := startNATS(t)
-	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
-		t.Fatal(err)
-	}
-	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
+	ne := member1PodsToNATS(t, fleet, bin)
 
 	logf := processLog(t, "serve.log")
 	a := startServe(t, bin, ne.url, t.TempDir(), logf)
@@ -255,4 +250,18 @@ func TestServeReplicas(t *testing.T) {
 		t.Fatalf("the surviving replica is not ready: %d %v", code, err)
 	}
 	b.stop(t)
+}
+
+// member1PodsToNATS starts a NATS server whose registry caches member1's
+// Pods, and member1's collector process (binary bin) feeding it.
+func member1PodsToNATS(t *testing.T, fleet *harness.Fleet, bin string) *natsEnv {
+	t.Helper()
+	ne := startNATS(t)
+	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
+		t.Fatal(err)
+	}
+	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
+	return ne
 }

@@ -23,7 +23,6 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/registry"
 )
 
 // maxRVBytes is what a resourceVersion may take at any fleet size: an
@@ -163,13 +162,7 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 		return "MODIFIED " + name + " gen=" + g
 	}
 
-	ne := startNATS(t)
-	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
-		t.Fatal(err)
-	}
-	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
+	ne := member1PodsToNATS(t, fleet, bin)
 
 	logf := processLog(t, "serve.log")
 	dirA := t.TempDir()
