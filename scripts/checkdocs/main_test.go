@@ -148,19 +148,7 @@ func TestCommentCitations(t *testing.T) {
 				"queryapi/README.md":   "# here\n",
 				"queryapi/cite.go":     "package queryapi\n\n" + tc.comment + "\nfunc cited() {}\n",
 			})
-			problems, _, err := run(root, []string{"docs/architecture.md"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == "" {
-				if len(problems) != 0 {
-					t.Fatalf("want no problem, got %q", problems)
-				}
-				return
-			}
-			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) || !strings.HasPrefix(problems[0], "queryapi/cite.go:3: ") {
-				t.Fatalf("want one problem at queryapi/cite.go:3 containing %q, got %q", tc.want, problems)
-			}
+			wantOneProblem(t, root, "queryapi/cite.go:3", tc.want)
 		})
 	}
 }
@@ -181,19 +169,7 @@ func TestDocGoFiles(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := writeFixture(t, map[string]string{"docs/architecture.md": "\n", "queryapi/doc.go": "\n" + tc.comment + pkgClause(tc.comment)})
-			problems, _, err := run(root, []string{"docs/architecture.md"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == "" {
-				if len(problems) != 0 {
-					t.Fatalf("want no problem, got %q", problems)
-				}
-				return
-			}
-			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) || !strings.HasPrefix(problems[0], "queryapi/doc.go:2: ") {
-				t.Fatalf("want one problem at queryapi/doc.go:2 containing %q, got %q", tc.want, problems)
-			}
+			wantOneProblem(t, root, "queryapi/doc.go:2", tc.want)
 		})
 	}
 }
@@ -245,5 +221,24 @@ func TestRepository(t *testing.T) {
 	}
 	if !strings.Contains(summary, "ok (") {
 		t.Fatalf("summary %q", summary)
+	}
+}
+
+// wantOneProblem checks the fixture at root: no problem when want is "",
+// else exactly one, at position at ("file:line"), containing want.
+func wantOneProblem(t *testing.T, root, at, want string) {
+	t.Helper()
+	problems, _, err := run(root, []string{"docs/architecture.md"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want == "" {
+		if len(problems) != 0 {
+			t.Fatalf("want no problem, got %q", problems)
+		}
+		return
+	}
+	if len(problems) != 1 || !strings.Contains(problems[0], want) || !strings.HasPrefix(problems[0], at+": ") {
+		t.Fatalf("want one problem at %s containing %q, got %q", at, want, problems)
 	}
 }
