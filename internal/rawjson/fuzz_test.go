@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 )
 
 // FuzzScan checks the scanner against encoding/json. For any input, none
@@ -37,7 +37,7 @@ func FuzzScan(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	f.Add(benchdata.Pod("c", 1, 3))
+	f.Add(podjson.Pod("c", 1, 3))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		err := Check(in)
 		if err != nil && !errors.Is(err, ErrMalformed) {

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 )
 
 type labelsCase struct {
@@ -81,7 +81,7 @@ func TestLabels(t *testing.T) {
 
 func TestLabelsMatchesUnmarshal(t *testing.T) {
 	for i := range 50 {
-		pod := benchdata.Pod("c", i, 3)
+		pod := podjson.Pod("c", i, 3)
 		var want struct {
 			Metadata struct {
 				Labels map[string]string `json:"labels"`
@@ -98,7 +98,7 @@ func TestLabelsMatchesUnmarshal(t *testing.T) {
 }
 
 func BenchmarkLabels(b *testing.B) {
-	pod := benchdata.Pod("c", 7, 3)
+	pod := podjson.Pod("c", 7, 3)
 	b.SetBytes(int64(len(pod)))
 	for b.Loop() {
 		if _, err := Labels(pod); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 )
 
 func TestCheck(t *testing.T) {
@@ -152,7 +152,7 @@ func TestBounds(t *testing.T) {
 // BenchmarkCheck compares the scanner with encoding/json's json.Valid on
 // a realistic Pod: the materializer checks every object it applies.
 func BenchmarkCheck(b *testing.B) {
-	pod := benchdata.Pod("c", 7, 3)
+	pod := podjson.Pod("c", 7, 3)
 	b.Run("rawjson.Check", func(b *testing.B) {
 		b.SetBytes(int64(len(pod)))
 		b.ReportAllocs()

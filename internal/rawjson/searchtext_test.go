@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 )
 
 // TestLabelsAnnotationsText: the label and annotation fields a search
@@ -58,7 +58,7 @@ func TestLabelsAnnotationsText(t *testing.T) {
 }
 
 func BenchmarkLabelsAnnotationsText(b *testing.B) {
-	pod := benchdata.Pod("c1", 1, 1)
+	pod := podjson.Pod("c1", 1, 1)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, _, _, err := LabelsAnnotationsText(pod, "c1", nil, "fleetview.io/cluster", "resource.karmada.io/cached-from-cluster"); err != nil {

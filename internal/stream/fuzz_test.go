@@ -67,6 +67,7 @@ func FuzzDecode(f *testing.F) {
 	upsert := &fleetviewv1.ResourceEvent{
 		Cluster: "c1", Gvr: ProtoGVR(pods), Kind: "Pod", Uid: "u-1", Namespace: "ns", Name: "web",
 		ResourceVersion: "42", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"a":1}`), ObservedUnixNano: 7, Namespaced: true,
+		Cells: []byte(`["web",1]`),
 	}
 	del := proto.CloneOf(upsert)
 	del.Type, del.Object = fleetviewv1.EventType_EVENT_TYPE_DELETE, nil

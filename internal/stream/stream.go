@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -397,7 +398,47 @@ func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
 	case !ps.Control && ev.GetName() == "":
 		return nil, fmt.Errorf("%w: object without name", ErrBadEvent)
 	}
+	if err := checkCells(ev); err != nil {
+		return nil, err
+	}
 	return ev, nil
+}
+
+// Bounds of an event's Table cells (ResourceEvent.cells). A member's
+// printers write a few short strings per object (a Pod's nine cells are
+// about 100 bytes); a CRD's printer columns are JSONPath results, which a
+// member cluster's owner controls. Past these bounds the event is refused
+// like any other malformed event: the hub answers no cell a member wrote
+// unchecked.
+const (
+	// MaxCellsBytes bounds the cells of one object.
+	MaxCellsBytes = 16 << 10
+	// MaxColumns bounds a resource's columns (and an object's cells).
+	MaxColumns = 64
+)
+
+// checkCells refuses cells on anything but an upsert, and cells that are
+// not one JSON array of at most MaxColumns values in MaxCellsBytes.
+func checkCells(ev *fleetviewv1.ResourceEvent) error {
+	c := ev.GetCells()
+	if len(c) == 0 {
+		return nil
+	}
+	if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+		return fmt.Errorf("%w: cells on a %s event", ErrBadEvent, ev.GetType())
+	}
+	if len(c) > MaxCellsBytes {
+		return fmt.Errorf("%w: cells of %d bytes, more than %d", ErrBadEvent, len(c), MaxCellsBytes)
+	}
+	var arr [16]rawjson.Span
+	spans, err := rawjson.Elements(c, arr[:0])
+	if err != nil {
+		return fmt.Errorf("%w: cells: %v", ErrBadEvent, err)
+	}
+	if len(spans) > MaxColumns {
+		return fmt.Errorf("%w: %d cells, more than %d", ErrBadEvent, len(spans), MaxColumns)
+	}
+	return nil
 }
 
 // GVR converts the proto form.

@@ -105,6 +105,19 @@ func TestDecode(t *testing.T) {
 		}, wantErr: ErrBadEvent},
 		{name: "object on control subject", subj: ControlSubject("m1", pods), wantErr: ErrBadEvent},
 		{name: "no name", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) { e.Name = "" }, wantErr: ErrBadEvent},
+		{name: "valid cells", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) { e.Cells = []byte(`["p","1/1","Running",0,"5m"]`) }},
+		{name: "cells not an array", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) { e.Cells = []byte(`{"a":1}`) }, wantErr: ErrBadEvent},
+		{name: "cells malformed", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) { e.Cells = []byte(`["p",]`) }, wantErr: ErrBadEvent},
+		{name: "cells with trailing data", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) { e.Cells = []byte(`["p"]]`) }, wantErr: ErrBadEvent},
+		{name: "cells too large", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) {
+			e.Cells = []byte(`["` + strings.Repeat("x", MaxCellsBytes) + `"]`)
+		}, wantErr: ErrBadEvent},
+		{name: "too many cells", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) {
+			e.Cells = []byte("[" + strings.Repeat("1,", MaxColumns) + "1]")
+		}, wantErr: ErrBadEvent},
+		{name: "cells on a delete", subj: objSubj, mutate: func(e *fleetviewv1.ResourceEvent) {
+			e.Type, e.Object, e.Cells = fleetviewv1.EventType_EVENT_TYPE_DELETE, nil, []byte(`["p"]`)
+		}, wantErr: ErrBadEvent},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -165,7 +165,13 @@ type ResourceEvent struct {
 	// When the collector observed the change, Unix nanoseconds.
 	ObservedUnixNano int64 `protobuf:"varint,10,opt,name=observed_unix_nano,json=observedUnixNano,proto3" json:"observed_unix_nano,omitempty"`
 	// Whether the resource is namespaced (for cluster-scoped objects namespace is "").
-	Namespaced    bool `protobuf:"varint,11,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	Namespaced bool `protobuf:"varint,11,opt,name=namespaced,proto3" json:"namespaced,omitempty"`
+	// The member's own Table row cells for the object (a JSON array, the
+	// cells kubectl prints, in the order of the resource's column
+	// definitions in the cluster's inventory record), as the member
+	// apiserver printed them when the collector listed or watched the
+	// object as a Table. Empty when the member served no Table.
+	Cells         []byte `protobuf:"bytes,12,opt,name=cells,proto3" json:"cells,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +283,13 @@ func (x *ResourceEvent) GetNamespaced() bool {
 	return false
 }
 
+func (x *ResourceEvent) GetCells() []byte {
+	if x != nil {
+		return x.Cells
+	}
+	return nil
+}
+
 var File_fleetview_v1_event_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_event_proto_rawDesc = "" +
@@ -285,7 +298,7 @@ const file_fleetview_v1_event_proto_rawDesc = "" +
 	"\x14GroupVersionResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
-	"\bresource\x18\x03 \x01(\tR\bresource\"\xf5\x02\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\"\x8b\x03\n" +
 	"\rResourceEvent\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x124\n" +
 	"\x03gvr\x18\x02 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
@@ -300,7 +313,8 @@ const file_fleetview_v1_event_proto_rawDesc = "" +
 	" \x01(\x03R\x10observedUnixNano\x12\x1e\n" +
 	"\n" +
 	"namespaced\x18\v \x01(\bR\n" +
-	"namespaced*\x8d\x01\n" +
+	"namespaced\x12\x14\n" +
+	"\x05cells\x18\f \x01(\fR\x05cells*\x8d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_TYPE_UPSERT\x10\x01\x12\x15\n" +

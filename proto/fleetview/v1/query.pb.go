@@ -129,7 +129,11 @@ type GetResponse struct {
 	Object  *structpb.Struct `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
 	Cluster string           `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	// By default: the object's stored JSON, with the same annotations.
-	RawObject     []byte `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	RawObject []byte `protobuf:"bytes,3,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	// The member's Table row cells for the object (a JSON array in the order
+	// of the resource's columns in the cluster's inventory record), when its
+	// collector stored them; empty otherwise.
+	RawCells      []byte `protobuf:"bytes,4,opt,name=raw_cells,json=rawCells,proto3" json:"raw_cells,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +185,13 @@ func (x *GetResponse) GetCluster() string {
 func (x *GetResponse) GetRawObject() []byte {
 	if x != nil {
 		return x.RawObject
+	}
+	return nil
+}
+
+func (x *GetResponse) GetRawCells() []byte {
+	if x != nil {
+		return x.RawCells
 	}
 	return nil
 }
@@ -500,7 +511,9 @@ type WatchEvent struct {
 	// True on the BOOKMARK that ends the initial events.
 	InitialEventsEnd bool `protobuf:"varint,5,opt,name=initial_events_end,json=initialEventsEnd,proto3" json:"initial_events_end,omitempty"`
 	// By default: the object of object above as JSON (the stored bytes).
-	RawObject     []byte `protobuf:"bytes,6,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	RawObject []byte `protobuf:"bytes,6,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	// The member's Table row cells for the object, as GetResponse.raw_cells.
+	RawCells      []byte `protobuf:"bytes,7,opt,name=raw_cells,json=rawCells,proto3" json:"raw_cells,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -573,6 +586,13 @@ func (x *WatchEvent) GetInitialEventsEnd() bool {
 func (x *WatchEvent) GetRawObject() []byte {
 	if x != nil {
 		return x.RawObject
+	}
+	return nil
+}
+
+func (x *WatchEvent) GetRawCells() []byte {
+	if x != nil {
+		return x.RawCells
 	}
 	return nil
 }
@@ -825,7 +845,11 @@ type ListResponse struct {
 	RemainingItemCount *int64 `protobuf:"varint,4,opt,name=remaining_item_count,json=remainingItemCount,proto3,oneof" json:"remaining_item_count,omitempty"`
 	// By default: each object's stored JSON, annotated with
 	// fleetview.io/cluster and resource.karmada.io/cached-from-cluster.
-	RawItems      [][]byte `protobuf:"bytes,5,rep,name=raw_items,json=rawItems,proto3" json:"raw_items,omitempty"`
+	RawItems [][]byte `protobuf:"bytes,5,rep,name=raw_items,json=rawItems,proto3" json:"raw_items,omitempty"`
+	// With raw_items: each item's Table row cells, as GetResponse.raw_cells
+	// (an empty entry for an object stored without cells); same length and
+	// order as raw_items.
+	RawCells      [][]byte `protobuf:"bytes,6,rep,name=raw_cells,json=rawCells,proto3" json:"raw_cells,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -891,6 +915,13 @@ func (x *ListResponse) GetRemainingItemCount() int64 {
 func (x *ListResponse) GetRawItems() [][]byte {
 	if x != nil {
 		return x.RawItems
+	}
+	return nil
+}
+
+func (x *ListResponse) GetRawCells() [][]byte {
+	if x != nil {
+		return x.RawCells
 	}
 	return nil
 }
@@ -1658,12 +1689,13 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\acluster\x18\x06 \x01(\tR\acluster\x12\x1e\n" +
 	"\n" +
 	"structured\x18\b \x01(\bR\n" +
-	"structuredJ\x04\b\a\x10\bR\x03raw\"w\n" +
+	"structuredJ\x04\b\a\x10\bR\x03raw\"\x94\x01\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
-	"raw_object\x18\x03 \x01(\fR\trawObject\"\xca\x03\n" +
+	"raw_object\x18\x03 \x01(\fR\trawObject\x12\x1b\n" +
+	"\traw_cells\x18\x04 \x01(\fR\brawCells\"\xca\x03\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1696,7 +1728,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0fallow_bookmarks\x18\v \x01(\bR\x0eallowBookmarks\x12\x1e\n" +
 	"\n" +
 	"structured\x18\f \x01(\bR\n" +
-	"structured\"\xe3\x01\n" +
+	"structured\"\x80\x02\n" +
 	"\n" +
 	"WatchEvent\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12/\n" +
@@ -1705,7 +1737,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12,\n" +
 	"\x12initial_events_end\x18\x05 \x01(\bR\x10initialEventsEnd\x12\x1d\n" +
 	"\n" +
-	"raw_object\x18\x06 \x01(\fR\trawObject\"\xf8\x01\n" +
+	"raw_object\x18\x06 \x01(\fR\trawObject\x12\x1b\n" +
+	"\traw_cells\x18\a \x01(\fR\brawCells\"\xf8\x01\n" +
 	"\rSearchRequest\x12\x12\n" +
 	"\x04text\x18\x01 \x01(\tR\x04text\x12\x1c\n" +
 	"\tresources\x18\x02 \x03(\tR\tresources\x12\x1c\n" +
@@ -1726,13 +1759,14 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0eSearchResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.fleetview.v1.SearchHitR\x05items\x12\x1a\n" +
 	"\bcontinue\x18\x02 \x01(\tR\bcontinue\x12)\n" +
-	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xf1\x01\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\x8e\x02\n" +
 	"\fListResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.google.protobuf.StructR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
-	"\traw_items\x18\x05 \x03(\fR\brawItemsB\x17\n" +
+	"\traw_items\x18\x05 \x03(\fR\brawItems\x12\x1b\n" +
+	"\traw_cells\x18\x06 \x03(\fR\brawCellsB\x17\n" +
 	"\x15_remaining_item_count\"\xbc\x03\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
