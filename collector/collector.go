@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
@@ -83,7 +82,6 @@ type Collector struct {
 	cfg  Config
 	log  *slog.Logger
 	js   jetstream.JetStream
-	dyn  dynamic.Interface
 	kube kubernetes.Interface
 	disc discovery.DiscoveryInterface
 	// cached is the discovery cache behind rm: RESTMapping fills it, and
@@ -160,17 +158,13 @@ func New(cfg Config) (*Collector, error) {
 	// limiter would throttle lists and discovery for no benefit.
 	rc.QPS, rc.Burst = 200, 400
 	rc.DisableCompression = !cfg.Compression
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
-	}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", cfg.Cluster, err)
 	}
 	cached := memory.NewMemCacheClient(kube.Discovery())
 	c := &Collector{
-		cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster), dyn: dyn, kube: kube, disc: kube.Discovery(),
+		cfg: cfg, log: cfg.Logger.With("cluster", cfg.Cluster), kube: kube, disc: kube.Discovery(),
 		cached:     cached,
 		rm:         restmapper.NewDeferredDiscoveryRESTMapper(cached),
 		m:          &metrics{},

@@ -18,7 +18,11 @@
 // streamed item by item as raw JSON and each object is published as it is
 // read (liststream.go, internal/rawjson), the next page requested as soon
 // as the current one's head has been read; then one watch per namespace
-// scope resumes from the list's resourceVersion. Per object the collector
+// scope resumes from the list's resourceVersion. Both ask for a Table with
+// the whole object in each row (table.go), so each published object
+// carries the member's own printed cells and the inventory record the
+// resource's columns: the hub answers kubectl's Tables as the member would
+// without a printer of its own. Per object the collector
 // keeps only uid, namespace, name, resourceVersion and the
 // list generation that last saw it — what change detection, UID-reuse
 // tombstones and ghost removal need. At start it rebuilds that from the

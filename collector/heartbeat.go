@@ -212,7 +212,7 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 			Group: w.gvr.Group, Version: w.gvr.Version, Resource: w.gvr.Resource, Kind: w.kind, Namespaced: w.namespaced,
 			ShortNames: names.shortNames, Categories: names.categories,
 			Namespaces: w.namespaces, Synced: r.rs.synced.Load(), ObjectCount: r.rs.ledger.size(),
-			SecretData: w.keepsAnyData(),
+			SecretData: w.keepsAnyData(), Columns: r.rs.columnsNow(),
 		}
 		if err := r.rs.lastErr(); err != nil {
 			st.Message = err.Error()

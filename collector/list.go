@@ -140,9 +140,12 @@ type listPage struct {
 	cont chan string
 }
 
-// publishPage publishes the items of one page and returns its
-// resourceVersion.
+// publishPage publishes the items (or Table rows) of one page and returns
+// its resourceVersion.
 func (s *resourceSync) publishPage(ctx context.Context, ns string, page *listPage, gen uint32) (string, error) {
+	if err := s.setColumns(page.lr.columns); err != nil {
+		return "", fmt.Errorf("list %s in %q: %w", s.w.gvr, ns, err)
+	}
 	for {
 		item, ok, err := page.lr.next()
 		if err != nil {
@@ -151,11 +154,17 @@ func (s *resourceSync) publishPage(ctx context.Context, ns string, page *listPag
 		if !ok {
 			break
 		}
+		var cells []byte
+		if page.lr.rows {
+			if item, cells, err = s.tableRow(item); err != nil {
+				return "", fmt.Errorf("list %s in %q: row %d: %w", s.w.gvr, ns, page.lr.items, err)
+			}
+		}
 		m, err := readMeta(item)
 		if err != nil {
 			return "", fmt.Errorf("list %s in %q: item %d: %w", s.w.gvr, ns, page.lr.items, err)
 		}
-		if err := s.upsert(ctx, m, item, gen); err != nil {
+		if err := s.upsert(ctx, m, item, cells, gen); err != nil {
 			return "", err
 		}
 	}
@@ -176,8 +185,8 @@ func (s *resourceSync) fetchPages(ctx context.Context, ns string, free <-chan []
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", "application/json").
-			Param("limit", strconv.FormatInt(s.pageSize, 10))
+		req := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", tableAccept).
+			Param("includeObject", includeObject).Param("limit", strconv.FormatInt(s.pageSize, 10))
 		if cont != "" {
 			req = req.Param("continue", cont)
 		}

@@ -50,7 +50,8 @@ type listMeta struct {
 	resourceVersion, continueToken string
 }
 
-// listReader reads one list response ({"metadata":{...},"items":[...]}).
+// listReader reads one list response ({"metadata":{...},"items":[...]}), or
+// one Table ({"metadata":{...},"columnDefinitions":[...],"rows":[...]}).
 // readHead reads up to the first item; next returns the items one at a time;
 // after the last one, metadata holds the list's metadata wherever in the
 // object it was. An item returned by next is a sub-slice of the window and is
@@ -73,6 +74,11 @@ type listReader struct {
 	itemsSeen  bool
 	meta       listMeta
 	itemsFirst bool // the items array came before the metadata
+	// rows: the response is a Table (meta.k8s.io/v1), whose "rows" are
+	// the items, each {"cells":[...],"object":{...}}; columns is its
+	// "columnDefinitions" (a copy), when it had them.
+	rows    bool
+	columns []byte
 }
 
 // newListReader reads r using buf (len 0, any capacity) as its window.
@@ -235,11 +241,12 @@ func (l *listReader) members() error {
 			return err
 		}
 		switch key {
-		case "items":
+		case "items", "rows":
 			if l.itemsSeen {
-				return l.bad(`"items" appears twice`)
+				return l.bad(`"items" or "rows" appears twice`)
 			}
 			l.itemsSeen = true
+			l.rows = key == "rows"
 			if c == '[' {
 				l.off++
 				l.state, l.firstItem = stateItems, true
@@ -251,8 +258,14 @@ func (l *listReader) members() error {
 				return err
 			}
 			if string(l.buf[vs:ve]) != "null" {
-				return l.bad(`"items" is not an array at offset %d`, l.pos(vs))
+				return l.bad(`%q is not an array at offset %d`, key, l.pos(vs))
 			}
+		case "columnDefinitions":
+			vs, ve, err := l.value()
+			if err != nil {
+				return err
+			}
+			l.columns = append(l.columns[:0], l.buf[vs:ve]...)
 		case "metadata":
 			vs, ve, err := l.value()
 			if err != nil {

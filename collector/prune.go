@@ -136,8 +136,8 @@ type objMeta struct {
 	uid, namespace, name, rv string
 }
 
-// readMeta reads an object's uid, namespace, name and resourceVersion.
-func readMeta(obj []byte) (objMeta, error) {
+// readObjMeta reads an object's uid, namespace, name and resourceVersion.
+func readObjMeta(obj []byte) (objMeta, error) {
 	var m objMeta
 	var buf [8]rawjson.Member
 	top, err := rawjson.ObjectMembers(obj, buf[:0])
@@ -172,8 +172,14 @@ func readMeta(obj []byte) (objMeta, error) {
 			}
 		}
 	}
-	if m.uid == "" || m.name == "" {
-		return m, fmt.Errorf("%w: object without metadata.uid or metadata.name", ErrBadJSON)
-	}
 	return m, nil
+}
+
+// readMeta is readObjMeta of an object that must have a uid and a name.
+func readMeta(obj []byte) (objMeta, error) {
+	m, err := readObjMeta(obj)
+	if err == nil && (m.uid == "" || m.name == "") {
+		err = fmt.Errorf("%w: object without metadata.uid or metadata.name", ErrBadJSON)
+	}
+	return m, err
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -61,7 +60,7 @@ func (s *resourceSync) refuse(uid, why, desc string) {
 // publishUpsert publishes one object. It reports false when the object was
 // refused because it cannot fit in a NATS message; the refusal is counted,
 // logged and shown in the registry status, never silent.
-func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte) (bool, error) {
+func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw, cells []byte) (bool, error) {
 	keep := s.w.keepsData(m.namespace)
 	obj, err := prune(raw, s.cluster, s.w.gvr, keep)
 	if errors.Is(err, rawjson.ErrMalformed) {
@@ -76,7 +75,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw []byte)
 		return false, fmt.Errorf("prune %s/%s: %w", m.namespace, m.name, err)
 	}
 	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
-	ev.Object = obj
+	ev.Object, ev.Cells = obj, cells
 	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: keep})
 	if err != nil {
 		return false, err
@@ -113,12 +112,13 @@ func (s *resourceSync) publishDelete(ctx context.Context, uid string, ref objRef
 	return nil
 }
 
-// upsert publishes an object unless the stream already holds this version,
-// and marks it seen by list generation gen (0 from a watch). A different UID
+// upsert publishes an object (with the member's Table cells for it, if
+// any) unless the stream already holds this version, and marks it seen by
+// list generation gen (0 from a watch). A different UID
 // under the same namespace/name means the object was deleted and recreated:
 // the old UID gets a tombstone. On a failed publish the object is forgotten
 // (or, for the tombstone, put back) so the next list retries it.
-func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen uint32) error {
+func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw, cells []byte, gen uint32) error {
 	old, known, displaced := s.ledger.put(m, gen)
 	if displaced != nil {
 		if err := s.publishDelete(ctx, displaced.uid, displaced.ref); err != nil {
@@ -130,25 +130,16 @@ func (s *resourceSync) upsert(ctx context.Context, m objMeta, raw []byte, gen ui
 		s.m.unchanged.Add(1)
 		return nil
 	}
-	if _, err := s.publishUpsert(ctx, m, raw); err != nil {
+	if _, err := s.publishUpsert(ctx, m, raw, cells); err != nil {
 		s.ledger.unknown(m.uid, m.rv) // keep it known, so a sweep can still tombstone it
 		return err
 	}
 	return nil
 }
 
-// remove tombstones a deleted object (a watch's DELETED event: the
-// collector runs no informer, so client-go's DeletedFinalStateUnknown
-// never reaches it).
-func (s *resourceSync) remove(ctx context.Context, obj any) error {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return fmt.Errorf("unexpected object type %T", obj)
-	}
-	ref := objRef{rv: u.GetResourceVersion(), ns: u.GetNamespace(), name: u.GetName()}
-	return s.removeRef(ctx, string(u.GetUID()), u.GetResourceVersion(), ref)
-}
-
+// removeRef tombstones a deleted object (a watch's DELETED event, or one
+// the last list no longer returned: the collector runs no informer, so
+// client-go's DeletedFinalStateUnknown never reaches it).
 func (s *resourceSync) removeRef(ctx context.Context, uid, rv string, fallback objRef) error {
 	ref := s.ledger.remove(uid, fallback)
 	ref.rv = rv

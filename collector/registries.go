@@ -271,7 +271,7 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
 			continue
 		}
 		rs := newResourceSync(resourceSyncConfig{
-			cluster: c.cfg.Cluster, w: w, dyn: c.dyn, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
+			cluster: c.cfg.Cluster, w: w, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
 			log: c.log, ttl: c.cfg.TombstoneTTL, pageSize: c.cfg.PageSize, m: c.m,
 		})
 		rctx, cancel := context.WithCancel(ctx)

@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -137,6 +137,8 @@ type resourceSync struct {
 	// quotaErr is the last publish refusal for the stream's byte quota
 	// since the last relist (stream.ErrQuotaExceeded).
 	quotaErr atomic.Pointer[error]
+	// columns are the resource's Table columns (table.go).
+	columns atomic.Pointer[[]inventory.Column]
 }
 
 // resourceSyncConfig is what one resourceSync is made of; the collector
@@ -145,7 +147,6 @@ type resourceSync struct {
 type resourceSyncConfig struct {
 	cluster string
 	w       want
-	dyn     dynamic.Interface
 	raw     rest.Interface
 	js      jetstream.JetStream
 	pub     publisher

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -40,12 +39,18 @@ func (r *recorder) syncChanged()                {}
 
 // take returns "TYPE ns/name uid rv" per recorded message and clears them.
 func (r *recorder) take() []string {
+	out := r.peek()
+	r.msgs = nil
+	return out
+}
+
+// peek is take without clearing the messages.
+func (r *recorder) peek() []string {
 	var out []string
 	for _, m := range r.msgs {
 		ps, _ := stream.ParseSubject(m.Subject)
 		out = append(out, fmt.Sprintf("%s %s/%s %s %s", strings.TrimPrefix(m.Header.Get(stream.HdrType), "EVENT_TYPE_"), m.Header.Get(stream.HdrNamespace), m.Header.Get(stream.HdrName), ps.UID, m.Header.Get(stream.HdrRV)))
 	}
-	r.msgs = nil
 	return out
 }
 
@@ -77,7 +82,7 @@ func TestResourceSyncChangeDetection(t *testing.T) {
 	up := func(uid, name, rv string, gen uint32) {
 		t.Helper()
 		m, b := obj(uid, "ns", name, rv)
-		if err := s.upsert(ctx, m, b, gen); err != nil {
+		if err := s.upsert(ctx, m, b, nil, gen); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,12 +103,7 @@ func TestResourceSyncChangeDetection(t *testing.T) {
 	}
 	expect(t, "sweep", rec.take(), "DELETE ns/b u2 1")
 	// A watch's DELETED event.
-	u := &unstructured.Unstructured{}
-	u.SetUID("u3")
-	u.SetNamespace("ns")
-	u.SetName("a")
-	u.SetResourceVersion("4")
-	if err := s.remove(ctx, u); err != nil {
+	if err := s.removeRef(ctx, "u3", "4", objRef{rv: "4", ns: "ns", name: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "delete", rec.take(), "DELETE ns/a u3 4")
@@ -121,7 +121,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 		m objMeta
 		b []byte
 	}{{m1, b1}, {m2, b2}} {
-		if err := s.upsert(ctx, o.m, o.b, 1); err != nil {
+		if err := s.upsert(ctx, o.m, o.b, nil, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -135,7 +135,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	default:
 		t.Fatal("no relist requested")
 	}
-	if err := s.upsert(ctx, m1, b1, 2); err != nil {
+	if err := s.upsert(ctx, m1, b1, nil, 2); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "after a lost upsert", rec.take(), "UPSERT ns/a u1 1")
@@ -169,11 +169,11 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	// A failed synchronous upsert leaves the object known, version unknown.
 	rec.fail = true
 	m3, b3 := obj("u3", "ns", "c", "7")
-	if err := s.upsert(ctx, m3, b3, 5); err == nil {
+	if err := s.upsert(ctx, m3, b3, nil, 5); err == nil {
 		t.Fatal("publish error not returned")
 	}
 	rec.fail = false
-	if err := s.upsert(ctx, m3, b3, 6); err != nil {
+	if err := s.upsert(ctx, m3, b3, nil, 6); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "failed upsert retried", rec.take(), "UPSERT ns/c u3 7")
@@ -185,7 +185,7 @@ func TestResourceSyncRefusesTooLarge(t *testing.T) {
 	rec.max = 2048
 	m, b := obj("u1", "ns", "big", "1")
 	b = []byte(strings.Replace(string(b), `"v"`, `"`+strings.Repeat("x", 4096)+`"`, 1))
-	if err := s.upsert(ctx, m, b, 1); err != nil {
+	if err := s.upsert(ctx, m, b, nil, 1); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "too large", rec.take())
@@ -193,14 +193,14 @@ func TestResourceSyncRefusesTooLarge(t *testing.T) {
 		t.Fatalf("refusal not recorded: %v, counter %d, status kicks %d", got, s.m.refused.Load(), rec.changed)
 	}
 	// Not retried in a loop: the same version is not published again.
-	if err := s.upsert(ctx, m, b, 2); err != nil {
+	if err := s.upsert(ctx, m, b, nil, 2); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "refused, same version", rec.take())
 	// Smaller now: published, refusal cleared.
 	m.rv = "2"
 	_, small := obj("u1", "ns", "big", "2")
-	if err := s.upsert(ctx, m, small, 3); err != nil {
+	if err := s.upsert(ctx, m, small, nil, 3); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "fits again", rec.take(), "UPSERT ns/big u1 2")
@@ -218,7 +218,7 @@ func TestResourceSyncRefusesTooDeep(t *testing.T) {
 	m, b := obj("u1", "ns", "deep", "1")
 	deep := strings.Repeat("[", rawjson.MaxDepth) + strings.Repeat("]", rawjson.MaxDepth)
 	b = []byte(strings.Replace(string(b), `"v"`, deep, 1))
-	if err := s.upsert(ctx, m, b, 1); err != nil {
+	if err := s.upsert(ctx, m, b, nil, 1); err != nil {
 		t.Fatalf("a too-deep object failed the sync: %v", err)
 	}
 	expect(t, "too deep", rec.take())
@@ -226,7 +226,7 @@ func TestResourceSyncRefusesTooDeep(t *testing.T) {
 		t.Fatalf("refusal not recorded: %v, counter %d", got, s.m.refused.Load())
 	}
 	m2, b2 := obj("u2", "ns", "next", "1")
-	if err := s.upsert(ctx, m2, b2, 2); err != nil {
+	if err := s.upsert(ctx, m2, b2, nil, 2); err != nil {
 		t.Fatal(err)
 	}
 	expect(t, "the next object", rec.take(), "UPSERT ns/next u2 1")
@@ -237,7 +237,7 @@ func TestSecretDataChoiceIsVisibleInTheMessage(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		s, rec := newTestSync(secretsGVR, keep)
 		m, b := obj("u1", "ns", "s", "1")
-		if err := s.upsert(ctx, m, b, 1); err != nil {
+		if err := s.upsert(ctx, m, b, nil, 1); err != nil {
 			t.Fatal(err)
 		}
 		msg := rec.msgs[0]
@@ -275,7 +275,7 @@ func TestResourceSyncQuotaRefusal(t *testing.T) {
 			ctx := context.Background()
 			s, rec := newTestSync(configMapsGVR, false)
 			m, b := obj("u1", "ns", "a", "1")
-			if err := s.upsert(ctx, m, b, 1); err != nil {
+			if err := s.upsert(ctx, m, b, nil, 1); err != nil {
 				t.Fatal(err)
 			}
 			h := rec.msgs[0].Header

@@ -99,7 +99,7 @@ func TestSecretDataPerNamespaceInTheMessage(t *testing.T) {
 	s.w.secretData = dataScope{namespaces: []string{"vault"}}
 	for i, ns := range []string{"vault", "default"} {
 		m, b := obj("u"+ns, ns, "s", "1")
-		if err := s.upsert(ctx, m, b, 1); err != nil {
+		if err := s.upsert(ctx, m, b, nil, 1); err != nil {
 			t.Fatal(err)
 		}
 		msg := rec.msgs[i]

@@ -83,6 +83,49 @@ type ResourceState struct {
 	// Message says why the resource is not cached (e.g. not served) or what
 	// went wrong last.
 	Message string `json:"message,omitempty"`
+	// Columns are the resource's Table columns as the member cluster
+	// prints them (its own printers, a CRD's printer columns), in the
+	// order of the cells stored with each object; none when the member
+	// served no Table.
+	Columns []Column `json:"columns,omitempty"`
+}
+
+// Column is one column of a resource's Table (metav1.TableColumnDefinition,
+// its description cut to MaxColumnDescription bytes).
+type Column struct {
+	Name        string `json:"name"`
+	Type        string `json:"type"`
+	Format      string `json:"format,omitempty"`
+	Description string `json:"description,omitempty"`
+	Priority    int32  `json:"priority,omitempty"`
+}
+
+// Bounds of a resource's columns in a record. kubectl prints names and
+// never descriptions; a member's are up to ~300 bytes (a Pod's Name), which
+// the collector cuts, so a record past these bounds is not a collector's.
+const (
+	MaxColumnName        = 128
+	MaxColumnType        = 32
+	MaxColumnDescription = 256
+)
+
+// validColumns checks a resource's columns against the bounds above and
+// stream.MaxColumns (the most cells an event may carry).
+func validColumns(cols []Column) error {
+	if len(cols) > stream.MaxColumns {
+		return fmt.Errorf("%d columns, more than %d", len(cols), stream.MaxColumns)
+	}
+	for i, c := range cols {
+		switch {
+		case c.Name == "" || len(c.Name) > MaxColumnName:
+			return fmt.Errorf("column %d: name of %d bytes (1 to %d)", i, len(c.Name), MaxColumnName)
+		case len(c.Type) > MaxColumnType || len(c.Format) > MaxColumnType:
+			return fmt.Errorf("column %q: type or format longer than %d bytes", c.Name, MaxColumnType)
+		case len(c.Description) > MaxColumnDescription:
+			return fmt.Errorf("column %q: description of %d bytes, more than %d", c.Name, len(c.Description), MaxColumnDescription)
+		}
+	}
+	return nil
 }
 
 // Info is what ClusterAffinity is evaluated against.
@@ -172,6 +215,11 @@ func decode(key string, b []byte) (*Cluster, error) {
 	}
 	if errs := metav1validation.ValidateLabels(c.Labels, field.NewPath("labels")); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, errs.ToAggregate())
+	}
+	for _, r := range c.Resources {
+		if err := validColumns(r.Columns); err != nil {
+			return nil, fmt.Errorf("%w: %s: resources %s/%s/%s: %v", ErrCorrupt, key, r.Group, r.Version, r.Resource, err)
+		}
 	}
 	return c, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/internal/stream"
 	"go.uber.org/goleak"
 )
 
@@ -22,7 +24,8 @@ func TestPutGetList(t *testing.T) {
 	}
 	b := &Cluster{Name: "member2", Labels: map[string]string{"env": "prod"}, Provider: "aws", Region: "eu", Zone: "eu-1a",
 		KubernetesVersion: "v1.37.2", ServedAPIs: []string{"apps/v1", "v1"}, Ready: true, Heartbeat: time.Now().UTC().Truncate(time.Second),
-		Resources: []ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true, ObjectCount: 3, RefusedObjects: 1, Message: "1 object(s) refused as too large"}},
+		Resources: []ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true, ObjectCount: 3, RefusedObjects: 1, Message: "1 object(s) refused as too large",
+			Columns: []Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "IP", Type: "string", Priority: 1}}}},
 		Counters:  &Counters{Upserts: 4, Refused: 1}}
 	a := &Cluster{Name: "member1", Heartbeat: time.Now().UTC().Truncate(time.Second)}
 	for _, c := range []*Cluster{b, a} {
@@ -75,6 +78,11 @@ func TestCorruptRecordIsRefusedOnRead(t *testing.T) {
 		{"invalid label", "edge-e", `{"name":"edge-e","labels":{"bad key!":"x"}}`},
 		{"invalid label value", "edge-f", `{"name":"edge-f","labels":{"env":"not a value"}}`},
 		{"not JSON", "edge-g", `{"name":`},
+		{"a column without name", "edge-h", `{"name":"edge-h","resources":[{"version":"v1","resource":"pods","columns":[{"name":"","type":"string"}]}]}`},
+		{"a column name too long", "edge-i", `{"name":"edge-i","resources":[{"version":"v1","resource":"pods","columns":[{"name":"` + strings.Repeat("n", MaxColumnName+1) + `","type":"string"}]}]}`},
+		{"a column description too long", "edge-j", `{"name":"edge-j","resources":[{"version":"v1","resource":"pods","columns":[{"name":"Name","type":"string","description":"` + strings.Repeat("d", MaxColumnDescription+1) + `"}]}]}`},
+		{"a column type too long", "edge-k", `{"name":"edge-k","resources":[{"version":"v1","resource":"pods","columns":[{"name":"Name","type":"` + strings.Repeat("t", MaxColumnType+1) + `"}]}]}`},
+		{"too many columns", "edge-l", `{"name":"edge-l","resources":[{"version":"v1","resource":"pods","columns":[` + strings.TrimSuffix(strings.Repeat(`{"name":"c","type":"string"},`, stream.MaxColumns+1), ",") + `]}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := kv.Put(ctx, tc.key, []byte(tc.value)); err != nil {

@@ -15,6 +15,10 @@ type Object struct {
 	// GVR is set by Search, whose hits span resources.
 	GVR  schema.GroupVersionResource
 	JSON []byte
+	// Cells are the member's Table cells for the object (a JSON array,
+	// checked by stream.Decode before it was stored), when its collector
+	// sent them.
+	Cells []byte
 	// Checked: the backend vouches that JSON passed rawjson.Check when it
 	// was stored, so the query API need not check it again on every read
 	// (the Badger store, which only the materializer writes, after that

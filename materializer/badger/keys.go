@@ -118,18 +118,23 @@ func tailBytes(key []byte) (ns, name, cluster []byte, err error) {
 	return key[s+1 : n], key[n+1 : c], key[c+1:], nil
 }
 
-// record is the stored value of an object.
+// record is the stored value of an object: its stream sequence, labels,
+// the member's Table cells for it (empty when it came without) and its
+// JSON.
 type record struct {
 	seq    uint64
 	labels map[string]string
+	cells  []byte
 	json   []byte
 }
 
 // encodeRecord encodes r into memory from alloc (which returns an empty
 // slice with at least the capacity asked for).
 func encodeRecord(r record, alloc func(n int) []byte) []byte {
-	b := binary.BigEndian.AppendUint64(alloc(8+labelsLen(r.labels)+len(r.json)), r.seq)
-	return append(appendLabels(b, r.labels), r.json...)
+	b := binary.BigEndian.AppendUint64(alloc(8+labelsLen(r.labels)+binary.MaxVarintLen64+len(r.cells)+len(r.json)), r.seq)
+	b = appendLabels(b, r.labels)
+	b = append(binary.AppendUvarint(b, uint64(len(r.cells))), r.cells...)
+	return append(b, r.json...)
 }
 
 // labelsLen bounds the size appendLabels adds.
@@ -213,10 +218,16 @@ func decodeRecord(b []byte, withLabels bool) (record, error) {
 		return record{}, errCorrupt
 	}
 	r := record{seq: binary.BigEndian.Uint64(b)}
+	var rest []byte
 	var err error
-	if r.labels, r.json, err = cutLabels(b[8:], withLabels); err != nil {
+	if r.labels, rest, err = cutLabels(b[8:], withLabels); err != nil {
 		return record{}, err
 	}
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || uint64(len(rest)-w) < n {
+		return record{}, errCorrupt
+	}
+	r.cells, r.json = rest[w:w+int(n)], rest[w+int(n):]
 	return r, nil
 }
 

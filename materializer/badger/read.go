@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -129,6 +130,7 @@ func (r *Reader) Get(_ context.Context, o query.GetOptions) (query.Object, error
 		return it.Value(func(v []byte) error {
 			r, err := decodeRecord(v, false)
 			out.JSON = append([]byte(nil), r.json...)
+			out.Cells = bytes.Clone(r.cells)
 			return err
 		})
 	}

@@ -255,7 +255,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 			return prior, err
 		}
 	}
-	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, json: ev.GetObject()}, w.slab.alloc)); err != nil {
+	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
 	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}

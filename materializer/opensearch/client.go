@@ -336,6 +336,7 @@ func (s *Store) indexBody() []byte {
 					"uid": kw, "labels": kw, "labelKeys": kw,
 					"seq":    map[string]any{"type": "long"},
 					"object": object,
+					"cells":  map[string]any{"type": "keyword", "index": false, "doc_values": false},
 					// Names, namespaces, label and annotation keys and
 					// values: what Search matches.
 					"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},

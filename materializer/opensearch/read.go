@@ -65,6 +65,7 @@ type hit struct {
 			Resource string   `json:"resource"`
 			Labels   []string `json:"labels"`
 			Object   string   `json:"object"`
+			Cells    string   `json:"cells"`
 		} `json:"fleetview"`
 	} `json:"_source"`
 }
@@ -80,7 +81,7 @@ func (h *hit) labels() labels.Set {
 
 func (h *hit) object() query.Object {
 	fv := h.Source.FV
-	return query.Object{Cluster: fv.Cluster, GVR: schema.GroupVersionResource{Group: fv.Group, Version: fv.Version, Resource: fv.Resource}, JSON: []byte(fv.Object)}
+	return query.Object{Cluster: fv.Cluster, GVR: schema.GroupVersionResource{Group: fv.Group, Version: fv.Version, Resource: fv.Resource}, JSON: []byte(fv.Object), Cells: []byte(fv.Cells)}
 }
 
 var sortKeys = []any{

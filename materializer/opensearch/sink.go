@@ -85,7 +85,10 @@ type fvFields struct {
 	LabelKeys []string `json:"labelKeys"`
 	Seq       uint64   `json:"seq"`
 	Object    string   `json:"object"`
-	Text      []string `json:"text"`
+	// Cells are the member's Table cells for the object (a JSON array),
+	// when its collector sent them; stored, not indexed.
+	Cells string   `json:"cells,omitempty"`
+	Text  []string `json:"text"`
 }
 
 type document struct {
@@ -200,7 +203,7 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e fe
 		CreationTimestamp: obj.Metadata.CreationTimestamp,
 	}, FV: fvFields{
 		Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, GVR: gvrKey(gvr),
-		UID: ev.GetUid(), Seq: e.Seq, Object: string(ev.GetObject()),
+		UID: ev.GetUid(), Seq: e.Seq, Object: string(ev.GetObject()), Cells: string(ev.GetCells()),
 		Labels: make([]string, 0, len(obj.Metadata.Labels)), LabelKeys: make([]string, 0, len(obj.Metadata.Labels)),
 	}}
 	if len(obj.Metadata.Labels) > 0 {
