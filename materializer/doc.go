@@ -4,13 +4,13 @@
 // from the position its backend holds, skipping anything at or below it.
 //
 // It owns consumers, batching, checkpoints, routing filters and the
-// dead-lettering of poison messages. Per cluster stream it runs two stages:
-// one fetches, decodes and checks the next batch (protobuf decode, subject
-// consistency, object JSON and its labels, and that subject, payload,
-// stream and the object's cluster annotations name one cluster) while the
-// other applies the
-// current one to the sink. The durable consumer is recreated at the sink's
-// checkpoint on every start, so a killed process never leaves a gap.
+// dead-lettering of poison messages (deadletter.go). Per cluster stream it
+// runs two stages: one (fetch.go) fetches, decodes and checks the next
+// batch (protobuf decode, subject consistency, object JSON and its labels,
+// and that subject, payload, stream and the object's cluster annotations
+// name one cluster) while the other (applier.go) applies the current one
+// to the sink. The durable consumer is recreated at the sink's checkpoint
+// on every start (materializer.go), so a killed process never leaves a gap.
 //
 // Poison messages (undecodable, inconsistent with their subject, an object
 // that is not JSON, an object annotated with another cluster than its

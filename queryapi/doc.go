@@ -31,8 +31,10 @@
 //     resourceVersionMatch=Exact (exact.go) the state of the selected
 //     clusters must then be exactly the version's: no history is kept, so
 //     a state that has moved past it is 410 Expired.
-//   - Watch: a Hub fed by the materializer's Observer fans committed batches
-//     out; a watch first subscribes, then (when resuming) replays each
+//   - Watch (watch.go; its start from a list or a resume in watchstart.go,
+//     the judging of each event in watchevent.go): a Hub fed by the
+//     materializer's Observer fans committed batches out; a watch first
+//     subscribes, then (when resuming) replays each
 //     cluster stream from its resourceVersion through the committed
 //     checkpoint, then follows the live feed, dropping by stream sequence
 //     what it has already judged: no gap, no duplicate. The compacted

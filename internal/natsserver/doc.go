@@ -11,9 +11,12 @@
 // cluster (ClusterOptions: routes authenticated by a shared password or
 // mutual TLS, encrypted with TLS), so
 // several hubs' embedded servers form one JetStream cluster whose
-// replicated streams survive the loss of a member. It does not read
-// certificate files: the caller
-// passes a tls.Config (internal/tlsfiles reloads rotated ones). Streams are
+// replicated streams survive the loss of a member. Start takes Options
+// with the secrets and a tls.Config in hand; Config (config.go) is the
+// configuration as the hub's flags give it, files and addresses as text,
+// and reads it into Options (certificates through internal/tlsfiles, which
+// reloads rotated ones), so the composition root only maps flags onto it
+// and wires the server. Streams are
 // created by their writers (internal/stream defines them), or by the hub
 // when collectors may not.
 package natsserver

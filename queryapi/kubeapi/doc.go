@@ -8,7 +8,8 @@
 //     with the kind, scope, short names and categories the catalog trusts
 //     (a built-in's from the hub itself, a custom resource's from its
 //     clusters' agreement);
-//   - GET list, get and watch on the standard resource paths, with
+//   - GET list and get (resource.go) and watch (watch.go) on the standard
+//     resource paths, with the query parameters parsed in params.go:
 //     labelSelector, fieldSelector, limit/continue, resourceVersion and
 //     resourceVersionMatch (NotOlderThan; Exact on lists, validated as
 //     Kubernetes does and served by the query service while the cache's

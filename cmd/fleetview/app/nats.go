@@ -1,13 +1,9 @@
 package app
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,67 +19,30 @@ import (
 	"github.com/fleetview/fleetview/internal/natsserver"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/internal/tlsfiles"
 )
 
-// natsToken reads the shared NATS token of a hub. A token keeps strangers
-// off the embedded NATS server but lets every holder write every cluster's
-// stream; per-cluster credentials (--nats-users-file) do not.
-func natsToken(file string) (string, error) {
-	if file == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("%w: --nats-token-file: %v", ErrInvalidOptions, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("%w: --nats-token-file %s is empty", ErrInvalidOptions, file)
-	}
-	return tok, nil
-}
-
+// natsTokenOption is the client option sending the shared token in file
+// (natsserver.ReadToken); none without a file.
 func natsTokenOption(file string) ([]nats.Option, error) {
-	tok, err := natsToken(file)
-	if err != nil || tok == "" {
-		return nil, err
+	tok, err := natsserver.ReadToken(file)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --nats-token-file: %w", ErrInvalidOptions, err)
+	}
+	if tok == "" {
+		return nil, nil
 	}
 	return []nats.Option{nats.Token(tok)}, nil
 }
 
-// readCredentialLines reads "<cluster>:<password>" lines (blank lines and
-// '#' comments skipped): the hub's --nats-users-file holds one per member
-// cluster, a collector's --nats-user-file holds its own.
+// readCredentialLines reads the <cluster>:<password> lines of the file flag
+// names (natsserver.ReadClusterUsers): the hub's --nats-users-file holds
+// one per member cluster, a collector's --nats-user-file holds its own.
 func readCredentialLines(flag, file string) ([]natsserver.ClusterUser, error) {
-	f, err := os.Open(file)
+	users, err := natsserver.ReadClusterUsers(file)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err)
+		return nil, fmt.Errorf("%w: %s: %w", ErrInvalidOptions, flag, err)
 	}
-	defer f.Close()
-	var out []natsserver.ClusterUser
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		cluster, pass, ok := strings.Cut(line, ":")
-		if !ok || cluster == "" || pass == "" {
-			return nil, fmt.Errorf("%w: %s %s line %d: want <cluster>:<password>", ErrInvalidOptions, flag, file, n)
-		}
-		if err := stream.ValidateCluster(cluster); err != nil {
-			return nil, fmt.Errorf("%w: %s %s line %d: %v", ErrInvalidOptions, flag, file, n, err)
-		}
-		out = append(out, natsserver.ClusterUser{Cluster: cluster, Password: pass})
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrInvalidOptions, flag, err)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%w: %s %s holds no <cluster>:<password> line", ErrInvalidOptions, flag, file)
-	}
-	return out, nil
+	return users, nil
 }
 
 // collectorNATSAuth is how a collector authenticates: its cluster's
@@ -127,6 +86,23 @@ func (o *UpOptions) validateNATSAuth() []error {
 	return errs
 }
 
+// natsServerConfig is the configuration of up's embedded NATS server its
+// flags give.
+func (o UpOptions) natsServerConfig(onRefused func(cluster, reason string)) natsserver.Config {
+	return natsserver.Config{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName,
+		TokenFile: o.NATSTokenFile, UsersFile: o.NATSUsersFile, HubPasswordFile: o.NATSHubPasswordFile,
+		TLS: o.NATSTLS.files(), Cluster: o.NATSCluster.config(), Quotas: o.NATSCollectorQuotas.Quotas, OnRefused: onRefused}
+}
+
+// natsServerOptions reads the files of natsServerConfig.
+func (o UpOptions) natsServerOptions(log *slog.Logger, onRefused func(cluster, reason string)) (natsserver.Options, error) {
+	so, err := o.natsServerConfig(onRefused).Options(log)
+	if err != nil {
+		return natsserver.Options{}, fmt.Errorf("%w: embedded NATS: %w", ErrInvalidOptions, err)
+	}
+	return so, nil
+}
+
 // startEmbeddedNATS starts up's NATS server and connects the hub's own
 // components to it. With --nats-users-file each listed cluster gets its own
 // account (natsserver/accounts.go), and the hub creates the clusters'
@@ -134,35 +110,21 @@ func (o *UpOptions) validateNATSAuth() []error {
 //
 // onRefused counts the guard's refusals of those clusters' requests.
 func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRefused func(cluster, reason string)) (*natsserver.Server, *nats.Conn, int64, error) {
-	so := natsserver.Options{StoreDir: filepath.Join(o.StateDir, "nats"), Host: o.NATSHost, Port: o.NATSPort, ServerName: o.NATSCluster.ServerName,
-		Quotas: o.NATSCollectorQuotas.Quotas, OnRefused: onRefused}
-	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
-	var err error
-	if so.TLS, err = o.NATSTLS.serverConfig(log.With("listener", "nats")); err != nil {
+	so, err := o.natsServerOptions(log, onRefused)
+	if err != nil {
 		return nil, nil, 0, err
 	}
 	if so.TLS == nil && !isLoopback(net.JoinHostPort(cmp.Or(o.NATSHost, "127.0.0.1"), "0")) {
 		log.Warn("embedded NATS listens beyond loopback without TLS: credentials and every object cross the network in clear (set --nats-tls-cert-file and --nats-tls-key-file)", "host", o.NATSHost)
 	}
-	if so.Cluster, err = o.NATSCluster.serverOptions(log.With("listener", "nats-routes")); err != nil {
-		return nil, nil, 0, err
-	}
 	if so.Cluster.Name != "" && so.Cluster.TLS == nil && so.TLS != nil {
 		log.Warn("clients of the embedded NATS use TLS but the routes between cluster members do not: every object crosses between hubs in clear (set --nats-cluster-tls-cert-file, --nats-cluster-tls-key-file and --nats-cluster-tls-ca-file), or keep them on a private network")
 	}
-	if so.Token, err = natsToken(o.NATSTokenFile); err != nil {
-		return nil, nil, 0, err
-	}
+	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
 	if so.Token != "" {
 		natsOpts = append(natsOpts, nats.Token(so.Token))
 	}
-	if o.NATSUsersFile != "" {
-		if so.Clusters, err = readCredentialLines("--nats-users-file", o.NATSUsersFile); err != nil {
-			return nil, nil, 0, err
-		}
-		if so.HubPassword, err = hubPassword(o.NATSHubPasswordFile); err != nil {
-			return nil, nil, 0, err
-		}
+	if len(so.Clusters) > 0 {
 		natsOpts = append(natsOpts, nats.UserInfo(natsserver.HubUser, so.HubPassword))
 	}
 	ns, err := natsserver.Start(so)
@@ -241,24 +203,6 @@ func fleetStreamQuota(quota int64, clusters int, store int64) (int64, error) {
 	return share, nil
 }
 
-// hubPassword is the password of the hub's own NATS user: from file, for
-// other hub processes (rebuild) to connect, or random, never leaving this
-// process.
-func hubPassword(file string) (string, error) {
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("%w: --nats-hub-password-file: %v", ErrInvalidOptions, err)
-		}
-		return strings.TrimSpace(string(b)), nil // checked by the server's accounts configuration
-	}
-	secret := make([]byte, 24)
-	if _, err := rand.Read(secret); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(secret), nil
-}
-
 // provision creates the buckets and each credentialed cluster's stream.
 func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, replicas int, maxBytes int64, log *slog.Logger) error {
 	if len(clusters) == 0 {
@@ -324,22 +268,7 @@ func (o *NATSServerTLSOptions) Validate() []error {
 	return errs
 }
 
-// serverConfig reads the files of validated options: nil without TLS.
-// Certificate reloads are logged to log.
-func (o *NATSServerTLSOptions) serverConfig(log *slog.Logger) (*tls.Config, error) {
-	if o.CertFile == "" {
-		return nil, nil
-	}
-	kp, err := tlsfiles.Load(o.CertFile, o.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: --nats-tls-cert-file/--nats-tls-key-file: %w", ErrInvalidOptions, err)
-	}
-	kp.SetLogger(log)
-	var clientCAs *x509.CertPool
-	if o.ClientCAFile != "" {
-		if clientCAs, err = tlsfiles.CAPool(o.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("%w: --nats-tls-client-ca-file: %w", ErrInvalidOptions, err)
-		}
-	}
-	return tlsfiles.ServerConfig(kp, clientCAs, false), nil
+// files is the configuration the options give.
+func (o *NATSServerTLSOptions) files() natsserver.TLSFiles {
+	return natsserver.TLSFiles{CertFile: o.CertFile, KeyFile: o.KeyFile, ClientCAFile: o.ClientCAFile}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/internal/tlsfiles"
 )
 
 // ReplicaOptions say how many copies JetStream keeps of what fleetview
@@ -87,15 +85,17 @@ func (o *NATSClusterOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCAFile, "nats-cluster-tls-ca-file", "", "PEM CAs that sign the cluster members' route certificates")
 }
 
-// routeTLS reports whether routes use TLS.
-func (o *NATSClusterOptions) routeTLS() bool {
-	return o.TLSCertFile != "" || o.TLSKeyFile != "" || o.TLSCAFile != ""
+// config is the configuration the options give.
+func (o *NATSClusterOptions) config() natsserver.ClusterConfig {
+	return natsserver.ClusterConfig{Name: o.Name, Listen: o.Listen, Routes: o.Routes, PasswordFile: o.PasswordFile,
+		TLSCertFile: o.TLSCertFile, TLSKeyFile: o.TLSKeyFile, TLSCAFile: o.TLSCAFile}
 }
 
+// routeTLS reports whether routes use TLS.
+func (o *NATSClusterOptions) routeTLS() bool { return o.config().RouteTLS() }
+
 // clustered reports whether any cluster flag is set.
-func (o *NATSClusterOptions) clustered() bool {
-	return o.Name != "" || o.Listen != "" || len(o.Routes) > 0 || o.PasswordFile != "" || o.routeTLS()
-}
+func (o *NATSClusterOptions) clustered() bool { return o.config().Clustered() }
 
 // Validate reports every problem at once. allowInsecure is
 // --insecure-allow-unauthenticated: routes without a password beyond
@@ -134,8 +134,8 @@ func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
 			}
 		}
 	}
-	if _, err := o.routes(); err != nil {
-		errs = append(errs, err)
+	if _, err := o.config().ParseRoutes(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: --nats-routes: %w", ErrInvalidOptions, err))
 	}
 	if o.PasswordFile != "" {
 		if _, err := os.Stat(o.PasswordFile); err != nil {
@@ -145,70 +145,8 @@ func (o *NATSClusterOptions) Validate(allowInsecure bool) []error {
 	return errs
 }
 
-// routes parses the route URLs.
-func (o *NATSClusterOptions) routes() ([]*url.URL, error) {
-	var out []*url.URL
-	for _, r := range o.Routes {
-		u, err := url.Parse(r)
-		if err != nil || u.Scheme != "nats" || u.Port() == "" || u.User != nil {
-			return nil, fmt.Errorf("%w: --nats-routes %q: want nats://host:port (the password comes from --nats-cluster-password-file)", ErrInvalidOptions, r)
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
-
 // members is the most servers the routes name, this one counted once.
-func (o *NATSClusterOptions) members() int {
-	seen := map[string]bool{o.Listen: true}
-	for _, r := range o.Routes {
-		if u, err := url.Parse(r); err == nil {
-			seen[u.Host] = true
-		}
-	}
-	return len(seen)
-}
-
-// serverOptions reads the files of validated options: the zero
-// ClusterOptions without a cluster. Route certificate reloads are logged
-// to log.
-func (o *NATSClusterOptions) serverOptions(log *slog.Logger) (natsserver.ClusterOptions, error) {
-	if !o.clustered() {
-		return natsserver.ClusterOptions{}, nil
-	}
-	host, portStr, _ := net.SplitHostPort(o.Listen)
-	var port int
-	if _, err := fmt.Sscan(portStr, &port); err != nil {
-		return natsserver.ClusterOptions{}, fmt.Errorf("%w: --nats-cluster-listen %q: %v", ErrInvalidOptions, o.Listen, err)
-	}
-	routes, err := o.routes()
-	if err != nil {
-		return natsserver.ClusterOptions{}, err
-	}
-	c := natsserver.ClusterOptions{Name: o.Name, Host: host, Port: port, Routes: routes}
-	if o.PasswordFile != "" {
-		b, err := os.ReadFile(o.PasswordFile)
-		if err != nil {
-			return c, fmt.Errorf("%w: --nats-cluster-password-file: %v", ErrInvalidOptions, err)
-		}
-		if c.Password = strings.TrimSpace(string(b)); c.Password == "" {
-			return c, fmt.Errorf("%w: --nats-cluster-password-file %s is empty", ErrInvalidOptions, o.PasswordFile)
-		}
-	}
-	if o.routeTLS() {
-		kp, err := tlsfiles.Load(o.TLSCertFile, o.TLSKeyFile)
-		if err != nil {
-			return c, fmt.Errorf("%w: --nats-cluster-tls-cert-file/--nats-cluster-tls-key-file: %w", ErrInvalidOptions, err)
-		}
-		kp.SetLogger(log)
-		pool, err := tlsfiles.CAPool(o.TLSCAFile)
-		if err != nil {
-			return c, fmt.Errorf("%w: --nats-cluster-tls-ca-file: %w", ErrInvalidOptions, err)
-		}
-		c.TLS = tlsfiles.PeerConfig(kp, pool)
-	}
-	return c, nil
-}
+func (o *NATSClusterOptions) members() int { return o.config().Members() }
 
 // validateNATSURLs checks a --nats-url list: the client fails over
 // between its servers, so an empty entry is a typo, not a server.

@@ -130,11 +130,11 @@ func TestTLSFilesRefused(t *testing.T) {
 		want  error
 	}{
 		{"server: key of another certificate", func() error {
-			_, err := (&NATSServerTLSOptions{CertFile: p.serverCert, KeyFile: p.clientKey}).serverConfig(nil)
+			_, err := UpOptions{NATSTLS: NATSServerTLSOptions{CertFile: p.serverCert, KeyFile: p.clientKey}}.natsServerOptions(nil, nil)
 			return err
 		}, tlsfiles.ErrKeyPair},
 		{"server: client CA not PEM", func() error {
-			_, err := (&NATSServerTLSOptions{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.notPEM}).serverConfig(nil)
+			_, err := UpOptions{NATSTLS: NATSServerTLSOptions{CertFile: p.serverCert, KeyFile: p.serverKey, ClientCAFile: p.notPEM}}.natsServerOptions(nil, nil)
 			return err
 		}, tlsfiles.ErrCAFile},
 		{"client: CA not PEM", func() error {

@@ -1,0 +1,176 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fleetview/fleetview/internal/query"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// emit queues one event about he. raw is the object to send when it is not
+// he's own (a tombstone's stub); he's own object is sent as stored, and
+// its Struct form, for a structured watch, is built once for every watch.
+func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
+	rv, ok := he.token(w.versions)
+	if !ok {
+		var err error
+		if rv, err = w.versions.seal(context.Background(), w.processed, time.Now()); err != nil {
+			return err
+		}
+	}
+	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: he.cluster, ResourceVersion: rv}
+	shared := he
+	if raw != nil {
+		shared = nil
+	} else {
+		raw = he.ev.GetObject()
+	}
+	if err := w.setObject(ev, raw, shared); err != nil {
+		return nil // the materializer dead-letters what it cannot decode
+	}
+	return w.queue(ev)
+}
+
+// setObject puts the object on ev in the form the client asked for.
+func (w *watch) setObject(ev *fleetviewv1.WatchEvent, raw []byte, shared *hubEvent) error {
+	if !w.structured {
+		ev.RawObject = raw
+		return nil
+	}
+	var err error
+	if shared != nil {
+		ev.Object, err = shared.structured()
+	} else {
+		ev.Object, err = toStruct(raw)
+	}
+	return err
+}
+
+// stub is an object known by its metadata only: a tombstone or a
+// bookmark.
+type stub struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind,omitempty"`
+	Metadata   stubMeta `json:"metadata"`
+}
+
+type stubMeta struct {
+	Name            string            `json:"name,omitempty"`
+	Namespace       string            `json:"namespace,omitempty"`
+	UID             string            `json:"uid,omitempty"`
+	ResourceVersion string            `json:"resourceVersion"`
+	Annotations     map[string]string `json:"annotations,omitempty"`
+}
+
+func (s stub) json() []byte {
+	b, _ := json.Marshal(s) // strings and a string map: cannot fail
+	return b
+}
+
+// tombstone is the object of a DELETED event when only the stream's
+// tombstone is known: its metadata and the cache-source annotations.
+func (w *watch) tombstone(he *hubEvent) []byte {
+	ev := he.ev
+	return stub{APIVersion: he.gvr.GroupVersion().String(), Kind: ev.GetKind(), Metadata: stubMeta{
+		Name: ev.GetName(), Namespace: ev.GetNamespace(), UID: ev.GetUid(), ResourceVersion: ev.GetResourceVersion(),
+		Annotations: map[string]string{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster},
+	}}.json()
+}
+
+// process judges one event; replayed marks events read back from the
+// stream (whose ADDED/MODIFIED distinction is unknown).
+func (w *watch) process(he *hubEvent, replayed bool) error {
+	c := he.cluster
+	if he.seq <= w.processed[c] {
+		return nil // already judged: the live feed overlapping the replay
+	}
+	w.processed[c] = he.seq
+	if !w.f.clusterOK(c) {
+		return nil
+	}
+	ev := he.ev
+	if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED && !w.f.visible.Allows(w.f.gvr.GroupResource(), c, ev.GetNamespace()) {
+		return nil // never sent, so never to be deleted either
+	}
+	if w.kind == "" {
+		w.kind = ev.GetKind()
+	}
+	key := c + "/" + ev.GetUid()
+	_, newCluster := w.start[c]
+	newCluster = !newCluster
+	mayHold := he.seq <= w.horizon[c]
+	switch ev.GetType() {
+	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+		return fmt.Errorf("%w: %s is no longer cached from cluster %s; list again", query.ErrExpired, w.f.gvr.GroupResource(), c)
+	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+		if !w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
+			return nil
+		}
+		if w.f.tracked() {
+			if _, ok := w.sent[key]; ok {
+				delete(w.sent, key)
+			} else if !mayHold {
+				return nil
+			}
+		}
+		return w.emit(deleted, he, w.tombstone(he))
+	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+		lbls, err := he.decode()
+		if err != nil {
+			// The materializer dead-letters what it cannot decode, so only
+			// a replay from the stream meets one; the watch goes on.
+			w.q.reportMalformed(context.Background(), "watch", c, err)
+			return nil
+		}
+		match := w.f.metaOK(ev.GetNamespace(), ev.GetName()) && w.f.labels.Matches(lbls)
+		if match && w.f.fields.NeedsObject() {
+			match, _ = w.f.fields.Matches(ev.GetNamespace(), ev.GetName(), ev.GetObject())
+		}
+		if !match {
+			if !w.f.tracked() {
+				return nil
+			}
+			if _, ok := w.sent[key]; ok {
+				delete(w.sent, key)
+				return w.emit(deleted, he, nil)
+			}
+			if mayHold && w.f.metaOK(ev.GetNamespace(), ev.GetName()) {
+				return w.emit(deleted, he, nil)
+			}
+			return nil
+		}
+		typ := modified
+		if newCluster || (he.isNew && !replayed) {
+			typ = added
+		}
+		if w.f.tracked() {
+			if _, ok := w.sent[key]; !ok {
+				if !mayHold {
+					typ = added
+				}
+				w.sent[key] = struct{}{}
+			}
+		}
+		return w.emit(typ, he, nil)
+	}
+	return nil
+}
+
+func (w *watch) bookmark(initialEnd bool) error {
+	rv, err := w.versions.seal(context.Background(), w.processed, time.Now())
+	if err != nil {
+		return err
+	}
+	md := stubMeta{ResourceVersion: rv}
+	if initialEnd {
+		md.Annotations = map[string]string{"k8s.io/initial-events-end": "true"}
+	}
+	ev := &fleetviewv1.WatchEvent{Type: bookmark, ResourceVersion: rv, InitialEventsEnd: initialEnd}
+	if err := w.setObject(ev, stub{APIVersion: w.f.gvr.GroupVersion().String(), Kind: w.kind, Metadata: md}.json(), nil); err != nil {
+		return err
+	}
+	return w.queue(ev)
+}

@@ -1,0 +1,231 @@
+package queryapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// listAll pages through the current state with one snapshot.
+func (q *queryService) listAll(ctx context.Context, o query.ListOptions, fn func(query.Object) error) (query.Version, error) {
+	o.Limit, o.Client = 1000, clientOf(ctx)
+	var v query.Version
+	for {
+		page, err := q.reader.List(ctx, o)
+		if err != nil {
+			return nil, err
+		}
+		page.Items = q.dropMalformed(ctx, "watch", page.Items)
+		if v == nil {
+			v = page.Version
+		}
+		for _, it := range page.Items {
+			if err := fn(it); err != nil {
+				return nil, err
+			}
+		}
+		if page.Continue == "" {
+			return v, nil
+		}
+		o.Continue = page.Continue
+	}
+}
+
+func objectKind(b []byte) string {
+	var m struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.Kind
+}
+
+func objectUID(b []byte) string {
+	var m struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(b, &m)
+	return m.Metadata.UID
+}
+
+// replay reads cluster c's stream for the resource from after from through
+// to: the compacted stream still holds the latest message of every object
+// changed in that range, and the tombstones of the deleted ones.
+func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVersionResource, from, to uint64, fn func(*hubEvent) error) error {
+	cons, err := q.js.OrderedConsumer(ctx, stream.StreamName(c), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{stream.ResourceFilter(c, gvr), stream.ControlSubject(c, gvr)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1,
+	})
+	if err != nil {
+		return fmt.Errorf("replay cluster %s: %w", c, err)
+	}
+	for {
+		batch, err := cons.FetchNoWait(500)
+		if err != nil {
+			return fmt.Errorf("replay cluster %s: %w", c, err)
+		}
+		n := 0
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			seq := md.Sequence.Stream
+			if seq > to {
+				return nil
+			}
+			if ev, err := stream.Decode(msg.Subject(), msg.Data()); err == nil {
+				if err := fn(newHubEvent(c, seq, ev)); err != nil {
+					return err
+				}
+			}
+			if seq == to || md.NumPending == 0 {
+				return nil
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("replay cluster %s: %w", c, err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+}
+
+// checkResume answers 410 for a version the streams can no longer replay.
+func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
+	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
+		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
+	}
+	for _, c := range t.Seqs.Clusters() {
+		st, err := q.js.Stream(ctx, stream.StreamName(c))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("%w: cluster %s is no longer cached; list again", query.ErrExpired, c)
+		}
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if t.Seqs[c] > info.State.LastSeq {
+			return fmt.Errorf("%w: the stream of cluster %s was reset (version %d, stream ends at %d); list again", query.ErrExpired, c, t.Seqs[c], info.State.LastSeq)
+		}
+	}
+	return nil
+}
+
+// resumeFrom opens the resourceVersion a watch resumes from; nil when it
+// does not resume.
+func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.VersionToken, error) {
+	if rv == "" || rv == "0" {
+		return nil, nil
+	}
+	t, err := q.versions.open(ctx, rv)
+	if err != nil {
+		return nil, err
+	}
+	if err := q.checkResume(ctx, rv, t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// replay judges cluster c's events from after from through to, read back
+// from its stream.
+func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
+	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
+		return w.drain(err)
+	}
+	return nil
+}
+
+// initial sends the current state as ADDED events, then catches up with
+// what the hub passed on (applied) before the watch subscribed.
+func (w *watch) initial(ctx context.Context, applied query.Version, endBookmark bool) error {
+	v, err := w.q.listAll(ctx, w.f.listOptions(), func(o query.Object) error {
+		if w.f.tracked() {
+			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+		}
+		if w.kind == "" {
+			w.kind = objectKind(o.JSON)
+		}
+		ev := &fleetviewv1.WatchEvent{Type: added, Cluster: o.Cluster}
+		if err := w.setObject(ev, o.JSON, nil); err != nil {
+			return err
+		}
+		return w.out.push(ctx, ev)
+	})
+	if err != nil {
+		return err
+	}
+	for c, s := range v {
+		w.processed[c], w.start[c] = s, s
+	}
+	// A backend whose snapshot is older than what the hub passed on
+	// before this watch subscribed (e.g. a lagging OpenSearch behind a
+	// routing reader): catch up from the stream, or those events would
+	// be lost between the list and the live feed.
+	for c, to := range applied {
+		if from := w.processed[c]; w.f.clusterOK(c) && from < to {
+			if err := w.replay(ctx, c, from, to); err != nil {
+				return err
+			}
+		}
+	}
+	if endBookmark {
+		return w.bookmark(true)
+	}
+	return nil
+}
+
+// resume replays every cluster's stream from the client's version through
+// what the hub passed on (applied) before the watch subscribed.
+func (w *watch) resume(ctx context.Context, token *query.VersionToken, applied query.Version) error {
+	for c, s := range token.Seqs {
+		w.processed[c], w.start[c] = s, s
+	}
+	if w.f.tracked() {
+		// The client's state is unknown to this watch; remember what
+		// currently matches so objects leaving the selection are reported.
+		v, err := w.q.listAll(ctx, w.f.listOptions(), func(o query.Object) error {
+			w.sent[o.Cluster+"/"+objectUID(o.JSON)] = struct{}{}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for c, s := range v {
+			w.horizon[c] = max(s, applied[c])
+		}
+	}
+	clusters := map[string]bool{}
+	for c := range token.Seqs {
+		clusters[c] = true
+	}
+	for c := range applied {
+		clusters[c] = true
+	}
+	for c := range clusters {
+		from, to := w.processed[c], applied[c]
+		if !w.f.clusterOK(c) || from >= to {
+			continue
+		}
+		if err := w.replay(ctx, c, from, to); err != nil {
+			return err
+		}
+	}
+	return nil
+}
