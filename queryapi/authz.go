@@ -220,7 +220,7 @@ func filter(s *auth.Scope, resp any) error {
 	switch r := resp.(type) {
 	case *fleetviewv1.ListResponse:
 		r.Items = slices.DeleteFunc(r.Items, func(it *structpb.Struct) bool { return !s.Allows(location(it)) })
-		r.RawItems = slices.DeleteFunc(r.RawItems, func(it []byte) bool { return !s.Allows(rawLocation(it)) })
+		r.RawItems, r.RawCells = keepRaw(s, r.RawItems, r.RawCells)
 	case *fleetviewv1.WatchEvent:
 		if r.GetType() == "BOOKMARK" {
 			return nil
@@ -235,6 +235,28 @@ func filter(s *auth.Scope, resp any) error {
 		}
 	}
 	return nil
+}
+
+// keepRaw drops the raw items the scope does not allow, and their cells
+// with them (cells, when present, pair with items by index).
+func keepRaw(s *auth.Scope, items, cells [][]byte) ([][]byte, [][]byte) {
+	n := 0
+	for i, it := range items {
+		if !s.Allows(rawLocation(it)) {
+			continue
+		}
+		items[n] = it
+		if len(cells) == len(items) {
+			cells[n] = cells[i]
+		}
+		n++
+	}
+	clear(items[n:])
+	if len(cells) == len(items) {
+		clear(cells[n:])
+		cells = cells[:n]
+	}
+	return items[:n], cells
 }
 
 type visibilityKey struct{}

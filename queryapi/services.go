@@ -110,7 +110,7 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 		return nil, toStatus(err)
 	}
 	if !req.GetStructured() {
-		return &fleetviewv1.GetResponse{RawObject: obj.JSON, Cluster: obj.Cluster}, nil
+		return &fleetviewv1.GetResponse{RawObject: obj.JSON, RawCells: obj.Cells, Cluster: obj.Cluster}, nil
 	}
 	s, err := toStruct(obj.JSON)
 	if err != nil {
@@ -218,8 +218,9 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	}
 	if !req.GetStructured() {
 		resp.RawItems = make([][]byte, len(page.Items))
+		resp.RawCells = make([][]byte, len(page.Items))
 		for i, it := range page.Items {
-			resp.RawItems[i] = it.JSON
+			resp.RawItems[i], resp.RawCells[i] = it.JSON, it.Cells
 		}
 		return resp, nil
 	}

@@ -27,6 +27,9 @@ func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
 		shared = nil
 	} else {
 		raw = he.ev.GetObject()
+		if !w.structured {
+			ev.RawCells = he.ev.GetCells()
+		}
 	}
 	if err := w.setObject(ev, raw, shared); err != nil {
 		return nil // the materializer dead-letters what it cannot decode

@@ -25,6 +25,11 @@ type Resource struct {
 	Builtin bool
 	// Clusters are the clusters serving it, sorted.
 	Clusters []string
+	// Columns are its Table columns as most of the clusters that report
+	// columns report them (their members' printers); none on a tie, so no
+	// cluster can outvote another. A fleet-wide Table prints these; a row
+	// whose cells do not match them is printed without its cells.
+	Columns []inventory.Column
 }
 
 // Cluster is what the catalog holds of one member cluster.
@@ -36,6 +41,9 @@ type Cluster struct {
 	// Marks say, per resource the cluster's record reports, why the
 	// catalog does not follow it.
 	Marks map[schema.GroupVersionResource]string
+	// Columns are the Table columns its record reports per followed
+	// resource, for a Table of that cluster alone.
+	Columns map[schema.GroupVersionResource][]inventory.Column
 }
 
 // claim is what one cluster's record says of one resource.
@@ -45,6 +53,7 @@ type claim struct {
 	namespaced bool
 	short      []string
 	categories []string
+	columns    []inventory.Column
 }
 
 // variant is a claim's kind and scope, the part clusters must agree on.
@@ -85,7 +94,7 @@ func claimsOf(rec *inventory.Cluster, regs []*registry.ResourceRegistry) *cluste
 			continue // not served by that cluster
 		}
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-		c := claim{cluster: rec.Name, kind: r.Kind, namespaced: r.Namespaced, short: r.ShortNames, categories: r.Categories}
+		c := claim{cluster: rec.Name, kind: r.Kind, namespaced: r.Namespaced, short: r.ShortNames, categories: r.Categories, columns: r.Columns}
 		if b, ok := builtins[gvr.GroupResource()]; ok {
 			if c.kind != b.kind || c.namespaced != b.namespaced {
 				cc.marks[gvr] = fmt.Sprintf("reports %s, but the built-in resource is %s", variant{c.kind, c.namespaced}, variant{b.kind, b.namespaced})
@@ -153,6 +162,7 @@ func resolve(clusters map[string]*clusterClaims) snapshotData {
 			for _, c := range cs {
 				r.Clusters = append(r.Clusters, c.cluster)
 			}
+			r.Columns = majorityColumns(cs)
 			served[gvr] = r
 			continue
 		}
@@ -170,6 +180,7 @@ func resolve(clusters map[string]*clusterClaims) snapshotData {
 			continue
 		}
 		r := &Resource{GVR: gvr, Kind: win.kind, Namespaced: win.namespaced, Clusters: count[win]}
+		r.Columns = majorityColumns(slices.DeleteFunc(slices.Clone(cs), func(c claim) bool { return (variant{c.kind, c.namespaced}) != win }))
 		first := true
 		for _, c := range cs {
 			v := variant{c.kind, c.namespaced}
@@ -190,10 +201,13 @@ func resolve(clusters map[string]*clusterClaims) snapshotData {
 	dropShortNameConflicts(served)
 	out := snapshotData{resources: served, clusters: map[string]*Cluster{}}
 	for name, cc := range clusters {
-		c := &Cluster{Name: name, KubernetesVersion: cc.version, Marks: marks[name]}
-		for gvr := range cc.claims {
+		c := &Cluster{Name: name, KubernetesVersion: cc.version, Marks: marks[name], Columns: map[schema.GroupVersionResource][]inventory.Column{}}
+		for gvr, cl := range cc.claims {
 			if _, marked := marks[name][gvr]; !marked {
 				c.Followed = append(c.Followed, gvr)
+				if len(cl.columns) > 0 {
+					c.Columns[gvr] = cl.columns
+				}
 			}
 		}
 		sort.Slice(c.Followed, func(i, j int) bool { return c.Followed[i].String() < c.Followed[j].String() })
@@ -215,6 +229,41 @@ func majority(count map[variant][]string) (variant, bool) {
 		}
 	}
 	return win, tie
+}
+
+// majorityColumns are the columns strictly more of the claims report
+// than any other columns, among claims that report any; none on a tie.
+// Descriptions do not count: kubectl never prints them.
+func majorityColumns(cs []claim) []inventory.Column {
+	count := map[string]int{}
+	first := map[string][]inventory.Column{}
+	for _, c := range cs {
+		if len(c.columns) == 0 {
+			continue
+		}
+		var k strings.Builder
+		for _, col := range c.columns {
+			fmt.Fprintf(&k, "%q %q %q %d;", col.Name, col.Type, col.Format, col.Priority)
+		}
+		key := k.String()
+		if count[key]++; count[key] == 1 {
+			first[key] = c.columns
+		}
+	}
+	var win []inventory.Column
+	best, tie := 0, false
+	for k, n := range count {
+		switch {
+		case n > best:
+			win, best, tie = first[k], n, false
+		case n == best:
+			tie = true
+		}
+	}
+	if tie {
+		return nil
+	}
+	return win
 }
 
 func describe(count map[variant][]string) string {

@@ -179,3 +179,51 @@ func TestBuiltinKindsAreClientGos(t *testing.T) {
 		}
 	}
 }
+
+func TestColumnsByMajority(t *testing.T) {
+	v1 := []inventory.Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "Ready", Type: "string"}, {Name: "Age", Type: "string"}}
+	v2 := []inventory.Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "Status", Type: "string"}, {Name: "Age", Type: "string"}}
+	v1OtherText := slices.Clone(v1)
+	v1OtherText[1].Description = "worded differently"
+	with := func(name string, gvr schema.GroupVersionResource, kind string, cols []inventory.Column) *inventory.Cluster {
+		r := rs(gvr, kind, true)
+		r.Columns = cols
+		return rec(name, r)
+	}
+	regs := selecting("v1 Pod", "example.com/v1 Widget", "example.com/v1 Gizmo")
+	for _, tc := range []struct {
+		name string
+		recs []*inventory.Cluster
+		want []inventory.Column
+	}{
+		{"one cluster", []*inventory.Cluster{with("a", pods, "Pod", v1)}, v1},
+		{"most clusters win", []*inventory.Cluster{with("a", pods, "Pod", v2), with("b", pods, "Pod", v1), with("c", pods, "Pod", v1)}, v1},
+		{"descriptions do not count", []*inventory.Cluster{with("a", pods, "Pod", v2), with("b", pods, "Pod", v1), with("c", pods, "Pod", v1OtherText)}, v1},
+		{"a tie is nobody's", []*inventory.Cluster{with("a", pods, "Pod", v1), with("b", pods, "Pod", v2)}, nil},
+		{"clusters without columns do not vote", []*inventory.Cluster{with("a", pods, "Pod", nil), with("b", pods, "Pod", nil), with("c", pods, "Pod", v2)}, v2},
+		{"a custom resource too", []*inventory.Cluster{with("a", widgets, "Widget", v2), with("b", widgets, "Widget", v2), with("c", widgets, "Widget", v1)}, v2},
+		// A cluster outvoted on the kind does not vote on the columns.
+		{"only the winning kind votes", []*inventory.Cluster{with("a", widgets, "Widget", v2), with("b", widgets, "Widget", v2), with("c", widgets, "Gizmo", v1),
+			with("d", widgets, "Gizmo", v1), with("e", widgets, "Gizmo", v1)}, v1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := build(tc.recs, regs)
+			gvr := tc.recs[0].Resources[0]
+			r := d.resources[schema.GroupVersionResource{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}]
+			if r == nil {
+				t.Fatalf("not served: %+v", d.resources)
+			}
+			if !slices.EqualFunc(r.Columns, tc.want, func(a, b inventory.Column) bool { return a.Name == b.Name && a.Type == b.Type }) {
+				t.Fatalf("columns %+v, want %+v", r.Columns, tc.want)
+			}
+			// Each cluster keeps its own, for a Table of that cluster alone.
+			for _, rc := range tc.recs {
+				c := d.clusters[rc.Name]
+				gvr := schema.GroupVersionResource{Group: rc.Resources[0].Group, Version: rc.Resources[0].Version, Resource: rc.Resources[0].Resource}
+				if slices.Contains(c.Followed, gvr) && len(c.Columns[gvr]) != len(rc.Resources[0].Columns) {
+					t.Fatalf("cluster %s columns %+v, want its record's %+v", rc.Name, c.Columns[gvr], rc.Resources[0].Columns)
+				}
+			}
+		})
+	}
+}

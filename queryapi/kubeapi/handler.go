@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/inventory"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
@@ -167,6 +168,9 @@ type cached struct {
 	namespaced bool
 	// names are the short names and categories discovery lists.
 	names apiNames
+	// columns are the resource's Table columns: those of the one cluster a
+	// per-cluster request reads, else those most clusters report.
+	columns []inventory.Column
 }
 
 // apiNames are the short names and categories discovery lists for a
@@ -205,14 +209,21 @@ func (h *Handler) lookup(req *request) (cached, error) {
 	// One map read (and the caller's judgment of one cluster, or of the
 	// clusters serving the resource): the cost does not grow with the
 	// clusters the request does not touch.
-	c, known, ok := h.catalog.Current().Lookup(vis, req.cluster, want)
+	snap := h.catalog.Current()
+	c, known, ok := snap.Lookup(vis, req.cluster, want)
 	if !known {
 		return cached{}, fmt.Errorf("%w: cluster %q is not known", ErrUnknownResource, req.cluster)
 	}
 	if !ok {
 		return cached{}, fmt.Errorf("%w: %s is not cached", ErrUnknownResource, want.GroupResource())
 	}
-	return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}}, nil
+	cols := c.Columns
+	if req.cluster != "" {
+		if cl, ok := snap.Cluster(req.cluster); ok {
+			cols = cl.Columns[c.GVR]
+		}
+	}
+	return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}, columns: cols}, nil
 }
 
 func writeStatus(w http.ResponseWriter, st *metav1.Status) {

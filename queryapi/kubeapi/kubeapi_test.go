@@ -22,6 +22,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
@@ -33,7 +34,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeQuery answers from fixed data and records the requests.
 type fakeQuery struct {
-	items   [][]byte
+	items [][]byte
+	// cells pair with items (RawCells), when set.
+	cells   [][]byte
 	listErr error
 	getErr  error
 	events  []*fleetviewv1.WatchEvent
@@ -54,7 +57,11 @@ func (f *fakeQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc
 	if in.GetStructured() {
 		return nil, status.Error(codes.Internal, "kubeapi must ask for the stored bytes")
 	}
-	return &fleetviewv1.GetResponse{RawObject: f.items[0], Cluster: "member1"}, nil
+	resp := &fleetviewv1.GetResponse{RawObject: f.items[0], Cluster: "member1"}
+	if len(f.cells) > 0 {
+		resp.RawCells = f.cells[0]
+	}
+	return resp, nil
 }
 
 func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...grpc.CallOption) (*fleetviewv1.ListResponse, error) {
@@ -63,7 +70,7 @@ func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...gr
 		return nil, f.listErr
 	}
 	n := int64(7)
-	return &fleetviewv1.ListResponse{RawItems: f.items, ResourceVersion: "rv1", Continue: "c1", RemainingItemCount: &n}, nil
+	return &fleetviewv1.ListResponse{RawItems: f.items, RawCells: f.cells, ResourceVersion: "rv1", Continue: "c1", RemainingItemCount: &n}, nil
 }
 
 type fakeStream struct {
@@ -122,10 +129,19 @@ func res(g, v, r, k string, ns bool) inventory.ResourceState {
 // fakeCatalog is two clusters' inventory.
 func fakeCatalog() *catalog.Catalog {
 	return catalogOf(
-		&inventory.Cluster{Name: "member1", KubernetesVersion: "v1.37.2", Resources: []inventory.ResourceState{res("", "v1", "pods", "Pod", true), res("", "v1", "nodes", "Node", false)}},
-		&inventory.Cluster{Name: "member2", KubernetesVersion: "v1.36.1", Resources: []inventory.ResourceState{res("", "v1", "pods", "Pod", true), res("apps", "v1", "deployments", "Deployment", true),
+		&inventory.Cluster{Name: "member1", KubernetesVersion: "v1.37.2", Resources: []inventory.ResourceState{withColumns(res("", "v1", "pods", "Pod", true), podColumns), res("", "v1", "nodes", "Node", false)}},
+		&inventory.Cluster{Name: "member2", KubernetesVersion: "v1.36.1", Resources: []inventory.ResourceState{withColumns(res("", "v1", "pods", "Pod", true), podColumns), res("apps", "v1", "deployments", "Deployment", true),
 			{Kind: "Widget", Message: "not served"}}},
 	)
+}
+
+// podColumns are a member's Pod columns (kube-apiserver's printer).
+var podColumns = []inventory.Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "Ready", Type: "string"}, {Name: "Status", Type: "string"},
+	{Name: "Restarts", Type: "string"}, {Name: "Age", Type: "string"}, {Name: "IP", Type: "string", Priority: 1}, {Name: "Node", Type: "string", Priority: 1}}
+
+func withColumns(r inventory.ResourceState, cols []inventory.Column) inventory.ResourceState {
+	r.Columns = cols
+	return r
 }
 
 const podJSON = `{"metadata":{"name":"web","namespace":"shop","labels":{"app":"web"},"annotations":{"fleetview.io/cluster":"member1","resource.karmada.io/cached-from-cluster":"member1"},"creationTimestamp":"2026-01-01T00:00:00Z"},"spec":{"nodeName":"node-a","containers":[{"name":"c","image":"x"}]},"status":{"phase":"Running","podIP":"10.0.0.1","containerStatuses":[{"name":"c","ready":true,"restartCount":2,"image":"x","imageID":""}]}}`
@@ -290,23 +306,55 @@ func TestList(t *testing.T) {
 
 func TestTable(t *testing.T) {
 	const accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+	podCols := []string{"Cluster", "Name", "Ready", "Status", "Restarts", "Age", "IP", "Node"}
+	// The member printed the Pod's Age when it listed it; the answer's
+	// is computed for now (index 5 below is checked apart).
+	cells := []byte(`["web","1/1","Running","2 (5m ago)","3h","10.0.0.1","node-a"]`)
+	// Valid JSON a Table once could not decode: nothing decodes them now,
+	// so they are rows like any other.
+	odd := []string{
+		`{"metadata":{"name":"web","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"}},"spec":{"containers":"x"}}`,
+		`{"metadata":{"name":"web","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"},"labels":{"a":1}}}`,
+	}
 	for _, tc := range []struct {
 		name, path string
+		item       string
+		cells      []byte
 		columns    []string
-		row        []any
+		row        []any // nil: not checked
+		age        string
+		object     string // "metadata" (PartialObjectMetadata), "object", "none"
 	}{
-		{"pods", "/api/v1/pods", []string{"Cluster", "Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"},
-			[]any{"member1", "web", "1/1", "Running", "2", "", "10.0.0.1", "node-a", "<none>", "<none>"}},
-		{"get one", "/api/v1/namespaces/shop/pods/web", []string{"Cluster", "Name", "Ready", "Status", "Restarts", "Age", "IP", "Node", "Nominated Node", "Readiness Gates"},
-			[]any{"member1", "web", "1/1", "Running", "2", "", "10.0.0.1", "node-a", "<none>", "<none>"}},
-		{"generic", "/api/v1/nodes", []string{"Cluster", "Name", "Status", "Roles", "Age", "Version", "Internal-IP", "External-IP", "OS-Image", "Kernel-Version", "Container-Runtime"}, nil},
+		{name: "pods", path: "/api/v1/pods", item: podJSON, cells: cells, columns: podCols,
+			row: []any{"member1", "web", "1/1", "Running", "2 (5m ago)", "", "10.0.0.1", "node-a"}, object: "metadata"},
+		{name: "get one", path: "/api/v1/namespaces/shop/pods/web", item: podJSON, cells: cells, columns: podCols,
+			row: []any{"member1", "web", "1/1", "Running", "2 (5m ago)", "", "10.0.0.1", "node-a"}, object: "metadata"},
+		{name: "per cluster", path: "/clusters/member1/api/v1/pods", item: podJSON, cells: cells, columns: podCols,
+			row: []any{"member1", "web", "1/1", "Running", "2 (5m ago)", "", "10.0.0.1", "node-a"}, object: "metadata"},
+		{name: "whole objects", path: "/api/v1/pods?includeObject=Object", item: podJSON, cells: cells, columns: podCols, object: "object"},
+		{name: "no objects", path: "/api/v1/pods?includeObject=None", item: podJSON, cells: cells, columns: podCols, object: "none"},
+		// Stored without cells, or with cells that do not match the
+		// columns: Name and Age, the rest unknown.
+		{name: "no cells", path: "/api/v1/pods", item: podJSON, columns: podCols,
+			row: []any{"member1", "web", "<unknown>", "<unknown>", "<unknown>", "", "<unknown>", "<unknown>"}, object: "metadata"},
+		{name: "cells of other columns", path: "/api/v1/pods", item: podJSON, cells: []byte(`["web","1/1"]`), columns: podCols,
+			row: []any{"member1", "web", "<unknown>", "<unknown>", "<unknown>", "", "<unknown>", "<unknown>"}, object: "metadata"},
+		{name: "cells not JSON", path: "/api/v1/pods", item: podJSON, cells: []byte(`["web",`), columns: podCols,
+			row: []any{"member1", "web", "<unknown>", "<unknown>", "<unknown>", "", "<unknown>", "<unknown>"}, object: "metadata"},
+		// No cluster reported columns for nodes.
+		{name: "generic", path: "/api/v1/nodes", item: podJSON, columns: []string{"Cluster", "Name", "Age"}, row: []any{"member1", "web", ""}, object: "metadata"},
+		{name: "spec not decoded", path: "/api/v1/pods", item: odd[0], columns: podCols, object: "metadata"},
+		{name: "labels not decoded", path: "/api/v1/pods", item: odd[1], columns: podCols, object: "metadata"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := &fakeQuery{items: [][]byte{[]byte(podJSON)}}
-			_, b := serve(t, q, "GET", tc.path, accept)
+			q := &fakeQuery{items: [][]byte{[]byte(tc.item)}}
+			if tc.cells != nil {
+				q.cells = [][]byte{tc.cells}
+			}
+			resp, b := serve(t, q, "GET", tc.path, accept)
 			var tbl metav1.Table
-			if err := json.Unmarshal(b, &tbl); err != nil {
-				t.Fatalf("%v: %s", err, b)
+			if err := json.Unmarshal(b, &tbl); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("%d %v: %s", resp.StatusCode, err, b)
 			}
 			var cols []string
 			for _, c := range tbl.ColumnDefinitions {
@@ -315,16 +363,42 @@ func TestTable(t *testing.T) {
 			if tbl.Kind != "Table" || tbl.APIVersion != "meta.k8s.io/v1" || !slices.Equal(cols, tc.columns) || len(tbl.Rows) != 1 {
 				t.Fatalf("%s", b)
 			}
+			got := tbl.Rows[0].Cells
+			if len(got) != len(tc.columns) {
+				t.Fatalf("row %v for columns %v", got, tc.columns)
+			}
+			ageAt := slices.Index(tc.columns, "Age")
+			created, _ := time.Parse(time.RFC3339, "2026-01-01T00:00:00Z")
+			wantAge := duration.HumanDuration(time.Since(created))
+			if a, _ := got[ageAt].(string); tc.item == podJSON && a != wantAge {
+				t.Fatalf("age %v, want %s (computed for now, not the member's)", got[ageAt], wantAge)
+			}
 			if tc.row != nil {
-				got := tbl.Rows[0].Cells
-				got[5] = "" // age depends on now
-				if b1, _ := json.Marshal(got); string(b1) != mustJSON(tc.row) {
-					t.Fatalf("row %s, want %s", b1, mustJSON(tc.row))
+				got[ageAt] = ""
+				want := slices.Clone(tc.row)
+				want[ageAt] = ""
+				if b1, _ := json.Marshal(got); string(b1) != mustJSON(want) {
+					t.Fatalf("row %s, want %s", b1, mustJSON(want))
 				}
 			}
-			var pom metav1.PartialObjectMetadata
-			if err := json.Unmarshal(tbl.Rows[0].Object.Raw, &pom); err != nil || pom.Kind != "PartialObjectMetadata" || pom.Labels["app"] != "web" {
-				t.Fatalf("row object %v %s", err, tbl.Rows[0].Object.Raw)
+			raw := tbl.Rows[0].Object.Raw
+			switch tc.object {
+			case "metadata":
+				var pom metav1.PartialObjectMetadata
+				if err := json.Unmarshal(raw, &pom); tc.item == podJSON && (err != nil || pom.Kind != "PartialObjectMetadata" || pom.Labels["app"] != "web" || pom.Name != "web") {
+					t.Fatalf("row object %v %s", err, raw)
+				}
+				if !bytes.Contains(raw, []byte(`"kind":"PartialObjectMetadata"`)) || bytes.Contains(raw, []byte(`"spec"`)) {
+					t.Fatalf("row object %s, want the metadata alone", raw)
+				}
+			case "object":
+				if !bytes.Contains(raw, []byte(`"podIP":"10.0.0.1"`)) || !bytes.Contains(raw, []byte(`"kind":"Pod"`)) {
+					t.Fatalf("row object %s, want the whole Pod", raw)
+				}
+			case "none":
+				if len(raw) != 0 && string(raw) != "null" {
+					t.Fatalf("row object %s, want none", raw)
+				}
 			}
 		})
 	}

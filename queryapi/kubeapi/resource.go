@@ -79,19 +79,8 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 		lm.RemainingItemCount = &n
 	}
 	if p.table {
-		t, err := newTable(c, lm)
-		if err == nil {
-			for _, it := range resp.GetRawItems() {
-				if rerr := t.addRow(it, p.includeObject); rerr != nil {
-					h.skip(it, "a Table", rerr)
-				}
-			}
-		}
-		if err != nil {
-			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
-			return
-		}
-		writeJSON(w, http.StatusOK, "application/json", t.Table)
+		w.Header().Set("Content-Type", "application/json")
+		_ = h.writeTable(w, c, lm, p.includeObject, resp.GetRawItems(), resp.GetRawCells())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -102,6 +91,42 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 // streamed from one reused buffer instead of being copied whole into a
 // new one (22 MB for 15k Pods) first.
 const listChunk = 256 << 10
+
+// writeTable writes a Table of the stored items and their cells (cells
+// pair with items by index when present), streamed like writeList. An item
+// whose row cannot be written is left out and reported (skip), so one
+// cluster's object cannot fail the Table of every cluster.
+func (h *Handler) writeTable(w io.Writer, c cached, lm metav1.ListMeta, include metav1.IncludeObjectPolicy, items, cells [][]byte) error {
+	t := newTableWriter(c, include)
+	b := make([]byte, 0, listChunk+64<<10)
+	b = t.appendHead(b, lm)
+	first := true
+	for i, it := range items {
+		var cl []byte
+		if len(cells) == len(items) {
+			cl = cells[i]
+		}
+		mark := len(b)
+		if !first {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = t.appendRow(b, it, cl); err != nil {
+			b = b[:mark]
+			h.skip(it, "a Table", err)
+			continue
+		}
+		first = false
+		if len(b) >= listChunk {
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	_, err := w.Write(append(b, tableTail...))
+	return err
+}
 
 // writeList writes a <Kind>List around the stored item bytes.
 func writeList(w io.Writer, c cached, lm metav1.ListMeta, items [][]byte) error {
@@ -180,20 +205,19 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 		return
 	}
-	// The stored bytes, as in lists: no JSON -> Struct -> JSON.
-	b := appendItem(nil, c, resp.GetRawObject())
 	if p.table {
-		t, err := newTable(c, metav1.ListMeta{})
-		if err == nil {
-			err = t.addRow(b, p.includeObject)
-		}
+		t := newTableWriter(c, p.includeObject)
+		b, err := t.appendRow(t.appendHead(nil, metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells())
 		if err != nil {
 			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 			return
 		}
-		writeJSON(w, http.StatusOK, "application/json", t.Table)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(append(b, tableTail...))
 		return
 	}
+	// The stored bytes, as in lists: no JSON -> Struct -> JSON.
+	b := appendItem(nil, c, resp.GetRawObject())
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
 }

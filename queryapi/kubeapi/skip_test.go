@@ -14,14 +14,19 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// undecodable are stored objects, valid JSON, that a Table cannot decode:
-// one member cluster's collector can write them, and each once made the
-// Table `kubectl get pods -A` asks for a 500 for every cluster.
-var undecodable = []struct{ name, obj string }{
-	{"containers not a list", `{"metadata":{"name":"bad","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"}},"spec":{"containers":"x"}}`},
-	{"creationTimestamp not a time", `{"metadata":{"name":"bad","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"},"creationTimestamp":"yesterday"}}`},
-	{"labels not strings", `{"metadata":{"name":"bad","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"},"labels":{"a":1}}}`},
-	{"restartCount too large", `{"metadata":{"name":"bad","annotations":{"fleetview.io/cluster":"member1"}},"status":{"containerStatuses":[{"restartCount":1e300}]}}`},
+// undecodable are stored objects, valid JSON, whose Table row cannot be
+// written (their metadata is not Kubernetes metadata): one member
+// cluster's collector can write them, and each once made the Table
+// `kubectl get pods -A` asks for a 500 for every cluster.
+//
+// cluster is the cluster the skip is reported for: the object's own
+// cache-source annotation, "" when it has none to read.
+var undecodable = []struct{ name, obj, cluster string }{
+	{"name not a string", `{"metadata":{"name":7,"namespace":"shop","annotations":{"fleetview.io/cluster":"member1"}}}`, "member1"},
+	{"creationTimestamp not a string", `{"metadata":{"name":"bad","namespace":"shop","annotations":{"fleetview.io/cluster":"member1"},"creationTimestamp":{"seconds":1}}}`, "member1"},
+	{"metadata not an object", `{"metadata":["name","bad"],"kind":"Pod"}`, ""},
+	{"no metadata", `{"kind":"Pod","spec":{"containers":[]}}`, ""},
+	{"annotations not an object", `{"metadata":{"name":"bad","namespace":"shop","annotations":"fleetview.io/cluster=member1"}}`, ""},
 }
 
 type skips struct {
@@ -62,8 +67,8 @@ func TestTableSkipsUndecodable(t *testing.T) {
 			if strings.Join(got, ",") != "member1/web,member2/web" {
 				t.Fatalf("rows %v", got)
 			}
-			if strings.Join(s.clusters, ",") != "member1" {
-				t.Fatalf("reported %v, want [member1]", s.clusters)
+			if len(s.clusters) != 1 || s.clusters[0] != tc.cluster {
+				t.Fatalf("reported %q, want [%q]", s.clusters, tc.cluster)
 			}
 		})
 	}

@@ -216,14 +216,15 @@ func watchLine(out []byte, ev *fleetviewv1.WatchEvent, c cached, p *params) ([]b
 		if err != nil {
 			return nil, err
 		}
-		t, err := newTable(c, metav1.ListMeta{ResourceVersion: rv})
-		if err != nil {
+		t := newTableWriter(c, p.includeObject)
+		out = append(out, `{"type":`...)
+		out = strconv.AppendQuote(out, ev.GetType())
+		out = append(out, `,"object":`...)
+		out = t.appendHead(out, metav1.ListMeta{ResourceVersion: rv})
+		if out, err = t.appendRow(out, b, ev.GetRawCells()); err != nil {
 			return nil, err
 		}
-		if err := t.addRow(b, p.includeObject); err != nil {
-			return nil, err
-		}
-		return jsonLine(metav1.WatchEvent{Type: ev.GetType()}, t.Table)
+		return append(out, "]}}\n"...), nil
 	}
 	// Sized once for the object, the version and the type meta.
 	out = slices.Grow(out, len(obj)+len(rv)+len(c.kind)+len(c.gvr.Group)+len(c.gvr.Version)+96)
