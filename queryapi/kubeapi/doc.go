@@ -15,7 +15,10 @@
 //     Kubernetes does and served by the query service while the cache's
 //     state is that version), watch=true, allowWatchBookmarks,
 //     sendInitialEvents and timeoutSeconds;
-//   - meta.k8s.io/v1 Table output with a CLUSTER column first;
+//   - meta.k8s.io/v1 Table output with a CLUSTER column first, then the
+//     member's own columns and cells as its collector stored them
+//     (table.go: written as bytes, Age computed for now, includeObject by
+//     cutting bytes; docs/architecture.md, "Tables");
 //   - a per-cluster view under /clusters/{name}/ (unique namespace/name keys,
 //     for an informer per cluster) and the fleet view at the root, which
 //     merges every cluster: there two clusters may hold the same

@@ -17,9 +17,10 @@ import (
 
 // bench runs the measurements and keeps their rows.
 type bench struct {
-	cfg   config
-	total int
-	rows  []row
+	cfg     config
+	total   int
+	rows    []row
+	kubectl kubectls
 }
 
 // row is one line of the results table. Times are to the last byte of the
@@ -160,7 +161,7 @@ func (b *bench) lists(ctx context.Context, eps []endpoint, fv endpoint, q fleetv
 	add(fmt.Sprintf("(b) full list of %d pods in 500-object pages, Kubernetes API, median of %d", b.total, n), kube, 0.3)
 	add("(b) same, REST", rest, 0.3)
 	add("(b) same, gRPC (default shape)", grpcv, 0.3)
-	return nil
+	return b.tables(ctx, eps, fv, b.kubectl, wantSel)
 }
 
 // gets measures Get of random Pods, cluster-qualified: fleetview's

@@ -25,6 +25,17 @@ import (
 type endpoint struct {
 	base   string // scheme://host[:port][/prefix]
 	client *http.Client
+	// accept is the Accept header ("" = application/json).
+	accept string
+}
+
+// tableAccept is what kubectl get sends: a Table, else JSON.
+const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+
+// asTable is e asking for Tables, as kubectl get does.
+func (e endpoint) asTable() endpoint {
+	e.accept = tableAccept
+	return e
 }
 
 func apiserverEndpoint(cfg *rest.Config) (endpoint, error) {
@@ -57,7 +68,11 @@ func (e endpoint) fetch(ctx context.Context, path string, q url.Values) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Accept", "application/json")
+	accept := e.accept
+	if accept == "" {
+		accept = "application/json"
+	}
+	req.Header.Set("Accept", accept)
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return nil, err

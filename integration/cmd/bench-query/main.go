@@ -15,6 +15,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
@@ -38,6 +39,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetview/fleetview/backends"
+	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
@@ -239,7 +241,14 @@ func run(ctx context.Context, cfg config) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{cfg: cfg, total: total}
+	k := kubectls{fleetview: filepath.Join(dir, "fleetview.kubeconfig"), members: filepath.Join(dir, "members.kubeconfig"), contexts: names, cacheDir: filepath.Join(dir, "kubectl-cache")}
+	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: stack.restURL, Output: k.fleetview}, io.Discard); err != nil {
+		return err
+	}
+	if err := fleet.WriteKubeconfig(k.members, "admin"); err != nil {
+		return err
+	}
+	b := &bench{cfg: cfg, total: total, kubectl: k}
 	if err := b.lists(ctx, eps, fv, q); err != nil {
 		return err
 	}

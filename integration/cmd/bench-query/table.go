@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// kubectlBin is Debian's kubectl (scripts/test.sh installs it).
+const kubectlBin = "/usr/bin/kubectl"
+
+// decodeTables decodes Table answers (metav1.Table, the same way for
+// either side) and returns how many rows they held.
+func decodeTables(bodies [][]byte) (int, error) {
+	n := 0
+	for _, b := range bodies {
+		var t metav1.Table
+		if err := json.Unmarshal(b, &t); err != nil {
+			return 0, err
+		}
+		if t.Kind != "Table" {
+			return 0, fmt.Errorf("answer of kind %q, want Table", t.Kind)
+		}
+		n += len(t.Rows)
+	}
+	return n, nil
+}
+
+// kubectlRun runs kubectl and returns its output as one body.
+func kubectlRun(ctx context.Context, args ...string) ([][]byte, error) {
+	out, err := exec.CommandContext(ctx, kubectlBin, args...).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, ee.Stderr)
+		}
+		return nil, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return [][]byte{out}, nil
+}
+
+// countLines counts kubectl's rows (--no-headers: one per object).
+func countLines(bodies [][]byte) (int, error) {
+	n := 0
+	for _, b := range bodies {
+		n += bytes.Count(b, []byte{'\n'})
+	}
+	return n, nil
+}
+
+// kubectls are the kubectl processes of the benchmark: through fleetview
+// (one kubeconfig, its server fleetview's Kubernetes API) and against
+// every member in parallel (one context each).
+type kubectls struct {
+	fleetview, members string
+	contexts           []string
+	cacheDir           string
+}
+
+func (k kubectls) viaFleetview(args ...string) func(context.Context) ([][]byte, error) {
+	return func(ctx context.Context) ([][]byte, error) {
+		return kubectlRun(ctx, append([]string{"--kubeconfig", k.fleetview, "--cache-dir", k.cacheDir + "/fleetview"}, args...)...)
+	}
+}
+
+func (k kubectls) againstMembers(args ...string) func(context.Context) ([][]byte, error) {
+	return func(ctx context.Context) ([][]byte, error) {
+		res := make([][][]byte, len(k.contexts))
+		g, gctx := errgroup.WithContext(ctx)
+		for i, c := range k.contexts {
+			g.Go(func() error {
+				var err error
+				res[i], err = kubectlRun(gctx, append([]string{"--kubeconfig", k.members, "--context", c, "--cache-dir", k.cacheDir + "/" + c}, args...)...)
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		var all [][]byte
+		for _, r := range res {
+			all = append(all, r...)
+		}
+		return all, nil
+	}
+}
+
+// tables measures the path kubectl get takes: Tables (kubectl's Accept),
+// 500 a page, and real kubectl processes.
+func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubectls, wantSel int) error {
+	cfg := b.cfg
+	teps := make([]endpoint, len(eps))
+	for i, e := range eps {
+		teps[i] = e.asTable()
+	}
+	tfv := fv.asTable()
+	// (c) the selected list as one Table, beside the same list in JSON
+	// and the fan-out's Tables.
+	fanT := &variant{name: "fan-out Table", read: func(ctx context.Context) ([][]byte, error) { return fanoutRead(ctx, teps, "sel=yes", 0) }, decode: decodeTables}
+	kubeT := &variant{name: "Kubernetes API Table", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodeTables}
+	kubeJ := &variant{name: "Kubernetes API JSON", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodePodLists}
+	if err := measure(ctx, cfg.repeat, wantSel, []*variant{fanT, kubeT, kubeJ}); err != nil {
+		return err
+	}
+	tr, td := kubeT.med()
+	jr, jd := kubeJ.med()
+	fr, fd := fanT.med()
+	b.rows = append(b.rows,
+		row{name: fmt.Sprintf("(c) list sel=yes as a Table (kubectl's Accept), %d rows (%.1f MB), vs the same list in JSON from fleetview, median of %d", wantSel, float64(len(kubeT.last[0]))/1e6, cfg.repeat),
+			fv: tr, fvDecode: td, base: jr, baseDecode: jd, baseName: "fleetview JSON", target: 1.5},
+		row{name: "(c) same Table, vs the fan-out's Tables", fv: tr, fvDecode: td, base: fr, baseDecode: fd, baseName: "fan-out Table", target: 0.3})
+
+	// (d) the whole list as Tables of 500, as kubectl pages.
+	kubeT = &variant{name: "Kubernetes API Table pages", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodeTables}
+	kubeJ = &variant{name: "Kubernetes API JSON pages", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodePodLists}
+	if err := measure(ctx, cfg.repeat, b.total, []*variant{kubeT, kubeJ}); err != nil {
+		return err
+	}
+	tr, td = kubeT.med()
+	jr, jd = kubeJ.med()
+	b.rows = append(b.rows, row{name: fmt.Sprintf("(d) full list of %d pods as Tables of 500 (kubectl's paging), vs the same pages in JSON", b.total),
+		fv: tr, fvDecode: td, base: jr, baseDecode: jd, baseName: "fleetview JSON pages", target: 1.2})
+
+	// (e) real kubectl processes, alternating: through fleetview against
+	// one kubectl per member in parallel. Each side's discovery cache is
+	// warmed first, as a user's is.
+	for _, c := range []struct {
+		name string
+		args []string
+		want int
+	}{
+		{fmt.Sprintf("(e) `kubectl get pods -A -l sel=yes --no-headers` (%d rows)", wantSel), []string{"get", "pods", "-A", "-l", "sel=yes", "--no-headers"}, wantSel},
+		{fmt.Sprintf("(e) `kubectl get pods -A --no-headers` (%d rows)", b.total), []string{"get", "pods", "-A", "--no-headers"}, b.total},
+	} {
+		via := &variant{name: "kubectl via fleetview", read: k.viaFleetview(c.args...), decode: countLines}
+		members := &variant{name: "kubectl against the members", read: k.againstMembers(c.args...), decode: countLines}
+		if err := measure(ctx, 1, c.want, []*variant{via, members}); err != nil {
+			return err
+		}
+		via.reads, via.decs, members.reads, members.decs = nil, nil, nil, nil
+		if err := measure(ctx, cfg.repeat, c.want, []*variant{via, members}); err != nil {
+			return err
+		}
+		vr, _ := via.med()
+		mr, _ := members.med()
+		b.rows = append(b.rows, row{name: c.name + fmt.Sprintf(", real kubectl processes, median of %d", cfg.repeat), fv: vr, base: mr,
+			baseName: fmt.Sprintf("%d parallel kubectl against the members", len(k.contexts)), target: 0.5})
+	}
+	return nil
+}
