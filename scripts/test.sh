@@ -99,12 +99,13 @@ bash scripts/check-docs.sh
 
 # Every parser that reads network input, fuzzed for a bounded time:
 # "package target seconds", one per line, since go test -fuzz takes
-# one target per package per run. About 66 s of fuzzing in all. The seeds
+# one target per package per run. About 68 s of fuzzing in all. The seeds
 # (f.Add, and internal/rawjson/testdata) run with go test below too; these
 # runs look for new inputs on every full run, and a failing input is
 # written to the package's testdata/fuzz for the fix.
 fuzz_targets='
-./internal/rawjson FuzzScan 12
+./internal/rawjson FuzzScan 10
+./internal/rawjson FuzzElements 4
 ./internal/query FuzzOpenVersion 6
 ./internal/query FuzzCompileFields 6
 ./queryapi FuzzOpenContinue 6

@@ -1,8 +1,11 @@
 package rawjson
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestElements(t *testing.T) {
@@ -74,4 +77,40 @@ func TestElementsDepthAndSize(t *testing.T) {
 	if _, err := Elements(big, nil); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("an array of %d bytes: %v, want ErrMalformed", len(big), err)
 	}
+}
+
+// FuzzElements holds Elements to encoding/json: it accepts exactly the
+// valid JSON arrays (in valid UTF-8, within MaxDepth), and its spans are
+// the arrays' elements.
+func FuzzElements(f *testing.F) {
+	for _, s := range []string{`[]`, `["a",1,true,null]`, `[{"a":[1]},[2]]`, `[1,]`, `["\q"]`, `[01]`, `{"a":1}`, "[\"\xff\"]", `["a"] x`, ` [ "x" , 2 ] `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		spans, err := Elements(in, nil)
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("Elements error %v is not ErrMalformed", err)
+		}
+		i := SkipSpace(in, 0)
+		valid := json.Valid(in) && utf8.Valid(in) && i < len(in) && in[i] == '[' && depth(in) <= MaxDepth
+		if (err == nil) != valid {
+			t.Fatalf("Elements(%q) = %v; want ok %v", in, err, valid)
+		}
+		if !valid {
+			return
+		}
+		var ref []json.RawMessage
+		if err := json.Unmarshal(in, &ref); err != nil {
+			t.Fatal(err)
+		}
+		if len(ref) != len(spans) {
+			t.Fatalf("Elements(%q): %d spans, encoding/json %d elements", in, len(spans), len(ref))
+		}
+		for k, s := range spans {
+			var a, b any
+			if json.Unmarshal(in[s.Start:s.End], &a) != nil || json.Unmarshal(ref[k], &b) != nil || !reflect.DeepEqual(a, b) {
+				t.Fatalf("Elements(%q): element %d is %q, encoding/json's %q", in, k, in[s.Start:s.End], ref[k])
+			}
+		}
+	})
 }

@@ -409,6 +409,48 @@ func mustJSON(v any) string {
 	return string(b)
 }
 
+// TestWatchTable: a watch as kubectl get -w asks for it: each event a
+// Table of one row, the member's cells after CLUSTER, the row's object
+// carrying the event's resourceVersion; bookmarks are not sent.
+func TestWatchTable(t *testing.T) {
+	q := &fakeQuery{events: []*fleetviewv1.WatchEvent{
+		{Type: "ADDED", RawObject: []byte(podJSON), RawCells: []byte(`["web","1/1","Running","0","3h","10.0.0.1","node-a"]`), Cluster: "member1", ResourceVersion: "tok1"},
+		{Type: "BOOKMARK", RawObject: []byte(`{"apiVersion":"v1","metadata":{"resourceVersion":"tok2"}}`), ResourceVersion: "tok2"},
+		{Type: "MODIFIED", RawObject: []byte(podJSON), Cluster: "member1", ResourceVersion: "tok3"},
+	}}
+	resp, b := serve(t, q, "GET", "/api/v1/pods?watch=true", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines, want 2 (no bookmark): %s", len(lines), b)
+	}
+	want := [][]any{{"member1", "web", "1/1", "Running", "0", "", "10.0.0.1", "node-a"},
+		{"member1", "web", "<unknown>", "<unknown>", "<unknown>", "", "<unknown>", "<unknown>"}}
+	for i, l := range lines {
+		var ev struct {
+			Type   string
+			Object metav1.Table
+		}
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, l)
+		}
+		if ev.Object.Kind != "Table" || len(ev.Object.Rows) != 1 || len(ev.Object.ColumnDefinitions) != 8 {
+			t.Fatalf("line %d: %s", i, l)
+		}
+		cells := ev.Object.Rows[0].Cells
+		cells[5] = ""
+		if got := mustJSON(cells); got != mustJSON(want[i]) {
+			t.Fatalf("line %d cells %s, want %s", i, got, mustJSON(want[i]))
+		}
+		var pom metav1.PartialObjectMetadata
+		if err := json.Unmarshal(ev.Object.Rows[0].Object.Raw, &pom); err != nil || pom.ResourceVersion != []string{"tok1", "tok3"}[i] {
+			t.Fatalf("line %d object %s: %v", i, ev.Object.Rows[0].Object.Raw, err)
+		}
+	}
+}
+
 func TestWatch(t *testing.T) {
 	q := &fakeQuery{events: []*fleetviewv1.WatchEvent{
 		{Type: "ADDED", RawObject: []byte(`{"metadata":{"name":"web","resourceVersion":"member-rv"}}`), Cluster: "member1", ResourceVersion: "tok1"},
