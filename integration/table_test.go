@@ -161,6 +161,49 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 		}
 	}
 
+	// kubectl's other habits: each prints through fleetview what it
+	// prints against the members, every member's rows together.
+	for _, args := range [][]string{
+		{"get", "deployments", "-n", "shop", "--sort-by=.metadata.name"},
+		{"get", "configmaps", "-n", "shop", "--chunk-size=0"},
+		{"get", "gadgets", "-n", "shop", "--server-print=false"},
+		{"get", "pods", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,NODE:.spec.nodeName"},
+	} {
+		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
+			got := tableRows(kubectl(t, fvConfig, args...))
+			var want [][]string
+			for _, member := range []string{"member1", "member2"} {
+				rows := tableRows(kubectl(t, memberConfig, append([]string{"--context", member}, args...)...))
+				if len(want) == 0 {
+					want = rows[:1]
+				}
+				want = append(want, rows[1:]...)
+			}
+			header := got[0]
+			if header[0] == "CLUSTER" {
+				header = header[1:]
+			}
+			if !slices.Equal(header, want[0]) {
+				t.Fatalf("header %v, want the members' %v", got[0], want[0])
+			}
+			age := slices.Index(want[0], "AGE")
+			key := func(rows [][]string, cluster bool) []string {
+				var out []string
+				for _, r := range rows[1:] {
+					if cluster && got[0][0] == "CLUSTER" {
+						r = r[1:]
+					}
+					out = append(out, strings.Join(dropField(r, age), " "))
+				}
+				slices.Sort(out)
+				return out
+			}
+			if g, w := key(got, true), key(want, false); !slices.Equal(g, w) {
+				t.Fatalf("rows through fleetview %q, against the members %q", g, w)
+			}
+		})
+	}
+
 	t.Run("the Table's cells are the member's", func(t *testing.T) {
 		get := func(hc *http.Client, url string) metav1.Table {
 			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
