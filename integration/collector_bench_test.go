@@ -166,7 +166,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 		b.Errorf("restart republished %d messages, want only the SYNCED marker", rseq-syncSeq-1)
 	}
 
-	for _, mode := range []string{"raw", "list", "informer"} {
+	for _, mode := range []string{"raw", "raw-table", "list", "informer"} {
 		out, err := exec.Command(baseline, "--kubeconfig", kc, "--context", "bench", "--mode", mode).CombinedOutput()
 		if err != nil {
 			b.Fatalf("baseline %s: %v\n%s", mode, err, out)

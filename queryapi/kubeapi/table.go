@@ -46,9 +46,9 @@ type tableWriter struct {
 	include metav1.IncludeObjectPolicy
 	now     time.Time
 	// name and age are the columns filled from the object's metadata
-	// (-1: none): age is a string Age column, which the member printed
-	// relative to when it printed; a "date" column kubectl makes relative
-	// itself.
+	// (-1: none): age is the Age column, which the member printed
+	// relative to when it printed (built-in printers as "string", a CRD's
+	// creationTimestamp column as "date", both already relative).
 	name, age int
 	spans     []rawjson.Span
 }
@@ -63,7 +63,7 @@ func newTableWriter(c cached, include metav1.IncludeObjectPolicy) *tableWriter {
 		switch {
 		case col.Name == "Name" && t.name < 0:
 			t.name = i
-		case col.Name == "Age" && col.Type == "string" && t.age < 0:
+		case col.Name == "Age" && (col.Type == "string" || col.Type == "date") && t.age < 0:
 			t.age = i
 		}
 	}
@@ -201,8 +201,6 @@ func (t *tableWriter) appendRow(b []byte, obj, cells []byte) ([]byte, error) {
 			b = append(b, cells[spans[i].Start:spans[i].End]...)
 		case i == t.name:
 			b = strconv.AppendQuote(b, m.name)
-		case t.cols[i].Type == "date" && m.creationTimestamp != "" && t.cols[i].Name == "Age":
-			b = strconv.AppendQuote(b, m.creationTimestamp)
 		default:
 			b = append(b, `"<unknown>"`...)
 		}

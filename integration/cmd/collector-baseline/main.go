@@ -5,6 +5,9 @@
 //   - raw: pages through every object of a resource as JSON bytes, without
 //     decoding them: how fast the apiserver serves them, the ceiling for any
 //     collector;
+//   - raw-table: the same asking for Tables with the whole object in each
+//     row, as the collector does (the member prints every object's cells):
+//     the ceiling for the collector's own requests;
 //   - list: the same with the dynamic client, which decodes every object into
 //     map[string]any (what an unstructured informer does on its list);
 //   - informer: a client-go dynamic informer (what karmada-search runs per
@@ -36,7 +39,7 @@ import (
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig")
 	kctx := flag.String("context", "", "context")
-	mode := flag.String("mode", "list", "raw, list or informer")
+	mode := flag.String("mode", "list", "raw, raw-table, list or informer")
 	resource := flag.String("resource", "pods", "core/v1 resource")
 	flag.Parse()
 	if err := run(*kubeconfig, *kctx, *mode, *resource); err != nil {
@@ -61,7 +64,7 @@ func run(kubeconfig, kctx, mode, resource string) error {
 	start := time.Now()
 	n := 0
 	switch mode {
-	case "raw":
+	case "raw", "raw-table":
 		cfg.DisableCompression = true
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
@@ -77,6 +80,9 @@ func run(kubeconfig, kctx, mode, resource string) error {
 		}
 		fetch := func(cont string) page {
 			req := cs.CoreV1().RESTClient().Get().AbsPath("/api", "v1", resource).Param("limit", "500").SetHeader("Accept", "application/json")
+			if mode == "raw-table" {
+				req = req.SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json").Param("includeObject", "Object")
+			}
 			if cont != "" {
 				req = req.Param("continue", cont)
 			}
@@ -98,11 +104,12 @@ func run(kubeconfig, kctx, mode, resource string) error {
 			}
 			var l struct {
 				Items []json.RawMessage `json:"items"`
+				Rows  []json.RawMessage `json:"rows"`
 			}
 			if err := json.Unmarshal(p.body, &l); err != nil {
 				return err
 			}
-			n += len(l.Items)
+			n += len(l.Items) + len(l.Rows)
 			if cont == "" {
 				break
 			}
