@@ -130,16 +130,14 @@ func readRowMeta(obj []byte) (rowMeta, error) {
 		return err
 	}
 	_, err := rawjson.EachMember(obj, 0, func(top rawjson.Member) (int, error) {
-		end, err := rawjson.SkipValue(obj, top.ValueStart)
-		if err != nil || string(top.Key) != "metadata" {
-			return end, err
+		if string(top.Key) != "metadata" {
+			return rawjson.SkipValue(obj, top.ValueStart)
 		}
 		if obj[top.ValueStart] != '{' {
 			return 0, errNoMetadata
 		}
 		found = true
-		m.span = rawjson.Span{Start: top.ValueStart, End: end}
-		_, err = rawjson.EachMember(obj, top.ValueStart, func(f rawjson.Member) (int, error) {
+		end, err := rawjson.EachMember(obj, top.ValueStart, func(f rawjson.Member) (int, error) {
 			fend, err := rawjson.SkipValue(obj, f.ValueStart)
 			if err != nil {
 				return 0, err
@@ -166,13 +164,25 @@ func readRowMeta(obj []byte) (rowMeta, error) {
 			}
 			return fend, err
 		})
+		if err == nil {
+			m.span = rawjson.Span{Start: top.ValueStart, End: end}
+			err = errMetadataRead // the rest of the object is not the row's
+		}
 		return end, err
 	})
-	if err == nil && !found {
+	switch {
+	case errors.Is(err, errMetadataRead):
+		err = nil
+	case err == nil && !found:
 		err = errNoMetadata
 	}
 	return m, err
 }
+
+// errMetadataRead stops readRowMeta's walk once the metadata is read:
+// kind and apiVersion come first and metadata next, so a row reads a few
+// hundred bytes of a Pod, not its spec and status.
+var errMetadataRead = errors.New("metadata read")
 
 // appendRow writes the row of one stored object and its stored cells.
 func (t *tableWriter) appendRow(b []byte, obj, cells []byte) ([]byte, error) {
