@@ -1,5 +1,6 @@
 // Package stream owns the contract between collectors and materializers
-// (docs/architecture.md, "The stream contract"): stream and subject names,
+// (docs/architecture.md, "The stream contract"): stream, bucket and subject
+// names (the JetStream API's too: APISubject, for the hub's accounts and guard),
 // the stream configuration, the message headers (object and dead-letter),
 // the building of object messages (headers, Nats-Msg-Id, tombstone TTL),
 // the cluster annotations every object carries, the names of a collector's
