@@ -294,15 +294,15 @@ func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move
 	var subjects []string
 	for _, m := range ms {
 		kinds[m.gvr] = m.kind
-		subjects = append(subjects, stream.ResourceFilter(cluster, m.gvr), stream.ControlSubject(cluster, m.gvr))
+		subjects = append(subjects, stream.ResourceSubjects(cluster, m.gvr)...)
 	}
 	want := map[objRef]string{} // resourceVersion of every object the state holds
-	st, err := s.cfg.JetStream.Stream(ctx, stream.StreamName(cluster))
+	_, err := s.cfg.JetStream.Stream(ctx, stream.StreamName(cluster))
 	if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, err
 	}
 	if err == nil {
-		if err := s.replay(ctx, st, g, cluster, subjects, ckpt, want); err != nil {
+		if err := s.replay(ctx, g, cluster, subjects, ckpt, want); err != nil {
 			return 0, err
 		}
 	}
@@ -347,87 +347,40 @@ func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move
 }
 
 // replay reads the last message of each subject up to ckpt, in stream
-// order, and applies them to g's sink; want ends up holding the objects of
-// that state.
-func (s *Set) replay(ctx context.Context, st jetstream.Stream, g *member, cluster string, subjects []string, ckpt uint64, want map[objRef]string) error {
-	// An ephemeral consumer says at once how many messages it will
-	// deliver: a no-wait fetch may come back empty before the server has
-	// any ready, and an empty copy would pass for an empty resource.
-	cons, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubjects: subjects, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-		AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute, MemoryStorage: true})
+// order (stream.Replay), and applies them to g's sink; want ends up holding
+// the objects of the state, with their resourceVersions.
+func (s *Set) replay(ctx context.Context, g *member, cluster string, subjects []string, ckpt uint64, want map[objRef]string) error {
+	var evs []feed.Event
+	err := stream.Replay(ctx, s.cfg.JetStream, cluster, subjects, 0, ckpt, func(seq uint64, ev *fleetviewv1.ResourceEvent) error {
+		gvr := stream.GVR(ev.GetGvr())
+		switch ev.GetType() {
+		case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
+			var s stored
+			if json.Unmarshal(ev.GetObject(), &s) != nil {
+				return nil // poison: the materializers dead-lettered it
+			}
+			want[objRef{gvr, ev.GetUid()}] = s.Metadata.ResourceVersion
+		case fleetviewv1.EventType_EVENT_TYPE_DELETE:
+			delete(want, objRef{gvr, ev.GetUid()})
+		case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
+			for ref := range want {
+				if ref.gvr == gvr {
+					delete(want, ref)
+				}
+			}
+		}
+		evs = append(evs, feed.Event{Seq: seq, Event: ev})
+		if len(evs) < copyBatch {
+			return nil
+		}
+		err := applyChunks(ctx, g.sink, cluster, evs, ckpt)
+		evs = evs[:0]
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		// Not the caller's ctx: a consumer of a cancelled move still goes.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		_ = st.DeleteConsumer(dctx, cons.CachedInfo().Name)
-	}()
-	pending := cons.CachedInfo().NumPending
-	var evs []feed.Event
-	var last uint64
-	for received := uint64(0); received < pending; {
-		batch, err := cons.Fetch(int(min(pending-received, copyBatch)), jetstream.FetchMaxWait(10*time.Second))
-		if err != nil {
-			return err
-		}
-		got, past := 0, false
-		for msg := range batch.Messages() {
-			got++
-			md, err := msg.Metadata()
-			if err != nil {
-				return err
-			}
-			seq := md.Sequence.Stream
-			if seq > ckpt {
-				// Newer than the backend: its materializer applies it.
-				past = true
-				continue
-			}
-			if seq <= last {
-				return fmt.Errorf("stream %s delivered seq %d after %d", stream.StreamName(cluster), seq, last)
-			}
-			last = seq
-			ev, err := stream.Decode(msg.Subject(), msg.Data())
-			if err != nil {
-				continue // poison: the materializers dead-lettered it
-			}
-			gvr := stream.GVR(ev.GetGvr())
-			switch ev.GetType() {
-			case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-				var s stored
-				if json.Unmarshal(ev.GetObject(), &s) != nil {
-					continue // poison too
-				}
-				want[objRef{gvr, ev.GetUid()}] = s.Metadata.ResourceVersion
-			case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-				delete(want, objRef{gvr, ev.GetUid()})
-			case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
-				for ref := range want {
-					if ref.gvr == gvr {
-						delete(want, ref)
-					}
-				}
-			}
-			evs = append(evs, feed.Event{Seq: seq, Event: ev})
-		}
-		if err := batch.Error(); err != nil {
-			return err
-		}
-		if got == 0 {
-			return fmt.Errorf("stream %s: %d of %d messages of the moved resources delivered", stream.StreamName(cluster), received, pending)
-		}
-		received += uint64(got)
-		if err := applyChunks(ctx, g.sink, cluster, evs, ckpt); err != nil {
-			return err
-		}
-		evs = evs[:0]
-		if past {
-			return nil
-		}
-	}
-	return nil
+	return applyChunks(ctx, g.sink, cluster, evs, ckpt)
 }
 
 // applyChunks applies events in sink calls of copyBatch, each keeping the

@@ -444,7 +444,6 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "nats.users.member1=" + passA + "$"}, "printable ASCII without quotes"},
 			{[]string{"--set", "nats.users.member1=" + passA, "--set", "nats.users.Member2=" + passB}, `cluster "Member2" is not a DNS label`},
 			{[]string{"--set", "nats.users.member1=1234567890123456789"}, "must be a string"},
-			{[]string{"--set", "hub.natsTokenSecret=fleetview-nats"}, "hub.natsTokenSecret and collector.natsTokenSecret moved"},
 			{append(collector[:len(collector):len(collector)], "--set", "nats.userSecret.name="), "nats.auth.mode=users needs nats.userSecret"},
 			{append(collector[:len(collector):len(collector)], "--set", "collector.natsUrl=nats://hub:4222"), "tls.nats.enabled wants a tls:// URL"},
 			{append(collector[:len(collector):len(collector)], "--set", "tls.nats.caSecret.name="), "tls.nats.enabled needs tls.nats.caSecret"},

@@ -127,7 +127,7 @@ func matStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) ma
 			if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 				return
 			}
-			if _, _, err := materializer.ObjectMeta(ev.GetObject(), c); err != nil {
+			if _, _, err := materializer.LabelsAndSearchText(ev.GetObject(), c); err != nil {
 				return // poison: dead-lettered
 			}
 			out[objKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()

@@ -17,7 +17,7 @@
 // stream's, or an item a sink refuses for good via PoisonError) go
 // to the dead-letter stream FV_DEAD with the reason in the Fv-Reason header,
 // are counted (Metrics.DeadLettered, fleetview_materializer_dead_letters_total
-// in NewCollector) and never block the stream.
+// in NewMetricsCollector) and never block the stream.
 //
 // After each commit it publishes the batch to its Observer as a feed.Batch
 // in which every object event carries the state it replaced: the sink's

@@ -121,7 +121,7 @@ func (m *Materializer) add(b *batch, msg jetstream.Msg, streamName string, seq, 
 	e := feed.Event{Seq: seq, Event: ev}
 	if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		// Here, in the fetching stage, so that it overlaps with applying.
-		if e.Labels, e.Search, err = ObjectMeta(ev.GetObject(), ev.GetCluster()); err != nil {
+		if e.Labels, e.Search, err = LabelsAndSearchText(ev.GetObject(), ev.GetCluster()); err != nil {
 			b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
 			return
 		}

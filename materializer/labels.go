@@ -7,14 +7,14 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// ObjectMeta returns metadata.labels of an upsert of cluster's stream, and
-// checks the whole object by the JSON grammar, within rawjson's depth and
-// size bounds, in the same single pass. An object that fails is a poison
+// LabelsAndSearchText returns the metadata.labels and the search text of
+// an upsert of cluster's stream, and checks the whole object by the JSON
+// grammar, within rawjson's depth and size bounds, in the same single pass. An object that fails is a poison
 // event: list responses concatenate stored objects, so one that is not
 // JSON makes the answer invalid for every cluster, and one that closed
 // early (`{...},{...}`) would add an item of its own making. It also checks
 // that the object's cluster annotations, which readers authorize
-// by, name that cluster, and returning its search text. An object carrying
+// by, name that cluster. An object carrying
 // another cluster's name is poison: it was not published by that cluster's
 // collector (which sets them), and stored it would be served as the other
 // cluster's. The search text is what a free-text search matches in the
@@ -22,7 +22,7 @@ import (
 // annotation keys and values, lower-cased, each followed by a 0 byte
 // (rawjson.LabelsAnnotationsText), the cluster annotations left out (their
 // values are the key's cluster).
-func ObjectMeta(obj []byte, cluster string) (map[string]string, []byte, error) {
+func LabelsAndSearchText(obj []byte, cluster string) (map[string]string, []byte, error) {
 	labels, others, text, err := rawjson.LabelsAnnotationsText(obj, cluster, nil, stream.ClusterAnnotation, stream.KarmadaClusterAnnotation)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", errBadJSON, err)
@@ -33,7 +33,7 @@ func ObjectMeta(obj []byte, cluster string) (map[string]string, []byte, error) {
 	return labels, text, nil
 }
 
-// SearchText is the search text of ObjectMeta without its checks of the
+// SearchText is the search text of LabelsAndSearchText without its checks of the
 // cluster annotations: for objects stored before the search index, which
 // were checked when they were applied.
 func SearchText(obj []byte) ([]byte, error) {

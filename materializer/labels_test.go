@@ -26,10 +26,10 @@ func TestObjectMetaLabels(t *testing.T) {
 		{"labels not strings", `{"metadata":{"labels":{"a":1}}}`, nil, "metadata.labels"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, _, err := ObjectMeta([]byte(tc.in), "c1")
+			got, _, err := LabelsAndSearchText([]byte(tc.in), "c1")
 			if tc.wantErr != "" {
 				if !errors.Is(err, errBadJSON) || !errors.Is(err, rawjson.ErrMalformed) || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("ObjectMeta(%q) = %v, want errBadJSON and ErrMalformed with %q", tc.in, err, tc.wantErr)
+					t.Fatalf("LabelsAndSearchText(%q) = %v, want errBadJSON and ErrMalformed with %q", tc.in, err, tc.wantErr)
 				}
 				return
 			}
@@ -45,11 +45,11 @@ func TestObjectMetaLabels(t *testing.T) {
 
 // BenchmarkObjectMeta: the labels, the whole-grammar check, the cluster
 // annotation check and the search text the fetching stage takes.
-func BenchmarkObjectMeta(b *testing.B) {
+func BenchmarkLabelsAndSearchText(b *testing.B) {
 	pod := benchdata.Pod("c1", 7, 3)
 	b.SetBytes(int64(len(pod)))
 	for b.Loop() {
-		if _, _, err := ObjectMeta(pod, "c1"); err != nil {
+		if _, _, err := LabelsAndSearchText(pod, "c1"); err != nil {
 			b.Fatal(err)
 		}
 	}

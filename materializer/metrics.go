@@ -76,9 +76,9 @@ type collector struct {
 	lookupFailures                                      atomic.Uint64
 }
 
-// NewCollector builds the collector of cfg's materializers, to register on
-// the process's registry.
-func NewCollector(cfg CollectorConfig) (prometheus.Collector, error) {
+// NewMetricsCollector builds the Prometheus collector of cfg's
+// materializers, to register on the process's registry.
+func NewMetricsCollector(cfg CollectorConfig) (prometheus.Collector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

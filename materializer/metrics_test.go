@@ -73,7 +73,7 @@ func TestCollectorLag(t *testing.T) {
 	b.setApplied("c1", 5)
 	a.setApplied("gone", 7) // its stream was deleted
 	a.metrics.SinkErrors.Add(1)
-	col, err := NewCollector(CollectorConfig{JetStream: js, Materializers: func() []*Materializer { return []*Materializer{a, b} }})
+	col, err := NewMetricsCollector(CollectorConfig{JetStream: js, Materializers: func() []*Materializer { return []*Materializer{a, b} }})
 	if err != nil {
 		t.Fatal(err)
 	}

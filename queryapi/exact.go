@@ -54,7 +54,7 @@ func (q *queryService) awaitExact(ctx context.Context, rv string, want query.Ver
 	// Versions is the lowest over the backends: past want there means past
 	// it in every backend. Equal here can still be past in the snapshot,
 	// which list checks again.
-	if moved := want.Covers(have); len(moved) > 0 {
+	if moved := want.Behind(have); len(moved) > 0 {
 		return exactState(rv, want, have)
 	}
 	return nil

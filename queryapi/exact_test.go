@@ -123,7 +123,7 @@ func TestListResourceVersionMatch(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got.Seqs) != len(tc.served) || len(got.Seqs.Covers(tc.served)) > 0 || len(tc.served.Covers(got.Seqs)) > 0 {
+			if len(got.Seqs) != len(tc.served) || len(got.Seqs.Behind(tc.served)) > 0 || len(tc.served.Behind(got.Seqs)) > 0 {
 				t.Fatalf("served version %v, want %v", got.Seqs, tc.served)
 			}
 		})

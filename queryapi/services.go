@@ -128,7 +128,7 @@ func (q *queryService) awaitVersion(ctx context.Context, want query.Version) err
 		if err != nil {
 			return err
 		}
-		behind := have.Covers(want)
+		behind := have.Behind(want)
 		if len(behind) == 0 {
 			return nil
 		}

@@ -16,11 +16,8 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
-const (
-	// stateBucket holds the query API's shared state (the token key).
-	stateBucket = "fv_query"
-	tokenKeyKey = "token-key"
-)
+// tokenKeyKey is the key of the token key in stream.QueryBucket.
+const tokenKeyKey = "token-key"
 
 // EnsureState creates the query API's state bucket, or moves it to
 // replicas, ahead of New: a caller starting with a NATS cluster that is
@@ -32,7 +29,7 @@ func EnsureState(ctx context.Context, js jetstream.JetStream, replicas int) erro
 
 func stateKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
 	return stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket: stateBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
+		Bucket: stream.QueryBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
 		Replicas: replicas,
 	})
 }

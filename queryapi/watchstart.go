@@ -59,48 +59,18 @@ func objectUID(b []byte) string {
 }
 
 // replay reads cluster c's stream for the resource from after from through
-// to: the compacted stream still holds the latest message of every object
-// changed in that range, and the tombstones of the deleted ones.
+// to (stream.Replay): the compacted stream still holds the latest message of
+// every object changed in that range, and the tombstones of the deleted ones.
 func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVersionResource, from, to uint64, fn func(*hubEvent) error) error {
-	cons, err := q.js.OrderedConsumer(ctx, stream.StreamName(c), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.ResourceFilter(c, gvr), stream.ControlSubject(c, gvr)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from + 1,
+	var fnErr error // fn's own error, returned as it is
+	err := stream.Replay(ctx, q.js, c, stream.ResourceSubjects(c, gvr), from, to, func(seq uint64, ev *fleetviewv1.ResourceEvent) error {
+		fnErr = fn(newHubEvent(c, seq, ev))
+		return fnErr
 	})
-	if err != nil {
+	if err != nil && err != fnErr {
 		return fmt.Errorf("replay cluster %s: %w", c, err)
 	}
-	for {
-		batch, err := cons.FetchNoWait(500)
-		if err != nil {
-			return fmt.Errorf("replay cluster %s: %w", c, err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			md, err := msg.Metadata()
-			if err != nil {
-				return err
-			}
-			seq := md.Sequence.Stream
-			if seq > to {
-				return nil
-			}
-			if ev, err := stream.Decode(msg.Subject(), msg.Data()); err == nil {
-				if err := fn(newHubEvent(c, seq, ev)); err != nil {
-					return err
-				}
-			}
-			if seq == to || md.NumPending == 0 {
-				return nil
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return fmt.Errorf("replay cluster %s: %w", c, err)
-		}
-		if n == 0 {
-			return nil
-		}
-	}
+	return err
 }
 
 // checkResume answers 410 for a version the streams can no longer replay.

@@ -30,7 +30,7 @@ type Event struct {
 	// labeled; sinks fall back to extracting them for events built elsewhere.
 	Labels map[string]string
 	// Search is what a free-text search matches in the object
-	// (materializer.ObjectMeta), extracted with the labels; valid when
+	// (materializer.LabelsAndSearchText), extracted with the labels; valid when
 	// Labeled.
 	Search  []byte
 	Labeled bool

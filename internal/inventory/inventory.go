@@ -70,7 +70,6 @@ type ResourceState struct {
 	// ShortNames and Categories are what the member cluster's discovery
 	// reports for the resource (metav1.APIResource), in its order, so the
 	// query API's discovery offers the member's short names and categories.
-	// Records written by older collectors have neither.
 	ShortNames  []string `json:"shortNames,omitempty"`
 	Categories  []string `json:"categories,omitempty"`
 	Namespaces  []string `json:"namespaces,omitempty"`

@@ -96,13 +96,13 @@ func clusterGrants(cluster string) []grant {
 	reg := stream.KVStream(stream.RegistryBucket)
 	st := stream.KVStream(stream.RegistryStatusBucket)
 	api := func(suffix string) grant {
-		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix}
+		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix}
 	}
 	next := func(suffix string) grant {
-		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Streamed: true}
+		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix, Streamed: true}
 	}
 	guarded := func(suffix string) grant {
-		return grant{Subject: "$JS.API." + suffix, To: APIPrefix + "." + suffix, Guarded: true}
+		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix, Guarded: true}
 	}
 	// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
 	// (nats.go's convention for buckets in another account or domain).

@@ -175,8 +175,8 @@ func (g *guard) handle(cluster, subject string, m *nats.Msg) {
 // an oversized body is never decoded, then what needs the server's state
 // (consumer counts, the registries that exist).
 func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, error) {
-	t := strings.Split(subject, ".")
-	isCreate := len(t) >= 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && t[3] == "CREATE"
+	op, args, api := stream.ParseAPISubject(subject)
+	isCreate := api && op == "CONSUMER.CREATE" && len(args) >= 2
 	if isCreate && len(m.Data) > g.q.ConsumerRequestBytes {
 		return nil, ReasonRequestSize, fmt.Errorf("%w: consumer request of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.ConsumerRequestBytes)
 	}
@@ -187,10 +187,10 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 	switch {
 	case isCreate:
 		max := g.q.StreamConsumers
-		if t[4] == stream.KVStream(stream.RegistryBucket) {
+		if args[0] == stream.KVStream(stream.RegistryBucket) {
 			max = g.q.RegistryConsumers
 		}
-		if err := g.consumerRoom(cluster, t[4], t[5], max); err != nil {
+		if err := g.consumerRoom(cluster, args[0], args[1], max); err != nil {
 			return nil, ReasonConsumers, err
 		}
 	case subject == stream.KVSubject(stream.ClusterBucket, cluster):
@@ -220,7 +220,7 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 	n, offset := 0, 0
 	for {
 		req, _ := json.Marshal(server.JSApiConsumersRequest{ApiPagedRequest: server.ApiPagedRequest{Offset: offset}})
-		resp, err := g.nc.Request("$JS.API.CONSUMER.NAMES."+streamName, req, guardTimeout)
+		resp, err := g.nc.Request(stream.APISubject("CONSUMER.NAMES", streamName), req, guardTimeout)
 		if err != nil {
 			return fmt.Errorf("%w: counting consumers on %s: %v", ErrRefused, streamName, err)
 		}
@@ -267,7 +267,7 @@ func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
 // value, not a delete or purge marker (a KV key that exists).
 func (g *guard) lastExists(streamName, subject string) bool {
 	req, _ := json.Marshal(server.JSApiMsgGetRequest{LastFor: subject})
-	resp, err := g.nc.Request("$JS.API.STREAM.MSG.GET."+streamName, req, guardTimeout)
+	resp, err := g.nc.Request(stream.APISubject("STREAM.MSG.GET", streamName), req, guardTimeout)
 	if err != nil {
 		return false
 	}
@@ -299,7 +299,7 @@ func apiError(err error) []byte {
 // and returns the message to forward: the checked body re-encoded where it
 // is JSON the server decodes, so the server acts on exactly what was checked.
 func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
-	t := strings.Split(subject, ".")
+	op, args, api := stream.ParseAPISubject(subject)
 	own := stream.StreamName(cluster)
 	reg := stream.KVStream(stream.RegistryBucket)
 	consumerStream := func(s string) error {
@@ -315,28 +315,28 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 		return nil
 	}
 	switch {
-	case len(t) >= 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && t[3] == "CREATE":
-		if err := consumerStream(t[4]); err != nil {
+	case api && op == "CONSUMER.CREATE" && len(args) >= 2:
+		if err := consumerStream(args[0]); err != nil {
 			return nil, err
 		}
-		if err := consumerName(t[5]); err != nil {
+		if err := consumerName(args[1]); err != nil {
 			return nil, err
 		}
-		body, err := checkConsumerCreate(cluster, t[4], t[5], m.Data)
+		body, err := checkConsumerCreate(cluster, args[0], args[1], m.Data)
 		if err != nil {
 			return nil, err
 		}
 		return &nats.Msg{Subject: subject, Data: body}, nil
-	case len(t) == 6 && t[0] == "$JS" && t[1] == "API" && t[2] == "CONSUMER" && (t[3] == "INFO" || t[3] == "DELETE"):
-		if err := consumerStream(t[4]); err != nil {
+	case api && (op == "CONSUMER.INFO" || op == "CONSUMER.DELETE") && len(args) == 2:
+		if err := consumerStream(args[0]); err != nil {
 			return nil, err
 		}
-		if err := consumerName(t[5]); err != nil {
+		if err := consumerName(args[1]); err != nil {
 			return nil, err
 		}
 		return &nats.Msg{Subject: subject}, nil // neither takes a body
-	case len(t) == 5 && t[0] == "$JS" && t[1] == "API" && t[2] == "STREAM" && t[3] == "INFO" &&
-		(t[4] == reg || t[4] == stream.KVStream(stream.RegistryStatusBucket) || t[4] == stream.KVStream(stream.ClusterBucket)):
+	case api && op == "STREAM.INFO" && len(args) == 1 &&
+		(args[0] == reg || args[0] == stream.KVStream(stream.RegistryStatusBucket) || args[0] == stream.KVStream(stream.ClusterBucket)):
 		// Binding a bucket needs its configuration, not the keys of
 		// every other cluster.
 		var req server.JSApiStreamInfoRequest
@@ -346,7 +346,7 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 			}
 		}
 		if req.SubjectsFilter != "" || req.DeletedDetails {
-			return nil, fmt.Errorf("%w: subjects or deleted details of shared bucket %s", ErrRefused, t[4])
+			return nil, fmt.Errorf("%w: subjects or deleted details of shared bucket %s", ErrRefused, args[0])
 		}
 		return &nats.Msg{Subject: subject}, nil
 	case ownKey(cluster, subject):

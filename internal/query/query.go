@@ -166,9 +166,9 @@ func (v Version) Keep(clusters []string) {
 	}
 }
 
-// Covers reports whether v has reached every sequence of want (for the
-// clusters v knows); the missing clusters are returned.
-func (v Version) Covers(want Version) (behind []string) {
+// Behind is the clusters, sorted, whose sequence in want v has not reached
+// (a cluster v does not hold is at 0): none when v covers want.
+func (v Version) Behind(want Version) (behind []string) {
 	for c, s := range want {
 		if v[c] < s {
 			behind = append(behind, c)

@@ -99,10 +99,10 @@ func TestFieldSelectors(t *testing.T) {
 
 func TestVersionCovers(t *testing.T) {
 	have := Version{"a": 5, "b": 3}
-	if b := have.Covers(Version{"a": 5, "b": 2}); len(b) != 0 {
+	if b := have.Behind(Version{"a": 5, "b": 2}); len(b) != 0 {
 		t.Fatalf("behind %v", b)
 	}
-	if b := have.Covers(Version{"a": 6, "c": 1}); strings.Join(b, ",") != "a,c" {
+	if b := have.Behind(Version{"a": 6, "c": 1}); strings.Join(b, ",") != "a,c" {
 		t.Fatalf("behind %v", b)
 	}
 }

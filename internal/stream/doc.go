@@ -1,9 +1,12 @@
 // Package stream owns the contract between collectors and materializers
-// (docs/architecture.md, "The stream contract"): stream and subject names,
+// (docs/architecture.md, "The stream contract"): stream, bucket and subject
+// names (the JetStream API's too: APISubject, for the hub's accounts and guard),
 // the stream configuration, the message headers (object and dead-letter),
 // the building of object messages (headers, Nats-Msg-Id, tombstone TTL),
 // the cluster annotations every object carries, the names of a collector's
-// consumers (ConsumerPrefix), and encoding of ResourceEvent payloads. Every component that reads or
+// consumers (ConsumerPrefix), encoding of ResourceEvent payloads, and reading
+// a resource's state back from a stream (Replay, replay.go: a resumed watch
+// and the mover's copy). Every component that reads or
 // writes a cluster stream goes through this package so the layout is
 // defined once.
 //

@@ -32,6 +32,9 @@ const (
 	RegistryStatusBucket = "fv_registry_status"
 	// ClusterBucket is the JetStream KV bucket holding the cluster inventory.
 	ClusterBucket = "fv_clusters"
+	// QueryBucket holds the query API's state shared by its replicas (the
+	// key that seals its tokens).
+	QueryBucket = "fv_query"
 	// CoreGroupToken spells the core ("") API group in a subject.
 	CoreGroupToken = "core"
 	// DefaultTombstoneTTL keeps a delete long enough for any consumer that is
@@ -145,6 +148,28 @@ func VersionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamCon
 		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{VersionSubject},
 		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
 	}
+}
+
+// JSAPIPrefix prefixes the subjects of JetStream's API requests.
+const JSAPIPrefix = "$JS.API"
+
+// APISubject is the subject of JetStream API request op (two tokens, such
+// as "CONSUMER.CREATE") with its arguments (a stream, a consumer, a
+// filter) as the tokens after it: APISubject("STREAM.INFO", s) is
+// $JS.API.STREAM.INFO.<s>.
+func APISubject(op string, args ...string) string {
+	return strings.Join(append([]string{JSAPIPrefix, op}, args...), ".")
+}
+
+// ParseAPISubject splits a JetStream API subject into its request (the two
+// tokens after the prefix, "CONSUMER.CREATE") and the tokens after it; ok
+// is false for any other subject.
+func ParseAPISubject(subject string) (op string, args []string, ok bool) {
+	t := strings.Split(subject, ".")
+	if len(t) < 4 || t[0]+"."+t[1] != JSAPIPrefix {
+		return "", nil, false
+	}
+	return t[2] + "." + t[3], t[4:], true
 }
 
 // KVStream is the stream behind the key-value bucket.

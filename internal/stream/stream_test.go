@@ -159,3 +159,29 @@ func TestMsgID(t *testing.T) {
 		t.Fatal("sync markers must never be deduplicated")
 	}
 }
+
+func TestAPISubject(t *testing.T) {
+	if got := APISubject("CONSUMER.CREATE", "FV_a", "fvc_a_x", "fv.obj.a.>"); got != "$JS.API.CONSUMER.CREATE.FV_a.fvc_a_x.fv.obj.a.>" {
+		t.Errorf("APISubject = %q", got)
+	}
+	if got := APISubject("STREAM.INFO.FV_a"); got != "$JS.API.STREAM.INFO.FV_a" {
+		t.Errorf("APISubject = %q", got)
+	}
+	for _, tc := range []struct {
+		subject string
+		op      string
+		args    []string
+		ok      bool
+	}{
+		{"$JS.API.CONSUMER.CREATE.FV_a.c.fv.obj.a.>", "CONSUMER.CREATE", []string{"FV_a", "c", "fv", "obj", "a", ">"}, true},
+		{"$JS.API.STREAM.INFO.KV_fv_clusters", "STREAM.INFO", []string{"KV_fv_clusters"}, true},
+		{"$JS.API.INFO", "", nil, false},
+		{"$JS.hub.API.STREAM.INFO.FV_a", "", nil, false},
+		{"fv.obj.a.core.v1.pods.u", "", nil, false},
+	} {
+		op, args, ok := ParseAPISubject(tc.subject)
+		if op != tc.op || ok != tc.ok || strings.Join(args, ".") != strings.Join(tc.args, ".") {
+			t.Errorf("ParseAPISubject(%q) = %q, %v, %v; want %q, %v, %v", tc.subject, op, args, ok, tc.op, tc.args, tc.ok)
+		}
+	}
+}

@@ -22,7 +22,7 @@
 //
 // The search index (s/, same layout as o/) holds per object what a
 // free-text search matches beyond its key: label and annotation keys and
-// values, lower-cased (materializer.ObjectMeta), about a thirtieth of a
+// values, lower-cased (materializer.LabelsAndSearchText), about a thirtieth of a
 // Pod's bytes. Search reads it instead of the objects, and reads an object
 // only to confirm a candidate.
 //

@@ -74,7 +74,7 @@ func labelKey(g schema.GroupVersionResource, k, v, ns, name, cluster string) []b
 
 // searchPrefix and searchKey are the search index: per object, under the
 // same resource, namespace, name and cluster as its primary key, what a
-// free-text search matches beyond the key (materializer.ObjectMeta: label
+// free-text search matches beyond the key (materializer.LabelsAndSearchText: label
 // and annotation keys and values), ~100 bytes in the value log
 // (writer.setSearch). A search reads it instead of the object (3 KB for a
 // Pod).

@@ -205,7 +205,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	seq, lbls, text := e.Seq, e.Labels, e.Search
 	if !e.Labeled {
 		var err error
-		if lbls, text, err = materializer.ObjectMeta(ev.GetObject(), w.cluster); err != nil {
+		if lbls, text, err = materializer.LabelsAndSearchText(ev.GetObject(), w.cluster); err != nil {
 			return feed.Prior{}, materializer.Poison(seq, "object of %s/%s: %v", ev.GetNamespace(), ev.GetName(), err)
 		}
 	}

@@ -12,14 +12,8 @@ app.kubernetes.io/component: {{ .Values.mode }}
 
 {{/*
 fleetview.natsMode checks the NATS authentication values and prints the mode.
-Values of chart 0.1 (hub/collector.natsTokenSecret) are refused rather than
-ignored: the default mode changed from token to users, and a silently
-ignored token secret would leave the collectors locked out.
 */}}
 {{- define "fleetview.natsMode" -}}
-{{- if or .Values.hub.natsTokenSecret .Values.collector.natsTokenSecret }}
-{{- fail "hub.natsTokenSecret and collector.natsTokenSecret moved: set nats.auth.mode=token and nats.tokenSecret to keep the shared token, or use per-cluster users (nats.auth.mode=users, the default)" }}
-{{- end }}
 {{- $mode := .Values.nats.auth.mode }}
 {{- if not (has $mode (list "users" "token")) }}
 {{- fail (printf "nats.auth.mode must be \"users\" (per-cluster credentials) or \"token\" (one token shared by every collector), not %q" (toString $mode)) }}
