@@ -26,7 +26,7 @@ func TestPutGetList(t *testing.T) {
 		KubernetesVersion: "v1.37.2", ServedAPIs: []string{"apps/v1", "v1"}, Ready: true, Heartbeat: time.Now().UTC().Truncate(time.Second),
 		Resources: []ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true, ObjectCount: 3, RefusedObjects: 1, Message: "1 object(s) refused as too large",
 			Columns: []Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "IP", Type: "string", Priority: 1}}}},
-		Counters:  &Counters{Upserts: 4, Refused: 1}}
+		Counters: &Counters{Upserts: 4, Refused: 1}}
 	a := &Cluster{Name: "member1", Heartbeat: time.Now().UTC().Truncate(time.Second)}
 	for _, c := range []*Cluster{b, a} {
 		if err := Put(ctx, kv, c); err != nil {
