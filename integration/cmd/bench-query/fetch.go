@@ -161,16 +161,23 @@ func (e endpoint) listPages(ctx context.Context, path, sel string, limit int64) 
 // fanoutRead lists from every apiserver in parallel with
 // resourceVersion=0 (their watch caches), each paging by limit.
 func fanoutRead(ctx context.Context, eps []endpoint, sel string, limit int64) ([][]byte, error) {
-	res := make([][][]byte, len(eps))
+	return gather(ctx, len(eps), func(ctx context.Context, i int) ([][]byte, error) {
+		q := url.Values{"resourceVersion": {"0"}}
+		if sel != "" {
+			q.Set("labelSelector", sel)
+		}
+		return eps[i].pages(ctx, "/api/v1/pods", q, limit, kubeContinue)
+	})
+}
+
+// gather runs read for 0..n-1 in parallel and joins their bodies in order.
+func gather(ctx context.Context, n int, read func(context.Context, int) ([][]byte, error)) ([][]byte, error) {
+	res := make([][][]byte, n)
 	g, gctx := errgroup.WithContext(ctx)
-	for i, e := range eps {
+	for i := range n {
 		g.Go(func() error {
-			q := url.Values{"resourceVersion": {"0"}}
-			if sel != "" {
-				q.Set("labelSelector", sel)
-			}
 			var err error
-			res[i], err = e.pages(gctx, "/api/v1/pods", q, limit, kubeContinue)
+			res[i], err = read(gctx, i)
 			return err
 		})
 	}

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 
-	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -70,23 +69,10 @@ func (k kubectls) viaFleetview(args ...string) func(context.Context) ([][]byte, 
 
 func (k kubectls) againstMembers(args ...string) func(context.Context) ([][]byte, error) {
 	return func(ctx context.Context) ([][]byte, error) {
-		res := make([][][]byte, len(k.contexts))
-		g, gctx := errgroup.WithContext(ctx)
-		for i, c := range k.contexts {
-			g.Go(func() error {
-				var err error
-				res[i], err = kubectlRun(gctx, append([]string{"--kubeconfig", k.members, "--context", c, "--cache-dir", k.cacheDir + "/" + c}, args...)...)
-				return err
-			})
-		}
-		if err := g.Wait(); err != nil {
-			return nil, err
-		}
-		var all [][]byte
-		for _, r := range res {
-			all = append(all, r...)
-		}
-		return all, nil
+		return gather(ctx, len(k.contexts), func(ctx context.Context, i int) ([][]byte, error) {
+			c := k.contexts[i]
+			return kubectlRun(ctx, append([]string{"--kubeconfig", k.members, "--context", c, "--cache-dir", k.cacheDir + "/" + c}, args...)...)
+		})
 	}
 }
 
