@@ -75,23 +75,11 @@ func TestKubeAPI(t *testing.T) {
 
 	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
 	defer fv.stop(t)
-	reg, err := structpb.NewStruct(map[string]any{
+	applyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},
 				map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 120*time.Second, func() error {
-		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
-			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
-		}
-		return nil
 	})
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
@@ -647,5 +635,24 @@ func installCronTabs(t *testing.T, ctx context.Context, c *harness.Cluster, shor
 	eventually(t, 60*time.Second, func() error { // until the CRD is established
 		_, err := c.Dynamic().Resource(cronTabsGVR).Namespace("shop").Create(ctx, ct, metav1.CreateOptions{})
 		return err
+	})
+}
+
+// applyAndWaitSynced applies a registry (its document as a map) on the
+// hub and waits until /readyz/clusters says every cluster has synced it.
+func applyAndWaitSynced(t *testing.T, ctx context.Context, fv *fleetview, doc map[string]any) {
+	t.Helper()
+	reg, err := structpb.NewStruct(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 120*time.Second, func() error {
+		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
+		}
+		return nil
 	})
 }

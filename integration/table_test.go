@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/harness"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 var gadgetsGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}
@@ -85,24 +83,12 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 
 	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
 	defer fv.stop(t)
-	reg, err := structpb.NewStruct(map[string]any{
+	applyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "tables"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},
 				map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}, map[string]any{"apiVersion": "v1", "kind": "Service"},
 				map[string]any{"apiVersion": "example.com/v1", "kind": "Gadget"}, map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab"}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 120*time.Second, func() error {
-		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
-			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
-		}
-		return nil
 	})
 	dir := t.TempDir()
 	fvConfig, memberConfig := filepath.Join(dir, "fleetview"), filepath.Join(dir, "members")
