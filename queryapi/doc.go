@@ -58,7 +58,8 @@
 //     cluster: every registry-selected resource synced by its collector,
 //     the backend caught up through the latest sync marker, and every
 //     resource its record reports followed by the catalog.
-//   - Authorization (authz.go, Guard) and the audit log (audit.go, Audit)
+//   - Authorization (authz.go, Guard; authzfilter.go, what a scope drops from
+//     an answer) and the audit log (audit.go, Audit)
 //     are interceptors, the audit first so it records refusals too. A
 //     search and a list carry the caller's visibility into the backend
 //     (applied before the limit); a watch is narrowed to the caller's
