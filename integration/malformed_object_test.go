@@ -76,6 +76,19 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 		return sameSet(got, refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"}, ref{"member2", "shop", "api"}))
 	})
 
+	// The objects can be listed before the collectors' inventories carry
+	// the member's printer columns; until then a Table falls back to
+	// NAME/AGE. The snapshot waits for the columns kubectl would print.
+	eventually(t, 60*time.Second, func() error {
+		tbl, err := getTable(fv.rest + "/api/v1/pods")
+		if err != nil {
+			return err
+		}
+		if len(tbl.ColumnDefinitions) < 6 || tbl.ColumnDefinitions[2].Name != "Ready" {
+			return fmt.Errorf("Table columns %v, want CLUSTER and the member's Pod columns", tbl.ColumnDefinitions)
+		}
+		return nil
+	})
 	paths := []struct{ path, accept string }{
 		{"/v1/resources/core/v1/pods", ""},
 		{"/api/v1/pods", ""},
@@ -233,6 +246,9 @@ func member2Items(t *testing.T, url, accept string) []string {
 			t.Fatalf("GET %s as Table: %v %.300s", url, err, b)
 		}
 		for _, r := range tbl.Rows {
+			if len(r.Cells) < 6 {
+				t.Fatalf("GET %s as Table: row %v has %d cells, want CLUSTER and the member's Pod columns", url, r.Cells, len(r.Cells))
+			}
 			if r.Cells[0] == "member2" {
 				cells, _ := json.Marshal(append(r.Cells[:5:5], r.Cells[6:]...)) // without AGE
 				out = append(out, string(cells))
@@ -253,6 +269,25 @@ func member2Items(t *testing.T, url, accept string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// getTable GETs url as a Table.
+func getTable(url string) (*metav1.Table, error) {
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", tableAccept)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var tbl metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&tbl); err != nil || resp.StatusCode != 200 {
+		return nil, fmt.Errorf("GET %s as Table: %d %v", url, resp.StatusCode, err)
+	}
+	return &tbl, nil
 }
 
 // kubeWatch reads a Kubernetes watch stream's lines as they come.
