@@ -9,7 +9,7 @@ import (
 // invalid); it goes to the dead-letter stream instead of blocking the stream.
 var ErrPoison = errors.New("poison event")
 
-// ErrInvalidConfig marks a configuration that cannot work (CollectorConfig).
+// ErrInvalidConfig marks a configuration that cannot work (MetricsConfig).
 var ErrInvalidConfig = errors.New("materializer: invalid configuration")
 
 // PoisonError is returned by a Sink whose batch holds an event it can never

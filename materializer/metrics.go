@@ -32,9 +32,9 @@ type Metrics struct {
 	ConsumerErrors atomic.Uint64
 }
 
-// CollectorConfig configures the Prometheus collector of a process's
+// MetricsConfig configures the Prometheus collector of a process's
 // materializers.
-type CollectorConfig struct {
+type MetricsConfig struct {
 	// JetStream reads each cluster stream's last sequence at scrape time,
 	// for the lag.
 	JetStream jetstream.JetStream
@@ -47,7 +47,7 @@ type CollectorConfig struct {
 }
 
 // Validate reports what is missing.
-func (c CollectorConfig) Validate() error {
+func (c MetricsConfig) Validate() error {
 	var errs []error
 	if c.JetStream == nil {
 		errs = append(errs, errors.New("JetStream is required"))
@@ -70,7 +70,7 @@ func (c CollectorConfig) Validate() error {
 // more. Cardinality: materializers times clusters consumed; no object,
 // resource or namespace label.
 type collector struct {
-	cfg                                                 CollectorConfig
+	cfg                                                 MetricsConfig
 	applied, batches, skipped, dead, sinkErrs, consErrs *prometheus.Desc
 	appliedSeq, lastSeq, lag, lookupErrs                *prometheus.Desc
 	lookupFailures                                      atomic.Uint64
@@ -78,7 +78,7 @@ type collector struct {
 
 // NewMetricsCollector builds the Prometheus collector of cfg's
 // materializers, to register on the process's registry.
-func NewMetricsCollector(cfg CollectorConfig) (prometheus.Collector, error) {
+func NewMetricsCollector(cfg MetricsConfig) (prometheus.Collector, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -19,12 +19,12 @@ func TestCollectorConfigValidate(t *testing.T) {
 	ms := func() []*Materializer { return nil }
 	for _, tc := range []struct {
 		name string
-		cfg  CollectorConfig
+		cfg  MetricsConfig
 		want []string // in the error; none: valid
 	}{
-		{"complete", CollectorConfig{JetStream: js, Materializers: ms}, nil},
-		{"nothing", CollectorConfig{}, []string{"JetStream is required", "Materializers is required"}},
-		{"negative timeout", CollectorConfig{JetStream: js, Materializers: ms, Timeout: -time.Second}, []string{"Timeout -1s is negative"}},
+		{"complete", MetricsConfig{JetStream: js, Materializers: ms}, nil},
+		{"nothing", MetricsConfig{}, []string{"JetStream is required", "Materializers is required"}},
+		{"negative timeout", MetricsConfig{JetStream: js, Materializers: ms, Timeout: -time.Second}, []string{"Timeout -1s is negative"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.cfg.Validate()
@@ -73,7 +73,7 @@ func TestCollectorLag(t *testing.T) {
 	b.setApplied("c1", 5)
 	a.setApplied("gone", 7) // its stream was deleted
 	a.metrics.SinkErrors.Add(1)
-	col, err := NewMetricsCollector(CollectorConfig{JetStream: js, Materializers: func() []*Materializer { return []*Materializer{a, b} }})
+	col, err := NewMetricsCollector(MetricsConfig{JetStream: js, Materializers: func() []*Materializer { return []*Materializer{a, b} }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -147,9 +147,9 @@ func (o *CollectorOptions) Validate() []error {
 	return append(errs, o.MetricsOptions.Validate()...)
 }
 
-// CollectorConfig is CollectorOptions validated, with the kubeconfig and
+// MetricsConfig is CollectorOptions validated, with the kubeconfig and
 // the NATS credentials read.
-type CollectorConfig struct {
+type MetricsConfig struct {
 	CollectorOptions
 	collector collector.Config
 	natsAuth  []nats.Option
@@ -157,19 +157,19 @@ type CollectorConfig struct {
 
 // Config validates the options (every error at once) and reads the files
 // they name.
-func (o CollectorOptions) Config(log *slog.Logger) (CollectorConfig, error) {
+func (o CollectorOptions) Config(log *slog.Logger) (MetricsConfig, error) {
 	if errs := o.Validate(); len(errs) > 0 {
-		return CollectorConfig{}, errors.Join(errs...)
+		return MetricsConfig{}, errors.Join(errs...)
 	}
 	rc, err := restConfig(o.Kubeconfig, o.Context)
 	if err != nil {
-		return CollectorConfig{}, err
+		return MetricsConfig{}, err
 	}
 	tokOpts, apiPrefix, err := o.natsOptions()
 	if err != nil {
-		return CollectorConfig{}, err
+		return MetricsConfig{}, err
 	}
-	return CollectorConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
+	return MetricsConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,

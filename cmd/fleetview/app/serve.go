@@ -233,7 +233,7 @@ func (sv *serve) startMetrics(bk backends.Buckets, conns *connlimit.Limiter) (*q
 	if err := registerConnectionMetrics(reg, conns); err != nil {
 		return nil, err
 	}
-	mc, err := materializer.NewMetricsCollector(materializer.CollectorConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
+	mc, err := materializer.NewMetricsCollector(materializer.MetricsConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
 	if err != nil {
 		return nil, err
 	}
