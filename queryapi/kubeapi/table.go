@@ -108,8 +108,11 @@ const tableTail = "]}\n"
 // rowMeta is what a row needs of an object's metadata.
 type rowMeta struct {
 	// span is the metadata member's value in the object.
-	span              rawjson.Span
-	name, cluster     string
+	span rawjson.Span
+	// name is the name member's value, still quoted: a row whose stored
+	// cells are whole never prints it.
+	name              []byte
+	cluster           string
 	creationTimestamp string
 }
 
@@ -117,7 +120,9 @@ var errNoMetadata = errors.New("object without metadata")
 
 // readRowMeta reads the metadata member of a stored object (grammar
 // already checked: the backend vouched for it or the query API checked
-// it), stopping there rather than walking the rest of the object.
+// it), stopping there rather than walking the rest of the object. Each
+// byte of the metadata is scanned once: a member's value is skipped, or
+// walked (annotations), not both.
 func readRowMeta(obj []byte) (rowMeta, error) {
 	var m rowMeta
 	found := false
@@ -138,6 +143,18 @@ func readRowMeta(obj []byte) (rowMeta, error) {
 		}
 		found = true
 		end, err := rawjson.EachMember(obj, top.ValueStart, func(f rawjson.Member) (int, error) {
+			if string(f.Key) == "annotations" {
+				if obj[f.ValueStart] != '{' {
+					return 0, errors.New("metadata.annotations is not an object")
+				}
+				return rawjson.EachMember(obj, f.ValueStart, func(a rawjson.Member) (int, error) {
+					aend, err := rawjson.SkipValue(obj, a.ValueStart)
+					if err == nil && string(a.Key) == clusterAnnotation {
+						err = str(obj[a.ValueStart:aend], &m.cluster)
+					}
+					return aend, err
+				})
+			}
 			fend, err := rawjson.SkipValue(obj, f.ValueStart)
 			if err != nil {
 				return 0, err
@@ -145,22 +162,14 @@ func readRowMeta(obj []byte) (rowMeta, error) {
 			v := obj[f.ValueStart:fend]
 			switch string(f.Key) {
 			case "name":
-				err = str(v, &m.name)
+				if v[0] != '"' {
+					return 0, fmt.Errorf("metadata member is %.20s, not a string", v)
+				}
+				m.name = v
 			case "creationTimestamp":
 				if string(v) != "null" {
 					err = str(v, &m.creationTimestamp)
 				}
-			case "annotations":
-				if v[0] != '{' {
-					return 0, errors.New("metadata.annotations is not an object")
-				}
-				_, err = rawjson.EachMember(obj, f.ValueStart, func(a rawjson.Member) (int, error) {
-					aend, err := rawjson.SkipValue(obj, a.ValueStart)
-					if err == nil && string(a.Key) == clusterAnnotation {
-						err = str(obj[a.ValueStart:aend], &m.cluster)
-					}
-					return aend, err
-				})
 			}
 			return fend, err
 		})
@@ -209,8 +218,14 @@ func (t *tableWriter) appendRow(b []byte, obj, cells []byte) ([]byte, error) {
 			b = strconv.AppendQuote(b, t.ageOf(m.creationTimestamp))
 		case whole:
 			b = append(b, cells[spans[i].Start:spans[i].End]...)
+		case i == t.name && m.name != nil:
+			name, err := rawjson.String(m.name)
+			if err != nil {
+				return b, fmt.Errorf("decode cached object: metadata.name: %w", err)
+			}
+			b = strconv.AppendQuote(b, name)
 		case i == t.name:
-			b = strconv.AppendQuote(b, m.name)
+			b = append(b, `""`...)
 		default:
 			b = append(b, `"<unknown>"`...)
 		}

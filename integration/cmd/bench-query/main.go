@@ -104,12 +104,32 @@ func pod(i, selectEvery int) *corev1.Pod {
 	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchdata.Namespace(i), Name: benchdata.PodName(i),
-			Labels:      map[string]string{"app": app, "sel": sel, "tier": []string{"frontend", "backend"}[i%2]},
-			Annotations: map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"}},
+			Labels:        map[string]string{"app": app, "sel": sel, "tier": []string{"frontend", "backend"}[i%2]},
+			Annotations:   map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "9090"},
+			ManagedFields: managedFields(app)},
 		Spec: corev1.PodSpec{NodeName: fmt.Sprintf("node-%03d", i%200), ServiceAccountName: app,
 			Containers: []corev1.Container{{Name: app, Image: "registry.example.com/" + app + ":1.2.3",
 				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}, {Name: "metrics", ContainerPort: 9090}},
 				Env:   []corev1.EnvVar{{Name: "APP_ENV", Value: "production"}, {Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}}}}},
+	}
+}
+
+// managedFields are what a member's apiserver records for a Pod its
+// ReplicaSet controller created and its kubelet reports on (the Pods are
+// stored straight into etcd, where nothing writes them): the member
+// serves them in every list and Table row, fleetview's collector drops
+// them at the source.
+func managedFields(app string) []metav1.ManagedFieldsEntry {
+	at := metav1.NewTime(time.Date(2026, 11, 1, 10, 0, 0, 0, time.UTC))
+	spec := `{"f:metadata":{"f:annotations":{".":{},"f:prometheus.io/port":{},"f:prometheus.io/scrape":{}},"f:labels":{".":{},"f:app":{},"f:sel":{},"f:tier":{}}},` +
+		`"f:spec":{"f:containers":{"k:{\"name\":\"` + app + `\"}":{".":{},"f:env":{".":{},"k:{\"name\":\"APP_ENV\"}":{".":{},"f:name":{},"f:value":{}},"k:{\"name\":\"POD_NAME\"}":{".":{},"f:name":{},"f:valueFrom":{".":{},"f:fieldRef":{}}}},` +
+		`"f:image":{},"f:imagePullPolicy":{},"f:name":{},"f:ports":{".":{},"k:{\"containerPort\":8080,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}},"k:{\"containerPort\":9090,\"protocol\":\"TCP\"}":{".":{},"f:containerPort":{},"f:name":{},"f:protocol":{}}},` +
+		`"f:resources":{},"f:terminationMessagePath":{},"f:terminationMessagePolicy":{}}},"f:dnsPolicy":{},"f:enableServiceLinks":{},"f:restartPolicy":{},"f:schedulerName":{},"f:securityContext":{},"f:serviceAccount":{},"f:serviceAccountName":{},"f:terminationGracePeriodSeconds":{}}}`
+	status := `{"f:status":{"f:conditions":{"k:{\"type\":\"ContainersReady\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Initialized\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}},"k:{\"type\":\"Ready\"}":{".":{},"f:lastProbeTime":{},"f:lastTransitionTime":{},"f:status":{},"f:type":{}}},` +
+		`"f:containerStatuses":{},"f:hostIP":{},"f:hostIPs":{},"f:phase":{},"f:podIP":{},"f:podIPs":{".":{},"k:{\"ip\":\"10.244.0.1\"}":{".":{},"f:ip":{}}},"f:startTime":{}}}`
+	return []metav1.ManagedFieldsEntry{
+		{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(spec)}},
+		{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &at, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(status)}, Subresource: "status"},
 	}
 }
 

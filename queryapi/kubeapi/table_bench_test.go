@@ -1,0 +1,42 @@
+package kubeapi
+
+import (
+	"fmt"
+	"io"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
+)
+
+// BenchmarkPage compares a page of 500 stored Pods written as kubectl's
+// Table (includeObject=Metadata) with the same page as a PodList: the
+// Table's extra cost per row is what the query benchmark's paged Table
+// row measures end to end.
+func BenchmarkPage(b *testing.B) {
+	const n = 500
+	items, cells := make([][]byte, n), make([][]byte, n)
+	for i := range items {
+		items[i] = podjson.Pod("member1", i, 7)
+		cells[i] = fmt.Appendf(nil, `[%q,"1/1","Running","0","3h","10.244.0.%d","node-%03d"]`, podjson.PodName(i), i%256, i%200)
+	}
+	c := cached{gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod", namespaced: true, columns: podColumns}
+	lm := metav1.ListMeta{ResourceVersion: "fv2.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+	h := &Handler{}
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if err := writeList(io.Discard, c, lm, items); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("table", func(b *testing.B) {
+		for b.Loop() {
+			if err := h.writeTable(io.Discard, c, lm, metav1.IncludeMetadata, items, cells); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
