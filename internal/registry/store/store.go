@@ -66,6 +66,10 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	// Every collector follows the registries with a consumer of its own.
+	if err := stream.AllowSharedConsumers(ctx, js, stream.RegistryBucket); err != nil {
+		return nil, err
+	}
 	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return "" }}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/registry"
+	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -108,5 +111,46 @@ func TestInvalidIsRefusedAndNothingStored(t *testing.T) {
 	list, err := s.List(ctx)
 	if err != nil || len(list) != 0 {
 		t.Fatalf("an invalid registry was stored: %v %v", list, err)
+	}
+}
+
+// TestRegistriesFollowedByMoreThanAThousandClusters: every collector
+// follows the registries with a consumer of its own, and nats-server caps
+// a stream that sets no limit at 1,000 consumers. A bucket made as the
+// registries once were refuses the 1,001st follower; the registries bucket
+// Open makes takes 1,100.
+func TestRegistriesFollowedByMoreThanAThousandClusters(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := natstest.Start(t, -1)
+	follow := func(streamName string, n int) error {
+		for i := range n {
+			if _, err := js.CreateConsumer(ctx, streamName, jetstream.ConsumerConfig{Name: fmt.Sprintf("c%04d", i), AckPolicy: jetstream.AckNonePolicy}); err != nil {
+				return fmt.Errorf("consumer %d: %w", i+1, err)
+			}
+		}
+		return nil
+	}
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := follow(stream.KVStream("plain"), 1001); err == nil || !strings.Contains(err.Error(), "consumer 1001") {
+		t.Fatalf("a bucket without a consumer limit: %v, want the 1,001st consumer refused (the server's default)", err)
+	}
+	if _, err := Open(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := follow(stream.KVStream(stream.RegistryBucket), 1100); err != nil {
+		t.Fatalf("the registries bucket: %v", err)
+	}
+	// Open again (a hub restart) keeps the limit.
+	if _, err := Open(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.MaxConsumers; got != stream.SharedMaxConsumers {
+		t.Fatalf("MaxConsumers %d after a second Open, want %d", got, stream.SharedMaxConsumers)
 	}
 }
