@@ -163,6 +163,13 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 		log.Warn("the member clusters' stream quotas would reserve more than JetStream's storage: each stream gets an equal share instead (JetStream reserves every stream's quota on disk when it is created)",
 			"clusters", len(so.Clusters)+len(o.Contexts), "--stream-max-bytes", o.StreamQuota.StreamMaxBytes, "jetstreamStoreBytes", ns.StoreBytes(), "quota", quota)
 	}
+	clusters := len(so.Clusters) + len(o.Contexts)
+	storeClusters := 0
+	if quota > 0 {
+		storeClusters = int(ns.StoreBytes() / 10 * 9 / quota)
+	}
+	memLimit, _ := o.Memory.limit() // validated with the options
+	checkFleetSize(clusters, readHostLimits(memLimit, storeClusters)).log(log)
 	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
 		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log)
 	}); err != nil {
