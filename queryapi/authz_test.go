@@ -1,7 +1,9 @@
 package queryapi
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -250,5 +252,29 @@ func TestGuardDiscoveryView(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeepRawKeepsPairs: what a scope drops from a raw list drops its
+// cells and row spans with it, so each kept item keeps its own.
+func TestKeepRawKeepsPairs(t *testing.T) {
+	var items, cells [][]byte
+	var spans []uint32
+	for i, c := range []string{"c1", "c2", "c1", "c3", "c1"} {
+		items = append(items, fmt.Appendf(nil, `{"metadata":{"name":"p%d","namespace":"ns","annotations":{"fleetview.io/cluster":%q}}}`, i, c))
+		cells = append(cells, fmt.Appendf(nil, `["p%d"]`, i))
+		for j := range 8 {
+			spans = append(spans, uint32(10*i+j))
+		}
+	}
+	s := &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{"c1"}}}}
+	items, cells, spans = keepRaw(s, items, cells, spans)
+	if len(items) != 3 || len(cells) != 3 || len(spans) != 24 {
+		t.Fatalf("kept %d items, %d cells, %d spans; want 3, 3, 24", len(items), len(cells), len(spans))
+	}
+	for k, i := range []int{0, 2, 4} {
+		if !bytes.Contains(items[k], fmt.Appendf(nil, `"name":"p%d"`, i)) || string(cells[k]) != fmt.Sprintf(`["p%d"]`, i) || spans[8*k] != uint32(10*i) || spans[8*k+7] != uint32(10*i+7) {
+			t.Fatalf("kept #%d: %s %s %v, want item p%d's", k, items[k], cells[k], spans[8*k:8*k+8], i)
+		}
 	}
 }

@@ -68,7 +68,7 @@ func filter(s *auth.Scope, resp any) error {
 	switch r := resp.(type) {
 	case *fleetviewv1.ListResponse:
 		r.Items = slices.DeleteFunc(r.Items, func(it *structpb.Struct) bool { return !s.Allows(location(it)) })
-		r.RawItems, r.RawCells = keepRaw(s, r.RawItems, r.RawCells)
+		r.RawItems, r.RawCells, r.RawRowSpans = keepRaw(s, r.RawItems, r.RawCells, r.RawRowSpans)
 	case *fleetviewv1.WatchEvent:
 		if r.GetType() == "BOOKMARK" {
 			return nil
@@ -86,8 +86,8 @@ func filter(s *auth.Scope, resp any) error {
 }
 
 // keepRaw drops the raw items the scope does not allow, and their cells
-// with them (cells, when present, pair with items by index).
-func keepRaw(s *auth.Scope, items, cells [][]byte) ([][]byte, [][]byte) {
+// and row spans with them (each, when present, pairs with items by index).
+func keepRaw(s *auth.Scope, items, cells [][]byte, spans []uint32) ([][]byte, [][]byte, []uint32) {
 	n := 0
 	for i, it := range items {
 		if !s.Allows(rawLocation(it)) {
@@ -97,12 +97,18 @@ func keepRaw(s *auth.Scope, items, cells [][]byte) ([][]byte, [][]byte) {
 		if len(cells) == len(items) {
 			cells[n] = cells[i]
 		}
+		if len(spans) == 8*len(items) {
+			copy(spans[8*n:8*n+8], spans[8*i:8*i+8])
+		}
 		n++
+	}
+	if len(spans) == 8*len(items) {
+		spans = spans[:8*n]
 	}
 	clear(items[n:])
 	if len(cells) == len(items) {
 		clear(cells[n:])
 		cells = cells[:n]
 	}
-	return items[:n], cells
+	return items[:n], cells, spans
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -221,6 +222,12 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		resp.RawCells = make([][]byte, len(page.Items))
 		for i, it := range page.Items {
 			resp.RawItems[i], resp.RawCells[i] = it.JSON, it.Cells
+			if it.Row != (rawjson.RowSpans{}) && resp.RawRowSpans == nil {
+				resp.RawRowSpans = make([]uint32, 8*len(page.Items))
+			}
+			if resp.RawRowSpans != nil {
+				putRowSpans(resp.RawRowSpans[8*i:8*i+8], it.Row)
+			}
 		}
 		return resp, nil
 	}
@@ -301,4 +308,11 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		resp.Items = append(resp.Items, hit)
 	}
 	return resp, nil
+}
+
+// putRowSpans writes r as ListResponse.raw_row_spans's eight offsets.
+func putRowSpans(dst []uint32, r rawjson.RowSpans) {
+	for i, sp := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
+		dst[2*i], dst[2*i+1] = uint32(sp.Start), uint32(sp.End)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -19,6 +20,9 @@ type Object struct {
 	// checked by stream.Decode before it was stored), when its collector
 	// sent them.
 	Cells []byte
+	// Row is where a Table row's parts lie in JSON, when the backend
+	// found them as it stored the object (zero: it did not).
+	Row rawjson.RowSpans
 	// Checked: the backend vouches that JSON passed rawjson.Check when it
 	// was stored, so the query API need not check it again on every read
 	// (the Badger store, which only the materializer writes, after that

@@ -5,7 +5,7 @@
 //
 // Key layout (\x00-separated, so byte order is namespace, name, cluster order):
 //
-//	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, object JSON
+//	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, Table cells, row spans, object JSON
 //	l/<group>/<version>/<resource>/<labelkey>/<labelvalue>/<namespace>/<name>/<cluster> -> ""
 //	s/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> search text (in the value log)
 //	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -125,15 +127,56 @@ type record struct {
 	seq    uint64
 	labels map[string]string
 	cells  []byte
-	json   []byte
+	// row is where a Table row's parts lie in json, found as the object
+	// was stored (zero: not found).
+	row  rawjson.RowSpans
+	json []byte
+}
+
+// rowLen bounds what appendRow adds.
+const rowLen = 1 + 8*binary.MaxVarintLen64
+
+// appendRow appends the row spans: a count (0 or 8) and the offsets.
+func appendRow(b []byte, r rawjson.RowSpans) []byte {
+	if r.Metadata == (rawjson.Span{}) {
+		return append(b, 0)
+	}
+	b = append(b, 8)
+	for _, s := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
+		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(s.Start)), uint64(s.End))
+	}
+	return b
+}
+
+// cutRow reads what appendRow wrote.
+func cutRow(b []byte) (rawjson.RowSpans, []byte, error) {
+	var r rawjson.RowSpans
+	if len(b) == 0 || (b[0] != 0 && b[0] != 8) {
+		return r, nil, errCorrupt
+	}
+	n, b := b[0], b[1:]
+	if n == 0 {
+		return r, b, nil
+	}
+	for _, s := range [...]*rawjson.Span{&r.Metadata, &r.Name, &r.Created, &r.Annotation} {
+		for _, v := range [...]*int{&s.Start, &s.End} {
+			x, w := binary.Uvarint(b)
+			if w <= 0 || x > rawjson.MaxSize {
+				return r, nil, errCorrupt
+			}
+			*v, b = int(x), b[w:]
+		}
+	}
+	return r, b, nil
 }
 
 // encodeRecord encodes r into memory from alloc (which returns an empty
 // slice with at least the capacity asked for).
 func encodeRecord(r record, alloc func(n int) []byte) []byte {
-	b := binary.BigEndian.AppendUint64(alloc(8+labelsLen(r.labels)+binary.MaxVarintLen64+len(r.cells)+len(r.json)), r.seq)
+	b := binary.BigEndian.AppendUint64(alloc(8+labelsLen(r.labels)+binary.MaxVarintLen64+len(r.cells)+rowLen+len(r.json)), r.seq)
 	b = appendLabels(b, r.labels)
 	b = append(binary.AppendUvarint(b, uint64(len(r.cells))), r.cells...)
+	b = appendRow(b, r.row)
 	return append(b, r.json...)
 }
 
@@ -227,7 +270,10 @@ func decodeRecord(b []byte, withLabels bool) (record, error) {
 	if w <= 0 || uint64(len(rest)-w) < n {
 		return record{}, errCorrupt
 	}
-	r.cells, r.json = rest[w:w+int(n)], rest[w+int(n):]
+	r.cells, rest = rest[w:w+int(n)], rest[w+int(n):]
+	if r.row, r.json, err = cutRow(rest); err != nil {
+		return record{}, err
+	}
 	return r, nil
 }
 

@@ -1,8 +1,13 @@
 package badger
 
 import (
+	"bytes"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 func TestLabelsHash(t *testing.T) {
@@ -96,5 +101,42 @@ func TestArenaConcat(t *testing.T) {
 	}
 	if g := a.concat(make([]byte, 70<<10), y); len(g) != 70<<10+len(y) {
 		t.Fatalf("a large concat has %d bytes", len(g))
+	}
+}
+
+// TestRecordRowSpans: a record keeps the row spans found when it was
+// written, or none, and a record cut short or with a bad count is
+// corrupt, never misread.
+func TestRecordRowSpans(t *testing.T) {
+	obj := []byte(`{"metadata":{"name":"a","creationTimestamp":"2026-01-01T00:00:00Z","annotations":{"fleetview.io/cluster":"c1"}}}`)
+	row, err := rawjson.FindRowSpans(obj, stream.ClusterAnnotation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := func(n int) []byte { return make([]byte, 0, n) }
+	for _, r := range []record{
+		{seq: 7, labels: map[string]string{"app": "web"}, cells: []byte(`["a"]`), row: row, json: obj},
+		{seq: 8, json: obj},
+	} {
+		b := encodeRecord(r, alloc)
+		got, err := decodeRecord(b, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.seq != r.seq || got.row != r.row || !bytes.Equal(got.json, r.json) || !bytes.Equal(got.cells, r.cells) {
+			t.Fatalf("decoded %+v, want %+v", got, r)
+		}
+		cells := len(r.cells) + 1
+		at := 8 + len(appendLabels(nil, r.labels)) + cells // the row's count
+		bad := bytes.Clone(b)
+		bad[at] = 3
+		if _, err := decodeRecord(bad, false); !errors.Is(err, errCorrupt) {
+			t.Fatalf("a count of 3: %v, want errCorrupt", err)
+		}
+		if r.row != (rawjson.RowSpans{}) {
+			if _, err := decodeRecord(b[:at+3], false); !errors.Is(err, errCorrupt) {
+				t.Fatalf("cut inside the row: %v, want errCorrupt", err)
+			}
+		}
 	}
 }

@@ -301,7 +301,7 @@ func (l *listScan) matches(item *bdg.Item, c *candidate, obj *query.Object, ar *
 		}
 		matched = true
 		if obj != nil {
-			*obj = query.Object{Cluster: c.cluster, GVR: o.GVR, JSON: ar.clone(rec.json), Cells: ar.clone(rec.cells), Checked: true}
+			*obj = query.Object{Cluster: c.cluster, GVR: o.GVR, JSON: ar.clone(rec.json), Cells: ar.clone(rec.cells), Row: rec.row, Checked: true}
 		}
 		return nil
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -250,5 +251,36 @@ func TestScopedGet(t *testing.T) {
 	_, err = r.Get(context.Background(), query.GetOptions{GVR: benchdata.PodGVR, Namespace: ns, Name: "nope"})
 	if want := `pods "nope" not found`; err == nil || err.Error() != want {
 		t.Fatalf("missing object: %v, want %q", err, want)
+	}
+}
+
+// TestListCarriesRowSpans: a list's objects come with the row spans the
+// store found as it wrote them, and they are the spans of the bytes
+// listed, so a Table row can use them without reading the object.
+func TestListCarriesRowSpans(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var seq uint64
+	applyPods(t, s, 20, 1, 7, &seq)
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	p, err := r.List(context.Background(), query.ListOptions{GVR: benchdata.PodGVR})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 20 {
+		t.Fatalf("%d items, want 20", len(p.Items))
+	}
+	for _, o := range p.Items {
+		want, err := rawjson.FindRowSpans(o.JSON, stream.ClusterAnnotation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Row != want || o.Row.Metadata == (rawjson.Span{}) || o.Row.Annotation == (rawjson.Span{}) {
+			t.Fatalf("row spans %+v, want %+v of the listed bytes", o.Row, want)
+		}
 	}
 }

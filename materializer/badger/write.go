@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -255,7 +256,10 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 			return prior, err
 		}
 	}
-	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), json: ev.GetObject()}, w.slab.alloc)); err != nil {
+	// A row's parts are found once, here, rather than by every Table
+	// that prints the object; an object without them is stored without.
+	row, _ := rawjson.FindRowSpans(ev.GetObject(), stream.ClusterAnnotation)
+	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), row: row, json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
 	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}

@@ -24,7 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/registry"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/catalog"
@@ -811,6 +813,59 @@ func TestWriteListInChunks(t *testing.T) {
 		}
 		if md, _ := it["metadata"].(map[string]any); i%3 != 2 && md["name"] != fmt.Sprintf("d%d", i) {
 			t.Fatalf("item %d out of order: %v", i, md["name"])
+		}
+	}
+}
+
+// TestTableRowSpans: a Table written from the row spans the store kept
+// is byte for byte the Table written by reading each object, for every
+// includeObject; spans that do not fit their object (a corrupt or foreign
+// store) are not trusted and the row reads the object instead.
+func TestTableRowSpans(t *testing.T) {
+	const n = 40
+	items, cells := make([][]byte, n), make([][]byte, n)
+	spans := make([]uint32, 8*n)
+	for i := range items {
+		items[i] = podjson.Pod("member1", i, 3)
+		cells[i] = fmt.Appendf(nil, `[%q,"1/1","Running","0","3h","10.0.0.%d","node-a"]`, podjson.PodName(i), i)
+		r, err := rawjson.FindRowSpans(items[i], clusterAnnotation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, sp := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
+			spans[8*i+2*j], spans[8*i+2*j+1] = uint32(sp.Start), uint32(sp.End)
+		}
+	}
+	corrupt := slices.Clone(spans)
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			corrupt[8*i+1] = 1 << 30 // metadata past the end
+		case 1:
+			corrupt[8*i+2], corrupt[8*i+3] = 0, 5 // name outside the metadata
+		default:
+			corrupt[8*i] = corrupt[8*i] + 1 // metadata not at its brace
+		}
+	}
+	c := cached{gvr: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, kind: "Pod", namespaced: true, columns: podColumns}
+	h := &Handler{}
+	for _, include := range []metav1.IncludeObjectPolicy{metav1.IncludeNone, metav1.IncludeMetadata, metav1.IncludeObject} {
+		write := func(sp []uint32) string {
+			var b bytes.Buffer
+			if err := h.writeTable(&b, c, metav1.ListMeta{ResourceVersion: "7"}, include, items, cells, sp); err != nil {
+				t.Fatal(err)
+			}
+			return b.String()
+		}
+		read := write(nil)
+		if !json.Valid([]byte(read)) || strings.Count(read, `{"cells":[`) != n {
+			t.Fatalf("%s: not a Table of %d rows: %.300s", include, n, read)
+		}
+		if got := write(spans); got != read {
+			t.Errorf("%s: with row spans\n%.400s\nwant\n%.400s", include, got, read)
+		}
+		if got := write(corrupt); got != read {
+			t.Errorf("%s: with corrupt row spans\n%.400s\nwant\n%.400s", include, got, read)
 		}
 	}
 }

@@ -80,7 +80,7 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	}
 	if p.table {
 		w.Header().Set("Content-Type", "application/json")
-		_ = h.writeTable(w, c, lm, p.includeObject, resp.GetRawItems(), resp.GetRawCells())
+		_ = h.writeTable(w, c, lm, p.includeObject, resp.GetRawItems(), resp.GetRawCells(), resp.GetRawRowSpans())
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -96,22 +96,28 @@ const listChunk = 256 << 10
 // pair with items by index when present), streamed like writeList. An item
 // whose row cannot be written is left out and reported (skip), so one
 // cluster's object cannot fail the Table of every cluster.
-func (h *Handler) writeTable(w io.Writer, c cached, lm metav1.ListMeta, include metav1.IncludeObjectPolicy, items, cells [][]byte) error {
+func (h *Handler) writeTable(w io.Writer, c cached, lm metav1.ListMeta, include metav1.IncludeObjectPolicy, items, cells [][]byte, spans []uint32) error {
 	t := newTableWriter(c, include)
 	b := make([]byte, 0, listChunk+64<<10)
 	b = t.appendHead(b, lm)
 	first := true
+	var row rawjson.RowSpans
 	for i, it := range items {
 		var cl []byte
 		if len(cells) == len(items) {
 			cl = cells[i]
+		}
+		var rs *rawjson.RowSpans
+		if len(spans) == 8*len(items) {
+			row = rowSpansAt(spans[8*i : 8*i+8])
+			rs = &row
 		}
 		mark := len(b)
 		if !first {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = t.appendRow(b, it, cl); err != nil {
+		if b, err = t.appendRow(b, it, cl, rs); err != nil {
 			b = b[:mark]
 			h.skip(it, "a Table", err)
 			continue
@@ -207,7 +213,7 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 	}
 	if p.table {
 		t := newTableWriter(c, p.includeObject)
-		b, err := t.appendRow(t.appendHead(nil, metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells())
+		b, err := t.appendRow(t.appendHead(nil, metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells(), nil)
 		if err != nil {
 			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 			return
@@ -244,4 +250,10 @@ func objectCluster(b []byte) string {
 		})
 	})
 	return cluster
+}
+
+// rowSpansAt reads ListResponse.raw_row_spans's eight offsets of an item.
+func rowSpansAt(o []uint32) rawjson.RowSpans {
+	sp := func(i int) rawjson.Span { return rawjson.Span{Start: int(o[i]), End: int(o[i+1])} }
+	return rawjson.RowSpans{Metadata: sp(0), Name: sp(2), Created: sp(4), Annotation: sp(6)}
 }

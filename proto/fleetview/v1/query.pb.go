@@ -849,7 +849,15 @@ type ListResponse struct {
 	// With raw_items: each item's Table row cells, as GetResponse.raw_cells
 	// (an empty entry for an object stored without cells); same length and
 	// order as raw_items.
-	RawCells      [][]byte `protobuf:"bytes,6,rep,name=raw_cells,json=rawCells,proto3" json:"raw_cells,omitempty"`
+	RawCells [][]byte `protobuf:"bytes,6,rep,name=raw_cells,json=rawCells,proto3" json:"raw_cells,omitempty"`
+	// With raw_items, when the backend found them as it stored each object:
+	// eight offsets per item into its raw_items entry, where a Table row's
+	// parts lie (start and end of the metadata member's value, of
+	// metadata.name's, of metadata.creationTimestamp's and of the
+	// fleetview.io/cluster annotation's; 0, 0 for one absent, eight zeros
+	// for an item without them). Empty when no item has them. A reader
+	// checks them against the item before using them.
+	RawRowSpans   []uint32 `protobuf:"fixed32,7,rep,packed,name=raw_row_spans,json=rawRowSpans,proto3" json:"raw_row_spans,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -922,6 +930,13 @@ func (x *ListResponse) GetRawItems() [][]byte {
 func (x *ListResponse) GetRawCells() [][]byte {
 	if x != nil {
 		return x.RawCells
+	}
+	return nil
+}
+
+func (x *ListResponse) GetRawRowSpans() []uint32 {
+	if x != nil {
+		return x.RawRowSpans
 	}
 	return nil
 }
@@ -1759,14 +1774,15 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x0eSearchResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.fleetview.v1.SearchHitR\x05items\x12\x1a\n" +
 	"\bcontinue\x18\x02 \x01(\tR\bcontinue\x12)\n" +
-	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\x8e\x02\n" +
+	"\x10resource_version\x18\x03 \x01(\tR\x0fresourceVersion\"\xb2\x02\n" +
 	"\fListResponse\x12-\n" +
 	"\x05items\x18\x01 \x03(\v2\x17.google.protobuf.StructR\x05items\x12)\n" +
 	"\x10resource_version\x18\x02 \x01(\tR\x0fresourceVersion\x12\x1a\n" +
 	"\bcontinue\x18\x03 \x01(\tR\bcontinue\x125\n" +
 	"\x14remaining_item_count\x18\x04 \x01(\x03H\x00R\x12remainingItemCount\x88\x01\x01\x12\x1b\n" +
 	"\traw_items\x18\x05 \x03(\fR\brawItems\x12\x1b\n" +
-	"\traw_cells\x18\x06 \x03(\fR\brawCellsB\x17\n" +
+	"\traw_cells\x18\x06 \x03(\fR\brawCells\x12\"\n" +
+	"\rraw_row_spans\x18\a \x03(\aR\vrawRowSpansB\x17\n" +
 	"\x15_remaining_item_count\"\xbc\x03\n" +
 	"\x11ResourceSyncState\x124\n" +
 	"\x03gvr\x18\x01 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
