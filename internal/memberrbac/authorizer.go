@@ -10,6 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/kubernetes/pkg/registry/rbac/validation"
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac"
 )
 
@@ -76,15 +77,15 @@ type Authorizer struct {
 	store *store
 	// rbac evaluates all of the member's bindings.
 	rbac *rbac.RBACAuthorizer
-	// local evaluates one namespace's RoleBindings alone (Scope).
-	local *rbac.RBACAuthorizer
+	// local resolves one namespace's RoleBindings alone (Scope).
+	local *validation.DefaultRuleResolver
 }
 
 // New returns an Authorizer holding no RBAC objects: it allows only
 // system:masters until objects arrive.
 func New() *Authorizer {
 	s := newStore()
-	return &Authorizer{store: s, rbac: rbac.New(s, s, s, s), local: rbac.New(s, s, s, noClusterRoleBindings{})}
+	return &Authorizer{store: s, rbac: rbac.New(s, s, s, s), local: validation.NewDefaultRuleResolver(s, s, s, noClusterRoleBindings{})}
 }
 
 // Upsert adds or replaces one object: a *rbacv1.ClusterRole,
