@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,8 +45,18 @@ import (
 // groups), and memberrbac's Scope against per-namespace reviews. Then it
 // changes the population (bindings deleted and added, rules replaced,
 // aggregation recomputed) and does it all again on the incrementally
-// updated authorizers. 100% agreement; the counts are logged.
+// updated authorizers. 100% agreement; the counts are logged. Each run
+// draws a new population from a seed it logs; FLEETVIEW_MEMBERRBAC_SEED=N
+// replays one.
 func TestMemberRBACAgreement(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("FLEETVIEW_MEMBERRBAC_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("FLEETVIEW_MEMBERRBAC_SEED: %v", err)
+		}
+	}
+	t.Logf("seed %d (FLEETVIEW_MEMBERRBAC_SEED=%d replays it)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	opts := harness.Options{Clusters: []string{"member1", "member2", "member3"}}
@@ -67,7 +78,7 @@ func TestMemberRBACAgreement(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]rbacAgreement, len(fleet.Clusters()))
 	for i, c := range fleet.Clusters() {
-		wg.Go(func() { results[i] = runRBACAgreement(ctx, t, c, uint64(i+1)) })
+		wg.Go(func() { results[i] = runRBACAgreement(ctx, t, c, seed+uint64(i)) })
 	}
 	wg.Wait()
 	var total rbacAgreement

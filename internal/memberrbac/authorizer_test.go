@@ -3,6 +3,7 @@ package memberrbac
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -288,5 +289,41 @@ func TestMembers(t *testing.T) {
 	m.Remove("a")
 	if _, ok := m.Lookup("a"); ok {
 		t.Fatal("a still held after Remove")
+	}
+}
+
+// TestConcurrentChanges decides while bindings change (run with -race): a
+// decision sees the objects before or after a change, never a torn list.
+func TestConcurrentChanges(t *testing.T) {
+	a := New()
+	mustUpsert(t, a, clusterRole("r", rule(ss("list"), ss(""), ss("pods"))), crb("keep", "r", userSubject("alice")))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 2000 {
+			b := rb("ns", fmt.Sprint("b", i%7), "ClusterRole", "r", userSubject("bob"))
+			c := crb(fmt.Sprint("c", i%5), "r", userSubject("bob"))
+			if i%3 == 0 {
+				_ = a.Delete(b)
+				_ = a.Delete(c)
+			} else if err := errors.Join(a.Upsert(b), a.Upsert(c)); err != nil {
+				t.Error(err) // not Fatal: another goroutine
+				return
+			}
+		}
+	}()
+	ctx := context.Background()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if ok, _ := a.Authorize(ctx, Identity{User: "alice"}, Request{Verb: "list", Resource: "pods", Namespace: "ns"}); !ok {
+			t.Fatal("alice lost access while others' bindings changed")
+		}
+		if s := a.Scope(ctx, Identity{User: "alice"}, "list", Resource{Resource: "pods"}); !s.All {
+			t.Fatalf("alice's scope %+v while others' bindings changed", s)
+		}
 	}
 }

@@ -30,8 +30,10 @@
 // v0.37.2). Its go.mod names its staging modules at v0.0.0 (replaced by
 // local paths in its own repository); go.mod requires the ones the build
 // and go mod tidy reach (k8s.io/apiserver, k8s.io/component-helpers,
-// k8s.io/apiextensions-apiserver, k8s.io/controller-manager) at the same
-// v0.37.2, so no replace directive is needed. Upgrade them together.
+// k8s.io/component-base, k8s.io/apiextensions-apiserver,
+// k8s.io/controller-manager, and k8s.io/kubelet for the aggregation
+// controller the agreement test runs) at the same v0.37.2, so no replace
+// directive is needed. Upgrade them together.
 //
 // It must not import a component (collector, materializer, queryapi,
 // backends) and knows nothing of streams, stores or the query API: wiring it
