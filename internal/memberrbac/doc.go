@@ -1,0 +1,43 @@
+// Package memberrbac decides as a member cluster's RBAC would: one
+// Authorizer per member (Members holds them by cluster name), built from
+// that member's ClusterRoles, ClusterRoleBindings, Roles and RoleBindings as
+// they arrive from its stream (Upsert, Delete: one object at a time, never a
+// rebuild of the member), answering "may this identity make this request"
+// (Authorize) and "where may it list this resource" (Scope: everywhere or
+// these namespaces, the shape a list pushes into the backend).
+//
+// The evaluation is upstream's, not a copy and not a rewrite:
+// k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac (RBACAuthorizer,
+// RuleAllows) over k8s.io/kubernetes/pkg/registry/rbac/validation
+// (DefaultRuleResolver: which bindings apply to a user, its groups and
+// service accounts, and the roles they reference), the code a
+// kube-apiserver runs with --authorization-mode=RBAC. This package only
+// holds the objects (store.go, behind the resolver's four getter and lister
+// interfaces), composes the member's chain (system:masters first, as every
+// kube-apiserver does; authorizer.go) and derives Scope from the same
+// evaluation (scope.go). Aggregated ClusterRoles are evaluated by the rules
+// their member's controller wrote into them, as the member does; the
+// aggregation rule itself is not evaluated here.
+//
+// Identities are what the member's authenticator would hand its authorizer
+// (authorizer.go): Authenticated adds system:authenticated (upstream's
+// AuthenticatedGroupAdder), ServiceAccount builds a service account's user
+// and implicit groups (upstream's serviceaccount.UserInfo). Mapping a
+// fleetview caller to a member identity is the caller's business.
+//
+// The dependency: k8s.io/kubernetes is required as a module at the release
+// matching k8s.io/api, k8s.io/apimachinery and k8s.io/client-go (v1.37.2 and
+// v0.37.2). Its go.mod names its staging modules at v0.0.0 (replaced by
+// local paths in its own repository); go.mod requires the ones the build
+// and go mod tidy reach (k8s.io/apiserver, k8s.io/component-helpers,
+// k8s.io/component-base, k8s.io/apiextensions-apiserver,
+// k8s.io/controller-manager, and k8s.io/kubelet for the aggregation
+// controller the agreement test runs) at the same v0.37.2, so no replace
+// directive is needed. Upgrade them together.
+//
+// It must not import a component (collector, materializer, queryapi,
+// backends) and knows nothing of streams, stores or the query API: wiring it
+// into the read path is the caller's (issue #29). It decides only what RBAC
+// decides: a member that also runs a webhook or the Node authorizer may allow
+// more.
+package memberrbac

@@ -1,0 +1,12 @@
+package memberrbac
+
+import "errors"
+
+var (
+	// ErrUnsupportedObject: Upsert or Delete was given something other than
+	// a ClusterRole, ClusterRoleBinding, Role or RoleBinding.
+	ErrUnsupportedObject = errors.New("memberrbac: not an RBAC object")
+	// ErrInvalidObject: an RBAC object without a name, or a Role or
+	// RoleBinding without a namespace.
+	ErrInvalidObject = errors.New("memberrbac: invalid RBAC object")
+)
