@@ -190,7 +190,7 @@ func helmBinary(t *testing.T) string {
 
 func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(helm, append([]string{"template", "fv", "../deploy/helm/fleetview", "--namespace", "fleetview"}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "fv", repoPath(t, "deploy", "helm", "fleetview"), "--namespace", "fleetview"}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -209,7 +209,7 @@ func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 // upgrades.
 func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
-	if out, err := exec.Command(helm, "lint", "../deploy/helm/fleetview").CombinedOutput(); err != nil {
+	if out, err := exec.Command(helm, "lint", repoPath(t, "deploy", "helm", "fleetview")).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
 	fleet := startFleet(t, "chart")

@@ -18,7 +18,7 @@ import (
 func buildFleetview(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "fleetview")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/fleetview").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, repoPath(t, "cmd", "fleetview")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -105,7 +105,7 @@ spec:
 		t.Fatalf("something was stored: %v\n%s", err, out)
 	}
 
-	seed := filepath.Join("..", "internal", "registry", "testdata", "seed-registry.yaml")
+	seed := repoPath(t, "internal", "registry", "testdata", "seed-registry.yaml")
 	if out, err := cli("registry", "apply", "-f", seed); err != nil || !strings.Contains(out, "resourceregistry/clustercache-sample applied") {
 		t.Fatalf("apply seed: %v\n%s", err, out)
 	}

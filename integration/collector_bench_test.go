@@ -50,8 +50,8 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := buildBinary(b, dir, "../cmd/fleetview", "fleetview")
-	baseline := buildBinary(b, dir, "./cmd/collector-baseline", "collector-baseline")
+	bin := buildBinary(b, dir, repoPath(b, "cmd", "fleetview"), "fleetview")
+	baseline := buildBinary(b, dir, repoPath(b, "integration", "cmd", "collector-baseline"), "collector-baseline")
 
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()

@@ -156,7 +156,7 @@ func artifactsDir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("FLEETVIEW_ARTIFACTS")
 	if dir == "" {
-		dir = filepath.Join("..", "artifacts")
+		dir = repoPath(t, "artifacts")
 	}
 	dir = filepath.Join(dir, "console")
 	if err := os.MkdirAll(dir, 0o755); err != nil {

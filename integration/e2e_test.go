@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -250,7 +249,7 @@ func TestEndToEnd(t *testing.T) {
 	fv := startUp(t, opts)
 	// The seed registry verbatim, minus its backendStore (it names an
 	// OpenSearch at localhost:9200; the OpenSearch tests cover that path).
-	fv.applyFile(t, filepath.Join("..", "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
+	fv.applyFile(t, repoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
 
 	allPods := refs(
 		ref{"member1", "app1", "web"}, ref{"member1", "app2", "db"}, ref{"member2", "app1", "web"},

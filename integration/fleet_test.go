@@ -65,6 +65,27 @@ func freePort(t testing.TB) (string, int) {
 	return addr, n
 }
 
+// repoPath is elems joined under the repository's root (the directory that
+// holds go.mod), found by walking up from the test's working directory, so
+// a path means the same whatever the depth of the package that uses it.
+func repoPath(t testing.TB, elems ...string) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(append([]string{dir}, elems...)...)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatalf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
 func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))

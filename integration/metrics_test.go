@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -145,7 +144,7 @@ func TestMetricsScrape(t *testing.T) {
 	opts.MetricsAddr = freeAddr(t)
 	fv := startUp(t, opts)
 	defer fv.stop(t)
-	fv.applyFile(t, filepath.Join("..", "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
+	fv.applyFile(t, repoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
 	eventually(t, 90*time.Second, func() error {
 		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
@@ -324,7 +323,7 @@ func TestMetricsScrape(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		exprs := dashboardQueries(t, filepath.Join("..", "deploy", "dashboards", "fleetview.json"))
+		exprs := dashboardQueries(t, repoPath(t, "deploy", "dashboards", "fleetview.json"))
 		if len(exprs) < 10 {
 			t.Fatalf("%d queries in the dashboard, want its panels' (at least 10)", len(exprs))
 		}
