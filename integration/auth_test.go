@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -734,24 +733,3 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 		}
 	})
 }
-
-// registryRequest builds a registry for every cluster from "apiVersion:Kind"
-// selectors.
-func registryRequest(t testing.TB, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
-	t.Helper()
-	var sels []any
-	for _, s := range selectors {
-		av, kind, _ := strings.Cut(s, ":")
-		sels = append(sels, map[string]any{"apiVersion": av, "kind": kind})
-	}
-	reg, err := structpb.NewStruct(map[string]any{
-		"apiVersion": "fleetview.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": name},
-		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fleetviewv1.ApplyRegistryRequest{Registry: reg}
-}
-
-func structpbValue(v any) (*structpb.Value, error) { return structpb.NewValue(v) }

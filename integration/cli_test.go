@@ -14,17 +14,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// buildFleetview builds the real binary once per test.
-func buildFleetview(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fleetview")
-	out, err := exec.Command("go", "build", "-o", bin, repoPath(t, "cmd", "fleetview")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 const unreachableKubeconfig = `apiVersion: v1
 kind: Config
 clusters:

@@ -2,10 +2,8 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -26,59 +24,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-var members = []string{"member1", "member2", "member3"}
-
-func startFleet(t *testing.T, names ...string) *harness.Fleet {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	var logw *os.File
-	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
-		logw = os.Stderr
-	}
-	opts := harness.Options{Clusters: names}
-	if logw != nil {
-		opts.LogWriter = logw
-	}
-	fleet, err := harness.Start(ctx, opts)
-	if err != nil {
-		t.Fatalf("start member clusters: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
-			t.Errorf("stop member clusters: %v", err)
-		}
-	})
-	for _, c := range fleet.Clusters() {
-		if err := c.GrantCollectorReadAll(ctx); err != nil {
-			t.Fatalf("grant collector RBAC in %s: %v", c.Name, err)
-		}
-	}
-	return fleet
-}
-
-func labels(app string) map[string]string { return map[string]string{"app": app} }
-
-func pod(ns, name, app string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(app),
-			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
-	}
-}
-
-func podTemplate(app string) corev1.PodTemplateSpec {
-	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels(app)},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
-	}
-}
-
-func deployment(ns, name string) *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(name)},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels(name)}, Template: podTemplate(name)}}
-}
-
 func daemonSet(ns, name string) *appsv1.DaemonSet {
 	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(name)},
 		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels(name)}, Template: podTemplate(name)}}
@@ -88,16 +33,6 @@ func ingress(ns, name string) *networkingv1.Ingress {
 	return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: networkingv1.IngressSpec{DefaultBackend: &networkingv1.IngressBackend{
 			Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}}}}
-}
-
-// mustOK returns a checker for (object, error) results.
-func mustOK(t *testing.T) func(any, error) {
-	return func(_ any, err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // populate creates the objects of the end-to-end scenario.
@@ -124,96 +59,6 @@ func populate(t *testing.T, ctx context.Context, fleet *harness.Fleet) {
 	// Outside the DaemonSet selector's namespace: must never be cached.
 	must(c1.AppsV1().DaemonSets("app1").Create(ctx, daemonSet("app1", "logger"), metav1.CreateOptions{}))
 	must(c3.AppsV1().DaemonSets("app2").Create(ctx, daemonSet("app2", "logger"), metav1.CreateOptions{}))
-}
-
-// ref is what the tests compare: where an object is and what it is called.
-type ref struct{ cluster, namespace, name string }
-
-func (r ref) String() string { return r.cluster + ":" + r.namespace + "/" + r.name }
-
-func refs(rs ...ref) []string {
-	out := make([]string, len(rs))
-	for i, r := range rs {
-		out[i] = r.String()
-	}
-	sort.Strings(out)
-	return out
-}
-
-// objectRef checks an object's cache-source annotations and names it.
-func objectRef(obj map[string]any) (ref, error) {
-	md, _ := obj["metadata"].(map[string]any)
-	ann, _ := md["annotations"].(map[string]any)
-	c1, _ := ann["fleetview.io/cluster"].(string)
-	c2, _ := ann["resource.karmada.io/cached-from-cluster"].(string)
-	ns, _ := md["namespace"].(string)
-	name, _ := md["name"].(string)
-	if c1 == "" || c1 != c2 {
-		return ref{}, fmt.Errorf("%s/%s: cache-source annotations %q and %q", ns, name, c1, c2)
-	}
-	if _, ok := md["managedFields"]; ok {
-		return ref{}, fmt.Errorf("%s/%s: managedFields not pruned", ns, name)
-	}
-	if _, ok := ann["kubectl.kubernetes.io/last-applied-configuration"]; ok {
-		return ref{}, fmt.Errorf("%s/%s: last-applied-configuration not pruned", ns, name)
-	}
-	return ref{cluster: c1, namespace: ns, name: name}, nil
-}
-
-// rawMap decodes an object the query API returned as its stored JSON (the
-// default form); nil when it is not a JSON object, which objectRef refuses.
-func rawMap(b []byte) map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return m
-}
-
-func grpcList(ctx context.Context, fv *fleetview, req *fleetviewv1.ListRequest) ([]string, error) {
-	resp, err := fv.query.List(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	var out []ref
-	for _, it := range resp.GetRawItems() {
-		r, err := objectRef(rawMap(it))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if resp.GetResourceVersion() == "" {
-		return nil, fmt.Errorf("list without resourceVersion")
-	}
-	return refs(out...), nil
-}
-
-func restList(fv *fleetview, path string) ([]string, error) {
-	var body struct {
-		Items           []map[string]any `json:"items"`
-		ResourceVersion string           `json:"resourceVersion"`
-	}
-	if _, err := fv.restGet(path, &body); err != nil {
-		return nil, err
-	}
-	var out []ref
-	for _, it := range body.Items {
-		r, err := objectRef(it)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	if body.ResourceVersion == "" {
-		return nil, fmt.Errorf("list without resourceVersion")
-	}
-	return refs(out...), nil
-}
-
-func sameSet(got, want []string) error {
-	if strings.Join(got, ",") != strings.Join(want, ",") {
-		return fmt.Errorf("got %v, want %v", got, want)
-	}
-	return nil
 }
 
 // streamObjects counts the messages ever stored in each member's stream.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -227,4 +228,73 @@ func clusterCredential(t testing.TB, url, cluster, pass string) (*nats.Conn, jet
 		t.Fatal(err)
 	}
 	return nc, js
+}
+
+// buildFleetview builds the real binary once per test.
+func buildFleetview(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fleetview")
+	out, err := exec.Command("go", "build", "-o", bin, repoPath(t, "cmd", "fleetview")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var members = []string{"member1", "member2", "member3"}
+
+func startFleet(t *testing.T, names ...string) *harness.Fleet {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var logw *os.File
+	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
+		logw = os.Stderr
+	}
+	opts := harness.Options{Clusters: names}
+	if logw != nil {
+		opts.LogWriter = logw
+	}
+	fleet, err := harness.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start member clusters: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := fleet.Stop(); err != nil {
+			t.Errorf("stop member clusters: %v", err)
+		}
+	})
+	for _, c := range fleet.Clusters() {
+		if err := c.GrantCollectorReadAll(ctx); err != nil {
+			t.Fatalf("grant collector RBAC in %s: %v", c.Name, err)
+		}
+	}
+	return fleet
+}
+
+func envInt(t testing.TB, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
+// restStatus fetches path and decodes a Kubernetes Status body.
+func (fv *fleetview) restStatus(t *testing.T, path string) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(fv.rest + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	b, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(b, &body)
+	return resp.StatusCode, body
 }

@@ -36,9 +36,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// kubectlBin is Debian's kubectl (scripts/test.sh installs it).
-const kubectlBin = "/usr/bin/kubectl"
-
 // table splits kubectl's column output into rows of fields.
 func tableRows(out string) [][]string {
 	var rows [][]string

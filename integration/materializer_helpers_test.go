@@ -11,6 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/internal/registry"
+	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -310,4 +316,51 @@ func (p *tcpProxy) down() {
 		c.Close()
 	}
 	p.conns = map[net.Conn]bool{}
+}
+
+var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+func configMap(cluster string, i int) *fleetviewv1.ResourceEvent {
+	uid := fmt.Sprintf("cm-%s-%d", cluster, i)
+	ns, name := benchdata.Namespace(i), fmt.Sprintf("cm-%03d", i)
+	obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q,"uid":%q,"resourceVersion":"5","labels":{"app":%q},"annotations":{"fleetview.io/cluster":%q}},"data":{"k":"needle-%d"}}`,
+		name, ns, uid, benchdata.Apps[i%len(benchdata.Apps)], cluster, i)
+	return &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(cmGVR), Kind: "ConfigMap", Uid: uid, Namespace: ns, Name: name,
+		ResourceVersion: "5", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(obj), Namespaced: true}
+}
+
+// registryApplier opens the registry store and returns a function that
+// applies a registry, failing the test on error.
+func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
+	t.Helper()
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(r *registry.ResourceRegistry) {
+		t.Helper()
+		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
+		if _, err := regs.Apply(ctx, r); err != nil {
+			t.Fatalf("apply registry %s: %v", r.Name, err)
+		}
+	}
+}
+
+// runServeInProcess runs `fleetview serve` until the test ends.
+func runServeInProcess(t *testing.T, o app.ServeOptions) {
+	t.Helper()
+	sctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Error("serve did not stop")
+		}
+	})
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -23,60 +22,6 @@ import (
 	"github.com/fleetview/fleetview/materializer/badger"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
-
-func envInt(t testing.TB, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
-// serveProc is a `fleetview serve` child process.
-type serveProc struct {
-	*proc
-	metrics string
-	grpc    string
-	http    string
-}
-
-func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
-	t.Helper()
-	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), http: freeAddr(t)}
-	p.proc = startProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
-		"--grpc-addr", p.grpc, "--http-addr", p.http, "--metrics-addr", p.metrics}, logw)
-	return p
-}
-
-// applied reads the badger materializer's applied sequences from /metrics.
-func (p *serveProc) applied() (map[string]uint64, error) {
-	fams, err := scrape(p.metrics)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]uint64{}
-	for _, m := range series(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": "badger"}) {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "cluster" {
-				out[l.GetValue()] = uint64(m.GetGauge().GetValue())
-			}
-		}
-	}
-	return out, nil
-}
-
-func (p *serveProc) appliedOrEmpty() map[string]uint64 {
-	a, err := p.applied()
-	if err != nil {
-		return map[string]uint64{}
-	}
-	return a
-}
 
 func sum(m map[string]uint64) (n uint64) {
 	for _, v := range m {

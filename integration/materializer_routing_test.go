@@ -23,7 +23,6 @@ import (
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
-	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -280,21 +279,4 @@ func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn
 	back := time.Now()
 	eventually(t, time.Minute, healthy)
 	t.Logf("healthy again %s after the node's restart", time.Since(back).Round(time.Millisecond))
-}
-
-// registryApplier opens the registry store and returns a function that
-// applies a registry, failing the test on error.
-func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
-	t.Helper()
-	regs, err := regstore.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(r *registry.ResourceRegistry) {
-		t.Helper()
-		r.TypeMeta = metav1.TypeMeta{APIVersion: registry.APIVersion, Kind: registry.Kind}
-		if _, err := regs.Apply(ctx, r); err != nil {
-			t.Fatalf("apply registry %s: %v", r.Name, err)
-		}
-	}
 }

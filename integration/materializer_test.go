@@ -24,17 +24,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-
-func configMap(cluster string, i int) *fleetviewv1.ResourceEvent {
-	uid := fmt.Sprintf("cm-%s-%d", cluster, i)
-	ns, name := benchdata.Namespace(i), fmt.Sprintf("cm-%03d", i)
-	obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q,"uid":%q,"resourceVersion":"5","labels":{"app":%q},"annotations":{"fleetview.io/cluster":%q}},"data":{"k":"needle-%d"}}`,
-		name, ns, uid, benchdata.Apps[i%len(benchdata.Apps)], cluster, i)
-	return &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(cmGVR), Kind: "ConfigMap", Uid: uid, Namespace: ns, Name: name,
-		ResourceVersion: "5", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(obj), Namespaced: true}
-}
-
 // workload is the event history both backends materialize: pods in two
 // clusters (the same names in both, so unqualified gets conflict), updates
 // that change labels, deletes, a resource removed from one cluster, and

@@ -275,25 +275,6 @@ func watchApplied(metricsAddr, materializer, cluster string, seq uint64) func() 
 	return func() time.Time { return <-done }
 }
 
-// runServeInProcess runs `fleetview serve` until the test ends.
-func runServeInProcess(t *testing.T, o app.ServeOptions) {
-	t.Helper()
-	sctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Error("serve did not stop")
-		}
-	})
-}
-
 // streamVersions is the resourceVersion of each object the stream holds.
 func streamVersions(t testing.TB, state map[objKey][]byte) map[objKey]string {
 	t.Helper()

@@ -21,37 +21,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fleetview/fleetview/integration/harness"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
-
-func qpod(ns, name, app, node string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(app),
-			Annotations: map[string]string{"team": "owner-" + app}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
-	}
-}
-
-// restStatus fetches path and decodes a Kubernetes Status body.
-func (fv *fleetview) restStatus(t *testing.T, path string) (int, map[string]any) {
-	t.Helper()
-	resp, err := http.Get(fv.rest + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var body map[string]any
-	b, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(b, &body)
-	return resp.StatusCode, body
-}
 
 // hubSealer is the hub's token sealer, with its sealing key read from the
 // fv_query bucket (the hub's NATS may read it; clients cannot), and a
@@ -102,16 +78,6 @@ func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) s
 		}
 	}
 	return fmt.Sprint(query.ApplyDelta(base, et.Delta))
-}
-
-func createNS(t *testing.T, ctx context.Context, fleet *harness.Fleet, names ...string) {
-	t.Helper()
-	must := mustOK(t)
-	for _, c := range fleet.Clusters() {
-		for _, ns := range names {
-			must(c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
-		}
-	}
 }
 
 func podsReq(mod func(*fleetviewv1.ListRequest)) *fleetviewv1.ListRequest {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,9 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/fleetview/fleetview/integration/harness"
-	"github.com/fleetview/fleetview/internal/registry"
 )
 
 // replicaService sends every request to the replica it currently points
@@ -250,18 +246,4 @@ func TestServeReplicas(t *testing.T) {
 		t.Fatalf("the surviving replica is not ready: %d %v", code, err)
 	}
 	b.stop(t)
-}
-
-// member1PodsToNATS starts a NATS server whose registry caches member1's
-// Pods, and member1's collector process (binary bin) feeding it.
-func member1PodsToNATS(t *testing.T, fleet *harness.Fleet, bin string) *natsEnv {
-	t.Helper()
-	ne := startNATS(t)
-	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
-		t.Fatal(err)
-	}
-	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
-	return ne
 }
