@@ -139,14 +139,14 @@ func (b bearer) ctx() context.Context {
 // Kubernetes API. member3 holds nothing until the Get subtest at the end.
 func TestAuthorization(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2", "member3")
+	fleet := StartFleet(t, "member1", "member2", "member3")
 	for _, name := range []string{"member1", "member2"} {
 		cs := fleet.Cluster(name).Clientset()
 		for _, ns := range []string{"shop", "payments"} {
 			if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod(ns, "web", "web"), metav1.CreateOptions{}); err != nil {
+			if _, err := cs.CoreV1().Pods(ns).Create(ctx, Pod(ns, "web", "web"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds"}, StringData: map[string]string{"password": "hunter2"}}, metav1.CreateOptions{}); err != nil {
@@ -165,7 +165,7 @@ func TestAuthorization(t *testing.T) {
 	must(os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(authTokens), 0o600))
 	must(os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(authPolicy), 0o600))
 
-	o := upOptions(t, fleet, filepath.Join(dir, "state"))
+	o := UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
 	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
@@ -174,27 +174,27 @@ func TestAuthorization(t *testing.T) {
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	fv := startUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
-	defer fv.stop(t)
+	fv := StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
+	defer fv.Stop(t)
 	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	rest := "https://" + o.HTTPAddr
 
-	if _, err := fv.regs.ApplyRegistry(bearer("alice-token").ctx(), registryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {
+	if _, err := fv.Registries.ApplyRegistry(bearer("alice-token").ctx(), RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("alice may not manage registries: %v", err)
 	}
-	if _, err := fv.regs.ApplyRegistry(bearer("admin-token").ctx(), registryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); err != nil {
 		t.Fatal(err)
 	}
-	all := refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"}, ref{"member2", "payments", "web"}, ref{"member2", "shop", "web"})
+	all := Refs(Ref{"member1", "payments", "web"}, Ref{"member1", "shop", "web"}, Ref{"member2", "payments", "web"}, Ref{"member2", "shop", "web"})
 	list := func(c context.Context, resource string) ([]string, error) {
-		return grpcList(c, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: resource})
+		return GRPCList(c, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: resource})
 	}
-	eventually(t, 90*time.Second, func() error {
+	Eventually(t, 90*time.Second, func() error {
 		got, err := list(bearer("admin-token").ctx(), "pods")
 		if err != nil {
 			return err
 		}
-		return sameSet(got, all)
+		return SameSet(got, all)
 	})
 
 	restList := func(token, path string) (int, []string, error) {
@@ -217,15 +217,15 @@ func TestAuthorization(t *testing.T) {
 		if err := json.Unmarshal(body, &l); err != nil {
 			return resp.StatusCode, nil, err
 		}
-		var out []ref
+		var out []Ref
 		for _, it := range l.Items {
-			r, err := objectRef(it)
+			r, err := ObjectRef(it)
 			if err != nil {
 				return 0, nil, err
 			}
 			out = append(out, r)
 		}
-		return resp.StatusCode, refs(out...), nil
+		return resp.StatusCode, Refs(out...), nil
 	}
 
 	cases := []struct {
@@ -241,9 +241,9 @@ func TestAuthorization(t *testing.T) {
 		{"unknown token", bearer("forged").ctx(), "forged", "pods", codes.Unauthenticated, 401, nil},
 		{"admin sees every pod", bearer("admin-token").ctx(), "admin-token", "pods", codes.OK, 200, all},
 		{"alice sees member1 only", bearer("alice-token").ctx(), "alice-token", "pods", codes.OK, 200,
-			refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"})},
+			Refs(Ref{"member1", "payments", "web"}, Ref{"member1", "shop", "web"})},
 		{"bob sees namespace shop only", bearer("bob-token").ctx(), "bob-token", "pods", codes.OK, 200,
-			refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"})},
+			Refs(Ref{"member1", "shop", "web"}, Ref{"member2", "shop", "web"})},
 		{"bob's star does not reach secrets", bearer("bob-token").ctx(), "bob-token", "secrets", codes.PermissionDenied, 403, nil},
 		{"alice has no secrets", bearer("alice-token").ctx(), "alice-token", "secrets", codes.PermissionDenied, 403, nil},
 	}
@@ -254,7 +254,7 @@ func TestAuthorization(t *testing.T) {
 				t.Fatalf("gRPC: %v, want %v", err, tc.code)
 			}
 			if tc.code == codes.OK {
-				if err := sameSet(got, tc.want); err != nil {
+				if err := SameSet(got, tc.want); err != nil {
 					t.Fatalf("gRPC: %v", err)
 				}
 			}
@@ -263,20 +263,20 @@ func TestAuthorization(t *testing.T) {
 				t.Fatalf("REST: %d %v, want %d", code, err, tc.http)
 			}
 			if tc.http == 200 {
-				if err := sameSet(got, tc.want); err != nil {
+				if err := SameSet(got, tc.want); err != nil {
 					t.Fatalf("REST: %v", err)
 				}
 			}
 			// The same answer through the Kubernetes API, whose discovery
 			// may trail the first cached objects by a heartbeat.
 			kube := tc.http
-			eventually(t, 30*time.Second, func() error {
+			Eventually(t, 30*time.Second, func() error {
 				code, got, err := restList(tc.token, "/api/v1/"+tc.resource)
 				if err != nil || code != kube {
 					return fmt.Errorf("Kubernetes API: %d %v, want %d", code, err, kube)
 				}
 				if kube == 200 {
-					return sameSet(got, tc.want)
+					return SameSet(got, tc.want)
 				}
 				return nil
 			})
@@ -284,13 +284,13 @@ func TestAuthorization(t *testing.T) {
 	}
 
 	t.Run("registry writes need registry-admin by name", func(t *testing.T) {
-		if _, err := fv.regs.ApplyRegistry(bearer("erin-token").ctx(), registryRequest(t, "erin", "v1:ConfigMap")); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Registries.ApplyRegistry(bearer("erin-token").ctx(), RegistryRequest(t, "erin", "v1:ConfigMap")); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("erin's \"*\" verbs wrote a registry: %v", err)
 		}
-		if _, err := fv.regs.DeleteRegistry(bearer("erin-token").ctx(), &fleetviewv1.DeleteRegistryRequest{Name: "pods-and-secrets"}); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Registries.DeleteRegistry(bearer("erin-token").ctx(), &fleetviewv1.DeleteRegistryRequest{Name: "pods-and-secrets"}); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("erin's \"*\" verbs deleted a registry: %v", err)
 		}
-		if _, err := fv.regs.ListRegistries(bearer("erin-token").ctx(), &fleetviewv1.ListRegistriesRequest{}); err != nil {
+		if _, err := fv.Registries.ListRegistries(bearer("erin-token").ctx(), &fleetviewv1.ListRegistriesRequest{}); err != nil {
 			t.Fatalf("erin may read registries: %v", err)
 		}
 	})
@@ -301,22 +301,22 @@ func TestAuthorization(t *testing.T) {
 	t.Run("search is scoped before the limit", func(t *testing.T) {
 		search := func(tok string) ([]string, error) {
 			req := &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}, Limit: 1}
-			var out []ref
+			var out []Ref
 			for range 10 {
-				resp, err := fv.query.Search(bearer(tok).ctx(), req)
+				resp, err := fv.Query.Search(bearer(tok).ctx(), req)
 				if err != nil {
 					return nil, err
 				}
 				if len(resp.GetItems()) != 1 {
 					return nil, fmt.Errorf("a page of %d hits, want a full page of 1", len(resp.GetItems()))
 				}
-				r, err := objectRef(rawMap(resp.GetItems()[0].GetRawObject()))
+				r, err := ObjectRef(RawMap(resp.GetItems()[0].GetRawObject()))
 				if err != nil {
 					return nil, err
 				}
 				out = append(out, r)
 				if resp.GetContinue() == "" {
-					return refs(out...), nil
+					return Refs(out...), nil
 				}
 				req.Continue = resp.GetContinue()
 			}
@@ -327,35 +327,35 @@ func TestAuthorization(t *testing.T) {
 			want []string
 		}{
 			{"admin-token", all},
-			{"alice-token", refs(ref{"member1", "payments", "web"}, ref{"member1", "shop", "web"})}, // cluster-scoped
-			{"bob-token", refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"})},       // namespace-scoped
+			{"alice-token", Refs(Ref{"member1", "payments", "web"}, Ref{"member1", "shop", "web"})}, // cluster-scoped
+			{"bob-token", Refs(Ref{"member1", "shop", "web"}, Ref{"member2", "shop", "web"})},       // namespace-scoped
 		} {
 			got, err := search(tc.tok)
 			if err != nil {
 				t.Fatalf("%s: %v", tc.tok, err)
 			}
-			if err := sameSet(got, tc.want); err != nil {
+			if err := SameSet(got, tc.want); err != nil {
 				t.Fatalf("%s: %v", tc.tok, err)
 			}
 		}
-		if _, err := fv.query.Search(bearer("dave-token").ctx(), &fleetviewv1.SearchRequest{Text: "web"}); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Query.Search(bearer("dave-token").ctx(), &fleetviewv1.SearchRequest{Text: "web"}); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("dave has no search rule: %v", err)
 		}
 	})
 
 	t.Run("secrets are metadata-only even for admins", func(t *testing.T) {
-		resp, err := fv.query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})
+		resp, err := fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := rawMap(resp.GetRawObject())
+		m := RawMap(resp.GetRawObject())
 		if _, ok := m["data"]; ok || strings.Contains(fmt.Sprint(m), "hunter2") {
 			t.Fatalf("secret data was cached: %v", m)
 		}
 	})
 
 	t.Run("alice's get outside her clusters is not found", func(t *testing.T) {
-		_, err := fv.query.Get(bearer("alice-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member2"})
+		_, err := fv.Query.Get(bearer("alice-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member2"})
 		if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
 			t.Fatalf("got %v", err)
 		}
@@ -364,7 +364,7 @@ func TestAuthorization(t *testing.T) {
 	t.Run("alice's watch carries member1 only", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(bearer("alice-token").ctx(), 30*time.Second)
 		defer cancel()
-		w, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+		w, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,14 +380,14 @@ func TestAuthorization(t *testing.T) {
 			if ev.GetCluster() != "member1" {
 				t.Fatalf("alice got an event from %s", ev.GetCluster())
 			}
-			ns, _ := rawMap(ev.GetRawObject())["metadata"].(map[string]any)["namespace"].(string)
+			ns, _ := RawMap(ev.GetRawObject())["metadata"].(map[string]any)["namespace"].(string)
 			seen[ev.GetCluster()+"/"+ns] = true
 		}
 		// A change in member2 must not reach her; one in member1 must.
-		if _, err := fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, pod("shop", "hidden", "x"), metav1.CreateOptions{}); err != nil {
+		if _, err := fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, Pod("shop", "hidden", "x"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop").Create(ctx, pod("shop", "visible", "x"), metav1.CreateOptions{}); err != nil {
+		if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop").Create(ctx, Pod("shop", "visible", "x"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		for {
@@ -398,7 +398,7 @@ func TestAuthorization(t *testing.T) {
 			if ev.GetType() == "BOOKMARK" {
 				continue
 			}
-			name := rawMap(ev.GetRawObject())["metadata"].(map[string]any)["name"]
+			name := RawMap(ev.GetRawObject())["metadata"].(map[string]any)["name"]
 			if ev.GetCluster() != "member1" || name == "hidden" {
 				t.Fatalf("alice got %s/%v", ev.GetCluster(), name)
 			}
@@ -421,13 +421,13 @@ func TestAuthorization(t *testing.T) {
 		kubectl := func(kc string, args ...string) (string, error) {
 			cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
-			out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", kdir}, args...)...).CombinedOutput()
+			out, err := exec.CommandContext(cctx, KubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", kdir}, args...)...).CombinedOutput()
 			return string(out), err
 		}
 		// Discovery lists what the collectors have reported in the
 		// inventory, which may trail the first cached objects.
 		var out string
-		eventually(t, 60*time.Second, func() error {
+		Eventually(t, 60*time.Second, func() error {
 			var err error
 			if out, err = kubectl(dave, "get", "pods", "-A"); err != nil {
 				return fmt.Errorf("dave: %v\n%s", err, out)
@@ -482,7 +482,7 @@ func TestAuthorization(t *testing.T) {
 		if len(resp.GetItems()) != 1 {
 			t.Fatalf("carol (member2 pods) got %d items", len(resp.GetItems()))
 		}
-		if r, _ := objectRef(resp.GetItems()[0].AsMap()); r.cluster != "member2" {
+		if r, _ := ObjectRef(resp.GetItems()[0].AsMap()); r.Cluster != "member2" {
 			t.Fatalf("carol got %v", r)
 		}
 	})
@@ -498,7 +498,7 @@ func TestAuthorization(t *testing.T) {
 // visible clusters only, one visible copy answers whatever hidden clusters
 // hold, and a hidden object is not found exactly like a missing one (the
 // same status and body, the name aside), so no answer is an oracle.
-func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.Client, rest string) {
+func scopedGets(t *testing.T, fleet *harness.Fleet, fv *Fleetview, httpc *http.Client, rest string) {
 	ctx := context.Background()
 	placed := map[string][]string{ // namespace/name -> clusters
 		"payments/only-2-3":       {"member2", "member3"},
@@ -513,13 +513,13 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 	for key, clusters := range placed {
 		ns, name, _ := strings.Cut(key, "/")
 		for _, c := range clusters {
-			if _, err := fleet.Cluster(c).Clientset().CoreV1().Pods(ns).Create(ctx, pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
+			if _, err := fleet.Cluster(c).Clientset().CoreV1().Pods(ns).Create(ctx, Pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	grpcGet := func(tok, ns, name, cluster string) (*fleetviewv1.GetResponse, *status.Status) {
-		resp, err := fv.query.Get(bearer(tok).ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: cluster})
+		resp, err := fv.Query.Get(bearer(tok).ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: cluster})
 		return resp, status.Convert(err)
 	}
 	httpGet := func(tok, path string) (int, []byte, error) {
@@ -548,7 +548,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 		return p
 	}
 	// Every copy is cached, and member3's Pods are in its discovery.
-	eventually(t, 90*time.Second, func() error {
+	Eventually(t, 90*time.Second, func() error {
 		for key, clusters := range placed {
 			ns, name, _ := strings.Cut(key, "/")
 			for _, c := range clusters {
@@ -683,7 +683,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 			{"alice-token", 4}, // member1
 			{"dave-token", 5},  // shop
 		} {
-			resp, err := fv.query.List(bearer(tc.tok).ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+			resp, err := fv.Query.List(bearer(tc.tok).ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
 			if err != nil || resp.RemainingItemCount == nil || *resp.RemainingItemCount != tc.visible-1 {
 				t.Fatalf("%s over gRPC: remaining %v (%v), want %d", tc.tok, resp.GetRemainingItemCount(), err, tc.visible-1)
 			}
@@ -700,7 +700,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 	t.Run("a namespace-scoped watch carries its namespace only", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(bearer("dave-token").ctx(), 60*time.Second)
 		defer cancel()
-		w, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+		w, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -713,7 +713,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 			if ev.GetType() == "BOOKMARK" {
 				continue
 			}
-			md, _ := rawMap(ev.GetRawObject())["metadata"].(map[string]any)
+			md, _ := RawMap(ev.GetRawObject())["metadata"].(map[string]any)
 			if ns := md["namespace"]; ns != "shop" {
 				t.Fatalf("dave got %s %s/%v in %s", ev.GetType(), ns, md["name"], ev.GetCluster())
 			}
@@ -724,7 +724,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fleetview, httpc *http.C
 				// After the first event: the watch is running.
 				for _, ns := range []string{"kube-system", "shop"} {
 					name := map[string]string{"kube-system": "late-hidden", "shop": "late-visible"}[ns]
-					if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods(ns).Create(ctx, pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
+					if _, err := fleet.Cluster("member1").Clientset().CoreV1().Pods(ns).Create(ctx, Pod(ns, name, "x"), metav1.CreateOptions{}); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -128,7 +128,7 @@ func checkGeneratedTLS(t *testing.T, sec *corev1.Secret, names ...string) {
 func checkGeneratedRouteTLS(t *testing.T, sec *corev1.Secret) {
 	t.Helper()
 	kp, pool, dir := secretTLS(t, sec, "the chart's route")
-	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	addrs := []string{FreeAddr(t), FreeAddr(t), FreeAddr(t)}
 	start := func(i int, cfg *tls.Config) *natsserver.Server {
 		_, port, _ := net.SplitHostPort(addrs[i])
 		p, _ := strconv.Atoi(port)
@@ -146,7 +146,7 @@ func checkGeneratedRouteTLS(t *testing.T, sec *corev1.Secret) {
 		return ns
 	}
 	a, b := start(0, tlsfiles.PeerConfig(kp, pool)), start(1, tlsfiles.PeerConfig(kp, pool))
-	eventually(t, 10*time.Second, func() error {
+	Eventually(t, 10*time.Second, func() error {
 		if a.NumRoutes() == 0 || b.NumRoutes() == 0 {
 			return fmt.Errorf("routes: %d and %d", a.NumRoutes(), b.NumRoutes())
 		}
@@ -190,7 +190,7 @@ func helmBinary(t *testing.T) string {
 
 func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(helm, append([]string{"template", "fv", repoPath(t, "deploy", "helm", "fleetview"), "--namespace", "fleetview"}, args...)...)
+	cmd := exec.Command(helm, append([]string{"template", "fv", RepoPath(t, "deploy", "helm", "fleetview"), "--namespace", "fleetview"}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -209,10 +209,10 @@ func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 // upgrades.
 func TestHelmChart(t *testing.T) {
 	helm := helmBinary(t)
-	if out, err := exec.Command(helm, "lint", repoPath(t, "deploy", "helm", "fleetview")).CombinedOutput(); err != nil {
+	if out, err := exec.Command(helm, "lint", RepoPath(t, "deploy", "helm", "fleetview")).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}
-	fleet := startFleet(t, "chart")
+	fleet := StartFleet(t, "chart")
 	c := fleet.Cluster("chart")
 	ctx := context.Background()
 	if _, err := c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetview"}}, metav1.CreateOptions{}); err != nil {
@@ -574,7 +574,7 @@ func installCRD(t *testing.T, dyn dynamic.Interface, file string) {
 	if _, err := crds.Create(ctx, u, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", u.GetName(), err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		got, err := crds.Get(ctx, u.GetName(), metav1.GetOptions{})
 		if err != nil {
 			return err

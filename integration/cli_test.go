@@ -31,16 +31,16 @@ current-context: gone
 // TestCLIAndBadInput drives the real binary's registry commands against
 // `fleetview up`, whose only member cluster cannot be reached.
 func TestCLIAndBadInput(t *testing.T) {
-	bin := buildFleetview(t)
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kc, []byte(fmt.Sprintf(unreachableKubeconfig, freeAddr(t))), 0o600); err != nil {
+	if err := os.WriteFile(kc, []byte(fmt.Sprintf(unreachableKubeconfig, FreeAddr(t))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 		Kubeconfig: kc, Contexts: []string{"gone"}, NATSPort: -1}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 
 	cli := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, append(args, "--server", o.GRPCAddr)...)
@@ -87,14 +87,14 @@ spec:
 		t.Fatalf("missing file: %v\n%s", err, out)
 	}
 	// The API refuses too, for clients that skip the CLI's local check.
-	if _, err := fv.regs.ApplyRegistry(context.Background(), &fleetviewv1.ApplyRegistryRequest{}); err == nil {
+	if _, err := fv.Registries.ApplyRegistry(context.Background(), &fleetviewv1.ApplyRegistryRequest{}); err == nil {
 		t.Fatal("empty registry accepted over gRPC")
 	}
 	if out, err := cli("registry", "list"); err != nil || strings.TrimSpace(out) != "NAME" {
 		t.Fatalf("something was stored: %v\n%s", err, out)
 	}
 
-	seed := repoPath(t, "internal", "registry", "testdata", "seed-registry.yaml")
+	seed := RepoPath(t, "internal", "registry", "testdata", "seed-registry.yaml")
 	if out, err := cli("registry", "apply", "-f", seed); err != nil || !strings.Contains(out, "resourceregistry/clustercache-sample applied") {
 		t.Fatalf("apply seed: %v\n%s", err, out)
 	}
@@ -109,8 +109,8 @@ spec:
 	}
 
 	// An unreachable member cluster is reported, not fatal.
-	eventually(t, 30*time.Second, func() error {
-		c, err := fv.clus.GetCluster(context.Background(), &fleetviewv1.GetClusterRequest{Name: "gone"})
+	Eventually(t, 30*time.Second, func() error {
+		c, err := fv.Clusters.GetCluster(context.Background(), &fleetviewv1.GetClusterRequest{Name: "gone"})
 		if err != nil {
 			return err
 		}

@@ -50,8 +50,8 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := buildBinary(b, dir, repoPath(b, "cmd", "fleetview"), "fleetview")
-	baseline := buildBinary(b, dir, repoPath(b, "integration", "cmd", "collector-baseline"), "collector-baseline")
+	bin := buildBinary(b, dir, RepoPath(b, "cmd", "fleetview"), "fleetview")
+	baseline := buildBinary(b, dir, RepoPath(b, "integration", "cmd", "collector-baseline"), "collector-baseline")
 
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
@@ -91,7 +91,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg := registryFor("bench", []string{"bench"}, sel("v1", "Pod", ""))
+	reg := RegistryFor("bench", []string{"bench"}, Sel("v1", "Pod", ""))
 	reg.APIVersion, reg.Kind = registry.APIVersion, registry.Kind
 	if _, err := regs.Apply(ctx, reg); err != nil {
 		b.Fatal(err)
@@ -127,7 +127,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 				b.Fatalf("%s: collector exited; see %s", label, logf.Name())
 			default:
 			}
-			typ, s, err := lastControl(ctx, js, "bench", benchdata.PodGVR)
+			typ, s, err := LastControl(ctx, js, "bench", benchdata.PodGVR)
 			if err == nil && typ == fleetviewv1.EventType_EVENT_TYPE_SYNCED && s > after {
 				secs = time.Since(start).Seconds()
 				hwm = procKB(cmd.Process.Pid, "VmHWM") / 1024

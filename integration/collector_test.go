@@ -164,13 +164,13 @@ func minimalRepublish(st map[string]subjState, cl map[string]clusterObj) int {
 
 // settle waits until what a killed collector had in flight has reached the
 // server: the stream's last sequence stops moving.
-func settle(t *testing.T, e *natsEnv, cluster string) uint64 {
+func settle(t *testing.T, e *NATSEnv, cluster string) uint64 {
 	t.Helper()
 	prev := uint64(0)
 	var cur uint64
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		var err error
-		if cur, err = lastSeq(context.Background(), e.js, cluster); err != nil {
+		if cur, err = lastSeq(context.Background(), e.JS, cluster); err != nil {
 			return err
 		}
 		if cur != prev {
@@ -196,21 +196,21 @@ func lastSeq(ctx context.Context, js jetstream.JetStream, cluster string) (uint6
 
 // waitConverged waits until the stream equals the cluster and a SYNCED
 // marker newer than after was published.
-func waitConverged(t *testing.T, e *natsEnv, c *harness.Cluster, cluster string, gvr schema.GroupVersionResource, after uint64, p *collectorProc, namespaces ...string) {
+func waitConverged(t *testing.T, e *NATSEnv, c *harness.Cluster, cluster string, gvr schema.GroupVersionResource, after uint64, p *CollectorProc, namespaces ...string) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, 120*time.Second, func() error {
-		if p != nil && !p.alive() {
-			t.Fatalf("collector exited:\n%s", p.tail())
+	Eventually(t, 120*time.Second, func() error {
+		if p != nil && !p.Alive() {
+			t.Fatalf("collector exited:\n%s", p.Tail())
 		}
-		typ, seq, err := lastControl(ctx, e.js, cluster, gvr)
+		typ, seq, err := LastControl(ctx, e.JS, cluster, gvr)
 		if err != nil {
 			return err
 		}
 		if typ != fleetviewv1.EventType_EVENT_TYPE_SYNCED || seq <= after {
 			return fmt.Errorf("last control event %s at %d, want SYNCED after %d", typ, seq, after)
 		}
-		st, err := streamState(ctx, e.js, cluster, gvr)
+		st, err := streamState(ctx, e.JS, cluster, gvr)
 		if err != nil {
 			return err
 		}
@@ -279,9 +279,9 @@ func createNamespaces(t *testing.T, cs kubernetes.Interface, names ...string) {
 	}
 }
 
-func registryConditions(t *testing.T, e *natsEnv, name string) ([]metav1.Condition, error) {
+func registryConditions(t *testing.T, e *NATSEnv, name string) ([]metav1.Condition, error) {
 	t.Helper()
-	r, err := e.regs.Get(context.Background(), name)
+	r, err := e.Registries.Get(context.Background(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -310,33 +310,33 @@ func wantCondition(conds []metav1.Condition, typ string, status metav1.Condition
 // and apiserver outages. Subtests use their own collector cluster names
 // (hence streams), namespaces and NATS servers; they share the apiserver.
 func TestCollector(t *testing.T) {
-	bin := buildFleetview(t)
-	fleet := startFleet(t, "colk")
+	bin := BuildFleetview(t)
+	fleet := StartFleet(t, "colk")
 	c := fleet.Cluster("colk")
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
-	ce := collectorEnv{bin: bin, kubeconfig: kc, context: "colk"}
+	ce := CollectorEnv{Bin: bin, Kubeconfig: kc, Context: "colk"}
 	cs := c.Clientset()
 	ctx := context.Background()
 
 	t.Run("kill -9 during churn; restart republishes only changes", func(t *testing.T) {
-		e := startNATS(t)
+		e := StartNATS(t)
 		const cl, ns = "kc", "churn"
 		createNamespaces(t, cs, ns)
-		e.apply(t, registryFor("churn", []string{cl}, sel("v1", "ConfigMap", ns)))
+		e.Apply(t, RegistryFor("churn", []string{cl}, Sel("v1", "ConfigMap", ns)))
 		ch := startChurn(cs, ns, 60, 3)
 		time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
-		p := ce.start(t, cl, e.url)
+		p := ce.Start(t, cl, e.URL)
 		for round := range 6 {
 			// Let the collector work under churn for a while, then kill it.
 			time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
-			p.kill()
+			p.Kill()
 			time.Sleep(500 * time.Millisecond) // churn while it is down
 			ops := ch.stop()
 			settle(t, e, cl)
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -345,13 +345,13 @@ func TestCollector(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := minimalRepublish(st, clu)
-			before, err := lastSeq(ctx, e.js, cl)
+			before, err := lastSeq(ctx, e.JS, cl)
 			if err != nil {
 				t.Fatal(err)
 			}
-			p = ce.start(t, cl, e.url)
+			p = ce.Start(t, cl, e.URL)
 			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.js, cl)
+			after, _ := lastSeq(ctx, e.JS, cl)
 			// Exactly the changed objects and ghosts, plus one SYNCED marker.
 			if got := int(after - before - 1); got != want {
 				t.Fatalf("round %d: restart published %d object messages, want exactly %d (changed or gone since the kill)", round, got, want)
@@ -360,15 +360,15 @@ func TestCollector(t *testing.T) {
 			ch = startChurn(cs, ns, 60, 3)
 		}
 		ch.stop()
-		before, _ := lastSeq(ctx, e.js, cl)
+		before, _ := lastSeq(ctx, e.JS, cl)
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
 
 		// Quiescent restarts: a known set of changes while the collector is
 		// down, including a UID reuse (delete + create under the same name).
 		for round := range 3 {
-			p.kill()
+			p.Kill()
 			before = settle(t, e, cl)
-			st, _ := streamState(ctx, e.js, cl, configMapsGVR)
+			st, _ := streamState(ctx, e.JS, cl, configMapsGVR)
 			var live []string
 			for _, s := range st {
 				if s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
@@ -409,14 +409,14 @@ func TestCollector(t *testing.T) {
 			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", round)}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			p = ce.start(t, cl, e.url)
+			p = ce.Start(t, cl, e.URL)
 			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.js, cl)
+			after, _ := lastSeq(ctx, e.JS, cl)
 			// 2 updates + 2 tombstones + (tombstone + upsert) + 1 create + SYNCED.
 			if got := after - before; got != 8 {
 				t.Fatalf("quiet round %d: %d messages after restart, want 8", round, got)
 			}
-			st, _ = streamState(ctx, e.js, cl, configMapsGVR)
+			st, _ = streamState(ctx, e.JS, cl, configMapsGVR)
 			if s := st[string(old.UID)]; s.typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
 				t.Fatalf("reused name %s: old uid %s is %s in the stream, want a tombstone", reused, old.UID, s.typ)
 			}
@@ -427,8 +427,8 @@ func TestCollector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+		Eventually(t, 30*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				return err
 			}
@@ -443,8 +443,8 @@ func TestCollector(t *testing.T) {
 		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+		Eventually(t, 30*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				return err
 			}
@@ -460,21 +460,21 @@ func TestCollector(t *testing.T) {
 	})
 
 	t.Run("registry edits, secrets, status, CRD installed later, large object", func(t *testing.T) {
-		e := startNATS(t)
+		e := StartNATS(t)
 		const cl, cl2 = "kr", "kr2"
 		createNamespaces(t, cs, "rega", "regb")
-		must := mustOK(t)
+		must := MustOK(t)
 		must(cs.CoreV1().ConfigMaps("rega").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{}))
 		must(cs.CoreV1().ConfigMaps("regb").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "y"}}, metav1.CreateOptions{}))
 		must(cs.CoreV1().Secrets("rega").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Data: map[string][]byte{"password": []byte("hunter2")}}, metav1.CreateOptions{}))
 
-		e.apply(t, registryFor("r1", []string{cl, cl2}, sel("v1", "ConfigMap", "rega")))
-		p := ce.start(t, cl, e.url)
-		p2 := ce.start(t, cl2, e.url)
+		e.Apply(t, RegistryFor("r1", []string{cl, cl2}, Sel("v1", "ConfigMap", "rega")))
+		p := ce.Start(t, cl, e.URL)
+		p2 := ce.Start(t, cl2, e.URL)
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
 		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, "rega")
 		// Two collectors write r1's status concurrently; both survive.
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			conds, err := registryConditions(t, e, "r1")
 			if err != nil {
 				return err
@@ -486,27 +486,27 @@ func TestCollector(t *testing.T) {
 			}
 			return wantCondition(conds, registry.ConditionMatched, metav1.ConditionTrue, registry.ReasonClustersMatched, "clusters: kr, kr2")
 		})
-		p2.kill()
+		p2.Kill()
 
 		// Add a namespace to the scope.
-		e.apply(t, registryFor("r1", []string{cl}, sel("v1", "ConfigMap", "rega"), sel("v1", "ConfigMap", "regb")))
-		seq, _ := lastSeq(ctx, e.js, cl)
+		e.Apply(t, RegistryFor("r1", []string{cl}, Sel("v1", "ConfigMap", "rega"), Sel("v1", "ConfigMap", "regb")))
+		seq, _ := lastSeq(ctx, e.JS, cl)
 		waitConverged(t, e, c, cl, configMapsGVR, seq, p, "rega", "regb")
 
 		// A second registry selecting the same resource in a namespace
 		// already covered, plus Secrets: ConfigMaps are neither restarted nor
 		// republished; Secrets arrive stripped.
-		_, cmSyncSeq, err := lastControl(ctx, e.js, cl, configMapsGVR)
+		_, cmSyncSeq, err := LastControl(ctx, e.JS, cl, configMapsGVR)
 		if err != nil {
 			t.Fatal(err)
 		}
-		seq, _ = lastSeq(ctx, e.js, cl)
-		e.apply(t, registryFor("r2", []string{cl}, sel("v1", "ConfigMap", "regb"), sel("v1", "Secret", "rega")))
+		seq, _ = lastSeq(ctx, e.JS, cl)
+		e.Apply(t, RegistryFor("r2", []string{cl}, Sel("v1", "ConfigMap", "regb"), Sel("v1", "Secret", "rega")))
 		waitConverged(t, e, c, cl, secretsGVR, seq, p, "rega")
-		if _, s, _ := lastControl(ctx, e.js, cl, configMapsGVR); s != cmSyncSeq {
+		if _, s, _ := LastControl(ctx, e.JS, cl, configMapsGVR); s != cmSyncSeq {
 			t.Fatalf("ConfigMaps were resynced (marker %d -> %d) by a registry that did not change their scope", cmSyncSeq, s)
 		}
-		st, _ := streamState(ctx, e.js, cl, secretsGVR)
+		st, _ := streamState(ctx, e.JS, cl, secretsGVR)
 		for _, s := range st {
 			if _, has := s.object["data"]; has {
 				t.Fatalf("secret %s/%s published with data by default", s.ns, s.name)
@@ -516,7 +516,7 @@ func TestCollector(t *testing.T) {
 				t.Fatalf("stripped secret lacks the annotation: %v", ann)
 			}
 		}
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			conds, err := registryConditions(t, e, "r2")
 			if err != nil {
 				return err
@@ -525,11 +525,11 @@ func TestCollector(t *testing.T) {
 		})
 
 		// Opt in: the same Secret (same resourceVersion) is republished with data.
-		r2 := registryFor("r2", []string{cl}, sel("v1", "ConfigMap", "regb"), sel("v1", "Secret", "rega"))
+		r2 := RegistryFor("r2", []string{cl}, Sel("v1", "ConfigMap", "regb"), Sel("v1", "Secret", "rega"))
 		r2.Spec.IncludeSecretData = true
-		e.apply(t, r2)
-		eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, secretsGVR)
+		e.Apply(t, r2)
+		Eventually(t, 60*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, secretsGVR)
 			if err != nil {
 				return err
 			}
@@ -548,11 +548,11 @@ func TestCollector(t *testing.T) {
 
 		// Shrink: r1 back to rega only, r2 without ConfigMaps -> regb's
 		// objects get tombstones.
-		e.apply(t, registryFor("r1", []string{cl}, sel("v1", "ConfigMap", "rega")))
-		r2.Spec.ResourceSelectors = []registry.ResourceSelector{sel("v1", "Secret", "rega")}
-		e.apply(t, r2)
-		eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+		e.Apply(t, RegistryFor("r1", []string{cl}, Sel("v1", "ConfigMap", "rega")))
+		r2.Spec.ResourceSelectors = []registry.ResourceSelector{Sel("v1", "Secret", "rega")}
+		e.Apply(t, r2)
+		Eventually(t, 60*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				return err
 			}
@@ -564,18 +564,18 @@ func TestCollector(t *testing.T) {
 		})
 
 		// Remove Secrets from every registry: control event, then purge.
-		if err := e.regs.Delete(ctx, "r2"); err != nil {
+		if err := e.Registries.Delete(ctx, "r2"); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, func() error {
-			typ, _, err := lastControl(ctx, e.js, cl, secretsGVR)
+		Eventually(t, 60*time.Second, func() error {
+			typ, _, err := LastControl(ctx, e.JS, cl, secretsGVR)
 			if err != nil {
 				return err
 			}
 			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
 				return fmt.Errorf("last secrets control event %s", typ)
 			}
-			st, err := streamState(ctx, e.js, cl, secretsGVR)
+			st, err := streamState(ctx, e.JS, cl, secretsGVR)
 			if err != nil {
 				return err
 			}
@@ -586,8 +586,8 @@ func TestCollector(t *testing.T) {
 		})
 
 		// A resource the cluster does not serve, then its CRD installed.
-		e.apply(t, registryFor("r3", []string{cl}, sel("example.com/v1", "Widget", "")))
-		eventually(t, 30*time.Second, func() error {
+		e.Apply(t, RegistryFor("r3", []string{cl}, Sel("example.com/v1", "Widget", "")))
+		Eventually(t, 30*time.Second, func() error {
 			conds, err := registryConditions(t, e, "r3")
 			if err != nil {
 				return err
@@ -602,17 +602,17 @@ func TestCollector(t *testing.T) {
 				"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
 		}}
-		if _, err := c.Dynamic().Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		if _, err := c.Dynamic().Resource(CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		widget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
 			"metadata": map[string]any{"name": "w1", "namespace": "rega"}, "spec": map[string]any{"size": 3}}}
-		eventually(t, 60*time.Second, func() error { // until the CRD is established
+		Eventually(t, 60*time.Second, func() error { // until the CRD is established
 			_, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, widget, metav1.CreateOptions{})
 			return err
 		})
-		eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, widgetsGVR)
+		Eventually(t, 60*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
 			if err != nil {
 				return err
 			}
@@ -632,18 +632,18 @@ func TestCollector(t *testing.T) {
 			}
 			return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterAPIsServed), metav1.ConditionTrue, registry.ReasonAllServed)
 		})
-		if !p.alive() {
-			t.Fatalf("collector restarted or exited:\n%s", p.tail())
+		if !p.Alive() {
+			t.Fatalf("collector restarted or exited:\n%s", p.Tail())
 		}
 
 		// An object of ~1.4 MiB (near etcd's 1.5 MiB limit; ConfigMaps and
 		// Secrets stop at 1 MiB, so a custom resource) is published whole.
 		// A collector whose NATS server only takes 1 MiB messages refuses it
 		// loudly: status condition, inventory, metric.
-		small := startNATSWith(t, 1<<20)
-		small.apply(t, registryFor("rbig", []string{"kbig"}, sel("example.com/v1", "Widget", "rega")))
-		metricsAddr := freeAddr(t)
-		pb := ce.start(t, "kbig", small.url, "--metrics-addr", metricsAddr)
+		small := StartNATSWith(t, 1<<20)
+		small.Apply(t, RegistryFor("rbig", []string{"kbig"}, Sel("example.com/v1", "Widget", "rega")))
+		metricsAddr := FreeAddr(t)
+		pb := ce.Start(t, "kbig", small.URL, "--metrics-addr", metricsAddr)
 		waitConverged(t, small, c, "kbig", widgetsGVR, 0, pb, "rega")
 		blob := strings.Repeat("x", 1400<<10)
 		bigW := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
@@ -651,8 +651,8 @@ func TestCollector(t *testing.T) {
 		if _, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, bigW, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.js, cl, widgetsGVR)
+		Eventually(t, 60*time.Second, func() error {
+			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
 			if err != nil {
 				return err
 			}
@@ -667,7 +667,7 @@ func TestCollector(t *testing.T) {
 			}
 			return fmt.Errorf("big Widget not in the stream")
 		})
-		eventually(t, 60*time.Second, func() error {
+		Eventually(t, 60*time.Second, func() error {
 			conds, err := registryConditions(t, small, "rbig")
 			if err != nil {
 				return err
@@ -675,7 +675,7 @@ func TestCollector(t *testing.T) {
 			if err := wantCondition(conds, registry.ClusterConditionType("kbig", registry.ClusterPublished), metav1.ConditionFalse, registry.ReasonObjectsRefused, "rega/big", "NATS max payload 1048576"); err != nil {
 				return err
 			}
-			rec, err := inventory.Get(ctx, small.inv, "kbig")
+			rec, err := inventory.Get(ctx, small.Inv, "kbig")
 			if err != nil {
 				return err
 			}
@@ -693,13 +693,13 @@ func TestCollector(t *testing.T) {
 		})
 		// Refused, not dropped silently and not retried in a loop: the
 		// collector keeps running and the other widget is there.
-		if !pb.alive() {
-			t.Fatalf("collector exited:\n%s", pb.tail())
+		if !pb.Alive() {
+			t.Fatalf("collector exited:\n%s", pb.Tail())
 		}
 
 		// Inventory: served APIs, per-resource state, counters.
-		eventually(t, 30*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.inv, cl)
+		Eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.Inv, cl)
 			if err != nil {
 				return err
 			}
@@ -726,20 +726,20 @@ func TestCollector(t *testing.T) {
 
 		// A registry deleted while the collector is down: the restarted
 		// collector removes the resource (control event, then purge).
-		p.kill()
-		if err := e.regs.Delete(ctx, "r3"); err != nil {
+		p.Kill()
+		if err := e.Registries.Delete(ctx, "r3"); err != nil {
 			t.Fatal(err)
 		}
-		p = ce.start(t, cl, e.url)
-		eventually(t, 60*time.Second, func() error {
-			typ, _, err := lastControl(ctx, e.js, cl, widgetsGVR)
+		p = ce.Start(t, cl, e.URL)
+		Eventually(t, 60*time.Second, func() error {
+			typ, _, err := LastControl(ctx, e.JS, cl, widgetsGVR)
 			if err != nil {
 				return err
 			}
 			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
 				return fmt.Errorf("last widgets control event %s", typ)
 			}
-			st, err := streamState(ctx, e.js, cl, widgetsGVR)
+			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
 			if err != nil {
 				return err
 			}
@@ -752,33 +752,33 @@ func TestCollector(t *testing.T) {
 	})
 
 	t.Run("NATS restarted during churn loses nothing", func(t *testing.T) {
-		e := startNATS(t)
+		e := StartNATS(t)
 		// kn buffers up to the default 64 MiB while NATS is down; kn2 has a
 		// 2 KiB reconnect buffer, so its publishes overflow during the
 		// outage and it must fall back to relist + reconcile.
 		const cl, cl2, ns = "kn", "kn2", "natsrestart"
 		createNamespaces(t, cs, ns)
-		e.apply(t, registryFor("n", []string{cl, cl2}, sel("v1", "ConfigMap", ns)))
-		p := ce.start(t, cl, e.url)
-		p2 := ce.start(t, cl2, e.url, "--nats-reconnect-buffer", "2048")
+		e.Apply(t, RegistryFor("n", []string{cl, cl2}, Sel("v1", "ConfigMap", ns)))
+		p := ce.Start(t, cl, e.URL)
+		p2 := ce.Start(t, cl2, e.URL, "--nats-reconnect-buffer", "2048")
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
 		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, ns)
 		ch := startChurn(cs, ns, 80, 3)
 		time.Sleep(2 * time.Second) // churn while connected
-		e.stop()
+		e.Stop()
 		time.Sleep(3 * time.Second) // churn while NATS is down
-		e.start()
+		e.Start()
 		time.Sleep(2 * time.Second) // churn after it is back
 		ops := ch.stop()
 		for _, x := range []struct {
 			cl string
-			p  *collectorProc
+			p  *CollectorProc
 		}{{cl, p}, {cl2, p2}} {
-			eventually(t, 120*time.Second, func() error {
-				if !x.p.alive() {
-					t.Fatalf("collector %s exited:\n%s", x.cl, x.p.tail())
+			Eventually(t, 120*time.Second, func() error {
+				if !x.p.Alive() {
+					t.Fatalf("collector %s exited:\n%s", x.cl, x.p.Tail())
 				}
-				st, err := streamState(ctx, e.js, x.cl, configMapsGVR)
+				st, err := streamState(ctx, e.JS, x.cl, configMapsGVR)
 				if err != nil {
 					return err
 				}
@@ -792,7 +792,7 @@ func TestCollector(t *testing.T) {
 				return nil
 			})
 		}
-		rec, err := inventory.Get(ctx, e.inv, cl2)
+		rec, err := inventory.Get(ctx, e.Inv, cl2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -803,21 +803,21 @@ func TestCollector(t *testing.T) {
 	})
 
 	t.Run("cluster info from a ConfigMap drives ClusterAffinity", func(t *testing.T) {
-		e := startNATS(t)
+		e := StartNATS(t)
 		const cl, ns, cmName = "ki", "infons", "info-ki"
 		createNamespaces(t, cs, ns)
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		r := registryFor("byfield", nil, sel("v1", "ConfigMap", ns))
+		r := RegistryFor("byfield", nil, Sel("v1", "ConfigMap", ns))
 		r.Spec.TargetCluster = registry.ClusterAffinity{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}},
 			FieldSelector: &registry.FieldSelector{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: registry.FieldProvider, Operator: corev1.NodeSelectorOpIn, Values: []string{"aws"}}}},
 		}
-		e.apply(t, r)
-		p := ce.start(t, cl, e.url, "--cluster-info-configmap", "kube-system/"+cmName, "--zone", "flag-zone")
-		eventually(t, 30*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.inv, cl)
+		e.Apply(t, r)
+		p := ce.Start(t, cl, e.URL, "--cluster-info-configmap", "kube-system/"+cmName, "--zone", "flag-zone")
+		Eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.Inv, cl)
 			if err != nil {
 				return err
 			}
@@ -832,8 +832,8 @@ func TestCollector(t *testing.T) {
 			t.Fatal(err)
 		}
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
-		eventually(t, 30*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.inv, cl)
+		Eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.Inv, cl)
 			if err != nil {
 				return err
 			}
@@ -853,15 +853,15 @@ func TestCollector(t *testing.T) {
 		if _, err := cs.CoreV1().ConfigMaps("kube-system").Update(ctx, info, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, func() error {
-			typ, _, err := lastControl(ctx, e.js, cl, configMapsGVR)
+		Eventually(t, 30*time.Second, func() error {
+			typ, _, err := LastControl(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				return err
 			}
 			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
 				return fmt.Errorf("last control event %s", typ)
 			}
-			if st, err := streamState(ctx, e.js, cl, configMapsGVR); err != nil || len(st) != 0 {
+			if st, err := streamState(ctx, e.JS, cl, configMapsGVR); err != nil || len(st) != 0 {
 				return fmt.Errorf("%d subjects left (%v)", len(st), err)
 			}
 			conds, err := registryConditions(t, e, "byfield")
@@ -876,18 +876,18 @@ func TestCollector(t *testing.T) {
 	})
 
 	t.Run("member apiserver down: not ready within 30s, recovers", func(t *testing.T) {
-		e := startNATS(t)
+		e := StartNATS(t)
 		const cl, ns = "ka", "apiserverdown"
 		createNamespaces(t, cs, ns)
-		e.apply(t, registryFor("a", []string{cl}, sel("v1", "ConfigMap", ns)))
-		p := ce.start(t, cl, e.url)
+		e.Apply(t, RegistryFor("a", []string{cl}, Sel("v1", "ConfigMap", ns)))
+		p := ce.Start(t, cl, e.URL)
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
 		down := time.Now()
 		if err := c.Stop(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.inv, cl)
+		Eventually(t, 30*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.Inv, cl)
 			if err != nil {
 				return err
 			}
@@ -905,15 +905,15 @@ func TestCollector(t *testing.T) {
 		if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 90*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.inv, cl)
+		Eventually(t, 90*time.Second, func() error {
+			rec, err := inventory.Get(ctx, e.Inv, cl)
 			if err != nil {
 				return err
 			}
 			if !rec.Ready {
 				return fmt.Errorf("not ready again: %s", rec.Message)
 			}
-			st, err := streamState(ctx, e.js, cl, configMapsGVR)
+			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
 			if err != nil {
 				return err
 			}
@@ -926,8 +926,8 @@ func TestCollector(t *testing.T) {
 			}
 			return sameState(st, clu)
 		})
-		if !p.alive() {
-			t.Fatalf("collector exited:\n%s", p.tail())
+		if !p.Alive() {
+			t.Fatalf("collector exited:\n%s", p.Tail())
 		}
 	})
 }

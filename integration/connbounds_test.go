@@ -52,14 +52,14 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 		// slack is what a loaded 2-core machine adds to a timeout.
 		slack = 2 * time.Second
 	)
-	bin := buildFleetview(t)
-	ns, nc, js := startMatNATS(t, 0)
+	bin := BuildFleetview(t)
+	ns, nc, js := StartMatNATS(t, 0)
 	ctx := context.Background()
 	var evs []*fleetviewv1.ResourceEvent
 	for i := range 10 {
 		evs = append(evs, benchdata.Event("c1", i, 1))
 	}
-	publishEvents(t, nc, evs)
+	PublishEvents(t, nc, evs)
 	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -69,10 +69,10 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The catalog follows a cluster's resource only where a registry selects it.
-	registryApplier(t, ctx, js)(registryFor("pods", []string{"c1"}, sel("v1", "Pod", "")))
-	httpAddr, grpcAddr, metricsAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	logw := processLog(t, "serve.log")
-	p := startProc(t, bin, []string{"serve", "--nats-url", ns.ClientURL(), "--state-dir", t.TempDir(),
+	RegistryApplier(t, ctx, js)(RegistryFor("pods", []string{"c1"}, Sel("v1", "Pod", "")))
+	httpAddr, grpcAddr, metricsAddr := FreeAddr(t), FreeAddr(t), FreeAddr(t)
+	logw := ProcessLog(t, "serve.log")
+	p := StartProc(t, bin, []string{"serve", "--nats-url", ns.ClientURL(), "--state-dir", t.TempDir(),
 		"--http-addr", httpAddr, "--grpc-addr", grpcAddr, "--metrics-addr", metricsAddr,
 		"--max-connections", fmt.Sprint(maxConns), "--max-connections-per-client", fmt.Sprint(perClient),
 		"--http-read-header-timeout", readHeader.String(), "--http-read-timeout", read.String(),
@@ -81,8 +81,8 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 	base := "http://" + httpAddr
 	plain := clientFrom("127.0.0.1")
 	var listRV string
-	eventually(t, time.Minute, func() error {
-		p.running(t)
+	Eventually(t, time.Minute, func() error {
+		p.Running(t)
 		var l limitPage
 		code, err := getJSON(ctx, plain, base+"/api/v1/pods", &l)
 		if err != nil || code != http.StatusOK || len(l.Items) != 10 {
@@ -352,9 +352,9 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 	for i := 100; i < 105; i++ {
 		more = append(more, benchdata.Event("c1", i, 1))
 	}
-	publishEvents(t, nc, more)
+	PublishEvents(t, nc, more)
 	for _, w := range []*watchReader{restW, kubeW} {
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			if n := w.added(); n < 5 {
 				return fmt.Errorf("%s: %d of 5 new pods after %s (err %v)", w.url, n, time.Since(watchStart), w.failed())
 			}
@@ -377,7 +377,7 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 	}
 	plain.CloseIdleConnections()
 	var after stats
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		after = procStats(t, metricsAddr)
 		if after.goroutines > before.goroutines+25 || after.open > 1 {
 			return fmt.Errorf("goroutines %.0f (before %.0f), %.0f connections open", after.goroutines, before.goroutines, after.open)
@@ -392,7 +392,7 @@ func TestConnectionBoundsUnderSlowClients(t *testing.T) {
 	if after.fds > before.fds+10 {
 		t.Errorf("%.0f open fds after the load, %.0f before", after.fds, before.fds)
 	}
-	p.running(t)
+	p.Running(t)
 }
 
 // stats are a process's figures from its /metrics.
@@ -400,7 +400,7 @@ type stats struct{ goroutines, rss, fds, open float64 }
 
 func procStats(t *testing.T, addr string) stats {
 	t.Helper()
-	fams, err := scrape(addr)
+	fams, err := Scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}

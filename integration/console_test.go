@@ -156,7 +156,7 @@ func artifactsDir(t testing.TB) string {
 	t.Helper()
 	dir := os.Getenv("FLEETVIEW_ARTIFACTS")
 	if dir == "" {
-		dir = repoPath(t, "artifacts")
+		dir = RepoPath(t, "artifacts")
 	}
 	dir = filepath.Join(dir, "console")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -219,13 +219,13 @@ func colours(img image.Image, limit int) int {
 // nothing.
 func TestConsole(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, members...)
-	for _, name := range members {
+	fleet := StartFleet(t, Members...)
+	for _, name := range Members {
 		cs := fleet.Cluster(name).Clientset()
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		for _, p := range []*corev1.Pod{pod("shop", "storefront", "storefront"), pod("shop", "cart-"+name, "cart")} {
+		for _, p := range []*corev1.Pod{Pod("shop", "storefront", "storefront"), Pod("shop", "cart-"+name, "cart")} {
 			if _, err := cs.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -237,22 +237,22 @@ func TestConsole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o := upOptions(t, fleet, filepath.Join(dir, "state"))
+	o := UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	fv := startUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
+	fv := StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
 	stopped := false
 	defer func() {
 		if !stopped {
-			fv.stop(t)
+			fv.Stop(t)
 		}
 	}()
-	if _, err := fv.regs.ApplyRegistry(bearer("admin-token").ctx(), registryRequest(t, "console", "v1:Pod", "v1:Namespace")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), RegistryRequest(t, "console", "v1:Pod", "v1:Namespace")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"member1 shop/storefront", "member2 shop/storefront", "member3 shop/storefront"}
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(bearer("admin-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=storefront"})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(bearer("admin-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=storefront"})
 		if err != nil {
 			return err
 		}
@@ -264,8 +264,8 @@ func TestConsole(t *testing.T) {
 
 	// Ready: every cluster's inventory lists the registry's resources, so
 	// the console knows their kinds.
-	eventually(t, 90*time.Second, func() error {
-		resp, err := http.Get(fv.rest + "/readyz/clusters")
+	Eventually(t, 90*time.Second, func() error {
+		resp, err := http.Get(fv.REST + "/readyz/clusters")
 		if err != nil {
 			return err
 		}
@@ -280,7 +280,7 @@ func TestConsole(t *testing.T) {
 	var errs pageErrors
 	page := tab(t, b, &errs)
 	defer errs.check(t)
-	console := fv.rest + "/console/"
+	console := fv.REST + "/console/"
 	start := time.Now()
 	do(t, page, chromedp.Navigate(console))
 	// Auth is on: the console asks for a token and shows nothing else.
@@ -494,7 +494,7 @@ func TestConsole(t *testing.T) {
 	t.Run("backend down", func(t *testing.T) {
 		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=100"))
 		waitJS[bool](t, page, 10*time.Second, `document.querySelectorAll('#results tbody tr').length === 3`)
-		fv.stop(t)
+		fv.Stop(t)
 		stopped = true
 		click(t, page, `#search-form button[type=submit]`)
 		banner := waitJS[string](t, page, 20*time.Second, `!document.getElementById('error').hidden && document.getElementById('error').textContent`)

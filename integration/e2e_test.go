@@ -25,8 +25,8 @@ import (
 )
 
 func daemonSet(ns, name string) *appsv1.DaemonSet {
-	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(name)},
-		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels(name)}, Template: podTemplate(name)}}
+	return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: Labels(name)},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: Labels(name)}, Template: PodTemplate(name)}}
 }
 
 func ingress(ns, name string) *networkingv1.Ingress {
@@ -38,21 +38,21 @@ func ingress(ns, name string) *networkingv1.Ingress {
 // populate creates the objects of the end-to-end scenario.
 func populate(t *testing.T, ctx context.Context, fleet *harness.Fleet) {
 	t.Helper()
-	must := mustOK(t)
-	for _, name := range members {
+	must := MustOK(t)
+	for _, name := range Members {
 		cs := fleet.Cluster(name).Clientset()
 		for _, ns := range []string{"app1", "app2"} {
 			must(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
 		}
 	}
 	c1, c2, c3 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset(), fleet.Cluster("member3").Clientset()
-	must(c1.CoreV1().Pods("app1").Create(ctx, pod("app1", "web", "web"), metav1.CreateOptions{}))
-	must(c1.CoreV1().Pods("app2").Create(ctx, pod("app2", "db", "db"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("app1").Create(ctx, pod("app1", "web", "web"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("app1").Create(ctx, pod("app1", "api", "api"), metav1.CreateOptions{}))
-	must(c3.CoreV1().Pods("kube-system").Create(ctx, pod("kube-system", "proxy", "proxy"), metav1.CreateOptions{}))
-	must(c1.AppsV1().Deployments("app1").Create(ctx, deployment("app1", "web"), metav1.CreateOptions{}))
-	must(c3.AppsV1().Deployments("kube-system").Create(ctx, deployment("kube-system", "coredns"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("app1").Create(ctx, Pod("app1", "web", "web"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("app2").Create(ctx, Pod("app2", "db", "db"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("app1").Create(ctx, Pod("app1", "web", "web"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("app1").Create(ctx, Pod("app1", "api", "api"), metav1.CreateOptions{}))
+	must(c3.CoreV1().Pods("kube-system").Create(ctx, Pod("kube-system", "proxy", "proxy"), metav1.CreateOptions{}))
+	must(c1.AppsV1().Deployments("app1").Create(ctx, Deployment("app1", "web"), metav1.CreateOptions{}))
+	must(c3.AppsV1().Deployments("kube-system").Create(ctx, Deployment("kube-system", "coredns"), metav1.CreateOptions{}))
 	must(c2.NetworkingV1().Ingresses("app1").Create(ctx, ingress("app1", "web"), metav1.CreateOptions{}))
 	must(c1.AppsV1().DaemonSets("kube-system").Create(ctx, daemonSet("kube-system", "node-agent"), metav1.CreateOptions{}))
 	must(c2.AppsV1().DaemonSets("kube-system").Create(ctx, daemonSet("kube-system", "node-agent"), metav1.CreateOptions{}))
@@ -71,7 +71,7 @@ func streamSeqs(t *testing.T, natsURL string) map[string]uint64 {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	out := map[string]uint64{}
-	for _, m := range members {
+	for _, m := range Members {
 		st, err := js.Stream(context.Background(), stream.StreamName(m))
 		if err != nil {
 			t.Fatal(err)
@@ -87,24 +87,24 @@ func streamSeqs(t *testing.T, natsURL string) map[string]uint64 {
 
 func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, members...)
+	fleet := StartFleet(t, Members...)
 	populate(t, ctx, fleet)
 
-	opts := upOptions(t, fleet, t.TempDir())
-	fv := startUp(t, opts)
+	opts := UpOptions(t, fleet, t.TempDir())
+	fv := StartUp(t, opts)
 	// The seed registry verbatim, minus its backendStore (it names an
 	// OpenSearch at localhost:9200; the OpenSearch tests cover that path).
-	fv.applyFile(t, repoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
+	fv.ApplyFile(t, RepoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
 
-	allPods := refs(
-		ref{"member1", "app1", "web"}, ref{"member1", "app2", "db"}, ref{"member2", "app1", "web"},
-		ref{"member2", "app1", "api"}, ref{"member3", "kube-system", "proxy"})
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	allPods := Refs(
+		Ref{"member1", "app1", "web"}, Ref{"member1", "app2", "db"}, Ref{"member2", "app1", "web"},
+		Ref{"member2", "app1", "api"}, Ref{"member3", "kube-system", "proxy"})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, allPods)
+		return SameSet(got, allPods)
 	})
 
 	t.Run("list over gRPC and REST", func(t *testing.T) {
@@ -116,36 +116,36 @@ func TestEndToEnd(t *testing.T) {
 		}{
 			{"all pods", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, "/v1/resources/core/v1/pods", allPods},
 			{"namespace", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "app1"}, "/v1/resources/core/v1/pods?namespace=app1",
-				refs(ref{"member1", "app1", "web"}, ref{"member2", "app1", "web"}, ref{"member2", "app1", "api"})},
+				Refs(Ref{"member1", "app1", "web"}, Ref{"member2", "app1", "web"}, Ref{"member2", "app1", "api"})},
 			{"label selector", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=web"}, "/v1/resources/core/v1/pods?labelSelector=app%3Dweb",
-				refs(ref{"member1", "app1", "web"}, ref{"member2", "app1", "web"})},
+				Refs(Ref{"member1", "app1", "web"}, Ref{"member2", "app1", "web"})},
 			{"set-based selector", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app notin (web,db)"}, "/v1/resources/core/v1/pods?labelSelector=app+notin+%28web%2Cdb%29",
-				refs(ref{"member2", "app1", "api"}, ref{"member3", "kube-system", "proxy"})},
+				Refs(Ref{"member2", "app1", "api"}, Ref{"member3", "kube-system", "proxy"})},
 			{"clusters", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: []string{"member2", "member3"}}, "/v1/resources/core/v1/pods?clusters=member2&clusters=member3",
-				refs(ref{"member2", "app1", "web"}, ref{"member2", "app1", "api"}, ref{"member3", "kube-system", "proxy"})},
+				Refs(Ref{"member2", "app1", "web"}, Ref{"member2", "app1", "api"}, Ref{"member3", "kube-system", "proxy"})},
 			{"deployments", &fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments"}, "/v1/resources/apps/v1/deployments",
-				refs(ref{"member1", "app1", "web"}, ref{"member3", "kube-system", "coredns"})},
+				Refs(Ref{"member1", "app1", "web"}, Ref{"member3", "kube-system", "coredns"})},
 			{"ingresses", &fleetviewv1.ListRequest{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}, "/v1/resources/networking.k8s.io/v1/ingresses",
-				refs(ref{"member2", "app1", "web"})},
+				Refs(Ref{"member2", "app1", "web"})},
 			{"daemonsets only in kube-system", &fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "daemonsets"}, "/v1/resources/apps/v1/daemonsets",
-				refs(ref{"member1", "kube-system", "node-agent"}, ref{"member2", "kube-system", "node-agent"})},
-			{"not selected by the registry", &fleetviewv1.ListRequest{Version: "v1", Resource: "services"}, "/v1/resources/core/v1/services", refs()},
+				Refs(Ref{"member1", "kube-system", "node-agent"}, Ref{"member2", "kube-system", "node-agent"})},
+			{"not selected by the registry", &fleetviewv1.ListRequest{Version: "v1", Resource: "services"}, "/v1/resources/core/v1/services", Refs()},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				eventually(t, 60*time.Second, func() error {
-					got, err := grpcList(ctx, fv, tc.req)
+				Eventually(t, 60*time.Second, func() error {
+					got, err := GRPCList(ctx, fv, tc.req)
 					if err != nil {
 						return fmt.Errorf("grpc: %w", err)
 					}
-					if err := sameSet(got, tc.want); err != nil {
+					if err := SameSet(got, tc.want); err != nil {
 						return fmt.Errorf("grpc: %w", err)
 					}
-					got, err = restList(fv, tc.path)
+					got, err = RESTList(fv, tc.path)
 					if err != nil {
 						return fmt.Errorf("rest: %w", err)
 					}
-					if err := sameSet(got, tc.want); err != nil {
+					if err := SameSet(got, tc.want); err != nil {
 						return fmt.Errorf("rest: %w", err)
 					}
 					return nil
@@ -159,13 +159,13 @@ func TestEndToEnd(t *testing.T) {
 		var all []string
 		cont := ""
 		for {
-			resp, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 2, Continue: cont})
+			resp, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 2, Continue: cont})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var page []string
 			for _, it := range resp.GetRawItems() {
-				r, err := objectRef(rawMap(it))
+				r, err := ObjectRef(RawMap(it))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -184,57 +184,57 @@ func TestEndToEnd(t *testing.T) {
 			t.Fatalf("pages %v, want sizes 2,2,1", pages)
 		}
 		sort.Strings(all)
-		if err := sameSet(all, allPods); err != nil {
+		if err := SameSet(all, allPods); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Continue: "%%%"}); status.Code(err) != codes.InvalidArgument {
+		if _, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Continue: "%%%"}); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("bad continue token: got %v, want InvalidArgument", err)
 		}
 	})
 
 	t.Run("get", func(t *testing.T) {
 		// The Struct form, for clients that ask for it.
-		resp, err := fv.query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web", Cluster: "member2", Structured: true})
+		resp, err := fv.Query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web", Cluster: "member2", Structured: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r, err := objectRef(resp.GetObject().AsMap()); err != nil || r != (ref{"member2", "app1", "web"}) {
+		if r, err := ObjectRef(resp.GetObject().AsMap()); err != nil || r != (Ref{"member2", "app1", "web"}) {
 			t.Fatalf("got %v %v", r, err)
 		}
-		resp, err = fv.query.Get(ctx, &fleetviewv1.GetRequest{Group: "core", Version: "v1", Resource: "pods", Namespace: "app2", Name: "db"})
+		resp, err = fv.Query.Get(ctx, &fleetviewv1.GetRequest{Group: "core", Version: "v1", Resource: "pods", Namespace: "app2", Name: "db"})
 		if err != nil || resp.GetCluster() != "member1" {
 			t.Fatalf("unqualified unique get: %v %v", resp.GetCluster(), err)
 		}
-		_, err = fv.query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web"})
+		_, err = fv.Query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web"})
 		if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "member1, member2") {
 			t.Fatalf("ambiguous get: got %v, want a conflict naming member1, member2", err)
 		}
-		_, err = fv.query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "nope"})
+		_, err = fv.Query.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "nope"})
 		if status.Code(err) != codes.NotFound {
 			t.Fatalf("missing object: got %v, want NotFound", err)
 		}
 		var obj map[string]any
-		if code, err := fv.restGet("/v1/resources/core/v1/pods/web?namespace=app1", &obj); code != http.StatusConflict {
+		if code, err := fv.RESTGet("/v1/resources/core/v1/pods/web?namespace=app1", &obj); code != http.StatusConflict {
 			t.Fatalf("REST ambiguous get: %d %v, want 409", code, err)
 		}
-		if code, err := fv.restGet("/v1/resources/core/v1/pods/nope?namespace=app1", &obj); code != http.StatusNotFound {
+		if code, err := fv.RESTGet("/v1/resources/core/v1/pods/nope?namespace=app1", &obj); code != http.StatusNotFound {
 			t.Fatalf("REST missing get: %d %v, want 404", code, err)
 		}
 		var got struct {
 			Object  map[string]any `json:"object"`
 			Cluster string         `json:"cluster"`
 		}
-		if _, err := fv.restGet("/v1/resources/apps/v1/deployments/coredns?namespace=kube-system", &got); err != nil || got.Cluster != "member3" {
+		if _, err := fv.RESTGet("/v1/resources/apps/v1/deployments/coredns?namespace=kube-system", &got); err != nil || got.Cluster != "member3" {
 			t.Fatalf("REST get: %+v %v", got.Cluster, err)
 		}
-		if r, err := objectRef(got.Object); err != nil || r != (ref{"member3", "kube-system", "coredns"}) {
+		if r, err := ObjectRef(got.Object); err != nil || r != (Ref{"member3", "kube-system", "coredns"}) {
 			t.Fatalf("REST get object: %v %v", r, err)
 		}
 	})
 
 	t.Run("clusters", func(t *testing.T) {
-		eventually(t, 60*time.Second, func() error {
-			resp, err := fv.clus.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+		Eventually(t, 60*time.Second, func() error {
+			resp, err := fv.Clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
 			if err != nil {
 				return err
 			}
@@ -242,7 +242,7 @@ func TestEndToEnd(t *testing.T) {
 				return fmt.Errorf("%d clusters", len(resp.GetClusters()))
 			}
 			for i, c := range resp.GetClusters() {
-				if c.GetName() != members[i] || !c.GetReady() || c.GetKubernetesVersion() != "v1.37.2" {
+				if c.GetName() != Members[i] || !c.GetReady() || c.GetKubernetesVersion() != "v1.37.2" {
 					return fmt.Errorf("cluster %d: %s ready=%v version=%s", i, c.GetName(), c.GetReady(), c.GetKubernetesVersion())
 				}
 				if len(c.GetResources()) != 4 {
@@ -269,7 +269,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("update and delete are reflected", func(t *testing.T) {
-		must := mustOK(t)
+		must := MustOK(t)
 		cs := fleet.Cluster("member2").Clientset()
 		p, err := cs.CoreV1().Pods("app1").Get(ctx, "api", metav1.GetOptions{})
 		if err != nil {
@@ -280,32 +280,32 @@ func TestEndToEnd(t *testing.T) {
 		if err := fleet.Cluster("member1").Clientset().AppsV1().Deployments("app1").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=api-v2"})
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=api-v2"})
 			if err != nil {
 				return err
 			}
-			if err := sameSet(got, refs(ref{"member2", "app1", "api"})); err != nil {
+			if err := SameSet(got, Refs(Ref{"member2", "app1", "api"})); err != nil {
 				return err
 			}
-			if got, _ := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=api"}); len(got) != 0 {
+			if got, _ := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=api"}); len(got) != 0 {
 				return fmt.Errorf("old label still indexed: %v", got)
 			}
-			got, err = grpcList(ctx, fv, &fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments"})
+			got, err = GRPCList(ctx, fv, &fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments"})
 			if err != nil {
 				return err
 			}
-			return sameSet(got, refs(ref{"member3", "kube-system", "coredns"}))
+			return SameSet(got, Refs(Ref{"member3", "kube-system", "coredns"}))
 		})
 	})
 
 	t.Run("restart resumes without re-ingesting", func(t *testing.T) {
 		natsURL := fmt.Sprintf("nats://127.0.0.1:%d", opts.NATSPort)
 		before := streamSeqs(t, natsURL)
-		fv.stop(t)
-		fv = startUp(t, opts)
+		fv.Stop(t)
+		fv = StartUp(t, opts)
 		// Served from the state dir at once, before any collector resynced.
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,17 +314,17 @@ func TestEndToEnd(t *testing.T) {
 		}
 		// Change one object while... after the restart, then wait for sync.
 		cs := fleet.Cluster("member3").Clientset()
-		must := mustOK(t)
-		must(cs.CoreV1().Pods("kube-system").Create(ctx, pod("kube-system", "late", "late"), metav1.CreateOptions{}))
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: []string{"member3"}})
+		must := MustOK(t)
+		must(cs.CoreV1().Pods("kube-system").Create(ctx, Pod("kube-system", "late", "late"), metav1.CreateOptions{}))
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: []string{"member3"}})
 			if err != nil {
 				return err
 			}
-			return sameSet(got, refs(ref{"member3", "kube-system", "proxy"}, ref{"member3", "kube-system", "late"}))
+			return SameSet(got, Refs(Ref{"member3", "kube-system", "proxy"}, Ref{"member3", "kube-system", "late"}))
 		})
-		eventually(t, 60*time.Second, func() error {
-			resp, err := fv.clus.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+		Eventually(t, 60*time.Second, func() error {
+			resp, err := fv.Clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
 			if err != nil {
 				return err
 			}
@@ -340,7 +340,7 @@ func TestEndToEnd(t *testing.T) {
 		after := streamSeqs(t, natsURL)
 		// Each collector republishes nothing it had published: only one sync
 		// marker per resource (4), plus the one new Pod in member3.
-		for _, m := range members {
+		for _, m := range Members {
 			want := before[m] + 4
 			if m == "member3" {
 				want++
@@ -349,6 +349,6 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("%s: stream went from %d to %d messages, want %d (re-ingested?)", m, before[m], after[m], want)
 			}
 		}
-		fv.stop(t)
+		fv.Stop(t)
 	})
 }

@@ -20,35 +20,35 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// apiCall is one request an informer sent to fleetview, and its answer.
-type apiCall struct {
-	at             time.Time
+// APICall is one request an informer sent to fleetview, and its answer.
+type APICall struct {
+	At             time.Time
 	method, path   string
-	watch, initial bool // watch=true; sendInitialEvents=true (a streaming list)
-	rv             string
-	status         int    // 0: no answer (err)
-	err            string // transport error
+	Watch, initial bool // watch=true; sendInitialEvents=true (a streaming list)
+	RV             string
+	Status         int    // 0: no answer (err)
+	Err            string // transport error
 	expiredEvent   bool   // a 200 watch that carried an ERROR event with code 410
 }
 
-// list reports whether the call fetched the whole state again: a list or
+// List reports whether the call fetched the whole state again: a list or
 // a streaming list (watch-list).
-func (c apiCall) list() bool { return !c.watch || c.initial }
+func (c APICall) List() bool { return !c.Watch || c.initial }
 
-// expired reports a 410 as the answer or as a watch's ERROR event.
-func (c apiCall) expired() bool { return c.status == http.StatusGone || c.expiredEvent }
+// Expired reports a 410 as the answer or as a watch's ERROR event.
+func (c APICall) Expired() bool { return c.Status == http.StatusGone || c.expiredEvent }
 
-func (c apiCall) String() string {
+func (c APICall) String() string {
 	kind := "LIST"
 	switch {
-	case c.watch && c.initial:
+	case c.Watch && c.initial:
 		kind = "WATCH-LIST"
-	case c.watch:
+	case c.Watch:
 		kind = "WATCH"
 	}
-	s := fmt.Sprintf("%s %s %s rv=%q -> %d", c.at.Format("15:04:05.000"), kind, c.path, shortRV(c.rv), c.status)
-	if c.err != "" {
-		s += " " + c.err
+	s := fmt.Sprintf("%s %s %s rv=%q -> %d", c.At.Format("15:04:05.000"), kind, c.path, ShortRV(c.RV), c.Status)
+	if c.Err != "" {
+		s += " " + c.Err
 	}
 	if c.expiredEvent {
 		s += " +ERROR 410 event"
@@ -56,65 +56,65 @@ func (c apiCall) String() string {
 	return s
 }
 
-func shortRV(rv string) string {
+func ShortRV(rv string) string {
 	if len(rv) > 16 {
 		return rv[:8] + "…" + rv[len(rv)-8:]
 	}
 	return rv
 }
 
-// recorder is a rest.Config.WrapTransport that records every request of
+// Recorder is a rest.Config.WrapTransport that records every request of
 // one informer, to tell how it recovered: by resuming its watch or by
 // listing again.
-type recorder struct {
+type Recorder struct {
 	mu    sync.Mutex
-	calls []*apiCall
+	calls []*APICall
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
+type RoundTripFunc func(*http.Request) (*http.Response, error)
 
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+func (f RoundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-func (r *recorder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+func (r *Recorder) Wrap(rt http.RoundTripper) http.RoundTripper {
+	return RoundTripFunc(func(req *http.Request) (*http.Response, error) {
 		q := req.URL.Query()
-		c := &apiCall{at: time.Now(), method: req.Method, path: req.URL.Path,
-			watch: q.Get("watch") == "true" || q.Get("watch") == "1", initial: q.Get("sendInitialEvents") == "true",
-			rv: q.Get("resourceVersion")}
+		c := &APICall{At: time.Now(), method: req.Method, path: req.URL.Path,
+			Watch: q.Get("watch") == "true" || q.Get("watch") == "1", initial: q.Get("sendInitialEvents") == "true",
+			RV: q.Get("resourceVersion")}
 		resp, err := rt.RoundTrip(req)
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.calls = append(r.calls, c)
 		if err != nil {
-			c.err = err.Error()
+			c.Err = err.Error()
 			return resp, err
 		}
-		c.status = resp.StatusCode
-		if c.watch && resp.StatusCode == http.StatusOK {
+		c.Status = resp.StatusCode
+		if c.Watch && resp.StatusCode == http.StatusOK {
 			resp.Body = &errorEventScanner{ReadCloser: resp.Body, r: r, c: c}
 		}
 		return resp, nil
 	})
 }
 
-// since copies the calls from index i on.
-func (r *recorder) since(i int) []apiCall {
+// Since copies the calls from index i on.
+func (r *Recorder) Since(i int) []APICall {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []apiCall
+	var out []APICall
 	for _, c := range r.calls[min(i, len(r.calls)):] {
 		out = append(out, *c)
 	}
 	return out
 }
 
-func (r *recorder) len() int {
+func (r *Recorder) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.calls)
 }
 
-func dump(calls []apiCall) string {
+func Dump(calls []APICall) string {
 	var b strings.Builder
 	for _, c := range calls {
 		b.WriteString("\n  " + c.String())
@@ -126,8 +126,8 @@ func dump(calls []apiCall) string {
 // marks the call when one is an ERROR event carrying a 410 Status.
 type errorEventScanner struct {
 	io.ReadCloser
-	r    *recorder
-	c    *apiCall
+	r    *Recorder
+	c    *APICall
 	line []byte
 }
 
@@ -157,9 +157,9 @@ func (s *errorEventScanner) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// podChurn creates, relabels, deletes and recreates pods of one namespace
+// PodChurn creates, relabels, deletes and recreates pods of one namespace
 // until stopped.
-type podChurn struct {
+type PodChurn struct {
 	cs                        kubernetes.Interface
 	ns                        string
 	creates, updates, deletes atomic.Int64
@@ -171,18 +171,18 @@ type podChurn struct {
 	failed                    atomic.Value // error: why the churn gave up
 }
 
-type churnCounts struct{ creates, updates, deletes int64 }
+type ChurnCounts struct{ creates, updates, deletes int64 }
 
-func (c *podChurn) counts() churnCounts {
-	return churnCounts{c.creates.Load(), c.updates.Load(), c.deletes.Load()}
+func (c *PodChurn) Counts() ChurnCounts {
+	return ChurnCounts{c.creates.Load(), c.updates.Load(), c.deletes.Load()}
 }
 
-// atLeast checks every kind of change happened n times since from.
-func (c *podChurn) atLeast(from churnCounts, n int64) error {
+// AtLeast checks every kind of change happened n times since from.
+func (c *PodChurn) AtLeast(from ChurnCounts, n int64) error {
 	if err, _ := c.failed.Load().(error); err != nil {
 		return err
 	}
-	now := c.counts()
+	now := c.Counts()
 	if now.creates-from.creates < n || now.updates-from.updates < n || now.deletes-from.deletes < n {
 		return fmt.Errorf("churn since: %d creates, %d updates, %d deletes; want %d of each",
 			now.creates-from.creates, now.updates-from.updates, now.deletes-from.deletes, n)
@@ -190,14 +190,14 @@ func (c *podChurn) atLeast(from churnCounts, n int64) error {
 	return nil
 }
 
-// createChurnPods creates n pods named p-<next> in ns, as the churn
+// CreateChurnPods creates n pods named p-<next> in ns, as the churn
 // does, and returns their names.
-func createChurnPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, n int, next *atomic.Int64) []string {
+func CreateChurnPods(t *testing.T, ctx context.Context, cs kubernetes.Interface, ns string, n int, next *atomic.Int64) []string {
 	t.Helper()
 	var live []string
 	for range n {
 		name := fmt.Sprintf("p-%d", next.Add(1))
-		if _, err := cs.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, QPod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		live = append(live, name)
@@ -205,15 +205,15 @@ func createChurnPods(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 	return live
 }
 
-func startPodChurn(cs kubernetes.Interface, ns string, live []string, next *atomic.Int64) *podChurn {
+func StartPodChurn(cs kubernetes.Interface, ns string, live []string, next *atomic.Int64) *PodChurn {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &podChurn{cs: cs, ns: ns, cancel: cancel, done: make(chan error, 1), live: slices.Clone(live), next: next}
+	c := &PodChurn{cs: cs, ns: ns, cancel: cancel, done: make(chan error, 1), live: slices.Clone(live), next: next}
 	go func() { c.done <- c.run(ctx) }()
 	return c
 }
 
-// stop ends the churn and returns the pods that exist.
-func (c *podChurn) stop(t *testing.T) []string {
+// Stop ends the churn and returns the pods that exist.
+func (c *PodChurn) Stop(t *testing.T) []string {
 	t.Helper()
 	c.cancel()
 	if err := <-c.done; err != nil {
@@ -222,7 +222,7 @@ func (c *podChurn) stop(t *testing.T) []string {
 	return c.live
 }
 
-func (c *podChurn) run(ctx context.Context) error {
+func (c *PodChurn) run(ctx context.Context) error {
 	// A pace, not a wait: about 50 changes a second, so a second of
 	// downtime leaves plenty for fleetview to catch up on.
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -242,7 +242,7 @@ func (c *podChurn) run(ctx context.Context) error {
 			if op == 3 && len(c.dead) > 0 {
 				name, c.dead = c.dead[len(c.dead)-1], c.dead[:len(c.dead)-1]
 			}
-			_, err = pods.Create(ctx, qpod(c.ns, name, "churn", ""), metav1.CreateOptions{})
+			_, err = pods.Create(ctx, QPod(c.ns, name, "churn", ""), metav1.CreateOptions{})
 			if err == nil {
 				c.live = append(c.live, name)
 				c.creates.Add(1)

@@ -9,8 +9,8 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// scrape reads and parses the Prometheus text page at addr.
-func scrape(addr string) (map[string]*dto.MetricFamily, error) {
+// Scrape reads and parses the Prometheus text page at addr.
+func Scrape(addr string) (map[string]*dto.MetricFamily, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil, err
@@ -23,8 +23,8 @@ func scrape(addr string) (map[string]*dto.MetricFamily, error) {
 	return p.TextToMetricFamilies(resp.Body)
 }
 
-// series are the samples of family name whose labels include want.
-func series(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+// Series are the samples of family name whose labels include want.
+func Series(fams map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
 	var out []*dto.Metric
 	for _, m := range fams[name].GetMetric() {
 		have := map[string]string{}
@@ -44,10 +44,10 @@ func series(fams map[string]*dto.MetricFamily, name string, want map[string]stri
 	return out
 }
 
-// value is the one sample of a counter or gauge; ok false when it is
+// Value is the one sample of a counter or gauge; ok false when it is
 // missing or not unique.
-func value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	ms := series(fams, name, labels)
+func Value(fams map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
+	ms := Series(fams, name, labels)
 	if len(ms) != 1 {
 		return 0, false
 	}

@@ -27,9 +27,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// natsEnv is an embedded NATS server on a fixed port and store dir, so it
+// NATSEnv is an embedded NATS server on a fixed port and store dir, so it
 // can be shut down and started again as the same server.
-type natsEnv struct {
+type NATSEnv struct {
 	t          *testing.T
 	dir        string
 	port       int
@@ -37,47 +37,47 @@ type natsEnv struct {
 	raw        *server.Server // with a non-default max payload
 	maxPayload int32
 	nc         *nats.Conn
-	js         jetstream.JetStream
-	regs       *regstore.Store
-	inv        jetstream.KeyValue
-	url        string
+	JS         jetstream.JetStream
+	Registries *regstore.Store
+	Inv        jetstream.KeyValue
+	URL        string
 	mu         sync.Mutex
 	alive      bool
 }
 
-func startNATS(t *testing.T) *natsEnv { return startNATSWith(t, 0) }
+func StartNATS(t *testing.T) *NATSEnv { return StartNATSWith(t, 0) }
 
-// startNATSWith starts a server whose max payload is maxPayload (0: the
+// StartNATSWith starts a server whose max payload is maxPayload (0: the
 // fleetview default, stream.MaxPayload).
-func startNATSWith(t *testing.T, maxPayload int32) *natsEnv {
+func StartNATSWith(t *testing.T, maxPayload int32) *NATSEnv {
 	t.Helper()
-	_, p, _ := net.SplitHostPort(freeAddr(t))
+	_, p, _ := net.SplitHostPort(FreeAddr(t))
 	port, _ := strconv.Atoi(p)
-	e := &natsEnv{t: t, dir: t.TempDir(), port: port, maxPayload: maxPayload}
-	e.start()
-	nc, err := nats.Connect(e.url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
+	e := &NATSEnv{t: t, dir: t.TempDir(), port: port, maxPayload: maxPayload}
+	e.Start()
+	nc, err := nats.Connect(e.URL, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.nc = nc
-	e.js, _ = jetstream.New(nc)
+	e.JS, _ = jetstream.New(nc)
 	ctx := context.Background()
-	if e.regs, err = regstore.Open(ctx, e.js, 1); err != nil {
+	if e.Registries, err = regstore.Open(ctx, e.JS, 1); err != nil {
 		t.Fatal(err)
 	}
-	if e.inv, err = inventory.Bucket(ctx, e.js, 1); err != nil {
+	if e.Inv, err = inventory.Bucket(ctx, e.JS, 1); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		nc.Close()
-		e.stop()
+		e.Stop()
 	})
 	return e
 }
 
-func (e *natsEnv) start() {
+func (e *NATSEnv) Start() {
 	e.t.Helper()
-	e.url = fmt.Sprintf("nats://127.0.0.1:%d", e.port)
+	e.URL = fmt.Sprintf("nats://127.0.0.1:%d", e.port)
 	if e.maxPayload > 0 {
 		raw, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: e.port, JetStream: true, StoreDir: e.dir, MaxPayload: e.maxPayload, NoSigs: true})
 		if err != nil {
@@ -101,7 +101,7 @@ func (e *natsEnv) start() {
 	e.mu.Unlock()
 }
 
-func (e *natsEnv) stop() {
+func (e *NATSEnv) Stop() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.alive && e.raw != nil {
@@ -113,52 +113,52 @@ func (e *natsEnv) stop() {
 	e.alive = false
 }
 
-// apply stores a registry the way the query API does.
-func (e *natsEnv) apply(t *testing.T, r *registry.ResourceRegistry) {
+// Apply stores a registry the way the query API does.
+func (e *NATSEnv) Apply(t *testing.T, r *registry.ResourceRegistry) {
 	t.Helper()
 	r.APIVersion, r.Kind = registry.APIVersion, registry.Kind
-	if _, err := e.regs.Apply(context.Background(), r); err != nil {
+	if _, err := e.Registries.Apply(context.Background(), r); err != nil {
 		t.Fatalf("apply registry %s: %v", r.Name, err)
 	}
 }
 
-// collectorProc is a `fleetview collector` child process.
-type collectorProc struct {
+// CollectorProc is a `fleetview collector` child process.
+type CollectorProc struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  string
 }
 
-type collectorEnv struct {
-	bin, kubeconfig, context string
+type CollectorEnv struct {
+	Bin, Kubeconfig, Context string
 }
 
-func (ce collectorEnv) start(t *testing.T, cluster, natsURL string, extra ...string) *collectorProc {
+func (ce CollectorEnv) Start(t *testing.T, cluster, natsURL string, extra ...string) *CollectorProc {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), cluster+".log")
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"collector", "--cluster", cluster, "--kubeconfig", ce.kubeconfig, "--context", ce.context,
+	args := append([]string{"collector", "--cluster", cluster, "--kubeconfig", ce.Kubeconfig, "--context", ce.Context,
 		"--nats-url", natsURL, "--heartbeat", "1s", "--api-recheck-interval", "2s"}, extra...)
-	cmd := exec.Command(ce.bin, args...)
+	cmd := exec.Command(ce.Bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &collectorProc{cmd: cmd, done: make(chan struct{}), log: logPath}
+	p := &CollectorProc{cmd: cmd, done: make(chan struct{}), log: logPath}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() { p.Kill() })
 	return p
 }
 
-// kill sends SIGKILL: nothing is flushed, nothing is marked.
-func (p *collectorProc) kill() {
+// Kill sends SIGKILL: nothing is flushed, nothing is marked.
+func (p *CollectorProc) Kill() {
 	select {
 	case <-p.done:
 		return
@@ -168,7 +168,7 @@ func (p *collectorProc) kill() {
 	<-p.done
 }
 
-func (p *collectorProc) alive() bool {
+func (p *CollectorProc) Alive() bool {
 	select {
 	case <-p.done:
 		return false
@@ -177,7 +177,7 @@ func (p *collectorProc) alive() bool {
 	}
 }
 
-func (p *collectorProc) tail() string {
+func (p *CollectorProc) Tail() string {
 	b, _ := os.ReadFile(p.log)
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > 30 {
@@ -186,8 +186,8 @@ func (p *collectorProc) tail() string {
 	return strings.Join(lines, "\n")
 }
 
-// lastControl returns the last control event of a resource and its sequence.
-func lastControl(ctx context.Context, js jetstream.JetStream, cluster string, gvr schema.GroupVersionResource) (fleetviewv1.EventType, uint64, error) {
+// LastControl returns the last control event of a resource and its sequence.
+func LastControl(ctx context.Context, js jetstream.JetStream, cluster string, gvr schema.GroupVersionResource) (fleetviewv1.EventType, uint64, error) {
 	s, err := js.Stream(ctx, stream.StreamName(cluster))
 	if err != nil {
 		return 0, 0, err
@@ -203,16 +203,16 @@ func lastControl(ctx context.Context, js jetstream.JetStream, cluster string, gv
 	return ev.GetType(), m.Sequence, nil
 }
 
-// member1PodsToNATS starts a NATS server whose registry caches member1's
+// Member1PodsToNATS starts a NATS server whose registry caches member1's
 // Pods, and member1's collector process (binary bin) feeding it.
-func member1PodsToNATS(t *testing.T, fleet *harness.Fleet, bin string) *natsEnv {
+func Member1PodsToNATS(t *testing.T, fleet *harness.Fleet, bin string) *NATSEnv {
 	t.Helper()
-	ne := startNATS(t)
-	ne.apply(t, registryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
+	ne := StartNATS(t)
+	ne.Apply(t, RegistryFor("pods", []string{"member1"}, registry.ResourceSelector{APIVersion: "v1", Kind: "Pod"}))
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
-	collectorEnv{bin: bin, kubeconfig: kc, context: "member1"}.start(t, "member1", ne.url)
+	CollectorEnv{Bin: bin, Kubeconfig: kc, Context: "member1"}.Start(t, "member1", ne.URL)
 	return ne
 }

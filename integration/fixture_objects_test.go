@@ -18,9 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// registryRequest builds a registry for every cluster from "apiVersion:Kind"
+// RegistryRequest builds a registry for every cluster from "apiVersion:Kind"
 // selectors.
-func registryRequest(t testing.TB, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
+func RegistryRequest(t testing.TB, name string, selectors ...string) *fleetviewv1.ApplyRegistryRequest {
 	t.Helper()
 	var sels []any
 	for _, s := range selectors {
@@ -37,41 +37,41 @@ func registryRequest(t testing.TB, name string, selectors ...string) *fleetviewv
 	return &fleetviewv1.ApplyRegistryRequest{Registry: reg}
 }
 
-func structpbValue(v any) (*structpb.Value, error) { return structpb.NewValue(v) }
+func StructpbValue(v any) (*structpb.Value, error) { return structpb.NewValue(v) }
 
-func registryFor(name string, clusters []string, sels ...registry.ResourceSelector) *registry.ResourceRegistry {
+func RegistryFor(name string, clusters []string, sels ...registry.ResourceSelector) *registry.ResourceRegistry {
 	return &registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: clusters}, ResourceSelectors: sels}}
 }
 
-func sel(apiVersion, kind, ns string) registry.ResourceSelector {
+func Sel(apiVersion, kind, ns string) registry.ResourceSelector {
 	return registry.ResourceSelector{APIVersion: apiVersion, Kind: kind, Namespace: ns}
 }
 
-func labels(app string) map[string]string { return map[string]string{"app": app} }
+func Labels(app string) map[string]string { return map[string]string{"app": app} }
 
-func pod(ns, name, app string) *corev1.Pod {
+func Pod(ns, name, app string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(app),
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: Labels(app),
 			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
 	}
 }
 
-func podTemplate(app string) corev1.PodTemplateSpec {
+func PodTemplate(app string) corev1.PodTemplateSpec {
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: labels(app)},
+		ObjectMeta: metav1.ObjectMeta{Labels: Labels(app)},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
 	}
 }
 
-func deployment(ns, name string) *appsv1.Deployment {
-	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(name)},
-		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels(name)}, Template: podTemplate(name)}}
+func Deployment(ns, name string) *appsv1.Deployment {
+	return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: Labels(name)},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: Labels(name)}, Template: PodTemplate(name)}}
 }
 
-// mustOK returns a checker for (object, error) results.
-func mustOK(t *testing.T) func(any, error) {
+// MustOK returns a checker for (object, error) results.
+func MustOK(t *testing.T) func(any, error) {
 	return func(_ any, err error) {
 		t.Helper()
 		if err != nil {
@@ -80,12 +80,12 @@ func mustOK(t *testing.T) func(any, error) {
 	}
 }
 
-// ref is what the tests compare: where an object is and what it is called.
-type ref struct{ cluster, namespace, name string }
+// Ref is what the tests compare: where an object is and what it is called.
+type Ref struct{ Cluster, Namespace, Name string }
 
-func (r ref) String() string { return r.cluster + ":" + r.namespace + "/" + r.name }
+func (r Ref) String() string { return r.Cluster + ":" + r.Namespace + "/" + r.Name }
 
-func refs(rs ...ref) []string {
+func Refs(rs ...Ref) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.String()
@@ -94,8 +94,8 @@ func refs(rs ...ref) []string {
 	return out
 }
 
-// objectRef checks an object's cache-source annotations and names it.
-func objectRef(obj map[string]any) (ref, error) {
+// ObjectRef checks an object's cache-source annotations and names it.
+func ObjectRef(obj map[string]any) (Ref, error) {
 	md, _ := obj["metadata"].(map[string]any)
 	ann, _ := md["annotations"].(map[string]any)
 	c1, _ := ann["fleetview.io/cluster"].(string)
@@ -103,33 +103,33 @@ func objectRef(obj map[string]any) (ref, error) {
 	ns, _ := md["namespace"].(string)
 	name, _ := md["name"].(string)
 	if c1 == "" || c1 != c2 {
-		return ref{}, fmt.Errorf("%s/%s: cache-source annotations %q and %q", ns, name, c1, c2)
+		return Ref{}, fmt.Errorf("%s/%s: cache-source annotations %q and %q", ns, name, c1, c2)
 	}
 	if _, ok := md["managedFields"]; ok {
-		return ref{}, fmt.Errorf("%s/%s: managedFields not pruned", ns, name)
+		return Ref{}, fmt.Errorf("%s/%s: managedFields not pruned", ns, name)
 	}
 	if _, ok := ann["kubectl.kubernetes.io/last-applied-configuration"]; ok {
-		return ref{}, fmt.Errorf("%s/%s: last-applied-configuration not pruned", ns, name)
+		return Ref{}, fmt.Errorf("%s/%s: last-applied-configuration not pruned", ns, name)
 	}
-	return ref{cluster: c1, namespace: ns, name: name}, nil
+	return Ref{Cluster: c1, Namespace: ns, Name: name}, nil
 }
 
-// rawMap decodes an object the query API returned as its stored JSON (the
+// RawMap decodes an object the query API returned as its stored JSON (the
 // default form); nil when it is not a JSON object, which objectRef refuses.
-func rawMap(b []byte) map[string]any {
+func RawMap(b []byte) map[string]any {
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)
 	return m
 }
 
-func grpcList(ctx context.Context, fv *fleetview, req *fleetviewv1.ListRequest) ([]string, error) {
-	resp, err := fv.query.List(ctx, req)
+func GRPCList(ctx context.Context, fv *Fleetview, req *fleetviewv1.ListRequest) ([]string, error) {
+	resp, err := fv.Query.List(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	var out []ref
+	var out []Ref
 	for _, it := range resp.GetRawItems() {
-		r, err := objectRef(rawMap(it))
+		r, err := ObjectRef(RawMap(it))
 		if err != nil {
 			return nil, err
 		}
@@ -138,20 +138,20 @@ func grpcList(ctx context.Context, fv *fleetview, req *fleetviewv1.ListRequest) 
 	if resp.GetResourceVersion() == "" {
 		return nil, fmt.Errorf("list without resourceVersion")
 	}
-	return refs(out...), nil
+	return Refs(out...), nil
 }
 
-func restList(fv *fleetview, path string) ([]string, error) {
+func RESTList(fv *Fleetview, path string) ([]string, error) {
 	var body struct {
 		Items           []map[string]any `json:"items"`
 		ResourceVersion string           `json:"resourceVersion"`
 	}
-	if _, err := fv.restGet(path, &body); err != nil {
+	if _, err := fv.RESTGet(path, &body); err != nil {
 		return nil, err
 	}
-	var out []ref
+	var out []Ref
 	for _, it := range body.Items {
-		r, err := objectRef(it)
+		r, err := ObjectRef(it)
 		if err != nil {
 			return nil, err
 		}
@@ -160,30 +160,30 @@ func restList(fv *fleetview, path string) ([]string, error) {
 	if body.ResourceVersion == "" {
 		return nil, fmt.Errorf("list without resourceVersion")
 	}
-	return refs(out...), nil
+	return Refs(out...), nil
 }
 
-func sameSet(got, want []string) error {
+func SameSet(got, want []string) error {
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		return fmt.Errorf("got %v, want %v", got, want)
 	}
 	return nil
 }
 
-// kubectlBin is Debian's kubectl (scripts/test.sh installs it).
-const kubectlBin = "/usr/bin/kubectl"
+// KubectlBin is Debian's kubectl (scripts/test.sh installs it).
+const KubectlBin = "/usr/bin/kubectl"
 
-func qpod(ns, name, app, node string) *corev1.Pod {
+func QPod(ns, name, app, node string) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels(app),
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: Labels(app),
 			Annotations: map[string]string{"team": "owner-" + app}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "registry.example/" + app + ":1"}}},
 	}
 }
 
-func createNS(t *testing.T, ctx context.Context, fleet *harness.Fleet, names ...string) {
+func CreateNS(t *testing.T, ctx context.Context, fleet *harness.Fleet, names ...string) {
 	t.Helper()
-	must := mustOK(t)
+	must := MustOK(t)
 	for _, c := range fleet.Clusters() {
 		for _, ns := range names {
 			must(c.Clientset().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
@@ -191,4 +191,4 @@ func createNS(t *testing.T, ctx context.Context, fleet *harness.Fleet, names ...
 	}
 }
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}

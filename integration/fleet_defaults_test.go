@@ -45,14 +45,14 @@ func TestUpDefaultsFitAFleet(t *testing.T) {
 	}
 	free := int64(fs.Bavail) * int64(fs.Bsize)
 	quota := max(2*free/clusters, 2*stream.MaxPayload)
-	natsAddr, natsPort := freePort(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+	natsAddr, natsPort := FreePort(t)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile, NATSHubPasswordFile: hubPassFile,
 		StreamQuota: app.StreamQuotaOptions{StreamMaxBytes: quota}}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 
-	resp, err := http.Get(fv.rest + "/readyz")
+	resp, err := http.Get(fv.REST + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,21 +30,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// fleetview is one in-process `fleetview up`.
-type fleetview struct {
-	opts   app.UpOptions
-	cancel context.CancelFunc
-	done   chan error
-	conn   *grpc.ClientConn
-	query  fleetviewv1.QueryServiceClient
-	clus   fleetviewv1.ClusterServiceClient
-	regs   fleetviewv1.RegistryServiceClient
-	rest   string
+// Fleetview is one in-process `fleetview up`.
+type Fleetview struct {
+	Opts       app.UpOptions
+	cancel     context.CancelFunc
+	done       chan error
+	Conn       *grpc.ClientConn
+	Query      fleetviewv1.QueryServiceClient
+	Clusters   fleetviewv1.ClusterServiceClient
+	Registries fleetviewv1.RegistryServiceClient
+	REST       string
 }
 
-// freeAddr is a free loopback address for a listener (harness.FreeAddr:
+// FreeAddr is a free loopback address for a listener (harness.FreeAddr:
 // outside the ports outgoing connections take).
-func freeAddr(t testing.TB) string {
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	addr, err := harness.FreeAddr()
 	if err != nil {
@@ -53,11 +53,11 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// freePort is a free loopback address and its port, for listeners (like
+// FreePort is a free loopback address and its port, for listeners (like
 // the embedded NATS server) configured by host and port.
-func freePort(t testing.TB) (string, int) {
+func FreePort(t testing.TB) (string, int) {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	n, err := strconv.Atoi(port)
 	if err != nil {
@@ -66,10 +66,10 @@ func freePort(t testing.TB) (string, int) {
 	return addr, n
 }
 
-// repoPath is elems joined under the repository's root (the directory that
+// RepoPath is elems joined under the repository's root (the directory that
 // holds go.mod), found by walking up from the test's working directory, so
 // a path means the same whatever the depth of the package that uses it.
-func repoPath(t testing.TB, elems ...string) string {
+func RepoPath(t testing.TB, elems ...string) string {
 	t.Helper()
 	dir, err := os.Getwd()
 	if err != nil {
@@ -87,15 +87,15 @@ func repoPath(t testing.TB, elems ...string) string {
 	}
 }
 
-func testLogger(t testing.TB) *slog.Logger {
+func Logger(t testing.TB) *slog.Logger {
 	if os.Getenv("FLEETVIEW_TEST_VERBOSE") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// upOptions prepares `fleetview up` for the given member clusters.
-func upOptions(t testing.TB, fleet *harness.Fleet, stateDir string) app.UpOptions {
+// UpOptions prepares `fleetview up` for the given member clusters.
+func UpOptions(t testing.TB, fleet *harness.Fleet, stateDir string) app.UpOptions {
 	t.Helper()
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
@@ -105,51 +105,51 @@ func upOptions(t testing.TB, fleet *harness.Fleet, stateDir string) app.UpOption
 	for _, c := range fleet.Clusters() {
 		contexts = append(contexts, c.Name)
 	}
-	_, natsPort, _ := net.SplitHostPort(freeAddr(t))
+	_, natsPort, _ := net.SplitHostPort(FreeAddr(t))
 	port, _ := strconv.Atoi(natsPort)
 	return app.UpOptions{
-		ServeOptions: app.ServeOptions{StateDir: stateDir, GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+		ServeOptions: app.ServeOptions{StateDir: stateDir, GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 		Kubeconfig:   kc, Contexts: contexts, NATSPort: port,
 	}
 }
 
-func startUp(t testing.TB, o app.UpOptions) *fleetview {
+func StartUp(t testing.TB, o app.UpOptions) *Fleetview {
 	t.Helper()
-	return startUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), context.Background())
+	return StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), context.Background())
 }
 
-// startUpWith dials with creds and probes readiness with probeCtx (which
+// StartUpWith dials with creds and probes readiness with probeCtx (which
 // carries credentials when the API requires them).
-func startUpWith(t testing.TB, o app.UpOptions, creds grpc.DialOption, probeCtx context.Context) *fleetview {
+func StartUpWith(t testing.TB, o app.UpOptions, creds grpc.DialOption, probeCtx context.Context) *Fleetview {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	fv := &fleetview{opts: o, cancel: cancel, done: make(chan error, 1), rest: "http://" + o.HTTPAddr}
-	go func() { fv.done <- app.RunUp(ctx, o, testLogger(t)) }()
+	fv := &Fleetview{Opts: o, cancel: cancel, done: make(chan error, 1), REST: "http://" + o.HTTPAddr}
+	go func() { fv.done <- app.RunUp(ctx, o, Logger(t)) }()
 	conn, err := grpc.NewClient(o.GRPCAddr, creds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fv.conn = conn
-	fv.query = fleetviewv1.NewQueryServiceClient(conn)
-	fv.clus = fleetviewv1.NewClusterServiceClient(conn)
-	fv.regs = fleetviewv1.NewRegistryServiceClient(conn)
-	eventually(t, 60*time.Second, func() error {
+	fv.Conn = conn
+	fv.Query = fleetviewv1.NewQueryServiceClient(conn)
+	fv.Clusters = fleetviewv1.NewClusterServiceClient(conn)
+	fv.Registries = fleetviewv1.NewRegistryServiceClient(conn)
+	Eventually(t, 60*time.Second, func() error {
 		select {
 		case err := <-fv.done:
 			t.Fatalf("fleetview up exited early: %v", err)
 		default:
 		}
-		_, err := fv.regs.ListRegistries(probeCtx, &fleetviewv1.ListRegistriesRequest{})
+		_, err := fv.Registries.ListRegistries(probeCtx, &fleetviewv1.ListRegistriesRequest{})
 		return err
 	})
 	return fv
 }
 
-// stop shuts fleetview down the way Ctrl-C does and checks it exits cleanly.
-func (fv *fleetview) stop(t testing.TB) {
+// Stop shuts fleetview down the way Ctrl-C does and checks it exits cleanly.
+func (fv *Fleetview) Stop(t testing.TB) {
 	t.Helper()
 	fv.cancel()
-	_ = fv.conn.Close()
+	_ = fv.Conn.Close()
 	select {
 	case err := <-fv.done:
 		if err != nil {
@@ -160,8 +160,8 @@ func (fv *fleetview) stop(t testing.TB) {
 	}
 }
 
-// eventually retries f until it succeeds; the last error explains a timeout.
-func eventually(t testing.TB, timeout time.Duration, f func() error) {
+// Eventually retries f until it succeeds; the last error explains a timeout.
+func Eventually(t testing.TB, timeout time.Duration, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var err error
@@ -176,8 +176,8 @@ func eventually(t testing.TB, timeout time.Duration, f func() error) {
 	}
 }
 
-// applyFile applies a registry YAML file verbatim through the gRPC API.
-func (fv *fleetview) applyFile(t testing.TB, path string) {
+// ApplyFile applies a registry YAML file verbatim through the gRPC API.
+func (fv *Fleetview) ApplyFile(t testing.TB, path string) {
 	t.Helper()
 	y, err := os.ReadFile(path)
 	if err != nil {
@@ -191,14 +191,14 @@ func (fv *fleetview) applyFile(t testing.TB, path string) {
 	if err := protojson.Unmarshal(j, s); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fv.regs.ApplyRegistry(context.Background(), &fleetviewv1.ApplyRegistryRequest{Registry: s}); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(context.Background(), &fleetviewv1.ApplyRegistryRequest{Registry: s}); err != nil {
 		t.Fatalf("apply %s: %v", path, err)
 	}
 }
 
-// restGet fetches path from the REST gateway and decodes JSON into out.
-func (fv *fleetview) restGet(path string, out any) (int, error) {
-	resp, err := http.Get(fv.rest + path)
+// RESTGet fetches path from the REST gateway and decodes JSON into out.
+func (fv *Fleetview) RESTGet(path string, out any) (int, error) {
+	resp, err := http.Get(fv.REST + path)
 	if err != nil {
 		return 0, err
 	}
@@ -213,10 +213,10 @@ func (fv *fleetview) restGet(path string, out any) (int, error) {
 	return resp.StatusCode, json.Unmarshal(body, out)
 }
 
-// clusterCredential connects to a hub's embedded NATS server as one member
+// ClusterCredential connects to a hub's embedded NATS server as one member
 // cluster's collector would (its user, its inbox prefix, the hub's
 // JetStream API prefix), closed when the test ends.
-func clusterCredential(t testing.TB, url, cluster, pass string) (*nats.Conn, jetstream.JetStream) {
+func ClusterCredential(t testing.TB, url, cluster, pass string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.UserInfo(cluster, pass), nats.CustomInboxPrefix(natsserver.InboxPrefix(cluster)))
 	if err != nil {
@@ -230,20 +230,20 @@ func clusterCredential(t testing.TB, url, cluster, pass string) (*nats.Conn, jet
 	return nc, js
 }
 
-// buildFleetview builds the real binary once per test.
-func buildFleetview(t *testing.T) string {
+// BuildFleetview builds the real binary once per test.
+func BuildFleetview(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "fleetview")
-	out, err := exec.Command("go", "build", "-o", bin, repoPath(t, "cmd", "fleetview")).CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, RepoPath(t, "cmd", "fleetview")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
-var members = []string{"member1", "member2", "member3"}
+var Members = []string{"member1", "member2", "member3"}
 
-func startFleet(t *testing.T, names ...string) *harness.Fleet {
+func StartFleet(t *testing.T, names ...string) *harness.Fleet {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
@@ -272,7 +272,7 @@ func startFleet(t *testing.T, names ...string) *harness.Fleet {
 	return fleet
 }
 
-func envInt(t testing.TB, name string, def int) int {
+func EnvInt(t testing.TB, name string, def int) int {
 	t.Helper()
 	v := os.Getenv(name)
 	if v == "" {
@@ -285,10 +285,10 @@ func envInt(t testing.TB, name string, def int) int {
 	return n
 }
 
-// restStatus fetches path and decodes a Kubernetes Status body.
-func (fv *fleetview) restStatus(t *testing.T, path string) (int, map[string]any) {
+// RESTStatus fetches path and decodes a Kubernetes Status body.
+func (fv *Fleetview) RESTStatus(t *testing.T, path string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get(fv.rest + path)
+	resp, err := http.Get(fv.REST + path)
 	if err != nil {
 		t.Fatal(err)
 	}

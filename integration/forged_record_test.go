@@ -34,23 +34,23 @@ import (
 // the built-ins', /readyz stays 200; only member1 is marked, in
 // /readyz/clusters and /v1/clusters.
 func TestForgedInventoryRecord(t *testing.T) {
-	if _, err := os.Stat(kubectlBin); err != nil {
+	if _, err := os.Stat(KubectlBin); err != nil {
 		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
 	}
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	bin := buildFleetview(t)
+	fleet := StartFleet(t, "member1", "member2")
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	pass := map[string]string{"member1": "member1-secret-0123456789", "member2": "member2-secret-0123456789"}
 	usersFile := filepath.Join(dir, "nats-users")
 	if err := os.WriteFile(usersFile, []byte("member1:"+pass["member1"]+"\nmember2:"+pass["member2"]+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, natsPort := freePort(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+	natsAddr, natsPort := FreePort(t)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 	url := "nats://" + natsAddr
 	kc := filepath.Join(dir, "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
@@ -85,16 +85,16 @@ func TestForgedInventoryRecord(t *testing.T) {
 			t.Logf("collector logs:\n%s", logs.String())
 		}
 	}()
-	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"member1", "member2"} {
-		if _, err := fleet.Cluster(name).Clientset().CoreV1().Pods("default").Create(ctx, pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
+		if _, err := fleet.Cluster(name).Clientset().CoreV1().Pods("default").Create(ctx, Pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 120*time.Second, func() error {
-		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+	Eventually(t, 120*time.Second, func() error {
+		if code, body := fv.RESTStatus(t, "/readyz/clusters"); code != http.StatusOK {
 			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
 		}
 		return nil
@@ -103,7 +103,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 	// member1's collector stops (so its heartbeat does not repair the
 	// record) and its credential writes the forged record.
 	stop("member1")
-	_, js := clusterCredential(t, url, "member1", pass["member1"])
+	_, js := ClusterCredential(t, url, "member1", pass["member1"])
 	inv, err := js.KeyValue(ctx, stream.ClusterBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 	}
 
 	// The catalog follows the record by watch: member1 is marked.
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		var cl struct {
 			Clusters []struct {
 				Name        string `json:"name"`
@@ -131,7 +131,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 				} `json:"resources"`
 			} `json:"clusters"`
 		}
-		if _, err := fv.restGet("/v1/clusters", &cl); err != nil {
+		if _, err := fv.RESTGet("/v1/clusters", &cl); err != nil {
 			return err
 		}
 		for _, c := range cl.Clusters {
@@ -148,7 +148,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 	})
 
 	// Readiness: the hub serves; only member1 is not synced.
-	if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
+	if code, body := fv.RESTStatus(t, "/readyz"); code != http.StatusOK {
 		t.Fatalf("/readyz after the forged record: %d %v", code, body)
 	}
 	var rc struct {
@@ -159,7 +159,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 			Reason string `json:"reason"`
 		} `json:"clusters"`
 	}
-	code, raw := getRaw(t, fv.rest+"/readyz/clusters")
+	code, raw := getRaw(t, fv.REST+"/readyz/clusters")
 	if err := json.Unmarshal(raw, &rc); err != nil || code != http.StatusServiceUnavailable || rc.Synced {
 		t.Fatalf("/readyz/clusters: %d %s (%v), want 503 synced false", code, raw, err)
 	}
@@ -178,7 +178,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 
 	// The Kubernetes API: pods are namespaced Pods, member2's still there.
 	for _, path := range []string{"/api/v1/namespaces/default/pods", "/api/v1/pods", "/clusters/member2/api/v1/namespaces/default/pods"} {
-		code, raw := getRaw(t, fv.rest+path)
+		code, raw := getRaw(t, fv.REST+path)
 		var l struct {
 			Kind  string `json:"kind"`
 			Items []struct {
@@ -196,16 +196,16 @@ func TestForgedInventoryRecord(t *testing.T) {
 			t.Fatalf("GET %s: member2's pod missing: %.500s", path, raw)
 		}
 	}
-	if code, raw := getRaw(t, fv.rest+"/clusters/member2/api/v1/namespaces/default/pods/web"); code != http.StatusOK || !bytes.Contains(raw, []byte(`"kind":"Pod"`)) {
+	if code, raw := getRaw(t, fv.REST+"/clusters/member2/api/v1/namespaces/default/pods/web"); code != http.StatusOK || !bytes.Contains(raw, []byte(`"kind":"Pod"`)) {
 		t.Fatalf("get member2's pod: %d %.300s", code, raw)
 	}
 	// member1's own view no longer serves pods: the record cost only it.
-	if code, raw := getRaw(t, fv.rest+"/clusters/member1/api/v1/namespaces/default/pods"); code != http.StatusNotFound {
+	if code, raw := getRaw(t, fv.REST+"/clusters/member1/api/v1/namespaces/default/pods"); code != http.StatusNotFound {
 		t.Fatalf("member1's view of pods: %d %.300s, want 404", code, raw)
 	}
 
 	// Discovery: the built-in's kind, scope and short names.
-	code, raw = getRaw(t, fv.rest+"/api/v1")
+	code, raw = getRaw(t, fv.REST+"/api/v1")
 	var rl metav1.APIResourceList
 	if err := json.Unmarshal(raw, &rl); err != nil || code != http.StatusOK {
 		t.Fatalf("/api/v1: %d %s", code, raw)
@@ -221,20 +221,20 @@ func TestForgedInventoryRecord(t *testing.T) {
 
 	// kubectl, short name and all.
 	kcv := filepath.Join(dir, "kubeconfig-fleetview")
-	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.rest, Output: kcv}, io.Discard); err != nil {
+	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.REST, Output: kcv}, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	cacheDir := t.TempDir()
 	for _, args := range [][]string{{"get", "po", "-A"}, {"get", "pods", "-n", "default"}} {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kcv, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(cctx, KubectlBin, append([]string{"--kubeconfig", kcv, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
 		cancel()
 		if err != nil || !strings.Contains(string(out), "member2") || !strings.Contains(string(out), "web") {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	out, err := exec.CommandContext(cctx, kubectlBin, "--kubeconfig", kcv, "--cache-dir", cacheDir, "get", "svc", "-A").CombinedOutput()
+	out, err := exec.CommandContext(cctx, KubectlBin, "--kubeconfig", kcv, "--cache-dir", cacheDir, "get", "svc", "-A").CombinedOutput()
 	cancel()
 	if err == nil || strings.Contains(string(out), "web") {
 		t.Fatalf("kubectl get svc answered pods: %v\n%s", err, out)
@@ -261,7 +261,7 @@ func getRaw(t *testing.T, url string) (int, []byte) {
 // catalog trusts over any member's record, against a real kube-apiserver's
 // discovery: every resource it serves that the table holds must match.
 func TestBuiltinTableMatchesKubeAPIServer(t *testing.T) {
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	_, lists, err := fleet.Cluster("member1").Clientset().Discovery().ServerGroupsAndResources()
 	if err != nil {
 		t.Fatal(err)

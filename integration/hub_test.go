@@ -21,8 +21,8 @@ import (
 // member cluster connecting to it over mTLS.
 func TestHubWithRemoteCollector(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "edge1")
-	bin := buildFleetview(t)
+	fleet := StartFleet(t, "edge1")
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "nats-token")
 	if err := os.WriteFile(tokenFile, []byte("s3cr3t-hub-token\n"), 0o600); err != nil {
@@ -32,12 +32,12 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	caFile := ca.WriteCA(t, dir, "ca.crt")
 	serverCert, serverKey := ca.Server(t, "hub").Write(t, dir, "hub")
 	clientCert, clientKey := ca.Client(t, "edge1").Write(t, dir, "edge1")
-	natsAddr, natsPort := freePort(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSTokenFile: tokenFile}},
+	natsAddr, natsPort := FreePort(t)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSTokenFile: tokenFile}},
 		NATSHost: "127.0.0.1", NATSPort: natsPort,
 		NATSTLS: app.NATSServerTLSOptions{CertFile: serverCert, KeyFile: serverKey, ClientCAFile: caFile}}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 
 	for name, opts := range map[string][]nats.Option{
 		"without the token":              {nats.RootCAs(caFile), nats.ClientCert(clientCert, clientKey)},
@@ -57,34 +57,34 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
-	startProc(t, bin, []string{"collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
+	StartProc(t, bin, []string{"collector", "--cluster", "edge1", "--kubeconfig", kc, "--context", "edge1",
 		"--nats-url", "tls://" + natsAddr, "--nats-token-file", tokenFile, "--nats-ca-file", caFile,
 		"--nats-client-cert-file", clientCert, "--nats-client-key-file", clientKey, "--labels", "tier=edge", "--region", "eu-west"},
-		processLog(t, "collector.log"))
+		ProcessLog(t, "collector.log"))
 
 	// A registry selecting clusters by the labels and region the remote
 	// collector reported.
-	req := registryRequest(t, "edge-pods", "v1:Pod")
+	req := RegistryRequest(t, "edge-pods", "v1:Pod")
 	spec := req.Registry.GetFields()["spec"].GetStructValue()
-	tc, _ := structpbValue(map[string]any{
+	tc, _ := StructpbValue(map[string]any{
 		"labelSelector": map[string]any{"matchLabels": map[string]any{"tier": "edge"}},
 		"fieldSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "region", "operator": "In", "values": []any{"eu-west"}}}},
 	})
 	spec.Fields["targetCluster"] = tc
-	if _, err := fv.regs.ApplyRegistry(ctx, req); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fleet.Cluster("edge1").Clientset().CoreV1().Pods("default").Create(ctx, pod("default", "sensor", "sensor"), metav1.CreateOptions{}); err != nil {
+	if _, err := fleet.Cluster("edge1").Clientset().CoreV1().Pods("default").Create(ctx, Pod("default", "sensor", "sensor"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"edge1", "default", "sensor"}))
+		return SameSet(got, Refs(Ref{"edge1", "default", "sensor"}))
 	})
-	c, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge1"})
+	c, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge1"})
 	if err != nil || !c.GetReady() || c.GetRegion() != "eu-west" || c.GetLabels()["tier"] != "edge" {
 		t.Fatalf("inventory of the remote cluster: %v %v", c, err)
 	}

@@ -43,30 +43,30 @@ import (
 //
 // Every time they end equal to the member cluster.
 func TestKubeInformerAcrossKill9(t *testing.T) {
-	bin := buildFleetview(t)
+	bin := BuildFleetview(t)
 	ctx := context.Background()
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	const ns = "churn"
-	createNS(t, ctx, fleet, ns)
+	CreateNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
-	live := createChurnPods(t, ctx, c1, ns, 8, &next)
+	live := CreateChurnPods(t, ctx, c1, ns, 8, &next)
 
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := fleet.WriteKubeconfig(kc, "collector"); err != nil {
 		t.Fatal(err)
 	}
 	stateDir := t.TempDir()
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	_, natsPort := freePort(t)
+	grpcAddr, httpAddr := FreeAddr(t), FreeAddr(t)
+	_, natsPort := FreePort(t)
 	args := []string{"--kubeconfig", kc, "--context", "member1", "--state-dir", stateDir,
 		"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--nats-port", strconv.Itoa(natsPort)}
-	logf := processLog(t, "up.log")
+	logf := ProcessLog(t, "up.log")
 	rest0 := "http://" + httpAddr
-	ready := func(p *proc) {
+	ready := func(p *Proc) {
 		t.Helper()
-		eventually(t, 60*time.Second, func() error {
-			p.running(t)
+		Eventually(t, 60*time.Second, func() error {
+			p.Running(t)
 			resp, err := http.Get(rest0 + "/readyz/clusters")
 			if err != nil {
 				return err
@@ -79,15 +79,15 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		})
 	}
 
-	fv := startUpProc(t, bin, args, logf)
+	fv := StartUpProc(t, bin, args, logf)
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	regs := fleetviewv1.NewRegistryServiceClient(conn)
-	eventually(t, 60*time.Second, func() error {
-		fv.running(t)
+	Eventually(t, 60*time.Second, func() error {
+		fv.Running(t)
 		_, err := regs.ListRegistries(ctx, &fleetviewv1.ListRegistriesRequest{})
 		return err
 	})
@@ -106,12 +106,12 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 
 	// The informers, each with its own recording transport.
 	view := rest0 + "/clusters/member1"
-	typedRec, dynRec := &recorder{}, &recorder{}
-	cs, err := kubernetes.NewForConfig(&rest.Config{Host: view, WrapTransport: typedRec.wrap})
+	typedRec, dynRec := &Recorder{}, &Recorder{}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: view, WrapTransport: typedRec.Wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dyn, err := dynamic.NewForConfig(&rest.Config{Host: view, WrapTransport: dynRec.wrap})
+	dyn, err := dynamic.NewForConfig(&rest.Config{Host: view, WrapTransport: dynRec.Wrap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +133,14 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	type informer struct {
 		name string
 		inf  cache.SharedIndexInformer
-		rec  *recorder
+		rec  *Recorder
 	}
 	infs := []informer{{"typed", typedInf, typedRec}, {"dynamic", dynInf, dynRec}}
 	// The recorder sees the initial sync (a list or a streaming list):
 	// "no list after the restart" below is then a real observation.
 	for _, in := range infs {
-		if !slices.ContainsFunc(in.rec.since(0), func(c apiCall) bool { return c.list() && c.status == http.StatusOK }) {
-			t.Fatalf("%s informer: no initial list recorded:%s", in.name, dump(in.rec.since(0)))
+		if !slices.ContainsFunc(in.rec.Since(0), func(c APICall) bool { return c.List() && c.Status == http.StatusOK }) {
+			t.Fatalf("%s informer: no initial list recorded:%s", in.name, Dump(in.rec.Since(0)))
 		}
 	}
 
@@ -182,7 +182,7 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 30*time.Second, equal)
+	Eventually(t, 30*time.Second, equal)
 	if _, ok := typedInf.GetStore().List()[0].(*corev1.Pod); !ok {
 		t.Fatalf("typed informer holds %T", typedInf.GetStore().List()[0])
 	}
@@ -192,39 +192,39 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	// final) and until the member changed while fleetview was down, for
 	// at least minDown; it returns the record marks and the versions the
 	// informers held.
-	down := func(ch *podChurn, minDown time.Duration, stop func(*testing.T)) (marks []int, rvs []string) {
+	down := func(ch *PodChurn, minDown time.Duration, stop func(*testing.T)) (marks []int, rvs []string) {
 		t.Helper()
-		eventually(t, 30*time.Second, func() error { return ch.atLeast(churnCounts{}, 5) })
+		Eventually(t, 30*time.Second, func() error { return ch.AtLeast(ChurnCounts{}, 5) })
 		for _, in := range infs {
-			marks = append(marks, in.rec.len())
+			marks = append(marks, in.rec.Len())
 		}
 		stop(t)
-		killed, at := ch.counts(), time.Now()
+		killed, at := ch.Counts(), time.Now()
 		atKill, err := member()
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, in := range infs {
 			var rv string
-			eventually(t, 30*time.Second, func() error {
-				for _, c := range in.rec.since(marks[i]) {
-					if c.watch && c.err != "" {
-						rv = c.rv
+			Eventually(t, 30*time.Second, func() error {
+				for _, c := range in.rec.Since(marks[i]) {
+					if c.Watch && c.Err != "" {
+						rv = c.RV
 						return nil
 					}
 				}
-				return fmt.Errorf("%s informer has not re-watched the killed fleetview:%s", in.name, dump(in.rec.since(marks[i])))
+				return fmt.Errorf("%s informer has not re-watched the killed fleetview:%s", in.name, Dump(in.rec.Since(marks[i])))
 			})
 			if rv == "" || rv != in.inf.LastSyncResourceVersion() {
 				t.Fatalf("%s informer re-watched from %q, holds %q", in.name, rv, in.inf.LastSyncResourceVersion())
 			}
 			rvs = append(rvs, rv)
 		}
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			if d := time.Since(at); d < minDown {
 				return fmt.Errorf("down for %s of %s", d, minDown)
 			}
-			if err := ch.atLeast(killed, 3); err != nil {
+			if err := ch.AtLeast(killed, 3); err != nil {
 				return err
 			}
 			// The informers must learn of changes made while fleetview
@@ -242,12 +242,12 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	}
 	// afterRestart lets the churn go on against the restarted fleetview,
 	// stops it, and waits for the informers to equal member1.
-	afterRestart := func(ch *podChurn) {
+	afterRestart := func(ch *PodChurn) {
 		t.Helper()
-		restarted := ch.counts()
-		eventually(t, 30*time.Second, func() error { fv.running(t); return ch.atLeast(restarted, 5) })
-		live = ch.stop(t)
-		eventually(t, 60*time.Second, equal)
+		restarted := ch.Counts()
+		Eventually(t, 30*time.Second, func() error { fv.Running(t); return ch.AtLeast(restarted, 5) })
+		live = ch.Stop(t)
+		Eventually(t, 60*time.Second, equal)
 	}
 
 	// Phase 1: restarted promptly, the informers resume their watches,
@@ -257,31 +257,31 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	for _, stop := range []struct {
 		name string
 		do   func(*testing.T)
-	}{{"kill -9", func(t *testing.T) { fv.kill9(t) }}, {"SIGTERM", func(t *testing.T) { fv.stop(t) }}} {
+	}{{"kill -9", func(t *testing.T) { fv.Kill9(t) }}, {"SIGTERM", func(t *testing.T) { fv.Stop(t) }}} {
 		start := time.Now()
-		ch := startPodChurn(c1, ns, live, &next)
+		ch := StartPodChurn(c1, ns, live, &next)
 		marks, rvs := down(ch, 0, stop.do)
-		fv = startUpProc(t, bin, args, logf)
+		fv = StartUpProc(t, bin, args, logf)
 		afterRestart(ch)
 		t.Logf("phase 1 (%s): down, restarted and equal again in %s", stop.name, time.Since(start).Round(time.Millisecond))
 		for i, in := range infs {
-			calls := in.rec.since(marks[i])
-			var resumed *apiCall
+			calls := in.rec.Since(marks[i])
+			var resumed *APICall
 			for _, c := range calls {
-				if c.list() {
-					t.Fatalf("%s informer listed again after the restart (%s):%s", in.name, stop.name, dump(calls))
+				if c.List() {
+					t.Fatalf("%s informer listed again after the restart (%s):%s", in.name, stop.name, Dump(calls))
 				}
-				if c.expired() {
-					t.Fatalf("%s informer got 410 after the restart (%s):%s", in.name, stop.name, dump(calls))
+				if c.Expired() {
+					t.Fatalf("%s informer got 410 after the restart (%s):%s", in.name, stop.name, Dump(calls))
 				}
-				if resumed == nil && c.status == http.StatusOK {
+				if resumed == nil && c.Status == http.StatusOK {
 					resumed = &c
 				}
 			}
-			if resumed == nil || resumed.rv != rvs[i] {
-				t.Fatalf("%s informer: want its first answered request a watch from the version it held (%s):%s", in.name, shortRV(rvs[i]), dump(calls))
+			if resumed == nil || resumed.RV != rvs[i] {
+				t.Fatalf("%s informer: want its first answered request a watch from the version it held (%s):%s", in.name, ShortRV(rvs[i]), Dump(calls))
 			}
-			t.Logf("%s informer after %s:%s", in.name, stop.name, dump(calls))
+			t.Logf("%s informer after %s:%s", in.name, stop.name, Dump(calls))
 		}
 	}
 
@@ -290,25 +290,25 @@ func TestKubeInformerAcrossKill9(t *testing.T) {
 	{
 		start := time.Now()
 		const window = 2 * time.Second
-		ch := startPodChurn(c1, ns, live, &next)
+		ch := StartPodChurn(c1, ns, live, &next)
 		// The versions the informers hold were issued before the kill:
 		// down for the window and a second (versions carry whole seconds),
 		// each is older than the window when fleetview answers again.
-		marks, rvs := down(ch, window+time.Second, func(t *testing.T) { fv.kill9(t) })
-		fv = startUpProc(t, bin, append(slices.Clone(args), "--max-resume-age", window.String()), logf)
+		marks, rvs := down(ch, window+time.Second, func(t *testing.T) { fv.Kill9(t) })
+		fv = StartUpProc(t, bin, append(slices.Clone(args), "--max-resume-age", window.String()), logf)
 		afterRestart(ch)
 		t.Logf("phase 2: down, restarted and equal again in %s", time.Since(start).Round(time.Millisecond))
 		for i, in := range infs {
-			calls := in.rec.since(marks[i])
-			gone := slices.IndexFunc(calls, func(c apiCall) bool { return c.watch && c.rv != "" && c.expired() })
-			if gone < 0 || calls[gone].rv != rvs[i] {
-				t.Fatalf("%s informer: want a watch from the version it held (%s) answered 410:%s", in.name, shortRV(rvs[i]), dump(calls))
+			calls := in.rec.Since(marks[i])
+			gone := slices.IndexFunc(calls, func(c APICall) bool { return c.Watch && c.RV != "" && c.Expired() })
+			if gone < 0 || calls[gone].RV != rvs[i] {
+				t.Fatalf("%s informer: want a watch from the version it held (%s) answered 410:%s", in.name, ShortRV(rvs[i]), Dump(calls))
 			}
-			if !slices.ContainsFunc(calls[gone+1:], func(c apiCall) bool { return c.list() && c.status == http.StatusOK }) {
-				t.Fatalf("%s informer: no list after the 410:%s", in.name, dump(calls))
+			if !slices.ContainsFunc(calls[gone+1:], func(c APICall) bool { return c.List() && c.Status == http.StatusOK }) {
+				t.Fatalf("%s informer: no list after the 410:%s", in.name, Dump(calls))
 			}
-			t.Logf("%s informer after the second kill:%s", in.name, dump(calls))
+			t.Logf("%s informer after the second kill:%s", in.name, Dump(calls))
 		}
 	}
-	fv.stop(t)
+	fv.Stop(t)
 }

@@ -50,19 +50,19 @@ func tableRows(out string) [][]string {
 // TestKubeAPI drives Debian's kubectl against fleetview's Kubernetes API in
 // front of two real member clusters.
 func TestKubeAPI(t *testing.T) {
-	if _, err := os.Stat(kubectlBin); err != nil {
+	if _, err := os.Stat(KubectlBin); err != nil {
 		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
 	}
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	createNS(t, ctx, fleet, "shop")
-	must := mustOK(t)
+	fleet := StartFleet(t, "member1", "member2")
+	CreateNS(t, ctx, fleet, "shop")
+	must := MustOK(t)
 	c1, c2 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset()
-	must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
-	must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", "db", "db", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "api", "api", "node-a"), metav1.CreateOptions{}))
-	must(c1.AppsV1().Deployments("shop").Create(ctx, deployment("shop", "cart"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("shop").Create(ctx, QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("shop").Create(ctx, QPod("shop", "db", "db", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "api", "api", "node-a"), metav1.CreateOptions{}))
+	must(c1.AppsV1().Deployments("shop").Create(ctx, Deployment("shop", "cart"), metav1.CreateOptions{}))
 	// A custom resource with short names and a category; member2's CRD has
 	// one short name more, which discovery does not offer: a custom
 	// resource's short names are those all its clusters agree on, so no
@@ -70,8 +70,8 @@ func TestKubeAPI(t *testing.T) {
 	installCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
 	installCronTabs(t, ctx, fleet.Cluster("member2"), []string{"ct", "ctab"}, "hourly")
 
-	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
-	defer fv.stop(t)
+	fv := StartUp(t, UpOptions(t, fleet, t.TempDir()))
+	defer fv.Stop(t)
 	applyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
@@ -79,7 +79,7 @@ func TestKubeAPI(t *testing.T) {
 				map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab"}}},
 	})
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.rest, Output: kc}, io.Discard); err != nil {
+	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.REST, Output: kc}, io.Discard); err != nil {
 		t.Fatalf("fleetview kubeconfig: %v", err)
 	}
 	cacheDir := t.TempDir()
@@ -88,7 +88,7 @@ func TestKubeAPI(t *testing.T) {
 		defer cancel()
 		// A cache of its own: kubectl caches discovery by host:port, which
 		// other runs may have used.
-		out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(cctx, KubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
 		return string(out), err
 	}
 	ok := func(t *testing.T, args ...string) string {
@@ -257,7 +257,7 @@ func TestKubeAPI(t *testing.T) {
 	t.Run("resourceVersionMatch=Exact serves only the current state", func(t *testing.T) {
 		podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 		client := func(path string) dynamic.NamespaceableResourceInterface {
-			dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + path})
+			dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.REST + path})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,12 +285,12 @@ func TestKubeAPI(t *testing.T) {
 			t.Fatalf("Exact list %v, want %v", names(again), names(l))
 		}
 		// A change in member2 moves the fleet's state past the version.
-		must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "exact", "exact", ""), metav1.CreateOptions{}))
+		must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "exact", "exact", ""), metav1.CreateOptions{}))
 		defer func() {
 			if err := c2.CoreV1().Pods("shop").Delete(ctx, "exact", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 				t.Error(err)
 			}
-			eventually(t, 30*time.Second, func() error { // later subtests expect member2 as it was
+			Eventually(t, 30*time.Second, func() error { // later subtests expect member2 as it was
 				l, err := fleetPods.List(ctx, metav1.ListOptions{})
 				if err == nil && slices.Contains(names(l), "member2/exact") {
 					err = fmt.Errorf("member2/exact still cached")
@@ -298,7 +298,7 @@ func TestKubeAPI(t *testing.T) {
 				return err
 			})
 		}()
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			l, err := fleetPods.List(ctx, metav1.ListOptions{})
 			if err == nil && !slices.Contains(names(l), "member2/exact") {
 				err = fmt.Errorf("member2/exact not cached yet: %v", names(l))
@@ -330,7 +330,7 @@ func TestKubeAPI(t *testing.T) {
 	t.Run("--watch sees an update arrive", func(t *testing.T) {
 		wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(wctx, kubectlBin, "--kubeconfig", kc, "--cache-dir", cacheDir, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
+		cmd := exec.CommandContext(wctx, KubectlBin, "--kubeconfig", kc, "--cache-dir", cacheDir, "get", "pods", "-n", "shop", "--watch", "--output-watch-events")
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -374,7 +374,7 @@ func TestKubeAPI(t *testing.T) {
 			}
 		}
 		await("initial row of member1/db", func(f []string) bool { return len(f) > 2 && f[1] == "member1" && f[2] == "db" })
-		p := qpod("shop", "late", "late", "node-c")
+		p := QPod("shop", "late", "late", "node-c")
 		must(c2.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}))
 		// The hub may report a creation it learns of while resuming as
 		// MODIFIED (queryapi/watch.go); either way the new row arrives.
@@ -395,7 +395,7 @@ func TestKubeAPI(t *testing.T) {
 		await("DELETED member2/late", func(f []string) bool { return len(f) > 2 && f[0] == "DELETED" && f[1] == "member2" && f[2] == "late" })
 	})
 	t.Run("a dynamic informer on the per-cluster view stays equal to the member", func(t *testing.T) {
-		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member1"})
+		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.REST + "/clusters/member1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,9 +443,9 @@ func TestKubeAPI(t *testing.T) {
 			}
 			return nil
 		}
-		eventually(t, 30*time.Second, equal)
+		Eventually(t, 30*time.Second, equal)
 		for i := range 5 {
-			must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", fmt.Sprintf("inf-%d", i), "inf", ""), metav1.CreateOptions{}))
+			must(c1.CoreV1().Pods("shop").Create(ctx, QPod("shop", fmt.Sprintf("inf-%d", i), "inf", ""), metav1.CreateOptions{}))
 		}
 		for i := range 2 {
 			p, err := c1.CoreV1().Pods("shop").Get(ctx, fmt.Sprintf("inf-%d", i), metav1.GetOptions{})
@@ -458,13 +458,13 @@ func TestKubeAPI(t *testing.T) {
 		if err := c1.CoreV1().Pods("shop").Delete(ctx, "inf-4", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, equal)
+		Eventually(t, 30*time.Second, equal)
 		if a, _, _ := state(); !strings.Contains(a, "inf-0map[app:inf gen:2]") || strings.Contains(a, "inf-4") {
 			t.Fatalf("informer state %s", a)
 		}
 	})
 	t.Run("a typed SharedInformerFactory follows member2", func(t *testing.T) {
-		cs, err := kubernetes.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member2"})
+		cs, err := kubernetes.NewForConfig(&rest.Config{Host: fv.REST + "/clusters/member2"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -506,16 +506,16 @@ func TestKubeAPI(t *testing.T) {
 				return nil
 			}
 		}
-		eventually(t, 30*time.Second, want("api/node-a web/node-b"))
-		must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "typed", "typed", "node-t"), metav1.CreateOptions{}))
-		eventually(t, 30*time.Second, want("api/node-a typed/node-t web/node-b"))
+		Eventually(t, 30*time.Second, want("api/node-a web/node-b"))
+		must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "typed", "typed", "node-t"), metav1.CreateOptions{}))
+		Eventually(t, 30*time.Second, want("api/node-a typed/node-t web/node-b"))
 		if err := c2.CoreV1().Pods("shop").Delete(ctx, "typed", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 30*time.Second, want("api/node-a web/node-b"))
+		Eventually(t, 30*time.Second, want("api/node-a web/node-b"))
 	})
 	t.Run("a watch-list reflector syncs without a list call", func(t *testing.T) {
-		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.rest + "/clusters/member2"})
+		dyn, err := dynamic.NewForConfig(&rest.Config{Host: fv.REST + "/clusters/member2"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,7 +542,7 @@ func TestKubeAPI(t *testing.T) {
 		done := make(chan struct{})
 		go func() { defer close(done); r.RunWithContext(rctx) }()
 		defer func() { cancel(); <-done }()
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			var got []string
 			for _, o := range store.List() {
 				got = append(got, o.(*unstructured.Unstructured).GetName())
@@ -584,7 +584,7 @@ func TestKubeAPI(t *testing.T) {
 			{"PATCH", "/apis/apps/v1/namespaces/shop/deployments/cart", 405, "MethodNotAllowed", "read-only"},
 			{"GET", "/clusters/nosuch/api/v1/pods", 404, "NotFound", "nosuch"},
 		} {
-			req, err := http.NewRequest(tc.method, fv.rest+tc.path, nil)
+			req, err := http.NewRequest(tc.method, fv.REST+tc.path, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -624,12 +624,12 @@ func installCronTabs(t *testing.T, ctx context.Context, c *harness.Cluster, shor
 			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
 	}}
-	if _, err := c.Dynamic().Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Dynamic().Resource(CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	ct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
 		"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"cronSpec": "* * * * */5"}}}
-	eventually(t, 60*time.Second, func() error { // until the CRD is established
+	Eventually(t, 60*time.Second, func() error { // until the CRD is established
 		_, err := c.Dynamic().Resource(cronTabsGVR).Namespace("shop").Create(ctx, ct, metav1.CreateOptions{})
 		return err
 	})
@@ -637,17 +637,17 @@ func installCronTabs(t *testing.T, ctx context.Context, c *harness.Cluster, shor
 
 // applyAndWaitSynced applies a registry (its document as a map) on the
 // hub and waits until /readyz/clusters says every cluster has synced it.
-func applyAndWaitSynced(t *testing.T, ctx context.Context, fv *fleetview, doc map[string]any) {
+func applyAndWaitSynced(t *testing.T, ctx context.Context, fv *Fleetview, doc map[string]any) {
 	t.Helper()
 	reg, err := structpb.NewStruct(doc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 120*time.Second, func() error {
-		if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+	Eventually(t, 120*time.Second, func() error {
+		if code, body := fv.RESTStatus(t, "/readyz/clusters"); code != http.StatusOK {
 			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
 		}
 		return nil

@@ -68,7 +68,7 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 		listClients     = 8
 		maxRequestBytes = 64 << 10
 	)
-	ns, nc, js := startMatNATS(t, 0)
+	ns, nc, js := StartMatNATS(t, 0)
 	ctx := context.Background()
 	var evs []*fleetviewv1.ResourceEvent
 	for i := range pods {
@@ -78,7 +78,7 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 	for _, ev := range evs {
 		dataBytes += len(ev.GetObject())
 	}
-	publishEvents(t, nc, evs)
+	PublishEvents(t, nc, evs)
 	evs = nil
 	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
@@ -91,24 +91,24 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 		}
 	}
 	// The catalog follows a cluster's resource only where a registry selects it.
-	registryApplier(t, ctx, js)(registryFor("pods", []string{"c1", "c2"}, sel("v1", "Pod", "")))
+	RegistryApplier(t, ctx, js)(RegistryFor("pods", []string{"c1", "c2"}, Sel("v1", "Pod", "")))
 	dir := t.TempDir()
 	for name, body := range map[string]string{"tokens.csv": limitsTokens, "policy.yaml": limitsPolicy} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()},
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()},
 		Auth: app.AuthOptions{TokenFile: filepath.Join(dir, "tokens.csv"), PolicyFile: filepath.Join(dir, "policy.yaml")},
 		Limits: app.LimitOptions{MaxListObjects: maxListObjects, MaxWatches: maxWatches, MaxWatchesPerClient: watchesPerAlice,
 			MaxRequestBytes: maxRequestBytes, GRPCMaxConcurrentStreams: 100, MaxListSnapshots: 256, MaxListSnapshotsPerClient: snapsPerClient}}
-	runServeInProcess(t, o)
+	RunServeInProcess(t, o)
 	base := "http://" + o.HTTPAddr
 	lc := &limitClient{base: base, http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
 	client, get, fetch := lc.http, lc.get, lc.fetch
 	// The store has everything once a capped list reports it all.
 	var listRV string
-	eventually(t, time.Minute, func() error {
+	Eventually(t, time.Minute, func() error {
 		p, code, err := fetch(ctx, "alice-token", "/v1/resources/core/v1/pods", url.Values{"limit": {"1"}})
 		if err != nil || code != http.StatusOK {
 			return fmt.Errorf("list: %d %v", code, err)
@@ -277,7 +277,7 @@ func TestBoundedResourcesUnderLoad(t *testing.T) {
 	watches[0].cancel()
 	<-watches[0].done
 	watches = watches[1:]
-	eventually(t, 10*time.Second, func() error {
+	Eventually(t, 10*time.Second, func() error {
 		code, body, w := openREST("alice-token")
 		if w == nil {
 			return fmt.Errorf("alice's watch after one ended: %d %s", code, body)

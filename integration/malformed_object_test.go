@@ -38,9 +38,9 @@ const tableAccept = "application/json;as=Table;v=v1;g=meta.k8s.io"
 // stay valid JSON and unchanged.
 func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	createNS(t, ctx, fleet, "shop")
-	bin := buildFleetview(t)
+	fleet := StartFleet(t, "member1", "member2")
+	CreateNS(t, ctx, fleet, "shop")
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	const pass1, hubPass = "member1-secret-0123456789", "hub-secret-0123456789abcdef"
 	usersFile, hubFile, user1 := filepath.Join(dir, "nats-users"), filepath.Join(dir, "hub-pass"), filepath.Join(dir, "nats-user-1")
@@ -49,38 +49,38 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	natsAddr, natsPort := freePort(t)
-	o := upOptions(t, fleet, filepath.Join(dir, "state"))
+	natsAddr, natsPort := FreePort(t)
+	o := UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Contexts = []string{"member2"} // member2's collector runs in the hub
 	o.NATSHost, o.NATSPort, o.NATSUsersFile, o.NATSHubPasswordFile = "127.0.0.1", natsPort, usersFile, hubFile
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 	url := "nats://" + natsAddr
 
 	// member1's real collector, with its own credential.
-	startProc(t, bin, []string{"collector", "--cluster", "member1", "--kubeconfig", o.Kubeconfig, "--context", "member1",
-		"--nats-url", url, "--nats-user-file", user1, "--heartbeat", "2s"}, processLog(t, "member1-collector.log"))
-	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+	StartProc(t, bin, []string{"collector", "--cluster", "member1", "--kubeconfig", o.Kubeconfig, "--context", "member1",
+		"--nats-url", url, "--nats-user-file", user1, "--heartbeat", "2s"}, ProcessLog(t, "member1-collector.log"))
+	if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
 	c1, c2 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset()
-	must := mustOK(t)
-	must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "api", "api", "node-a"), metav1.CreateOptions{}))
-	eventually(t, 120*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	must := MustOK(t)
+	must(c1.CoreV1().Pods("shop").Create(ctx, QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "api", "api", "node-a"), metav1.CreateOptions{}))
+	Eventually(t, 120*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"member1", "shop", "web"}, ref{"member2", "shop", "web"}, ref{"member2", "shop", "api"}))
+		return SameSet(got, Refs(Ref{"member1", "shop", "web"}, Ref{"member2", "shop", "web"}, Ref{"member2", "shop", "api"}))
 	})
 
 	// The objects can be listed before the collectors' inventories carry
 	// the member's printer columns; until then a Table falls back to
 	// NAME/AGE. The snapshot waits for the columns kubectl would print.
-	eventually(t, 60*time.Second, func() error {
-		tbl, err := getTable(fv.rest + "/api/v1/pods")
+	Eventually(t, 60*time.Second, func() error {
+		tbl, err := getTable(fv.REST + "/api/v1/pods")
 		if err != nil {
 			return err
 		}
@@ -97,18 +97,18 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	}
 	before := map[string][]string{}
 	for _, p := range paths {
-		before[p.path+p.accept] = member2Items(t, fv.rest+p.path, p.accept)
+		before[p.path+p.accept] = member2Items(t, fv.REST+p.path, p.accept)
 		if len(before[p.path+p.accept]) != 2 {
 			t.Fatalf("%s (%s): member2's items %q", p.path, p.accept, before[p.path+p.accept])
 		}
 	}
-	w := startKubeWatch(t, fv.rest+"/api/v1/pods?watch=true")
+	w := startKubeWatch(t, fv.REST+"/api/v1/pods?watch=true")
 	defer w.stop()
-	wt := startKubeWatch(t, fv.rest+"/api/v1/pods?watch=true&accept=table")
+	wt := startKubeWatch(t, fv.REST+"/api/v1/pods?watch=true&accept=table")
 	defer wt.stop()
 
 	// member1's credential, playing its collector.
-	_, js := clusterCredential(t, url, "member1", pass1)
+	_, js := ClusterCredential(t, url, "member1", pass1)
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	publish := func(uid, name, object string) string {
 		t.Helper()
@@ -132,12 +132,12 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	publish("forged-good", "forged-good", obj("forged-good", "forged-good", `{"containers":[{"name":"c","image":"x"}]}`))
 
 	// The valid Pod after it is applied.
-	eventually(t, 30*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	Eventually(t, 30*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"member1", "shop", "web"}, ref{"member1", "shop", "forged-good"}, ref{"member2", "shop", "web"}, ref{"member2", "shop", "api"}))
+		return SameSet(got, Refs(Ref{"member1", "shop", "web"}, Ref{"member1", "shop", "forged-good"}, Ref{"member2", "shop", "web"}, Ref{"member2", "shop", "api"}))
 	})
 	// The broken one is in the dead letters with what is wrong and where.
 	hub, err := nats.Connect(url, nats.UserInfo(natsserver.HubUser, hubPass))
@@ -149,7 +149,7 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		st, err := hjs.Stream(ctx, stream.DeadStream)
 		if err != nil {
 			return err
@@ -177,14 +177,14 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 
 	// Every answer valid JSON; member2's part unchanged; the bad Pod in none.
 	for _, p := range paths {
-		if got := member2Items(t, fv.rest+p.path, p.accept); !slices.Equal(got, before[p.path+p.accept]) {
+		if got := member2Items(t, fv.REST+p.path, p.accept); !slices.Equal(got, before[p.path+p.accept]) {
 			t.Errorf("%s (%s): member2's items changed:\n got %q\nwant %q", p.path, p.accept, got, before[p.path+p.accept])
 		}
 	}
 	// Both watches, open across the attack, got the valid Pod and only
 	// valid lines, and are still open.
 	for _, w := range []*kubeWatch{w, wt} {
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			lines, err := w.snapshot()
 			if err != nil {
 				return err
@@ -201,9 +201,9 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 		})
 	}
 	// And a change in member2 still reaches them.
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "late", "late", "node-a"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, QPod("shop", "late", "late", "node-a"), metav1.CreateOptions{}))
 	for _, w := range []*kubeWatch{w, wt} {
-		eventually(t, 30*time.Second, func() error {
+		Eventually(t, 30*time.Second, func() error {
 			lines, err := w.snapshot()
 			if err != nil {
 				return err

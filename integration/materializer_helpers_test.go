@@ -29,15 +29,15 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// startMatNATS runs an embedded JetStream server for a test.
-func startMatNATS(t testing.TB, port int) (*natsserver.Server, *nats.Conn, jetstream.JetStream) {
+// StartMatNATS runs an embedded JetStream server for a test.
+func StartMatNATS(t testing.TB, port int) (*natsserver.Server, *nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	return natstest.Start(t, port)
 }
 
-// publishEvents publishes events into their clusters' streams (created as
+// PublishEvents publishes events into their clusters' streams (created as
 // the collector creates them) and waits for every ack.
-func publishEvents(t testing.TB, nc *nats.Conn, evs []*fleetviewv1.ResourceEvent) {
+func PublishEvents(t testing.TB, nc *nats.Conn, evs []*fleetviewv1.ResourceEvent) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -66,8 +66,8 @@ func publishEvents(t testing.TB, nc *nats.Conn, evs []*fleetviewv1.ResourceEvent
 	}
 }
 
-// lastSeqs is every cluster stream's last sequence now.
-func lastSeqs(t testing.TB, js jetstream.JetStream, clusters ...string) map[string]uint64 {
+// LastSeqs is every cluster stream's last sequence now.
+func LastSeqs(t testing.TB, js jetstream.JetStream, clusters ...string) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
 	for _, c := range clusters {
@@ -80,10 +80,10 @@ func lastSeqs(t testing.TB, js jetstream.JetStream, clusters ...string) map[stri
 	return out
 }
 
-// waitApplied waits until applied() reached every target.
-func waitApplied(t testing.TB, timeout time.Duration, applied func() map[string]uint64, targets map[string]uint64) {
+// WaitApplied waits until applied() reached every target.
+func WaitApplied(t testing.TB, timeout time.Duration, applied func() map[string]uint64, targets map[string]uint64) {
 	t.Helper()
-	eventually(t, timeout, func() error {
+	Eventually(t, timeout, func() error {
 		got := applied()
 		for c, want := range targets {
 			if got[c] < want {
@@ -94,8 +94,8 @@ func waitApplied(t testing.TB, timeout time.Duration, applied func() map[string]
 	})
 }
 
-// runMaterializer runs a materializer until the test ends.
-func runMaterializer(t testing.TB, cfg materializer.Config) *materializer.Materializer {
+// RunMaterializer runs a materializer until the test ends.
+func RunMaterializer(t testing.TB, cfg materializer.Config) *materializer.Materializer {
 	t.Helper()
 	m, err := materializer.New(cfg)
 	if err != nil {
@@ -113,19 +113,19 @@ func runMaterializer(t testing.TB, cfg materializer.Config) *materializer.Materi
 	return m
 }
 
-// objKey names an object across clusters.
-type objKey struct{ cluster, ns, name string }
+// ObjKey names an object across clusters.
+type ObjKey struct{ cluster, ns, name string }
 
-// matStreamState is what every backend must hold: the last upsert per subject
+// MatStreamState is what every backend must hold: the last upsert per subject
 // of each cluster stream (tombstoned and removed objects are absent), by
 // cluster, namespace and name.
-func matStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) map[objKey][]byte {
+func MatStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) map[ObjKey][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	out := map[objKey][]byte{}
+	out := map[ObjKey][]byte{}
 	for _, c := range clusters {
-		eachLastPerSubject(t, ctx, js, c, func(msg jetstream.Msg) {
+		EachLastPerSubject(t, ctx, js, c, func(msg jetstream.Msg) {
 			ev, err := stream.Decode(msg.Subject(), msg.Data())
 			if err != nil {
 				return // dead-lettered by the materializers
@@ -136,15 +136,15 @@ func matStreamState(t testing.TB, js jetstream.JetStream, clusters ...string) ma
 			if _, _, err := materializer.LabelsAndSearchText(ev.GetObject(), c); err != nil {
 				return // poison: dead-lettered
 			}
-			out[objKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()
+			out[ObjKey{c, ev.GetNamespace(), ev.GetName()}] = ev.GetObject()
 		})
 	}
 	return out
 }
 
-// eachLastPerSubject calls fn with the last message of every object subject
+// EachLastPerSubject calls fn with the last message of every object subject
 // of a cluster stream (none when the stream is empty).
-func eachLastPerSubject(t testing.TB, ctx context.Context, js jetstream.JetStream, cluster string, fn func(jetstream.Msg)) {
+func EachLastPerSubject(t testing.TB, ctx context.Context, js jetstream.JetStream, cluster string, fn func(jetstream.Msg)) {
 	t.Helper()
 	st, err := js.Stream(ctx, stream.StreamName(cluster))
 	if err != nil {
@@ -182,8 +182,8 @@ type lister interface {
 	List(ctx context.Context, o query.ListOptions) (query.Page, error)
 }
 
-// listAll pages through a list.
-func listAll(t testing.TB, r lister, o query.ListOptions) []query.Object {
+// ListAll pages through a list.
+func ListAll(t testing.TB, r lister, o query.ListOptions) []query.Object {
 	t.Helper()
 	var out []query.Object
 	for range 100000 {
@@ -201,13 +201,13 @@ func listAll(t testing.TB, r lister, o query.ListOptions) []query.Object {
 	return nil
 }
 
-// compareWithStream checks a backend's full content against the stream.
-func compareWithStream(t testing.TB, got []query.Object, want map[objKey][]byte) {
+// CompareWithStream checks a backend's full content against the stream.
+func CompareWithStream(t testing.TB, got []query.Object, want map[ObjKey][]byte) {
 	t.Helper()
-	seen := map[objKey]bool{}
+	seen := map[ObjKey]bool{}
 	var problems []string
 	for _, o := range got {
-		k := keyFromObject(t, o)
+		k := KeyFromObject(t, o)
 		seen[k] = true
 		w, ok := want[k]
 		switch {
@@ -231,7 +231,7 @@ func compareWithStream(t testing.TB, got []query.Object, want map[objKey][]byte)
 	}
 }
 
-func keyFromObject(t testing.TB, o query.Object) objKey {
+func KeyFromObject(t testing.TB, o query.Object) ObjKey {
 	t.Helper()
 	var m struct {
 		Metadata struct {
@@ -241,31 +241,31 @@ func keyFromObject(t testing.TB, o query.Object) objKey {
 	if err := json.Unmarshal(o.JSON, &m); err != nil {
 		t.Fatalf("stored object is not JSON: %v", err)
 	}
-	return objKey{o.Cluster, m.Metadata.Namespace, m.Metadata.Name}
+	return ObjKey{o.Cluster, m.Metadata.Namespace, m.Metadata.Name}
 }
 
 // tcpProxy forwards to a target and can be taken down and brought back on
 // the same address, to cut a backend off as a stopped server would.
 type tcpProxy struct {
-	addr   string
+	Addr   string
 	target string
 	mu     sync.Mutex
 	l      net.Listener
 	conns  map[net.Conn]bool
 }
 
-func newTCPProxy(t testing.TB, target string) *tcpProxy {
+func NewTCPProxy(t testing.TB, target string) *tcpProxy {
 	t.Helper()
-	p := &tcpProxy{addr: freeAddr(t), target: target, conns: map[net.Conn]bool{}}
-	if err := p.up(); err != nil {
+	p := &tcpProxy{Addr: FreeAddr(t), target: target, conns: map[net.Conn]bool{}}
+	if err := p.Up(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.down)
+	t.Cleanup(p.Down)
 	return p
 }
 
-func (p *tcpProxy) up() error {
-	l, err := net.Listen("tcp", p.addr)
+func (p *tcpProxy) Up() error {
+	l, err := net.Listen("tcp", p.Addr)
 	if err != nil {
 		return err
 	}
@@ -304,8 +304,8 @@ func (p *tcpProxy) serve(c net.Conn) {
 	c.Close()
 }
 
-// down refuses new connections and cuts the open ones.
-func (p *tcpProxy) down() {
+// Down refuses new connections and cuts the open ones.
+func (p *tcpProxy) Down() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.l != nil {
@@ -318,20 +318,20 @@ func (p *tcpProxy) down() {
 	p.conns = map[net.Conn]bool{}
 }
 
-var cmGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+var CMGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-func configMap(cluster string, i int) *fleetviewv1.ResourceEvent {
+func ConfigMap(cluster string, i int) *fleetviewv1.ResourceEvent {
 	uid := fmt.Sprintf("cm-%s-%d", cluster, i)
 	ns, name := benchdata.Namespace(i), fmt.Sprintf("cm-%03d", i)
 	obj := fmt.Sprintf(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":%q,"namespace":%q,"uid":%q,"resourceVersion":"5","labels":{"app":%q},"annotations":{"fleetview.io/cluster":%q}},"data":{"k":"needle-%d"}}`,
 		name, ns, uid, benchdata.Apps[i%len(benchdata.Apps)], cluster, i)
-	return &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(cmGVR), Kind: "ConfigMap", Uid: uid, Namespace: ns, Name: name,
+	return &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(CMGVR), Kind: "ConfigMap", Uid: uid, Namespace: ns, Name: name,
 		ResourceVersion: "5", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(obj), Namespaced: true}
 }
 
-// registryApplier opens the registry store and returns a function that
+// RegistryApplier opens the registry store and returns a function that
 // applies a registry, failing the test on error.
-func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
+func RegistryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) func(*registry.ResourceRegistry) {
 	t.Helper()
 	regs, err := regstore.Open(ctx, js, 1)
 	if err != nil {
@@ -346,12 +346,12 @@ func registryApplier(t *testing.T, ctx context.Context, js jetstream.JetStream) 
 	}
 }
 
-// runServeInProcess runs `fleetview serve` until the test ends.
-func runServeInProcess(t *testing.T, o app.ServeOptions) {
+// RunServeInProcess runs `fleetview serve` until the test ends.
+func RunServeInProcess(t *testing.T, o app.ServeOptions) {
 	t.Helper()
 	sctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- app.RunServe(sctx, o, testLogger(t)) }()
+	go func() { done <- app.RunServe(sctx, o, Logger(t)) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -43,8 +43,8 @@ import (
 func TestMaterializerOpenSearchRestart(t *testing.T) {
 	began := time.Now()
 	node := itos.StartTest(t, itos.Options{DataDir: t.TempDir(), JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
-	_, nc, js := startMatNATS(t, 0)
-	retries := &retryCounter{Handler: testLogger(t).Handler(), n: &atomic.Int64{}}
+	_, nc, js := StartMatNATS(t, 0)
+	retries := &retryCounter{Handler: Logger(t).Handler(), n: &atomic.Int64{}}
 	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, MaxBackoff: 500 * time.Millisecond, Logger: slog.New(retries)})
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +54,10 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 	clusters := []string{"c1", "c2"}
 
 	w := newRestartWorkload(clusters, 1000)
-	publishEvents(t, nc, w.initial())
+	PublishEvents(t, nc, w.initial())
 	trigger := &batchTrigger{}
 	m := startWatchedMaterializer(t, materializer.Config{Name: "opensearch-restart", NATS: nc, Sink: ostore, BatchSize: 200,
-		DiscoverInterval: 200 * time.Millisecond, Observer: trigger.observe, Logger: testLogger(t)})
+		DiscoverInterval: 200 * time.Millisecond, Observer: trigger.observe, Logger: Logger(t)})
 
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
@@ -65,7 +65,7 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		t.Logf("outage with %v at %v", sig, time.Since(began).Round(time.Millisecond))
 		// The server goes right after the materializer committed its first
 		// batch of this wave, with most of the wave still to apply.
-		from := lastSeqs(t, js, clusters...)
+		from := LastSeqs(t, js, clusters...)
 		fired := trigger.arm(from)
 		publishing := publishAsync(nc, w.wave())
 		m.eventually(t, 2*time.Minute, func() error {
@@ -80,7 +80,7 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		ckptBefore := checkpoints(ctx, t, ostore, clusters)
 		retriesBefore := retries.n.Load()
 		pid := node.PID()
-		applied, published := m.Applied(), lastSeqs(t, js, clusters...)
+		applied, published := m.Applied(), LastSeqs(t, js, clusters...)
 		if err := node.Halt(sig); err != nil {
 			t.Fatalf("halt opensearch with %v: %v", sig, err)
 		}
@@ -90,8 +90,8 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		}
 
 		// More events while the server is down: none of them can be applied.
-		publishEvents(t, nc, w.wave())
-		down := lastSeqs(t, js, clusters...)
+		PublishEvents(t, nc, w.wave())
+		down := LastSeqs(t, js, clusters...)
 		m.check(t)
 		for _, c := range clusters {
 			if got := m.Applied()[c]; got >= down[c] {
@@ -122,7 +122,7 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		}
 	}
 
-	targets := lastSeqs(t, js, clusters...)
+	targets := LastSeqs(t, js, clusters...)
 	m.eventually(t, 3*time.Minute, func() error {
 		got := m.Applied()
 		for c, want := range targets {
@@ -181,7 +181,7 @@ func TestMaterializerOpenSearchRestart(t *testing.T) {
 		t.Fatalf("OpenSearch != stream (%d docs, %d live subjects): %d problems, first: %v", len(got), upserts, len(problems), problems[:min(20, len(problems))])
 	}
 	// The read path agrees.
-	compareWithStream(t, listAll(t, ostore, query.ListOptions{GVR: benchdata.PodGVR}), matStreamState(t, js, clusters...))
+	CompareWithStream(t, ListAll(t, ostore, query.ListOptions{GVR: benchdata.PodGVR}), MatStreamState(t, js, clusters...))
 
 	m.check(t)
 	if n := m.Metrics().DeadLettered.Load(); n != 0 {
@@ -379,7 +379,7 @@ func (w *watchedMaterializer) check(t *testing.T) {
 // eventually is eventually() that also fails at once when Run returned.
 func (w *watchedMaterializer) eventually(t *testing.T, timeout time.Duration, f func() error) {
 	t.Helper()
-	eventually(t, timeout, func() error {
+	Eventually(t, timeout, func() error {
 		w.check(t)
 		return f()
 	})
@@ -484,7 +484,7 @@ func lastPerSubject(t *testing.T, js jetstream.JetStream, cluster string) map[st
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	out := map[string]streamLast{}
-	eachLastPerSubject(t, ctx, js, cluster, func(msg jetstream.Msg) {
+	EachLastPerSubject(t, ctx, js, cluster, func(msg jetstream.Msg) {
 		md, err := msg.Metadata()
 		if err != nil {
 			t.Fatal(err)

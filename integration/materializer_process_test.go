@@ -34,7 +34,7 @@ func sum(m map[string]uint64) (n uint64) {
 // lists every pod.
 func readStore(t *testing.T, dir string) ([]query.Object, query.Version, []query.Object) {
 	t.Helper()
-	st, err := badger.Open(badger.Options{Dir: dir, Logger: testLogger(t)})
+	st, err := badger.Open(badger.Options{Dir: dir, Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,28 +46,28 @@ func readStore(t *testing.T, dir string) ([]query.Object, query.Version, []query
 		t.Fatal(err)
 	}
 	sel, _ := k8slabels.Parse("app=web")
-	return listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), v,
-		listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR, Labels: sel})
+	return ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), v,
+		ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR, Labels: sel})
 }
 
 // checkStore asserts a stopped store equals the streams, including the
 // label index, and returns its objects.
-func checkStore(t *testing.T, dir string, want map[objKey][]byte, targets map[string]uint64) []query.Object {
+func checkStore(t *testing.T, dir string, want map[ObjKey][]byte, targets map[string]uint64) []query.Object {
 	t.Helper()
 	all, v, web := readStore(t, dir)
-	compareWithStream(t, all, want)
+	CompareWithStream(t, all, want)
 	for c, s := range targets {
 		if v[c] != s {
 			t.Fatalf("checkpoint of %s = %d, want %d", c, v[c], s)
 		}
 	}
-	wantWeb := map[objKey][]byte{}
+	wantWeb := map[ObjKey][]byte{}
 	for k, obj := range want {
 		if bytes.Contains(obj, []byte(`"app":"web"`)) {
 			wantWeb[k] = obj
 		}
 	}
-	compareWithStream(t, web, wantWeb)
+	CompareWithStream(t, web, wantWeb)
 	return all
 }
 
@@ -78,9 +78,9 @@ func checkStore(t *testing.T, dir string, want map[objKey][]byte, targets map[st
 // keeps answering, and the next serve start switches to a store identical
 // to the live one.
 func TestMaterializerKill9AndRebuild(t *testing.T) {
-	bin := buildFleetview(t)
-	ns, nc, js := startMatNATS(t, 0)
-	n := envInt(t, "FV_KILL_EVENTS", 40000)
+	bin := BuildFleetview(t)
+	ns, nc, js := StartMatNATS(t, 0)
+	n := EnvInt(t, "FV_KILL_EVENTS", 40000)
 	var evs []*fleetviewv1.ResourceEvent
 	for i := range n {
 		evs = append(evs, benchdata.Event("c1", i, 1))
@@ -94,9 +94,9 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 			evs = append(evs, benchdata.Delete("c1", i-5, 3))
 		}
 	}
-	publishEvents(t, nc, evs)
-	targets := lastSeqs(t, js, "c1", "c2")
-	want := matStreamState(t, js, "c1", "c2")
+	PublishEvents(t, nc, evs)
+	targets := LastSeqs(t, js, "c1", "c2")
+	want := MatStreamState(t, js, "c1", "c2")
 	stateDir := t.TempDir()
 	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
 	if err != nil {
@@ -117,32 +117,32 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	// middle of ingest whatever the machine's speed.
 	total := sum(targets)
 	for k := uint64(1); k <= 4; k++ {
-		p := startServe(t, bin, ns.ClientURL(), stateDir, logf)
+		p := StartServe(t, bin, ns.ClientURL(), stateDir, logf)
 		threshold := total * k / 5
 		deadline := time.Now().Add(2 * time.Minute)
-		for sum(p.appliedOrEmpty()) < threshold {
+		for sum(p.AppliedOrEmpty()) < threshold {
 			if time.Now().After(deadline) {
-				t.Fatalf("kill #%d: applied %d, never reached %d", k, sum(p.appliedOrEmpty()), threshold)
+				t.Fatalf("kill #%d: applied %d, never reached %d", k, sum(p.AppliedOrEmpty()), threshold)
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond) // jitter: a random kill point
-		done := sum(p.appliedOrEmpty())
-		p.kill9(t)
+		done := sum(p.AppliedOrEmpty())
+		p.Kill9(t)
 		t.Logf("kill -9 #%d at about %d of %d applied", k, done, total)
 		if done >= total {
 			t.Fatalf("ingest finished before kill #%d: raise FV_KILL_EVENTS", k)
 		}
 	}
-	p := startServe(t, bin, ns.ClientURL(), stateDir, logf)
-	waitApplied(t, 5*time.Minute, p.appliedOrEmpty, targets)
-	p.stop(t)
+	p := StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+	WaitApplied(t, 5*time.Minute, p.AppliedOrEmpty, targets)
+	p.Stop(t)
 	live := checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
 
 	// Rebuild while serve keeps answering.
-	p = startServe(t, bin, ns.ClientURL(), stateDir, logf)
-	waitApplied(t, 2*time.Minute, p.appliedOrEmpty, targets)
-	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	p = StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+	WaitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
+	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 30*time.Second, listOK)
+	Eventually(t, 30*time.Second, listOK)
 
 	newDir := filepath.Join(stateDir, "badger.new")
 	replica, err := backends.ReplicaID(stateDir)
@@ -173,7 +173,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	}
 	rbDone := make(chan error, 1)
 	go func() { rbDone <- rb.Wait() }()
-	eventually(t, 60*time.Second, func() error {
+	Eventually(t, 60*time.Second, func() error {
 		if err := listOK(); err != nil {
 			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
 		}
@@ -205,7 +205,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	if err := listOK(); err != nil {
 		t.Fatalf("serve stopped answering after the rebuild: %v", err)
 	}
-	p.stop(t)
+	p.Stop(t)
 	rebuilt := checkStore(t, newDir, want, targets)
 	if len(rebuilt) != len(live) {
 		t.Fatalf("rebuilt store has %d objects, live %d", len(rebuilt), len(live))
@@ -216,9 +216,9 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		}
 	}
 	// The next start switches to the rebuilt store.
-	p = startServe(t, bin, ns.ClientURL(), stateDir, logf)
-	waitApplied(t, 2*time.Minute, p.appliedOrEmpty, targets)
-	p.stop(t)
+	p = StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+	WaitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
+	p.Stop(t)
 	if _, err := os.Stat(newDir); !os.IsNotExist(err) {
 		t.Fatalf("badger.new still there after the switch: %v", err)
 	}

@@ -54,9 +54,9 @@ import (
 //     answers are complete and the move is done over.
 func TestServeReroutesResources(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
-	ns, nc, js := startMatNATS(t, 0)
+	ns, nc, js := StartMatNATS(t, 0)
 	ctx := context.Background()
-	apply := registryApplier(t, ctx, js)
+	apply := RegistryApplier(t, ctx, js)
 	clusters := []string{"c1", "c2"}
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "all"},
 		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}, {APIVersion: "v1", Kind: "ConfigMap"}}}})
@@ -70,7 +70,7 @@ func TestServeReroutesResources(t *testing.T) {
 				ResourceSelectors: sel,
 				BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}}
 	}
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()},
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
 	var (
@@ -122,22 +122,22 @@ func TestServeReroutesResources(t *testing.T) {
 		evs = append(evs, benchdata.Event(clusters[i%2], i, 1))
 	}
 	for i := range cms {
-		evs = append(evs, configMap(clusters[i%2], i))
+		evs = append(evs, ConfigMap(clusters[i%2], i))
 	}
 	// Some history: deleted pods, whose tombstones a copy must honour.
 	for i := 0; i < pods; i += 10 {
 		evs = append(evs, benchdata.Delete(clusters[i%2], i, 2))
 	}
-	publishEvents(t, nc, evs)
+	PublishEvents(t, nc, evs)
 
-	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
+	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// want is the stream's state of one resource.
-	want := func(resource string) map[objKey][]byte {
-		out := map[objKey][]byte{}
-		for k, v := range matStreamState(t, js, clusters...) {
+	want := func(resource string) map[ObjKey][]byte {
+		out := map[ObjKey][]byte{}
+		for k, v := range MatStreamState(t, js, clusters...) {
 			var m struct {
 				Kind string `json:"kind"`
 			}
@@ -152,7 +152,7 @@ func TestServeReroutesResources(t *testing.T) {
 	// returns each of the stream's objects exactly once.
 	viaAPI := func(resource string) error {
 		w := want(resource)
-		seen := map[objKey]int{}
+		seen := map[ObjKey]int{}
 		cont := ""
 		for {
 			// Waits for a serve just started to listen.
@@ -186,13 +186,13 @@ func TestServeReroutesResources(t *testing.T) {
 	// sees it: it searches again, and what it finally gets must be whole.
 	searchOnce := func(resource string) error {
 		w := want(resource)
-		seen := map[objKey]int{}
+		seen := map[ObjKey]int{}
 		cont := ""
 		for restarts := 0; ; {
 			resp, err := qc.Search(ctx, &fleetviewv1.SearchRequest{Text: "team", Resources: []string{"core/v1/" + resource}, Limit: 100, Continue: cont, Structured: true})
 			if status.Code(err) == codes.OutOfRange && cont != "" && restarts < 5 {
 				t.Logf("search of %s expired after %d found (%v); searching again", resource, len(seen), err)
-				seen, cont, restarts = map[objKey]int{}, "", restarts+1
+				seen, cont, restarts = map[ObjKey]int{}, "", restarts+1
 				continue
 			}
 			if err != nil {
@@ -200,7 +200,7 @@ func TestServeReroutesResources(t *testing.T) {
 			}
 			for _, h := range resp.GetItems() {
 				md := h.GetObject().GetFields()["metadata"].GetStructValue().GetFields()
-				seen[objKey{h.GetCluster(), md["namespace"].GetStringValue(), md["name"].GetStringValue()}]++
+				seen[ObjKey{h.GetCluster(), md["namespace"].GetStringValue(), md["name"].GetStringValue()}]++
 			}
 			if cont = resp.GetContinue(); cont == "" {
 				break
@@ -219,22 +219,22 @@ func TestServeReroutesResources(t *testing.T) {
 	// inOpenSearch checks OpenSearch holds exactly the stream's objects of
 	// a resource.
 	inOpenSearch := func(resource string) error {
-		gvrs := map[string]query.ListOptions{"pods": {GVR: benchdata.PodGVR}, "configmaps": {GVR: cmGVR}}
-		got := listAll(t, direct, gvrs[resource])
+		gvrs := map[string]query.ListOptions{"pods": {GVR: benchdata.PodGVR}, "configmaps": {GVR: CMGVR}}
+		got := ListAll(t, direct, gvrs[resource])
 		w := want(resource)
 		if len(got) != len(w) {
 			return fmt.Errorf("opensearch holds %d %s, the stream %d", len(got), resource, len(w))
 		}
 		for _, o := range got {
-			if string(w[keyFromObject(t, o)]) != string(o.JSON) {
-				return fmt.Errorf("opensearch's %v differs from the stream", keyFromObject(t, o))
+			if string(w[KeyFromObject(t, o)]) != string(o.JSON) {
+				return fmt.Errorf("opensearch's %v differs from the stream", KeyFromObject(t, o))
 			}
 		}
-		compareWithStream(t, got, w)
+		CompareWithStream(t, got, w)
 		return nil
 	}
-	eventually(t, time.Minute, func() error { return viaAPI("pods") })
-	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	Eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	Eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
 
 	// 1. Pods go to a new OpenSearch backend; pods keep changing meanwhile.
 	apply(toOpenSearch("Pod"))
@@ -242,9 +242,9 @@ func TestServeReroutesResources(t *testing.T) {
 	for i := 1; i < pods; i += 7 {
 		updates = append(updates, benchdata.Event(clusters[i%2], i, 3))
 	}
-	publishEvents(t, nc, updates)
-	eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
-	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	PublishEvents(t, nc, updates)
+	Eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
+	Eventually(t, time.Minute, func() error { return viaAPI("pods") })
 	if err := viaAPI("configmaps"); err != nil {
 		t.Fatal(err)
 	}
@@ -252,21 +252,21 @@ func TestServeReroutesResources(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Changes after the move reach OpenSearch.
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 2, 4), benchdata.Delete("c2", 3, 4)})
-	eventually(t, time.Minute, func() error { return inOpenSearch("pods") })
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 2, 4), benchdata.Delete("c2", 3, 4)})
+	Eventually(t, time.Minute, func() error { return inOpenSearch("pods") })
 
 	// 2. Pods come back to Badger, ConfigMaps go to the running OpenSearch
 	// backend (past them: it skipped every one).
 	apply(toOpenSearch("ConfigMap"))
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{configMap("c2", cms+1)})
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{ConfigMap("c2", cms+1)})
 	// The mover takes the resources into Badger first, so once OpenSearch
 	// has the ConfigMaps, Badger serves the Pods.
-	eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps") })
+	Eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps") })
 	// Pods change while Badger holds them: OpenSearch's unserved copy falls
 	// behind.
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 5), benchdata.Delete("c1", 12, 6)})
-	eventually(t, time.Minute, func() error { return viaAPI("pods") })
-	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 5, 5), benchdata.Delete("c1", 12, 6)})
+	Eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	Eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
 	if err := searchOnce("pods"); err != nil {
 		t.Fatal(err)
 	}
@@ -280,14 +280,14 @@ func TestServeReroutesResources(t *testing.T) {
 	// 3. Pods go back to OpenSearch, ConfigMaps to Badger (first: once
 	// OpenSearch's pods are up to date, Badger has the ConfigMaps).
 	apply(toOpenSearch("Pod"))
-	eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
-	eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	Eventually(t, 2*time.Minute, func() error { return inOpenSearch("pods") })
+	Eventually(t, time.Minute, func() error { return viaAPI("pods") })
 	// A ConfigMap OpenSearch's unserved copy lacks.
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{configMap("c1", cms+3)})
-	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{ConfigMap("c1", cms+3)})
+	Eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
 	// Reads switch before the old copy goes: wait for both clusters' Pods
 	// to have left Badger a second time (steps 1 and 3).
-	eventually(t, time.Minute, func() error {
+	Eventually(t, time.Minute, func() error {
 		if n := serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=pods"`, `from=""`); n < 4 {
 			return fmt.Errorf("%d moves of pods out of Badger logged, want 4", n)
 		}
@@ -298,7 +298,7 @@ func TestServeReroutesResources(t *testing.T) {
 	stop()
 	inBadger := func(check func(r *badger.Reader)) {
 		t.Helper()
-		st, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: testLogger(t)})
+		st, err := badger.Open(badger.Options{Dir: filepath.Join(o.StateDir, "badger"), Logger: Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -308,8 +308,8 @@ func TestServeReroutesResources(t *testing.T) {
 		check(r)
 	}
 	inBadger(func(r *badger.Reader) {
-		compareWithStream(t, listAll(t, r, query.ListOptions{GVR: cmGVR}), want("configmaps"))
-		if n := len(listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR})); n != 0 {
+		CompareWithStream(t, ListAll(t, r, query.ListOptions{GVR: CMGVR}), want("configmaps"))
+		if n := len(ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR})); n != 0 {
 			t.Fatalf("badger still holds %d pods", n)
 		}
 	})
@@ -329,10 +329,10 @@ func TestServeReroutesResources(t *testing.T) {
 	if err := searchOnce("configmaps"); err != nil {
 		t.Fatalf("first search after a restart: %v", err)
 	}
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{configMap("c1", cms+2)})
-	eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps") })
-	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
-	eventually(t, time.Minute, func() error {
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{ConfigMap("c1", cms+2)})
+	Eventually(t, 2*time.Minute, func() error { return inOpenSearch("configmaps") })
+	Eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	Eventually(t, time.Minute, func() error {
 		if n := serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=configmaps"`, `from=""`); n < 2 {
 			return fmt.Errorf("%d moves of configmaps out of Badger logged, want 2", n)
 		}
@@ -374,22 +374,22 @@ func TestServeReroutesResources(t *testing.T) {
 	if err := searchOnce("pods"); err != nil {
 		t.Fatalf("first search after a restart mid-move: %v", err)
 	}
-	publishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c2", 7, 8), benchdata.Delete("c1", 14, 8)})
-	eventually(t, time.Minute, func() error {
+	PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{benchdata.Event("c2", 7, 8), benchdata.Delete("c1", 14, 8)})
+	Eventually(t, time.Minute, func() error {
 		if serveLog.count(`msg="resource moved between backends"`, `resource="/v1, Resource=pods"`, `to=""`) < 2 {
 			return fmt.Errorf("the pods of both clusters have not moved into Badger")
 		}
 		return nil
 	})
-	eventually(t, time.Minute, func() error { return viaAPI("pods") })
-	eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
+	Eventually(t, time.Minute, func() error { return viaAPI("pods") })
+	Eventually(t, time.Minute, func() error { return viaAPI("configmaps") })
 	if err := searchOnce("pods"); err != nil {
 		t.Fatal(err)
 	}
 	stop()
 	inBadger(func(r *badger.Reader) {
-		compareWithStream(t, listAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), want("pods"))
-		if n := len(listAll(t, r, query.ListOptions{GVR: cmGVR})); n != 0 {
+		CompareWithStream(t, ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), want("pods"))
+		if n := len(ListAll(t, r, query.ListOptions{GVR: CMGVR})); n != 0 {
 			t.Fatalf("badger still holds %d configmaps", n)
 		}
 	})
@@ -397,7 +397,7 @@ func TestServeReroutesResources(t *testing.T) {
 
 // apiKey names an object the query API returned (raw), by the cluster
 // annotation it adds.
-func apiKey(t testing.TB, raw []byte) objKey {
+func apiKey(t testing.TB, raw []byte) ObjKey {
 	t.Helper()
 	var m struct {
 		Metadata struct {
@@ -408,7 +408,7 @@ func apiKey(t testing.TB, raw []byte) objKey {
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("listed object is not JSON: %v", err)
 	}
-	return objKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
+	return ObjKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
 }
 
 // lineLog keeps log lines for a test to wait on.

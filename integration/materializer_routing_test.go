@@ -40,11 +40,11 @@ func metricsPage(addr string) ([]byte, error) {
 // metricValue reads one materializer's sample from /metrics.
 func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 	t.Helper()
-	fams, err := scrape(addr)
+	fams, err := Scrape(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, ok := value(fams, name, map[string]string{"materializer": materializerName})
+	v, ok := Value(fams, name, map[string]string{"materializer": materializerName})
 	if !ok {
 		t.Fatalf("no %s for %s in %v", name, materializerName, fams[name])
 	}
@@ -58,16 +58,16 @@ func metricValue(t *testing.T, addr, name, materializerName string) uint64 {
 // through the routing reader.
 func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}, DataDir: t.TempDir()})
-	ns, nc, js := startMatNATS(t, 0)
+	ns, nc, js := StartMatNATS(t, 0)
 	ctx := context.Background()
-	apply := registryApplier(t, ctx, js)
+	apply := RegistryApplier(t, ctx, js)
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "configmaps"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "ConfigMap"}}}})
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: FreeAddr(t)},
 		BatchSize: 200, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 200, FlushInterval: 100 * time.Millisecond,
 			Getenv: func(string) string { return "" }}}
-	runServeInProcess(t, o)
+	RunServeInProcess(t, o)
 	// The OpenSearch registry arrives while serve runs: its backend is
 	// connected and its materializer started on the fly.
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
@@ -75,7 +75,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}})
 	osName := "opensearch-" + backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
-	eventually(t, time.Minute, func() error {
+	Eventually(t, time.Minute, func() error {
 		b, err := metricsPage(o.MetricsAddr)
 		if err != nil {
 			return err
@@ -91,10 +91,10 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		evs = append(evs, benchdata.Event([]string{"c1", "c2"}[i%2], i, 1))
 	}
 	for i := range 30 {
-		evs = append(evs, configMap("c1", i), configMap("c2", i))
+		evs = append(evs, ConfigMap("c1", i), ConfigMap("c2", i))
 	}
-	publishEvents(t, nc, evs)
-	targets := lastSeqs(t, js, "c1", "c2")
+	PublishEvents(t, nc, evs)
+	targets := LastSeqs(t, js, "c1", "c2")
 
 	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -115,7 +115,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 2*time.Minute, func() error {
+	Eventually(t, 2*time.Minute, func() error {
 		for resource, want := range map[string]int{"pods": pods, "configmaps": 60} {
 			got, err := count(resource, 70)
 			if err != nil {
@@ -129,29 +129,29 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	})
 
 	// Each backend holds only its own resources.
-	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: testLogger(t)})
+	direct, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(listAll(t, direct, query.ListOptions{GVR: benchdata.PodGVR})); got != pods {
+	if got := len(ListAll(t, direct, query.ListOptions{GVR: benchdata.PodGVR})); got != pods {
 		t.Fatalf("opensearch holds %d pods, want %d", got, pods)
 	}
-	if got := len(listAll(t, direct, query.ListOptions{GVR: cmGVR})); got != 0 {
+	if got := len(ListAll(t, direct, query.ListOptions{GVR: CMGVR})); got != 0 {
 		t.Fatalf("opensearch holds %d configmaps, want none", got)
 	}
-	eventually(t, time.Minute, func() error {
-		fams, err := scrape(o.MetricsAddr)
+	Eventually(t, time.Minute, func() error {
+		fams, err := Scrape(o.MetricsAddr)
 		if err != nil {
 			return err
 		}
 		for c, seq := range targets {
 			for _, m := range []string{"badger", osName} {
 				l := map[string]string{"materializer": m, "cluster": c}
-				if got, _ := value(fams, "fleetview_materializer_applied_sequence", l); uint64(got) != seq {
+				if got, _ := Value(fams, "fleetview_materializer_applied_sequence", l); uint64(got) != seq {
 					return fmt.Errorf("%s has applied %s up to %v, not %d", m, c, got, seq)
 				}
 				// Applied through the stream's end: no lag left.
-				if lag, ok := value(fams, "fleetview_materializer_lag_messages", l); !ok || lag != 0 {
+				if lag, ok := Value(fams, "fleetview_materializer_lag_messages", l); !ok || lag != 0 {
 					return fmt.Errorf("%s: %s lag %v (present %v), want 0", m, c, lag, ok)
 				}
 			}
@@ -255,13 +255,13 @@ func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn
 		}
 		return nil
 	}
-	eventually(t, time.Minute, healthy)
+	Eventually(t, time.Minute, healthy)
 
 	down := time.Now()
 	if err := node.Halt(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func() error {
+	Eventually(t, time.Minute, func() error {
 		st, err := read()
 		if err != nil {
 			return err
@@ -277,6 +277,6 @@ func checkBackendOutage(t *testing.T, ctx context.Context, node *itos.Node, conn
 		t.Fatal(err)
 	}
 	back := time.Now()
-	eventually(t, time.Minute, healthy)
+	Eventually(t, time.Minute, healthy)
 	t.Logf("healthy again %s after the node's restart", time.Since(back).Round(time.Millisecond))
 }

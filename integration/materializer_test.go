@@ -37,7 +37,7 @@ func workload(n int) (first, second []*fleetviewv1.ResourceEvent) {
 		}
 	}
 	for i := range 40 {
-		evs = append(evs, configMap("c1", i), configMap("c2", i))
+		evs = append(evs, ConfigMap("c1", i), ConfigMap("c2", i))
 	}
 	first = evs
 	evs = nil
@@ -52,7 +52,7 @@ func workload(n int) (first, second []*fleetviewv1.ResourceEvent) {
 	for i := 1; i < n/2; i += 11 {
 		evs = append(evs, benchdata.Delete("c2", i, 3))
 	}
-	evs = append(evs, &fleetviewv1.ResourceEvent{Cluster: "c2", Gvr: stream.ProtoGVR(cmGVR), Kind: "ConfigMap",
+	evs = append(evs, &fleetviewv1.ResourceEvent{Cluster: "c2", Gvr: stream.ProtoGVR(CMGVR), Kind: "ConfigMap",
 		Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED, Namespaced: true})
 	// Recreated under a new uid with the same name, tombstone of the old
 	// uid after it.
@@ -118,63 +118,63 @@ type reader interface {
 // and a resource removal cleared both.
 func TestMaterializerBackends(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
-	_, nc, js := startMatNATS(t, 0)
+	_, nc, js := StartMatNATS(t, 0)
 	const n = 1500
 	first, second := workload(n)
-	publishEvents(t, nc, first)
+	PublishEvents(t, nc, first)
 
-	bstore, err := badger.Open(badger.Options{Dir: t.TempDir(), Logger: testLogger(t)})
+	bstore, err := badger.Open(badger.Options{Dir: t.TempDir(), Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = bstore.Close() })
 	breader := bstore.Reader(badger.ReaderOptions{})
 	t.Cleanup(func() { _ = breader.Close() })
-	proxy := newTCPProxy(t, strings.TrimPrefix(node.URL(), "http://"))
-	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{"http://" + proxy.addr}, MaxBackoff: 500 * time.Millisecond, Logger: testLogger(t)})
+	proxy := NewTCPProxy(t, strings.TrimPrefix(node.URL(), "http://"))
+	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{"http://" + proxy.Addr}, MaxBackoff: 500 * time.Millisecond, Logger: Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm := runMaterializer(t, materializer.Config{Name: "badger", NATS: nc, Sink: bstore, DiscoverInterval: 200 * time.Millisecond, Logger: testLogger(t)})
-	om := runMaterializer(t, materializer.Config{Name: "opensearch", NATS: nc, Sink: ostore, BatchSize: 500, DiscoverInterval: 200 * time.Millisecond, Logger: testLogger(t)})
+	bm := RunMaterializer(t, materializer.Config{Name: "badger", NATS: nc, Sink: bstore, DiscoverInterval: 200 * time.Millisecond, Logger: Logger(t)})
+	om := RunMaterializer(t, materializer.Config{Name: "opensearch", NATS: nc, Sink: ostore, BatchSize: 500, DiscoverInterval: 200 * time.Millisecond, Logger: Logger(t)})
 
 	// OpenSearch goes away in the middle of ingest and comes back.
-	eventually(t, 2*time.Minute, func() error {
+	Eventually(t, 2*time.Minute, func() error {
 		if om.Applied()["c1"] == 0 {
 			return errors.New("opensearch materializer has not applied anything yet")
 		}
 		return nil
 	})
-	proxy.down()
+	proxy.Down()
 	publishPoison(t, js)
-	publishEvents(t, nc, second)
+	PublishEvents(t, nc, second)
 	// As the collector does after RESOURCE_REMOVED: purge the subjects, so
 	// a replay does not bring the objects back.
 	st, err := js.Stream(context.Background(), stream.StreamName("c2"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Purge(context.Background(), jetstream.WithPurgeSubject(stream.ResourceFilter("c2", cmGVR))); err != nil {
+	if err := st.Purge(context.Background(), jetstream.WithPurgeSubject(stream.ResourceFilter("c2", CMGVR))); err != nil {
 		t.Fatal(err)
 	}
-	targets := lastSeqs(t, js, "c1", "c2")
-	waitApplied(t, 2*time.Minute, bm.Applied, targets)
+	targets := LastSeqs(t, js, "c1", "c2")
+	WaitApplied(t, 2*time.Minute, bm.Applied, targets)
 	if got := om.Applied(); got["c1"] >= targets["c1"] && got["c2"] >= targets["c2"] {
 		t.Fatalf("opensearch materializer caught up (%v) while its server was unreachable", got)
 	}
-	if err := proxy.up(); err != nil {
+	if err := proxy.Up(); err != nil {
 		t.Fatal(err)
 	}
-	waitApplied(t, 3*time.Minute, om.Applied, targets)
+	WaitApplied(t, 3*time.Minute, om.Applied, targets)
 
-	want := matStreamState(t, js, "c1", "c2")
+	want := MatStreamState(t, js, "c1", "c2")
 	for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
 		t.Run("store equals stream/"+name, func(t *testing.T) {
 			var all []query.Object
-			for _, gvr := range []schema.GroupVersionResource{benchdata.PodGVR, cmGVR} {
-				all = append(all, listAll(t, r, query.ListOptions{GVR: gvr})...)
+			for _, gvr := range []schema.GroupVersionResource{benchdata.PodGVR, CMGVR} {
+				all = append(all, ListAll(t, r, query.ListOptions{GVR: gvr})...)
 			}
-			compareWithStream(t, all, want)
+			CompareWithStream(t, all, want)
 		})
 	}
 
@@ -236,8 +236,8 @@ func TestMaterializerBackends(t *testing.T) {
 		{"unqualified in one cluster", benchdata.PodGVR, benchdata.Namespace(n - 1), c1only, "", nil, ""},
 		{"deleted", benchdata.PodGVR, benchdata.Namespace(7), benchdata.PodName(7), "c1", nil, ""},
 		{"recreated under a new uid", benchdata.PodGVR, benchdata.Namespace(2), benchdata.PodName(2), "c1", nil, ""},
-		{"removed resource", cmGVR, benchdata.Namespace(3), "cm-003", "c2", nil, ""},
-		{"kept resource", cmGVR, benchdata.Namespace(3), "cm-003", "", nil, ""},
+		{"removed resource", CMGVR, benchdata.Namespace(3), "cm-003", "c2", nil, ""},
+		{"kept resource", CMGVR, benchdata.Namespace(3), "cm-003", "", nil, ""},
 		{"wrong namespace", benchdata.PodGVR, "nope", benchdata.PodName(4), "", nil, ""},
 		// The caller's scope narrows the read: one visible copy answers,
 		// a hidden one reads as missing.
@@ -287,7 +287,7 @@ func TestMaterializerBackends(t *testing.T) {
 		{"paged all", query.ListOptions{GVR: benchdata.PodGVR, Limit: 250}, n},
 		{"field name", query.ListOptions{GVR: benchdata.PodGVR, Fields: fields("metadata.name=" + benchdata.PodName(4))}, 2},
 		{"field in object", query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(8), Fields: fields("spec.nodeName=node-008")}, 1},
-		{"configmaps after removal", query.ListOptions{GVR: cmGVR}, 40},
+		{"configmaps after removal", query.ListOptions{GVR: CMGVR}, 40},
 		{"unknown resource", query.ListOptions{GVR: schema.GroupVersionResource{Group: "x.io", Version: "v1", Resource: "things"}}, 0},
 	}
 	for _, l := range lists {
@@ -326,7 +326,7 @@ func TestMaterializerBackends(t *testing.T) {
 			}
 			for i := range bi {
 				if bi[i].Cluster != oi[i].Cluster || !bytes.Equal(bi[i].JSON, oi[i].JSON) {
-					t.Fatalf("item %d differs: badger %v, opensearch %v", i, keyFromObject(t, bi[i]), keyFromObject(t, oi[i]))
+					t.Fatalf("item %d differs: badger %v, opensearch %v", i, KeyFromObject(t, bi[i]), KeyFromObject(t, oi[i]))
 				}
 			}
 		})
@@ -334,7 +334,7 @@ func TestMaterializerBackends(t *testing.T) {
 
 	t.Run("paged list reads one snapshot", func(t *testing.T) {
 		o := query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(5), Limit: 10}
-		all := listAll(t, breader, query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(5)})
+		all := ListAll(t, breader, query.ListOptions{GVR: benchdata.PodGVR, Namespace: benchdata.Namespace(5)})
 		if len(all) < 15 {
 			t.Fatalf("only %d objects in the namespace", len(all))
 		}
@@ -353,12 +353,12 @@ func TestMaterializerBackends(t *testing.T) {
 			}
 			first[name] = p
 		}
-		publishEvents(t, nc, []*fleetviewv1.ResourceEvent{{Cluster: victim.Cluster, Gvr: stream.ProtoGVR(benchdata.PodGVR), Kind: "Pod",
+		PublishEvents(t, nc, []*fleetviewv1.ResourceEvent{{Cluster: victim.Cluster, Gvr: stream.ProtoGVR(benchdata.PodGVR), Kind: "Pod",
 			Uid: meta.Metadata.UID, Namespace: meta.Metadata.Namespace, Name: meta.Metadata.Name, ResourceVersion: "99",
 			Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}})
-		now := lastSeqs(t, js, "c1", "c2")
-		waitApplied(t, time.Minute, bm.Applied, now)
-		waitApplied(t, time.Minute, om.Applied, now)
+		now := LastSeqs(t, js, "c1", "c2")
+		WaitApplied(t, time.Minute, bm.Applied, now)
+		WaitApplied(t, time.Minute, om.Applied, now)
 		for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
 			second, err := r.List(context.Background(), query.ListOptions{GVR: o.GVR, Namespace: o.Namespace, Limit: 10, Continue: first[name].Continue})
 			if err != nil {
@@ -377,7 +377,7 @@ func TestMaterializerBackends(t *testing.T) {
 	})
 
 	t.Run("search", func(t *testing.T) {
-		p, err := ostore.Search(context.Background(), query.SearchOptions{Text: "cm-007", Resources: []schema.GroupVersionResource{cmGVR}})
+		p, err := ostore.Search(context.Background(), query.SearchOptions{Text: "cm-007", Resources: []schema.GroupVersionResource{CMGVR}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +394,7 @@ func TestMaterializerBackends(t *testing.T) {
 			switch it.GVR {
 			case benchdata.PodGVR:
 				pods++
-			case cmGVR:
+			case CMGVR:
 				cms++
 			}
 			if !bytes.Contains(it.JSON, []byte(`"app":"metrics"`)) {

@@ -25,8 +25,8 @@ import (
 // waitMetric scrapes until f accepts the page.
 func waitMetric(t *testing.T, addr string, f func(map[string]*dto.MetricFamily) error) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() error {
-		fams, err := scrape(addr)
+	Eventually(t, 30*time.Second, func() error {
+		fams, err := Scrape(addr)
 		if err != nil {
 			return err
 		}
@@ -36,7 +36,7 @@ func waitMetric(t *testing.T, addr string, f func(map[string]*dto.MetricFamily) 
 
 func gaugeIs(name string, labels map[string]string, want float64) func(map[string]*dto.MetricFamily) error {
 	return func(fams map[string]*dto.MetricFamily) error {
-		if v, ok := value(fams, name, labels); !ok || v != want {
+		if v, ok := Value(fams, name, labels); !ok || v != want {
 			return fmt.Errorf("%s%v = %v (present %v), want %v", name, labels, v, ok, want)
 		}
 		return nil
@@ -79,38 +79,38 @@ func httpStream(ctx context.Context, url string) (string, func(), error) {
 func TestMetricsScrape(t *testing.T) {
 	ctx := context.Background()
 	clusters := []string{"member1", "member2"}
-	fleet := startFleet(t, clusters...)
-	must := mustOK(t)
+	fleet := StartFleet(t, clusters...)
+	must := MustOK(t)
 	for _, c := range clusters {
 		cs := fleet.Cluster(c).Clientset()
 		must(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "app1"}}, metav1.CreateOptions{}))
-		must(cs.CoreV1().Pods("app1").Create(ctx, pod("app1", "web", "web"), metav1.CreateOptions{}))
+		must(cs.CoreV1().Pods("app1").Create(ctx, Pod("app1", "web", "web"), metav1.CreateOptions{}))
 	}
-	opts := upOptions(t, fleet, t.TempDir())
-	opts.MetricsAddr = freeAddr(t)
-	fv := startUp(t, opts)
-	defer fv.stop(t)
-	fv.applyFile(t, repoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	opts := UpOptions(t, fleet, t.TempDir())
+	opts.MetricsAddr = FreeAddr(t)
+	fv := StartUp(t, opts)
+	defer fv.Stop(t)
+	fv.ApplyFile(t, RepoPath(t, "internal", "registry", "testdata", "seed-registry-no-backend.yaml"))
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"member1", "app1", "web"}, ref{"member2", "app1", "web"}))
+		return SameSet(got, Refs(Ref{"member1", "app1", "web"}, Ref{"member2", "app1", "web"}))
 	})
 	metrics := opts.MetricsAddr
 
 	t.Run("ingest lag per cluster reaches 0", func(t *testing.T) {
 		// A change after the first sync: the stream grows, and the lag
 		// goes back to 0 once the materializer applied it.
-		fams, err := scrape(metrics)
+		fams, err := Scrape(metrics)
 		if err != nil {
 			t.Fatal(err)
 		}
-		before, _ := value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": "member1"})
-		must(fleet.Cluster("member1").Clientset().CoreV1().Pods("app1").Create(ctx, pod("app1", "api", "api"), metav1.CreateOptions{}))
+		before, _ := Value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": "member1"})
+		must(fleet.Cluster("member1").Clientset().CoreV1().Pods("app1").Create(ctx, Pod("app1", "api", "api"), metav1.CreateOptions{}))
 		waitMetric(t, metrics, func(fams map[string]*dto.MetricFamily) error {
-			if v, ok := value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": "member1"}); !ok || v <= before {
+			if v, ok := Value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": "member1"}); !ok || v <= before {
 				return fmt.Errorf("member1 stream last sequence %v (present %v), want more than %v", v, ok, before)
 			}
 			for _, c := range clusters {
@@ -118,8 +118,8 @@ func TestMetricsScrape(t *testing.T) {
 				if err := gaugeIs("fleetview_materializer_lag_messages", l, 0)(fams); err != nil {
 					return err
 				}
-				applied, _ := value(fams, "fleetview_materializer_applied_sequence", l)
-				last, _ := value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": c})
+				applied, _ := Value(fams, "fleetview_materializer_applied_sequence", l)
+				last, _ := Value(fams, "fleetview_stream_last_sequence", map[string]string{"cluster": c})
 				if applied == 0 || applied != last {
 					return fmt.Errorf("%s: applied %v, stream at %v", c, applied, last)
 				}
@@ -130,21 +130,21 @@ func TestMetricsScrape(t *testing.T) {
 
 	t.Run("requests per surface and verb", func(t *testing.T) {
 		get := &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "web", Cluster: "member1"}
-		if _, err := fv.query.Get(ctx, get); err != nil {
+		if _, err := fv.Query.Get(ctx, get); err != nil {
 			t.Fatal(err)
 		}
 		missing := &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "app1", Name: "nope", Cluster: "member1"}
-		if _, err := fv.query.Get(ctx, missing); status.Code(err) != codes.NotFound {
+		if _, err := fv.Query.Get(ctx, missing); status.Code(err) != codes.NotFound {
 			t.Fatalf("get of a missing pod: %v, want NotFound", err)
 		}
-		if _, err := fv.query.Search(ctx, &fleetviewv1.SearchRequest{Text: "web", Limit: 10}); err != nil {
+		if _, err := fv.Query.Search(ctx, &fleetviewv1.SearchRequest{Text: "web", Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 		for _, path := range []string{"/v1/resources/core/v1/pods", "/clusters/member1/api/v1/namespaces/app1/pods/web", "/api/v1/pods"} {
 			// The Kubernetes API knows a resource once the cluster's
 			// inventory lists it, which may trail the first list.
-			eventually(t, 30*time.Second, func() error {
-				resp, err := http.Get(fv.rest + path)
+			Eventually(t, 30*time.Second, func() error {
+				resp, err := http.Get(fv.REST + path)
 				if err != nil {
 					return err
 				}
@@ -161,14 +161,14 @@ func TestMetricsScrape(t *testing.T) {
 				{"rest", "list"}, {"kube", "get"}, {"kube", "list"},
 			} {
 				var n uint64
-				for _, m := range series(fams, "fleetview_query_request_duration_seconds", map[string]string{"surface": want.surface, "verb": want.verb}) {
+				for _, m := range Series(fams, "fleetview_query_request_duration_seconds", map[string]string{"surface": want.surface, "verb": want.verb}) {
 					n += m.GetHistogram().GetSampleCount()
 				}
 				if n == 0 {
 					return fmt.Errorf("no %s %s in fleetview_query_request_duration_seconds", want.surface, want.verb)
 				}
 			}
-			if v, _ := value(fams, "fleetview_query_requests_total", map[string]string{"surface": "grpc", "method": "Get", "code": "NotFound"}); v < 1 {
+			if v, _ := Value(fams, "fleetview_query_requests_total", map[string]string{"surface": "grpc", "method": "Get", "code": "NotFound"}); v < 1 {
 				return fmt.Errorf("grpc Get NotFound counted %v times, want at least 1", v)
 			}
 			return nil
@@ -182,7 +182,7 @@ func TestMetricsScrape(t *testing.T) {
 		}{
 			{"grpc", func(ctx context.Context) (func(), error) {
 				ctx, cancel := context.WithCancel(ctx)
-				w, err := fv.query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
+				w, err := fv.Query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
 				if err == nil {
 					_, err = w.Recv() // the initial ADDED events: the watch is open
 				}
@@ -193,24 +193,24 @@ func TestMetricsScrape(t *testing.T) {
 				return cancel, nil
 			}},
 			{"rest", func(ctx context.Context) (func(), error) {
-				_, stop, err := httpStream(ctx, fv.rest+"/v1/watch/core/v1/pods")
+				_, stop, err := httpStream(ctx, fv.REST+"/v1/watch/core/v1/pods")
 				return stop, err
 			}},
 			{"kube", func(ctx context.Context) (func(), error) {
-				_, stop, err := httpStream(ctx, fv.rest+"/api/v1/pods?watch=1")
+				_, stop, err := httpStream(ctx, fv.REST+"/api/v1/pods?watch=1")
 				return stop, err
 			}},
 		} {
 			t.Run(tc.surface, func(t *testing.T) {
 				s := map[string]string{"surface": tc.surface}
-				fams, err := scrape(metrics)
+				fams, err := Scrape(metrics)
 				if err != nil {
 					t.Fatal(err)
 				}
 				closed := map[string]string{"surface": tc.surface, "reason": "closed"}
-				closedBefore, _ := value(fams, "fleetview_query_watches_ended_total", closed)
+				closedBefore, _ := Value(fams, "fleetview_query_watches_ended_total", closed)
 				var stop func()
-				eventually(t, 30*time.Second, func() (err error) {
+				Eventually(t, 30*time.Second, func() (err error) {
 					stop, err = tc.open(ctx)
 					return err
 				})
@@ -218,11 +218,11 @@ func TestMetricsScrape(t *testing.T) {
 					if err := gaugeIs("fleetview_query_watches", s, 1)(fams); err != nil {
 						return err
 					}
-					if v, _ := value(fams, "fleetview_query_watch_events_sent_total", s); v < 1 {
+					if v, _ := Value(fams, "fleetview_query_watch_events_sent_total", s); v < 1 {
 						return fmt.Errorf("%s watch events sent %v, want at least 1", tc.surface, v)
 					}
 					var n uint64
-					for _, m := range series(fams, "fleetview_query_request_duration_seconds", map[string]string{"surface": tc.surface, "verb": "watch"}) {
+					for _, m := range Series(fams, "fleetview_query_request_duration_seconds", map[string]string{"surface": tc.surface, "verb": "watch"}) {
 						n += m.GetHistogram().GetSampleCount()
 					}
 					if n == 0 {
@@ -235,7 +235,7 @@ func TestMetricsScrape(t *testing.T) {
 					if err := gaugeIs("fleetview_query_watches", s, 0)(fams); err != nil {
 						return err
 					}
-					if v, _ := value(fams, "fleetview_query_watches_ended_total", closed); v != closedBefore+1 {
+					if v, _ := Value(fams, "fleetview_query_watches_ended_total", closed); v != closedBefore+1 {
 						return fmt.Errorf("%s watches ended (closed) %v, want %v", tc.surface, v, closedBefore+1)
 					}
 					return nil
@@ -245,31 +245,31 @@ func TestMetricsScrape(t *testing.T) {
 	})
 
 	t.Run("collectors and backends", func(t *testing.T) {
-		fams, err := scrape(metrics)
+		fams, err := Scrape(metrics)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range clusters {
-			if v, _ := value(fams, "fleetview_collector_upserts_total", map[string]string{"cluster": c}); v < 1 {
+			if v, _ := Value(fams, "fleetview_collector_upserts_total", map[string]string{"cluster": c}); v < 1 {
 				t.Errorf("%s: fleetview_collector_upserts_total %v, want at least 1", c, v)
 			}
 		}
 		for _, name := range []string{"fleetview_materializer_sink_errors_total", "fleetview_materializer_consumer_errors_total", "fleetview_collector_publish_errors_total"} {
-			if len(series(fams, name, nil)) == 0 {
+			if len(Series(fams, name, nil)) == 0 {
 				t.Errorf("%s missing from the scrape", name)
 			}
 		}
-		if v, _ := value(fams, "fleetview_materializer_events_applied_total", map[string]string{"materializer": "badger"}); v < 3 {
+		if v, _ := Value(fams, "fleetview_materializer_events_applied_total", map[string]string{"materializer": "badger"}); v < 3 {
 			t.Errorf("badger applied %v events, want at least the 3 pods", v)
 		}
 	})
 
 	t.Run("dashboard queries only exported metrics", func(t *testing.T) {
-		fams, err := scrape(metrics)
+		fams, err := Scrape(metrics)
 		if err != nil {
 			t.Fatal(err)
 		}
-		exprs := dashboardQueries(t, repoPath(t, "deploy", "dashboards", "fleetview.json"))
+		exprs := dashboardQueries(t, RepoPath(t, "deploy", "dashboards", "fleetview.json"))
 		if len(exprs) < 10 {
 			t.Fatalf("%d queries in the dashboard, want its panels' (at least 10)", len(exprs))
 		}

@@ -31,8 +31,8 @@ import (
 // refused everything that touches edge-b or the hub's shared state.
 func TestNATSPerClusterCredentials(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "edge-a")
-	bin := buildFleetview(t)
+	fleet := StartFleet(t, "edge-a")
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	const passA, passB = "edge-a-secret-0123456789", "edge-b-secret-0123456789"
 	usersFile := filepath.Join(dir, "nats-users")
@@ -43,11 +43,11 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if err := os.WriteFile(userA, []byte("edge-a:"+passA+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, natsPort := freePort(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+	natsAddr, natsPort := FreePort(t)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 	url := "nats://" + natsAddr
 
 	if nc, err := nats.Connect(url); err == nil {
@@ -83,21 +83,21 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 
 	// The privileged path: registry apply through the API, materializers
 	// reading edge-a's stream, the merged registry status.
-	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fleet.Cluster("edge-a").Clientset().CoreV1().Pods("default").Create(ctx, pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
+	if _, err := fleet.Cluster("edge-a").Clientset().CoreV1().Pods("default").Create(ctx, Pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"edge-a", "default", "web"}))
+		return SameSet(got, Refs(Ref{"edge-a", "default", "web"}))
 	})
-	eventually(t, 30*time.Second, func() error {
-		c, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-a"})
+	Eventually(t, 30*time.Second, func() error {
+		c, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-a"})
 		if err != nil || !c.GetReady() {
 			return fmt.Errorf("inventory of edge-a: %v %v", c, err)
 		}
@@ -118,8 +118,8 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if err := col.Start(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() error {
-		c, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-a"})
+	Eventually(t, 60*time.Second, func() error {
+		c, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-a"})
 		if err != nil || !c.GetReady() || len(c.GetResources()) == 0 || !c.GetResources()[0].GetSynced() {
 			return fmt.Errorf("edge-a not synced again: %v %v", c, err)
 		}
@@ -134,7 +134,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	}
 
 	// A client holding edge-a's credentials.
-	a, ajs := clusterCredential(t, url, "edge-a", passA)
+	a, ajs := ClusterCredential(t, url, "edge-a", passA)
 	refused := func(what string, f func(context.Context) error) {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -233,7 +233,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if st := streamMsgs(t, url, "edge-b", passB); st.Msgs != 0 {
 		t.Fatalf("edge-b's stream holds %d message(s) nobody with its credentials wrote", st.Msgs)
 	}
-	if _, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-b"}); err == nil {
+	if _, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "edge-b"}); err == nil {
 		t.Fatal("edge-b has an inventory record")
 	}
 	conds, err := apiRegistryConditions(ctx, fv, "pods")
@@ -248,7 +248,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if meta.FindStatusCondition(conds, registry.ClusterConditionType("edge-a", registry.ClusterMatched)) == nil {
 		t.Fatalf("edge-a's condition lost: %+v", conds)
 	}
-	rs, err := fv.regs.ListRegistries(ctx, &fleetviewv1.ListRegistriesRequest{})
+	rs, err := fv.Registries.ListRegistries(ctx, &fleetviewv1.ListRegistriesRequest{})
 	if err != nil || len(rs.GetRegistries()) != 1 {
 		t.Fatalf("registries: %v %v", rs, err)
 	}
@@ -257,7 +257,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 // streamMsgs reads a cluster's stream state with that cluster's credentials.
 func streamMsgs(t *testing.T, url, cluster, pass string) jetstream.StreamState {
 	t.Helper()
-	nc, js := clusterCredential(t, url, cluster, pass)
+	nc, js := ClusterCredential(t, url, cluster, pass)
 	defer nc.Close() // called in loops: a cluster may hold only a few connections
 	st, err := js.Stream(context.Background(), stream.StreamName(cluster))
 	if err != nil {
@@ -268,8 +268,8 @@ func streamMsgs(t *testing.T, url, cluster, pass string) jetstream.StreamState {
 
 // apiRegistryConditions reads a registry's status through the query API
 // (the merged read path `fleetview registry get` uses).
-func apiRegistryConditions(ctx context.Context, fv *fleetview, name string) ([]metav1.Condition, error) {
-	r, err := fv.regs.GetRegistry(ctx, &fleetviewv1.GetRegistryRequest{Name: name})
+func apiRegistryConditions(ctx context.Context, fv *Fleetview, name string) ([]metav1.Condition, error) {
+	r, err := fv.Registries.GetRegistry(ctx, &fleetviewv1.GetRegistryRequest{Name: name})
 	if err != nil {
 		return nil, err
 	}

@@ -46,8 +46,8 @@ const (
 // inventory record (and recovers once the flood's consumers are gone).
 func TestNATSCollectorQuotas(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	bin := buildFleetview(t)
+	fleet := StartFleet(t, "member1", "member2")
+	bin := BuildFleetview(t)
 	dir := t.TempDir()
 	pass := map[string]string{"member1": "member1-secret-0123456789", "member2": "member2-secret-0123456789"}
 	const hubPass = "hub-secret-0123456789abcdef"
@@ -59,13 +59,13 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	if err := os.WriteFile(hubPassFile, []byte(hubPass), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	natsAddr, natsPort := freePort(t)
-	metricsAddr := freeAddr(t)
-	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t),
+	natsAddr, natsPort := FreePort(t)
+	metricsAddr := FreeAddr(t)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t),
 		MetricsOptions: app.MetricsOptions{MetricsAddr: metricsAddr}},
 		NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: usersFile, NATSHubPasswordFile: hubPassFile}
-	fv := startUp(t, o)
-	defer fv.stop(t)
+	fv := StartUp(t, o)
+	defer fv.Stop(t)
 	url := "nats://" + natsAddr
 	q := natsserver.DefaultQuotas()
 
@@ -78,27 +78,27 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		if err := os.WriteFile(userFile, []byte(cl+":"+pass[cl]+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		startProc(t, bin, []string{"collector", "--cluster", cl, "--kubeconfig", kc, "--context", cl,
-			"--nats-url", url, "--nats-user-file", userFile, "--heartbeat", "2s"}, processLog(t, cl+"-collector.log"))
+		StartProc(t, bin, []string{"collector", "--cluster", cl, "--kubeconfig", kc, "--context", cl,
+			"--nats-url", url, "--nats-user-file", userFile, "--heartbeat", "2s"}, ProcessLog(t, cl+"-collector.log"))
 	}
 
-	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
 	for _, cl := range []string{"member1", "member2"} {
-		if _, err := fleet.Cluster(cl).Clientset().CoreV1().Pods("default").Create(ctx, pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
+		if _, err := fleet.Cluster(cl).Clientset().CoreV1().Pods("default").Create(ctx, Pod("default", "web", "web"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 120*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+	Eventually(t, 120*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
-		return sameSet(got, refs(ref{"member1", "default", "web"}, ref{"member2", "default", "web"}))
+		return SameSet(got, Refs(Ref{"member1", "default", "web"}, Ref{"member2", "default", "web"}))
 	})
 	readyz := func() error {
-		resp, err := http.Get(fv.rest + "/readyz")
+		resp, err := http.Get(fv.REST + "/readyz")
 		if err != nil {
 			return err
 		}
@@ -110,14 +110,14 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 60*time.Second, readyz)
+	Eventually(t, 60*time.Second, readyz)
 	runtime.GC()
 	g0 := runtime.NumGoroutine()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 
 	// The attacker: member1's credential.
-	a, ajs := clusterCredential(t, url, "member1", pass["member1"])
+	a, ajs := ClusterCredential(t, url, "member1", pass["member1"])
 	regStream := stream.KVStream(stream.RegistryBucket)
 	prefix := stream.ConsumerPrefix("member1") + "flood"
 	var mine []string
@@ -205,7 +205,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 
 	// A new registry: member2 follows it, the hub reads it, member1's
 	// collector cannot read the registries (no consumer left to it).
-	if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "configmaps", "v1:ConfigMap")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "configmaps", "v1:ConfigMap")); err != nil {
 		t.Fatalf("the hub's registry write: %v", err)
 	}
 	for _, cl := range []string{"member1", "member2"} {
@@ -214,8 +214,8 @@ func TestNATSCollectorQuotas(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "configmaps", Clusters: []string{"member2"}})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "configmaps", Clusters: []string{"member2"}})
 		if err != nil {
 			return err
 		}
@@ -226,7 +226,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		}
 		return fmt.Errorf("member2's configmap not cached: %v", got)
 	})
-	if _, err := fv.regs.GetRegistry(ctx, &fleetviewv1.GetRegistryRequest{Name: "configmaps"}); err != nil {
+	if _, err := fv.Registries.GetRegistry(ctx, &fleetviewv1.GetRegistryRequest{Name: "configmaps"}); err != nil {
 		t.Fatalf("the hub's registry read: %v", err)
 	}
 	hub, err := nats.Connect(url, nats.UserInfo(natsserver.HubUser, hubPass))
@@ -242,7 +242,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() error {
+	Eventually(t, 60*time.Second, func() error {
 		rec, err := inventory.Get(ctx, inv, "member1")
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		if rec.HubRefusals == nil || rec.HubRefusals.Count == 0 || !strings.Contains(rec.HubRefusals.Last, stream.ErrHubQuota.Error()) {
 			return fmt.Errorf("member1's record shows no hub refusal: %+v", rec.HubRefusals)
 		}
-		c, err := fv.clus.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "member1"})
+		c, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "member1"})
 		if err != nil {
 			return err
 		}
@@ -267,23 +267,23 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	// ConfigMaps, which its starved collector cannot yet: the reason
 	// names member1's cache, never the hub's own registry reads.
 	// (member2's, just listed, may lag in the readiness check a moment.)
-	eventually(t, 30*time.Second, func() error {
+	Eventually(t, 30*time.Second, func() error {
 		if err := readyz(); err != nil && (!strings.Contains(err.Error(), "member1: ConfigMap not yet cached") || strings.Contains(err.Error(), "member2") || strings.Contains(err.Error(), "consumers")) {
 			return fmt.Errorf("after the new registry: %v", err)
 		}
 		return nil
 	})
-	fams, err := scrape(metricsAddr)
+	fams, err := Scrape(metricsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := value(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member1", "reason": natsserver.ReasonConsumers}); v < float64(refusedN) {
+	if v, _ := Value(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member1", "reason": natsserver.ReasonConsumers}); v < float64(refusedN) {
 		t.Errorf("consumer refusals of member1 counted: %v, want >= %d", v, refusedN)
 	}
-	if v, _ := value(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member1", "reason": natsserver.ReasonStatusKey}); v < 200 {
+	if v, _ := Value(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member1", "reason": natsserver.ReasonStatusKey}); v < 200 {
 		t.Errorf("status key refusals of member1 counted: %v", v)
 	}
-	for _, m := range series(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member2"}) {
+	for _, m := range Series(fams, "fleetview_nats_guard_refused_total", map[string]string{"cluster": "member2"}) {
 		if m.GetCounter().GetValue() != 0 {
 			t.Errorf("member2 refused: %v", m)
 		}
@@ -295,8 +295,8 @@ func TestNATSCollectorQuotas(t *testing.T) {
 			t.Fatalf("delete %s: %v", name, err)
 		}
 	}
-	eventually(t, 90*time.Second, func() error {
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "configmaps", Clusters: []string{"member1"}})
+	Eventually(t, 90*time.Second, func() error {
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "configmaps", Clusters: []string{"member1"}})
 		if err != nil {
 			return err
 		}
@@ -307,5 +307,5 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		}
 		return fmt.Errorf("member1's configmap not cached after the flood: %v", got)
 	})
-	eventually(t, 60*time.Second, readyz)
+	Eventually(t, 60*time.Second, readyz)
 }

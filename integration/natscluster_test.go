@@ -31,16 +31,16 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-func statesEqual(a, b map[string]podState) bool {
-	return maps.EqualFunc(a, b, func(x, y podState) bool { return x.rv == y.rv && maps.Equal(x.labels, y.labels) })
+func statesEqual(a, b map[string]PodState) bool {
+	return maps.EqualFunc(a, b, func(x, y PodState) bool { return x.RV == y.RV && maps.Equal(x.Labels, y.Labels) })
 }
 
-func diffStates(got, want map[string]podState) string {
+func diffStates(got, want map[string]PodState) string {
 	var b strings.Builder
 	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if g, ok := got[n]; !ok {
 			fmt.Fprintf(&b, " missing %s;", n)
-		} else if !statesEqual(map[string]podState{n: g}, map[string]podState{n: want[n]}) {
+		} else if !statesEqual(map[string]PodState{n: g}, map[string]PodState{n: want[n]}) {
 			fmt.Fprintf(&b, " %s: %s want %s;", n, g, want[n])
 		}
 	}
@@ -52,14 +52,14 @@ func diffStates(got, want map[string]podState) string {
 	return b.String()
 }
 
-func memberPods(ctx context.Context, cs kubernetes.Interface, ns string) (map[string]podState, error) {
+func memberPods(ctx context.Context, cs kubernetes.Interface, ns string) (map[string]PodState, error) {
 	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]podState{}
+	out := map[string]PodState{}
 	for _, p := range l.Items {
-		out[p.Name] = podState{rv: p.ResourceVersion, labels: p.Labels}
+		out[p.Name] = PodState{RV: p.ResourceVersion, Labels: p.Labels}
 	}
 	return out, nil
 }
@@ -68,7 +68,7 @@ func memberPods(ctx context.Context, cs kubernetes.Interface, ns string) (map[st
 // initial events on, keeping every event.
 type watchRecord struct {
 	mu       sync.Mutex
-	state    map[string]podState // the initial events, then every change applied
+	state    map[string]PodState // the initial events, then every change applied
 	seen     map[string]bool     // type/name/rv of every event: a second one is a duplicate
 	dups     []string
 	backward []string // an object's resourceVersion going back: events out of order
@@ -77,8 +77,8 @@ type watchRecord struct {
 	err      error
 }
 
-func startWatchRecord(ctx context.Context, h *clusterHub, cluster, ns string) *watchRecord {
-	w := &watchRecord{state: map[string]podState{}, seen: map[string]bool{}, synced: make(chan struct{})}
+func startWatchRecord(ctx context.Context, h *ClusterHub, cluster, ns string) *watchRecord {
+	w := &watchRecord{state: map[string]PodState{}, seen: map[string]bool{}, synced: make(chan struct{})}
 	go func() {
 		err := w.run(ctx, h, cluster, ns)
 		w.mu.Lock()
@@ -88,8 +88,8 @@ func startWatchRecord(ctx context.Context, h *clusterHub, cluster, ns string) *w
 	return w
 }
 
-func (w *watchRecord) run(ctx context.Context, h *clusterHub, cluster, ns string) error {
-	st, err := h.query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: ns, Clusters: []string{cluster},
+func (w *watchRecord) run(ctx context.Context, h *ClusterHub, cluster, ns string) error {
+	st, err := h.Query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: ns, Clusters: []string{cluster},
 		SendInitialEvents: true, AllowBookmarks: true})
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (w *watchRecord) run(ctx context.Context, h *clusterHub, cluster, ns string
 				return err
 			}
 		}
-		var m objMeta
+		var m ObjMeta
 		if err := json.Unmarshal(raw, &m); err != nil {
 			return fmt.Errorf("watch event %s: %w", ev.GetType(), err)
 		}
@@ -131,14 +131,14 @@ func (w *watchRecord) run(ctx context.Context, h *clusterHub, cluster, ns string
 			w.dups = append(w.dups, key)
 		}
 		w.seen[key] = true
-		if prev, ok := w.state[name]; ok && ev.GetType() != "ADDED" && rvLess(rv, prev.rv) {
-			w.backward = append(w.backward, fmt.Sprintf("%s %s after %s", name, rv, prev.rv))
+		if prev, ok := w.state[name]; ok && ev.GetType() != "ADDED" && rvLess(rv, prev.RV) {
+			w.backward = append(w.backward, fmt.Sprintf("%s %s after %s", name, rv, prev.RV))
 		}
 		switch ev.GetType() {
 		case "DELETED":
 			delete(w.state, name)
 		default:
-			w.state[name] = podState{rv: rv, labels: m.Metadata.Labels}
+			w.state[name] = PodState{RV: rv, Labels: m.Metadata.Labels}
 		}
 		w.mu.Unlock()
 	}
@@ -153,7 +153,7 @@ func rvLess(a, b string) bool {
 
 // check compares what the watch built with want and reports duplicates
 // and reordering.
-func (w *watchRecord) check(want map[string]podState) error {
+func (w *watchRecord) check(want map[string]PodState) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -186,18 +186,18 @@ func (w *watchRecord) check(want map[string]podState) error {
 // churns, and restarted: every hub must end equal to the member. The
 // routes between the hubs use mutual TLS.
 func TestNATSClusterKill9(t *testing.T) {
-	bin := buildFleetview(t)
+	bin := BuildFleetview(t)
 	ctx := context.Background()
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	const ns = "churn"
-	createNS(t, ctx, fleet, ns)
+	CreateNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
 	var live []string
-	seed := envInt(t, "FV_NATSCLUSTER_PODS", 200)
+	seed := EnvInt(t, "FV_NATSCLUSTER_PODS", 200)
 	for range seed {
 		name := fmt.Sprintf("p-%d", next.Add(1))
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
+		if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, name, "churn", ""), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		live = append(live, name)
@@ -226,17 +226,17 @@ func TestNATSClusterKill9(t *testing.T) {
 	}()
 
 	start := time.Now()
-	hubs := startClusterHubs(t, bin, 3, 3, logf)
+	hubs := StartClusterHubs(t, bin, 3, 3, logf)
 	t.Logf("three hubs up, JetStream cluster formed, in %s", time.Since(start).Round(time.Millisecond))
 	for _, h := range hubs {
-		if err := tlstest.NATSOverTLS(h.routeAddr, h.routeTLS); err != nil {
-			t.Fatalf("%s: the route listener over TLS with a member's certificate: %v", h.name, err)
+		if err := tlstest.NATSOverTLS(h.RouteAddr, h.RouteTLS); err != nil {
+			t.Fatalf("%s: the route listener over TLS with a member's certificate: %v", h.Name, err)
 		}
-		if err := tlstest.NATSOverTLS(h.routeAddr, &tls.Config{RootCAs: h.routeTLS.RootCAs, ServerName: "localhost", MinVersion: tls.VersionTLS12}); err == nil {
-			t.Fatalf("%s: the route listener admitted TLS without a client certificate", h.name)
+		if err := tlstest.NATSOverTLS(h.RouteAddr, &tls.Config{RootCAs: h.RouteTLS.RootCAs, ServerName: "localhost", MinVersion: tls.VersionTLS12}); err == nil {
+			t.Fatalf("%s: the route listener admitted TLS without a client certificate", h.Name)
 		}
 	}
-	if _, err := hubs[0].regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+	if _, err := hubs[0].Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)
 	}
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
@@ -245,7 +245,7 @@ func TestNATSClusterKill9(t *testing.T) {
 	}
 	var urls []string
 	for _, h := range hubs {
-		urls = append(urls, h.natsURL)
+		urls = append(urls, h.NATSURL)
 	}
 	cf, err := os.Create(colLog)
 	if err != nil {
@@ -255,27 +255,27 @@ func TestNATSClusterKill9(t *testing.T) {
 	collectorArgs := []string{"collector", "--cluster", "member1", "--kubeconfig", kc, "--context", "member1",
 		"--nats-url", strings.Join(urls, ","), "--stream-replicas", "3", "--heartbeat", "1s",
 		"--publish-ack-timeout", envString("FV_NATSCLUSTER_ACK_TIMEOUT", "5s")}
-	col := startProc(t, bin, collectorArgs, cf)
+	col := StartProc(t, bin, collectorArgs, cf)
 
-	equalOn := func(hs ...*clusterHub) func() error {
+	equalOn := func(hs ...*ClusterHub) func() error {
 		return func() error {
 			want, err := memberPods(ctx, c1, ns)
 			if err != nil {
 				return err
 			}
 			for _, h := range hs {
-				got, err := h.hubPods(ctx, "member1", ns)
+				got, err := h.HubPods(ctx, "member1", ns)
 				if err != nil {
 					return err
 				}
 				if !statesEqual(got, want) {
-					return fmt.Errorf("%s (%d pods) differs from member1 (%d pods):%s", h.name, len(got), len(want), diffStates(got, want))
+					return fmt.Errorf("%s (%d pods) differs from member1 (%d pods):%s", h.Name, len(got), len(want), diffStates(got, want))
 				}
 			}
 			return nil
 		}
 	}
-	eventually(t, 120*time.Second, equalOn(hubs...))
+	Eventually(t, 120*time.Second, equalOn(hubs...))
 	t.Logf("initial sync of %d pods on all three hubs in %s", seed, time.Since(start).Round(time.Millisecond))
 
 	// Everything fleetview made is replicated three times.
@@ -318,25 +318,25 @@ func TestNATSClusterKill9(t *testing.T) {
 		killNow func() error
 		finish  func()
 	}
-	var ch *podChurn
-	var killedAt churnCounts
+	var ch *PodChurn
+	var killedAt ChurnCounts
 	churn := load{
-		start:   func() { ch = startPodChurn(c1, ns, live, &next) },
-		killNow: func() error { return ch.atLeast(churnCounts{}, 10) },
+		start:   func() { ch = StartPodChurn(c1, ns, live, &next) },
+		killNow: func() error { return ch.AtLeast(ChurnCounts{}, 10) },
 		finish: func() {
-			eventually(t, 60*time.Second, func() error { return ch.atLeast(killedAt, 20) })
-			live = ch.stop(t)
+			Eventually(t, 60*time.Second, func() error { return ch.AtLeast(killedAt, 20) })
+			live = ch.Stop(t)
 		},
 	}
-	bulkN := envInt(t, "FV_NATSCLUSTER_BULK", 1500)
+	bulkN := EnvInt(t, "FV_NATSCLUSTER_BULK", 1500)
 	var bulkDone chan error
 	var bulkBase map[string]uint64
-	var bulkSurvivors []*clusterHub
+	var bulkSurvivors []*ClusterHub
 	bulk := load{
 		start: func() {
 			bulkBase = map[string]uint64{}
 			for _, h := range bulkSurvivors {
-				bulkBase[h.name] = h.applied("member1")
+				bulkBase[h.Name] = h.Applied("member1")
 			}
 			bulkDone = make(chan error, 1)
 			go func() {
@@ -348,7 +348,7 @@ func TestNATSClusterKill9(t *testing.T) {
 				for range 8 {
 					g.Go(func() {
 						for i := n.Add(1); i <= int64(bulkN); i = n.Add(1) {
-							if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, fmt.Sprintf("bulk-%d", i), "bulk", ""), metav1.CreateOptions{}); err != nil {
+							if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, fmt.Sprintf("bulk-%d", i), "bulk", ""), metav1.CreateOptions{}); err != nil {
 								errs <- err
 								return
 							}
@@ -362,8 +362,8 @@ func TestNATSClusterKill9(t *testing.T) {
 		},
 		killNow: func() error {
 			for _, h := range bulkSurvivors {
-				if got := h.applied("member1") - bulkBase[h.name]; got < uint64(bulkN/3) {
-					return fmt.Errorf("%s applied %d of the bulk's %d", h.name, got, bulkN)
+				if got := h.Applied("member1") - bulkBase[h.Name]; got < uint64(bulkN/3) {
+					return fmt.Errorf("%s applied %d of the bulk's %d", h.Name, got, bulkN)
 				}
 			}
 			select {
@@ -392,11 +392,11 @@ func TestNATSClusterKill9(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		victim := slices.IndexFunc(hubs, func(h *clusterHub) bool { return h.name == leader })
+		victim := slices.IndexFunc(hubs, func(h *ClusterHub) bool { return h.Name == leader })
 		if victim < 0 {
 			t.Fatalf("stream leader %q is none of the hubs", leader)
 		}
-		var survivors []*clusterHub
+		var survivors []*ClusterHub
 		for i, h := range hubs {
 			if i != victim {
 				survivors = append(survivors, h)
@@ -425,17 +425,17 @@ func TestNATSClusterKill9(t *testing.T) {
 		probe := func(name string) time.Duration {
 			t.Helper()
 			at := time.Now()
-			if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, name, "probe", ""), metav1.CreateOptions{}); err != nil {
+			if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, name, "probe", ""), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 120*time.Second, func() error {
+			Eventually(t, 120*time.Second, func() error {
 				for _, h := range survivors {
-					got, err := h.hubPods(ctx, "member1", ns)
+					got, err := h.HubPods(ctx, "member1", ns)
 					if err != nil {
 						return err
 					}
 					if _, ok := got[name]; !ok {
-						return fmt.Errorf("%s has no %s yet", h.name, name)
+						return fmt.Errorf("%s has no %s yet", h.Name, name)
 					}
 				}
 				return nil
@@ -445,38 +445,38 @@ func TestNATSClusterKill9(t *testing.T) {
 		baseline := probe(fmt.Sprintf("probe-before-%d", pi))
 
 		phase.load.start()
-		eventually(t, 120*time.Second, phase.load.killNow)
+		Eventually(t, 120*time.Second, phase.load.killNow)
 		before := map[string]uint64{}
 		for _, h := range survivors {
-			before[h.name] = h.applied("member1")
+			before[h.Name] = h.Applied("member1")
 		}
 		if ch != nil {
-			killedAt = ch.counts()
+			killedAt = ch.Counts()
 		}
-		hubs[victim].kill9(t)
+		hubs[victim].Kill9(t)
 		killAt := time.Now()
 		// End to end: a pod created right at the kill (the member's
 		// apiserver does not depend on NATS) until both survivors serve
 		// it. Events committed before the kill but not yet applied do
 		// not count here, as they can for the next applied event.
 		atKill := fmt.Sprintf("probe-at-kill-%d", pi)
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, atKill, "probe", ""), metav1.CreateOptions{}); err != nil {
+		if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, atKill, "probe", ""), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		// Both at once: polling one after the other would time the
 		// second late.
 		var endToEnd time.Duration
 		stalls := map[string]time.Duration{}
-		eventually(t, 120*time.Second, func() error {
+		Eventually(t, 120*time.Second, func() error {
 			for _, h := range survivors {
-				if _, ok := stalls[h.name]; !ok && h.applied("member1") > before[h.name] {
-					stalls[h.name] = time.Since(killAt)
+				if _, ok := stalls[h.Name]; !ok && h.Applied("member1") > before[h.Name] {
+					stalls[h.Name] = time.Since(killAt)
 				}
 			}
 			if endToEnd == 0 {
 				seen := 0
 				for _, h := range survivors {
-					got, err := h.hubPods(ctx, "member1", ns)
+					got, err := h.HubPods(ctx, "member1", ns)
 					if err == nil {
 						if _, ok := got[atKill]; ok {
 							seen++
@@ -493,7 +493,7 @@ func TestNATSClusterKill9(t *testing.T) {
 			return nil
 		})
 		var newLeader string
-		eventually(t, 60*time.Second, func() error {
+		Eventually(t, 60*time.Second, func() error {
 			var err error
 			if newLeader, err = leaderOf(); err == nil && newLeader == leader {
 				err = fmt.Errorf("%s still leads", leader)
@@ -502,7 +502,7 @@ func TestNATSClusterKill9(t *testing.T) {
 		})
 		afterKill := probe(fmt.Sprintf("probe-after-%d", pi))
 		phase.load.finish()
-		eventually(t, 180*time.Second, equalOn(survivors...))
+		Eventually(t, 180*time.Second, equalOn(survivors...))
 		converged := time.Since(killAt)
 		want, err := memberPods(ctx, c1, ns)
 		if err != nil {
@@ -510,7 +510,7 @@ func TestNATSClusterKill9(t *testing.T) {
 		}
 		watched := 0
 		for _, w := range watches {
-			eventually(t, 60*time.Second, func() error { return w.check(want) })
+			Eventually(t, 60*time.Second, func() error { return w.check(want) })
 			w.mu.Lock()
 			watched += w.events
 			w.mu.Unlock()
@@ -522,29 +522,29 @@ func TestNATSClusterKill9(t *testing.T) {
 
 		// The killed hub comes back and catches up.
 		restartAt := time.Now()
-		hubs[victim].start(t, bin, logf)
-		hubs[victim].waitAPI(t)
-		eventually(t, 180*time.Second, equalOn(hubs...))
-		t.Logf("%s: %s restarted and equal to member1 again in %s", phase.name, hubs[victim].name, time.Since(restartAt).Round(time.Millisecond))
+		hubs[victim].Start(t, bin, logf)
+		hubs[victim].WaitAPI(t)
+		Eventually(t, 180*time.Second, equalOn(hubs...))
+		t.Logf("%s: %s restarted and equal to member1 again in %s", phase.name, hubs[victim].Name, time.Since(restartAt).Round(time.Millisecond))
 	}
 
 	// The collector cut off (killed) while the member changes: creates,
 	// label updates and deletes it never saw. Restarted, it relists, and
 	// every hub ends equal to the member: no ghost of a deleted pod, no
 	// stale label.
-	col.kill9(t)
-	ch = startPodChurn(c1, ns, live, &next)
-	eventually(t, 60*time.Second, func() error { return ch.atLeast(churnCounts{}, 20) })
-	live = ch.stop(t)
+	col.Kill9(t)
+	ch = StartPodChurn(c1, ns, live, &next)
+	Eventually(t, 60*time.Second, func() error { return ch.AtLeast(ChurnCounts{}, 20) })
+	live = ch.Stop(t)
 	if err := equalOn(hubs...)(); err == nil {
 		t.Fatal("the hubs equal the member with the collector down: the churn changed nothing they hold")
 	}
 	restartAt := time.Now()
-	startProc(t, bin, collectorArgs, cf)
-	eventually(t, 120*time.Second, equalOn(hubs...))
+	StartProc(t, bin, collectorArgs, cf)
+	Eventually(t, 120*time.Second, equalOn(hubs...))
 	t.Logf("collector cut off through %d churned pods, restarted: all three hubs equal to member1 in %s", len(live), time.Since(restartAt).Round(time.Millisecond))
 	for _, h := range hubs {
-		h.stop(t)
+		h.Stop(t)
 	}
 }
 
@@ -572,7 +572,7 @@ func roundAll(m map[string]time.Duration) map[string]time.Duration {
 //
 //	go test -run '^$' -bench NATSReplication -benchtime 1x ./integration/
 func BenchmarkNATSReplication(b *testing.B) {
-	n := envInt(b, "FV_REPL_PODS", 100000)
+	n := EnvInt(b, "FV_REPL_PODS", 100000)
 	for _, tc := range []struct {
 		name     string
 		members  int
@@ -590,7 +590,7 @@ func BenchmarkNATSReplication(b *testing.B) {
 					b.Fatal(err)
 				}
 				ctx := context.Background()
-				eventually(b, 60*time.Second, func() error {
+				Eventually(b, 60*time.Second, func() error {
 					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					defer cancel()
 					_, err := stream.EnsureStream(actx, js, "bench", tc.replicas, 0)
@@ -627,7 +627,7 @@ func startNATSMembers(tb testing.TB, n int) string {
 	var routes []*url.URL
 	ports := make([]int, n)
 	for i := range n {
-		addr, port := freePort(tb)
+		addr, port := FreePort(tb)
 		ports[i] = port
 		routes = append(routes, &url.URL{Scheme: "nats", Host: addr})
 	}

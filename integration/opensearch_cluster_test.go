@@ -47,17 +47,17 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	const clusterName = "fv-lose-node"
 	cl := itos.StartTestCluster(t, itos.ClusterOptions{Nodes: 3, Node: itos.Options{ClusterName: clusterName, HeapMB: 384,
 		JVMArgs: []string{"-XX:TieredStopAtLevel=1"}, DataDir: t.TempDir()}})
-	ns, nc, js := startMatNATS(t, 0)
+	ns, nc, js := StartMatNATS(t, 0)
 	ctx := context.Background()
-	apply := registryApplier(t, ctx, js)
+	apply := RegistryApplier(t, ctx, js)
 	apply(&registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "pods-in-opensearch"},
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2", "c3", "c4"}},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: cl.URLs()}}}})
-	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: freeAddr(t)},
+	o := app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t), NATSClientOptions: app.NATSClientOptions{NATSURL: ns.ClientURL()}, MetricsOptions: app.MetricsOptions{MetricsAddr: FreeAddr(t)},
 		BatchSize: 500, OpenSearch: app.OpenSearchOptions{IndexPrefix: "kubernetes-", BatchSize: 500, FlushInterval: 100 * time.Millisecond,
 			Replicas: 1, ReadRetry: 30 * time.Second, Getenv: func(string) string { return "" }}}
-	runServeInProcess(t, o)
+	RunServeInProcess(t, o)
 	// Registered, not ready: readiness then depends on the backends alone.
 	kv, err := inventory.Bucket(ctx, js, 1)
 	if err != nil {
@@ -75,8 +75,8 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	for i := range pods {
 		evs = append(evs, benchdata.Event([]string{"c1", "c2"}[i%2], i, 1))
 	}
-	publishEvents(t, nc, evs)
-	want := streamVersions(t, matStreamState(t, js, "c1", "c2"))
+	PublishEvents(t, nc, evs)
+	want := streamVersions(t, MatStreamState(t, js, "c1", "c2"))
 
 	conn, err := grpc.NewClient(o.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -85,7 +85,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	defer conn.Close()
 	qc := fleetviewv1.NewQueryServiceClient(conn)
 	old := []string{"c1", "c2"}
-	eventually(t, 2*time.Minute, func() error {
+	Eventually(t, 2*time.Minute, func() error {
 		got, err := listVersions(ctx, qc, old, 100, "")
 		if err != nil {
 			return err
@@ -93,7 +93,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 		return diffVersions(got, want)
 	})
 	// Every shard has its replica on another node before the kill.
-	eventually(t, time.Minute, func() error { return clusterHealth(cl.URLs()[0], "green", 3) })
+	Eventually(t, time.Minute, func() error { return clusterHealth(cl.URLs()[0], "green", 3) })
 	if code, body := readyz(t, o.HTTPAddr); code != http.StatusOK {
 		t.Fatalf("readyz %d before the kill: %s", code, body)
 	}
@@ -110,8 +110,8 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	for i := range 1000 {
 		c4 = append(c4, benchdata.Event("c4", i, 1))
 	}
-	publishEvents(t, nc, c4)
-	if at := watchApplied(o.MetricsAddr, osName, "c4", lastSeqs(t, js, "c4")["c4"])(); at.IsZero() {
+	PublishEvents(t, nc, c4)
+	if at := watchApplied(o.MetricsAddr, osName, "c4", LastSeqs(t, js, "c4")["c4"])(); at.IsZero() {
 		t.Fatal("c4 not applied within a minute")
 	} else {
 		t.Logf("1000 new Pods are applied %v after their publishing began, before the kill", at.Sub(baseline).Round(time.Millisecond))
@@ -143,8 +143,8 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	for i := range 1000 {
 		more = append(more, benchdata.Event("c3", i, 1))
 	}
-	publishEvents(t, nc, more) // NATS is not affected: a second or so
-	ingested := watchApplied(o.MetricsAddr, osName, "c3", lastSeqs(t, js, "c3")["c3"])
+	PublishEvents(t, nc, more) // NATS is not affected: a second or so
+	ingested := watchApplied(o.MetricsAddr, osName, "c3", LastSeqs(t, js, "c3")["c3"])
 
 	// The old token: each page continues the snapshot exactly, or the
 	// whole remainder is 410.
@@ -188,7 +188,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	var readErrs []string
 	var readsBack, slowestList time.Duration
 	lists, ok := 0, 0
-	eventually(t, 90*time.Second, func() error {
+	Eventually(t, 90*time.Second, func() error {
 		lists++
 		listStart := time.Now()
 		got, err := listVersions(ctx, qc, old, 100, "")
@@ -219,8 +219,8 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 
 	// Ingest carried on: c3's Pods are listed, and c1's and c2's are as
 	// before.
-	want3 := streamVersions(t, matStreamState(t, js, "c3"))
-	eventually(t, 90*time.Second, func() error {
+	want3 := streamVersions(t, MatStreamState(t, js, "c3"))
+	Eventually(t, 90*time.Second, func() error {
 		got, err := listVersions(ctx, qc, []string{"c3"}, 100, "")
 		if err != nil {
 			return err
@@ -262,8 +262,8 @@ func watchApplied(metricsAddr, materializer, cluster string, seq uint64) func() 
 	go func() {
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			if fams, err := scrape(metricsAddr); err == nil {
-				if v, _ := value(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": materializer, "cluster": cluster}); uint64(v) >= seq {
+			if fams, err := Scrape(metricsAddr); err == nil {
+				if v, _ := Value(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": materializer, "cluster": cluster}); uint64(v) >= seq {
 					done <- time.Now()
 					return
 				}
@@ -276,9 +276,9 @@ func watchApplied(metricsAddr, materializer, cluster string, seq uint64) func() 
 }
 
 // streamVersions is the resourceVersion of each object the stream holds.
-func streamVersions(t testing.TB, state map[objKey][]byte) map[objKey]string {
+func streamVersions(t testing.TB, state map[ObjKey][]byte) map[ObjKey]string {
 	t.Helper()
-	out := make(map[objKey]string, len(state))
+	out := make(map[ObjKey]string, len(state))
 	for k, b := range state {
 		var m struct {
 			Metadata struct {
@@ -295,9 +295,9 @@ func streamVersions(t testing.TB, state map[objKey][]byte) map[objKey]string {
 
 // rawVersions adds the objects of a list answer (their stored JSON with
 // the fleetview.io/cluster annotation) to into, failing on a duplicate.
-func rawVersions(items [][]byte, into map[objKey]string) (map[objKey]string, error) {
+func rawVersions(items [][]byte, into map[ObjKey]string) (map[ObjKey]string, error) {
 	if into == nil {
-		into = map[objKey]string{}
+		into = map[ObjKey]string{}
 	}
 	for _, b := range items {
 		var m struct {
@@ -309,7 +309,7 @@ func rawVersions(items [][]byte, into map[objKey]string) (map[objKey]string, err
 		if err := json.Unmarshal(b, &m); err != nil {
 			return into, err
 		}
-		k := objKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
+		k := ObjKey{m.Metadata.Annotations["fleetview.io/cluster"], m.Metadata.Namespace, m.Metadata.Name}
 		if _, dup := into[k]; dup {
 			return into, fmt.Errorf("object %v listed twice", k)
 		}
@@ -320,8 +320,8 @@ func rawVersions(items [][]byte, into map[objKey]string) (map[objKey]string, err
 
 // listVersions pages through a fresh list of Pods (no retry: any failed
 // page fails the list).
-func listVersions(ctx context.Context, qc fleetviewv1.QueryServiceClient, clusters []string, limit int64, cont string) (map[objKey]string, error) {
-	out := map[objKey]string{}
+func listVersions(ctx context.Context, qc fleetviewv1.QueryServiceClient, clusters []string, limit int64, cont string) (map[ObjKey]string, error) {
+	out := map[ObjKey]string{}
 	for {
 		resp, err := qc.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: clusters, Limit: limit, Continue: cont})
 		if err != nil {
@@ -337,7 +337,7 @@ func listVersions(ctx context.Context, qc fleetviewv1.QueryServiceClient, cluste
 }
 
 // diffVersions describes how got differs from want.
-func diffVersions(got, want map[objKey]string) error {
+func diffVersions(got, want map[ObjKey]string) error {
 	var problems []string
 	for k, v := range want {
 		if g, ok := got[k]; !ok {

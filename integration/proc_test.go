@@ -10,17 +10,17 @@ import (
 	"time"
 )
 
-// proc is a fleetview subcommand run as a child process of the real
+// Proc is a fleetview subcommand run as a child process of the real
 // binary, which tests kill, stop and restart.
-type proc struct {
+type Proc struct {
 	name   string // the subcommand, for messages
 	cmd    *exec.Cmd
 	exited chan error
 }
 
-func startProc(t testing.TB, bin string, args []string, logw io.Writer) *proc {
+func StartProc(t testing.TB, bin string, args []string, logw io.Writer) *Proc {
 	t.Helper()
-	p := &proc{name: "fleetview " + args[0], exited: make(chan error, 1)}
+	p := &Proc{name: "fleetview " + args[0], exited: make(chan error, 1)}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logw, logw
 	if err := p.cmd.Start(); err != nil {
@@ -31,8 +31,8 @@ func startProc(t testing.TB, bin string, args []string, logw io.Writer) *proc {
 	return p
 }
 
-// kill9 sends SIGKILL: nothing is flushed, nothing is marked.
-func (p *proc) kill9(t testing.TB) {
+// Kill9 sends SIGKILL: nothing is flushed, nothing is marked.
+func (p *Proc) Kill9(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -40,8 +40,8 @@ func (p *proc) kill9(t testing.TB) {
 	<-p.exited
 }
 
-// stop sends SIGTERM and requires a clean exit within a minute.
-func (p *proc) stop(t testing.TB) {
+// Stop sends SIGTERM and requires a clean exit within a minute.
+func (p *Proc) Stop(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -56,8 +56,8 @@ func (p *proc) stop(t testing.TB) {
 	}
 }
 
-// running fails the test if the process has exited.
-func (p *proc) running(t testing.TB) {
+// Running fails the test if the process has exited.
+func (p *Proc) Running(t testing.TB) {
 	t.Helper()
 	select {
 	case err := <-p.exited:
@@ -66,9 +66,9 @@ func (p *proc) running(t testing.TB) {
 	}
 }
 
-// processLog is a file for child processes' output, whose tail the test
+// ProcessLog is a file for child processes' output, whose tail the test
 // logs if it fails; closed when the test ends.
-func processLog(t testing.TB, name string) *os.File {
+func ProcessLog(t testing.TB, name string) *os.File {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), name))
 	if err != nil {
@@ -87,35 +87,35 @@ func processLog(t testing.TB, name string) *os.File {
 	return f
 }
 
-func startUpProc(t testing.TB, bin string, args []string, logw io.Writer) *proc {
+func StartUpProc(t testing.TB, bin string, args []string, logw io.Writer) *Proc {
 	t.Helper()
-	return startProc(t, bin, append([]string{"up"}, args...), logw)
+	return StartProc(t, bin, append([]string{"up"}, args...), logw)
 }
 
-// serveProc is a `fleetview serve` child process.
-type serveProc struct {
-	*proc
+// ServeProc is a `fleetview serve` child process.
+type ServeProc struct {
+	*Proc
 	metrics string
-	grpc    string
-	http    string
+	GRPC    string
+	HTTP    string
 }
 
-func startServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *serveProc {
+func StartServe(t *testing.T, bin, natsURL, stateDir string, logw *os.File) *ServeProc {
 	t.Helper()
-	p := &serveProc{metrics: freeAddr(t), grpc: freeAddr(t), http: freeAddr(t)}
-	p.proc = startProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
-		"--grpc-addr", p.grpc, "--http-addr", p.http, "--metrics-addr", p.metrics}, logw)
+	p := &ServeProc{metrics: FreeAddr(t), GRPC: FreeAddr(t), HTTP: FreeAddr(t)}
+	p.Proc = StartProc(t, bin, []string{"serve", "--nats-url", natsURL, "--state-dir", stateDir,
+		"--grpc-addr", p.GRPC, "--http-addr", p.HTTP, "--metrics-addr", p.metrics}, logw)
 	return p
 }
 
 // applied reads the badger materializer's applied sequences from /metrics.
-func (p *serveProc) applied() (map[string]uint64, error) {
-	fams, err := scrape(p.metrics)
+func (p *ServeProc) applied() (map[string]uint64, error) {
+	fams, err := Scrape(p.metrics)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]uint64{}
-	for _, m := range series(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": "badger"}) {
+	for _, m := range Series(fams, "fleetview_materializer_applied_sequence", map[string]string{"materializer": "badger"}) {
 		for _, l := range m.GetLabel() {
 			if l.GetName() == "cluster" {
 				out[l.GetValue()] = uint64(m.GetGauge().GetValue())
@@ -125,7 +125,7 @@ func (p *serveProc) applied() (map[string]uint64, error) {
 	return out, nil
 }
 
-func (p *serveProc) appliedOrEmpty() map[string]uint64 {
+func (p *ServeProc) AppliedOrEmpty() map[string]uint64 {
 	a, err := p.applied()
 	if err != nil {
 		return map[string]uint64{}

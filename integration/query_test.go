@@ -92,22 +92,22 @@ func podsReq(mod func(*fleetviewv1.ListRequest)) *fleetviewv1.ListRequest {
 // cluster inventory.
 func TestQueryAPI(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, members...)
-	createNS(t, ctx, fleet, "qa", "qb", "churn", "w")
-	must := mustOK(t)
+	fleet := StartFleet(t, Members...)
+	CreateNS(t, ctx, fleet, "qa", "qb", "churn", "w")
+	must := MustOK(t)
 	c1, c2, c3 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset(), fleet.Cluster("member3").Clientset()
-	must(c1.CoreV1().Pods("qa").Create(ctx, qpod("qa", "web", "web", "node-a"), metav1.CreateOptions{}))
-	must(c1.CoreV1().Pods("qb").Create(ctx, qpod("qb", "db", "db", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("qa").Create(ctx, qpod("qa", "web", "web", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("qa").Create(ctx, qpod("qa", "api", "api", "node-a"), metav1.CreateOptions{}))
-	must(c3.CoreV1().Pods("qb").Create(ctx, qpod("qb", "cache", "cache", ""), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("qa").Create(ctx, QPod("qa", "web", "web", "node-a"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("qb").Create(ctx, QPod("qb", "db", "db", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("qa").Create(ctx, QPod("qa", "web", "web", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("qa").Create(ctx, QPod("qa", "api", "api", "node-a"), metav1.CreateOptions{}))
+	must(c3.CoreV1().Pods("qb").Create(ctx, QPod("qb", "cache", "cache", ""), metav1.CreateOptions{}))
 	const churnPods = 40
 	for i := range churnPods {
-		must(c1.CoreV1().Pods("churn").Create(ctx, qpod("churn", fmt.Sprintf("c-%03d", i), "churn", ""), metav1.CreateOptions{}))
+		must(c1.CoreV1().Pods("churn").Create(ctx, QPod("churn", fmt.Sprintf("c-%03d", i), "churn", ""), metav1.CreateOptions{}))
 	}
 
-	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
-	defer fv.stop(t)
+	fv := StartUp(t, UpOptions(t, fleet, t.TempDir()))
+	defer fv.Stop(t)
 
 	t.Run("readiness flips only after sync", func(t *testing.T) {
 		// Pods of every member, in the default (Badger) backend.
@@ -119,27 +119,27 @@ func TestQueryAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := fv.regs.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
+		if _, err := fv.Registries.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
 			t.Fatal(err)
 		}
 		// The registry selects resources no collector has reported yet:
 		// the clusters are not synced, the hub itself serves.
-		code, body := fv.restStatus(t, "/readyz/clusters")
+		code, body := fv.RESTStatus(t, "/readyz/clusters")
 		if code != http.StatusServiceUnavailable || body["synced"] != false {
 			t.Fatalf("readyz/clusters right after the registry: %d %v, want 503 and synced false", code, body)
 		}
-		if code, body := fv.restStatus(t, "/readyz"); code != http.StatusOK {
+		if code, body := fv.RESTStatus(t, "/readyz"); code != http.StatusOK {
 			t.Fatalf("readyz while clusters sync: %d %v, want 200", code, body)
 		}
-		eventually(t, 120*time.Second, func() error {
-			if code, body := fv.restStatus(t, "/readyz/clusters"); code != http.StatusOK {
+		Eventually(t, 120*time.Second, func() error {
+			if code, body := fv.RESTStatus(t, "/readyz/clusters"); code != http.StatusOK {
 				return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
 			}
 			return nil
 		})
 		// gRPC health follows readiness.
-		hc := healthpb.NewHealthClient(fv.conn)
-		eventually(t, 30*time.Second, func() error {
+		hc := healthpb.NewHealthClient(fv.Conn)
+		Eventually(t, 30*time.Second, func() error {
 			for _, svc := range []string{"", "fleetview.v1.QueryService"} {
 				r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
 				if err != nil {
@@ -152,7 +152,7 @@ func TestQueryAPI(t *testing.T) {
 			return nil
 		})
 		// Ready means complete: every pod is there at once.
-		got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn"})
+		got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,17 +162,17 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("filters over gRPC and REST", func(t *testing.T) {
-		all := []ref{{"member1", "qa", "web"}, {"member1", "qb", "db"}, {"member2", "qa", "web"}, {"member2", "qa", "api"}, {"member3", "qb", "cache"}}
-		pick := func(keep func(ref) bool) []string {
-			var out []ref
+		all := []Ref{{"member1", "qa", "web"}, {"member1", "qb", "db"}, {"member2", "qa", "web"}, {"member2", "qa", "api"}, {"member3", "qb", "cache"}}
+		pick := func(keep func(Ref) bool) []string {
+			var out []Ref
 			for _, r := range all {
 				if keep(r) {
 					out = append(out, r)
 				}
 			}
-			return refs(out...)
+			return Refs(out...)
 		}
-		inQ := func(r ref) bool { return r.namespace == "qa" || r.namespace == "qb" }
+		inQ := func(r Ref) bool { return r.Namespace == "qa" || r.Namespace == "qb" }
 		cases := []struct {
 			name  string
 			mod   func(*fleetviewv1.ListRequest)
@@ -180,17 +180,17 @@ func TestQueryAPI(t *testing.T) {
 			want  []string
 		}{
 			{"namespace", func(r *fleetviewv1.ListRequest) { r.Namespace = "qa" }, "namespace=qa",
-				pick(func(r ref) bool { return r.namespace == "qa" })},
+				pick(func(r Ref) bool { return r.Namespace == "qa" })},
 			{"label equality", func(r *fleetviewv1.ListRequest) { r.LabelSelector = "app=web" }, "labelSelector=app%3Dweb",
-				pick(func(r ref) bool { return r.name == "web" })},
+				pick(func(r Ref) bool { return r.Name == "web" })},
 			{"label set", func(r *fleetviewv1.ListRequest) { r.LabelSelector = "app in (db,cache)" }, "labelSelector=" + url.QueryEscape("app in (db,cache)"),
-				pick(func(r ref) bool { return r.name == "db" || r.name == "cache" })},
+				pick(func(r Ref) bool { return r.Name == "db" || r.Name == "cache" })},
 			{"field metadata.name", func(r *fleetviewv1.ListRequest) { r.FieldSelector = "metadata.name=api" }, "fieldSelector=metadata.name%3Dapi",
-				pick(func(r ref) bool { return r.name == "api" })},
+				pick(func(r Ref) bool { return r.Name == "api" })},
 			{"field metadata.namespace", func(r *fleetviewv1.ListRequest) { r.FieldSelector = "metadata.namespace=qb" }, "fieldSelector=metadata.namespace%3Dqb",
-				pick(func(r ref) bool { return r.namespace == "qb" })},
+				pick(func(r Ref) bool { return r.Namespace == "qb" })},
 			{"field spec.nodeName", func(r *fleetviewv1.ListRequest) { r.FieldSelector = "spec.nodeName=node-a" }, "fieldSelector=spec.nodeName%3Dnode-a",
-				pick(func(r ref) bool { return r == ref{"member1", "qa", "web"} || r.name == "api" })},
+				pick(func(r Ref) bool { return r == Ref{"member1", "qa", "web"} || r.Name == "api" })},
 			{"field status.phase and namespace", func(r *fleetviewv1.ListRequest) {
 				r.FieldSelector = "status.phase=Pending,metadata.namespace!=churn,metadata.namespace!=w"
 			}, "fieldSelector=" + url.QueryEscape("status.phase=Pending,metadata.namespace!=churn,metadata.namespace!=w"), pick(inQ)},
@@ -198,29 +198,29 @@ func TestQueryAPI(t *testing.T) {
 				r.Clusters = []string{"member2", "member3"}
 				r.LabelSelector = "app!=churn"
 			},
-				"clusters=member2&clusters=member3&labelSelector=app%21%3Dchurn", pick(func(r ref) bool { return r.cluster != "member1" })},
+				"clusters=member2&clusters=member3&labelSelector=app%21%3Dchurn", pick(func(r Ref) bool { return r.Cluster != "member1" })},
 			{"cluster selector matching all", func(r *fleetviewv1.ListRequest) { r.ClusterSelector = "!env"; r.LabelSelector = "app!=churn" },
-				"clusterSelector=%21env&labelSelector=app%21%3Dchurn", refs(all...)},
-			{"cluster selector matching none", func(r *fleetviewv1.ListRequest) { r.ClusterSelector = "env=prod" }, "clusterSelector=env%3Dprod", refs()},
+				"clusterSelector=%21env&labelSelector=app%21%3Dchurn", Refs(all...)},
+			{"cluster selector matching none", func(r *fleetviewv1.ListRequest) { r.ClusterSelector = "env=prod" }, "clusterSelector=env%3Dprod", Refs()},
 			{"everything combined", func(r *fleetviewv1.ListRequest) {
 				r.Namespace, r.LabelSelector, r.FieldSelector, r.Clusters = "qa", "app", "spec.nodeName!=node-b", []string{"member1", "member2"}
 			}, "namespace=qa&labelSelector=app&fieldSelector=" + url.QueryEscape("spec.nodeName!=node-b") + "&clusters=member1&clusters=member2",
-				pick(func(r ref) bool { return r == ref{"member1", "qa", "web"} || r.name == "api" })},
+				pick(func(r Ref) bool { return r == Ref{"member1", "qa", "web"} || r.Name == "api" })},
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				got, err := grpcList(ctx, fv, podsReq(tc.mod))
+				got, err := GRPCList(ctx, fv, podsReq(tc.mod))
 				if err != nil {
 					t.Fatalf("grpc: %v", err)
 				}
-				if err := sameSet(got, tc.want); err != nil {
+				if err := SameSet(got, tc.want); err != nil {
 					t.Fatalf("grpc: %v", err)
 				}
-				got, err = restList(fv, "/v1/resources/core/v1/pods?"+tc.query)
+				got, err = RESTList(fv, "/v1/resources/core/v1/pods?"+tc.query)
 				if err != nil {
 					t.Fatalf("rest: %v", err)
 				}
-				if err := sameSet(got, tc.want); err != nil {
+				if err := SameSet(got, tc.want); err != nil {
 					t.Fatalf("rest: %v", err)
 				}
 			})
@@ -228,7 +228,7 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("bad input is 400 with the reason", func(t *testing.T) {
-		first, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 2})
+		first, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 2})
 		if err != nil || first.GetContinue() == "" {
 			t.Fatalf("first page: %v", err)
 		}
@@ -265,11 +265,11 @@ func TestQueryAPI(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				_, err := fv.query.List(ctx, tc.req)
+				_, err := fv.Query.List(ctx, tc.req)
 				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("grpc: %v, want InvalidArgument containing %q", err, tc.want)
 				}
-				code, body := fv.restStatus(t, tc.path)
+				code, body := fv.RESTStatus(t, tc.path)
 				if code != http.StatusBadRequest || body["kind"] != "Status" || body["reason"] != "BadRequest" || body["code"] != float64(400) ||
 					!strings.Contains(fmt.Sprint(body["message"]), tc.want) {
 					t.Fatalf("rest: %d %v, want a 400 BadRequest Status containing %q", code, body, tc.want)
@@ -277,11 +277,11 @@ func TestQueryAPI(t *testing.T) {
 			})
 		}
 		// The same checks guard Watch.
-		code, body := fv.restStatus(t, "/v1/watch/core/v1/pods?resourceVersion="+url.QueryEscape(tampered(first.GetResourceVersion())))
+		code, body := fv.RESTStatus(t, "/v1/watch/core/v1/pods?resourceVersion="+url.QueryEscape(tampered(first.GetResourceVersion())))
 		if code != http.StatusBadRequest || body["reason"] != "BadRequest" {
 			t.Fatalf("watch with a tampered resourceVersion: %d %v", code, body)
 		}
-		code, body = fv.restStatus(t, "/v1/watch/core/v1/pods?fieldSelector=spec.bogus%3D1")
+		code, body = fv.RESTStatus(t, "/v1/watch/core/v1/pods?fieldSelector=spec.bogus%3D1")
 		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "spec.bogus") {
 			t.Fatalf("watch with an unsupported field: %d %v", code, body)
 		}
@@ -306,7 +306,7 @@ func TestQueryAPI(t *testing.T) {
 					t.Errorf("churn delete: %v", err)
 					return
 				}
-				if _, err := c1.CoreV1().Pods("churn").Create(ctx, qpod("churn", fmt.Sprintf("n-%03d", i), "churn", ""), metav1.CreateOptions{}); err != nil {
+				if _, err := c1.CoreV1().Pods("churn").Create(ctx, QPod("churn", fmt.Sprintf("n-%03d", i), "churn", ""), metav1.CreateOptions{}); err != nil {
 					t.Errorf("churn create: %v", err)
 					return
 				}
@@ -328,15 +328,15 @@ func TestQueryAPI(t *testing.T) {
 			return out
 		}
 		live := func() string {
-			resp, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn"})
+			resp, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return fmt.Sprint(len(resp.GetRawItems()), resp.GetResourceVersion())
 		}
 		// Start paging mid-churn.
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn", FieldSelector: "metadata.name=n-000"})
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn", FieldSelector: "metadata.name=n-000"})
 			if err != nil || len(got) != 1 {
 				return fmt.Errorf("churn not visible yet: %v %v", got, err)
 			}
@@ -347,18 +347,18 @@ func TestQueryAPI(t *testing.T) {
 		changed := 0
 		for page := 0; ; page++ {
 			before := live()
-			resp, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn", Limit: 7, Continue: cont})
+			resp, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "churn", Limit: 7, Continue: cont})
 			if err != nil {
 				t.Fatalf("page %d: %v", page, err)
 			}
 			// Every page carries the version of the first one.
 			if rv == "" {
-				rv = tokenVersion(t, ctx, fv.opts.NATSPort, resp.GetResourceVersion())
-			} else if got := tokenVersion(t, ctx, fv.opts.NATSPort, resp.GetResourceVersion()); got != rv {
+				rv = tokenVersion(t, ctx, fv.Opts.NATSPort, resp.GetResourceVersion())
+			} else if got := tokenVersion(t, ctx, fv.Opts.NATSPort, resp.GetResourceVersion()); got != rv {
 				t.Fatalf("page %d reflects %s, the first page %s", page, got, rv)
 			}
 			for _, it := range resp.GetRawItems() {
-				r, err := objectRef(rawMap(it))
+				r, err := ObjectRef(RawMap(it))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -402,20 +402,20 @@ func TestQueryAPI(t *testing.T) {
 		// has subscribed, and a change applied before that reaches the
 		// watch replayed from the stream, where ADDED and MODIFIED cannot
 		// be told apart.
-		must(c1.CoreV1().Pods("w").Create(ctx, qpod("w", "sentinel", "w", ""), metav1.CreateOptions{}))
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
+		must(c1.CoreV1().Pods("w").Create(ctx, QPod("w", "sentinel", "w", ""), metav1.CreateOptions{}))
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
 			if err != nil {
 				return err
 			}
-			return sameSet(got, refs(ref{"member1", "w", "sentinel"}))
+			return SameSet(got, Refs(Ref{"member1", "w", "sentinel"}))
 		})
-		list, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
+		list, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		ws, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "w", ResourceVersion: list.GetResourceVersion()})
+		ws, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "w", ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,7 +430,7 @@ func TestQueryAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r, err := objectRef(rawMap(ev.GetRawObject())); err == nil && r.String() == "member1:w/sentinel" {
+			if r, err := ObjectRef(RawMap(ev.GetRawObject())); err == nil && r.String() == "member1:w/sentinel" {
 				break
 			}
 		}
@@ -439,8 +439,8 @@ func TestQueryAPI(t *testing.T) {
 		if err := c1.CoreV1().Pods("w").Delete(ctx, "sentinel", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
-		must(c1.CoreV1().Pods("w").Create(ctx, qpod("w", "p1", "w", ""), metav1.CreateOptions{}))
-		must(c2.CoreV1().Pods("w").Create(ctx, qpod("w", "p2", "w", ""), metav1.CreateOptions{}))
+		must(c1.CoreV1().Pods("w").Create(ctx, QPod("w", "p1", "w", ""), metav1.CreateOptions{}))
+		must(c2.CoreV1().Pods("w").Create(ctx, QPod("w", "p2", "w", ""), metav1.CreateOptions{}))
 		var last string
 		seen := map[string]string{}
 		for len(seen) < 2 {
@@ -448,7 +448,7 @@ func TestQueryAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := objectRef(rawMap(ev.GetRawObject()))
+			r, err := ObjectRef(RawMap(ev.GetRawObject()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -475,19 +475,19 @@ func TestQueryAPI(t *testing.T) {
 		if err := c2.CoreV1().Pods("w").Delete(ctx, "p2", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		must(c3.CoreV1().Pods("w").Create(ctx, qpod("w", "p3", "w", ""), metav1.CreateOptions{}))
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w", LabelSelector: "v=2"})
+		must(c3.CoreV1().Pods("w").Create(ctx, QPod("w", "p3", "w", ""), metav1.CreateOptions{}))
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w", LabelSelector: "v=2"})
 			if err != nil || len(got) != 1 {
 				return fmt.Errorf("update not cached yet: %v %v", got, err)
 			}
-			got, err = grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
-			return sameSet(got, refs(ref{"member1", "w", "p1"}, ref{"member3", "w", "p3"}))
+			got, err = GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "w"})
+			return SameSet(got, Refs(Ref{"member1", "w", "p1"}, Ref{"member3", "w", "p3"}))
 		})
 		// Resume over REST from the last event's version.
 		rctx, rcancel := context.WithCancel(ctx)
 		defer rcancel()
-		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, fv.rest+"/v1/watch/core/v1/pods?namespace=w&resourceVersion="+url.QueryEscape(last), nil)
+		req, _ := http.NewRequestWithContext(rctx, http.MethodGet, fv.REST+"/v1/watch/core/v1/pods?namespace=w&resourceVersion="+url.QueryEscape(last), nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -511,7 +511,7 @@ func TestQueryAPI(t *testing.T) {
 		}()
 		// A live change after the resume, to know everything before it
 		// has been delivered (member1's stream is ordered).
-		must(c1.CoreV1().Pods("w").Create(ctx, qpod("w", "p4", "w", ""), metav1.CreateOptions{}))
+		must(c1.CoreV1().Pods("w").Create(ctx, QPod("w", "p4", "w", ""), metav1.CreateOptions{}))
 		got := map[string][]string{}
 		timeout := time.After(60 * time.Second)
 		for len(got["member1:w/p4"]) == 0 || len(got["member3:w/p3"]) == 0 || len(got["member2:w/p2"]) == 0 {
@@ -521,7 +521,7 @@ func TestQueryAPI(t *testing.T) {
 					t.Fatalf("REST watch ended early; got %v", got)
 				}
 				obj, _ := ev["object"].(map[string]any)
-				r, err := objectRef(obj)
+				r, err := ObjectRef(obj)
 				if err != nil {
 					t.Fatalf("event %v: %v", ev, err)
 				}
@@ -545,9 +545,9 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("label-selected watch reports objects leaving and entering", func(t *testing.T) {
-		must(c2.CoreV1().Pods("w").Create(ctx, qpod("w", "sel", "sel", ""), metav1.CreateOptions{}))
-		eventually(t, 60*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=sel"})
+		must(c2.CoreV1().Pods("w").Create(ctx, QPod("w", "sel", "sel", ""), metav1.CreateOptions{}))
+		Eventually(t, 60*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=sel"})
 			if err != nil || len(got) != 1 {
 				return fmt.Errorf("%v %v", got, err)
 			}
@@ -555,7 +555,7 @@ func TestQueryAPI(t *testing.T) {
 		})
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ws, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", LabelSelector: "app=sel", SendInitialEvents: true, AllowBookmarks: true})
+		ws, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", LabelSelector: "app=sel", SendInitialEvents: true, AllowBookmarks: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -605,7 +605,7 @@ func TestQueryAPI(t *testing.T) {
 	t.Run("versions the streams cannot serve are 410 Expired", func(t *testing.T) {
 		// Forge validly sealed tokens with the installation's key (a test
 		// may read it; clients cannot) to reach the expiry checks.
-		sealer, _ := hubSealer(t, ctx, fv.opts.NATSPort)
+		sealer, _ := hubSealer(t, ctx, fv.Opts.NATSPort)
 		// Versions of one cluster need no stored epoch (SealDelta).
 		seal := func(v query.Version, at time.Time) string { s, _ := sealer.SealDelta(v, at); return s }
 		cases := []struct{ name, rv, want string }{
@@ -616,14 +616,14 @@ func TestQueryAPI(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				ws, err := fv.query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", ResourceVersion: tc.rv})
+				ws, err := fv.Query.Watch(ctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", ResourceVersion: tc.rv})
 				if err == nil {
 					_, err = ws.Recv()
 				}
 				if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), tc.want) {
 					t.Fatalf("grpc: %v, want OutOfRange with %q", err, tc.want)
 				}
-				code, body := fv.restStatus(t, "/v1/watch/core/v1/pods?resourceVersion="+url.QueryEscape(tc.rv))
+				code, body := fv.RESTStatus(t, "/v1/watch/core/v1/pods?resourceVersion="+url.QueryEscape(tc.rv))
 				if code != http.StatusGone || body["reason"] != "Expired" || !strings.Contains(fmt.Sprint(body["message"]), tc.want) {
 					t.Fatalf("rest: %d %v, want 410 Expired", code, body)
 				}
@@ -632,7 +632,7 @@ func TestQueryAPI(t *testing.T) {
 		// A continue token whose snapshot is gone (the server restarted or
 		// the snapshot aged out) is 410 too: forge one for a snapshot id
 		// that never existed.
-		first, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+		first, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -657,11 +657,11 @@ func TestQueryAPI(t *testing.T) {
 		b, _ := json.Marshal(cur)
 		tok.C = backend + string(b)
 		gone := sealer.Seal(query.KindContinue, tok)
-		_, err = fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1, Continue: gone})
+		_, err = fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1, Continue: gone})
 		if status.Code(err) != codes.OutOfRange {
 			t.Fatalf("continue of a vanished snapshot: %v, want OutOfRange", err)
 		}
-		if code, body := fv.restStatus(t, "/v1/resources/core/v1/pods?limit=1&continue="+url.QueryEscape(gone)); code != http.StatusGone || body["reason"] != "Expired" {
+		if code, body := fv.RESTStatus(t, "/v1/resources/core/v1/pods?limit=1&continue="+url.QueryEscape(gone)); code != http.StatusGone || body["reason"] != "Expired" {
 			t.Fatalf("REST continue of a vanished snapshot: %d %v", code, body)
 		}
 	})
@@ -671,17 +671,17 @@ func TestQueryAPI(t *testing.T) {
 		// arrive as ADDED; its resource removed: the watch ends with 410
 		// instead of going silently stale. The new cluster's stream is fed
 		// directly (as its collector would).
-		list, err := fv.query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
+		list, err := fv.Query.List(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		ws, err := fv.query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "topo", ResourceVersion: list.GetResourceVersion()})
+		ws, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "topo", ResourceVersion: list.GetResourceVersion()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", fv.opts.NATSPort))
+		nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", fv.Opts.NATSPort))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -719,8 +719,8 @@ func TestQueryAPI(t *testing.T) {
 		if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), "no longer cached from cluster member9") {
 			t.Fatalf("resource removed from a cluster: %v, want OutOfRange naming it", err)
 		}
-		eventually(t, 30*time.Second, func() error {
-			got, err := grpcList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
+		Eventually(t, 30*time.Second, func() error {
+			got, err := GRPCList(ctx, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "topo"})
 			if err != nil || len(got) != 0 {
 				return fmt.Errorf("removed objects still listed: %v %v", got, err)
 			}
@@ -729,14 +729,14 @@ func TestQueryAPI(t *testing.T) {
 	})
 
 	t.Run("search", func(t *testing.T) {
-		resp, err := fv.query.Search(ctx, &fleetviewv1.SearchRequest{Text: "OWNER-WEB", Limit: 1})
+		resp, err := fv.Query.Search(ctx, &fleetviewv1.SearchRequest{Text: "OWNER-WEB", Limit: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got []string
 		for {
 			for _, h := range resp.GetItems() {
-				r, err := objectRef(rawMap(h.GetRawObject()))
+				r, err := ObjectRef(RawMap(h.GetRawObject()))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -745,11 +745,11 @@ func TestQueryAPI(t *testing.T) {
 			if resp.GetContinue() == "" {
 				break
 			}
-			if resp, err = fv.query.Search(ctx, &fleetviewv1.SearchRequest{Text: "OWNER-WEB", Limit: 1, Continue: resp.GetContinue()}); err != nil {
+			if resp, err = fv.Query.Search(ctx, &fleetviewv1.SearchRequest{Text: "OWNER-WEB", Limit: 1, Continue: resp.GetContinue()}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := sameSet(got, []string{"pods@member1:qa/web", "pods@member2:qa/web"}); err != nil {
+		if err := SameSet(got, []string{"pods@member1:qa/web", "pods@member2:qa/web"}); err != nil {
 			t.Fatal(err)
 		}
 		var body struct {
@@ -759,21 +759,21 @@ func TestQueryAPI(t *testing.T) {
 				Object  map[string]any    `json:"object"`
 			} `json:"items"`
 		}
-		if _, err := fv.restGet("/v1/search?text=cache&resources=core/v1/pods&clusters=member3", &body); err != nil || len(body.Items) != 1 {
+		if _, err := fv.RESTGet("/v1/search?text=cache&resources=core/v1/pods&clusters=member3", &body); err != nil || len(body.Items) != 1 {
 			t.Fatalf("REST search: %+v %v", body, err)
 		}
 		// The object is JSON written from the stored bytes, with its
 		// cache-source annotations.
 		if h := body.Items[0]; h.Cluster != "member3" || h.Gvr["resource"] != "pods" || h.Gvr["version"] != "v1" {
 			t.Fatalf("REST search hit %+v", h)
-		} else if r, err := objectRef(h.Object); err != nil || r.cluster != "member3" {
+		} else if r, err := ObjectRef(h.Object); err != nil || r.Cluster != "member3" {
 			t.Fatalf("REST search object: %v %v", r, err)
 		}
 	})
 
 	t.Run("cluster inventory", func(t *testing.T) {
-		eventually(t, 60*time.Second, func() error {
-			resp, err := fv.clus.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+		Eventually(t, 60*time.Second, func() error {
+			resp, err := fv.Clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
 			if err != nil {
 				return err
 			}

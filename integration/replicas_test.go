@@ -30,7 +30,7 @@ type replicaService struct{ target atomic.Pointer[string] }
 func (s *replicaService) point(hostport string) { s.target.Store(&hostport) }
 
 func (s *replicaService) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+	return RoundTripFunc(func(r *http.Request) (*http.Response, error) {
 		r = r.Clone(r.Context())
 		r.URL.Host, r.Host = *s.target.Load(), ""
 		return rt.RoundTrip(r)
@@ -53,21 +53,21 @@ func (s *replicaService) wrap(rt http.RoundTripper) http.RoundTripper {
 //     equal to the member cluster;
 //   - readiness is per replica: the survivor stays ready.
 func TestServeReplicas(t *testing.T) {
-	bin := buildFleetview(t)
+	bin := BuildFleetview(t)
 	ctx := context.Background()
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	const ns = "replicas"
-	createNS(t, ctx, fleet, ns)
+	CreateNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	var next atomic.Int64
-	live := createChurnPods(t, ctx, c1, ns, 8, &next)
-	ne := member1PodsToNATS(t, fleet, bin)
+	live := CreateChurnPods(t, ctx, c1, ns, 8, &next)
+	ne := Member1PodsToNATS(t, fleet, bin)
 
-	logf := processLog(t, "serve.log")
-	a := startServe(t, bin, ne.url, t.TempDir(), logf)
-	b := startServe(t, bin, ne.url, t.TempDir(), logf)
-	get := func(p *serveProc, path string) (int, []byte, error) {
-		resp, err := http.Get("http://" + p.http + path)
+	logf := ProcessLog(t, "serve.log")
+	a := StartServe(t, bin, ne.URL, t.TempDir(), logf)
+	b := StartServe(t, bin, ne.URL, t.TempDir(), logf)
+	get := func(p *ServeProc, path string) (int, []byte, error) {
+		resp, err := http.Get("http://" + p.HTTP + path)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -77,9 +77,9 @@ func TestServeReplicas(t *testing.T) {
 	}
 	// Ready, and holding member1's pods: each replica on its own.
 	podList := "/clusters/member1/api/v1/namespaces/" + ns + "/pods"
-	for _, p := range []*serveProc{a, b} {
-		eventually(t, 60*time.Second, func() error {
-			p.running(t)
+	for _, p := range []*ServeProc{a, b} {
+		Eventually(t, 60*time.Second, func() error {
+			p.Running(t)
 			code, _, err := get(p, "/readyz/clusters")
 			if err != nil || code != http.StatusOK {
 				return fmt.Errorf("readyz/clusters %d %v", code, err)
@@ -131,10 +131,10 @@ func TestServeReplicas(t *testing.T) {
 
 	// A typed informer behind the "Service", on A first.
 	var svc replicaService
-	svc.point(a.http)
-	rec := &recorder{}
+	svc.point(a.HTTP)
+	rec := &Recorder{}
 	cs, err := kubernetes.NewForConfig(&rest.Config{Host: "http://replicas/clusters/member1",
-		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return rec.wrap(svc.wrap(rt)) }})
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return rec.Wrap(svc.wrap(rt)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,16 +177,16 @@ func TestServeReplicas(t *testing.T) {
 		t.Fatal("informer did not sync")
 	}
 
-	ch := startPodChurn(c1, ns, live, &next)
+	ch := StartPodChurn(c1, ns, live, &next)
 	// client-go takes a watch that ends within a second of its start,
 	// having delivered nothing, for a broken server and lists again: the
 	// kill comes once the watch has lived longer and delivered churn.
-	eventually(t, 30*time.Second, func() error {
-		if err := ch.atLeast(churnCounts{}, 5); err != nil {
+	Eventually(t, 30*time.Second, func() error {
+		if err := ch.AtLeast(ChurnCounts{}, 5); err != nil {
 			return err
 		}
-		calls := rec.since(0)
-		if age := time.Since(calls[len(calls)-1].at); age < 2*time.Second {
+		calls := rec.Since(0)
+		if age := time.Since(calls[len(calls)-1].At); age < 2*time.Second {
 			return fmt.Errorf("the informer's watch is %s old", age)
 		}
 		mu.Lock()
@@ -198,14 +198,14 @@ func TestServeReplicas(t *testing.T) {
 		}
 		return fmt.Errorf("the informer has seen no relabelled pod")
 	})
-	mark := rec.len()
+	mark := rec.Len()
 	killedAt := time.Now()
 	t.Logf("kill at %s", killedAt.Format("15:04:05.000"))
-	a.kill9(t)
-	svc.point(b.http)
-	killed := ch.counts()
-	eventually(t, 30*time.Second, func() error { return ch.atLeast(killed, 5) })
-	live = ch.stop(t)
+	a.Kill9(t)
+	svc.point(b.HTTP)
+	killed := ch.Counts()
+	Eventually(t, 30*time.Second, func() error { return ch.AtLeast(killed, 5) })
+	live = ch.Stop(t)
 	equal := func() error {
 		l, err := c1.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -226,16 +226,16 @@ func TestServeReplicas(t *testing.T) {
 		}
 		return nil
 	}
-	eventually(t, 60*time.Second, equal)
+	Eventually(t, 60*time.Second, equal)
 	t.Logf("informer moved from the killed replica to the other and equal to member1 again in %s", time.Since(killedAt).Round(time.Millisecond))
-	calls := rec.since(mark)
+	calls := rec.Since(mark)
 	for _, c := range calls {
-		if c.list() || c.expired() {
-			t.Fatalf("informer listed again or got 410 after moving to the other replica:%s\nall calls:%s", dump(calls), dump(rec.since(0)))
+		if c.List() || c.Expired() {
+			t.Fatalf("informer listed again or got 410 after moving to the other replica:%s\nall calls:%s", Dump(calls), Dump(rec.Since(0)))
 		}
 	}
-	if !slices.ContainsFunc(calls, func(c apiCall) bool { return c.watch && c.status == http.StatusOK }) {
-		t.Fatalf("no watch answered by the other replica:%s", dump(calls))
+	if !slices.ContainsFunc(calls, func(c APICall) bool { return c.Watch && c.Status == http.StatusOK }) {
+		t.Fatalf("no watch answered by the other replica:%s", Dump(calls))
 	}
 	mu.Lock()
 	if len(problems) > 0 {
@@ -245,5 +245,5 @@ func TestServeReplicas(t *testing.T) {
 	if code, _, err := get(b, "/readyz"); err != nil || code != http.StatusOK {
 		t.Fatalf("the surviving replica is not ready: %d %v", code, err)
 	}
-	b.stop(t)
+	b.Stop(t)
 }

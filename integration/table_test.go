@@ -44,13 +44,13 @@ func installGadgets(t *testing.T, ctx context.Context, c *harness.Cluster, size 
 					map[string]any{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 				}}}},
 	}}
-	if _, err := c.Dynamic().Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Dynamic().Resource(CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gadget",
 		"metadata": map[string]any{"name": "g1", "namespace": "shop"},
 		"spec":     map[string]any{"size": size, "owner": "team-" + phase}, "status": map[string]any{"phase": phase}}}
-	eventually(t, 60*time.Second, func() error { // until the CRD is established
+	Eventually(t, 60*time.Second, func() error { // until the CRD is established
 		_, err := c.Dynamic().Resource(gadgetsGVR).Namespace("shop").Create(ctx, g, metav1.CreateOptions{})
 		return err
 	})
@@ -62,27 +62,27 @@ func installGadgets(t *testing.T, ctx context.Context, c *harness.Cluster, size 
 // (the member's default Name and Age), with and without -o wide; and the
 // Table's cells are the member's own.
 func TestTableAsTheMemberPrints(t *testing.T) {
-	if _, err := os.Stat(kubectlBin); err != nil {
+	if _, err := os.Stat(KubectlBin); err != nil {
 		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
 	}
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	createNS(t, ctx, fleet, "shop")
-	must := mustOK(t)
+	fleet := StartFleet(t, "member1", "member2")
+	CreateNS(t, ctx, fleet, "shop")
+	must := MustOK(t)
 	for i, c := range fleet.Clusters() {
 		cs := c.Clientset()
-		must(cs.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", fmt.Sprintf("node-%d", i)), metav1.CreateOptions{}))
-		must(cs.AppsV1().Deployments("shop").Create(ctx, deployment("shop", "cart"), metav1.CreateOptions{}))
+		must(cs.CoreV1().Pods("shop").Create(ctx, QPod("shop", "web", "web", fmt.Sprintf("node-%d", i)), metav1.CreateOptions{}))
+		must(cs.AppsV1().Deployments("shop").Create(ctx, Deployment("shop", "cart"), metav1.CreateOptions{}))
 		must(cs.CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: "shop"},
 			Data: map[string]string{"a": "1", "b": strings.Repeat("x", i+1)}}, metav1.CreateOptions{}))
 		must(cs.CoreV1().Services("shop").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-			Spec: corev1.ServiceSpec{Selector: labels("web"), Ports: []corev1.ServicePort{{Port: 80 + int32(i)}}}}, metav1.CreateOptions{}))
+			Spec: corev1.ServiceSpec{Selector: Labels("web"), Ports: []corev1.ServicePort{{Port: 80 + int32(i)}}}}, metav1.CreateOptions{}))
 		installGadgets(t, ctx, c, int64(3+i), []string{"Ready", "Pending"}[i%2])
 		installCronTabs(t, ctx, c, []string{"ct"}, "nightly")
 	}
 
-	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
-	defer fv.stop(t)
+	fv := StartUp(t, UpOptions(t, fleet, t.TempDir()))
+	defer fv.Stop(t)
 	applyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "tables"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
@@ -92,7 +92,7 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 	})
 	dir := t.TempDir()
 	fvConfig, memberConfig := filepath.Join(dir, "fleetview"), filepath.Join(dir, "members")
-	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.rest, Output: fvConfig}, io.Discard); err != nil {
+	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.REST, Output: fvConfig}, io.Discard); err != nil {
 		t.Fatalf("fleetview kubeconfig: %v", err)
 	}
 	if err := fleet.WriteKubeconfig(memberConfig, "admin"); err != nil {
@@ -102,7 +102,7 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 		t.Helper()
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(cctx, kubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(dir, "cache-"+filepath.Base(kc))}, args...)...).CombinedOutput()
+		out, err := exec.CommandContext(cctx, KubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(dir, "cache-"+filepath.Base(kc))}, args...)...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
@@ -211,7 +211,7 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 			t.Fatal(err)
 		}
 		member := get(hc, c.URL+"/apis/example.com/v1/namespaces/shop/gadgets")
-		ours := get(http.DefaultClient, fv.rest+"/clusters/member2/apis/example.com/v1/namespaces/shop/gadgets")
+		ours := get(http.DefaultClient, fv.REST+"/clusters/member2/apis/example.com/v1/namespaces/shop/gadgets")
 		if len(member.Rows) != 1 || len(ours.Rows) != 1 || len(ours.ColumnDefinitions) != len(member.ColumnDefinitions)+1 {
 			t.Fatalf("member %+v, fleetview %+v", member, ours)
 		}

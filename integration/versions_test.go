@@ -65,7 +65,7 @@ func openRVWatch(t *testing.T, hostport, path, rv string) *rvWatch {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		cancel()
-		t.Fatalf("watch from %s: %d %s", shortRV(rv), resp.StatusCode, b)
+		t.Fatalf("watch from %s: %d %s", ShortRV(rv), resp.StatusCode, b)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 1<<16), 1<<22)
@@ -109,7 +109,7 @@ func (w *rvWatch) expect(t *testing.T, want ...string) string {
 		got = append(got, ev.String())
 		rv = ev.Object.ResourceVersion
 		if len(rv) > maxRVBytes {
-			t.Errorf("event %s: resourceVersion of %d bytes (line %d bytes), want at most %d: %s", ev, len(rv), n, maxRVBytes, shortRV(rv))
+			t.Errorf("event %s: resourceVersion of %d bytes (line %d bytes), want at most %d: %s", ev, len(rv), n, maxRVBytes, ShortRV(rv))
 		}
 		if !eventIs(got[len(got)-1], want[len(got)-1]) {
 			t.Fatalf("watch events %q, want %q", got, want)
@@ -138,14 +138,14 @@ func (w *rvWatch) expect(t *testing.T, want ...string) string {
 //     than the resume age, one of the earlier format (a whole sealed
 //     vector); a malformed one is 400 naming it.
 func TestVersionAcrossReplicasAndRestart(t *testing.T) {
-	bin := buildFleetview(t)
+	bin := BuildFleetview(t)
 	ctx := context.Background()
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	const ns = "versions"
-	createNS(t, ctx, fleet, ns)
+	CreateNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
 	for _, n := range []string{"p0", "p1", "p2"} {
-		if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, n, "versions", ""), metav1.CreateOptions{}); err != nil {
+		if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, n, "versions", ""), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,20 +162,20 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 		return "MODIFIED " + name + " gen=" + g
 	}
 
-	ne := member1PodsToNATS(t, fleet, bin)
+	ne := Member1PodsToNATS(t, fleet, bin)
 
-	logf := processLog(t, "serve.log")
+	logf := ProcessLog(t, "serve.log")
 	dirA := t.TempDir()
-	a := startServe(t, bin, ne.url, dirA, logf)
-	b := startServe(t, bin, ne.url, t.TempDir(), logf)
+	a := StartServe(t, bin, ne.URL, dirA, logf)
+	b := StartServe(t, bin, ne.URL, t.TempDir(), logf)
 	podPath := "/clusters/member1/api/v1/namespaces/" + ns + "/pods"
 	// list waits until p holds pods and returns its list's resourceVersion.
-	list := func(p *serveProc, pods int) string {
+	list := func(p *ServeProc, pods int) string {
 		t.Helper()
 		var rv string
-		eventually(t, 60*time.Second, func() error {
-			p.running(t)
-			code, body, err := getBody("http://" + p.http + podPath)
+		Eventually(t, 60*time.Second, func() error {
+			p.Running(t)
+			code, body, err := getBody("http://" + p.HTTP + podPath)
 			if err != nil || code != http.StatusOK {
 				return fmt.Errorf("list %d %v %s", code, err, body)
 			}
@@ -190,7 +190,7 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 			return nil
 		})
 		if len(rv) > maxRVBytes {
-			t.Errorf("list resourceVersion of %d bytes, want at most %d: %s", len(rv), maxRVBytes, shortRV(rv))
+			t.Errorf("list resourceVersion of %d bytes, want at most %d: %s", len(rv), maxRVBytes, ShortRV(rv))
 		}
 		return rv
 	}
@@ -201,33 +201,33 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 	// Changes after A's list, then a watch on B from A's list.
 	var sinceList []string
 	sinceList = append(sinceList, relabel("p0"))
-	if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, "p3", "versions", ""), metav1.CreateOptions{}); err != nil {
+	if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, "p3", "versions", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sinceList = append(sinceList, "ADDED|MODIFIED p3 gen=")
-	w := openRVWatch(t, b.http, podPath, listRV)
+	w := openRVWatch(t, b.HTTP, podPath, listRV)
 	sinceList = append(sinceList, relabel("p1"))
 	eventRV := w.expect(t, sinceList...)
 	w.close()
 
 	// B's event version on A.
 	sinceList = append(sinceList, relabel("p2"))
-	w = openRVWatch(t, a.http, podPath, eventRV)
+	w = openRVWatch(t, a.HTTP, podPath, eventRV)
 	sinceList = append(sinceList, relabel("p1"))
 	beforeRestart := w.expect(t, sinceList[len(sinceList)-2:]...)
 	w.close()
 
 	// A hub restart, with a change while it is down.
-	a.stop(t)
-	b.stop(t)
-	ne.stop()
+	a.Stop(t)
+	b.Stop(t)
+	ne.Stop()
 	sinceList = append(sinceList, relabel("p0"))
-	ne.start()
-	a = startServe(t, bin, ne.url, dirA, logf)
-	b = startServe(t, bin, ne.url, t.TempDir(), logf)
+	ne.Start()
+	a = StartServe(t, bin, ne.URL, dirA, logf)
+	b = StartServe(t, bin, ne.URL, t.TempDir(), logf)
 	list(a, 4)
 	list(b, 4)
-	w = openRVWatch(t, b.http, podPath, beforeRestart)
+	w = openRVWatch(t, b.HTTP, podPath, beforeRestart)
 	sinceList = append(sinceList, relabel("p2"))
 	w.expect(t, sinceList[len(sinceList)-2:]...)
 	w.close()
@@ -236,8 +236,8 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 	// older version sees each object changed since at its latest state,
 	// in the order of those last changes. The sentinel is a new pod (a
 	// change of one in the range could supersede its message mid-replay).
-	w = openRVWatch(t, a.http, podPath, listRV)
-	if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, "p4", "versions", ""), metav1.CreateOptions{}); err != nil {
+	w = openRVWatch(t, a.HTTP, podPath, listRV)
+	if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, "p4", "versions", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w.expect(t, append(compacted(sinceList), "ADDED|MODIFIED p4 gen=")...)
@@ -245,7 +245,7 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 
 	// Versions the hub cannot serve. Forging validly sealed ones takes the
 	// installation's key (a test may read it; clients cannot).
-	nc, err := nats.Connect(ne.url)
+	nc, err := nats.Connect(ne.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,24 +273,24 @@ func TestVersionAcrossReplicasAndRestart(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, p := range []*serveProc{a, b} {
-				code, body, err := getBody("http://" + p.http + podPath + "?watch=1&resourceVersion=" + url.QueryEscape(tc.rv))
+			for _, p := range []*ServeProc{a, b} {
+				code, body, err := getBody("http://" + p.HTTP + podPath + "?watch=1&resourceVersion=" + url.QueryEscape(tc.rv))
 				if err != nil {
 					t.Fatal(err)
 				}
 				var st metav1.Status
 				if code != tc.code || json.Unmarshal(body, &st) != nil || !strings.Contains(st.Message, tc.want) ||
 					!strings.Contains(st.Message, tc.rv[:min(len(tc.rv), 40)]) {
-					t.Fatalf("watch from %s: %d %s, want %d naming the version and saying %q", shortRV(tc.rv), code, body, tc.code, tc.want)
+					t.Fatalf("watch from %s: %d %s, want %d naming the version and saying %q", ShortRV(tc.rv), code, body, tc.code, tc.want)
 				}
 				if tc.code == http.StatusGone && st.Reason != metav1.StatusReasonExpired {
-					t.Fatalf("watch from %s: reason %q, want Expired", shortRV(tc.rv), st.Reason)
+					t.Fatalf("watch from %s: reason %q, want Expired", ShortRV(tc.rv), st.Reason)
 				}
 			}
 		})
 	}
-	a.stop(t)
-	b.stop(t)
+	a.Stop(t)
+	b.Stop(t)
 }
 
 // compacted keeps, of changes in stream order, each pod's last.
@@ -335,11 +335,11 @@ func getBody(u string) (int, []byte, error) {
 // was 3,257 bytes at 200 clusters.)
 func TestVersionSizeFleetWide(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1")
+	fleet := StartFleet(t, "member1")
 	const ns = "rvsize"
-	createNS(t, ctx, fleet, ns)
+	CreateNS(t, ctx, fleet, ns)
 	c1 := fleet.Cluster("member1").Clientset()
-	if _, err := c1.CoreV1().Pods(ns).Create(ctx, qpod(ns, "p", "rvsize", ""), metav1.CreateOptions{}); err != nil {
+	if _, err := c1.CoreV1().Pods(ns).Create(ctx, QPod(ns, "p", "rvsize", ""), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	base, err := fleet.Kubeconfig("collector")
@@ -362,22 +362,22 @@ func TestVersionSizeFleetWide(t *testing.T) {
 			if err := clientcmd.WriteToFile(*cfg, kc); err != nil {
 				t.Fatal(err)
 			}
-			_, natsPort := freePort(t)
-			fv := startUp(t, app.UpOptions{
-				ServeOptions: app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: freeAddr(t), HTTPAddr: freeAddr(t)},
+			_, natsPort := FreePort(t)
+			fv := StartUp(t, app.UpOptions{
+				ServeOptions: app.ServeOptions{StateDir: t.TempDir(), GRPCAddr: FreeAddr(t), HTTPAddr: FreeAddr(t)},
 				Kubeconfig:   kc, Contexts: names, NATSPort: natsPort,
 			})
-			defer fv.stop(t)
-			if _, err := fv.regs.ApplyRegistry(ctx, registryRequest(t, "pods", "v1:Pod")); err != nil {
+			defer fv.Stop(t)
+			if _, err := fv.Registries.ApplyRegistry(ctx, RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 				t.Fatal(err)
 			}
-			host := strings.TrimPrefix(fv.rest, "http://")
+			host := strings.TrimPrefix(fv.REST, "http://")
 			fleetPath := "/api/v1/namespaces/" + ns + "/pods"
 			onePath := "/clusters/c000/api/v1/namespaces/" + ns + "/pods"
 			list := func(path string, want int) string {
 				var rv string
-				eventually(t, 3*time.Minute, func() error {
-					code, body, err := getBody(fv.rest + path)
+				Eventually(t, 3*time.Minute, func() error {
+					code, body, err := getBody(fv.REST + path)
 					if err != nil || code != http.StatusOK {
 						return fmt.Errorf("list %s: %d %v %s", path, code, err, body)
 					}
