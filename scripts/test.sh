@@ -163,7 +163,7 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	go build -o "$bench/bench-query" ./integration/cmd/bench-query
 	"$bench/bench-query"
 	log "collector benchmark (100k Pods from a real kube-apiserver, raw-list, dynamic-list and informer baselines; then the whole pipeline into one hub and into a three-member cluster)"
-	go test -p 1 -count=1 -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 45m ./integration/
+	go test -p 1 -count=1 -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 45m ./integration/bench/
 	log "materializer benchmark (1M Pod events: raw JetStream, Badger, replay, OpenSearch)"
 	go build -o "$bench/bench-materializer" ./integration/cmd/bench-materializer
 	"$bench/bench-materializer"

@@ -40,7 +40,7 @@ import (
 // whole pipeline into one hub and into a three-member cluster
 // (benchScaleOut).
 //
-//	go test -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 60m ./integration/
+//	go test -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 60m ./integration/bench/
 func BenchmarkCollectorInitialSync(b *testing.B) {
 	n := 100000
 	if v := os.Getenv("FLEETVIEW_BENCH_PODS"); v != "" {

@@ -1,5 +1,5 @@
 // Command collector-baseline is the baseline the collector benchmark
-// (integration/collector_bench_test.go) runs beside the collector, in the
+// (integration/bench/collector_bench_test.go) runs beside the collector, in the
 // same run and against the same kube-apiserver:
 //
 //   - raw: pages through every object of a resource as JSON bytes, without
