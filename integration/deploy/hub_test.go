@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -67,7 +69,7 @@ func TestHubWithRemoteCollector(t *testing.T) {
 	// collector reported.
 	req := fixture.RegistryRequest(t, "edge-pods", "v1:Pod")
 	spec := req.Registry.GetFields()["spec"].GetStructValue()
-	tc, _ := fixture.StructpbValue(map[string]any{
+	tc, _ := structpbValue(map[string]any{
 		"labelSelector": map[string]any{"matchLabels": map[string]any{"tier": "edge"}},
 		"fieldSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "region", "operator": "In", "values": []any{"eu-west"}}}},
 	})
@@ -90,3 +92,5 @@ func TestHubWithRemoteCollector(t *testing.T) {
 		t.Fatalf("inventory of the remote cluster: %v %v", c, err)
 	}
 }
+
+func structpbValue(v any) (*structpb.Value, error) { return structpb.NewValue(v) }

@@ -136,13 +136,13 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		}
 	}
 	p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
-	fixture.WaitApplied(t, 5*time.Minute, p.AppliedOrEmpty, targets)
+	waitApplied(t, 5*time.Minute, p.AppliedOrEmpty, targets)
 	p.Stop(t)
 	live := checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
 
 	// Rebuild while serve keeps answering.
 	p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
-	fixture.WaitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
+	waitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
 	conn, err := grpc.NewClient(p.GRPC, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -218,7 +218,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	}
 	// The next start switches to the rebuilt store.
 	p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
-	fixture.WaitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
+	waitApplied(t, 2*time.Minute, p.AppliedOrEmpty, targets)
 	p.Stop(t)
 	if _, err := os.Stat(newDir); !os.IsNotExist(err) {
 		t.Fatalf("badger.new still there after the switch: %v", err)

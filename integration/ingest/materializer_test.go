@@ -131,13 +131,13 @@ func TestMaterializerBackends(t *testing.T) {
 	t.Cleanup(func() { _ = bstore.Close() })
 	breader := bstore.Reader(badger.ReaderOptions{})
 	t.Cleanup(func() { _ = breader.Close() })
-	proxy := fixture.NewTCPProxy(t, strings.TrimPrefix(node.URL(), "http://"))
+	proxy := newTCPProxy(t, strings.TrimPrefix(node.URL(), "http://"))
 	ostore, err := opensearch.Open(opensearch.Options{Addresses: []string{"http://" + proxy.Addr}, MaxBackoff: 500 * time.Millisecond, Logger: fixture.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	bm := fixture.RunMaterializer(t, materializer.Config{Name: "badger", NATS: nc, Sink: bstore, DiscoverInterval: 200 * time.Millisecond, Logger: fixture.Logger(t)})
-	om := fixture.RunMaterializer(t, materializer.Config{Name: "opensearch", NATS: nc, Sink: ostore, BatchSize: 500, DiscoverInterval: 200 * time.Millisecond, Logger: fixture.Logger(t)})
+	bm := runMaterializer(t, materializer.Config{Name: "badger", NATS: nc, Sink: bstore, DiscoverInterval: 200 * time.Millisecond, Logger: fixture.Logger(t)})
+	om := runMaterializer(t, materializer.Config{Name: "opensearch", NATS: nc, Sink: ostore, BatchSize: 500, DiscoverInterval: 200 * time.Millisecond, Logger: fixture.Logger(t)})
 
 	// OpenSearch goes away in the middle of ingest and comes back.
 	fixture.Eventually(t, 2*time.Minute, func() error {
@@ -159,14 +159,14 @@ func TestMaterializerBackends(t *testing.T) {
 		t.Fatal(err)
 	}
 	targets := fixture.LastSeqs(t, js, "c1", "c2")
-	fixture.WaitApplied(t, 2*time.Minute, bm.Applied, targets)
+	waitApplied(t, 2*time.Minute, bm.Applied, targets)
 	if got := om.Applied(); got["c1"] >= targets["c1"] && got["c2"] >= targets["c2"] {
 		t.Fatalf("opensearch materializer caught up (%v) while its server was unreachable", got)
 	}
 	if err := proxy.Up(); err != nil {
 		t.Fatal(err)
 	}
-	fixture.WaitApplied(t, 3*time.Minute, om.Applied, targets)
+	waitApplied(t, 3*time.Minute, om.Applied, targets)
 
 	want := fixture.MatStreamState(t, js, "c1", "c2")
 	for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
@@ -358,8 +358,8 @@ func TestMaterializerBackends(t *testing.T) {
 			Uid: meta.Metadata.UID, Namespace: meta.Metadata.Namespace, Name: meta.Metadata.Name, ResourceVersion: "99",
 			Type: fleetviewv1.EventType_EVENT_TYPE_DELETE}})
 		now := fixture.LastSeqs(t, js, "c1", "c2")
-		fixture.WaitApplied(t, time.Minute, bm.Applied, now)
-		fixture.WaitApplied(t, time.Minute, om.Applied, now)
+		waitApplied(t, time.Minute, bm.Applied, now)
+		waitApplied(t, time.Minute, om.Applied, now)
 		for name, r := range map[string]reader{"badger": breader, "opensearch": ostore} {
 			second, err := r.List(context.Background(), query.ListOptions{GVR: o.GVR, Namespace: o.Namespace, Limit: 10, Continue: first[name].Continue})
 			if err != nil {
