@@ -1,6 +1,7 @@
 // Package query tests the read side of a real hub over real member
 // clusters: the query API over gRPC and REST (query_test.go), the
 // Kubernetes API through kubectl and client-go informers (kube_test.go),
+// kubectl's Tables printed as the members print them (table_test.go),
 // informers across kill -9 and restarts (kube_restart_test.go),
 // authorization on every surface (auth_test.go), the web console in
 // headless chromium (console_test.go), limits and connection bounds under
