@@ -19,6 +19,17 @@
 //     member's own columns and cells as its collector stored them
 //     (table.go: written as bytes, Age computed for now, includeObject by
 //     cutting bytes; docs/architecture.md, "Tables");
+//   - content negotiation (negotiate.go) and Kubernetes' protobuf
+//     encoding (protobuf.go): when Accept asks for
+//     application/vnd.kubernetes.protobuf first, get, list and watch of a
+//     kind client-go's scheme knows are answered as a kube-apiserver
+//     answers them (the "k8s\x00" envelope; watch events as
+//     length-prefixed frames), each stored object decoded with the
+//     scheme's JSON serializer and encoded by apimachinery's protobuf
+//     serializer; a custom resource in protobuf alone is 406 NotAcceptable,
+//     a Table is JSON only, and Status errors take the encoding Accept
+//     negotiates for them. An Accept that does not mention protobuf is
+//     read as it always was, so JSON answers stay the spliced bytes;
 //   - a per-cluster view under /clusters/{name}/ (unique namespace/name keys,
 //     for an informer per cluster) and the fleet view at the root, which
 //     merges every cluster: there two clusters may hold the same
@@ -36,7 +47,7 @@
 // discovery view) without a call of their own: a read writes one audit
 // line, its own, and discovery none.
 //
-// List items and got objects are written from the stored bytes (the
+// JSON list items and got objects are written from the stored bytes (the
 // answers' raw_items and raw_object) without re-encoding; only apiVersion
 // and kind are inserted when the stored object lacks them (objects listed from a member cluster do). In watch events the
 // object's metadata.resourceVersion is fleetview's resume token, not the

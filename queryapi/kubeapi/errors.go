@@ -3,6 +3,7 @@ package kubeapi
 import (
 	"errors"
 	"fmt"
+	"net/http"
 
 	"github.com/fleetview/fleetview/internal/apierr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +23,9 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	// ErrMethodNotAllowed: fleetview is a read-only cache.
 	ErrMethodNotAllowed = errors.New("the server does not allow this method on the requested resource: fleetview is a read-only cache")
+	// ErrNotAcceptable: Accept names no encoding the resource is served in
+	// (protobuf alone for a custom resource, a Table in protobuf).
+	ErrNotAcceptable = errors.New("the requested media type is not acceptable")
 )
 
 // toKubeStatus is the Status body of err. gr and name, when known, fill the
@@ -42,6 +46,9 @@ func kubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status 
 		st := apierrors.NewMethodNotSupported(gr, "write").Status()
 		st.Message = ErrMethodNotAllowed.Error()
 		return &st
+	case errors.Is(err, ErrNotAcceptable):
+		// As k8s.io/apiserver's negotiation answers it.
+		return &metav1.Status{Status: metav1.StatusFailure, Code: http.StatusNotAcceptable, Reason: metav1.StatusReasonNotAcceptable, Message: err.Error()}
 	case errors.Is(err, ErrBadRequest):
 		st := apierrors.NewBadRequest(err.Error()).Status()
 		return &st

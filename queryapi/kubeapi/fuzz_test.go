@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,8 @@ func FuzzParseParams(f *testing.F) {
 		{"includeObject=Object&includeObject=None", "application/json;as=Table;v=v1;g=meta.k8s.io, */*"},
 		{"watch=yes&%zz", ";;=;as"},
 		{"resourceVersionMatch=exact", ""},
+		{"", "application/vnd.kubernetes.protobuf;q=0.5,application/json;q=x,*/*;stream=watch"},
+		{"", "application/vnd.kubernetes.protobuf;as=Table;g=meta.k8s.io;v=v1"},
 	} {
 		f.Add(tc.query, tc.accept)
 	}
@@ -45,6 +48,7 @@ func FuzzParseParams(f *testing.F) {
 		if accept != "" {
 			r.Header.Set("Accept", accept)
 		}
+		checkNegotiation(t, accept)
 		p, err := parseParams(r)
 		if err != nil {
 			st := toKubeStatus(err, schema.GroupResource{Resource: "pods"}, "")
@@ -119,5 +123,28 @@ func TestParseParamsTimeoutSeconds(t *testing.T) {
 				t.Fatalf("parseParams = %+v, %v: want timeout %v", p, err, tc.want)
 			}
 		})
+	}
+}
+
+// checkNegotiation: for any Accept, negotiation gives protobuf only for a
+// kind that has it and only when Accept names protobuf, fails only with
+// ErrNotAcceptable (406), and never fails without protobuf in Accept.
+func checkNegotiation(t *testing.T, accept string) {
+	t.Helper()
+	for _, builtin := range []bool{true, false} {
+		f, err := negotiate(accept, builtin)
+		if err != nil {
+			st := toKubeStatus(err, schema.GroupResource{Resource: "pods"}, "")
+			if !errors.Is(err, ErrNotAcceptable) || st.Code != http.StatusNotAcceptable || !strings.Contains(accept, "protobuf") {
+				t.Fatalf("negotiate(%q, %v) = %v, Status %+v", accept, builtin, err, st)
+			}
+			continue
+		}
+		if f == asProtobuf && (!builtin || !strings.Contains(accept, "protobuf")) {
+			t.Fatalf("negotiate(%q, %v): protobuf", accept, builtin)
+		}
+	}
+	if statusFormat(accept) == asProtobuf && !strings.Contains(accept, "protobuf") {
+		t.Fatalf("statusFormat(%q): protobuf", accept)
 	}
 }

@@ -49,6 +49,8 @@ type Handler struct {
 	log     *slog.Logger
 	// skipped is told of every stored object left out of an answer.
 	skipped func(cluster string, err error)
+	// proto writes the answers negotiated in protobuf.
+	proto *protoCodec
 }
 
 // Option configures a Handler.
@@ -67,7 +69,7 @@ func New(q QueryClient, cat Catalog, vis Visibility, log *slog.Logger, opts ...O
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &Handler{query: q, catalog: cat, visible: vis, log: log}
+	h := &Handler{query: q, catalog: cat, visible: vis, log: log, proto: newProtoCodec()}
 	for _, o := range opts {
 		o(h)
 	}
@@ -101,13 +103,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(path, "/clusters/"); ok {
 		name, sub, _ := strings.Cut(rest, "/")
 		if name == "" {
-			writeStatus(w, toKubeStatus(fmt.Errorf("%w: /clusters/{name}/...", ErrUnknownResource), schema.GroupResource{}, ""))
+			h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: /clusters/{name}/...", ErrUnknownResource), schema.GroupResource{}, ""))
 			return
 		}
 		req.cluster, path = name, "/"+sub
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		writeStatus(w, toKubeStatus(ErrMethodNotAllowed, schema.GroupResource{}, ""))
+		h.writeStatus(w, r, toKubeStatus(ErrMethodNotAllowed, schema.GroupResource{}, ""))
 		return
 	}
 	ctx := r.Context()
@@ -138,7 +140,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.gv = schema.GroupVersion{Group: segs[1], Version: segs[2]}
 		segs = segs[3:]
 	default:
-		writeStatus(w, toKubeStatus(fmt.Errorf("%w: %s", ErrUnknownResource, path), schema.GroupResource{}, ""))
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %s", ErrUnknownResource, path), schema.GroupResource{}, ""))
 		return
 	}
 	if len(segs) == 0 {
@@ -155,7 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		req.name = segs[1]
 	}
 	if len(segs) > 2 {
-		writeStatus(w, toKubeStatus(fmt.Errorf("%w: subresource %s", ErrUnknownResource, segs[2]), schema.GroupResource{Group: req.gv.Group, Resource: req.resource}, req.name))
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: subresource %s", ErrUnknownResource, segs[2]), schema.GroupResource{Group: req.gv.Group, Resource: req.resource}, req.name))
 		return
 	}
 	h.serveResource(ctx, w, req)
@@ -224,6 +226,18 @@ func (h *Handler) lookup(req *request) (cached, error) {
 		}
 	}
 	return cached{gvr: c.GVR, kind: c.Kind, namespaced: c.Namespaced, names: apiNames{short: c.ShortNames, categories: c.Categories}, columns: cols}, nil
+}
+
+// writeStatus answers st in the encoding r's Accept negotiates for a
+// Status (statusFormat): protobuf when it asks for it first, else JSON.
+func (h *Handler) writeStatus(w http.ResponseWriter, r *http.Request, st *metav1.Status) {
+	if statusFormat(r.Header.Get("Accept")) == asProtobuf {
+		if err := h.proto.writeProto(w, int(st.Code), st); err == nil {
+			return
+		}
+		// Not written: a Status always encodes. JSON rather than nothing.
+	}
+	writeStatus(w, st)
 }
 
 func writeStatus(w http.ResponseWriter, st *metav1.Status) {

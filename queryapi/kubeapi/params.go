@@ -1,7 +1,6 @@
 package kubeapi
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"net/http"
@@ -22,8 +21,10 @@ type params struct {
 	resourceVersionMatch         metav1.ResourceVersionMatch
 	watch, bookmarks, initial    bool
 	timeout                      time.Duration
-	table                        bool
-	includeObject                metav1.IncludeObjectPolicy
+	// table and proto are the negotiated encoding (negotiate), set by the
+	// caller: a Table, protobuf, else JSON.
+	table, proto  bool
+	includeObject metav1.IncludeObjectPolicy
 }
 
 func badParam(name, value, why string) error {
@@ -95,7 +96,6 @@ func parseParams(r *http.Request) (*params, error) {
 	default:
 		return nil, badParam("includeObject", v, "must be None, Metadata or Object")
 	}
-	p.table = wantsTable(r)
 	return p, nil
 }
 
@@ -110,15 +110,4 @@ func exactParams(p *params) error {
 		return fmt.Errorf("%w: resourceVersionMatch: Forbidden: %s", ErrBadRequest, why)
 	}
 	return nil
-}
-
-// wantsTable reports whether Accept asks for a meta.k8s.io/v1 Table.
-func wantsTable(r *http.Request) bool {
-	for _, a := range bytes.Split([]byte(r.Header.Get("Accept")), []byte(",")) {
-		p := mediaParams(string(a))
-		if p["as"] == "Table" && p["g"] == "meta.k8s.io" && p["v"] == "v1" {
-			return true
-		}
-	}
-	return false
 }

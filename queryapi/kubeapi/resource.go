@@ -7,9 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -18,7 +20,7 @@ import (
 
 func (h *Handler) serveResource(ctx context.Context, w http.ResponseWriter, req *request) {
 	gr := schema.GroupResource{Group: req.gv.Group, Resource: req.resource}
-	fail := func(err error) { writeStatus(w, toKubeStatus(err, gr, req.name)) }
+	fail := func(err error) { h.writeStatus(w, req.r, toKubeStatus(err, gr, req.name)) }
 	c, err := h.lookup(req)
 	if err != nil {
 		fail(err)
@@ -28,11 +30,19 @@ func (h *Handler) serveResource(ctx context.Context, w http.ResponseWriter, req 
 		fail(fmt.Errorf("%w: %s is cluster-scoped", ErrUnknownResource, gr))
 		return
 	}
+	// Negotiated before the parameters are read, as kube-apiserver does.
+	accept := req.r.Header.Get("Accept")
+	f, err := negotiate(accept, strings.Contains(accept, "protobuf") && h.proto.knows(c))
+	if err != nil {
+		fail(err)
+		return
+	}
 	p, err := parseParams(req.r)
 	if err != nil {
 		fail(err)
 		return
 	}
+	p.table, p.proto = f == asTable, f == asProtobuf
 	switch {
 	case p.watch:
 		h.serveWatch(ctx, w, req, c, p)
@@ -70,7 +80,7 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	}
 	resp, err := h.query.List(ctx, lr, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), ""))
 		return
 	}
 	lm := metav1.ListMeta{ResourceVersion: resp.GetResourceVersion(), Continue: resp.GetContinue()}
@@ -83,8 +93,25 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 		_ = h.writeTable(w, c, lm, p.includeObject, resp.GetRawItems(), resp.GetRawCells(), resp.GetRawRowSpans())
 		return
 	}
+	if p.proto {
+		h.writeProtoList(w, req, c, lm, resp.GetRawItems())
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = writeList(w, c, lm, resp.GetRawItems())
+}
+
+// writeProtoList answers the stored items as a protobuf <Kind>List. An
+// item that does not decode is left out and reported (skip), as a Table's
+// row is: one cluster's object cannot fail the list of every cluster.
+func (h *Handler) writeProtoList(w http.ResponseWriter, req *request, c cached, lm metav1.ListMeta, items [][]byte) {
+	list, err := h.proto.list(c, lm, items, func(raw []byte, err error) { h.skip(raw, "a list", err) })
+	if err != nil {
+		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		return
+	}
+	w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+	_ = h.proto.writeList(w, list)
 }
 
 // listChunk is how much of a list is written at a time: the answer is
@@ -208,18 +235,31 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, Name: req.name, Cluster: req.cluster})
 	if err != nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 		return
 	}
 	if p.table {
 		t := newTableWriter(c, p.includeObject)
 		b, err := t.appendRow(t.appendHead(nil, metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells(), nil)
 		if err != nil {
-			writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+			h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(append(b, tableTail...))
+		return
+	}
+	if p.proto {
+		// One object that does not decode is the whole answer: a 500,
+		// as a Table of it is, and reported like a skipped list item.
+		obj, err := h.proto.object(c, resp.GetRawObject())
+		if err == nil {
+			err = h.proto.writeProto(w, http.StatusOK, obj)
+		}
+		if err != nil {
+			h.skip(resp.GetRawObject(), "a get", err)
+			h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+		}
 		return
 	}
 	// The stored bytes, as in lists: no JSON -> Struct -> JSON.

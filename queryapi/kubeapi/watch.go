@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -32,14 +33,17 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 	}
 	stream, err := h.query.Watch(ctx, watchRequest(req, c, p))
 	if err != nil {
-		writeStatus(w, toKubeStatus(err, c.gvr.GroupResource(), ""))
+		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), ""))
 		return
 	}
 	events := receive(ctx, stream)
 	// One line buffer per watch: a thousand watchers writing a fresh line
 	// per delivery were most of the watch path's garbage.
 	var buf []byte
-	ww := &watchWriter{w: w, rc: http.NewResponseController(w), gr: c.gvr.GroupResource()}
+	ww := &watchWriter{h: h, r: req.r, w: w, rc: http.NewResponseController(w), gr: c.gvr.GroupResource()}
+	if p.proto {
+		ww.proto = h.proto.newWatch()
+	}
 	idle := time.NewTimer(firstEventWait)
 	defer idle.Stop()
 	for {
@@ -57,7 +61,12 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 			ww.fail(ctx, r.err)
 			return
 		}
-		line, err := watchLine(buf[:0], r.ev, c, p)
+		var line []byte
+		if ww.proto != nil {
+			line, err = ww.proto.storedEvent(c, r.ev.GetType(), r.ev.GetRawObject(), r.ev.GetResourceVersion())
+		} else {
+			line, err = watchLine(buf[:0], r.ev, c, p)
+		}
 		if err != nil {
 			// One event the watch cannot encode is left out; the watch,
 			// which may span every cluster, goes on.
@@ -72,7 +81,7 @@ func (h *Handler) serveWatch(ctx context.Context, w http.ResponseWriter, req *re
 			// events go out in one write instead of one write each.
 			ww.flush()
 		}
-		if cap(line) <= maxReusedLine {
+		if ww.proto == nil && cap(line) <= maxReusedLine {
 			buf = line // written: the next line reuses it
 		}
 	}
@@ -133,6 +142,10 @@ func receive(ctx context.Context, stream grpc.ServerStreamingClient[fleetviewv1.
 // a Status body; later errors are ERROR events, which reflectors handle the
 // same way.
 type watchWriter struct {
+	h *Handler
+	r *http.Request
+	// proto encodes the events in protobuf frames; nil: JSON lines.
+	proto   *protoWatch
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	gr      schema.GroupResource
@@ -143,7 +156,12 @@ type watchWriter struct {
 func (ww *watchWriter) start() {
 	if !ww.started {
 		ww.started = true
-		ww.w.Header().Set("Content-Type", "application/json")
+		ct := "application/json"
+		if ww.proto != nil {
+			// As kube-apiserver labels a protobuf watch.
+			ct = runtime.ContentTypeProtobuf + ";stream=watch"
+		}
+		ww.w.Header().Set("Content-Type", ct)
 		ww.w.WriteHeader(http.StatusOK)
 		_ = ww.rc.Flush()
 	}
@@ -178,9 +196,14 @@ func (ww *watchWriter) fail(ctx context.Context, err error) {
 		// (on another replica, or this one restarted). An ERROR event
 		// would make them list everything again.
 	case !ww.started:
-		writeStatus(ww.w, toKubeStatus(err, ww.gr, ""))
+		ww.h.writeStatus(ww.w, ww.r, toKubeStatus(err, ww.gr, ""))
 	default:
-		b, _ := jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(err, ww.gr, ""))
+		var b []byte
+		if ww.proto != nil {
+			b, _ = ww.proto.event("ERROR", toKubeStatus(err, ww.gr, ""))
+		} else {
+			b, _ = jsonLine(metav1.WatchEvent{Type: "ERROR"}, toKubeStatus(err, ww.gr, ""))
+		}
 		_, _ = ww.w.Write(b)
 		_ = ww.rc.Flush()
 	}
