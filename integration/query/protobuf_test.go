@@ -1,4 +1,4 @@
-package integration
+package query
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetview/fleetview/integration/fixture"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -97,19 +98,19 @@ func asCached(m *metav1.ObjectMeta, cluster string) {
 // JSON is JSON as from the member.
 func TestKubeProtobuf(t *testing.T) {
 	ctx := context.Background()
-	fleet := startFleet(t, "member1", "member2")
-	createNS(t, ctx, fleet, "shop")
-	must := mustOK(t)
+	fleet := fixture.StartFleet(t, "member1", "member2")
+	fixture.CreateNS(t, ctx, fleet, "shop")
+	must := fixture.MustOK(t)
 	c1, c2 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset()
-	must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
-	must(c1.CoreV1().Pods("shop").Create(ctx, qpod("shop", "db", "db", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
-	must(c1.AppsV1().Deployments("shop").Create(ctx, deployment("shop", "cart"), metav1.CreateOptions{}))
-	must(c2.AppsV1().Deployments("shop").Create(ctx, deployment("shop", "cart"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "db", "db", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
+	must(c1.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
+	must(c2.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
 	installCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
 
-	fv := startUp(t, upOptions(t, fleet, t.TempDir()))
-	defer fv.stop(t)
+	fv := fixture.StartUp(t, fixture.UpOptions(t, fleet, t.TempDir()))
+	defer fv.Stop(t)
 	applyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
@@ -120,7 +121,7 @@ func TestKubeProtobuf(t *testing.T) {
 	var rec contentTypes
 	fvClient := func(t *testing.T, view string) kubernetes.Interface {
 		t.Helper()
-		cs, err := kubernetes.NewForConfig(protobufConfig(&rest.Config{Host: fv.rest + view}, &rec))
+		cs, err := kubernetes.NewForConfig(protobufConfig(&rest.Config{Host: fv.REST + view}, &rec))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,7 +156,7 @@ func TestKubeProtobuf(t *testing.T) {
 			var got *corev1.PodList
 			// Until fleetview holds the member's current Pods (a status
 			// update after the sync is possible).
-			eventually(t, 30*time.Second, func() error {
+			fixture.Eventually(t, 30*time.Second, func() error {
 				if got, err = cs.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); err != nil {
 					return err
 				}
@@ -236,7 +237,7 @@ func TestKubeProtobuf(t *testing.T) {
 			// The deployment controller does not run in the members, so
 			// the object stays as created.
 			var d *appsv1.Deployment
-			eventually(t, 30*time.Second, func() error {
+			fixture.Eventually(t, 30*time.Second, func() error {
 				if d, err = cs.AppsV1().Deployments("shop").Get(ctx, "cart", metav1.GetOptions{}); err != nil {
 					return err
 				}
@@ -267,7 +268,7 @@ func TestKubeProtobuf(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer w.Stop()
-		created, err := c2.CoreV1().Pods("shop").Create(ctx, qpod("shop", "watched", "watched", "node-w"), metav1.CreateOptions{})
+		created, err := c2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "watched", "watched", "node-w"), metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -346,7 +347,7 @@ func TestKubeProtobuf(t *testing.T) {
 		const path = "/apis/stable.example.com/v1/namespaces/shop/crontabs"
 		for _, p := range []string{path, path + "/nightly"} {
 			mCode, mType, mBody := get(t, mc, m.URL+p, protobufType)
-			fCode, fType, fBody := get(t, http.DefaultClient, fv.rest+"/clusters/member1"+p, protobufType)
+			fCode, fType, fBody := get(t, http.DefaultClient, fv.REST+"/clusters/member1"+p, protobufType)
 			if mCode != http.StatusNotAcceptable || fCode != mCode || fType != mType {
 				t.Fatalf("%s in protobuf only: fleetview %d %q, member %d %q (%q)", p, fCode, fType, mCode, mType, mBody)
 			}
@@ -356,7 +357,7 @@ func TestKubeProtobuf(t *testing.T) {
 				t.Fatalf("%s: fleetview's Status %+v, member's %+v", p, fst, mst)
 			}
 			mCode, mType, mBody = get(t, mc, m.URL+p, protobufOrJSON)
-			fCode, fType, fBody = get(t, http.DefaultClient, fv.rest+"/clusters/member1"+p, protobufOrJSON)
+			fCode, fType, fBody = get(t, http.DefaultClient, fv.REST+"/clusters/member1"+p, protobufOrJSON)
 			if mCode != 200 || fCode != 200 || !strings.HasPrefix(mType, "application/json") || !strings.HasPrefix(fType, "application/json") ||
 				!bytes.Contains(mBody, []byte(`"name":"nightly"`)) || !bytes.Contains(fBody, []byte(`"name":"nightly"`)) || !bytes.Contains(fBody, []byte(`"fleetview.io/cluster":"member1"`)) {
 				t.Fatalf("%s in protobuf then JSON: fleetview %d %q %s, member %d %q %s", p, fCode, fType, fBody, mCode, mType, mBody)
