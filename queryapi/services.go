@@ -220,14 +220,13 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	if !req.GetStructured() {
 		resp.RawItems = make([][]byte, len(page.Items))
 		resp.RawCells = make([][]byte, len(page.Items))
+		spans, any := make([]uint32, 0, 8*len(page.Items)), false
 		for i, it := range page.Items {
 			resp.RawItems[i], resp.RawCells[i] = it.JSON, it.Cells
-			if it.Row != (rawjson.RowSpans{}) && resp.RawRowSpans == nil {
-				resp.RawRowSpans = make([]uint32, 8*len(page.Items))
-			}
-			if resp.RawRowSpans != nil {
-				putRowSpans(resp.RawRowSpans[8*i:8*i+8], it.Row)
-			}
+			spans, any = it.Row.Offsets(spans), any || it.Row != (rawjson.RowSpans{})
+		}
+		if any {
+			resp.RawRowSpans = spans
 		}
 		return resp, nil
 	}
@@ -308,11 +307,4 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		resp.Items = append(resp.Items, hit)
 	}
 	return resp, nil
-}
-
-// putRowSpans writes r as ListResponse.raw_row_spans's eight offsets.
-func putRowSpans(dst []uint32, r rawjson.RowSpans) {
-	for i, sp := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
-		dst[2*i], dst[2*i+1] = uint32(sp.Start), uint32(sp.End)
-	}
 }

@@ -143,7 +143,7 @@ collect
 
 # The packages outside integration/ start no kube-apiserver, OpenSearch
 # or NATS process (embedded NATS and Badger at most) and run two at a time
-# (32 packages: 83 s instead of 147 s one at a time, on 2 cores). Then the
+# (83 s instead of 147 s one at a time, on 2 cores, when measured). Then the
 # integration packages (integration/...) one at a time (-p 1): each starts
 # real kube-apiservers, OpenSearch nodes or NATS clusters, and two at once
 # on 2 cores only slow both down (and once failed TestNATSClusterKill9).

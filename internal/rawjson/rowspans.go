@@ -105,3 +105,19 @@ func (r RowSpans) Valid(obj []byte) bool {
 	}
 	return true
 }
+
+// Offsets appends r's eight offsets to dst: the start and end of
+// Metadata, Name, Created and Annotation, in that order (the form a list
+// answer carries them in, and the Badger record stores).
+func (r RowSpans) Offsets(dst []uint32) []uint32 {
+	for _, s := range [...]Span{r.Metadata, r.Name, r.Created, r.Annotation} {
+		dst = append(dst, uint32(s.Start), uint32(s.End))
+	}
+	return dst
+}
+
+// RowSpansAt reads the eight offsets Offsets wrote.
+func RowSpansAt(o []uint32) RowSpans {
+	sp := func(i int) Span { return Span{Start: int(o[i]), End: int(o[i+1])} }
+	return RowSpans{Metadata: sp(0), Name: sp(2), Created: sp(4), Annotation: sp(6)}
+}

@@ -52,6 +52,9 @@ func TestFindRowSpans(t *testing.T) {
 			if !r.Valid([]byte(c.obj)) {
 				t.Error("spans found are not Valid")
 			}
+			if back := RowSpansAt(r.Offsets(nil)); back != r {
+				t.Errorf("RowSpansAt(Offsets) = %+v, want %+v", back, r)
+			}
 		})
 	}
 }

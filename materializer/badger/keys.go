@@ -136,38 +136,38 @@ type record struct {
 // rowLen bounds what appendRow adds.
 const rowLen = 1 + 8*binary.MaxVarintLen64
 
-// appendRow appends the row spans: a count (0 or 8) and the offsets.
+// appendRow appends the row spans: a count (0, or 8 offsets) and the
+// offsets (rawjson.RowSpans.Offsets).
 func appendRow(b []byte, r rawjson.RowSpans) []byte {
 	if r.Metadata == (rawjson.Span{}) {
 		return append(b, 0)
 	}
+	var buf [8]uint32
 	b = append(b, 8)
-	for _, s := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
-		b = binary.AppendUvarint(binary.AppendUvarint(b, uint64(s.Start)), uint64(s.End))
+	for _, o := range r.Offsets(buf[:0]) {
+		b = binary.AppendUvarint(b, uint64(o))
 	}
 	return b
 }
 
 // cutRow reads what appendRow wrote.
 func cutRow(b []byte) (rawjson.RowSpans, []byte, error) {
-	var r rawjson.RowSpans
 	if len(b) == 0 || (b[0] != 0 && b[0] != 8) {
-		return r, nil, errCorrupt
+		return rawjson.RowSpans{}, nil, errCorrupt
 	}
 	n, b := b[0], b[1:]
 	if n == 0 {
-		return r, b, nil
+		return rawjson.RowSpans{}, b, nil
 	}
-	for _, s := range [...]*rawjson.Span{&r.Metadata, &r.Name, &r.Created, &r.Annotation} {
-		for _, v := range [...]*int{&s.Start, &s.End} {
-			x, w := binary.Uvarint(b)
-			if w <= 0 || x > rawjson.MaxSize {
-				return r, nil, errCorrupt
-			}
-			*v, b = int(x), b[w:]
+	var o [8]uint32
+	for i := range o {
+		x, w := binary.Uvarint(b)
+		if w <= 0 || x > rawjson.MaxSize {
+			return rawjson.RowSpans{}, nil, errCorrupt
 		}
+		o[i], b = uint32(x), b[w:]
 	}
-	return r, b, nil
+	return rawjson.RowSpansAt(o[:]), b, nil
 }
 
 // encodeRecord encodes r into memory from alloc (which returns an empty

@@ -824,7 +824,7 @@ func TestWriteListInChunks(t *testing.T) {
 func TestTableRowSpans(t *testing.T) {
 	const n = 40
 	items, cells := make([][]byte, n), make([][]byte, n)
-	spans := make([]uint32, 8*n)
+	spans := make([]uint32, 0, 8*n)
 	for i := range items {
 		items[i] = podjson.Pod("member1", i, 3)
 		cells[i] = fmt.Appendf(nil, `[%q,"1/1","Running","0","3h","10.0.0.%d","node-a"]`, podjson.PodName(i), i)
@@ -832,9 +832,7 @@ func TestTableRowSpans(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for j, sp := range [...]rawjson.Span{r.Metadata, r.Name, r.Created, r.Annotation} {
-			spans[8*i+2*j], spans[8*i+2*j+1] = uint32(sp.Start), uint32(sp.End)
-		}
+		spans = r.Offsets(spans)
 	}
 	corrupt := slices.Clone(spans)
 	for i := range n {

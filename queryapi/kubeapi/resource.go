@@ -136,7 +136,7 @@ func (h *Handler) writeTable(w io.Writer, c cached, lm metav1.ListMeta, include 
 		}
 		var rs *rawjson.RowSpans
 		if len(spans) == 8*len(items) {
-			row = rowSpansAt(spans[8*i : 8*i+8])
+			row = rawjson.RowSpansAt(spans[8*i : 8*i+8])
 			rs = &row
 		}
 		mark := len(b)
@@ -290,10 +290,4 @@ func objectCluster(b []byte) string {
 		})
 	})
 	return cluster
-}
-
-// rowSpansAt reads ListResponse.raw_row_spans's eight offsets of an item.
-func rowSpansAt(o []uint32) rawjson.RowSpans {
-	sp := func(i int) rawjson.Span { return rawjson.Span{Start: int(o[i]), End: int(o[i+1])} }
-	return rawjson.RowSpans{Metadata: sp(0), Name: sp(2), Created: sp(4), Annotation: sp(6)}
 }

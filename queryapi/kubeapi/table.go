@@ -49,7 +49,8 @@ type tableWriter struct {
 	// relative to when it printed (built-in printers as "string", a CRD's
 	// creationTimestamp column as "date", both already relative).
 	name, age int
-	spans     []rawjson.Span
+	// cellSpans is the cells' elements, reused from row to row.
+	cellSpans []rawjson.Span
 	// ages are the Age cells written, by whole seconds since creation:
 	// a Table's objects were created over far fewer distinct seconds
 	// than it has rows, and formatting one cost a fifth of a row.
@@ -128,17 +129,17 @@ func (t *tableWriter) appendRow(b []byte, obj, cells []byte, spans *rawjson.RowS
 	} else {
 		b = append(b, `""`...)
 	}
-	spans2 := t.spans[:0]
+	cellSpans := t.cellSpans[:0]
 	var err error
 	if len(cells) > 0 {
 		// Backends other than Badger are reachable by other writers:
 		// cells are checked again here, where they are read.
-		if spans2, err = rawjson.Elements(cells, spans2); err != nil {
-			spans2 = spans2[:0]
+		if cellSpans, err = rawjson.Elements(cells, cellSpans); err != nil {
+			cellSpans = cellSpans[:0]
 		}
 	}
-	t.spans = spans2
-	whole := len(spans2) == len(t.cols)
+	t.cellSpans = cellSpans
+	whole := len(cellSpans) == len(t.cols)
 	for i := range t.cols {
 		b = append(b, ',')
 		switch {
@@ -151,7 +152,7 @@ func (t *tableWriter) appendRow(b []byte, obj, cells []byte, spans *rawjson.RowS
 			}
 			b = strconv.AppendQuote(b, t.ageOf(created))
 		case whole:
-			b = append(b, cells[spans2[i].Start:spans2[i].End]...)
+			b = append(b, cells[cellSpans[i].Start:cellSpans[i].End]...)
 		case i == t.name && m.Name != (rawjson.Span{}):
 			b = append(b, obj[m.Name.Start:m.Name.End]...)
 		case i == t.name:

@@ -40,26 +40,20 @@ type hostLimits struct {
 
 // fleetSize is the startup check of a fleet of clusters against limits:
 // what each per-cluster cost comes to, how many clusters each limit
-// allows, and the limit such a fleet meets first.
+// allows (-1: no bound), and the limit such a fleet meets first.
 type fleetSize struct {
-	clusters     int
-	memory       int64
-	files        uint64
-	memoryAllows int // -1: no bound
-	filesAllows  int
-	storeAllows  int
-	first        string // the limit the fewest clusters exhaust
-	firstAllows  int
-	over         bool // clusters above 80% of what the first limit allows
-	memoryLimit  int64
-	memorySource string
-	fileLimit    uint64
+	clusters                               int
+	limits                                 hostLimits
+	memory                                 int64
+	files                                  uint64
+	memoryAllows, filesAllows, storeAllows int
+	first                                  string // the limit the fewest clusters exhaust
+	firstAllows                            int
 }
 
 func checkFleetSize(clusters int, l hostLimits) fleetSize {
-	f := fleetSize{clusters: clusters, memory: hubBaseMemory + int64(clusters)*perClusterMemory,
-		files: hubBaseFiles + uint64(clusters)*perClusterFiles, memoryAllows: -1, filesAllows: -1, storeAllows: -1,
-		firstAllows: -1, memoryLimit: l.memory, memorySource: l.memorySource, fileLimit: l.files}
+	f := fleetSize{clusters: clusters, limits: l, memory: hubBaseMemory + int64(clusters)*perClusterMemory,
+		files: hubBaseFiles + uint64(clusters)*perClusterFiles, memoryAllows: -1, filesAllows: -1, storeAllows: -1, firstAllows: -1}
 	if l.memory > 0 {
 		f.memoryAllows = int(max(0, (l.memory-hubBaseMemory)/perClusterMemory))
 	}
@@ -77,17 +71,21 @@ func checkFleetSize(clusters int, l hostLimits) fleetSize {
 			f.first, f.firstAllows = c.name, c.allows
 		}
 	}
-	f.over = f.firstAllows >= 0 && int64(clusters)*10 > int64(f.firstAllows)*8
 	return f
+}
+
+// over reports a fleet above four fifths of what its first limit allows.
+func (f fleetSize) over() bool {
+	return f.firstAllows >= 0 && int64(f.clusters)*10 > int64(f.firstAllows)*8
 }
 
 // log writes the check: a warning when the fleet is within a fifth of
 // the first limit it meets, else one line of information.
 func (f fleetSize) log(log *slog.Logger) {
-	attrs := []any{"clusters", f.clusters, "memoryEstimate", f.memory, "memoryLimit", f.memoryLimit, "memoryLimitFrom", f.memorySource,
-		"clustersMemoryAllows", f.memoryAllows, "openFilesEstimate", f.files, "openFilesLimit", f.fileLimit,
+	attrs := []any{"clusters", f.clusters, "memoryEstimate", f.memory, "memoryLimit", f.limits.memory, "memoryLimitFrom", f.limits.memorySource,
+		"clustersMemoryAllows", f.memoryAllows, "openFilesEstimate", f.files, "openFilesLimit", f.limits.files,
 		"clustersOpenFilesAllow", f.filesAllows, "clustersStorageAllows", f.storeAllows, "firstLimit", f.first, "clustersFirstLimitAllows", f.firstAllows}
-	if f.over {
+	if f.over() {
 		log.Warn(fmt.Sprintf("fleet size: %d member clusters are near or past what %s allows (about %d clusters at %.1f MB and %d open files per cluster); raise it or split the fleet over hubs",
 			f.clusters, f.first, f.firstAllows, float64(perClusterMemory)/1e6, perClusterFiles), attrs...)
 		return

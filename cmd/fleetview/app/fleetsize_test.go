@@ -38,8 +38,8 @@ func TestCheckFleetSize(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := checkFleetSize(c.clusters, c.limits)
-			if f.first != c.first || f.firstAllows != c.firstAllows || f.over != c.over {
-				t.Errorf("first %q allows %d over %v, want %q %d %v", f.first, f.firstAllows, f.over, c.first, c.firstAllows, c.over)
+			if f.first != c.first || f.firstAllows != c.firstAllows || f.over() != c.over {
+				t.Errorf("first %q allows %d over %v, want %q %d %v", f.first, f.firstAllows, f.over(), c.first, c.firstAllows, c.over)
 			}
 			if want := hubBaseMemory + int64(c.clusters)*perClusterMemory; f.memory != want {
 				t.Errorf("memory estimate %d, want %d", f.memory, want)
