@@ -35,9 +35,7 @@ import (
 // the built-ins', /readyz stays 200; only member1 is marked, in
 // /readyz/clusters and /v1/clusters.
 func TestForgedInventoryRecord(t *testing.T) {
-	if _, err := os.Stat(fixture.KubectlBin); err != nil {
-		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
-	}
+	fixture.RequireKubectl(t)
 	ctx := context.Background()
 	fleet := fixture.StartFleet(t, "member1", "member2")
 	bin := fixture.BuildFleetview(t)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -51,9 +50,7 @@ func tableRows(out string) [][]string {
 // TestKubeAPI drives Debian's kubectl against fleetview's Kubernetes API in
 // front of two real member clusters.
 func TestKubeAPI(t *testing.T) {
-	if _, err := os.Stat(fixture.KubectlBin); err != nil {
-		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
-	}
+	fixture.RequireKubectl(t)
 	ctx := context.Background()
 	fleet := fixture.StartFleet(t, "member1", "member2")
 	fixture.CreateNS(t, ctx, fleet, "shop")

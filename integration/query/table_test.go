@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -63,9 +62,7 @@ func installGadgets(t *testing.T, ctx context.Context, c *harness.Cluster, size 
 // (the member's default Name and Age), with and without -o wide; and the
 // Table's cells are the member's own.
 func TestTableAsTheMemberPrints(t *testing.T) {
-	if _, err := os.Stat(fixture.KubectlBin); err != nil {
-		t.Fatalf("kubectl is required (scripts/test.sh installs it): %v", err)
-	}
+	fixture.RequireKubectl(t)
 	ctx := context.Background()
 	fleet := fixture.StartFleet(t, "member1", "member2")
 	fixture.CreateNS(t, ctx, fleet, "shop")
