@@ -94,7 +94,7 @@ func run(kubeconfig, kctx, mode, resource string) error {
 			if p.err != nil {
 				return p.err
 			}
-			cont, err := continueToken(p.body)
+			cont, err := continueToken(p.body, mode == "raw-table")
 			if err != nil {
 				return err
 			}
@@ -161,11 +161,18 @@ func peakRSSMB(pid int) float64 {
 }
 
 // continueToken reads metadata.continue from the head of a list response
-// (the apiserver writes the list's metadata before its items).
-func continueToken(body []byte) (string, error) {
+// (the apiserver writes the list's metadata before its items, and a
+// Table's before its rows). The head ends at the first items (or rows)
+// key: a Table's rows carry whole Pods, whose projected volumes have
+// "items" keys of their own, so a Table is cut at "rows".
+func continueToken(body []byte, table bool) (string, error) {
+	key := `"items":`
+	if table {
+		key = `"rows":`
+	}
 	head := body
-	if i := bytes.Index(body, []byte(`"items":`)); i > 0 {
-		head = append(append([]byte(nil), body[:i]...), []byte(`"items":[]}`)...)
+	if i := bytes.Index(body, []byte(key)); i > 0 {
+		head = append(append([]byte(nil), body[:i]...), []byte(key+`[]}`)...)
 	}
 	var l struct {
 		Metadata struct {
