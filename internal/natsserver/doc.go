@@ -6,7 +6,8 @@
 // that limit each collector to its own stream and keys, with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
 // rather than the subject, and each cluster's quotas (quota.go): its share
-// of the consumers, keys, value sizes, connections and subscriptions the
+// of the consumers (on the registries bucket every cluster shares, counted
+// from JetStream's advisories, not a listing per create: sharedconsumers.go), keys, value sizes, connections and subscriptions the
 // clusters share, so one credential cannot exhaust them. It also makes the server a member of a NATS
 // cluster (ClusterOptions: routes authenticated by a shared password or
 // mutual TLS, encrypted with TLS), so

@@ -75,6 +75,9 @@ type guard struct {
 	// client library had dropped when last counted (read and written only
 	// in that subscription's own handler goroutine).
 	dropped map[*nats.Subscription]int
+	// registry counts each cluster's consumers on the registries
+	// bucket, which every cluster shares (sharedconsumers.go).
+	registry *sharedConsumers
 }
 
 // startGuard connects as the hub user to the in-process server and
@@ -96,6 +99,10 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser, q
 		onRefused = func(string, string) {}
 	}
 	g := &guard{nc: nc, q: q, onRefused: onRefused, dropped: map[*nats.Subscription]int{}}
+	if g.registry, err = newSharedConsumers(nc, stream.KVStream(stream.RegistryBucket)); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	for _, u := range clusters {
 		cluster := u.Cluster
 		prefix := guardSubject(cluster, "")
@@ -168,6 +175,12 @@ func (g *guard) handle(cluster, subject string, m *nats.Msg) {
 		_ = m.Respond(apiError(fmt.Errorf("%w: %v", ErrRefused, err)))
 		return
 	}
+	if op, args, _ := stream.ParseAPISubject(subject); op == "CONSUMER.CREATE" && len(args) >= 2 && args[0] == g.registry.stream {
+		var r server.JSApiConsumerCreateResponse
+		if json.Unmarshal(resp.Data, &r) == nil && r.Error == nil {
+			g.registry.created(args[1])
+		}
+	}
 	_ = m.RespondMsg(&nats.Msg{Header: resp.Header, Data: resp.Data})
 }
 
@@ -209,26 +222,31 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 }
 
 // consumerRoom refuses a new consumer of cluster on streamName when the
-// cluster already holds max there. Counted on the server (the consumers'
-// names carry the cluster's prefix), not remembered: consumers go away by
-// themselves when idle, and a restarted hub remembers nothing. One
-// cluster's requests are handled one at a time, so two creates cannot both
-// take the last place; in a NATS cluster, guards on different members may
-// each admit one more (the queue group spreads the requests).
+// cluster already holds max there. Counted from the server (the consumers'
+// names carry the cluster's prefix), not from what the guard admitted:
+// consumers go away by themselves when idle, and a restarted hub
+// remembers nothing. On the cluster's own stream that is a listing of its
+// own consumers; on the registries bucket, which every cluster shares, a
+// listing would cost each create O(clusters), so the counts follow the
+// server's advisories (sharedConsumers). One cluster's requests are
+// handled one at a time, so two creates cannot both take the last place;
+// in a NATS cluster, guards on different members may each admit one more
+// (the queue group spreads the requests).
 func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
-	prefix := stream.ConsumerPrefix(cluster)
-	n, offset := 0, 0
-	for {
-		req, _ := json.Marshal(server.JSApiConsumersRequest{ApiPagedRequest: server.ApiPagedRequest{Offset: offset}})
-		resp, err := g.nc.Request(stream.APISubject("CONSUMER.NAMES", streamName), req, guardTimeout)
+	var n int
+	if streamName == g.registry.stream {
+		ok, held, err := g.registry.room(cluster, name, max)
+		if err != nil || ok {
+			return err
+		}
+		n = held
+	} else {
+		names, err := listConsumers(g.nc, streamName)
 		if err != nil {
-			return fmt.Errorf("%w: counting consumers on %s: %v", ErrRefused, streamName, err)
+			return err
 		}
-		var names server.JSApiConsumerNamesResponse
-		if err := json.Unmarshal(resp.Data, &names); err != nil || names.Error != nil {
-			return fmt.Errorf("%w: counting consumers on %s: %v %v", ErrRefused, streamName, err, names.Error)
-		}
-		for _, c := range names.Consumers {
+		prefix := stream.ConsumerPrefix(cluster)
+		for _, c := range names {
 			if c == name {
 				return nil // an update: no new consumer
 			}
@@ -236,15 +254,11 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 				n++
 			}
 		}
-		offset += len(names.Consumers)
-		if len(names.Consumers) == 0 || offset >= names.Total {
-			break
+		if n < max {
+			return nil
 		}
 	}
-	if n >= max {
-		return fmt.Errorf("%w: cluster %s holds %d consumers on %s (at most %d; idle ones expire after their inactive threshold, or delete them)", ErrQuota, cluster, n, streamName, max)
-	}
-	return nil
+	return fmt.Errorf("%w: cluster %s holds %d consumers on %s (at most %d; idle ones expire after their inactive threshold, or delete them)", ErrQuota, cluster, n, streamName, max)
 }
 
 // statusKey admits a status key of cluster only for a registry that exists

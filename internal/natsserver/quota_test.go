@@ -167,6 +167,48 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		}
 	})
 
+	// The registries bucket's counts follow the server's advisories
+	// (sharedconsumers.go), not a listing per create: a consumer deleted
+	// frees its place, and only its own cluster's.
+	t.Run("a deleted registry consumer frees its place", func(t *testing.T) {
+		rs, err := f.hjs.Stream(ctx, regStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var victim string
+		for n := range rs.ConsumerNames(ctx).Name() {
+			if victim == "" && strings.HasPrefix(n, aPrefix) {
+				victim = n
+			}
+		}
+		if victim == "" {
+			t.Fatalf("edge-a holds no consumer on %s after the flood", regStream)
+		}
+		next := aPrefix + "after-delete"
+		if err := apiRequest(ctx, f.a, "CONSUMER.CREATE."+regStream+"."+next, consumerReq(regStream, server.ActionCreate, pullCfg(next))); err == nil {
+			t.Fatalf("edge-a at its quota created %s", next)
+		}
+		if err := f.hjs.DeleteConsumer(ctx, regStream, victim); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := apiRequest(ctx, f.a, "CONSUMER.CREATE."+regStream+"."+next, consumerReq(regStream, server.ActionCreate, pullCfg(next)))
+			if err == nil {
+				break
+			}
+			wantQuota("the create after a delete", err)
+			if time.Now().After(deadline) {
+				t.Fatalf("a deleted consumer's place was not freed in 10s: %v", err)
+			}
+			time.Sleep(20 * time.Millisecond) // polling for the advisory, bounded by the deadline
+		}
+		if err := apiRequest(ctx, f.a, "CONSUMER.CREATE."+regStream+"."+aPrefix+"one-more", consumerReq(regStream, server.ActionCreate, pullCfg(aPrefix+"one-more"))); err == nil {
+			t.Fatalf("edge-a got two places for one deleted consumer")
+		}
+		othersWork("after edge-a's delete and create")
+	})
+
 	t.Run("oversized consumer request", func(t *testing.T) {
 		name := aPrefix + "big"
 		cfg := pullCfg(name)

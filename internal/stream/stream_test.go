@@ -185,3 +185,38 @@ func TestAPISubject(t *testing.T) {
 		}
 	}
 }
+
+func TestConsumerClusterAndAdvisories(t *testing.T) {
+	for _, tc := range []struct {
+		name, cluster string
+		ok            bool
+	}{
+		{ConsumerNamePrefix("edge-a") + "_1", "edge-a", true},
+		{ConsumerPrefix("c0001"), "c0001", true},
+		{"fvc__x", "", false},
+		{"fvc_edge", "", false},
+		{"fleetview-materializer", "", false},
+	} {
+		if c, ok := ConsumerCluster(tc.name); c != tc.cluster || ok != tc.ok {
+			t.Errorf("ConsumerCluster(%q) = %q, %v; want %q, %v", tc.name, c, ok, tc.cluster, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		subject, consumer string
+		created, ok       bool
+	}{
+		{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.KV_fv_registries.fvc_a_x", "fvc_a_x", true, true},
+		{"$JS.EVENT.ADVISORY.CONSUMER.DELETED.KV_fv_registries.fvc_a_x", "fvc_a_x", false, true},
+		{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.KV_fv_registries", "", false, false},
+		{"$JS.EVENT.ADVISORY.CONSUMER.CREATED.KV_fv_registries.a.b", "", false, false},
+		{"$JS.EVENT.ADVISORY.STREAM.CREATED.KV_fv_registries", "", false, false},
+	} {
+		created, consumer, ok := ParseConsumerAdvisory(tc.subject)
+		if ok != tc.ok || (ok && (created != tc.created || consumer != tc.consumer)) {
+			t.Errorf("ParseConsumerAdvisory(%q) = %v, %q, %v; want %v, %q, %v", tc.subject, created, consumer, ok, tc.created, tc.consumer, tc.ok)
+		}
+	}
+	if got := ConsumerAdvisories("KV_fv_registries"); got != "$JS.EVENT.ADVISORY.CONSUMER.*.KV_fv_registries.*" {
+		t.Errorf("ConsumerAdvisories = %q", got)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/pflag"
@@ -170,9 +172,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	}
 	memLimit, _ := o.Memory.limit() // validated with the options
 	checkFleetSize(clusters, readHostLimits(memLimit, storeClusters)).log(log)
-	if err := retryJetStream(ctx, log, "cluster streams", func(ctx context.Context) error {
-		return provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log)
-	}); err != nil {
+	if err := provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, 0, err
@@ -210,7 +210,11 @@ func fleetStreamQuota(quota int64, clusters int, store int64) (int64, error) {
 	return share, nil
 }
 
-// provision creates the buckets and each credentialed cluster's stream.
+// provision creates the buckets and each credentialed cluster's stream,
+// each in its own bounded, retried attempt (retryJetStream), a few at a
+// time. One attempt for all of them timed out at 2,000 clusters: JetStream
+// creates a stream in a few milliseconds, but 2,000 of them in a row
+// outlast any one attempt, and every retry began again from the first.
 func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, replicas int, maxBytes int64, log *slog.Logger) error {
 	if len(clusters) == 0 {
 		return nil
@@ -219,23 +223,39 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 	if err != nil {
 		return err
 	}
-	if _, err := regstore.Open(ctx, js, replicas); err != nil {
+	if err := retryJetStream(ctx, log, "buckets", func(ctx context.Context) error {
+		if _, err := regstore.Open(ctx, js, replicas); err != nil {
+			return err
+		}
+		_, err := inventory.Bucket(ctx, js, replicas)
+		return err
+	}); err != nil {
 		return err
 	}
-	if _, err := inventory.Bucket(ctx, js, replicas); err != nil {
-		return err
-	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(provisionConcurrency)
 	for _, c := range clusters {
-		kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
-		if err != nil {
-			return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
-		}
-		if kept > 0 {
-			log.Warn("a cluster's stream already holds more than --stream-max-bytes; its quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.Cluster), "bytes", kept, "quota", maxBytes)
-		}
+		g.Go(func() error {
+			return retryJetStream(gctx, log, "stream of "+c.Cluster, func(ctx context.Context) error {
+				kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
+				if err != nil {
+					return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
+				}
+				if kept > 0 {
+					log.Warn("a cluster's stream already holds more than --stream-max-bytes; its quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.Cluster), "bytes", kept, "quota", maxBytes)
+				}
+				return nil
+			})
+		})
 	}
-	return nil
+	return g.Wait()
 }
+
+// provisionConcurrency is how many cluster streams provision creates at
+// once: enough to keep JetStream's API busy while one stream's files are
+// written, few enough that no request waits behind a queue long enough to
+// time out.
+const provisionConcurrency = 8
 
 // NATSServerTLSOptions make up's embedded NATS server require TLS of every
 // client that connects over the network (the hub's own components connect
