@@ -43,7 +43,8 @@ func (c Config) Validate() error {
 }
 
 // Catalog is the process's resource catalog. Reads take the current
-// snapshot without locking; the watches replace it after every change.
+// snapshot without locking; it is replaced after the watches see a change
+// (at most once per publishEvery).
 type Catalog struct {
 	cfg  Config
 	snap atomic.Pointer[Snapshot]
@@ -56,7 +57,19 @@ type Catalog struct {
 	invReady bool
 	regReady bool
 	loaded   chan struct{}
+	// The watches mark what changed and Run's publisher replaces the
+	// snapshot, at once when it was idle and then at most once per
+	// publishEvery: a snapshot costs O(clusters) (the resolution over
+	// every cluster's claims, the records' copy), so publishing one per
+	// inventory change cost a fleet O(clusters²) as its clusters synced
+	// (2,000 clusters: 11 minutes, the CPU in resolve; docs/benchmarks/fleet.md).
+	dirty       chan struct{}
+	pendingFull bool // the claims or the registries changed
+	pendingRecs bool // only records changed (heartbeats)
 }
+
+// publishEvery bounds how often the snapshot is replaced.
+const publishEvery = 100 * time.Millisecond
 
 // New returns a Catalog that is empty until Run has read both buckets.
 func New(cfg Config) (*Catalog, error) {
@@ -66,7 +79,7 @@ func New(cfg Config) (*Catalog, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Catalog{cfg: cfg, records: map[string]*inventory.Cluster{}, judged: map[string]*clusterClaims{}, loaded: make(chan struct{})}
+	c := &Catalog{cfg: cfg, records: map[string]*inventory.Cluster{}, judged: map[string]*clusterClaims{}, loaded: make(chan struct{}), dirty: make(chan struct{}, 1)}
 	c.snap.Store(&Snapshot{})
 	return c, nil
 }
@@ -112,11 +125,55 @@ func (c *Catalog) WaitLoaded(ctx context.Context) error {
 // a watch that closes (NATS restarted).
 func (c *Catalog) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); c.retry(ctx, "inventory", c.followInventory) }()
 	go func() { defer wg.Done(); c.retry(ctx, "registries", c.followRegistries) }()
+	go func() { defer wg.Done(); c.publisher(ctx) }()
 	wg.Wait()
 	return nil
+}
+
+// publisher replaces the snapshot when the watches marked a change.
+func (c *Catalog) publisher(ctx context.Context) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.dirty:
+		}
+		c.mu.Lock()
+		full, recs := c.pendingFull, c.pendingRecs
+		c.pendingFull, c.pendingRecs = false, false
+		switch {
+		case full:
+			c.publish()
+		case recs:
+			c.publishRecords()
+		}
+		c.mu.Unlock()
+		t.Reset(publishEvery)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// mark records a change for the publisher; c.mu is held. full: the
+// resolution must be computed again, else only the records are new.
+func (c *Catalog) mark(full bool) {
+	if full {
+		c.pendingFull = true
+	} else {
+		c.pendingRecs = true
+	}
+	select {
+	case c.dirty <- struct{}{}:
+	default:
+	}
 }
 
 func (c *Catalog) retry(ctx context.Context, what string, follow func(context.Context) error) {
@@ -164,7 +221,7 @@ func (c *Catalog) followInventory(ctx context.Context) error {
 		if e == nil {
 			c.mu.Lock()
 			c.invReady = true
-			c.publish()
+			c.mark(true)
 			c.mu.Unlock()
 			return nil
 		}
@@ -192,7 +249,7 @@ func (c *Catalog) applyRecord(e jetstream.KeyValueEntry) {
 	if rec == nil {
 		delete(c.records, key)
 		delete(c.judged, key)
-		c.publish()
+		c.mark(true)
 		return
 	}
 	c.records[key] = rec
@@ -200,11 +257,11 @@ func (c *Catalog) applyRecord(e jetstream.KeyValueEntry) {
 	if old, ok := c.judged[key]; ok && reflect.DeepEqual(old, judged) {
 		// A heartbeat: the record changed, not what it claims. The
 		// resolution stands; only the records are new.
-		c.publishRecords()
+		c.mark(false)
 		return
 	}
 	c.judged[key] = judged
-	c.publish()
+	c.mark(true)
 }
 
 // publishRecords replaces the snapshot's records and keeps its
@@ -247,7 +304,7 @@ func (c *Catalog) followRegistries(ctx context.Context) error {
 		for name, rec := range c.records {
 			c.judged[name] = claimsOf(rec, regs)
 		}
-		c.publish()
+		c.mark(true)
 		c.mu.Unlock()
 		return nil
 	})
