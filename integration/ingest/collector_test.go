@@ -323,141 +323,18 @@ func TestCollector(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("kill -9 during churn; restart republishes only changes", func(t *testing.T) {
-		e := fixture.StartNATS(t)
-		const cl, ns = "kc", "churn"
-		createNamespaces(t, cs, ns)
-		e.Apply(t, fixture.RegistryFor("churn", []string{cl}, fixture.Sel("v1", "ConfigMap", ns)))
-		ch := startChurn(cs, ns, 60, 3)
-		time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
-		p := ce.Start(t, cl, e.URL)
-		for round := range 6 {
-			// Let the collector work under churn for a while, then kill it.
-			time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
-			p.Kill()
-			time.Sleep(500 * time.Millisecond) // churn while it is down
-			ops := ch.stop()
-			settle(t, e, cl)
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := minimalRepublish(st, clu)
-			before, err := lastSeq(ctx, e.JS, cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p = ce.Start(t, cl, e.URL)
-			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.JS, cl)
-			// Exactly the changed objects and ghosts, plus one SYNCED marker.
-			if got := int(after - before - 1); got != want {
-				t.Fatalf("round %d: restart published %d object messages, want exactly %d (changed or gone since the kill)", round, got, want)
-			}
-			t.Logf("round %d: %d churn ops, %d objects, restart republished %d messages (the changes only)", round, ops, len(clu), want)
-			ch = startChurn(cs, ns, 60, 3)
+		k := &killRestart{parent: t, ce: ce, c: c, cs: cs, e: fixture.StartNATS(t), cl: "kc", ns: "churn"}
+		createNamespaces(t, cs, k.ns)
+		k.e.Apply(t, fixture.RegistryFor("churn", []string{k.cl}, fixture.Sel("v1", "ConfigMap", k.ns)))
+		if !t.Run("restarts under churn republish only the changes", k.restartsUnderChurn) {
+			t.FailNow()
 		}
-		ch.stop()
-		before, _ := lastSeq(ctx, e.JS, cl)
-		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
-
 		// Quiescent restarts: a known set of changes while the collector is
 		// down, including a UID reuse (delete + create under the same name).
-		for round := range 3 {
-			p.Kill()
-			before = settle(t, e, cl)
-			st, _ := streamState(ctx, e.JS, cl, configMapsGVR)
-			var live []string
-			for _, s := range st {
-				if s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-					live = append(live, s.name)
-				}
-			}
-			sort.Strings(live)
-			if len(live) < 6 {
-				t.Fatalf("only %d live objects", len(live))
-			}
-			cms := cs.CoreV1().ConfigMaps(ns)
-			for _, n := range live[:2] { // 2 updates
-				cm, err := cms.Get(ctx, n, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				cm.Data = map[string]string{"v": "round" + strconv.Itoa(round)}
-				if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, n := range live[2:4] { // 2 deletes
-				if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			reused := live[4] // UID reuse: tombstone for the old UID, upsert for the new
-			old, err := cms.Get(ctx, reused, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cms.Delete(ctx, reused, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reused}, Data: map[string]string{"v": "reborn"}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", round)}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			p = ce.Start(t, cl, e.URL)
-			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.JS, cl)
-			// 2 updates + 2 tombstones + (tombstone + upsert) + 1 create + SYNCED.
-			if got := after - before; got != 8 {
-				t.Fatalf("quiet round %d: %d messages after restart, want 8", round, got)
-			}
-			st, _ = streamState(ctx, e.JS, cl, configMapsGVR)
-			if s := st[string(old.UID)]; s.typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
-				t.Fatalf("reused name %s: old uid %s is %s in the stream, want a tombstone", reused, old.UID, s.typ)
-			}
+		if !t.Run("restarts after known changes publish exactly them", k.restartsAfterKnownChanges) {
+			t.FailNow()
 		}
-		// And a UID reuse while it runs.
-		cms := cs.CoreV1().ConfigMaps(ns)
-		old, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-				return fmt.Errorf("reuse-live not published yet")
-			}
-			return nil
-		})
-		if err := cms.Delete(ctx, "reuse-live", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
-				return fmt.Errorf("old uid of reuse-live not tombstoned")
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, ns)
-			if err != nil {
-				return err
-			}
-			return sameState(st, clu)
-		})
+		t.Run("a name reused while it runs tombstones the old UID", k.reuseWhileRunning)
 	})
 
 	t.Run("registry edits, secrets, status, CRD installed later, large object", func(t *testing.T) {
@@ -930,6 +807,177 @@ func TestCollector(t *testing.T) {
 		if !p.Alive() {
 			t.Fatalf("collector exited:\n%s", p.Tail())
 		}
+	})
+}
+
+// killRestart is what the phases of TestCollector's "kill -9 during churn;
+// restart republishes only changes" hand on, one to the next: collector cl
+// publishing the ConfigMaps of member namespace ns into e, and p, the
+// collector running now. A phase starts collectors for parent, so the one
+// it leaves running outlives it.
+type killRestart struct {
+	parent *testing.T
+	ce     fixture.CollectorEnv
+	c      *harness.Cluster
+	cs     kubernetes.Interface
+	e      *fixture.NATSEnv
+	cl, ns string
+	p      *fixture.CollectorProc
+}
+
+// start starts the collector again, for the rest of the test.
+func (k *killRestart) start(t *testing.T) *fixture.CollectorProc {
+	t.Helper()
+	k.p = k.ce.StartFor(k.parent, t, k.cl, k.e.URL)
+	return k.p
+}
+
+// restartsUnderChurn kills the collector -9 six times under churn; each
+// restart publishes exactly what changed or went while it was down.
+func (k *killRestart) restartsUnderChurn(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns := k.e, k.c, k.cs, k.cl, k.ns
+	ch := startChurn(cs, ns, 60, 3)
+	time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
+	p := k.start(t)
+	for round := range 6 {
+		// Let the collector work under churn for a while, then kill it.
+		time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
+		p.Kill()
+		time.Sleep(500 * time.Millisecond) // churn while it is down
+		ops := ch.stop()
+		settle(t, e, cl)
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clu, err := clusterState(ctx, c, configMapsGVR, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := minimalRepublish(st, clu)
+		before, err := lastSeq(ctx, e.JS, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = k.start(t)
+		waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
+		after, _ := lastSeq(ctx, e.JS, cl)
+		// Exactly the changed objects and ghosts, plus one SYNCED marker.
+		if got := int(after - before - 1); got != want {
+			t.Fatalf("round %d: restart published %d object messages, want exactly %d (changed or gone since the kill)", round, got, want)
+		}
+		t.Logf("round %d: %d churn ops, %d objects, restart republished %d messages (the changes only)", round, ops, len(clu), want)
+		ch = startChurn(cs, ns, 60, 3)
+	}
+	ch.stop()
+	waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
+}
+
+// restartsAfterKnownChanges makes a known set of changes while the
+// collector is down, three times: the restart publishes exactly them, and
+// a name deleted and created again tombstones its old UID.
+func (k *killRestart) restartsAfterKnownChanges(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns, p := k.e, k.c, k.cs, k.cl, k.ns, k.p
+	for round := range 3 {
+		p.Kill()
+		before := settle(t, e, cl)
+		st, _ := streamState(ctx, e.JS, cl, configMapsGVR)
+		var live []string
+		for _, s := range st {
+			if s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+				live = append(live, s.name)
+			}
+		}
+		sort.Strings(live)
+		if len(live) < 6 {
+			t.Fatalf("only %d live objects", len(live))
+		}
+		cms := cs.CoreV1().ConfigMaps(ns)
+		for _, n := range live[:2] { // 2 updates
+			cm, err := cms.Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm.Data = map[string]string{"v": "round" + strconv.Itoa(round)}
+			if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range live[2:4] { // 2 deletes
+			if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reused := live[4] // UID reuse: tombstone for the old UID, upsert for the new
+		old, err := cms.Get(ctx, reused, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Delete(ctx, reused, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reused}, Data: map[string]string{"v": "reborn"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", round)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p = k.start(t)
+		waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
+		after, _ := lastSeq(ctx, e.JS, cl)
+		// 2 updates + 2 tombstones + (tombstone + upsert) + 1 create + SYNCED.
+		if got := after - before; got != 8 {
+			t.Fatalf("quiet round %d: %d messages after restart, want 8", round, got)
+		}
+		st, _ = streamState(ctx, e.JS, cl, configMapsGVR)
+		if s := st[string(old.UID)]; s.typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
+			t.Fatalf("reused name %s: old uid %s is %s in the stream, want a tombstone", reused, old.UID, s.typ)
+		}
+	}
+}
+
+// reuseWhileRunning deletes and creates a ConfigMap under one name while
+// the collector runs: the old UID is tombstoned.
+func (k *killRestart) reuseWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns := k.e, k.c, k.cs, k.cl, k.ns
+	// And a UID reuse while it runs.
+	cms := cs.CoreV1().ConfigMaps(ns)
+	old, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 30*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			return err
+		}
+		if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+			return fmt.Errorf("reuse-live not published yet")
+		}
+		return nil
+	})
+	if err := cms.Delete(ctx, "reuse-live", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 30*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			return err
+		}
+		if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
+			return fmt.Errorf("old uid of reuse-live not tombstoned")
+		}
+		clu, err := clusterState(ctx, c, configMapsGVR, ns)
+		if err != nil {
+			return err
+		}
+		return sameState(st, clu)
 	})
 }
 
