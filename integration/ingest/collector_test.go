@@ -323,141 +323,18 @@ func TestCollector(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("kill -9 during churn; restart republishes only changes", func(t *testing.T) {
-		e := fixture.StartNATS(t)
-		const cl, ns = "kc", "churn"
-		createNamespaces(t, cs, ns)
-		e.Apply(t, fixture.RegistryFor("churn", []string{cl}, fixture.Sel("v1", "ConfigMap", ns)))
-		ch := startChurn(cs, ns, 60, 3)
-		time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
-		p := ce.Start(t, cl, e.URL)
-		for round := range 6 {
-			// Let the collector work under churn for a while, then kill it.
-			time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
-			p.Kill()
-			time.Sleep(500 * time.Millisecond) // churn while it is down
-			ops := ch.stop()
-			settle(t, e, cl)
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				t.Fatal(err)
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, ns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := minimalRepublish(st, clu)
-			before, err := lastSeq(ctx, e.JS, cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p = ce.Start(t, cl, e.URL)
-			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.JS, cl)
-			// Exactly the changed objects and ghosts, plus one SYNCED marker.
-			if got := int(after - before - 1); got != want {
-				t.Fatalf("round %d: restart published %d object messages, want exactly %d (changed or gone since the kill)", round, got, want)
-			}
-			t.Logf("round %d: %d churn ops, %d objects, restart republished %d messages (the changes only)", round, ops, len(clu), want)
-			ch = startChurn(cs, ns, 60, 3)
+		k := &killRestart{parent: t, ce: ce, c: c, cs: cs, e: fixture.StartNATS(t), cl: "kc", ns: "churn"}
+		createNamespaces(t, cs, k.ns)
+		k.e.Apply(t, fixture.RegistryFor("churn", []string{k.cl}, fixture.Sel("v1", "ConfigMap", k.ns)))
+		if !t.Run("restarts under churn republish only the changes", k.restartsUnderChurn) {
+			t.FailNow()
 		}
-		ch.stop()
-		before, _ := lastSeq(ctx, e.JS, cl)
-		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
-
 		// Quiescent restarts: a known set of changes while the collector is
 		// down, including a UID reuse (delete + create under the same name).
-		for round := range 3 {
-			p.Kill()
-			before = settle(t, e, cl)
-			st, _ := streamState(ctx, e.JS, cl, configMapsGVR)
-			var live []string
-			for _, s := range st {
-				if s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-					live = append(live, s.name)
-				}
-			}
-			sort.Strings(live)
-			if len(live) < 6 {
-				t.Fatalf("only %d live objects", len(live))
-			}
-			cms := cs.CoreV1().ConfigMaps(ns)
-			for _, n := range live[:2] { // 2 updates
-				cm, err := cms.Get(ctx, n, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				cm.Data = map[string]string{"v": "round" + strconv.Itoa(round)}
-				if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for _, n := range live[2:4] { // 2 deletes
-				if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			reused := live[4] // UID reuse: tombstone for the old UID, upsert for the new
-			old, err := cms.Get(ctx, reused, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := cms.Delete(ctx, reused, metav1.DeleteOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reused}, Data: map[string]string{"v": "reborn"}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", round)}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			p = ce.Start(t, cl, e.URL)
-			waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
-			after, _ := lastSeq(ctx, e.JS, cl)
-			// 2 updates + 2 tombstones + (tombstone + upsert) + 1 create + SYNCED.
-			if got := after - before; got != 8 {
-				t.Fatalf("quiet round %d: %d messages after restart, want 8", round, got)
-			}
-			st, _ = streamState(ctx, e.JS, cl, configMapsGVR)
-			if s := st[string(old.UID)]; s.typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
-				t.Fatalf("reused name %s: old uid %s is %s in the stream, want a tombstone", reused, old.UID, s.typ)
-			}
+		if !t.Run("restarts after known changes publish exactly them", k.restartsAfterKnownChanges) {
+			t.FailNow()
 		}
-		// And a UID reuse while it runs.
-		cms := cs.CoreV1().ConfigMaps(ns)
-		old, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-				return fmt.Errorf("reuse-live not published yet")
-			}
-			return nil
-		})
-		if err := cms.Delete(ctx, "reuse-live", metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 30*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
-				return fmt.Errorf("old uid of reuse-live not tombstoned")
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, ns)
-			if err != nil {
-				return err
-			}
-			return sameState(st, clu)
-		})
+		t.Run("a name reused while it runs tombstones the old UID", k.reuseWhileRunning)
 	})
 
 	t.Run("registry edits, secrets, status, CRD installed later, large object", func(t *testing.T) {
@@ -472,284 +349,27 @@ func TestCollector(t *testing.T) {
 		e.Apply(t, fixture.RegistryFor("r1", []string{cl, cl2}, fixture.Sel("v1", "ConfigMap", "rega")))
 		p := ce.Start(t, cl, e.URL)
 		p2 := ce.Start(t, cl2, e.URL)
-		waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
-		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, "rega")
-		// Two collectors write r1's status concurrently; both survive.
-		fixture.Eventually(t, 30*time.Second, func() error {
-			conds, err := registryConditions(t, e, "r1")
-			if err != nil {
-				return err
-			}
-			for _, x := range []string{cl, cl2} {
-				if err := wantCondition(conds, registry.ClusterConditionType(x, registry.ClusterMatched), metav1.ConditionTrue, registry.ReasonClusterMatched, "configmaps/v1 (namespace rega)"); err != nil {
-					return err
-				}
-			}
-			return wantCondition(conds, registry.ConditionMatched, metav1.ConditionTrue, registry.ReasonClustersMatched, "clusters: kr, kr2")
-		})
-		p2.Kill()
-
-		// Add a namespace to the scope.
-		e.Apply(t, fixture.RegistryFor("r1", []string{cl}, fixture.Sel("v1", "ConfigMap", "rega"), fixture.Sel("v1", "ConfigMap", "regb")))
-		seq, _ := lastSeq(ctx, e.JS, cl)
-		waitConverged(t, e, c, cl, configMapsGVR, seq, p, "rega", "regb")
-
-		// A second registry selecting the same resource in a namespace
-		// already covered, plus Secrets: ConfigMaps are neither restarted nor
-		// republished; Secrets arrive stripped.
-		_, cmSyncSeq, err := fixture.LastControl(ctx, e.JS, cl, configMapsGVR)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq, _ = lastSeq(ctx, e.JS, cl)
-		e.Apply(t, fixture.RegistryFor("r2", []string{cl}, fixture.Sel("v1", "ConfigMap", "regb"), fixture.Sel("v1", "Secret", "rega")))
-		waitConverged(t, e, c, cl, secretsGVR, seq, p, "rega")
-		if _, s, _ := fixture.LastControl(ctx, e.JS, cl, configMapsGVR); s != cmSyncSeq {
-			t.Fatalf("ConfigMaps were resynced (marker %d -> %d) by a registry that did not change their scope", cmSyncSeq, s)
-		}
-		st, _ := streamState(ctx, e.JS, cl, secretsGVR)
-		for _, s := range st {
-			if _, has := s.object["data"]; has {
-				t.Fatalf("secret %s/%s published with data by default", s.ns, s.name)
-			}
-			ann, _ := s.object["metadata"].(map[string]any)["annotations"].(map[string]any)
-			if ann["fleetview.io/secret-data"] != "stripped" {
-				t.Fatalf("stripped secret lacks the annotation: %v", ann)
+		rr := &registryRun{ce: ce, c: c, e: e, cl: cl, cl2: cl2, p: p, p2: p2}
+		for _, phase := range []struct {
+			name string
+			run  func(*testing.T)
+		}{
+			{"two collectors writing one registry's status both keep their conditions", rr.twoCollectorsStatus},
+			{"a namespace added to the scope is synced", rr.namespaceAdded},
+			{"a second registry over a covered namespace does not resync ConfigMaps", rr.overlappingRegistry},
+			{"secrets are metadata-only by default", rr.secretsStripped},
+			{"secret data opted in is republished with the data", rr.secretDataOptIn},
+			{"a shrunk scope tombstones what left it", rr.scopeShrunk},
+			{"a resource no registry selects is removed, then purged", rr.resourceRemoved},
+			{"a CRD installed later is synced by the running collector", rr.crdInstalledLater},
+			{"a large object is published whole; one over NATS's max payload is refused loudly", rr.largeObject},
+			{"the inventory has served APIs, resource state and counters", rr.inventoryRecord},
+			{"a registry deleted while the collector is down is removed on restart", rr.deletedWhileDown},
+		} {
+			if !t.Run(phase.name, phase.run) {
+				t.FailNow() // the phases after it build on what it left
 			}
 		}
-		fixture.Eventually(t, 30*time.Second, func() error {
-			conds, err := registryConditions(t, e, "r2")
-			if err != nil {
-				return err
-			}
-			return wantCondition(conds, registry.ConditionSecretData, metav1.ConditionFalse, registry.ReasonStripped)
-		})
-
-		// Opt in: the same Secret (same resourceVersion) is republished with data.
-		r2 := fixture.RegistryFor("r2", []string{cl}, fixture.Sel("v1", "ConfigMap", "regb"), fixture.Sel("v1", "Secret", "rega"))
-		r2.Spec.IncludeSecretData = true
-		e.Apply(t, r2)
-		fixture.Eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, secretsGVR)
-			if err != nil {
-				return err
-			}
-			for _, s := range st {
-				d, _ := s.object["data"].(map[string]any)
-				if d["password"] != "aHVudGVyMg==" {
-					return fmt.Errorf("secret %s/%s data %v", s.ns, s.name, s.object["data"])
-				}
-			}
-			conds, err := registryConditions(t, e, "r2")
-			if err != nil {
-				return err
-			}
-			return wantCondition(conds, registry.ConditionSecretData, metav1.ConditionTrue, registry.ReasonIncluded)
-		})
-
-		// Shrink: r1 back to rega only, r2 without ConfigMaps -> regb's
-		// objects get tombstones.
-		e.Apply(t, fixture.RegistryFor("r1", []string{cl}, fixture.Sel("v1", "ConfigMap", "rega")))
-		r2.Spec.ResourceSelectors = []registry.ResourceSelector{fixture.Sel("v1", "Secret", "rega")}
-		e.Apply(t, r2)
-		fixture.Eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, configMapsGVR)
-			if err != nil {
-				return err
-			}
-			clu, err := clusterState(ctx, c, configMapsGVR, "rega")
-			if err != nil {
-				return err
-			}
-			return sameState(st, clu)
-		})
-
-		// Remove Secrets from every registry: control event, then purge.
-		if err := e.Registries.Delete(ctx, "r2"); err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 60*time.Second, func() error {
-			typ, _, err := fixture.LastControl(ctx, e.JS, cl, secretsGVR)
-			if err != nil {
-				return err
-			}
-			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
-				return fmt.Errorf("last secrets control event %s", typ)
-			}
-			st, err := streamState(ctx, e.JS, cl, secretsGVR)
-			if err != nil {
-				return err
-			}
-			if len(st) != 0 {
-				return fmt.Errorf("%d secret subjects left after removal", len(st))
-			}
-			return nil
-		})
-
-		// A resource the cluster does not serve, then its CRD installed.
-		e.Apply(t, fixture.RegistryFor("r3", []string{cl}, fixture.Sel("example.com/v1", "Widget", "")))
-		fixture.Eventually(t, 30*time.Second, func() error {
-			conds, err := registryConditions(t, e, "r3")
-			if err != nil {
-				return err
-			}
-			return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterAPIsServed), metav1.ConditionFalse, registry.ReasonNotServed, "cluster kr", "Widget example.com/v1")
-		})
-		crd := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-			"metadata": map[string]any{"name": "widgets.example.com"},
-			"spec": map[string]any{"group": "example.com", "scope": "Namespaced",
-				"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
-				"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-					"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
-		}}
-		if _, err := c.Dynamic().Resource(fixture.CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		widget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
-			"metadata": map[string]any{"name": "w1", "namespace": "rega"}, "spec": map[string]any{"size": 3}}}
-		fixture.Eventually(t, 60*time.Second, func() error { // until the CRD is established
-			_, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, widget, metav1.CreateOptions{})
-			return err
-		})
-		fixture.Eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
-			if err != nil {
-				return err
-			}
-			clu, err := clusterState(ctx, c, widgetsGVR, "rega")
-			if err != nil {
-				return err
-			}
-			if len(clu) != 1 {
-				return fmt.Errorf("%d widgets in the cluster", len(clu))
-			}
-			if err := sameState(st, clu); err != nil {
-				return err
-			}
-			conds, err := registryConditions(t, e, "r3")
-			if err != nil {
-				return err
-			}
-			return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterAPIsServed), metav1.ConditionTrue, registry.ReasonAllServed)
-		})
-		if !p.Alive() {
-			t.Fatalf("collector restarted or exited:\n%s", p.Tail())
-		}
-
-		// An object of ~1.4 MiB (near etcd's 1.5 MiB limit; ConfigMaps and
-		// Secrets stop at 1 MiB, so a custom resource) is published whole.
-		// A collector whose NATS server only takes 1 MiB messages refuses it
-		// loudly: status condition, inventory, metric.
-		small := fixture.StartNATSWith(t, 1<<20)
-		small.Apply(t, fixture.RegistryFor("rbig", []string{"kbig"}, fixture.Sel("example.com/v1", "Widget", "rega")))
-		metricsAddr := fixture.FreeAddr(t)
-		pb := ce.Start(t, "kbig", small.URL, "--metrics-addr", metricsAddr)
-		waitConverged(t, small, c, "kbig", widgetsGVR, 0, pb, "rega")
-		blob := strings.Repeat("x", 1400<<10)
-		bigW := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
-			"metadata": map[string]any{"name": "big", "namespace": "rega"}, "spec": map[string]any{"blob": blob}}}
-		if _, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, bigW, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		fixture.Eventually(t, 60*time.Second, func() error {
-			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
-			if err != nil {
-				return err
-			}
-			for _, s := range st {
-				if s.name == "big" && s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-					spec, _ := s.object["spec"].(map[string]any)
-					if spec["blob"] != blob {
-						return fmt.Errorf("big Widget published truncated")
-					}
-					return nil
-				}
-			}
-			return fmt.Errorf("big Widget not in the stream")
-		})
-		fixture.Eventually(t, 60*time.Second, func() error {
-			conds, err := registryConditions(t, small, "rbig")
-			if err != nil {
-				return err
-			}
-			if err := wantCondition(conds, registry.ClusterConditionType("kbig", registry.ClusterPublished), metav1.ConditionFalse, registry.ReasonObjectsRefused, "rega/big", "NATS max payload 1048576"); err != nil {
-				return err
-			}
-			rec, err := inventory.Get(ctx, small.Inv, "kbig")
-			if err != nil {
-				return err
-			}
-			if rec.Counters == nil || rec.Counters.Refused != 1 {
-				return fmt.Errorf("inventory counters %+v, want 1 refused", rec.Counters)
-			}
-			body, err := httpGet("http://" + metricsAddr + "/metrics")
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(body, `fleetview_collector_refused_objects_total{cluster="kbig"} 1`) {
-				return fmt.Errorf("metric not reported:\n%s", body)
-			}
-			return nil
-		})
-		// Refused, not dropped silently and not retried in a loop: the
-		// collector keeps running and the other widget is there.
-		if !pb.Alive() {
-			t.Fatalf("collector exited:\n%s", pb.Tail())
-		}
-
-		// Inventory: served APIs, per-resource state, counters.
-		fixture.Eventually(t, 30*time.Second, func() error {
-			rec, err := inventory.Get(ctx, e.Inv, cl)
-			if err != nil {
-				return err
-			}
-			if !rec.Ready || rec.KubernetesVersion == "" {
-				return fmt.Errorf("inventory: ready=%v version=%q", rec.Ready, rec.KubernetesVersion)
-			}
-			if !containsStr(rec.ServedAPIs, "v1") || !containsStr(rec.ServedAPIs, "apps/v1") || !containsStr(rec.ServedAPIs, "example.com/v1") {
-				return fmt.Errorf("served APIs %v", rec.ServedAPIs)
-			}
-			var cm *inventory.ResourceState
-			for i, r := range rec.Resources {
-				if r.Resource == "configmaps" {
-					cm = &rec.Resources[i]
-				}
-			}
-			if cm == nil || !cm.Synced || cm.ObjectCount != 1 {
-				return fmt.Errorf("configmaps state %+v", cm)
-			}
-			if rec.Counters == nil || rec.Counters.Upserts == 0 {
-				return fmt.Errorf("counters %+v", rec.Counters)
-			}
-			return nil
-		})
-
-		// A registry deleted while the collector is down: the restarted
-		// collector removes the resource (control event, then purge).
-		p.Kill()
-		if err := e.Registries.Delete(ctx, "r3"); err != nil {
-			t.Fatal(err)
-		}
-		p = ce.Start(t, cl, e.URL)
-		fixture.Eventually(t, 60*time.Second, func() error {
-			typ, _, err := fixture.LastControl(ctx, e.JS, cl, widgetsGVR)
-			if err != nil {
-				return err
-			}
-			if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
-				return fmt.Errorf("last widgets control event %s", typ)
-			}
-			st, err := streamState(ctx, e.JS, cl, widgetsGVR)
-			if err != nil {
-				return err
-			}
-			if len(st) != 0 {
-				return fmt.Errorf("%d widget subjects left", len(st))
-			}
-			return nil
-		})
-		waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
 	})
 
 	t.Run("NATS restarted during churn loses nothing", func(t *testing.T) {
@@ -931,6 +551,537 @@ func TestCollector(t *testing.T) {
 			t.Fatalf("collector exited:\n%s", p.Tail())
 		}
 	})
+}
+
+// killRestart is what the phases of TestCollector's "kill -9 during churn;
+// restart republishes only changes" hand on, one to the next: collector cl
+// publishing the ConfigMaps of member namespace ns into e, and p, the
+// collector running now. A phase starts collectors for parent, so the one
+// it leaves running outlives it.
+type killRestart struct {
+	parent *testing.T
+	ce     fixture.CollectorEnv
+	c      *harness.Cluster
+	cs     kubernetes.Interface
+	e      *fixture.NATSEnv
+	cl, ns string
+	p      *fixture.CollectorProc
+}
+
+// start starts the collector again, for the rest of the test.
+func (k *killRestart) start(t *testing.T) *fixture.CollectorProc {
+	t.Helper()
+	k.p = k.ce.StartFor(k.parent, t, k.cl, k.e.URL)
+	return k.p
+}
+
+// restartsUnderChurn kills the collector -9 six times under churn; each
+// restart publishes exactly what changed or went while it was down.
+func (k *killRestart) restartsUnderChurn(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns := k.e, k.c, k.cs, k.cl, k.ns
+	ch := startChurn(cs, ns, 60, 3)
+	time.Sleep(500 * time.Millisecond) // some objects before the first start; not a wait for a condition
+	p := k.start(t)
+	for round := range 6 {
+		// Let the collector work under churn for a while, then kill it.
+		time.Sleep(time.Duration(1000+rand.IntN(2500)) * time.Millisecond)
+		p.Kill()
+		time.Sleep(500 * time.Millisecond) // churn while it is down
+		ops := ch.stop()
+		settle(t, e, cl)
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clu, err := clusterState(ctx, c, configMapsGVR, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := minimalRepublish(st, clu)
+		before, err := lastSeq(ctx, e.JS, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = k.start(t)
+		waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
+		after, _ := lastSeq(ctx, e.JS, cl)
+		// Exactly the changed objects and ghosts, plus one SYNCED marker.
+		if got := int(after - before - 1); got != want {
+			t.Fatalf("round %d: restart published %d object messages, want exactly %d (changed or gone since the kill)", round, got, want)
+		}
+		t.Logf("round %d: %d churn ops, %d objects, restart republished %d messages (the changes only)", round, ops, len(clu), want)
+		ch = startChurn(cs, ns, 60, 3)
+	}
+	ch.stop()
+	waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
+}
+
+// restartsAfterKnownChanges makes a known set of changes while the
+// collector is down, three times: the restart publishes exactly them, and
+// a name deleted and created again tombstones its old UID.
+func (k *killRestart) restartsAfterKnownChanges(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns, p := k.e, k.c, k.cs, k.cl, k.ns, k.p
+	for round := range 3 {
+		p.Kill()
+		before := settle(t, e, cl)
+		st, _ := streamState(ctx, e.JS, cl, configMapsGVR)
+		var live []string
+		for _, s := range st {
+			if s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+				live = append(live, s.name)
+			}
+		}
+		sort.Strings(live)
+		if len(live) < 6 {
+			t.Fatalf("only %d live objects", len(live))
+		}
+		cms := cs.CoreV1().ConfigMaps(ns)
+		for _, n := range live[:2] { // 2 updates
+			cm, err := cms.Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm.Data = map[string]string{"v": "round" + strconv.Itoa(round)}
+			if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range live[2:4] { // 2 deletes
+			if err := cms.Delete(ctx, n, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reused := live[4] // UID reuse: tombstone for the old UID, upsert for the new
+		old, err := cms.Get(ctx, reused, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Delete(ctx, reused, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: reused}, Data: map[string]string{"v": "reborn"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("new-%d", round)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		p = k.start(t)
+		waitConverged(t, e, c, cl, configMapsGVR, before, p, ns)
+		after, _ := lastSeq(ctx, e.JS, cl)
+		// 2 updates + 2 tombstones + (tombstone + upsert) + 1 create + SYNCED.
+		if got := after - before; got != 8 {
+			t.Fatalf("quiet round %d: %d messages after restart, want 8", round, got)
+		}
+		st, _ = streamState(ctx, e.JS, cl, configMapsGVR)
+		if s := st[string(old.UID)]; s.typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
+			t.Fatalf("reused name %s: old uid %s is %s in the stream, want a tombstone", reused, old.UID, s.typ)
+		}
+	}
+}
+
+// reuseWhileRunning deletes and creates a ConfigMap under one name while
+// the collector runs: the old UID is tombstoned.
+func (k *killRestart) reuseWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	e, c, cs, cl, ns := k.e, k.c, k.cs, k.cl, k.ns
+	// And a UID reuse while it runs.
+	cms := cs.CoreV1().ConfigMaps(ns)
+	old, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 30*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			return err
+		}
+		if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+			return fmt.Errorf("reuse-live not published yet")
+		}
+		return nil
+	})
+	if err := cms.Delete(ctx, "reuse-live", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "reuse-live"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 30*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			return err
+		}
+		if st[string(old.UID)].typ != fleetviewv1.EventType_EVENT_TYPE_DELETE {
+			return fmt.Errorf("old uid of reuse-live not tombstoned")
+		}
+		clu, err := clusterState(ctx, c, configMapsGVR, ns)
+		if err != nil {
+			return err
+		}
+		return sameState(st, clu)
+	})
+}
+
+// registryRun is what the phases of TestCollector's "registry edits,
+// secrets, status, CRD installed later, large object" hand on, one to the
+// next: collectors cl and cl2 (p and p2) of member c's namespaces rega and
+// regb into e, and registry r2 as last applied.
+type registryRun struct {
+	ce      fixture.CollectorEnv
+	c       *harness.Cluster
+	e       *fixture.NATSEnv
+	cl, cl2 string
+	p, p2   *fixture.CollectorProc
+	r2      *registry.ResourceRegistry
+}
+
+// twoCollectorsStatus syncs r1 into kr and kr2, both writing r1's status:
+// each cluster's condition survives the other's writes. kr2 is stopped
+// after it.
+func (rr *registryRun) twoCollectorsStatus(t *testing.T) {
+	c, e, cl, cl2, p, p2 := rr.c, rr.e, rr.cl, rr.cl2, rr.p, rr.p2
+	waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
+	waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, "rega")
+	// Two collectors write r1's status concurrently; both survive.
+	fixture.Eventually(t, 30*time.Second, func() error {
+		conds, err := registryConditions(t, e, "r1")
+		if err != nil {
+			return err
+		}
+		for _, x := range []string{cl, cl2} {
+			if err := wantCondition(conds, registry.ClusterConditionType(x, registry.ClusterMatched), metav1.ConditionTrue, registry.ReasonClusterMatched, "configmaps/v1 (namespace rega)"); err != nil {
+				return err
+			}
+		}
+		return wantCondition(conds, registry.ConditionMatched, metav1.ConditionTrue, registry.ReasonClustersMatched, "clusters: kr, kr2")
+	})
+	p2.Kill()
+}
+
+// namespaceAdded adds regb to r1: kr syncs both namespaces.
+func (rr *registryRun) namespaceAdded(t *testing.T) {
+	ctx := context.Background()
+	c, e, cl, p := rr.c, rr.e, rr.cl, rr.p
+	// Add a namespace to the scope.
+	e.Apply(t, fixture.RegistryFor("r1", []string{cl}, fixture.Sel("v1", "ConfigMap", "rega"), fixture.Sel("v1", "ConfigMap", "regb")))
+	seq, _ := lastSeq(ctx, e.JS, cl)
+	waitConverged(t, e, c, cl, configMapsGVR, seq, p, "rega", "regb")
+}
+
+// overlappingRegistry applies r2, selecting ConfigMaps in regb (already in
+// r1) and Secrets: the Secrets sync, the ConfigMaps are not resynced.
+func (rr *registryRun) overlappingRegistry(t *testing.T) {
+	ctx := context.Background()
+	c, e, cl, p := rr.c, rr.e, rr.cl, rr.p
+	// A second registry selecting the same resource in a namespace
+	// already covered, plus Secrets: ConfigMaps are neither restarted nor
+	// republished; Secrets arrive stripped.
+	_, cmSyncSeq, err := fixture.LastControl(ctx, e.JS, cl, configMapsGVR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := lastSeq(ctx, e.JS, cl)
+	e.Apply(t, fixture.RegistryFor("r2", []string{cl}, fixture.Sel("v1", "ConfigMap", "regb"), fixture.Sel("v1", "Secret", "rega")))
+	waitConverged(t, e, c, cl, secretsGVR, seq, p, "rega")
+	if _, s, _ := fixture.LastControl(ctx, e.JS, cl, configMapsGVR); s != cmSyncSeq {
+		t.Fatalf("ConfigMaps were resynced (marker %d -> %d) by a registry that did not change their scope", cmSyncSeq, s)
+	}
+}
+
+// secretsStripped checks r2's Secrets: published without data, annotated as
+// stripped, and r2's SecretData condition says so.
+func (rr *registryRun) secretsStripped(t *testing.T) {
+	ctx := context.Background()
+	e, cl := rr.e, rr.cl
+	st, _ := streamState(ctx, e.JS, cl, secretsGVR)
+	for _, s := range st {
+		if _, has := s.object["data"]; has {
+			t.Fatalf("secret %s/%s published with data by default", s.ns, s.name)
+		}
+		ann, _ := s.object["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if ann["fleetview.io/secret-data"] != "stripped" {
+			t.Fatalf("stripped secret lacks the annotation: %v", ann)
+		}
+	}
+	fixture.Eventually(t, 30*time.Second, func() error {
+		conds, err := registryConditions(t, e, "r2")
+		if err != nil {
+			return err
+		}
+		return wantCondition(conds, registry.ConditionSecretData, metav1.ConditionFalse, registry.ReasonStripped)
+	})
+}
+
+// secretDataOptIn sets r2's includeSecretData: the same Secret is
+// republished with its data, and the condition says so.
+func (rr *registryRun) secretDataOptIn(t *testing.T) {
+	ctx := context.Background()
+	e, cl := rr.e, rr.cl
+	// Opt in: the same Secret (same resourceVersion) is republished with data.
+	r2 := fixture.RegistryFor("r2", []string{cl}, fixture.Sel("v1", "ConfigMap", "regb"), fixture.Sel("v1", "Secret", "rega"))
+	r2.Spec.IncludeSecretData = true
+	e.Apply(t, r2)
+	fixture.Eventually(t, 60*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, secretsGVR)
+		if err != nil {
+			return err
+		}
+		for _, s := range st {
+			d, _ := s.object["data"].(map[string]any)
+			if d["password"] != "aHVudGVyMg==" {
+				return fmt.Errorf("secret %s/%s data %v", s.ns, s.name, s.object["data"])
+			}
+		}
+		conds, err := registryConditions(t, e, "r2")
+		if err != nil {
+			return err
+		}
+		return wantCondition(conds, registry.ConditionSecretData, metav1.ConditionTrue, registry.ReasonIncluded)
+	})
+	rr.r2 = r2
+}
+
+// scopeShrunk takes regb's ConfigMaps out of both registries: they are
+// tombstoned.
+func (rr *registryRun) scopeShrunk(t *testing.T) {
+	ctx := context.Background()
+	c, e, cl, r2 := rr.c, rr.e, rr.cl, rr.r2
+	// Shrink: r1 back to rega only, r2 without ConfigMaps -> regb's
+	// objects get tombstones.
+	e.Apply(t, fixture.RegistryFor("r1", []string{cl}, fixture.Sel("v1", "ConfigMap", "rega")))
+	r2.Spec.ResourceSelectors = []registry.ResourceSelector{fixture.Sel("v1", "Secret", "rega")}
+	e.Apply(t, r2)
+	fixture.Eventually(t, 60*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, configMapsGVR)
+		if err != nil {
+			return err
+		}
+		clu, err := clusterState(ctx, c, configMapsGVR, "rega")
+		if err != nil {
+			return err
+		}
+		return sameState(st, clu)
+	})
+}
+
+// resourceRemoved deletes r2, the only registry with Secrets: a
+// RESOURCE_REMOVED control event, then no Secret subjects left.
+func (rr *registryRun) resourceRemoved(t *testing.T) {
+	ctx := context.Background()
+	e, cl := rr.e, rr.cl
+	// Remove Secrets from every registry: control event, then purge.
+	if err := e.Registries.Delete(ctx, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 60*time.Second, func() error {
+		typ, _, err := fixture.LastControl(ctx, e.JS, cl, secretsGVR)
+		if err != nil {
+			return err
+		}
+		if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+			return fmt.Errorf("last secrets control event %s", typ)
+		}
+		st, err := streamState(ctx, e.JS, cl, secretsGVR)
+		if err != nil {
+			return err
+		}
+		if len(st) != 0 {
+			return fmt.Errorf("%d secret subjects left after removal", len(st))
+		}
+		return nil
+	})
+}
+
+// crdInstalledLater applies r3 for Widgets the member does not serve yet (a
+// condition says so), then installs their CRD and a Widget: the running
+// collector syncs it and the condition turns true.
+func (rr *registryRun) crdInstalledLater(t *testing.T) {
+	ctx := context.Background()
+	c, e, cl, p := rr.c, rr.e, rr.cl, rr.p
+	// A resource the cluster does not serve, then its CRD installed.
+	e.Apply(t, fixture.RegistryFor("r3", []string{cl}, fixture.Sel("example.com/v1", "Widget", "")))
+	fixture.Eventually(t, 30*time.Second, func() error {
+		conds, err := registryConditions(t, e, "r3")
+		if err != nil {
+			return err
+		}
+		return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterAPIsServed), metav1.ConditionFalse, registry.ReasonNotServed, "cluster kr", "Widget example.com/v1")
+	})
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "widgets.example.com"},
+		"spec": map[string]any{"group": "example.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
+	}}
+	if _, err := c.Dynamic().Resource(fixture.CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	widget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w1", "namespace": "rega"}, "spec": map[string]any{"size": 3}}}
+	fixture.Eventually(t, 60*time.Second, func() error { // until the CRD is established
+		_, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, widget, metav1.CreateOptions{})
+		return err
+	})
+	fixture.Eventually(t, 60*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, widgetsGVR)
+		if err != nil {
+			return err
+		}
+		clu, err := clusterState(ctx, c, widgetsGVR, "rega")
+		if err != nil {
+			return err
+		}
+		if len(clu) != 1 {
+			return fmt.Errorf("%d widgets in the cluster", len(clu))
+		}
+		if err := sameState(st, clu); err != nil {
+			return err
+		}
+		conds, err := registryConditions(t, e, "r3")
+		if err != nil {
+			return err
+		}
+		return wantCondition(conds, registry.ClusterConditionType(cl, registry.ClusterAPIsServed), metav1.ConditionTrue, registry.ReasonAllServed)
+	})
+	if !p.Alive() {
+		t.Fatalf("collector restarted or exited:\n%s", p.Tail())
+	}
+}
+
+// largeObject creates a Widget of 1.4 MiB: kr publishes it whole, and kbig,
+// against a NATS server taking 1 MiB, refuses it in its status, inventory
+// and metrics and keeps running.
+func (rr *registryRun) largeObject(t *testing.T) {
+	ctx := context.Background()
+	ce, c, e, cl := rr.ce, rr.c, rr.e, rr.cl
+	// An object of ~1.4 MiB (near etcd's 1.5 MiB limit; ConfigMaps and
+	// Secrets stop at 1 MiB, so a custom resource) is published whole.
+	// A collector whose NATS server only takes 1 MiB messages refuses it
+	// loudly: status condition, inventory, metric.
+	small := fixture.StartNATSWith(t, 1<<20)
+	small.Apply(t, fixture.RegistryFor("rbig", []string{"kbig"}, fixture.Sel("example.com/v1", "Widget", "rega")))
+	metricsAddr := fixture.FreeAddr(t)
+	pb := ce.Start(t, "kbig", small.URL, "--metrics-addr", metricsAddr)
+	waitConverged(t, small, c, "kbig", widgetsGVR, 0, pb, "rega")
+	blob := strings.Repeat("x", 1400<<10)
+	bigW := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "big", "namespace": "rega"}, "spec": map[string]any{"blob": blob}}}
+	if _, err := c.Dynamic().Resource(widgetsGVR).Namespace("rega").Create(ctx, bigW, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 60*time.Second, func() error {
+		st, err := streamState(ctx, e.JS, cl, widgetsGVR)
+		if err != nil {
+			return err
+		}
+		for _, s := range st {
+			if s.name == "big" && s.typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
+				spec, _ := s.object["spec"].(map[string]any)
+				if spec["blob"] != blob {
+					return fmt.Errorf("big Widget published truncated")
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("big Widget not in the stream")
+	})
+	fixture.Eventually(t, 60*time.Second, func() error {
+		conds, err := registryConditions(t, small, "rbig")
+		if err != nil {
+			return err
+		}
+		if err := wantCondition(conds, registry.ClusterConditionType("kbig", registry.ClusterPublished), metav1.ConditionFalse, registry.ReasonObjectsRefused, "rega/big", "NATS max payload 1048576"); err != nil {
+			return err
+		}
+		rec, err := inventory.Get(ctx, small.Inv, "kbig")
+		if err != nil {
+			return err
+		}
+		if rec.Counters == nil || rec.Counters.Refused != 1 {
+			return fmt.Errorf("inventory counters %+v, want 1 refused", rec.Counters)
+		}
+		body, err := httpGet("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, `fleetview_collector_refused_objects_total{cluster="kbig"} 1`) {
+			return fmt.Errorf("metric not reported:\n%s", body)
+		}
+		return nil
+	})
+	// Refused, not dropped silently and not retried in a loop: the
+	// collector keeps running and the other widget is there.
+	if !pb.Alive() {
+		t.Fatalf("collector exited:\n%s", pb.Tail())
+	}
+}
+
+// inventoryRecord checks kr's inventory record.
+func (rr *registryRun) inventoryRecord(t *testing.T) {
+	ctx := context.Background()
+	e, cl := rr.e, rr.cl
+	// Inventory: served APIs, per-resource state, counters.
+	fixture.Eventually(t, 30*time.Second, func() error {
+		rec, err := inventory.Get(ctx, e.Inv, cl)
+		if err != nil {
+			return err
+		}
+		if !rec.Ready || rec.KubernetesVersion == "" {
+			return fmt.Errorf("inventory: ready=%v version=%q", rec.Ready, rec.KubernetesVersion)
+		}
+		if !containsStr(rec.ServedAPIs, "v1") || !containsStr(rec.ServedAPIs, "apps/v1") || !containsStr(rec.ServedAPIs, "example.com/v1") {
+			return fmt.Errorf("served APIs %v", rec.ServedAPIs)
+		}
+		var cm *inventory.ResourceState
+		for i, r := range rec.Resources {
+			if r.Resource == "configmaps" {
+				cm = &rec.Resources[i]
+			}
+		}
+		if cm == nil || !cm.Synced || cm.ObjectCount != 1 {
+			return fmt.Errorf("configmaps state %+v", cm)
+		}
+		if rec.Counters == nil || rec.Counters.Upserts == 0 {
+			return fmt.Errorf("counters %+v", rec.Counters)
+		}
+		return nil
+	})
+}
+
+// deletedWhileDown kills kr, deletes r3 and starts kr again: Widgets get a
+// RESOURCE_REMOVED control event and are purged; ConfigMaps stay synced.
+func (rr *registryRun) deletedWhileDown(t *testing.T) {
+	ctx := context.Background()
+	ce, c, e, cl, p := rr.ce, rr.c, rr.e, rr.cl, rr.p
+	// A registry deleted while the collector is down: the restarted
+	// collector removes the resource (control event, then purge).
+	p.Kill()
+	if err := e.Registries.Delete(ctx, "r3"); err != nil {
+		t.Fatal(err)
+	}
+	p = ce.Start(t, cl, e.URL)
+	fixture.Eventually(t, 60*time.Second, func() error {
+		typ, _, err := fixture.LastControl(ctx, e.JS, cl, widgetsGVR)
+		if err != nil {
+			return err
+		}
+		if typ != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+			return fmt.Errorf("last widgets control event %s", typ)
+		}
+		st, err := streamState(ctx, e.JS, cl, widgetsGVR)
+		if err != nil {
+			return err
+		}
+		if len(st) != 0 {
+			return fmt.Errorf("%d widget subjects left", len(st))
+		}
+		return nil
+	})
+	waitConverged(t, e, c, cl, configMapsGVR, 0, p, "rega")
 }
 
 func httpGet(url string) (string, error) {
