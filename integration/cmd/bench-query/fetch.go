@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -204,6 +205,67 @@ func decodePodLists(bodies [][]byte) (int, error) {
 	}
 	return n, nil
 }
+
+// countMember returns a count of the elements of each answer's top-level
+// array member key ("items" of a list, "rows" of a Table), read with the
+// raw scanner: every byte is checked by the JSON grammar, nothing is
+// decoded. rawjson's own array reader stops at its 4 MiB bound for one
+// object; a whole list is larger.
+func countMember(key string) func([][]byte) (int, error) {
+	return func(bodies [][]byte) (int, error) {
+		n := 0
+		for _, b := range bodies {
+			found := false
+			end, err := rawjson.EachMember(b, 0, func(m rawjson.Member) (int, error) {
+				if string(m.Key) != key {
+					return rawjson.SkipValue(b, m.ValueStart)
+				}
+				found = true
+				return countArray(b, m.ValueStart, &n)
+			})
+			if err != nil {
+				return 0, err
+			}
+			if !found {
+				return 0, fmt.Errorf("answer without %s", key)
+			}
+			if rawjson.SkipSpace(b, end) != len(b) {
+				return 0, fmt.Errorf("bytes after the answer at offset %d", end)
+			}
+		}
+		return n, nil
+	}
+}
+
+// countArray adds the number of elements of the array at b[i] to n and
+// returns the offset just past it.
+func countArray(b []byte, i int, n *int) (int, error) {
+	if i >= len(b) || b[i] != '[' {
+		return 0, fmt.Errorf("array expected at offset %d", i)
+	}
+	if i = rawjson.SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
+		return i + 1, nil
+	}
+	for {
+		end, err := rawjson.SkipValue(b, i)
+		if err != nil {
+			return 0, err
+		}
+		*n++
+		switch i = rawjson.SkipSpace(b, end); {
+		case i >= len(b):
+			return 0, fmt.Errorf("unterminated array at offset %d", i)
+		case b[i] == ']':
+			return i + 1, nil
+		case b[i] != ',':
+			return 0, fmt.Errorf("',' or ']' expected at offset %d, got %q", i, b[i])
+		}
+		i = rawjson.SkipSpace(b, i+1)
+	}
+}
+
+// countItems counts gRPC items, already one []byte each.
+func countItems(items [][]byte) (int, error) { return len(items), nil }
 
 // decodeRESTPages decodes fleetview /v1 list answers into typed Pods.
 func decodeRESTPages(bodies [][]byte) (int, error) {

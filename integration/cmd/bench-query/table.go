@@ -87,9 +87,9 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 	tfv := fv.asTable()
 	// (c) the selected list as one Table, beside the same list in JSON
 	// and the fan-out's Tables.
-	fanT := &variant{name: "fan-out Table", read: func(ctx context.Context) ([][]byte, error) { return fanoutRead(ctx, teps, "sel=yes", 0) }, decode: decodeTables}
-	kubeT := &variant{name: "Kubernetes API Table", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodeTables}
-	kubeJ := &variant{name: "Kubernetes API JSON", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodePodLists}
+	fanT := &variant{name: "fan-out Table", read: func(ctx context.Context) ([][]byte, error) { return fanoutRead(ctx, teps, "sel=yes", 0) }, decode: decodeTables, count: countMember("rows")}
+	kubeT := &variant{name: "Kubernetes API Table", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodeTables, count: countMember("rows")}
+	kubeJ := &variant{name: "Kubernetes API JSON", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "sel=yes", 0) }, decode: decodePodLists, count: countMember("items")}
 	if err := measure(ctx, cfg.repeat, wantSel, []*variant{fanT, kubeT, kubeJ}); err != nil {
 		return err
 	}
@@ -102,8 +102,8 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 		row{name: "(c) same Table, vs the fan-out's Tables", fv: tr, fvDecode: td, base: fr, baseDecode: fd, baseName: "fan-out Table", target: 0.3})
 
 	// (d) the whole list as Tables of 500, as kubectl pages.
-	kubeT = &variant{name: "Kubernetes API Table pages", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodeTables}
-	kubeJ = &variant{name: "Kubernetes API JSON pages", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodePodLists}
+	kubeT = &variant{name: "Kubernetes API Table pages", read: func(ctx context.Context) ([][]byte, error) { return tfv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodeTables, count: countMember("rows")}
+	kubeJ = &variant{name: "Kubernetes API JSON pages", read: func(ctx context.Context) ([][]byte, error) { return fv.listPages(ctx, "/api/v1/pods", "", 500) }, decode: decodePodLists, count: countMember("items")}
 	if err := measure(ctx, cfg.repeat, b.total, []*variant{kubeT, kubeJ}); err != nil {
 		return err
 	}
