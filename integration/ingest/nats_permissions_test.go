@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,13 +136,39 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	}
 
 	// A client holding edge-a's credentials.
-	a, ajs := fixture.ClusterCredential(t, url, "edge-a", passA)
+	// The server answers a publish edge-a may not make with a permissions
+	// violation on the connection, while the call itself (a JetStream
+	// publish or API request) can only wait out its timeout: the
+	// violation is the refusal, and ends the wait (19 timeouts of 5 s
+	// were most of this test's time).
+	violations := make(chan error, 64)
+	a, ajs := fixture.ClusterCredential(t, url, "edge-a", passA, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			select {
+			case violations <- err:
+			default:
+			}
+		}
+	}))
 	refused := func(what string, f func(context.Context) error) {
 		t.Helper()
+		for len(violations) > 0 {
+			<-violations
+		}
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		if err := f(c); err == nil {
-			t.Errorf("edge-a's credentials may %s", what)
+		done := make(chan error, 1)
+		go func() { done <- f(c) }()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("edge-a's credentials may %s", what)
+			}
+		case v := <-violations:
+			cancel()
+			if err := <-done; err == nil {
+				t.Errorf("edge-a's credentials may %s (and the server reported %v)", what, v)
+			}
 		}
 	}
 	fvB := stream.StreamName("edge-b")
