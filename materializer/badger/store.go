@@ -74,7 +74,7 @@ type Store struct {
 	written *keyFilter
 	fresh   map[string]bool
 	// slabs holds the chunks pipelined batches encode their records into.
-	slabs *sync.Pool
+	slabs *slabPools
 	// stopBackground stops the value log's page recycler
 	// (recycle_linux.go) and garbage collector (valuelog_gc.go) and waits
 	// for them.
@@ -229,7 +229,7 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event
 	if err != nil {
 		return nil, err
 	}
-	w.slab = &slab{pool: s.slabs}
+	w.slab = &slab{pools: s.slabs}
 	for i := range events {
 		e := &events[i]
 		if err := ctx.Err(); err != nil {
