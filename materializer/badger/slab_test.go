@@ -23,7 +23,7 @@ func TestSlabChunksGrow(t *testing.T) {
 		{"a record over 128 KiB takes no chunk", []int{200 << 10}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &slab{pools: newSlabPool()}
+			s := &slab{pools: newSlabPools()}
 			var got [][]byte
 			for _, n := range tc.records {
 				b := s.alloc(n)

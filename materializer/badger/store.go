@@ -124,7 +124,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPool()}
+	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools()}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if !o.KeepPageCache {

@@ -105,7 +105,7 @@ const slabChunk = 1 << 20
 // slabPools holds the free chunks of each class.
 type slabPools [slabClasses]sync.Pool
 
-func newSlabPool() *slabPools {
+func newSlabPools() *slabPools {
 	p := &slabPools{}
 	for i := range p {
 		size := slabSize(i)

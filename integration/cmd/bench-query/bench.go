@@ -134,7 +134,7 @@ func (b *bench) lists(ctx context.Context, eps []endpoint, fv endpoint, q fleetv
 			return nil, err
 		}
 		return make([][]byte, len(resp.GetItems())), nil
-	}, decode: func(b [][]byte) (int, error) { return len(b), nil }}
+	}, decode: countItems}
 	if err := measure(ctx, cfg.repeat, wantSel, []*variant{fan, kube, rest, grpcv}); err != nil {
 		return err
 	}

@@ -264,7 +264,7 @@ func countArray(b []byte, i int, n *int) (int, error) {
 	}
 }
 
-// countItems counts gRPC items, already one []byte each.
+// countItems counts items already split one []byte each (gRPC answers).
 func countItems(items [][]byte) (int, error) { return len(items), nil }
 
 // decodeRESTPages decodes fleetview /v1 list answers into typed Pods.
