@@ -25,6 +25,10 @@ var ErrInvalidCluster = errors.New("invalid NATS cluster configuration")
 // serve with.
 var ErrInvalidTLS = errors.New("invalid NATS TLS configuration")
 
+// ErrStoreTooSmall is returned when JetStream's storage cannot hold a
+// stream for every member cluster (StreamQuota).
+var ErrStoreTooSmall = errors.New("JetStream storage too small for the fleet")
+
 // ErrInvalidQuota is returned for per-cluster quotas the hub cannot apply.
 var ErrInvalidQuota = errors.New("invalid per-cluster NATS quota")
 

@@ -155,11 +155,11 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 		ns.Shutdown()
 		return nil, nil, 0, err
 	}
-	quota, err := fleetStreamQuota(o.StreamQuota.StreamMaxBytes, len(so.Clusters)+len(o.Contexts), ns.StoreBytes())
+	quota, err := natsserver.StreamQuota(o.StreamQuota.StreamMaxBytes, len(so.Clusters)+len(o.Contexts), ns.StoreBytes())
 	if err != nil {
 		nc.Close()
 		ns.Shutdown()
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	if quota != o.StreamQuota.StreamMaxBytes {
 		log.Warn("the member clusters' stream quotas would reserve more than JetStream's storage: each stream gets an equal share instead (JetStream reserves every stream's quota on disk when it is created)",
@@ -184,30 +184,6 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 		log.Info("embedded NATS: TLS required", "client_certificates", so.TLS.ClientAuth == tls.RequireAndVerifyClientCert)
 	}
 	return ns, nc, quota, nil
-}
-
-// fleetStreamQuota is the byte quota each of clusters' streams gets on a
-// hub whose JetStream holds store bytes: quota (--stream-max-bytes), or,
-// when clusters of them would reserve more than nine tenths of the store,
-// an equal share of that (JetStream reserves each stream's quota on disk
-// as it creates it, and past the store it refuses the next stream: a hub
-// of 200 clusters at the default 1 GiB had all but two fail to start). The
-// tenth left over is for the buckets and the dead letters. A share below
-// twice the largest message is refused, naming what to change.
-func fleetStreamQuota(quota int64, clusters int, store int64) (int64, error) {
-	if quota <= 0 || clusters == 0 || store <= 0 {
-		return quota, nil
-	}
-	budget := store / 10 * 9
-	if quota <= budget/int64(clusters) {
-		return quota, nil
-	}
-	share := budget / int64(clusters) &^ (1<<20 - 1) // whole MiB
-	if share < 2*stream.MaxPayload {
-		return 0, fmt.Errorf("%w: %d member clusters need at least %d bytes of JetStream storage each (twice the largest message), and JetStream holds %d bytes in all under --state-dir: give the hub more disk, or fewer clusters",
-			ErrInvalidOptions, clusters, 2*stream.MaxPayload, store)
-	}
-	return share, nil
 }
 
 // provision creates the buckets and each credentialed cluster's stream,

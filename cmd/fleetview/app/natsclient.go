@@ -123,6 +123,20 @@ func (o *NATSClientOptions) connect(name string, extra ...nats.Option) (*nats.Co
 	return nc, nil
 }
 
+// validateNATSURLs checks a --nats-url list: the client fails over
+// between its servers, so an empty entry is a typo, not a server.
+func validateNATSURLs(list string) []error {
+	if list == "" {
+		return []error{fmt.Errorf("%w: --nats-url is required", ErrInvalidOptions)}
+	}
+	for u := range strings.SplitSeq(list, ",") {
+		if strings.TrimSpace(u) == "" {
+			return []error{fmt.Errorf("%w: --nats-url %q holds an empty entry", ErrInvalidOptions, list)}
+		}
+	}
+	return nil
+}
+
 // NATSTLSClientOptions say how a NATS client (serve, rebuild, the
 // collector) checks a hub that requires TLS (up --nats-tls-cert-file) and,
 // when the hub requires client certificates (--nats-tls-client-ca-file),
