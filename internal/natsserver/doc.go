@@ -7,17 +7,21 @@
 // (guard.go) checking the requests whose danger is in a body or a header
 // rather than the subject, and each cluster's quotas (quota.go): its share
 // of the consumers (on the registries bucket every cluster shares, counted
-// from JetStream's advisories, not a listing per create: sharedconsumers.go), keys, value sizes, connections and subscriptions the
-// clusters share, so one credential cannot exhaust them. It also makes the server a member of a NATS
-// cluster (ClusterOptions: routes authenticated by a shared password or
-// mutual TLS, encrypted with TLS), so
-// several hubs' embedded servers form one JetStream cluster whose
-// replicated streams survive the loss of a member. Start takes Options
+// from JetStream's advisories, not a listing per create:
+// sharedconsumers.go), keys, value sizes, connections and subscriptions the
+// clusters share, so one credential cannot exhaust them. It also makes the
+// server a member of a NATS cluster (ClusterOptions: routes authenticated
+// by a shared password or mutual TLS, encrypted with TLS), so several
+// hubs' embedded servers form one JetStream cluster whose replicated
+// streams survive the loss of a member. Start takes Options
 // with the secrets and a tls.Config in hand; Config (config.go) is the
 // configuration as the hub's flags give it, files and addresses as text,
 // and reads it into Options (certificates through internal/tlsfiles, which
 // reloads rotated ones), so the composition root only maps flags onto it
-// and wires the server. Streams are
-// created by their writers (internal/stream defines them), or by the hub
-// when collectors may not.
+// and wires the server. How clients connect is its too (clients.go): the
+// hub's own components with ConnectHub (its credentials; in process under
+// TLS), a member cluster's collector with ClusterUser.ClientOptions. So is
+// StreamQuota (streamquota.go), the share of the server's JetStream store
+// each cluster's stream gets. Streams are created by their writers
+// (internal/stream defines them), or by the hub when collectors may not.
 package natsserver

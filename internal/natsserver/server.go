@@ -88,6 +88,10 @@ type Server struct {
 	// guard checks the collectors' guarded requests (guard.go); nil
 	// without per-cluster credentials.
 	guard *guard
+	// hubOpts are the hub's credentials (ConnectHub); tls says network
+	// clients must speak TLS, so the hub's own connect in process.
+	hubOpts []nats.Option
+	tls     bool
 }
 
 // Start launches the server and waits until it accepts connections.
@@ -157,7 +161,7 @@ func Start(o Options) (*Server, error) {
 		ns.Shutdown()
 		return nil, ErrNotReady
 	}
-	srv := &Server{ns: ns}
+	srv := &Server{ns: ns, hubOpts: o.hubClientOptions(), tls: o.TLS != nil}
 	if len(o.Clusters) > 0 {
 		if srv.guard, err = startGuard(ns, o.HubPassword, o.Clusters, o.Quotas, o.OnRefused); err != nil {
 			ns.Shutdown()

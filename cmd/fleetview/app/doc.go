@@ -4,7 +4,10 @@
 // shuts them down in a stated order. A file per server subcommand (serve.go
 // holds serve and up, which shares its options; collector.go, rebuild.go)
 // and per option group they share (auth, nats, natsclient, natscluster,
-// opensearch, kube, limits, metrics, memory). cmd/fleetview only builds the cobra
-// commands and calls into here; the command-line clients of a running
-// fleetview are package cli's.
+// opensearch, kube, limits, metrics, memory); jetstream.go waits for and
+// retries JetStream while a NATS cluster settles. The embedded NATS server's
+// configuration is read, and its clients' credentials built, by
+// internal/natsserver: the root maps flags onto its Config and wires what it
+// starts. cmd/fleetview only builds the cobra commands and calls into here;
+// the command-line clients of a running fleetview are package cli's.
 package app

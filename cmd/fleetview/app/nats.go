@@ -63,7 +63,7 @@ func collectorNATSAuth(o CollectorOptions) (opts []nats.Option, apiPrefix string
 	if len(users) > 1 || u.Cluster != o.Cluster {
 		return nil, "", fmt.Errorf("%w: --nats-user-file %s must hold exactly one line, for --cluster %s", ErrInvalidOptions, o.NATSUserFile, o.Cluster)
 	}
-	return []nats.Option{nats.UserInfo(u.Cluster, u.Password), nats.CustomInboxPrefix(natsserver.InboxPrefix(u.Cluster))}, natsserver.APIPrefix, nil
+	return u.ClientOptions(), natsserver.APIPrefix, nil
 }
 
 // validateNATSAuth checks how up's embedded server authenticates clients.
@@ -122,27 +122,11 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	if so.Cluster.Name != "" && so.Cluster.TLS == nil && so.TLS != nil {
 		log.Warn("clients of the embedded NATS use TLS but the routes between cluster members do not: every object crosses between hubs in clear (set --nats-cluster-tls-cert-file, --nats-cluster-tls-key-file and --nats-cluster-tls-ca-file), or keep them on a private network")
 	}
-	natsOpts := []nats.Option{nats.Name("fleetview-up"), nats.MaxReconnects(-1)}
-	if so.Token != "" {
-		natsOpts = append(natsOpts, nats.Token(so.Token))
-	}
-	if len(so.Clusters) > 0 {
-		natsOpts = append(natsOpts, nats.UserInfo(natsserver.HubUser, so.HubPassword))
-	}
 	ns, err := natsserver.Start(so)
 	if err != nil {
 		return nil, nil, 0, fmt.Errorf("%w (--nats-users-file)", err)
 	}
-	// With TLS the hub's own components connect in process: nothing to
-	// encrypt, and the serving certificate need not name a loopback
-	// address. Without it they keep the loopback TCP connection they
-	// always had.
-	var nc *nats.Conn
-	if so.TLS != nil {
-		nc, err = ns.ConnectInProcess(natsOpts...)
-	} else {
-		nc, err = nats.Connect(ns.ClientURL(), natsOpts...)
-	}
+	nc, err := ns.ConnectHub(nats.Name("fleetview-up"), nats.MaxReconnects(-1))
 	if err != nil {
 		ns.Shutdown()
 		return nil, nil, 0, err
