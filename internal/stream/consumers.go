@@ -2,7 +2,9 @@ package stream
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -33,4 +35,60 @@ func AllowSharedConsumers(ctx context.Context, js jetstream.JetStream, bucket st
 		return fmt.Errorf("stream %s: consumer limit %d: %w", name, SharedMaxConsumers, err)
 	}
 	return nil
+}
+
+// ConsumerPrefix starts the name of every consumer a cluster's collector
+// creates. With per-cluster credentials the hub refuses a collector every
+// consumer request on a name without its own prefix (natsserver's guard),
+// so a collector can neither read from nor delete another cluster's
+// consumers or the hub's. Cluster names never hold '_', so no cluster's
+// prefix starts another's.
+func ConsumerPrefix(cluster string) string { return "fvc_" + cluster + "_" }
+
+// ConsumerNamePrefix is a fresh, unguessable ordered-consumer name prefix
+// (jetstream.OrderedConsumerConfig.NamePrefix) for cluster's collector:
+// its own prefix, then random characters, so two ordered consumers of one
+// collector never share a name.
+func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) + rand.Text() }
+
+// ConsumerCluster is the cluster whose prefix (ConsumerPrefix) starts a
+// consumer's name; ok is false for a name no collector's prefix starts
+// (the hub's own consumers).
+func ConsumerCluster(name string) (cluster string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "fvc_")
+	if !ok {
+		return "", false
+	}
+	cluster, _, ok = strings.Cut(rest, "_")
+	if !ok || cluster == "" {
+		return "", false
+	}
+	return cluster, true
+}
+
+// JetStream's advisories of consumers created and deleted on a stream
+// (nats-server's JSAdvisoryConsumerCreatedPre and
+// JSAdvisoryConsumerDeletedPre, then the stream and the consumer).
+const (
+	consumerCreatedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED"
+	consumerDeletedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.DELETED"
+)
+
+// ConsumerAdvisories is the subject of every advisory of a consumer
+// created or deleted on streamName.
+func ConsumerAdvisories(streamName string) string {
+	return "$JS.EVENT.ADVISORY.CONSUMER.*." + streamName + ".*"
+}
+
+// ParseConsumerAdvisory reads an advisory subject (ConsumerAdvisories):
+// whether the consumer was created (else deleted) and its name; ok is
+// false for any other subject.
+func ParseConsumerAdvisory(subject string) (created bool, consumer string, ok bool) {
+	for _, pre := range []string{consumerCreatedAdvisory, consumerDeletedAdvisory} {
+		if rest, found := strings.CutPrefix(subject, pre+"."); found {
+			_, consumer, ok = strings.Cut(rest, ".")
+			return pre == consumerCreatedAdvisory, consumer, ok && consumer != "" && !strings.Contains(consumer, ".")
+		}
+	}
+	return false, "", false
 }

@@ -2,21 +2,13 @@ package stream
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/proto"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/fleetview/fleetview/internal/feed"
-	"github.com/fleetview/fleetview/internal/rawjson"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 const (
@@ -68,60 +60,9 @@ func ClusterFromStream(name string) (string, bool) {
 	return strings.ReplaceAll(strings.TrimPrefix(name, StreamPrefix), "_", "-"), true
 }
 
-// groupToken encodes an API group as one subject token. Groups are DNS
-// subdomains: they may hold dots (token separators) but never '_'.
-func groupToken(group string) string {
-	if group == "" {
-		return CoreGroupToken
-	}
-	return strings.ReplaceAll(group, ".", "_")
-}
-
-func groupFromToken(tok string) string {
-	if tok == CoreGroupToken {
-		return ""
-	}
-	return strings.ReplaceAll(tok, "_", ".")
-}
-
-// ResourceToken is the "<group>.<version>.<resource>" part of a subject.
-func ResourceToken(gvr schema.GroupVersionResource) string {
-	return groupToken(gvr.Group) + "." + gvr.Version + "." + gvr.Resource
-}
-
-// ObjectSubject is where the current state of one object lives:
-// fv.obj.<cluster>.<group>.<version>.<resource>.<uid>.
-func ObjectSubject(cluster string, gvr schema.GroupVersionResource, uid string) string {
-	return SubjectRoot + ".obj." + cluster + "." + ResourceToken(gvr) + "." + uid
-}
-
-// ResourceFilter matches every object subject of one resource in a cluster.
-func ResourceFilter(cluster string, gvr schema.GroupVersionResource) string {
-	return SubjectRoot + ".obj." + cluster + "." + ResourceToken(gvr) + ".*"
-}
-
-// ClusterObjects matches every object subject of a cluster.
-func ClusterObjects(cluster string) string { return SubjectRoot + ".obj." + cluster + ".>" }
-
-// ClusterControls matches every control subject of a cluster.
-func ClusterControls(cluster string) string { return SubjectRoot + ".ctl." + cluster + ".>" }
-
-// ClusterSubjects are the subjects of a cluster's stream: its objects and
-// its control records. A collector may publish into these only.
-func ClusterSubjects(cluster string) []string {
-	return []string{ClusterObjects(cluster), ClusterControls(cluster)}
-}
-
-// AllObjects matches every cluster's object subjects: a stream listed by it
-// is a cluster stream.
-const AllObjects = SubjectRoot + ".obj.>"
-
 // DeadStream holds poison messages of every materializer, one subject per
 // materializer name, with the reason in the Fv-Reason header.
 const DeadStream = StreamPrefix + "DEAD"
-
-// DeadSubject is the dead-letter subject of the materializer called name.
-func DeadSubject(name string) string { return SubjectRoot + ".dead." + name }
 
 // DeadStreamConfig is the dead-letter stream: a week of poison messages,
 // each as large as a cluster stream's.
@@ -137,9 +78,6 @@ func DeadStreamConfig(replicas int) jetstream.StreamConfig {
 // its message's stream sequence. Not FV_-prefixed: it is no cluster's.
 const VersionStream = "FVQ_VERSIONS"
 
-// VersionSubject is the subject of VersionStream's messages.
-const VersionSubject = SubjectRoot + ".query.versions"
-
 // VersionStreamConfig is the epochs' stream: kept for maxAge (a version
 // older than the resume age is refused anyway), each epoch up to a
 // cluster stream's message size.
@@ -148,67 +86,6 @@ func VersionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamCon
 		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{VersionSubject},
 		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
 	}
-}
-
-// JSAPIPrefix prefixes the subjects of JetStream's API requests.
-const JSAPIPrefix = "$JS.API"
-
-// APISubject is the subject of JetStream API request op (two tokens, such
-// as "CONSUMER.CREATE") with its arguments (a stream, a consumer, a
-// filter) as the tokens after it: APISubject("STREAM.INFO", s) is
-// $JS.API.STREAM.INFO.<s>.
-func APISubject(op string, args ...string) string {
-	return strings.Join(append([]string{JSAPIPrefix, op}, args...), ".")
-}
-
-// ParseAPISubject splits a JetStream API subject into its request (the two
-// tokens after the prefix, "CONSUMER.CREATE") and the tokens after it; ok
-// is false for any other subject.
-func ParseAPISubject(subject string) (op string, args []string, ok bool) {
-	t := strings.Split(subject, ".")
-	if len(t) < 4 || t[0]+"."+t[1] != JSAPIPrefix {
-		return "", nil, false
-	}
-	return t[2] + "." + t[3], t[4:], true
-}
-
-// KVStream is the stream behind the key-value bucket.
-func KVStream(bucket string) string { return "KV_" + bucket }
-
-// KVSubject is where key lives in bucket; KVSubject(bucket, ">") matches
-// every key.
-func KVSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
-
-// ControlSubject carries sync markers and removal records of one resource.
-// It shares the cluster stream so consumers see it in order with the objects.
-func ControlSubject(cluster string, gvr schema.GroupVersionResource) string {
-	return SubjectRoot + ".ctl." + cluster + "." + ResourceToken(gvr)
-}
-
-// ParsedSubject is an object or control subject taken apart.
-type ParsedSubject struct {
-	Control bool
-	Cluster string
-	GVR     schema.GroupVersionResource
-	UID     string
-}
-
-// ParseSubject reverses ObjectSubject and ControlSubject. A subject with
-// an empty token is refused: neither renders one, and an empty group token
-// would otherwise parse as the core group, giving an object a second
-// subject (and so a second message in the compacted stream).
-func ParseSubject(subj string) (ParsedSubject, error) {
-	t := strings.Split(subj, ".")
-	if slices.Contains(t, "") {
-		return ParsedSubject{}, fmt.Errorf("%w: %q has an empty token", ErrBadSubject, subj)
-	}
-	switch {
-	case len(t) == 7 && t[0] == SubjectRoot && t[1] == "obj":
-		return ParsedSubject{Cluster: t[2], GVR: schema.GroupVersionResource{Group: groupFromToken(t[3]), Version: t[4], Resource: t[5]}, UID: t[6]}, nil
-	case len(t) == 6 && t[0] == SubjectRoot && t[1] == "ctl":
-		return ParsedSubject{Control: true, Cluster: t[2], GVR: schema.GroupVersionResource{Group: groupFromToken(t[3]), Version: t[4], Resource: t[5]}}, nil
-	}
-	return ParsedSubject{}, fmt.Errorf("%w: %q", ErrBadSubject, subj)
 }
 
 // ValidateReplicas checks a replica count for fleetview's streams and
@@ -332,202 +209,4 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, r
 		return 0, ReplicasError("stream "+cfg.Name, cfg.Replicas, err)
 	}
 	return kept, nil
-}
-
-// QuotaError is err wrapped with ErrQuotaExceeded when it is JetStream
-// refusing a publish because the cluster's stream reached its byte quota
-// (StreamConfig's maxBytes), else nil. The server answers such a publish
-// with a store failure whose description is "maximum bytes exceeded".
-func QuotaError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var apiErr *jetstream.APIError
-	if (errors.As(err, &apiErr) && strings.Contains(apiErr.Description, maxBytesExceeded)) || strings.Contains(err.Error(), maxBytesExceeded) {
-		return fmt.Errorf("%w: %v", ErrQuotaExceeded, err)
-	}
-	return nil
-}
-
-// HubQuotaError returns err wrapped in ErrHubQuota if it is the hub
-// refusing a request over the cluster's per-cluster quota, else nil.
-func HubQuotaError(err error) error {
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, ErrHubQuota) {
-		return err
-	}
-	var apiErr *jetstream.APIError
-	if (errors.As(err, &apiErr) && strings.Contains(apiErr.Description, ErrHubQuota.Error())) || strings.Contains(err.Error(), ErrHubQuota.Error()) {
-		return hubQuotaErr{err}
-	}
-	return nil
-}
-
-// hubQuotaErr is a refusal over the hub quota: errors.Is ErrHubQuota, and
-// its text is the refusal's own, which already says so.
-type hubQuotaErr struct{ err error }
-
-func (e hubQuotaErr) Error() string        { return e.err.Error() }
-func (e hubQuotaErr) Unwrap() error        { return e.err }
-func (e hubQuotaErr) Is(target error) bool { return target == ErrHubQuota }
-
-// maxBytesExceeded is how nats-server describes a publish refused at a
-// stream's MaxBytes with Discard New.
-const maxBytesExceeded = "maximum bytes exceeded"
-
-// MsgID is the Nats-Msg-Id of an event: the same change published twice is
-// stored once. It does not name the cluster: the duplicate window is the
-// stream's, and only the cluster's collector and the hub can put messages
-// into a cluster's stream (natsserver), so no other cluster can spend an ID
-// there; one that could would forge a cluster-scoped ID as easily.
-func MsgID(ev *fleetviewv1.ResourceEvent) string {
-	if !feed.IsObjectEvent(ev) {
-		// Control records are meant to be appended every time.
-		return ""
-	}
-	return ev.GetUid() + "/" + ev.GetResourceVersion() + "/" + ev.GetType().String()
-}
-
-// Encode marshals an event.
-func Encode(ev *fleetviewv1.ResourceEvent) ([]byte, error) {
-	return proto.Marshal(ev)
-}
-
-// Decode unmarshals and checks an event against the subject it arrived on.
-// The event's Object aliases data, which the caller must not modify after.
-func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
-	ps, err := ParseSubject(subj)
-	if err != nil {
-		return nil, err
-	}
-	ev := &fleetviewv1.ResourceEvent{}
-	if err := unmarshalEvent(data, ev); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadEvent, err)
-	}
-	g := ev.GetGvr()
-	switch {
-	case ev.GetCluster() != ps.Cluster:
-		return nil, fmt.Errorf("%w: cluster %q does not match subject %q", ErrBadEvent, ev.GetCluster(), subj)
-	case g.GetGroup() != ps.GVR.Group || g.GetVersion() != ps.GVR.Version || g.GetResource() != ps.GVR.Resource:
-		return nil, fmt.Errorf("%w: resource %s/%s/%s does not match subject %q", ErrBadEvent, g.GetGroup(), g.GetVersion(), g.GetResource(), subj)
-	case !ps.Control && ev.GetUid() != ps.UID:
-		return nil, fmt.Errorf("%w: uid %q does not match subject %q", ErrBadEvent, ev.GetUid(), subj)
-	case !ps.Control && !feed.IsObjectEvent(ev):
-		return nil, fmt.Errorf("%w: type %s on object subject", ErrBadEvent, ev.GetType())
-	case ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_SYNCED && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
-		return nil, fmt.Errorf("%w: type %s on control subject", ErrBadEvent, ev.GetType())
-	case ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT && len(ev.GetObject()) == 0:
-		return nil, fmt.Errorf("%w: upsert without object", ErrBadEvent)
-	case !ps.Control && ev.GetName() == "":
-		return nil, fmt.Errorf("%w: object without name", ErrBadEvent)
-	}
-	if err := checkCells(ev); err != nil {
-		return nil, err
-	}
-	return ev, nil
-}
-
-// Bounds of an event's Table cells (ResourceEvent.cells). A member's
-// printers write a few short strings per object (a Pod's nine cells are
-// about 100 bytes); a CRD's printer columns are JSONPath results, which a
-// member cluster's owner controls. Past these bounds the event is refused
-// like any other malformed event: the hub answers no cell a member wrote
-// unchecked.
-const (
-	// MaxCellsBytes bounds the cells of one object.
-	MaxCellsBytes = 16 << 10
-	// MaxColumns bounds a resource's columns (and an object's cells).
-	MaxColumns = 64
-)
-
-// checkCells refuses cells on anything but an upsert, and cells that are
-// not one JSON array of at most MaxColumns values in MaxCellsBytes.
-func checkCells(ev *fleetviewv1.ResourceEvent) error {
-	c := ev.GetCells()
-	if len(c) == 0 {
-		return nil
-	}
-	if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-		return fmt.Errorf("%w: cells on a %s event", ErrBadEvent, ev.GetType())
-	}
-	if len(c) > MaxCellsBytes {
-		return fmt.Errorf("%w: cells of %d bytes, more than %d", ErrBadEvent, len(c), MaxCellsBytes)
-	}
-	var arr [16]rawjson.Span
-	spans, err := rawjson.Elements(c, arr[:0])
-	if err != nil {
-		return fmt.Errorf("%w: cells: %v", ErrBadEvent, err)
-	}
-	if len(spans) > MaxColumns {
-		return fmt.Errorf("%w: %d cells, more than %d", ErrBadEvent, len(spans), MaxColumns)
-	}
-	return nil
-}
-
-// GVR converts the proto form.
-func GVR(g *fleetviewv1.GroupVersionResource) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: g.GetGroup(), Version: g.GetVersion(), Resource: g.GetResource()}
-}
-
-// ProtoGVR converts to the proto form.
-func ProtoGVR(g schema.GroupVersionResource) *fleetviewv1.GroupVersionResource {
-	return &fleetviewv1.GroupVersionResource{Group: g.Group, Version: g.Version, Resource: g.Resource}
-}
-
-// ConsumerPrefix starts the name of every consumer a cluster's collector
-// creates. With per-cluster credentials the hub refuses a collector every
-// consumer request on a name without its own prefix (natsserver's guard),
-// so a collector can neither read from nor delete another cluster's
-// consumers or the hub's. Cluster names never hold '_', so no cluster's
-// prefix starts another's.
-func ConsumerPrefix(cluster string) string { return "fvc_" + cluster + "_" }
-
-// ConsumerNamePrefix is a fresh, unguessable ordered-consumer name prefix
-// (jetstream.OrderedConsumerConfig.NamePrefix) for cluster's collector:
-// its own prefix, then random characters, so two ordered consumers of one
-// collector never share a name.
-func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) + rand.Text() }
-
-// ConsumerCluster is the cluster whose prefix (ConsumerPrefix) starts a
-// consumer's name; ok is false for a name no collector's prefix starts
-// (the hub's own consumers).
-func ConsumerCluster(name string) (cluster string, ok bool) {
-	rest, ok := strings.CutPrefix(name, "fvc_")
-	if !ok {
-		return "", false
-	}
-	cluster, _, ok = strings.Cut(rest, "_")
-	if !ok || cluster == "" {
-		return "", false
-	}
-	return cluster, true
-}
-
-// JetStream's advisories of consumers created and deleted on a stream
-// (nats-server's JSAdvisoryConsumerCreatedPre and
-// JSAdvisoryConsumerDeletedPre, then the stream and the consumer).
-const (
-	consumerCreatedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.CREATED"
-	consumerDeletedAdvisory = "$JS.EVENT.ADVISORY.CONSUMER.DELETED"
-)
-
-// ConsumerAdvisories is the subject of every advisory of a consumer
-// created or deleted on streamName.
-func ConsumerAdvisories(streamName string) string {
-	return "$JS.EVENT.ADVISORY.CONSUMER.*." + streamName + ".*"
-}
-
-// ParseConsumerAdvisory reads an advisory subject (ConsumerAdvisories):
-// whether the consumer was created (else deleted) and its name; ok is
-// false for any other subject.
-func ParseConsumerAdvisory(subject string) (created bool, consumer string, ok bool) {
-	for _, pre := range []string{consumerCreatedAdvisory, consumerDeletedAdvisory} {
-		if rest, found := strings.CutPrefix(subject, pre+"."); found {
-			_, consumer, ok = strings.Cut(rest, ".")
-			return pre == consumerCreatedAdvisory, consumer, ok && consumer != "" && !strings.Contains(consumer, ".")
-		}
-	}
-	return false, "", false
 }
