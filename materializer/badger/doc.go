@@ -28,7 +28,9 @@
 //
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are
-// on disk, so the page cache does not grow with everything ever written.
+// on disk, so the page cache does not grow with everything ever written;
+// a batch's records are carved from reused chunks (slab.go) until its
+// commit is done, not allocated one per event.
 // Disk: every update leaves the object's previous JSON behind in the value
 // log; the store runs Badger's value-log GC every ValueLogGCInterval
 // (valuelog_gc.go), rewriting a file once half of it is superseded.
