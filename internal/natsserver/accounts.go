@@ -167,6 +167,15 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 			}
 			fmt.Fprintf(&b, "      {service: %q, accounts: [%q]%s}\n", g.exported(u.Cluster), ClusterAccount(u.Cluster), rt)
 		}
+		// The request channel (issue #30): the hub's requests for this
+		// cluster reach its account only, one way.
+		fmt.Fprintf(&b, "      {stream: %q, accounts: [%q]}\n", stream.ActRequestTree(u.Cluster), ClusterAccount(u.Cluster))
+	}
+	b.WriteString("    ]\n    imports: [\n")
+	// and the answers of each cluster's collector come back on that
+	// cluster's own response subjects, whatever its account publishes.
+	for _, u := range users {
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", ClusterAccount(u.Cluster), stream.ActResponseTree(u.Cluster))
 	}
 	b.WriteString("    ]\n  }\n")
 	for _, u := range users {
@@ -179,6 +188,8 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 			}
 			fmt.Fprintf(&b, "      {service: {account: %q, subject: %q}%s}\n", HubAccount, g.exported(u.Cluster), to)
 		}
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, stream.ActRequestTree(u.Cluster))
+		fmt.Fprintf(&b, "    ]\n    exports: [\n      {stream: %q, accounts: [%q]}\n", stream.ActResponseTree(u.Cluster), HubAccount)
 		b.WriteString("    ]\n  }\n")
 	}
 	b.WriteString("}\n")
@@ -186,7 +197,11 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 }
 
 // userPermissions limits a collector's user inside its own account to the
-// subjects it imports and to its own inboxes. The account holds nothing
+// subjects it imports, to its own inboxes, and to the request channel's
+// two trees: it may read the hub's requests for its cluster and answer on
+// its cluster's response subjects, and never publish a request (a second
+// connection with the same credential must not be able to act as the hub
+// towards the collector). The account holds nothing
 // else, so this changes nothing today; it keeps a subject added to the
 // account later (an import for the hub's own use, a service) from
 // reaching the collector by default.
@@ -199,7 +214,9 @@ func userPermissions(cluster string) string {
 		}
 		pub = append(pub, fmt.Sprintf("%q", local))
 	}
-	return fmt.Sprintf("{publish: {allow: [%s]}, subscribe: {allow: [%q]}}", strings.Join(pub, ", "), InboxPrefix(cluster)+".>")
+	pub = append(pub, fmt.Sprintf("%q", stream.ActResponseTree(cluster)))
+	return fmt.Sprintf("{publish: {allow: [%s], deny: [%q]}, subscribe: {allow: [%q, %q]}}", strings.Join(pub, ", "),
+		stream.ActRequestTree(cluster), InboxPrefix(cluster)+".>", stream.ActRequestTree(cluster))
 }
 
 // checkSecret keeps passwords long and free of characters that would need

@@ -1,0 +1,89 @@
+package relay
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// Frame kinds (the stream.ActFrameHeader header).
+const (
+	// From the hub.
+	kindOpen   = "open"   // the request line, headers and caller (Open)
+	kindCancel = "cancel" // the hub's client went away
+	// From the collector.
+	kindHead  = "head"  // status and headers (Head)
+	kindKeep  = "keep"  // the collector still works on the request
+	kindError = "error" // the request failed before or while answering
+	// Both ways: a body chunk (numbered from 1), the end of a body (its
+	// chunk count), and the acknowledgement of chunks consumed up to a
+	// number.
+	kindData = "data"
+	kindEnd  = "end"
+	kindAck  = "ack"
+)
+
+// Open is a request as the hub sends it.
+type Open struct {
+	Method string `json:"method"`
+	// Path and Query are the request's path and raw query on the member's
+	// API (without the hub's /clusters/{name} prefix).
+	Path  string `json:"path"`
+	Query string `json:"query,omitempty"`
+	// Header holds the request headers the hub passes on.
+	Header http.Header `json:"header,omitempty"`
+	// ContentLength is the body's length (-1: unknown, 0: no body).
+	ContentLength int64 `json:"contentLength"`
+	// Caller is whom the hub authenticated; the collector acts as it.
+	Caller Caller `json:"caller"`
+	// TimeoutMillis bounds the request (the collector applies its own
+	// maximum too).
+	TimeoutMillis int64 `json:"timeoutMillis"`
+}
+
+// Caller is the identity a forwarded request runs as.
+type Caller struct {
+	User   string   `json:"user"`
+	Groups []string `json:"groups,omitempty"`
+}
+
+// head is the answer's status line and headers.
+type head struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+}
+
+// frame builds one frame message.
+func frame(subject, kind string, seq int, data []byte) *nats.Msg {
+	m := &nats.Msg{Subject: subject, Header: nats.Header{stream.ActFrameHeader: {kind}}, Data: data}
+	if seq >= 0 {
+		m.Header.Set(stream.ActSeqHeader, strconv.Itoa(seq))
+	}
+	return m
+}
+
+func frameKind(m *nats.Msg) string { return m.Header.Get(stream.ActFrameHeader) }
+
+func frameSeq(m *nats.Msg) (int, error) {
+	n, err := strconv.Atoi(m.Header.Get(stream.ActSeqHeader))
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: %s frame without a chunk number", ErrProtocol, frameKind(m))
+	}
+	return n, nil
+}
+
+func jsonFrame(subject, kind string, v any) (*nats.Msg, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return frame(subject, kind, -1, b), nil
+}
+
+func timeoutOf(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
