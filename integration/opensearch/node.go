@@ -1,7 +1,6 @@
 package opensearch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -439,156 +437,4 @@ func (n *Node) launch(ctx context.Context, httpPort int) (*process, string, erro
 	case <-ctx.Done():
 		return fail("opensearch start: %v", ctx.Err())
 	}
-}
-
-// build runs scripts/build-opensearch.sh and returns the directory it prints.
-func build(ctx context.Context, opts Options, java string, logw io.Writer) (string, error) {
-	root := opts.RepoRoot
-	if root == "" {
-		var err error
-		if root, err = findRepoRoot(); err != nil {
-			return "", err
-		}
-	}
-	script := filepath.Join(root, buildScript)
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		return "", fmt.Errorf("bash is needed to run %s: %w", script, err)
-	}
-	var stdout bytes.Buffer
-	stderr := &tailBuffer{max: tailBytes}
-	cmd := exec.CommandContext(ctx, bash, script)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "FLEETVIEW_JAVA="+java)
-	if opts.CacheDir != "" {
-		cmd.Env = append(cmd.Env, "FLEETVIEW_CACHE="+opts.CacheDir)
-	}
-	cmd.Stdout = &stdout
-	cmd.Stderr = io.MultiWriter(stderr, logw)
-	cmd.WaitDelay = 5 * time.Second
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("%s: %w\n%s", script, err, stderr.Last(errTailBytes))
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	dir := strings.TrimSpace(lines[len(lines)-1])
-	if dir == "" || !fileExists(filepath.Join(dir, "classpath.txt")) {
-		return "", fmt.Errorf("%s printed %q, not a launcher directory\n%s", script, stdout.String(), stderr.Last(errTailBytes))
-	}
-	return dir, nil
-}
-
-func findJava(java string) (string, error) {
-	if java == "" {
-		if jh := os.Getenv("JAVA_HOME"); jh != "" {
-			java = filepath.Join(jh, "bin", "java")
-		} else {
-			java = "java"
-		}
-	}
-	p, err := exec.LookPath(java)
-	if err != nil {
-		return "", fmt.Errorf("java (17) is needed for the OpenSearch test node: %w", err)
-	}
-	return p, nil
-}
-
-func findRepoRoot() (string, error) {
-	var starts []string
-	if wd, err := os.Getwd(); err == nil {
-		starts = append(starts, wd)
-	}
-	if _, file, _, ok := runtime.Caller(0); ok {
-		starts = append(starts, filepath.Dir(file))
-	}
-	for _, d := range starts {
-		for {
-			if fileExists(filepath.Join(d, "go.mod")) && fileExists(filepath.Join(d, buildScript)) {
-				return d, nil
-			}
-			parent := filepath.Dir(d)
-			if parent == d {
-				break
-			}
-			d = parent
-		}
-	}
-	return "", fmt.Errorf("cannot find the repository root (go.mod with %s) above %v; set Options.RepoRoot or Options.LauncherDir", buildScript, starts)
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// readyWriter takes the launcher's stdout: the first "ready URL" line goes to
-// ready, anything else to other.
-type readyWriter struct {
-	ready chan<- string
-	other io.Writer
-	buf   []byte
-	sent  bool
-}
-
-func (w *readyWriter) Write(p []byte) (int, error) {
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			break
-		}
-		line := string(w.buf[:i+1])
-		w.buf = w.buf[i+1:]
-		if url, ok := strings.CutPrefix(strings.TrimSpace(line), "ready "); ok && !w.sent {
-			w.sent = true
-			w.ready <- url
-			continue
-		}
-		_, _ = io.WriteString(w.other, line)
-	}
-	return len(p), nil
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string { return t.Last(t.max) }
-
-// Last returns up to n trailing bytes, starting at a line boundary if it can.
-func (t *tailBuffer) Last(n int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	b := t.b
-	if len(b) > n {
-		b = b[len(b)-n:]
-		if i := bytes.IndexByte(b, '\n'); i >= 0 && i < len(b)-1 {
-			b = b[i+1:]
-		}
-	}
-	return string(b)
-}
-
-// lockedWriter serialises writes from the stdout and stderr copiers.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
