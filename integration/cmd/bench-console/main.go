@@ -20,8 +20,6 @@
 package main
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,20 +33,17 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -250,267 +245,6 @@ func getJSON(url string, out any) error {
 		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-func startBrowser() (context.Context, func(), error) {
-	path, err := exec.LookPath("chromium")
-	if err != nil {
-		return nil, nil, fmt.Errorf("chromium is required (apt-get install chromium): %w", err)
-	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.WindowSize(1280, 800))
-	if os.Geteuid() == 0 {
-		opts = append(opts, chromedp.NoSandbox)
-	}
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		cancel()
-		cancelA()
-		return nil, nil, err
-	}
-	return ctx, func() { cancel(); cancelA() }, nil
-}
-
-// poll waits for expr to be truthy. A page still loading has no execution
-// context for a moment ("Cannot find context"): that is retried.
-func poll[T any](ctx context.Context, timeout time.Duration, expr string) (T, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		v, err := chromedp.Run(ctx, chromedp.Poll[T](expr, chromedp.WithPollingTimeout(time.Until(deadline))))
-		if err == nil || !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(deadline) {
-			return v, err
-		}
-	}
-}
-
-func eval[T any](ctx context.Context, expr string) (T, error) {
-	return chromedp.Run(ctx, chromedp.Evaluate[T](expr))
-}
-
-type firstPage struct {
-	rendered, painted []float64
-	rows              int
-}
-
-// firstPages opens url and runs its search repeat times (the Search
-// button: a fresh list, no cache), recording the page's own timings.
-func firstPages(page context.Context, url string, wantRows, repeat int) (firstPage, error) {
-	var fp firstPage
-	base, err := eval[int](page, `window.fleetview ? window.fleetview.perf.renders.length : 0`)
-	if err != nil {
-		return fp, err
-	}
-	if err := chromedp.Do(page, chromedp.Navigate(url)); err != nil {
-		return fp, err
-	}
-	for i := range repeat + 1 { // the first run warms the browser's caches of the assets
-		if i > 0 {
-			if _, err := eval[chromedp.Void](page, `document.getElementById('search-form').requestSubmit()`); err != nil {
-				return fp, err
-			}
-		}
-		cond := fmt.Sprintf(`(() => { const p = window.fleetview && window.fleetview.perf; return p && p.renders.length >= %d && p.lastRender.painted !== null && document.getElementById('error').hidden && p.lastRender; })()`, base+i+1)
-		r, err := poll[struct {
-			MS      float64 `json:"ms"`
-			Painted float64 `json:"painted"`
-			Rows    int     `json:"rows"`
-		}](page, time.Minute, cond)
-		if err != nil {
-			text, _ := eval[string](page, `location.href + ' renders=' + JSON.stringify(window.fleetview && window.fleetview.perf.renders) + '\n' + document.body.innerText.slice(0, 1500)`)
-			return fp, fmt.Errorf("%w; page: %s", err, text)
-		}
-		if wantRows > 0 && r.Rows != wantRows {
-			return fp, fmt.Errorf("first page has %d rows, want %d", r.Rows, wantRows)
-		}
-		if i > 0 {
-			fp.rendered = append(fp.rendered, r.MS)
-			fp.painted = append(fp.painted, r.Painted)
-		}
-		fp.rows = r.Rows
-	}
-	return fp, nil
-}
-
-// loaf sums the page's long animation frames (> 50 ms) by where their
-// time went, in ms.
-type loaf struct {
-	N      int                `json:"n"`
-	MS     float64            `json:"ms"`
-	Script float64            `json:"script"`
-	RAF    float64            `json:"raf"`
-	Layout float64            `json:"layout"`
-	By     map[string]float64 `json:"by"`
-}
-
-func (f loaf) String() string {
-	type kv struct {
-		k string
-		v float64
-	}
-	var by []kv
-	for k, v := range f.By {
-		by = append(by, kv{k, v})
-	}
-	slices.SortFunc(by, func(a, b kv) int { return cmp.Compare(b.v, a.v) })
-	var top []string
-	for _, x := range by[:min(3, len(by))] {
-		top = append(top, fmt.Sprintf("%s %.0f", x.k, x.v))
-	}
-	return fmt.Sprintf("long frames %d, %.0f ms: scripts %.0f, frame callbacks %.0f, style+layout %.0f (scripts by invoker: %s)",
-		f.N, f.MS, f.Script, f.RAF, f.Layout, strings.Join(top, "; "))
-}
-
-type liveResult struct {
-	loaf, idleLoaf                loaf
-	gaps, lags, idleGaps          []float64
-	longTasks, published, flushes int
-	idleLong                      int
-	received                      int
-	longMs                        float64
-	settle                        time.Duration
-}
-
-// monitor records, in the page, every frame gap, long tasks, and the
-// event loop's lag (a 0 ms timeout sampled every 50 ms).
-const monitor = `(() => {
-  const m = window.__mon = { gaps: [], lags: [], long: 0, longMs: 0, stop: false, last: performance.now() };
-  const frame = (ts) => { m.gaps.push(ts - m.last); m.last = ts; if (!m.stop) requestAnimationFrame(frame); };
-  requestAnimationFrame(frame);
-  new PerformanceObserver((l) => { for (const e of l.getEntries()) { m.long++; m.longMs += e.duration; } }).observe({ type: 'longtask' });
-  // Long animation frames (> 50 ms), split by where the time went: scripts
-  // (by invoker), the frame's own callbacks (rAF), and style and layout.
-  m.loaf = { n: 0, ms: 0, script: 0, raf: 0, layout: 0, by: {} };
-  new PerformanceObserver((l) => { for (const e of l.getEntries()) {
-    const end = e.startTime + e.duration, f = m.loaf;
-    f.n++; f.ms += e.duration;
-    if (e.renderStart) f.raf += (e.styleAndLayoutStart || end) - e.renderStart;
-    if (e.styleAndLayoutStart) f.layout += end - e.styleAndLayoutStart;
-    for (const s of e.scripts) { f.script += s.duration; const k = s.invokerType + ' ' + (s.sourceFunctionName || s.invoker); f.by[k] = (f.by[k] || 0) + s.duration; }
-  } }).observe({ type: 'long-animation-frame' });
-  const lag = () => { if (m.stop) return; const t = performance.now(); setTimeout(() => { m.lags.push(performance.now() - t); setTimeout(lag, 50); }, 0); };
-  lag();
-  return true;
-})()`
-
-func liveRows(ctx context.Context, page context.Context, console string, js jetstream.JetStream, cfg config) (liveResult, error) {
-	var lr liveResult
-	if err := chromedp.Do(page, chromedp.Navigate(console+"#/search?kind=core%2Fv1%2Fpods&limit=1000")); err != nil {
-		return lr, err
-	}
-	rows, err := poll[[]string](page, time.Minute, `(() => { const r = [...document.querySelectorAll('#results tbody tr')]; return r.length === 1000 && document.getElementById('live').classList.contains('on') && r.map(tr => tr.cells[0].textContent + ' ' + tr.cells[3].textContent); })()`)
-	if err != nil {
-		return lr, err
-	}
-	type target struct {
-		cluster string
-		i       int
-	}
-	var targets []target
-	for _, r := range rows {
-		c, name, _ := strings.Cut(r, " ")
-		parts := strings.Split(name, "-") // benchdata.PodName: app-%07d-x%d
-		i, err := strconv.Atoi(parts[len(parts)-2])
-		if err != nil {
-			return lr, fmt.Errorf("row %q is not a benchdata Pod", r)
-		}
-		targets = append(targets, target{c, i})
-	}
-	// Baseline: the same page with no events, as long as the load runs.
-	if _, err := eval[bool](page, monitor); err != nil {
-		return lr, err
-	}
-	select {
-	case <-ctx.Done():
-		return lr, ctx.Err()
-	case <-time.After(time.Duration(cfg.seconds) * time.Second):
-	}
-	idle, err := eval[struct {
-		Gaps []float64 `json:"gaps"`
-		Long int       `json:"long"`
-		Loaf loaf      `json:"loaf"`
-	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, long: m.long, loaf: m.loaf }; })()`)
-	if err != nil {
-		return lr, err
-	}
-	lr.idleGaps, lr.idleLong, lr.idleLoaf = idle.Gaps, idle.Long, idle.Loaf
-	base, err := eval[int](page, `window.fleetview.perf.events`)
-	if err != nil {
-		return lr, err
-	}
-	if _, err := eval[bool](page, monitor); err != nil {
-		return lr, err
-	}
-	// Publish one event per tick, each relabeling the next row.
-	n := cfg.eventsPerSec * cfg.seconds
-	tick := time.NewTicker(time.Second / time.Duration(cfg.eventsPerSec))
-	defer tick.Stop()
-	var lastLabel string
-	var lastTarget target
-	for k := range n {
-		select {
-		case <-ctx.Done():
-			return lr, ctx.Err()
-		case <-tick.C:
-		}
-		tg := targets[k%len(targets)]
-		rv := 2 + k
-		ev := benchdata.Event(tg.cluster, tg.i, rv)
-		lastLabel = fmt.Sprintf("rev=r%d", rv)
-		ev.Object = bytes.Replace(ev.Object, []byte(`"labels":{`), []byte(fmt.Sprintf(`"labels":{"rev":"r%d",`, rv)), 1)
-		data, err := stream.Encode(ev)
-		if err != nil {
-			return lr, err
-		}
-		if _, err := js.Publish(ctx, stream.ObjectSubject(tg.cluster, benchdata.PodGVR, ev.GetUid()), data); err != nil {
-			return lr, err
-		}
-		lastTarget = tg
-	}
-	lr.published = n
-	done := time.Now()
-	want := fmt.Sprintf(`[...document.querySelectorAll('#results tbody tr')].some(tr => tr.cells[0].textContent === %q && tr.cells[3].textContent === %q && tr.cells[5].textContent.includes(%q))`,
-		lastTarget.cluster, benchdata.PodName(lastTarget.i), lastLabel)
-	if _, err := poll[bool](page, 30*time.Second, fmt.Sprintf(`window.fleetview.perf.events - %d >= %d && %s`, base, n, want)); err != nil {
-		got, _ := eval[int](page, `window.fleetview.perf.events`)
-		return lr, fmt.Errorf("the page received %d of %d events: %w", got-base, n, err)
-	}
-	lr.settle = time.Since(done)
-	res, err := eval[struct {
-		Gaps    []float64 `json:"gaps"`
-		Lags    []float64 `json:"lags"`
-		Long    int       `json:"long"`
-		LongMs  float64   `json:"longMs"`
-		Events  int       `json:"events"`
-		Flushes int       `json:"flushes"`
-		Loaf    loaf      `json:"loaf"`
-	}](page, `(() => { const m = window.__mon; m.stop = true; return { gaps: m.gaps, lags: m.lags, long: m.long, longMs: m.longMs, events: window.fleetview.perf.events, flushes: window.fleetview.perf.flushes, loaf: m.loaf }; })()`)
-	if err != nil {
-		return lr, err
-	}
-	lr.loaf = res.Loaf
-	lr.gaps, lr.lags, lr.longTasks, lr.longMs = res.Gaps, res.Lags, res.Long, res.LongMs
-	lr.received, lr.flushes = res.Events-base, res.Flushes
-	return lr, nil
-}
-
-func pctl(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	i := int(p*float64(len(s))+0.5) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
-func countOver(v []float64, limit float64) int {
-	n := 0
-	for _, x := range v {
-		if x > limit {
-			n++
-		}
-	}
-	return n
 }
 
 // machine names the CPU, its cores and the load, since the machines are
