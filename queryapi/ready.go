@@ -181,7 +181,7 @@ func (s *syncChecker) nothingLeftBefore(ctx context.Context, cluster string, app
 	if err != nil {
 		return false
 	}
-	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(">"))
+	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(stream.FullWildcard))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return true
 	}

@@ -29,7 +29,7 @@ const (
 	// APIPrefix is where a cluster account reaches the hub's JetStream API
 	// (jetstream.NewWithAPIPrefix); only the requests listed in
 	// clusterGrants are imported under it.
-	APIPrefix = "$JS.hub.API"
+	APIPrefix = stream.HubAPIPrefix
 )
 
 // ClusterUser is the credentials of one member cluster's collector. The
@@ -44,10 +44,11 @@ type ClusterUser struct {
 func ClusterAccount(cluster string) string { return "CLUSTER_" + cluster }
 
 // InboxPrefix is the inbox prefix a cluster's collector uses
-// (nats.CustomInboxPrefix). Nothing is delivered to it from the hub but the
-// replies of its own requests, which imports route back by themselves: a
-// collector has no push consumer, so no delivery path into its account.
-func InboxPrefix(cluster string) string { return "_INBOX_" + cluster }
+// (nats.CustomInboxPrefix, spelled by stream.InboxPrefix). Nothing is
+// delivered to it from the hub but the replies of its own requests, which
+// imports route back by themselves: a collector has no push consumer, so no
+// delivery path into its account.
+func InboxPrefix(cluster string) string { return stream.InboxPrefix(cluster) }
 
 // grant is one subject a cluster account imports from the hub account.
 type grant struct {
@@ -95,42 +96,46 @@ func clusterGrants(cluster string) []grant {
 	s := stream.StreamName(cluster)
 	reg := stream.KVStream(stream.RegistryBucket)
 	st := stream.KVStream(stream.RegistryStatusBucket)
-	api := func(suffix string) grant {
-		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix}
+	api := func(op string, args ...string) grant {
+		sub := stream.APISubject(op, args...)
+		return grant{Subject: sub, To: stream.HubAPISubject(sub)}
 	}
-	next := func(suffix string) grant {
-		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix, Streamed: true}
+	next := func(op string, args ...string) grant {
+		sub := stream.APISubject(op, args...)
+		return grant{Subject: sub, To: stream.HubAPISubject(sub), Streamed: true}
 	}
-	guarded := func(suffix string) grant {
-		return grant{Subject: stream.APISubject(suffix), To: APIPrefix + "." + suffix, Guarded: true}
+	guarded := func(op string, args ...string) grant {
+		sub := stream.APISubject(op, args...)
+		return grant{Subject: sub, To: stream.HubAPISubject(sub), Guarded: true}
 	}
 	// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
 	// (nats.go's convention for buckets in another account or domain).
 	kv := func(subject string) grant {
-		return grant{Subject: subject, To: APIPrefix + "." + subject, Guarded: true}
+		return grant{Subject: subject, To: stream.HubAPISubject(subject), Guarded: true}
 	}
+	const one, rest = stream.Wildcard, stream.FullWildcard
 	return []grant{
 		{Subject: stream.ClusterObjects(cluster)},
 		{Subject: stream.ClusterControls(cluster)},
 		kv(stream.KVSubject(stream.ClusterBucket, cluster)),
-		kv(stream.KVSubject(stream.RegistryStatusBucket, cluster+".>")),
-		api("STREAM.INFO." + s),
-		api("STREAM.PURGE." + s),
-		api("STREAM.MSG.GET." + s),
-		api("DIRECT.GET." + s),
-		api("DIRECT.GET." + s + ".>"),
-		guarded("CONSUMER.CREATE." + s + ".>"),
-		guarded("CONSUMER.INFO." + s + ".*"),
-		guarded("CONSUMER.DELETE." + s + ".*"),
-		next("CONSUMER.MSG.NEXT." + s + ".*"),
-		guarded("STREAM.INFO." + reg),
-		guarded("CONSUMER.CREATE." + reg + ".>"),
-		guarded("CONSUMER.INFO." + reg + ".*"),
-		guarded("CONSUMER.DELETE." + reg + ".*"),
-		next("CONSUMER.MSG.NEXT." + reg + ".*"),
-		guarded("STREAM.INFO." + stream.KVStream(stream.ClusterBucket)),
-		guarded("STREAM.INFO." + st),
-		api("DIRECT.GET." + st + "." + stream.KVSubject(stream.RegistryStatusBucket, cluster+".>")),
+		kv(stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKeys(cluster))),
+		api("STREAM.INFO", s),
+		api("STREAM.PURGE", s),
+		api("STREAM.MSG.GET", s),
+		api("DIRECT.GET", s),
+		api("DIRECT.GET", s, rest),
+		guarded("CONSUMER.CREATE", s, rest),
+		guarded("CONSUMER.INFO", s, one),
+		guarded("CONSUMER.DELETE", s, one),
+		next("CONSUMER.MSG.NEXT", s, one),
+		guarded("STREAM.INFO", reg),
+		guarded("CONSUMER.CREATE", reg, rest),
+		guarded("CONSUMER.INFO", reg, one),
+		guarded("CONSUMER.DELETE", reg, one),
+		next("CONSUMER.MSG.NEXT", reg, one),
+		guarded("STREAM.INFO", stream.KVStream(stream.ClusterBucket)),
+		guarded("STREAM.INFO", st),
+		api("DIRECT.GET", st, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKeys(cluster))),
 	}
 }
 
@@ -216,7 +221,7 @@ func userPermissions(cluster string) string {
 	}
 	pub = append(pub, fmt.Sprintf("%q", stream.ActResponseTree(cluster)))
 	return fmt.Sprintf("{publish: {allow: [%s], deny: [%q]}, subscribe: {allow: [%q, %q]}}", strings.Join(pub, ", "),
-		stream.ActRequestTree(cluster), InboxPrefix(cluster)+".>", stream.ActRequestTree(cluster))
+		stream.ActRequestTree(cluster), stream.Inboxes(cluster), stream.ActRequestTree(cluster))
 }
 
 // checkSecret keeps passwords long and free of characters that would need

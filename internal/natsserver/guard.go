@@ -46,13 +46,12 @@ import (
 // (stream.ConsumerNamePrefix), another's, which it cannot list, guess or
 // read the info of, or the hub's durable consumers on its own stream, which
 // at worst delays the materializing of its own cluster.
-const guardRoot = "_FV_GUARD"
 
 // guardSubject is where cluster's guarded request for hubSubject arrives in
-// the hub account. Only cluster's account imports it, so the cluster token
-// identifies the requester.
+// the hub account (stream.GuardPrefix). Only cluster's account imports it,
+// so the cluster token identifies the requester.
 func guardSubject(cluster, hubSubject string) string {
-	return guardRoot + "." + cluster + "." + hubSubject
+	return stream.GuardPrefix(cluster) + hubSubject
 }
 
 // maxConsumerIdle bounds a collector's consumers' inactive threshold: they
@@ -105,14 +104,14 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser, q
 	}
 	for _, u := range clusters {
 		cluster := u.Cluster
-		prefix := guardSubject(cluster, "")
+		prefix := stream.GuardPrefix(cluster)
 		// A queue group: in a NATS cluster every member runs a guard,
 		// and exactly one of them may forward each request (a KV write
 		// or a consumer creation forwarded three times would be made
 		// three times).
 		var sub *nats.Subscription
 		ready := make(chan struct{})
-		sub, err := nc.QueueSubscribe(prefix+">", guardQueue, func(m *nats.Msg) {
+		sub, err := nc.QueueSubscribe(prefix+stream.FullWildcard, guardQueue, func(m *nats.Msg) {
 			<-ready
 			g.countDropped(cluster, sub)
 			g.handle(cluster, strings.TrimPrefix(m.Subject, prefix), m)
@@ -210,11 +209,11 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 		if len(m.Data) > g.q.InventoryValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: inventory record of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.InventoryValueBytes)
 		}
-	case strings.HasPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, "")):
+	case isStatusKey(subject):
 		if len(m.Data) > g.q.StatusValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: registry status of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.StatusValueBytes)
 		}
-		if err := g.statusKey(cluster, strings.TrimPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, cluster+".")), m); err != nil {
+		if err := g.statusKey(cluster, strings.TrimPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, ""))), m); err != nil {
 			return nil, ReasonStatusKey, err
 		}
 	}
@@ -271,7 +270,7 @@ func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
 	if g.lastExists(stream.KVStream(stream.RegistryBucket), stream.KVSubject(stream.RegistryBucket, registry)) {
 		return nil
 	}
-	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists(stream.KVStream(stream.RegistryStatusBucket), stream.KVSubject(stream.RegistryStatusBucket, cluster+"."+registry)) {
+	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists(stream.KVStream(stream.RegistryStatusBucket), stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, registry))) {
 		return nil
 	}
 	return fmt.Errorf("%w: status key %s.%s: no registry %q", ErrQuota, cluster, registry, registry)
@@ -390,8 +389,8 @@ func ownKey(cluster, subject string) bool {
 	if subject == stream.KVSubject(stream.ClusterBucket, cluster) {
 		return true
 	}
-	rest, ok := strings.CutPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, cluster+"."))
-	return ok && rest != "" && !strings.ContainsAny(rest, "*>")
+	rest, ok := strings.CutPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, "")))
+	return ok && rest != "" && !strings.ContainsAny(rest, stream.Wildcard+stream.FullWildcard)
 }
 
 // checkConsumerCreate admits only the ordered pull consumers a collector
@@ -428,7 +427,7 @@ func checkConsumerCreate(cluster, streamName, name string, data []byte) ([]byte,
 	}
 	within := stream.ClusterSubjects(cluster)
 	if streamName != stream.StreamName(cluster) {
-		within = []string{stream.KVSubject(stream.RegistryBucket, ">")}
+		within = []string{stream.KVKeys(stream.RegistryBucket)}
 	}
 	filters := append([]string(nil), c.FilterSubjects...)
 	if c.FilterSubject != "" {
@@ -459,14 +458,20 @@ func subjectWithin(filter string, patterns []string) bool {
 func subjectSubset(ft, pt []string) bool {
 	for i, tok := range pt {
 		switch {
-		case tok == ">":
+		case tok == stream.FullWildcard:
 			return len(ft) > i
-		case i >= len(ft) || ft[i] == ">":
+		case i >= len(ft) || ft[i] == stream.FullWildcard:
 			return false
-		case tok == "*":
+		case tok == stream.Wildcard:
 		case ft[i] != tok:
 			return false
 		}
 	}
 	return len(ft) == len(pt)
+}
+
+// isStatusKey is whether subject is a key of the registry status bucket.
+func isStatusKey(subject string) bool {
+	_, ok := stream.KVKey(stream.RegistryStatusBucket, subject)
+	return ok
 }

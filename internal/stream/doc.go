@@ -7,12 +7,14 @@
 // consumers (ConsumerPrefix), encoding of ResourceEvent payloads, and reading
 // a resource's state back from a stream (Replay, replay.go: a resumed watch
 // and the mover's copy). A file per concept: stream.go the streams' and
-// buckets' names and configuration, subjects.go every subject and filter,
-// event.go an event's encoding and checks (decode.go its allocation-free
-// unmarshal), message.go an object message's headers, quota.go the quota
-// refusals, consumers.go consumer names, limits and advisories. Every
-// component that reads or writes a cluster stream goes through this package
-// so the layout is defined once.
+// buckets' names and configuration, subjects.go every subject, filter and
+// KV key a process spells (the hub account's API prefix, the collectors'
+// inboxes and the guard's subjects too), act.go the request channel's
+// subjects, event.go an event's encoding and checks (decode.go its
+// allocation-free unmarshal), message.go an object message's headers,
+// quota.go the quota refusals, consumers.go consumer names, limits and
+// advisories. Every component that reads or writes a cluster stream goes
+// through this package so the layout is defined once.
 //
 // It must not know about Kubernetes informers or any backend.
 package stream

@@ -220,3 +220,33 @@ func TestConsumerClusterAndAdvisories(t *testing.T) {
 		t.Errorf("ConsumerAdvisories = %q", got)
 	}
 }
+
+// The spellings a member cluster's account and the hub's guard use.
+func TestHubSubjects(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{KVKeys(RegistryBucket), "$KV.fv_registries.>"},
+		{StatusKey("edge-a", "pods"), "edge-a.pods"},
+		{StatusKeys("edge-a"), "edge-a.>"},
+		{HubAPISubject(APISubject("STREAM.INFO", StreamName("edge-a"))), "$JS.hub.API.STREAM.INFO.FV_edge_a"},
+		{HubAPISubject(APISubject("CONSUMER.CREATE", StreamName("edge-a"), FullWildcard)), "$JS.hub.API.CONSUMER.CREATE.FV_edge_a.>"},
+		{HubAPISubject(KVSubject(ClusterBucket, "edge-a")), "$JS.hub.API.$KV.fv_clusters.edge-a"},
+		{InboxPrefix("edge-a"), "_INBOX_edge-a"},
+		{GuardPrefix("edge-a") + APISubject("STREAM.INFO", "KV_fv_clusters"), "_FV_GUARD.edge-a.$JS.API.STREAM.INFO.KV_fv_clusters"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %q, want %q", tc.got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		subject, key string
+		ok           bool
+	}{
+		{"$KV.fv_registries.web", "web", true},
+		{"$KV.fv_registry_status.edge-a.web", "", false},
+		{"fv.obj.edge-a.core.v1.pods.u1", "", false},
+	} {
+		if key, ok := KVKey(RegistryBucket, tc.subject); key != tc.key || ok != tc.ok {
+			t.Errorf("KVKey(%q) = %q, %v; want %q, %v", tc.subject, key, ok, tc.key, tc.ok)
+		}
+	}
+}

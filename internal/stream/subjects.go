@@ -122,3 +122,56 @@ func ParseSubject(subj string) (ParsedSubject, error) {
 	}
 	return ParsedSubject{}, fmt.Errorf("%w: %q", ErrBadSubject, subj)
 }
+
+// Wildcards of a subject filter: Wildcard matches one token, FullWildcard
+// (last only) every token after.
+const (
+	Wildcard     = "*"
+	FullWildcard = ">"
+)
+
+// KVKeys matches every key of bucket.
+func KVKeys(bucket string) string { return KVSubject(bucket, FullWildcard) }
+
+// KVKey is the key a subject of bucket names (KVSubject reversed); ok is
+// false for a subject of another bucket.
+func KVKey(bucket, subject string) (key string, ok bool) {
+	if key, ok = strings.CutPrefix(subject, KVSubject(bucket, "")); !ok {
+		return "", false
+	}
+	return key, true
+}
+
+// StatusKey is the RegistryStatusBucket key of cluster's conditions on a
+// registry. The cluster comes first so a cluster's credentials can be
+// limited to StatusKeys(cluster) whatever the registry names hold.
+func StatusKey(cluster, registry string) string { return cluster + "." + registry }
+
+// StatusKeys matches every status key of cluster.
+func StatusKeys(cluster string) string { return StatusKey(cluster, FullWildcard) }
+
+// HubAPIPrefix is where a member cluster's account reaches the hub's
+// JetStream API (jetstream.NewWithAPIPrefix): its account imports the
+// requests it may make under this prefix instead of JSAPIPrefix.
+const HubAPIPrefix = "$JS.hub.API"
+
+// HubAPISubject is subject, a JetStream API request (APISubject) or a KV
+// write (KVSubject), as a member cluster's account sends it: under
+// HubAPIPrefix. nats.go sends a KV write through an API prefix to
+// "<prefix>.$KV.<bucket>.<key>".
+func HubAPISubject(subject string) string {
+	return HubAPIPrefix + "." + strings.TrimPrefix(subject, JSAPIPrefix+".")
+}
+
+// InboxPrefix is the inbox prefix of a cluster's collector
+// (nats.CustomInboxPrefix): the replies to its requests arrive under it.
+func InboxPrefix(cluster string) string { return "_INBOX_" + cluster }
+
+// GuardPrefix starts the subject under which the hub's guard receives a
+// cluster's guarded request: GuardPrefix(cluster) followed by the request's
+// JetStream subject. Only that cluster's account imports it, so the
+// cluster token names the requester.
+func GuardPrefix(cluster string) string { return "_FV_GUARD." + cluster + "." }
+
+// Inboxes matches every inbox of a cluster's collector.
+func Inboxes(cluster string) string { return InboxPrefix(cluster) + "." + FullWildcard }

@@ -43,7 +43,7 @@ func entryOp(m jetstream.Msg) jetstream.KeyValueOp {
 // registry key (from then on, every new one).
 func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	cons, err := s.js.OrderedConsumer(ctx, stream.KVStream(stream.RegistryBucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.KVSubject(stream.RegistryBucket, ">")},
+		FilterSubjects: []string{stream.KVKeys(stream.RegistryBucket)},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 		NamePrefix:     s.consumerPrefix(),
 	})
@@ -87,7 +87,7 @@ func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error)
 				return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
 			}
 			pending = md.NumPending
-			key := strings.TrimPrefix(m.Subject(), stream.KVSubject(stream.RegistryBucket, ""))
+			key := registryKey(m.Subject())
 			if entryOp(m) != jetstream.KeyValuePut {
 				delete(byKey, key)
 				continue
@@ -136,7 +136,7 @@ func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 		if err != nil {
 			return
 		}
-		e := &kvEntry{key: strings.TrimPrefix(m.Subject(), stream.KVSubject(stream.RegistryBucket, "")), value: m.Data(), revision: md.Sequence.Stream,
+		e := &kvEntry{key: registryKey(m.Subject()), value: m.Data(), revision: md.Sequence.Stream,
 			created: md.Timestamp, delta: md.NumPending, op: entryOp(m)}
 		if !w.send(e) {
 			return
@@ -203,3 +203,9 @@ func (e *kvEntry) Revision() uint64                { return e.revision }
 func (e *kvEntry) Created() time.Time              { return e.created }
 func (e *kvEntry) Delta() uint64                   { return e.delta }
 func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+// registryKey is the registry bucket key a message of its stream is for.
+func registryKey(subject string) string {
+	key, _ := stream.KVKey(stream.RegistryBucket, subject) // the consumers filter on the bucket's keys
+	return key
+}

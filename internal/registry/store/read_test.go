@@ -97,7 +97,7 @@ func TestBadClusterStatusIsLeftOut(t *testing.T) {
 		{"not JSON", "member6", `{"conditions":`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.status.Put(ctx, StatusKey(tc.cluster, r.Name), []byte(tc.value)); err != nil {
+			if _, err := s.status.Put(ctx, stream.StatusKey(tc.cluster, r.Name), []byte(tc.value)); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Get(ctx, r.Name)

@@ -92,11 +92,6 @@ func Bind(ctx context.Context, js jetstream.JetStream, cluster string) (*Store, 
 	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return stream.ConsumerNamePrefix(cluster) }}, nil
 }
 
-// StatusKey is the status bucket key of cluster's conditions on a registry.
-// The cluster comes first so a cluster's credentials can be limited to
-// "<cluster>.>" whatever the registry names hold.
-func StatusKey(cluster, registryName string) string { return cluster + "." + registryName }
-
 // clusterStatus is the value under a status key.
 type clusterStatus struct {
 	Conditions []metav1.Condition `json:"conditions"`
@@ -170,7 +165,7 @@ func conflict(err error) bool {
 // (e.g. during a rollout) never overwrite each other blindly; on a conflict
 // it re-reads and retries.
 func (s *Store) SetClusterStatus(ctx context.Context, r *registry.ResourceRegistry, cluster string, conds []metav1.Condition) error {
-	key := StatusKey(cluster, r.Name)
+	key := stream.StatusKey(cluster, r.Name)
 	for attempt := 0; ; attempt++ {
 		var old clusterStatus
 		var rev uint64
@@ -347,7 +342,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	for cluster := range st[name] {
-		if err := s.status.Delete(ctx, StatusKey(cluster, name)); err != nil {
+		if err := s.status.Delete(ctx, stream.StatusKey(cluster, name)); err != nil {
 			return fmt.Errorf("delete status of registry %s: %w", name, err)
 		}
 	}
