@@ -97,7 +97,7 @@ func TestFieldSelectors(t *testing.T) {
 	}
 }
 
-func TestVersionCovers(t *testing.T) {
+func TestVersionBehind(t *testing.T) {
 	have := Version{"a": 5, "b": 3}
 	if b := have.Behind(Version{"a": 5, "b": 2}); len(b) != 0 {
 		t.Fatalf("behind %v", b)

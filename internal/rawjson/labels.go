@@ -99,25 +99,23 @@ func unquote(s []byte, off int) (string, error) {
 	return out, nil
 }
 
-// LabelsAnnotations is Labels, also returning every value the annotation
-// keys have in metadata.annotations that is not want: each occurrence, in
-// every metadata member, so a value a duplicate key hides from one decoder
-// cannot pass unseen to another. Keys of metadata, its members and
-// annotations are compared decoded, so an escaped spelling is the same key.
-// Values of keys must be strings. A value equal to want costs nothing: the
-// materializer checks every object's cluster annotations with it.
-func LabelsAnnotations(obj []byte, want string, keys ...string) (map[string]string, []string, error) {
-	labels, values, _, err := labelsAnnotations(obj, want, nil, keys)
-	return labels, values, err
-}
-
-// LabelsAnnotationsText is LabelsAnnotations that also appends to text
-// what a free-text search matches in the object beyond its name and
-// namespace: the keys and values of metadata.labels and of
+// LabelsAnnotationsText is Labels, also returning every value the
+// annotation keys have in metadata.annotations that is not want, and
+// appending to text what a free-text search matches in the object beyond
+// its name and namespace, all in the same single pass.
+//
+// The values: each occurrence, in every metadata member, so a value a
+// duplicate key hides from one decoder cannot pass unseen to another. Keys
+// of metadata, its members and annotations are compared decoded, so an
+// escaped spelling is the same key. Values of keys must be strings. A value
+// equal to want costs nothing: the materializer checks every object's
+// cluster annotations with it.
+//
+// The text: the keys and values of metadata.labels and of
 // metadata.annotations in the object's order, each lower-cased as
 // strings.ToLower would and followed by a 0 byte, except the annotations
 // in keys (whose values are want: the cluster's name). Annotation values
-// that are not strings are left out. All in the same single pass.
+// that are not strings are left out.
 func LabelsAnnotationsText(obj []byte, want string, text []byte, keys ...string) (map[string]string, []string, []byte, error) {
 	if text == nil {
 		text = make([]byte, 0, 256)
@@ -172,9 +170,6 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 						wanted = wanted || ok
 					}
 					if !wanted {
-						if text == nil {
-							return skipValue(obj, a.ValueStart, 3)
-						}
 						vs := a.ValueStart
 						if vs >= len(obj) || obj[vs] != '"' {
 							var err error
@@ -220,10 +215,7 @@ func labelsAnnotations(obj []byte, want string, text *[]byte, keys []string) (ma
 	if err := checkEnd(obj, end); err != nil {
 		return nil, nil, nil, err
 	}
-	if text != nil {
-		return labels, values, *text, nil
-	}
-	return labels, values, nil, nil
+	return labels, values, *text, nil
 }
 
 // appendFields appends m's key and, when value is not nil, the string

@@ -107,16 +107,16 @@ func BenchmarkLabels(b *testing.B) {
 	}
 }
 
-// LabelsAnnotations finds the labels Labels finds and refuses what it
+// LabelsAnnotationsText finds the labels Labels finds and refuses what it
 // refuses, and reports every value of the annotations asked for that is
 // not the one wanted, however spelled and wherever repeated.
 func TestLabelsAnnotations(t *testing.T) {
 	for _, tc := range labelsCases() {
 		t.Run("labels/"+tc.name, func(t *testing.T) {
-			got, _, err := LabelsAnnotations([]byte(tc.in), "c", "fleetview.io/cluster")
+			got, _, _, err := LabelsAnnotationsText([]byte(tc.in), "c", nil, "fleetview.io/cluster")
 			if tc.bad {
 				if !errors.Is(err, ErrMalformed) {
-					t.Fatalf("LabelsAnnotations(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
+					t.Fatalf("LabelsAnnotationsText(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
 				}
 				return
 			}
@@ -150,10 +150,10 @@ func TestLabelsAnnotations(t *testing.T) {
 		{"other values unchecked but scanned", `{"metadata":{"annotations":{"a":{"b":[1]}}}}`, nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, got, err := LabelsAnnotations([]byte(tc.in), "c", "fleetview.io/cluster", "k/c")
+			_, got, _, err := LabelsAnnotationsText([]byte(tc.in), "c", nil, "fleetview.io/cluster", "k/c")
 			if tc.bad {
 				if !errors.Is(err, ErrMalformed) {
-					t.Fatalf("LabelsAnnotations(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
+					t.Fatalf("LabelsAnnotationsText(%q) = %v, %v; want ErrMalformed", tc.in, got, err)
 				}
 				return
 			}

@@ -99,7 +99,7 @@ func TestCheck(t *testing.T) {
 
 // TestBounds: MaxDepth counts the top-level object as level 1 and holds
 // wherever the nesting is, in a value a caller skips or in metadata.
-// annotations, which Labels and LabelsAnnotations read; MaxSize bounds the
+// annotations, which Labels and LabelsAnnotationsText read; MaxSize bounds the
 // document.
 func TestBounds(t *testing.T) {
 	nest := func(prefix string, levels int, suffix string) []byte {
@@ -132,9 +132,6 @@ func TestBounds(t *testing.T) {
 			}
 			if _, err := Labels(tc.in); (err == nil) != tc.ok {
 				t.Fatalf("Labels = %v, want ok %v", err, tc.ok)
-			}
-			if _, _, err := LabelsAnnotations(tc.in, "c", "fleetview.io/cluster"); (err == nil) != tc.ok {
-				t.Fatalf("LabelsAnnotations = %v, want ok %v", err, tc.ok)
 			}
 			if _, _, _, err := LabelsAnnotationsText(tc.in, "c", nil, "fleetview.io/cluster"); (err == nil) != tc.ok {
 				t.Fatalf("LabelsAnnotationsText = %v, want ok %v", err, tc.ok)

@@ -10,8 +10,8 @@ import (
 
 // TestLabelsAnnotationsText: the label and annotation fields a search
 // matches, lower-cased, each ended by a 0 byte, in the object's order;
-// the cluster's annotations are left out, and labels and the other values
-// are what LabelsAnnotations returns.
+// the cluster's annotations are left out, the labels are what Labels
+// returns and the other values those of the annotations asked for.
 func TestLabelsAnnotationsText(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
@@ -49,9 +49,9 @@ func TestLabelsAnnotationsText(t *testing.T) {
 			if string(got) != want {
 				t.Fatalf("text of %q\n got %q\nwant %q", tc.in, got, want)
 			}
-			l, o, err := LabelsAnnotations([]byte(tc.in), "c", "fleetview.io/cluster")
-			if err != nil || !maps.Equal(l, labels) || len(o) != len(others) || len(o) != len(tc.others) {
-				t.Fatalf("labels %v and others %v; LabelsAnnotations says %v, %v, %v", labels, others, l, o, err)
+			l, err := Labels([]byte(tc.in))
+			if err != nil || !maps.Equal(l, labels) || len(others) != len(tc.others) {
+				t.Fatalf("labels %v and others %v; Labels says %v, %v; want others %v", labels, others, l, err, tc.others)
 			}
 		})
 	}
