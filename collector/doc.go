@@ -46,4 +46,12 @@
 // labels as "k=v,k2=v2"; flags win), re-read at every heartbeat.
 //
 // It must not read or write any backend.
+//
+// Act through (actthrough.go, issue #30; off unless --act-through names
+// classes): ActThrough serves the requests the hub forwards over the
+// request channel (internal/relay) against the member apiserver, as the
+// caller the hub authenticated (Impersonate-User, Impersonate-Group): the
+// collector's own credentials need only the impersonate verb for it, and
+// the member's authentication, RBAC and admission decide. Classes: writes,
+// logs, reads; exec, attach and port-forward are never forwarded.
 package collector

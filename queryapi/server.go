@@ -27,6 +27,9 @@ import (
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
+// Relay is the hub's side of the request channel (internal/relay.Client).
+type Relay = kubeapi.Relay
+
 // Config configures the API server.
 type Config struct {
 	Reader Reader
@@ -83,6 +86,12 @@ type Config struct {
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
 	Metrics *Metrics
+	// Relay, when set, turns on acting through fleetview (issue #30): the
+	// Kubernetes API forwards under /clusters/{name}/ what the cache does
+	// not serve to that cluster's collector (kubeapi.ActThrough), each
+	// request admitted by the Guard and audited on ActAudit.
+	Relay    Relay
+	ActAudit *slog.Logger
 	// Handlers are served on the HTTP port beside the API, by path pattern
 	// (e.g. the web console at /console/). They get the same body limit but
 	// no authentication of their own: whatever they read must come through
@@ -260,11 +269,22 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	if s.cfg.Guard != nil {
 		vis = s.cfg.Guard.catalogVisibility
 	}
-	kube := withSurface(SurfaceKube, kubeapi.New(q, s.catalog, vis, s.cfg.Logger, kubeapi.OnSkipped(func(cluster string, _ error) {
+	opts := []kubeapi.Option{kubeapi.OnSkipped(func(cluster string, _ error) {
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.malformed.WithLabelValues(cluster).Inc()
 		}
-	})))
+	})}
+	if s.cfg.Relay != nil {
+		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit}
+		if s.cfg.Guard != nil {
+			act.Admit = s.cfg.Guard.actCaller
+		}
+		if act.Audit == nil {
+			act.Audit = s.cfg.Logger
+		}
+		opts = append(opts, kubeapi.ActThrough(act))
+	}
+	kube := withSurface(SurfaceKube, kubeapi.New(q, s.catalog, vis, s.cfg.Logger, opts...))
 	for _, p := range kubeapi.Paths() {
 		mux.Handle(p, kube)
 	}

@@ -106,6 +106,12 @@ func (s *Server) Run(ctx context.Context) error {
 
 type callerKey struct{}
 
+// WithCaller is ctx carrying the caller a request acts as (what the server
+// gives its handler; for tests of handlers).
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
 // CallerFrom is the caller a served request acts as.
 func CallerFrom(ctx context.Context) (Caller, bool) {
 	c, ok := ctx.Value(callerKey{}).(Caller)
@@ -174,7 +180,7 @@ func (s *Server) open(id string, data []byte) {
 	if o.TimeoutMillis <= 0 {
 		timeout = s.lim.MaxTimeout
 	}
-	ctx, cancel := context.WithTimeoutCause(context.WithValue(context.Background(), callerKey{}, o.Caller), timeout,
+	ctx, cancel := context.WithTimeoutCause(WithCaller(context.Background(), o.Caller), timeout,
 		fmt.Errorf("%w (%s)", ErrTimeout, timeout))
 	x := &exchange{s: s, id: id, q: newQueue(s.lim.Window), credit: newCredit(), ctx: ctx, cancel: cancel}
 	s.active[id] = x

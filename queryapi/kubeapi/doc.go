@@ -40,8 +40,17 @@
 // It must not read the cache directly: every answer comes from fleetview's
 // own gRPC services, called in-process through the same client the REST
 // gateway uses (queryapi's inproc), so authentication and authorization
-// interceptors apply exactly as they do to gRPC and /v1 clients. It is read-only: every other method is 405
-// MethodNotAllowed. Discovery and the kind/scope of every requested
+// interceptors apply exactly as they do to gRPC and /v1 clients. It is read-only by default: every other method is 405
+// MethodNotAllowed. With ActThrough (forward.go, issue #30; the hub's
+// --act-through) what the cache does not serve is forwarded to the member
+// through its collector (internal/relay), as the caller the Guard
+// authenticated: under /clusters/{name}/ writes of every verb, subresources
+// (logs included, followed or not), discovery, OpenAPI and reads of
+// resources no registry caches; in the fleet view a write or subresource
+// of a named object goes to the cluster that holds it, and a create or a
+// name two clusters hold is refused with a Status naming the per-cluster
+// path. Cached get, list and watch stay the cache's; exec, attach and
+// port-forward are 501. Each forwarded request writes one audit line. Discovery and the kind/scope of every requested
 // resource come from the process's resource catalog, filtered by what the
 // caller may see (Visibility: the Guard's judgment, as for ListClusters'
 // discovery view) without a call of their own: a read writes one audit

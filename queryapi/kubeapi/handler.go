@@ -51,6 +51,8 @@ type Handler struct {
 	skipped func(cluster string, err error)
 	// proto writes the answers negotiated in protobuf.
 	proto *protoCodec
+	// act forwards what the cache does not serve (nil: read-only).
+	act *ActThroughConfig
 }
 
 // Option configures a Handler.
@@ -108,13 +110,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		req.cluster, path = name, "/"+sub
 	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		h.writeStatus(w, r, toKubeStatus(ErrMethodNotAllowed, schema.GroupResource{}, ""))
-		return
-	}
 	ctx := r.Context()
 	if a := r.Header.Get("Authorization"); a != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
+	}
+	if h.act != nil && h.serveAct(ctx, w, req, path) {
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.writeStatus(w, r, toKubeStatus(ErrMethodNotAllowed, schema.GroupResource{}, ""))
+		return
 	}
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	switch {

@@ -120,6 +120,9 @@ type security struct {
 	keyPair *tlsfiles.KeyPair
 	// auditFile is the audit log's file, closed when serving ends.
 	auditFile *os.File
+	// auditLog writes the audit lines (nil: no audit log); forwarded
+	// requests are audited on it too.
+	auditLog *slog.Logger
 }
 
 // close closes the audit log's file, if any.
@@ -141,7 +144,8 @@ func (o *AuthOptions) audit(s *security) error {
 		}
 		s.auditFile, w = f, f
 	}
-	a := &queryapi.Audit{Logger: slog.New(slog.NewJSONHandler(w, nil))}
+	s.auditLog = slog.New(slog.NewJSONHandler(w, nil))
+	a := &queryapi.Audit{Logger: s.auditLog}
 	s.unary, s.stream = append(s.unary, a.Unary), append(s.stream, a.Stream)
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/debugserver"
+	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -69,6 +70,10 @@ type CollectorOptions struct {
 	// collector creates them (with a token; per-cluster credentials bind
 	// to what the hub created).
 	Replicas ReplicaOptions
+	// ActThrough lists the classes of request the hub may forward to this
+	// member through the collector, as the caller (writes, logs, reads;
+	// "" = none, the default; issue #30).
+	ActThrough string
 }
 
 // AddFlags registers the flags.
@@ -95,6 +100,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	o.MetricsOptions.AddFlags(fs)
 	o.StreamQuota.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
+	fs.StringVar(&o.ActThrough, "act-through", "", "forward the hub's requests of these classes to the member as the caller (comma-separated: writes, logs, reads; empty: none). The collector's own credentials need only the impersonate verb on users and groups for this: the member's RBAC and admission decide every request")
 	fs.DurationVar(&o.PublishAckTimeout, "publish-ack-timeout", 30*time.Second, "how long a publish waits for its acknowledgement before the collector relists to repair it; on a NATS cluster a shorter one (5s) shortens the stall when a stream's leader dies mid-ingest, at the risk of needless relists on a slow server")
 }
 
@@ -141,6 +147,9 @@ func (o *CollectorOptions) Validate() []error {
 	errs = append(errs, o.StreamQuota.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
 	errs = append(errs, validateNATSURLs(o.NATSURL)...)
+	if _, err := collector.ParseActClasses(o.ActThrough); err != nil {
+		errs = append(errs, fmt.Errorf("%w: --act-through: %v", ErrInvalidOptions, err))
+	}
 	if o.PublishAckTimeout < 0 {
 		errs = append(errs, fmt.Errorf("%w: --publish-ack-timeout must not be negative", ErrInvalidOptions))
 	}
@@ -153,6 +162,7 @@ type MetricsConfig struct {
 	CollectorOptions
 	collector collector.Config
 	natsAuth  []nats.Option
+	act       collector.ActClasses
 }
 
 // Config validates the options (every error at once) and reads the files
@@ -169,7 +179,8 @@ func (o CollectorOptions) Config(log *slog.Logger) (MetricsConfig, error) {
 	if err != nil {
 		return MetricsConfig{}, err
 	}
-	return MetricsConfig{CollectorOptions: o, natsAuth: tokOpts, collector: collector.Config{
+	act, _ := collector.ParseActClasses(o.ActThrough)
+	return MetricsConfig{CollectorOptions: o, natsAuth: tokOpts, act: act, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
 		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
@@ -228,5 +239,23 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 		defer srv.Close()
 		log.Info("metrics listening", "addr", srv.Addr())
 	}
-	return col.Run(ctx)
+	if !cfg.act.Any() {
+		return col.Run(ctx)
+	}
+	act, err := collector.NewActThrough(cc.REST, cfg.act)
+	if err != nil {
+		return err
+	}
+	rs, err := relay.NewServer(nc, o.Cluster, act, relay.ServerLimits{}, log)
+	if err != nil {
+		return err
+	}
+	log.Info("act-through on", "writes", cfg.act.Writes, "logs", cfg.act.Logs, "reads", cfg.act.Reads)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- rs.Run(ctx) }()
+	err = col.Run(ctx)
+	cancel()
+	return errors.Join(err, <-done)
 }

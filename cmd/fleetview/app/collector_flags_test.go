@@ -25,6 +25,8 @@ func TestCollectorFlagsValidate(t *testing.T) {
 		{"metrics on every interface", func(o *CollectorOptions) { o.MetricsAddr = ":9090" }, "--metrics-allow-remote"},
 		{"metrics on loopback", func(o *CollectorOptions) { o.MetricsAddr = "127.0.0.1:9090" }, ""},
 		{"metrics beyond loopback, allowed", func(o *CollectorOptions) { o.MetricsAddr, o.MetricsAllowRemote = "0.0.0.0:9090", true }, ""},
+		{"act-through class unknown", func(o *CollectorOptions) { o.ActThrough = "writes,exec" }, "--act-through"},
+		{"act-through classes", func(o *CollectorOptions) { o.ActThrough = "writes,logs,reads" }, ""},
 		{"defaults are valid", func(*CollectorOptions) {}, ""},
 		{"cluster info off", func(o *CollectorOptions) { o.ClusterInfoConfigMap = "" }, ""},
 	}

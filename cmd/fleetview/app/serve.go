@@ -21,6 +21,7 @@ import (
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
@@ -60,6 +61,10 @@ type ServeOptions struct {
 	// Replicas is the replica count of the buckets and streams serve
 	// (and up) create.
 	Replicas ReplicaOptions
+	// ActThrough has the Kubernetes API forward what the cache does not
+	// serve to the clusters' collectors, as the caller (issue #30; off by
+	// default; each collector enables its own classes).
+	ActThrough bool
 }
 
 // AddFlags registers the flags.
@@ -77,6 +82,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Limits.AddFlags(fs)
 	o.Memory.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
+	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; the member's RBAC decides); needs --token-auth-file")
 }
 
 // Validate reports every problem at once.
@@ -109,6 +115,9 @@ func (o *ServeOptions) validate(client bool) []error {
 	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.Memory.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
+	if o.ActThrough && !o.Auth.enabled() {
+		errs = append(errs, fmt.Errorf("%w: --act-through needs authentication (--token-auth-file or --client-ca-file): a forwarded request runs as its caller", ErrInvalidOptions))
+	}
 	return append(errs, o.OpenSearch.Validate()...)
 }
 
@@ -211,7 +220,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	}
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), Metrics: qm,
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), Metrics: qm, Relay: o.relay(nc),
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
@@ -274,6 +283,7 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 		cfg.Logger.Warn("query API serves bearer tokens and every cached object without TLS beyond loopback (set --tls-cert-file and --tls-private-key-file)")
 	}
 	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors, cfg.Guard = sec.server, sec.unary, sec.stream, sec.guard
+	cfg.ActAudit = sec.auditLog
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
 	api, err := queryapi.New(cfg)
 	if err != nil {
@@ -489,4 +499,12 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	})
 	g.Go(func() error { return sv.run(gctx) })
 	return g.Wait()
+}
+
+// relay is the hub's side of the request channel when --act-through is on.
+func (o ServeConfig) relay(nc *nats.Conn) queryapi.Relay {
+	if !o.ActThrough {
+		return nil
+	}
+	return relay.NewClient(nc, relay.Limits{})
 }

@@ -1,0 +1,55 @@
+package queryapi
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/relay"
+)
+
+// actCaller admits a request the Kubernetes API forwards to a member
+// (issue #30) and names the caller the collector acts as. The hub lets it
+// through when the caller may get the resource in that cluster and
+// namespace (for discovery and OpenAPI: get anything in that cluster), the
+// same rule that lets it read the resource from the cache; what the request
+// may do there is the member's RBAC's to decide, as the caller.
+func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.GroupResource) (relay.Caller, error) {
+	u, err := g.identifyHTTP(r)
+	if err != nil {
+		return relay.Caller{}, toStatus(err)
+	}
+	caller := relay.Caller{User: u.Name, Groups: u.Groups}
+	if gr.Resource != "" {
+		return caller, toStatus(g.Authorizer.Authorize(u, auth.VerbGet, auth.Resource(gr.Group, gr.Resource), cluster, namespace))
+	}
+	for _, gt := range g.Authorizer.Grants(u, auth.VerbGet) {
+		if len(gt.Clusters) == 0 || slices.Contains(gt.Clusters, cluster) {
+			return caller, nil
+		}
+	}
+	return caller, toStatus(fmt.Errorf("%w: user %q may not get anything in cluster %s", auth.ErrForbidden, u.Name, cluster))
+}
+
+// identifyHTTP authenticates an HTTP request as identify does a call: its
+// bearer token, else its verified client certificate.
+func (g *Guard) identifyHTTP(r *http.Request) (auth.User, error) {
+	if a := r.Header.Get("Authorization"); a != "" && strings.HasPrefix(a, "Bearer ") {
+		return g.identify(metadata.NewIncomingContext(r.Context(), metadata.Pairs("authorization", a)))
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
+		return auth.UserFromCertificate(r.TLS.VerifiedChains[0][0]), nil
+	}
+	return g.identify(r.Context())
+}
+
+// noActCaller refuses forwarding when the API authenticates no one: a
+// forwarded request must run as someone.
+func noActCaller(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) {
+	return relay.Caller{}, toStatus(fmt.Errorf("%w: acting through fleetview needs authentication (--token-auth-file)", auth.ErrUnauthenticated))
+}

@@ -1,0 +1,359 @@
+package kubeapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/relay"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// Relay is the hub's side of the request channel (internal/relay.Client).
+type Relay interface {
+	Do(ctx context.Context, req *relay.Request) (*relay.Response, error)
+}
+
+// ActThroughConfig turns forwarding on (issue #30): what the cache does
+// not serve under /clusters/{name}/ goes to that cluster's collector, which
+// sends it to its member as the caller.
+type ActThroughConfig struct {
+	Relay Relay
+	// Admit authenticates the caller and says whether the hub lets its
+	// request reach cluster at all (namespace and gr as the path names
+	// them; gr empty for discovery and OpenAPI); its error is the answer.
+	// What the request may do there, the member's RBAC decides.
+	Admit func(r *http.Request, cluster, namespace string, gr schema.GroupResource) (relay.Caller, error)
+	// Audit gets one line per forwarded request.
+	Audit *slog.Logger
+	// Timeout bounds a forwarded request (60 s); StreamTimeout one that
+	// follows a log or watches (1 h).
+	Timeout, StreamTimeout time.Duration
+}
+
+// ActThrough has the handler forward what the cache does not serve.
+func ActThrough(c ActThroughConfig) Option {
+	if c.Timeout <= 0 {
+		c.Timeout = time.Minute
+	}
+	if c.StreamTimeout <= 0 {
+		c.StreamTimeout = time.Hour
+	}
+	if c.Audit == nil {
+		c.Audit = slog.Default()
+	}
+	return func(h *Handler) { h.act = &c }
+}
+
+// forwardedHeaders are the request headers passed to the member.
+var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Kubectl-Command", "Kubectl-Session"}
+
+// answerHeaders are the member's headers passed back to the client.
+var answerHeaders = []string{"Content-Type", "Warning", "Audit-Id", "Cache-Control", "X-Content-Type-Options"}
+
+// apiTarget is a request's path read for forwarding.
+type apiTarget struct {
+	// discovery or openapi: not a resource path.
+	discovery, openapi bool
+	gv                 schema.GroupVersion
+	namespace          string
+	resource, name     string
+	subresource        string
+}
+
+// parseTarget reads /api/..., /apis/... and /openapi/... paths.
+func parseTarget(path string) (apiTarget, bool) {
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var t apiTarget
+	switch segs[0] {
+	case "openapi":
+		t.openapi = true
+		return t, true
+	case "api":
+		if len(segs) < 3 {
+			t.discovery = true
+			return t, true
+		}
+		t.gv, segs = schema.GroupVersion{Version: segs[1]}, segs[2:]
+	case "apis":
+		if len(segs) < 4 {
+			t.discovery = true
+			return t, true
+		}
+		t.gv, segs = schema.GroupVersion{Group: segs[1], Version: segs[2]}, segs[3:]
+	default:
+		return t, false
+	}
+	if segs[0] == "namespaces" && len(segs) >= 3 {
+		t.namespace, segs = segs[1], segs[2:]
+	}
+	t.resource = segs[0]
+	if len(segs) > 1 {
+		t.name = segs[1]
+	}
+	if len(segs) > 2 {
+		t.subresource = strings.Join(segs[2:], "/")
+	}
+	return t, true
+}
+
+func (t apiTarget) gr() schema.GroupResource {
+	return schema.GroupResource{Group: t.gv.Group, Resource: t.resource}
+}
+
+// serveAct forwards req when forwarding applies, or refuses it with a
+// Status saying where to send it; false leaves it to the cache.
+func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *request, path string) bool {
+	t, ok := parseTarget(path)
+	if !ok {
+		return false
+	}
+	if req.cluster != "" {
+		if _, known := h.catalog.Current().Cluster(req.cluster); !known {
+			return false // the cache's answer: the cluster is not known
+		}
+	}
+	read := req.r.Method == http.MethodGet || req.r.Method == http.MethodHead
+	switch {
+	case t.openapi || t.discovery:
+		if !read || req.cluster == "" {
+			return false
+		}
+		// The member's own discovery lists what it serves, cached or
+		// not; the cache's catalog answers when the member's cannot.
+		return h.forward(w, req, req.cluster, path, t, t.discovery)
+	case t.resource == "":
+		return false
+	}
+	if t.resource == "pods" && (t.subresource == "exec" || t.subresource == "attach" || t.subresource == "portforward") {
+		h.writeStatus(w, req.r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Code: http.StatusNotImplemented, Reason: metav1.StatusReasonMethodNotAllowed,
+			Message: "exec, attach and port-forward are not forwarded through fleetview: its request channel carries no bidirectional streams; use the member's own API"})
+		return true
+	}
+	if read && t.subresource == "" {
+		if req.cluster == "" || h.isCached(req, t) {
+			return false
+		}
+		return h.forward(w, req, req.cluster, path, t, false)
+	}
+	cluster := req.cluster
+	if cluster == "" {
+		var st *metav1.Status
+		if cluster, st = h.owner(ctx, t); st != nil {
+			h.writeStatus(w, req.r, st)
+			return true
+		}
+	}
+	return h.forward(w, req, cluster, path, t, false)
+}
+
+// isCached says whether the cache serves t's resource in req's cluster
+// (an unknown cluster counts as cached: the cache's 404 answers it).
+func (h *Handler) isCached(req *request, t apiTarget) bool {
+	var vis func(string, schema.GroupResource) bool
+	if h.visible != nil {
+		v, err := h.visible(req.r)
+		if err != nil {
+			return true // the cache's path answers the authentication error
+		}
+		vis = v
+	}
+	_, known, ok := h.catalog.Current().Lookup(vis, req.cluster, t.gv.WithResource(t.resource))
+	return ok || !known
+}
+
+// owner is the cluster holding the object a fleet-view write names, or the
+// Status refusing it: a create has no cluster, a name two clusters hold is
+// ambiguous, and both are told the per-cluster path.
+func (h *Handler) owner(ctx context.Context, t apiTarget) (string, *metav1.Status) {
+	perCluster := "/clusters/{cluster}" + examplePath(t)
+	if t.name == "" {
+		st := apierrors.NewBadRequest(fmt.Sprintf("a %s through the fleet view names no cluster: send it to %s (kubectl: the cluster's context of `fleetview kubeconfig`)",
+			"create or collection write", perCluster)).Status()
+		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
+		return "", &st
+	}
+	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(t.gv.Group), Version: t.gv.Version, Resource: t.resource,
+		Namespace: t.namespace, Name: t.name})
+	if err != nil {
+		st := toKubeStatus(err, t.gr(), t.name)
+		switch st.Code {
+		case http.StatusConflict:
+			st.Message = fmt.Sprintf("%s %q is held by more than one cluster: send the request to %s", t.gr(), t.name, perCluster)
+		case http.StatusNotFound:
+			st.Message += fmt.Sprintf("; a resource the cache does not hold is reached through %s", perCluster)
+		}
+		return "", st
+	}
+	if c := resp.GetCluster(); c != "" {
+		return c, nil
+	}
+	return "", toKubeStatus(fmt.Errorf("%w: the cached %s %q names no cluster", ErrBadRequest, t.gr(), t.name), t.gr(), t.name)
+}
+
+// examplePath spells t's path for a Status message.
+func examplePath(t apiTarget) string {
+	p := "/api/" + t.gv.Version
+	if t.gv.Group != "" {
+		p = "/apis/" + t.gv.Group + "/" + t.gv.Version
+	}
+	if t.namespace != "" {
+		p += "/namespaces/" + t.namespace
+	}
+	p += "/" + t.resource
+	if t.name != "" {
+		p += "/" + t.name
+	}
+	if t.subresource != "" {
+		p += "/" + t.subresource
+	}
+	return p
+}
+
+// verbOf names a request as Kubernetes' audit does.
+func verbOf(r *http.Request, t apiTarget) string {
+	q := r.URL.Query()
+	switch r.Method {
+	case http.MethodPost:
+		return "create"
+	case http.MethodPut:
+		return "update"
+	case http.MethodPatch:
+		return "patch"
+	case http.MethodDelete:
+		if t.name == "" {
+			return "deletecollection"
+		}
+		return "delete"
+	}
+	switch {
+	case q.Get("watch") == "true" || q.Get("watch") == "1":
+		return "watch"
+	case t.name == "" && t.resource != "":
+		return "list"
+	}
+	return "get"
+}
+
+// forward sends req to cluster's collector and streams the answer back.
+// With fallback (discovery), a failure or an answer other than 200 is left
+// to the cache (false) instead of written.
+func (h *Handler) forward(w http.ResponseWriter, req *request, cluster, path string, t apiTarget, fallback bool) bool {
+	r := req.r
+	start := time.Now()
+	verb := verbOf(r, t)
+	audit := func(caller relay.Caller, code int, n int64, err error) {
+		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "verb", verb, "resource", t.gr().String(),
+			"subresource", t.subresource, "namespace", t.namespace, "name", t.name, "path", path, "memberStatus", code, "bytes", n,
+			"duration", time.Since(start).String()}
+		if err != nil {
+			attrs = append(attrs, "err", err.Error())
+		}
+		h.act.Audit.Info("forwarded", attrs...)
+	}
+	caller, err := h.act.Admit(r, cluster, t.namespace, t.gr())
+	if err != nil {
+		if fallback {
+			return false
+		}
+		audit(caller, 0, 0, err)
+		h.writeStatus(w, r, toKubeStatus(err, t.gr(), t.name))
+		return true
+	}
+	q := r.URL.Query()
+	timeout := h.act.Timeout
+	if q.Get("follow") == "true" || verb == "watch" {
+		timeout = h.act.StreamTimeout
+	}
+	open := relay.Open{Method: r.Method, Path: path, Query: r.URL.RawQuery, Header: http.Header{}, ContentLength: r.ContentLength, Caller: caller}
+	for _, k := range forwardedHeaders {
+		if v := r.Header.Values(k); len(v) > 0 {
+			open.Header[k] = v
+		}
+	}
+	var body io.Reader
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = r.Body
+	}
+	resp, err := h.act.Relay.Do(r.Context(), &relay.Request{Cluster: cluster, Open: open, Body: body, Timeout: timeout})
+	if err == nil && fallback && resp.Status != http.StatusOK {
+		_ = resp.Body.Close()
+		return false
+	}
+	if err != nil {
+		if fallback {
+			return false
+		}
+		audit(caller, 0, 0, err)
+		if r.Context().Err() == nil {
+			h.writeStatus(w, r, relayStatus(err, cluster))
+		}
+		return true
+	}
+	defer resp.Body.Close()
+	for _, k := range answerHeaders {
+		if v := resp.Header.Values(k); len(v) > 0 {
+			w.Header()[k] = v
+		}
+	}
+	w.WriteHeader(resp.Status)
+	n, err := copyFlushing(w, resp.Body)
+	audit(caller, resp.Status, n, err)
+	if err != nil {
+		// The head is out: all that is left is to end the answer as
+		// broken, so the client sees an error instead of a short body.
+		panic(http.ErrAbortHandler)
+	}
+	return true
+}
+
+// copyFlushing writes what the member sends as it comes (a followed log,
+// a watch).
+func copyFlushing(w http.ResponseWriter, r io.Reader) (int64, error) {
+	f, _ := w.(http.Flusher)
+	buf := make([]byte, 32<<10)
+	var n int64
+	for {
+		m, err := r.Read(buf)
+		if m > 0 {
+			if _, werr := w.Write(buf[:m]); werr != nil {
+				return n, werr
+			}
+			n += int64(m)
+			if f != nil {
+				f.Flush()
+			}
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// relayStatus is the Status of a request the channel could not carry.
+func relayStatus(err error, cluster string) *metav1.Status {
+	code, reason := http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable
+	switch {
+	case errors.Is(err, relay.ErrBusy):
+		code, reason = http.StatusTooManyRequests, metav1.StatusReasonTooManyRequests
+	case errors.Is(err, relay.ErrTooLarge):
+		code, reason = http.StatusRequestEntityTooLarge, metav1.StatusReasonRequestEntityTooLarge
+	case errors.Is(err, relay.ErrTimeout):
+		code, reason = http.StatusGatewayTimeout, metav1.StatusReasonTimeout
+	}
+	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+		Code: int32(code), Reason: reason, Message: fmt.Sprintf("cluster %s: %v", cluster, err)}
+}
