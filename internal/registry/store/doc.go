@@ -1,9 +1,10 @@
 // Package store keeps ResourceRegistries in the fv_registries JetStream KV
 // bucket and each cluster's conditions on them in fv_registry_status (key
-// "<cluster>.<registry>", written by that cluster's collector only). It
-// validates before every write, so an invalid registry is never stored, it is
-// the only writer of both buckets, and its reads merge the two. Reads
-// validate again (a registry failing is ErrCorrupt; a cluster's status
-// failing is left out), and read the registries with ordered pull
-// consumers, never push consumers, which the hub refuses collectors.
+// "<cluster>.<registry>", stream.StatusKey, written by that cluster's
+// collector only). It validates before every write, so an invalid registry
+// is never stored, it is the only writer of both buckets, and its reads
+// merge the two. Reads validate again (a registry failing is ErrCorrupt; a
+// cluster's status failing is left out), and read the registries with
+// ordered pull consumers, never push consumers, which the hub refuses
+// collectors.
 package store
