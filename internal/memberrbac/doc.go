@@ -35,9 +35,19 @@
 // controller the agreement test runs) at the same v0.37.2, so no replace
 // directive is needed. Upgrade them together.
 //
+// Across the fleet (reach.go): Members.Reach is where an identity may make
+// a collection request in every member at once, clusters that grant alike
+// grouped, remembered per identity, verb and resource until the next change
+// of any member (Members.Upsert, Delete: Generation, Changed), so only the
+// first request after a change visits every member. A member's objects are
+// untrusted input (decode.go): Decode refuses anything but a well-formed
+// object of its resource with a valid name, namespace and roleRef, naming
+// the field.
+//
 // It must not import a component (collector, materializer, queryapi,
-// backends) and knows nothing of streams, stores or the query API: wiring it
-// into the read path is the caller's (issue #29). It decides only what RBAC
-// decides: a member that also runs a webhook or the Node authorizer may allow
-// more.
+// backends) and knows nothing of streams, stores or the query API: the query
+// API follows the cached RBAC objects into Members and decides with it
+// (queryapi/memberrbac.go, queryapi/authzmember.go; issue #29). It decides only what
+// RBAC decides: a member that also runs a webhook or the Node authorizer may
+// allow more.
 package memberrbac

@@ -5,15 +5,23 @@ import (
 	"sync"
 )
 
-// Members holds one Authorizer per member cluster, by cluster name. The
-// zero value is ready to use; safe for concurrent use.
+// Members holds one Authorizer per member cluster, by cluster name, and
+// tells who holds a decision about them when any of them changes
+// (Generation, Changed). The zero value is ready to use; safe for
+// concurrent use.
 type Members struct {
-	mu sync.RWMutex
-	m  map[string]*Authorizer
+	memo reachMemo
+	mu   sync.RWMutex
+	m    map[string]*Authorizer
+	// gen counts the changes made through Upsert, Delete and Remove.
+	gen uint64
+	// changed is closed (and replaced) at each change.
+	changed chan struct{}
 }
 
 // Cluster returns the cluster's Authorizer, creating an empty one (which
-// allows only system:masters) when there is none yet.
+// allows only system:masters) when there is none yet. Changes made to it
+// directly are not counted by Generation: use Members.Upsert and Delete.
 func (m *Members) Cluster(name string) *Authorizer {
 	if a, ok := m.Lookup(name); ok {
 		return a
@@ -31,6 +39,59 @@ func (m *Members) Cluster(name string) *Authorizer {
 	return a
 }
 
+// Upsert adds or replaces one RBAC object of a cluster (Authorizer.Upsert)
+// and counts the change.
+func (m *Members) Upsert(cluster string, obj any) error {
+	if err := m.Cluster(cluster).Upsert(obj); err != nil {
+		return err
+	}
+	m.bump()
+	return nil
+}
+
+// Delete removes one RBAC object of a cluster (Authorizer.Delete) and
+// counts the change.
+func (m *Members) Delete(cluster string, obj any) error {
+	a, ok := m.Lookup(cluster)
+	if !ok {
+		return nil
+	}
+	if err := a.Delete(obj); err != nil {
+		return err
+	}
+	m.bump()
+	return nil
+}
+
+func (m *Members) bump() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	if m.changed != nil {
+		close(m.changed)
+		m.changed = nil
+	}
+}
+
+// Generation counts the changes so far: a decision taken at generation g
+// still holds while Generation is g.
+func (m *Members) Generation() uint64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.gen
+}
+
+// Changed returns the generation now and a channel closed at the next
+// change after it.
+func (m *Members) Changed() (uint64, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.changed == nil {
+		m.changed = make(chan struct{})
+	}
+	return m.gen, m.changed
+}
+
 // Lookup returns the cluster's Authorizer if it has one.
 func (m *Members) Lookup(name string) (*Authorizer, bool) {
 	m.mu.RLock()
@@ -42,8 +103,9 @@ func (m *Members) Lookup(name string) (*Authorizer, bool) {
 // Remove forgets a cluster's Authorizer (a cluster that left the fleet).
 func (m *Members) Remove(name string) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	delete(m.m, name)
+	m.mu.Unlock()
+	m.bump()
 }
 
 // Names returns the clusters held, sorted.

@@ -1,0 +1,155 @@
+package memberrbac
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+)
+
+// Reach is where an identity may make one collection request (list,
+// watch, or get without a name) across the fleet: in every cluster
+// (Masters: system:masters, which every member allows whatever its RBAC
+// objects), or per held cluster its Scope. Clusters whose Scope allows
+// nothing are left out; clusters with the same Scope share an entry, so a
+// fleet whose members grant alike is one or two entries however many
+// clusters it has.
+type Reach struct {
+	Masters bool
+	Groups  []ReachGroup
+}
+
+// ReachGroup is a set of clusters (sorted) where the identity has the same
+// Scope.
+type ReachGroup struct {
+	Clusters []string
+	Scope    Scope
+}
+
+// None reports a reach that allows nothing.
+func (r Reach) None() bool { return !r.Masters && len(r.Groups) == 0 }
+
+// Allows reports whether an object of the resource in cluster and
+// namespace ("" for cluster-scoped) is within reach.
+func (r Reach) Allows(cluster, namespace string) bool {
+	if r.Masters {
+		return true
+	}
+	for _, g := range r.Groups {
+		if _, ok := slices.BinarySearch(g.Clusters, cluster); ok && g.Scope.Allows(namespace) {
+			return true
+		}
+	}
+	return false
+}
+
+// Covers reports whether r allows everything o allows: an identity whose
+// reach went from o to r lost nothing.
+func (r Reach) Covers(o Reach) bool {
+	if r.Masters {
+		return true
+	}
+	if o.Masters {
+		return false
+	}
+	for _, g := range o.Groups {
+		for _, c := range g.Clusters {
+			if g.Scope.All {
+				if !r.Allows(c, "") {
+					return false
+				}
+				continue
+			}
+			for _, ns := range g.Scope.Namespaces {
+				if !r.Allows(c, ns) {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// reachMemo remembers reaches until the next change of any member: a
+// request costs a map lookup, and only the first request after a change
+// (per identity, verb and resource) visits every cluster.
+type reachMemo struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[string]Reach
+}
+
+// maxMemo bounds the memo; past it, it starts again empty.
+const maxMemo = 4096
+
+// Reach returns where id may make verb on the collection of r in each
+// member. Decided with each member's Scope (upstream's evaluation);
+// remembered until the next change (Generation).
+func (m *Members) Reach(ctx context.Context, id Identity, verb string, r Resource) Reach {
+	if slices.Contains(id.Groups, user.SystemPrivilegedGroup) {
+		return Reach{Masters: true}
+	}
+	key := memoKey(id, verb, r)
+	gen := m.Generation()
+	m.memo.mu.Lock()
+	if m.memo.gen == gen {
+		if v, ok := m.memo.m[key]; ok {
+			m.memo.mu.Unlock()
+			return v
+		}
+	}
+	m.memo.mu.Unlock()
+
+	byScope := map[string]int{} // Scope -> index in out.Groups
+	var out Reach
+	for _, c := range m.Names() {
+		a, ok := m.Lookup(c)
+		if !ok {
+			continue
+		}
+		s := a.Scope(ctx, id, verb, r)
+		if s.None() {
+			continue
+		}
+		k := "*"
+		if !s.All {
+			k = strings.Join(s.Namespaces, ",")
+		}
+		i, ok := byScope[k]
+		if !ok {
+			i = len(out.Groups)
+			byScope[k] = i
+			out.Groups = append(out.Groups, ReachGroup{Scope: s})
+		}
+		out.Groups[i].Clusters = append(out.Groups[i].Clusters, c) // Names is sorted
+	}
+
+	m.memo.mu.Lock()
+	defer m.memo.mu.Unlock()
+	if m.memo.gen != gen || m.memo.m == nil || len(m.memo.m) >= maxMemo {
+		m.memo.gen, m.memo.m = gen, map[string]Reach{}
+	}
+	m.memo.m[key] = out
+	return out
+}
+
+func memoKey(id Identity, verb string, r Resource) string {
+	groups := slices.Clone(id.Groups)
+	slices.Sort(groups)
+	return strings.Join([]string{id.User, strings.Join(groups, "\x01"), verb, r.APIGroup, r.Resource, r.Subresource}, "\x00")
+}
+
+// HasCluster reports whether the reach allows anything in cluster.
+func (r Reach) HasCluster(cluster string) bool {
+	if r.Masters {
+		return true
+	}
+	for _, g := range r.Groups {
+		if _, ok := slices.BinarySearch(g.Clusters, cluster); ok {
+			return true
+		}
+	}
+	return false
+}
