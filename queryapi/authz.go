@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -27,6 +28,11 @@ import (
 type Guard struct {
 	Tokens     *auth.TokenAuthenticator // nil: bearer tokens not accepted
 	Authorizer *auth.Authorizer
+	// Mode says what decides reads of cached objects ("" is ModePolicy).
+	Mode AuthorizationMode
+	// Members are the member clusters' RBAC authorizers (ModeMemberRBAC,
+	// ModeBoth), kept by the server's follower (Config.MemberRBAC).
+	Members *memberrbac.Members
 }
 
 // Calls anyone may make: they reveal no cached data.
@@ -99,7 +105,7 @@ func verbFor(method string) (verb, resource string) {
 
 // admit authorizes a request and narrows it to the caller's scope. The
 // returned scope filters what goes back (nil: nothing to filter).
-func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) {
+func (g *Guard) admit(ctx context.Context, u auth.User, method string, req any) (*auth.Scope, error) {
 	verb, res := verbFor(method)
 	if verb == auth.VerbSearch {
 		// Search spans resources: Unary admits it (search) with the
@@ -108,12 +114,61 @@ func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) 
 	}
 	rr, ok := req.(resourceRequest)
 	if res != "" || !ok {
+		// The inventory and the registries are no member's objects: the
+		// policy decides them in every mode.
 		if res == "" {
 			res = "*"
 		}
 		return nil, g.Authorizer.Authorize(u, verb, res, "", "")
 	}
-	res = resourceName(rr)
+	scope, err := g.scopeOf(ctx, u, verb, rr, req)
+	if err != nil {
+		return nil, err
+	}
+	if scope == nil {
+		return nil, nil
+	}
+	if allowed, all := scope.Clusters(); !all {
+		if err := narrowClusters(req, allowed); err != nil {
+			return nil, fmt.Errorf("%w: user %q may not %s %s in the requested clusters", auth.ErrForbidden, u.Name, verb, resourceName(rr))
+		}
+	}
+	return scope, nil
+}
+
+// scopeOf is where u may make verb on the resource of rr (nil:
+// everywhere): the policy's scope, the members', or what both allow, as
+// the mode says; Forbidden when that is nowhere.
+func (g *Guard) scopeOf(ctx context.Context, u auth.User, verb string, rr resourceRequest, req any) (*auth.Scope, error) {
+	var scope *auth.Scope
+	if g.policy() {
+		s, err := g.policyScope(u, verb, rr, req)
+		if err != nil {
+			return nil, err
+		}
+		scope = s
+	}
+	if !g.members() {
+		return scope, nil
+	}
+	ms, err := g.memberScope(ctx, u, verb, rr, req)
+	if err != nil {
+		return nil, err
+	}
+	if !g.policy() {
+		return ms, nil
+	}
+	scope = intersectScopes(scope, ms)
+	if scope != nil && scope.Empty() {
+		return nil, fmt.Errorf("%w: user %q may not %s %s where both fleetview's policy and the member clusters' RBAC allow it", auth.ErrForbidden, u.Name, verb, resourceName(rr))
+	}
+	return scope, nil
+}
+
+// policyScope is the policy's answer to a resource request (nil:
+// everywhere), or Forbidden.
+func (g *Guard) policyScope(u auth.User, verb string, rr resourceRequest, req any) (*auth.Scope, error) {
+	res := resourceName(rr)
 	if cr, ok := req.(clusterRequest); ok && verb == auth.VerbGet {
 		// A Get names its object; an unqualified one may resolve in any
 		// cluster, so it needs every cluster or is narrowed to the
@@ -128,11 +183,6 @@ func (g *Guard) admit(u auth.User, method string, req any) (*auth.Scope, error) 
 	}
 	if s.Unrestricted() {
 		return nil, nil
-	}
-	if allowed, all := s.Clusters(); !all {
-		if err := narrowClusters(req, allowed); err != nil {
-			return nil, fmt.Errorf("%w: user %q may not %s %s in the requested clusters", auth.ErrForbidden, u.Name, verb, res)
-		}
 	}
 	return &s, nil
 }
@@ -264,13 +314,18 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	noteUser(ctx, u)
 	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
+		if g.members() {
+			// Not built yet: a search spans resources, and the members'
+			// reach per resource is not yet pushed into its query.
+			return nil, toStatus(fmt.Errorf("%w: search is not available when the member clusters' RBAC decides reads (--authorization-mode %s)", auth.ErrForbidden, g.Mode))
+		}
 		return g.search(ctx, u, req, handler)
 	}
 	if info.FullMethod == fleetviewv1.ClusterService_ListClusters_FullMethodName &&
 		g.Authorizer.Authorize(u, auth.VerbList, "clusters", "", "") != nil {
 		return g.discoveryView(auth.WithUser(ctx, u), u, req, handler)
 	}
-	scope, err := g.admit(u, info.FullMethod, req)
+	scope, err := g.admit(ctx, u, info.FullMethod, req)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -329,19 +384,19 @@ func (g *Guard) discoveryView(ctx context.Context, u auth.User, req any, handler
 	if !ok {
 		return nil, toStatus(fmt.Errorf("%w: unexpected cluster list %T", auth.ErrForbidden, resp))
 	}
-	a := g.Authorizer
+	readers := map[schema.GroupResource]func(string) bool{}
 	readable := func(cluster string, r *fleetviewv1.ResourceSyncState) bool {
 		group := r.GetGvr().GetGroup()
 		if group == stream.CoreGroupToken {
 			group = ""
 		}
-		name := auth.Resource(group, r.GetGvr().GetResource())
-		for _, verb := range []string{auth.VerbGet, auth.VerbList, auth.VerbWatch} {
-			if cs, all := a.Scope(u, verb, name).Clusters(); all || slices.Contains(cs, cluster) {
-				return true
-			}
+		gr := schema.GroupResource{Group: group, Resource: r.GetGvr().GetResource()}
+		in, ok := readers[gr]
+		if !ok {
+			in = g.readable(ctx, u, gr)
+			readers[gr] = in
 		}
-		return false
+		return in(cluster)
 	}
 	view := &fleetviewv1.ListClustersResponse{}
 	for _, c := range full.GetClusters() {
@@ -372,7 +427,9 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 		return toStatus(err)
 	}
 	noteUser(ss.Context(), u)
-	return handler(srv, &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod})
+	gs := &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod}
+	defer gs.stopRevocation()
+	return handler(srv, gs)
 }
 
 type guardedStream struct {
@@ -382,10 +439,17 @@ type guardedStream struct {
 	method   string
 	admitted bool
 	scope    *auth.Scope
+	// revoke ends a watch whose access the members' RBAC took back
+	// (authzrevoke.go); nil when none is watched for.
+	revoke *revocation
 }
 
 func (s *guardedStream) Context() context.Context {
-	ctx := auth.WithUser(s.ServerStream.Context(), s.u)
+	base := s.ServerStream.Context()
+	if s.revoke != nil {
+		base = s.revoke.ctx
+	}
+	ctx := auth.WithUser(base, s.u)
 	if s.scope != nil {
 		// A watch applies the namespaces too, before it queues an event.
 		ctx = withVisibility(ctx, scopeVisibility(*s.scope))
@@ -398,11 +462,15 @@ func (s *guardedStream) RecvMsg(m any) error {
 		return err
 	}
 	if !s.admitted {
-		scope, err := s.g.admit(s.u, s.method, m)
+		// Taken before the decision: a change while it is made is
+		// judged again at once.
+		gen := s.g.watchedGeneration(s.method)
+		scope, err := s.g.admit(s.ServerStream.Context(), s.u, s.method, m)
 		if err != nil {
 			return toStatus(err)
 		}
 		s.admitted, s.scope = true, scope
+		s.startRevocation(gen, m)
 	}
 	return nil
 }
@@ -410,6 +478,9 @@ func (s *guardedStream) RecvMsg(m any) error {
 func (s *guardedStream) SendMsg(m any) error {
 	if !s.admitted {
 		return toStatus(fmt.Errorf("%w: stream sent before its request was authorized", auth.ErrForbidden))
+	}
+	if err := s.revoked(); err != nil {
+		return err
 	}
 	if s.scope != nil {
 		if err := filter(s.scope, m); err != nil {
@@ -438,22 +509,43 @@ func (g *Guard) catalogVisibility(r *http.Request) (catalog.Visible, error) {
 	}
 	// One scope per resource and verb for the whole request, however many
 	// clusters the catalog holds.
-	type reach struct {
-		all      bool
-		clusters []string
-	}
-	memo := map[schema.GroupResource]reach{}
+	memo := map[schema.GroupResource]func(string) bool{}
 	return func(cluster string, gr schema.GroupResource) bool {
-		rc, ok := memo[gr]
+		in, ok := memo[gr]
 		if !ok {
-			name := auth.Resource(gr.Group, gr.Resource)
-			for _, verb := range []string{auth.VerbGet, auth.VerbList, auth.VerbWatch} {
-				cs, all := g.Authorizer.Scope(u, verb, name).Clusters()
-				rc.all = rc.all || all
-				rc.clusters = append(rc.clusters, cs...)
-			}
-			memo[gr] = rc
+			in = g.readable(ctx, u, gr)
+			memo[gr] = in
 		}
-		return rc.all || slices.Contains(rc.clusters, cluster)
+		return in(cluster)
 	}, nil
+}
+
+// readable returns, for one resource, whether u may get, list or watch it
+// in a cluster: by the policy, the members' RBAC, or both, as the mode
+// says.
+func (g *Guard) readable(ctx context.Context, u auth.User, gr schema.GroupResource) func(cluster string) bool {
+	verbs := []string{auth.VerbGet, auth.VerbList, auth.VerbWatch}
+	pol := func(string) bool { return true }
+	if g.policy() {
+		name := auth.Resource(gr.Group, gr.Resource)
+		all, clusters := false, []string(nil)
+		for _, verb := range verbs {
+			cs, a := g.Authorizer.Scope(u, verb, name).Clusters()
+			all = all || a
+			clusters = append(clusters, cs...)
+		}
+		pol = func(c string) bool { return all || slices.Contains(clusters, c) }
+	}
+	mem := func(string) bool { return true }
+	if g.members() {
+		id, r := memberIdentity(u), memberrbac.Resource{APIGroup: gr.Group, Resource: gr.Resource}
+		reaches := make([]memberrbac.Reach, 0, len(verbs))
+		for _, verb := range verbs {
+			reaches = append(reaches, g.Members.Reach(ctx, id, verb, r))
+		}
+		mem = func(c string) bool {
+			return slices.ContainsFunc(reaches, func(r memberrbac.Reach) bool { return r.HasCluster(c) })
+		}
+	}
+	return func(c string) bool { return pol(c) && mem(c) }
 }

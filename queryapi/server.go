@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/fleetview/fleetview/internal/connlimit"
+	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/query"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -83,6 +84,10 @@ type Config struct {
 	// rather than calling a service, filters it by the Guard's judgment of
 	// the caller.
 	Guard *Guard
+	// MemberRBAC, when set, is kept equal to the member clusters' RBAC
+	// objects in the cache (memberrbac.go) while the server runs: the
+	// authorizers a Guard in a member-RBAC mode decides with.
+	MemberRBAC *memberrbac.Members
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
 	Metrics *Metrics
@@ -383,6 +388,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.watchReadiness(gctx)
 		return nil
 	})
+	if s.cfg.MemberRBAC != nil {
+		g.Go(func() error {
+			f := &rbacFollower{q: s.qs, members: s.cfg.MemberRBAC, log: s.cfg.Logger, retry: time.Second}
+			f.run(gctx)
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		s.health.Shutdown()

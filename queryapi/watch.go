@@ -60,7 +60,14 @@ func (w *watch) queue(ev *fleetviewv1.WatchEvent) error {
 
 // Watch implements the gRPC server stream (and, through watchHTTP, REST).
 func (q *queryService) Watch(req *fleetviewv1.WatchRequest, ss grpc.ServerStreamingServer[fleetviewv1.WatchEvent]) error {
-	return toStatus(q.watch(ss.Context(), req, ss.Send))
+	err := q.watch(ss.Context(), req, ss.Send)
+	if err != nil && ss.Context().Err() != nil {
+		// Ended by its context: with the reason it was ended for (the
+		// Guard ends a watch whose access was revoked with Forbidden),
+		// context.Canceled when the client left.
+		err = context.Cause(ss.Context())
+	}
+	return toStatus(err)
 }
 
 func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) (err error) {

@@ -9,12 +9,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/tlsfiles"
 	"github.com/fleetview/fleetview/queryapi"
 )
@@ -34,6 +36,9 @@ type AuthOptions struct {
 	// AuditLog, when set, receives one JSON line per API call (queryapi.Audit):
 	// a file path (appended to) or "-" for standard output.
 	AuditLog string
+	// AuthorizationMode says what decides reads of cached objects:
+	// queryapi.ModePolicy (the default), ModeMemberRBAC or ModeBoth.
+	AuthorizationMode string
 }
 
 // AddFlags registers the flags.
@@ -46,6 +51,17 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowUnauthenticated, "insecure-allow-unauthenticated", false, "serve without authentication on non-loopback addresses")
 	fs.StringVar(&o.AuditLog, "audit-log", "", "audit log: one JSON line per API call over gRPC, REST and the Kubernetes API (subject, groups, verb, resource, namespace, "+
 		"clusters after authorization narrowed them, objects returned, result code, transport; a watch when it starts), appended to PATH, or - for standard output; empty = off")
+	fs.StringVar(&o.AuthorizationMode, "authorization-mode", string(queryapi.ModePolicy), "what decides reads of cached objects: policy (--authorization-policy-file), "+
+		"member-rbac (each member cluster's own RBAC, mirrored from the RBAC objects a registry caches; docs/security.md), or both (a read must pass both); "+
+		"the cluster inventory and registries are the policy's in every mode")
+}
+
+// mode is the authorization mode ("" is the policy).
+func (o *AuthOptions) mode() queryapi.AuthorizationMode {
+	if o.AuthorizationMode == "" {
+		return queryapi.ModePolicy
+	}
+	return queryapi.AuthorizationMode(o.AuthorizationMode)
 }
 
 func (o *AuthOptions) enabled() bool { return o.TokenFile != "" || o.ClientCAFile != "" }
@@ -85,7 +101,12 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 	if o.ClientCAFile != "" && o.TLSCertFile == "" {
 		errs = append(errs, fmt.Errorf("%w: --client-ca-file needs --tls-cert-file", ErrInvalidOptions))
 	}
-	if o.enabled() && o.PolicyFile == "" {
+	if !slices.Contains(queryapi.AuthorizationModes(), o.mode()) {
+		errs = append(errs, fmt.Errorf("%w: --authorization-mode %q: want one of %v", ErrInvalidOptions, o.AuthorizationMode, queryapi.AuthorizationModes()))
+	} else if o.mode() != queryapi.ModePolicy && !o.enabled() {
+		errs = append(errs, fmt.Errorf("%w: --authorization-mode %s needs --token-auth-file or --client-ca-file: the member clusters' RBAC decides by who is asking", ErrInvalidOptions, o.mode()))
+	}
+	if o.enabled() && o.PolicyFile == "" && o.mode() != queryapi.ModeMemberRBAC {
 		errs = append(errs, fmt.Errorf("%w: --authorization-policy-file is required with authentication (nothing is allowed without rules)", ErrInvalidOptions))
 	}
 	if o.PolicyFile != "" && !o.enabled() {
@@ -118,6 +139,9 @@ type security struct {
 	grpcTLS *tls.Config
 	// keyPair serves both; listenAPI gives it the logger.
 	keyPair *tlsfiles.KeyPair
+	// members are the member clusters' RBAC authorizers the query API
+	// keeps when the authorization mode uses them (nil otherwise).
+	members *memberrbac.Members
 	// auditFile is the audit log's file, closed when serving ends.
 	auditFile *os.File
 	// auditLog writes the audit lines (nil: no audit log); forwarded
@@ -200,11 +224,19 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 			return nil, fmt.Errorf("--token-auth-file: %w", err)
 		}
 	}
-	p, err := auth.LoadPolicy(o.PolicyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--authorization-policy-file: %w", err)
+	var p *auth.Policy // none: the policy allows nothing (member-rbac without one)
+	if o.PolicyFile != "" {
+		var err error
+		if p, err = auth.LoadPolicy(o.PolicyFile); err != nil {
+			return nil, fmt.Errorf("--authorization-policy-file: %w", err)
+		}
 	}
 	g.Authorizer = auth.NewAuthorizer(p)
+	if g.Mode = o.mode(); g.Mode != queryapi.ModePolicy {
+		// Kept by the query API from the RBAC objects in the cache.
+		g.Members = &memberrbac.Members{}
+		s.members = g.Members
+	}
 	s.unary, s.stream, s.guard = append(s.unary, g.Unary), append(s.stream, g.Stream), g
 	return s, nil
 }

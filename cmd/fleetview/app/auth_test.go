@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,4 +81,48 @@ func writeTestFile(t *testing.T, dir, name, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestAuthorizationMode: --authorization-mode is validated with the other
+// auth options, and a member-RBAC mode hands the Guard and the query API
+// one set of member authorizers.
+func TestAuthorizationMode(t *testing.T) {
+	dir := t.TempDir()
+	tokens := writeTestFile(t, dir, "tokens", "alice-tok,alice\n")
+	policy := writeTestFile(t, dir, "policy", "rules:\n- users: [alice]\n  verbs: [list]\n  resources: [pods]\n")
+	cases := []struct {
+		name    string
+		o       AuthOptions
+		wantErr string // "" valid
+		members bool
+	}{
+		{"default is the policy", AuthOptions{TokenFile: tokens, PolicyFile: policy}, "", false},
+		{"policy", AuthOptions{TokenFile: tokens, PolicyFile: policy, AuthorizationMode: "policy"}, "", false},
+		{"member-rbac without a policy", AuthOptions{TokenFile: tokens, AuthorizationMode: "member-rbac"}, "", true},
+		{"both", AuthOptions{TokenFile: tokens, PolicyFile: policy, AuthorizationMode: "both"}, "", true},
+		{"both needs the policy", AuthOptions{TokenFile: tokens, AuthorizationMode: "both"}, "--authorization-policy-file is required", false},
+		{"unknown mode", AuthOptions{TokenFile: tokens, PolicyFile: policy, AuthorizationMode: "rbac"}, `--authorization-mode "rbac"`, false},
+		{"member-rbac needs authentication", AuthOptions{AuthorizationMode: "member-rbac"}, "--authorization-mode member-rbac needs --token-auth-file", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := tc.o.Validate("127.0.0.1:1")
+			if tc.wantErr != "" {
+				if len(errs) == 0 || !strings.Contains(errors.Join(errs...).Error(), tc.wantErr) {
+					t.Fatalf("errors %v, want one naming %q", errs, tc.wantErr)
+				}
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			sec, err := tc.o.build()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (sec.members != nil) != tc.members || sec.guard.Members != sec.members {
+				t.Fatalf("members %v (guard %v), want members: %v", sec.members, sec.guard.Members, tc.members)
+			}
+		})
+	}
 }

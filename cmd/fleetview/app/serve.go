@@ -284,6 +284,7 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	}
 	cfg.ServerOptions, cfg.UnaryInterceptors, cfg.StreamInterceptors, cfg.Guard = sec.server, sec.unary, sec.stream, sec.guard
 	cfg.ActAudit = sec.auditLog
+	cfg.MemberRBAC = sec.members
 	cfg.GRPCListener, cfg.HTTPListener = gl, hl
 	api, err := queryapi.New(cfg)
 	if err != nil {

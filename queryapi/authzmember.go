@@ -1,0 +1,146 @@
+package queryapi
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// AuthorizationMode says what decides a read of cached objects (get,
+// list, watch, search): fleetview's policy, each member cluster's own
+// RBAC as mirrored on the hub (internal/memberrbac), or both (a read must
+// pass both). What is no member's object (the cluster inventory,
+// registries) is the policy's in every mode.
+type AuthorizationMode string
+
+// The authorization modes.
+const (
+	ModePolicy     AuthorizationMode = "policy"
+	ModeMemberRBAC AuthorizationMode = "member-rbac"
+	ModeBoth       AuthorizationMode = "both"
+)
+
+// AuthorizationModes lists the modes, for flags and their errors.
+func AuthorizationModes() []AuthorizationMode {
+	return []AuthorizationMode{ModePolicy, ModeMemberRBAC, ModeBoth}
+}
+
+// members reports whether the members' RBAC takes part.
+func (g *Guard) members() bool {
+	return g.Members != nil && (g.Mode == ModeMemberRBAC || g.Mode == ModeBoth)
+}
+
+// policy reports whether fleetview's policy takes part in reads.
+func (g *Guard) policy() bool { return g.Mode != ModeMemberRBAC }
+
+// memberIdentity is the identity a member's authorizer sees for a fleetview
+// caller: the same user and groups, plus system:authenticated, which every
+// member's authenticator adds.
+func memberIdentity(u auth.User) memberrbac.Identity {
+	return memberrbac.Authenticated(memberrbac.Identity{User: u.Name, Groups: slices.Clone(u.Groups)})
+}
+
+func memberResource(rr resourceRequest) memberrbac.Resource {
+	g := rr.GetGroup()
+	if g == stream.CoreGroupToken {
+		g = ""
+	}
+	return memberrbac.Resource{APIGroup: g, Resource: rr.GetResource()}
+}
+
+// memberReach is where u may make verb on the resource in the members.
+func (g *Guard) memberReach(ctx context.Context, u auth.User, verb string, rr resourceRequest) memberrbac.Reach {
+	return g.Members.Reach(ctx, memberIdentity(u), verb, memberResource(rr))
+}
+
+// memberScope is the members' answer to a resource request as a scope
+// (nil: everywhere), or Forbidden.
+//
+// A Get that names its cluster is asked of that member with the object's
+// name, so a rule limited to resourceNames allows it as in the member. Any
+// other request takes the member's answer for the collection: per cluster,
+// everywhere or the namespaces it may use the verb in. A request naming a
+// namespace that no member allows is Forbidden, as each member would
+// answer; one across all namespaces answers what the caller may see in
+// each member.
+func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr resourceRequest, req any) (*auth.Scope, error) {
+	if gr, ok := req.(*fleetviewv1.GetRequest); ok && gr.GetCluster() != "" {
+		if a, found := g.Members.Lookup(gr.GetCluster()); found {
+			r := memberResource(rr)
+			ok, _ := a.Authorize(ctx, memberIdentity(u), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
+				Namespace: gr.GetNamespace(), Name: gr.GetName()})
+			if ok {
+				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{gr.GetCluster()}}}}, nil
+			}
+		}
+	}
+	reach := g.memberReach(ctx, u, verb, rr)
+	if reach.Masters {
+		return nil, nil
+	}
+	res := resourceName(rr)
+	if reach.None() {
+		return nil, fmt.Errorf("%w: user %q may not %s %s in any member cluster (member RBAC)", auth.ErrForbidden, u.Name, verb, res)
+	}
+	if ns := rr.GetNamespace(); ns != "" && !slices.ContainsFunc(reach.Groups, func(g memberrbac.ReachGroup) bool { return g.Scope.Allows(ns) }) {
+		return nil, fmt.Errorf("%w: user %q may not %s %s in namespace %s in any member cluster (member RBAC)", auth.ErrForbidden, u.Name, verb, res, ns)
+	}
+	return reachScope(reach), nil
+}
+
+// reachScope is a reach as a scope: one pair per group of clusters.
+func reachScope(r memberrbac.Reach) *auth.Scope {
+	s := &auth.Scope{Pairs: make([]auth.ClusterNamespaces, 0, len(r.Groups))}
+	for _, gr := range r.Groups {
+		p := auth.ClusterNamespaces{Clusters: gr.Clusters}
+		if !gr.Scope.All {
+			p.Namespaces = gr.Scope.Namespaces
+		}
+		s.Pairs = append(s.Pairs, p)
+	}
+	return s
+}
+
+// intersectScopes is what both scopes allow (nil: everything).
+func intersectScopes(a, b *auth.Scope) *auth.Scope {
+	if a == nil {
+		return b
+	}
+	if b == nil {
+		return a
+	}
+	out := &auth.Scope{}
+	for _, p := range a.Pairs {
+		for _, q := range b.Pairs {
+			cs, okC := intersectList(p.Clusters, q.Clusters)
+			ns, okN := intersectList(p.Namespaces, q.Namespaces)
+			if okC && okN {
+				out.Pairs = append(out.Pairs, auth.ClusterNamespaces{Clusters: cs, Namespaces: ns})
+			}
+		}
+	}
+	return out
+}
+
+// intersectList intersects two restrictions, empty meaning all; ok is
+// false when they have nothing in common.
+func intersectList(a, b []string) (_ []string, ok bool) {
+	if len(a) == 0 {
+		return b, true
+	}
+	if len(b) == 0 {
+		return a, true
+	}
+	var out []string
+	for _, v := range a {
+		if slices.Contains(b, v) && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out, len(out) > 0
+}

@@ -1,0 +1,274 @@
+package queryapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// memberFleet: member1 lets alice list pods in shop, member2 in shop and
+// payments; admins may do anything in member1 only.
+func memberFleet(t *testing.T) *memberrbac.Members {
+	t.Helper()
+	m := &memberrbac.Members{}
+	podReader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "pod-reader"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}
+	bind := func(ns, name, user string) *rbacv1.RoleBinding {
+		return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	}
+	admins := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admins"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "admins"}}}
+	for _, o := range []struct {
+		cluster string
+		obj     any
+	}{
+		{"member1", podReader}, {"member1", bind("shop", "alice", "alice")}, {"member1", admins},
+		{"member2", podReader}, {"member2", bind("shop", "alice", "alice")}, {"member2", bind("payments", "alice", "alice")},
+	} {
+		if err := m.Upsert(o.cluster, o.obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func memberGuard(t *testing.T, mode AuthorizationMode) *Guard {
+	g := testGuard(t)
+	g.Mode, g.Members = mode, memberFleet(t)
+	return g
+}
+
+func TestGuardMemberRBAC(t *testing.T) {
+	listInfo := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
+	items := [][]byte{raw("member1", "shop", "a"), raw("member2", "shop", "b"), raw("member1", "payments", "c"),
+		raw("member2", "payments", "d"), raw("member1", "kube-system", "e"), raw("member3", "shop", "f")}
+	cases := []struct {
+		name     string
+		mode     AuthorizationMode
+		tok      string
+		req      *fleetviewv1.ListRequest
+		code     codes.Code
+		want     string // names left after the filter
+		clusters string // pushed down
+	}{
+		{"member-rbac: alice sees her namespaces in each member", ModeMemberRBAC, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.OK, "a,b,d", "member1,member2"},
+		{"member-rbac: alice in payments: member2 only", ModeMemberRBAC, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "payments"}, codes.OK, "d", "member1,member2"},
+		{"member-rbac: a namespace no member allows is forbidden", ModeMemberRBAC, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "kube-system"}, codes.PermissionDenied, "", ""},
+		{"member-rbac: a resource no member allows is forbidden", ModeMemberRBAC, "alice-tok", &fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments"}, codes.PermissionDenied, "", ""},
+		{"member-rbac: bob has no binding anywhere", ModeMemberRBAC, "bob-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.PermissionDenied, "", ""},
+		{"member-rbac: the policy's reach is not consulted", ModeMemberRBAC, "admin-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.OK, "a,c,e", "member1"},
+		{"both: alice's policy (member1) and her bindings", ModeBoth, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.OK, "a", "member1"},
+		{"both: member2 asked, the policy forbids it", ModeBoth, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Clusters: []string{"member2"}}, codes.PermissionDenied, "", ""},
+		{"both: bob's policy allows shop, no member does", ModeBoth, "bob-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.PermissionDenied, "", ""},
+		{"policy: unchanged by the members", ModePolicy, "alice-tok", &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, codes.OK, "a,c,e", "member1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := memberGuard(t, tc.mode)
+			var seen *fleetviewv1.ListRequest
+			var vis bool
+			resp, err := g.Unary(withToken(tc.tok), tc.req, listInfo, func(ctx context.Context, req any) (any, error) {
+				seen, vis = req.(*fleetviewv1.ListRequest), visibleFrom(ctx) != nil
+				var out [][]byte // the backend answers the namespace asked for
+				for _, it := range items {
+					if _, ns := rawLocation(it); tc.req.GetNamespace() == "" || ns == tc.req.GetNamespace() {
+						out = append(out, it)
+					}
+				}
+				return &fleetviewv1.ListResponse{RawItems: out}, nil
+			})
+			if status.Code(err) != tc.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
+			}
+			if tc.code != codes.OK {
+				if seen != nil {
+					t.Fatal("a refused request reached the service")
+				}
+				return
+			}
+			var names []string
+			for _, it := range resp.(*fleetviewv1.ListResponse).GetRawItems() {
+				names = append(names, string(rune('a'+indexOf(items, it))))
+			}
+			if got := strings.Join(names, ","); got != tc.want {
+				t.Fatalf("items %s, want %s", got, tc.want)
+			}
+			if got := strings.Join(seen.GetClusters(), ","); got != tc.clusters {
+				t.Fatalf("pushed-down clusters %q, want %q", got, tc.clusters)
+			}
+			if !vis {
+				t.Fatal("the scope did not reach the backend as a visibility")
+			}
+		})
+	}
+}
+
+var podsGR = schema.GroupResource{Resource: "pods"}
+
+func indexOf(l [][]byte, b []byte) int {
+	for i, x := range l {
+		if string(x) == string(b) {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestGuardMemberRBACGet(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	get := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/Get"}
+	cases := []struct {
+		name string
+		req  *fleetviewv1.GetRequest
+		code codes.Code
+	}{
+		{"qualified, allowed", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member2", Namespace: "payments", Name: "d"}, codes.OK},
+		{"unqualified in a namespace some member allows", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "payments", Name: "d"}, codes.OK},
+		{"qualified where that member forbids", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member1", Namespace: "payments", Name: "c"}, codes.OK},
+		{"no member allows the namespace", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "kube-system", Name: "e"}, codes.PermissionDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got *fleetviewv1.GetRequest
+			_, err := g.Unary(withToken("alice-tok"), tc.req, get, func(ctx context.Context, req any) (any, error) {
+				got = req.(*fleetviewv1.GetRequest)
+				// The backend reads only visible copies: what it may read
+				// is what the Guard handed it.
+				clusters, all := visibleFrom(ctx).ClustersOf(podsGR, got.GetNamespace())
+				if all {
+					t.Fatal("a Get under member RBAC reads every cluster")
+				}
+				if tc.req.GetCluster() != "" && (len(clusters) == 0 || !containsString(clusters, tc.req.GetCluster())) {
+					return nil, status.Error(codes.NotFound, "not found")
+				}
+				c := tc.req.GetCluster()
+				if c == "" {
+					c = "member2" // where the object is
+				}
+				return &fleetviewv1.GetResponse{RawObject: raw(c, tc.req.GetNamespace(), tc.req.GetName()), Cluster: c}, nil
+			})
+			want := tc.code
+			if tc.name == "qualified where that member forbids" {
+				want = codes.NotFound // hidden like a missing object
+			}
+			if status.Code(err) != want {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, want)
+			}
+		})
+	}
+}
+
+func containsString(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGuardMemberRBACWatchRevoked: a held watch ends with Forbidden when a
+// member's RBAC takes its access away, and runs on when a change takes
+// nothing from it.
+func TestGuardMemberRBACWatchRevoked(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	info := &grpc.StreamServerInfo{FullMethod: "/fleetview.v1.QueryService/Watch", IsServerStream: true}
+	ended := make(chan error, 1)
+	admitted := make(chan struct{})
+	ss := &fakeStream{ctx: withToken("alice-tok"), req: &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "payments"}}
+	go func() {
+		ended <- g.Stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
+			if err := s.RecvMsg(&fleetviewv1.WatchRequest{}); err != nil {
+				return err
+			}
+			close(admitted)
+			<-s.Context().Done() // a watch with no events: only its context ends it
+			return context.Cause(s.Context())
+		})
+	}()
+	<-admitted
+	// Unrelated: a binding elsewhere.
+	other := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "bob"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}}}
+	if err := g.Members.Upsert("member1", other); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		t.Fatalf("a change that took nothing ended the watch: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	del, err := memberrbac.Named("rolebindings", "payments", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Members.Delete("member2", del); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("ended with %v, want PermissionDenied", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watch went on after its access was revoked")
+	}
+}
+
+type fakeStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	req  *fleetviewv1.WatchRequest
+	sent int
+}
+
+func (f *fakeStream) Context() context.Context { return f.ctx }
+func (f *fakeStream) RecvMsg(m any) error {
+	proto.Merge(m.(*fleetviewv1.WatchRequest), f.req)
+	return nil
+}
+func (f *fakeStream) SendMsg(any) error { f.sent++; return nil }
+
+func TestIntersectScopes(t *testing.T) {
+	p := func(c, n []string) auth.ClusterNamespaces { return auth.ClusterNamespaces{Clusters: c, Namespaces: n} }
+	l := func(s ...string) []string { return s }
+	cases := []struct {
+		name string
+		a, b *auth.Scope
+		want string
+	}{
+		{"nil is everything", nil, &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("a"), nil)}}, "a/"},
+		{"clusters meet", &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("a", "b"), nil)}}, &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("b", "c"), l("x"))}}, "b/x"},
+		{"disjoint clusters: nothing, not everything", &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("a"), nil)}}, &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("b"), nil)}}, ""},
+		{"disjoint namespaces: nothing", &auth.Scope{Pairs: []auth.ClusterNamespaces{p(nil, l("x"))}}, &auth.Scope{Pairs: []auth.ClusterNamespaces{p(nil, l("y"))}}, ""},
+		{"pairwise", &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("a"), nil), p(nil, l("x"))}}, &auth.Scope{Pairs: []auth.ClusterNamespaces{p(l("b"), l("y"))}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var parts []string
+			for _, q := range intersectScopes(tc.a, tc.b).Pairs {
+				parts = append(parts, strings.Join(q.Clusters, ",")+"/"+strings.Join(q.Namespaces, ","))
+			}
+			if got := strings.Join(parts, ";"); got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

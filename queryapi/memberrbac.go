@@ -1,0 +1,143 @@
+package queryapi
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	"github.com/fleetview/fleetview/internal/memberrbac"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// rbacFollower keeps memberrbac.Members equal to the member clusters' RBAC
+// objects in the cache: one watch per RBAC resource across every cluster,
+// through the query service's own watch (its current state, then every
+// committed change without gap or duplicate), each event applied to its
+// cluster's authorizer alone (Upsert or Delete: one object, never a
+// rebuild). Requests only read Members.
+//
+// A member's objects are untrusted: one that does not decode as its
+// resource (memberrbac.Decode) is refused with an error naming the cluster
+// and the field, and removes what was held under its name (fail closed).
+// Each cluster has its own authorizer,
+// so no object of one cluster reaches another's.
+type rbacFollower struct {
+	q       *queryService
+	members *memberrbac.Members
+	log     *slog.Logger
+	// retry is the pause before a watch that ended is started again.
+	retry time.Duration
+}
+
+// heldKey names one RBAC object of one resource.
+type heldKey struct{ cluster, namespace, name string }
+
+// run follows the four resources until ctx ends.
+func (f *rbacFollower) run(ctx context.Context) {
+	done := make(chan struct{})
+	resources := memberrbac.RBACResources()
+	for _, r := range resources {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			f.follow(ctx, r)
+		}()
+	}
+	for range resources {
+		<-done
+	}
+}
+
+// follow watches one resource, starting again after a watch ends (a
+// removed resource, a slow follower): each start is the current state,
+// and what the previous run held but the new state lacks is deleted.
+func (f *rbacFollower) follow(ctx context.Context, resource string) {
+	held := map[heldKey]struct{}{}
+	for ctx.Err() == nil {
+		err := f.once(ctx, resource, held)
+		if ctx.Err() != nil {
+			return
+		}
+		f.log.Warn("member RBAC: watch ended; starting again", "resource", resource+"."+rbacv1.GroupName, "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(f.retry):
+		}
+	}
+}
+
+func (f *rbacFollower) once(ctx context.Context, resource string, held map[heldKey]struct{}) error {
+	seen := map[heldKey]struct{}{} // the initial state, until its end
+	req := &fleetviewv1.WatchRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, SendInitialEvents: true, AllowBookmarks: true}
+	return f.q.watch(ctx, req, func(ev *fleetviewv1.WatchEvent) error {
+		switch ev.GetType() {
+		case bookmark:
+			if ev.GetInitialEventsEnd() && seen != nil {
+				for k := range held {
+					if _, ok := seen[k]; !ok {
+						f.remove(resource, k, held)
+					}
+				}
+				seen = nil
+			}
+			return nil
+		case deleted:
+			obj, err := memberrbac.DecodeDeleted(resource, ev.GetRawObject())
+			if err != nil {
+				f.refuse(ev.GetCluster(), resource, err)
+				return nil
+			}
+			if err := f.members.Delete(ev.GetCluster(), obj); err != nil {
+				f.refuse(ev.GetCluster(), resource, err)
+				return nil
+			}
+			delete(held, keyOf(ev.GetCluster(), obj))
+			return nil
+		}
+		obj, err := memberrbac.Decode(resource, ev.GetRawObject())
+		if err != nil {
+			f.refuse(ev.GetCluster(), resource, err)
+			// Fail closed: an object whose new state is refused loses
+			// its old one too (a binding must not keep granting what
+			// the member may have taken back).
+			if old, oerr := memberrbac.DecodeDeleted(resource, ev.GetRawObject()); oerr == nil {
+				f.remove(resource, keyOf(ev.GetCluster(), old), held)
+			}
+			return nil
+		}
+		if err := f.members.Upsert(ev.GetCluster(), obj); err != nil {
+			f.refuse(ev.GetCluster(), resource, err)
+			return nil
+		}
+		k := keyOf(ev.GetCluster(), obj)
+		held[k] = struct{}{}
+		if seen != nil {
+			seen[k] = struct{}{}
+		}
+		return nil
+	})
+}
+
+// remove deletes an object the cluster no longer has.
+func (f *rbacFollower) remove(resource string, k heldKey, held map[heldKey]struct{}) {
+	obj, err := memberrbac.Named(resource, k.namespace, k.name)
+	if err == nil {
+		err = f.members.Delete(k.cluster, obj)
+	}
+	if err != nil {
+		f.refuse(k.cluster, resource, err)
+	}
+	delete(held, k)
+}
+
+// refuse reports an object that was not applied.
+func (f *rbacFollower) refuse(cluster, resource string, err error) {
+	f.log.Error("member RBAC: object refused", "cluster", cluster, "resource", resource+"."+rbacv1.GroupName, "err", err)
+}
+
+func keyOf(cluster string, obj any) heldKey {
+	ns, name := memberrbac.Location(obj)
+	return heldKey{cluster: cluster, namespace: ns, name: name}
+}
