@@ -31,6 +31,9 @@ type Guard struct {
 	// Members are the member clusters' RBAC authorizers (ModeMemberRBAC,
 	// ModeBoth), kept by the server's follower (Config.MemberRBAC).
 	Members *memberrbac.Members
+	// served lists the resources the hub serves (the catalog's), for a
+	// search under member RBAC that names none; set by New.
+	served func() []schema.GroupResource
 }
 
 // Calls anyone may make: they reveal no cached data.
@@ -313,9 +316,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	noteUser(ctx, u)
 	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
 		if g.members() {
-			// Not built yet: a search spans resources, and the members'
-			// reach per resource is not yet pushed into its query.
-			return nil, toStatus(fmt.Errorf("%w: search is not available when the member clusters' RBAC decides reads (--authorization-mode %s)", auth.ErrForbidden, g.Mode))
+			return g.memberSearch(ctx, u, req, handler)
 		}
 		return g.search(ctx, u, req, handler)
 	}

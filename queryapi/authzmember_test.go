@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/memberrbac"
+	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -268,6 +270,65 @@ func TestIntersectScopes(t *testing.T) {
 			}
 			if got := strings.Join(parts, ";"); got != tc.want {
 				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGuardMemberRBACSearch(t *testing.T) {
+	info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/Search"}
+	hit := func(group, resource, cluster, ns string) *fleetviewv1.SearchHit {
+		return &fleetviewv1.SearchHit{Cluster: cluster, Gvr: &fleetviewv1.GroupVersionResource{Group: group, Version: "v1", Resource: resource}, RawObject: raw(cluster, ns, "x")}
+	}
+	hits := []*fleetviewv1.SearchHit{hit("core", "pods", "member1", "shop"), hit("core", "pods", "member1", "payments"),
+		hit("core", "pods", "member2", "payments"), hit("apps", "deployments", "member2", "payments")}
+	where := func(h *fleetviewv1.SearchHit) string {
+		_, ns := rawLocation(h.GetRawObject())
+		return h.GetGvr().GetResource() + "@" + h.GetCluster() + "/" + ns
+	}
+	cases := []struct {
+		name      string
+		mode      AuthorizationMode
+		tok       string
+		resources []string
+		code      codes.Code
+		want      string // the hits the backend may return
+	}{
+		{"member-rbac, pods named", ModeMemberRBAC, "alice-tok", []string{"core/v1/pods"}, codes.OK, "pods@member1/shop,pods@member2/payments"},
+		{"member-rbac, every served resource", ModeMemberRBAC, "alice-tok", nil, codes.OK, "pods@member1/shop,pods@member2/payments"},
+		{"member-rbac, nothing listable", ModeMemberRBAC, "alice-tok", []string{"apps/v1/deployments"}, codes.PermissionDenied, ""},
+		{"both: the policy keeps alice in member1", ModeBoth, "alice-tok", []string{"core/v1/pods"}, codes.OK, "pods@member1/shop"},
+		{"both: admins' member grant, policy everything", ModeBoth, "admin-tok", nil, codes.OK, "pods@member1/shop,pods@member1/payments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := memberGuard(t, tc.mode)
+			g.served = func() []schema.GroupResource {
+				return []schema.GroupResource{podsGR, {Group: "apps", Resource: "deployments"}}
+			}
+			var vis *query.Visibility
+			resp, err := g.Unary(withToken(tc.tok), &fleetviewv1.SearchRequest{Text: "x", Resources: tc.resources}, info, func(ctx context.Context, _ any) (any, error) {
+				vis = visibleFrom(ctx)
+				return &fleetviewv1.SearchResponse{Items: slices.Clone(hits)}, nil
+			})
+			if status.Code(err) != tc.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
+			}
+			if err != nil {
+				return
+			}
+			var got, backend []string
+			for _, h := range resp.(*fleetviewv1.SearchResponse).GetItems() {
+				got = append(got, where(h))
+			}
+			for _, h := range hits {
+				_, ns := rawLocation(h.GetRawObject())
+				if vis.Allows(hitResource(h), h.GetCluster(), ns) {
+					backend = append(backend, where(h))
+				}
+			}
+			if strings.Join(got, ",") != tc.want || strings.Join(backend, ",") != tc.want {
+				t.Fatalf("hits %v, the backend's visibility %v; want %s", got, backend, tc.want)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/memberrbac"
@@ -165,6 +167,22 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("queryapi: %w", err)
 	}
 	sc.catalog = cat
+	if cfg.Guard != nil {
+		cfg.Guard.served = func() []schema.GroupResource {
+			snap := cat.Current()
+			if snap == nil {
+				return nil // not loaded: nothing is served yet
+			}
+			rs := snap.Resources()
+			out := make([]schema.GroupResource, 0, len(rs))
+			for _, r := range rs {
+				if gr := r.GVR.GroupResource(); !slices.Contains(out, gr) {
+					out = append(out, gr)
+				}
+			}
+			return out
+		}
+	}
 	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs, catalog: cat}
 	// Every HTTP request: its body bounded before anything decodes it, its
 	// remote address the peer of the in-process calls it makes.
