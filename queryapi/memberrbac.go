@@ -69,55 +69,69 @@ func (f *rbacFollower) follow(ctx context.Context, resource string) {
 }
 
 func (f *rbacFollower) once(ctx context.Context, resource string, held map[heldKey]struct{}) error {
-	seen := map[heldKey]struct{}{} // the initial state, until its end
+	run := &followRun{f: f, resource: resource, held: held, seen: map[heldKey]struct{}{}}
 	req := &fleetviewv1.WatchRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, SendInitialEvents: true, AllowBookmarks: true}
 	return f.q.watch(ctx, req, func(ev *fleetviewv1.WatchEvent) error {
-		switch ev.GetType() {
-		case bookmark:
-			if ev.GetInitialEventsEnd() && seen != nil {
-				for k := range held {
-					if _, ok := seen[k]; !ok {
-						f.remove(resource, k, held)
-					}
-				}
-				seen = nil
-			}
-			return nil
-		case deleted:
-			obj, err := memberrbac.DecodeDeleted(resource, ev.GetRawObject())
-			if err != nil {
-				f.refuse(ev.GetCluster(), resource, err)
-				return nil
-			}
-			if err := f.members.Delete(ev.GetCluster(), obj); err != nil {
-				f.refuse(ev.GetCluster(), resource, err)
-				return nil
-			}
-			delete(held, keyOf(ev.GetCluster(), obj))
-			return nil
-		}
-		obj, err := memberrbac.Decode(resource, ev.GetRawObject())
-		if err != nil {
-			f.refuse(ev.GetCluster(), resource, err)
-			// Fail closed: an object whose new state is refused loses
-			// its old one too (a binding must not keep granting what
-			// the member may have taken back).
-			if old, oerr := memberrbac.DecodeDeleted(resource, ev.GetRawObject()); oerr == nil {
-				f.remove(resource, keyOf(ev.GetCluster(), old), held)
-			}
-			return nil
-		}
-		if err := f.members.Upsert(ev.GetCluster(), obj); err != nil {
-			f.refuse(ev.GetCluster(), resource, err)
-			return nil
-		}
-		k := keyOf(ev.GetCluster(), obj)
-		held[k] = struct{}{}
-		if seen != nil {
-			seen[k] = struct{}{}
-		}
+		run.apply(ev)
 		return nil
 	})
+}
+
+// followRun is one watch of one resource.
+type followRun struct {
+	f        *rbacFollower
+	resource string
+	// held: what the follower holds of the resource, across runs.
+	held map[heldKey]struct{}
+	// seen: the run's initial state, until its end (then nil).
+	seen map[heldKey]struct{}
+}
+
+// apply applies one watch event to its cluster's authorizer.
+func (r *followRun) apply(ev *fleetviewv1.WatchEvent) {
+	f, resource, held := r.f, r.resource, r.held
+	switch ev.GetType() {
+	case bookmark:
+		if ev.GetInitialEventsEnd() && r.seen != nil {
+			for k := range held {
+				if _, ok := r.seen[k]; !ok {
+					f.remove(resource, k, held)
+				}
+			}
+			r.seen = nil
+		}
+		return
+	case deleted:
+		obj, err := memberrbac.DecodeDeleted(resource, ev.GetRawObject())
+		if err == nil {
+			err = f.members.Delete(ev.GetCluster(), obj)
+		}
+		if err != nil {
+			f.refuse(ev.GetCluster(), resource, err)
+			return
+		}
+		delete(held, keyOf(ev.GetCluster(), obj))
+		return
+	}
+	obj, err := memberrbac.Decode(resource, ev.GetRawObject())
+	if err == nil {
+		err = f.members.Upsert(ev.GetCluster(), obj)
+	}
+	if err != nil {
+		f.refuse(ev.GetCluster(), resource, err)
+		// Fail closed: an object whose new state is refused loses its
+		// old one too (a binding must not keep granting what the member
+		// may have taken back).
+		if old, oerr := memberrbac.DecodeDeleted(resource, ev.GetRawObject()); oerr == nil {
+			f.remove(resource, keyOf(ev.GetCluster(), old), held)
+		}
+		return
+	}
+	k := keyOf(ev.GetCluster(), obj)
+	held[k] = struct{}{}
+	if r.seen != nil {
+		r.seen[k] = struct{}{}
+	}
 }
 
 // remove deletes an object the cluster no longer has.
