@@ -279,7 +279,8 @@ func TestHelmChart(t *testing.T) {
 	}{
 		{"hub users from a Secret (default)", nil, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file",
-				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS"},
+				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS",
+				"--authorization-mode=policy"},
 			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}", "--metrics-addr", "name: metrics"}},
 		// Metrics on: loopback only, as the binary's default.
 		{"hub metrics on loopback", []string{"--set", "metrics.enabled=true"}, []string{"Secret", "Service", "StatefulSet"},
@@ -297,6 +298,8 @@ func TestHelmChart(t *testing.T) {
 			[]string{"Secret", "Secret", "Service", "StatefulSet"},
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fv-hub-nats-users", "fleetview.io/nats-users-fingerprint"},
 			[]string{"--nats-token-file", passA, passB, "ConfigMap"}},
+		{"hub member RBAC", []string{"--set", "hub.authorizationMode=member-rbac"}, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"--authorization-mode=member-rbac", "--authorization-policy-file"}, []string{"--authorization-mode=policy"}},
 		{"hub token", []string{"--set", "nats.auth.mode=token"}, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats"},
 			[]string{"--nats-users-file"}},
@@ -456,6 +459,9 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=5"}, "is more than the 3 NATS servers"},
 			{[]string{"--set", "hub.replicas=3", "--set", "hub.cluster.streamReplicas=2"}, "want 1, 3 or 5"},
 			{[]string{"--set", "hub.antiAffinity=sometimes"}, "hub.antiAffinity must be"},
+			{[]string{"--set", "hub.authorizationMode=rbac"}, `hub.authorizationMode must be "policy", "member-rbac" or "both", not "rbac"`},
+			{[]string{"--set", "hub.authorizationMode=member-rbac", "--set", "hub.authSecret=", "--set", "hub.allowUnauthenticated=true"},
+				"hub.authorizationMode member-rbac and both need hub.authSecret"},
 		} {
 			refuse(t, tc.args, tc.want)
 		}
