@@ -1,0 +1,174 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// UpOptions run everything in one process.
+type UpOptions struct {
+	ServeOptions
+	Kubeconfig string
+	Contexts   []string
+	NATSHost   string
+	NATSPort   int
+	// NATSUsersFile gives each member cluster its own NATS credentials
+	// ("<cluster>:<password>" lines), limited to its own stream and keys.
+	NATSUsersFile string
+	// NATSHubPasswordFile holds the password of the hub's own NATS user
+	// (natsserver.HubUser) with NATSUsersFile; empty makes a random one
+	// that never leaves the process, so no other process (rebuild, a
+	// separate serve) can connect.
+	NATSHubPasswordFile string
+	// StreamQuota is the byte quota of the cluster streams up creates
+	// (credentialed clusters' and its in-process collectors').
+	StreamQuota StreamQuotaOptions
+	// NATSTLS makes the embedded server require TLS of remote clients.
+	NATSTLS NATSServerTLSOptions
+	// NATSCluster makes the embedded server a member of a NATS cluster.
+	NATSCluster NATSClusterOptions
+	// NATSCollectorQuotas bound each credentialed cluster's share of the
+	// hub (with NATSUsersFile).
+	NATSCollectorQuotas NATSCollectorQuotaOptions
+}
+
+// AddFlags registers the flags.
+func (o *UpOptions) AddFlags(fs *pflag.FlagSet) {
+	o.ServeOptions.AddFlags(fs)
+	o.StreamQuota.AddFlags(fs)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig holding the member clusters' contexts")
+	fs.StringSliceVar(&o.Contexts, "context", nil, "kubeconfig context of a member cluster (repeatable); the member cluster is named after it")
+	fs.StringVar(&o.NATSHost, "nats-host", "127.0.0.1", "address the embedded NATS server listens on (remote collectors connect to it)")
+	fs.IntVar(&o.NATSPort, "nats-port", 4222, "port of the embedded NATS server (-1 = any free port)")
+	fs.StringVar(&o.NATSUsersFile, "nats-users-file", "", "per-cluster NATS credentials of remote collectors, one <cluster>:<password> line each: a cluster's credentials reach only its own stream and keys")
+	o.NATSTLS.AddFlags(fs)
+	o.NATSCluster.AddFlags(fs)
+	o.NATSCollectorQuotas.AddFlags(fs)
+	fs.StringVar(&o.NATSHubPasswordFile, "nats-hub-password-file", "", "with --nats-users-file: password of the hub's own NATS user "+natsserver.HubUser+
+		", which reaches every stream (fleetview rebuild connects with --nats-user "+natsserver.HubUser+" --nats-password-file); empty: random, never leaving the process")
+}
+
+// Validate reports every problem at once.
+func (o *UpOptions) Validate() []error {
+	errs := o.ServeOptions.validate(false)
+	// No --context is the hub mode: collectors run in the member clusters
+	// and connect to the embedded NATS server.
+	errs = append(errs, o.validateNATSAuth()...)
+	errs = append(errs, o.StreamQuota.Validate()...)
+	errs = append(errs, o.NATSTLS.Validate()...)
+	errs = append(errs, o.NATSCluster.Validate(o.Auth.AllowUnauthenticated)...)
+	errs = append(errs, o.NATSCollectorQuotas.Validate()...)
+	if r := o.Replicas.replicas(); r > 1 && !o.NATSCluster.clustered() {
+		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d needs a NATS cluster (--nats-cluster-name, --nats-cluster-listen, --nats-routes, --nats-server-name): a single server keeps one copy", ErrInvalidOptions, r))
+	} else if m := o.NATSCluster.members(); r > 1 && r > m {
+		errs = append(errs, fmt.Errorf("%w: --stream-replicas %d exceeds the %d cluster members --nats-cluster-listen and --nats-routes name", ErrInvalidOptions, r, m))
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Contexts {
+		if err := stream.ValidateCluster(c); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --context %q cannot name a member cluster: %v", ErrInvalidOptions, c, err))
+		}
+		if seen[c] {
+			errs = append(errs, fmt.Errorf("%w: --context %q given twice", ErrInvalidOptions, c))
+		}
+		seen[c] = true
+	}
+	return errs
+}
+
+// UpConfig is UpOptions validated, with their files read.
+type UpConfig struct {
+	ServeConfig
+	collectors []collector.Config
+}
+
+// Config validates the options (every error at once), reads the files
+// they name and the kubeconfig's contexts.
+func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
+	if errs := o.Validate(); len(errs) > 0 {
+		return UpConfig{}, errors.Join(errs...)
+	}
+	sc, err := o.ServeOptions.config()
+	if err != nil {
+		return UpConfig{}, err
+	}
+	c := UpConfig{ServeConfig: sc}
+	for _, ctxName := range o.Contexts {
+		rc, err := restConfig(o.Kubeconfig, ctxName)
+		if err != nil {
+			return UpConfig{}, err
+		}
+		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
+			Replicas: o.Replicas.replicas(), Logger: log})
+	}
+	return c, nil
+}
+
+// RunUp runs an embedded NATS server, the Badger backend, the query API and
+// one collector per context, until ctx ends. Shutdown: collectors stop and
+// flush, the materializer drains and Badger closes, then NATS stops.
+func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
+	cfg, err := o.Config(log)
+	if err != nil {
+		return err
+	}
+	defer cfg.security.close()
+	refused := guardRefusals()
+	ns, nc, quota, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
+	if err != nil {
+		return err
+	}
+	for i := range cfg.collectors {
+		cfg.collectors[i].StreamMaxBytes = quota // the hub's share, not the flag's
+	}
+	defer ns.Shutdown()
+	defer nc.Close()
+	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
+	cfg.NATSURL = ns.ClientURL()
+	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
+	if err != nil {
+		return err
+	}
+	if sv.registry != nil && o.NATSUsersFile != "" {
+		if err := sv.registry.Register(refused); err != nil {
+			return err
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	cctx, stopCollectors := context.WithCancel(gctx)
+	defer stopCollectors()
+	var cg errgroup.Group
+	for _, cc := range cfg.collectors {
+		cc.NATS = nc
+		col, err := collector.New(cc)
+		if err != nil {
+			stopCollectors()
+			return err
+		}
+		if sv.registry != nil {
+			if err := sv.registry.Register(col.PrometheusCollector()); err != nil {
+				stopCollectors()
+				return err
+			}
+		}
+		cg.Go(func() error { return col.Run(cctx) })
+	}
+	g.Go(func() error {
+		err := cg.Wait()
+		if err != nil && gctx.Err() == nil {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error { return sv.run(gctx) })
+	return g.Wait()
+}
