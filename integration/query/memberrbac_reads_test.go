@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +18,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,14 +39,24 @@ import (
 // anything); dave is in the group auditors, which only member2 binds.
 const memberRBACTokens = `root-token,root,1,"system:masters"
 dave-token,dave,2,"auditors"
+erin-token,erin,3
 `
 
 // Under member-rbac the policy decides only what is no member's object:
-// root manages registries and reads the inventory.
+// root manages registries and reads the inventory. Under both it also
+// limits reads: dave to member2, erin (whom no member binds) to nothing
+// less than everything.
 const memberRBACPolicy = `rules:
 - users: [root]
   verbs: ["*", registry-admin]
   resources: ["*", secrets, registries, clusters]
+- users: [dave]
+  verbs: ["*"]
+  resources: [pods]
+  clusters: [member2]
+- users: [erin]
+  verbs: ["*"]
+  resources: ["*"]
 `
 
 // TestMemberRBACReads runs `fleetview up --authorization-mode member-rbac`
@@ -110,7 +124,11 @@ func TestMemberRBACReads(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("root-token").ctx())
-	defer fv.Stop(t)
+	defer func() {
+		if fv != nil { // the hub running when a failure ends the test
+			fv.Stop(t)
+		}
+	}()
 	api := "https://" + o.HTTPAddr
 	if _, err := fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod", "v1:Secret",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
@@ -234,6 +252,23 @@ func TestMemberRBACReads(t *testing.T) {
 		}
 	})
 
+	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	refs := func(l []string) []string {
+		out := make([]fixture.Ref, 0, len(l))
+		for _, u := range l {
+			p := strings.Split(u, "/")
+			out = append(out, fixture.Ref{Cluster: p[0], Namespace: p[1], Name: p[2]})
+		}
+		return fixture.Refs(out...)
+	}
+	t.Run("subjects over gRPC, REST, the Kubernetes API and search", func(t *testing.T) {
+		memberSubjects(t, fv, httpc, api, []memberSubject{
+			{"root (system:masters) sees every pod", "root-token", fixture.Refs(all...)},
+			{"dave sees the members' union", "dave-token", refs(union)},
+			{"erin, whom no member binds, is forbidden whatever the policy says", "erin-token", nil},
+		})
+	})
+
 	t.Run("search holds the members' answers, a page of one at a time", func(t *testing.T) {
 		req := &fleetviewv1.SearchRequest{Text: "web", Limit: 1}
 		var got []string
@@ -319,4 +354,104 @@ func TestMemberRBACReads(t *testing.T) {
 			t.Fatalf("dave's list in payments after the delete: %v", errors.Unwrap(err))
 		}
 	})
+
+	// The same hub's state under --authorization-mode both: a read must
+	// pass the policy and the members.
+	fv.Stop(t)
+	fv = nil
+	both := o
+	both.Auth.AuthorizationMode = "both"
+	both.GRPCAddr, both.HTTPAddr = fixture.FreeAddr(t), fixture.FreeAddr(t)
+	fv = fixture.StartUpWith(t, both, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("root-token").ctx())
+	t.Run("both: subjects over gRPC, REST, the Kubernetes API and search", func(t *testing.T) {
+		fixture.Eventually(t, 60*time.Second, func() error {
+			// The RBAC objects are followed again from the cache at start.
+			got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			if err != nil {
+				return err
+			}
+			return fixture.SameSet(got, refs([]string{"member2/shop/web"}))
+		})
+		memberSubjects(t, fv, httpc, "https://"+both.HTTPAddr, []memberSubject{
+			{"root: the policy's everything and system:masters", "root-token", fixture.Refs(all...)},
+			{"dave: the policy's member2 and his bindings (shop since the delete)", "dave-token", refs([]string{"member2/shop/web"})},
+			{"erin: the policy's everything, no binding", "erin-token", nil},
+		})
+	})
+}
+
+// memberSubject is one caller of memberSubjects: the pods it sees (sorted
+// fixture.Refs), nil for Forbidden.
+type memberSubject struct {
+	name, token string
+	want        []string
+}
+
+// memberSubjects checks each caller's pods over gRPC, REST, the
+// Kubernetes API and search: the same set on each, or Forbidden on each.
+func memberSubjects(t *testing.T, fv *fixture.Fleetview, httpc *http.Client, api string, cases []memberSubject) {
+	t.Helper()
+	restList := func(token, path string) (int, []string, error) {
+		req, _ := http.NewRequest(http.MethodGet, api+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := httpc.Do(req)
+		if err != nil {
+			return 0, nil, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return resp.StatusCode, nil, nil
+		}
+		var l struct {
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil {
+			return resp.StatusCode, nil, err
+		}
+		var out []fixture.Ref
+		for _, it := range l.Items {
+			r, err := fixture.ObjectRef(it)
+			if err != nil {
+				return 0, nil, err
+			}
+			out = append(out, r)
+		}
+		return resp.StatusCode, fixture.Refs(out...), nil
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			wantCode, wantHTTP := codes.OK, http.StatusOK
+			if tc.want == nil {
+				wantCode, wantHTTP = codes.PermissionDenied, http.StatusForbidden
+			}
+			got, err := fixture.GRPCList(bearer(tc.token).ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			if status.Code(err) != wantCode || err == nil && fixture.SameSet(got, tc.want) != nil {
+				t.Fatalf("gRPC: %v %v, want %v %v", got, err, wantCode, tc.want)
+			}
+			for _, path := range []string{"/v1/resources/core/v1/pods", "/api/v1/pods"} {
+				code, got, err := restList(tc.token, path)
+				if err != nil || code != wantHTTP || code == http.StatusOK && fixture.SameSet(got, tc.want) != nil {
+					t.Fatalf("%s: %d %v %v, want %d %v", path, code, got, err, wantHTTP, tc.want)
+				}
+			}
+			resp, err := fv.Query.Search(bearer(tc.token).ctx(), &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}})
+			if status.Code(err) != wantCode {
+				t.Fatalf("search: %v, want %v", err, wantCode)
+			}
+			if err == nil {
+				var hits []fixture.Ref
+				for _, h := range resp.GetItems() {
+					r, err := fixture.ObjectRef(fixture.RawMap(h.GetRawObject()))
+					if err != nil {
+						t.Fatal(err)
+					}
+					hits = append(hits, r)
+				}
+				if err := fixture.SameSet(fixture.Refs(hits...), tc.want); err != nil {
+					t.Fatalf("search: %v", err)
+				}
+			}
+		})
+	}
 }
