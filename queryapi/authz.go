@@ -34,6 +34,9 @@ type Guard struct {
 	// served lists the resources the hub serves (the catalog's), for a
 	// search under member RBAC that names none; set by New.
 	served func() []schema.GroupResource
+	// clusterScoped reports a served resource the catalog knows as
+	// cluster-scoped (false when unknown); set by New.
+	clusterScoped func(schema.GroupResource) bool
 }
 
 // Calls anyone may make: they reveal no cached data.

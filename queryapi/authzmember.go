@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -83,6 +85,12 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 	if reach.Masters {
 		return nil, nil
 	}
+	if r := memberResource(rr); g.clusterScoped != nil && g.clusterScoped(schema.GroupResource{Group: r.APIGroup, Resource: r.Resource}) {
+		// A member asks about a cluster-scoped resource cluster-wide,
+		// where RoleBindings never apply: only clusters allowing it
+		// everywhere count, and none is Forbidden, as the member says.
+		reach = clusterWide(reach)
+	}
 	res := resourceName(rr)
 	if reach.None() {
 		return nil, fmt.Errorf("%w: user %q may not %s %s in any member cluster (member RBAC)", auth.ErrForbidden, u.Name, verb, res)
@@ -91,6 +99,18 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 		return nil, fmt.Errorf("%w: user %q may not %s %s in namespace %s in any member cluster (member RBAC)", auth.ErrForbidden, u.Name, verb, res, ns)
 	}
 	return reachScope(reach), nil
+}
+
+// clusterWide is the part of a reach that allows everywhere (a new Reach:
+// the one given is shared by the memo).
+func clusterWide(r memberrbac.Reach) memberrbac.Reach {
+	out := memberrbac.Reach{Masters: r.Masters}
+	for _, g := range r.Groups {
+		if g.Scope.All {
+			out.Groups = append(out.Groups, g)
+		}
+	}
+	return out
 }
 
 // reachScope is a reach as a scope: one pair per group of clusters.

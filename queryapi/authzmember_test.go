@@ -333,3 +333,41 @@ func TestGuardMemberRBACSearch(t *testing.T) {
 		})
 	}
 }
+
+// TestGuardMemberRBACClusterScoped: a RoleBinding never grants a
+// cluster-scoped resource (a member asks about it cluster-wide), so a list
+// only RoleBindings name is Forbidden, as the member answers, and a
+// ClusterRoleBinding allows it in its own cluster only.
+func TestGuardMemberRBACClusterScoped(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	nodes := schema.GroupResource{Resource: "nodes"}
+	g.clusterScoped = func(gr schema.GroupResource) bool { return gr == nodes }
+	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "node-reader"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"list"}, APIGroups: []string{""}, Resources: []string{"nodes"}}}}
+	inShop := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "alice-nodes"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "node-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
+	admins := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admins-nodes"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "node-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "admins"}}}
+	for _, o := range []any{reader, inShop, admins} {
+		if err := g.Members.Upsert("member1", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
+	for _, tc := range []struct {
+		tok      string
+		code     codes.Code
+		clusters string
+	}{{"alice-tok", codes.PermissionDenied, ""}, {"admin-tok", codes.OK, "member1"}} {
+		var seen *fleetviewv1.ListRequest
+		_, err := g.Unary(withToken(tc.tok), &fleetviewv1.ListRequest{Version: "v1", Resource: "nodes"}, info, func(_ context.Context, req any) (any, error) {
+			seen = req.(*fleetviewv1.ListRequest)
+			return &fleetviewv1.ListResponse{}, nil
+		})
+		if status.Code(err) != tc.code || err == nil && strings.Join(seen.GetClusters(), ",") != tc.clusters {
+			t.Fatalf("%s: %v (clusters %v), want %v in %q", tc.tok, err, seen.GetClusters(), tc.code, tc.clusters)
+		}
+	}
+}

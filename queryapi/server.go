@@ -168,6 +168,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	sc.catalog = cat
 	if cfg.Guard != nil {
+		cfg.Guard.clusterScoped = func(gr schema.GroupResource) bool {
+			snap := cat.Current()
+			if snap == nil {
+				return false
+			}
+			for _, r := range snap.Resources() {
+				if r.GVR.GroupResource() == gr {
+					return !r.Namespaced
+				}
+			}
+			return false
+		}
 		cfg.Guard.served = func() []schema.GroupResource {
 			snap := cat.Current()
 			if snap == nil {
