@@ -186,51 +186,74 @@ func containsString(l []string, s string) bool {
 }
 
 // TestGuardMemberRBACWatchRevoked: a held watch ends with Forbidden when a
-// member's RBAC takes its access away, and runs on when a change takes
-// nothing from it.
+// member's RBAC takes its access away, with 410 Expired when it adds to
+// it (the client lists again to see more), and runs on when a change
+// neither takes from nor adds to what it watches.
 func TestGuardMemberRBACWatchRevoked(t *testing.T) {
-	g := memberGuard(t, ModeMemberRBAC)
-	info := &grpc.StreamServerInfo{FullMethod: "/fleetview.v1.QueryService/Watch", IsServerStream: true}
-	ended := make(chan error, 1)
-	admitted := make(chan struct{})
-	ss := &fakeStream{ctx: withToken("alice-tok"), req: &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: "payments"}}
-	go func() {
-		ended <- g.Stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
-			if err := s.RecvMsg(&fleetviewv1.WatchRequest{}); err != nil {
+	rb := func(cluster, ns, name, user string) (string, *rbacv1.RoleBinding) {
+		return cluster, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	}
+	cases := []struct {
+		name   string
+		ns     string
+		change func(m *memberrbac.Members) error
+		code   codes.Code
+	}{
+		{"a binding deleted", "payments", func(m *memberrbac.Members) error {
+			del, err := memberrbac.Named("rolebindings", "payments", "alice")
+			if err != nil {
 				return err
 			}
-			close(admitted)
-			<-s.Context().Done() // a watch with no events: only its context ends it
-			return context.Cause(s.Context())
+			return m.Delete("member2", del)
+		}, codes.PermissionDenied},
+		{"a binding added where it watches", "payments", func(m *memberrbac.Members) error {
+			return m.Upsert(rb("member1", "payments", "alice-too", "alice"))
+		}, codes.OutOfRange},
+		{"a binding added across all namespaces", "", func(m *memberrbac.Members) error {
+			return m.Upsert(rb("member1", "kube-x", "alice-too", "alice"))
+		}, codes.OutOfRange},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := memberGuard(t, ModeMemberRBAC)
+			info := &grpc.StreamServerInfo{FullMethod: "/fleetview.v1.QueryService/Watch", IsServerStream: true}
+			ended := make(chan error, 1)
+			admitted := make(chan struct{})
+			ss := &fakeStream{ctx: withToken("alice-tok"), req: &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: tc.ns}}
+			go func() {
+				ended <- g.Stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
+					if err := s.RecvMsg(&fleetviewv1.WatchRequest{}); err != nil {
+						return err
+					}
+					close(admitted)
+					<-s.Context().Done() // a watch with no events: only its context ends it
+					return context.Cause(s.Context())
+				})
+			}()
+			<-admitted
+			// Unrelated: bob's binding, another user's reach.
+			if err := g.Members.Upsert(rb("member1", "payments", "bob", "bob")); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-ended:
+				t.Fatalf("a change that neither took nor added ended the watch: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := tc.change(g.Members); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-ended:
+				if status.Code(err) != tc.code {
+					t.Fatalf("ended with %v, want %v", err, tc.code)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the watch went on after its access changed")
+			}
 		})
-	}()
-	<-admitted
-	// Unrelated: a binding elsewhere.
-	other := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "bob"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}}}
-	if err := g.Members.Upsert("member1", other); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-ended:
-		t.Fatalf("a change that took nothing ended the watch: %v", err)
-	case <-time.After(200 * time.Millisecond):
-	}
-	del, err := memberrbac.Named("rolebindings", "payments", "alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := g.Members.Delete("member2", del); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-ended:
-		if status.Code(err) != codes.PermissionDenied {
-			t.Fatalf("ended with %v, want PermissionDenied", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the watch went on after its access was revoked")
 	}
 }
 

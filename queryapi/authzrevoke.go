@@ -8,15 +8,19 @@ import (
 	"sync"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // A watch admitted by the members' RBAC is judged again whenever any
 // member's RBAC changes (memberrbac.Members.Changed): when the caller can
 // no longer see all it was admitted to see (in the watch's own namespace
-// and clusters), the watch ends with Forbidden, at once when idle (its
-// context is cancelled with that cause) and before the next event
-// otherwise. A change that takes nothing away leaves it running.
+// and clusters), the watch ends with Forbidden; when it can see more, with
+// 410 Expired (its selection was fixed when it began, so it would never
+// deliver the newly visible objects; a client lists again); either at once
+// when idle (its context is cancelled with that cause) and before the next
+// event otherwise. A change that neither takes away nor adds leaves it
+// running.
 
 // revocation is what a watched stream needs to be judged again.
 type revocation struct {
@@ -88,8 +92,15 @@ func (s *guardedStream) revoked() error {
 	r.gen = gen
 	wr := r.req.(*fleetviewv1.WatchRequest)
 	now, err := s.g.scopeOf(r.ctx, s.u, auth.VerbWatch, wr, wr)
-	if err == nil && !coversScope(now, s.scope, wr.GetNamespace(), wr.GetClusters()) {
+	switch {
+	case err != nil:
+	case !coversScope(now, s.scope, wr.GetNamespace(), wr.GetClusters()):
 		err = fmt.Errorf("%w: user %q may no longer watch %s there: a member cluster's RBAC changed; list and watch again", auth.ErrForbidden, s.u.Name, resourceName(wr))
+	case !coversScope(s.scope, now, wr.GetNamespace(), wr.GetClusters()):
+		// Access grew: this watch's selection was fixed when it began,
+		// so it would never show the objects now visible. 410 makes a
+		// client list again (informers do at once), under the new scope.
+		err = fmt.Errorf("%w: a member cluster's RBAC now lets user %q see more %s; list and watch again", query.ErrExpired, s.u.Name, resourceName(wr))
 	}
 	if err != nil {
 		r.err = toStatus(err)

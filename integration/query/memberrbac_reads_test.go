@@ -24,10 +24,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/fixture"
@@ -44,8 +47,8 @@ erin-token,erin,3
 
 // Under member-rbac the policy decides only what is no member's object:
 // root manages registries and reads the inventory. Under both it also
-// limits reads: dave to member2, erin (whom no member binds) to nothing
-// less than everything.
+// limits reads: dave to two namespaces, erin (whom no member binds) to
+// nothing less than everything.
 const memberRBACPolicy = `rules:
 - users: [root]
   verbs: ["*", registry-admin]
@@ -53,7 +56,7 @@ const memberRBACPolicy = `rules:
 - users: [dave]
   verbs: ["*"]
   resources: [pods]
-  clusters: [member2]
+  namespaces: [kube-x, payments]
 - users: [erin]
   verbs: ["*"]
   resources: ["*"]
@@ -355,6 +358,57 @@ func TestMemberRBACReads(t *testing.T) {
 		}
 	})
 
+	t.Run("a client-go reflector as dave stays equal to the members' union under churn", func(t *testing.T) {
+		cs := kubernetes.NewForConfigOrDie(&rest.Config{Host: api, BearerToken: "dave-token", TLSClientConfig: rest.TLSClientConfig{CAData: caPEM}})
+		// Keyed by cluster too: the fleet view holds shop/web of each member.
+		store := cache.NewStore(func(obj any) (string, error) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				return d.Key, nil
+			}
+			m, err := meta.Accessor(obj)
+			if err != nil {
+				return "", err
+			}
+			return m.GetAnnotations()["fleetview.io/cluster"] + "/" + m.GetNamespace() + "/" + m.GetName(), nil
+		})
+		lw := listThenWatch{cache.NewListWatchFromClient(cs.CoreV1().RESTClient(), "pods", metav1.NamespaceAll, fields.Everything())}
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			cache.NewReflector(lw, &corev1.Pod{}, store, 0).Run(stop)
+		}()
+		defer func() { close(stop); <-done }()
+		equal := func(what string) {
+			t.Helper()
+			start := time.Now()
+			fixture.Eventually(t, 60*time.Second, func() error {
+				want, _ := memberUnion()
+				got := store.ListKeys()
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					return fmt.Errorf("%s: the reflector holds %v, the members' union is %v", what, got, want)
+				}
+				return nil
+			})
+			t.Logf("%s: the reflector equals the members' union after %v", what, time.Since(start).Round(time.Millisecond))
+		}
+		equal("start")
+		for i, c := range fleet.Clusters() {
+			for _, ns := range namespaces {
+				_, err := c.Clientset().CoreV1().Pods(ns).Create(ctx, fixture.Pod(ns, fmt.Sprintf("churn-%d", i), "churn"), metav1.CreateOptions{})
+				must(err)
+			}
+		}
+		must(fleet.Cluster("member1").Clientset().CoreV1().Pods("shop").Delete(ctx, "web", metav1.DeleteOptions{}))
+		equal("pods created in every namespace and one deleted")
+		_, err := fleet.Cluster("member1").Clientset().RbacV1().RoleBindings("kube-x").Create(ctx, binding("kube-x", "dave-pods", daveUser), metav1.CreateOptions{})
+		must(err)
+		equal("a RoleBinding created in member1 (the held watch ends with 410 and the reflector lists again)")
+		must(fleet.Cluster("member2").Clientset().RbacV1().RoleBindings("shop").Delete(ctx, "dave-pods", metav1.DeleteOptions{}))
+		equal("a RoleBinding deleted in member2 (the held watch ends with Forbidden)")
+	})
+
 	// The same hub's state under --authorization-mode both: a read must
 	// pass the policy and the members.
 	fv.Stop(t)
@@ -364,21 +418,40 @@ func TestMemberRBACReads(t *testing.T) {
 	both.GRPCAddr, both.HTTPAddr = fixture.FreeAddr(t), fixture.FreeAddr(t)
 	fv = fixture.StartUpWith(t, both, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("root-token").ctx())
 	t.Run("both: subjects over gRPC, REST, the Kubernetes API and search", func(t *testing.T) {
+		// dave's bindings are now member1's shop and kube-x; the policy
+		// allows kube-x and payments.
+		daveBoth := []string{"member1/kube-x/churn-0", "member1/kube-x/web"}
 		fixture.Eventually(t, 60*time.Second, func() error {
 			// The RBAC objects are followed again from the cache at start.
 			got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 			if err != nil {
 				return err
 			}
-			return fixture.SameSet(got, refs([]string{"member2/shop/web"}))
+			return fixture.SameSet(got, refs(daveBoth))
 		})
+		var everything []string
+		for _, c := range fleet.Clusters() {
+			l, err := c.Clientset().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+			must(err)
+			for _, p := range l.Items {
+				everything = append(everything, c.Name+"/"+p.Namespace+"/"+p.Name)
+			}
+		}
 		memberSubjects(t, fv, httpc, "https://"+both.HTTPAddr, []memberSubject{
-			{"root: the policy's everything and system:masters", "root-token", fixture.Refs(all...)},
-			{"dave: the policy's member2 and his bindings (shop since the delete)", "dave-token", refs([]string{"member2/shop/web"})},
+			{"root: the policy's everything and system:masters", "root-token", refs(everything)},
+			{"dave: the policy's two namespaces and his bindings", "dave-token", refs(daveBoth)},
 			{"erin: the policy's everything, no binding", "erin-token", nil},
 		})
 	})
 }
+
+// listThenWatch makes a reflector list, then watch, instead of a streaming
+// list: client-go's streaming list gathers the initial objects in a store
+// keyed by namespace and name, where the fleet view's copies of one name
+// in several clusters would be one.
+type listThenWatch struct{ cache.ListerWatcher }
+
+func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 
 // memberSubject is one caller of memberSubjects: the pods it sees (sorted
 // fixture.Refs), nil for Forbidden.
@@ -448,7 +521,15 @@ func memberSubjects(t *testing.T, fv *fixture.Fleetview, httpc *http.Client, api
 					}
 					hits = append(hits, r)
 				}
-				if err := fixture.SameSet(fixture.Refs(hits...), tc.want); err != nil {
+				// The search is for "web": the pods named so (the churn
+				// pods are not).
+				var webs []string
+				for _, w := range tc.want {
+					if strings.HasSuffix(w, "/web") {
+						webs = append(webs, w)
+					}
+				}
+				if err := fixture.SameSet(fixture.Refs(hits...), webs); err != nil {
 					t.Fatalf("search: %v", err)
 				}
 			}
