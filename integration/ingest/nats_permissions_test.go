@@ -29,8 +29,9 @@ import (
 // TestNATSPerClusterCredentials: a hub with per-cluster NATS credentials
 // (`up --nats-users-file`) and the real collector binary of cluster edge-a
 // with its own line (--nats-user-file). The collector syncs, hydrates and
-// writes its inventory and status; a client holding edge-a's credentials is
-// refused everything that touches edge-b or the hub's shared state.
+// writes its inventory and status, and reads its request channel; a client
+// holding edge-a's credentials is refused everything that touches edge-b or
+// the hub's shared state, and can never send a request on the channel.
 func TestNATSPerClusterCredentials(t *testing.T) {
 	ctx := context.Background()
 	fleet := fixture.StartFleet(t, "edge-a")
@@ -67,7 +68,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	col := exec.Command(bin, "collector", "--cluster", "edge-a", "--kubeconfig", kc, "--context", "edge-a",
-		"--nats-url", url, "--nats-user-file", userA, "--heartbeat", "2s")
+		"--nats-url", url, "--nats-user-file", userA, "--heartbeat", "2s", "--act-through", "reads")
 	col.Stdout, col.Stderr = &logs, &logs
 	if err := col.Start(); err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	before := streamMsgs(t, url, "edge-a", passA)
 	logs.Reset()
 	col = exec.Command(bin, "collector", "--cluster", "edge-a", "--kubeconfig", kc, "--context", "edge-a",
-		"--nats-url", url, "--nats-user-file", userA, "--heartbeat", "2s")
+		"--nats-url", url, "--nats-user-file", userA, "--heartbeat", "2s", "--act-through", "reads")
 	col.Stdout, col.Stderr = &logs, &logs
 	if err := col.Start(); err != nil {
 		t.Fatal(err)
@@ -226,6 +227,47 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 		_, err := a.RequestWithContext(c, natsserver.APIPrefix+".STREAM.PURGE.KV_"+stream.RegistryBucket, nil)
 		return err
 	})
+	// The request channel (issue #30): edge-a's credential may read the
+	// hub's requests for edge-a (its collector does, with --act-through
+	// on, and logs no permission error) but never send one, to itself or
+	// to anyone, nor answer for edge-b. A second connection with the
+	// credential, reading edge-a's requests, receives none of its
+	// forgeries.
+	spy := make(chan *nats.Msg, 8)
+	spyConn, _ := fixture.ClusterCredential(t, url, "edge-a", passA)
+	if _, err := spyConn.ChanSubscribe(stream.ActRequests("edge-a"), spy); err != nil {
+		t.Fatal(err)
+	}
+	if err := spyConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ what, subject string }{
+		{"send a request to its own collector", stream.ActRequest("edge-a", "forged")},
+		{"send a request to edge-b's collector", stream.ActRequest("edge-b", "forged")},
+		{"answer a request for edge-b", stream.ActResponse("edge-b", "forged")},
+	} {
+		for len(violations) > 0 {
+			<-violations
+		}
+		if err := a.Publish(tc.subject, []byte(`{"method":"DELETE","path":"/api/v1/namespaces/default/pods/web"}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-violations:
+		case <-time.After(5 * time.Second):
+			t.Errorf("edge-a's credentials may %s: no permissions violation", tc.what)
+		}
+	}
+	if err := spyConn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if len(spy) > 0 {
+		m := <-spy
+		t.Errorf("a forged request reached edge-a's request subjects: %s %q", m.Subject, m.Data)
+	}
 	// Replies the hub sends go back to edge-a's account, never onto a hub
 	// subject (with one shared account this wrote into edge-b's stream).
 	if err := a.PublishRequest(natsserver.APIPrefix+".STREAM.INFO."+stream.StreamName("edge-a"), "fv.obj.edge-b.core.v1.pods.injected", nil); err != nil {

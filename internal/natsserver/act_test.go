@@ -99,7 +99,7 @@ func TestActChannelIsolation(t *testing.T) {
 			if !errors.Is(err, nats.ErrPermissionViolation) {
 				t.Errorf("%s: %v", tc.name, err)
 			}
-		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: no permissions violation", tc.name)
 		}
 	}

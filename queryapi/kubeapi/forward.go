@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -309,12 +310,20 @@ func (h *Handler) forward(w http.ResponseWriter, req *request, cluster, path str
 	w.WriteHeader(resp.Status)
 	n, err := copyFlushing(w, resp.Body)
 	audit(caller, resp.Status, n, err)
-	if err != nil {
-		// The head is out: all that is left is to end the answer as
-		// broken, so the client sees an error instead of a short body.
-		panic(http.ErrAbortHandler)
+	if err == nil {
+		return true
 	}
-	return true
+	if verb == "watch" && resp.Status == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") && r.Context().Err() == nil {
+		// A watch says why it ends as kube-apiserver does: an ERROR
+		// event carrying a Status.
+		if b, merr := json.Marshal(map[string]any{"type": "ERROR", "object": relayStatus(err, cluster)}); merr == nil {
+			_, _ = w.Write(append([]byte("\n"), append(b, '\n')...))
+			return true
+		}
+	}
+	// The head is out: all that is left is to end the answer as broken,
+	// so the client sees an error instead of a short body.
+	panic(http.ErrAbortHandler)
 }
 
 // copyFlushing writes what the member sends as it comes (a followed log,

@@ -54,6 +54,8 @@ func TestActThroughRouting(t *testing.T) {
 		{"fleet-view create is refused", "POST", "/api/v1/namespaces/shop/pods", nil, 400, "", "", "/clusters/{cluster}/api/v1/namespaces/shop/pods"},
 		{"fleet-view ambiguous name is refused", "PATCH", "/api/v1/namespaces/shop/pods/web", status.Error(codes.AlreadyExists, "2 clusters"), 409, "", "",
 			"held by more than one cluster: send the request to /clusters/{cluster}/api/v1/namespaces/shop/pods/web"},
+		{"fleet-view ambiguous get names the per-cluster path", "GET", "/api/v1/namespaces/shop/pods/web", status.Error(codes.AlreadyExists, "ambiguous object"), 409, "", "",
+			"ambiguous object; name the cluster: /clusters/{cluster}/api/v1/namespaces/shop/pods/web"},
 		{"exec is 501", "POST", "/clusters/member1/api/v1/namespaces/shop/pods/web/exec", nil, 501, "", "", "no bidirectional streams"},
 		{"unknown cluster stays 404", "PATCH", "/clusters/nope/api/v1/namespaces/shop/pods/web", nil, 405, "", "", "read-only"},
 	} {

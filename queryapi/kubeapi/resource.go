@@ -235,7 +235,13 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, Name: req.name, Cluster: req.cluster})
 	if err != nil {
-		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), req.name))
+		st := toKubeStatus(err, c.gvr.GroupResource(), req.name)
+		if h.act != nil && st.Code == http.StatusConflict && req.cluster == "" {
+			// kubectl reads before it labels, annotates or edits: the
+			// write it is about to make needs the cluster named.
+			st.Message += "; name the cluster: " + "/clusters/{cluster}" + examplePath(apiTarget{gv: c.gvr.GroupVersion(), namespace: req.namespace, resource: req.resource, name: req.name})
+		}
+		h.writeStatus(w, req.r, st)
 		return
 	}
 	if p.table {

@@ -1,0 +1,536 @@
+package query
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/cmd/fleetview/cli"
+	"github.com/fleetview/fleetview/integration/fixture"
+	"github.com/fleetview/fleetview/integration/harness"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+const actTokens = `admin-token,root,1,"fleet-admins"
+alice-token,alice,2,"devs"
+bob-token,bob,3,"devs"
+`
+
+// Everyone of devs may read everything from the cache; what they may do
+// in a member is the member's RBAC's to say.
+const actPolicy = `rules:
+- groups: [fleet-admins]
+  verbs: ["*"]
+  resources: ["*"]
+- users: [root]
+  verbs: [registry-admin]
+  resources: [registries]
+- groups: [devs]
+  verbs: ["*"]
+  resources: ["*"]
+`
+
+// actFleet is a hub with per-cluster NATS credentials and no kubeconfig
+// for its members, the collector binaries of member1 and member2, and
+// kubeconfigs (`fleetview kubeconfig`) for alice and bob.
+type actFleet struct {
+	fleet      *harness.Fleet
+	fv         *fixture.Fleetview
+	collectors map[string]*fixture.CollectorProc
+	kubeconfig map[string]string
+	cacheDir   string
+	auditLog   string
+	start      func(cluster string, classes string) *fixture.CollectorProc
+}
+
+func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string) *actFleet {
+	t.Helper()
+	fixture.RequireKubectl(t)
+	fleet := fixture.StartFleet(t, "member1", "member2")
+	bin := fixture.BuildFleetview(t)
+	dir := t.TempDir()
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(name, data string) string {
+		p := filepath.Join(dir, name)
+		check(os.WriteFile(p, []byte(data), 0o600))
+		return p
+	}
+	pass := map[string]string{"member1": "member1-secret-0123456789", "member2": "member2-secret-0123456789"}
+	users := write("nats-users", "member1:"+pass["member1"]+"\nmember2:"+pass["member2"]+"\n")
+	natsAddr, natsPort := fixture.FreePort(t)
+	af := &actFleet{fleet: fleet, collectors: map[string]*fixture.CollectorProc{}, kubeconfig: map[string]string{},
+		cacheDir: filepath.Join(dir, "kubectl-cache"), auditLog: filepath.Join(dir, "audit.log")}
+	// TLS: kubectl sends a bearer token over https only.
+	caPEM, _ := pki(t, dir)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	o := app.UpOptions{ServeOptions: app.ServeOptions{StateDir: filepath.Join(dir, "state"), GRPCAddr: fixture.FreeAddr(t), HTTPAddr: fixture.FreeAddr(t),
+		Auth: app.AuthOptions{TokenFile: write("tokens.csv", actTokens), PolicyFile: write("policy.yaml", actPolicy), AuditLog: af.auditLog,
+			TLSCertFile: filepath.Join(dir, "server.crt"), TLSKeyFile: filepath.Join(dir, "server.key")},
+		ActThrough: hubActThrough}, NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: users}
+	af.fv = fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
+	af.fv.REST = "https://" + o.HTTPAddr
+	t.Cleanup(func() { af.fv.Stop(t) })
+	if _, err := af.fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod", "apps/v1:Deployment")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The members: namespace shop, the collector may impersonate (and
+	// nothing more than its read-all grant), alice may do anything to
+	// shop's Pods, Deployments and Events (a Role of her own: the
+	// bootstrap edit role is filled by the aggregation controller, which
+	// does not run here), bob nothing.
+	for _, c := range fleet.Clusters() {
+		cs := c.Clientset()
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+		check(err)
+		_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}}}}, metav1.CreateOptions{})
+		check(err)
+		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetview-impersonate"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: harness.CollectorUser}}}, metav1.CreateOptions{})
+		check(err)
+		_, err = cs.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shop-editor"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps"}, Verbs: []string{"*"},
+				Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events"}}}}, metav1.CreateOptions{})
+		check(err)
+		_, err = cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{})
+		check(err)
+	}
+	ckc := filepath.Join(dir, "collector.kubeconfig")
+	check(fleet.WriteKubeconfig(ckc, "collector"))
+	af.start = func(cluster, classes string) *fixture.CollectorProc {
+		args := []string{"--nats-user-file", write("nats-user-"+cluster, cluster+":"+pass[cluster]+"\n")}
+		if classes != "" {
+			args = append(args, "--act-through", classes)
+		}
+		p := fixture.CollectorEnv{Bin: bin, Kubeconfig: ckc, Context: cluster}.Start(t, cluster, "nats://"+natsAddr, args...)
+		af.collectors[cluster] = p
+		return p
+	}
+	for _, c := range []string{"member1", "member2"} {
+		af.start(c, classes[c])
+	}
+	fixture.Eventually(t, 90*time.Second, func() error {
+		for _, c := range []string{"member1", "member2"} {
+			cl, err := af.fv.Clusters.GetCluster(bearer("admin-token").ctx(), &fleetviewv1.GetClusterRequest{Name: c})
+			if err != nil || !cl.GetReady() {
+				return fmt.Errorf("%s not ready: %v", c, err)
+			}
+		}
+		return nil
+	})
+	for _, user := range []string{"alice", "bob"} {
+		tf := write(user+"-token", user+"-token\n")
+		kc := filepath.Join(dir, user+".kubeconfig")
+		// The clusters the API lists may trail their inventory's
+		// readiness: until both are there, the kubeconfig lacks a
+		// context.
+		fixture.Eventually(t, 30*time.Second, func() error {
+			if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: af.fv.REST, TokenFile: tf, CAFile: filepath.Join(dir, "ca.crt"), Output: kc}, io.Discard); err != nil {
+				return err
+			}
+			cfg, err := clientcmd.LoadFromFile(kc)
+			if err != nil {
+				return err
+			}
+			for _, c := range []string{"fleet", "member1", "member2"} {
+				if cfg.Contexts[c] == nil {
+					return fmt.Errorf("kubeconfig has no context %s", c)
+				}
+			}
+			return nil
+		})
+		af.kubeconfig[user] = kc
+	}
+	return af
+}
+
+// kubectl runs kubectl as user; its combined output and error.
+func (af *actFleet) kubectl(ctx context.Context, user string, args ...string) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, fixture.KubectlBin, append([]string{"--kubeconfig", af.kubeconfig[user], "--cache-dir", af.cacheDir}, args...)...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// cached reads an object from the hub's cache (gRPC, as root).
+func (af *actFleet) cached(cluster, group, resource, name string) (map[string]any, error) {
+	v := "v1"
+	resp, err := af.fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Group: group, Version: v, Resource: resource, Namespace: "shop", Name: name, Cluster: cluster})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	return m, json.Unmarshal(resp.GetRawObject(), &m)
+}
+
+func field(m map[string]any, path ...string) string {
+	var cur any = m
+	for _, p := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return ""
+		}
+		cur = mm[p]
+	}
+	if cur == nil {
+		return ""
+	}
+	return fmt.Sprint(cur)
+}
+
+// TestActThrough is issue #30 on real components: two real kube-apiservers
+// with RBAC, their real collector binaries with per-cluster NATS
+// credentials and --act-through, and a hub that has no kubeconfig for
+// them. Debian's kubectl, through `fleetview kubeconfig`'s contexts, labels,
+// annotates, scales, patches (merge, JSON, strategic), creates and deletes
+// in member2, reads its events and explains its kinds; each change is in
+// the member and then in the cache. The member decides as the caller: bob,
+// whom its RBAC grants nothing, gets its 403; a log of a Pod no kubelet
+// runs gets the member's own error, unchanged; member1's collector, which
+// does not forward logs, says so. In the fleet view a write goes to the
+// cluster holding the object, and a create or a name two clusters hold is
+// refused naming the per-cluster path. exec is 501. Every forwarded
+// request is in the audit log. Last, a forwarded watch whose collector is
+// killed ends with an error, not a hang.
+func TestActThrough(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	af := startActFleet(t, ctx, true, map[string]string{"member1": "writes,reads", "member2": "writes,logs,reads"})
+	m1, m2 := af.fleet.Cluster("member1").Clientset(), af.fleet.Cluster("member2").Clientset()
+	check := func(t *testing.T, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Objects: Pod web in both members (an ambiguous name in the fleet
+	// view), Pod solo in member1 only, Deployment web in member2, an Event
+	// in member2 (Events are not cached).
+	_, err := m1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{})
+	check(t, err)
+	_, err = m1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "solo", "solo", "node-a"), metav1.CreateOptions{})
+	check(t, err)
+	_, err = m2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{})
+	check(t, err)
+	one := int32(1)
+	_, err = m2.AppsV1().Deployments("shop").Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: fixture.Labels("web")}, Template: fixture.PodTemplate("web")}}, metav1.CreateOptions{})
+	check(t, err)
+	_, err = m2.CoreV1().Events("shop").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.1", Namespace: "shop"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web"}, Reason: "Tested", Message: "an event only the member has", Type: "Normal"}, metav1.CreateOptions{})
+	check(t, err)
+	fixture.Eventually(t, 60*time.Second, func() error {
+		for _, c := range []struct{ cluster, group, resource, name string }{{"member1", "", "pods", "web"}, {"member1", "", "pods", "solo"}, {"member2", "", "pods", "web"}, {"member2", "apps", "deployments", "web"}} {
+			if _, err := af.cached(c.cluster, c.group, c.resource, c.name); err != nil {
+				return fmt.Errorf("%v: %w", c, err)
+			}
+		}
+		return nil
+	})
+	kubectl := func(t *testing.T, user string, args ...string) string {
+		t.Helper()
+		out, err := af.kubectl(ctx, user, args...)
+		if err != nil {
+			t.Fatalf("kubectl %s as %s: %v\n%s", strings.Join(args, " "), user, err, out)
+		}
+		return out
+	}
+	refused := func(t *testing.T, user, want string, args ...string) string {
+		t.Helper()
+		out, err := af.kubectl(ctx, user, args...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("kubectl %s as %s: want a failure saying %q, got %v\n%s", strings.Join(args, " "), user, want, err, out)
+		}
+		return out
+	}
+	// memberThenCache waits for a change in the member, then in the cache.
+	memberThenCache := func(t *testing.T, what string, member func() (string, error), cache func() (string, error), want string) {
+		t.Helper()
+		got, err := member()
+		if err != nil || got != want {
+			t.Fatalf("%s in the member: %q %v, want %q", what, got, err, want)
+		}
+		fixture.Eventually(t, 30*time.Second, func() error {
+			got, err := cache()
+			if err != nil || got != want {
+				return fmt.Errorf("%s in the cache: %q %v, want %q", what, got, err, want)
+			}
+			return nil
+		})
+	}
+	podField := func(cluster, name string, path ...string) (func() (string, error), func() (string, error)) {
+		cs := af.fleet.Cluster(cluster).Clientset()
+		return func() (string, error) {
+				p, err := cs.CoreV1().Pods("shop").Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				b, _ := json.Marshal(p)
+				var m map[string]any
+				_ = json.Unmarshal(b, &m)
+				return field(m, path...), nil
+			}, func() (string, error) {
+				m, err := af.cached(cluster, "", "pods", name)
+				return field(m, path...), err
+			}
+	}
+	deployField := func(path ...string) (func() (string, error), func() (string, error)) {
+		return func() (string, error) {
+				d, err := m2.AppsV1().Deployments("shop").Get(ctx, "web", metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				b, _ := json.Marshal(d)
+				var m map[string]any
+				_ = json.Unmarshal(b, &m)
+				return field(m, path...), nil
+			}, func() (string, error) {
+				m, err := af.cached("member2", "apps", "deployments", "web")
+				return field(m, path...), err
+			}
+	}
+	c2 := []string{"--context", "member2", "-n", "shop"}
+	with := func(base []string, args ...string) []string { return append(append([]string(nil), base...), args...) }
+
+	t.Run("label, annotate, scale, patch in member2", func(t *testing.T) {
+		kubectl(t, "alice", with(c2, "label", "pod", "web", "tier=front")...)
+		mem, cache := podField("member2", "web", "metadata", "labels", "tier")
+		memberThenCache(t, "label", mem, cache, "front")
+		kubectl(t, "alice", with(c2, "annotate", "deployment", "web", "note=through-fleetview")...)
+		mem, cache = deployField("metadata", "annotations", "note")
+		memberThenCache(t, "annotation", mem, cache, "through-fleetview")
+		kubectl(t, "alice", with(c2, "scale", "deployment", "web", "--replicas=3")...)
+		mem, cache = deployField("spec", "replicas")
+		memberThenCache(t, "scale", mem, cache, "3")
+		kubectl(t, "alice", with(c2, "patch", "pod", "web", "--type=merge", "-p", `{"metadata":{"labels":{"merge":"yes"}}}`)...)
+		mem, cache = podField("member2", "web", "metadata", "labels", "merge")
+		memberThenCache(t, "merge patch", mem, cache, "yes")
+		kubectl(t, "alice", with(c2, "patch", "pod", "web", "--type=json", "-p", `[{"op":"add","path":"/metadata/labels/json","value":"yes"}]`)...)
+		mem, cache = podField("member2", "web", "metadata", "labels", "json")
+		memberThenCache(t, "JSON patch", mem, cache, "yes")
+		kubectl(t, "alice", with(c2, "patch", "deployment", "web", "-p", `{"spec":{"template":{"metadata":{"labels":{"strategic":"yes"}}}}}`)...)
+		mem, cache = deployField("spec", "template", "metadata", "labels", "strategic")
+		memberThenCache(t, "strategic patch", mem, cache, "yes")
+	})
+	t.Run("create -f and delete in member2", func(t *testing.T) {
+		manifest := filepath.Join(t.TempDir(), "made.yaml")
+		check(t, os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: made\n  namespace: shop\nspec:\n  containers:\n  - name: c\n    image: registry.example/made:1\n"), 0o600))
+		kubectl(t, "alice", "--context", "member2", "create", "-f", manifest)
+		mem, cache := podField("member2", "made", "metadata", "name")
+		memberThenCache(t, "create", mem, cache, "made")
+		kubectl(t, "alice", with(c2, "delete", "pod", "made", "--wait=false")...)
+		if _, err := m2.CoreV1().Pods("shop").Get(ctx, "made", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("deleted Pod still in member2: %v", err)
+		}
+		fixture.Eventually(t, 30*time.Second, func() error {
+			if _, err := af.cached("member2", "", "pods", "made"); err == nil {
+				return fmt.Errorf("deleted Pod still cached")
+			}
+			return nil
+		})
+	})
+	t.Run("uncached reads: events and explain", func(t *testing.T) {
+		if out := kubectl(t, "alice", with(c2, "get", "events")...); !strings.Contains(out, "an event only the member has") {
+			t.Fatalf("get events:\n%s", out)
+		}
+		if out := kubectl(t, "alice", "--context", "member2", "explain", "pods.spec.nodeName"); !strings.Contains(out, "KIND:") || !strings.Contains(out, "Pod") {
+			t.Fatalf("explain:\n%s", out)
+		}
+		// member1 has no Events: the member's own empty answer.
+		if out := kubectl(t, "alice", "--context", "member1", "-n", "shop", "get", "events"); !strings.Contains(out, "No resources found") {
+			t.Fatalf("member1 events:\n%s", out)
+		}
+	})
+	t.Run("logs: the member's own error; a collector that does not forward logs says so", func(t *testing.T) {
+		out, err := af.kubectl(ctx, "alice", with(c2, "logs", "web")...)
+		if err == nil {
+			t.Fatalf("logs of a Pod no kubelet runs succeeded:\n%s", out)
+		}
+		admin := filepath.Join(t.TempDir(), "admin.kubeconfig")
+		check(t, af.fleet.WriteKubeconfig(admin, "admin"))
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		direct, derr := exec.CommandContext(cctx, fixture.KubectlBin, "--kubeconfig", admin, "--context", "member2", "--as", "alice", "--as-group", "devs",
+			"-n", "shop", "logs", "web").CombinedOutput()
+		if derr == nil || strings.TrimSpace(string(direct)) != out {
+			t.Fatalf("through fleetview:\n%s\ndirect to the member (%v):\n%s", out, derr, direct)
+		}
+		t.Logf("the member's error, through fleetview and direct: %s", out)
+		refused(t, "alice", "does not forward logs", "--context", "member1", "-n", "shop", "logs", "web")
+	})
+	t.Run("the member's RBAC decides: bob gets its 403", func(t *testing.T) {
+		refused(t, "bob", `User "bob" cannot patch resource "pods" in API group "" in the namespace "shop"`, with(c2, "label", "pod", "web", "bob=was-here")...)
+		refused(t, "bob", `User "bob" cannot list resource "events"`, with(c2, "get", "events")...)
+		p, err := m2.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+		check(t, err)
+		if _, ok := p.Labels["bob"]; ok {
+			t.Fatal("bob's label reached the member")
+		}
+	})
+	t.Run("fleet view: the owner or a Status naming the per-cluster path", func(t *testing.T) {
+		kubectl(t, "alice", "--context", "fleet", "-n", "shop", "label", "pod", "solo", "fleet=yes")
+		mem, cache := podField("member1", "solo", "metadata", "labels", "fleet")
+		memberThenCache(t, "fleet-view label", mem, cache, "yes")
+		// kubectl label reads first (the cache's 409 names the path);
+		// kubectl delete writes at once (the forwarding's 409 does).
+		refused(t, "alice", "name the cluster: /clusters/{cluster}/api/v1/namespaces/shop/pods/web", "--context", "fleet", "-n", "shop", "label", "pod", "web", "fleet=yes")
+		refused(t, "alice", "held by more than one cluster: send the request to /clusters/{cluster}/api/v1/namespaces/shop/pods/web",
+			"--context", "fleet", "-n", "shop", "delete", "pod", "web", "--wait=false")
+		for _, cs := range []kubernetes.Interface{m1, m2} {
+			_, err := cs.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+			check(t, err)
+		}
+		manifest := filepath.Join(t.TempDir(), "new.yaml")
+		check(t, os.WriteFile(manifest, []byte("apiVersion: v1\nkind: Pod\nmetadata:\n  name: new\n  namespace: shop\nspec:\n  containers:\n  - name: c\n    image: x\n"), 0o600))
+		// The fleet view serves no OpenAPI (no one member's schema is the
+		// fleet's), so kubectl's client-side validation is off there.
+		refused(t, "alice", "/clusters/{cluster}/api/v1/namespaces/shop/pods", "--context", "fleet", "create", "--validate=false", "-f", manifest)
+		refused(t, "alice", "not forwarded through fleetview", with(c2, "exec", "web", "--", "true")...)
+	})
+	t.Run("every forwarded request is audited", func(t *testing.T) {
+		b, err := os.ReadFile(af.auditLog)
+		check(t, err)
+		var saw struct{ alicePatch, bob403 bool }
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			var l map[string]any
+			if json.Unmarshal(sc.Bytes(), &l) != nil || l["msg"] != "forwarded" {
+				continue
+			}
+			switch {
+			case l["subject"] == "alice" && l["cluster"] == "member2" && l["verb"] == "patch" && l["resource"] == "pods" && l["memberStatus"] == float64(200):
+				saw.alicePatch = true
+			case l["subject"] == "bob" && l["verb"] == "patch" && l["memberStatus"] == float64(403):
+				saw.bob403 = true
+			}
+		}
+		if !saw.alicePatch || !saw.bob403 {
+			t.Fatalf("audit lines: alice's patch %v, bob's 403 %v\n%s", saw.alicePatch, saw.bob403, b)
+		}
+	})
+	t.Run("collector killed mid-request: an error, not a hang", func(t *testing.T) {
+		wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(wctx, fixture.KubectlBin, append([]string{"--kubeconfig", af.kubeconfig["alice"], "--cache-dir", af.cacheDir}, with(c2, "get", "events", "--watch")...)...)
+		stdout, err := cmd.StdoutPipe()
+		check(t, err)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		check(t, cmd.Start())
+		// The watch is forwarded and streaming once the member's first
+		// event arrives through it.
+		r := bufio.NewReader(stdout)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("watch ended before its first event: %v %s", err, stderr.String())
+			}
+			if strings.Contains(line, "an event only the member has") {
+				break
+			}
+		}
+		// The watch itself is open once an Event created now arrives
+		// through it.
+		_, err = m2.CoreV1().Events("shop").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "web.2", Namespace: "shop"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web"}, Reason: "Tested", Message: "a second event, while watched", Type: "Normal"}, metav1.CreateOptions{})
+		check(t, err)
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				t.Fatalf("watch ended before the new event: %v %s", err, stderr.String())
+			}
+			if strings.Contains(line, "a second event, while watched") {
+				break
+			}
+		}
+		killed := time.Now()
+		af.collectors["member2"].Kill()
+		_, _ = io.Copy(io.Discard, r)
+		err = cmd.Wait()
+		if wctx.Err() != nil {
+			t.Fatalf("kubectl still watching %s after the collector was killed", time.Since(killed))
+		}
+		// The hub ended the watch because the collector stopped
+		// answering (kubectl ends a watch whose stream ends without a
+		// word of its own).
+		b, rerr := os.ReadFile(af.auditLog)
+		check(t, rerr)
+		if !bytes.Contains(b, []byte(`"verb":"watch"`)) || !bytes.Contains(b, []byte("stopped answering")) {
+			t.Errorf("no audit line of the watch cut because the collector stopped answering:\n%s", b)
+		}
+		t.Logf("kubectl's watch ended %s after the collector was killed (%v): %s", time.Since(killed).Round(time.Millisecond), err, strings.TrimSpace(stderr.String()))
+		// A new request to the cluster whose collector is gone: a clear
+		// error, not a hang.
+		start := time.Now()
+		refused(t, "alice", "cluster member2: the cluster's collector did not take the request", with(c2, "label", "pod", "web", "after=kill")...)
+		t.Logf("a request with the collector gone failed after %s", time.Since(start).Round(time.Millisecond))
+	})
+}
+
+// TestActThroughOff: with the hub's --act-through off (the default) the
+// Kubernetes API stays what it was, even with collectors that would
+// forward: writes are 405, uncached reads and logs 404.
+func TestActThroughOff(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	af := startActFleet(t, ctx, false, map[string]string{"member1": "writes,logs,reads", "member2": "writes,logs,reads"})
+	_, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixture.Eventually(t, 60*time.Second, func() error {
+		_, err := af.cached("member2", "", "pods", "web")
+		return err
+	})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--context", "member2", "-n", "shop", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
+		{[]string{"--context", "fleet", "-n", "shop", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
+		{[]string{"--context", "member2", "-n", "shop", "get", "events"}, "the server doesn't have a resource type \"events\""},
+		{[]string{"--context", "member2", "-n", "shop", "logs", "web"}, "NotFound"},
+	} {
+		out, err := af.kubectl(ctx, "alice", tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("kubectl %s: want a failure with %q, got %v\n%s", strings.Join(tc.args, " "), tc.want, err, out)
+		}
+	}
+	p, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || p.Labels["a"] != "" {
+		t.Fatalf("the member changed: %v %v", p.Labels, err)
+	}
+}
