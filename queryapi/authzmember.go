@@ -40,11 +40,12 @@ func (g *Guard) members() bool {
 // policy reports whether fleetview's policy takes part in reads.
 func (g *Guard) policy() bool { return g.Mode != ModeMemberRBAC }
 
-// memberIdentity is the identity a member's authorizer sees for a fleetview
-// caller: the same user and groups, plus system:authenticated, which every
-// member's authenticator adds.
+// memberIdentity is the caller as fleetview authenticated it; each member
+// sees it as memberrbac.Members.Identity says (the same user and groups by
+// default, mapped by --member-identity-map, plus system:authenticated,
+// which every member's authenticator adds).
 func memberIdentity(u auth.User) memberrbac.Identity {
-	return memberrbac.Authenticated(memberrbac.Identity{User: u.Name, Groups: slices.Clone(u.Groups)})
+	return memberrbac.Identity{User: u.Name, Groups: slices.Clone(u.Groups)}
 }
 
 func memberResource(rr resourceRequest) memberrbac.Resource {
@@ -74,7 +75,7 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 	if gr, ok := req.(*fleetviewv1.GetRequest); ok && gr.GetCluster() != "" {
 		if a, found := g.Members.Lookup(gr.GetCluster()); found {
 			r := memberResource(rr)
-			ok, _ := a.Authorize(ctx, memberIdentity(u), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
+			ok, _ := a.Authorize(ctx, g.Members.Identity(gr.GetCluster(), memberIdentity(u)), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
 				Namespace: gr.GetNamespace(), Name: gr.GetName()})
 			if ok {
 				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{gr.GetCluster()}}}}, nil

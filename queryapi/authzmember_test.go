@@ -394,3 +394,31 @@ func TestGuardMemberRBACClusterScoped(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardMemberRBACIdentityMap: with a map, each member decides for the
+// caller's identity there: member2 knows alice as oidc:alice, whom it
+// binds nowhere, so her reach is member1's alone, for lists and for a get
+// naming member2.
+func TestGuardMemberRBACIdentityMap(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	g.Members.Map = &memberrbac.IdentityMap{Rules: []memberrbac.MapRule{{Clusters: []string{"member2"}, UserPrefix: "oidc:"}}}
+	var seen *fleetviewv1.ListRequest
+	_, err := g.Unary(withToken("alice-tok"), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"},
+		func(_ context.Context, req any) (any, error) {
+			seen = req.(*fleetviewv1.ListRequest)
+			return &fleetviewv1.ListResponse{}, nil
+		})
+	if err != nil || strings.Join(seen.GetClusters(), ",") != "member1" {
+		t.Fatalf("alice's list: %v in %v, want member1 only", err, seen.GetClusters())
+	}
+	_, err = g.Unary(withToken("alice-tok"), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member2", Namespace: "shop", Name: "b"},
+		&grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/Get"}, func(ctx context.Context, _ any) (any, error) {
+			if clusters, all := visibleFrom(ctx).ClustersOf(podsGR, "shop"); all || containsString(clusters, "member2") {
+				t.Fatalf("the get reads %v (all: %v), member2 included", clusters, all)
+			}
+			return nil, status.Error(codes.NotFound, `pods "b" not found`)
+		})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("alice's get in member2: %v, want NotFound", err)
+	}
+}

@@ -22,8 +22,10 @@
 // Identities are what the member's authenticator would hand its authorizer
 // (authorizer.go): Authenticated adds system:authenticated (upstream's
 // AuthenticatedGroupAdder), ServiceAccount builds a service account's user
-// and implicit groups (upstream's serviceaccount.UserInfo). Mapping a
-// fleetview caller to a member identity is the caller's business.
+// and implicit groups (upstream's serviceaccount.UserInfo). A fleetview
+// caller is the same user and groups in every member unless an IdentityMap
+// (identitymap.go, Members.Map) prefixes them per member; Members.Identity
+// says which identity a member decides for.
 //
 // The dependency: k8s.io/kubernetes is required as a module at the release
 // matching k8s.io/api, k8s.io/apimachinery and k8s.io/client-go (v1.37.2 and

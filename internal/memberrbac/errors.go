@@ -9,4 +9,7 @@ var (
 	// ErrInvalidObject: an RBAC object without a name, or a Role or
 	// RoleBinding without a namespace.
 	ErrInvalidObject = errors.New("memberrbac: invalid RBAC object")
+	// ErrInvalidIdentityMap: an identity map that cannot be read or
+	// validated.
+	ErrInvalidIdentityMap = errors.New("memberrbac: invalid identity map")
 )

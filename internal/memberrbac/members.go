@@ -10,6 +10,9 @@ import (
 // (Generation, Changed). The zero value is ready to use; safe for
 // concurrent use.
 type Members struct {
+	// Map is the caller's identity in each member (nil: the same
+	// everywhere); set before first use, never changed after.
+	Map  *IdentityMap
 	memo reachMemo
 	mu   sync.RWMutex
 	m    map[string]*Authorizer
@@ -90,6 +93,13 @@ func (m *Members) Changed() (uint64, <-chan struct{}) {
 		m.changed = make(chan struct{})
 	}
 	return m.gen, m.changed
+}
+
+// Identity is the identity a fleetview caller (its user and groups as
+// fleetview authenticated them) has in cluster, as that member's
+// authorizer sees it (Map; system:authenticated added).
+func (m *Members) Identity(cluster string, caller Identity) Identity {
+	return m.Map.In(cluster, caller)
 }
 
 // Lookup returns the cluster's Authorizer if it has one.

@@ -84,14 +84,15 @@ type reachMemo struct {
 // maxMemo bounds the memo; past it, it starts again empty.
 const maxMemo = 4096
 
-// Reach returns where id may make verb on the collection of r in each
-// member. Decided with each member's Scope (upstream's evaluation);
-// remembered until the next change (Generation).
-func (m *Members) Reach(ctx context.Context, id Identity, verb string, r Resource) Reach {
-	if slices.Contains(id.Groups, user.SystemPrivilegedGroup) {
+// Reach returns where a fleetview caller (its user and groups, mapped per
+// member by Identity) may make verb on the collection of r in each member.
+// Decided with each member's Scope (upstream's evaluation); remembered
+// until the next change (Generation).
+func (m *Members) Reach(ctx context.Context, caller Identity, verb string, r Resource) Reach {
+	if m.Map.uniform() && slices.Contains(caller.Groups, user.SystemPrivilegedGroup) {
 		return Reach{Masters: true}
 	}
-	key := memoKey(id, verb, r)
+	key := memoKey(caller, verb, r)
 	gen := m.Generation()
 	m.memo.mu.Lock()
 	if m.memo.gen == gen {
@@ -109,7 +110,7 @@ func (m *Members) Reach(ctx context.Context, id Identity, verb string, r Resourc
 		if !ok {
 			continue
 		}
-		s := a.Scope(ctx, id, verb, r)
+		s := a.Scope(ctx, m.Identity(c, caller), verb, r)
 		if s.None() {
 			continue
 		}

@@ -39,6 +39,10 @@ type AuthOptions struct {
 	// AuthorizationMode says what decides reads of cached objects:
 	// queryapi.ModePolicy (the default), ModeMemberRBAC or ModeBoth.
 	AuthorizationMode string
+	// MemberIdentityMap, with a member-RBAC mode, is a YAML file of rules
+	// mapping the caller's user and groups per member cluster
+	// (memberrbac.IdentityMap); empty: the same in every member.
+	MemberIdentityMap string
 }
 
 // AddFlags registers the flags.
@@ -54,6 +58,8 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AuthorizationMode, "authorization-mode", string(queryapi.ModePolicy), "what decides reads of cached objects: policy (--authorization-policy-file), "+
 		"member-rbac (each member cluster's own RBAC, mirrored from the RBAC objects a registry caches; docs/security.md), or both (a read must pass both); "+
 		"the cluster inventory and registries are the policy's in every mode")
+	fs.StringVar(&o.MemberIdentityMap, "member-identity-map", "", "with --authorization-mode member-rbac or both: YAML rules giving the caller's user and groups a prefix per member cluster "+
+		"(rules: [{clusters: [NAME|\"*\"], userPrefix: P, groupPrefix: P}], the first rule naming a cluster applies); empty: the same user and groups in every member")
 }
 
 // mode is the authorization mode ("" is the policy).
@@ -105,6 +111,13 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 		errs = append(errs, fmt.Errorf("%w: --authorization-mode %q: want one of %v", ErrInvalidOptions, o.AuthorizationMode, queryapi.AuthorizationModes()))
 	} else if o.mode() != queryapi.ModePolicy && !o.enabled() {
 		errs = append(errs, fmt.Errorf("%w: --authorization-mode %s needs --token-auth-file or --client-ca-file: the member clusters' RBAC decides by who is asking", ErrInvalidOptions, o.mode()))
+	}
+	if o.MemberIdentityMap != "" {
+		if o.mode() == queryapi.ModePolicy {
+			errs = append(errs, fmt.Errorf("%w: --member-identity-map needs --authorization-mode member-rbac or both", ErrInvalidOptions))
+		} else if _, err := memberrbac.LoadIdentityMap(o.MemberIdentityMap); err != nil {
+			errs = append(errs, fmt.Errorf("%w: --member-identity-map: %w", ErrInvalidOptions, err))
+		}
 	}
 	if o.enabled() && o.PolicyFile == "" && o.mode() != queryapi.ModeMemberRBAC {
 		errs = append(errs, fmt.Errorf("%w: --authorization-policy-file is required with authentication (nothing is allowed without rules)", ErrInvalidOptions))
@@ -235,6 +248,12 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 	if g.Mode = o.mode(); g.Mode != queryapi.ModePolicy {
 		// Kept by the query API from the RBAC objects in the cache.
 		g.Members = &memberrbac.Members{}
+		if o.MemberIdentityMap != "" {
+			var err error
+			if g.Members.Map, err = memberrbac.LoadIdentityMap(o.MemberIdentityMap); err != nil {
+				return nil, fmt.Errorf("--member-identity-map: %w", err)
+			}
+		}
 		s.members = g.Members
 	}
 	s.unary, s.stream, s.guard = append(s.unary, g.Unary), append(s.stream, g.Stream), g

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetview/fleetview/internal/memberrbac"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -90,6 +91,8 @@ func TestAuthorizationMode(t *testing.T) {
 	dir := t.TempDir()
 	tokens := writeTestFile(t, dir, "tokens", "alice-tok,alice\n")
 	policy := writeTestFile(t, dir, "policy", "rules:\n- users: [alice]\n  verbs: [list]\n  resources: [pods]\n")
+	idMap := writeTestFile(t, dir, "idmap", "rules:\n- clusters: [prod-eu]\n  userPrefix: \"oidc:\"\n")
+	badMap := writeTestFile(t, dir, "badmap", "rules:\n- userPrefix: x\n")
 	cases := []struct {
 		name    string
 		o       AuthOptions
@@ -103,6 +106,9 @@ func TestAuthorizationMode(t *testing.T) {
 		{"both needs the policy", AuthOptions{TokenFile: tokens, AuthorizationMode: "both"}, "--authorization-policy-file is required", false},
 		{"unknown mode", AuthOptions{TokenFile: tokens, PolicyFile: policy, AuthorizationMode: "rbac"}, `--authorization-mode "rbac"`, false},
 		{"member-rbac needs authentication", AuthOptions{AuthorizationMode: "member-rbac"}, "--authorization-mode member-rbac needs --token-auth-file", false},
+		{"an identity map", AuthOptions{TokenFile: tokens, AuthorizationMode: "member-rbac", MemberIdentityMap: idMap}, "", true},
+		{"an identity map needs a member mode", AuthOptions{TokenFile: tokens, PolicyFile: policy, MemberIdentityMap: idMap}, "--member-identity-map needs --authorization-mode", false},
+		{"an invalid identity map", AuthOptions{TokenFile: tokens, AuthorizationMode: "both", PolicyFile: policy, MemberIdentityMap: badMap}, "rules[0].clusters is empty", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +128,9 @@ func TestAuthorizationMode(t *testing.T) {
 			}
 			if (sec.members != nil) != tc.members || sec.guard.Members != sec.members {
 				t.Fatalf("members %v (guard %v), want members: %v", sec.members, sec.guard.Members, tc.members)
+			}
+			if tc.o.MemberIdentityMap != "" && (sec.members.Map == nil || sec.members.Identity("prod-eu", memberrbac.Identity{User: "alice"}).User != "oidc:alice") {
+				t.Fatalf("the identity map was not applied: %+v", sec.members.Map)
 			}
 		})
 	}
