@@ -281,7 +281,9 @@ func TestHelmChart(t *testing.T) {
 			[]string{"--nats-users-file=/etc/fleetview/nats/users", "secretName: fleetview-nats-users", "--authorization-policy-file",
 				"--tls-cert-file=/etc/fleetview/tls/tls.crt", "--nats-tls-cert-file=/etc/fleetview/tls/tls.crt", "secretName: fv-hub-tls,", "scheme: HTTPS",
 				"--authorization-mode=policy"},
-			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}", "--metrics-addr", "name: metrics"}},
+			[]string{"--nats-token-file", "--nats-tls-client-ca-file", "scheme: HTTP}", "--metrics-addr", "name: metrics", "--act-through"}},
+		{"hub acting through", []string{"--set", "hub.actThrough=true"}, []string{"Secret", "Service", "StatefulSet"},
+			[]string{"- --act-through\n", "--token-auth-file"}, nil},
 		// Metrics on: loopback only, as the binary's default.
 		{"hub metrics on loopback", []string{"--set", "metrics.enabled=true"}, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--metrics-addr=127.0.0.1:9090"},
@@ -347,7 +349,12 @@ func TestHelmChart(t *testing.T) {
 		{"collector users (default)", collector, []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
 			[]string{"--nats-user-file=/etc/fleetview/nats/user", "secretName: fleetview-nats-user,", "--nats-url=tls://",
 				"--nats-ca-file=/etc/fleetview/nats-tls/ca.crt", "secretName: fleetview-hub-ca,"},
-			[]string{"--nats-token-file", "--nats-client-cert-file"}},
+			[]string{"--nats-token-file", "--nats-client-cert-file", "--act-through", "impersonate"}},
+		// Acting through (issue #30): the flag, and exactly impersonate
+		// on users and groups beside the read rules.
+		{"collector acting through", append(collector[:len(collector):len(collector)], "--set", "collector.actThrough=writes\\,logs\\,reads"),
+			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
+			[]string{"--act-through=writes,logs,reads", "resources: [\"users\", \"groups\"]\n    verbs: [\"impersonate\"]"}, []string{"serviceaccounts"}},
 		{"collector of a clustered hub", append(collector[:len(collector):len(collector)], "--set", "collector.natsUrl=tls://hub-0.example:4222\\,tls://hub-1.example:4222",
 			"--set", "collector.streamReplicas=3", "--set", "collector.publishAckTimeout=5s"),
 			[]string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment"},
@@ -462,6 +469,8 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "hub.authorizationMode=rbac"}, `hub.authorizationMode must be "policy", "member-rbac" or "both", not "rbac"`},
 			{[]string{"--set", "hub.authorizationMode=member-rbac", "--set", "hub.authSecret=", "--set", "hub.allowUnauthenticated=true"},
 				"hub.authorizationMode member-rbac and both need hub.authSecret"},
+			{[]string{"--set", "hub.actThrough=true", "--set", "hub.authSecret=", "--set", "hub.allowUnauthenticated=true"},
+				"hub.actThrough needs hub.authSecret"},
 		} {
 			refuse(t, tc.args, tc.want)
 		}
