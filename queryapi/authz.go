@@ -263,7 +263,7 @@ func (g *Guard) visibility(u auth.User) *query.Visibility {
 func scopeVisibility(s auth.Scope) *query.Visibility {
 	v := &query.Visibility{}
 	for _, p := range s.Pairs {
-		v.Grants = append(v.Grants, query.Grant{Clusters: p.Clusters, Namespaces: p.Namespaces})
+		v.Grants = append(v.Grants, query.Grant{Clusters: p.Clusters, Namespaces: p.Namespaces, Sorted: p.Sorted})
 	}
 	return v
 }

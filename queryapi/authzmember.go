@@ -118,7 +118,7 @@ func clusterWide(r memberrbac.Reach) memberrbac.Reach {
 func reachScope(r memberrbac.Reach) *auth.Scope {
 	s := &auth.Scope{Pairs: make([]auth.ClusterNamespaces, 0, len(r.Groups))}
 	for _, gr := range r.Groups {
-		p := auth.ClusterNamespaces{Clusters: gr.Clusters}
+		p := auth.ClusterNamespaces{Clusters: gr.Clusters, Sorted: true} // a reach's lists are sorted
 		if !gr.Scope.All {
 			p.Namespaces = gr.Scope.Namespaces
 		}
@@ -141,7 +141,7 @@ func intersectScopes(a, b *auth.Scope) *auth.Scope {
 			cs, okC := intersectList(p.Clusters, q.Clusters)
 			ns, okN := intersectList(p.Namespaces, q.Namespaces)
 			if okC && okN {
-				out.Pairs = append(out.Pairs, auth.ClusterNamespaces{Clusters: cs, Namespaces: ns})
+				out.Pairs = append(out.Pairs, auth.ClusterNamespaces{Clusters: cs, Namespaces: ns, Sorted: slices.IsSorted(cs) && slices.IsSorted(ns)})
 			}
 		}
 	}

@@ -104,7 +104,7 @@ func (g *Guard) memberVisibility(ctx context.Context, u auth.User, resources []s
 			grants = append(grants, query.Grant{Resources: []schema.GroupResource{gr}})
 		}
 		for _, rg := range reach.Groups {
-			qg := query.Grant{Resources: []schema.GroupResource{gr}, Clusters: rg.Clusters}
+			qg := query.Grant{Resources: []schema.GroupResource{gr}, Clusters: rg.Clusters, Sorted: true} // a reach's lists are sorted
 			if !rg.Scope.All {
 				qg.Namespaces = rg.Scope.Namespaces
 			}
@@ -131,7 +131,7 @@ func narrowGrant(m query.Grant, gr schema.GroupResource, policy *query.Visibilit
 		cs, okC := intersectList(m.Clusters, p.Clusters)
 		ns, okN := intersectList(m.Namespaces, p.Namespaces)
 		if okC && okN {
-			out = append(out, query.Grant{Resources: m.Resources, Clusters: cs, Namespaces: ns})
+			out = append(out, query.Grant{Resources: m.Resources, Clusters: cs, Namespaces: ns, Sorted: slices.IsSorted(cs) && slices.IsSorted(ns)})
 		}
 	}
 	return out

@@ -150,6 +150,18 @@ type Scope struct {
 type ClusterNamespaces struct {
 	Clusters   []string // empty: all
 	Namespaces []string // empty: all
+	// Sorted says both lists are sorted, so they are looked up by binary
+	// search (a scope from the member clusters' RBAC may name hundreds).
+	Sorted bool
+}
+
+// in reports whether list holds v, by binary search when sorted.
+func in(list []string, v string, sorted bool) bool {
+	if sorted {
+		_, ok := slices.BinarySearch(list, v)
+		return ok
+	}
+	return has(list, v)
 }
 
 // Empty reports a scope that allows nothing.
@@ -158,7 +170,7 @@ func (s Scope) Empty() bool { return len(s.Pairs) == 0 }
 // Allows reports whether one object location is in scope.
 func (s Scope) Allows(cluster, namespace string) bool {
 	for _, p := range s.Pairs {
-		if (len(p.Clusters) == 0 || has(p.Clusters, cluster)) && (len(p.Namespaces) == 0 || has(p.Namespaces, namespace)) {
+		if (len(p.Clusters) == 0 || in(p.Clusters, cluster, p.Sorted)) && (len(p.Namespaces) == 0 || in(p.Namespaces, namespace, p.Sorted)) {
 			return true
 		}
 	}

@@ -148,3 +148,15 @@ func TestTokens(t *testing.T) {
 		t.Fatalf("cert user %+v", u)
 	}
 }
+
+func TestScopeSortedPairs(t *testing.T) {
+	s := Scope{Pairs: []ClusterNamespaces{{Clusters: []string{"a", "c", "e"}, Namespaces: []string{"shop", "x"}, Sorted: true}}}
+	for _, tc := range []struct {
+		cluster, ns string
+		want        bool
+	}{{"c", "shop", true}, {"e", "x", true}, {"b", "shop", false}, {"a", "payments", false}, {"f", "x", false}} {
+		if got := s.Allows(tc.cluster, tc.ns); got != tc.want {
+			t.Fatalf("Allows(%q, %q) = %v, want %v", tc.cluster, tc.ns, got, tc.want)
+		}
+	}
+}

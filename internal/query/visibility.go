@@ -32,6 +32,19 @@ type Grant struct {
 	// namespaces never covers them.
 	Clusters   []string
 	Namespaces []string
+	// Sorted says Clusters and Namespaces are sorted, so they are looked
+	// up by binary search: a grant from the member clusters' RBAC may name
+	// hundreds of clusters or namespaces, and every object is judged.
+	Sorted bool
+}
+
+// contains reports whether list holds v, by binary search when sorted.
+func contains(list []string, v string, sorted bool) bool {
+	if sorted {
+		_, ok := slices.BinarySearch(list, v)
+		return ok
+	}
+	return slices.Contains(list, v)
 }
 
 // Allows reports whether an object of gr in cluster and namespace is
@@ -49,7 +62,7 @@ func (v *Visibility) Allows(gr schema.GroupResource, cluster, namespace string) 
 }
 
 func (g *Grant) allows(gr schema.GroupResource, cluster, namespace string) bool {
-	return g.reaches(gr, namespace) && (len(g.Clusters) == 0 || slices.Contains(g.Clusters, cluster))
+	return g.reaches(gr, namespace) && (len(g.Clusters) == 0 || contains(g.Clusters, cluster, g.Sorted))
 }
 
 // reaches reports whether g covers gr in namespace in the clusters it
@@ -62,7 +75,7 @@ func (g *Grant) reaches(gr schema.GroupResource, namespace string) bool {
 	} else if !slices.Contains(g.Resources, gr) {
 		return false
 	}
-	return len(g.Namespaces) == 0 || slices.Contains(g.Namespaces, namespace)
+	return len(g.Namespaces) == 0 || contains(g.Namespaces, namespace, g.Sorted)
 }
 
 // None reports a visibility that allows nothing (a nil one allows all).

@@ -16,6 +16,7 @@ func TestVisibility(t *testing.T) {
 		{Resources: []schema.GroupResource{pods}, Clusters: []string{"a"}},
 		{Resources: []schema.GroupResource{deploys}, Namespaces: []string{"x"}},
 	}}
+	sorted := &Visibility{Grants: []Grant{{Clusters: []string{"m1", "m3", "m5"}, Namespaces: []string{"n1", "n2"}, Sorted: true}}}
 	cases := []struct {
 		name        string
 		v           *Visibility
@@ -33,6 +34,9 @@ func TestVisibility(t *testing.T) {
 		{"rule 1 other cluster", twoRules, pods, "b", "x", false}, // rule 2's namespace does not reach pods
 		{"rule 2", twoRules, deploys, "b", "x", true},
 		{"rule 2 other namespace", twoRules, deploys, "a", "y", false},
+		{"sorted lists, found by binary search", sorted, pods, "m3", "n2", true},
+		{"sorted lists, a cluster between two", sorted, pods, "m2", "n2", false},
+		{"sorted lists, a namespace past the last", sorted, pods, "m5", "n9", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
