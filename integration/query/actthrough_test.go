@@ -324,7 +324,7 @@ func TestActThrough(t *testing.T) {
 	c2 := []string{"--context", "member2", "-n", "shop"}
 	with := func(base []string, args ...string) []string { return append(append([]string(nil), base...), args...) }
 
-	t.Run("label, annotate, scale, patch in member2", func(t *testing.T) {
+	t.Run("label annotate scale patch apply edit in member2", func(t *testing.T) {
 		kubectl(t, "alice", with(c2, "label", "pod", "web", "tier=front")...)
 		mem, cache := podField("member2", "web", "metadata", "labels", "tier")
 		memberThenCache(t, "label", mem, cache, "front")
@@ -343,6 +343,21 @@ func TestActThrough(t *testing.T) {
 		kubectl(t, "alice", with(c2, "patch", "deployment", "web", "-p", `{"spec":{"template":{"metadata":{"labels":{"strategic":"yes"}}}}}`)...)
 		mem, cache = deployField("spec", "template", "metadata", "labels", "strategic")
 		memberThenCache(t, "strategic patch", mem, cache, "yes")
+		applied := filepath.Join(t.TempDir(), "applied.yaml")
+		check(t, os.WriteFile(applied, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: shop\n  labels:\n    applied: server-side\n"), 0o600))
+		kubectl(t, "alice", "--context", "member2", "apply", "--server-side", "--field-manager=fleetview-test", "-f", applied)
+		mem, cache = deployField("metadata", "labels", "applied")
+		memberThenCache(t, "server-side apply", mem, cache, "server-side")
+		// kubectl edit with an editor that changes one label.
+		editor := filepath.Join(t.TempDir(), "editor.sh")
+		check(t, os.WriteFile(editor, []byte("#!/bin/sh\nsed -i 's/tier: front/tier: edited/' \"$1\"\n"), 0o700))
+		cmd := exec.CommandContext(ctx, fixture.KubectlBin, append([]string{"--kubeconfig", af.kubeconfig["alice"], "--cache-dir", af.cacheDir}, with(c2, "edit", "pod", "web")...)...)
+		cmd.Env = append(os.Environ(), "KUBE_EDITOR="+editor, "EDITOR="+editor)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("kubectl edit: %v\n%s", err, out)
+		}
+		mem, cache = podField("member2", "web", "metadata", "labels", "tier")
+		memberThenCache(t, "edit", mem, cache, "edited")
 	})
 	t.Run("create -f and delete in member2", func(t *testing.T) {
 		manifest := filepath.Join(t.TempDir(), "made.yaml")
