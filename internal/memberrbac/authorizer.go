@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/group"
@@ -74,7 +75,12 @@ type Request struct {
 // change sees the objects before or after it, as the member's own
 // informer-fed authorizer does.
 type Authorizer struct {
-	store *store
+	// gen counts this member's changes; scopes remembers its Scope answers
+	// until the next one (Members.Reach), so a change in one member makes
+	// only that member decide again.
+	gen    atomic.Uint64
+	scopes scopeMemo
+	store  *store
 	// rbac evaluates all of the member's bindings.
 	rbac *rbac.RBACAuthorizer
 	// local resolves one namespace's RoleBindings alone (Scope).
@@ -94,12 +100,20 @@ func New() *Authorizer {
 // rules, roleRef and subjects (not copied: the caller must not change them
 // afterwards). The cost is that of the one object (a binding: a copy of
 // its namespace's binding list), never a rebuild of the member.
-func (a *Authorizer) Upsert(obj any) error { return a.store.apply(obj, false) }
+func (a *Authorizer) Upsert(obj any) error { return a.change(obj, false) }
 
 // Delete removes the object of obj's kind, namespace and name (only those
 // are read; a tombstone's object will do). Deleting what is not held is
 // not an error.
-func (a *Authorizer) Delete(obj any) error { return a.store.apply(obj, true) }
+func (a *Authorizer) Delete(obj any) error { return a.change(obj, true) }
+
+func (a *Authorizer) change(obj any, del bool) error {
+	if err := a.store.apply(obj, del); err != nil {
+		return err
+	}
+	a.gen.Add(1)
+	return nil
+}
 
 // Counts reports how many objects of each kind are held.
 func (a *Authorizer) Counts() Counts { return a.store.counts() }

@@ -61,3 +61,60 @@ func BenchmarkUpsertRoleBinding(b *testing.B) {
 		}
 	}
 }
+
+// benchMembers is the fleet: three members, each granting u pods
+// in 1,000 namespaces through 1,000 RoleBindings.
+func benchMembers(b *testing.B) *Members {
+	m := &Members{}
+	for c := range 3 {
+		a := benchMember(b, 1000)
+		m.mu.Lock()
+		if m.m == nil {
+			m.m = map[string]*Authorizer{}
+		}
+		m.m[fmt.Sprint("member", c)] = a
+		m.mu.Unlock()
+	}
+	return m
+}
+
+// BenchmarkReachAfterChange is the first request after any member's RBAC
+// changed: every member's Scope is decided again.
+func BenchmarkReachAfterChange(b *testing.B) {
+	m := benchMembers(b)
+	caller := Identity{User: "u"}
+	for b.Loop() {
+		m.bump()
+		if r := m.Reach(context.Background(), caller, "list", Resource{Resource: "pods"}); len(r.Groups) != 1 || len(r.Groups[0].Clusters) != 3 {
+			b.Fatalf("reach %+v", r)
+		}
+	}
+}
+
+// BenchmarkReachOneMemberChanged is the first request after one member's
+// RBAC changed: that member decides again, the others answer from memory.
+func BenchmarkReachOneMemberChanged(b *testing.B) {
+	m := benchMembers(b)
+	caller := Identity{User: "u"}
+	o := rb("ns500", "u", "ClusterRole", "pod-reader", userSubject("u"))
+	for b.Loop() {
+		if err := m.Upsert("member0", o); err != nil {
+			b.Fatal(err)
+		}
+		if r := m.Reach(context.Background(), caller, "list", Resource{Resource: "pods"}); len(r.Groups) != 1 || len(r.Groups[0].Clusters) != 3 {
+			b.Fatalf("reach %+v", r)
+		}
+	}
+}
+
+// BenchmarkReachRemembered is every later request until the next change.
+func BenchmarkReachRemembered(b *testing.B) {
+	m := benchMembers(b)
+	caller := Identity{User: "u"}
+	m.Reach(context.Background(), caller, "list", Resource{Resource: "pods"})
+	for b.Loop() {
+		if r := m.Reach(context.Background(), caller, "list", Resource{Resource: "pods"}); len(r.Groups) != 1 {
+			b.Fatalf("reach %+v", r)
+		}
+	}
+}

@@ -73,8 +73,10 @@ func (r Reach) Covers(o Reach) bool {
 }
 
 // reachMemo remembers reaches until the next change of any member: a
-// request costs a map lookup, and only the first request after a change
-// (per identity, verb and resource) visits every cluster.
+// request costs a map lookup. The first request after a change (per
+// identity, verb and resource) visits every cluster, but each member
+// remembers its own answer too (rememberedScope), so only the members that
+// changed decide again.
 type reachMemo struct {
 	mu  sync.Mutex
 	gen uint64
@@ -103,26 +105,26 @@ func (m *Members) Reach(ctx context.Context, caller Identity, verb string, r Res
 	}
 	m.memo.mu.Unlock()
 
-	byScope := map[string]int{} // Scope -> index in out.Groups
+	byHash := map[uint64][]int{} // a Scope's hash -> indexes in out.Groups
 	var out Reach
 	for _, c := range m.Names() {
 		a, ok := m.Lookup(c)
 		if !ok {
 			continue
 		}
-		s := a.Scope(ctx, m.Identity(c, caller), verb, r)
+		s := a.rememberedScope(ctx, key, m.Identity(c, caller), verb, r)
 		if s.None() {
 			continue
 		}
-		k := "*"
-		if !s.All {
-			k = strings.Join(s.Namespaces, ",")
-		}
-		i, ok := byScope[k]
-		if !ok {
+		h := scopeHash(s)
+		j := slices.IndexFunc(byHash[h], func(i int) bool { return sameScope(out.Groups[i].Scope, s) })
+		var i int
+		if j < 0 {
 			i = len(out.Groups)
-			byScope[k] = i
+			byHash[h] = append(byHash[h], i)
 			out.Groups = append(out.Groups, ReachGroup{Scope: s})
+		} else {
+			i = byHash[h][j]
 		}
 		out.Groups[i].Clusters = append(out.Groups[i].Clusters, c) // Names is sorted
 	}
@@ -135,6 +137,57 @@ func (m *Members) Reach(ctx context.Context, caller Identity, verb string, r Res
 	m.memo.m[key] = out
 	return out
 }
+
+// scopeMemo is one member's Scope answers by memo key, each with the
+// member's generation it was decided at.
+type scopeMemo struct {
+	mu sync.Mutex
+	m  map[string]rememberedScope
+}
+
+type rememberedScope struct {
+	gen   uint64
+	scope Scope
+}
+
+// rememberedScope is Scope, decided again only when this member changed
+// since it was last decided for key.
+func (a *Authorizer) rememberedScope(ctx context.Context, key string, id Identity, verb string, r Resource) Scope {
+	gen := a.gen.Load() // before deciding: a change meanwhile is decided again next time
+	a.scopes.mu.Lock()
+	rs, ok := a.scopes.m[key]
+	a.scopes.mu.Unlock()
+	if ok && rs.gen == gen {
+		return rs.scope
+	}
+	s := a.Scope(ctx, id, verb, r)
+	a.scopes.mu.Lock()
+	defer a.scopes.mu.Unlock()
+	if a.scopes.m == nil || len(a.scopes.m) >= maxMemo {
+		a.scopes.m = map[string]rememberedScope{}
+	}
+	a.scopes.m[key] = rememberedScope{gen: gen, scope: s}
+	return s
+}
+
+// scopeHash is FNV-1a over a Scope, for grouping clusters that grant alike
+// without joining a thousand namespaces into a key per cluster.
+func scopeHash(s Scope) uint64 {
+	h := uint64(14695981039346656037)
+	add := func(b byte) { h = (h ^ uint64(b)) * 1099511628211 }
+	if s.All {
+		add(1)
+	}
+	for _, ns := range s.Namespaces {
+		for i := 0; i < len(ns); i++ {
+			add(ns[i])
+		}
+		add(0)
+	}
+	return h
+}
+
+func sameScope(a, b Scope) bool { return a.All == b.All && slices.Equal(a.Namespaces, b.Namespaces) }
 
 func memoKey(id Identity, verb string, r Resource) string {
 	groups := slices.Clone(id.Groups)
