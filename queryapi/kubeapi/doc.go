@@ -50,7 +50,10 @@
 // of a named object goes to the cluster that holds it, and a create or a
 // name two clusters hold is refused with a Status naming the per-cluster
 // path. Cached get, list and watch stay the cache's; exec, attach and
-// port-forward are 501. Each forwarded request writes one audit line. Discovery and the kind/scope of every requested
+// port-forward are 501. Each forwarded request writes one audit line. The
+// answer to a forwarded write of a cached resource waits, bounded, until
+// the cache holds what the member wrote (readyourwrites.go), so the
+// caller's next cached read shows it. Discovery and the kind/scope of every requested
 // resource come from the process's resource catalog, filtered by what the
 // caller may see (Visibility: the Guard's judgment, as for ListClusters'
 // discovery view) without a call of their own: a read writes one audit

@@ -39,6 +39,11 @@ type ActThroughConfig struct {
 	// Timeout bounds a forwarded request (60 s); StreamTimeout one that
 	// follows a log or watches (1 h).
 	Timeout, StreamTimeout time.Duration
+	// ReadYourWrites bounds how long the answer to a forwarded write of a
+	// cached resource waits for the cache to hold what the member wrote
+	// (3 s; negative: no wait), so the caller's next cached read shows it
+	// (readyourwrites.go).
+	ReadYourWrites time.Duration
 }
 
 // ActThrough has the handler forward what the cache does not serve.
@@ -51,6 +56,9 @@ func ActThrough(c ActThroughConfig) Option {
 	}
 	if c.Audit == nil {
 		c.Audit = slog.Default()
+	}
+	if c.ReadYourWrites == 0 {
+		c.ReadYourWrites = 3 * time.Second
 	}
 	return func(h *Handler) { h.act = &c }
 }
@@ -131,7 +139,7 @@ func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *requ
 		}
 		// The member's own discovery lists what it serves, cached or
 		// not; the cache's catalog answers when the member's cannot.
-		return h.forward(w, req, req.cluster, path, t, t.discovery)
+		return h.forward(ctx, w, req, req.cluster, path, t, t.discovery)
 	case t.resource == "":
 		return false
 	}
@@ -145,7 +153,7 @@ func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *requ
 		if req.cluster == "" || h.isCached(req, t) {
 			return false
 		}
-		return h.forward(w, req, req.cluster, path, t, false)
+		return h.forward(ctx, w, req, req.cluster, path, t, false)
 	}
 	cluster := req.cluster
 	if cluster == "" {
@@ -155,7 +163,7 @@ func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *requ
 			return true
 		}
 	}
-	return h.forward(w, req, cluster, path, t, false)
+	return h.forward(ctx, w, req, cluster, path, t, false)
 }
 
 // isCached says whether the cache serves t's resource in req's cluster
@@ -249,14 +257,15 @@ func verbOf(r *http.Request, t apiTarget) string {
 // forward sends req to cluster's collector and streams the answer back.
 // With fallback (discovery), a failure or an answer other than 200 is left
 // to the cache (false) instead of written.
-func (h *Handler) forward(w http.ResponseWriter, req *request, cluster, path string, t apiTarget, fallback bool) bool {
+func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *request, cluster, path string, t apiTarget, fallback bool) bool {
 	r := req.r
 	start := time.Now()
 	verb := verbOf(r, t)
-	audit := func(caller relay.Caller, code int, n int64, err error) {
+	audit := func(caller relay.Caller, code int, n int64, err error, extra ...any) {
 		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "verb", verb, "resource", t.gr().String(),
 			"subresource", t.subresource, "namespace", t.namespace, "name", t.name, "path", path, "memberStatus", code, "bytes", n,
 			"duration", time.Since(start).String()}
+		attrs = append(attrs, extra...)
 		if err != nil {
 			attrs = append(attrs, "err", err.Error())
 		}
@@ -307,9 +316,19 @@ func (h *Handler) forward(w http.ResponseWriter, req *request, cluster, path str
 			w.Header()[k] = v
 		}
 	}
+	var answer io.Reader = resp.Body
+	var waited []any
+	if resp.Status/100 == 2 && h.awaitsCache(verb, cluster, t) {
+		var ryw rywResult
+		answer, ryw = h.readYourWrites(ctx, resp.Body, cluster, t, verb)
+		waited = ryw.auditAttrs()
+		if ryw.rv != "" && !ryw.caughtUp {
+			w.Header().Add("Warning", fmt.Sprintf(`299 - "fleetview: the cache had not applied this write (resourceVersion %s) after %s; a cached read may not show it yet"`, ryw.rv, ryw.waited.Round(time.Millisecond)))
+		}
+	}
 	w.WriteHeader(resp.Status)
-	n, err := copyFlushing(w, resp.Body)
-	audit(caller, resp.Status, n, err)
+	n, err := copyFlushing(w, answer)
+	audit(caller, resp.Status, n, err, waited...)
 	if err == nil {
 		return true
 	}

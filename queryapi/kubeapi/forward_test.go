@@ -10,21 +10,32 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/relay"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// fakeRelay records what would be forwarded and answers 200 "member".
-type fakeRelay struct{ got []*relay.Request }
+// fakeRelay records what would be forwarded and answers 200 with body
+// (default {"from":"member"}).
+type fakeRelay struct {
+	got  []*relay.Request
+	body string
+}
 
 func (f *fakeRelay) Do(_ context.Context, req *relay.Request) (*relay.Response, error) {
 	f.got = append(f.got, req)
+	body := f.body
+	if body == "" {
+		body = `{"from":"member"}`
+	}
 	return &relay.Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}, "Set-Cookie": {"x"}},
-		Body: io.NopCloser(strings.NewReader(`{"from":"member"}`))}, nil
+		Body: io.NopCloser(strings.NewReader(body))}, nil
 }
 
 // TestActThroughRouting: with act-through on, what the cache serves stays
@@ -96,6 +107,90 @@ func TestActThroughRouting(t *testing.T) {
 			}
 			if line["subject"] != "alice" || line["cluster"] != tc.cluster || line["memberStatus"] != float64(200) {
 				t.Errorf("audit line %v", line)
+			}
+		})
+	}
+}
+
+// seqQuery answers Get with its answers in turn (the last one repeated):
+// a cache catching up with a write.
+type seqQuery struct {
+	*fakeQuery
+	answers []seqAnswer
+	gets    int
+}
+
+type seqAnswer struct {
+	rv  string // "" = NotFound
+	err error
+}
+
+func (q *seqQuery) Get(_ context.Context, in *fleetviewv1.GetRequest, _ ...grpc.CallOption) (*fleetviewv1.GetResponse, error) {
+	a := q.answers[min(q.gets, len(q.answers)-1)]
+	q.gets++
+	if a.err != nil {
+		return nil, a.err
+	}
+	if a.rv == "" {
+		return nil, status.Error(codes.NotFound, "not found")
+	}
+	return &fleetviewv1.GetResponse{Cluster: in.GetCluster(), RawObject: []byte(`{"metadata":{"name":"` + in.GetName() + `","resourceVersion":"` + a.rv + `"}}`)}, nil
+}
+
+// TestReadYourWrites: a forwarded write's answer waits until the cache
+// holds the object at the resourceVersion the member returned (or without
+// it after a delete), bounded, and says so in the audit line; past the
+// bound it goes out with a Warning.
+func TestReadYourWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name, method, path, answer string
+		cache                      []seqAnswer
+		bound                      time.Duration
+		gets                       int
+		caughtUp                   bool
+		warning                    bool
+	}{
+		{"patch: until the cache has its version", "PATCH", "/clusters/member1/api/v1/namespaces/shop/pods/web",
+			`{"kind":"Pod","metadata":{"name":"web","resourceVersion":"10"}}`, []seqAnswer{{rv: "9"}, {rv: "9"}, {rv: "10"}}, time.Second, 3, true, false},
+		{"a later version will do", "PUT", "/clusters/member1/api/v1/namespaces/shop/pods/web",
+			`{"kind":"Pod","metadata":{"name":"web","resourceVersion":"10"}}`, []seqAnswer{{rv: "12"}}, time.Second, 1, true, false},
+		{"create: until the new object is cached", "POST", "/clusters/member1/api/v1/namespaces/shop/pods",
+			`{"kind":"Pod","metadata":{"name":"new","resourceVersion":"5"}}`, []seqAnswer{{}, {}, {rv: "5"}}, time.Second, 3, true, false},
+		{"scale: the owner's version", "PATCH", "/clusters/member2/apis/apps/v1/namespaces/shop/deployments/web/scale",
+			`{"kind":"Scale","metadata":{"name":"web","resourceVersion":"7"}}`, []seqAnswer{{rv: "6"}, {rv: "7"}}, time.Second, 2, true, false},
+		{"delete answered with a Status: until gone", "DELETE", "/clusters/member1/api/v1/namespaces/shop/pods/web",
+			`{"kind":"Status","status":"Success"}`, []seqAnswer{{rv: "9"}, {}}, time.Second, 2, true, false},
+		{"bounded: the answer goes out with a Warning", "PATCH", "/clusters/member1/api/v1/namespaces/shop/pods/web",
+			`{"kind":"Pod","metadata":{"name":"web","resourceVersion":"10"}}`, []seqAnswer{{rv: "9"}}, 30 * time.Millisecond, -1, false, true},
+		{"a cache the caller may not read: no wait", "PATCH", "/clusters/member1/api/v1/namespaces/shop/pods/web",
+			`{"kind":"Pod","metadata":{"name":"web","resourceVersion":"10"}}`, []seqAnswer{{err: status.Error(codes.PermissionDenied, "no")}}, time.Second, 1, false, false},
+		{"uncached resource: no wait", "POST", "/clusters/member2/api/v1/namespaces/shop/events",
+			`{"kind":"Event","metadata":{"name":"e","resourceVersion":"10"}}`, []seqAnswer{{rv: "1"}}, time.Second, 0, false, false},
+		{"a log is no write", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web/log", "some log", []seqAnswer{{rv: "1"}}, time.Second, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &seqQuery{fakeQuery: &fakeQuery{}, answers: tc.cache}
+			var audit bytes.Buffer
+			admit := func(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) { return relay.Caller{User: "alice"}, nil }
+			h := New(q, fakeCatalog(), nil, nil, ActThrough(ActThroughConfig{Relay: &fakeRelay{body: tc.answer}, Admit: admit,
+				Audit: slog.New(slog.NewJSONHandler(&audit, nil)), ReadYourWrites: tc.bound}))
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(tc.method, tc.path, strings.NewReader("{}")))
+			if w.Code != 200 || w.Body.String() != tc.answer {
+				t.Fatalf("answer %d %q", w.Code, w.Body)
+			}
+			if tc.gets >= 0 && q.gets != tc.gets {
+				t.Errorf("%d cache reads, want %d", q.gets, tc.gets)
+			}
+			if got := w.Header().Get("Warning") != ""; got != tc.warning {
+				t.Errorf("Warning %q", w.Header().Get("Warning"))
+			}
+			var line map[string]any
+			if err := json.Unmarshal(audit.Bytes(), &line); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := line["cacheCaughtUp"].(bool); got != tc.caughtUp {
+				t.Errorf("audit line %v, want cacheCaughtUp %v", line, tc.caughtUp)
 			}
 		})
 	}
