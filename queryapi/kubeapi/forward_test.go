@@ -171,7 +171,9 @@ func TestReadYourWrites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := &seqQuery{fakeQuery: &fakeQuery{}, answers: tc.cache}
 			var audit bytes.Buffer
-			admit := func(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) { return relay.Caller{User: "alice"}, nil }
+			admit := func(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) {
+				return relay.Caller{User: "alice"}, nil
+			}
 			h := New(q, fakeCatalog(), nil, nil, ActThrough(ActThroughConfig{Relay: &fakeRelay{body: tc.answer}, Admit: admit,
 				Audit: slog.New(slog.NewJSONHandler(&audit, nil)), ReadYourWrites: tc.bound}))
 			w := httptest.NewRecorder()
