@@ -52,8 +52,10 @@
 //     not say, OpenSearch's, the materializer keeps the labels of the
 //     objects it has applied since it started). The hub keeps no objects.
 //   - Readiness (/readyz, gRPC health) is the hub's own ability to serve:
-//     backends usable, NATS answering, the resource catalog loaded, the
-//     materializer caught up once with the streams as they were at start.
+//     backends usable, NATS answering, the resource catalog loaded (and,
+//     under a member-RBAC mode, the members' RBAC objects applied once),
+//     the materializer caught up once with the streams as they were at
+//     start.
 //     No cluster's record takes part. /readyz/clusters reports each
 //     cluster: every registry-selected resource synced by its collector,
 //     the backend caught up through the latest sync marker, and every

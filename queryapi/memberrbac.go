@@ -3,6 +3,7 @@ package queryapi
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -29,6 +30,29 @@ type rbacFollower struct {
 	log     *slog.Logger
 	// retry is the pause before a watch that ended is started again.
 	retry time.Duration
+
+	mu sync.Mutex
+	// initial holds the resources whose cached state has been applied
+	// once (the hub is not ready before all four have).
+	initial map[string]bool
+}
+
+// loaded reports whether the members' RBAC objects in the cache have been
+// applied once: before, a member-RBAC mode would deny what the members
+// allow (readiness waits for it).
+func (f *rbacFollower) loaded() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.initial) == len(memberrbac.RBACResources())
+}
+
+func (f *rbacFollower) initialApplied(resource string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.initial == nil {
+		f.initial = map[string]bool{}
+	}
+	f.initial[resource] = true
 }
 
 // heldKey names one RBAC object of one resource.
@@ -99,6 +123,7 @@ func (r *followRun) apply(ev *fleetviewv1.WatchEvent) {
 				}
 			}
 			r.seen = nil
+			f.initialApplied(resource)
 		}
 		return
 	case deleted:

@@ -79,4 +79,14 @@ func TestRBACFollowerApply(t *testing.T) {
 			t.Fatalf("%s: logged %q, want %q", s.name, logs.String(), s.log)
 		}
 	}
+	// Readiness waits until every resource's cached state was applied once.
+	if f.loaded() {
+		t.Fatal("loaded with two of the four resources' initial state")
+	}
+	for _, r := range []string{"clusterrolebindings", "roles"} {
+		(&followRun{f: f, resource: r, held: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}).apply(end)
+	}
+	if !f.loaded() {
+		t.Fatal("not loaded with every resource's initial state applied")
+	}
 }

@@ -31,6 +31,10 @@ type syncChecker struct {
 	backends BackendHealth
 	// catalog holds the records; the hub is not ready before it loaded.
 	catalog *catalog.Catalog
+	// rbacLoaded, in a member-RBAC mode, reports whether the members' RBAC
+	// objects in the cache have been applied once; the hub is not ready
+	// before (it would deny what the members allow).
+	rbacLoaded func() bool
 
 	// mu guards the start targets: each cluster stream's last sequence
 	// when the catalog first loaded, which the materializer must reach
@@ -112,7 +116,8 @@ func (r *readiness) set(ok bool, reason string) (changed bool) {
 }
 
 // check computes the hub's readiness: its own ability to serve. Its
-// backends usable, NATS answering, the catalog loaded, and the
+// backends usable, NATS answering, the catalog loaded (and in a member-RBAC
+// mode the members' RBAC objects applied once), and the
 // materializer caught up, once, with the streams as they were at start. No
 // cluster's record takes part: one cluster's record can only make that
 // cluster not synced (clusters), never the hub not ready.
@@ -125,6 +130,9 @@ func (s *syncChecker) check(ctx context.Context) (bool, string) {
 	}
 	if s.catalog != nil && !s.catalog.Loaded() {
 		return false, "resource catalog not loaded yet"
+	}
+	if s.rbacLoaded != nil && !s.rbacLoaded() {
+		return false, "member clusters' RBAC not loaded yet"
 	}
 	return s.caughtUpAtStart(ctx)
 }

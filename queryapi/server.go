@@ -125,6 +125,8 @@ type Server struct {
 	sync    *syncChecker
 	ready   readiness
 	catalog *catalog.Catalog
+	// rbac follows the members' RBAC objects (nil: no member-RBAC mode).
+	rbac *rbacFollower
 }
 
 // New wires the services.
@@ -167,6 +169,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("queryapi: %w", err)
 	}
 	sc.catalog = cat
+	var rbac *rbacFollower
+	if cfg.MemberRBAC != nil {
+		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, retry: time.Second}
+		sc.rbacLoaded = rbac.loaded
+	}
 	if cfg.Guard != nil {
 		cfg.Guard.clusterScoped = func(gr schema.GroupResource) bool {
 			snap := cat.Current()
@@ -195,7 +202,7 @@ func New(cfg Config) (*Server, error) {
 			return out
 		}
 	}
-	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs, catalog: cat}
+	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs, catalog: cat, rbac: rbac}
 	// Every HTTP request: its body bounded before anything decodes it, its
 	// remote address the peer of the in-process calls it makes.
 	// Every HTTP request: refused first if its connection is over a cap,
@@ -418,10 +425,9 @@ func (s *Server) Run(ctx context.Context) error {
 		s.watchReadiness(gctx)
 		return nil
 	})
-	if s.cfg.MemberRBAC != nil {
+	if s.rbac != nil {
 		g.Go(func() error {
-			f := &rbacFollower{q: s.qs, members: s.cfg.MemberRBAC, log: s.cfg.Logger, retry: time.Second}
-			f.run(gctx)
+			s.rbac.run(gctx)
 			return nil
 		})
 	}

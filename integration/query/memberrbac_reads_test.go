@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -421,14 +422,22 @@ func TestMemberRBACReads(t *testing.T) {
 		// dave's bindings are now member1's shop and kube-x; the policy
 		// allows kube-x and payments.
 		daveBoth := []string{"member1/kube-x/churn-0", "member1/kube-x/web"}
+		// The hub is ready only once the RBAC objects in the cache are
+		// applied: its first answer is already the members'.
 		fixture.Eventually(t, 60*time.Second, func() error {
-			// The RBAC objects are followed again from the cache at start.
-			got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			resp, err := healthpb.NewHealthClient(fv.Conn).Check(ctx, &healthpb.HealthCheckRequest{})
 			if err != nil {
 				return err
 			}
-			return fixture.SameSet(got, refs(daveBoth))
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("health %v", resp.GetStatus())
+			}
+			return nil
 		})
+		got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+		if err != nil || fixture.SameSet(got, refs(daveBoth)) != nil {
+			t.Fatalf("dave's first list from the ready hub: %v %v, want %v", got, err, refs(daveBoth))
+		}
 		var everything []string
 		for _, c := range fleet.Clusters() {
 			l, err := c.Clientset().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
