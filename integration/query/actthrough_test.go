@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,8 @@ type actFleet struct {
 	cacheDir   string
 	auditLog   string
 	start      func(cluster string, classes string) *fixture.CollectorProc
+	// https reaches the hub's API (its CA trusted).
+	https *http.Client
 }
 
 func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string) *actFleet {
@@ -100,6 +103,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 		ActThrough: hubActThrough}, NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: users}
 	af.fv = fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
 	af.fv.REST = "https://" + o.HTTPAddr
+	af.https = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
 	t.Cleanup(func() { af.fv.Stop(t) })
 	if _, err := af.fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod", "apps/v1:Deployment")); err != nil {
 		t.Fatal(err)
@@ -123,7 +127,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 		check(err)
 		_, err = cs.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shop-editor"},
 			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps"}, Verbs: []string{"*"},
-				Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events"}}}}, metav1.CreateOptions{})
+				Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events", "configmaps"}}}}, metav1.CreateOptions{})
 		check(err)
 		_, err = cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
