@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -109,30 +110,8 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 		t.Fatal(err)
 	}
 
-	// The members: namespace shop, the collector may impersonate (and
-	// nothing more than its read-all grant), alice may do anything to
-	// shop's Pods, Deployments and Events (a Role of her own: the
-	// bootstrap edit role is filled by the aggregation controller, which
-	// does not run here), bob nothing.
 	for _, c := range fleet.Clusters() {
-		cs := c.Clientset()
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
-		check(err)
-		_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}}}}, metav1.CreateOptions{})
-		check(err)
-		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetview-impersonate"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: harness.CollectorUser}}}, metav1.CreateOptions{})
-		check(err)
-		_, err = cs.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shop-editor"},
-			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps"}, Verbs: []string{"*"},
-				Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events", "configmaps"}}}}, metav1.CreateOptions{})
-		check(err)
-		_, err = cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{})
-		check(err)
+		grantActRBAC(t, ctx, c)
 	}
 	ckc := filepath.Join(dir, "collector.kubeconfig")
 	check(fleet.WriteKubeconfig(ckc, "collector"))
@@ -567,5 +546,100 @@ func TestActThroughOff(t *testing.T) {
 	p, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || p.Labels["a"] != "" {
 		t.Fatalf("the member changed: %v %v", p.Labels, err)
+	}
+}
+
+// grantActRBAC prepares a member for acting through: namespace shop, the
+// collector may impersonate (and nothing more than its read-all grant),
+// alice may do anything to shop's Pods, Deployments, Events and ConfigMaps
+// (a Role of her own: the bootstrap edit role is filled by the aggregation
+// controller, which does not run here), bob nothing.
+func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster) {
+	t.Helper()
+	check := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := c.Clientset()
+	check(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}))
+	check(cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}}}}, metav1.CreateOptions{}))
+	check(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetview-impersonate"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: harness.CollectorUser}}}, metav1.CreateOptions{}))
+	check(cs.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shop-editor"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps"}, Verbs: []string{"*"},
+			Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events", "configmaps"}}}}, metav1.CreateOptions{}))
+	check(cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{}))
+}
+
+// TestActThroughUp: `fleetview up --context member1 --act-through` (its
+// collector in process, on the hub's own NATS connection) forwards as
+// well: alice's merge patch through /clusters/member1 reaches the member
+// as alice, is in the cache when the answer comes, and bob's is the
+// member's 403.
+func TestActThroughUp(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	fleet := fixture.StartFleet(t, "member1")
+	grantActRBAC(t, ctx, fleet.Cluster("member1"))
+	dir := t.TempDir()
+	for name, data := range map[string]string{"tokens.csv": actTokens, "policy.yaml": actPolicy} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
+	o.Auth.TokenFile, o.Auth.PolicyFile, o.ActThrough = filepath.Join(dir, "tokens.csv"), filepath.Join(dir, "policy.yaml"), true
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
+	defer fv.Stop(t)
+	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod")); err != nil {
+		t.Fatal(err)
+	}
+	pods := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop")
+	if _, err := pods.Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cached := func() (map[string]any, error) {
+		resp, err := fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member1"})
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		return m, json.Unmarshal(resp.GetRawObject(), &m)
+	}
+	fixture.Eventually(t, 60*time.Second, func() error { _, err := cached(); return err })
+	patch := func(token, label string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, "PATCH", fv.REST+"/clusters/member1/api/v1/namespaces/shop/pods/web",
+			strings.NewReader(`{"metadata":{"labels":{"`+label+`":"yes"}}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/merge-patch+json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := patch("alice-token", "alice"); code != http.StatusOK {
+		t.Fatalf("alice's patch: %d %s", code, body)
+	}
+	p, err := pods.Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || p.Labels["alice"] != "yes" {
+		t.Fatalf("the member: %v %v", p.Labels, err)
+	}
+	if m, err := cached(); err != nil || field(m, "metadata", "labels", "alice") != "yes" {
+		t.Fatalf("the cache right after the patch: %v %v", m, err)
+	}
+	if code, body := patch("bob-token", "bob"); code != http.StatusForbidden || !strings.Contains(body, `User \"bob\" cannot patch resource \"pods\"`) {
+		t.Fatalf("bob's patch: %d %s", code, body)
 	}
 }

@@ -79,7 +79,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Limits.AddFlags(fs)
 	o.Memory.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
-	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; the member's RBAC decides); needs --token-auth-file")
+	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; up's in-process collectors of --context forward every class, on their context's credentials, which need impersonate; the member's RBAC decides); needs --token-auth-file")
 }
 
 // Validate reports every problem at once.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -161,6 +162,22 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 			}
 		}
 		cg.Go(func() error { return col.Run(cctx) })
+		if o.ActThrough {
+			// In one process the hub's forwarding reaches its own
+			// collectors: every class, as the caller, on the
+			// context's credentials (which need impersonate).
+			act, err := collector.NewActThrough(cc.REST, collector.ActClasses{Writes: true, Logs: true, Reads: true})
+			if err != nil {
+				stopCollectors()
+				return err
+			}
+			rs, err := relay.NewServer(nc, cc.Cluster, act, relay.ServerLimits{}, log)
+			if err != nil {
+				stopCollectors()
+				return err
+			}
+			cg.Go(func() error { return rs.Run(cctx) })
+		}
 	}
 	g.Go(func() error {
 		err := cg.Wait()
