@@ -302,6 +302,9 @@ func TestHelmChart(t *testing.T) {
 			[]string{"--nats-token-file", passA, passB, "ConfigMap"}},
 		{"hub member RBAC", []string{"--set", "hub.authorizationMode=member-rbac"}, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--authorization-mode=member-rbac", "--authorization-policy-file"}, []string{"--authorization-mode=policy"}},
+		{"hub member RBAC with an identity map", []string{"--set", "hub.authorizationMode=both", "--set", "hub.memberIdentityMapKey=member-identity-map.yaml"},
+			[]string{"Secret", "Service", "StatefulSet"},
+			[]string{"--authorization-mode=both", "--member-identity-map=/etc/fleetview/auth/member-identity-map.yaml"}, nil},
 		{"hub token", []string{"--set", "nats.auth.mode=token"}, []string{"Secret", "Service", "StatefulSet"},
 			[]string{"--nats-token-file=/etc/fleetview/nats/token", "secretName: fleetview-nats"},
 			[]string{"--nats-users-file"}},
@@ -469,6 +472,7 @@ func TestHelmChart(t *testing.T) {
 			{[]string{"--set", "hub.authorizationMode=rbac"}, `hub.authorizationMode must be "policy", "member-rbac" or "both", not "rbac"`},
 			{[]string{"--set", "hub.authorizationMode=member-rbac", "--set", "hub.authSecret=", "--set", "hub.allowUnauthenticated=true"},
 				"hub.authorizationMode member-rbac and both need hub.authSecret"},
+			{[]string{"--set", "hub.memberIdentityMapKey=map.yaml"}, "hub.memberIdentityMapKey needs hub.authorizationMode member-rbac or both"},
 			{[]string{"--set", "hub.actThrough=true", "--set", "hub.authSecret=", "--set", "hub.allowUnauthenticated=true"},
 				"hub.actThrough needs hub.authSecret"},
 		} {
