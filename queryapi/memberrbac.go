@@ -28,6 +28,7 @@ type rbacFollower struct {
 	q       *queryService
 	members *memberrbac.Members
 	log     *slog.Logger
+	metrics *Metrics // nil: none
 	// retry is the pause before a watch that ended is started again.
 	retry time.Duration
 
@@ -173,6 +174,7 @@ func (f *rbacFollower) remove(resource string, k heldKey, held map[heldKey]struc
 
 // refuse reports an object that was not applied.
 func (f *rbacFollower) refuse(cluster, resource string, err error) {
+	f.metrics.rbacObjectRefused(cluster)
 	f.log.Error("member RBAC: object refused", "cluster", cluster, "resource", resource+"."+rbacv1.GroupName, "err", err)
 }
 

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -18,7 +21,11 @@ import (
 func TestRBACFollowerApply(t *testing.T) {
 	var logs bytes.Buffer
 	m := &memberrbac.Members{}
-	f := &rbacFollower{members: m, log: slog.New(slog.NewTextHandler(&logs, nil))}
+	metrics, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &rbacFollower{members: m, log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: metrics}
 	alice := memberrbac.Authenticated(memberrbac.Identity{User: "alice"})
 	pods := memberrbac.Resource{Resource: "pods"}
 	role := `{"kind":"ClusterRole","metadata":{"name":"pod-reader"},"rules":[{"verbs":["list"],"apiGroups":[""],"resources":["pods"]}]}`
@@ -77,6 +84,11 @@ func TestRBACFollowerApply(t *testing.T) {
 		}
 		if s.log == "" && logs.Len() > 0 || s.log != "" && !strings.Contains(logs.String(), s.log) {
 			t.Fatalf("%s: logged %q, want %q", s.name, logs.String(), s.log)
+		}
+	}
+	for cluster, want := range map[string]float64{"a": 1, "b": 1} {
+		if got := testutil.ToFloat64(metrics.rbacRefused.WithLabelValues(cluster)); got != want {
+			t.Fatalf("refused objects of %s counted %v, want %v", cluster, got, want)
 		}
 	}
 	// Readiness waits until every resource's cached state was applied once.

@@ -40,8 +40,9 @@ const (
 // Labels are bounded: surface (3), verb (5), method (the services'
 // methods), code (gRPC codes), reason (3). No resource or client label:
 // those grow with what is cached and who asks. The one cluster label is on
-// malformed objects skipped, which an operator must trace to the cluster
-// (its collector) that wrote them; it grows with the fleet at most.
+// malformed objects skipped and member RBAC objects refused, which an
+// operator must trace to the cluster (its collector) that wrote them; it
+// grows with the fleet at most.
 type Metrics struct {
 	duration     *prometheus.HistogramVec
 	requests     *prometheus.CounterVec
@@ -49,6 +50,7 @@ type Metrics struct {
 	watchEvents  *prometheus.CounterVec
 	watchesEnded *prometheus.CounterVec
 	malformed    *prometheus.CounterVec
+	rbacRefused  *prometheus.CounterVec
 }
 
 // NewMetrics creates the query API's metrics and registers them on reg.
@@ -81,8 +83,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fleetview_query_malformed_objects_skipped_total",
 			Help: "Stored objects left out of an answer (list, search, watch, Table) because they are not valid JSON within rawjson's bounds, per cluster that wrote them. Each answer that met one counts it once.",
 		}, []string{"cluster"}),
+		rbacRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetview_memberrbac_objects_refused_total",
+			Help: "RBAC objects of a member cluster the hub refused to apply to that member's authorizer (member-RBAC modes), per cluster that wrote them: malformed, or not a valid object of its resource. The log says which and why.",
+		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed} {
+	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed, m.rbacRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -95,6 +101,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.watchesEnded.WithLabelValues(s, watchEndTooSlow)
 	}
 	return m, nil
+}
+
+// rbacObjectRefused counts a member's RBAC object the follower refused.
+func (m *Metrics) rbacObjectRefused(cluster string) {
+	if m != nil {
+		m.rbacRefused.WithLabelValues(cluster).Inc()
+	}
 }
 
 type surfaceKey struct{}

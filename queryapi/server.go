@@ -171,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 	sc.catalog = cat
 	var rbac *rbacFollower
 	if cfg.MemberRBAC != nil {
-		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, retry: time.Second}
+		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, metrics: cfg.Metrics, retry: time.Second}
 		sc.rbacLoaded = rbac.loaded
 	}
 	if cfg.Guard != nil {
