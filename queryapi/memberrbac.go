@@ -96,7 +96,7 @@ func (f *rbacFollower) follow(ctx context.Context, resource string) {
 func (f *rbacFollower) once(ctx context.Context, resource string, held map[heldKey]struct{}) error {
 	run := &followRun{f: f, resource: resource, held: held, seen: map[heldKey]struct{}{}}
 	req := &fleetviewv1.WatchRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, SendInitialEvents: true, AllowBookmarks: true}
-	return f.q.watch(ctx, req, func(ev *fleetviewv1.WatchEvent) error {
+	return f.q.watch(internal(ctx), req, func(ev *fleetviewv1.WatchEvent) error {
 		run.apply(ev)
 		return nil
 	})

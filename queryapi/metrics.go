@@ -110,6 +110,16 @@ func (m *Metrics) rbacObjectRefused(cluster string) {
 	}
 }
 
+type internalKey struct{}
+
+// internal marks the calls the server makes of its own services (the RBAC
+// follower's watches): no client's, so no client's metrics.
+func internal(ctx context.Context) context.Context {
+	return context.WithValue(ctx, internalKey{}, true)
+}
+
+func internalCall(ctx context.Context) bool { v, _ := ctx.Value(internalKey{}).(bool); return v }
+
 type surfaceKey struct{}
 
 // withSurface marks the requests h serves as coming through surface.
@@ -192,7 +202,7 @@ type watchMetrics struct {
 
 // watchOpened counts an open watch; ended takes it back with the reason.
 func (m *Metrics) watchOpened(ctx context.Context) watchMetrics {
-	if m == nil {
+	if m == nil || internalCall(ctx) {
 		return watchMetrics{}
 	}
 	s := surfaceOf(ctx)

@@ -169,3 +169,25 @@ func TestNewMetricsRegistry(t *testing.T) {
 		t.Errorf("a second registry: %v", err)
 	}
 }
+
+// TestInternalWatchesUncounted: the server's own watches (the RBAC
+// follower's) are no client's and stay out of the watch metrics.
+func TestInternalWatchesUncounted(t *testing.T) {
+	m, err := NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := m.watchOpened(internal(context.Background()))
+	w.eventSent()
+	w.ended(context.Background(), nil)
+	if got := testutil.ToFloat64(m.watches.WithLabelValues(SurfaceGRPC)); got != 0 {
+		t.Fatalf("an internal watch counted: %v open", got)
+	}
+	if got := testutil.ToFloat64(m.watchEvents.WithLabelValues(SurfaceGRPC)); got != 0 {
+		t.Fatalf("an internal watch's events counted: %v", got)
+	}
+	m.watchOpened(context.Background())
+	if got := testutil.ToFloat64(m.watches.WithLabelValues(SurfaceGRPC)); got != 1 {
+		t.Fatalf("a client's watch counted %v, want 1", got)
+	}
+}
