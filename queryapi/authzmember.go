@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
@@ -82,6 +83,20 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 			}
 		}
 	}
+	if c, name, ok := namedInOneCluster(req); ok {
+		// A list or watch of one named object in one cluster (kubectl get
+		// NAME --watch on the per-cluster view): the member authorizes it
+		// with the name, as kube-apiserver takes it from the field
+		// selector, so a rule limited to resourceNames allows it.
+		if a, found := g.Members.Lookup(c); found {
+			r := memberResource(rr)
+			ok, _ := a.Authorize(ctx, g.Members.Identity(c, memberIdentity(u)), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
+				Namespace: rr.GetNamespace(), Name: name})
+			if ok {
+				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{c}}}}, nil
+			}
+		}
+	}
 	reach := g.memberReach(ctx, u, verb, rr)
 	if reach.Masters {
 		return nil, nil
@@ -100,6 +115,30 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 		return nil, fmt.Errorf("%w: user %q may not %s %s in namespace %s in any member cluster (member RBAC)", auth.ErrForbidden, u.Name, verb, res, ns)
 	}
 	return reachScope(reach), nil
+}
+
+// namedInOneCluster is the cluster and object name of a list or watch of
+// one cluster whose field selector requires metadata.name.
+func namedInOneCluster(req any) (cluster, name string, ok bool) {
+	var clusters []string
+	var sel, clusterSel string
+	switch r := req.(type) {
+	case *fleetviewv1.ListRequest:
+		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
+	case *fleetviewv1.WatchRequest:
+		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
+	default:
+		return "", "", false
+	}
+	if len(clusters) != 1 || clusterSel != "" || sel == "" {
+		return "", "", false
+	}
+	fs, err := fields.ParseSelector(sel)
+	if err != nil {
+		return "", "", false // the service refuses it
+	}
+	name, ok = fs.RequiresExactMatch("metadata.name")
+	return clusters[0], name, ok && name != ""
 }
 
 // clusterWide is the part of a reach that allows everywhere (a new Reach:

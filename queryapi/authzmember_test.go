@@ -422,3 +422,43 @@ func TestGuardMemberRBACIdentityMap(t *testing.T) {
 		t.Fatalf("alice's get in member2: %v, want NotFound", err)
 	}
 }
+
+// TestGuardMemberRBACNamed: a rule limited to resourceNames allows a list
+// (or watch) of that one object in one cluster, as the member authorizes
+// it with the name the field selector requires; not another name, and not
+// across the fleet (the collection's answer, which it does not allow).
+func TestGuardMemberRBACNamed(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	one := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-x", Name: "one-pod"},
+		Rules: []rbacv1.PolicyRule{{Verbs: []string{"list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}, ResourceNames: []string{"only-this"}}}}
+	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-x", Name: "alice-one"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "one-pod"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}}
+	for _, o := range []any{one, bind} {
+		if err := g.Members.Upsert("member1", o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := &grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/List"}
+	for _, tc := range []struct {
+		name     string
+		clusters []string
+		field    string
+		code     codes.Code
+	}{
+		{"that name in member1", []string{"member1"}, "metadata.name=only-this", codes.OK},
+		{"that name, == spelling", []string{"member1"}, "metadata.name==only-this", codes.OK},
+		{"another name", []string{"member1"}, "metadata.name=other", codes.PermissionDenied},
+		{"not a name", []string{"member1"}, "spec.nodeName=n1", codes.PermissionDenied},
+		{"across the fleet", nil, "metadata.name=only-this", codes.PermissionDenied},
+		{"in member2, which has no such rule", []string{"member2"}, "metadata.name=only-this", codes.PermissionDenied},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "kube-x", Clusters: tc.clusters, FieldSelector: tc.field}
+			_, err := g.Unary(withToken("alice-tok"), req, info, func(context.Context, any) (any, error) { return &fleetviewv1.ListResponse{}, nil })
+			if status.Code(err) != tc.code {
+				t.Fatalf("%v, want %v", err, tc.code)
+			}
+		})
+	}
+}
