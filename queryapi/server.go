@@ -99,6 +99,10 @@ type Config struct {
 	// request admitted by the Guard and audited on ActAudit.
 	Relay    Relay
 	ActAudit *slog.Logger
+	// ActRate and ActBurst bound each caller's forwarded requests (0: the
+	// Kubernetes API's defaults, 20 a second, bursts of 40).
+	ActRate  float64
+	ActBurst int
 	// Handlers are served on the HTTP port beside the API, by path pattern
 	// (e.g. the web console at /console/). They get the same body limit but
 	// no authentication of their own: whatever they read must come through
@@ -317,7 +321,8 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 		}
 	})}
 	if s.cfg.Relay != nil {
-		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit}
+		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit,
+			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst}
 		if s.cfg.Guard != nil {
 			act.Admit = s.cfg.Guard.actCaller
 		}

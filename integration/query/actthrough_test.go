@@ -72,7 +72,7 @@ type actFleet struct {
 	https *http.Client
 }
 
-func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string) *actFleet {
+func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string, opts ...func(*app.UpOptions)) *actFleet {
 	t.Helper()
 	fixture.RequireKubectl(t)
 	fleet := fixture.StartFleet(t, "member1", "member2")
@@ -102,6 +102,9 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 		Auth: app.AuthOptions{TokenFile: write("tokens.csv", actTokens), PolicyFile: write("policy.yaml", actPolicy), AuditLog: af.auditLog,
 			TLSCertFile: filepath.Join(dir, "server.crt"), TLSKeyFile: filepath.Join(dir, "server.key")},
 		ActThrough: hubActThrough}, NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: users}
+	for _, f := range opts {
+		f(&o)
+	}
 	af.fv = fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
 	af.fv.REST = "https://" + o.HTTPAddr
 	af.https = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}

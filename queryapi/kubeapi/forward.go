@@ -44,6 +44,11 @@ type ActThroughConfig struct {
 	// (3 s; negative: no wait), so the caller's next cached read shows it
 	// (readyourwrites.go).
 	ReadYourWrites time.Duration
+	// PerCallerRate and PerCallerBurst bound each caller's forwarded
+	// requests (20 a second, bursts of 40; a negative rate: no bound);
+	// beyond them a request is 429 (callerlimit.go).
+	PerCallerRate  float64
+	PerCallerBurst int
 }
 
 // ActThrough has the handler forward what the cache does not serve.
@@ -60,7 +65,17 @@ func ActThrough(c ActThroughConfig) Option {
 	if c.ReadYourWrites == 0 {
 		c.ReadYourWrites = 3 * time.Second
 	}
-	return func(h *Handler) { h.act = &c }
+	if c.PerCallerRate == 0 {
+		c.PerCallerRate = 20
+	}
+	if c.PerCallerBurst <= 0 {
+		c.PerCallerBurst = 40
+	}
+	var limits *callerLimits
+	if c.PerCallerRate > 0 {
+		limits = newCallerLimits(c.PerCallerRate, c.PerCallerBurst)
+	}
+	return func(h *Handler) { h.act, h.actLimits = &c, limits }
 }
 
 // forwardedHeaders are the request headers passed to the member.
@@ -278,6 +293,17 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		}
 		audit(caller, 0, 0, err)
 		h.writeStatus(w, r, toKubeStatus(err, t.gr(), t.name))
+		return true
+	}
+	// Discovery and OpenAPI do not count: a kubectl starting reads them
+	// in a burst, and they are the same for every caller.
+	if h.actLimits != nil && !t.discovery && !t.openapi && !h.actLimits.allow(caller.User, time.Now()) {
+		err := fmt.Errorf("user %q sends more than %g forwarded requests a second (bursts of %d)", caller.User, h.act.PerCallerRate, h.act.PerCallerBurst)
+		audit(caller, 0, 0, err)
+		w.Header().Set("Retry-After", "1")
+		h.writeStatus(w, r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: err.Error(),
+			Details: &metav1.StatusDetails{RetryAfterSeconds: 1}})
 		return true
 	}
 	q := r.URL.Query()

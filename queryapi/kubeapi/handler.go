@@ -53,6 +53,8 @@ type Handler struct {
 	proto *protoCodec
 	// act forwards what the cache does not serve (nil: read-only).
 	act *ActThroughConfig
+	// actLimits bounds each caller's forwarded requests (nil: no bound).
+	actLimits *callerLimits
 }
 
 // Option configures a Handler.

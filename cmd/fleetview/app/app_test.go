@@ -33,6 +33,8 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"metrics on every interface", func(o *UpOptions) { o.MetricsAddr = ":9090" }, []string{"--metrics-allow-remote"}},
 		{"metrics beyond loopback, allowed", func(o *UpOptions) { o.MetricsAddr, o.MetricsAllowRemote = "0.0.0.0:9090", true }, nil},
 		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
+		{"act-through without authentication", func(o *UpOptions) { o.ActThrough = true }, []string{"--act-through needs authentication"}},
+		{"act-through rate negative", func(o *UpOptions) { o.ActThroughRate = -1 }, []string{"--act-through-rate -1"}},
 		{"short resume window", func(o *UpOptions) { o.MaxResumeAge = time.Second }, nil},
 		{"negative resume window", func(o *UpOptions) { o.MaxResumeAge = -time.Second }, []string{"--max-resume-age -1s"}},
 		{"resume window beyond the tombstone TTL", func(o *UpOptions) { o.MaxResumeAge = 24 * time.Hour }, []string{"--max-resume-age 24h0m0s"}},

@@ -62,6 +62,10 @@ type ServeOptions struct {
 	// serve to the clusters' collectors, as the caller (issue #30; off by
 	// default; each collector enables its own classes).
 	ActThrough bool
+	// ActThroughRate and ActThroughBurst bound each caller's forwarded
+	// requests (0: the defaults, 20 a second, bursts of 40).
+	ActThroughRate  float64
+	ActThroughBurst int
 }
 
 // AddFlags registers the flags.
@@ -80,6 +84,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Memory.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
 	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; up's in-process collectors of --context forward every class, on their context's credentials, which need impersonate; the member's RBAC decides); needs --token-auth-file")
+	fs.Float64Var(&o.ActThroughRate, "act-through-rate", 20, "forwarded requests a second each caller may send (with --act-through); beyond them 429")
+	fs.IntVar(&o.ActThroughBurst, "act-through-burst", 40, "forwarded requests each caller may send at once above --act-through-rate")
 }
 
 // Validate reports every problem at once.
@@ -112,6 +118,9 @@ func (o *ServeOptions) validate(client bool) []error {
 	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.Memory.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
+	if o.ActThroughRate < 0 || o.ActThroughBurst < 0 {
+		errs = append(errs, fmt.Errorf("%w: --act-through-rate %g and --act-through-burst %d must not be negative", ErrInvalidOptions, o.ActThroughRate, o.ActThroughBurst))
+	}
 	if o.ActThrough && !o.Auth.enabled() {
 		errs = append(errs, fmt.Errorf("%w: --act-through needs authentication (--token-auth-file or --client-ca-file): a forwarded request runs as its caller", ErrInvalidOptions))
 	}
@@ -218,6 +227,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), Metrics: qm, Relay: o.relay(nc),
+		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
