@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
@@ -196,16 +198,20 @@ func checkList(ctx context.Context, base string, p listPath, c caller) error {
 	return nil
 }
 
-// listTimes are one path's times per user.
-type listTimes map[string][]time.Duration
+// listTimes are one path's figures per user: wall is each list's time
+// (to the last byte of its last page), cpu the hub's CPU time meanwhile,
+// which the machine's other load moves far less.
+type listTimes struct {
+	wall, cpu map[string][]time.Duration
+}
 
 // measureLists checks every path as every caller, then reads each
 // cfg.repeat times, the callers interleaved (their order turning each
 // round), so the machine's noise falls on all of them alike.
-func measureLists(ctx context.Context, cfg config, base string, callers []caller) ([]listTimes, error) {
+func measureLists(ctx context.Context, cfg config, base string, hubPID int, callers []caller) ([]listTimes, error) {
 	out := make([]listTimes, len(listPaths))
 	for i, p := range listPaths {
-		out[i] = listTimes{}
+		out[i] = listTimes{wall: map[string][]time.Duration{}, cpu: map[string][]time.Duration{}}
 		for _, c := range callers {
 			if err := checkList(ctx, base, p, c); err != nil {
 				return nil, err
@@ -214,15 +220,54 @@ func measureLists(ctx context.Context, cfg config, base string, callers []caller
 		for r := range cfg.repeat {
 			for j := range callers {
 				c := callers[(j+r)%len(callers)]
+				cpu0, err := processCPU(hubPID)
+				if err != nil {
+					return nil, err
+				}
 				d, err := listAll(ctx, base, p, c.token, nil)
 				if err != nil {
 					return nil, fmt.Errorf("%s as %s: %w", p.label, c.user, err)
 				}
-				out[i][c.user] = append(out[i][c.user], d)
+				cpu1, err := processCPU(hubPID)
+				if err != nil {
+					return nil, err
+				}
+				out[i].wall[c.user] = append(out[i].wall[c.user], d)
+				out[i].cpu[c.user] = append(out[i].cpu[c.user], cpu1-cpu0)
 			}
 		}
-		benchutil.Logf("%s: %s %s, %s %s, %s %s (medians)", p.label, restricted, benchutil.Median(out[i][restricted]).Round(time.Millisecond),
-			unrestricted, benchutil.Median(out[i][unrestricted]).Round(time.Millisecond), "root", benchutil.Median(out[i]["root"]).Round(time.Millisecond))
+		med := func(user string) string {
+			return fmt.Sprintf("%s %s (hub CPU %s)", user, benchutil.Median(out[i].wall[user]).Round(time.Millisecond), mean(out[i].cpu[user]).Round(time.Millisecond))
+		}
+		benchutil.Logf("%s: %s, %s, %s (medians; CPU: means)", p.label, med(restricted), med(unrestricted), med("root"))
 	}
 	return out, nil
+}
+
+// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// Linux).
+const clockTick = 10 * time.Millisecond
+
+// processCPU is the user and system CPU time pid has used so far.
+func processCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
+	}
+	// utime and stime are fields 14 and 15, the 12th and 13th after ')'.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * clockTick, nil
 }

@@ -33,7 +33,7 @@
 //
 //	FV_RBAC_CLUSTERS=3 FV_RBAC_PODS=50000 (per member, in the granted
 //	namespaces) FV_RBAC_NAMESPACES=1000 FV_RBAC_REPEAT=5 FV_RBAC_CHANGES=5
-//	FV_RBAC_PROFILE_DIR (hub CPU profiles of alice's and bob's list)
+//	FV_RBAC_PROFILE_DIR (hub CPU profiles of alice's and bob's lists)
 //
 // docs/benchmarks/memberrbac.md records the results.
 package main

@@ -98,13 +98,15 @@ func run(ctx context.Context, cfg config) error {
 	benchutil.Logf("every Pod cached %s after the registry apply; alice's view complete after %s", r.ingest.Round(time.Millisecond), r.mirrorBuilt.Round(time.Millisecond))
 
 	callers := []caller{{restricted, "alice-token", aliceWant}, {unrestricted, "bob-token", allWant}, {"root", "root-token", allWant}}
-	if r.lists, err = measureLists(ctx, cfg, h.rest, callers); err != nil {
+	if r.lists, err = measureLists(ctx, cfg, h.rest, h.pid(), callers); err != nil {
 		return err
 	}
 	if cfg.profileDir != "" {
-		for _, c := range callers[:2] {
-			if err := cpuProfile(ctx, h, filepath.Join(cfg.profileDir, "list-"+c.user+".cpu.pprof"), c.token); err != nil {
-				return err
+		for i, p := range listPaths {
+			for _, c := range callers[:2] {
+				if err := cpuProfile(ctx, h, filepath.Join(cfg.profileDir, fmt.Sprintf("list%d-%s.cpu.pprof", i, c.user)), p, c.token); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -205,14 +207,14 @@ func rbacObjects(ctx context.Context, rest string) (map[string]int, error) {
 	return out, nil
 }
 
-// cpuProfile writes the hub's CPU profile over 10 s of token's whole
-// Kubernetes API list, read again and again.
-func cpuProfile(ctx context.Context, h *hub, path, token string) error {
+// cpuProfile writes the hub's CPU profile over 10 s of token's list p,
+// read again and again.
+func cpuProfile(ctx context.Context, h *hub, path string, p listPath, token string) error {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
 		for pctx.Err() == nil {
-			_, _ = listAll(pctx, h.rest, listPaths[0], token, nil)
+			_, _ = listAll(pctx, h.rest, p, token, nil)
 		}
 	}()
 	code, body, err := get(ctx, h.metrics+"/debug/pprof/profile?seconds=10", "")
