@@ -50,6 +50,10 @@ type Metrics struct {
 	watchEvents  *prometheus.CounterVec
 	watchesEnded *prometheus.CounterVec
 	malformed    *prometheus.CounterVec
+	// Acting through (issue #30).
+	actRequests  *prometheus.CounterVec
+	actDuration  *prometheus.HistogramVec
+	actCacheWait *prometheus.HistogramVec
 	rbacRefused  *prometheus.CounterVec
 }
 
@@ -83,12 +87,26 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "fleetview_query_malformed_objects_skipped_total",
 			Help: "Stored objects left out of an answer (list, search, watch, Table) because they are not valid JSON within rawjson's bounds, per cluster that wrote them. Each answer that met one counts it once.",
 		}, []string{"cluster"}),
+		actRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetview_act_requests_total",
+			Help: "Requests the Kubernetes API forwarded (or refused to forward) to a member through its collector (--act-through), per cluster, verb and the HTTP status the client got (the member's own, or the hub's refusal: 403, 429, 503, 504).",
+		}, []string{"cluster", "verb", "code"}),
+		actDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fleetview_act_request_duration_seconds",
+			Help:    "Time from a forwarded request's arrival to the end of its answer, per verb (a followed log or a watch: its whole life).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 3600},
+		}, []string{"verb"}),
+		actCacheWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "fleetview_act_cache_wait_seconds",
+			Help:    "How long a forwarded write's answer waited for the cache to hold what the member wrote (read your writes), per whether the cache caught up within the bound.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"caught_up"}),
 		rbacRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetview_memberrbac_objects_refused_total",
 			Help: "RBAC objects of a member cluster the hub refused to apply to that member's authorizer (member-RBAC modes), per cluster that wrote them: malformed, or not a valid object of its resource. The log says which and why.",
 		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed, m.rbacRefused} {
+	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed, m.rbacRefused, m.actRequests, m.actDuration, m.actCacheWait} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

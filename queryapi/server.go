@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -328,6 +329,15 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 		}
 		if act.Audit == nil {
 			act.Audit = s.cfg.Logger
+		}
+		if m := s.cfg.Metrics; m != nil {
+			act.Observe = func(cluster, verb string, code int, took time.Duration) {
+				m.actRequests.WithLabelValues(cluster, verb, strconv.Itoa(code)).Inc()
+				m.actDuration.WithLabelValues(verb).Observe(took.Seconds())
+			}
+			act.ObserveCacheWait = func(waited time.Duration, caughtUp bool) {
+				m.actCacheWait.WithLabelValues(strconv.FormatBool(caughtUp)).Observe(waited.Seconds())
+			}
 		}
 		opts = append(opts, kubeapi.ActThrough(act))
 	}

@@ -70,6 +70,8 @@ type actFleet struct {
 	start      func(cluster string, classes string) *fixture.CollectorProc
 	// https reaches the hub's API (its CA trusted).
 	https *http.Client
+	// metricsAddr serves the hub's /metrics.
+	metricsAddr string
 }
 
 func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string, opts ...func(*app.UpOptions)) *actFleet {
@@ -102,6 +104,8 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 		Auth: app.AuthOptions{TokenFile: write("tokens.csv", actTokens), PolicyFile: write("policy.yaml", actPolicy), AuditLog: af.auditLog,
 			TLSCertFile: filepath.Join(dir, "server.crt"), TLSKeyFile: filepath.Join(dir, "server.key")},
 		ActThrough: hubActThrough}, NATSHost: "127.0.0.1", NATSPort: natsPort, NATSUsersFile: users}
+	o.MetricsAddr = fixture.FreeAddr(t)
+	af.metricsAddr = o.MetricsAddr
 	for _, f := range opts {
 		f(&o)
 	}
@@ -453,6 +457,18 @@ func TestActThrough(t *testing.T) {
 		// waited for the cache.
 		if len(waits) == 0 || lateWrites > 0 {
 			t.Fatalf("%d writes waited for the cache, %d past the bound", len(waits), lateWrites)
+		}
+		// The same in the hub's metrics.
+		fams, err := fixture.Scrape(af.metricsAddr)
+		check(t, err)
+		for _, want := range []map[string]string{{"cluster": "member2", "verb": "patch", "code": "200"}, {"cluster": "member2", "verb": "patch", "code": "403"},
+			{"cluster": "member2", "verb": "create", "code": "201"}, {"cluster": "member2", "verb": "list", "code": "200"}} {
+			if v, ok := fixture.Value(fams, "fleetview_act_requests_total", want); !ok || v < 1 {
+				t.Errorf("fleetview_act_requests_total%v = %v (%v)", want, v, ok)
+			}
+		}
+		if s := fixture.Series(fams, "fleetview_act_cache_wait_seconds", map[string]string{"caught_up": "true"}); len(s) != 1 || s[0].GetHistogram().GetSampleCount() != uint64(len(waits)) {
+			t.Errorf("fleetview_act_cache_wait_seconds{caught_up=true}: %v, want %d samples", s, len(waits))
 		}
 		slices.Sort(waits)
 		t.Logf("read-your-writes delay over %d forwarded writes: p50 %s, p99 %s, max %s", len(waits),

@@ -47,8 +47,12 @@ func TestActThroughCallerRate(t *testing.T) {
 	admit := func(r *http.Request, _, _ string, _ schema.GroupResource) (relay.Caller, error) {
 		return relay.Caller{User: r.Header.Get("X-User")}, nil
 	}
+	var observed []string
+	observe := func(cluster, verb string, code int, _ time.Duration) {
+		observed = append(observed, fmt.Sprintf("%s %s %d", cluster, verb, code))
+	}
 	h := New(&fakeQuery{items: [][]byte{[]byte(podJSON)}}, fakeCatalog(), nil, nil,
-		ActThrough(ActThroughConfig{Relay: fr, Admit: admit, PerCallerRate: 0.001, PerCallerBurst: 2, ReadYourWrites: -1}))
+		ActThrough(ActThroughConfig{Relay: fr, Admit: admit, PerCallerRate: 0.001, PerCallerBurst: 2, ReadYourWrites: -1, Observe: observe}))
 	send := func(user, method, path string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, path, strings.NewReader("{}"))
 		r.Header.Set("X-User", user)
@@ -77,5 +81,9 @@ func TestActThroughCallerRate(t *testing.T) {
 	}
 	if w := send("bob", "PATCH", patch); w.Code != 200 {
 		t.Fatalf("bob: %d", w.Code)
+	}
+	want := "member1 get 200,member1 get 200,member1 get 200,member1 patch 200,member1 patch 200,member1 patch 429,member1 patch 200"
+	if got := strings.Join(observed, ","); got != want {
+		t.Errorf("observed %s, want %s", got, want)
 	}
 }

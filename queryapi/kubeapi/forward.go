@@ -49,6 +49,12 @@ type ActThroughConfig struct {
 	// beyond them a request is 429 (callerlimit.go).
 	PerCallerRate  float64
 	PerCallerBurst int
+	// Observe, when set, is told of every forwarded request as it ends:
+	// its cluster, verb, the status its client got and how long it took
+	// until then (for a stream, its whole life). ObserveCacheWait of
+	// every read-your-writes wait.
+	Observe          func(cluster, verb string, code int, took time.Duration)
+	ObserveCacheWait func(waited time.Duration, caughtUp bool)
 }
 
 // ActThrough has the handler forward what the cache does not serve.
@@ -276,7 +282,12 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 	r := req.r
 	start := time.Now()
 	verb := verbOf(r, t)
-	audit := func(caller relay.Caller, code int, n int64, err error, extra ...any) {
+	// audit writes the request's audit line and observes it: code is the
+	// member's status (0 when it never answered), answered the client's.
+	audit := func(caller relay.Caller, code, answered int, n int64, err error, extra ...any) {
+		if h.act.Observe != nil {
+			h.act.Observe(cluster, verb, answered, time.Since(start))
+		}
 		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "verb", verb, "resource", t.gr().String(),
 			"subresource", t.subresource, "namespace", t.namespace, "name", t.name, "path", path, "memberStatus", code, "bytes", n,
 			"duration", time.Since(start).String()}
@@ -291,15 +302,16 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		if fallback {
 			return false
 		}
-		audit(caller, 0, 0, err)
-		h.writeStatus(w, r, toKubeStatus(err, t.gr(), t.name))
+		st := toKubeStatus(err, t.gr(), t.name)
+		audit(caller, 0, int(st.Code), 0, err)
+		h.writeStatus(w, r, st)
 		return true
 	}
 	// Discovery and OpenAPI do not count: a kubectl starting reads them
 	// in a burst, and they are the same for every caller.
 	if h.actLimits != nil && !t.discovery && !t.openapi && !h.actLimits.allow(caller.User, time.Now()) {
 		err := fmt.Errorf("user %q sends more than %g forwarded requests a second (bursts of %d)", caller.User, h.act.PerCallerRate, h.act.PerCallerBurst)
-		audit(caller, 0, 0, err)
+		audit(caller, 0, http.StatusTooManyRequests, 0, err)
 		w.Header().Set("Retry-After", "1")
 		h.writeStatus(w, r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 			Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: err.Error(),
@@ -330,9 +342,10 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		if fallback {
 			return false
 		}
-		audit(caller, 0, 0, err)
+		st := relayStatus(err, cluster)
+		audit(caller, 0, int(st.Code), 0, err)
 		if r.Context().Err() == nil {
-			h.writeStatus(w, r, relayStatus(err, cluster))
+			h.writeStatus(w, r, st)
 		}
 		return true
 	}
@@ -348,13 +361,16 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		var ryw rywResult
 		answer, ryw = h.readYourWrites(ctx, resp.Body, cluster, t, verb)
 		waited = ryw.auditAttrs()
+		if ryw.rv != "" && h.act.ObserveCacheWait != nil {
+			h.act.ObserveCacheWait(ryw.waited, ryw.caughtUp)
+		}
 		if ryw.rv != "" && !ryw.caughtUp {
 			w.Header().Add("Warning", fmt.Sprintf(`299 - "fleetview: the cache had not applied this write (resourceVersion %s) after %s; a cached read may not show it yet"`, ryw.rv, ryw.waited.Round(time.Millisecond)))
 		}
 	}
 	w.WriteHeader(resp.Status)
 	n, err := copyFlushing(w, answer)
-	audit(caller, resp.Status, n, err, waited...)
+	audit(caller, resp.Status, resp.Status, n, err, waited...)
 	if err == nil {
 		return true
 	}
