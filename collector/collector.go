@@ -102,6 +102,9 @@ type Collector struct {
 	served      []string
 	info        registry.ClusterInfo
 	infoMessage string
+	// authorization is what the member's last SelfSubjectRulesReview
+	// said of its authorizers (inventory.Cluster.Authorization).
+	authorization string
 	// orphansChecked is set once resources left in the stream by an earlier
 	// run, and wanted by no registry any more, have been removed.
 	orphansChecked bool

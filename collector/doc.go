@@ -43,7 +43,11 @@
 // state and counts). Labels, provider, region and zone come from flags and
 // from an optional ConfigMap in the member cluster (default
 // kube-system/fleetview-cluster-info; data keys provider, region, zone and
-// labels as "k=v,k2=v2"; flags win), re-read at every heartbeat.
+// labels as "k=v,k2=v2"; flags win), re-read at every heartbeat. At every
+// heartbeat it also asks the member a SelfSubjectRulesReview as itself
+// (authorizers.go): whether every authorizer of the member can list its
+// rules, or one (a webhook) cannot, goes into the record's authorization,
+// since the hub's member RBAC mirrors RBAC alone.
 //
 // It must not read or write any backend.
 //

@@ -93,6 +93,7 @@ func (c *Collector) checkMember(ctx context.Context) (bool, string) {
 		c.reconcileSoon()
 	}
 	c.refreshClusterInfo(ctx)
+	c.checkAuthorization(ctx)
 	return true, ""
 }
 
@@ -203,7 +204,7 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 	rec := &inventory.Cluster{
 		Name: c.cfg.Cluster, Labels: c.info.Labels, Provider: c.info.Provider, Region: c.info.Region, Zone: c.info.Zone,
 		KubernetesVersion: c.version, ServedAPIs: c.served, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
-		Counters: c.m.snapshot(), HubRefusals: hub,
+		Counters: c.m.snapshot(), HubRefusals: hub, Authorization: c.authorization,
 	}
 	for _, r := range c.running {
 		w := r.rs.w

@@ -25,6 +25,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		Name: rec.Name, Labels: rec.Labels, Provider: rec.Provider, Region: rec.Region, Zone: rec.Zone,
 		KubernetesVersion: rec.KubernetesVersion, Ready: rec.Ready, Message: rec.Message,
 		LastHeartbeat: timestamppb.New(rec.Heartbeat), ServedApis: rec.ServedAPIs,
+		Authorization: rec.Authorization,
 	}
 	b := c.sync.backends
 	ps := problems(b)

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -124,10 +125,15 @@ func (c *Cluster) args() []string {
 		"--service-account-signing-key-file=" + filepath.Join(c.Dir, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--disable-admission-plugins=ServiceAccount",
-		"--authorization-mode=RBAC",
 		"--token-auth-file=" + filepath.Join(c.Dir, "tokens.csv"),
 	}
-	return append(args, c.fleet.apiserverArgs...)
+	extra := append(append([]string(nil), c.fleet.apiserverArgs...), c.fleet.clusterArgs[c.Name]...)
+	// kube-apiserver appends a repeated --authorization-mode (a list) and
+	// refuses a mode named twice, so one given replaces RBAC instead.
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--authorization-mode=") }) {
+		args = append(args, "--authorization-mode=RBAC")
+	}
+	return append(args, extra...)
 }
 
 // launch starts the apiserver and waits for /readyz. With newPort it picks a

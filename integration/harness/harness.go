@@ -44,8 +44,14 @@ type Options struct {
 	// ReadyTimeout bounds the wait for each process's readiness. Default 120 s.
 	ReadyTimeout time.Duration
 	// APIServerArgs are appended to every kube-apiserver's flags (a flag
-	// given again overrides the harness's value).
+	// given again overrides the harness's value; an --authorization-mode
+	// here or in ClusterAPIServerArgs replaces the harness's RBAC, since
+	// kube-apiserver appends a repeated one).
 	APIServerArgs []string
+	// ClusterAPIServerArgs are appended, after APIServerArgs, to the named
+	// cluster's kube-apiserver flags only (a member with a webhook
+	// authorizer beside members without).
+	ClusterAPIServerArgs map[string][]string
 	// EtcdArgs are appended to etcd's flags.
 	EtcdArgs []string
 }
@@ -62,6 +68,7 @@ type Fleet struct {
 	logw          *syncWriter // nil without Options.LogWriter
 	readyTimeout  time.Duration
 	apiserverArgs []string
+	clusterArgs   map[string][]string
 	apiserverKeep func([]byte) bool // filter for apiserver lines to logw
 	spawner       *spawner
 
@@ -91,8 +98,13 @@ func Start(ctx context.Context, opts Options) (_ *Fleet, err error) {
 		}
 		seen[n] = true
 	}
+	for n := range opts.ClusterAPIServerArgs {
+		if !seen[n] {
+			return nil, fmt.Errorf("harness: ClusterAPIServerArgs names %q, not in Options.Clusters", n)
+		}
+	}
 
-	f := &Fleet{readyTimeout: opts.ReadyTimeout, apiserverArgs: opts.APIServerArgs, apiserverKeep: importantLine}
+	f := &Fleet{readyTimeout: opts.ReadyTimeout, apiserverArgs: opts.APIServerArgs, clusterArgs: opts.ClusterAPIServerArgs, apiserverKeep: importantLine}
 	if opts.Verbose {
 		f.apiserverKeep = notBenign
 	}

@@ -38,7 +38,27 @@ type Cluster struct {
 	// resource; nil for none. A record over its own size quota is refused
 	// too, so this shows every refusal but that one.
 	HubRefusals *HubRefusals `json:"hubRefusals,omitempty"`
+	// Authorization is what the member's authorizers let fleetview know
+	// of its decisions, as the collector's SelfSubjectRulesReview last
+	// found it: AuthorizationRBAC, AuthorizationRBACAndOthers, or empty
+	// when the collector could not ask (an older collector, a review
+	// refused). Member RBAC mirrors RBAC only, so this says whether the
+	// member may allow more than fleetview shows.
+	Authorization string `json:"authorization,omitempty"`
 }
+
+// Values of Cluster.Authorization.
+const (
+	// AuthorizationRBAC: every authorizer of the member listed its rules
+	// for the collector (status.incomplete false): RBAC, and the Node
+	// authorizer, which decides only for system:node identities.
+	AuthorizationRBAC = "rbac"
+	// AuthorizationRBACAndOthers: an authorizer of the member could not
+	// list its rules (status.incomplete true: a webhook). RBAC is
+	// mirrored, the other authorizers are not: the member may allow a
+	// user more than fleetview shows, never less.
+	AuthorizationRBACAndOthers = "rbac-and-others"
+)
 
 // HubRefusals are a collector's requests the hub refused over the cluster's
 // quota: how many, and the last one's error and time.
@@ -214,6 +234,11 @@ func decode(key string, b []byte) (*Cluster, error) {
 	}
 	if errs := metav1validation.ValidateLabels(c.Labels, field.NewPath("labels")); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, key, errs.ToAggregate())
+	}
+	switch c.Authorization {
+	case "", AuthorizationRBAC, AuthorizationRBACAndOthers:
+	default:
+		return nil, fmt.Errorf("%w: %s: authorization %.64q: want %q, %q or none", ErrCorrupt, key, c.Authorization, AuthorizationRBAC, AuthorizationRBACAndOthers)
 	}
 	for _, r := range c.Resources {
 		if err := validColumns(r.Columns); err != nil {

@@ -26,8 +26,8 @@ func TestPutGetList(t *testing.T) {
 		KubernetesVersion: "v1.37.2", ServedAPIs: []string{"apps/v1", "v1"}, Ready: true, Heartbeat: time.Now().UTC().Truncate(time.Second),
 		Resources: []ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true, ObjectCount: 3, RefusedObjects: 1, Message: "1 object(s) refused as too large",
 			Columns: []Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "IP", Type: "string", Priority: 1}}}},
-		Counters: &Counters{Upserts: 4, Refused: 1}}
-	a := &Cluster{Name: "member1", Heartbeat: time.Now().UTC().Truncate(time.Second)}
+		Counters: &Counters{Upserts: 4, Refused: 1}, Authorization: AuthorizationRBACAndOthers}
+	a := &Cluster{Name: "member1", Heartbeat: time.Now().UTC().Truncate(time.Second), Authorization: AuthorizationRBAC}
 	for _, c := range []*Cluster{b, a} {
 		if err := Put(ctx, kv, c); err != nil {
 			t.Fatal(err)
@@ -82,6 +82,8 @@ func TestCorruptRecordIsRefusedOnRead(t *testing.T) {
 		{"a column name too long", "edge-i", `{"name":"edge-i","resources":[{"version":"v1","resource":"pods","columns":[{"name":"` + strings.Repeat("n", MaxColumnName+1) + `","type":"string"}]}]}`},
 		{"a column description too long", "edge-j", `{"name":"edge-j","resources":[{"version":"v1","resource":"pods","columns":[{"name":"Name","type":"string","description":"` + strings.Repeat("d", MaxColumnDescription+1) + `"}]}]}`},
 		{"a column type too long", "edge-k", `{"name":"edge-k","resources":[{"version":"v1","resource":"pods","columns":[{"name":"Name","type":"` + strings.Repeat("t", MaxColumnType+1) + `"}]}]}`},
+		{"an unknown authorization", "edge-m", `{"name":"edge-m","authorization":"webhook"}`},
+		{"authorization in another case", "edge-n", `{"name":"edge-n","authorization":"RBAC"}`},
 		{"too many columns", "edge-l", `{"name":"edge-l","resources":[{"version":"v1","resource":"pods","columns":[` + strings.TrimSuffix(strings.Repeat(`{"name":"c","type":"string"},`, stream.MaxColumns+1), ",") + `]}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

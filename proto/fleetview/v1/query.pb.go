@@ -1124,7 +1124,14 @@ type Cluster struct {
 	CacheSynced bool `protobuf:"varint,15,opt,name=cache_synced,json=cacheSynced,proto3" json:"cache_synced,omitempty"`
 	// Group/versions the cluster serves ("v1" for the core group), as its
 	// collector last discovered them.
-	ServedApis    []string `protobuf:"bytes,16,rep,name=served_apis,json=servedApis,proto3" json:"served_apis,omitempty"`
+	ServedApis []string `protobuf:"bytes,16,rep,name=served_apis,json=servedApis,proto3" json:"served_apis,omitempty"`
+	// What the member's authorizers let fleetview know of its decisions, as
+	// the collector's SelfSubjectRulesReview last found it: "rbac" (every
+	// authorizer listed its rules), "rbac-and-others" (one could not, such
+	// as a webhook: RBAC mirrored, other authorizers not; under member RBAC
+	// the member may allow more than fleetview shows, never less), or empty
+	// when unknown.
+	Authorization string `protobuf:"bytes,17,opt,name=authorization,proto3" json:"authorization,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1269,6 +1276,13 @@ func (x *Cluster) GetServedApis() []string {
 		return x.ServedApis
 	}
 	return nil
+}
+
+func (x *Cluster) GetAuthorization() string {
+	if x != nil {
+		return x.Authorization
+	}
+	return ""
 }
 
 type ListClustersRequest struct {
@@ -1806,7 +1820,7 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"categories\x18\v \x03(\tR\n" +
 	"categories\x12\x18\n" +
 	"\abackend\x18\f \x01(\tR\abackend\x12#\n" +
-	"\rbackend_error\x18\r \x01(\tR\fbackendError\"\x89\x05\n" +
+	"\rbackend_error\x18\r \x01(\tR\fbackendError\"\xaf\x05\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x129\n" +
 	"\x06labels\x18\x02 \x03(\v2!.fleetview.v1.Cluster.LabelsEntryR\x06labels\x12\x1a\n" +
@@ -1825,7 +1839,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\fobject_count\x18\x0e \x01(\x03R\vobjectCount\x12!\n" +
 	"\fcache_synced\x18\x0f \x01(\bR\vcacheSynced\x12\x1f\n" +
 	"\vserved_apis\x18\x10 \x03(\tR\n" +
-	"servedApis\x1a9\n" +
+	"servedApis\x12$\n" +
+	"\rauthorization\x18\x11 \x01(\tR\rauthorization\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x15\n" +
