@@ -384,8 +384,15 @@ func TestConsole(t *testing.T) {
 
 	t.Run("fleet view", func(t *testing.T) {
 		do(t, page, chromedp.Navigate(console+"#/fleet"))
-		rows := waitJS[[]string](t, page, 20*time.Second, `(() => { const r = [...document.querySelectorAll('#clusters > tbody > tr')].map(tr => tr.dataset.cluster + ' ' + tr.cells[1].textContent + ' ' + tr.cells[2].textContent); return r.length === 3 && r.every(x => x.includes('Ready synced')) && r; })()`)
+		rows := waitJS[[]string](t, page, 20*time.Second, `(() => { const r = [...document.querySelectorAll('#clusters > tbody > tr')].map(tr => tr.dataset.cluster + ' ' + tr.cells[1].textContent + ' ' + tr.cells[2].textContent + ' ' + tr.cells[7].textContent); return r.length === 3 && r.every(x => x.includes('Ready synced')) && r; })()`)
 		t.Logf("clusters: %v", rows)
+		// The members run RBAC alone: their collectors' rules reviews
+		// were complete, and the console says so.
+		for _, r := range rows {
+			if !strings.HasSuffix(r, " RBAC") {
+				t.Errorf("cluster row %q: want its authorization RBAC", r)
+			}
+		}
 		reg := waitJS[string](t, page, 10*time.Second, `document.querySelectorAll('#registries tbody tr').length === 1 && document.querySelector('#registries tbody tr').textContent`)
 		if !strings.Contains(reg, "console") || !strings.Contains(reg, "Pod") {
 			t.Errorf("registry row %q", reg)

@@ -563,10 +563,20 @@ function renderClusters(clusters) {
       el('td', { text: String(c.objectCount || 0) }),
       el('td', { text: String(c.lag || 0), class: Number(c.lag || 0) > 0 ? 'warn' : '' }),
       el('td', { text: c.kubernetesVersion || '' }),
+      authorizationCell(c.authorization),
       el('td', { class: 'labels' }, ...Object.entries(c.labels || {}).map(([k, v]) => el('span', { class: 'lbl', text: `${k}=${v}` })))));
   }
-  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: '8', class: 'muted', text: 'No clusters registered.' })));
+  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: '9', class: 'muted', text: 'No clusters registered.' })));
   tbody.replaceChildren(...rows);
+}
+
+// What the member's authorizers let fleetview know (its collector's
+// SelfSubjectRulesReview): member RBAC mirrors RBAC alone, so a member
+// with a webhook too may allow more than fleetview shows.
+function authorizationCell(a) {
+  if (a === 'rbac') return el('td', { text: 'RBAC', title: 'every authorizer of the member lists its rules' });
+  if (a === 'rbac-and-others') return el('td', { class: 'warn', text: 'RBAC + others', title: 'RBAC mirrored, other authorizers (a webhook) not: the member may allow more than fleetview shows' });
+  return el('td', { class: 'muted', text: 'unknown' });
 }
 
 function renderRegistries(regs) {
