@@ -74,9 +74,11 @@ func (g *Guard) memberReach(ctx context.Context, u auth.User, verb string, rr re
 // each member.
 func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr resourceRequest, req any) (*auth.Scope, error) {
 	if gr, ok := req.(*fleetviewv1.GetRequest); ok && gr.GetCluster() != "" {
-		if a, found := g.Members.Lookup(gr.GetCluster()); found {
+		a, found := g.Members.Lookup(gr.GetCluster())
+		id, known := g.Members.Identity(gr.GetCluster(), memberIdentity(u))
+		if found && known {
 			r := memberResource(rr)
-			ok, _ := a.Authorize(ctx, g.Members.Identity(gr.GetCluster(), memberIdentity(u)), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
+			ok, _ := a.Authorize(ctx, id, memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
 				Namespace: gr.GetNamespace(), Name: gr.GetName()})
 			if ok {
 				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{gr.GetCluster()}}}}, nil
@@ -88,9 +90,11 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 		// NAME --watch on the per-cluster view): the member authorizes it
 		// with the name, as kube-apiserver takes it from the field
 		// selector, so a rule limited to resourceNames allows it.
-		if a, found := g.Members.Lookup(c); found {
+		a, found := g.Members.Lookup(c)
+		id, known := g.Members.Identity(c, memberIdentity(u))
+		if found && known {
 			r := memberResource(rr)
-			ok, _ := a.Authorize(ctx, g.Members.Identity(c, memberIdentity(u)), memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
+			ok, _ := a.Authorize(ctx, id, memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
 				Namespace: rr.GetNamespace(), Name: name})
 			if ok {
 				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{c}}}}, nil

@@ -169,7 +169,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cat, err := catalog.New(catalog.Config{Inventory: cfg.Inventory, Registries: cfg.Registries, Logger: cfg.Logger})
+	catCfg := catalog.Config{Inventory: cfg.Inventory, Registries: cfg.Registries, Logger: cfg.Logger}
+	if cfg.MemberRBAC != nil {
+		// An identity map may select members by their labels.
+		catCfg.OnLabels = cfg.MemberRBAC.SetLabels
+	}
+	cat, err := catalog.New(catCfg)
 	if err != nil {
 		return nil, fmt.Errorf("queryapi: %w", err)
 	}

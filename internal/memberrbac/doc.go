@@ -24,7 +24,8 @@
 // AuthenticatedGroupAdder), ServiceAccount builds a service account's user
 // and implicit groups (upstream's serviceaccount.UserInfo). A fleetview
 // caller is the same user and groups in every member unless an IdentityMap
-// (identitymap.go, Members.Map) prefixes them per member; Members.Identity
+// (identitymap.go, Members.Map) prefixes them per member, by name or by the
+// member's labels (Members.SetLabels, from the inventory); Members.Identity
 // says which identity a member decides for.
 //
 // The dependency: k8s.io/kubernetes is required as a module at the release

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 )
@@ -26,19 +28,36 @@ type IdentityMap struct {
 // MapRule maps the caller's identity in some clusters.
 type MapRule struct {
 	// Clusters names the clusters the rule applies to; "*" is every one.
-	Clusters []string `json:"clusters"`
+	Clusters []string `json:"clusters,omitempty"`
+	// ClusterSelector selects the clusters the rule applies to, besides
+	// those it names, by the labels of their inventory record (as
+	// registries' targetCluster.labelSelector does). A member's labels
+	// come from its collector: a forged label changes which identity that
+	// member alone is asked about, as its forged RBAC objects could.
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 	// UserPrefix is put before the user's name, GroupPrefix before each
 	// group's ("" leaves them as they are).
 	UserPrefix  string `json:"userPrefix,omitempty"`
 	GroupPrefix string `json:"groupPrefix,omitempty"`
+
+	// selector is ClusterSelector compiled by Validate.
+	selector labels.Selector
 }
 
 // Validate reports every problem at once, naming the rule and field.
 func (m *IdentityMap) Validate() error {
 	var errs []error
-	for i, r := range m.Rules {
-		if len(r.Clusters) == 0 {
-			errs = append(errs, fmt.Errorf("%w: rules[%d].clusters is empty (name clusters, or \"*\" for every one)", ErrInvalidIdentityMap, i))
+	for i := range m.Rules {
+		r := &m.Rules[i]
+		if len(r.Clusters) == 0 && r.ClusterSelector == nil {
+			errs = append(errs, fmt.Errorf("%w: rules[%d].clusters is empty and there is no clusterSelector (name clusters, \"*\" for every one, or select them by labels)", ErrInvalidIdentityMap, i))
+		}
+		if r.ClusterSelector != nil {
+			sel, err := metav1.LabelSelectorAsSelector(r.ClusterSelector)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%w: rules[%d].clusterSelector: %v", ErrInvalidIdentityMap, i, err))
+			}
+			r.selector = sel
 		}
 		for j, c := range r.Clusters {
 			if c == "*" {
@@ -77,11 +96,23 @@ func LoadIdentityMap(path string) (*IdentityMap, error) {
 
 // In returns the identity caller has in cluster, as that member's
 // authorizer sees it (system:authenticated added). A nil map maps nothing.
-func (m *IdentityMap) In(cluster string, caller Identity) Identity {
-	id := Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
+// labels are the cluster's as its inventory record says, known false when
+// the hub has none: then a rule selecting clusters by labels, met before
+// any rule naming the cluster, cannot say whether it applies, and ok is
+// false (the member is asked about no one: fail closed, since the
+// unmapped name may be another person there).
+func (m *IdentityMap) In(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
+	id = Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
 	if m != nil {
 		for _, r := range m.Rules {
-			if !slices.Contains(r.Clusters, cluster) && !slices.Contains(r.Clusters, "*") {
+			applies := slices.Contains(r.Clusters, cluster) || slices.Contains(r.Clusters, "*")
+			if !applies && r.ClusterSelector != nil {
+				if !known {
+					return Identity{}, false
+				}
+				applies = r.matches(labels)
+			}
+			if !applies {
 				continue
 			}
 			id.User = r.UserPrefix + id.User
@@ -91,7 +122,30 @@ func (m *IdentityMap) In(cluster string, caller Identity) Identity {
 			break
 		}
 	}
-	return Authenticated(id)
+	return Authenticated(id), true
+}
+
+// matches reports whether the rule's selector selects a cluster with
+// these labels; a rule whose selector does not compile (a map that was
+// not validated) selects nothing.
+func (r *MapRule) matches(set map[string]string) bool {
+	sel := r.selector
+	if sel == nil {
+		var err error
+		if sel, err = metav1.LabelSelectorAsSelector(r.ClusterSelector); err != nil {
+			return false
+		}
+	}
+	return sel.Matches(labels.Set(set))
+}
+
+// selects reports whether any rule selects clusters by labels: only then
+// do the members' labels matter (Members.SetLabels).
+func (m *IdentityMap) selects() bool {
+	if m == nil {
+		return false
+	}
+	return slices.ContainsFunc(m.Rules, func(r MapRule) bool { return r.ClusterSelector != nil })
 }
 
 // uniform reports whether every cluster sees the caller alike.

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestIdentityMap(t *testing.T) {
@@ -14,25 +16,45 @@ func TestIdentityMap(t *testing.T) {
 		{Clusters: []string{"prod-eu"}, UserPrefix: "oidc:", GroupPrefix: "oidc:"},
 		{Clusters: []string{"prod-eu", "*"}, UserPrefix: "never-for-prod-eu:"},
 	}}
-	if err := m.Validate(); err != nil {
-		t.Fatal(err)
+	byLabels := &IdentityMap{Rules: []MapRule{
+		{Clusters: []string{"edge-1"}, UserPrefix: "named:"},
+		{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"idp": "corp"}}, UserPrefix: "corp:", GroupPrefix: "corp:"},
+		{Clusters: []string{"legacy"}, ClusterSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "env", Operator: metav1.LabelSelectorOpIn, Values: []string{"lab"}}}}, UserPrefix: "lab:"},
+	}}
+	for _, mm := range []*IdentityMap{m, byLabels} {
+		if err := mm.Validate(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	caller := Identity{User: "alice", Groups: []string{"dev"}}
+	corp := map[string]string{"idp": "corp", "env": "lab"}
 	cases := []struct {
 		name    string
 		m       *IdentityMap
 		cluster string
+		labels  map[string]string
+		known   bool
 		want    string
 	}{
-		{"no map: the same user and groups", nil, "prod-eu", "alice|dev,system:authenticated"},
-		{"the first rule naming the cluster", m, "prod-eu", "oidc:alice|oidc:dev,system:authenticated"},
-		{"\"*\" for the others", m, "staging", "never-for-prod-eu:alice|dev,system:authenticated"},
+		{"no map: the same user and groups", nil, "prod-eu", nil, false, "alice|dev,system:authenticated"},
+		{"the first rule naming the cluster", m, "prod-eu", nil, false, "oidc:alice|oidc:dev,system:authenticated"},
+		{"\"*\" for the others", m, "staging", nil, false, "never-for-prod-eu:alice|dev,system:authenticated"},
+		{"a name before a selector needs no labels", byLabels, "edge-1", nil, false, "named:alice|dev,system:authenticated"},
+		{"a selector matching the cluster's labels", byLabels, "edge-2", corp, true, "corp:alice|corp:dev,system:authenticated"},
+		{"a later rule's selector", byLabels, "edge-3", map[string]string{"env": "lab"}, true, "lab:alice|dev,system:authenticated"},
+		{"a rule naming the cluster besides its selector", byLabels, "legacy", map[string]string{}, true, "lab:alice|dev,system:authenticated"},
+		{"no rule selects it: the caller's own names", byLabels, "edge-4", map[string]string{"idp": "other"}, true, "alice|dev,system:authenticated"},
+		{"labels unknown before a selector: no identity (fail closed)", byLabels, "edge-5", nil, false, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			id := tc.m.In(tc.cluster, caller)
-			if got := id.User + "|" + strings.Join(id.Groups, ","); got != tc.want {
-				t.Fatalf("got %s, want %s", got, tc.want)
+			id, ok := tc.m.In(tc.cluster, tc.labels, tc.known, caller)
+			got := ""
+			if ok {
+				got = id.User + "|" + strings.Join(id.Groups, ",")
+			}
+			if got != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -44,7 +66,9 @@ func TestIdentityMap(t *testing.T) {
 		for _, tc := range []struct {
 			yaml, want string
 		}{
-			{"rules:\n- userPrefix: x\n", "rules[0].clusters is empty"},
+			{"rules:\n- userPrefix: x\n", "rules[0].clusters is empty and there is no clusterSelector"},
+			{"rules:\n- clusterSelector: {matchLabels: {\"bad key!\": x}}\n", "rules[0].clusterSelector"},
+			{"rules:\n- clusterSelector: {matchExpressions: [{key: env, operator: Near}]}\n", "rules[0].clusterSelector"},
 			{"rules:\n- clusters: [Prod_EU]\n", `rules[0].clusters[0] "Prod_EU"`},
 			{"rules:\n- clusters: [\"*\"]\n  groupPrefix: \"system:\"\n", "rules[0].groupPrefix"},
 			{"rules:\n- clusters: [a]\n  user: x\n", "unknown field"},
@@ -75,6 +99,59 @@ func TestIdentityMap(t *testing.T) {
 		if len(r.Groups) != 1 || strings.Join(r.Groups[0].Clusters, ",") != "c1,c2" {
 			t.Fatalf("reach %+v, want c1 (alice) and c2 (oidc:alice)", r)
 		}
+		// A rule selecting members by labels: c3's record says
+		// idp=elsewhere, so alice is elsewhere:alice there. Before the hub
+		// knows c3's labels it asks c3 about no one; a label change is a
+		// change (Generation) and decides c3 again.
+		sel := &Members{Map: &IdentityMap{Rules: []MapRule{{Clusters: []string{"c2"}, UserPrefix: "oidc:"},
+			{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"idp": "elsewhere"}}, UserPrefix: "elsewhere:"}}}}
+		if err := sel.Map.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for c, subject := range map[string]string{"c1": "alice", "c2": "oidc:alice", "c3": "elsewhere:alice"} {
+			if err := sel.Upsert(c, reader); err != nil {
+				t.Fatal(err)
+			}
+			if err := sel.Upsert(c, rb("shop", "b", "ClusterRole", "pod-reader", userSubject(subject))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		reach := func() string {
+			r := sel.Reach(context.Background(), Identity{User: "alice"}, "list", Resource{Resource: "pods"})
+			var cs []string
+			for _, g := range r.Groups {
+				cs = append(cs, g.Clusters...)
+			}
+			return strings.Join(cs, ",")
+		}
+		// No labels known: c1 and c3 (before the selector rule) are asked
+		// about no one, c2 is named first.
+		if got := reach(); got != "c2" {
+			t.Fatalf("labels unknown: reach %s, want c2 alone", got)
+		}
+		gen := sel.Generation()
+		sel.SetLabels("c1", map[string]string{"idp": "corp"}, true)
+		sel.SetLabels("c3", map[string]string{"idp": "elsewhere"}, true)
+		if sel.Generation() == gen {
+			t.Fatal("a label change is no change")
+		}
+		if got := reach(); got != "c1,c2,c3" {
+			t.Fatalf("labels known: reach %s, want c1 (alice), c2 (oidc:alice), c3 (elsewhere:alice)", got)
+		}
+		gen = sel.Generation()
+		sel.SetLabels("c3", map[string]string{"idp": "elsewhere"}, true)
+		if sel.Generation() != gen {
+			t.Fatal("a heartbeat with the same labels counted as a change")
+		}
+		sel.SetLabels("c3", map[string]string{"idp": "corp"}, true)
+		if got := reach(); got != "c1,c2" {
+			t.Fatalf("c3 relabelled: reach %s, want c1,c2 (alice is alice in c3 now, unbound)", got)
+		}
+		sel.SetLabels("c1", nil, false)
+		if got := reach(); got != "c2" {
+			t.Fatalf("c1's record gone: reach %s, want c2", got)
+		}
+
 		// system:masters is every member's only where the map leaves it.
 		masters := Identity{User: "root", Groups: []string{"system:masters"}}
 		if ms.Reach(context.Background(), masters, "list", Resource{Resource: "pods"}).Masters {

@@ -1,6 +1,7 @@
 package memberrbac
 
 import (
+	"maps"
 	"slices"
 	"sync"
 )
@@ -14,8 +15,12 @@ type Members struct {
 	// everywhere); set before first use, never changed after.
 	Map  *IdentityMap
 	memo reachMemo
-	mu   sync.RWMutex
-	m    map[string]*Authorizer
+	// labels are each cluster's labels (SetLabels), kept only when Map
+	// selects clusters by labels.
+	labelsMu sync.RWMutex
+	labels   map[string]map[string]string
+	mu       sync.RWMutex
+	m        map[string]*Authorizer
 	// gen counts the changes made through Upsert, Delete and Remove.
 	gen uint64
 	// changed is closed (and replaced) at each change.
@@ -97,9 +102,48 @@ func (m *Members) Changed() (uint64, <-chan struct{}) {
 
 // Identity is the identity a fleetview caller (its user and groups as
 // fleetview authenticated them) has in cluster, as that member's
-// authorizer sees it (Map; system:authenticated added).
-func (m *Members) Identity(cluster string, caller Identity) Identity {
-	return m.Map.In(cluster, caller)
+// authorizer sees it (Map; system:authenticated added). ok is false when
+// Map selects clusters by labels and the cluster's are not known yet
+// (IdentityMap.In): that member then allows the caller nothing.
+func (m *Members) Identity(cluster string, caller Identity) (Identity, bool) {
+	if !m.Map.selects() {
+		return m.Map.In(cluster, nil, true, caller)
+	}
+	m.labelsMu.RLock()
+	set, known := m.labels[cluster]
+	m.labelsMu.RUnlock()
+	return m.Map.In(cluster, set, known, caller)
+}
+
+// SetLabels records a cluster's labels as its inventory record says them
+// (present false: the cluster has no valid record). When Map selects
+// clusters by labels and they changed, the cluster's remembered decisions
+// are forgotten and the change counted (Generation), as an RBAC change:
+// the caller may now be someone else in that member. Otherwise it does
+// nothing, so a heartbeat costs a map comparison at most.
+func (m *Members) SetLabels(cluster string, set map[string]string, present bool) {
+	if !m.Map.selects() {
+		return
+	}
+	m.labelsMu.Lock()
+	old, had := m.labels[cluster]
+	if had == present && maps.Equal(old, set) {
+		m.labelsMu.Unlock()
+		return
+	}
+	if present {
+		if m.labels == nil {
+			m.labels = map[string]map[string]string{}
+		}
+		m.labels[cluster] = maps.Clone(set)
+	} else {
+		delete(m.labels, cluster)
+	}
+	m.labelsMu.Unlock()
+	if a, ok := m.Lookup(cluster); ok {
+		a.gen.Add(1)
+	}
+	m.bump()
 }
 
 // Lookup returns the cluster's Authorizer if it has one.

@@ -112,7 +112,11 @@ func (m *Members) Reach(ctx context.Context, caller Identity, verb string, r Res
 		if !ok {
 			continue
 		}
-		s := a.rememberedScope(ctx, key, m.Identity(c, caller), verb, r)
+		id, known := m.Identity(c, caller)
+		if !known {
+			continue
+		}
+		s := a.rememberedScope(ctx, key, id, verb, r)
 		if s.None() {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -32,6 +33,12 @@ type Config struct {
 	// Registries are followed with their own watch.
 	Registries RegistrySource
 	Logger     *slog.Logger
+	// OnLabels, when set, is told a cluster's labels each time its valid
+	// record's labels change, or the cluster loses its valid record
+	// (present false), including the records read at start: for member
+	// RBAC identity maps that select clusters by labels. Called from the
+	// inventory watch, one call at a time.
+	OnLabels func(cluster string, labels map[string]string, present bool)
 }
 
 // Validate reports a missing field.
@@ -245,7 +252,23 @@ func (c *Catalog) applyRecord(e jetstream.KeyValueEntry) {
 		}
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	notify := func() {}
+	if on := c.cfg.OnLabels; on != nil {
+		old, had := c.records[key]
+		switch {
+		case rec == nil && had:
+			notify = func() { on(key, nil, false) }
+		case rec != nil && (!had || !maps.Equal(old.Labels, rec.Labels)):
+			notify = func() { on(key, rec.Labels, true) }
+		}
+	}
+	c.applyLocked(key, rec)
+	c.mu.Unlock()
+	notify() // not under c.mu: the callee takes its own locks
+}
+
+// applyLocked records a cluster's record (nil: it has none); c.mu is held.
+func (c *Catalog) applyLocked(key string, rec *inventory.Cluster) {
 	if rec == nil {
 		delete(c.records, key)
 		delete(c.judged, key)

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,6 +96,72 @@ func TestCatalogFollowsTheBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	until("dropped member1", func(s *Snapshot) bool { _, ok := s.Cluster("member1"); return !ok })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// OnLabels hears each change of a cluster's labels, and the loss of its
+// valid record, once: a heartbeat with the same labels is no call, since
+// member RBAC decides a member again at each call.
+func TestCatalogTellsLabelChanges(t *testing.T) {
+	_, _, js := natstest.Start(t, -1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan string, 16)
+	c, err := New(Config{Inventory: inv, Registries: regs, OnLabels: func(cluster string, labels map[string]string, present bool) {
+		calls <- fmt.Sprintf("%s %v %v", cluster, labels, present)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	put := func(r *inventory.Cluster) {
+		t.Helper()
+		if err := inventory.Put(ctx, inv, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-calls:
+			if got != want {
+				t.Fatalf("OnLabels(%s), want (%s)", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no OnLabels(%s) within 10s", want)
+		}
+	}
+	corp := rec("member1", rs(pods, "Pod", true))
+	corp.Labels = map[string]string{"idp": "corp"}
+	put(corp)
+	next("member1 map[idp:corp] true")
+	corp.Message = "heartbeat"
+	put(corp) // the same labels: no call
+	lab := rec("member1", rs(pods, "Pod", true))
+	lab.Labels = map[string]string{"idp": "corp", "env": "lab"}
+	put(lab)
+	next("member1 map[env:lab idp:corp] true")
+	if _, err := inv.Put(ctx, "member1", []byte(`{"name":"member1","authorization":"forged"}`)); err != nil {
+		t.Fatal(err)
+	}
+	next("member1 map[] false")
+	if _, err := inv.Put(ctx, "member2", []byte(`{"name":"member2","labels":{"bad key!":"x"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	put(rec("member3", rs(pods, "Pod", true)))
+	next("member3 map[] true") // member2 never had a valid record: no call for it
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

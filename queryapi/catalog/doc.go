@@ -22,4 +22,7 @@
 //
 // A marked cluster's resource shows in the cluster list as not followed,
 // with the reason (Snapshot.Mark); only that cluster loses it.
+//
+// Config.OnLabels hears each change of a cluster's labels (member RBAC
+// identity maps select members by them).
 package catalog

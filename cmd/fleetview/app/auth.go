@@ -59,7 +59,8 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 		"member-rbac (each member cluster's own RBAC, mirrored from the RBAC objects a registry caches; docs/security.md), or both (a read must pass both); "+
 		"the cluster inventory and registries are the policy's in every mode")
 	fs.StringVar(&o.MemberIdentityMap, "member-identity-map", "", "with --authorization-mode member-rbac or both: YAML rules giving the caller's user and groups a prefix per member cluster "+
-		"(rules: [{clusters: [NAME|\"*\"], userPrefix: P, groupPrefix: P}], the first rule naming a cluster applies); empty: the same user and groups in every member")
+		"(rules: [{clusters: [NAME|\"*\"], clusterSelector: LABEL_SELECTOR, userPrefix: P, groupPrefix: P}], the first rule naming a cluster or selecting it by its inventory labels applies); "+
+		"empty: the same user and groups in every member")
 }
 
 // mode is the authorization mode ("" is the policy).
