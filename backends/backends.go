@@ -178,8 +178,13 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	}
 	s.members = append(s.members, &member{id: defaultBackend, sink: store, read: s.reader, mat: mat})
 	s.rr = &RoutingReader{router: s.router, backends: map[string]backendReader{defaultBackend: s.reader}, clusters: s.clusterStreams}
-	if err := s.addOpenSearch(ctx); err != nil {
-		return nil, err
+	// Retried as the routes are: the registries are read again, and a hub
+	// restarted into a JetStream cluster that is still electing can find no
+	// responders a moment after the routes' read succeeded
+	// (TestNATSClusterKill9's restarted hub exited on exactly that).
+	// addOpenSearch skips the backends an earlier attempt added.
+	if err := cfg.Retry(ctx, "OpenSearch backends", s.addOpenSearch); err != nil {
+		return nil, fmt.Errorf("OpenSearch backends: %w", err)
 	}
 	return s, nil
 }
