@@ -3,13 +3,15 @@ package backends
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 )
 
-// TestNewRetriesRoutesAndReleasesTheStore: the route reads go through the
-// caller's retry, and a New that fails after opening Badger closes it (a
+// TestNewRetriesRoutesAndReleasesTheStore: the route reads, then the
+// OpenSearch backends' read of the registries, go through the caller's
+// retry, and a New that fails after opening Badger closes it (a
 // restarted hub whose first reads failed panicked closing a nil Set
 // instead, and its next start must find the store unlocked).
 func TestNewRetriesRoutesAndReleasesTheStore(t *testing.T) {
@@ -50,8 +52,12 @@ func TestNewRetriesRoutesAndReleasesTheStore(t *testing.T) {
 				}
 			}
 			s, err := New(ctx, Config{NATS: nc, Buckets: bk, StateDir: dir, Retry: retry})
-			if len(whats) != 1 || whats[0] != "backend routes" {
-				t.Fatalf("retried steps = %q, want the backend routes once", whats)
+			want := []string{"backend routes", "OpenSearch backends"}
+			if tc.giveUp {
+				want = want[:1] // New ends at the routes' error
+			}
+			if !slices.Equal(whats, want) {
+				t.Fatalf("retried steps = %q, want %q", whats, want)
 			}
 			if tc.wantError {
 				if !errors.Is(err, errNotYet) || s != nil {
@@ -62,8 +68,8 @@ func TestNewRetriesRoutesAndReleasesTheStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if attempts != tc.failures+1 {
-				t.Fatalf("attempts = %d, want %d", attempts, tc.failures+1)
+			if attempts != tc.failures+2 { // the routes' failures and success, then the OpenSearch step
+				t.Fatalf("attempts = %d, want %d", attempts, tc.failures+2)
 			}
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
