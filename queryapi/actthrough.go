@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/relay"
 )
 
@@ -42,6 +43,27 @@ func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.
 		}
 	}
 	return caller, toStatus(fmt.Errorf("%w: user %q may not get anything in cluster %s", auth.ErrForbidden, u.Name, cluster))
+}
+
+// actAs is the identity a forwarded request to cluster impersonates in
+// that member: the caller as --member-identity-map names it there, by the
+// same rules (memberrbac.Members.Mapped) that give the member's mirrored
+// RBAC its identity for reads, so a member decides a write and a read for
+// the same user. Without a map (or outside the member-RBAC modes, where no
+// map is taken) the caller as fleetview authenticated it. When the map
+// cannot say who the caller is there (a rule selects clusters by labels
+// the hub does not know yet for cluster) the request is refused, as a
+// read there would be: the unmapped name may be another person.
+func (g *Guard) actAs(cluster string, caller relay.Caller) (relay.Caller, error) {
+	if g.Members == nil || g.Members.Map == nil {
+		return caller, nil
+	}
+	id, ok := g.Members.Mapped(cluster, memberrbac.Identity{User: caller.User, Groups: caller.Groups})
+	if !ok {
+		return relay.Caller{}, toStatus(fmt.Errorf("%w: the member identity map cannot say who user %q is in cluster %s yet (a rule selects clusters by labels the hub has no inventory record of)",
+			auth.ErrForbidden, caller.User, cluster))
+	}
+	return relay.Caller{User: id.User, Groups: id.Groups}, nil
 }
 
 // identifyHTTP authenticates an HTTP request as identify does a call: its

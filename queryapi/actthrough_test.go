@@ -2,14 +2,18 @@ package queryapi
 
 import (
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/memberrbac"
+	"github.com/fleetview/fleetview/internal/relay"
 )
 
 // TestActCaller: who the hub lets a forwarded request reach a member as.
@@ -56,5 +60,59 @@ func TestActCaller(t *testing.T) {
 	}
 	if _, err := noActCaller(httptest.NewRequest("GET", "/", nil), "member1", "", schema.GroupResource{}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without authentication: %v", err)
+	}
+}
+
+// TestActAs: a forwarded request impersonates the caller as the member
+// identity map names it in the target cluster, the very identity the
+// member's mirrored RBAC decides reads for (less system:authenticated,
+// which the member's impersonation adds itself); no map, no change; a
+// map that cannot say (a label rule, the cluster's labels unknown) refuses
+// the request as reads there are refused.
+func TestActAs(t *testing.T) {
+	m := &memberrbac.IdentityMap{Rules: []memberrbac.MapRule{{Clusters: []string{"member2"}, UserPrefix: "corp:", GroupPrefix: "corp:"},
+		{ClusterSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"idp": "lab"}}, UserPrefix: "lab:"}}}
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	mapped := func() *memberrbac.Members {
+		ms := &memberrbac.Members{Map: m}
+		ms.SetLabels("member1", map[string]string{"idp": "corp"}, true)
+		ms.SetLabels("member3", map[string]string{"idp": "lab"}, true)
+		return ms
+	}
+	alice := relay.Caller{User: "alice", Groups: []string{"devs", "ops"}}
+	for _, tc := range []struct {
+		name    string
+		g       *Guard
+		cluster string
+		want    relay.Caller
+		code    codes.Code
+	}{
+		{"mapped by name", &Guard{Mode: ModeMemberRBAC, Members: mapped()}, "member2", relay.Caller{User: "corp:alice", Groups: []string{"corp:devs", "corp:ops"}}, codes.OK},
+		{"mapped by labels", &Guard{Mode: ModeMemberRBAC, Members: mapped()}, "member3", relay.Caller{User: "lab:alice", Groups: []string{"devs", "ops"}}, codes.OK},
+		{"cluster no rule selects", &Guard{Mode: ModeMemberRBAC, Members: mapped()}, "member1", alice, codes.OK},
+		{"labels unknown: refused", &Guard{Mode: ModeBoth, Members: mapped()}, "member4", relay.Caller{}, codes.PermissionDenied},
+		{"member RBAC without a map", &Guard{Mode: ModeBoth, Members: &memberrbac.Members{}}, "member2", alice, codes.OK},
+		{"policy mode", &Guard{Mode: ModePolicy}, "member2", alice, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.g.actAs(tc.cluster, alice)
+			if status.Code(err) != tc.code || got.User != tc.want.User || !slices.Equal(got.Groups, tc.want.Groups) {
+				t.Fatalf("actAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
+			}
+			if tc.g.Members != nil {
+				read, ok := tc.g.Members.Identity(tc.cluster, memberrbac.Identity{User: alice.User, Groups: alice.Groups})
+				if ok != (err == nil) {
+					t.Fatalf("reads in %s known %v, a forwarded request's error %v", tc.cluster, ok, err)
+				}
+				if want := memberrbac.Authenticated(memberrbac.Identity{User: got.User, Groups: got.Groups}); ok && (read.User != want.User || !slices.Equal(read.Groups, want.Groups)) {
+					t.Fatalf("reads see %+v in %s, a forwarded request %+v", read, tc.cluster, got)
+				}
+			}
+			if alice.User != "alice" || !slices.Equal(alice.Groups, []string{"devs", "ops"}) {
+				t.Fatalf("the caller changed: %+v", alice)
+			}
+		})
 	}
 }

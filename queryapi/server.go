@@ -330,7 +330,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit,
 			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst}
 		if s.cfg.Guard != nil {
-			act.Admit = s.cfg.Guard.actCaller
+			act.Admit, act.As = s.cfg.Guard.actCaller, s.cfg.Guard.actAs
 		}
 		if act.Audit == nil {
 			act.Audit = s.cfg.Logger

@@ -26,7 +26,9 @@
 // caller is the same user and groups in every member unless an IdentityMap
 // (identitymap.go, Members.Map) prefixes them per member, by name or by the
 // member's labels (Members.SetLabels, from the inventory); Members.Identity
-// says which identity a member decides for.
+// says which identity a member decides for, and Members.Mapped (the same
+// rules, IdentityMap.Mapped, without the implicit group) whom a request
+// forwarded through fleetview (issue #30) impersonates there.
 //
 // The dependency: k8s.io/kubernetes is required as a module at the release
 // matching k8s.io/api, k8s.io/apimachinery and k8s.io/client-go (v1.37.2 and

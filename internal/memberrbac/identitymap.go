@@ -95,34 +95,48 @@ func LoadIdentityMap(path string) (*IdentityMap, error) {
 }
 
 // In returns the identity caller has in cluster, as that member's
-// authorizer sees it (system:authenticated added). A nil map maps nothing.
-// labels are the cluster's as its inventory record says, known false when
-// the hub has none: then a rule selecting clusters by labels, met before
-// any rule naming the cluster, cannot say whether it applies, and ok is
-// false (the member is asked about no one: fail closed, since the
-// unmapped name may be another person there).
+// authorizer sees it (Mapped, with system:authenticated added).
 func (m *IdentityMap) In(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
-	id = Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
-	if m != nil {
-		for _, r := range m.Rules {
-			applies := slices.Contains(r.Clusters, cluster) || slices.Contains(r.Clusters, "*")
-			if !applies && r.ClusterSelector != nil {
-				if !known {
-					return Identity{}, false
-				}
-				applies = r.matches(labels)
-			}
-			if !applies {
-				continue
-			}
-			id.User = r.UserPrefix + id.User
-			for i, g := range id.Groups {
-				id.Groups[i] = r.GroupPrefix + g
-			}
-			break
-		}
+	id, ok = m.Mapped(cluster, labels, known, caller)
+	if !ok {
+		return Identity{}, false
 	}
 	return Authenticated(id), true
+}
+
+// Mapped returns caller's user and groups as the rules name them in
+// cluster, with nothing added: what a request forwarded through fleetview
+// impersonates in that member (whose impersonation adds
+// system:authenticated itself), and what In hands the member's mirrored
+// authorizer, so reads and forwarded requests see the caller alike. A nil
+// map maps nothing. labels are the cluster's as its inventory record says,
+// known false when the hub has none: then a rule selecting clusters by
+// labels, met before any rule naming the cluster, cannot say whether it
+// applies, and ok is false (the member is asked about no one: fail
+// closed, since the unmapped name may be another person there).
+func (m *IdentityMap) Mapped(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
+	id = Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
+	if m == nil {
+		return id, true
+	}
+	for _, r := range m.Rules {
+		applies := slices.Contains(r.Clusters, cluster) || slices.Contains(r.Clusters, "*")
+		if !applies && r.ClusterSelector != nil {
+			if !known {
+				return Identity{}, false
+			}
+			applies = r.matches(labels)
+		}
+		if !applies {
+			continue
+		}
+		id.User = r.UserPrefix + id.User
+		for i, g := range id.Groups {
+			id.Groups[i] = r.GroupPrefix + g
+		}
+		break
+	}
+	return id, true
 }
 
 // matches reports whether the rule's selector selects a cluster with

@@ -106,13 +106,24 @@ func (m *Members) Changed() (uint64, <-chan struct{}) {
 // Map selects clusters by labels and the cluster's are not known yet
 // (IdentityMap.In): that member then allows the caller nothing.
 func (m *Members) Identity(cluster string, caller Identity) (Identity, bool) {
+	id, ok := m.Mapped(cluster, caller)
+	if !ok {
+		return Identity{}, false
+	}
+	return Authenticated(id), true
+}
+
+// Mapped is the caller's user and groups as Map names them in cluster,
+// nothing added: whom a request forwarded to that member impersonates.
+// ok is false as for Identity.
+func (m *Members) Mapped(cluster string, caller Identity) (Identity, bool) {
 	if !m.Map.selects() {
-		return m.Map.In(cluster, nil, true, caller)
+		return m.Map.Mapped(cluster, nil, true, caller)
 	}
 	m.labelsMu.RLock()
 	set, known := m.labels[cluster]
 	m.labelsMu.RUnlock()
-	return m.Map.In(cluster, set, known, caller)
+	return m.Map.Mapped(cluster, set, known, caller)
 }
 
 // SetLabels records a cluster's labels as its inventory record says them

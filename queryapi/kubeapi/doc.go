@@ -44,7 +44,8 @@
 // MethodNotAllowed. With ActThrough (forward.go, issue #30; the hub's
 // --act-through) what the cache does not serve is forwarded to the member
 // through its collector (internal/relay), as the caller the Guard
-// authenticated: under /clusters/{name}/ writes of every verb, subresources
+// authenticated (as the member identity map names it in that cluster,
+// ActThroughConfig.As): under /clusters/{name}/ writes of every verb, subresources
 // (logs included, followed or not), discovery, OpenAPI and reads of
 // resources no registry caches; in the fleet view a write or subresource
 // of a named object goes to the cluster that holds it, and a create or a

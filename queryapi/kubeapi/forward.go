@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +35,11 @@ type ActThroughConfig struct {
 	// them; gr empty for discovery and OpenAPI); its error is the answer.
 	// What the request may do there, the member's RBAC decides.
 	Admit func(r *http.Request, cluster, namespace string, gr schema.GroupResource) (relay.Caller, error)
+	// As, when set, is the identity the admitted caller's request to
+	// cluster impersonates in that member (the member identity map); nil:
+	// the caller as admitted. Its error is the answer. Rate limits and
+	// the audit line's subject count the caller as admitted.
+	As func(cluster string, caller relay.Caller) (relay.Caller, error)
 	// Audit gets one line per forwarded request.
 	Audit *slog.Logger
 	// Timeout bounds a forwarded request (60 s); StreamTimeout one that
@@ -282,6 +288,8 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 	r := req.r
 	start := time.Now()
 	verb := verbOf(r, t)
+	// as is the identity the member was asked to impersonate, once known.
+	var as *relay.Caller
 	// audit writes the request's audit line and observes it: code is the
 	// member's status (0 when it never answered), answered the client's.
 	audit := func(caller relay.Caller, code, answered int, n int64, err error, extra ...any) {
@@ -291,6 +299,10 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "verb", verb, "resource", t.gr().String(),
 			"subresource", t.subresource, "namespace", t.namespace, "name", t.name, "path", path, "memberStatus", code, "bytes", n,
 			"duration", time.Since(start).String()}
+		if as != nil && (as.User != caller.User || !slices.Equal(as.Groups, caller.Groups)) {
+			// Who the member saw, beside who fleetview authenticated.
+			attrs = append(attrs, "memberUser", as.User, "memberGroups", as.Groups)
+		}
 		attrs = append(attrs, extra...)
 		if err != nil {
 			attrs = append(attrs, "err", err.Error())
@@ -306,6 +318,19 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		audit(caller, 0, int(st.Code), 0, err)
 		h.writeStatus(w, r, st)
 		return true
+	}
+	if h.act.As != nil {
+		member, err := h.act.As(cluster, caller)
+		if err != nil {
+			if fallback {
+				return false
+			}
+			st := toKubeStatus(err, t.gr(), t.name)
+			audit(caller, 0, int(st.Code), 0, err)
+			h.writeStatus(w, r, st)
+			return true
+		}
+		as = &member
 	}
 	// Discovery and OpenAPI do not count: a kubectl starting reads them
 	// in a burst, and they are the same for every caller.
@@ -324,6 +349,9 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		timeout = h.act.StreamTimeout
 	}
 	open := relay.Open{Method: r.Method, Path: path, Query: r.URL.RawQuery, Header: http.Header{}, ContentLength: r.ContentLength, Caller: caller}
+	if as != nil {
+		open.Caller = *as
+	}
 	for _, k := range forwardedHeaders {
 		if v := r.Header.Values(k); len(v) > 0 {
 			open.Header[k] = v
