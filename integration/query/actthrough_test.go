@@ -596,32 +596,47 @@ func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster) {
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{}))
 }
 
-// TestActThroughUp: `fleetview up --context member1 --act-through` (its
-// collector in process, on the hub's own NATS connection) forwards as
-// well: alice's merge patch through /clusters/member1 reaches the member
-// as alice, is in the cache when the answer comes, and bob's is the
-// member's 403.
+// TestActThroughUp: `fleetview up --context member1 --context member2
+// --act-through` (its collectors in process, on the hub's own NATS
+// connection) forwards as well: alice's merge patch through
+// /clusters/member1 reaches the member as alice, is in the cache when the
+// answer comes, and bob's is the member's 403. The hub runs under
+// --authorization-mode member-rbac with a --member-identity-map under which
+// member2 knows its users as corp:NAME: there a forwarded request
+// impersonates corp:alice, as member2's mirrored RBAC decides her reads,
+// so the binding to plain alice no longer lets her patch (the member's 403
+// names corp:alice) and one to corp:alice does.
 func TestActThroughUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	fleet := fixture.StartFleet(t, "member1")
-	grantActRBAC(t, ctx, fleet.Cluster("member1"))
+	fleet := fixture.StartFleet(t, "member1", "member2")
+	for _, c := range fleet.Clusters() {
+		grantActRBAC(t, ctx, c)
+	}
 	dir := t.TempDir()
-	for name, data := range map[string]string{"tokens.csv": actTokens, "policy.yaml": actPolicy} {
+	// root is in system:masters: under member RBAC, the members' own
+	// cluster-admin binding lets it read the cache.
+	tokens := strings.Replace(actTokens, `admin-token,root,1,"fleet-admins"`, `admin-token,root,1,"fleet-admins,system:masters"`, 1)
+	for name, data := range map[string]string{"tokens.csv": tokens, "policy.yaml": actPolicy,
+		"identity-map.yaml": "rules:\n- clusters: [member2]\n  userPrefix: \"corp:\"\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile, o.Auth.PolicyFile, o.ActThrough = filepath.Join(dir, "tokens.csv"), filepath.Join(dir, "policy.yaml"), true
+	o.Auth.AuthorizationMode, o.Auth.MemberIdentityMap = "member-rbac", filepath.Join(dir, "identity-map.yaml")
 	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod",
+		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)
 	}
-	pods := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop")
-	if _, err := pods.Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, c := range fleet.Clusters() {
+		if _, err := c.Clientset().CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cached := func() (map[string]any, error) {
 		resp, err := fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member1"})
@@ -631,9 +646,29 @@ func TestActThroughUp(t *testing.T) {
 		var m map[string]any
 		return m, json.Unmarshal(resp.GetRawObject(), &m)
 	}
-	fixture.Eventually(t, 60*time.Second, func() error { _, err := cached(); return err })
-	patch := func(token, label string) (int, string) {
-		req, err := http.NewRequestWithContext(ctx, "PATCH", fv.REST+"/clusters/member1/api/v1/namespaces/shop/pods/web",
+	// The answer to a write waits for the cache through the caller's own
+	// cached read: until the Kubernetes API serves alice member1's Pod
+	// from the cache (its catalog lists Pods there, member1's mirrored
+	// RBAC lets her read it) there is nothing to wait through.
+	fixture.Eventually(t, 60*time.Second, func() error {
+		req, err := http.NewRequestWithContext(ctx, "GET", fv.REST+"/clusters/member1/api/v1/namespaces/shop/pods/web", nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer alice-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"fleetview.io/cluster":"member1"`) {
+			return fmt.Errorf("alice's read of member1's Pod: %d %.200s", resp.StatusCode, b)
+		}
+		return nil
+	})
+	patch := func(cluster, token, label string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, "PATCH", fv.REST+"/clusters/"+cluster+"/api/v1/namespaces/shop/pods/web",
 			strings.NewReader(`{"metadata":{"labels":{"`+label+`":"yes"}}}`))
 		if err != nil {
 			t.Fatal(err)
@@ -646,9 +681,12 @@ func TestActThroughUp(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		// A Warning says a write's answer did not wait for the cache.
+		return resp.StatusCode, strings.Join(resp.Header.Values("Warning"), "; ") + string(b)
 	}
-	if code, body := patch("alice-token", "alice"); code != http.StatusOK {
+	pods := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop")
+	code, body := patch("member1", "alice-token", "alice")
+	if code != http.StatusOK {
 		t.Fatalf("alice's patch: %d %s", code, body)
 	}
 	p, err := pods.Get(ctx, "web", metav1.GetOptions{})
@@ -656,9 +694,31 @@ func TestActThroughUp(t *testing.T) {
 		t.Fatalf("the member: %v %v", p.Labels, err)
 	}
 	if m, err := cached(); err != nil || field(m, "metadata", "labels", "alice") != "yes" {
-		t.Fatalf("the cache right after the patch: %v %v", m, err)
+		t.Fatalf("the cache right after the patch: %v %v (the patch's answer: %.300s)", m, err, body)
 	}
-	if code, body := patch("bob-token", "bob"); code != http.StatusForbidden || !strings.Contains(body, `User \"bob\" cannot patch resource \"pods\"`) {
+	if code, body := patch("member1", "bob-token", "bob"); code != http.StatusForbidden || !strings.Contains(body, `User \"bob\" cannot patch resource \"pods\"`) {
 		t.Fatalf("bob's patch: %d %s", code, body)
+	}
+
+	// member2: the map's corp:alice, whom nothing there grants (plain
+	// alice's binding does not count), then bound like alice.
+	if code, body := patch("member2", "alice-token", "alice"); code != http.StatusForbidden || !strings.Contains(body, `User \"corp:alice\" cannot patch resource \"pods\"`) {
+		t.Fatalf("alice's patch in member2, mapped: %d %s", code, body)
+	}
+	m2 := fleet.Cluster("member2").Clientset()
+	if _, err := m2.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "corp-alice-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "corp:alice"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The member's RBAC takes the new binding from its own informer.
+	fixture.Eventually(t, 30*time.Second, func() error {
+		if code, body := patch("member2", "alice-token", "corp-alice"); code != http.StatusOK {
+			return fmt.Errorf("alice's patch in member2 after corp:alice's binding: %d %s", code, body)
+		}
+		return nil
+	})
+	if p, err := m2.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{}); err != nil || p.Labels["corp-alice"] != "yes" {
+		t.Fatalf("member2: %v %v", p.Labels, err)
 	}
 }
