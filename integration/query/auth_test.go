@@ -198,36 +198,7 @@ func TestAuthorization(t *testing.T) {
 		return fixture.SameSet(got, all)
 	})
 
-	restList := func(token, path string) (int, []string, error) {
-		req, _ := http.NewRequest(http.MethodGet, rest+path, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return resp.StatusCode, nil, nil
-		}
-		var l struct {
-			Items []map[string]any `json:"items"`
-		}
-		if err := json.Unmarshal(body, &l); err != nil {
-			return resp.StatusCode, nil, err
-		}
-		var out []fixture.Ref
-		for _, it := range l.Items {
-			r, err := fixture.ObjectRef(it)
-			if err != nil {
-				return 0, nil, err
-			}
-			out = append(out, r)
-		}
-		return resp.StatusCode, fixture.Refs(out...), nil
-	}
+	restList := func(token, path string) (int, []string, error) { return fixture.ListRefs(httpc, rest+path, token) }
 
 	cases := []struct {
 		name     string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -473,34 +472,7 @@ type memberSubject struct {
 // Kubernetes API and search: the same set on each, or Forbidden on each.
 func memberSubjects(t *testing.T, fv *fixture.Fleetview, httpc *http.Client, api string, cases []memberSubject) {
 	t.Helper()
-	restList := func(token, path string) (int, []string, error) {
-		req, _ := http.NewRequest(http.MethodGet, api+path, nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return 0, nil, err
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return resp.StatusCode, nil, nil
-		}
-		var l struct {
-			Items []map[string]any `json:"items"`
-		}
-		if err := json.Unmarshal(body, &l); err != nil {
-			return resp.StatusCode, nil, err
-		}
-		var out []fixture.Ref
-		for _, it := range l.Items {
-			r, err := fixture.ObjectRef(it)
-			if err != nil {
-				return 0, nil, err
-			}
-			out = append(out, r)
-		}
-		return resp.StatusCode, fixture.Refs(out...), nil
-	}
+	restList := func(token, path string) (int, []string, error) { return fixture.ListRefs(httpc, api+path, token) }
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			wantCode, wantHTTP := codes.OK, http.StatusOK
