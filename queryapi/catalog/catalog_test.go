@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/fleetview/fleetview/internal/inventory"
@@ -21,17 +22,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // read of its own, a forged record marks only its cluster, and Run ends
 // with its context.
 func TestCatalogFollowsTheBuckets(t *testing.T) {
-	_, _, js := natstest.Start(t, -1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inv, err := inventory.Bucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regs, err := regstore.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv, regs := buckets(ctx, t)
 	c, err := New(Config{Inventory: inv, Registries: regs})
 	if err != nil {
 		t.Fatal(err)
@@ -106,17 +99,9 @@ func TestCatalogFollowsTheBuckets(t *testing.T) {
 // valid record, once: a heartbeat with the same labels is no call, since
 // member RBAC decides a member again at each call.
 func TestCatalogTellsLabelChanges(t *testing.T) {
-	_, _, js := natstest.Start(t, -1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	inv, err := inventory.Bucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	regs, err := regstore.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv, regs := buckets(ctx, t)
 	calls := make(chan string, 16)
 	c, err := New(Config{Inventory: inv, Registries: regs, OnLabels: func(cluster string, labels map[string]string, present bool) {
 		calls <- fmt.Sprintf("%s %v %v", cluster, labels, present)
@@ -166,4 +151,20 @@ func TestCatalogTellsLabelChanges(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// buckets starts a real NATS server and opens the inventory and registry
+// buckets a catalog follows.
+func buckets(ctx context.Context, t *testing.T) (jetstream.KeyValue, *regstore.Store) {
+	t.Helper()
+	_, _, js := natstest.Start(t, -1)
+	inv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv, regs
 }
