@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,24 +69,9 @@ func (h *hub) stop() error {
 	return fmt.Errorf("hub did not stop within 60 s of SIGTERM")
 }
 
-// waitFor polls cond every 100 ms until it holds or timeout passes; the
-// last error it returned names what was still missing.
+// waitFor polls cond every 100 ms (benchutil.WaitFor).
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return benchutil.WaitFor(ctx, timeout, 100*time.Millisecond, what, cond)
 }
 
 func get(ctx context.Context, url string) (int, []byte, error) {
@@ -109,27 +93,7 @@ func applyRegistry(ctx context.Context, rest, ns string, withConfigMaps bool) er
 	if withConfigMaps {
 		sels = append(sels, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns})
 	}
-	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "fleet"},
-		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
-	})
-	return waitFor(ctx, time.Minute, "apply the registry", func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rest+"/v1/registries", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("POST /v1/registries: %d %s", resp.StatusCode, b)
-		}
-		return nil
-	})
+	return benchutil.ApplyRegistry(ctx, rest, "", "fleet", sels)
 }
 
 // clustersSynced: /readyz/clusters says every one of n clusters synced.

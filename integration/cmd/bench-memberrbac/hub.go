@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -14,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
 )
 
@@ -171,50 +170,13 @@ func applyRegistry(ctx context.Context, rest string) error {
 	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
 		sels = append(sels, map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind})
 	}
-	body, _ := json.Marshal(map[string]any{
-		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "pods-and-rbac"},
-		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
-	})
-	return waitFor(ctx, time.Minute, "apply the registry", func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rest+"/v1/registries", bytes.NewReader(body))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer root-token")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			var b bytes.Buffer
-			_, _ = b.ReadFrom(resp.Body)
-			return fmt.Errorf("POST /v1/registries: %d %s", resp.StatusCode, b.String())
-		}
-		return nil
-	})
+	return benchutil.ApplyRegistry(ctx, rest, "root-token", "pods-and-rbac", sels)
 }
 
 // errStop ends waitFor at once.
-var errStop = errors.New("gave up")
+var errStop = benchutil.ErrStop
 
-// waitFor polls cond every 50 ms until it holds or timeout passes; the
-// last error it returned names what was still missing.
+// waitFor polls cond every 50 ms (benchutil.WaitFor).
 func waitFor(ctx context.Context, timeout time.Duration, what string, cond func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return nil
-		}
-		if errors.Is(err, errStop) || time.Now().After(deadline) {
-			return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return benchutil.WaitFor(ctx, timeout, 50*time.Millisecond, what, cond)
 }

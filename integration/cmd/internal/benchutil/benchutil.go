@@ -1,7 +1,13 @@
 package benchutil
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -55,4 +61,62 @@ func ProcMB(pid int, field string) float64 {
 		}
 	}
 	return 0
+}
+
+// ErrStop, wrapped in what a WaitFor condition returns, ends the wait at
+// once (the process it waits on exited).
+var ErrStop = errors.New("gave up")
+
+// WaitFor polls cond every interval until it holds or timeout passes; the
+// last error it returned names what was still missing. The interval is
+// the resolution of whatever the caller times with it.
+func WaitFor(ctx context.Context, timeout, every time.Duration, what string, cond func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrStop) || time.Now().After(deadline) {
+			return fmt.Errorf("%s: not within %s: %w", what, timeout, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// ApplyRegistry creates or replaces the ResourceRegistry name selecting
+// sels on every cluster, through the hub's REST API at rest, as the
+// token's user ("": none), retried for a minute while the hub starts.
+func ApplyRegistry(ctx context.Context, rest, token, name string, sels []any) error {
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": name},
+		"spec": map[string]any{"targetCluster": map[string]any{}, "resourceSelectors": sels},
+	})
+	if err != nil {
+		return err
+	}
+	return WaitFor(ctx, time.Minute, 100*time.Millisecond, "apply the registry", func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rest+"/v1/registries", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("POST /v1/registries: %d %s", resp.StatusCode, b)
+		}
+		return nil
+	})
 }
