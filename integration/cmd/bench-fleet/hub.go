@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -149,4 +151,35 @@ func profile(ctx context.Context, metrics, path string, load func(context.Contex
 	}
 	benchutil.Logf("profiles in %s.*.pprof", path)
 	return nil
+}
+
+// profileSync starts the hub's CPU profile over the sync a registry apply
+// starts (FV_FLEET_PROFILE_DIR; FV_FLEET_SYNC_PROFILE_SECONDS long, 20 by
+// default), for finding what each cluster costs while the fleet syncs;
+// the function it returns waits for the profile and writes it.
+func profileSync(ctx context.Context, metrics, label string) func() error {
+	dir := os.Getenv("FV_FLEET_PROFILE_DIR")
+	if dir == "" {
+		return func() error { return nil }
+	}
+	seconds := benchutil.EnvInt("FV_FLEET_SYNC_PROFILE_SECONDS", 20)
+	path := filepath.Join(dir, strings.ReplaceAll(label, " ", "-")+"-sync.cpu.pprof")
+	done := make(chan error, 1)
+	go func() {
+		code, body, err := get(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", metrics, seconds))
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("sync profile: %d %s", code, body)
+		}
+		if err == nil {
+			err = os.WriteFile(path, body, 0o600)
+		}
+		done <- err
+	}()
+	return func() error {
+		err := <-done
+		if err == nil {
+			benchutil.Logf("sync profile in %s", path)
+		}
+		return err
+	}
 }

@@ -118,6 +118,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	r := &result{spec: spec}
 	benchutil.Logf("%s: %d collectors started; applying the registry", spec.label, len(spec.clusters))
 	t0 := time.Now()
+	syncProfile := profileSync(ctx, "http://"+metricsAddr, spec.label)
 	if err := applyRegistry(ctx, h.rest, spec.ns, false); err != nil {
 		return nil, err
 	}
@@ -127,6 +128,9 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	}
 	r.sync = time.Since(t0)
 	benchutil.Logf("%s: every cluster synced %s after the registry apply", spec.label, r.sync.Round(time.Millisecond))
+	if err := syncProfile(); err != nil {
+		return nil, err
+	}
 	// Every object counted in the cache, not only the markers.
 	want := len(spec.clusters) * spec.perClus
 	if err := waitFor(ctx, 5*time.Minute, "every object cached", func() error {
