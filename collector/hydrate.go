@@ -28,6 +28,15 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 	}
+	defer func() {
+		// nats.go leaves an ordered consumer to its 5-minute inactive
+		// threshold: with a resync per resource that is one or two idle
+		// consumers (three server goroutines each) per cluster on the hub
+		// for minutes. Deleted even when ctx ended, within a bound.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.js.DeleteConsumer(dctx, stream.StreamName(s.cluster), cons.CachedInfo().Name)
+	}()
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
