@@ -205,6 +205,12 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		// A replica gone for good leaves its consumers behind; one that
 		// comes back recreates its own from its checkpoint anyway.
 		InactiveThreshold: 24 * time.Hour,
+		// Its state needs no disk: the sink's checkpoint is the truth and
+		// every start makes the consumer afresh from it. A file-backed
+		// one cost each cluster a flush goroutine in the server and a
+		// state file rewritten (written, synced, renamed) as acks moved:
+		// 6% of the hub's CPU while 1,000 clusters synced.
+		MemoryStorage: true,
 		AckPolicy:         jetstream.AckAllPolicy,
 		AckWait:           5 * time.Minute,
 		MaxAckPending:     100 * m.cfg.BatchSize,
