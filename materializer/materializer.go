@@ -211,10 +211,10 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		// state file rewritten (written, synced, renamed) as acks moved:
 		// 6% of the hub's CPU while 1,000 clusters synced.
 		MemoryStorage: true,
-		AckPolicy:         jetstream.AckAllPolicy,
-		AckWait:           5 * time.Minute,
-		MaxAckPending:     100 * m.cfg.BatchSize,
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       5 * time.Minute,
+		MaxAckPending: 100 * m.cfg.BatchSize,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if ckpt > 0 {
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy

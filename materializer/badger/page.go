@@ -53,11 +53,10 @@ func (r *Reader) begin(cont string, clusters []string, client string) (*snapshot
 	}
 	txn := r.db.NewTransaction(false)
 	v := query.Version{}
-	if err := versions(txn, v); err != nil {
+	if err := versionsOf(txn, v, clusters); err != nil {
 		txn.Discard()
 		return nil, cursor{}, err
 	}
-	v.Keep(clusters)
 	s := &snapshot{txn: txn, version: v, total: -1, expires: now.Add(r.opts.SnapshotTTL), client: client}
 	s.mu.Lock()
 	return s, cursor{}, nil

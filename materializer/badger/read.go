@@ -20,6 +20,26 @@ func (s *Store) Versions() (query.Version, error) {
 	return v, err
 }
 
+// versionsOf puts the checkpoints of the selected clusters into v (nil:
+// every cluster's). A list of a few clusters reads their keys alone: a
+// scan of every checkpoint was 37% of the CPU of a one-cluster list at
+// 1,000 clusters (bench-fleet), a cost of the clusters it does not touch.
+func versionsOf(txn *bdg.Txn, v query.Version, clusters []string) error {
+	if clusters == nil {
+		return versions(txn, v)
+	}
+	for _, c := range clusters {
+		seq, ok, err := checkpoint(txn, c)
+		if err != nil {
+			return err
+		}
+		if ok {
+			v[c] = seq
+		}
+	}
+	return nil
+}
+
 func versions(txn *bdg.Txn, v query.Version) error {
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: ckptPrefix, PrefetchValues: true})
 	defer it.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -102,6 +103,41 @@ func TestListPagesReadOneSnapshot(t *testing.T) {
 	now = now.Add(2 * time.Minute)
 	if _, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Limit: 5, Continue: p1.Continue}); !errors.Is(err, query.ErrExpired) {
 		t.Fatalf("continue after the TTL: %v, want ErrExpired", err)
+	}
+}
+
+// TestListVersionHoldsItsClusters: a list's version holds the checkpoint
+// of each selected cluster the store has, read key by key for a selection
+// (versionsOf) and by a scan for the whole fleet.
+func TestListVersionHoldsItsClusters(t *testing.T) {
+	s, r := openReader(t)
+	ctx := context.Background()
+	fill(t, s, "c1", 0, 3, 0)
+	fill(t, s, "c2", 0, 5, 0)
+	all, err := s.Versions()
+	if err != nil || len(all) != 2 || all["c1"] == 0 || all["c2"] == 0 {
+		t.Fatalf("store versions %v %v, want c1 and c2", all, err)
+	}
+	cases := []struct {
+		name     string
+		clusters []string
+		want     query.Version
+	}{
+		{"every cluster", nil, all},
+		{"one cluster", []string{"c2"}, query.Version{"c2": all["c2"]}},
+		{"a cluster the store does not hold", []string{"c2", "c9"}, query.Version{"c2": all["c2"]}},
+		{"none selected", []string{}, query.Version{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := r.List(ctx, query.ListOptions{GVR: benchdata.PodGVR, Labels: labels.Everything(), Clusters: tc.clusters})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(p.Version, tc.want) {
+				t.Fatalf("version %v, want %v", p.Version, tc.want)
+			}
+		})
 	}
 }
 

@@ -153,22 +153,31 @@ var _ materializer.Sink = (*Store)(nil)
 func (s *Store) Checkpoint(_ context.Context, cluster string) (uint64, error) {
 	var seq uint64
 	err := s.db.View(func(txn *bdg.Txn) error {
-		it, err := txn.Get(ckptKey(cluster))
-		if errors.Is(err, bdg.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		return it.Value(func(v []byte) error {
-			if len(v) != 8 {
-				return errCorrupt
-			}
-			seq = binary.BigEndian.Uint64(v)
-			return nil
-		})
+		var err error
+		seq, _, err = checkpoint(txn, cluster)
+		return err
 	})
 	return seq, err
+}
+
+// checkpoint is cluster's checkpoint in txn; ok is false when the store
+// holds none.
+func checkpoint(txn *bdg.Txn, cluster string) (seq uint64, ok bool, err error) {
+	it, err := txn.Get(ckptKey(cluster))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	err = it.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return errCorrupt
+		}
+		seq = binary.BigEndian.Uint64(v)
+		return nil
+	})
+	return seq, err == nil, err
 }
 
 // Apply implements materializer.Sink. A batch too big for one transaction is
