@@ -47,7 +47,9 @@ func ClusterAccount(cluster string) string { return "CLUSTER_" + cluster }
 // (nats.CustomInboxPrefix, spelled by stream.InboxPrefix). Nothing is
 // delivered to it from the hub but the replies of its own requests, which
 // imports route back by themselves: a collector has no push consumer, so no
-// delivery path into its account.
+// delivery path into its account. What the hub delivers into a cluster
+// account is its requests on the request channel and the registries'
+// republish (stream.RegistryUpdates), both stream exports, one way.
 func InboxPrefix(cluster string) string { return stream.InboxPrefix(cluster) }
 
 // grant is one subject a cluster account imports from the hub account.
@@ -93,7 +95,9 @@ func (g grant) exported(cluster string) string {
 //     or republish into any subject of the hub, so the hub creates the
 //     stream and the collector binds to it;
 //   - ordered pull consumers on its own stream (hydrate) and on the
-//     registries stream (reading and following the registries), guarded:
+//     registries stream (a snapshot of the registries; it follows their
+//     changes on the republish subject the hub exports, not with a
+//     consumer: accountsConfig), guarded:
 //     pull only, ephemeral, named with its own prefix, filtered inside
 //     what it may read; info and delete of those consumers only, and
 //     fetching (not guarded: see guard.go);
@@ -184,6 +188,17 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 		// cluster reach its account only, one way.
 		fmt.Fprintf(&b, "      {stream: %q, accounts: [%q]}\n", stream.ActRequestTree(u.Cluster), ClusterAccount(u.Cluster))
 	}
+	if len(users) > 0 {
+		// The registries' republish (stream.RegistryRePublish), one way
+		// and read-only, to every cluster: each collector follows the
+		// registries with one subscription on it, not a consumer of its
+		// own on the shared stream.
+		accts := make([]string, len(users))
+		for i, u := range users {
+			accts[i] = fmt.Sprintf("%q", ClusterAccount(u.Cluster))
+		}
+		fmt.Fprintf(&b, "      {stream: %q, accounts: [%s]}\n", stream.RegistryUpdates, strings.Join(accts, ", "))
+	}
 	b.WriteString("    ]\n  }\n")
 	for _, u := range users {
 		fmt.Fprintf(&b, "  %q: {\n    users: [{user: %q, password: %q, permissions: %s}]\n", ClusterAccount(u.Cluster), u.Cluster, u.Password, userPermissions(u.Cluster))
@@ -196,6 +211,7 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 			fmt.Fprintf(&b, "      {service: {account: %q, subject: %q}%s}\n", HubAccount, g.exported(u.Cluster), to)
 		}
 		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, stream.ActRequestTree(u.Cluster))
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, stream.RegistryUpdates)
 		b.WriteString("    ]\n  }\n")
 	}
 	b.WriteString("}\n")
@@ -203,11 +219,12 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 }
 
 // userPermissions limits a collector's user inside its own account to the
-// subjects it imports, to its own inboxes, and to the request channel's
-// two trees: it may read the hub's requests for its cluster and answer on
-// its cluster's response subjects, and never publish a request (a second
-// connection with the same credential must not be able to act as the hub
-// towards the collector). The account holds nothing
+// subjects it imports, to its own inboxes, to the request channel's two
+// trees and to the registries' republish: it may read the hub's requests
+// for its cluster and answer on its cluster's response subjects, and never
+// publish a request; it may read the registries' updates and never publish
+// one (a second connection with the same credential must not be able to
+// act as the hub towards the collector). The account holds nothing
 // else, so this changes nothing today; it keeps a subject added to the
 // account later (an import for the hub's own use, a service) from
 // reaching the collector by default.
@@ -220,8 +237,8 @@ func userPermissions(cluster string) string {
 		}
 		pub = append(pub, fmt.Sprintf("%q", local))
 	}
-	return fmt.Sprintf("{publish: {allow: [%s], deny: [%q]}, subscribe: {allow: [%q, %q]}}", strings.Join(pub, ", "),
-		stream.ActRequestTree(cluster), stream.Inboxes(cluster), stream.ActRequestTree(cluster))
+	return fmt.Sprintf("{publish: {allow: [%s], deny: [%q, %q]}, subscribe: {allow: [%q, %q, %q]}}", strings.Join(pub, ", "),
+		stream.ActRequestTree(cluster), stream.RegistryUpdates, stream.Inboxes(cluster), stream.ActRequestTree(cluster), stream.RegistryUpdates)
 }
 
 // checkSecret keeps passwords long and free of characters that would need

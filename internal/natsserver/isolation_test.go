@@ -67,7 +67,7 @@ func startIsolation(t *testing.T, ctx context.Context) *isolation {
 	}
 	// As regstore.Open and inventory.Bucket make them.
 	for _, b := range []jetstream.KeyValueConfig{
-		{Bucket: stream.RegistryBucket, History: 5, Storage: jetstream.FileStorage},
+		{Bucket: stream.RegistryBucket, History: 5, Storage: jetstream.FileStorage, RePublish: stream.RegistryRePublish()},
 		{Bucket: stream.RegistryStatusBucket, History: 1, Storage: jetstream.FileStorage},
 		{Bucket: stream.ClusterBucket, History: 1, Storage: jetstream.FileStorage},
 	} {

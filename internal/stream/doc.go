@@ -10,7 +10,8 @@
 // buckets' names and configuration, subjects.go every subject, filter and
 // KV key a process spells (the hub account's API prefix, the collectors'
 // inboxes and the guard's subjects too), act.go the request channel's
-// subjects, event.go an event's encoding and checks (decode.go its
+// subjects, registries.go the registries' republish (each collector's one
+// subscription), event.go an event's encoding and checks (decode.go its
 // allocation-free unmarshal), message.go an object message's headers,
 // quota.go the quota refusals, consumers.go consumer names, limits and
 // advisories. Every component that reads or writes a cluster stream goes

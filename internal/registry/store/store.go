@@ -50,6 +50,9 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 			History:     5,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
+			// What collectors follow (Follow): an existing bucket gains
+			// it at the hub's next start, as an update.
+			RePublish: stream.RegistryRePublish(),
 		})
 		return err
 	})

@@ -154,3 +154,23 @@ func TestRegistriesFollowedByMoreThanAThousandClusters(t *testing.T) {
 		t.Fatalf("MaxConsumers %d after a second Open, want %d", got, stream.SharedMaxConsumers)
 	}
 }
+
+// TestOpenRepublishesAnExistingBucket: a registries bucket made before the
+// republish (an upgraded hub) gains it at Open, which collectors follow.
+func TestOpenRepublishesAnExistingBucket(t *testing.T) {
+	ctx := context.Background()
+	_, _, js := natstest.Start(t, -1)
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: stream.RegistryBucket, History: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, js, 1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.CachedInfo().Config.RePublish, stream.RegistryRePublish(); got == nil || *got != *want {
+		t.Fatalf("RePublish %+v after Open, want %+v", got, want)
+	}
+}
