@@ -173,6 +173,31 @@ func (r *Router) refresh(ctx context.Context) error {
 		}
 		t.routes = append(t.routes, route)
 	}
+	// The clusters and kinds only place a route, and pins only follow a
+	// route that changed: with no route now, none in the table being
+	// replaced and nothing pinned or moving, there is nothing to place,
+	// and a hub holding everything in Badger (the default) reads neither
+	// a record per cluster nor the stream listing every refresh (at 2,000
+	// clusters, 2,000 NATS round trips every 2 s).
+	old := r.table.Load()
+	if len(t.routes) == 0 && len(old.routes) == 0 && len(old.pins) == 0 && len(old.moving) == 0 {
+		t.moving = old.moving
+	} else if err := r.place(ctx, old, t); err != nil {
+		return err
+	}
+	r.table.Store(t)
+	// A table not saved leaves the previous one, which still names where
+	// each resource is held: only a move's switch (see moveInto) changes
+	// that, and it does not happen unsaved.
+	if err := r.save(t); err != nil {
+		r.log.Warn("saving the backend routes failed; retrying", "err", err)
+	}
+	return nil
+}
+
+// place fills t's clusters and kinds from the inventory and, with pin,
+// pins what changed between old and t.
+func (r *Router) place(ctx context.Context, old, t *routeTable) error {
 	if r.inv != nil {
 		cs, err := inventory.List(ctx, r.inv)
 		if err != nil {
@@ -190,18 +215,12 @@ func (r *Router) refresh(ctx context.Context) error {
 	if r.pin {
 		var streams []string
 		if r.streams != nil {
+			var err error
 			if streams, err = r.streams(ctx); err != nil {
 				return err
 			}
 		}
-		r.pinChanged(r.table.Load(), t, streams)
-	}
-	r.table.Store(t)
-	// A table not saved leaves the previous one, which still names where
-	// each resource is held: only a move's switch (see moveInto) changes
-	// that, and it does not happen unsaved.
-	if err := r.save(t); err != nil {
-		r.log.Warn("saving the backend routes failed; retrying", "err", err)
+		r.pinChanged(old, t, streams)
 	}
 	return nil
 }

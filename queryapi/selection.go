@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -69,7 +68,7 @@ func (q *queryService) resolveClusters(ctx context.Context, names []string, sele
 	if sel == nil {
 		return out, nil
 	}
-	recs, err := inventory.List(ctx, q.inv)
+	recs, err := clusterRecords(ctx, q.catalog, q.inv)
 	if err != nil {
 		return nil, err
 	}

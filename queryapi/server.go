@@ -179,6 +179,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("queryapi: %w", err)
 	}
 	sc.catalog = cat
+	qs.catalog = cat
 	var rbac *rbacFollower
 	if cfg.MemberRBAC != nil {
 		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, metrics: cfg.Metrics, retry: time.Second}

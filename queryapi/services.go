@@ -19,6 +19,7 @@ import (
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
 // Reader is what the query API needs from a backend (Badger and
@@ -44,11 +45,14 @@ type Searcher interface {
 
 type queryService struct {
 	fleetviewv1.UnimplementedQueryServiceServer
-	reader           Reader
-	searcher         Searcher
-	hub              *Hub
-	js               jetstream.JetStream
-	inv              jetstream.KeyValue
+	reader   Reader
+	searcher Searcher
+	hub      *Hub
+	js       jetstream.JetStream
+	inv      jetstream.KeyValue
+	// catalog, once loaded, answers which clusters a cluster selector
+	// picks without a read per cluster (nil: read the inventory).
+	catalog          *catalog.Catalog
 	sealer           *query.Sealer
 	versions         *versionBook
 	maxResumeAge     time.Duration
