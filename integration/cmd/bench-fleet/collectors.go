@@ -8,14 +8,17 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 )
 
 // collectorsProcess runs one production collector (app.RunCollector, with
@@ -29,6 +32,16 @@ func collectorsProcess(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+		// The simulator's own CPU over the sync (the registry is applied
+		// as this process starts), to tell its cost from the hub's.
+		stopProfile, err := profileFor(filepath.Join(dir, fmt.Sprintf("%d-collectors-sync.cpu.pprof", len(args)-3)),
+			time.Duration(benchutil.EnvInt("FV_FLEET_SYNC_PROFILE_SECONDS", 20))*time.Second)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(args))
 	for _, a := range args[3:] {
@@ -62,4 +75,26 @@ func collectorsProcess(args []string) error {
 			}
 		}
 	})...)
+}
+
+// profileFor writes this process's CPU profile to path for d, or until
+// the returned function is called.
+func profileFor(path string, d time.Duration) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
+	}
+	time.AfterFunc(d, stop)
+	return stop, nil
 }

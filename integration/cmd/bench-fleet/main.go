@@ -192,6 +192,10 @@ func printResults(cfg config, total int, rs []*result) {
 		total, cfg.clusters, cfg.objects, small.spec.perClus, cfg.apiservers)
 	fmt.Printf("| figure | 3 clusters | %d clusters | ratio |\n|---|---|---|---|\n", cfg.clusters)
 	fmt.Printf("| all clusters synced after a registry apply | %s | %s | %s |\n", small.sync.Round(time.Millisecond), wide.sync.Round(time.Millisecond), ratio(wide.sync, small.sync))
+	cpu := func(r *result) string {
+		return fmt.Sprintf("%.1f / %.1f / %.1f", r.syncCPU[0].Seconds(), r.syncCPU[1].Seconds(), r.syncCPU[2].Seconds())
+	}
+	fmt.Printf("| CPU seconds during that sync: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small), cpu(wide))
 	fmt.Printf("| hub RSS steady (%s without a change) / peak (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", quietPeriod, small.rssSteadyMB, small.rssPeakMB, wide.rssSteadyMB, wide.rssPeakMB, wide.rssSteadyMB/small.rssSteadyMB)
 	fmt.Printf("| hub RSS right after the registry change (MB) | %.0f | %.0f | |\n", small.rssBusyMB, wide.rssBusyMB)
 	fmt.Printf("| hub goroutines | %d | %d | %.1f per cluster more |\n", small.goroutines, wide.goroutines, float64(wide.goroutines-small.goroutines)/float64(len(wide.spec.clusters)-len(small.spec.clusters)))

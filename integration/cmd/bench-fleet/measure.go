@@ -41,6 +41,10 @@ type result struct {
 	registryChange              time.Duration
 	restartReady, restartSynced time.Duration
 	goroutines                  int
+	// syncCPU is the CPU time used during the sync by the hub, by the
+	// simulator's collectors and by the kube-apiservers and etcds: on
+	// shared cores, which of them the sync waited for.
+	syncCPU [3]time.Duration
 }
 
 func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet *harness.Fleet, spec hubSpec) (*result, error) {
@@ -119,6 +123,8 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	benchutil.Logf("%s: %d collectors started; applying the registry", spec.label, len(spec.clusters))
 	t0 := time.Now()
 	syncProfile := profileSync(ctx, "http://"+metricsAddr, spec.label)
+	cpuPIDs := [3][]int{{h.cmd.Process.Pid}, {col.Process.Pid}, append(benchutil.PIDsNamed("kube-apiserver"), benchutil.PIDsNamed("etcd")...)}
+	cpu0 := cpuOf(cpuPIDs)
 	if err := applyRegistry(ctx, h.rest, spec.ns, false); err != nil {
 		return nil, err
 	}
@@ -127,7 +133,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	r.sync = time.Since(t0)
-	benchutil.Logf("%s: every cluster synced %s after the registry apply", spec.label, r.sync.Round(time.Millisecond))
+	for i, c := range cpuOf(cpuPIDs) {
+		r.syncCPU[i] = c - cpu0[i]
+	}
+	benchutil.Logf("%s: every cluster synced %s after the registry apply; CPU meanwhile: hub %s, collectors %s, apiservers and etcd %s",
+		spec.label, r.sync.Round(time.Millisecond), r.syncCPU[0], r.syncCPU[1], r.syncCPU[2])
 	if err := syncProfile(); err != nil {
 		return nil, err
 	}
@@ -395,4 +405,17 @@ func measureRegistryChange(ctx context.Context, rest string, spec hubSpec, r *re
 	r.registryChange = time.Since(t)
 	benchutil.Logf("%s: a registry change reached every collector in %s", spec.label, r.registryChange.Round(time.Millisecond))
 	return nil
+}
+
+// cpuOf is the CPU time each group of processes has used so far (a
+// process gone counts nothing).
+func cpuOf(groups [3][]int) (out [3]time.Duration) {
+	for i, pids := range groups {
+		for _, pid := range pids {
+			if c, err := benchutil.ProcessCPU(pid); err == nil {
+				out[i] += c
+			}
+		}
+	}
+	return out
 }

@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
@@ -220,7 +218,7 @@ func measureLists(ctx context.Context, cfg config, base string, hubPID int, call
 		for r := range cfg.repeat {
 			for j := range callers {
 				c := callers[(j+r)%len(callers)]
-				cpu0, err := processCPU(hubPID)
+				cpu0, err := benchutil.ProcessCPU(hubPID)
 				if err != nil {
 					return nil, err
 				}
@@ -228,7 +226,7 @@ func measureLists(ctx context.Context, cfg config, base string, hubPID int, call
 				if err != nil {
 					return nil, fmt.Errorf("%s as %s: %w", p.label, c.user, err)
 				}
-				cpu1, err := processCPU(hubPID)
+				cpu1, err := benchutil.ProcessCPU(hubPID)
 				if err != nil {
 					return nil, err
 				}
@@ -242,32 +240,4 @@ func measureLists(ctx context.Context, cfg config, base string, hubPID int, call
 		benchutil.Logf("%s: %s, %s, %s (medians; CPU: means)", p.label, med(restricted), med(unrestricted), med("root"))
 	}
 	return out, nil
-}
-
-// clockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
-// Linux).
-const clockTick = 10 * time.Millisecond
-
-// processCPU is the user and system CPU time pid has used so far.
-func processCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces: count from its ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
-	}
-	// utime and stime are fields 14 and 15, the 12th and 13th after ')'.
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
-	}
-	return time.Duration(ut+st) * clockTick, nil
 }

@@ -40,7 +40,7 @@ func printResult(w io.Writer, r *result) {
 		}
 		fmt.Fprintf(w, "| %s | %s; %s | %s; %s | %s; %s | %.2fx %s | %.2fx | %.2fx |\n", p.label, ms(wall(restricted)), ms(cpu(restricted)),
 			ms(wall(unrestricted)), ms(cpu(unrestricted)), ms(wall("root")), ms(cpu("root")), ratio, mark,
-			float64(cpu(restricted))/float64(max(cpu(unrestricted), clockTick)), float64(wall(restricted))/float64(wall("root")))
+			float64(cpu(restricted))/float64(max(cpu(unrestricted), benchutil.ClockTick)), float64(wall(restricted))/float64(wall("root")))
 	}
 	fmt.Fprintf(w, "\n%d of %d list targets met\n\n", met, len(listPaths))
 

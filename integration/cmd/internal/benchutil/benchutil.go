@@ -120,3 +120,48 @@ func ApplyRegistry(ctx context.Context, rest, token, name string, sels []any) er
 		return nil
 	})
 }
+
+// ClockTick is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on
+// Linux).
+const ClockTick = 10 * time.Millisecond
+
+// ProcessCPU is the user and system CPU time pid has used so far.
+func ProcessCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: count from its ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %.100s", pid, b)
+	}
+	// utime and stime are fields 14 and 15, the 12th and 13th after ')'.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q stime %q", pid, f[11], f[12])
+	}
+	return time.Duration(ut+st) * ClockTick, nil
+}
+
+// PIDsNamed are the processes whose command name (/proc/<pid>/comm) is
+// comm, such as the kube-apiservers and etcds a benchmark started.
+func PIDsNamed(comm string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.TrimSpace(string(b)) == comm {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
