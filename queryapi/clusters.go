@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/catalog"
@@ -20,7 +21,45 @@ type clusterService struct {
 	sync *syncChecker
 }
 
-func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *fleetviewv1.Cluster {
+// clusterView is what toProto reads for every cluster of one answer,
+// read once for the answer rather than once per cluster (the applied
+// sequences alone are a map of every cluster: copied per cluster, a list
+// of 2,000 clusters copied 4 million entries).
+type clusterView struct {
+	regs    []*registry.ResourceRegistry
+	regsErr error
+	applied map[string]uint64
+	// lastSeq is each cluster stream's last sequence, from one stream
+	// listing; nil: ask for the one stream.
+	lastSeq map[string]uint64
+}
+
+// view reads a clusterView; all lists every stream's last sequence too.
+// What it cannot read leaves the clusters' figures unknown, as a failed
+// read per cluster did: the sync unknown (not synced), a sequence asked
+// per cluster.
+func (c *clusterService) view(ctx context.Context, all bool) clusterView {
+	var v clusterView
+	v.regs, v.regsErr = c.sync.registries(ctx)
+	if c.sync.applied != nil {
+		v.applied = c.sync.applied()
+	}
+	if all {
+		seqs := map[string]uint64{}
+		l := c.js.ListStreams(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
+		for info := range l.Info() {
+			if cl, ok := stream.ClusterFromStream(info.Config.Name); ok {
+				seqs[cl] = info.State.LastSeq
+			}
+		}
+		if l.Err() == nil {
+			v.lastSeq = seqs
+		}
+	}
+	return v
+}
+
+func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster, v clusterView) *fleetviewv1.Cluster {
 	out := &fleetviewv1.Cluster{
 		Name: rec.Name, Labels: rec.Labels, Provider: rec.Provider, Region: rec.Region, Zone: rec.Zone,
 		KubernetesVersion: rec.KubernetesVersion, Ready: rec.Ready, Message: rec.Message,
@@ -58,20 +97,16 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster) *f
 		out.Resources = append(out.Resources, rs)
 		out.ObjectCount += r.ObjectCount
 	}
-	if st, err := c.js.Stream(ctx, stream.StreamName(rec.Name)); err == nil {
-		if info, err := st.Info(ctx); err == nil {
-			out.StreamSequence = info.State.LastSeq
-		}
+	if v.lastSeq != nil {
+		out.StreamSequence = v.lastSeq[rec.Name]
+	} else if st, err := c.js.Stream(ctx, stream.StreamName(rec.Name)); err == nil {
+		out.StreamSequence = st.CachedInfo().State.LastSeq
 	}
-	var applied map[string]uint64
-	if c.sync.applied != nil {
-		applied = c.sync.applied()
-		out.AppliedSequence = applied[rec.Name]
-	}
+	out.AppliedSequence = v.applied[rec.Name]
 	if out.StreamSequence > out.AppliedSequence {
 		out.Lag = out.StreamSequence - out.AppliedSequence
 	}
-	if ok, _, err := c.sync.clusterSynced(ctx, rec, applied); err == nil {
+	if ok, _, err := c.sync.clusterSynced(ctx, v.regs, rec, v.applied); err == nil && v.regsErr == nil {
 		out.CacheSynced = ok && !backendDown && !marked
 	}
 	return out
@@ -82,9 +117,10 @@ func (c *clusterService) ListClusters(ctx context.Context, _ *fleetviewv1.ListCl
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	v := c.view(ctx, true)
 	resp := &fleetviewv1.ListClustersResponse{}
 	for _, r := range recs {
-		resp.Clusters = append(resp.Clusters, c.toProto(ctx, r))
+		resp.Clusters = append(resp.Clusters, c.toProto(ctx, r, v))
 	}
 	return resp, nil
 }
@@ -94,7 +130,7 @@ func (c *clusterService) GetCluster(ctx context.Context, req *fleetviewv1.GetClu
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return c.toProto(ctx, rec), nil
+	return c.toProto(ctx, rec, c.view(ctx, false)), nil
 }
 
 // clusterRecords is every cluster's inventory record, sorted by name:

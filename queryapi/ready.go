@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/queryapi/catalog"
@@ -35,6 +36,8 @@ type syncChecker struct {
 	// objects in the cache have been applied once; the hub is not ready
 	// before (it would deny what the members allow).
 	rbacLoaded func() bool
+	// markers are the sync markers read, per record (markerCache).
+	markers markerCache
 
 	// mu guards the start targets: each cluster stream's last sequence
 	// when the catalog first loaded, which the materializer must reach
@@ -45,23 +48,31 @@ type syncChecker struct {
 	caughtUp bool
 }
 
-// clusterSynced reports whether rec's cache is synced, and if not why.
-func (s *syncChecker) clusterSynced(ctx context.Context, rec *inventory.Cluster, applied map[string]uint64) (bool, string, error) {
+// registries are the registries' specs for clusterSynced, read from the
+// bucket once per answer however many clusters it covers (it was once per
+// cluster: 2,000 consumers on the registries stream for one probe of
+// /readyz/clusters). Not the catalog's: it follows the bucket up to
+// 100 ms behind, and right after a registry is applied the clusters must
+// not be reported synced for the registries they held before.
+func (s *syncChecker) registries(ctx context.Context) ([]*registry.ResourceRegistry, error) {
+	if s.regs == nil {
+		return nil, nil
+	}
+	return s.regs.Specs(ctx) // specs only: sync needs no status
+}
+
+// clusterSynced reports whether rec's cache is synced, and if not why;
+// regs are the registries (registries).
+func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.ResourceRegistry, rec *inventory.Cluster, applied map[string]uint64) (bool, string, error) {
 	have := map[schema.GroupKind]inventory.ResourceState{}
 	for _, r := range rec.Resources {
 		have[schema.GroupKind{Group: r.Group, Kind: r.Kind}] = r
 	}
-	if s.regs != nil {
-		regs, err := s.regs.Specs(ctx) // specs only: sync needs no status
-		if err != nil {
-			return false, "", err
-		}
-		for _, reg := range regs {
-			for _, sel := range reg.SelectorsFor(rec.Info()) {
-				gvk := sel.GroupVersionKind()
-				if _, ok := have[gvk.GroupKind()]; !ok {
-					return false, fmt.Sprintf("%s not yet cached (registry %s)", gvk.GroupKind(), reg.Name), nil
-				}
+	for _, reg := range regs {
+		for _, sel := range reg.SelectorsFor(rec.Info()) {
+			gvk := sel.GroupVersionKind()
+			if _, ok := have[gvk.GroupKind()]; !ok {
+				return false, fmt.Sprintf("%s not yet cached (registry %s)", gvk.GroupKind(), reg.Name), nil
 			}
 		}
 	}
@@ -74,24 +85,89 @@ func (s *syncChecker) clusterSynced(ctx context.Context, rec *inventory.Cluster,
 		if !r.Synced {
 			return false, fmt.Sprintf("%s not synced by the collector", gvr.GroupResource()), nil
 		}
-		if st == nil {
-			var err error
-			if st, err = s.js.Stream(ctx, stream.StreamName(rec.Name)); err != nil {
+		seq, ok := s.markers.get(rec, gvr)
+		if !ok {
+			if st == nil {
+				var err error
+				if st, err = s.js.Stream(ctx, stream.StreamName(rec.Name)); err != nil {
+					return false, "", err
+				}
+			}
+			msg, err := st.GetLastMsgForSubject(ctx, stream.ControlSubject(rec.Name, gvr))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				return false, fmt.Sprintf("%s has no sync marker yet", gvr.GroupResource()), nil
+			}
+			if err != nil {
 				return false, "", err
 			}
+			seq = msg.Sequence
+			s.markers.put(rec, gvr, seq)
 		}
-		msg, err := st.GetLastMsgForSubject(ctx, stream.ControlSubject(rec.Name, gvr))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, fmt.Sprintf("%s has no sync marker yet", gvr.GroupResource()), nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		if applied[rec.Name] < msg.Sequence {
-			return false, fmt.Sprintf("%s: cache applied through %d, sync marker at %d", gvr.GroupResource(), applied[rec.Name], msg.Sequence), nil
+		if applied[rec.Name] < seq {
+			return false, fmt.Sprintf("%s: cache applied through %d, sync marker at %d", gvr.GroupResource(), applied[rec.Name], seq), nil
 		}
 	}
 	return true, "", nil
+}
+
+// markerCache holds each cluster's sync marker sequences as read for one
+// inventory record (the catalog keeps one pointer per record written):
+// /readyz/clusters and the cluster list answer for every cluster, and a
+// direct get per cluster and resource on every call (each loading a
+// block of the cluster's stream) cost a 2,000-cluster hub gigabytes and
+// its JetStream API while a prober polled. A collector writes its record
+// after each sync marker and every heartbeat (10 s), so a marker is read
+// again at the latest one heartbeat after it was written; until then the
+// cluster is judged by the marker of its previous sync, which the cache
+// had reached or not.
+type markerCache struct {
+	mu      sync.Mutex
+	byClust map[string]markerEntry
+}
+
+type markerEntry struct {
+	rec  *inventory.Cluster
+	seqs map[schema.GroupVersionResource]uint64
+}
+
+func (m *markerCache) get(rec *inventory.Cluster, gvr schema.GroupVersionResource) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.byClust[rec.Name]
+	if !ok || e.rec != rec {
+		return 0, false
+	}
+	seq, ok := e.seqs[gvr]
+	return seq, ok
+}
+
+func (m *markerCache) put(rec *inventory.Cluster, gvr schema.GroupVersionResource, seq uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byClust == nil {
+		m.byClust = map[string]markerEntry{}
+	}
+	e, ok := m.byClust[rec.Name]
+	if !ok || e.rec != rec {
+		e = markerEntry{rec: rec, seqs: map[schema.GroupVersionResource]uint64{}}
+		m.byClust[rec.Name] = e
+	}
+	e.seqs[gvr] = seq
+}
+
+// keep drops the clusters not in names (clusters gone from the catalog).
+func (m *markerCache) keep(names []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := make(map[string]bool, len(names))
+	for _, n := range names {
+		in[n] = true
+	}
+	for n := range m.byClust {
+		if !in[n] {
+			delete(m.byClust, n)
+		}
+	}
 }
 
 // readiness is the cached answer of /readyz and gRPC health.
@@ -227,6 +303,11 @@ func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
 	if s.applied != nil {
 		applied = s.applied()
 	}
+	regs, err := s.registries(ctx)
+	if err != nil {
+		return out, err
+	}
+	s.markers.keep(snap.ClusterNames())
 	for _, rec := range recs {
 		cr := clusterReadiness{Name: rec.Name}
 		if !rec.Ready {
@@ -238,7 +319,7 @@ func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
 		ok, why := false, marksOf(snap, rec.Name)
 		if why == "" {
 			var err error
-			if ok, why, err = s.clusterSynced(ctx, rec, applied); err != nil {
+			if ok, why, err = s.clusterSynced(ctx, regs, rec, applied); err != nil {
 				return out, fmt.Errorf("cluster %s: %w", rec.Name, err)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -50,5 +52,66 @@ func TestReadyOnceCaughtUpAtStart(t *testing.T) {
 	}
 	if ok, why := s.check(ctx); !ok {
 		t.Fatalf("after catching up once: not ready: %q", why)
+	}
+}
+
+// A cluster's sync marker is read once per inventory record: a prober
+// polling /readyz/clusters at 2,000 clusters made a direct get per
+// cluster and resource on every call. A new record (the collector writes
+// one after each marker, and each heartbeat) reads the marker again.
+func TestClusterSyncedReadsEachMarkerOncePerRecord(t *testing.T) {
+	_, _, js := natstest.Start(t, -1)
+	ctx := context.Background()
+	st, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig("member1", 1, 1<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	marker := func() uint64 {
+		t.Helper()
+		ack, err := js.Publish(ctx, stream.ControlSubject("member1", pods), []byte("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ack.Sequence
+	}
+	record := func() *inventory.Cluster {
+		return &inventory.Cluster{Name: "member1", Ready: true,
+			Resources: []inventory.ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true}}}
+	}
+	s := &syncChecker{js: js}
+	synced := func(rec *inventory.Cluster, applied uint64) (bool, string) {
+		t.Helper()
+		ok, why, err := s.clusterSynced(ctx, nil, rec, map[string]uint64{"member1": applied})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok, why
+	}
+	first := marker()
+	rec := record()
+	if ok, why := synced(rec, first-1); ok || !strings.Contains(why, "sync marker at") {
+		t.Fatalf("behind the marker: synced %v %q", ok, why)
+	}
+	if ok, why := synced(rec, first); !ok {
+		t.Fatalf("at the marker: %q", why)
+	}
+	// A resync's marker, the record not yet rewritten: the cached marker
+	// judges, with no read (the stream is even gone).
+	second := marker()
+	if err := js.DeleteStream(ctx, st.CachedInfo().Config.Name); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := synced(rec, first); !ok {
+		t.Fatalf("same record: read again (%q)", why)
+	}
+	// The next record reads it: the stream is gone, so the read fails.
+	if _, _, err := s.clusterSynced(ctx, nil, record(), map[string]uint64{"member1": second}); err == nil {
+		t.Fatal("a new record did not read the marker again")
+	}
+	// Clusters gone from the catalog leave the cache.
+	s.markers.keep([]string{"member2"})
+	if _, ok := s.markers.get(rec, pods); ok {
+		t.Fatal("member1's markers kept after it left")
 	}
 }
