@@ -1,12 +1,9 @@
 package materializer
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/benchdata"
@@ -29,28 +26,13 @@ func (m seqMsg) Metadata() (*jetstream.MsgMetadata, error) {
 		Sequence: jetstream.SequencePair{Stream: m.sseq, Consumer: m.cseq}}, nil
 }
 
-// deliveries hands out its messages, then times out as an idle pull does.
-type deliveries struct {
-	jetstream.MessagesContext
-	msgs []jetstream.Msg
-}
-
-func (d *deliveries) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
-	if len(d.msgs) == 0 {
-		return nil, nats.ErrTimeout
-	}
-	m := d.msgs[0]
-	d.msgs = d.msgs[1:]
-	return m, nil
-}
-
 // TestFetchStopsAtADeliveryGap: consecutive consumer sequences make a
-// batch, across fetches too; a jump (a delivery lost in flight, which
+// batch, across pulls too; a jump (a delivery lost in flight, which
 // AckAll of a later one would acknowledge) ends the batch with
 // errDeliveryGap, so the consumer is made afresh from the checkpoint, and
 // the message after the gap is not in it.
 func TestFetchStopsAtADeliveryGap(t *testing.T) {
-	msg := func(i int, cseq uint64) jetstream.Msg {
+	msg := func(i int, cseq uint64) delivery {
 		ev := benchdata.Event("c1", i, 1)
 		data, err := stream.Encode(ev)
 		if err != nil {
@@ -58,7 +40,7 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 		}
 		return seqMsg{subject: stream.ObjectSubject("c1", stream.GVR(ev.GetGvr()), ev.GetUid()), data: data, sseq: uint64(10 + 2*i), cseq: cseq}
 	}
-	m := &Materializer{cfg: Config{BatchSize: 100, FlushInterval: 50 * time.Millisecond}}
+	m := &Materializer{cfg: Config{BatchSize: 100}}
 	for _, tc := range []struct {
 		name      string
 		cseqs     []uint64
@@ -73,12 +55,12 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 		{"a delivery again", []uint64{1, 2, 2}, 0, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &deliveries{}
+			var msgs []delivery
 			for i, c := range tc.cseqs {
-				d.msgs = append(d.msgs, msg(i, c))
+				msgs = append(msgs, msg(i, c))
 			}
 			delivered := tc.delivered
-			b := m.fetch(context.Background(), d, 0, &delivered)
+			b := m.collect(msgs, 0, &delivered)
 			if got := errors.Is(b.err, errDeliveryGap); got != tc.gap {
 				t.Fatalf("batch error %v, want a delivery gap: %v", b.err, tc.gap)
 			}
