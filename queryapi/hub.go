@@ -29,6 +29,11 @@ import (
 // thousand selective watches do not each wake up for every event. The
 // previous labels, and whether the object existed, come with the event
 // (feed.Prior): the hub keeps no objects.
+//
+// Watches of some clusters (a per-cluster path, a clusters parameter) are
+// indexed by cluster instead: a batch reaches only the watches of its own
+// cluster and the fleet-wide ones, so an informer per cluster over a
+// fleet of 2,000 does not make every event visit 2,000 watches.
 type Hub struct {
 	buffer int
 
@@ -38,6 +43,9 @@ type Hub struct {
 	// byLabel indexes the others by resource, key and value.
 	all     map[schema.GroupVersionResource]map[*subscription]struct{}
 	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}
+	// byCluster indexes the watches of some clusters by resource and
+	// cluster.
+	byCluster map[schema.GroupVersionResource]map[string]map[*subscription]struct{}
 }
 
 // HubOptions configure a Hub.
@@ -53,8 +61,9 @@ func NewHub(o HubOptions) *Hub {
 		o.Buffer = 1024
 	}
 	return &Hub{buffer: o.Buffer, applied: query.Version{},
-		all:     map[schema.GroupVersionResource]map[*subscription]struct{}{},
-		byLabel: map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{}}
+		all:       map[schema.GroupVersionResource]map[*subscription]struct{}{},
+		byLabel:   map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{},
+		byCluster: map[schema.GroupVersionResource]map[string]map[*subscription]struct{}{}}
 }
 
 // hubEvent is one stream event as watches see it; the object is decoded
@@ -141,7 +150,8 @@ type hubBatch struct {
 
 type subscription struct {
 	gvr      schema.GroupVersionResource
-	key, val string // the indexed equality requirement; key "" = none
+	clusters []string // the clusters it is indexed by; nil: every cluster
+	key, val string   // the indexed equality requirement; key "" = none
 	q        *queue[hubBatch]
 	overflow chan struct{}
 	once     sync.Once
@@ -167,12 +177,28 @@ func indexable(sel labels.Selector) (string, string) {
 // subscribe registers a watch of one resource and returns, atomically with
 // the registration, the last sequence per cluster already passed on: every
 // later event the watch may need arrives on the subscription.
-func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector) (*subscription, query.Version) {
-	s := &subscription{gvr: gvr, q: newQueue[hubBatch](h.buffer), overflow: make(chan struct{})}
-	s.key, s.val = indexable(sel)
+// A watch of some clusters (clusters not nil) gets their batches only;
+// its labels are left to the watch to judge.
+func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector, clusters []string) (*subscription, query.Version) {
+	s := &subscription{gvr: gvr, clusters: clusters, q: newQueue[hubBatch](h.buffer), overflow: make(chan struct{})}
+	if clusters == nil {
+		s.key, s.val = indexable(sel)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if s.key == "" {
+	if clusters != nil {
+		byC := h.byCluster[gvr]
+		if byC == nil {
+			byC = map[string]map[*subscription]struct{}{}
+			h.byCluster[gvr] = byC
+		}
+		for _, c := range clusters {
+			if byC[c] == nil {
+				byC[c] = map[*subscription]struct{}{}
+			}
+			byC[c][s] = struct{}{}
+		}
+	} else if s.key == "" {
 		if h.all[gvr] == nil {
 			h.all[gvr] = map[*subscription]struct{}{}
 		}
@@ -194,9 +220,26 @@ func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector) (*
 	return s, h.applied.Clone()
 }
 
+// appliedNow is a copy of the last sequence per cluster passed on.
+func (h *Hub) appliedNow() query.Version {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.applied.Clone()
+}
+
 func (h *Hub) unsubscribe(s *subscription) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if s.clusters != nil {
+		for _, c := range s.clusters {
+			m := h.byCluster[s.gvr][c]
+			delete(m, s)
+			if len(m) == 0 {
+				delete(h.byCluster[s.gvr], c)
+			}
+		}
+		return
+	}
 	if s.key == "" {
 		delete(h.all[s.gvr], s)
 		return
@@ -249,6 +292,9 @@ func (h *Hub) route(cluster string, e *feed.Event, applied query.Version, out ma
 	}
 	he.isNew = !prior.Exists
 	for s := range h.all[he.gvr] {
+		out[s] = append(out[s], he)
+	}
+	for s := range h.byCluster[he.gvr][cluster] {
 		out[s] = append(out[s], he)
 	}
 	for key, byVal := range h.byLabel[he.gvr] {

@@ -56,11 +56,11 @@ func materialized(tr *feed.Tracker, cluster string, evs []feed.Event, lastSeq ui
 func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	h := NewHub(HubOptions{Buffer: 2})
 	tr := feed.NewTracker()
-	sub, applied := h.subscribe(podsGVR, nil)
+	sub, applied := h.subscribe(podsGVR, nil, nil)
 	if len(applied) != 0 {
 		t.Fatalf("applied %v before any batch", applied)
 	}
-	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, nil)
+	other, _ := h.subscribe(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, nil, nil)
 	h.Observe(materialized(tr, "a", []feed.Event{
 		told(upsert(1, "a", "old"), true, "x"), // the sink had it
 		told(upsert(2, "a", "new"), false, ""), // the sink did not
@@ -90,7 +90,7 @@ func TestHubNewVersusChangedAndOverflow(t *testing.T) {
 	default:
 		t.Fatal("a full watch buffer must cut the watch, not block or grow")
 	}
-	if _, applied := h.subscribe(podsGVR, nil); applied["a"] != 7 {
+	if _, applied := h.subscribe(podsGVR, nil, nil); applied["a"] != 7 {
 		t.Fatalf("applied %v, want a:7", applied)
 	}
 }
@@ -137,9 +137,9 @@ func TestHubRoutesByLabel(t *testing.T) {
 		}
 		return l
 	}
-	x, _ := h.subscribe(podsGVR, sel("app=x"))
-	y, _ := h.subscribe(podsGVR, sel("app in (y)"))
-	anyApp, _ := h.subscribe(podsGVR, sel("app"))
+	x, _ := h.subscribe(podsGVR, sel("app=x"), nil)
+	y, _ := h.subscribe(podsGVR, sel("app in (y)"), nil)
+	anyApp, _ := h.subscribe(podsGVR, sel("app"), nil)
 	got := func(s *subscription) []uint64 {
 		var seqs []uint64
 		for b, ok := s.q.pop(); ok; b, ok = s.q.pop() {
@@ -185,8 +185,8 @@ func TestHubUntoldIsNew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, _ := h.subscribe(podsGVR, sel)
-	all, _ := h.subscribe(podsGVR, nil)
+	y, _ := h.subscribe(podsGVR, sel, nil)
+	all, _ := h.subscribe(podsGVR, nil, nil)
 	h.Observe(feed.Batch{Cluster: "a", Events: []feed.Event{labeled(1, "s", "x"), labeled(2, "s", "x")}, LastSeq: 2})
 	for _, tc := range []struct {
 		name string
@@ -264,8 +264,8 @@ func TestHubEventTokenShared(t *testing.T) {
 	sealer := query.NewSealer([]byte("0123456789abcdef0123456789abcdef"))
 	_, _, js := natstest.Start(t, -1)
 	book := newVersionBook(js, sealer, time.Hour, 1)
-	x, _ := h.subscribe(podsGVR, labels.SelectorFromSet(labels.Set{"app": "x"}))
-	all, _ := h.subscribe(podsGVR, nil)
+	x, _ := h.subscribe(podsGVR, labels.SelectorFromSet(labels.Set{"app": "x"}), nil)
+	all, _ := h.subscribe(podsGVR, nil, nil)
 	h.Observe(materialized(feed.NewTracker(), "b", []feed.Event{told(labeled(40, "o", "z"), false, "")}, 41))
 	h.Observe(materialized(feed.NewTracker(), "a", []feed.Event{told(labeled(7, "p", "x"), false, ""), told(labeled(8, "q", "x"), false, "")}, 9))
 	pop := func(s *subscription) []*hubEvent {
@@ -300,5 +300,47 @@ func TestHubEventTokenShared(t *testing.T) {
 	}
 	if _, ok := newHubEvent("a", 3, labeled(3, "r", "x").Event).token(book); ok {
 		t.Error("an event read back from the stream has a shared token: its watch must seal its own")
+	}
+}
+
+// A watch of some clusters gets their batches only, whatever its labels;
+// a fleet-wide watch gets every cluster's.
+func TestHubRoutesByCluster(t *testing.T) {
+	h := NewHub(HubOptions{})
+	tr := feed.NewTracker()
+	onA, _ := h.subscribe(podsGVR, labels.SelectorFromSet(labels.Set{"app": "x"}), []string{"a"})
+	onAC, _ := h.subscribe(podsGVR, nil, []string{"a", "c"})
+	none, _ := h.subscribe(podsGVR, nil, []string{})
+	fleet, _ := h.subscribe(podsGVR, nil, nil)
+	h.Observe(materialized(tr, "b", []feed.Event{upsert(1, "b", "y")}, 1))
+	h.Observe(materialized(tr, "a", []feed.Event{upsert(1, "a", "y")}, 1))
+	h.Observe(materialized(tr, "c", []feed.Event{upsert(1, "c", "y")}, 1))
+	clustersOf := func(s *subscription) []string {
+		var out []string
+		for s.q.len() > 0 {
+			b, _ := s.q.pop()
+			out = append(out, b.cluster)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		sub  *subscription
+		want string
+	}{
+		{"cluster a, labels left to the watch", onA, "[a]"},
+		{"clusters a and c", onAC, "[a c]"},
+		{"no cluster", none, "[]"},
+		{"the fleet", fleet, "[b a c]"},
+	} {
+		if got := fmt.Sprint(clustersOf(tc.sub)); got != tc.want {
+			t.Errorf("%s: batches of %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	for _, s := range []*subscription{onA, onAC, none, fleet} {
+		h.unsubscribe(s)
+	}
+	if len(h.byCluster[podsGVR]) != 0 || len(h.all[podsGVR]) != 0 {
+		t.Fatalf("left behind: by cluster %v, all %v", h.byCluster[podsGVR], h.all[podsGVR])
 	}
 }

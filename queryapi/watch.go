@@ -95,7 +95,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	wm := q.metrics.watchOpened(ctx)
 	// The client's context, not the watch's own (cancelled first on return).
 	defer func(ctx context.Context) { wm.ended(ctx, err) }(ctx)
-	sub, applied := q.hub.subscribe(f.gvr, f.labels)
+	sub, applied := q.hub.subscribe(f.gvr, f.labels, f.clusters)
 	defer q.hub.unsubscribe(sub)
 	// The backend may have committed batches the hub has not been told
 	// about yet (or, after a restart, the hub has seen nothing): replay

@@ -17,7 +17,7 @@ func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
 	rv, ok := he.token(w.versions)
 	if !ok {
 		var err error
-		if rv, err = w.versions.seal(context.Background(), w.processed, time.Now()); err != nil {
+		if rv, err = w.versions.seal(context.Background(), w.position(), time.Now()); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 }
 
 func (w *watch) bookmark(initialEnd bool) error {
-	rv, err := w.versions.seal(context.Background(), w.processed, time.Now())
+	rv, err := w.versions.seal(context.Background(), w.position(), time.Now())
 	if err != nil {
 		return err
 	}
@@ -176,4 +176,23 @@ func (w *watch) bookmark(initialEnd bool) error {
 		return err
 	}
 	return w.queue(ev)
+}
+
+// position is what the watch has judged, per cluster, as its versions
+// say it. A watch of some clusters is fed their batches only (Hub), so
+// for the others it takes the hub's feed as judged, as it did when every
+// batch reached it: nothing of theirs is ever sent, and a version that
+// kept their sequences from the watch's start would drift from the
+// current epoch until every bookmark stored a new one.
+func (w *watch) position() query.Version {
+	if w.f.clusters == nil || w.q.hub == nil {
+		return w.processed
+	}
+	v := w.q.hub.appliedNow()
+	for c, s := range w.processed {
+		if w.f.clusterOK(c) {
+			v[c] = s
+		}
+	}
+	return v
 }
