@@ -197,6 +197,7 @@ func printResults(cfg config, total int, rs []*result) {
 	}
 	fmt.Printf("| CPU seconds during that sync: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small), cpu(wide))
 	fmt.Printf("| hub RSS steady (%s without a change) / peak (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", quietPeriod, small.rssSteadyMB, small.rssPeakMB, wide.rssSteadyMB, wide.rssPeakMB, wide.rssSteadyMB/small.rssSteadyMB)
+	fmt.Printf("| of the steady RSS: anonymous / file-backed (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", small.rssAnonMB, small.rssFileMB, wide.rssAnonMB, wide.rssFileMB, wide.rssAnonMB/small.rssAnonMB)
 	fmt.Printf("| hub RSS right after the registry change (MB) | %.0f | %.0f | |\n", small.rssBusyMB, wide.rssBusyMB)
 	fmt.Printf("| hub goroutines | %d | %d | %.1f per cluster more |\n", small.goroutines, wide.goroutines, float64(wide.goroutines-small.goroutines)/float64(len(wide.spec.clusters)-len(small.spec.clusters)))
 	fmt.Printf("| per-cluster Get p50 / p99 | %s / %s | %s / %s | %s |\n", small.getP50, small.getP99, wide.getP50, wide.getP99, ratio(wide.getP50, small.getP50))

@@ -30,6 +30,10 @@ type result struct {
 	spec                   hubSpec
 	sync                   time.Duration
 	rssSteadyMB, rssPeakMB float64
+	// rssAnonMB and rssFileMB split the steady RSS: the process's own
+	// memory, and the pages of files it maps (Badger's tables and value
+	// log), which the kernel reclaims under pressure.
+	rssAnonMB, rssFileMB float64
 	// rssBusyMB is the RSS right after the registry change, beside
 	// rssSteadyMB, the RSS after quietPeriod with no change.
 	rssBusyMB                   float64
@@ -212,7 +216,9 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	case <-time.After(quietPeriod):
 	}
 	r.rssSteadyMB, r.rssPeakMB = benchutil.ProcMB(pid, "VmRSS:"), benchutil.ProcMB(pid, "VmHWM:")
-	benchutil.Logf("%s: hub RSS %.0f MB right after the registry change, %.0f MB steady (%s later), %.0f MB peak", spec.label, r.rssBusyMB, r.rssSteadyMB, quietPeriod, r.rssPeakMB)
+	r.rssAnonMB, r.rssFileMB = benchutil.ProcMB(pid, "RssAnon:"), benchutil.ProcMB(pid, "RssFile:")
+	benchutil.Logf("%s: hub RSS %.0f MB right after the registry change, %.0f MB steady (%s later: %.0f anonymous, %.0f file-backed), %.0f MB peak",
+		spec.label, r.rssBusyMB, r.rssSteadyMB, quietPeriod, r.rssAnonMB, r.rssFileMB, r.rssPeakMB)
 
 	benchutil.Logf("%s: restarting the hub", spec.label)
 	if err := h.stop(); err != nil {
