@@ -27,6 +27,7 @@ type memSink struct {
 	ckpt    map[string]uint64
 	applied map[string][]uint64
 	order   []string
+	sizes   []int // events of each batch
 }
 
 func newMemSink(t *testing.T) *memSink {
@@ -44,6 +45,7 @@ func (s *memSink) Apply(_ context.Context, cluster string, evs []feed.Event, las
 	}
 	s.ckpt[cluster] = last
 	s.order = append(s.order, cluster)
+	s.sizes = append(s.sizes, len(evs))
 	return nil
 }
 
@@ -266,6 +268,90 @@ func TestPoolConsumerRestartResumesFromCheckpoint(t *testing.T) {
 	waitApplied(t, sink, want, 10*time.Second)
 	if n := len(sink.applied["c"]); n != 5+5+2 {
 		t.Fatalf("applied %v, want each of 7..%d once", sink.applied["c"], want["c"])
+	}
+}
+
+// A pull is bounded in bytes as well as in messages: with MaxBatchBytes
+// at its least, 1.2 MiB objects come at most three a batch (the fourth is
+// left for the next pull), and every one is applied.
+func TestPoolBatchesBoundedInBytes(t *testing.T) {
+	f := newPoolFixture(t)
+	sink := newMemSink(t)
+	f.stream("c", true)
+	big := strings.Repeat("x", 1200<<10)
+	var last uint64
+	for i := range 10 {
+		ev := benchdata.Event("c", i, 1)
+		ev.Object = []byte(`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"` + ev.GetName() + `","uid":"` + ev.GetUid() + `","annotations":{"big":"` + big + `"}}}`)
+		data, err := stream.Encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ack, err := f.js.Publish(f.ctx, stream.ObjectSubject("c", stream.GVR(ev.GetGvr()), ev.GetUid()), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ack.Sequence
+	}
+	f.run(f.m(Config{Sink: sink, Workers: 1, MaxBatchBytes: MinBatchBytes, DiscoverInterval: time.Hour}))
+	waitApplied(t, sink, map[string]uint64{"c": last}, 30*time.Second)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	for _, n := range sink.sizes {
+		if n > 3 {
+			t.Fatalf("batches of %v events: more than 3 objects of 1.2 MiB in %d bytes", sink.sizes, MinBatchBytes)
+		}
+	}
+	if len(sink.applied["c"]) != 10 {
+		t.Fatalf("applied %v, want 10 events", sink.applied["c"])
+	}
+}
+
+// A wake-up whose pull finds nothing although the stream is known to hold
+// more (a JetStream cluster's consumer server storing the message after
+// the stream's leader republished it) is pulled again, 1 ms, 2 ms, 4 ms
+// later..., for at most FlushInterval; then what the stream was known to
+// hold counts as pulled, and the stream is left for the republish and the
+// discovery round.
+func TestEmptyPullRetriedForAtMostFlushInterval(t *testing.T) {
+	m := &Materializer{cfg: Config{Workers: 1, FlushInterval: 20 * time.Millisecond}}
+	p := newPool(m)
+	defer p.close()
+	s := &session{cluster: "c", through: 5}
+	p.sessions["c"] = s
+	p.wakeUp("c", 9) // a republish of sequence 9
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	retries := 0
+	for {
+		if got := p.take(ctx); got != s {
+			t.Fatalf("took %v, want the woken stream (after %d retries)", got, retries)
+		}
+		p.empty(s) // its pull found nothing
+		p.release(s, false)
+		p.mu.Lock()
+		gaveUp := s.through == 9
+		p.mu.Unlock()
+		if gaveUp {
+			break
+		}
+		retries++
+	}
+	if retries < 3 || retries > 8 {
+		t.Fatalf("%d retries within 20 ms, want about log2(20)", retries)
+	}
+	p.mu.Lock()
+	queued := s.queued
+	p.mu.Unlock()
+	if queued {
+		t.Fatal("the stream is woken again after the retries ended")
+	}
+	p.wakeUp("c", 9) // the same sequence again: already counted
+	p.mu.Lock()
+	queued = s.queued
+	p.mu.Unlock()
+	if queued {
+		t.Fatal("a republish at or below what was pulled wakes the stream")
 	}
 }
 
