@@ -198,7 +198,9 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (uint64, er
 	cfg := jetstream.ConsumerConfig{
 		Durable: m.cfg.Durable,
 		// A replica gone for good leaves its consumers behind; one that
-		// comes back recreates its own from its checkpoint anyway.
+		// comes back recreates its own from its checkpoint anyway. An
+		// idle stream's consumer, which nothing pulls from, goes too, and
+		// is made again at the stream's next pull (pool.serve).
 		InactiveThreshold: 24 * time.Hour,
 		// Its state needs no disk: the sink's checkpoint is the truth and
 		// every start makes the consumer afresh from it. A file-backed

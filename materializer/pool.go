@@ -203,6 +203,20 @@ func (p *pool) found(cluster string, last uint64) {
 	}
 }
 
+// start makes s's durable consumer afresh at the sink's checkpoint.
+func (p *pool) start(ctx context.Context, s *session) error {
+	m := p.m
+	ckpt, err := m.consumer(ctx, s.cluster)
+	if err != nil {
+		return err
+	}
+	s.a, s.floor, s.delivered = m.newApplier(s.cluster), ckpt, 0
+	p.pulled(s, ckpt)
+	m.setApplied(s.cluster, ckpt)
+	m.log.Info("consuming", "cluster", s.cluster, "from", ckpt+1)
+	return nil
+}
+
 // pulled records that s's stream was pulled through seq.
 func (p *pool) pulled(s *session, seq uint64) {
 	p.mu.Lock()
@@ -298,22 +312,29 @@ func (p *pool) work(ctx context.Context) error {
 func (p *pool) serve(ctx context.Context, s *session) (more bool, err error) {
 	m := p.m
 	if s.a == nil {
-		ckpt, err := m.consumer(ctx, s.cluster)
-		if err != nil {
+		if err := p.start(ctx, s); err != nil {
 			return false, err
 		}
-		s.a, s.floor, s.delivered = m.newApplier(s.cluster), ckpt, 0
-		p.pulled(s, ckpt)
-		m.setApplied(s.cluster, ckpt)
-		m.log.Info("consuming", "cluster", s.cluster, "from", ckpt+1)
 	}
 	defer func() {
 		if ferr := s.a.finish(); err == nil {
 			err = ferr
 		}
 	}()
-	for range turnBatches {
+	for i := range turnBatches {
 		msgs, err := m.pull(ctx, s.cluster, m.cfg.BatchSize, m.cfg.MaxBatchBytes)
+		if i == 0 && errors.Is(err, nats.ErrNoResponders) {
+			// No consumer answers: JetStream deletes one nothing pulled
+			// from for its InactiveThreshold, a stream idle that long.
+			// Made again from the checkpoint at once (nothing is in
+			// flight at a turn's start), not a round later; a stream
+			// that is gone fails again and is dropped.
+			m.log.Info("consumer gone; making it again", "cluster", s.cluster)
+			if err := p.start(ctx, s); err != nil {
+				return false, err
+			}
+			msgs, err = m.pull(ctx, s.cluster, m.cfg.BatchSize, m.cfg.MaxBatchBytes)
+		}
 		if err != nil {
 			return false, err
 		}
