@@ -62,6 +62,10 @@ type session struct {
 	// the stream's leader republished it); timer is the next retry.
 	waited time.Duration
 	timer  *time.Timer
+	// patient: the retries of one wake-up found nothing; the next
+	// discovery round's must find nothing too before want counts as
+	// pulled.
+	patient bool
 
 	// The serving worker's.
 	a         *applier // nil until the consumer is created
@@ -222,16 +226,20 @@ func (p *pool) pulled(s *session, seq uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.through = max(s.through, seq)
-	s.waited = 0
+	s.waited, s.patient = 0, false
 }
 
 // empty handles a pull that found nothing although the stream is known to
 // hold more: it is pulled again, after 1 ms, 2 ms, 4 ms..., for at most
 // FlushInterval in all, since in a JetStream cluster the consumer's server
 // may store a message a moment after the stream's leader republished it.
-// After that what the stream was known to hold counts as pulled (a
-// message that expired or was replaced before its pull), so the discovery
-// round does not wake the stream for it again.
+// After that the stream waits for the next discovery round, whose wake-up
+// is retried the same way; only if that finds nothing either does what the
+// stream was known to hold count as pulled (a message that expired or was
+// purged before its pull), so the rounds stop waking it. Counting it
+// pulled after the first FlushInterval stranded a busy R3 stream whose
+// consumer lagged its leader by more: nothing woke it again, and the
+// collector benchmark's three-hub phase never finished.
 func (p *pool) empty(s *session) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -239,7 +247,10 @@ func (p *pool) empty(s *session) {
 		return
 	}
 	if s.waited >= p.m.cfg.FlushInterval {
-		s.through, s.waited = s.want, 0
+		if s.patient {
+			s.through = s.want
+		}
+		s.waited, s.patient = 0, !s.patient
 		return
 	}
 	d := max(time.Millisecond, s.waited)

@@ -69,8 +69,17 @@ func (m *Materializer) pull(ctx context.Context, cluster string, batch, maxBytes
 			case "404", "408": // no (more) messages, or the pull's end
 				return out, nil
 			case "409":
-				if msg.Header.Get("Description") == "Message Size Exceeds MaxBytes" {
+				switch msg.Header.Get("Description") {
+				case "Message Size Exceeds MaxBytes":
 					return out, nil // the next one is left for the next pull
+				case "Batch Completed":
+					// The server counted the request's batch as
+					// delivered (it sends this after a batch that left
+					// bytes unused); the pull is over, not failed. Taken
+					// for an error, it stopped the consumer at every
+					// pull of a busy R3 stream (the collector
+					// benchmark's scale-out phase never finished).
+					return out, nil
 				}
 			case "100": // a heartbeat: not asked for, harmless
 				continue
