@@ -181,7 +181,14 @@ func New(cfg Config) (*Collector, error) {
 	c.info = c.baseInfo()
 	jsOpts := []jetstream.JetStreamOpt{
 		jetstream.WithPublishAsyncErrHandler(c.onPublishError),
-		jetstream.WithPublishAsyncMaxPending(4096),
+		// The window of unacknowledged publishes: one cluster's share of
+		// the hub's ingest. With 4,096, a registry applied to 2,000
+		// clusters of 500 objects put all 1M objects in flight at once,
+		// so on a hub slower than 1M objects per ack timeout the last
+		// acknowledgements came too late and every cluster relisted
+		// (bench-fleet: 1.2M publishes timed out). A full window stalls
+		// the publisher (WithStallWait) instead: the hub sets the pace.
+		jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout)}
 	var js jetstream.JetStream
 	if cfg.HubAPIPrefix != "" {
@@ -276,6 +283,9 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 	}
 	return regs, inv, nil
 }
+
+// publishWindow is how many publishes may await their acknowledgement.
+const publishWindow = 256
 
 func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
 	_, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(c.cfg.PublishAckTimeout))
