@@ -1,6 +1,8 @@
 // Package collector runs next to one member cluster (a pod inside it, or
 // in-process for `fleetview up`) and is the only writer of that cluster's
-// JetStream stream. It watches the ResourceRegistries, resolves what its
+// JetStream stream. It follows the ResourceRegistries (a snapshot, then
+// the bucket's republished changes on one subscription, with no JetStream
+// consumer per collector: registry/store's Follower), resolves what its
 // cluster must cache, and mirrors each resource into UID-keyed events
 // (docs/architecture.md, "The stream contract").
 //

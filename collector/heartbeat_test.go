@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,8 +21,8 @@ import (
 )
 
 // fakeAPIServer serves discovery (core v1 with configmaps only), an empty
-// ConfigMap list once listGate is closed, and watches that stay open until
-// the client leaves.
+// ConfigMap list (of every namespace, or one) once listGate is closed, and
+// watches that stay open until the client leaves.
 func fakeAPIServer(t *testing.T, listGate <-chan struct{}) *httptest.Server {
 	t.Helper()
 	reply := func(w http.ResponseWriter, body string) {
@@ -29,7 +30,11 @@ func fakeAPIServer(t *testing.T, listGate <-chan struct{}) *httptest.Server {
 		_, _ = io.WriteString(w, body)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
+		path := r.URL.Path
+		if rest, ok := strings.CutPrefix(path, "/api/v1/namespaces/"); ok && strings.Count(rest, "/") == 1 && strings.HasSuffix(rest, "/configmaps") {
+			path = "/api/v1/configmaps" // one namespace's: the same empty list
+		}
+		switch path {
 		case "/version":
 			reply(w, `{"major":"1","minor":"99","gitVersion":"v1.99.0"}`)
 		case "/api":

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -21,39 +20,16 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// watchRegistries reconciles on every registry change, on a change of the
-// cluster's own description, and every RecheckInterval while a selected
-// resource is not served. A closed watch (NATS restarted) is re-opened.
-func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Store) error {
+// watchRegistries reconciles on every registry change the follower reports
+// (it holds every registry: internal/registry/store's Follower, one
+// subscription on the registries' republish and a snapshot when it cannot
+// trust its copy, so a change costs the hub no consumer per collector), on
+// a change of the cluster's own description, and every RecheckInterval
+// while a selected resource is not served. Nothing is reconciled before
+// the follower's first snapshot.
+func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Follower) error {
 	recheck := time.NewTicker(c.cfg.RecheckInterval)
 	defer recheck.Stop()
-	b := backoff{max: 10 * time.Second}
-	for {
-		w, err := regs.Watch(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			c.m.hubRefused(err)
-			c.log.Warn("watch registries failed; retrying", "err", err)
-			if !b.wait(ctx) {
-				return ctx.Err()
-			}
-			continue
-		}
-		err = c.followRegistries(ctx, regs, w, recheck.C)
-		_ = w.Stop()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		c.log.Warn("registry watch ended; re-opening", "err", err)
-		if !b.wait(ctx) {
-			return ctx.Err()
-		}
-	}
-}
-
-func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, w jetstream.KeyWatcher, recheck <-chan time.Time) error {
 	initial := true
 	var retry <-chan time.Time
 	var retryIn time.Duration
@@ -61,19 +37,11 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case e, ok := <-w.Updates():
-			if !ok {
-				return errors.New("registry watch closed")
-			}
-			if e == nil {
-				initial = false
-			}
-			if initial {
-				continue // reconcile once the initial values are in
-			}
+		case <-regs.Changed():
+			initial = false
 		case <-c.kick:
 		case <-retry:
-		case <-recheck:
+		case <-recheck.C:
 			c.mu.Lock()
 			n := len(c.skipped)
 			c.mu.Unlock()
@@ -82,10 +50,14 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 			}
 			c.rm.Reset()
 		}
+		if initial {
+			continue // reconcile once the registries are read
+		}
 		if err := c.reconcile(ctx, regs); err != nil {
-			// Retried on its own: a NATS error while a cluster elects a
-			// leader (reading the registries) is transient, and waiting
-			// for the next registry change could mean never syncing.
+			// Retried on its own: a removal's NATS requests (while a
+			// cluster elects a leader) and the member's discovery fail
+			// transiently, and waiting for the next registry change
+			// could mean never syncing.
 			retryIn = min(max(2*retryIn, 500*time.Millisecond), 10*time.Second)
 			retry = time.After(retryIn)
 			c.m.hubRefused(err)
@@ -94,6 +66,19 @@ func (c *Collector) followRegistries(ctx context.Context, regs *regstore.Store, 
 			retry, retryIn = nil, 0
 		}
 		c.reconciledOnce.Do(func() { close(c.reconciled) })
+	}
+}
+
+// followConfig is how the collector's registries follower reports.
+func (c *Collector) followConfig() regstore.FollowConfig {
+	return regstore.FollowConfig{
+		OnError: func(err error) {
+			c.m.hubRefused(err)
+			c.log.Warn("following the registries failed; retrying", "err", err)
+		},
+		OnSnapshot: func(reason string) {
+			c.log.Debug("reading every registry", "why", reason)
+		},
 	}
 }
 
@@ -106,8 +91,8 @@ func (c *Collector) self() registry.ClusterInfo {
 // desired is the union, over every registry matching this cluster, of the
 // resources to cache. Several selectors of one resource merge their namespace
 // scopes, so nothing is published twice.
-func (c *Collector) desired(ctx context.Context, regs *regstore.Store) (map[schema.GroupVersionResource]want, []inventory.ResourceState, map[string]regResult, error) {
-	list, err := regs.Specs(ctx)
+func (c *Collector) desired(regs *regstore.Follower) (map[schema.GroupVersionResource]want, []inventory.ResourceState, map[string]regResult, error) {
+	list, err := regs.Specs()
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -222,8 +207,8 @@ func describeGVK(gvk schema.GroupVersionKind) string {
 }
 
 // reconcile starts and stops only the resource syncs whose wants changed.
-func (c *Collector) reconcile(ctx context.Context, regs *regstore.Store) error {
-	wanted, skipped, results, err := c.desired(ctx, regs)
+func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) error {
+	wanted, skipped, results, err := c.desired(regs)
 	if err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ import (
 // they may have changed. Each cluster writes only its own status keys
 // (store.SetClusterStatus, revision-checked), so collectors of other
 // clusters never touch them, and an unchanged status is not written.
-func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error {
+func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store, f *regstore.Follower) error {
 	retry := time.NewTimer(time.Hour)
 	retry.Stop()
 	defer retry.Stop()
@@ -30,7 +30,7 @@ func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error 
 		case <-c.statusKick:
 		case <-retry.C:
 		}
-		if err := c.writeStatus(ctx, regs); err != nil && ctx.Err() == nil {
+		if err := c.writeStatus(ctx, regs, f); err != nil && ctx.Err() == nil {
 			c.m.hubRefused(err)
 			c.log.Warn("registry status not written; retrying", "err", err)
 			retry.Reset(2 * time.Second)
@@ -38,8 +38,10 @@ func (c *Collector) statusLoop(ctx context.Context, regs *regstore.Store) error 
 	}
 }
 
-func (c *Collector) writeStatus(ctx context.Context, regs *regstore.Store) error {
-	list, err := regs.Specs(ctx)
+// writeStatus writes this cluster's conditions on the registries the
+// follower holds (not read again from the hub for each write).
+func (c *Collector) writeStatus(ctx context.Context, regs *regstore.Store, f *regstore.Follower) error {
+	list, err := f.Specs()
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,9 @@
 // certificates), and a shared token, or per-cluster accounts (accounts.go)
 // that limit each collector to its own stream and keys (and, on the request
 // channel of internal/relay, to reading the hub's requests for its own
-// cluster and answering them: never sending one), with the guard
+// cluster and answering them: never sending one; and to reading the
+// registries' republish, stream.RegistryUpdates, the one subject every
+// cluster account imports: never publishing there), with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
 // rather than the subject, and each cluster's quotas (quota.go): its share
 // of the consumers (on the registries bucket every cluster shares, counted

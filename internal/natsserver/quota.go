@@ -21,8 +21,10 @@ type Quotas struct {
 	// RegistryConsumers is how many consumers one cluster may hold at
 	// once on the registries stream, which every collector and the hub
 	// share (the server caps a stream at 1000 in all). A collector holds
-	// one while it follows the registries, two while an ordered consumer
-	// is being reset.
+	// them only while it reads every registry (at start, and when its
+	// follower cannot trust its copy: store.Follower), one or two (an
+	// ordered consumer makes a new one for each fetch and deletes the
+	// last); it follows changes on the republish, with no consumer.
 	RegistryConsumers int
 	// StreamConsumers is how many consumers one cluster may hold on its
 	// own stream (hydration makes one per resource at start).

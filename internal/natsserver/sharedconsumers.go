@@ -13,7 +13,8 @@ import (
 )
 
 // sharedConsumers counts, per cluster, the consumers on a stream every
-// cluster shares (the registries bucket: each collector watches it), so
+// cluster shares (the registries bucket: each collector reads it through
+// consumers of its own at start and when it must read it again), so
 // that the guard judges a cluster's consumer create by that cluster's own
 // count. Listing the stream's consumers for every create, as the guard
 // did, cost every create O(clusters): at 2,000 clusters each listing

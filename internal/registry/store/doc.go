@@ -6,5 +6,10 @@
 // merge the two. Reads validate again (a registry failing is ErrCorrupt; a
 // cluster's status failing is left out), and read the registries with
 // ordered pull consumers, never push consumers, which the hub refuses
-// collectors.
+// collectors. Open makes the registries bucket republish every message
+// (stream.RegistryRePublish); a Follower (follow.go, what collectors use)
+// follows them with one core subscription there and a snapshot, as Specs
+// reads, at start and whenever a gap, a reconnect or a slow consumer means
+// it missed a message, instead of a consumer of its own on the shared
+// stream.
 package store

@@ -10,3 +10,6 @@ var ErrNotFound = errors.New("registry not found")
 // that bypassed this package (a credential of the hub, a bug), never bad
 // client input: it is not registry.ErrInvalid.
 var ErrCorrupt = errors.New("stored registry fails validation")
+
+// ErrNotFollowed is a Follower's answer before its first snapshot.
+var ErrNotFollowed = errors.New("registries not read yet")

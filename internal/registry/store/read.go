@@ -3,11 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/registry"
@@ -22,8 +21,11 @@ import (
 // to the one who fetched them.
 
 // entryOp is the KV operation a bucket message records.
-func entryOp(m jetstream.Msg) jetstream.KeyValueOp {
-	h := m.Headers()
+func entryOp(m jetstream.Msg) jetstream.KeyValueOp { return headerOp(m.Headers()) }
+
+// headerOp is the KV operation a bucket message's headers record, also as
+// republished (Follower).
+func headerOp(h nats.Header) jetstream.KeyValueOp {
 	switch h.Get("KV-Operation") {
 	case "DEL":
 		return jetstream.KeyValueDelete
@@ -59,9 +61,36 @@ func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error
 // the registries are the hub's to write and acting on some of them would
 // route or collect the wrong resources.
 func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error) {
-	cons, err := s.registryConsumer(ctx)
+	held, _, err := s.read(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return specsOf(held)
+}
+
+// read reads the last message of every registry key: per key its stream
+// sequence and registry (or that it was deleted, or fails validation), and
+// upTo, the highest sequence read. Everything the stream held up to upTo is
+// in it: the consumer reads until nothing is pending, and every message of
+// the stream is a key's.
+//
+// It also reads at least up to the stream's last sequence as the stream's
+// leader (which answers stream info) tells it before the read: in a NATS
+// cluster the consumer reads a replica, which may not hold yet what the
+// leader stored and republished a moment ago, before a Follower
+// subscribed. So a snapshot reflects everything stored before it began.
+func (s *Store) read(ctx context.Context) (held map[string]heldEntry, upTo uint64, err error) {
+	st, err := s.js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+	}
+	var last uint64
+	if state := st.CachedInfo().State; state.Msgs > 0 {
+		last = state.LastSeq
+	}
+	cons, err := s.registryConsumer(ctx)
+	if err != nil {
+		return nil, 0, err
 	}
 	defer func() {
 		// Gone by its inactive threshold anyway; deleting it now keeps a
@@ -70,51 +99,49 @@ func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error)
 		defer cancel()
 		_ = s.js.DeleteConsumer(dctx, stream.KVStream(stream.RegistryBucket), cons.CachedInfo().Name)
 	}()
-	byKey := map[string]*registry.ResourceRegistry{}
-	var bad []string
-	for pending := cons.CachedInfo().NumPending; pending > 0; {
+	held = map[string]heldEntry{}
+	behind := time.Now().Add(10 * time.Second)
+	for pending := cons.CachedInfo().NumPending; pending > 0 || upTo < last; {
 		// Ask for no more than is pending: a fetch waits for a full
-		// batch until its deadline.
-		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		// batch until its deadline. With nothing pending the replica is
+		// behind the leader: wait for one more message, a while.
+		n, wait := int(min(pending, 256)), 5*time.Second
+		if pending == 0 {
+			if time.Now().After(behind) {
+				return nil, 0, fmt.Errorf("read %s bucket: read up to sequence %d, the stream's leader holds %d", stream.RegistryBucket, upTo, last)
+			}
+			n, wait = 1, 500*time.Millisecond
 		}
-		n := 0
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		}
+		got := 0
 		for m := range batch.Messages() {
-			n++
+			got++
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+				return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
 			}
 			pending = md.NumPending
+			upTo = max(upTo, md.Sequence.Stream)
 			key := registryKey(m.Subject())
-			if entryOp(m) != jetstream.KeyValuePut {
-				delete(byKey, key)
-				continue
+			e := heldEntry{seq: md.Sequence.Stream}
+			if entryOp(m) == jetstream.KeyValuePut {
+				e.reg, e.err = decodeStored(key, m.Data())
+			} else {
+				e.deleted = true
 			}
-			r, err := decodeStored(key, m.Data())
-			if err != nil {
-				bad = append(bad, err.Error())
-				continue
-			}
-			byKey[key] = r
+			held[key] = e
 		}
 		if err := batch.Error(); err != nil {
-			return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+			return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
 		}
-		if n == 0 {
-			return nil, fmt.Errorf("read %s bucket: nothing delivered with %d pending", stream.RegistryBucket, pending)
+		if got == 0 && pending > 0 {
+			return nil, 0, fmt.Errorf("read %s bucket: nothing delivered with %d pending", stream.RegistryBucket, pending)
 		}
 	}
-	if len(bad) > 0 {
-		return nil, fmt.Errorf("%w: %s", ErrCorrupt, strings.Join(bad, "; "))
-	}
-	out := make([]*registry.ResourceRegistry, 0, len(byKey))
-	for _, r := range byKey {
-		out = append(out, r)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return held, upTo, nil
 }
 
 // Watch follows the registries bucket as jetstream.KeyValue's WatchAll

@@ -195,8 +195,8 @@ func TestWatch(t *testing.T) {
 	}
 }
 
-// A collector with per-cluster credentials reads, follows and writes the
-// registries through Bind, on the real server with the hub's guard, which
+// A collector with per-cluster credentials reads, follows (Watch, and a
+// Follower on the republish) and writes the registries through Bind, on the real server with the hub's guard, which
 // refuses push consumers and consumers not named for the cluster.
 func TestBoundStoreWithClusterCredentials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -251,6 +251,18 @@ func TestBoundStoreWithClusterCredentials(t *testing.T) {
 			t.Fatal("no update")
 		}
 	}
+	// Following: a snapshot through its consumer, then the hub's change
+	// through the republish its account imports.
+	f, snapshots := follower(t, s, FollowConfig{})
+	reason(t, snapshots, SnapshotStart)
+	until(t, f, r.Name+":member1,member2,member3")
+	changed := seed(t)
+	changed.Spec.TargetCluster.ClusterNames = []string{"edge-a"}
+	if _, err := hs.Apply(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	until(t, f, r.Name+":edge-a")
+	noSnapshot(t, snapshots)
 	conds := []metav1.Condition{{Type: registry.ClusterMatched, Status: metav1.ConditionTrue, Reason: registry.ReasonClusterMatched, Message: "edge-a"}}
 	if err := s.SetClusterStatus(ctx, r, "edge-a", conds); err != nil {
 		t.Fatalf("edge-a's own status: %v", err)
