@@ -58,14 +58,8 @@ type Config struct {
 	StateDir string
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
-	// Workers is how many cluster streams each materializer serves at
-	// once (the materializer's default when zero).
-	Workers int
-	// FlushInterval is materializer.Config.FlushInterval of the Badger
-	// materializer (its default when zero): how long a stream woken by its
-	// republish is pulled again while its consumer does not show the
-	// message yet. A partial batch is never held back: a pull takes what
-	// the stream holds.
+	// FlushInterval is the longest a partial Badger batch waits (the
+	// materializer's default when zero).
 	FlushInterval time.Duration
 	// KeepPageCache leaves Badger's written pages in the page cache.
 	KeepPageCache bool
@@ -177,7 +171,7 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	if err := cfg.Retry(ctx, "backend routes", s.route); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, Workers: cfg.Workers, FlushInterval: cfg.FlushInterval,
+	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
 		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
@@ -236,7 +230,7 @@ func (s *Set) addOpenSearch(ctx context.Context) error {
 	}
 	for _, ob := range obs {
 		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: Durable("opensearch-"+ob.ID, s.replica), NATS: s.cfg.NATS, Sink: ob.Store,
-			BatchSize: s.cfg.OpenSearch.BatchSize, Workers: s.cfg.Workers, FlushInterval: s.cfg.OpenSearch.FlushInterval,
+			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
 			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
 		if err != nil {
 			_ = ob.Store.Close()

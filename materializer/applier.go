@@ -9,9 +9,7 @@ import (
 
 // applier is the applying stage of one cluster stream: it prepares a batch
 // while the one before is being committed, and settles each (acknowledges
-// and publishes it) once it is durable. The worker serving the stream
-// (pool.go) drives it, and leaves no commit in flight when it lets the
-// stream go.
+// and publishes it) once it is durable.
 type applier struct {
 	m       *Materializer
 	cluster string
@@ -28,6 +26,46 @@ func (m *Materializer) newApplier(cluster string) *applier {
 		ps = applyNow{m.cfg.Sink}
 	}
 	return &applier{m: m, cluster: cluster, sink: ps, priors: m.tracker(cluster)}
+}
+
+// run applies the batches until they end or one fails.
+func (a *applier) run(ctx context.Context, batches <-chan batch) error {
+	for {
+		var settled <-chan error
+		if a.inflight != nil {
+			settled = a.inflight.done
+		}
+		var b batch
+		var ok bool
+		select {
+		case err := <-settled:
+			// The stream may be idle: a watch must not wait for the next
+			// batch to see this one.
+			if err := a.settle(err); err != nil {
+				return err
+			}
+			continue
+		case b, ok = <-batches:
+		}
+		if !ok {
+			return a.finish()
+		}
+		if b.err != nil {
+			if err := a.finish(); err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			return b.err
+		}
+		if err := a.apply(ctx, b); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+	}
 }
 
 // apply prepares b without its poison and starts its commit.

@@ -73,7 +73,7 @@ func TestObserverSeesEveryPriorState(t *testing.T) {
 			// restart: the second must remember what the first applied.
 			for seq := uint64(1); seq <= 2; seq++ {
 				a := m.newApplier("c")
-				b := batch{evs: []feed.Event{upsertEvent(seq, "p", "x")}, msgs: []delivery{ackMsg{}}, last: ackMsg{}, seq: seq}
+				b := batch{evs: []feed.Event{upsertEvent(seq, "p", "x")}, msgs: []jetstream.Msg{ackMsg{}}, last: ackMsg{}, seq: seq}
 				if err := a.apply(context.Background(), b); err != nil {
 					t.Fatal(err)
 				}

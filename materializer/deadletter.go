@@ -66,7 +66,7 @@ func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]fee
 }
 
 // deadLetter keeps a poison message with its reason and moves on.
-func (m *Materializer) deadLetter(ctx context.Context, msg delivery, reason error) error {
+func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) error {
 	md, _ := msg.Metadata()
 	dl := nats.NewMsg(stream.DeadSubject(m.cfg.Name))
 	dl.Data = msg.Data()

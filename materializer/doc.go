@@ -4,23 +4,13 @@
 // from the position its backend holds, skipping anything at or below it.
 //
 // It owns consumers, batching, checkpoints, routing filters and the
-// dead-lettering of poison messages (deadletter.go). Every cluster stream
-// is served by one fixed pool of workers (pool.go, Config.Workers), so its
-// goroutines and the messages it holds do not grow with the number of
-// clusters: a stream is ready when it republishes a stored message's
-// headers (stream.Appended, one subscription for all streams), when its
-// consumer is (re)created, and when the discovery round finds it holding
-// more than was pulled (a lost republish costs one round). A worker takes
-// the ready stream that waited longest, pulls what its consumer has at
-// once (pull.go: a no-wait pull bounded in messages and bytes), decodes
-// and checks it (fetch.go: protobuf decode, subject consistency, object
-// JSON and its labels, that subject, payload, stream and the object's
-// cluster annotations name one cluster, and that no delivery was lost),
-// and applies it (applier.go), preparing the next batch while the one
-// before commits, a few batches a turn; then the stream goes to the back
-// of the queue if more is pending. The durable consumer is recreated at
-// the sink's checkpoint on every start (materializer.go), so a killed
-// process never leaves a gap.
+// dead-lettering of poison messages (deadletter.go). Per cluster stream it
+// runs two stages: one (fetch.go) fetches, decodes and checks the next
+// batch (protobuf decode, subject consistency, object JSON and its labels,
+// and that subject, payload, stream and the object's cluster annotations
+// name one cluster) while the other (applier.go) applies the current one
+// to the sink. The durable consumer is recreated at the sink's checkpoint
+// on every start (materializer.go), so a killed process never leaves a gap.
 //
 // Poison messages (undecodable, inconsistent with their subject, an object
 // that is not JSON, an object annotated with another cluster than its

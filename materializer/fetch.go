@@ -1,63 +1,101 @@
 package materializer
 
 import (
+	"context"
+	"errors"
 	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// batch is one pull of a cluster stream, decoded and checked, as the
-// applying stage takes it.
+// batch is what the fetching stage hands the applying stage.
 type batch struct {
 	evs  []feed.Event
-	msgs []delivery // msgs[i] carried evs[i]
-	bad  []badMsg   // undecodable messages, in stream order
-	last delivery
+	msgs []jetstream.Msg // msgs[i] carried evs[i]
+	bad  []badMsg        // undecodable messages, in stream order
+	last jetstream.Msg
 	seq  uint64 // stream sequence of last
-	// pending is how many messages the stream held for the consumer after
-	// the last one pulled (its NumPending): more than 0, the cluster is
-	// served again.
-	pending uint64
-	// through is the stream sequence of the last message pulled, applied
-	// or not (0: none pulled).
-	through uint64
-	err     error // the pull failed or showed a lost delivery
+	err  error  // the fetching stage stopped with this error
 }
 
 type badMsg struct {
-	msg    delivery
+	msg    jetstream.Msg
 	reason error
 }
 
-// collect decodes the messages of one pull past ckpt into a batch.
-// delivered is the consumer sequence of the last delivery, across pulls:
-// every delivery, redeliveries too, takes the consumer's next sequence,
-// so a jump means one was lost. The batch up to it is dropped with it (an
-// error batch is not applied).
-func (m *Materializer) collect(msgs []delivery, ckpt uint64, delivered *uint64) batch {
+// fetchAll is the fetching stage: it hands on batches past ckpt until ctx
+// ends or fetching fails (that batch carries the error), then closes
+// batches.
+func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, batches chan<- batch) {
+	defer close(batches)
+	var delivered uint64 // the consumer sequence of the last delivery
+	for ctx.Err() == nil {
+		b := m.fetch(ctx, it, ckpt, &delivered)
+		if b.last == nil && b.err == nil {
+			continue
+		}
+		select {
+		case batches <- b:
+		case <-ctx.Done():
+			return
+		}
+		if b.err != nil {
+			return
+		}
+		ckpt = b.seq
+	}
+}
+
+// fetch collects up to BatchSize messages. It flushes early when the stream
+// has nothing more pending (so a watch sees a trickle of changes at once),
+// and otherwise waits at most FlushInterval once the first one arrived (so
+// bulk ingest fills its batches).
+func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, delivered *uint64) batch {
 	var b batch
-	for _, msg := range msgs {
+	bctx := ctx
+	for len(b.evs)+len(b.bad) < m.cfg.BatchSize {
+		msg, err := it.Next(jetstream.NextContext(bctx))
+		if err != nil {
+			if bctx.Err() != nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {
+				break
+			}
+			b.err = err
+			return b
+		}
+		if b.last == nil && b.err == nil && bctx == ctx {
+			var cancel context.CancelFunc
+			bctx, cancel = context.WithTimeout(ctx, m.cfg.FlushInterval)
+			defer cancel()
+		}
 		md, err := msg.Metadata()
 		if err != nil {
 			b.err = err
 			return b
 		}
+		// Every delivery, redeliveries too, takes the consumer's next
+		// sequence: a jump means one was lost. The batch up to it is
+		// dropped with it (an error batch is not applied).
 		if *delivered != 0 && md.Sequence.Consumer != *delivered+1 {
 			b.err = fmt.Errorf("%w: consumer sequence %d after %d (stream sequence %d)", errDeliveryGap, md.Sequence.Consumer, *delivered, md.Sequence.Stream)
 			return b
 		}
 		*delivered = md.Sequence.Consumer
-		b.pending, b.through = md.NumPending, md.Sequence.Stream
 		m.add(&b, msg, md.Stream, md.Sequence.Stream, ckpt)
+		if md.NumPending == 0 && b.last != nil {
+			break // caught up: nothing to wait for
+		}
 	}
 	return b
 }
 
 // add decodes one message of stream streamName into the batch, or records
 // why it cannot be.
-func (m *Materializer) add(b *batch, msg delivery, streamName string, seq, ckpt uint64) {
+func (m *Materializer) add(b *batch, msg jetstream.Msg, streamName string, seq, ckpt uint64) {
 	if seq <= ckpt || seq <= b.seq {
 		return // redelivered, already applied
 	}
@@ -82,8 +120,7 @@ func (m *Materializer) add(b *batch, msg delivery, streamName string, seq, ckpt 
 	}
 	e := feed.Event{Seq: seq, Event: ev}
 	if ev.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
-		// Here, before Prepare, so that it overlaps with the commit of
-		// the batch before.
+		// Here, in the fetching stage, so that it overlaps with applying.
 		if e.Labels, e.Search, err = LabelsAndSearchText(ev.GetObject(), ev.GetCluster()); err != nil {
 			b.bad = append(b.bad, badMsg{msg, &PoisonError{Seq: seq, Err: fmt.Errorf("object of %s/%s: %w", ev.GetNamespace(), ev.GetName(), err)}})
 			return

@@ -1,9 +1,12 @@
 package materializer
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/benchdata"
@@ -26,13 +29,28 @@ func (m seqMsg) Metadata() (*jetstream.MsgMetadata, error) {
 		Sequence: jetstream.SequencePair{Stream: m.sseq, Consumer: m.cseq}}, nil
 }
 
+// deliveries hands out its messages, then times out as an idle pull does.
+type deliveries struct {
+	jetstream.MessagesContext
+	msgs []jetstream.Msg
+}
+
+func (d *deliveries) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
+	if len(d.msgs) == 0 {
+		return nil, nats.ErrTimeout
+	}
+	m := d.msgs[0]
+	d.msgs = d.msgs[1:]
+	return m, nil
+}
+
 // TestFetchStopsAtADeliveryGap: consecutive consumer sequences make a
-// batch, across pulls too; a jump (a delivery lost in flight, which
+// batch, across fetches too; a jump (a delivery lost in flight, which
 // AckAll of a later one would acknowledge) ends the batch with
 // errDeliveryGap, so the consumer is made afresh from the checkpoint, and
 // the message after the gap is not in it.
 func TestFetchStopsAtADeliveryGap(t *testing.T) {
-	msg := func(i int, cseq uint64) delivery {
+	msg := func(i int, cseq uint64) jetstream.Msg {
 		ev := benchdata.Event("c1", i, 1)
 		data, err := stream.Encode(ev)
 		if err != nil {
@@ -40,7 +58,7 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 		}
 		return seqMsg{subject: stream.ObjectSubject("c1", stream.GVR(ev.GetGvr()), ev.GetUid()), data: data, sseq: uint64(10 + 2*i), cseq: cseq}
 	}
-	m := &Materializer{cfg: Config{BatchSize: 100}}
+	m := &Materializer{cfg: Config{BatchSize: 100, FlushInterval: 50 * time.Millisecond}}
 	for _, tc := range []struct {
 		name      string
 		cseqs     []uint64
@@ -55,12 +73,12 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 		{"a delivery again", []uint64{1, 2, 2}, 0, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var msgs []delivery
+			d := &deliveries{}
 			for i, c := range tc.cseqs {
-				msgs = append(msgs, msg(i, c))
+				d.msgs = append(d.msgs, msg(i, c))
 			}
 			delivered := tc.delivered
-			b := m.collect(msgs, 0, &delivered)
+			b := m.fetch(context.Background(), d, 0, &delivered)
 			if got := errors.Is(b.err, errDeliveryGap); got != tc.gap {
 				t.Fatalf("batch error %v, want a delivery gap: %v", b.err, tc.gap)
 			}

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,24 +30,10 @@ type Config struct {
 	// BatchSize is the most events handed to the sink at once (one Badger
 	// transaction, one OpenSearch bulk). Default 1000.
 	BatchSize int
-	// MaxBatchBytes bounds the bytes of one pull, and so of a batch
-	// (default 8 MiB; at least MinBatchBytes, so that the largest message
-	// fits).
-	MaxBatchBytes int
-	// Workers is how many cluster streams are served at once, whatever
-	// their number (default 4: on 2 cores, two decode and prepare while
-	// two wait for NATS or a commit).
-	Workers int
-	// FlushInterval bounds how long a stream woken by its republish is
-	// pulled again while its consumer does not show the message yet (in a
-	// JetStream cluster the consumer's server may store it a moment after
-	// the stream's leader republished it); the discovery round takes over
-	// after that. Default 200ms. A pull never waits for messages to come:
-	// it takes what the stream holds.
+	// FlushInterval is the longest a started batch waits to fill up before
+	// it is applied anyway. Default 200ms.
 	FlushInterval time.Duration
-	// DiscoverInterval is how often the cluster streams are listed: new
-	// ones are consumed, and one holding more than was pulled from it (its
-	// republish was lost) is served. Default 2s.
+	// DiscoverInterval is how often new cluster streams are looked for.
 	DiscoverInterval time.Duration
 	// Filter, when set, selects the object events (upserts and deletes) this
 	// materializer applies; the others are skipped, but the checkpoint still
@@ -87,37 +71,16 @@ type Materializer struct {
 	priors  map[string]*feed.Tracker // by cluster, see tracker
 }
 
-// MinBatchBytes is the least Config.MaxBatchBytes: the largest message a
-// stream takes with room for its subject, reply and headers. A pull whose
-// next message does not fit its bytes would never make progress.
-const MinBatchBytes = stream.MaxPayload + 64<<10
-
 // New builds a materializer.
 func New(cfg Config) (*Materializer, error) {
-	var errs []error
 	if cfg.Name == "" || cfg.NATS == nil || cfg.Sink == nil {
-		errs = append(errs, errors.New("Name, NATS and Sink are required"))
-	}
-	if cfg.Workers < 0 {
-		errs = append(errs, fmt.Errorf("Workers %d is negative", cfg.Workers))
-	}
-	if cfg.MaxBatchBytes != 0 && cfg.MaxBatchBytes < MinBatchBytes {
-		errs = append(errs, fmt.Errorf("MaxBatchBytes %d is less than %d, the largest message with its headers", cfg.MaxBatchBytes, MinBatchBytes))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		return nil, errors.New("materializer: Name, NATS and Sink are required")
 	}
 	if cfg.Durable == "" {
 		cfg.Durable = cfg.Name
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 1000
-	}
-	if cfg.Workers == 0 {
-		cfg.Workers = 4
-	}
-	if cfg.MaxBatchBytes == 0 {
-		cfg.MaxBatchBytes = 8 << 20
 	}
 	if cfg.FlushInterval <= 0 {
 		cfg.FlushInterval = 200 * time.Millisecond
@@ -149,30 +112,72 @@ func (m *Materializer) Applied() map[string]uint64 {
 // Metrics are the materializer's counters.
 func (m *Materializer) Metrics() *Metrics { return &m.metrics }
 
-// Run consumes every cluster stream with Workers goroutines (pool.go),
-// consuming each stream as the discovery round finds it, until ctx ends.
-// A consumer that fails for a reason other than the sink (a deleted
-// stream, a lost connection) is made again on the next discovery round; a
-// sink failure ends Run.
+// Run consumes every cluster stream, starting a consumer for each stream as
+// it appears, until ctx ends. A consumer that fails for a reason other than
+// the sink (a deleted stream, a lost connection) is started again on the
+// next discovery round; a sink failure ends Run.
 func (m *Materializer) Run(ctx context.Context) error {
 	if err := EnsureDeadLetterStream(ctx, m.js, m.cfg.Replicas); err != nil {
 		return err
 	}
-	p := newPool(m)
-	defer p.close()
-	// Before the first discovery round, so that a message stored between
-	// a stream's listing and this subscription is not left for the next.
-	sub, err := m.cfg.NATS.Subscribe(stream.AllAppended, p.appended)
-	if err != nil {
-		return fmt.Errorf("subscribe to %s: %w", stream.AllAppended, err)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var mu sync.Mutex
+	running := map[string]bool{}
+	only := map[string]bool{}
+	for _, c := range m.cfg.Clusters {
+		only[c] = true
 	}
-	defer func() { _ = sub.Unsubscribe() }()
-	g, gctx := errgroup.WithContext(ctx)
-	for range m.cfg.Workers {
-		g.Go(func() error { return p.work(gctx) })
+	errs := make(chan error, 1)
+	t := time.NewTicker(m.cfg.DiscoverInterval)
+	defer t.Stop()
+	for {
+		names := m.js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
+		for name := range names.Name() {
+			cluster, ok := stream.ClusterFromStream(name)
+			mu.Lock()
+			skip := !ok || running[cluster] || (len(only) > 0 && !only[cluster])
+			if !skip {
+				running[cluster] = true
+			}
+			mu.Unlock()
+			if skip {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := m.consume(ctx, cluster)
+				mu.Lock()
+				delete(running, cluster)
+				mu.Unlock()
+				if err == nil || ctx.Err() != nil {
+					return
+				}
+				var se *sinkError
+				if errors.As(err, &se) {
+					m.metrics.SinkErrors.Add(1)
+					select {
+					case errs <- fmt.Errorf("cluster %s: %w", cluster, err):
+					default:
+					}
+					return
+				}
+				m.metrics.ConsumerErrors.Add(1)
+				m.log.Warn("consumer stopped; restarting it on the next discovery round", "cluster", cluster, "err", err)
+			}()
+		}
+		if err := names.Err(); err != nil && ctx.Err() == nil {
+			m.log.Warn("listing streams failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errs:
+			return err
+		case <-t.C:
+		}
 	}
-	g.Go(func() error { return p.discover(gctx) })
-	return g.Wait()
 }
 
 // sinkError marks a failure of the sink, which ends Run: retrying is the
@@ -189,18 +194,16 @@ func (e *sinkError) Unwrap() error { return e.err }
 // the checkpoint: messages it delivered to the previous (killed) process
 // stay unacknowledged until AckWait, and newer ones would be delivered, and
 // applied, before them.
-func (m *Materializer) consumer(ctx context.Context, cluster string) (uint64, error) {
+func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.Consumer, uint64, error) {
 	ckpt, err := m.cfg.Sink.Checkpoint(ctx, cluster)
 	if err != nil {
-		return 0, &sinkError{err}
+		return nil, 0, &sinkError{err}
 	}
 	sname := stream.StreamName(cluster)
 	cfg := jetstream.ConsumerConfig{
 		Durable: m.cfg.Durable,
 		// A replica gone for good leaves its consumers behind; one that
-		// comes back recreates its own from its checkpoint anyway. An
-		// idle stream's consumer, which nothing pulls from, goes too, and
-		// is made again at the stream's next pull (pool.serve).
+		// comes back recreates its own from its checkpoint anyway.
 		InactiveThreshold: 24 * time.Hour,
 		// Its state needs no disk: the sink's checkpoint is the truth and
 		// every start makes the consumer afresh from it. A file-backed
@@ -218,12 +221,37 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (uint64, er
 		cfg.OptStartSeq = ckpt + 1
 	}
 	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return 0, err
+		return nil, 0, err
 	}
-	if _, err := m.js.CreateConsumer(ctx, sname, cfg); err != nil {
-		return 0, err
+	c, err := m.js.CreateConsumer(ctx, sname, cfg)
+	if err != nil {
+		return nil, 0, err
 	}
-	return ckpt, nil
+	return c, ckpt, nil
+}
+
+// consume runs two stages per cluster: fetching and decoding the next batch
+// overlaps with applying the current one.
+func (m *Materializer) consume(ctx context.Context, cluster string) error {
+	log := m.log.With("cluster", cluster)
+	cons, ckpt, err := m.consumer(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	m.setApplied(cluster, ckpt)
+	log.Info("consuming", "from", ckpt+1)
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * m.cfg.BatchSize))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan batch, 1)
+	go m.fetchAll(cctx, it, ckpt, batches)
+	a := m.newApplier(cluster)
+	defer func() { _ = a.finish() }()
+	return a.run(ctx, batches)
 }
 
 func (m *Materializer) setApplied(cluster string, seq uint64) {

@@ -9,8 +9,7 @@
 // and the mover's copy). A file per concept: stream.go the streams' and
 // buckets' names and configuration, subjects.go every subject, filter and
 // KV key a process spells (the hub account's API prefix, the collectors'
-// inboxes, the guard's subjects and the hub-only subjects a cluster stream
-// republishes to, stream.Appended, too), act.go the request channel's
+// inboxes and the guard's subjects too), act.go the request channel's
 // subjects, registries.go the registries' republish (each collector's one
 // subscription), event.go an event's encoding and checks (decode.go its
 // allocation-free unmarshal), message.go an object message's headers,

@@ -158,11 +158,6 @@ const DefaultMaxBytes = 1 << 30
 // per-subject limit still replaces each object's previous message
 // (DiscardNewPerSubject stays off). Without a quota, New and Old behave
 // the same.
-//
-// The stream republishes the headers of every message it stores to
-// Appended(cluster) (nats-server does so on the stream's leader, after
-// storing): the hub's materializers wake the stream's consumer from there.
-// EnsureStream adds it to streams made before it.
 func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.StreamConfig {
 	if replicas < 1 {
 		replicas = 1
@@ -184,7 +179,6 @@ func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.Stream
 		MaxMsgSize:        MaxPayload,
 		Replicas:          replicas,
 		AllowDirect:       true,
-		RePublish:         &jetstream.RePublish{Source: FullWildcard, Destination: Appended(cluster), HeadersOnly: true},
 	}
 }
 

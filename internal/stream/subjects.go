@@ -56,38 +56,6 @@ func ClusterSubjects(cluster string) []string {
 // is a cluster stream.
 const AllObjects = SubjectRoot + ".obj.>"
 
-// appendedRoot prefixes the subjects a cluster stream republishes each
-// stored message's headers to (StreamConfig's RePublish).
-const appendedRoot = SubjectRoot + ".appended."
-
-// Appended is where cluster's stream republishes the headers of every
-// message it stores (Nats-Stream, Nats-Sequence, ...: the payload is left
-// out), under the message's own subject: a materializer learns which
-// streams have something new from one subscription instead of a pull per
-// stream. Only the hub account has these subjects: no cluster account
-// imports them (internal/natsserver), so a collector cannot see another
-// cluster's activity, nor forge a wake-up (which would cost a pull, no
-// more).
-func Appended(cluster string) string { return appendedRoot + cluster + "." + FullWildcard }
-
-// AllAppended matches Appended of every cluster.
-const AllAppended = appendedRoot + Wildcard + "." + FullWildcard
-
-// ClusterFromAppended is the cluster whose stream republished on subject
-// (Appended reversed); ok is false for another subject or an invalid
-// cluster name.
-func ClusterFromAppended(subject string) (string, bool) {
-	rest, ok := strings.CutPrefix(subject, appendedRoot)
-	if !ok {
-		return "", false
-	}
-	cluster, _, ok := strings.Cut(rest, ".")
-	if !ok || ValidateCluster(cluster) != nil {
-		return "", false
-	}
-	return cluster, true
-}
-
 // DeadSubject is the dead-letter subject of the materializer called name.
 func DeadSubject(name string) string { return SubjectRoot + ".dead." + name }
 

@@ -35,8 +35,6 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
 		{"act-through without authentication", func(o *UpOptions) { o.ActThrough = true }, []string{"--act-through needs authentication"}},
 		{"act-through rate negative", func(o *UpOptions) { o.ActThroughRate = -1 }, []string{"--act-through-rate -1"}},
-		{"materializer workers", func(o *UpOptions) { o.MaterializerWorkers = 2 }, nil},
-		{"negative materializer workers", func(o *UpOptions) { o.MaterializerWorkers = -1 }, []string{"--materializer-workers -1"}},
 		{"short resume window", func(o *UpOptions) { o.MaxResumeAge = time.Second }, nil},
 		{"negative resume window", func(o *UpOptions) { o.MaxResumeAge = -time.Second }, []string{"--max-resume-age -1s"}},
 		{"resume window beyond the tombstone TTL", func(o *UpOptions) { o.MaxResumeAge = 24 * time.Hour }, []string{"--max-resume-age 24h0m0s"}},

@@ -48,7 +48,7 @@ func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "do not verify OpenSearch TLS certificates (testing only)")
 	fs.StringVar(&o.IndexPrefix, "opensearch-index-prefix", "kubernetes-", "prefix of the per-kind OpenSearch indices")
 	fs.IntVar(&o.BatchSize, "opensearch-batch-size", 1000, "events per OpenSearch bulk request")
-	fs.DurationVar(&o.FlushInterval, "opensearch-flush-interval", time.Second, "how long an OpenSearch materializer pulls a stream again while its consumer does not show a message the stream announced (in a JetStream cluster the servers store it a moment apart); a partial bulk is sent at once, a pull taking what the stream holds")
+	fs.DurationVar(&o.FlushInterval, "opensearch-flush-interval", time.Second, "longest a partial OpenSearch bulk waits before it is sent")
 	fs.BoolVar(&o.FullTextObject, "opensearch-full-text-object", false, "also index the whole object JSON for full-text search (slower writes)")
 	fs.IntVar(&o.Shards, "opensearch-shards", 1, "primary shards of each new OpenSearch index")
 	fs.IntVar(&o.Replicas, "opensearch-replicas", 0, "replica shards of each new OpenSearch index; at least 1 on a multi-node cluster, or losing a data node loses the shards it held (red) until it returns")

@@ -42,10 +42,6 @@ type ServeOptions struct {
 	MetricsOptions
 	// BatchSize is the Badger materializer's batch (one transaction).
 	BatchSize int
-	// MaterializerWorkers is how many cluster streams each materializer
-	// (Badger's, each OpenSearch backend's) serves at once, whatever the
-	// number of clusters (0: the materializer's default).
-	MaterializerWorkers int
 	// KeepPageCache leaves the Badger value log's written pages in the
 	// page cache instead of dropping them once they are on disk.
 	KeepPageCache bool
@@ -80,7 +76,6 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.NATSClientOptions.AddFlags(fs)
 	o.MetricsOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
-	fs.IntVar(&o.MaterializerWorkers, "materializer-workers", 4, "cluster streams each materializer (Badger's, each OpenSearch backend's) serves at once, whatever the number of clusters: its goroutines, and at most two batches each in memory")
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)
@@ -115,9 +110,6 @@ func (o *ServeOptions) validate(client bool) []error {
 	}
 	if o.BatchSize < 0 {
 		errs = append(errs, fmt.Errorf("%w: --batch-size %d must not be negative", ErrInvalidOptions, o.BatchSize))
-	}
-	if o.MaterializerWorkers < 0 {
-		errs = append(errs, fmt.Errorf("%w: --materializer-workers %d must not be negative", ErrInvalidOptions, o.MaterializerWorkers))
 	}
 	if o.MaxResumeAge < 0 || o.MaxResumeAge > queryapi.DefaultMaxResumeAge {
 		errs = append(errs, fmt.Errorf("%w: --max-resume-age %s must be between 0 and %s: deletes older than the tombstone TTL may be gone from the streams", ErrInvalidOptions, o.MaxResumeAge, queryapi.DefaultMaxResumeAge))
@@ -205,7 +197,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	hub := queryapi.NewHub(queryapi.HubOptions{})
 	set, err := backends.New(ctx, backends.Config{
 		NATS: nc, Buckets: bk,
-		StateDir: o.StateDir, BatchSize: o.BatchSize, Workers: o.MaterializerWorkers, KeepPageCache: o.KeepPageCache,
+		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
 		Observer: hub.Observe, Logger: log,
 		Retry: func(ctx context.Context, what string, f func(context.Context) error) error {
