@@ -187,7 +187,7 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	log "console benchmark (150k Pods: first page in chromium; 1,000 live rows at 100 events/s)"
 	go build -o "$bench/bench-console" ./integration/cmd/bench-console
 	"$bench/bench-console"
-	log "fleet benchmark (200 simulated member clusters x 100 Pods: production collectors, each with its own NATS account, over 2 real kube-apiservers; beside a 3-cluster hub holding the same Pods)"
+	log "fleet benchmark (300 simulated member clusters x 100 Pods: production collectors, each with its own NATS account, over 2 real kube-apiservers; beside a 3-cluster hub holding the same Pods)"
 	go build -o "$bench/bench-fleet" ./integration/cmd/bench-fleet
 	"$bench/bench-fleet"
 	log "member RBAC benchmark (3 real kube-apiservers with RBAC on x 5k Pods: a user granted 1,000 namespaces through 1,000 RoleBindings beside unrestricted users, RBAC changes, a restart, the mirror's memory)"

@@ -16,7 +16,7 @@
 //
 // Scale comes from the environment:
 //
-//	FV_FLEET_CLUSTERS=200 FV_FLEET_OBJECTS=100 (Pods per cluster)
+//	FV_FLEET_CLUSTERS=300 FV_FLEET_OBJECTS=100 (Pods per cluster)
 //	FV_FLEET_APISERVERS=2 FV_FLEET_GETS=500 FV_FLEET_REPEAT=5
 //
 // docs/benchmarks/fleet.md records the results.
@@ -53,7 +53,7 @@ func main() {
 		return
 	}
 	cfg := config{
-		clusters: benchutil.EnvInt("FV_FLEET_CLUSTERS", 200), objects: benchutil.EnvInt("FV_FLEET_OBJECTS", 100),
+		clusters: benchutil.EnvInt("FV_FLEET_CLUSTERS", 300), objects: benchutil.EnvInt("FV_FLEET_OBJECTS", 100),
 		apiservers: benchutil.EnvInt("FV_FLEET_APISERVERS", 2), gets: benchutil.EnvInt("FV_FLEET_GETS", 500), repeat: benchutil.EnvInt("FV_FLEET_REPEAT", 5),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
