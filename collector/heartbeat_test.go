@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/rest"
 
@@ -101,20 +102,7 @@ func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	defer func() { _ = w.Stop() }()
 
 	listGate := make(chan struct{})
-	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t, listGate).URL}, NATS: nc,
-		HeartbeatInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- col.Run(rctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer runFakeCollector(ctx, t, nc, listGate)()
 
 	next := func() *inventory.Cluster {
 		t.Helper()
@@ -143,5 +131,25 @@ func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	close(listGate)
 	if rec := next(); len(rec.Resources) != 1 || !rec.Resources[0].Synced || !rec.Ready {
 		t.Fatalf("record after the list: %+v, want configmaps synced", rec.Resources)
+	}
+}
+
+// runFakeCollector runs collector m1 over fakeAPIServer(listGate) on nc,
+// heartbeats aside; the returned function stops it and checks Run's error.
+func runFakeCollector(ctx context.Context, t *testing.T, nc *nats.Conn, listGate <-chan struct{}) (stop func()) {
+	t.Helper()
+	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t, listGate).URL}, NATS: nc,
+		HeartbeatInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- col.Run(rctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
 	}
 }

@@ -3,8 +3,6 @@ package collector
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/client-go/rest"
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
@@ -133,20 +130,7 @@ func TestRegistryChangesNeedNoConsumer(t *testing.T) {
 
 	gate := make(chan struct{})
 	close(gate)
-	col, err := New(Config{Cluster: "m1", REST: &rest.Config{Host: fakeAPIServer(t, gate).URL}, NATS: nc,
-		HeartbeatInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- col.Run(rctx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	defer runFakeCollector(ctx, t, nc, gate)()
 	caching("configmaps ")
 	if first := createdUntil("marker1"); len(first) == 0 {
 		t.Fatal("the collector read the registries without a consumer: the test sees no consumer")
