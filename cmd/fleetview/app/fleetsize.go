@@ -11,15 +11,18 @@ import (
 )
 
 // A hub's cost per member cluster, measured by the fleet benchmark
-// (docs/benchmarks/fleet.md, 200 clusters beside 3 holding the same
-// Pods): about 1.4 MB of RSS per cluster (NATS's per-account, stream and
-// consumer state, the materializer's consumer, the collector's
-// connection), and two open files (its stream's message block and its
-// collector's connection: 325 for 300 idle streams). hubBaseMemory is an
-// idle hub's RSS before any object is cached; the objects a fleet caches
-// come on top and depend on the fleet, not on its number of clusters.
+// (docs/benchmarks/fleet.md, N clusters beside 3 holding the same Pods):
+// about 1.4 MB of RSS per cluster at 200 to 1,000 clusters, and 3 MB at
+// 2,000 clusters of 500 Pods right after their full sync (NATS's
+// per-account, stream, consumer and connection state, the materializer's
+// consumer, and the Go heap's headroom over all of it; the larger figure
+// is the one the check uses), and two open files (its stream's message
+// block and its collector's connection: 325 for 300 idle streams).
+// hubBaseMemory is an idle hub's RSS before any object is cached; the
+// objects a fleet caches come on top and depend on the fleet, not on its
+// number of clusters.
 const (
-	perClusterMemory = 1_400_000
+	perClusterMemory = 3_000_000
 	hubBaseMemory    = 100 << 20
 	perClusterFiles  = 2
 	hubBaseFiles     = 64

@@ -75,7 +75,7 @@ func TestUpNamesTheLimitAFleetMeets(t *testing.T) {
 		clusters int
 		want     string
 	}{
-		{300, `level=WARN msg="fleet size: 300 member clusters are near or past what memory allows (about 116 clusters`},
+		{300, `level=WARN msg="fleet size: 300 member clusters are near or past what memory allows (about 54 clusters`},
 		{3, `level=INFO msg="fleet size: per-cluster costs against this host's limits" clusters=3`},
 	} {
 		t.Run(fmt.Sprint(c.clusters), func(t *testing.T) {
