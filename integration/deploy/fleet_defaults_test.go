@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -53,14 +54,19 @@ func TestUpDefaultsFitAFleet(t *testing.T) {
 	fv := fixture.StartUp(t, o)
 	defer fv.Stop(t)
 
-	resp, err := http.Get(fv.REST + "/readyz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("/readyz: %d", resp.StatusCode)
-	}
+	// StartUp waits for the API only; readiness follows once the hub's
+	// checks ran over its 300 streams.
+	fixture.Eventually(t, time.Minute, func() error {
+		resp, err := http.Get(fv.REST + "/readyz")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/readyz: %d", resp.StatusCode)
+		}
+		return nil
+	})
 	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo(natsserver.HubUser, hubPass))
 	if err != nil {
 		t.Fatal(err)
