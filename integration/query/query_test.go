@@ -113,6 +113,16 @@ func TestQueryAPI(t *testing.T) {
 	defer fv.Stop(t)
 
 	t.Run("readiness flips only after sync", func(t *testing.T) {
+		// The hub is ready once its materializer caught up with the
+		// streams as they were at its start (StartUp waits for the API
+		// only); from then on a cluster's sync is the cluster's, never
+		// the hub's readiness.
+		fixture.Eventually(t, time.Minute, func() error {
+			if code, body := fv.RESTStatus(t, "/readyz"); code != http.StatusOK {
+				return fmt.Errorf("readyz %d %v", code, body)
+			}
+			return nil
+		})
 		// Pods of every member, in the default (Badger) backend.
 		reg, err := structpb.NewStruct(map[string]any{
 			"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "query-test"},
