@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,17 +55,7 @@ func TestUpDefaultsFitAFleet(t *testing.T) {
 
 	// StartUp waits for the API only; readiness follows once the hub's
 	// checks ran over its 300 streams.
-	fixture.Eventually(t, time.Minute, func() error {
-		resp, err := http.Get(fv.REST + "/readyz")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %d", resp.StatusCode)
-		}
-		return nil
-	})
+	fv.AwaitOK(t, "/readyz", time.Minute)
 	nc, err := nats.Connect("nats://"+natsAddr, nats.UserInfo(natsserver.HubUser, hubPass))
 	if err != nil {
 		t.Fatal(err)

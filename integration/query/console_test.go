@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image"
 	"image/png"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,17 +265,7 @@ func TestConsole(t *testing.T) {
 
 	// Ready: every cluster's inventory lists the registry's resources, so
 	// the console knows their kinds.
-	fixture.Eventually(t, 90*time.Second, func() error {
-		resp, err := http.Get(fv.REST + "/readyz/clusters")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("readyz/clusters: %s", resp.Status)
-		}
-		return nil
-	})
+	fv.AwaitOK(t, "/readyz/clusters", 90*time.Second)
 
 	b := browser(t)
 	var errs pageErrors

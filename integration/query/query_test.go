@@ -117,12 +117,7 @@ func TestQueryAPI(t *testing.T) {
 		// streams as they were at its start (StartUp waits for the API
 		// only); from then on a cluster's sync is the cluster's, never
 		// the hub's readiness.
-		fixture.Eventually(t, time.Minute, func() error {
-			if code, body := fv.RESTStatus(t, "/readyz"); code != http.StatusOK {
-				return fmt.Errorf("readyz %d %v", code, body)
-			}
-			return nil
-		})
+		fv.AwaitOK(t, "/readyz", time.Minute)
 		// Pods of every member, in the default (Badger) backend.
 		reg, err := structpb.NewStruct(map[string]any{
 			"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "query-test"},
