@@ -2,12 +2,13 @@ package app
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
-	"strconv"
 	"syscall"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // A hub's cost per member cluster, measured by the fleet benchmark
@@ -96,20 +97,19 @@ func (f fleetSize) log(log *slog.Logger) {
 	log.Info("fleet size: per-cluster costs against this host's limits", attrs...)
 }
 
-// readHostLimits reads the hub's limits: memory from --memory-limit
-// (GOMEMLIMIT's place), else the cgroup's memory.max, else the machine's
-// memory; open files from RLIMIT_NOFILE (Go raises the soft limit to the
-// hard one at start).
-func readHostLimits(memoryLimit int64, storeClusters int) hostLimits {
+// readHostLimits reads the hub's limits: memory from the Go runtime's
+// limit (--memory-limit, or "auto"'s share of the cgroup's; from says
+// which), else the cgroup's memory limit, else the machine's memory;
+// open files from RLIMIT_NOFILE (Go raises the soft limit to the hard
+// one at start).
+func readHostLimits(memoryLimit int64, from string, storeClusters int) hostLimits {
 	l := hostLimits{storeClusters: storeClusters}
 	switch {
 	case memoryLimit > 0:
-		l.memory, l.memorySource = memoryLimit, "--memory-limit"
+		l.memory, l.memorySource = memoryLimit, from
 	default:
-		if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-			if n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64); err == nil && n > 0 {
-				l.memory, l.memorySource = n, "cgroup memory.max"
-			}
+		if n, err := memlimit.FromCgroup(); err == nil && n > 0 && n <= math.MaxInt64 {
+			l.memory, l.memorySource = int64(n), "cgroup memory limit"
 		}
 		if l.memory == 0 {
 			if n := memTotal(); n > 0 {

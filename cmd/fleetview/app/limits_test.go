@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 
 	"github.com/fleetview/fleetview/internal/stream"
@@ -128,22 +130,36 @@ func TestStreamQuotaOptionsValidate(t *testing.T) {
 }
 
 func TestMemoryLimit(t *testing.T) {
+	twoGi := func() (uint64, error) { return 2 << 30, nil }
+	noLimit := func() (uint64, error) { return 0, memlimit.ErrNoLimit }
 	for _, tc := range []struct {
-		in   string
-		want int64
-		bad  bool
+		in     string
+		cgroup func() (uint64, error)
+		want   int64
+		bad    bool
 	}{
 		{in: "", want: 0},
 		{in: "0", want: 0},
 		{in: "1Gi", want: 1 << 30},
+		{in: "1Gi", cgroup: twoGi, want: 1 << 30},
 		{in: "800M", want: 800e6},
 		{in: "64Mi", want: 64 << 20},
+		{in: "auto", cgroup: twoGi, want: 1932735283}, // 90% of 2Gi,
+		{in: "auto", cgroup: noLimit, want: 0},
+		{in: "auto", cgroup: func() (uint64, error) { return 0, memlimit.ErrNoCgroup }, want: 0},
+		{in: "auto", cgroup: func() (uint64, error) { return 16 << 20, nil }, want: minMemoryLimit},
+		{in: "auto", cgroup: func() (uint64, error) { return math.MaxUint64, nil }, want: 0},
 		{in: "1Mi", bad: true},
 		{in: "-1Gi", bad: true},
 		{in: "lots", bad: true},
+		{in: "Auto", bad: true},
 	} {
-		o := MemoryOptions{MemoryLimit: tc.in}
-		got, err := o.limit()
+		cgroup := tc.cgroup
+		if cgroup == nil {
+			cgroup = func() (uint64, error) { t.Errorf("%q read the cgroup", tc.in); return 0, nil }
+		}
+		o := MemoryOptions{MemoryLimit: tc.in, cgroupLimit: cgroup}
+		got, _, err := o.limit()
 		if tc.bad {
 			if err == nil || !strings.Contains(err.Error(), "--memory-limit") || len(o.Validate()) != 1 {
 				t.Errorf("%q: want an error naming --memory-limit, got %d, %v", tc.in, got, err)

@@ -154,8 +154,8 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	if quota > 0 {
 		storeClusters = int(ns.StoreBytes() / 10 * 9 / quota)
 	}
-	memLimit, _ := o.Memory.limit() // validated with the options
-	checkFleetSize(clusters, readHostLimits(memLimit, storeClusters)).log(log)
+	memLimit, from, _ := o.Memory.limit() // validated with the options
+	checkFleetSize(clusters, readHostLimits(memLimit, from, storeClusters)).log(log)
 	if err := provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log); err != nil {
 		nc.Close()
 		ns.Shutdown()
