@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -30,6 +31,68 @@ func goroutines(ctx context.Context, metrics string) (int, error) {
 	return n, nil
 }
 
+// goMemMB is the Go runtime's view of the hub's memory, in MB.
+type goMemMB struct{ heapInuse, stacks, nextGC float64 }
+
+// goMemory reads the Go runtime's gauges from the hub's /metrics: which
+// part of the RSS is live heap, which is goroutine stacks, and how far
+// the heap may grow before the next collection (GOGC's headroom).
+func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
+	code, body, err := get(ctx, metrics+"/metrics")
+	if err != nil {
+		return goMemMB{}, err
+	}
+	if code != http.StatusOK {
+		return goMemMB{}, fmt.Errorf("GET /metrics: %d", code)
+	}
+	gauges := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		name, value, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
+			gauges[name] = v / (1 << 20)
+		}
+	}
+	m := goMemMB{heapInuse: gauges["go_memstats_heap_inuse_bytes"], stacks: gauges["go_memstats_stack_inuse_bytes"], nextGC: gauges["go_memstats_next_gc_bytes"]}
+	if m.heapInuse == 0 || m.nextGC == 0 {
+		return m, fmt.Errorf("GET /metrics: no go_memstats_heap_inuse_bytes or go_memstats_next_gc_bytes")
+	}
+	return m, nil
+}
+
+// steadyProfile writes the hub's heap profile after a collection
+// (path+".heap.pprof": what stays live with nothing changing) and its
+// goroutines (path+".goroutines.txt").
+func steadyProfile(ctx context.Context, metrics, path string) error {
+	if err := save(ctx, saved{metrics + "/debug/pprof/heap?gc=1", path + ".heap.pprof"}, saved{metrics + "/debug/pprof/goroutine?debug=1", path + ".goroutines.txt"}); err != nil {
+		return err
+	}
+	benchutil.Logf("steady profiles in %s.*", path)
+	return nil
+}
+
+// saved is a URL whose body is written to file.
+type saved struct{ url, file string }
+
+// save GETs each URL, in order, into its file.
+func save(ctx context.Context, ps ...saved) error {
+	for _, p := range ps {
+		code, body, err := get(ctx, p.url)
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return fmt.Errorf("GET %s: %d %s", p.url, code, body)
+		}
+		if err := os.WriteFile(p.file, body, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // hub is one `fleetview up` process.
 type hub struct {
 	args []string
@@ -37,6 +100,8 @@ type hub struct {
 	log  string
 	cmd  *exec.Cmd
 	rest string
+	// cgroup, when set, holds the hub's process (FV_FLEET_HUB_MEMORY).
+	cgroup *memCgroup
 }
 
 func (h *hub) start(ctx context.Context) error {
@@ -50,6 +115,12 @@ func (h *hub) start(ctx context.Context) error {
 	if err := h.cmd.Start(); err != nil {
 		f.Close()
 		return err
+	}
+	if h.cgroup != nil {
+		if err := h.cgroup.add(h.cmd.Process.Pid); err != nil {
+			_ = h.cmd.Process.Kill()
+			return fmt.Errorf("FV_FLEET_HUB_MEMORY: moving the hub into its cgroup: %w", err)
+		}
 	}
 	go func() { _ = h.cmd.Wait(); f.Close() }()
 	return nil
@@ -137,17 +208,8 @@ func profile(ctx context.Context, metrics, path string, load func(context.Contex
 			load(pctx)
 		}
 	}()
-	for _, p := range []struct{ url, file string }{{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, {metrics + "/debug/pprof/heap", path + ".heap.pprof"}, {metrics + "/debug/pprof/goroutine?debug=1", path + ".goroutines.txt"}} {
-		code, body, err := get(ctx, p.url)
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("GET %s: %d %s", p.url, code, body)
-		}
-		if err := os.WriteFile(p.file, body, 0o600); err != nil {
-			return err
-		}
+	if err := save(ctx, saved{metrics + "/debug/pprof/profile?seconds=5", path + ".cpu.pprof"}, saved{metrics + "/debug/pprof/heap", path + ".heap.pprof"}, saved{metrics + "/debug/pprof/goroutine?debug=1", path + ".goroutines.txt"}); err != nil {
+		return err
 	}
 	benchutil.Logf("profiles in %s.*.pprof", path)
 	return nil

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
@@ -42,6 +43,10 @@ import (
 
 type config struct {
 	clusters, objects, apiservers, gets, repeat int
+	// hubMemory, when set (FV_FLEET_HUB_MEMORY, a quantity such as 2Gi),
+	// is the memory limit of a cgroup each hub runs in, as in a
+	// container with that limit.
+	hubMemory int64
 }
 
 func main() {
@@ -55,6 +60,14 @@ func main() {
 	cfg := config{
 		clusters: benchutil.EnvInt("FV_FLEET_CLUSTERS", 300), objects: benchutil.EnvInt("FV_FLEET_OBJECTS", 100),
 		apiservers: benchutil.EnvInt("FV_FLEET_APISERVERS", 2), gets: benchutil.EnvInt("FV_FLEET_GETS", 500), repeat: benchutil.EnvInt("FV_FLEET_REPEAT", 5),
+	}
+	if v := os.Getenv("FV_FLEET_HUB_MEMORY"); v != "" {
+		q, err := resource.ParseQuantity(v)
+		if err != nil || q.Value() <= 0 {
+			fmt.Fprintf(os.Stderr, "error: FV_FLEET_HUB_MEMORY %q: want a memory quantity such as 2Gi\n", v)
+			os.Exit(2)
+		}
+		cfg.hubMemory = q.Value()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -190,6 +203,9 @@ func printResults(cfg config, total int, rs []*result) {
 	ratio := func(a, b time.Duration) string { return fmt.Sprintf("%.2fx", float64(a)/float64(b)) }
 	fmt.Printf("\nfleet benchmark: %d objects in all; %d clusters x %d Pods vs 3 clusters x %d Pods; %d apiservers\n\n",
 		total, cfg.clusters, cfg.objects, small.spec.perClus, cfg.apiservers)
+	if cfg.hubMemory > 0 {
+		fmt.Printf("each hub in a memory cgroup limited to %d MiB (FV_FLEET_HUB_MEMORY), its --memory-limit the default (auto)\n\n", cfg.hubMemory>>20)
+	}
 	fmt.Printf("| figure | 3 clusters | %d clusters | ratio |\n|---|---|---|---|\n", cfg.clusters)
 	fmt.Printf("| all clusters synced after a registry apply | %s | %s | %s |\n", small.sync.Round(time.Millisecond), wide.sync.Round(time.Millisecond), ratio(wide.sync, small.sync))
 	cpu := func(r *result) string {
@@ -198,6 +214,13 @@ func printResults(cfg config, total int, rs []*result) {
 	fmt.Printf("| CPU seconds during that sync: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small), cpu(wide))
 	fmt.Printf("| hub RSS steady (%s without a change) / peak (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", quietPeriod, small.rssSteadyMB, small.rssPeakMB, wide.rssSteadyMB, wide.rssPeakMB, wide.rssSteadyMB/small.rssSteadyMB)
 	fmt.Printf("| of the steady RSS: anonymous / file-backed (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", small.rssAnonMB, small.rssFileMB, wide.rssAnonMB, wide.rssFileMB, wide.rssAnonMB/small.rssAnonMB)
+	gm := func(r *result) string {
+		return fmt.Sprintf("%.0f / %.0f / %.0f", r.goMem.heapInuse, r.goMem.stacks, r.goMem.nextGC)
+	}
+	fmt.Printf("| of it, Go's heap in use / goroutine stacks / heap at which the next GC is due (MB) | %s | %s | |\n", gm(small), gm(wide))
+	if cfg.hubMemory > 0 {
+		fmt.Printf("| the cgroup's peak (MB; the hub's memory and its page cache) | %.0f | %.0f | |\n", small.cgroupPeakMB, wide.cgroupPeakMB)
+	}
 	fmt.Printf("| hub RSS right after the registry change (MB) | %.0f | %.0f | |\n", small.rssBusyMB, wide.rssBusyMB)
 	fmt.Printf("| hub goroutines | %d | %d | %.1f per cluster more |\n", small.goroutines, wide.goroutines, float64(wide.goroutines-small.goroutines)/float64(len(wide.spec.clusters)-len(small.spec.clusters)))
 	fmt.Printf("| per-cluster Get p50 / p99 | %s / %s | %s / %s | %s |\n", small.getP50, small.getP99, wide.getP50, wide.getP99, ratio(wide.getP50, small.getP50))

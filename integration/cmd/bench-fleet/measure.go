@@ -45,6 +45,12 @@ type result struct {
 	registryChange              time.Duration
 	restartReady, restartSynced time.Duration
 	goroutines                  int
+	// goMem is the Go runtime's part of the steady RSS (MB): heap in use,
+	// goroutine stacks, and the heap size the next GC is due at.
+	goMem goMemMB
+	// cgroupPeakMB is the peak of the hub's memory cgroup
+	// (FV_FLEET_HUB_MEMORY), page cache included.
+	cgroupPeakMB float64
 	// syncCPU is the CPU time used during the sync by the hub, by the
 	// simulator's collectors and by the kube-apiservers and etcds: on
 	// shared cores, which of them the sync waited for.
@@ -90,6 +96,12 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		"--nats-host", "127.0.0.1", "--nats-port", natsPort,
 		"--nats-users-file", usersFile, "--nats-hub-password-file", hubPass}}
 	h.args = append(h.args, "--metrics-addr", metricsAddr)
+	if cfg.hubMemory > 0 {
+		if h.cgroup, err = newMemCgroup("fv-bench-fleet-"+strings.ReplaceAll(spec.label, " ", "-"), cfg.hubMemory); err != nil {
+			return nil, err
+		}
+		defer func() { _ = h.cgroup.remove() }()
+	}
 	if err := h.start(ctx); err != nil {
 		return nil, err
 	}
@@ -106,6 +118,19 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	}
 	if err := waitFor(ctx, 5*time.Minute, "hub ready", ready); err != nil {
 		return nil, fmt.Errorf("%w (log %s)", err, h.log)
+	}
+	if h.cgroup != nil {
+		// The default --memory-limit (auto) must have read the cgroup.
+		log, err := os.ReadFile(h.log)
+		if err != nil {
+			return nil, err
+		}
+		i := bytes.Index(log, []byte(`msg="Go memory limit set"`))
+		if i < 0 {
+			return nil, fmt.Errorf("the hub in a %d MiB cgroup set no Go memory limit (log %s)", cfg.hubMemory>>20, h.log)
+		}
+		line, _, _ := bytes.Cut(log[i:], []byte("\n"))
+		benchutil.Logf("%s: %s", spec.label, line)
 	}
 
 	col := exec.CommandContext(ctx, os.Args[0], append([]string{"collectors", kubeconfig, filepath.Join(dir, "users"), "nats://" + natsAddr},
@@ -219,6 +244,18 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	r.rssAnonMB, r.rssFileMB = benchutil.ProcMB(pid, "RssAnon:"), benchutil.ProcMB(pid, "RssFile:")
 	benchutil.Logf("%s: hub RSS %.0f MB right after the registry change, %.0f MB steady (%s later: %.0f anonymous, %.0f file-backed), %.0f MB peak",
 		spec.label, r.rssBusyMB, r.rssSteadyMB, quietPeriod, r.rssAnonMB, r.rssFileMB, r.rssPeakMB)
+	if h.cgroup != nil {
+		r.cgroupPeakMB = h.cgroup.peakMB()
+		benchutil.Logf("%s: the hub's cgroup peaked at %.0f MB: %s", spec.label, r.cgroupPeakMB, h.cgroup.events())
+	}
+	if r.goMem, err = goMemory(ctx, "http://"+metricsAddr); err != nil {
+		return nil, err
+	}
+	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+		if err := steadyProfile(ctx, "http://"+metricsAddr, filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))+"-steady"); err != nil {
+			return nil, err
+		}
+	}
 
 	benchutil.Logf("%s: restarting the hub", spec.label)
 	if err := h.stop(); err != nil {
