@@ -11,6 +11,9 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
+// hydrateBatch is the most headers one fetch of hydrate asks for.
+const hydrateBatch = 10_000
+
 // hydrate rebuilds uid -> (namespace, name, resourceVersion) from the last
 // message of every subject of this resource, reading headers only. Objects
 // outside the current namespace scope get tombstones right away: a scope that
@@ -23,7 +26,8 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 		HeadersOnly:    true,
 		// The hub lets a collector with per-cluster credentials make
 		// consumers named with its own prefix only.
-		NamePrefix: stream.ConsumerNamePrefix(s.cluster),
+		NamePrefix:        stream.ConsumerNamePrefix(s.cluster),
+		InactiveThreshold: stream.ReaderIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
@@ -45,8 +49,10 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	var stale []objRefUID
 	for pending > 0 {
 		// Ask for no more than is pending: a fetch waits for a full batch
-		// until its deadline.
-		batch, err := cons.Fetch(int(min(pending, 1000)), jetstream.FetchMaxWait(5*time.Second))
+		// until its deadline. Each fetch of an ordered consumer is a new
+		// consumer on the hub, so batches are large: headers only, a few
+		// hundred bytes each.
+		batch, err := cons.Fetch(int(min(pending, hydrateBatch)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 		}

@@ -45,9 +45,10 @@ func headerOp(h nats.Header) jetstream.KeyValueOp {
 // registry key (from then on, every new one).
 func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	cons, err := s.js.OrderedConsumer(ctx, stream.KVStream(stream.RegistryBucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.KVKeys(stream.RegistryBucket)},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-		NamePrefix:     s.consumerPrefix(),
+		FilterSubjects:    []string{stream.KVKeys(stream.RegistryBucket)},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		NamePrefix:        s.consumerPrefix(),
+		InactiveThreshold: stream.ReaderIdle,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
