@@ -31,11 +31,11 @@ type badMsg struct {
 // fetchAll is the fetching stage: it hands on batches past ckpt until ctx
 // ends or fetching fails (that batch carries the error), then closes
 // batches.
-func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, batches chan<- batch) {
+func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, size int, batches chan<- batch) {
 	defer close(batches)
 	var delivered uint64 // the consumer sequence of the last delivery
 	for ctx.Err() == nil {
-		b := m.fetch(ctx, it, ckpt, &delivered)
+		b := m.fetch(ctx, it, ckpt, size, &delivered)
 		if b.last == nil && b.err == nil {
 			continue
 		}
@@ -51,14 +51,14 @@ func (m *Materializer) fetchAll(ctx context.Context, it jetstream.MessagesContex
 	}
 }
 
-// fetch collects up to BatchSize messages. It flushes early when the stream
+// fetch collects up to size messages. It flushes early when the stream
 // has nothing more pending (so a watch sees a trickle of changes at once),
 // and otherwise waits at most FlushInterval once the first one arrived (so
 // bulk ingest fills its batches).
-func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, delivered *uint64) batch {
+func (m *Materializer) fetch(ctx context.Context, it jetstream.MessagesContext, ckpt uint64, size int, delivered *uint64) batch {
 	var b batch
 	bctx := ctx
-	for len(b.evs)+len(b.bad) < m.cfg.BatchSize {
+	for len(b.evs)+len(b.bad) < size {
 		msg, err := it.Next(jetstream.NextContext(bctx))
 		if err != nil {
 			if bctx.Err() != nil || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) {

@@ -78,7 +78,7 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 				d.msgs = append(d.msgs, msg(i, c))
 			}
 			delivered := tc.delivered
-			b := m.fetch(context.Background(), d, 0, &delivered)
+			b := m.fetch(context.Background(), d, 0, m.cfg.BatchSize, &delivered)
 			if got := errors.Is(b.err, errDeliveryGap); got != tc.gap {
 				t.Fatalf("batch error %v, want a delivery gap: %v", b.err, tc.gap)
 			}
@@ -89,5 +89,24 @@ func TestFetchStopsAtADeliveryGap(t *testing.T) {
 				t.Fatalf("delivered %d after the batch, want %d", delivered, tc.cseqs[len(tc.cseqs)-1])
 			}
 		})
+	}
+}
+
+// TestBatchForBoundsTheFleetsInflight: a small fleet's consumers take
+// full batches; a large fleet's take smaller ones, so that all of them
+// together hold about fleetInflight events, never less than minBatch.
+func TestBatchForBoundsTheFleetsInflight(t *testing.T) {
+	m := &Materializer{cfg: Config{BatchSize: 1000}}
+	for _, tc := range []struct{ clusters, want int }{
+		{0, 1000}, {1, 1000}, {3, 1000}, {20, 1000},
+		{32, 625}, {300, 66}, {1000, 20}, {2000, 16}, {100_000, 16},
+	} {
+		got := m.batchFor(tc.clusters)
+		if got != tc.want {
+			t.Errorf("batchFor(%d) = %d, want %d", tc.clusters, got, tc.want)
+		}
+		if tc.clusters > 0 && got > minBatch && 5*got*tc.clusters > fleetInflight {
+			t.Errorf("batchFor(%d) = %d holds %d events in flight, over %d", tc.clusters, got, 5*got*tc.clusters, fleetInflight)
+		}
 	}
 }

@@ -133,13 +133,17 @@ func (m *Materializer) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		names := m.js.StreamNames(ctx, jetstream.WithStreamListSubject(stream.AllObjects))
+		var clusters []string
 		for name := range names.Name() {
-			cluster, ok := stream.ClusterFromStream(name)
-			mu.Lock()
-			skip := !ok || running[cluster] || (len(only) > 0 && !only[cluster])
-			if !skip {
-				running[cluster] = true
+			if cluster, ok := stream.ClusterFromStream(name); ok && (len(only) == 0 || only[cluster]) {
+				clusters = append(clusters, cluster)
 			}
+		}
+		size := m.batchFor(len(clusters))
+		for _, cluster := range clusters {
+			mu.Lock()
+			skip := running[cluster]
+			running[cluster] = true
 			mu.Unlock()
 			if skip {
 				continue
@@ -147,7 +151,7 @@ func (m *Materializer) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := m.consume(ctx, cluster)
+				err := m.consume(ctx, cluster, size)
 				mu.Lock()
 				delete(running, cluster)
 				mu.Unlock()
@@ -180,6 +184,27 @@ func (m *Materializer) Run(ctx context.Context) error {
 	}
 }
 
+// fleetInflight bounds the events all clusters' consumers hold in memory
+// together (about 130 MB of 1.3 KB Pods), and minBatch is the smallest
+// batch a large fleet's consumers apply.
+const (
+	fleetInflight = 100_000
+	minBatch      = 16
+)
+
+// batchFor is the batch size of each cluster's consumer when the hub
+// consumes clusters streams: BatchSize, or less in a large fleet. A
+// consumer holds up to five batches (two prefetched by nats.go, one being
+// filled, one queued and one being applied), so the events in flight stay
+// near fleetInflight at any fleet size instead of growing with it: at
+// 2,000 clusters of 500 Pods, full batches were room for every cluster's
+// whole state at once during a sync, on top of the hub's own. A consumer
+// keeps the size it started with; the fleet's next consumers take the
+// size for the fleet they start in.
+func (m *Materializer) batchFor(clusters int) int {
+	return min(m.cfg.BatchSize, max(minBatch, fleetInflight/(5*max(clusters, 1))))
+}
+
 // sinkError marks a failure of the sink, which ends Run: retrying is the
 // sink's own business (OpenSearch retries with backoff), so an error that
 // reaches here is not transient.
@@ -194,7 +219,7 @@ func (e *sinkError) Unwrap() error { return e.err }
 // the checkpoint: messages it delivered to the previous (killed) process
 // stay unacknowledged until AckWait, and newer ones would be delivered, and
 // applied, before them.
-func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.Consumer, uint64, error) {
+func (m *Materializer) consumer(ctx context.Context, cluster string, size int) (jetstream.Consumer, uint64, error) {
 	ckpt, err := m.cfg.Sink.Checkpoint(ctx, cluster)
 	if err != nil {
 		return nil, 0, &sinkError{err}
@@ -213,7 +238,7 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 		MemoryStorage: true,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       5 * time.Minute,
-		MaxAckPending: 100 * m.cfg.BatchSize,
+		MaxAckPending: 100 * size,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 	if ckpt > 0 {
@@ -231,16 +256,16 @@ func (m *Materializer) consumer(ctx context.Context, cluster string) (jetstream.
 }
 
 // consume runs two stages per cluster: fetching and decoding the next batch
-// overlaps with applying the current one.
-func (m *Materializer) consume(ctx context.Context, cluster string) error {
+// (of at most size events) overlaps with applying the current one.
+func (m *Materializer) consume(ctx context.Context, cluster string, size int) error {
 	log := m.log.With("cluster", cluster)
-	cons, ckpt, err := m.consumer(ctx, cluster)
+	cons, ckpt, err := m.consumer(ctx, cluster, size)
 	if err != nil {
 		return err
 	}
 	m.setApplied(cluster, ckpt)
 	log.Info("consuming", "from", ckpt+1)
-	it, err := cons.Messages(jetstream.PullMaxMessages(2 * m.cfg.BatchSize))
+	it, err := cons.Messages(jetstream.PullMaxMessages(2 * size))
 	if err != nil {
 		return err
 	}
@@ -248,7 +273,7 @@ func (m *Materializer) consume(ctx context.Context, cluster string) error {
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	batches := make(chan batch, 1)
-	go m.fetchAll(cctx, it, ckpt, batches)
+	go m.fetchAll(cctx, it, ckpt, size, batches)
 	a := m.newApplier(cluster)
 	defer func() { _ = a.finish() }()
 	return a.run(ctx, batches)
