@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 )
@@ -45,14 +48,15 @@ func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
 	if code != http.StatusOK {
 		return goMemMB{}, fmt.Errorf("GET /metrics: %d", code)
 	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return goMemMB{}, fmt.Errorf("GET /metrics: %w", err)
+	}
 	gauges := map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(value), 64); err == nil {
-			gauges[name] = v / (1 << 20)
+	for name, f := range fams {
+		if ms := f.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
+			gauges[name] = ms[0].GetGauge().GetValue() / (1 << 20)
 		}
 	}
 	m := goMemMB{heapInuse: gauges["go_memstats_heap_inuse_bytes"], stacks: gauges["go_memstats_stack_inuse_bytes"], nextGC: gauges["go_memstats_next_gc_bytes"]}
@@ -100,8 +104,9 @@ type hub struct {
 	log  string
 	cmd  *exec.Cmd
 	rest string
-	// cgroup, when set, holds the hub's process (FV_FLEET_HUB_MEMORY).
-	cgroup *memCgroup
+	// cgroup, when set, is the memory cgroup that holds the hub's process
+	// (FV_FLEET_HUB_MEMORY).
+	cgroup string
 }
 
 func (h *hub) start(ctx context.Context) error {
@@ -116,10 +121,10 @@ func (h *hub) start(ctx context.Context) error {
 		f.Close()
 		return err
 	}
-	if h.cgroup != nil {
-		if err := h.cgroup.add(h.cmd.Process.Pid); err != nil {
+	if h.cgroup != "" {
+		if err := benchutil.JoinCgroup(h.cgroup, h.cmd.Process.Pid); err != nil {
 			_ = h.cmd.Process.Kill()
-			return fmt.Errorf("FV_FLEET_HUB_MEMORY: moving the hub into its cgroup: %w", err)
+			return fmt.Errorf("FV_FLEET_HUB_MEMORY: %w", err)
 		}
 	}
 	go func() { _ = h.cmd.Wait(); f.Close() }()

@@ -97,10 +97,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		"--nats-users-file", usersFile, "--nats-hub-password-file", hubPass}}
 	h.args = append(h.args, "--metrics-addr", metricsAddr)
 	if cfg.hubMemory > 0 {
-		if h.cgroup, err = newMemCgroup("fv-bench-fleet-"+strings.ReplaceAll(spec.label, " ", "-"), cfg.hubMemory); err != nil {
-			return nil, err
+		name := fmt.Sprintf("fv-bench-fleet-%d-%s", os.Getpid(), strings.ReplaceAll(spec.label, " ", "-"))
+		if h.cgroup, err = benchutil.NewMemoryCgroup(name, cfg.hubMemory); err != nil {
+			return nil, fmt.Errorf("FV_FLEET_HUB_MEMORY: %w", err)
 		}
-		defer func() { _ = h.cgroup.remove() }()
+		defer func() { _ = os.Remove(h.cgroup) }()
 	}
 	if err := h.start(ctx); err != nil {
 		return nil, err
@@ -119,7 +120,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := waitFor(ctx, 5*time.Minute, "hub ready", ready); err != nil {
 		return nil, fmt.Errorf("%w (log %s)", err, h.log)
 	}
-	if h.cgroup != nil {
+	if h.cgroup != "" {
 		// The default --memory-limit (auto) must have read the cgroup.
 		log, err := os.ReadFile(h.log)
 		if err != nil {
@@ -244,9 +245,13 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	r.rssAnonMB, r.rssFileMB = benchutil.ProcMB(pid, "RssAnon:"), benchutil.ProcMB(pid, "RssFile:")
 	benchutil.Logf("%s: hub RSS %.0f MB right after the registry change, %.0f MB steady (%s later: %.0f anonymous, %.0f file-backed), %.0f MB peak",
 		spec.label, r.rssBusyMB, r.rssSteadyMB, quietPeriod, r.rssAnonMB, r.rssFileMB, r.rssPeakMB)
-	if h.cgroup != nil {
-		r.cgroupPeakMB = h.cgroup.peakMB()
-		benchutil.Logf("%s: the hub's cgroup peaked at %.0f MB: %s", spec.label, r.cgroupPeakMB, h.cgroup.events())
+	if h.cgroup != "" {
+		peak, err := benchutil.CgroupPeak(h.cgroup)
+		if err != nil {
+			return nil, err
+		}
+		r.cgroupPeakMB = float64(peak) / (1 << 20)
+		benchutil.Logf("%s: the hub's cgroup peaked at %.0f MB; OOM kills %d", spec.label, r.cgroupPeakMB, benchutil.OOMKills(h.cgroup))
 	}
 	if r.goMem, err = goMemory(ctx, "http://"+metricsAddr); err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 )
 
 // runRebuild runs fleetview rebuild on state until it exits (in cgroup,
@@ -28,7 +30,7 @@ func runRebuild(ctx context.Context, bin, natsURL, state string, batch int, cgro
 		return 0, 0, 0, err
 	}
 	if cgroup != "" {
-		if err := joinCgroup(cgroup, rb.Process.Pid); err != nil {
+		if err := benchutil.JoinCgroup(cgroup, rb.Process.Pid); err != nil {
 			_ = rb.Process.Kill()
 			_ = rb.Wait()
 			return 0, 0, 0, err
@@ -94,7 +96,7 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch int, from u
 		_ = serve.Wait()
 	}()
 	if cgroup != "" {
-		if err := joinCgroup(cgroup, serve.Process.Pid); err != nil {
+		if err := benchutil.JoinCgroup(cgroup, serve.Process.Pid); err != nil {
 			return r, err
 		}
 	}
