@@ -144,7 +144,7 @@ func TestMemoryLimit(t *testing.T) {
 		{in: "1Gi", cgroup: twoGi, want: 1 << 30},
 		{in: "800M", want: 800e6},
 		{in: "64Mi", want: 64 << 20},
-		{in: "auto", cgroup: twoGi, want: 1932735283}, // 90% of 2Gi,
+		{in: "auto", cgroup: twoGi, want: 1932735283}, // 90% of 2Gi
 		{in: "auto", cgroup: noLimit, want: 0},
 		{in: "auto", cgroup: func() (uint64, error) { return 0, memlimit.ErrNoCgroup }, want: 0},
 		{in: "auto", cgroup: func() (uint64, error) { return 16 << 20, nil }, want: minMemoryLimit},
