@@ -20,38 +20,42 @@ const hydrateBatch = 10_000
 // shrank must not leave ghosts.
 func (s *resourceSync) hydrate(ctx context.Context) error {
 	s.ledger.clear()
-	cons, err := s.js.OrderedConsumer(ctx, stream.StreamName(s.cluster), jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{stream.ResourceFilter(s.cluster, s.w.gvr)},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-		HeadersOnly:    true,
+	// One ephemeral consumer for the whole read, not an ordered one: each
+	// Fetch of a nats.go ordered consumer makes a new consumer on the hub
+	// (and deletes the last one in the background), two or more per
+	// resource per resync, each a JetStream API create and delete the hub
+	// serves. What the ordered consumer adds, noticing a lost delivery,
+	// is checked here from the consumer sequences, and fails the hydrate,
+	// which its resync retries.
+	sname := stream.StreamName(s.cluster)
+	cons, err := s.js.CreateConsumer(ctx, sname, jetstream.ConsumerConfig{
 		// The hub lets a collector with per-cluster credentials make
 		// consumers named with its own prefix only.
-		NamePrefix:        stream.ConsumerNamePrefix(s.cluster),
+		Name:              stream.ConsumerNamePrefix(s.cluster),
+		FilterSubject:     stream.ResourceFilter(s.cluster, s.w.gvr),
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		AckPolicy:         jetstream.AckNonePolicy,
+		HeadersOnly:       true,
+		MemoryStorage:     true,
+		Replicas:          1,
 		InactiveThreshold: stream.ReaderIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 	}
 	defer func() {
-		// nats.go leaves an ordered consumer to its 5-minute inactive
-		// threshold: with a resync per resource that is one or two idle
-		// consumers (three server goroutines each) per cluster on the hub
-		// for minutes. Deleted even when ctx ended, within a bound.
+		// Deleted even when ctx ended, within a bound; one the hub does
+		// not answer for goes idle by itself (stream.ReaderIdle).
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = s.js.DeleteConsumer(dctx, stream.StreamName(s.cluster), cons.CachedInfo().Name)
+		_ = s.js.DeleteConsumer(dctx, sname, cons.CachedInfo().Name)
 	}()
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
-	}
-	pending := info.NumPending
+	pending := cons.CachedInfo().NumPending
+	var delivered uint64
 	var stale []objRefUID
 	for pending > 0 {
 		// Ask for no more than is pending: a fetch waits for a full batch
-		// until its deadline. Each fetch of an ordered consumer is a new
-		// consumer on the hub, so batches are large: headers only, a few
-		// hundred bytes each.
+		// until its deadline. Headers only, a few hundred bytes each.
 		batch, err := cons.Fetch(int(min(pending, hydrateBatch)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
@@ -63,6 +67,10 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 			}
+			if md.Sequence.Consumer != delivered+1 {
+				return fmt.Errorf("hydrate %s: delivery %d after %d: a message was lost", s.w.gvr, md.Sequence.Consumer, delivered)
+			}
+			delivered = md.Sequence.Consumer
 			pending = md.NumPending
 			h := m.Headers()
 			if h.Get(stream.HdrType) != fleetviewv1.EventType_EVENT_TYPE_UPSERT.String() {

@@ -52,15 +52,15 @@ func ConsumerPrefix(cluster string) string { return "fvc_" + cluster + "_" }
 // collector never share a name.
 func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) + rand.Text() }
 
-// ReaderIdle is the inactive threshold of a short-lived ordered consumer
-// that reads what it needs and deletes itself (a collector's hydrate, a
-// read of the registries). Each Fetch of a nats.go ordered consumer makes
-// a new server consumer and deletes the previous one in the background;
-// on a hub too busy to answer those deletes in time, nats.go's default of
-// 5 minutes kept them: 6,728 idle consumers (3 server goroutines and
-// ~120 KB each) on a 2,000-cluster hub right after its full sync. A fetch
-// waiting for messages keeps its consumer active, so this only has to
-// outlast the time between two fetches.
+// ReaderIdle is the inactive threshold of a short-lived consumer that
+// reads what it needs and deletes itself (a collector's hydrate, a read
+// of the registries): one whose delete the hub was too busy to answer in
+// time goes away by itself. With nats.go's default for ordered consumers
+// (5 minutes; each of their Fetches makes a new consumer and deletes the
+// last one in the background) 6,728 idle consumers (3 server goroutines
+// and ~120 KB each) were left on a 2,000-cluster hub right after its full
+// sync. A fetch waiting for messages keeps its consumer active, so this
+// only has to outlast the time between two fetches.
 const ReaderIdle = 30 * time.Second
 
 // ConsumerCluster is the cluster whose prefix (ConsumerPrefix) starts a
