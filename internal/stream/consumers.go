@@ -46,10 +46,11 @@ func AllowSharedConsumers(ctx context.Context, js jetstream.JetStream, bucket st
 // prefix starts another's.
 func ConsumerPrefix(cluster string) string { return "fvc_" + cluster + "_" }
 
-// ConsumerNamePrefix is a fresh, unguessable ordered-consumer name prefix
-// (jetstream.OrderedConsumerConfig.NamePrefix) for cluster's collector:
-// its own prefix, then random characters, so two ordered consumers of one
-// collector never share a name.
+// ConsumerNamePrefix is a fresh, unguessable consumer name for cluster's
+// collector (a hydrate's consumer), or the name prefix of an ordered one
+// (jetstream.OrderedConsumerConfig.NamePrefix, a registries read): its own
+// prefix, then random characters, so two consumers of one collector never
+// share a name.
 func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) + rand.Text() }
 
 // ReaderIdle is the inactive threshold of a short-lived consumer that

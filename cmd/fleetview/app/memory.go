@@ -15,7 +15,7 @@ import (
 // MemoryOptions bound the Go heap of a long-running process.
 type MemoryOptions struct {
 	// MemoryLimit is a soft limit on the Go runtime's memory: "auto"
-	// (autoMemoryRatio of the cgroup's memory limit when the process has
+	// (autoMemoryPercent of the cgroup's memory limit when the process has
 	// one, else none), a Kubernetes quantity (e.g. "1Gi"), or "" / "0"
 	// for none. GOMEMLIMIT wins when set.
 	MemoryLimit string
@@ -31,23 +31,23 @@ const minMemoryLimit = 64 << 20
 // autoMemory is the default: the limit follows the container's.
 const autoMemory = "auto"
 
-// autoMemoryRatio is the share of a cgroup's memory limit "auto" gives the
+// autoMemoryPercent is the share of a cgroup's memory limit "auto" gives the
 // Go runtime, as Prometheus' --auto-gomemlimit does: the rest is room for
 // what the runtime does not count, mostly the pages of files Badger maps,
 // which the kernel reclaims first when the cgroup nears its limit. Without
 // a soft limit, the default GOGC lets garbage double the heap after a full
 // sync (2,000 clusters x 500 Pods: a 7.1 GB RSS over 2.8 GB live, see
 // docs/benchmarks/fleet.md), and a container at its limit is killed.
-const autoMemoryRatio = 0.9
+const autoMemoryPercent = 90
 
-const memoryLimitHelp = "soft limit of the Go runtime's memory: auto (90% of the container's cgroup memory limit when it has one, else none), " +
+const memoryLimitHelp = "soft limit of the Go runtime's memory: auto (%d%% of the container's cgroup memory limit when it has one, else none), " +
 	"a Kubernetes quantity (e.g. 1Gi), or 0 for none. " +
 	"The garbage collector works harder as the heap nears it instead of letting garbage double the heap after an ingest or a churn storm. " +
 	"Badger's memtables and caches count towards it; mmapped files do not. GOMEMLIMIT wins when set"
 
 // AddFlags registers the flags.
 func (o *MemoryOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.MemoryLimit, "memory-limit", autoMemory, memoryLimitHelp)
+	fs.StringVar(&o.MemoryLimit, "memory-limit", autoMemory, fmt.Sprintf(memoryLimitHelp, autoMemoryPercent))
 }
 
 // Validate reports every problem at once.
@@ -74,7 +74,7 @@ func (o *MemoryOptions) limit() (int64, string, error) {
 		if err != nil || n == 0 || n > math.MaxInt64 {
 			return 0, "", nil
 		}
-		return max(int64(float64(n)*autoMemoryRatio), minMemoryLimit), "90% of the cgroup memory limit", nil
+		return max(int64(float64(n)*autoMemoryPercent/100), minMemoryLimit), fmt.Sprintf("%d%% of the cgroup memory limit", autoMemoryPercent), nil
 	}
 	q, err := resource.ParseQuantity(o.MemoryLimit)
 	if err != nil {
