@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -90,9 +91,12 @@ type Collector struct {
 	rm     *restmapper.DeferredDiscoveryRESTMapper
 	m      *metrics
 
-	kick        chan struct{} // reconcile now (cluster info or served APIs changed)
-	statusKick  chan struct{} // registry status may need a write
-	recordKick  chan struct{} // a resource's sync state changed: write the inventory record now
+	kick       chan struct{} // reconcile now (cluster info or served APIs changed)
+	statusKick chan struct{} // registry status may need a write
+	recordKick chan struct{} // a resource's sync state changed: write the inventory record now
+	// published: something was published since the last
+	// releaseHubRouteCache.
+	published   atomic.Bool
 	mu          sync.Mutex
 	running     map[schema.GroupVersionResource]*runningSync
 	skipped     []inventory.ResourceState
@@ -295,16 +299,27 @@ func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
 		c.m.publishErrors.Add(1)
 		return fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
+	c.published.Store(true)
 	return nil
 }
 
-// flush waits until every publish is acknowledged or failed. The pending
+// flush waits until every publish is acknowledged or failed, then lets
+// the hub forget the subjects published (releaseHubRouteCache).
+func (c *Collector) flush(ctx context.Context) error {
+	if err := c.awaitAcks(ctx); err != nil {
+		return err
+	}
+	c.releaseHubRouteCache()
+	return nil
+}
+
+// awaitAcks waits until every publish is acknowledged or failed. The pending
 // count is polled besides PublishAsyncComplete: nats.go (v1.55) drops a
 // publish whose retry after "no responders" cannot be sent (the
 // connection reconnecting after its NATS server died) without closing
 // the channel PublishAsyncComplete returned, so waiting on the channel
 // alone can hang a resource's sync for good after a cluster failover.
-func (c *Collector) flush(ctx context.Context) error {
+func (c *Collector) awaitAcks(ctx context.Context) error {
 	done := c.js.PublishAsyncComplete()
 	poll := time.NewTicker(250 * time.Millisecond)
 	defer poll.Stop()

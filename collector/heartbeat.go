@@ -35,6 +35,9 @@ func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error 
 	}
 	for {
 		ready, msg := c.checkMember(ctx)
+		// Watch events published since the last heartbeat: the record
+		// written next starts the hub's cache afresh.
+		c.releaseHubRouteCache()
 		c.putRecord(ctx, kv, ready, msg)
 		if err := c.untilHeartbeat(ctx, t.C, kv, ready, msg); err != nil {
 			return err

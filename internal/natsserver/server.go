@@ -257,3 +257,17 @@ func (s *Server) StoreBytes() int64 {
 
 // NumRoutes is how many routes to other cluster members are up.
 func (s *Server) NumRoutes() int { return s.ns.NumRoutes() }
+
+// SubscriptionChanges is how many times the subscriptions of account
+// changed (each insert and each removal) since the server started: what
+// empties the server's per-connection cache of routed subjects.
+func (s *Server) SubscriptionChanges(account string) (uint64, error) {
+	z, err := s.ns.Accountz(&server.AccountzOptions{Account: account})
+	if err != nil {
+		return 0, err
+	}
+	if z.Account == nil || z.Account.Sublist == nil {
+		return 0, fmt.Errorf("account %q: no subscription statistics", account)
+	}
+	return z.Account.Sublist.NumInserts + z.Account.Sublist.NumRemoves, nil
+}

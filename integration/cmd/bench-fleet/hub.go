@@ -35,12 +35,31 @@ func goroutines(ctx context.Context, metrics string) (int, error) {
 }
 
 // goMemMB is the Go runtime's view of the hub's memory, in MB.
-type goMemMB struct{ heapInuse, stacks, nextGC float64 }
+type goMemMB struct{ heapInuse, stacks, nextGC, unreturned, liveAfterGC float64 }
 
 // goMemory reads the Go runtime's gauges from the hub's /metrics: which
-// part of the RSS is live heap, which is goroutine stacks, and how far
-// the heap may grow before the next collection (GOGC's headroom).
+// part of the RSS is heap in use, which is goroutine stacks, how far the
+// heap may grow before the next collection (GOGC's headroom), and how much
+// freed heap the runtime still holds, not yet returned to the OS (its
+// scavenger returns it over minutes). Then, after a collection it forces,
+// the live heap: what the hub needs, garbage aside.
 func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
+	m, err := goGauges(ctx, metrics)
+	if err != nil {
+		return m, err
+	}
+	if _, _, err := get(ctx, metrics+"/debug/pprof/heap?gc=1"); err != nil {
+		return m, err
+	}
+	after, err := goGauges(ctx, metrics)
+	if err != nil {
+		return m, err
+	}
+	m.liveAfterGC = after.liveAfterGC
+	return m, nil
+}
+
+func goGauges(ctx context.Context, metrics string) (goMemMB, error) {
 	code, body, err := get(ctx, metrics+"/metrics")
 	if err != nil {
 		return goMemMB{}, err
@@ -59,9 +78,10 @@ func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
 			gauges[name] = ms[0].GetGauge().GetValue() / (1 << 20)
 		}
 	}
-	m := goMemMB{heapInuse: gauges["go_memstats_heap_inuse_bytes"], stacks: gauges["go_memstats_stack_inuse_bytes"], nextGC: gauges["go_memstats_next_gc_bytes"]}
-	if m.heapInuse == 0 || m.nextGC == 0 {
-		return m, fmt.Errorf("GET /metrics: no go_memstats_heap_inuse_bytes or go_memstats_next_gc_bytes")
+	m := goMemMB{heapInuse: gauges["go_memstats_heap_inuse_bytes"], stacks: gauges["go_memstats_stack_inuse_bytes"], nextGC: gauges["go_memstats_next_gc_bytes"],
+		unreturned: gauges["go_memstats_heap_idle_bytes"] - gauges["go_memstats_heap_released_bytes"], liveAfterGC: gauges["go_memstats_heap_alloc_bytes"]}
+	if m.heapInuse == 0 || m.nextGC == 0 || m.liveAfterGC == 0 {
+		return m, fmt.Errorf("GET /metrics: no go_memstats_heap_inuse_bytes, go_memstats_next_gc_bytes or go_memstats_heap_alloc_bytes")
 	}
 	return m, nil
 }
@@ -223,7 +243,8 @@ func profile(ctx context.Context, metrics, path string, load func(context.Contex
 // profileSync starts the hub's CPU profile over the sync a registry apply
 // starts (FV_FLEET_PROFILE_DIR; FV_FLEET_SYNC_PROFILE_SECONDS long, 20 by
 // default), for finding what each cluster costs while the fleet syncs;
-// the function it returns waits for the profile and writes it.
+// the function it returns waits for the profile and writes it, with the
+// heap the last collection found live (-sync.heap.pprof; none forced).
 func profileSync(ctx context.Context, metrics, label string) func() error {
 	dir := os.Getenv("FV_FLEET_PROFILE_DIR")
 	if dir == "" {
@@ -239,6 +260,9 @@ func profileSync(ctx context.Context, metrics, label string) func() error {
 		}
 		if err == nil {
 			err = os.WriteFile(path, body, 0o600)
+		}
+		if err == nil {
+			err = save(ctx, saved{metrics + "/debug/pprof/heap", strings.TrimSuffix(path, ".cpu.pprof") + ".heap.pprof"})
 		}
 		done <- err
 	}()

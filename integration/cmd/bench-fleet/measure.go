@@ -35,7 +35,7 @@ type result struct {
 	// log), which the kernel reclaims under pressure.
 	rssAnonMB, rssFileMB float64
 	// rssBusyMB is the RSS right after the registry change, beside
-	// rssSteadyMB, the RSS after quietPeriod with no change.
+	// rssSteadyMB, the RSS after cfg.quiet with no change.
 	rssBusyMB                   float64
 	getP50, getP99, list        time.Duration
 	kubectl                     time.Duration
@@ -228,23 +228,32 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	r.rssBusyMB = benchutil.ProcMB(pid, "VmRSS:")
+	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+		// What the last collection found live, not a forced one: a
+		// collection here would lower the heap goal the steady RSS
+		// below reflects.
+		if err := save(ctx, saved{"http://" + metricsAddr + "/debug/pprof/heap", filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-")) + "-busy.heap.pprof"}); err != nil {
+			return nil, err
+		}
+	}
 	if r.goroutines, err = goroutines(ctx, "http://"+metricsAddr); err != nil {
 		return nil, err
 	}
 	// Steady is the hub with every cluster synced and nothing changing
-	// but the collectors' heartbeats, quietPeriod after the last change:
+	// but the collectors' heartbeats, cfg.quiet after the last change:
 	// the time is the measurement (NATS drops a stream block's cache 10 s
-	// after its last use; Go returns freed pages over seconds), not a
-	// wait for a condition.
+	// after its last use and a publish's dedup id after the stream's
+	// 2-minute window; Go collects at least every 2 minutes and returns
+	// freed pages over seconds), not a wait for a condition.
 	select {
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-time.After(quietPeriod):
+	case <-time.After(cfg.quiet):
 	}
 	r.rssSteadyMB, r.rssPeakMB = benchutil.ProcMB(pid, "VmRSS:"), benchutil.ProcMB(pid, "VmHWM:")
 	r.rssAnonMB, r.rssFileMB = benchutil.ProcMB(pid, "RssAnon:"), benchutil.ProcMB(pid, "RssFile:")
 	benchutil.Logf("%s: hub RSS %.0f MB right after the registry change, %.0f MB steady (%s later: %.0f anonymous, %.0f file-backed), %.0f MB peak",
-		spec.label, r.rssBusyMB, r.rssSteadyMB, quietPeriod, r.rssAnonMB, r.rssFileMB, r.rssPeakMB)
+		spec.label, r.rssBusyMB, r.rssSteadyMB, cfg.quiet, r.rssAnonMB, r.rssFileMB, r.rssPeakMB)
 	if h.cgroup != "" {
 		peak, err := benchutil.CgroupPeak(h.cgroup)
 		if err != nil {
@@ -406,10 +415,6 @@ func measureWatchEvent(ctx context.Context, rest string, fleet *harness.Fleet, s
 // measureRegistryChange adds ConfigMaps to the registry and waits until
 // every cluster's collector reports, in the registry's status, that it
 // caches them at the new generation.
-// quietPeriod is how long the hub runs with nothing changing before its
-// steady RSS is read.
-const quietPeriod = 15 * time.Second
-
 func measureRegistryChange(ctx context.Context, rest string, spec hubSpec, r *result) error {
 	t := time.Now()
 	if err := applyRegistry(ctx, rest, spec.ns, true); err != nil {
