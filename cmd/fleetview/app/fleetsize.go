@@ -13,13 +13,15 @@ import (
 
 // A hub's cost per member cluster, measured by the fleet benchmark
 // (docs/benchmarks/fleet.md, N clusters beside 3 holding the same Pods):
-// about 1.4 MB of RSS per cluster at 200 to 1,000 clusters, and 1.5 MB at
-// 2,000 clusters of 500 Pods (0.37 MB of it live heap, 0.1 MB stacks;
-// NATS's per-account, stream, consumer and connection state, the
-// materializer's consumer, and the Go heap's headroom over all of it).
-// The check uses 3 MB, what a fleet-wide ingest costs on top: that hub,
-// 1.5 GB live at rest, was killed in a 3 GiB container during a registry
-// change that made every collector publish at once. And two open files
+// about 1.4 MB of RSS per cluster at 200 to 1,000 clusters read 15 s
+// after a change, and 1.0 MB at 2,000 clusters of 500 Pods read 4 minutes
+// after (0.40 MB of it live heap, 0.12 MB stacks; NATS's per-account,
+// stream, consumer and connection state, the materializer's consumer, and
+// the Go heap's headroom over all of it). The check uses 3 MB, what a
+// fleet-wide ingest costs on top: that hub peaked at 6.9 GB, 3.1 GB over
+// its rest, and was killed in a 3 GiB container during a registry change
+// that made every collector publish at once (each append reads its
+// stream's last block back into memory). And two open files
 // (its stream's message block and its collector's connection: 325 for
 // 300 idle streams).
 // hubBaseMemory is an idle hub's RSS before any object is cached; the
