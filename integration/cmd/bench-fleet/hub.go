@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -241,17 +239,17 @@ func profile(ctx context.Context, metrics, path string, load func(context.Contex
 }
 
 // profileSync starts the hub's CPU profile over the sync a registry apply
-// starts (FV_FLEET_PROFILE_DIR; FV_FLEET_SYNC_PROFILE_SECONDS long, 20 by
-// default), for finding what each cluster costs while the fleet syncs;
-// the function it returns waits for the profile and writes it, with the
-// heap the last collection found live (-sync.heap.pprof; none forced).
-func profileSync(ctx context.Context, metrics, label string) func() error {
-	dir := os.Getenv("FV_FLEET_PROFILE_DIR")
-	if dir == "" {
+// starts (base+".cpu.pprof"; none when base is ""), FV_FLEET_SYNC_PROFILE_SECONDS
+// long (20 by default), for finding what each cluster costs while the
+// fleet syncs; the function it returns waits for the profile and writes
+// it, with the heap the last collection found live (base+".heap.pprof";
+// none forced).
+func profileSync(ctx context.Context, metrics, base string) func() error {
+	if base == "" {
 		return func() error { return nil }
 	}
 	seconds := benchutil.EnvInt("FV_FLEET_SYNC_PROFILE_SECONDS", 20)
-	path := filepath.Join(dir, strings.ReplaceAll(label, " ", "-")+"-sync.cpu.pprof")
+	path := base + ".cpu.pprof"
 	done := make(chan error, 1)
 	go func() {
 		code, body, err := get(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", metrics, seconds))
@@ -262,7 +260,7 @@ func profileSync(ctx context.Context, metrics, label string) func() error {
 			err = os.WriteFile(path, body, 0o600)
 		}
 		if err == nil {
-			err = save(ctx, saved{metrics + "/debug/pprof/heap", strings.TrimSuffix(path, ".cpu.pprof") + ".heap.pprof"})
+			err = save(ctx, saved{metrics + "/debug/pprof/heap", base + ".heap.pprof"})
 		}
 		done <- err
 	}()

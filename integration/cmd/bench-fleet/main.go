@@ -51,6 +51,18 @@ type config struct {
 	// quiet is how long the hub runs with nothing changing before its
 	// steady RSS is read.
 	quiet time.Duration
+	// profileDir, when set (FV_FLEET_PROFILE_DIR), receives the hub's
+	// profiles, each named after its hub (hubSpec.slug).
+	profileDir string
+}
+
+// profile is where the profile of spec's hub named what goes in
+// cfg.profileDir; "" when no profiles are asked for.
+func (cfg config) profile(spec hubSpec, what string) string {
+	if cfg.profileDir == "" {
+		return ""
+	}
+	return filepath.Join(cfg.profileDir, spec.slug()+"-"+what)
 }
 
 func main() {
@@ -73,6 +85,7 @@ func main() {
 		}
 		cfg.hubMemory = q.Value()
 	}
+	cfg.profileDir = os.Getenv("FV_FLEET_PROFILE_DIR")
 	cfg.quiet = 15 * time.Second
 	if v := os.Getenv("FV_FLEET_QUIET"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -129,6 +142,9 @@ type hubSpec struct {
 	ns       string
 	perClus  int
 }
+
+// slug is the hub's label as a file name.
+func (s hubSpec) slug() string { return strings.ReplaceAll(s.label, " ", "-") }
 
 func run(ctx context.Context, cfg config) error {
 	names := make([]string, cfg.apiservers)
@@ -194,7 +210,7 @@ func run(ctx context.Context, cfg config) error {
 	}
 	var results []*result
 	for _, spec := range []hubSpec{small, wide} {
-		r, err := measure(ctx, cfg, filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-")), bin, kubeconfig, fleet, spec)
+		r, err := measure(ctx, cfg, filepath.Join(dir, spec.slug()), bin, kubeconfig, fleet, spec)
 		if err != nil {
 			return fmt.Errorf("%s: %w", spec.label, err)
 		}

@@ -96,8 +96,9 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		"--nats-host", "127.0.0.1", "--nats-port", natsPort,
 		"--nats-users-file", usersFile, "--nats-hub-password-file", hubPass}}
 	h.args = append(h.args, "--metrics-addr", metricsAddr)
+	metrics := "http://" + metricsAddr
 	if cfg.hubMemory > 0 {
-		name := fmt.Sprintf("fv-bench-fleet-%d-%s", os.Getpid(), strings.ReplaceAll(spec.label, " ", "-"))
+		name := fmt.Sprintf("fv-bench-fleet-%d-%s", os.Getpid(), spec.slug())
 		if h.cgroup, err = benchutil.NewMemoryCgroup(name, cfg.hubMemory); err != nil {
 			return nil, fmt.Errorf("FV_FLEET_HUB_MEMORY: %w", err)
 		}
@@ -152,7 +153,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	r := &result{spec: spec}
 	benchutil.Logf("%s: %d collectors started; applying the registry", spec.label, len(spec.clusters))
 	t0 := time.Now()
-	syncProfile := profileSync(ctx, "http://"+metricsAddr, spec.label)
+	syncProfile := profileSync(ctx, metrics, cfg.profile(spec, "sync"))
 	cpuPIDs := [3][]int{{h.cmd.Process.Pid}, {col.Process.Pid}, append(benchutil.PIDsNamed("kube-apiserver"), benchutil.PIDsNamed("etcd")...)}
 	cpu0 := cpuOf(cpuPIDs)
 	if err := applyRegistry(ctx, h.rest, spec.ns, false); err != nil {
@@ -203,16 +204,15 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := measureReads(ctx, cfg, h.rest, spec, r); err != nil {
 		return nil, err
 	}
-	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
-		base := filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))
+	if cfg.profileDir != "" {
 		i := 0
-		if err := profile(ctx, "http://"+metricsAddr, base+"-list", func(ctx context.Context) {
+		if err := profile(ctx, metrics, cfg.profile(spec, "list"), func(ctx context.Context) {
 			i++
 			_, _, _ = get(ctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", h.rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
 		}); err != nil {
 			return nil, err
 		}
-		if err := profile(ctx, "http://"+metricsAddr, base+"-kubectl", func(ctx context.Context) {
+		if err := profile(ctx, metrics, cfg.profile(spec, "kubectl"), func(ctx context.Context) {
 			_ = exec.CommandContext(ctx, "kubectl", "--server", h.rest, "get", "pods", "-A", "-l", "tier=target", "--no-headers").Run()
 		}); err != nil {
 			return nil, err
@@ -228,15 +228,15 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	r.rssBusyMB = benchutil.ProcMB(pid, "VmRSS:")
-	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
+	if busy := cfg.profile(spec, "busy"); busy != "" {
 		// What the last collection found live, not a forced one: a
 		// collection here would lower the heap goal the steady RSS
 		// below reflects.
-		if err := save(ctx, saved{"http://" + metricsAddr + "/debug/pprof/heap", filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-")) + "-busy.heap.pprof"}); err != nil {
+		if err := save(ctx, saved{metrics + "/debug/pprof/heap", busy + ".heap.pprof"}); err != nil {
 			return nil, err
 		}
 	}
-	if r.goroutines, err = goroutines(ctx, "http://"+metricsAddr); err != nil {
+	if r.goroutines, err = goroutines(ctx, metrics); err != nil {
 		return nil, err
 	}
 	// Steady is the hub with every cluster synced and nothing changing
@@ -262,11 +262,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		r.cgroupPeakMB = float64(peak) / (1 << 20)
 		benchutil.Logf("%s: the hub's cgroup peaked at %.0f MB; OOM kills %d", spec.label, r.cgroupPeakMB, benchutil.OOMKills(h.cgroup))
 	}
-	if r.goMem, err = goMemory(ctx, "http://"+metricsAddr); err != nil {
+	if r.goMem, err = goMemory(ctx, metrics); err != nil {
 		return nil, err
 	}
-	if dir := os.Getenv("FV_FLEET_PROFILE_DIR"); dir != "" {
-		if err := steadyProfile(ctx, "http://"+metricsAddr, filepath.Join(dir, strings.ReplaceAll(spec.label, " ", "-"))+"-steady"); err != nil {
+	if steady := cfg.profile(spec, "steady"); steady != "" {
+		if err := steadyProfile(ctx, metrics, steady); err != nil {
 			return nil, err
 		}
 	}
