@@ -96,7 +96,10 @@ type Collector struct {
 	recordKick chan struct{} // a resource's sync state changed: write the inventory record now
 	// published: something was published since the last
 	// releaseHubRouteCache.
-	published   atomic.Bool
+	published atomic.Bool
+	// pacer keeps the unacknowledged publishes to what the hub
+	// acknowledges within its target latency.
+	pacer       *pacer
 	mu          sync.Mutex
 	running     map[schema.GroupVersionResource]*runningSync
 	skipped     []inventory.ResourceState
@@ -185,13 +188,14 @@ func New(cfg Config) (*Collector, error) {
 	c.info = c.baseInfo()
 	jsOpts := []jetstream.JetStreamOpt{
 		jetstream.WithPublishAsyncErrHandler(c.onPublishError),
-		// The window of unacknowledged publishes: one cluster's share of
-		// the hub's ingest. With 4,096, a registry applied to 2,000
-		// clusters of 500 objects put all 1M objects in flight at once,
-		// so on a hub slower than 1M objects per ack timeout the last
-		// acknowledgements came too late and every cluster relisted
-		// (bench-fleet: 1.2M publishes timed out). A full window stalls
-		// the publisher (WithStallWait) instead: the hub sets the pace.
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) { c.pacer.done(msg, false) }),
+		// The most unacknowledged publishes; the pacer keeps them to
+		// what the hub acknowledges within pacerTarget. With 4,096, a
+		// registry applied to 2,000 clusters of 500 objects put all 1M
+		// objects in flight at once, so on a hub slower than 1M objects
+		// per ack timeout the last acknowledgements came too late and
+		// every cluster relisted (bench-fleet: 1.2M publishes timed
+		// out). A full window stalls the publisher (WithStallWait).
 		jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout)}
 	var js jetstream.JetStream
@@ -204,6 +208,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	c.js = js
+	c.pacer = newPacer(pacerTarget, minPublishWindow, publishWindow, js.PublishAsyncPending)
 	return c, nil
 }
 
@@ -290,12 +295,13 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 	return regs, inv, nil
 }
 
-// publishWindow is how many publishes may await their acknowledgement.
-const publishWindow = 256
-
-func (c *Collector) publish(_ context.Context, msg *nats.Msg) error {
+func (c *Collector) publish(ctx context.Context, msg *nats.Msg) error {
+	if err := c.pacer.acquire(ctx, msg); err != nil {
+		return fmt.Errorf("publish %s: %w", msg.Subject, err)
+	}
 	_, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(c.cfg.PublishAckTimeout))
 	if err != nil {
+		c.pacer.abandon(msg)
 		c.m.publishErrors.Add(1)
 		return fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
@@ -364,6 +370,7 @@ func (c *Collector) syncChanged() {
 // (a lost tombstone is remembered again) and its resource relisted, so the
 // stream converges again.
 func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err error) {
+	c.pacer.done(msg, true)
 	c.m.publishErrors.Add(1)
 	ps, perr := stream.ParseSubject(msg.Subject)
 	if perr != nil || ps.Control {

@@ -82,6 +82,7 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 		quotaRefused:    d("fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes)."),
 		relists:         d("fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error)."),
 		hubQuotaRefused: d("fleetview_collector_hub_quota_refused_total", hubQuotaHelp),
+		window:          d("fleetview_collector_publish_window", "Publishes the collector may leave unacknowledged now: it shrinks while the hub acknowledges slower than its target latency (1 s) and grows back, up to 256."),
 		// Per resource the registries select, never per object.
 		objects: d("fleetview_collector_objects", "Objects currently tracked per resource.", "group", "version", "resource", "synced"),
 	}
@@ -90,12 +91,12 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 type promCollector struct {
 	c                                                                                              *Collector
 	upserts, tombstones, unchanged, refused, publishErrors, quotaRefused, hubQuotaRefused, relists *prometheus.Desc
-	objects                                                                                        *prometheus.Desc
+	objects, window                                                                                *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (p *promCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.hubQuotaRefused, p.relists, p.objects} {
+	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.hubQuotaRefused, p.relists, p.objects, p.window} {
 		ch <- d
 	}
 }
@@ -114,6 +115,7 @@ func (p *promCollector) Collect(ch chan<- prometheus.Metric) {
 	} {
 		ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n))
 	}
+	ch <- prometheus.MustNewConstMetric(p.window, prometheus.GaugeValue, float64(p.c.pacer.window()))
 	p.c.mu.Lock()
 	defer p.c.mu.Unlock()
 	for gvr, r := range p.c.running {
