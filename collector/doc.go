@@ -31,6 +31,10 @@
 // stream's message headers (no payloads), so after a restart it republishes
 // only what changed and tombstones what is gone, then publishes SYNCED.
 //
+// Publishing is paced (pacer.go): the publishes left unacknowledged follow
+// the hub's acknowledgement latency, so what a whole fleet has in flight
+// follows the hub's throughput, not the number of clusters.
+//
 // Failures never lose an event silently: a publish that fails or is not
 // acknowledged forgets the object (or, for a tombstone, remembers it again)
 // and relists; NATS outages are buffered up to the connection's bounded

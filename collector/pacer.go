@@ -15,7 +15,7 @@ const (
 	publishWindow = 256
 	// minPublishWindow keeps a collector from publishing one message per
 	// round trip however busy the hub is.
-	minPublishWindow = 4
+	minPublishWindow = 2
 	// pacerTarget is the acknowledgement latency the window aims under: far
 	// below the ack timeout (30 s), and long enough that a hub answering
 	// thousands of publishes a second keeps its streams busy.

@@ -64,7 +64,22 @@ type grant struct {
 	// they reach Subject: the hub exports guardSubject(cluster, Subject)
 	// instead, which only the guard reads.
 	Guarded bool
+	// Stored publishes go to the cluster's stream, whose JetStream always
+	// answers (an ack, an error, or 429 when its ingest queue is full):
+	// exported with storedResponseThreshold.
+	Stored bool
 }
+
+// storedResponseThreshold is how long the hub account keeps the response
+// mapping of a stored publish unanswered (nats-server's default: 2
+// minutes). Each service export that had a response within its threshold
+// walks every pending response of the hub account when the threshold
+// passes (serviceExport.checkExpiredResponses), so at 2,000 clusters each
+// cluster's publishes had the whole fleet's pending acknowledgements
+// walked twice a minute over a sync. JetStream answers every publish, so
+// the longer threshold only delays forgetting an answer lost with a
+// connection, and a cluster's pacer bounds how many those are.
+const storedResponseThreshold = "30m"
 
 // exported is the subject the hub account exports for g.
 func (g grant) exported(cluster string) string {
@@ -126,8 +141,8 @@ func clusterGrants(cluster string) []grant {
 	}
 	const one, rest = stream.Wildcard, stream.FullWildcard
 	return []grant{
-		{Subject: stream.ClusterObjects(cluster)},
-		{Subject: stream.ClusterControls(cluster)},
+		{Subject: stream.ClusterObjects(cluster), Stored: true},
+		{Subject: stream.ClusterControls(cluster), Stored: true},
 		{Subject: stream.ActResponseTree(cluster)},
 		kv(stream.KVSubject(stream.ClusterBucket, cluster)),
 		kv(stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKeys(cluster))),
@@ -181,6 +196,9 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 			rt := ""
 			if g.Streamed {
 				rt = ", response_type: stream"
+			}
+			if g.Stored {
+				rt = fmt.Sprintf(", response_threshold: %q", storedResponseThreshold)
 			}
 			fmt.Fprintf(&b, "      {service: %q, accounts: [%q]%s}\n", g.exported(u.Cluster), ClusterAccount(u.Cluster), rt)
 		}

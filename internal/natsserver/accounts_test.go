@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -32,9 +33,10 @@ func TestClusterGrants(t *testing.T) {
 		to       string
 		streamed bool
 		guarded  bool
+		stored   bool
 	}{
-		{subject: "fv.obj.edge-a.>", granted: true},
-		{subject: "fv.ctl.edge-a.>", granted: true},
+		{subject: "fv.obj.edge-a.>", granted: true, stored: true},
+		{subject: "fv.ctl.edge-a.>", granted: true, stored: true},
 		{subject: "fv.obj.>", granted: false},
 		{subject: "$KV.fv_clusters.edge-a", granted: true, to: "$JS.hub.API.$KV.fv_clusters.edge-a", guarded: true},
 		{subject: "$KV.fv_clusters.>", granted: false},
@@ -68,8 +70,8 @@ func TestClusterGrants(t *testing.T) {
 			t.Errorf("%s: granted %v, want %v", tc.subject, ok, tc.granted)
 			continue
 		}
-		if ok && (g.To != tc.to || g.Streamed != tc.streamed || g.Guarded != tc.guarded) {
-			t.Errorf("%s: %+v, want to=%q streamed=%v guarded=%v", tc.subject, g, tc.to, tc.streamed, tc.guarded)
+		if ok && (g.To != tc.to || g.Streamed != tc.streamed || g.Guarded != tc.guarded || g.Stored != tc.stored) {
+			t.Errorf("%s: %+v, want to=%q streamed=%v guarded=%v stored=%v", tc.subject, g, tc.to, tc.streamed, tc.guarded, tc.stored)
 		}
 	}
 	for _, g := range clusterGrants("edge-a") {
@@ -99,6 +101,44 @@ func TestAccountsConfigRefusesBadCredentials(t *testing.T) {
 	}
 	if _, err := Start(Options{StoreDir: t.TempDir(), Token: "tok", Clusters: []ClusterUser{{"a", aPass}}, HubPassword: hubPass}); !errors.Is(err, ErrInvalidCredentials) {
 		t.Fatalf("token with users: %v", err)
+	}
+}
+
+// TestStoredResponseThreshold: on a real server, the hub exports a
+// cluster's stored publishes with the long response threshold and every
+// other service with the server's default, which the streamed responses
+// (pulls) rely on to be forgotten.
+func TestStoredResponseThreshold(t *testing.T) {
+	srv, err := Start(Options{StoreDir: t.TempDir(), Port: -1, HubPassword: hubPass, Clusters: []ClusterUser{{"edge-a", aPass}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	hub, err := srv.ns.LookupAccount(HubAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := time.ParseDuration(storedResponseThreshold)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, g := range clusterGrants("edge-a") {
+		got, err := hub.ServiceExportResponseThreshold(g.exported("edge-a"))
+		if err != nil {
+			t.Fatalf("%s: %v", g.Subject, err)
+		}
+		want := server.DEFAULT_SERVICE_EXPORT_RESPONSE_THRESHOLD
+		if g.Stored {
+			want = long
+			stored++
+		}
+		if got != want {
+			t.Errorf("%s: response threshold %v, want %v", g.Subject, got, want)
+		}
+	}
+	if stored != 2 {
+		t.Errorf("%d stored grants, want 2 (objects and controls)", stored)
 	}
 }
 
