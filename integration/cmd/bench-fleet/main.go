@@ -257,6 +257,7 @@ func printResults(cfg config, total int, rs []*result) {
 	fmt.Printf("| hub RSS right after the registry change (MB) | %.0f | %.0f | |\n", small.rssBusyMB, wide.rssBusyMB)
 	fmt.Printf("| hub goroutines | %d | %d | %.1f per cluster more |\n", small.goroutines, wide.goroutines, float64(wide.goroutines-small.goroutines)/float64(len(wide.spec.clusters)-len(small.spec.clusters)))
 	fmt.Printf("| per-cluster Get p50 / p99 | %s / %s | %s / %s | %s |\n", small.getP50, small.getP99, wide.getP50, wide.getP99, ratio(wide.getP50, small.getP50))
+	fmt.Printf("| per-cluster Get p50 / p99 at rest (after the quiet period) | %s / %s | %s / %s | %s |\n", small.getRestP50, small.getRestP99, wide.getRestP50, wide.getRestP99, ratio(wide.getRestP50, small.getRestP50))
 	fmt.Printf("| per-cluster list of %d Pods (median) | %s | %s | %s |\n", cfg.objects, small.list, wide.list, ratio(wide.list, small.list))
 	fmt.Printf("| kubectl get pods -A -l tier=target (%d rows, median) | %s | %s | %s |\n", wide.kubectlRows, small.kubectl, wide.kubectl, ratio(wide.kubectl, small.kubectl))
 	fmt.Printf("| a list's resourceVersion (bytes) | %d | %d | |\n", small.listRVBytes, wide.listRVBytes)

@@ -36,8 +36,10 @@ type result struct {
 	rssAnonMB, rssFileMB float64
 	// rssBusyMB is the RSS right after the registry change, beside
 	// rssSteadyMB, the RSS after cfg.quiet with no change.
-	rssBusyMB                   float64
-	getP50, getP99, list        time.Duration
+	rssBusyMB            float64
+	getP50, getP99, list time.Duration
+	// getRestP50 and getRestP99 are the same Gets after cfg.quiet.
+	getRestP50, getRestP99      time.Duration
 	kubectl                     time.Duration
 	kubectlRows                 int
 	listRVBytes, eventBytes     int
@@ -270,6 +272,13 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 			return nil, err
 		}
 	}
+	// The same Gets at rest: right after a sync they share the machine
+	// with the ingest's aftermath (Badger's compactions, the collection
+	// of the sync's garbage), which moved the p50 by 3x between runs.
+	if r.getRestP50, r.getRestP99, err = measureGets(ctx, cfg, h.rest, spec); err != nil {
+		return nil, err
+	}
+	benchutil.Logf("%s: per-cluster Get at rest p50 %s p99 %s", spec.label, r.getRestP50, r.getRestP99)
 
 	benchutil.Logf("%s: restarting the hub", spec.label)
 	if err := h.stop(); err != nil {
@@ -299,7 +308,9 @@ func pairs(a, b []string) []string {
 	return out
 }
 
-func measureReads(ctx context.Context, cfg config, rest string, spec hubSpec, r *result) error {
+// measureGets times cfg.gets per-cluster Gets of random Pods of random
+// clusters: p50 and p99.
+func measureGets(ctx context.Context, cfg config, rest string, spec hubSpec) (p50, p99 time.Duration, err error) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	var gets []time.Duration
 	for range cfg.gets {
@@ -308,14 +319,21 @@ func measureReads(ctx context.Context, cfg config, rest string, spec hubSpec, r 
 		t := time.Now()
 		code, body, err := get(ctx, url)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		if code != http.StatusOK {
-			return fmt.Errorf("GET %s: %d %s", url, code, body)
+			return 0, 0, fmt.Errorf("GET %s: %d %s", url, code, body)
 		}
 		gets = append(gets, time.Since(t))
 	}
-	r.getP50, r.getP99 = benchutil.Percentile(gets, 0.5), benchutil.Percentile(gets, 0.99)
+	return benchutil.Percentile(gets, 0.5), benchutil.Percentile(gets, 0.99), nil
+}
+
+func measureReads(ctx context.Context, cfg config, rest string, spec hubSpec, r *result) error {
+	var err error
+	if r.getP50, r.getP99, err = measureGets(ctx, cfg, rest, spec); err != nil {
+		return err
+	}
 	// A per-cluster list of as many objects as a cluster of the wide
 	// fleet holds (a first page at the 3-cluster hub).
 	per := r.spec.perClus
