@@ -15,7 +15,7 @@ import (
 // (docs/benchmarks/fleet.md, N clusters beside 3 holding the same Pods):
 // about 1.4 MB of RSS per cluster at 200 to 1,000 clusters read 15 s
 // after a change, and 1.0 MB at 2,000 clusters of 500 Pods read 4 minutes
-// after (0.40 MB of it live heap, 0.12 MB stacks; NATS's per-account,
+// after (0.34-0.40 MB of it live heap across runs, 0.12 MB stacks; NATS's per-account,
 // stream, consumer and connection state, the materializer's consumer, and
 // the Go heap's headroom over all of it). The check uses 3 MB, what a
 // fleet-wide ingest costs on top: that hub peaked at 6.9 GB, 3.1 GB over
