@@ -375,13 +375,16 @@ func TestCollector(t *testing.T) {
 	t.Run("NATS restarted during churn loses nothing", func(t *testing.T) {
 		e := fixture.StartNATS(t)
 		// kn buffers up to the default 64 MiB while NATS is down; kn2 has a
-		// 2 KiB reconnect buffer, so its publishes overflow during the
-		// outage and it must fall back to relist + reconcile.
+		// reconnect buffer smaller than one ConfigMap's message, so its
+		// first publish during the outage overflows and it must fall back
+		// to relist + reconcile. (A larger one would hold what the
+		// collector sends during an outage: its pacer stops at its window
+		// of publishes awaiting acknowledgement, 2 to 256.)
 		const cl, cl2, ns = "kn", "kn2", "natsrestart"
 		createNamespaces(t, cs, ns)
 		e.Apply(t, fixture.RegistryFor("n", []string{cl, cl2}, fixture.Sel("v1", "ConfigMap", ns)))
 		p := ce.Start(t, cl, e.URL)
-		p2 := ce.Start(t, cl2, e.URL, "--nats-reconnect-buffer", "2048")
+		p2 := ce.Start(t, cl2, e.URL, "--nats-reconnect-buffer", "256")
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
 		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, ns)
 		ch := startChurn(cs, ns, 80, 3)
