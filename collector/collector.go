@@ -208,7 +208,7 @@ func New(cfg Config) (*Collector, error) {
 		return nil, err
 	}
 	c.js = js
-	c.pacer = newPacer(pacerTarget, minPublishWindow, publishWindow, js.PublishAsyncPending)
+	c.pacer = newPacer(pacerTarget, minPublishWindow, publishWindow, cfg.PublishAckTimeout, js.PublishAsyncPending)
 	return c, nil
 }
 

@@ -45,13 +45,17 @@ const (
 // acknowledgement) is one sample per round trip (nextWindow: above the
 // target the window shrinks in proportion; at half the target or less, and
 // if the window was full since the last sample, it grows by half). A
-// failed publish (a timeout) counts as a sample at twice the target. The window starts at the
-// floor: a fleet starting together does not flood the hub before the first
-// sample returns, and one collector alone reaches the ceiling within a
-// dozen round trips of a few milliseconds.
+// failed publish (a timeout) counts as a sample at twice the target. The
+// window starts at the floor: a fleet starting together does not flood the
+// hub before the first sample returns, and one collector alone reaches the
+// ceiling within a dozen round trips of a few milliseconds.
 type pacer struct {
 	target   time.Duration
 	min, max int
+	// lost is how long a probe may go unanswered before another publish
+	// replaces it: twice the ack timeout, by which nats.go has called back
+	// unless it lost the publish (see pacerPoll).
+	lost time.Duration
 	// pending is the publishes nats.go holds unacknowledged
 	// (PublishAsyncPending). Never called with mu held: nats.go calls the
 	// error callback, and so done, with its own lock held.
@@ -68,8 +72,8 @@ type pacer struct {
 	probeAt time.Time
 }
 
-func newPacer(target time.Duration, lo, hi int, pending func() int) *pacer {
-	return &pacer{target: target, min: lo, max: hi, limit: lo, pending: pending}
+func newPacer(target time.Duration, lo, hi int, ackTimeout time.Duration, pending func() int) *pacer {
+	return &pacer{target: target, min: lo, max: hi, lost: 2 * ackTimeout, limit: lo, pending: pending}
 }
 
 // acquire waits until msg may be published: fewer than the window's
@@ -82,9 +86,7 @@ func (p *pacer) acquire(ctx context.Context, msg *nats.Msg) error {
 			if n+1 >= p.limit {
 				p.full = true
 			}
-			// A probe unanswered for twice the ack timeout (lost by
-			// nats.go, see pacerPoll) is replaced rather than waited for.
-			if p.probe == nil || time.Since(p.probeAt) > 2*time.Minute {
+			if p.probe == nil || time.Since(p.probeAt) > p.lost {
 				p.probe, p.probeAt = msg, time.Now()
 			}
 			p.mu.Unlock()

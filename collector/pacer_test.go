@@ -105,7 +105,7 @@ func TestPacerFollowsTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow.pacer = newPacer(50*time.Millisecond, minPublishWindow, publishWindow, slow.js.PublishAsyncPending)
+	slow.pacer = newPacer(50*time.Millisecond, minPublishWindow, publishWindow, 30*time.Second, slow.js.PublishAsyncPending)
 	maxPending, maxLimit := publish(slow, "slow", 300)
 	if maxLimit > 10 {
 		t.Errorf("against a hub acknowledging one publish per 5 ms, the window reached %d, want at most 10 (50 ms of acknowledgements)", maxLimit)
@@ -132,7 +132,7 @@ func TestPacerFollowsTheHub(t *testing.T) {
 func TestPacerWaitEndsWithTheContext(t *testing.T) {
 	var pending atomic.Int64
 	pending.Store(10)
-	p := newPacer(time.Second, 4, 8, func() int { return int(pending.Load()) })
+	p := newPacer(time.Second, 4, 8, 30*time.Second, func() int { return int(pending.Load()) })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
