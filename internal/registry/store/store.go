@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -234,13 +235,29 @@ func mergeConditions(old, conds []metav1.Condition, generation int64) ([]metav1.
 
 // mergeStatus adds the per-cluster conditions stored for r to its status
 // and derives the registry-wide ones.
+//
+// The clusters' conditions are appended, not set one at a time with
+// meta.SetStatusCondition: that searches the whole list for each one, so a
+// registry's read cost the square of the fleet (20 ms of CPU at 2,000
+// clusters, paid by every GET and every poll of it). Appending is safe
+// because no two can share a type: each is prefixed with its cluster (a
+// map key), decodeStatus refuses a cluster's duplicate types and types
+// with a slash, and any per-cluster type r carried in is dropped first
+// (the status bucket is the only source of those).
 func mergeStatus(r *registry.ResourceRegistry, byCluster map[string][]metav1.Condition) {
-	for cluster, conds := range byCluster {
-		for _, c := range conds {
+	n := 0
+	for _, conds := range byCluster {
+		n += len(conds)
+	}
+	conds := slices.DeleteFunc(r.Status.Conditions, func(c metav1.Condition) bool { return strings.Contains(c.Type, "/") })
+	conds = slices.Grow(conds, n)
+	for cluster, cs := range byCluster {
+		for _, c := range cs {
 			c.Type = registry.ClusterConditionType(cluster, c.Type)
-			meta.SetStatusCondition(&r.Status.Conditions, c)
+			conds = append(conds, c)
 		}
 	}
+	r.Status.Conditions = conds
 	registry.RefreshConditions(r)
 }
 
