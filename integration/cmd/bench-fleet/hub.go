@@ -239,11 +239,11 @@ func profile(ctx context.Context, metrics, path string, load func(context.Contex
 }
 
 // profileSync starts the hub's CPU profile over the sync a registry apply
-// starts (base+".cpu.pprof"; none when base is ""), FV_FLEET_SYNC_PROFILE_SECONDS
-// long (20 by default), for finding what each cluster costs while the
-// fleet syncs; the function it returns waits for the profile and writes
-// it, with the heap the last collection found live (base+".heap.pprof";
-// none forced).
+// starts, or over a registry change (base+".cpu.pprof"; none when base is
+// ""), FV_FLEET_SYNC_PROFILE_SECONDS long (20 by default), for finding what
+// each cluster costs while the fleet syncs; the function it returns waits
+// for the profile and writes it, with the heap the last collection found
+// live (base+".heap.pprof"; none forced).
 func profileSync(ctx context.Context, metrics, base string) func() error {
 	if base == "" {
 		return func() error { return nil }
@@ -267,7 +267,7 @@ func profileSync(ctx context.Context, metrics, base string) func() error {
 	return func() error {
 		err := <-done
 		if err == nil {
-			benchutil.Logf("sync profile in %s", path)
+			benchutil.Logf("CPU profile in %s", path)
 		}
 		return err
 	}

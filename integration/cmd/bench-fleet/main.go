@@ -240,10 +240,10 @@ func printResults(cfg config, total int, rs []*result) {
 	}
 	fmt.Printf("| figure | 3 clusters | %d clusters | ratio |\n|---|---|---|---|\n", cfg.clusters)
 	fmt.Printf("| all clusters synced after a registry apply | %s | %s | %s |\n", small.sync.Round(time.Millisecond), wide.sync.Round(time.Millisecond), ratio(wide.sync, small.sync))
-	cpu := func(r *result) string {
-		return fmt.Sprintf("%.1f / %.1f / %.1f", r.syncCPU[0].Seconds(), r.syncCPU[1].Seconds(), r.syncCPU[2].Seconds())
+	cpu := func(c [3]time.Duration) string {
+		return fmt.Sprintf("%.1f / %.1f / %.1f", c[0].Seconds(), c[1].Seconds(), c[2].Seconds())
 	}
-	fmt.Printf("| CPU seconds during that sync: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small), cpu(wide))
+	fmt.Printf("| CPU seconds during that sync: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small.syncCPU), cpu(wide.syncCPU))
 	fmt.Printf("| hub RSS steady (%s without a change) / peak (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", cfg.quiet, small.rssSteadyMB, small.rssPeakMB, wide.rssSteadyMB, wide.rssPeakMB, wide.rssSteadyMB/small.rssSteadyMB)
 	fmt.Printf("| of the steady RSS: anonymous / file-backed (MB) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n", small.rssAnonMB, small.rssFileMB, wide.rssAnonMB, wide.rssFileMB, wide.rssAnonMB/small.rssAnonMB)
 	gm := func(r *result) string {
@@ -263,5 +263,6 @@ func printResults(cfg config, total int, rs []*result) {
 	fmt.Printf("| a list's resourceVersion (bytes) | %d | %d | |\n", small.listRVBytes, wide.listRVBytes)
 	fmt.Printf("| a MODIFIED watch event (bytes; its resourceVersion) | %d (%d) | %d (%d) | |\n", small.eventBytes, small.eventRVBytes, wide.eventBytes, wide.eventRVBytes)
 	fmt.Printf("| a registry change reaching every collector | %s | %s | |\n", small.registryChange.Round(time.Millisecond), wide.registryChange.Round(time.Millisecond))
+	fmt.Printf("| CPU seconds during that change: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small.registryCPU), cpu(wide.registryCPU))
 	fmt.Printf("| hub restart: ready / every cluster synced | %s / %s | %s / %s | |\n", small.restartReady.Round(time.Millisecond), small.restartSynced.Round(time.Millisecond), wide.restartReady.Round(time.Millisecond), wide.restartSynced.Round(time.Millisecond))
 }

@@ -57,6 +57,10 @@ type result struct {
 	// simulator's collectors and by the kube-apiservers and etcds: on
 	// shared cores, which of them the sync waited for.
 	syncCPU [3]time.Duration
+	// registryCPU is the same split over the registry change: a
+	// simulator starved of CPU delays the collectors' status writes the
+	// change is timed by.
+	registryCPU [3]time.Duration
 }
 
 func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet *harness.Fleet, spec hubSpec) (*result, error) {
@@ -226,8 +230,13 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := measureWatchEvent(ctx, h.rest, fleet, spec, r); err != nil {
 		return nil, err
 	}
+	registryProfile := profileSync(ctx, metrics, cfg.profile(spec, "registry"))
+	cpu1 := cpuOf(cpuPIDs)
 	if err := measureRegistryChange(ctx, h.rest, spec, r); err != nil {
 		return nil, err
+	}
+	for i, c := range cpuOf(cpuPIDs) {
+		r.registryCPU[i] = c - cpu1[i]
 	}
 	r.rssBusyMB = benchutil.ProcMB(pid, "VmRSS:")
 	if busy := cfg.profile(spec, "busy"); busy != "" {
@@ -237,6 +246,9 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		if err := save(ctx, saved{metrics + "/debug/pprof/heap", busy + ".heap.pprof"}); err != nil {
 			return nil, err
 		}
+	}
+	if err := registryProfile(); err != nil {
+		return nil, err
 	}
 	if r.goroutines, err = goroutines(ctx, metrics); err != nil {
 		return nil, err
