@@ -13,34 +13,51 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
 )
 
 func (c *Collector) heartbeat(ctx context.Context, kv jetstream.KeyValue) error {
-	t := time.NewTicker(c.cfg.HeartbeatInterval)
-	defer t.Stop()
+	interval := c.cfg.HeartbeatInterval
 	// The first record waits for the first reconcile (at most one
 	// interval). Written before it, the record would list no resources
 	// and replace the previous run's, and the Kubernetes API, which
 	// serves the resources the inventory lists, would answer 404 for
 	// every cached resource until the next heartbeat: after a restart
 	// every informer would list again instead of resuming its watch.
+	first := time.NewTimer(interval)
 	select {
 	case <-c.reconciled:
-	case <-t.C:
+	case <-first.C:
 	case <-ctx.Done():
+		first.Stop()
 		return ctx.Err()
 	}
+	first.Stop()
+	// The next ones come every interval at a phase of this collector's
+	// own, drawn once from the second half of the interval: collectors
+	// started together (a fleet-wide rollout, the fleet simulator) would
+	// otherwise write their records, and ask their apiservers, in bursts
+	// the size of the fleet, all through one KV stream of the hub. No gap
+	// exceeds the interval.
+	phase := time.NewTimer(wait.Jitter(interval/2, 1))
+	defer phase.Stop()
+	tick := phase.C
 	for {
 		ready, msg := c.checkMember(ctx)
 		// Watch events published since the last heartbeat: the record
 		// written next starts the hub's cache afresh.
 		c.releaseHubRouteCache()
 		c.putRecord(ctx, kv, ready, msg)
-		if err := c.untilHeartbeat(ctx, t.C, kv, ready, msg); err != nil {
+		if err := c.untilHeartbeat(ctx, tick, kv, ready, msg); err != nil {
 			return err
+		}
+		if tick == phase.C {
+			t := time.NewTicker(interval)
+			defer t.Stop()
+			tick = t.C
 		}
 	}
 }

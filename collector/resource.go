@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/fleetview/fleetview/internal/inventory"
@@ -193,15 +194,25 @@ func (s *resourceSync) requestRelist() {
 
 // backoff doubles a wait from 500ms up to a cap, so an outage (NATS or the
 // member apiserver) is retried without hammering either.
+// backoff doubles its wait from 500 ms up to max, each wait drawn from the
+// upper half of that (wait.Jitter): collectors that failed together, as a
+// whole fleet does against a saturated hub it started with, retry spread
+// out, not in waves the size of the fleet that fail together again.
 type backoff struct{ d, max time.Duration }
 
-func (b *backoff) wait(ctx context.Context) bool {
+// next is the wait before the next retry.
+func (b *backoff) next() time.Duration {
 	if b.d == 0 {
 		b.d = 500 * time.Millisecond
 	}
-	t := time.NewTimer(b.d)
-	defer t.Stop()
+	d := wait.Jitter(b.d/2, 1)
 	b.d = min(2*b.d, b.max)
+	return d
+}
+
+func (b *backoff) wait(ctx context.Context) bool {
+	t := time.NewTimer(b.next())
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -297,5 +298,41 @@ func TestResourceSyncQuotaRefusal(t *testing.T) {
 				t.Fatalf("the quota error is reported once per refusal, then %v", err)
 			}
 		})
+	}
+}
+
+// TestBackoffIsSpread: each wait lies in the upper half of a doubling
+// step capped at max, and a fleet of syncs that failed together does not
+// retry at one instant.
+func TestBackoffIsSpread(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		b         backoff
+		wantSteps []time.Duration
+	}{
+		{"from 500 ms to 10 s", backoff{max: 10 * time.Second}, []time.Duration{
+			500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}},
+		{"the quota's", backoff{d: quotaRetry / 2, max: quotaRetry}, []time.Duration{time.Minute, 2 * time.Minute, 2 * time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.b
+			for i, step := range tc.wantSteps {
+				if d := b.next(); d < step/2 || d >= step {
+					t.Errorf("wait %d: %s, want in [%s, %s)", i, d, step/2, step)
+				}
+			}
+			b.reset()
+			if d := b.next(); d < 250*time.Millisecond || d >= 500*time.Millisecond {
+				t.Errorf("after reset: %s, want in [250ms, 500ms)", d)
+			}
+		})
+	}
+	first := map[time.Duration]bool{}
+	for range 100 {
+		b := backoff{max: 10 * time.Second}
+		first[b.next()] = true
+	}
+	if len(first) < 50 {
+		t.Errorf("100 syncs failing together retry at %d distinct instants, want them spread", len(first))
 	}
 }
