@@ -264,5 +264,9 @@ func printResults(cfg config, total int, rs []*result) {
 	fmt.Printf("| a MODIFIED watch event (bytes; its resourceVersion) | %d (%d) | %d (%d) | |\n", small.eventBytes, small.eventRVBytes, wide.eventBytes, wide.eventRVBytes)
 	fmt.Printf("| a registry change reaching every collector | %s | %s | |\n", small.registryChange.Round(time.Millisecond), wide.registryChange.Round(time.Millisecond))
 	fmt.Printf("| CPU seconds during that change: hub / collectors / apiservers and etcd | %s | %s | |\n", cpu(small.registryCPU), cpu(wide.registryCPU))
+	sw := func(r *result) string {
+		return fmt.Sprintf("%s / %s / %s", r.statusWrites[0].Round(time.Millisecond), r.statusWrites[1].Round(time.Millisecond), r.statusWrites[2].Round(time.Millisecond))
+	}
+	fmt.Printf("| of that change, the collectors' status reports stored after: p50 / p90 / last | %s | %s | |\n", sw(small), sw(wide))
 	fmt.Printf("| hub restart: ready / every cluster synced | %s / %s | %s / %s | |\n", small.restartReady.Round(time.Millisecond), small.restartSynced.Round(time.Millisecond), wide.restartReady.Round(time.Millisecond), wide.restartSynced.Round(time.Millisecond))
 }

@@ -13,16 +13,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
+	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // result is what one hub measured.
@@ -61,6 +66,9 @@ type result struct {
 	// simulator starved of CPU delays the collectors' status writes the
 	// change is timed by.
 	registryCPU [3]time.Duration
+	// statusWrites is when the collectors' status reports of the
+	// registry change were stored, after it was applied: p50, p90, last.
+	statusWrites [3]time.Duration
 }
 
 func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet *harness.Fleet, spec hubSpec) (*result, error) {
@@ -80,7 +88,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := os.WriteFile(usersFile, []byte(users.String()), 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(hubPass, []byte("hub-secret-0123456789abcdef"), 0o600); err != nil {
+	if err := os.WriteFile(hubPass, []byte(benchHubPassword), 0o600); err != nil {
 		return nil, err
 	}
 	// The harness's addresses: locked machine-wide, so nothing else the
@@ -232,7 +240,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	}
 	registryProfile := profileSync(ctx, metrics, cfg.profile(spec, "registry"))
 	cpu1 := cpuOf(cpuPIDs)
-	if err := measureRegistryChange(ctx, h.rest, spec, r); err != nil {
+	if err := measureRegistryChange(ctx, h.rest, "nats://"+natsAddr, spec, r); err != nil {
 		return nil, err
 	}
 	for i, c := range cpuOf(cpuPIDs) {
@@ -444,8 +452,9 @@ func measureWatchEvent(ctx context.Context, rest string, fleet *harness.Fleet, s
 
 // measureRegistryChange adds ConfigMaps to the registry and waits until
 // every cluster's collector reports, in the registry's status, that it
-// caches them at the new generation.
-func measureRegistryChange(ctx context.Context, rest string, spec hubSpec, r *result) error {
+// caches them at the new generation; then reads when each report was
+// stored (statusWrites).
+func measureRegistryChange(ctx context.Context, rest, natsURL string, spec hubSpec, r *result) error {
 	t := time.Now()
 	if err := applyRegistry(ctx, rest, spec.ns, true); err != nil {
 		return err
@@ -487,7 +496,52 @@ func measureRegistryChange(ctx context.Context, rest string, spec hubSpec, r *re
 	}
 	r.registryChange = time.Since(t)
 	benchutil.Logf("%s: a registry change reached every collector in %s", spec.label, r.registryChange.Round(time.Millisecond))
+	writes, err := statusWrites(ctx, natsURL, "fleet", t)
+	if err != nil {
+		return err
+	}
+	if len(writes) != len(spec.clusters) {
+		return fmt.Errorf("%d clusters' status on registry fleet, want %d", len(writes), len(spec.clusters))
+	}
+	r.statusWrites = [3]time.Duration{benchutil.Percentile(writes, 0.5), benchutil.Percentile(writes, 0.9), slices.Max(writes)}
+	benchutil.Logf("%s: the collectors' status writes stored after %s (p50), %s (p90), %s (last)", spec.label, r.statusWrites[0], r.statusWrites[1], r.statusWrites[2])
 	return nil
+}
+
+// benchHubPassword is the hub's NATS password in the benchmark.
+const benchHubPassword = "hub-secret-0123456789abcdef"
+
+// statusWrites reads, as the hub's NATS user, when each cluster's last
+// status on registry name was stored, as a time since t: the spread of a
+// change over the fleet, which the REST status (conditions keep their
+// transition time while True) does not show, and without polling it.
+func statusWrites(ctx context.Context, natsURL, name string, t time.Time) ([]time.Duration, error) {
+	nc, err := nats.Connect(natsURL, nats.UserInfo(natsserver.HubUser, benchHubPassword))
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := js.KeyValue(ctx, stream.RegistryStatusBucket)
+	if err != nil {
+		return nil, err
+	}
+	w, err := kv.Watch(ctx, stream.StatusKey("*", name), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var out []time.Duration
+	for e := range w.Updates() {
+		if e == nil {
+			return out, nil // every key's last value is in
+		}
+		out = append(out, e.Created().Sub(t))
+	}
+	return nil, fmt.Errorf("the status watch ended before every key was read")
 }
 
 // cpuOf is the CPU time each group of processes has used so far (a
