@@ -54,6 +54,11 @@ type claim struct {
 	short      []string
 	categories []string
 	columns    []inventory.Column
+	// columnsKey identifies columns for majorityColumns, computed once
+	// per record rather than at every resolve (each resolves the whole
+	// fleet's claims: formatting them was half its cost at 2,000
+	// clusters).
+	columnsKey string
 }
 
 // variant is a claim's kind and scope, the part clusters must agree on.
@@ -94,7 +99,7 @@ func claimsOf(rec *inventory.Cluster, regs []*registry.ResourceRegistry) *cluste
 			continue // not served by that cluster
 		}
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-		c := claim{cluster: rec.Name, kind: r.Kind, namespaced: r.Namespaced, short: r.ShortNames, categories: r.Categories, columns: r.Columns}
+		c := claim{cluster: rec.Name, kind: r.Kind, namespaced: r.Namespaced, short: r.ShortNames, categories: r.Categories, columns: r.Columns, columnsKey: columnsKey(r.Columns)}
 		if b, ok := builtins[gvr.GroupResource()]; ok {
 			if c.kind != b.kind || c.namespaced != b.namespaced {
 				cc.marks[gvr] = fmt.Sprintf("reports %s, but the built-in resource is %s", variant{c.kind, c.namespaced}, variant{b.kind, b.namespaced})
@@ -241,11 +246,7 @@ func majorityColumns(cs []claim) []inventory.Column {
 		if len(c.columns) == 0 {
 			continue
 		}
-		var k strings.Builder
-		for _, col := range c.columns {
-			fmt.Fprintf(&k, "%q %q %q %d;", col.Name, col.Type, col.Format, col.Priority)
-		}
-		key := k.String()
+		key := c.columnsKey
 		if count[key]++; count[key] == 1 {
 			first[key] = c.columns
 		}
@@ -264,6 +265,15 @@ func majorityColumns(cs []claim) []inventory.Column {
 		return nil
 	}
 	return win
+}
+
+// columnsKey is equal for columns equal but for their descriptions.
+func columnsKey(cols []inventory.Column) string {
+	var k strings.Builder
+	for _, col := range cols {
+		fmt.Fprintf(&k, "%q %q %q %d;", col.Name, col.Type, col.Format, col.Priority)
+	}
+	return k.String()
 }
 
 func describe(count map[variant][]string) string {

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -222,6 +223,32 @@ func TestColumnsByMajority(t *testing.T) {
 				gvr := schema.GroupVersionResource{Group: rc.Resources[0].Group, Version: rc.Resources[0].Version, Resource: rc.Resources[0].Resource}
 				if slices.Contains(c.Followed, gvr) && len(c.Columns[gvr]) != len(rc.Resources[0].Columns) {
 					t.Fatalf("cluster %s columns %+v, want its record's %+v", rc.Name, c.Columns[gvr], rc.Resources[0].Columns)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkResolve resolves the catalog of n clusters serving Pods and
+// ConfigMaps with kubectl's columns, as the catalog does (coalesced, at
+// most every publishEvery) while a fleet's records change. Its cost per
+// cluster at 2,000 against 3 is what docs/benchmarks/fleet.md records.
+func BenchmarkResolve(b *testing.B) {
+	cols := []inventory.Column{{Name: "Name", Type: "string", Format: "name"}, {Name: "Ready", Type: "string"}, {Name: "Status", Type: "string"}, {Name: "Age", Type: "string"}}
+	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	regs := []*registry.ResourceRegistry{selecting("v1 Pod", "v1 ConfigMap")}
+	for _, n := range []int{3, 2000} {
+		judged := map[string]*clusterClaims{}
+		for i := range n {
+			p, c := rs(pods, "Pod", true, "po"), rs(configmaps, "ConfigMap", true, "cm")
+			p.Columns, c.Columns = cols, cols[:1]
+			r := rec(fmt.Sprintf("c%04d", i), p, c)
+			judged[r.Name] = claimsOf(r, regs)
+		}
+		b.Run(fmt.Sprintf("clusters=%d", n), func(b *testing.B) {
+			for b.Loop() {
+				if d := resolve(judged); len(d.resources) != 2 {
+					b.Fatalf("%d resources resolved, want 2", len(d.resources))
 				}
 			}
 		})
