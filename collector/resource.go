@@ -194,10 +194,11 @@ func (s *resourceSync) requestRelist() {
 
 // backoff doubles a wait from 500ms up to a cap, so an outage (NATS or the
 // member apiserver) is retried without hammering either.
-// backoff doubles its wait from 500 ms up to max, each wait drawn from the
-// upper half of that (wait.Jitter): collectors that failed together, as a
-// whole fleet does against a saturated hub it started with, retry spread
-// out, not in waves the size of the fleet that fail together again.
+// backoff doubles its wait from 500 ms up to max, each wait drawn from
+// [d, 1.5d) (wait.Jitter): collectors that failed together, as a whole
+// fleet does against a saturated hub it started with, retry spread out,
+// not in waves the size of the fleet that fail together again; and no
+// sooner than without the jitter, which would only add to the load.
 type backoff struct{ d, max time.Duration }
 
 // next is the wait before the next retry.
@@ -205,7 +206,7 @@ func (b *backoff) next() time.Duration {
 	if b.d == 0 {
 		b.d = 500 * time.Millisecond
 	}
-	d := wait.Jitter(b.d/2, 1)
+	d := wait.Jitter(b.d, 0.5)
 	b.d = min(2*b.d, b.max)
 	return d
 }
@@ -224,7 +225,7 @@ func (b *backoff) wait(ctx context.Context) bool {
 func (b *backoff) reset() { b.d = 0 }
 
 // quotaRetry is the longest wait between relists while the cluster's
-// stream refuses publishes for its byte quota.
+// stream refuses publishes for its byte quota (before backoff's jitter).
 const quotaRetry = 2 * time.Minute
 
 // Run hydrates from the stream, then lists, reconciles and watches until

@@ -301,7 +301,7 @@ func TestResourceSyncQuotaRefusal(t *testing.T) {
 	}
 }
 
-// TestBackoffIsSpread: each wait lies in the upper half of a doubling
+// TestBackoffIsSpread: each wait lies in [step, 1.5 step) of a doubling
 // step capped at max, and a fleet of syncs that failed together does not
 // retry at one instant.
 func TestBackoffIsSpread(t *testing.T) {
@@ -317,13 +317,13 @@ func TestBackoffIsSpread(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
 			for i, step := range tc.wantSteps {
-				if d := b.next(); d < step/2 || d >= step {
-					t.Errorf("wait %d: %s, want in [%s, %s)", i, d, step/2, step)
+				if d := b.next(); d < step || d >= step*3/2 {
+					t.Errorf("wait %d: %s, want in [%s, %s)", i, d, step, step*3/2)
 				}
 			}
 			b.reset()
-			if d := b.next(); d < 250*time.Millisecond || d >= 500*time.Millisecond {
-				t.Errorf("after reset: %s, want in [250ms, 500ms)", d)
+			if d := b.next(); d < 500*time.Millisecond || d >= 750*time.Millisecond {
+				t.Errorf("after reset: %s, want in [500ms, 750ms)", d)
 			}
 		})
 	}
