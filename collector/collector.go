@@ -115,6 +115,15 @@ type Collector struct {
 	// orphansChecked is set once resources left in the stream by an earlier
 	// run, and wanted by no registry any more, have been removed.
 	orphansChecked bool
+	// emptyAtStart: the cluster's stream held no message when this run
+	// bound to it (a cluster new to the hub), so it has no orphans, and
+	// a resource this run has not synced before has nothing to hydrate.
+	// Each of those would be JetStream API requests to the hub, which a
+	// fleet of new clusters makes all at once; they timed out by the
+	// thousand at 2,000 clusters, and each retry added more.
+	emptyAtStart bool
+	// hydrated are the resources this run started a sync of (c.mu).
+	hydrated map[schema.GroupVersionResource]bool
 	// reconciled is closed after the first reconcile: the first
 	// heartbeat waits for it (see heartbeat).
 	reconciled     chan struct{}
@@ -184,6 +193,7 @@ func New(cfg Config) (*Collector, error) {
 		reconciled: make(chan struct{}),
 		running:    map[schema.GroupVersionResource]*runningSync{},
 		results:    map[string]regResult{},
+		hydrated:   map[schema.GroupVersionResource]bool{},
 	}
 	c.info = c.baseInfo()
 	jsOpts := []jetstream.JetStreamOpt{
@@ -264,9 +274,15 @@ func (c *Collector) Run(ctx context.Context) error {
 func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyValue, error) {
 	if c.cfg.HubAPIPrefix != "" {
 		// Per-cluster credentials: bind to what the hub created.
-		if _, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster)); err != nil {
+		st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
+		if err != nil {
 			return nil, nil, fmt.Errorf("stream of %s (created by the hub for each cluster it has credentials for): %w", c.cfg.Cluster, err)
 		}
+		// Only this cluster's credentials publish to it (a second
+		// collector of the same cluster during a rollout included, whose
+		// publishes a later list of ours reconciles as it would after a
+		// hydrate).
+		c.emptyAtStart = st.CachedInfo().State.Msgs == 0
 		regs, err := regstore.Bind(ctx, c.js, c.cfg.Cluster)
 		if err != nil {
 			return nil, nil, err
@@ -284,6 +300,11 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 	if kept > 0 {
 		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
 	}
+	st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream of %s: %w", c.cfg.Cluster, err)
+	}
+	c.emptyAtStart = st.CachedInfo().State.Msgs == 0
 	regs, err := regstore.Open(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err

@@ -19,6 +19,8 @@ import (
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // fakeAPIServer serves discovery (core v1 with configmaps only), an empty
@@ -151,5 +153,102 @@ func runFakeCollector(ctx context.Context, t *testing.T, nc *nats.Conn, listGate
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
+	}
+}
+
+// TestNewClusterMakesNoHydrateConsumer: a collector whose stream is empty
+// when it starts (a cluster new to the hub) syncs without the JetStream
+// API requests of a hydrate (a consumer on its stream) or of the orphan
+// check, which a fleet of new clusters would make all at once; restarted
+// over what it published, it hydrates again.
+func TestNewClusterMakesNoHydrateConsumer(t *testing.T) {
+	ctx := context.Background()
+	_, nc, js := natstest.Start(t, 0)
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Decode([]byte(`{"apiVersion":"search.karmada.io/v1alpha1","kind":"ResourceRegistry","metadata":{"name":"cms"},
+		"spec":{"targetCluster":{"clusterNames":["m1"]},"resourceSelectors":[{"apiVersion":"v1","kind":"ConfigMap"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := regs.Apply(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	created, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.CREATED." + stream.StreamName("m1") + ".>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = created.Unsubscribe() }()
+	synced := func() {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			e, err := inv.Get(ctx, "m1")
+			if err == nil {
+				rec := &inventory.Cluster{}
+				if err := json.Unmarshal(e.Value(), rec); err != nil {
+					t.Fatal(err)
+				}
+				if len(rec.Resources) == 1 && rec.Resources[0].Synced {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("configmaps not synced within 30s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	gate := make(chan struct{})
+	close(gate)
+	for _, tc := range []struct {
+		name string
+		// held: the stream holds an object an earlier run published.
+		held      bool
+		consumers int // made on the cluster's stream while it syncs
+	}{
+		{"new cluster", false, 0},
+		{"restarted over its stream", true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := inv.Purge(ctx, "m1"); err != nil {
+				t.Fatal(err)
+			}
+			if tc.held {
+				ev := &fleetviewv1.ResourceEvent{Cluster: "m1", Gvr: stream.ProtoGVR(configMapsGVR), Kind: "ConfigMap", Uid: "u-gone",
+					Namespace: "default", Name: "gone", ResourceVersion: "1", Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Namespaced: true, Object: []byte(`{}`)}
+				msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := js.PublishMsg(ctx, msg); err != nil {
+					t.Fatal(err)
+				}
+			}
+			stop := runFakeCollector(ctx, t, nc, gate)
+			synced()
+			stop()
+			// Advisories are sent as the consumer is made, before the
+			// hydrate that made it reads: every one is in by now.
+			if err := nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			n := 0
+			for {
+				if _, err := created.NextMsg(100 * time.Millisecond); err != nil {
+					break
+				}
+				n++
+			}
+			if n != tc.consumers {
+				t.Errorf("%d consumers made on the cluster's stream, want %d", n, tc.consumers)
+			}
+		})
 	}
 }

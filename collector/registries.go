@@ -244,8 +244,10 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 		}
 	}
 	if !c.orphansChecked {
-		if err := c.removeOrphans(ctx, wanted); err != nil {
-			return err
+		if !c.emptyAtStart {
+			if err := c.removeOrphans(ctx, wanted); err != nil {
+				return err
+			}
 		}
 		c.orphansChecked = true
 	}
@@ -258,7 +260,9 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 		rs := newResourceSync(resourceSyncConfig{
 			cluster: c.cfg.Cluster, w: w, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
 			log: c.log, ttl: c.cfg.TombstoneTTL, pageSize: c.cfg.PageSize, m: c.m,
+			streamEmpty: c.emptyAtStart && !c.hydrated[gvr],
 		})
+		c.hydrated[gvr] = true
 		rctx, cancel := context.WithCancel(ctx)
 		r := &runningSync{rs: rs, cancel: cancel, done: make(chan struct{})}
 		c.running[gvr] = r

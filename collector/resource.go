@@ -157,6 +157,9 @@ type resourceSyncConfig struct {
 	// pageSize is the list page size; 0 or less means DefaultPageSize.
 	pageSize int64
 	m        *metrics
+	// streamEmpty: the stream holds nothing of this resource (see
+	// Collector.emptyAtStart), so the first hydrate is skipped.
+	streamEmpty bool
 }
 
 func newResourceSync(cfg resourceSyncConfig) *resourceSync {
@@ -235,7 +238,7 @@ const quotaRetry = 2 * time.Minute
 func (s *resourceSync) Run(ctx context.Context) error {
 	b := backoff{max: 10 * time.Second}
 	quotaBackoff := backoff{d: quotaRetry / 2, max: quotaRetry}
-	for {
+	for !s.streamEmpty {
 		err := s.hydrate(ctx)
 		if err == nil {
 			break
