@@ -81,22 +81,7 @@ func fakeAPIServer(t *testing.T, listGate <-chan struct{}) *httptest.Server {
 func TestFirstHeartbeatListsTheCachedResources(t *testing.T) {
 	ctx := context.Background()
 	_, nc, js := natstest.Start(t, 0)
-	regs, err := regstore.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Decode([]byte(`{"apiVersion":"search.karmada.io/v1alpha1","kind":"ResourceRegistry","metadata":{"name":"cms"},
-		"spec":{"targetCluster":{"clusterNames":["m1"]},"resourceSelectors":[{"apiVersion":"v1","kind":"ConfigMap"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := regs.Apply(ctx, reg); err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Bucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := cachingConfigMaps(ctx, t, js)
 	w, err := inv.Watch(ctx, "m1", jetstream.UpdatesOnly())
 	if err != nil {
 		t.Fatal(err)
@@ -164,22 +149,7 @@ func runFakeCollector(ctx context.Context, t *testing.T, nc *nats.Conn, listGate
 func TestNewClusterMakesNoHydrateConsumer(t *testing.T) {
 	ctx := context.Background()
 	_, nc, js := natstest.Start(t, 0)
-	regs, err := regstore.Open(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Decode([]byte(`{"apiVersion":"search.karmada.io/v1alpha1","kind":"ResourceRegistry","metadata":{"name":"cms"},
-		"spec":{"targetCluster":{"clusterNames":["m1"]},"resourceSelectors":[{"apiVersion":"v1","kind":"ConfigMap"}]}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := regs.Apply(ctx, reg); err != nil {
-		t.Fatal(err)
-	}
-	inv, err := inventory.Bucket(ctx, js, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	inv := cachingConfigMaps(ctx, t, js)
 	created, err := nc.SubscribeSync("$JS.EVENT.ADVISORY.CONSUMER.CREATED." + stream.StreamName("m1") + ".>")
 	if err != nil {
 		t.Fatal(err)
@@ -251,4 +221,27 @@ func TestNewClusterMakesNoHydrateConsumer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cachingConfigMaps applies a registry selecting cluster m1's ConfigMaps
+// and returns the inventory bucket.
+func cachingConfigMaps(ctx context.Context, t *testing.T, js jetstream.JetStream) jetstream.KeyValue {
+	t.Helper()
+	regs, err := regstore.Open(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Decode([]byte(`{"apiVersion":"search.karmada.io/v1alpha1","kind":"ResourceRegistry","metadata":{"name":"cms"},
+		"spec":{"targetCluster":{"clusterNames":["m1"]},"resourceSelectors":[{"apiVersion":"v1","kind":"ConfigMap"}]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := regs.Apply(ctx, reg); err != nil {
+		t.Fatal(err)
+	}
+	inv, err := inventory.Bucket(ctx, js, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
 }
