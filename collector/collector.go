@@ -122,8 +122,8 @@ type Collector struct {
 	// fleet of new clusters makes all at once; they timed out by the
 	// thousand at 2,000 clusters, and each retry added more.
 	emptyAtStart bool
-	// hydrated are the resources this run started a sync of (c.mu).
-	hydrated map[schema.GroupVersionResource]bool
+	// started are the resources this run started a sync of (c.mu).
+	started map[schema.GroupVersionResource]bool
 	// reconciled is closed after the first reconcile: the first
 	// heartbeat waits for it (see heartbeat).
 	reconciled     chan struct{}
@@ -193,7 +193,7 @@ func New(cfg Config) (*Collector, error) {
 		reconciled: make(chan struct{}),
 		running:    map[schema.GroupVersionResource]*runningSync{},
 		results:    map[string]regResult{},
-		hydrated:   map[schema.GroupVersionResource]bool{},
+		started:    map[schema.GroupVersionResource]bool{},
 	}
 	c.info = c.baseInfo()
 	jsOpts := []jetstream.JetStreamOpt{
@@ -272,17 +272,16 @@ func (c *Collector) Run(ctx context.Context) error {
 }
 
 func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyValue, error) {
+	st, err := c.bindStream(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Only this cluster's credentials publish to it (a second collector
+	// of the same cluster during a rollout included, whose publishes a
+	// later list of ours reconciles as it would after a hydrate).
+	c.emptyAtStart = st.CachedInfo().State.Msgs == 0
 	if c.cfg.HubAPIPrefix != "" {
 		// Per-cluster credentials: bind to what the hub created.
-		st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
-		if err != nil {
-			return nil, nil, fmt.Errorf("stream of %s (created by the hub for each cluster it has credentials for): %w", c.cfg.Cluster, err)
-		}
-		// Only this cluster's credentials publish to it (a second
-		// collector of the same cluster during a rollout included, whose
-		// publishes a later list of ours reconciles as it would after a
-		// hydrate).
-		c.emptyAtStart = st.CachedInfo().State.Msgs == 0
 		regs, err := regstore.Bind(ctx, c.js, c.cfg.Cluster)
 		if err != nil {
 			return nil, nil, err
@@ -293,18 +292,6 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		}
 		return regs, inv, nil
 	}
-	kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
-	}
-	if kept > 0 {
-		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
-	}
-	st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
-	if err != nil {
-		return nil, nil, fmt.Errorf("stream of %s: %w", c.cfg.Cluster, err)
-	}
-	c.emptyAtStart = st.CachedInfo().State.Msgs == 0
 	regs, err := regstore.Open(ctx, c.js, c.cfg.Replicas)
 	if err != nil {
 		return nil, nil, err
@@ -314,6 +301,26 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		return nil, nil, err
 	}
 	return regs, inv, nil
+}
+
+// bindStream binds to the cluster's stream: with per-cluster credentials
+// the one the hub created, else created or updated here.
+func (c *Collector) bindStream(ctx context.Context) (jetstream.Stream, error) {
+	if c.cfg.HubAPIPrefix != "" {
+		st, err := c.js.Stream(ctx, stream.StreamName(c.cfg.Cluster))
+		if err != nil {
+			return nil, fmt.Errorf("stream of %s (created by the hub for each cluster it has credentials for): %w", c.cfg.Cluster, err)
+		}
+		return st, nil
+	}
+	st, kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
+	}
+	if kept > 0 {
+		c.log.Warn("the stream already holds more than its byte quota; the quota is raised to its size so nothing is dropped, and growth is refused", "stream", stream.StreamName(c.cfg.Cluster), "bytes", kept, "quota", c.cfg.StreamMaxBytes)
+	}
+	return st, nil
 }
 
 func (c *Collector) publish(ctx context.Context, msg *nats.Msg) error {

@@ -260,9 +260,9 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 		rs := newResourceSync(resourceSyncConfig{
 			cluster: c.cfg.Cluster, w: w, raw: c.kube.CoreV1().RESTClient(), js: c.js, pub: c,
 			log: c.log, ttl: c.cfg.TombstoneTTL, pageSize: c.cfg.PageSize, m: c.m,
-			streamEmpty: c.emptyAtStart && !c.hydrated[gvr],
+			streamEmpty: c.emptyAtStart && !c.started[gvr],
 		})
-		c.hydrated[gvr] = true
+		c.started[gvr] = true
 		rctx, cancel := context.WithCancel(ctx)
 		r := &runningSync{rs: rs, cancel: cancel, done: make(chan struct{})}
 		c.running[gvr] = r

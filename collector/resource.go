@@ -195,13 +195,13 @@ func (s *resourceSync) requestRelist() {
 	}
 }
 
-// backoff doubles a wait from 500ms up to a cap, so an outage (NATS or the
-// member apiserver) is retried without hammering either.
-// backoff doubles its wait from 500 ms up to max, each wait drawn from
-// [d, 1.5d) (wait.Jitter): collectors that failed together, as a whole
-// fleet does against a saturated hub it started with, retry spread out,
-// not in waves the size of the fleet that fail together again; and no
-// sooner than without the jitter, which would only add to the load.
+// backoff doubles its wait from 500 ms up to max, so an outage (NATS or
+// the member apiserver) is retried without hammering either. Each wait is
+// drawn from [d, 1.5d) (wait.Jitter): collectors that failed together, as
+// a whole fleet does against a saturated hub it started with, retry
+// spread out, not in waves the size of the fleet that fail together
+// again; and no sooner than without the jitter, which would only add to
+// the load.
 type backoff struct{ d, max time.Duration }
 
 // next is the wait before the next retry.

@@ -31,7 +31,7 @@ func TestValidateReplicas(t *testing.T) {
 func TestReplicasOnASingleServer(t *testing.T) {
 	_, _, js := natstest.Start(t, 0)
 	ctx := context.Background()
-	_, err := stream.EnsureStream(ctx, js, "r", 3, 0)
+	_, _, err := stream.EnsureStream(ctx, js, "r", 3, 0)
 	if err == nil || !strings.Contains(err.Error(), "stream FV_r with 3 replicas") || !strings.Contains(err.Error(), "--stream-replicas") {
 		t.Fatalf("R3 stream on one server: %v", err)
 	}

@@ -188,25 +188,27 @@ func StreamConfig(cluster string, replicas int, maxBytes int64) jetstream.Stream
 // oldest messages, the current state of the objects that changed least
 // recently. Such a quota is raised to the stream's size instead (growth is
 // refused from then on, nothing is lost), and kept is that size; 0 when
-// the quota applies as asked.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, replicas int, maxBytes int64) (kept int64, err error) {
+// the quota applies as asked. st is the stream, its cached info as the
+// update left it.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, replicas int, maxBytes int64) (st jetstream.Stream, kept int64, err error) {
 	cfg := StreamConfig(cluster, replicas, maxBytes)
 	if maxBytes > 0 {
-		st, err := js.Stream(ctx, cfg.Name)
+		old, err := js.Stream(ctx, cfg.Name)
 		switch {
 		case err == nil:
-			if held := int64(st.CachedInfo().State.Bytes); held > maxBytes {
+			if held := int64(old.CachedInfo().State.Bytes); held > maxBytes {
 				cfg.MaxBytes, kept = held, held
 			}
 		case !errors.Is(err, jetstream.ErrStreamNotFound):
-			return 0, err
+			return nil, 0, err
 		}
 	}
 	// CreateOrUpdateStream also moves an existing stream to replicas:
 	// JetStream adds or removes peers and catches new ones up from the
 	// leader, so a hub moved from R1 to R3 keeps what its streams hold.
-	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return 0, ReplicasError("stream "+cfg.Name, cfg.Replicas, err)
+	st, err = js.CreateOrUpdateStream(ctx, cfg)
+	if err != nil {
+		return nil, 0, ReplicasError("stream "+cfg.Name, cfg.Replicas, err)
 	}
-	return kept, nil
+	return st, kept, nil
 }

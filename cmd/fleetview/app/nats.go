@@ -197,7 +197,7 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 	for _, c := range clusters {
 		g.Go(func() error {
 			return retryJetStream(gctx, log, "stream of "+c.Cluster, func(ctx context.Context) error {
-				kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
+				_, kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
 				if err != nil {
 					return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
 				}

@@ -178,9 +178,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	r.sync = time.Since(t0)
-	for i, c := range cpuOf(cpuPIDs) {
-		r.syncCPU[i] = c - cpu0[i]
-	}
+	r.syncCPU = cpuSince(cpuPIDs, cpu0)
 	benchutil.Logf("%s: every cluster synced %s after the registry apply; CPU meanwhile: hub %s, collectors %s, apiservers and etcd %s",
 		spec.label, r.sync.Round(time.Millisecond), r.syncCPU[0], r.syncCPU[1], r.syncCPU[2])
 	if err := syncProfile(); err != nil {
@@ -243,9 +241,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := measureRegistryChange(ctx, h.rest, "nats://"+natsAddr, spec, r); err != nil {
 		return nil, err
 	}
-	for i, c := range cpuOf(cpuPIDs) {
-		r.registryCPU[i] = c - cpu1[i]
-	}
+	r.registryCPU = cpuSince(cpuPIDs, cpu1)
 	r.rssBusyMB = benchutil.ProcMB(pid, "VmRSS:")
 	if busy := cfg.profile(spec, "busy"); busy != "" {
 		// What the last collection found live, not a forced one: a
@@ -553,6 +549,14 @@ func cpuOf(groups [3][]int) (out [3]time.Duration) {
 				out[i] += c
 			}
 		}
+	}
+	return out
+}
+
+// cpuSince is the CPU each group used since cpuOf(groups) read before.
+func cpuSince(groups [3][]int, before [3]time.Duration) (out [3]time.Duration) {
+	for i, c := range cpuOf(groups) {
+		out[i] = c - before[i]
 	}
 	return out
 }
