@@ -14,6 +14,10 @@ cp -r "$upstream/." "$work/"
 chmod -R u+w "$work"
 (cd third_party/badger && find . -type f -name '*.go' | while read -r f; do cp "$f" "$work/$f"; done)
 cd "$work"
+# Upstream's table tests write their tables to os.TempDir() and leave
+# them there: keep them inside the work tree this script removes.
+export TMPDIR="$work/tmp"
+mkdir -p "$TMPDIR"
 go vet ./skl/
 go test -count=1 -race -run 'Sequential' ./skl/
 go test -count=1 -timeout 20m ./skl/ ./y/ ./table/

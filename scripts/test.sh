@@ -190,6 +190,11 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	log "fleet benchmark (300 simulated member clusters x 100 Pods: production collectors, each with its own NATS account, over 2 real kube-apiservers; beside a 3-cluster hub holding the same Pods)"
 	go build -o "$bench/bench-fleet" ./integration/cmd/bench-fleet
 	"$bench/bench-fleet"
+	log "NATS floor per member cluster (the embedded server alone, in four layouts of 10 and 300 clusters: accounts and streams per cluster or shared)"
+	go build -o "$bench/bench-natsfloor" ./integration/cmd/bench-natsfloor
+	# CI's scale (about 30 s); the recorded run is 100 and 2,000 clusters
+	# (docs/benchmarks/fleet.md, "What the NATS server holds per cluster").
+	FV_FLOOR_QUIET="${FV_FLOOR_QUIET:-11s}" "$bench/bench-natsfloor"
 	log "member RBAC benchmark (3 real kube-apiservers with RBAC on x 5k Pods: a user granted 1,000 namespaces through 1,000 RoleBindings beside unrestricted users, RBAC changes, a restart, the mirror's memory)"
 	go build -o "$bench/bench-memberrbac" ./integration/cmd/bench-memberrbac
 	# CI's scale (about a minute); the is 50k Pods per member
