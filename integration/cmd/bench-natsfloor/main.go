@@ -40,6 +40,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -122,10 +123,13 @@ func run() error {
 	fmt.Printf("# bench-natsfloor: the NATS server's own cost per member cluster, %d vs %d clusters, %d objects of %d bytes each, measured %s after the last delivery\n\n",
 		cfg.base, cfg.clusters, cfg.objects, payloadBytes, cfg.quiet)
 	// The layouts run at once, each on servers of its own: what each
-	// measures is its own process's memory, and their waits overlap.
+	// measures is its own process's memory, and their waits overlap. Each
+	// holds a connection per cluster in this process, so as many at once
+	// as the open-file limit has room for.
 	ls := layouts()
 	rows := make([]string, len(ls))
 	var g errgroup.Group
+	g.SetLimit(concurrentLayouts(cfg.clusters, len(ls)))
 	for i, l := range ls {
 		g.Go(func() error {
 			small, err := measure(l, cfg.base, cfg)
@@ -158,6 +162,18 @@ func run() error {
 		fmt.Println(r)
 	}
 	return nil
+}
+
+// concurrentLayouts is how many layouts of clusters may run at once
+// within this process's open-file limit (Go raises the soft limit to the
+// hard one at start), at least one and at most n.
+func concurrentLayouts(clusters, n int) int {
+	var r syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur == ^uint64(0) {
+		return n
+	}
+	perLayout := uint64(clusters) + 64 // the collectors, the hub's connection, the child's pipes
+	return max(1, min(n, int((r.Cur-min(r.Cur, 256))/perLayout)))
 }
 
 // measure lays n clusters out as l on a fresh server in a child process
