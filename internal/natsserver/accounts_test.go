@@ -243,3 +243,87 @@ func TestClusterAccountsIsolation(t *testing.T) {
 		t.Fatalf("edge-b's stream: %+v %v", info.State, err)
 	}
 }
+
+// TestReplyInjection is why collectors get an account each, not user
+// permissions in one shared account (accounts.go): on a real server with
+// one account, edge-a's user may publish only its own objects and ask for
+// its own stream's info, and its publish of edge-b's object is refused;
+// yet its stream info request naming edge-b's object subject as the reply
+// makes JetStream write the answer there, into edge-b's stream. (With
+// per-cluster accounts the same request is answered inside edge-a's
+// account: TestCompromisedCollector.)
+func TestReplyInjection(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	only := func(pub ...string) *server.Permissions {
+		return &server.Permissions{Publish: &server.SubjectPermission{Allow: pub}, Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}}}
+	}
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{
+			{Username: HubUser, Password: hubPass},
+			{Username: "edge-a", Password: aPass, Permissions: only("fv.obj.edge-a.>", "$JS.API.STREAM.INFO."+stream.StreamName("edge-a"))},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	hub, err := nats.Connect(ns.ClientURL(), nats.UserInfo(HubUser, hubPass))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hub.Close()
+	hjs, _ := jetstream.New(hub)
+	streams := map[string]jetstream.Stream{}
+	for _, c := range []string{"edge-a", "edge-b"} {
+		if streams[c], err = hjs.CreateStream(ctx, stream.StreamConfig(c, 1, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	denied := make(chan error, 4)
+	a, err := nats.Connect(ns.ClientURL(), nats.UserInfo("edge-a", aPass), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) {
+			denied <- err
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Publish(bSubject, []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-denied:
+	case <-ctx.Done():
+		t.Fatal("edge-a's publish of edge-b's object was not refused")
+	}
+	if err := a.PublishRequest("$JS.API.STREAM.INFO."+stream.StreamName("edge-a"), bSubject, nil); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := streams["edge-b"].GetLastMsgForSubject(ctx, bSubject)
+		if err == nil {
+			if !strings.Contains(string(m.Data), `"io.nats.jetstream.api.v1.stream_info_response"`) {
+				t.Fatalf("edge-b's stream holds %q, not the injected answer", m.Data)
+			}
+			break
+		}
+		if !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatal(err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the answer did not land in edge-b's stream: reply injection no longer works on one account, and accounts.go's reason should be re-examined")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	select {
+	case err := <-denied:
+		t.Fatalf("the request was refused: %v", err)
+	default:
+	}
+}
