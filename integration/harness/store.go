@@ -29,7 +29,7 @@ import (
 // Pod, and 150k creates took 3.5-5 minutes of the benchmarks' time,
 // where these writes take seconds. What the apiserver would have added
 // on create (defaults, admission) the fixture sets itself: DefaultPod,
-// checked against the apiserver's own create by TestStorePodsAsCreated.
+// checked against the apiserver's own create by TestFleet/StorePodsAsCreated.
 // The Pods' namespaces must exist; pods already stored are overwritten.
 func (c *Cluster) StorePods(ctx context.Context, n, workers int, pod func(i int) (*corev1.Pod, error)) error {
 	info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
