@@ -43,7 +43,7 @@ func TestObjectMetaLabels(t *testing.T) {
 	}
 }
 
-// BenchmarkObjectMeta: the labels, the whole-grammar check, the cluster
+// BenchmarkLabelsAndSearchText: the labels, the whole-grammar check, the cluster
 // annotation check and the search text the fetching stage takes.
 func BenchmarkLabelsAndSearchText(b *testing.B) {
 	pod := benchdata.Pod("c1", 7, 3)

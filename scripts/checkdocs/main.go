@@ -2,7 +2,8 @@
 // is not there: a file path or a Go identifier cited in backticks in the
 // design pages (docs/architecture.md and docs/security.md by default), or
 // a relative markdown link, or its #anchor, in any of the repository's
-// markdown files, or a Go file a package's doc.go names. scripts/check-docs.sh runs it from the repository root,
+// markdown files, or a Go file a package's doc.go names, or a test,
+// benchmark or fuzz target a Go comment or a page names (tests.go). scripts/check-docs.sh runs it from the repository root,
 // and scripts/test.sh runs that script, so a rename that leaves a page
 // behind fails CI instead of misleading the next reader.
 //
@@ -139,7 +140,12 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
-	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments, %d Go files named in doc.go files)",
-		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites, nDocFiles)
+	testProblems, nTests, err := tree.checkTests()
+	if err != nil {
+		return nil, "", err
+	}
+	problems = append(problems, testProblems...)
+	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments, %d Go files named in doc.go files, %d tests named in comments and pages)",
+		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites, nDocFiles, nTests)
 	return problems, summary, nil
 }
