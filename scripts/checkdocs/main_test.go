@@ -178,35 +178,23 @@ func TestTestCitations(t *testing.T) {
 	const declared = "package queryapi\n\nimport \"testing\"\n\nfunc TestGuard(t *testing.T) {}\n\nfunc BenchmarkGuard(b *testing.B) {}\n\nfunc FuzzGuard(f *testing.F) {}\n"
 	tests := []struct {
 		name, file, text string
-		want             string // a substring of the one problem expected; "" for none
+		at, want         string // where the one problem expected is, and a substring of it; "" for none
 	}{
-		{"declared test in a comment", "queryapi/cite.go", "package queryapi\n\n// TestGuard shows it.\n", ""},
-		{"declared benchmark and fuzz target", "queryapi/cite.go", "package queryapi\n\n// BenchmarkGuard and FuzzGuard.\n", ""},
-		{"subtest of a declared test", "queryapi/cite.go", "package queryapi\n\n// TestGuard/refuses_b shows it.\n", ""},
-		{"test never written", "queryapi/cite.go", "package queryapi\n\n// TestReplyInjection shows it.\n", "queryapi/cite.go:3: names TestReplyInjection, which no _test.go file declares"},
-		{"comment after code", "queryapi/cite.go", "package queryapi\n\nvar x = 1 // BenchmarkGone measures it\n", "names BenchmarkGone"},
-		{"code is not a citation", "queryapi/cite.go", "package queryapi\n\nvar x = \"TestGone\"\n", ""},
-		{"command in a page", "docs/run.md", "# Run\n\n```sh\ngo test -run '^TestGone$' ./queryapi/\n```\n", "docs/run.md:4: names TestGone"},
-		{"a dated record may name what it measured then", "docs/benchmarks/old.md", "# Old\n\n`BenchmarkGone` took 1 ms.\n", ""},
-		{"the naming scheme's placeholder", "docs/run.md", "# Run\n\nSubtests are `TestName/subtest`.\n", ""},
-		{"words that are not test names", "docs/run.md", "# Run\n\nTesting, Benchmarks and Fuzzy matches.\n", ""},
+		{"declared test in a comment", "queryapi/cite.go", "package queryapi\n\n// TestGuard shows it.\n", "", ""},
+		{"declared benchmark and fuzz target", "queryapi/cite.go", "package queryapi\n\n// BenchmarkGuard and FuzzGuard.\n", "", ""},
+		{"subtest of a declared test", "queryapi/cite.go", "package queryapi\n\n// TestGuard/refuses_b shows it.\n", "", ""},
+		{"test never written", "queryapi/cite.go", "package queryapi\n\n// TestReplyInjection shows it.\n", "queryapi/cite.go:3", "names TestReplyInjection, which no _test.go file declares"},
+		{"comment after code", "queryapi/cite.go", "package queryapi\n\nvar x = 1 // BenchmarkGone measures it\n", "queryapi/cite.go:3", "names BenchmarkGone"},
+		{"code is not a citation", "queryapi/cite.go", "package queryapi\n\nvar x = \"TestGone\"\n", "", ""},
+		{"command in a page", "docs/run.md", "# Run\n\n```sh\ngo test -run '^TestGone$' ./queryapi/\n```\n", "docs/run.md:4", "names TestGone"},
+		{"a dated record may name what it measured then", "docs/benchmarks/old.md", "# Old\n\n`BenchmarkGone` took 1 ms.\n", "", ""},
+		{"the naming scheme's placeholder", "docs/run.md", "# Run\n\nSubtests are `TestName/subtest`.\n", "", ""},
+		{"words that are not test names", "docs/run.md", "# Run\n\nTesting, Benchmarks and Fuzzy matches.\n", "", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			root := writeFixture(t, map[string]string{"docs/architecture.md": "# A\n", "queryapi/guard_test.go": declared, tc.file: tc.text})
-			problems, _, err := run(root, []string{"docs/architecture.md"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want == "" {
-				if len(problems) != 0 {
-					t.Fatalf("want no problem, got %q", problems)
-				}
-				return
-			}
-			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) {
-				t.Fatalf("want one problem containing %q, got %q", tc.want, problems)
-			}
+			wantOneProblem(t, root, tc.at, tc.want)
 		})
 	}
 }
