@@ -107,11 +107,13 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
+	tests := testRefs{declared: map[string]bool{}}
 	for _, f := range tree.markdown {
 		b, err := os.ReadFile(filepath.Join(root, f))
 		if err != nil {
 			return nil, "", err
 		}
+		tests.addMarkdown(f, string(b))
 		for _, l := range links(string(b)) {
 			nLinks++
 			if msg := tree.checkLink(f, l.target); msg != "" {
@@ -125,6 +127,7 @@ func run(root string, cite []string) (problems []string, summary string, err err
 		if err != nil {
 			return nil, "", err
 		}
+		tests.addGo(f, string(b))
 		if filepath.Base(f) == "doc.go" {
 			for _, r := range docGoFiles(string(b)) {
 				nDocFiles++
@@ -140,12 +143,8 @@ func run(root string, cite []string) (problems []string, summary string, err err
 			}
 		}
 	}
-	testProblems, nTests, err := tree.checkTests()
-	if err != nil {
-		return nil, "", err
-	}
-	problems = append(problems, testProblems...)
+	problems = append(problems, tests.problems()...)
 	summary = fmt.Sprintf("ok (%d paths and %d identifiers cited in %s, %d relative links in %d markdown files, %d documents cited in Go comments, %d Go files named in doc.go files, %d tests named in comments and pages)",
-		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites, nDocFiles, nTests)
+		nPaths, nIdents, strings.Join(cite, ", "), nLinks, len(tree.markdown), nCites, nDocFiles, len(tests.named))
 	return problems, summary, nil
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"go/scanner"
 	"go/token"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -24,46 +22,30 @@ var testDecl = regexp.MustCompile(`(?m)^func ((?:Test|Benchmark|Fuzz)[A-Z][A-Za-
 // integration/README.md explains).
 var placeholderTests = map[string]bool{"TestName": true}
 
-// historyDirs hold dated records of past runs: they name what was
+// historyDir holds dated records of past runs: they name what was
 // measured then, which later changes may rename or remove.
-var historyDirs = []string{"docs/benchmarks/"}
+const historyDir = "docs/benchmarks/"
 
-// declaredTests are the tests, benchmarks and fuzz targets the tree's
-// _test.go files declare.
-func (t *tree) declaredTests() (map[string]bool, error) {
-	out := map[string]bool{}
-	for _, f := range t.goFiles {
-		if !strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(t.root, filepath.FromSlash(f)))
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range testDecl.FindAllStringSubmatch(string(b), -1) {
-			out[m[1]] = true
-		}
-	}
-	return out, nil
+// testRefs gathers, from the files run reads anyway, the tests declared
+// and the tests named, and checks the names once every file is in.
+type testRefs struct {
+	declared map[string]bool
+	named    []testRef
 }
 
-// testCitations are the tests named in a Go file's comments (read with
-// go/scanner, so a string holding "//" is not taken for one) or anywhere
-// in a markdown page.
-func testCitations(src string, goFile bool) []span {
-	var out []span
-	add := func(text string, line int) {
-		for i, l := range strings.Split(text, "\n") {
-			for _, m := range testName.FindAllString(l, -1) {
-				if !placeholderTests[m] {
-					out = append(out, span{text: m, line: line + i})
-				}
-			}
+type testRef struct {
+	file string
+	span
+}
+
+// addGo takes a Go file: its declarations if a _test.go file, and the
+// tests its comments name (read with go/scanner, so a string holding
+// "//" is not taken for one).
+func (r *testRefs) addGo(file, src string) {
+	if strings.HasSuffix(file, "_test.go") {
+		for _, m := range testDecl.FindAllStringSubmatch(src, -1) {
+			r.declared[m[1]] = true
 		}
-	}
-	if !goFile {
-		add(src, 1)
-		return out
 	}
 	fset := token.NewFileSet()
 	var s scanner.Scanner
@@ -71,45 +53,40 @@ func testCitations(src string, goFile bool) []span {
 	for {
 		pos, tok, lit := s.Scan()
 		if tok == token.EOF {
-			return out
+			return
 		}
 		if tok == token.COMMENT {
-			add(lit, fset.Position(pos).Line)
+			r.name(file, lit, fset.Position(pos).Line)
 		}
 	}
 }
 
-// checkTests reports every test the tree's Go comments and pages (but
-// the history in historyDirs) name that no _test.go file declares.
-func (t *tree) checkTests() (problems []string, cited int, err error) {
-	declared, err := t.declaredTests()
-	if err != nil {
-		return nil, 0, err
+// addMarkdown takes the tests a page names anywhere in it, but for the
+// dated records under historyDir.
+func (r *testRefs) addMarkdown(file, src string) {
+	if !strings.HasPrefix(file, historyDir) {
+		r.name(file, src, 1)
 	}
-	files := append(append([]string(nil), t.goFiles...), t.markdown...)
-	for _, f := range files {
-		if isHistory(f) {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(t.root, filepath.FromSlash(f)))
-		if err != nil {
-			return nil, 0, err
-		}
-		for _, s := range testCitations(string(b), strings.HasSuffix(f, ".go")) {
-			cited++
-			if !declared[s.text] {
-				problems = append(problems, fmt.Sprintf("%s:%d: names %s, which no _test.go file declares", f, s.line, s.text))
+}
+
+// name records the tests text names, text starting at line of file.
+func (r *testRefs) name(file, text string, line int) {
+	for i, l := range strings.Split(text, "\n") {
+		for _, m := range testName.FindAllString(l, -1) {
+			if !placeholderTests[m] {
+				r.named = append(r.named, testRef{file, span{text: m, line: line + i}})
 			}
 		}
 	}
-	return problems, cited, nil
 }
 
-func isHistory(f string) bool {
-	for _, d := range historyDirs {
-		if strings.HasPrefix(f, d) {
-			return true
+// problems are the named tests no _test.go file declares.
+func (r *testRefs) problems() []string {
+	var out []string
+	for _, n := range r.named {
+		if !r.declared[n.text] {
+			out = append(out, fmt.Sprintf("%s:%d: names %s, which no _test.go file declares", n.file, n.line, n.text))
 		}
 	}
-	return false
+	return out
 }
