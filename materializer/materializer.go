@@ -225,8 +225,28 @@ func (m *Materializer) consumer(ctx context.Context, cluster string, size int) (
 		return nil, 0, &sinkError{err}
 	}
 	sname := stream.StreamName(cluster)
-	cfg := jetstream.ConsumerConfig{
-		Durable: m.cfg.Durable,
+	cfg := ConsumerConfig(m.cfg.Durable, size)
+	if ckpt > 0 {
+		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+		cfg.OptStartSeq = ckpt + 1
+	}
+	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, 0, err
+	}
+	c, err := m.js.CreateConsumer(ctx, sname, cfg)
+	if err != nil {
+		return nil, 0, err
+	}
+	return c, ckpt, nil
+}
+
+// ConsumerConfig is the durable consumer named durable the materializer
+// keeps on a cluster stream, applying batches of size events, from the
+// stream's start (a checkpoint moves the start). bench-natsfloor measures
+// what the server holds for it.
+func ConsumerConfig(durable string, size int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: durable,
 		// A replica gone for good leaves its consumers behind; one that
 		// comes back recreates its own from its checkpoint anyway.
 		InactiveThreshold: 24 * time.Hour,
@@ -241,18 +261,6 @@ func (m *Materializer) consumer(ctx context.Context, cluster string, size int) (
 		MaxAckPending: 100 * size,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
-	if ckpt > 0 {
-		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
-		cfg.OptStartSeq = ckpt + 1
-	}
-	if err := m.js.DeleteConsumer(ctx, sname, m.cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, 0, err
-	}
-	c, err := m.js.CreateConsumer(ctx, sname, cfg)
-	if err != nil {
-		return nil, 0, err
-	}
-	return c, ckpt, nil
 }
 
 // consume runs two stages per cluster: fetching and decoding the next batch

@@ -29,6 +29,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,6 +52,7 @@ import (
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
 )
 
 const (
@@ -255,7 +257,8 @@ func measure(l layout, n int, cfg config) (usage, error) {
 		if err != nil {
 			return usage{}, fmt.Errorf("stream %s: %w", sc.Name, err)
 		}
-		cons, err := st.CreateOrUpdateConsumer(ctx, materializerConsumer())
+		// A 2,000-cluster fleet's batch (materializer.batchFor's floor).
+		cons, err := st.CreateOrUpdateConsumer(ctx, materializer.ConsumerConfig("fleetview-badger", 16))
 		if err != nil {
 			return usage{}, fmt.Errorf("consumer on %s: %w", sc.Name, err)
 		}
@@ -270,10 +273,7 @@ func measure(l layout, n int, cfg config) (usage, error) {
 		defer cc.Stop()
 	}
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	payload := make([]byte, payloadBytes)
-	for i := range payload {
-		payload[i] = 'x'
-	}
+	payload := bytes.Repeat([]byte("x"), payloadBytes)
 	for _, c := range names {
 		opts := []nats.Option{nats.Token(token)}
 		if l.accounts {
@@ -333,21 +333,6 @@ func measure(l layout, n int, cfg config) (usage, error) {
 	}
 	u.RSSMB = benchutil.ProcMB(cmd.Process.Pid, "VmRSS:")
 	return u, nil
-}
-
-// materializerConsumer is the durable consumer the materializer keeps on
-// each cluster stream (materializer.go), with the settings that decide
-// what the server holds for it.
-func materializerConsumer() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:           "fleetview-badger",
-		InactiveThreshold: 24 * time.Hour,
-		MemoryStorage:     true,
-		AckPolicy:         jetstream.AckAllPolicy,
-		AckWait:           5 * time.Minute,
-		MaxAckPending:     100 * 16, // 100 batches of the smallest a fleet takes
-		DeliverPolicy:     jetstream.DeliverAllPolicy,
-	}
 }
 
 func clusterNames(n int) []string {
