@@ -2,8 +2,13 @@
 # Local demo on a fresh machine: three real member clusters (etcd +
 # kube-apiserver each, built from the Go module proxy on first run), sample
 # workloads in them, `fleetview up` caching them, a sample Karmada
-# ResourceRegistry applied, and a few queries. Interactive: stays up until Ctrl-C.
+# ResourceRegistry applied, the fleet kubeconfig written, and the kubectl and
+# REST queries run with their output. Interactive: stays up until Ctrl-C.
 # Non-interactive (no terminal): runs the queries and stops.
+#
+# The binary and the fleet kubeconfig are left in $DEMO/bin and
+# $DEMO/fleet.kubeconfig; the last lines printed are the two exports that
+# put them where the README's next commands find them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEMO=${FLEETVIEW_DEMO_DIR:-$(mktemp -d /tmp/fleetview-demo.XXXX)}
@@ -12,7 +17,8 @@ GRPC=${FLEETVIEW_GRPC:-127.0.0.1:7070}
 mkdir -p "$DEMO"
 echo "demo directory: $DEMO"
 
-go build -o "$DEMO/fleetview" ./cmd/fleetview
+mkdir -p "$DEMO/bin"
+go build -o "$DEMO/bin/fleetview" ./cmd/fleetview
 go build -o "$DEMO/demo-fleet" ./integration/cmd/demo-fleet
 
 pids=()
@@ -30,7 +36,7 @@ until grep -qs '^ready' "$DEMO/fleet.log"; do
 	sleep 2
 done
 
-"$DEMO/fleetview" up --kubeconfig "$DEMO/kubeconfig" --context member1 --context member2 --context member3 \
+"$DEMO/bin/fleetview" up --kubeconfig "$DEMO/kubeconfig" --context member1 --context member2 --context member3 \
 	--state-dir "$DEMO/state" --http-addr "$HTTP" --grpc-addr "$GRPC" --nats-port -1 >"$DEMO/fleetview.log" 2>&1 &
 pids+=($!)
 echo "fleetview up (log: $DEMO/fleetview.log)"
@@ -39,7 +45,7 @@ until curl -sf "http://$HTTP/healthz" >/dev/null; do
 	sleep 1
 done
 
-"$DEMO/fleetview" registry apply --server "$GRPC" -f internal/registry/testdata/seed-registry-no-backend.yaml
+"$DEMO/bin/fleetview" registry apply --server "$GRPC" -f internal/registry/testdata/seed-registry-no-backend.yaml
 echo "waiting for the clusters to sync..."
 for _ in $(seq 1 120); do
 	n=$(curl -sf "http://$HTTP/v1/clusters" | grep -o '"synced":true' | wc -l || true)
@@ -47,22 +53,33 @@ for _ in $(seq 1 120); do
 	sleep 1
 done
 
+"$DEMO/bin/fleetview" kubeconfig --server "http://$HTTP" -o "$DEMO/fleet.kubeconfig" >/dev/null
+export KUBECONFIG="$DEMO/fleet.kubeconfig" PATH="$DEMO/bin:$PATH"
+
 run() { echo; echo "\$ $*"; eval "$@"; }
+run "kubectl --context fleet get pods -A | head -n 8"
+run "kubectl --context fleet get deploy -n shop -o wide"
+run "kubectl --context member2 get pods -n shop"
+run "kubectl api-resources"
 run "curl -s 'http://$HTTP/v1/clusters' | head -c 600; echo"
 run "curl -s 'http://$HTTP/v1/resources/core/v1/pods?labelSelector=app%3Dcheckout&limit=3' | head -c 1200; echo"
 run "curl -s 'http://$HTTP/v1/resources/apps/v1/deployments?namespace=shop&clusters=member2' | head -c 800; echo"
 run "curl -s -o /dev/null -w '%{http_code}\n' 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop'"
-run "$DEMO/fleetview registry list --server $GRPC"
+run "fleetview registry list --server $GRPC"
 
 cat <<MSG
 
 Web console: http://$HTTP/console/
 
-Try more:
+Try more, in a shell with the two exports below:
+  kubectl --context fleet get pods -A -l app=checkout
+  kubectl --context member2 get pods -n shop -w
   curl 'http://$HTTP/v1/resources/core/v1/pods?namespace=payments'
   curl 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop&cluster=member1'
   curl 'http://$HTTP/openapi.json'
   kubectl --kubeconfig $DEMO/admin-kubeconfig --context member1 -n shop delete pod frontend-0   # then list again
+
+export PATH="$DEMO/bin:\$PATH" KUBECONFIG="$DEMO/fleet.kubeconfig"
 MSG
 if [ -t 0 ]; then
 	echo; echo "fleetview is running; Ctrl-C to stop."
