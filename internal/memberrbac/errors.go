@@ -12,4 +12,11 @@ var (
 	// ErrInvalidIdentityMap: an identity map that cannot be read or
 	// validated.
 	ErrInvalidIdentityMap = errors.New("memberrbac: invalid identity map")
+	// ErrIdentityUnknown: the identity map cannot say who the caller is
+	// in a cluster (a rule selects clusters by labels the hub does not
+	// know yet for it).
+	ErrIdentityUnknown = errors.New("memberrbac: caller's identity in the cluster unknown")
+	// ErrReservedName: the identity map would give the caller one of a
+	// member's own system: names.
+	ErrReservedName = errors.New("memberrbac: identity map makes a reserved system: name")
 )

@@ -36,9 +36,18 @@ type MapRule struct {
 	// member alone is asked about, as its forged RBAC objects could.
 	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
 	// UserPrefix is put before the user's name, GroupPrefix before each
-	// group's ("" leaves them as they are).
+	// group's ("" leaves them as they are). A prefix ends with ":", so
+	// that it cannot join the caller's name into a name of its own making
+	// ("system" + ":masters"), and never begins with "system:".
 	UserPrefix  string `json:"userPrefix,omitempty"`
 	GroupPrefix string `json:"groupPrefix,omitempty"`
+	// AllowSystemNames lets a name the rule leaves as it is (its prefix
+	// is "") and that begins with "system:" through to the member as it
+	// is; without it, a caller the rule would give such a name has no
+	// identity in the rule's clusters (ErrReservedName): a hub account
+	// that calls itself system:masters or system:serviceaccount:... is
+	// not taken for the member's own.
+	AllowSystemNames bool `json:"allowSystemNames,omitempty"`
 
 	// selector is ClusterSelector compiled by Validate.
 	selector labels.Selector
@@ -67,11 +76,16 @@ func (m *IdentityMap) Validate() error {
 				errs = append(errs, fmt.Errorf("%w: rules[%d].clusters[%d] %q: %s", ErrInvalidIdentityMap, i, j, c, msgs[0]))
 			}
 		}
-		for field, p := range map[string]string{"userPrefix": r.UserPrefix, "groupPrefix": r.GroupPrefix} {
-			if strings.HasPrefix(p, "system:") {
-				// A prefix must not let a caller's name become one of the
-				// members' own system identities.
-				errs = append(errs, fmt.Errorf("%w: rules[%d].%s %q: a prefix may not begin with system:", ErrInvalidIdentityMap, i, field, p))
+		for _, f := range [...]struct{ field, prefix string }{{"userPrefix", r.UserPrefix}, {"groupPrefix", r.GroupPrefix}} {
+			// A prefix must not let a caller's name become one of the
+			// members' own system identities: neither by beginning with
+			// system: nor by being a part of it ("system", "sys", "s")
+			// that a hub name such as ":masters" completes.
+			switch {
+			case strings.HasPrefix(f.prefix, reservedPrefix):
+				errs = append(errs, fmt.Errorf("%w: rules[%d].%s %q: a prefix may not begin with %s", ErrInvalidIdentityMap, i, f.field, f.prefix, reservedPrefix))
+			case f.prefix != "" && !strings.HasSuffix(f.prefix, ":"):
+				errs = append(errs, fmt.Errorf("%w: rules[%d].%s %q: a prefix must end with \":\" (such as %q)", ErrInvalidIdentityMap, i, f.field, f.prefix, f.prefix+":"))
 			}
 		}
 	}
@@ -94,6 +108,10 @@ func LoadIdentityMap(path string) (*IdentityMap, error) {
 	return m, nil
 }
 
+// reservedPrefix begins the names a member keeps for itself (its groups
+// system:masters, system:authenticated, its service accounts' users).
+const reservedPrefix = "system:"
+
 // In returns the identity caller has in cluster, as that member's
 // authorizer sees it (Mapped, with system:authenticated added).
 func (m *IdentityMap) In(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
@@ -104,26 +122,40 @@ func (m *IdentityMap) In(cluster string, labels map[string]string, known bool, c
 	return Authenticated(id), true
 }
 
-// Mapped returns caller's user and groups as the rules name them in
+// Mapped is Map without the reason: ok is false when Map fails.
+func (m *IdentityMap) Mapped(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
+	id, err := m.Map(cluster, labels, known, caller)
+	return id, err == nil
+}
+
+// Map returns caller's user and groups as the rules name them in
 // cluster, with nothing added: what a request forwarded through fleetview
 // impersonates in that member (whose impersonation adds
 // system:authenticated itself), and what In hands the member's mirrored
 // authorizer, so reads and forwarded requests see the caller alike. A nil
-// map maps nothing. labels are the cluster's as its inventory record says,
-// known false when the hub has none: then a rule selecting clusters by
-// labels, met before any rule naming the cluster, cannot say whether it
-// applies, and ok is false (the member is asked about no one: fail
-// closed, since the unmapped name may be another person there).
-func (m *IdentityMap) Mapped(cluster string, labels map[string]string, known bool, caller Identity) (id Identity, ok bool) {
-	id = Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
+// map, or a cluster no rule applies to, maps nothing: the caller is as
+// fleetview authenticated it. labels are the cluster's as its inventory
+// record says, known false when the hub has none: then a rule selecting
+// clusters by labels, met before any rule naming the cluster, cannot say
+// whether it applies, and the error is ErrIdentityUnknown (the member is
+// asked about no one: fail closed, since the unmapped name may be another
+// person there).
+//
+// What a rule maps is checked after mapping: a user or group that comes
+// out beginning with system: is refused (ErrReservedName) unless it was
+// that name before and the rule says AllowSystemNames. Validate keeps a
+// prefix from making such a name; this holds for a map that was never
+// validated too.
+func (m *IdentityMap) Map(cluster string, labels map[string]string, known bool, caller Identity) (Identity, error) {
+	id := Identity{User: caller.User, Groups: slices.Clone(caller.Groups)}
 	if m == nil {
-		return id, true
+		return id, nil
 	}
-	for _, r := range m.Rules {
+	for i, r := range m.Rules {
 		applies := slices.Contains(r.Clusters, cluster) || slices.Contains(r.Clusters, "*")
 		if !applies && r.ClusterSelector != nil {
 			if !known {
-				return Identity{}, false
+				return Identity{}, fmt.Errorf("%w: rules[%d] selects clusters by labels and cluster %s has no inventory record yet", ErrIdentityUnknown, i, cluster)
 			}
 			applies = r.matches(labels)
 		}
@@ -131,12 +163,31 @@ func (m *IdentityMap) Mapped(cluster string, labels map[string]string, known boo
 			continue
 		}
 		id.User = r.UserPrefix + id.User
-		for i, g := range id.Groups {
-			id.Groups[i] = r.GroupPrefix + g
+		if err := r.checkReserved(i, cluster, "user", caller.User, id.User); err != nil {
+			return Identity{}, err
+		}
+		for j, g := range id.Groups {
+			id.Groups[j] = r.GroupPrefix + g
+			if err := r.checkReserved(i, cluster, "group", g, id.Groups[j]); err != nil {
+				return Identity{}, err
+			}
 		}
 		break
 	}
-	return id, true
+	return id, nil
+}
+
+// checkReserved refuses a mapped name that is one of the member's own
+// unless the rule lets that very name through.
+func (r *MapRule) checkReserved(i int, cluster, what, before, after string) error {
+	if !strings.HasPrefix(after, reservedPrefix) {
+		return nil
+	}
+	if r.AllowSystemNames && before == after {
+		return nil
+	}
+	return fmt.Errorf("%w: rules[%d] would make %s %q %q in cluster %s (only a name that was %s before, under a rule with allowSystemNames: true, may be)",
+		ErrReservedName, i, what, before, after, cluster, reservedPrefix)
 }
 
 // matches reports whether the rule's selector selects a cluster with

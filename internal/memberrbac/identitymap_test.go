@@ -72,6 +72,13 @@ func TestIdentityMap(t *testing.T) {
 			{"rules:\n- clusters: [Prod_EU]\n", `rules[0].clusters[0] "Prod_EU"`},
 			{"rules:\n- clusters: [\"*\"]\n  groupPrefix: \"system:\"\n", "rules[0].groupPrefix"},
 			{"rules:\n- clusters: [a]\n  user: x\n", "unknown field"},
+			// A proper prefix of system: would complete a hub name such
+			// as ":masters" into system:masters (issue #43).
+			{"rules:\n- clusters: [\"*\"]\n  groupPrefix: system\n", `rules[0].groupPrefix "system": a prefix must end with ":"`},
+			{"rules:\n- clusters: [a]\n- clusters: [b]\n  userPrefix: sys\n", `rules[1].userPrefix "sys": a prefix must end with ":"`},
+			{"rules:\n- clusters: [a]\n  groupPrefix: s\n", `rules[0].groupPrefix "s"`},
+			{"rules:\n- clusters: [a]\n  userPrefix: oidc\n", `rules[0].userPrefix "oidc": a prefix must end with ":" (such as "oidc:")`},
+			{"rules:\n- clusters: [a]\n  userPrefix: \"system:x:\"\n", `rules[0].userPrefix "system:x:": a prefix may not begin with system:`},
 		} {
 			p := filepath.Join(t.TempDir(), "map.yaml")
 			if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
@@ -158,4 +165,66 @@ func TestIdentityMap(t *testing.T) {
 			t.Fatal("a mapped fleet treats system:masters as every member's")
 		}
 	})
+}
+
+// TestIdentityMapReservedNames: a mapped user or group is checked after
+// mapping (issue #43): no rule may hand a member one of its own system:
+// names, unless the name was that before and the rule says
+// allowSystemNames; a cluster no rule applies to sees the caller as it is.
+// Validate refuses the prefixes that would, and Map refuses them in a map
+// that was never validated too.
+func TestIdentityMapReservedNames(t *testing.T) {
+	masters := Identity{User: "root", Groups: []string{"system:masters"}}
+	cases := []struct {
+		name   string
+		rule   MapRule
+		caller Identity
+		want   string // user|groups, or the error's words
+	}{
+		{"prefix completing :masters", MapRule{Clusters: ss("*"), GroupPrefix: "system"}, Identity{User: "m", Groups: ss(":masters")}, `group ":masters" "system:masters"`},
+		{"prefix completing :anonymous", MapRule{Clusters: ss("*"), UserPrefix: "system"}, Identity{User: ":anonymous"}, `user ":anonymous" "system:anonymous"`},
+		{"group left as it is", MapRule{Clusters: ss("c1"), UserPrefix: "corp:"}, masters, `group "system:masters" "system:masters"`},
+		{"user left as it is", MapRule{Clusters: ss("c1"), GroupPrefix: "corp:"}, Identity{User: "system:serviceaccount:a:b"}, `user "system:serviceaccount:a:b"`},
+		{"allowed: the same name", MapRule{Clusters: ss("c1"), UserPrefix: "corp:", AllowSystemNames: true}, masters, "corp:root|system:masters"},
+		{"allowed names no new one", MapRule{Clusters: ss("c1"), GroupPrefix: "sys", AllowSystemNames: true}, Identity{User: "m", Groups: ss("tem:masters")}, `group "tem:masters" "system:masters"`},
+		{"prefixed: no system: name", MapRule{Clusters: ss("c1"), UserPrefix: "corp:", GroupPrefix: "corp:"}, masters, "corp:root|corp:system:masters"},
+		{"no rule applies: as authenticated", MapRule{Clusters: ss("c2"), GroupPrefix: "corp:"}, masters, "root|system:masters"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &IdentityMap{Rules: []MapRule{tc.rule}}
+			id, err := m.Map("c1", nil, true, tc.caller)
+			got := id.User + "|" + strings.Join(id.Groups, ",")
+			if err != nil {
+				if !errors.Is(err, ErrReservedName) {
+					t.Fatalf("error %v is not ErrReservedName", err)
+				}
+				got = err.Error()
+			}
+			if !strings.Contains(got, tc.want) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if _, ok := m.In("c1", nil, true, tc.caller); ok != (err == nil) {
+				t.Fatalf("In ok %v, Map error %v", ok, err)
+			}
+			// Members decide reads for no one there.
+			ms := &Members{Map: m}
+			if err := ms.Upsert("c1", clusterRole("all", rule(ss("*"), ss("*"), ss("*")))); err != nil {
+				t.Fatal(err)
+			}
+			if err := ms.Upsert("c1", crb("all", "all", groupSubject("system:masters"), groupSubject("system:authenticated"))); err != nil {
+				t.Fatal(err)
+			}
+			d := ms.Decide(context.Background(), "c1", tc.caller, Request{Verb: "get", Resource: "secrets", Namespace: "x"})
+			if d.Allowed != (err == nil) {
+				t.Fatalf("Decide allowed %v (%s) with mapping error %v", d.Allowed, d.Reason, err)
+			}
+			if r := ms.Reach(context.Background(), tc.caller, "list", Resource{Resource: "secrets"}); err != nil && (r.Masters || r.HasCluster("c1")) {
+				t.Fatalf("Reach %+v includes c1 where the caller has no identity", r)
+			}
+		})
+	}
+	if err := (&IdentityMap{Rules: []MapRule{{Clusters: ss("*"), GroupPrefix: "system"}}}).Validate(); err == nil {
+		t.Fatal("Validate took groupPrefix system")
+	}
 }

@@ -117,13 +117,20 @@ func (m *Members) Identity(cluster string, caller Identity) (Identity, bool) {
 // nothing added: whom a request forwarded to that member impersonates.
 // ok is false as for Identity.
 func (m *Members) Mapped(cluster string, caller Identity) (Identity, bool) {
+	id, err := m.Resolve(cluster, caller)
+	return id, err == nil
+}
+
+// Resolve is Mapped with the reason it fails (IdentityMap.Map:
+// ErrIdentityUnknown, ErrReservedName).
+func (m *Members) Resolve(cluster string, caller Identity) (Identity, error) {
 	if !m.Map.selects() {
-		return m.Map.Mapped(cluster, nil, true, caller)
+		return m.Map.Map(cluster, nil, true, caller)
 	}
 	m.labelsMu.RLock()
 	set, known := m.labels[cluster]
 	m.labelsMu.RUnlock()
-	return m.Map.Mapped(cluster, set, known, caller)
+	return m.Map.Map(cluster, set, known, caller)
 }
 
 // SetLabels records a cluster's labels as its inventory record says them
