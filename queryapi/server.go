@@ -104,6 +104,10 @@ type Config struct {
 	// Kubernetes API's defaults, 20 a second, bursts of 40).
 	ActRate  float64
 	ActBurst int
+	// KubeLists says how many objects one list answer of the Kubernetes
+	// API holds (the zero value: the budget policy with its default
+	// budget, kubeapi.ListPolicy); the REST and gRPC lists keep their pages.
+	KubeLists kubeapi.ListPolicy
 	// Handlers are served on the HTTP port beside the API, by path pattern
 	// (e.g. the web console at /console/). They get the same body limit but
 	// no authentication of their own: whatever they read must come through
@@ -240,6 +244,9 @@ func (cfg *Config) check() error {
 	if cfg.GRPCListener == nil || cfg.HTTPListener == nil {
 		return errors.New("queryapi: both listeners are required")
 	}
+	if err := cfg.KubeLists.Validate(); err != nil {
+		return fmt.Errorf("queryapi: %w", err)
+	}
 	return nil
 }
 
@@ -322,7 +329,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	if s.cfg.Guard != nil {
 		vis = s.cfg.Guard.catalogVisibility
 	}
-	opts := []kubeapi.Option{kubeapi.OnSkipped(func(cluster string, _ error) {
+	opts := []kubeapi.Option{kubeapi.WithListPolicy(s.cfg.KubeLists), kubeapi.OnSkipped(func(cluster string, _ error) {
 		if s.cfg.Metrics != nil {
 			s.cfg.Metrics.malformed.WithLabelValues(cluster).Inc()
 		}

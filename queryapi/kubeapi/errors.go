@@ -26,6 +26,8 @@ var (
 	// ErrNotAcceptable: Accept names no encoding the resource is served in
 	// (protobuf alone for a custom resource, a Table in protobuf).
 	ErrNotAcceptable = errors.New("the requested media type is not acceptable")
+	// ErrInvalidListPolicy: a ListPolicy that cannot be applied.
+	ErrInvalidListPolicy = errors.New("invalid list policy")
 )
 
 // toKubeStatus is the Status body of err. gr and name, when known, fill the

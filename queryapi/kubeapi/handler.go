@@ -55,6 +55,8 @@ type Handler struct {
 	act *ActThroughConfig
 	// actLimits bounds each caller's forwarded requests (nil: no bound).
 	actLimits *callerLimits
+	// lists says how many objects one list answer holds (listpolicy.go).
+	lists ListPolicy
 }
 
 // Option configures a Handler.
@@ -73,7 +75,7 @@ func New(q QueryClient, cat Catalog, vis Visibility, log *slog.Logger, opts ...O
 	if log == nil {
 		log = slog.Default()
 	}
-	h := &Handler{query: q, catalog: cat, visible: vis, log: log, proto: newProtoCodec()}
+	h := &Handler{query: q, catalog: cat, visible: vis, log: log, proto: newProtoCodec(), lists: ListPolicy{}.withDefaults()}
 	for _, o := range opts {
 		o(h)
 	}

@@ -71,6 +71,10 @@ func (f *fakeQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...gr
 	if f.listErr != nil {
 		return nil, f.listErr
 	}
+	if in.GetContinue() != "" {
+		// The page after the first (a budget answer reads on): the end.
+		return &fleetviewv1.ListResponse{ResourceVersion: "rv1"}, nil
+	}
 	n := int64(7)
 	return &fleetviewv1.ListResponse{RawItems: f.items, RawCells: f.cells, ResourceVersion: "rv1", Continue: "c1", RemainingItemCount: &n}, nil
 }

@@ -358,7 +358,7 @@ func TestProtobufWire(t *testing.T) {
 				t.Fatalf("%s", b)
 			}
 		}},
-		{"JSON unchanged", "/api/v1/pods", "application/json", pods, 200, "application/json", func(t *testing.T, b []byte) {
+		{"JSON unchanged", "/api/v1/pods?limit=1", "application/json", pods, 200, "application/json", func(t *testing.T, b []byte) {
 			if !strings.HasPrefix(string(b), `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"rv1","continue":"c1","remainingItemCount":7},"items":[{"kind":"Pod","apiVersion":"v1","metadata"`) {
 				t.Fatalf("%s", b)
 			}

@@ -68,37 +68,29 @@ func clustersOf(req *request) []string {
 }
 
 func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
-	rv := p.resourceVersion
-	lr := &fleetviewv1.ListRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
-		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
-		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: rv}
-	lr.ResourceVersionMatch = string(p.resourceVersionMatch)
-	if p.cont != "" {
-		// A continue token pins its snapshot; clients may repeat the
-		// list's resourceVersion beside it.
-		lr.ResourceVersion = ""
+	lr := listRequest(req, c, p)
+	budget := h.lists.budgeted(p)
+	if budget {
+		lr.Limit = h.lists.firstRead(p)
 	}
 	resp, err := h.query.List(ctx, lr, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
 		h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), ""))
 		return
 	}
-	lm := metav1.ListMeta{ResourceVersion: resp.GetResourceVersion(), Continue: resp.GetContinue()}
-	if resp.RemainingItemCount != nil {
-		n := resp.GetRemainingItemCount()
-		lm.RemainingItemCount = &n
-	}
-	if p.table {
+	lm := listMeta(resp)
+	switch {
+	case p.proto:
+		h.writeProtoList(w, req, c, lm, resp.GetRawItems())
+	case budget && resp.GetContinue() != "" && int64(len(resp.GetRawItems())) < h.lists.BudgetObjects:
+		h.streamList(ctx, w, c, p, lr, resp)
+	case p.table:
 		w.Header().Set("Content-Type", "application/json")
 		_ = h.writeTable(w, c, lm, p.includeObject, resp.GetRawItems(), resp.GetRawCells(), resp.GetRawRowSpans())
-		return
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = writeList(w, c, lm, resp.GetRawItems())
 	}
-	if p.proto {
-		h.writeProtoList(w, req, c, lm, resp.GetRawItems())
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = writeList(w, c, lm, resp.GetRawItems())
 }
 
 // writeProtoList answers the stored items as a protobuf <Kind>List. An
@@ -124,80 +116,65 @@ const listChunk = 256 << 10
 // whose row cannot be written is left out and reported (skip), so one
 // cluster's object cannot fail the Table of every cluster.
 func (h *Handler) writeTable(w io.Writer, c cached, lm metav1.ListMeta, include metav1.IncludeObjectPolicy, items, cells [][]byte, spans []uint32) error {
-	t := newTableWriter(c, include)
-	b := make([]byte, 0, listChunk+64<<10)
-	b = t.appendHead(b, lm)
-	first := true
-	var row rawjson.RowSpans
-	for i, it := range items {
-		var cl []byte
-		if len(cells) == len(items) {
-			cl = cells[i]
-		}
-		var rs *rawjson.RowSpans
-		if len(spans) == 8*len(items) {
-			row = rawjson.RowSpansAt(spans[8*i : 8*i+8])
-			rs = &row
-		}
-		mark := len(b)
-		if !first {
-			b = append(b, ',')
-		}
-		var err error
-		if b, err = t.appendRow(b, it, cl, rs); err != nil {
-			b = b[:mark]
-			h.skip(it, "a Table", err)
-			continue
-		}
-		first = false
-		if len(b) >= listChunk {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-			b = b[:0]
-		}
+	lb := h.newListBody(w, c, true, include)
+	lb.start(&lm)
+	if err := lb.add(items, cells, spans); err != nil {
+		return err
 	}
-	_, err := w.Write(append(b, tableTail...))
-	return err
+	return lb.end(nil)
 }
 
 // writeList writes a <Kind>List around the stored item bytes.
 func writeList(w io.Writer, c cached, lm metav1.ListMeta, items [][]byte) error {
-	b := make([]byte, 0, listChunk+64<<10)
-	b = appendListHead(b, c, lm)
-	for i, it := range items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendItem(b, c, it)
-		if len(b) >= listChunk {
-			if _, err := w.Write(b); err != nil {
-				return err
-			}
-			b = b[:0]
-		}
+	lb := (*Handler)(nil).newListBody(w, c, false, "")
+	lb.start(&lm)
+	if err := lb.add(items, nil, nil); err != nil {
+		return err
 	}
-	_, err := w.Write(append(b, "]}\n"...))
-	return err
+	return lb.end(nil)
 }
 
-// appendListHead writes a <Kind>List up to its first item.
-func appendListHead(b []byte, c cached, lm metav1.ListMeta) []byte {
+// appendListHead writes a <Kind>List up to its first item, its metadata
+// first when lm is given (else the answer's end writes it, listBody.end).
+func appendListHead(b []byte, c cached, lm *metav1.ListMeta) []byte {
 	b = append(b, `{"kind":`...)
 	b = strconv.AppendQuote(b, c.kind+"List")
 	b = append(b, `,"apiVersion":`...)
 	b = strconv.AppendQuote(b, c.gvr.GroupVersion().String())
-	b = append(b, `,"metadata":{"resourceVersion":`...)
-	b = strconv.AppendQuote(b, lm.ResourceVersion)
+	if lm != nil {
+		b = append(b, `,"metadata":`...)
+		b = appendListMeta(b, *lm, true)
+	}
+	return append(b, `,"items":[`...)
+}
+
+// appendListMeta writes a list's metadata object; its resourceVersion
+// even when empty when emptyRV (a <Kind>List's always has one; a Table of
+// one object has none).
+func appendListMeta(b []byte, lm metav1.ListMeta, emptyRV bool) []byte {
+	b = append(b, '{')
+	sep := false
+	if lm.ResourceVersion != "" || emptyRV {
+		b = append(b, `"resourceVersion":`...)
+		b = strconv.AppendQuote(b, lm.ResourceVersion)
+		sep = true
+	}
 	if lm.Continue != "" {
-		b = append(b, `,"continue":`...)
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"continue":`...)
 		b = strconv.AppendQuote(b, lm.Continue)
+		sep = true
 	}
 	if lm.RemainingItemCount != nil {
-		b = append(b, `,"remainingItemCount":`...)
+		if sep {
+			b = append(b, ',')
+		}
+		b = append(b, `"remainingItemCount":`...)
 		b = strconv.AppendInt(b, *lm.RemainingItemCount, 10)
 	}
-	return append(b, `},"items":[`...)
+	return append(b, '}')
 }
 
 // appendItem writes a stored object, inserting apiVersion and kind when it
@@ -246,7 +223,7 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 	}
 	if p.table {
 		t := newTableWriter(c, p.includeObject)
-		b, err := t.appendRow(t.appendHead(nil, metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells(), nil)
+		b, err := t.appendRow(t.appendHead(nil, &metav1.ListMeta{}), resp.GetRawObject(), resp.GetRawCells(), nil)
 		if err != nil {
 			h.writeStatus(w, req.r, toKubeStatus(err, c.gvr.GroupResource(), req.name))
 			return

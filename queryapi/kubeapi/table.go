@@ -74,26 +74,13 @@ func newTableWriter(c cached, include metav1.IncludeObjectPolicy) *tableWriter {
 	return t
 }
 
-// appendHead writes a Table up to its first row.
-func (t *tableWriter) appendHead(b []byte, lm metav1.ListMeta) []byte {
-	b = append(b, `{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{`...)
-	if lm.ResourceVersion != "" {
-		b = append(b, `"resourceVersion":`...)
-		b = strconv.AppendQuote(b, lm.ResourceVersion)
-		b = append(b, ',')
-	}
-	if lm.Continue != "" {
-		b = append(b, `"continue":`...)
-		b = strconv.AppendQuote(b, lm.Continue)
-		b = append(b, ',')
-	}
-	if lm.RemainingItemCount != nil {
-		b = append(b, `"remainingItemCount":`...)
-		b = strconv.AppendInt(b, *lm.RemainingItemCount, 10)
-		b = append(b, ',')
-	}
-	if b[len(b)-1] == ',' {
-		b = b[:len(b)-1]
+// appendHead writes a Table up to its first row, its metadata first when
+// lm is given (else the answer's end writes it, listBody.end).
+func (t *tableWriter) appendHead(b []byte, lm *metav1.ListMeta) []byte {
+	b = append(b, `{"kind":"Table","apiVersion":"meta.k8s.io/v1"`...)
+	if lm != nil {
+		b = append(b, `,"metadata":`...)
+		b = appendListMeta(b, *lm, false)
 	}
 	defs := make([]metav1.TableColumnDefinition, 0, len(t.cols)+1)
 	defs = append(defs, metav1.TableColumnDefinition{Name: "Cluster", Type: "string", Description: "The member cluster the object is cached from"})
@@ -101,7 +88,7 @@ func (t *tableWriter) appendHead(b []byte, lm metav1.ListMeta) []byte {
 		defs = append(defs, metav1.TableColumnDefinition{Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority})
 	}
 	d, _ := json.Marshal(defs) // strings and integers: cannot fail
-	b = append(b, `},"columnDefinitions":`...)
+	b = append(b, `,"columnDefinitions":`...)
 	b = append(b, d...)
 	return append(b, `,"rows":[`...)
 }

@@ -243,7 +243,7 @@ func watchLine(out []byte, ev *fleetviewv1.WatchEvent, c cached, p *params) ([]b
 		out = append(out, `{"type":`...)
 		out = strconv.AppendQuote(out, ev.GetType())
 		out = append(out, `,"object":`...)
-		out = t.appendHead(out, metav1.ListMeta{ResourceVersion: rv})
+		out = t.appendHead(out, &metav1.ListMeta{ResourceVersion: rv})
 		if out, err = t.appendRow(out, b, ev.GetRawCells(), nil); err != nil {
 			return nil, err
 		}

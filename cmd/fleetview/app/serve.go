@@ -53,6 +53,8 @@ type ServeOptions struct {
 	Auth         AuthOptions
 	// Limits bound what API clients can make serve hold.
 	Limits LimitOptions
+	// KubeLists say how many objects one Kubernetes API list answer holds.
+	KubeLists ListPolicyOptions
 	// Memory bounds the process's Go heap.
 	Memory MemoryOptions
 	// Replicas is the replica count of the buckets and streams serve
@@ -81,6 +83,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.OpenSearch.AddFlags(fs)
 	o.Auth.AddFlags(fs)
 	o.Limits.AddFlags(fs)
+	o.KubeLists.AddFlags(fs)
 	o.Memory.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
 	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; up's in-process collectors of --context forward every class, on their context's credentials, which need impersonate; the member's RBAC decides); needs --token-auth-file")
@@ -116,6 +119,7 @@ func (o *ServeOptions) validate(client bool) []error {
 	}
 	errs = append(errs, o.Auth.Validate(o.GRPCAddr, o.HTTPAddr)...)
 	errs = append(errs, o.Limits.Validate()...)
+	errs = append(errs, o.KubeLists.Validate()...)
 	errs = append(errs, o.Memory.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
 	if o.ActThroughRate < 0 || o.ActThroughBurst < 0 {
@@ -226,7 +230,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	}
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), Metrics: qm, Relay: o.relay(nc),
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), KubeLists: o.KubeLists.policy(), Metrics: qm, Relay: o.relay(nc),
 		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
