@@ -54,7 +54,11 @@ type Metrics struct {
 	actRequests  *prometheus.CounterVec
 	actDuration  *prometheus.HistogramVec
 	actCacheWait *prometheus.HistogramVec
-	rbacRefused  *prometheus.CounterVec
+	// The relay's requests in flight and the limits' refusals (issue #43).
+	actInflight *prometheus.GaugeVec
+	actStreams  *prometheus.GaugeVec
+	actRefused  *prometheus.CounterVec
+	rbacRefused *prometheus.CounterVec
 }
 
 // NewMetrics creates the query API's metrics and registers them on reg.
@@ -101,12 +105,24 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help:    "How long a forwarded write's answer waited for the cache to hold what the member wrote (read your writes), per whether the cache caught up within the bound.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"caught_up"}),
+		actInflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetview_act_inflight_requests",
+			Help: "Forwarded requests in flight to a member through its collector now, streams included, per cluster (at most --act-through-cluster-requests).",
+		}, []string{"cluster"}),
+		actStreams: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "fleetview_act_inflight_streams",
+			Help: "Forwarded watches and followed logs held open to a member now, per cluster (at most --act-through-cluster-streams).",
+		}, []string{"cluster"}),
+		actRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetview_act_refused_total",
+			Help: "Forwarded requests refused 429 by a limit of the hub, per cluster and limit: caller-rate (--act-through-rate), caller-requests, caller-streams, cluster-requests, cluster-streams (--act-through-<limit>).",
+		}, []string{"cluster", "limit"}),
 		rbacRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetview_memberrbac_objects_refused_total",
 			Help: "RBAC objects of a member cluster the hub refused to apply to that member's authorizer (member-RBAC modes), per cluster that wrote them: malformed, or not a valid object of its resource. The log says which and why.",
 		}, []string{"cluster"}),
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed, m.rbacRefused, m.actRequests, m.actDuration, m.actCacheWait} {
+	for _, c := range []prometheus.Collector{m.duration, m.requests, m.watches, m.watchEvents, m.watchesEnded, m.malformed, m.rbacRefused, m.actRequests, m.actDuration, m.actCacheWait, m.actInflight, m.actStreams, m.actRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -34,6 +34,9 @@ import (
 // Relay is the hub's side of the request channel (internal/relay.Client).
 type Relay = kubeapi.Relay
 
+// RelayLimits bound the forwarded requests in flight (kubeapi.RelayLimits).
+type RelayLimits = kubeapi.RelayLimits
+
 // Config configures the API server.
 type Config struct {
 	Reader Reader
@@ -104,6 +107,10 @@ type Config struct {
 	// Kubernetes API's defaults, 20 a second, bursts of 40).
 	ActRate  float64
 	ActBurst int
+	// ActConcurrency bounds the forwarded requests in flight per cluster
+	// and per caller in a cluster, streams apart (zero: the defaults,
+	// kubeapi.RelayLimits).
+	ActConcurrency RelayLimits
 	// KubeLists says how many objects one list answer of the Kubernetes
 	// API holds (the zero value: the budget policy with its default
 	// budget, kubeapi.ListPolicy); the REST and gRPC lists keep their pages.
@@ -336,7 +343,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	})}
 	if s.cfg.Relay != nil {
 		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit,
-			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst}
+			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst, Concurrency: s.cfg.ActConcurrency}
 		if s.cfg.Guard != nil {
 			act.Admit, act.As = s.cfg.Guard.actCaller, s.cfg.Guard.actAs
 		}
@@ -350,6 +357,15 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 			}
 			act.ObserveCacheWait = func(waited time.Duration, caughtUp bool) {
 				m.actCacheWait.WithLabelValues(strconv.FormatBool(caughtUp)).Observe(waited.Seconds())
+			}
+			act.ObserveInflight = func(cluster string, stream bool, delta int) {
+				m.actInflight.WithLabelValues(cluster).Add(float64(delta))
+				if stream {
+					m.actStreams.WithLabelValues(cluster).Add(float64(delta))
+				}
+			}
+			act.ObserveRefused = func(cluster, limit string) {
+				m.actRefused.WithLabelValues(cluster, limit).Inc()
 			}
 		}
 		opts = append(opts, kubeapi.ActThrough(act))

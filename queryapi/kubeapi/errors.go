@@ -26,6 +26,9 @@ var (
 	// ErrNotAcceptable: Accept names no encoding the resource is served in
 	// (protobuf alone for a custom resource, a Table in protobuf).
 	ErrNotAcceptable = errors.New("the requested media type is not acceptable")
+	// ErrRelayLimit: a forwarded request would pass a bound of the
+	// requests in flight through the relay (relaylimit.go).
+	ErrRelayLimit = errors.New("too many forwarded requests in flight")
 	// ErrInvalidListPolicy: a ListPolicy that cannot be applied.
 	ErrInvalidListPolicy = errors.New("invalid list policy")
 )

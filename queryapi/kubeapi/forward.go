@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,12 +56,22 @@ type ActThroughConfig struct {
 	// beyond them a request is 429 (callerlimit.go).
 	PerCallerRate  float64
 	PerCallerBurst int
+	// Concurrency bounds the forwarded requests in flight per cluster and
+	// per caller in a cluster, streams apart (relaylimit.go); beyond them
+	// a request is 429 naming the limit.
+	Concurrency RelayLimits
 	// Observe, when set, is told of every forwarded request as it ends:
 	// its cluster, verb, the status its client got and how long it took
 	// until then (for a stream, its whole life). ObserveCacheWait of
 	// every read-your-writes wait.
 	Observe          func(cluster, verb string, code int, took time.Duration)
 	ObserveCacheWait func(waited time.Duration, caughtUp bool)
+	// ObserveInflight is told of every forwarded request as it takes
+	// (delta 1) and gives back (-1) its place in cluster's relay, stream
+	// when it is a watch or followed log; ObserveRefused of every request
+	// a limit (LimitCallerRate, ...) refused.
+	ObserveInflight func(cluster string, stream bool, delta int)
+	ObserveRefused  func(cluster, limit string)
 }
 
 // ActThrough has the handler forward what the cache does not serve.
@@ -87,7 +98,9 @@ func ActThrough(c ActThroughConfig) Option {
 	if c.PerCallerRate > 0 {
 		limits = newCallerLimits(c.PerCallerRate, c.PerCallerBurst)
 	}
-	return func(h *Handler) { h.act, h.actLimits = &c, limits }
+	c.Concurrency = c.Concurrency.WithDefaults()
+	slots := newRelaySlots(c.Concurrency, c.ObserveInflight)
+	return func(h *Handler) { h.act, h.actLimits, h.actSlots = &c, limits, slots }
 }
 
 // forwardedHeaders are the request headers passed to the member.
@@ -336,18 +349,34 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 	// in a burst, and they are the same for every caller.
 	if h.actLimits != nil && !t.discovery && !t.openapi && !h.actLimits.allow(caller.User, time.Now()) {
 		err := fmt.Errorf("user %q sends more than %g forwarded requests a second (bursts of %d)", caller.User, h.act.PerCallerRate, h.act.PerCallerBurst)
-		audit(caller, 0, http.StatusTooManyRequests, 0, err)
+		if h.act.ObserveRefused != nil {
+			h.act.ObserveRefused(cluster, LimitCallerRate)
+		}
+		audit(caller, 0, http.StatusTooManyRequests, 0, err, "limit", LimitCallerRate)
 		w.Header().Set("Retry-After", "1")
 		h.writeStatus(w, r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 			Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests, Message: err.Error(),
 			Details: &metav1.StatusDetails{RetryAfterSeconds: 1}})
 		return true
 	}
-	q := r.URL.Query()
+	stream := isStream(verb, r.URL.Query())
 	timeout := h.act.Timeout
-	if q.Get("follow") == "true" || verb == "watch" {
+	if stream {
 		timeout = h.act.StreamTimeout
 	}
+	// The place is held until the answer is copied, after the relay's
+	// own (deferred below): no caller holds more than its share.
+	release, st, limit := h.holdRelay(cluster, caller.User, stream)
+	if st != nil {
+		if fallback {
+			return false
+		}
+		audit(caller, 0, int(st.Code), 0, errors.New(st.Message), "limit", limit)
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
+		h.writeStatus(w, r, st)
+		return true
+	}
+	defer release()
 	open := relay.Open{Method: r.Method, Path: path, Query: r.URL.RawQuery, Header: http.Header{}, ContentLength: r.ContentLength, Caller: caller}
 	if as != nil {
 		open.Caller = *as
@@ -397,6 +426,11 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		}
 	}
 	w.WriteHeader(resp.Status)
+	if f, ok := w.(http.Flusher); ok && stream {
+		// A held stream is one as soon as the member answered, as
+		// kube-apiserver's watch is, not at its first event.
+		f.Flush()
+	}
 	n, err := copyFlushing(w, answer)
 	audit(caller, resp.Status, resp.Status, n, err, waited...)
 	if err == nil {

@@ -55,6 +55,8 @@ type Handler struct {
 	act *ActThroughConfig
 	// actLimits bounds each caller's forwarded requests (nil: no bound).
 	actLimits *callerLimits
+	// actSlots bounds the forwarded requests in flight (relaylimit.go).
+	actSlots *relaySlots
 	// lists says how many objects one list answer holds (listpolicy.go).
 	lists ListPolicy
 }

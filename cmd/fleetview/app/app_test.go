@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/fleetview/fleetview/queryapi"
 )
 
 func TestUpOptionsValidate(t *testing.T) {
@@ -35,6 +37,17 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
 		{"act-through without authentication", func(o *UpOptions) { o.ActThrough = true }, []string{"--act-through needs authentication"}},
 		{"act-through rate negative", func(o *UpOptions) { o.ActThroughRate = -1 }, []string{"--act-through-rate -1"}},
+		{"act-through concurrency set", func(o *UpOptions) {
+			o.ActThroughConcurrency = queryapi.RelayLimits{ClusterRequests: 8, ClusterStreams: 6, CallerRequests: 4, CallerStreams: 3}
+		}, nil},
+		{"act-through concurrency negative", func(o *UpOptions) { o.ActThroughConcurrency.CallerStreams = -1 }, []string{"--act-through-caller-streams -1"}},
+		{"act-through streams leave short requests no room", func(o *UpOptions) { o.ActThroughConcurrency.ClusterStreams = 32 },
+			[]string{"--act-through-cluster-streams 32 must be below --act-through-cluster-requests 32"}},
+		{"act-through one caller takes the cluster", func(o *UpOptions) {
+			o.ActThroughConcurrency.ClusterRequests, o.ActThroughConcurrency.ClusterStreams, o.ActThroughConcurrency.CallerStreams = 8, 4, 4
+		}, []string{"--act-through-caller-requests 8 must be below --act-through-cluster-requests 8"}},
+		{"act-through caller streams above its requests", func(o *UpOptions) { o.ActThroughConcurrency.CallerStreams = 9 },
+			[]string{"--act-through-caller-streams 9 must be at most --act-through-caller-requests 8"}},
 		{"short resume window", func(o *UpOptions) { o.MaxResumeAge = time.Second }, nil},
 		{"negative resume window", func(o *UpOptions) { o.MaxResumeAge = -time.Second }, []string{"--max-resume-age -1s"}},
 		{"resume window beyond the tombstone TTL", func(o *UpOptions) { o.MaxResumeAge = 24 * time.Hour }, []string{"--max-resume-age 24h0m0s"}},

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/console"
+	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
 // ServeOptions run the materializers (Badger, and OpenSearch for the
@@ -68,6 +69,11 @@ type ServeOptions struct {
 	// requests (0: the defaults, 20 a second, bursts of 40).
 	ActThroughRate  float64
 	ActThroughBurst int
+	// ActThroughConcurrency bounds the forwarded requests in flight per
+	// cluster and per caller in a cluster, streams (watches, followed
+	// logs) apart, so no caller holds a cluster's channel (issue #43; 0:
+	// the defaults, 32, 24, 8, 5).
+	ActThroughConcurrency queryapi.RelayLimits
 }
 
 // AddFlags registers the flags.
@@ -89,6 +95,11 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; up's in-process collectors of --context forward every class, on their context's credentials, which need impersonate; the member's RBAC decides); needs --token-auth-file")
 	fs.Float64Var(&o.ActThroughRate, "act-through-rate", 20, "forwarded requests a second each caller may send (with --act-through); beyond them 429")
 	fs.IntVar(&o.ActThroughBurst, "act-through-burst", 40, "forwarded requests each caller may send at once above --act-through-rate")
+	c := &o.ActThroughConcurrency
+	fs.IntVar(&c.ClusterRequests, "act-through-cluster-requests", kubeapi.DefaultClusterRequests, "forwarded requests in flight to one cluster, all callers together (with --act-through; a collector serves 32 at once); beyond them 429")
+	fs.IntVar(&c.ClusterStreams, "act-through-cluster-streams", kubeapi.DefaultClusterStreams, "forwarded watches and followed logs held open to one cluster, all callers together; below --act-through-cluster-requests, so short requests always have room; beyond them 429")
+	fs.IntVar(&c.CallerRequests, "act-through-caller-requests", kubeapi.DefaultCallerRequests, "forwarded requests in flight from one caller to one cluster; below --act-through-cluster-requests, so no caller holds a cluster's channel; beyond them 429")
+	fs.IntVar(&c.CallerStreams, "act-through-caller-streams", kubeapi.DefaultCallerStreams, "forwarded watches and followed logs one caller holds open to one cluster; at most --act-through-caller-requests and --act-through-cluster-streams; beyond them 429")
 }
 
 // Validate reports every problem at once.
@@ -125,6 +136,7 @@ func (o *ServeOptions) validate(client bool) []error {
 	if o.ActThroughRate < 0 || o.ActThroughBurst < 0 {
 		errs = append(errs, fmt.Errorf("%w: --act-through-rate %g and --act-through-burst %d must not be negative", ErrInvalidOptions, o.ActThroughRate, o.ActThroughBurst))
 	}
+	errs = append(errs, validateActConcurrency(o.ActThroughConcurrency)...)
 	if o.ActThrough && !o.Auth.enabled() {
 		errs = append(errs, fmt.Errorf("%w: --act-through needs authentication (--token-auth-file or --client-ca-file): a forwarded request runs as its caller", ErrInvalidOptions))
 	}
@@ -231,7 +243,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), KubeLists: o.KubeLists.policy(), Metrics: qm, Relay: o.relay(nc),
-		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst,
+		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst, ActConcurrency: o.ActThroughConcurrency,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
@@ -359,5 +371,36 @@ func (o ServeConfig) relay(nc *nats.Conn) queryapi.Relay {
 	if !o.ActThrough {
 		return nil
 	}
-	return relay.NewClient(nc, relay.Limits{})
+	// The relay's own bound is the hub's: the limiter (kubeapi) refuses
+	// first, naming the limit.
+	return relay.NewClient(nc, relay.Limits{PerCluster: o.ActThroughConcurrency.WithDefaults().ClusterRequests})
+}
+
+// validateActConcurrency checks the relay's bounds (zero: the default)
+// keep what they promise: room for short requests whatever the streams,
+// and room for others whatever one caller holds.
+func validateActConcurrency(c queryapi.RelayLimits) []error {
+	var errs []error
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"cluster-requests", c.ClusterRequests}, {"cluster-streams", c.ClusterStreams}, {"caller-requests", c.CallerRequests}, {"caller-streams", c.CallerStreams}} {
+		if f.v < 0 {
+			errs = append(errs, fmt.Errorf("%w: --act-through-%s %d must not be negative", ErrInvalidOptions, f.name, f.v))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	d := c.WithDefaults()
+	if d.ClusterStreams >= d.ClusterRequests {
+		errs = append(errs, fmt.Errorf("%w: --act-through-cluster-streams %d must be below --act-through-cluster-requests %d: streams held for an hour would leave short requests no room", ErrInvalidOptions, d.ClusterStreams, d.ClusterRequests))
+	}
+	if d.CallerRequests >= d.ClusterRequests {
+		errs = append(errs, fmt.Errorf("%w: --act-through-caller-requests %d must be below --act-through-cluster-requests %d: one caller could hold the whole cluster", ErrInvalidOptions, d.CallerRequests, d.ClusterRequests))
+	}
+	if d.CallerStreams > d.CallerRequests || d.CallerStreams > d.ClusterStreams {
+		errs = append(errs, fmt.Errorf("%w: --act-through-caller-streams %d must be at most --act-through-caller-requests %d and --act-through-cluster-streams %d", ErrInvalidOptions, d.CallerStreams, d.CallerRequests, d.ClusterStreams))
+	}
+	return errs
 }
