@@ -51,10 +51,11 @@ const (
 	// listReadPage is how many objects a budget answer reads from the
 	// query service at a time: what the hub holds of an answer at once.
 	listReadPage = 5000
-	// protoListPage is the least a protobuf list under the budget
-	// answers: Kubernetes' protobuf list carries its length before its
-	// items, so the answer is decoded and held whole before it is
-	// written, and cannot be streamed like JSON.
+	// protoListPage is what a protobuf list under the budget answers
+	// (the client's limit when larger, BudgetObjects when smaller):
+	// Kubernetes' protobuf list carries its length before its items, so
+	// the answer is decoded and held whole before it is written, and
+	// cannot be streamed like JSON.
 	protoListPage = 10_000
 )
 
@@ -92,7 +93,7 @@ func (p ListPolicy) budgeted(lp *params) bool {
 // answer.
 func (p ListPolicy) firstRead(lp *params) int64 {
 	if lp.proto {
-		return max(lp.limit, protoListPage)
+		return min(max(lp.limit, protoListPage), p.BudgetObjects)
 	}
 	return min(listReadPage, p.BudgetObjects)
 }

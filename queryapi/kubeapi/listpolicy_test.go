@@ -213,6 +213,14 @@ func TestListPolicyReads(t *testing.T) {
 	if w.Code != 200 || len(q.calls) != 1 || q.calls[0].GetLimit() != protoListPage {
 		t.Fatalf("protobuf: %d after reads %v", w.Code, q.calls)
 	}
+	// A budget smaller than protobuf's page bounds it too.
+	q = &pagingQuery{n: 12_000}
+	h = New(q, protoCatalog(), nil, nil, WithListPolicy(ListPolicy{BudgetObjects: 2_000}))
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 200 || len(q.calls) != 1 || q.calls[0].GetLimit() != 2_000 {
+		t.Fatalf("protobuf with a budget of 2,000: %d after reads %v", w.Code, q.calls)
+	}
 }
 
 // TestListPolicyFailsMidAnswer: a read after the answer began fails (its
