@@ -47,21 +47,24 @@ func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.
 
 // actAs is the identity a forwarded request to cluster impersonates in
 // that member: the caller as --member-identity-map names it there, by the
-// same rules (memberrbac.Members.Mapped) that give the member's mirrored
+// same rules (memberrbac.Members.Resolve) that give the member's mirrored
 // RBAC its identity for reads, so a member decides a write and a read for
 // the same user. Without a map (or outside the member-RBAC modes, where no
 // map is taken) the caller as fleetview authenticated it. When the map
-// cannot say who the caller is there (a rule selects clusters by labels
-// the hub does not know yet for cluster) the request is refused, as a
-// read there would be: the unmapped name may be another person.
+// gives the caller no identity there the request is refused before it
+// reaches the member, as a read there would be: a rule selects clusters by
+// labels the hub does not know yet for cluster (the unmapped name may be
+// another person), or the mapping would make a system: name
+// (memberrbac.ErrReservedName: the member must never be asked to
+// impersonate system:masters for a hub user).
 func (g *Guard) actAs(cluster string, caller relay.Caller) (relay.Caller, error) {
 	if g.Members == nil || g.Members.Map == nil {
 		return caller, nil
 	}
-	id, ok := g.Members.Mapped(cluster, memberrbac.Identity{User: caller.User, Groups: caller.Groups})
-	if !ok {
-		return relay.Caller{}, toStatus(fmt.Errorf("%w: the member identity map cannot say who user %q is in cluster %s yet (a rule selects clusters by labels the hub has no inventory record of)",
-			auth.ErrForbidden, caller.User, cluster))
+	id, err := g.Members.Resolve(cluster, memberrbac.Identity{User: caller.User, Groups: caller.Groups})
+	if err != nil {
+		return relay.Caller{}, toStatus(fmt.Errorf("%w: user %q has no identity in cluster %s under the member identity map: %w",
+			auth.ErrForbidden, caller.User, cluster, err))
 	}
 	return relay.Caller{User: id.User, Groups: id.Groups}, nil
 }

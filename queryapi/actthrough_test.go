@@ -116,3 +116,50 @@ func TestActAs(t *testing.T) {
 		})
 	}
 }
+
+// TestActAsReservedNames: a mapping that would hand the member one of its
+// own system: names is refused before the member sees the request, and
+// reads in that member are decided for no one (issue #43): a group the
+// rule leaves as it is (system:masters under a rule prefixing only users),
+// a prefix that completes a hub name into system:masters (a map that was
+// never validated: Validate refuses "system"), unless the rule lets that
+// very name through (allowSystemNames).
+func TestActAsReservedNames(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		rule   memberrbac.MapRule
+		caller relay.Caller
+		want   relay.Caller
+		code   codes.Code
+	}{
+		{"a system: group left as it is", memberrbac.MapRule{Clusters: []string{"member1"}, UserPrefix: "corp:"},
+			relay.Caller{User: "root", Groups: []string{"devs", "system:masters"}}, relay.Caller{}, codes.PermissionDenied},
+		{"a system: user left as it is", memberrbac.MapRule{Clusters: []string{"member1"}, GroupPrefix: "corp:"},
+			relay.Caller{User: "system:serviceaccount:kube-system:admin"}, relay.Caller{}, codes.PermissionDenied},
+		{"a prefix completing :masters", memberrbac.MapRule{Clusters: []string{"*"}, GroupPrefix: "system"},
+			relay.Caller{User: "mallory", Groups: []string{":masters"}}, relay.Caller{}, codes.PermissionDenied},
+		{"allowSystemNames lets the same name through", memberrbac.MapRule{Clusters: []string{"member1"}, UserPrefix: "corp:", AllowSystemNames: true},
+			relay.Caller{User: "root", Groups: []string{"system:masters"}}, relay.Caller{User: "corp:root", Groups: []string{"system:masters"}}, codes.OK},
+		{"allowSystemNames makes none", memberrbac.MapRule{Clusters: []string{"member1"}, GroupPrefix: "sys", AllowSystemNames: true},
+			relay.Caller{User: "mallory", Groups: []string{"tem:masters"}}, relay.Caller{}, codes.PermissionDenied},
+		{"a prefixed system: name is no system: name", memberrbac.MapRule{Clusters: []string{"member1"}, UserPrefix: "corp:", GroupPrefix: "corp:"},
+			relay.Caller{User: "root", Groups: []string{"system:masters"}}, relay.Caller{User: "corp:root", Groups: []string{"corp:system:masters"}}, codes.OK},
+		{"no rule for the cluster: the caller as authenticated", memberrbac.MapRule{Clusters: []string{"member2"}, UserPrefix: "corp:"},
+			relay.Caller{User: "root", Groups: []string{"system:masters"}}, relay.Caller{User: "root", Groups: []string{"system:masters"}}, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &Guard{Mode: ModeMemberRBAC, Members: &memberrbac.Members{Map: &memberrbac.IdentityMap{Rules: []memberrbac.MapRule{tc.rule}}}}
+			got, err := g.actAs("member1", tc.caller)
+			if status.Code(err) != tc.code || got.User != tc.want.User || !slices.Equal(got.Groups, tc.want.Groups) {
+				t.Fatalf("actAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
+			}
+			if err != nil && !strings.Contains(err.Error(), "system:") {
+				t.Fatalf("the refusal does not say why: %v", err)
+			}
+			_, ok := g.Members.Identity("member1", memberrbac.Identity{User: tc.caller.User, Groups: tc.caller.Groups})
+			if ok != (err == nil) {
+				t.Fatalf("reads in member1 known %v, a forwarded request's error %v", ok, err)
+			}
+		})
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
@@ -418,12 +419,19 @@ func (s *guardedStream) RecvMsg(m any) error {
 		// Taken before the decision: a change while it is made is
 		// judged again at once.
 		gen := s.g.watchedGeneration(s.method)
+		asked := m
+		if wr, ok := m.(*fleetviewv1.WatchRequest); ok && s.g.members() {
+			// Judged again as asked: admit narrows the clusters, and a
+			// fleet watch narrowed to one cluster is not a request under
+			// /clusters/<member>/ (memberScope decides those alone).
+			asked = proto.Clone(wr)
+		}
 		scope, err := s.g.admit(s.ServerStream.Context(), s.u, s.method, m)
 		if err != nil {
 			return toStatus(err)
 		}
 		s.admitted, s.scope = true, scope
-		s.startRevocation(gen, m)
+		s.startRevocation(gen, asked)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -65,41 +66,18 @@ func (g *Guard) memberReach(ctx context.Context, u auth.User, verb string, rr re
 // memberScope is the members' answer to a resource request as a scope
 // (nil: everywhere), or Forbidden.
 //
-// A Get that names its cluster is asked of that member with the object's
-// name, so a rule limited to resourceNames allows it as in the member. Any
-// other request takes the member's answer for the collection: per cluster,
+// A request that names one cluster (a Get with its cluster, a list or
+// watch of one cluster: everything under /clusters/<member>/) is that
+// member's: allowed or forbidden exactly as its SubjectAccessReview
+// answers the request as sent (memberClusterScope). Any other request is
+// the fleet view: the members' answers for the collection, per cluster
 // everywhere or the namespaces it may use the verb in. A request naming a
 // namespace that no member allows is Forbidden, as each member would
 // answer; one across all namespaces answers what the caller may see in
 // each member.
 func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr resourceRequest, req any) (*auth.Scope, error) {
-	if gr, ok := req.(*fleetviewv1.GetRequest); ok && gr.GetCluster() != "" {
-		a, found := g.Members.Lookup(gr.GetCluster())
-		id, known := g.Members.Identity(gr.GetCluster(), memberIdentity(u))
-		if found && known {
-			r := memberResource(rr)
-			ok, _ := a.Authorize(ctx, id, memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
-				Namespace: gr.GetNamespace(), Name: gr.GetName()})
-			if ok {
-				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{gr.GetCluster()}}}}, nil
-			}
-		}
-	}
-	if c, name, ok := namedInOneCluster(req); ok {
-		// A list or watch of one named object in one cluster (kubectl get
-		// NAME --watch on the per-cluster view): the member authorizes it
-		// with the name, as kube-apiserver takes it from the field
-		// selector, so a rule limited to resourceNames allows it.
-		a, found := g.Members.Lookup(c)
-		id, known := g.Members.Identity(c, memberIdentity(u))
-		if found && known {
-			r := memberResource(rr)
-			ok, _ := a.Authorize(ctx, id, memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource,
-				Namespace: rr.GetNamespace(), Name: name})
-			if ok {
-				return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{c}}}}, nil
-			}
-		}
+	if c, name, ok := oneCluster(req); ok {
+		return g.memberClusterScope(ctx, u, c, verb, rr, name)
 	}
 	reach := g.memberReach(ctx, u, verb, rr)
 	if reach.Masters {
@@ -121,12 +99,46 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 	return reachScope(reach), nil
 }
 
-// namedInOneCluster is the cluster and object name of a list or watch of
-// one cluster whose field selector requires metadata.name.
-func namedInOneCluster(req any) (cluster, name string, ok bool) {
+// memberClusterScope is the answer of cluster alone: the request as
+// kube-apiserver's request info would give it to the member's authorizer
+// (verb, group, resource, namespace, and the name: a Get's, or a list's or
+// watch's metadata.name field selector), decided by that member's mirrored
+// RBAC only (memberrbac.Members.Decide: one lookup, whatever the fleet's
+// size). Allowed: the cluster, where the request itself says which
+// namespace. Forbidden: kube-apiserver's words, with the member's reason.
+func (g *Guard) memberClusterScope(ctx context.Context, u auth.User, cluster, verb string, rr resourceRequest, name string) (*auth.Scope, error) {
+	r := memberResource(rr)
+	mreq := memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource, Namespace: rr.GetNamespace(), Name: name}
+	d := g.Members.Decide(ctx, cluster, memberIdentity(u), mreq)
+	if d.Allowed {
+		return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{cluster}, Sorted: true}}}, nil
+	}
+	who := d.Identity.User
+	if who == "" {
+		who = u.Name // the map gives the caller no identity there; its reason says why
+	}
+	return nil, memberForbidden{msg: memberrbac.ForbiddenMessage(who, mreq, d.Reason)}
+}
+
+// memberForbidden is a member's refusal: Forbidden, in the member's words
+// (its Error is the whole message, as kube-apiserver's Status carries it).
+type memberForbidden struct{ msg string }
+
+func (e memberForbidden) Error() string { return e.msg }
+func (e memberForbidden) Unwrap() error { return auth.ErrForbidden }
+
+// oneCluster is the cluster a request names alone (a Get with its
+// cluster; a list or watch of exactly one cluster by name, no cluster
+// selector) and the object name a member's authorizer would be asked
+// about: a Get's, or a list's or watch's metadata.name field selector when
+// it requires one name, as kube-apiserver's request info takes it (only a
+// valid path segment).
+func oneCluster(req any) (cluster, name string, ok bool) {
 	var clusters []string
 	var sel, clusterSel string
 	switch r := req.(type) {
+	case *fleetviewv1.GetRequest:
+		return r.GetCluster(), r.GetName(), r.GetCluster() != ""
 	case *fleetviewv1.ListRequest:
 		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
 	case *fleetviewv1.WatchRequest:
@@ -134,15 +146,17 @@ func namedInOneCluster(req any) (cluster, name string, ok bool) {
 	default:
 		return "", "", false
 	}
-	if len(clusters) != 1 || clusterSel != "" || sel == "" {
+	if len(clusters) != 1 || clusterSel != "" {
 		return "", "", false
 	}
-	fs, err := fields.ParseSelector(sel)
-	if err != nil {
-		return "", "", false // the service refuses it
+	if sel != "" {
+		if fs, err := fields.ParseSelector(sel); err == nil {
+			if n, exact := fs.RequiresExactMatch("metadata.name"); exact && len(content.IsPathSegmentName(n)) == 0 {
+				name = n
+			}
+		}
 	}
-	name, ok = fs.RequiresExactMatch("metadata.name")
-	return clusters[0], name, ok && name != ""
+	return clusters[0], name, true
 }
 
 // clusterWide is the part of a reach that allows everywhere (a new Reach:

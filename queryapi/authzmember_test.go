@@ -142,7 +142,7 @@ func TestGuardMemberRBACGet(t *testing.T) {
 	}{
 		{"qualified, allowed", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member2", Namespace: "payments", Name: "d"}, codes.OK},
 		{"unqualified in a namespace some member allows", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "payments", Name: "d"}, codes.OK},
-		{"qualified where that member forbids", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member1", Namespace: "payments", Name: "c"}, codes.OK},
+		{"qualified where that member forbids: its 403, though member2 allows payments", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member1", Namespace: "payments", Name: "c"}, codes.PermissionDenied},
 		{"no member allows the namespace", &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "kube-system", Name: "e"}, codes.PermissionDenied},
 	}
 	for _, tc := range cases {
@@ -165,14 +165,107 @@ func TestGuardMemberRBACGet(t *testing.T) {
 				}
 				return &fleetviewv1.GetResponse{RawObject: raw(c, tc.req.GetNamespace(), tc.req.GetName()), Cluster: c}, nil
 			})
-			want := tc.code
-			if tc.name == "qualified where that member forbids" {
-				want = codes.NotFound // hidden like a missing object
-			}
-			if status.Code(err) != want {
-				t.Fatalf("code %v (%v), want %v", status.Code(err), err, want)
+			if status.Code(err) != tc.code {
+				t.Fatalf("code %v (%v), want %v", status.Code(err), err, tc.code)
 			}
 		})
+	}
+}
+
+// TestGuardMemberRBACPerCluster: a request naming one cluster (everything
+// under /clusters/<member>/) is allowed or forbidden as that member alone
+// answers it, for get, list and watch, namespaced and cluster-wide (issue
+// #43: a list member1 forbids was answered 200 with nothing because
+// member2 allows it), with kube-apiserver's message; the fleet view keeps
+// the union.
+func TestGuardMemberRBACPerCluster(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	const (
+		list  = "/fleetview.v1.QueryService/List"
+		watch = "/fleetview.v1.QueryService/Watch"
+		get   = "/fleetview.v1.QueryService/Get"
+	)
+	alice := auth.User{Name: "alice"}
+	lr := func(ns string, clusters ...string) *fleetviewv1.ListRequest {
+		return &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: ns, Clusters: clusters}
+	}
+	wr := func(ns, fieldSel string, clusters ...string) *fleetviewv1.WatchRequest {
+		return &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods", Namespace: ns, FieldSelector: fieldSel, Clusters: clusters}
+	}
+	for _, tc := range []struct {
+		name   string
+		u      auth.User
+		method string
+		req    any
+		want   string // "" allowed, else the Status message
+	}{
+		{"list in payments in member1: member1's 403", alice, list, lr("payments", "member1"),
+			`pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "payments"`},
+		{"list in payments in member2", alice, list, lr("payments", "member2"), ""},
+		{"list in shop in member1", alice, list, lr("shop", "member1"), ""},
+		{"list across namespaces in member2: not cluster-wide there", alice, list, lr("", "member2"),
+			`pods is forbidden: User "alice" cannot list resource "pods" in API group "" at the cluster scope`},
+		{"watch in payments in member1", alice, watch, wr("payments", "", "member1"),
+			`pods is forbidden: User "alice" cannot watch resource "pods" in API group "" in the namespace "payments"`},
+		{"watch of one pod in payments in member1: the name in the message", alice, watch, wr("payments", "metadata.name=c", "member1"),
+			`pods "c" is forbidden: User "alice" cannot watch resource "pods" in API group "" in the namespace "payments"`},
+		{"watch in shop in member1", alice, watch, wr("shop", "", "member1"), ""},
+		{"get in payments in member1", alice, get, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member1", Namespace: "payments", Name: "c"},
+			`pods "c" is forbidden: User "alice" cannot get resource "pods" in API group "" in the namespace "payments"`},
+		{"admins list everything in member1", auth.User{Name: "root", Groups: []string{"admins"}}, list, lr("", "member1"), ""},
+		{"admins in member2, which does not bind them", auth.User{Name: "root", Groups: []string{"admins"}}, list, lr("", "member2"),
+			`pods is forbidden: User "root" cannot list resource "pods" in API group "" at the cluster scope`},
+		{"a member the hub holds no RBAC of", alice, list, lr("shop", "member9"),
+			`pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace "shop": the hub holds no RBAC objects of cluster member9`},
+		{"the fleet view keeps the union: payments", alice, list, lr("payments"), ""},
+		{"the fleet view keeps the union: two clusters named", alice, list, lr("payments", "member1", "member2"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scope, err := g.admit(context.Background(), tc.u, tc.method, tc.req)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("forbidden: %v", err)
+				}
+				return
+			}
+			st := status.Convert(toStatus(err))
+			if st.Code() != codes.PermissionDenied || st.Message() != tc.want || scope != nil {
+				t.Fatalf("got %v %q (scope %v), want PermissionDenied %q", st.Code(), st.Message(), scope, tc.want)
+			}
+		})
+	}
+}
+
+// TestGuardMemberRBACWatchNarrowedNotPerCluster: a fleet watch that the
+// Guard narrows to the one cluster allowing it is judged again as the
+// fleet watch it was, not as a watch of that cluster alone (which would
+// forbid it across namespaces and end it at the next RBAC change).
+func TestGuardMemberRBACWatchNarrowedNotPerCluster(t *testing.T) {
+	g := memberGuard(t, ModeMemberRBAC)
+	// bob may watch pods in payments of member2, nowhere else.
+	if err := g.Members.Upsert("member2", &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "payments", Name: "bob"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "pod-reader"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "bob"}}}); err != nil {
+		t.Fatal(err)
+	}
+	info := &grpc.StreamServerInfo{FullMethod: "/fleetview.v1.QueryService/Watch", IsServerStream: true}
+	ss := &fakeStream{ctx: withToken("bob-tok"), req: &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"}}
+	err := g.Stream(nil, ss, info, func(_ any, s grpc.ServerStream) error {
+		req := &fleetviewv1.WatchRequest{}
+		if err := s.RecvMsg(req); err != nil {
+			return err
+		}
+		if got := strings.Join(req.GetClusters(), ","); got != "member2" {
+			return status.Errorf(codes.Internal, "narrowed to %q, want member2", got)
+		}
+		// An unrelated change: the watch is judged again.
+		if err := g.Members.Upsert("member1", &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}}); err != nil {
+			return err
+		}
+		return s.(*guardedStream).revoked()
+	})
+	if err != nil {
+		t.Fatalf("the narrowed fleet watch was judged as member2's alone: %v", err)
 	}
 }
 
@@ -397,8 +490,8 @@ func TestGuardMemberRBACClusterScoped(t *testing.T) {
 
 // TestGuardMemberRBACIdentityMap: with a map, each member decides for the
 // caller's identity there: member2 knows alice as oidc:alice, whom it
-// binds nowhere, so her reach is member1's alone, for lists and for a get
-// naming member2.
+// binds nowhere, so her reach is member1's alone for lists, and a get
+// naming member2 is member2's 403 for oidc:alice.
 func TestGuardMemberRBACIdentityMap(t *testing.T) {
 	g := memberGuard(t, ModeMemberRBAC)
 	g.Members.Map = &memberrbac.IdentityMap{Rules: []memberrbac.MapRule{{Clusters: []string{"member2"}, UserPrefix: "oidc:"}}}
@@ -413,13 +506,11 @@ func TestGuardMemberRBACIdentityMap(t *testing.T) {
 	}
 	_, err = g.Unary(withToken("alice-tok"), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member2", Namespace: "shop", Name: "b"},
 		&grpc.UnaryServerInfo{FullMethod: "/fleetview.v1.QueryService/Get"}, func(ctx context.Context, _ any) (any, error) {
-			if clusters, all := visibleFrom(ctx).ClustersOf(podsGR, "shop"); all || containsString(clusters, "member2") {
-				t.Fatalf("the get reads %v (all: %v), member2 included", clusters, all)
-			}
-			return nil, status.Error(codes.NotFound, `pods "b" not found`)
+			t.Fatal("a get member2 forbids reached the service")
+			return nil, nil
 		})
-	if status.Code(err) != codes.NotFound {
-		t.Fatalf("alice's get in member2: %v, want NotFound", err)
+	if want := `pods "b" is forbidden: User "oidc:alice" cannot get resource "pods" in API group "" in the namespace "shop"`; status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != want {
+		t.Fatalf("alice's get in member2: %v, want PermissionDenied %q", err, want)
 	}
 }
 

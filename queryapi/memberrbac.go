@@ -36,6 +36,35 @@ type rbacFollower struct {
 	// initial holds the resources whose cached state has been applied
 	// once (the hub is not ready before all four have).
 	initial map[string]bool
+	// accounted counts, per resource and cluster, the objects of the
+	// cache the follower has taken in (applied, or refused as invalid):
+	// a member's RBAC has been applied once when the follower has
+	// accounted for what the cache holds of it (rbacReadiness).
+	accounted map[string]map[string]int
+}
+
+// account notes that an object of resource in cluster was taken in
+// (delta 1) or is gone (delta -1).
+func (f *rbacFollower) account(resource, cluster string, delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.accounted == nil {
+		f.accounted = map[string]map[string]int{}
+	}
+	byCluster := f.accounted[resource]
+	if byCluster == nil {
+		byCluster = map[string]int{}
+		f.accounted[resource] = byCluster
+	}
+	byCluster[cluster] += delta
+}
+
+// accountedFor is how many of cluster's objects of resource the follower
+// has taken in.
+func (f *rbacFollower) accountedFor(resource, cluster string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.accounted[resource][cluster]
 }
 
 // loaded reports whether the members' RBAC objects in the cache have been
@@ -78,9 +107,9 @@ func (f *rbacFollower) run(ctx context.Context) {
 // removed resource, a slow follower): each start is the current state,
 // and what the previous run held but the new state lacks is deleted.
 func (f *rbacFollower) follow(ctx context.Context, resource string) {
-	held := map[heldKey]struct{}{}
+	held, known := map[heldKey]struct{}{}, map[heldKey]struct{}{}
 	for ctx.Err() == nil {
-		err := f.once(ctx, resource, held)
+		err := f.once(ctx, resource, held, known)
 		if ctx.Err() != nil {
 			return
 		}
@@ -93,8 +122,8 @@ func (f *rbacFollower) follow(ctx context.Context, resource string) {
 	}
 }
 
-func (f *rbacFollower) once(ctx context.Context, resource string, held map[heldKey]struct{}) error {
-	run := &followRun{f: f, resource: resource, held: held, seen: map[heldKey]struct{}{}}
+func (f *rbacFollower) once(ctx context.Context, resource string, held, known map[heldKey]struct{}) error {
+	run := &followRun{f: f, resource: resource, held: held, known: known, seen: map[heldKey]struct{}{}}
 	req := &fleetviewv1.WatchRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, SendInitialEvents: true, AllowBookmarks: true}
 	return f.q.watch(internal(ctx), req, func(ev *fleetviewv1.WatchEvent) error {
 		run.apply(ev)
@@ -108,6 +137,9 @@ type followRun struct {
 	resource string
 	// held: what the follower holds of the resource, across runs.
 	held map[heldKey]struct{}
+	// known: what it has taken in (held, or refused), across runs, for
+	// the readiness count; shared by the runs of one resource.
+	known map[heldKey]struct{}
 	// seen: the run's initial state, until its end (then nil).
 	seen map[heldKey]struct{}
 }
@@ -123,6 +155,11 @@ func (r *followRun) apply(ev *fleetviewv1.WatchEvent) {
 					f.remove(resource, k, held)
 				}
 			}
+			for k := range r.known {
+				if _, ok := r.seen[k]; !ok {
+					r.forget(k)
+				}
+			}
 			r.seen = nil
 			f.initialApplied(resource)
 		}
@@ -134,9 +171,13 @@ func (r *followRun) apply(ev *fleetviewv1.WatchEvent) {
 		}
 		if err != nil {
 			f.refuse(ev.GetCluster(), resource, err)
+			if obj != nil {
+				r.forget(keyOf(ev.GetCluster(), obj))
+			}
 			return
 		}
 		delete(held, keyOf(ev.GetCluster(), obj))
+		r.forget(keyOf(ev.GetCluster(), obj))
 		return
 	}
 	obj, err := memberrbac.Decode(resource, ev.GetRawObject())
@@ -149,15 +190,36 @@ func (r *followRun) apply(ev *fleetviewv1.WatchEvent) {
 		// old one too (a binding must not keep granting what the member
 		// may have taken back).
 		if old, oerr := memberrbac.DecodeDeleted(resource, ev.GetRawObject()); oerr == nil {
-			f.remove(resource, keyOf(ev.GetCluster(), old), held)
+			k := keyOf(ev.GetCluster(), old)
+			f.remove(resource, k, held)
+			r.know(k) // refused, yet taken in: readiness waits for no more
 		}
 		return
 	}
 	k := keyOf(ev.GetCluster(), obj)
 	held[k] = struct{}{}
+	r.know(k)
+}
+
+// know counts an object as taken in (and seen, in the initial state).
+func (r *followRun) know(k heldKey) {
 	if r.seen != nil {
 		r.seen[k] = struct{}{}
 	}
+	if _, ok := r.known[k]; ok {
+		return
+	}
+	r.known[k] = struct{}{}
+	r.f.account(r.resource, k.cluster, 1)
+}
+
+// forget counts an object as gone.
+func (r *followRun) forget(k heldKey) {
+	if _, ok := r.known[k]; !ok {
+		return
+	}
+	delete(r.known, k)
+	r.f.account(r.resource, k.cluster, -1)
 }
 
 // remove deletes an object the cluster no longer has.

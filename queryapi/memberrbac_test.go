@@ -3,6 +3,7 @@ package queryapi
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -45,36 +46,38 @@ func TestRBACFollowerApply(t *testing.T) {
 		}
 		return strings.Join(parts, " ")
 	}
-	roles := &followRun{f: f, resource: "clusterroles", held: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}
+	roles := &followRun{f: f, resource: "clusterroles", held: map[heldKey]struct{}{}, known: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}
 	roles.apply(ev(added, "a", role))
 	roles.apply(ev(added, "b", role))
 	roles.apply(end)
-	rbHeld := map[heldKey]struct{}{}
-	rbs := &followRun{f: f, resource: "rolebindings", held: rbHeld, seen: map[heldKey]struct{}{}}
+	rbHeld, rbKnown := map[heldKey]struct{}{}, map[heldKey]struct{}{}
+	rbs := &followRun{f: f, resource: "rolebindings", held: rbHeld, known: rbKnown, seen: map[heldKey]struct{}{}}
 
 	steps := []struct {
 		name string
 		run  func()
 		want string
 		log  string
+		// taken in per cluster (readiness: held or refused, not gone)
+		counted string
 	}{
 		{"initial state", func() {
 			rbs.apply(ev(added, "a", binding("shop")))
 			rbs.apply(ev(added, "b", binding("shop")))
 			rbs.apply(ev(added, "b", binding("payments")))
 			rbs.apply(end)
-		}, "a:shop b:payments,shop", ""},
-		{"a delete", func() { rbs.apply(ev(deleted, "b", `{"metadata":{"name":"alice","namespace":"payments"}}`)) }, "a,b:shop", ""},
+		}, "a:shop b:payments,shop", "", "a=1 b=2"},
+		{"a delete", func() { rbs.apply(ev(deleted, "b", `{"metadata":{"name":"alice","namespace":"payments"}}`)) }, "a,b:shop", "", "a=1 b=1"},
 		{"a malformed update fails closed in its own cluster only", func() {
 			bad := strings.Replace(binding("shop"), `"kind":"ClusterRole","name"`, `"kind":"Evil","name"`, 1)
 			rbs.apply(ev(modified, "a", bad))
-		}, "b:shop", `cluster=a resource=rolebindings.rbac.authorization.k8s.io err="memberrbac: invalid RBAC object: RoleBinding \"alice\": roleRef.kind \"Evil\""`},
-		{"garbage names nothing and changes nothing", func() { rbs.apply(ev(added, "b", `not json`)) }, "b:shop", "cluster=b"},
+		}, "b:shop", `cluster=a resource=rolebindings.rbac.authorization.k8s.io err="memberrbac: invalid RBAC object: RoleBinding \"alice\": roleRef.kind \"Evil\""`, "a=1 b=1"},
+		{"garbage names nothing and changes nothing", func() { rbs.apply(ev(added, "b", `not json`)) }, "b:shop", "cluster=b", "a=1 b=1"},
 		{"a restart whose state lacks an object deletes it", func() {
-			rbs = &followRun{f: f, resource: "rolebindings", held: rbHeld, seen: map[heldKey]struct{}{}}
+			rbs = &followRun{f: f, resource: "rolebindings", held: rbHeld, known: rbKnown, seen: map[heldKey]struct{}{}}
 			rbs.apply(ev(added, "a", binding("payments")))
 			rbs.apply(end)
-		}, "a:payments", ""},
+		}, "a:payments", "", "a=1 b=0"},
 	}
 	for _, s := range steps {
 		logs.Reset()
@@ -84,6 +87,9 @@ func TestRBACFollowerApply(t *testing.T) {
 		}
 		if s.log == "" && logs.Len() > 0 || s.log != "" && !strings.Contains(logs.String(), s.log) {
 			t.Fatalf("%s: logged %q, want %q", s.name, logs.String(), s.log)
+		}
+		if got := fmt.Sprintf("a=%d b=%d", f.accountedFor("rolebindings", "a"), f.accountedFor("rolebindings", "b")); got != s.counted {
+			t.Fatalf("%s: taken in %s, want %s", s.name, got, s.counted)
 		}
 	}
 	for cluster, want := range map[string]float64{"a": 1, "b": 1} {
@@ -96,7 +102,7 @@ func TestRBACFollowerApply(t *testing.T) {
 		t.Fatal("loaded with two of the four resources' initial state")
 	}
 	for _, r := range []string{"clusterrolebindings", "roles"} {
-		(&followRun{f: f, resource: r, held: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}).apply(end)
+		(&followRun{f: f, resource: r, held: map[heldKey]struct{}{}, known: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}).apply(end)
 	}
 	if !f.loaded() {
 		t.Fatal("not loaded with every resource's initial state applied")

@@ -36,6 +36,9 @@ type syncChecker struct {
 	// objects in the cache have been applied once; the hub is not ready
 	// before (it would deny what the members allow).
 	rbacLoaded func() bool
+	// rbac, in a member-RBAC mode, says whether each followed member's
+	// RBAC has arrived and been applied once (readyrbac.go).
+	rbac *rbacReadiness
 	// markers are the sync markers read, per record (markerCache).
 	markers markerCache
 
@@ -78,39 +81,47 @@ func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.Resour
 			}
 		}
 	}
-	var st jetstream.Stream
 	for _, r := range rec.Resources {
 		if r.Message != "" {
 			continue // not served by the cluster: nothing to sync
 		}
 		gvr := schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Resource}
-		if !r.Synced {
-			return false, fmt.Sprintf("%s not synced by the collector", gvr.GroupResource()), nil
+		if ok, why, err := s.resourceApplied(ctx, rec, r, gvr, applied, last); err != nil || !ok {
+			return false, why, err
 		}
-		if end, known := last[rec.Name]; known && applied[rec.Name] >= end {
-			continue
+	}
+	return true, "", nil
+}
+
+// resourceApplied reports whether one resource of rec is synced by its
+// collector and applied by the materializer through its latest sync
+// marker, and if not why.
+func (s *syncChecker) resourceApplied(ctx context.Context, rec *inventory.Cluster, r inventory.ResourceState, gvr schema.GroupVersionResource,
+	applied, last map[string]uint64) (bool, string, error) {
+	if !r.Synced {
+		return false, fmt.Sprintf("%s not synced by the collector", gvr.GroupResource()), nil
+	}
+	if end, known := last[rec.Name]; known && applied[rec.Name] >= end {
+		return true, "", nil
+	}
+	seq, ok := s.markers.get(rec, gvr)
+	if !ok {
+		st, err := s.js.Stream(ctx, stream.StreamName(rec.Name))
+		if err != nil {
+			return false, "", err
 		}
-		seq, ok := s.markers.get(rec, gvr)
-		if !ok {
-			if st == nil {
-				var err error
-				if st, err = s.js.Stream(ctx, stream.StreamName(rec.Name)); err != nil {
-					return false, "", err
-				}
-			}
-			msg, err := st.GetLastMsgForSubject(ctx, stream.ControlSubject(rec.Name, gvr))
-			if errors.Is(err, jetstream.ErrMsgNotFound) {
-				return false, fmt.Sprintf("%s has no sync marker yet", gvr.GroupResource()), nil
-			}
-			if err != nil {
-				return false, "", err
-			}
-			seq = msg.Sequence
-			s.markers.put(rec, gvr, seq)
+		msg, err := st.GetLastMsgForSubject(ctx, stream.ControlSubject(rec.Name, gvr))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return false, fmt.Sprintf("%s has no sync marker yet", gvr.GroupResource()), nil
 		}
-		if applied[rec.Name] < seq {
-			return false, fmt.Sprintf("%s: cache applied through %d, sync marker at %d", gvr.GroupResource(), applied[rec.Name], seq), nil
+		if err != nil {
+			return false, "", err
 		}
+		seq = msg.Sequence
+		s.markers.put(rec, gvr, seq)
+	}
+	if applied[rec.Name] < seq {
+		return false, fmt.Sprintf("%s: cache applied through %d, sync marker at %d", gvr.GroupResource(), applied[rec.Name], seq), nil
 	}
 	return true, "", nil
 }
@@ -234,7 +245,27 @@ func (s *syncChecker) check(ctx context.Context) (bool, string) {
 	if s.rbacLoaded != nil && !s.rbacLoaded() {
 		return false, "member clusters' RBAC not loaded yet"
 	}
-	return s.caughtUpAtStart(ctx)
+	if ok, why := s.caughtUpAtStart(ctx); !ok {
+		return false, why
+	}
+	return s.membersRBAC(ctx)
+}
+
+// membersRBAC, in a member-RBAC mode, reports whether every followed
+// member's RBAC has been applied once (rbacReadiness).
+func (s *syncChecker) membersRBAC(ctx context.Context) (bool, string) {
+	if s.rbac == nil || s.catalog == nil {
+		return true, ""
+	}
+	regs, err := s.registries(ctx)
+	if err != nil {
+		return false, "registries: " + err.Error()
+	}
+	var applied map[string]uint64
+	if s.applied != nil {
+		applied = s.applied()
+	}
+	return s.rbac.check(ctx, s, s.catalog.Current().Records(), regs, applied, s.streamEnds(ctx))
 }
 
 // caughtUpAtStart reports whether the materializer has applied every

@@ -94,6 +94,11 @@ type Config struct {
 	// objects in the cache (memberrbac.go) while the server runs: the
 	// authorizers a Guard in a member-RBAC mode decides with.
 	MemberRBAC *memberrbac.Members
+	// MemberRBACReadyWait bounds how long one followed member whose RBAC
+	// has not been applied yet keeps the hub not ready (0:
+	// DefaultMemberRBACReadyWait); past it the hub serves that member
+	// without its RBAC and /readyz says so (readyrbac.go).
+	MemberRBACReadyWait time.Duration
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
 	Metrics *Metrics
@@ -195,6 +200,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MemberRBAC != nil {
 		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, metrics: cfg.Metrics, retry: time.Second}
 		sc.rbacLoaded = rbac.loaded
+		wait := cfg.MemberRBACReadyWait
+		if wait <= 0 {
+			wait = DefaultMemberRBACReadyWait
+		}
+		sc.rbac = &rbacReadiness{follower: rbac, count: cacheCount(qs), wait: wait, now: time.Now}
 	}
 	if cfg.Guard != nil {
 		cfg.Guard.clusterScoped = func(gr schema.GroupResource) bool {
@@ -393,6 +403,12 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		writeError(w, fmt.Errorf("%w: %s", query.ErrNotReady, why))
 		return
+	}
+	if s.sync.rbac != nil {
+		if note := s.sync.rbac.served(); note != "" {
+			_, _ = w.Write([]byte("ok\n" + note + "\n"))
+			return
+		}
 	}
 	_, _ = w.Write([]byte("ok"))
 }
