@@ -8,6 +8,11 @@
 //     with the kind, scope, short names and categories the catalog trusts
 //     (a built-in's from the hub itself, a custom resource's from its
 //     clusters' agreement);
+//   - the list policy (listpolicy.go): a paged list (limit of 500 or
+//     more, or none) is answered with every object up to a budget,
+//     streamed a read page at a time with an exact continue token after
+//     the last object, as ListOptions.limit's contract allows; strict
+//     paging (at most limit) on request;
 //   - GET list and get (resource.go) and watch (watch.go) on the standard
 //     resource paths, with the query parameters parsed in params.go:
 //     labelSelector, fieldSelector, limit/continue, resourceVersion and
