@@ -55,8 +55,11 @@
 //     backends usable, NATS answering, the resource catalog loaded (and,
 //     under a member-RBAC mode, the members' RBAC objects applied once),
 //     the materializer caught up once with the streams as they were at
-//     start.
-//     No cluster's record takes part. /readyz/clusters reports each
+//     start. No cluster's record takes part, except under a member-RBAC
+//     mode, where each followed member's RBAC must have been applied once
+//     (readyrbac.go: bounded, and never waiting for a member whose
+//     collector is down; /readyz names the members served without it).
+//     /readyz/clusters reports each
 //     cluster: every registry-selected resource synced by its collector,
 //     the backend caught up through the latest sync marker, and every
 //     resource its record reports followed by the catalog.

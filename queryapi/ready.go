@@ -229,9 +229,11 @@ func (r *readiness) set(ok bool, reason string) (changed bool) {
 // check computes the hub's readiness: its own ability to serve. Its
 // backends usable, NATS answering, the catalog loaded (and in a member-RBAC
 // mode the members' RBAC objects applied once), and the
-// materializer caught up, once, with the streams as they were at start. No
-// cluster's record takes part: one cluster's record can only make that
-// cluster not synced (clusters), never the hub not ready.
+// materializer caught up, once, with the streams as they were at start,
+// and in a member-RBAC mode every followed member's RBAC applied once
+// (membersRBAC, bounded). Otherwise no cluster's record takes part: one
+// cluster's record can only make that cluster not synced (clusters),
+// never the hub not ready.
 func (s *syncChecker) check(ctx context.Context) (bool, string) {
 	if why := backendsNotReady(s.backends); why != "" {
 		return false, why

@@ -28,7 +28,11 @@
 // member's labels (Members.SetLabels, from the inventory); Members.Identity
 // says which identity a member decides for, and Members.Mapped (the same
 // rules, IdentityMap.Mapped, without the implicit group) whom a request
-// forwarded through fleetview (issue #30) impersonates there.
+// forwarded through fleetview (issue #30) impersonates there. A map never
+// makes a member's own system: names (issue #43): a prefix ends with ":",
+// and a mapped name is checked after mapping (IdentityMap.Map,
+// ErrReservedName). Members.Decide answers one request in one named
+// member (a per-cluster view), looking up that member alone.
 //
 // The dependency: k8s.io/kubernetes is required as a module at the release
 // matching k8s.io/api, k8s.io/apimachinery and k8s.io/client-go (v1.37.2 and
