@@ -109,6 +109,11 @@ func (g *Guard) memberScope(ctx context.Context, u auth.User, verb string, rr re
 func (g *Guard) memberClusterScope(ctx context.Context, u auth.User, cluster, verb string, rr resourceRequest, name string) (*auth.Scope, error) {
 	r := memberResource(rr)
 	mreq := memberrbac.Request{Verb: verb, APIGroup: r.APIGroup, Resource: r.Resource, Namespace: rr.GetNamespace(), Name: name}
+	if _, isGet := rr.(*fleetviewv1.GetRequest); isGet && r.APIGroup == "" && r.Resource == "namespaces" {
+		// /api/v1/namespaces/NAME: kube-apiserver's request info takes
+		// the namespace from the path, so a RoleBinding in NAME may grant it.
+		mreq.Namespace = name
+	}
 	d := g.Members.Decide(ctx, cluster, memberIdentity(u), mreq)
 	if d.Allowed {
 		return &auth.Scope{Pairs: []auth.ClusterNamespaces{{Clusters: []string{cluster}, Sorted: true}}}, nil

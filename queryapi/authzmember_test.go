@@ -180,6 +180,20 @@ func TestGuardMemberRBACGet(t *testing.T) {
 // the union.
 func TestGuardMemberRBACPerCluster(t *testing.T) {
 	g := memberGuard(t, ModeMemberRBAC)
+	// In member1 a RoleBinding in shop lets alice get namespaces: the
+	// namespace shop itself, as kube-apiserver puts a namespace's name in
+	// its request's namespace.
+	for _, o := range []any{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "ns-getter"},
+			Rules: []rbacv1.PolicyRule{{Verbs: []string{"get"}, APIGroups: []string{""}, Resources: []string{"namespaces"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "alice-ns"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "ns-getter"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}}},
+	} {
+		if err := g.Members.Upsert("member1", o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	const (
 		list  = "/fleetview.v1.QueryService/List"
 		watch = "/fleetview.v1.QueryService/Watch"
@@ -212,6 +226,9 @@ func TestGuardMemberRBACPerCluster(t *testing.T) {
 		{"watch in shop in member1", alice, watch, wr("shop", "", "member1"), ""},
 		{"get in payments in member1", alice, get, &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Cluster: "member1", Namespace: "payments", Name: "c"},
 			`pods "c" is forbidden: User "alice" cannot get resource "pods" in API group "" in the namespace "payments"`},
+		{"get the namespace a RoleBinding in it grants", alice, get, &fleetviewv1.GetRequest{Version: "v1", Resource: "namespaces", Cluster: "member1", Name: "shop"}, ""},
+		{"get another namespace", alice, get, &fleetviewv1.GetRequest{Version: "v1", Resource: "namespaces", Cluster: "member1", Name: "payments"},
+			`namespaces "payments" is forbidden: User "alice" cannot get resource "namespaces" in API group "" in the namespace "payments"`},
 		{"admins list everything in member1", auth.User{Name: "root", Groups: []string{"admins"}}, list, lr("", "member1"), ""},
 		{"admins in member2, which does not bind them", auth.User{Name: "root", Groups: []string{"admins"}}, list, lr("", "member2"),
 			`pods is forbidden: User "root" cannot list resource "pods" in API group "" at the cluster scope`},

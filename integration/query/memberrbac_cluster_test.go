@@ -81,8 +81,15 @@ func (k clusterCase) path() string {
 	return p
 }
 
+// request is what the member's request info makes of the request: the
+// name of a list or watch from its field selector, and for a namespace's
+// get (/api/v1/namespaces/NAME) the namespace from its path too.
 func (k clusterCase) request() memberrbac.Request {
-	return memberrbac.Request{Verb: k.verb, APIGroup: k.ask[0], Resource: k.ask[2], Namespace: k.ns, Name: k.name}
+	r := memberrbac.Request{Verb: k.verb, APIGroup: k.ask[0], Resource: k.ask[2], Namespace: k.ns, Name: k.name}
+	if k.verb == "get" && k.ask[2] == "namespaces" {
+		r.Namespace = k.name
+	}
+	return r
 }
 
 // clusterIdentities are the hub's token-file users: each user alone and
