@@ -376,7 +376,10 @@ func perClusterSAR(ctx context.Context, c *harness.Cluster, id memberrbac.Identi
 // (its errors' order follows its informers' order of bindings).
 func sameForbidden(ctx context.Context, admin *rest.Config, id memberrbac.Identity, k clusterCase, hubBody []byte) string {
 	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User, Groups: id.Groups}
+	// The groups given (never none: a service account's user impersonated
+	// without groups would get its implicit ones, which the hub's user
+	// does not have).
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: id.User, Groups: memberrbac.Authenticated(id).Groups}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return err.Error()
