@@ -59,7 +59,8 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 		"member-rbac (each member cluster's own RBAC, mirrored from the RBAC objects a registry caches; docs/security.md), or both (a read must pass both); "+
 		"the cluster inventory and registries are the policy's in every mode")
 	fs.StringVar(&o.MemberIdentityMap, "member-identity-map", "", "with --authorization-mode member-rbac or both: YAML rules giving the caller's user and groups a prefix per member cluster "+
-		"(rules: [{clusters: [NAME|\"*\"], clusterSelector: LABEL_SELECTOR, userPrefix: P, groupPrefix: P}], the first rule naming a cluster or selecting it by its inventory labels applies); "+
+		"(rules: [{clusters: [NAME|\"*\"], clusterSelector: LABEL_SELECTOR, userPrefix: P, groupPrefix: P, allowSystemNames: BOOL}], the first rule naming a cluster or selecting it by its inventory labels applies; "+
+		"a prefix ends with ':', and a rule never makes a system: name unless the name was that already and allowSystemNames is true); "+
 		"empty: the same user and groups in every member")
 }
 
