@@ -118,3 +118,30 @@ func BenchmarkReachRemembered(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecide is a per-cluster request (Members.Decide) in fleets of
+// 1 and 2,000 members, each member one small authorizer: the cost must
+// not grow with the fleet (only the named member is looked up).
+func BenchmarkDecide(b *testing.B) {
+	for _, n := range []int{1, 2000} {
+		b.Run(fmt.Sprint(n, "members"), func(b *testing.B) {
+			m := &Members{}
+			for c := range n {
+				cluster := fmt.Sprint("member", c)
+				if err := m.Upsert(cluster, clusterRole("pod-reader", rule(ss("get", "list", "watch"), ss(""), ss("pods")))); err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Upsert(cluster, rb("shop", "u", "ClusterRole", "pod-reader", userSubject("u"))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			caller := Identity{User: "u"}
+			req := Request{Verb: "list", Resource: "pods", Namespace: "shop"}
+			for b.Loop() {
+				if !m.Decide(context.Background(), "member0", caller, req).Allowed {
+					b.Fatal("denied")
+				}
+			}
+		})
+	}
+}
