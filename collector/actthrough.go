@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/relay"
 )
 
@@ -25,13 +26,19 @@ type ActClasses struct {
 	// Reads: every other GET (resources no registry caches, discovery,
 	// OpenAPI, subresources).
 	Reads bool
+	// Proxy: the proxy subresources of nodes, pods and services, any
+	// method. Exec-equivalent (the kubelet's /run through nodes/proxy
+	// runs a command; a pod or service proxy reaches in-cluster endpoints
+	// from where the member's apiserver stands), so never part of reads
+	// or writes: only this class forwards them.
+	Proxy bool
 }
 
 // Any says whether the collector serves the request channel at all.
-func (a ActClasses) Any() bool { return a.Writes || a.Logs || a.Reads }
+func (a ActClasses) Any() bool { return a.Writes || a.Logs || a.Reads || a.Proxy }
 
 // ParseActClasses reads --act-through: a comma-separated list of writes,
-// logs and reads ("" is none).
+// logs, reads and proxy ("" is none).
 func ParseActClasses(s string) (ActClasses, error) {
 	var a ActClasses
 	for _, c := range strings.Split(s, ",") {
@@ -43,12 +50,17 @@ func ParseActClasses(s string) (ActClasses, error) {
 			a.Logs = true
 		case "reads":
 			a.Reads = true
+		case "proxy":
+			a.Proxy = true
 		default:
-			return ActClasses{}, fmt.Errorf("%w: act-through class %q: want writes, logs or reads", ErrInvalidOptions, c)
+			return ActClasses{}, fmt.Errorf("%w: act-through class %q: want writes, logs, reads or proxy", ErrInvalidOptions, c)
 		}
 	}
 	return a, nil
 }
+
+// ProxyRefusal is the message of a proxy subresource refused (501).
+const ProxyRefusal = "the proxy subresources (nodes, pods and services .../proxy) are not forwarded through fleetview unless the hub's --act-through-proxy and this cluster's collector's --act-through proxy class allow them: a node's proxy reaches the kubelet's /run (a command in a container), a pod's or service's reaches in-cluster endpoints from the member's network"
 
 // requestHeaders are the request headers passed on to the member:
 // negotiation, the body's type and what kubectl says of itself. Never
@@ -90,19 +102,19 @@ func NewActThrough(rc *rest.Config, classes ActClasses) (*ActThrough, error) {
 	return &ActThrough{classes: classes, base: base, rt: rt}, nil
 }
 
-// actClass names the class of a request; "" for one never forwarded.
-func actClass(method, path string) string {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	last := segs[len(segs)-1]
-	// .../pods/{name}/{subresource}
-	isPodSub := len(segs) >= 4 && segs[len(segs)-3] == "pods"
-	if isPodSub && (last == "exec" || last == "attach" || last == "portforward") {
+// actClass names the class of a request; "" for one never forwarded
+// (exec, attach, port-forward).
+func actClass(method string, t kubepath.Request) string {
+	switch {
+	case t.Streams():
 		return ""
-	}
-	if method != http.MethodGet && method != http.MethodHead {
+	case t.Proxies():
+		// Whatever the method: through the member, the collector's
+		// network position (and the kubelet's /run, an exec).
+		return "proxy"
+	case method != http.MethodGet && method != http.MethodHead:
 		return "writes"
-	}
-	if isPodSub && last == "log" {
+	case t.Resource == "pods" && t.Subresource == "log":
 		return "logs"
 	}
 	return "reads"
@@ -116,6 +128,8 @@ func (a *ActThrough) allowed(class string) bool {
 		return a.classes.Logs
 	case "reads":
 		return a.classes.Reads
+	case "proxy":
+		return a.classes.Proxy
 	}
 	return false
 }
@@ -126,10 +140,40 @@ func (a *ActThrough) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeActStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden, "a forwarded request needs the caller the hub authenticated")
 		return
 	}
-	class := actClass(r.Method, r.URL.Path)
+	// The request as the hub authorized it, checked again by the same
+	// rules: the member's URL is built from its fields, never from a
+	// path read again (issue #43).
+	target, ok := relay.TargetFrom(r.Context())
+	if !ok {
+		writeActStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, "a forwarded request needs the typed request the hub authorized")
+		return
+	}
+	if err := target.Validate(); err != nil {
+		writeActStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	if target.Kind == kubepath.KindVersion || (target.Kind != kubepath.KindResource && r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		writeActStatus(w, http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "only discovery, OpenAPI and resources are forwarded, discovery and OpenAPI only read")
+		return
+	}
+	query, err := kubepath.CheckQuery(r.URL.RawQuery)
+	if err != nil {
+		writeActStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
+		return
+	}
+	if v := kubepath.VerbOf(r.Method, query, target); v == "" || v != target.Verb {
+		writeActStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("method %s with query %q is verb %q, the request says %q", r.Method, r.URL.RawQuery, v, target.Verb))
+		return
+	}
+	class := actClass(r.Method, target)
 	if class == "" {
 		writeActStatus(w, http.StatusNotImplemented, metav1.StatusReasonMethodNotAllowed,
 			"exec, attach and port-forward are not forwarded through fleetview: the request channel carries no bidirectional streams")
+		return
+	}
+	if class == "proxy" && !a.classes.Proxy {
+		writeActStatus(w, http.StatusNotImplemented, metav1.StatusReasonMethodNotAllowed, ProxyRefusal)
 		return
 	}
 	if !a.allowed(class) {
@@ -137,14 +181,12 @@ func (a *ActThrough) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("this cluster's collector does not forward %s (its --act-through)", class))
 		return
 	}
-	u := *a.base
-	u.Path = strings.TrimSuffix(a.base.Path, "/") + r.URL.Path
-	u.RawQuery = r.URL.RawQuery
-	out, err := http.NewRequestWithContext(r.Context(), r.Method, u.String(), r.Body)
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, a.base.String(), r.Body)
 	if err != nil {
 		writeActStatus(w, http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error())
 		return
 	}
+	out.URL = target.URL(a.base, r.URL.RawQuery)
 	out.ContentLength = r.ContentLength
 	if r.ContentLength == 0 {
 		out.Body = http.NoBody

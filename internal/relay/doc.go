@@ -17,7 +17,10 @@
 // http.Handler (the collector's impersonating proxy), with the caller the
 // hub authenticated in the request's context (CallerFrom).
 //
-// It knows nothing of Kubernetes: what is forwarded, and as whom, is
-// decided by its users (queryapi/kubeapi on the hub, the collector on the
-// member).
+// A request travels as a typed Kubernetes request (internal/kubepath), never
+// as a path string: the server refuses one that does not validate, names
+// another cluster, or whose method and query are another verb, and builds
+// the handler's URL from its fields (TargetFrom gives the handler the
+// typed request itself). What is forwarded, and as whom, is decided by its
+// users (queryapi/kubeapi on the hub, the collector on the member).
 package relay

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -32,9 +33,11 @@ const (
 // Open is a request as the hub sends it.
 type Open struct {
 	Method string `json:"method"`
-	// Path and Query are the request's path and raw query on the member's
-	// API (without the hub's /clusters/{name} prefix).
-	Path  string `json:"path"`
+	// Target is the request as the hub parsed, authorized and audited it:
+	// typed fields, never a path string, so the collector builds the
+	// member's URL from them and nothing is decoded twice (issue #43).
+	Target kubepath.Request `json:"target"`
+	// Query is the request's raw query: only ever the URL's query.
 	Query string `json:"query,omitempty"`
 	// Header holds the request headers the hub passes on.
 	Header http.Header `json:"header,omitempty"`

@@ -69,7 +69,7 @@ func TestHostileCollector(t *testing.T) {
 			}
 			c := NewClient(hubNC, Limits{Window: 4, AcceptTimeout: 2 * time.Second, IdleTimeout: 300 * time.Millisecond})
 			start := time.Now()
-			resp, err := c.Do(context.Background(), &Request{Cluster: cluster, Open: Open{Method: "GET", Path: "/x"}, Timeout: time.Second})
+			resp, err := c.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "x"), Timeout: time.Second})
 			if err == nil {
 				// Read slowly enough that a flood overflows the queue.
 				_, err = io.Copy(io.Discard, resp.Body)

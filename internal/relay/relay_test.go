@@ -64,7 +64,7 @@ func waitServing(t *testing.T, c *Client) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := c.Do(context.Background(), &Request{Cluster: cluster, Open: Open{Method: "GET", Path: "/ping"}, Timeout: 5 * time.Second})
+		resp, err := c.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "ping"), Timeout: 5 * time.Second})
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
@@ -109,7 +109,7 @@ func TestRoundTrip(t *testing.T) {
 				body = bytes.NewReader(tc.body)
 			}
 			resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Body: body, Timeout: 10 * time.Second,
-				Open: Open{Method: "PATCH", Path: "/api/v1/namespaces/default/pods/web", Query: "fieldManager=kubectl",
+				Open: Open{Method: "PATCH", Target: podTarget("PATCH", "web"), Query: "fieldManager=kubectl",
 					Header: http.Header{"Content-Type": {"application/merge-patch+json"}}, ContentLength: int64(len(tc.body)),
 					Caller: Caller{User: "alice", Groups: []string{"dev", "ops"}}}})
 			if err != nil {
@@ -141,7 +141,7 @@ func TestFlowControl(t *testing.T) {
 	const chunk, window, chunks = 512, 3, 64
 	var written atomic.Int64
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/ping" {
+		if short(r) == "/ping" {
 			return
 		}
 		b := bytes.Repeat([]byte("x"), chunk)
@@ -153,7 +153,7 @@ func TestFlowControl(t *testing.T) {
 		}
 	})
 	p := startPair(t, Limits{ChunkSize: chunk, Window: window}, ServerLimits{ChunkSize: chunk, Window: window}, h)
-	resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: Open{Method: "GET", Path: "/logs"}, Timeout: 10 * time.Second})
+	resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "logs"), Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestFailures(t *testing.T) {
 	started := make(chan struct{}, 4)
 	cancelled := make(chan struct{}, 4)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
+		switch short(r) {
 		case "/ping":
 		case "/block":
 			started <- struct{}{}
@@ -207,7 +207,7 @@ func TestFailures(t *testing.T) {
 		if body != nil {
 			r = bytes.NewReader(body)
 		}
-		resp, err := p.client.Do(ctx, &Request{Cluster: cluster, Open: Open{Method: "POST", Path: path, ContentLength: -1}, Body: r, Timeout: timeout})
+		resp, err := p.client.Do(ctx, &Request{Cluster: cluster, Open: Open{Method: "POST", Target: podTarget("POST", strings.TrimPrefix(path, "/")), ContentLength: -1}, Body: r, Timeout: timeout})
 		if err != nil {
 			return err
 		}
@@ -260,7 +260,7 @@ func TestFailures(t *testing.T) {
 		}
 	})
 	t.Run("no collector for the cluster", func(t *testing.T) {
-		resp, err := p.client.Do(context.Background(), &Request{Cluster: "edge-b", Open: Open{Method: "GET", Path: "/x"}, Timeout: 5 * time.Second})
+		resp, err := p.client.Do(context.Background(), &Request{Cluster: "edge-b", Open: podOpen("GET", "x"), Timeout: 5 * time.Second})
 		if !errors.Is(err, ErrNoCollector) {
 			t.Fatalf("got %v %v, want ErrNoCollector", resp, err)
 		}
@@ -292,7 +292,7 @@ func TestServerBound(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/block" {
+		if short(r) == "/block" {
 			started <- struct{}{}
 			<-release
 		}
@@ -300,14 +300,14 @@ func TestServerBound(t *testing.T) {
 	p := startPair(t, Limits{}, ServerLimits{MaxConcurrent: 1}, h)
 	errc := make(chan error, 1)
 	go func() {
-		resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: Open{Method: "GET", Path: "/block"}, Timeout: time.Minute})
+		resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "block"), Timeout: time.Minute})
 		if err == nil {
 			err = resp.Body.Close()
 		}
 		errc <- err
 	}()
 	<-started
-	_, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: Open{Method: "GET", Path: "/x"}, Timeout: 5 * time.Second})
+	_, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "x"), Timeout: 5 * time.Second})
 	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "1 requests at once") {
 		t.Errorf("got %v, want the collector's refusal", err)
 	}

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -106,6 +108,40 @@ func (s *Server) Run(ctx context.Context) error {
 
 type callerKey struct{}
 
+type targetKey struct{}
+
+// WithTarget is ctx carrying the request a served request is (what the
+// server gives its handler; for tests of handlers).
+func WithTarget(ctx context.Context, t kubepath.Request) context.Context {
+	return context.WithValue(ctx, targetKey{}, t)
+}
+
+// TargetFrom is the typed request a served request is, as the hub sent it.
+func TargetFrom(ctx context.Context) (kubepath.Request, bool) {
+	t, ok := ctx.Value(targetKey{}).(kubepath.Request)
+	return t, ok
+}
+
+// checkOpen refuses a request the hub could not have meant: a target
+// that does not read back as itself, one for another cluster, a method or
+// verb that does not match, a query that could be more than a query.
+func checkOpen(o *Open, cluster string) error {
+	if err := o.Target.Validate(); err != nil {
+		return err
+	}
+	if o.Target.Cluster != cluster {
+		return fmt.Errorf("the request names cluster %q, this is %q", o.Target.Cluster, cluster)
+	}
+	q, err := kubepath.CheckQuery(o.Query)
+	if err != nil {
+		return err
+	}
+	if v := kubepath.VerbOf(o.Method, q, o.Target); v == "" || v != o.Target.Verb {
+		return fmt.Errorf("method %s with query %q is verb %q, the request says %q", o.Method, o.Query, v, o.Target.Verb)
+	}
+	return nil
+}
+
 // WithCaller is ctx carrying the caller a request acts as (what the server
 // gives its handler; for tests of handlers).
 func WithCaller(ctx context.Context, c Caller) context.Context {
@@ -164,8 +200,12 @@ func (s *Server) refuse(id, why string) {
 
 func (s *Server) open(id string, data []byte) {
 	var o Open
-	if err := json.Unmarshal(data, &o); err != nil || o.Method == "" || len(o.Path) == 0 || o.Path[0] != '/' {
+	if err := json.Unmarshal(data, &o); err != nil || o.Method == "" {
 		s.refuse(id, "malformed request")
+		return
+	}
+	if err := checkOpen(&o, s.cluster); err != nil {
+		s.refuse(id, "malformed request: "+err.Error())
 		return
 	}
 	s.mu.Lock()
@@ -230,15 +270,15 @@ func (x *exchange) serve(o *Open) {
 
 	body := &receiver{ctx: x.ctx, q: x.q, idle: s.lim.IdleTimeout, gone: ErrHubGone, max: s.lim.MaxRequestBytes,
 		ack: func(seq int) { _ = x.publish(frame(x.respSubject(), kindAck, seq, nil)) }}
-	target := o.Path
-	if o.Query != "" {
-		target += "?" + o.Query
-	}
-	req, err := http.NewRequestWithContext(x.ctx, o.Method, "http://member"+target, body)
+	// The URL is built from the typed request, never parsed from a
+	// string; the handler reads the request itself (TargetFrom).
+	req, err := http.NewRequestWithContext(WithTarget(x.ctx, o.Target), o.Method, "http://member/", body)
 	if err != nil {
 		s.refuse(x.id, "malformed request: "+err.Error())
 		return
 	}
+	req.URL = o.Target.URL(&url.URL{Scheme: "http", Host: "member"}, o.Query)
+	req.RequestURI = req.URL.RequestURI()
 	req.Header = o.Header.Clone()
 	if req.Header == nil {
 		req.Header = http.Header{}

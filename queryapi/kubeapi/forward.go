@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/relay"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -41,6 +42,9 @@ type ActThroughConfig struct {
 	// the caller as admitted. Its error is the answer. Rate limits and
 	// the audit line's subject count the caller as admitted.
 	As func(cluster string, caller relay.Caller) (relay.Caller, error)
+	// Proxy forwards the proxy subresources (nodes, pods and services
+	// .../proxy); off, they are 501 like exec (--act-through-proxy).
+	Proxy bool
 	// Audit gets one line per forwarded request.
 	Audit *slog.Logger
 	// Timeout bounds a forwarded request (60 s); StreamTimeout one that
@@ -109,106 +113,69 @@ var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Kubectl
 // answerHeaders are the member's headers passed back to the client.
 var answerHeaders = []string{"Content-Type", "Warning", "Audit-Id", "Cache-Control", "X-Content-Type-Options"}
 
-// apiTarget is a request's path read for forwarding.
-type apiTarget struct {
-	// discovery or openapi: not a resource path.
-	discovery, openapi bool
-	gv                 schema.GroupVersion
-	namespace          string
-	resource, name     string
-	subresource        string
-}
-
-// parseTarget reads /api/..., /apis/... and /openapi/... paths.
-func parseTarget(path string) (apiTarget, bool) {
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	var t apiTarget
-	switch segs[0] {
-	case "openapi":
-		t.openapi = true
-		return t, true
-	case "api":
-		if len(segs) < 3 {
-			t.discovery = true
-			return t, true
-		}
-		t.gv, segs = schema.GroupVersion{Version: segs[1]}, segs[2:]
-	case "apis":
-		if len(segs) < 4 {
-			t.discovery = true
-			return t, true
-		}
-		t.gv, segs = schema.GroupVersion{Group: segs[1], Version: segs[2]}, segs[3:]
-	default:
-		return t, false
-	}
-	if segs[0] == "namespaces" && len(segs) >= 3 {
-		t.namespace, segs = segs[1], segs[2:]
-	}
-	t.resource = segs[0]
-	if len(segs) > 1 {
-		t.name = segs[1]
-	}
-	if len(segs) > 2 {
-		t.subresource = strings.Join(segs[2:], "/")
-	}
-	return t, true
-}
-
-func (t apiTarget) gr() schema.GroupResource {
-	return schema.GroupResource{Group: t.gv.Group, Resource: t.resource}
-}
-
 // serveAct forwards req when forwarding applies, or refuses it with a
-// Status saying where to send it; false leaves it to the cache.
-func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *request, path string) bool {
-	t, ok := parseTarget(path)
-	if !ok {
-		return false
-	}
+// Status saying where to send it; false leaves it to the cache. t is the
+// request as kubepath read it, the one value judged, audited and
+// forwarded.
+func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *request, t kubepath.Request) bool {
 	if req.cluster != "" {
 		if _, known := h.catalog.Current().Cluster(req.cluster); !known {
 			return false // the cache's answer: the cluster is not known
 		}
 	}
-	read := req.r.Method == http.MethodGet || req.r.Method == http.MethodHead
-	switch {
-	case t.openapi || t.discovery:
+	r := req.r
+	query, err := kubepath.CheckQuery(r.URL.RawQuery)
+	if err != nil {
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %v", ErrBadRequest, err), t.GroupResource(), t.Name))
+		return true
+	}
+	if t = t.WithVerb(r.Method, query); t.Verb == "" {
+		return false // the cache's 405
+	}
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	switch t.Kind {
+	case kubepath.KindVersion:
+		return false
+	case kubepath.KindOpenAPI, kubepath.KindDiscovery:
 		if !read || req.cluster == "" {
 			return false
 		}
 		// The member's own discovery lists what it serves, cached or
 		// not; the cache's catalog answers when the member's cannot.
-		return h.forward(ctx, w, req, req.cluster, path, t, t.discovery)
-	case t.resource == "":
-		return false
+		return h.forward(ctx, w, req, req.cluster, t, true)
 	}
-	if t.resource == "pods" && (t.subresource == "exec" || t.subresource == "attach" || t.subresource == "portforward") {
-		h.writeStatus(w, req.r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+	if t.Streams() {
+		h.writeStatus(w, r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
 			Code: http.StatusNotImplemented, Reason: metav1.StatusReasonMethodNotAllowed,
 			Message: "exec, attach and port-forward are not forwarded through fleetview: its request channel carries no bidirectional streams; use the member's own API"})
 		return true
 	}
-	if read && t.subresource == "" {
+	if t.Proxies() && !h.act.Proxy {
+		h.writeStatus(w, r, &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
+			Code: http.StatusNotImplemented, Reason: metav1.StatusReasonMethodNotAllowed,
+			Message: "the proxy subresources (nodes, pods and services .../proxy) are not forwarded through fleetview without the hub's --act-through-proxy: they are exec-equivalent (a node's proxy reaches the kubelet's /run) or reach in-cluster endpoints from the member's network; use the member's own API"})
+		return true
+	}
+	if read && t.Subresource == "" {
 		if req.cluster == "" || h.isCached(req, t) {
 			return false
 		}
-		return h.forward(ctx, w, req, req.cluster, path, t, false)
+		return h.forward(ctx, w, req, req.cluster, t, false)
 	}
 	cluster := req.cluster
 	if cluster == "" {
 		var st *metav1.Status
 		if cluster, st = h.owner(ctx, t); st != nil {
-			h.writeStatus(w, req.r, st)
+			h.writeStatus(w, r, st)
 			return true
 		}
 	}
-	return h.forward(ctx, w, req, cluster, path, t, false)
+	return h.forward(ctx, w, req, cluster, t, false)
 }
 
 // isCached says whether the cache serves t's resource in req's cluster
 // (an unknown cluster counts as cached: the cache's 404 answers it).
-func (h *Handler) isCached(req *request, t apiTarget) bool {
+func (h *Handler) isCached(req *request, t kubepath.Request) bool {
 	var vis func(string, schema.GroupResource) bool
 	if h.visible != nil {
 		v, err := h.visible(req.r)
@@ -217,28 +184,28 @@ func (h *Handler) isCached(req *request, t apiTarget) bool {
 		}
 		vis = v
 	}
-	_, known, ok := h.catalog.Current().Lookup(vis, req.cluster, t.gv.WithResource(t.resource))
+	_, known, ok := h.catalog.Current().Lookup(vis, req.cluster, t.GroupVersion().WithResource(t.Resource))
 	return ok || !known
 }
 
 // owner is the cluster holding the object a fleet-view write names, or the
 // Status refusing it: a create has no cluster, a name two clusters hold is
 // ambiguous, and both are told the per-cluster path.
-func (h *Handler) owner(ctx context.Context, t apiTarget) (string, *metav1.Status) {
-	perCluster := "/clusters/{cluster}" + examplePath(t)
-	if t.name == "" {
+func (h *Handler) owner(ctx context.Context, t kubepath.Request) (string, *metav1.Status) {
+	perCluster := "/clusters/{cluster}" + t.Path()
+	if t.Name == "" {
 		st := apierrors.NewBadRequest(fmt.Sprintf("a %s through the fleet view names no cluster: send it to %s (kubectl: the cluster's context of `fleetview kubeconfig`)",
 			"create or collection write", perCluster)).Status()
 		st.TypeMeta = metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}
 		return "", &st
 	}
-	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(t.gv.Group), Version: t.gv.Version, Resource: t.resource,
-		Namespace: t.namespace, Name: t.name})
+	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(t.Group), Version: t.Version, Resource: t.Resource,
+		Namespace: t.Namespace, Name: t.Name})
 	if err != nil {
-		st := toKubeStatus(err, t.gr(), t.name)
+		st := toKubeStatus(err, t.GroupResource(), t.Name)
 		switch st.Code {
 		case http.StatusConflict:
-			st.Message = fmt.Sprintf("%s %q is held by more than one cluster: send the request to %s", t.gr(), t.name, perCluster)
+			st.Message = fmt.Sprintf("%s %q is held by more than one cluster: send the request to %s", t.GroupResource(), t.Name, perCluster)
 		case http.StatusNotFound:
 			st.Message += fmt.Sprintf("; a resource the cache does not hold is reached through %s", perCluster)
 		}
@@ -247,71 +214,32 @@ func (h *Handler) owner(ctx context.Context, t apiTarget) (string, *metav1.Statu
 	if c := resp.GetCluster(); c != "" {
 		return c, nil
 	}
-	return "", toKubeStatus(fmt.Errorf("%w: the cached %s %q names no cluster", ErrBadRequest, t.gr(), t.name), t.gr(), t.name)
-}
-
-// examplePath spells t's path for a Status message.
-func examplePath(t apiTarget) string {
-	p := "/api/" + t.gv.Version
-	if t.gv.Group != "" {
-		p = "/apis/" + t.gv.Group + "/" + t.gv.Version
-	}
-	if t.namespace != "" {
-		p += "/namespaces/" + t.namespace
-	}
-	p += "/" + t.resource
-	if t.name != "" {
-		p += "/" + t.name
-	}
-	if t.subresource != "" {
-		p += "/" + t.subresource
-	}
-	return p
-}
-
-// verbOf names a request as Kubernetes' audit does.
-func verbOf(r *http.Request, t apiTarget) string {
-	q := r.URL.Query()
-	switch r.Method {
-	case http.MethodPost:
-		return "create"
-	case http.MethodPut:
-		return "update"
-	case http.MethodPatch:
-		return "patch"
-	case http.MethodDelete:
-		if t.name == "" {
-			return "deletecollection"
-		}
-		return "delete"
-	}
-	switch {
-	case q.Get("watch") == "true" || q.Get("watch") == "1":
-		return "watch"
-	case t.name == "" && t.resource != "":
-		return "list"
-	}
-	return "get"
+	return "", toKubeStatus(fmt.Errorf("%w: the cached %s %q names no cluster", ErrBadRequest, t.GroupResource(), t.Name), t.GroupResource(), t.Name)
 }
 
 // forward sends req to cluster's collector and streams the answer back.
 // With fallback (discovery), a failure or an answer other than 200 is left
 // to the cache (false) instead of written.
-func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *request, cluster, path string, t apiTarget, fallback bool) bool {
+func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *request, cluster string, t kubepath.Request, fallback bool) bool {
 	r := req.r
 	start := time.Now()
-	verb := verbOf(r, t)
+	// A fleet-view write names its cluster here (owner): the collector
+	// refuses a request naming another.
+	t.Cluster = cluster
+	verb := t.Verb
 	// as is the identity the member was asked to impersonate, once known.
 	var as *relay.Caller
 	// audit writes the request's audit line and observes it: code is the
 	// member's status (0 when it never answered), answered the client's.
 	audit := func(caller relay.Caller, code, answered int, n int64, err error, extra ...any) {
-		if h.act.Observe != nil {
+		if h.act.Observe != nil && answered != 0 {
 			h.act.Observe(cluster, verb, answered, time.Since(start))
 		}
-		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "verb", verb, "resource", t.gr().String(),
-			"subresource", t.subresource, "namespace", t.namespace, "name", t.name, "path", path, "memberStatus", code, "bytes", n,
-			"duration", time.Since(start).String()}
+		// Every field from the one typed request: what was judged is
+		// what was sent, and what the line says.
+		attrs := []any{"subject", caller.User, "groups", caller.Groups, "cluster", cluster, "kind", string(t.Kind), "verb", verb,
+			"resource", t.GroupResource().String(), "subresource", t.Subresource, "namespace", t.Namespace, "name", t.Name,
+			"path", t.Path(), "memberStatus", code, "bytes", n, "duration", time.Since(start).String()}
 		if as != nil && (as.User != caller.User || !slices.Equal(as.Groups, caller.Groups)) {
 			// Who the member saw, beside who fleetview authenticated.
 			attrs = append(attrs, "memberUser", as.User, "memberGroups", as.Groups)
@@ -322,12 +250,12 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		}
 		h.act.Audit.Info("forwarded", attrs...)
 	}
-	caller, err := h.act.Admit(r, cluster, t.namespace, t.gr())
+	caller, err := h.act.Admit(r, cluster, t.Namespace, t.GroupResource())
 	if err != nil {
 		if fallback {
 			return false
 		}
-		st := toKubeStatus(err, t.gr(), t.name)
+		st := toKubeStatus(err, t.GroupResource(), t.Name)
 		audit(caller, 0, int(st.Code), 0, err)
 		h.writeStatus(w, r, st)
 		return true
@@ -338,16 +266,17 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 			if fallback {
 				return false
 			}
-			st := toKubeStatus(err, t.gr(), t.name)
+			st := toKubeStatus(err, t.GroupResource(), t.Name)
 			audit(caller, 0, int(st.Code), 0, err)
 			h.writeStatus(w, r, st)
 			return true
 		}
 		as = &member
 	}
-	// Discovery and OpenAPI do not count: a kubectl starting reads them
-	// in a burst, and they are the same for every caller.
-	if h.actLimits != nil && !t.discovery && !t.openapi && !h.actLimits.allow(caller.User, time.Now()) {
+	// Every request that reaches a member counts, discovery and OpenAPI
+	// too (issue #43): kubectl's start-up reads (aggregated discovery,
+	// two requests; or one per group version) fit in the burst.
+	if h.actLimits != nil && !h.actLimits.allow(caller.User, time.Now()) {
 		err := fmt.Errorf("user %q sends more than %g forwarded requests a second (bursts of %d)", caller.User, h.act.PerCallerRate, h.act.PerCallerBurst)
 		if h.act.ObserveRefused != nil {
 			h.act.ObserveRefused(cluster, LimitCallerRate)
@@ -377,7 +306,7 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 		return true
 	}
 	defer release()
-	open := relay.Open{Method: r.Method, Path: path, Query: r.URL.RawQuery, Header: http.Header{}, ContentLength: r.ContentLength, Caller: caller}
+	open := relay.Open{Method: r.Method, Target: t, Query: r.URL.RawQuery, Header: http.Header{}, ContentLength: r.ContentLength, Caller: caller}
 	if as != nil {
 		open.Caller = *as
 	}
@@ -392,7 +321,10 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 	}
 	resp, err := h.act.Relay.Do(r.Context(), &relay.Request{Cluster: cluster, Open: open, Body: body, Timeout: timeout})
 	if err == nil && fallback && resp.Status != http.StatusOK {
+		// The member was asked: its line says so, and that the cache's
+		// catalog answered instead.
 		_ = resp.Body.Close()
+		audit(caller, resp.Status, 0, 0, nil, "answeredBy", "cache")
 		return false
 	}
 	if err != nil {

@@ -95,8 +95,8 @@ func TestActThroughRouting(t *testing.T) {
 				t.Fatalf("forwarded %d requests", len(fr.got))
 			}
 			g := fr.got[0]
-			if g.Cluster != tc.cluster || g.Path != tc.fwdPath || g.Method != tc.method || g.Query != "fieldManager=kubectl" || g.Caller.User != "alice" {
-				t.Errorf("forwarded %s %s %s?%s as %v", g.Cluster, g.Method, g.Path, g.Query, g.Caller)
+			if g.Cluster != tc.cluster || g.Target.Cluster != tc.cluster || g.Target.Path() != tc.fwdPath || g.Method != tc.method || g.Query != "fieldManager=kubectl" || g.Caller.User != "alice" {
+				t.Errorf("forwarded %s %s %s?%s as %v", g.Cluster, g.Method, g.Target.Path(), g.Query, g.Caller)
 			}
 			if g.Header.Get("Authorization") != "" || w.Header().Get("Set-Cookie") != "" {
 				t.Errorf("headers passed that must not be: %v / %v", g.Header, w.Header())

@@ -3,10 +3,10 @@ package kubeapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
@@ -106,72 +107,63 @@ type request struct {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.Path
-	req := &request{r: r}
-	if rest, ok := strings.CutPrefix(path, "/clusters/"); ok {
-		name, sub, _ := strings.Cut(rest, "/")
-		if name == "" {
-			h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: /clusters/{name}/...", ErrUnknownResource), schema.GroupResource{}, ""))
-			return
-		}
-		req.cluster, path = name, "/"+sub
+	// The path is read once, from its escaped form (internal/kubepath):
+	// the cache's answer, the hub's judgment of a forwarded request and
+	// the member's URL all come from this one typed request, and what is
+	// not a well-formed Kubernetes path is refused alike everywhere.
+	t, err := kubepath.Parse(r.URL.EscapedPath())
+	if err != nil {
+		h.writeStatus(w, r, pathStatus(err))
+		return
 	}
+	req := &request{r: r, cluster: t.Cluster}
 	ctx := r.Context()
 	if a := r.Header.Get("Authorization"); a != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", a)
 	}
-	if h.act != nil && h.serveAct(ctx, w, req, path) {
+	if h.act != nil && h.serveAct(ctx, w, req, t) {
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.writeStatus(w, r, toKubeStatus(ErrMethodNotAllowed, schema.GroupResource{}, ""))
 		return
 	}
-	segs := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case path == "/version" || path == "/version/":
+	switch t.Kind {
+	case kubepath.KindVersion:
 		h.serveVersion(w, req)
 		return
-	case segs[0] == "api":
-		if len(segs) == 1 {
+	case kubepath.KindOpenAPI:
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %s", ErrUnknownResource, t.Path()), schema.GroupResource{}, ""))
+		return
+	case kubepath.KindDiscovery:
+		switch {
+		case t.Prefix == "api" && t.Version == "":
 			h.serveDiscoveryRoot(w, req, true)
-			return
-		}
-		req.gv = schema.GroupVersion{Version: segs[1]}
-		segs = segs[2:]
-	case segs[0] == "apis":
-		if len(segs) == 1 {
+		case t.Prefix == "apis" && t.Group == "":
 			h.serveDiscoveryRoot(w, req, false)
-			return
+		case t.Version == "":
+			h.serveGroup(w, req, t.Group)
+		default:
+			req.gv = t.GroupVersion()
+			h.serveResourceList(w, req)
 		}
-		if len(segs) == 2 {
-			h.serveGroup(w, req, segs[1])
-			return
-		}
-		req.gv = schema.GroupVersion{Group: segs[1], Version: segs[2]}
-		segs = segs[3:]
-	default:
-		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %s", ErrUnknownResource, path), schema.GroupResource{}, ""))
 		return
 	}
-	if len(segs) == 0 {
-		h.serveResourceList(w, req)
-		return
-	}
-	// {resource}[/{name}] or namespaces/{ns}/{resource}[/{name}]; the
-	// namespaces resource itself is namespaces[/{name}].
-	if segs[0] == "namespaces" && len(segs) >= 3 {
-		req.namespace, segs = segs[1], segs[2:]
-	}
-	req.resource = segs[0]
-	if len(segs) > 1 {
-		req.name = segs[1]
-	}
-	if len(segs) > 2 {
-		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: subresource %s", ErrUnknownResource, segs[2]), schema.GroupResource{Group: req.gv.Group, Resource: req.resource}, req.name))
+	req.gv, req.namespace, req.resource, req.name = t.GroupVersion(), t.Namespace, t.Resource, t.Name
+	if t.Subresource != "" {
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: subresource %s", ErrUnknownResource, t.Subresource), t.GroupResource(), t.Name))
 		return
 	}
 	h.serveResource(ctx, w, req)
+}
+
+// pathStatus is the Status of a path kubepath.Parse refused: 400 for one
+// that is not well-formed, 404 for one outside the Kubernetes API.
+func pathStatus(err error) *metav1.Status {
+	if errors.Is(err, kubepath.ErrMalformed) {
+		return toKubeStatus(fmt.Errorf("%w: %v", ErrBadRequest, err), schema.GroupResource{}, "")
+	}
+	return toKubeStatus(fmt.Errorf("%w: %v", ErrUnknownResource, err), schema.GroupResource{}, "")
 }
 
 // cached is one resource the catalog serves.

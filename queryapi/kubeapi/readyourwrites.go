@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -28,7 +29,7 @@ const maxAwaitedAnswer = 4 << 20
 // awaitsCache says whether a forwarded request's answer waits for the
 // cache: a write whose answer is the object (or its scale), of a resource
 // the cache holds for that cluster.
-func (h *Handler) awaitsCache(verb, cluster string, t apiTarget) bool {
+func (h *Handler) awaitsCache(verb, cluster string, t kubepath.Request) bool {
 	if h.act.ReadYourWrites <= 0 {
 		return false
 	}
@@ -37,10 +38,10 @@ func (h *Handler) awaitsCache(verb, cluster string, t apiTarget) bool {
 	default:
 		return false
 	}
-	if t.subresource != "" && t.subresource != "status" && t.subresource != "scale" {
+	if t.Subresource != "" && t.Subresource != "status" && t.Subresource != "scale" {
 		return false
 	}
-	_, _, ok := h.catalog.Current().Lookup(nil, cluster, t.gv.WithResource(t.resource))
+	_, _, ok := h.catalog.Current().Lookup(nil, cluster, t.GroupVersion().WithResource(t.Resource))
 	return ok
 }
 
@@ -61,7 +62,7 @@ func (r rywResult) auditAttrs() []any {
 
 // readYourWrites reads the answer and waits for the cache; it returns the
 // answer to write (read whole, or what was read and the rest of body).
-func (h *Handler) readYourWrites(ctx context.Context, body io.Reader, cluster string, t apiTarget, verb string) (io.Reader, rywResult) {
+func (h *Handler) readYourWrites(ctx context.Context, body io.Reader, cluster string, t kubepath.Request, verb string) (io.Reader, rywResult) {
 	b, err := io.ReadAll(io.LimitReader(body, maxAwaitedAnswer+1))
 	if err != nil || len(b) > maxAwaitedAnswer {
 		return io.MultiReader(bytes.NewReader(b), body), rywResult{}
@@ -76,7 +77,7 @@ func (h *Handler) readYourWrites(ctx context.Context, body io.Reader, cluster st
 	if json.Unmarshal(b, &written) != nil {
 		return bytes.NewReader(b), rywResult{}
 	}
-	name := t.name
+	name := t.Name
 	if name == "" {
 		name = written.Metadata.Name // a create names it in its answer
 	}
@@ -91,8 +92,8 @@ func (h *Handler) readYourWrites(ctx context.Context, body io.Reader, cluster st
 	delay := 2 * time.Millisecond
 	for {
 		res.polls++
-		got, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(t.gv.Group), Version: t.gv.Version, Resource: t.resource,
-			Namespace: t.namespace, Name: name, Cluster: cluster})
+		got, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(t.Group), Version: t.Version, Resource: t.Resource,
+			Namespace: t.Namespace, Name: name, Cluster: cluster})
 		switch {
 		case status.Code(err) == codes.NotFound:
 			res.caughtUp = verb == "delete"

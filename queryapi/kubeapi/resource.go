@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -216,7 +217,7 @@ func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *requ
 		if h.act != nil && st.Code == http.StatusConflict && req.cluster == "" {
 			// kubectl reads before it labels, annotates or edits: the
 			// write it is about to make needs the cluster named.
-			st.Message += "; name the cluster: " + "/clusters/{cluster}" + examplePath(apiTarget{gv: c.gvr.GroupVersion(), namespace: req.namespace, resource: req.resource, name: req.name})
+			st.Message += "; name the cluster: " + "/clusters/{cluster}" + kubepath.ResourceRequest(c.gvr.GroupVersion(), req.namespace, req.resource, req.name).Path()
 		}
 		h.writeStatus(w, req.r, st)
 		return
