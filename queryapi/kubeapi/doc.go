@@ -56,7 +56,10 @@
 // of a named object goes to the cluster that holds it, and a create or a
 // name two clusters hold is refused with a Status naming the per-cluster
 // path. Cached get, list and watch stay the cache's; exec, attach and
-// port-forward are 501. Each forwarded request writes one audit line. The
+// port-forward are 501. Each forwarded request writes one audit line.
+// The requests in flight are bounded per cluster and per caller in a
+// cluster, watches and followed logs apart (relaylimit.go), so that no
+// caller holds a cluster's channel. The
 // answer to a forwarded write of a cached resource waits, bounded, until
 // the cache holds what the member wrote (readyourwrites.go), so the
 // caller's next cached read shows it. Discovery and the kind/scope of every requested
