@@ -33,10 +33,11 @@ func TestActThroughLatency(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	n := fixture.EnvInt(t, "FV_ACT_SAMPLES", 200)
-	// One caller sends every request here: its rate is not what is
-	// measured.
+	// One caller sends every request here: its rate and its share of
+	// the channel are not what is measured.
 	af := startActFleet(t, ctx, true, map[string]string{"member1": "writes,reads", "member2": "writes,reads"}, func(o *app.UpOptions) {
 		o.ActThroughRate, o.ActThroughBurst = 1e6, 1e6
+		o.ActThroughConcurrency.CallerRequests = 16
 	})
 	m1 := af.fleet.Cluster("member1")
 	if _, err := m1.Clientset().CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "shop"},
