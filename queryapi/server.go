@@ -116,6 +116,9 @@ type Config struct {
 	// and per caller in a cluster, streams apart (zero: the defaults,
 	// kubeapi.RelayLimits).
 	ActConcurrency RelayLimits
+	// ActProxy forwards the proxy subresources (nodes, pods and services
+	// .../proxy); off, they are 501 like exec (kubeapi.ActThroughConfig).
+	ActProxy bool
 	// KubeLists says how many objects one list answer of the Kubernetes
 	// API holds (the zero value: the budget policy with its default
 	// budget, kubeapi.ListPolicy); the REST and gRPC lists keep their pages.
@@ -353,7 +356,8 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	})}
 	if s.cfg.Relay != nil {
 		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit,
-			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst, Concurrency: s.cfg.ActConcurrency}
+			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst, Concurrency: s.cfg.ActConcurrency,
+			Proxy: s.cfg.ActProxy}
 		if s.cfg.Guard != nil {
 			act.Admit, act.As = s.cfg.Guard.actCaller, s.cfg.Guard.actAs
 		}

@@ -416,6 +416,9 @@ func (r Request) GroupVersion() schema.GroupVersion {
 // GroupResource is the resource a resource request names (empty
 // otherwise).
 func (r Request) GroupResource() schema.GroupResource {
+	if r.Kind != KindResource {
+		return schema.GroupResource{}
+	}
 	return schema.GroupResource{Group: r.Group, Resource: r.Resource}
 }
 

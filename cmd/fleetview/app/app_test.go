@@ -37,6 +37,7 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
 		{"act-through without authentication", func(o *UpOptions) { o.ActThrough = true }, []string{"--act-through needs authentication"}},
 		{"act-through rate negative", func(o *UpOptions) { o.ActThroughRate = -1 }, []string{"--act-through-rate -1"}},
+		{"act-through-proxy without act-through", func(o *UpOptions) { o.ActThroughProxy = true }, []string{"--act-through-proxy needs --act-through"}},
 		{"act-through concurrency set", func(o *UpOptions) {
 			o.ActThroughConcurrency = queryapi.RelayLimits{ClusterRequests: 8, ClusterStreams: 6, CallerRequests: 4, CallerStreams: 3}
 		}, nil},

@@ -100,7 +100,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	o.MetricsOptions.AddFlags(fs)
 	o.StreamQuota.AddFlags(fs)
 	o.Replicas.AddFlags(fs)
-	fs.StringVar(&o.ActThrough, "act-through", "", "forward the hub's requests of these classes to the member as the caller (comma-separated: writes, logs, reads; empty: none). The collector's own credentials need only the impersonate verb on users and groups for this: the member's RBAC and admission decide every request")
+	fs.StringVar(&o.ActThrough, "act-through", "", "forward the hub's requests of these classes to the member as the caller (comma-separated: writes, logs, reads, proxy; empty: none; proxy, the nodes/, pods/ and services/{name}/proxy subresources, is exec-equivalent and needs the hub's --act-through-proxy too). The collector's own credentials need only the impersonate verb on users and groups for this: the member's RBAC and admission decide every request")
 	fs.DurationVar(&o.PublishAckTimeout, "publish-ack-timeout", 30*time.Second, "how long a publish waits for its acknowledgement before the collector relists to repair it; on a NATS cluster a shorter one (5s) shortens the stall when a stream's leader dies mid-ingest, at the risk of needless relists on a slow server")
 }
 

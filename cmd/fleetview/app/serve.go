@@ -74,6 +74,10 @@ type ServeOptions struct {
 	// logs) apart, so no caller holds a cluster's channel (issue #43; 0:
 	// the defaults, 32, 24, 8, 5).
 	ActThroughConcurrency queryapi.RelayLimits
+	// ActThroughProxy forwards the proxy subresources (nodes, pods and
+	// services .../proxy) too: exec-equivalent, so off by default even
+	// with --act-through, and each collector needs its own proxy class.
+	ActThroughProxy bool
 }
 
 // AddFlags registers the flags.
@@ -95,6 +99,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ActThrough, "act-through", false, "forward, under the Kubernetes API's /clusters/{name}/, writes, logs and reads of what no registry caches to that cluster's collector, which sends them to its member as the authenticated caller (the collector's --act-through says which; up's in-process collectors of --context forward every class, on their context's credentials, which need impersonate; the member's RBAC decides); needs --token-auth-file")
 	fs.Float64Var(&o.ActThroughRate, "act-through-rate", 20, "forwarded requests a second each caller may send (with --act-through); beyond them 429")
 	fs.IntVar(&o.ActThroughBurst, "act-through-burst", 40, "forwarded requests each caller may send at once above --act-through-rate")
+	fs.BoolVar(&o.ActThroughProxy, "act-through-proxy", false, "with --act-through, forward the proxy subresources (nodes/, pods/ and services/{name}/proxy) too, where a collector's --act-through has the proxy class (up's in-process collectors then forward them); off, they are 501 like exec: a node's proxy reaches the kubelet's /run (a command in a container), a pod's or service's reaches in-cluster endpoints from the member's network")
 	c := &o.ActThroughConcurrency
 	fs.IntVar(&c.ClusterRequests, "act-through-cluster-requests", kubeapi.DefaultClusterRequests, "forwarded requests in flight to one cluster, all callers together (with --act-through; a collector serves 32 at once); beyond them 429")
 	fs.IntVar(&c.ClusterStreams, "act-through-cluster-streams", kubeapi.DefaultClusterStreams, "forwarded watches and followed logs held open to one cluster, all callers together; below --act-through-cluster-requests, so short requests always have room; beyond them 429")
@@ -137,6 +142,9 @@ func (o *ServeOptions) validate(client bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --act-through-rate %g and --act-through-burst %d must not be negative", ErrInvalidOptions, o.ActThroughRate, o.ActThroughBurst))
 	}
 	errs = append(errs, validateActConcurrency(o.ActThroughConcurrency)...)
+	if o.ActThroughProxy && !o.ActThrough {
+		errs = append(errs, fmt.Errorf("%w: --act-through-proxy needs --act-through", ErrInvalidOptions))
+	}
 	if o.ActThrough && !o.Auth.enabled() {
 		errs = append(errs, fmt.Errorf("%w: --act-through needs authentication (--token-auth-file or --client-ca-file): a forwarded request runs as its caller", ErrInvalidOptions))
 	}
@@ -243,7 +251,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	s.api, err = o.listenAPI(queryapi.Config{
 		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), KubeLists: o.KubeLists.policy(), Metrics: qm, Relay: o.relay(nc),
-		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst, ActConcurrency: o.ActThroughConcurrency,
+		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst, ActConcurrency: o.ActThroughConcurrency, ActProxy: o.ActThroughProxy,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},

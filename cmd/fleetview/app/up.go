@@ -166,7 +166,7 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 			// In one process the hub's forwarding reaches its own
 			// collectors: every class, as the caller, on the
 			// context's credentials (which need impersonate).
-			act, err := collector.NewActThrough(cc.REST, collector.ActClasses{Writes: true, Logs: true, Reads: true})
+			act, err := collector.NewActThrough(cc.REST, collector.ActClasses{Writes: true, Logs: true, Reads: true, Proxy: o.ActThroughProxy})
 			if err != nil {
 				stopCollectors()
 				return err
