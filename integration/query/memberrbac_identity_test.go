@@ -98,7 +98,11 @@ func TestMemberIdentityMapReserved(t *testing.T) {
 	t.Run("a prefix that completes a hub name into system: is refused at load", func(t *testing.T) {
 		bad := o
 		bad.Auth.MemberIdentityMap = write("bad-map.yaml", "rules:\n- clusters: [\"*\"]\n  groupPrefix: system\n")
-		err := app.RunUp(ctx, bad, fixture.Logger(t))
+		// Refused before anything starts; a hub that took the map would
+		// run until this context ends.
+		loadCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		err := app.RunUp(loadCtx, bad, fixture.Logger(t))
 		if err == nil || !strings.Contains(err.Error(), `rules[0].groupPrefix "system": a prefix must end with ":"`) {
 			t.Fatalf("fleetview up with groupPrefix system: %v, want the map refused naming rules[0].groupPrefix", err)
 		}
