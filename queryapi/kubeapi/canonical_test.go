@@ -47,6 +47,7 @@ func TestActThroughCanonical(t *testing.T) {
 		{"escaped slash in the resource", "GET", "/clusters/member2/api/v1/namespaces/shop/events%2Fx", false, 400, nil, ""},
 		{"escaped slash in the cluster", "GET", "/clusters/member2%2Fapi/api/v1/namespaces/shop/events", false, 400, nil, ""},
 		{"empty name", "DELETE", "/clusters/member2/api/v1/namespaces//pods", false, 400, nil, ""},
+		{"a query that is more than a query", "GET", "/clusters/member2/api/v1/namespaces/shop/events?limit=1;watch=true", false, 400, nil, ""},
 		{"deprecated watch prefix", "GET", "/clusters/member2/api/v1/watch/namespaces/kube-system/secrets", false, 400, nil, ""},
 		// /api/{word} is discovery of version {word}, and only that is sent.
 		{"discovery-shaped", "GET", "/clusters/member2/api/secrets", false, 200, &admitted{"member2", "", schema.GroupResource{}}, "/api/secrets"},

@@ -124,12 +124,9 @@ func (h *Handler) serveAct(ctx context.Context, w http.ResponseWriter, req *requ
 		}
 	}
 	r := req.r
-	query, err := kubepath.CheckQuery(r.URL.RawQuery)
-	if err != nil {
-		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %v", ErrBadRequest, err), t.GroupResource(), t.Name))
-		return true
-	}
-	if t = t.WithVerb(r.Method, query); t.Verb == "" {
+	// The query is checked where a request is forwarded (forward); the
+	// cache reads its own.
+	if t = t.WithVerb(r.Method, r.URL.Query()); t.Verb == "" {
 		return false // the cache's 405
 	}
 	read := r.Method == http.MethodGet || r.Method == http.MethodHead
@@ -227,6 +224,14 @@ func (h *Handler) forward(ctx context.Context, w http.ResponseWriter, req *reque
 	// refuses a request naming another.
 	t.Cluster = cluster
 	verb := t.Verb
+	if _, err := kubepath.CheckQuery(r.URL.RawQuery); err != nil {
+		// The collector would refuse it: a query is only ever a query.
+		if fallback {
+			return false
+		}
+		h.writeStatus(w, r, toKubeStatus(fmt.Errorf("%w: %v", ErrBadRequest, err), t.GroupResource(), t.Name))
+		return true
+	}
 	// as is the identity the member was asked to impersonate, once known.
 	var as *relay.Caller
 	// audit writes the request's audit line and observes it: code is the
