@@ -2,6 +2,7 @@ package kubeapi
 
 import (
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -198,7 +199,7 @@ func (s *relaySlots) refusal(limit, cluster, user string) *metav1.Status {
 		retry = retryStreamSeconds
 	}
 	return &metav1.Status{TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"}, Status: metav1.StatusFailure,
-		Code: 429, Reason: metav1.StatusReasonTooManyRequests,
+		Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
 		Message: fmt.Sprintf("%s: %v (limit %s, --act-through-%s)", msg, ErrRelayLimit, limit, limit),
 		Details: &metav1.StatusDetails{RetryAfterSeconds: retry, Causes: []metav1.StatusCause{{Type: relayLimitCause, Message: limit}}}}
 }
