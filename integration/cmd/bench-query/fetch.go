@@ -1,9 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -90,26 +90,28 @@ func (e endpoint) fetch(ctx context.Context, path string, q url.Values) ([]byte,
 }
 
 // topMember decodes the top-level member key of a JSON object into v,
-// reading members in order and stopping there: fleetview and
-// kube-apiserver write a list's metadata before its items, so paging costs
-// neither side a decode of the page.
+// stopping there. kube-apiserver writes a list's metadata before its
+// items, and so does fleetview unless its answer took several reads of
+// the cache (then metadata comes last, where it is known: docs/api.md,
+// "Paged lists"), so the members before it are skipped with the raw
+// scanner, as a streaming client would, not decoded.
 func topMember(b []byte, key string, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return fmt.Errorf("answer is not an object: %.100s", b)
-	}
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return err
+	found := errors.New("found")
+	_, err := rawjson.EachMember(b, 0, func(m rawjson.Member) (int, error) {
+		end, err := rawjson.SkipValue(b, m.ValueStart)
+		if err != nil || string(m.Key) != key {
+			return end, err
 		}
-		if k == key {
-			return d.Decode(v)
+		if err := json.Unmarshal(b[m.ValueStart:end], v); err != nil {
+			return end, err
 		}
-		var skip json.RawMessage
-		if err := d.Decode(&skip); err != nil {
-			return err
-		}
+		return end, found
+	})
+	switch {
+	case errors.Is(err, found):
+		return nil
+	case err != nil:
+		return err
 	}
 	return fmt.Errorf("answer without %s", key)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -16,10 +17,26 @@ import (
 // figure is the hub's at rest (with the benchmark's live state).
 type rssSampler struct {
 	steady float64
-	mu     sync.Mutex
-	peak   float64
-	done   chan struct{}
-	wg     sync.WaitGroup
+	// live is the Go heap's live bytes at the start, goal the highest
+	// heap goal of the garbage collector seen since (MiB): with GOGC=100
+	// the heap may grow to twice what is live before a collection, so
+	// RSS rises with garbage up to the goal whatever one answer holds.
+	live float64
+	mu   sync.Mutex
+	peak float64
+	goal float64
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// heapMiB reads the Go runtime's metric name in MiB.
+func heapMiB(name string) float64 {
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return float64(s[0].Value.Uint64()) / (1 << 20)
 }
 
 // rssEvery is the sampling interval: a 150k-row answer takes seconds.
@@ -28,8 +45,8 @@ const rssEvery = 20 * time.Millisecond
 func startRSSSampler() *rssSampler {
 	runtime.GC()
 	debug.FreeOSMemory()
-	s := &rssSampler{steady: benchutil.ProcMB(os.Getpid(), "VmRSS:"), done: make(chan struct{})}
-	s.peak = s.steady
+	s := &rssSampler{steady: benchutil.ProcMB(os.Getpid(), "VmRSS:"), live: heapMiB("/gc/heap/live:bytes"), done: make(chan struct{})}
+	s.peak, s.goal = s.steady, heapMiB("/gc/heap/goal:bytes")
 	s.wg.Go(func() {
 		t := time.NewTicker(rssEvery)
 		defer t.Stop()
@@ -38,9 +55,9 @@ func startRSSSampler() *rssSampler {
 			case <-s.done:
 				return
 			case <-t.C:
-				v := benchutil.ProcMB(os.Getpid(), "VmRSS:")
+				v, g := benchutil.ProcMB(os.Getpid(), "VmRSS:"), heapMiB("/gc/heap/goal:bytes")
 				s.mu.Lock()
-				s.peak = max(s.peak, v)
+				s.peak, s.goal = max(s.peak, v), max(s.goal, g)
 				s.mu.Unlock()
 			}
 		}
@@ -48,11 +65,12 @@ func startRSSSampler() *rssSampler {
 	return s
 }
 
-// stop ends the sampling and returns the steady and peak RSS, in MB.
-func (s *rssSampler) stop() (steady, peak float64) {
+// stop ends the sampling and returns the steady and peak RSS, the live
+// heap at the start and the highest heap goal, in MiB.
+func (s *rssSampler) stop() (steady, peak, live, goal float64) {
 	close(s.done)
 	s.wg.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.steady, s.peak
+	return s.steady, s.peak, s.live, s.goal
 }

@@ -150,8 +150,9 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 		b.rows = append(b.rows, row{name: c.name + fmt.Sprintf(", real kubectl processes, median of %d", n), fv: vr, base: mr,
 			baseName: fmt.Sprintf("%d parallel kubectl against the members", len(k.contexts)), target: c.target})
 	}
-	steady, peak := rss.stop()
-	b.rows = append(b.rows, row{name: "(e) hub RSS (this process: the hub in-process, beside the benchmark's own heap) during the kubectl runs above: peak vs steady before them",
-		fvNote: fmt.Sprintf("peak %.0f MiB, steady %.0f MiB: +%.0f MiB", peak, steady, peak-steady), noRatio: true, rssGrowthMB: peak - steady, targetRSSGrowthMB: 200})
+	steady, peak, live, goal := rss.stop()
+	b.rows = append(b.rows, row{name: "(e) hub RSS (this process: the hub in-process, beside the benchmark's own heap) during the kubectl runs above: peak vs steady before them; Go heap live at the start and the GC's highest heap goal",
+		fvNote:  fmt.Sprintf("peak %.0f MiB, steady %.0f MiB: +%.0f MiB; heap live %.0f MiB, goal up to %.0f MiB", peak, steady, peak-steady, live, goal),
+		noRatio: true, rssGrowthMB: peak - steady, targetRSSGrowthMB: 200})
 	return nil
 }
