@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -83,10 +84,23 @@ func (g *Guard) catalogVisibility(r *http.Request) (catalog.Visible, error) {
 	if g.Authorizer.Authorize(u, auth.VerbList, "clusters", "", "") == nil {
 		return nil, nil
 	}
+	// Under member-rbac a request under /clusters/<member>/ is that
+	// member's to answer (memberClusterScope): the cluster it names is
+	// known to the caller, as a member's discovery is open to any
+	// authenticated user, so a read it forbids is its 403, not a 404 of an
+	// unknown cluster. The cluster list and the fleet view still show only
+	// the clusters where the caller may read something.
+	named := ""
+	if g.members() && !g.policy() {
+		named = pathCluster(r.URL.Path)
+	}
 	// One scope per resource and verb for the whole request, however many
 	// clusters the catalog holds.
 	memo := map[schema.GroupResource]func(string) bool{}
 	return func(cluster string, gr schema.GroupResource) bool {
+		if named != "" && cluster == named {
+			return true
+		}
 		in, ok := memo[gr]
 		if !ok {
 			in = g.readable(ctx, u, gr)
@@ -124,4 +138,15 @@ func (g *Guard) readable(ctx context.Context, u auth.User, gr schema.GroupResour
 		}
 	}
 	return func(c string) bool { return pol(c) && mem(c) }
+}
+
+// pathCluster is the cluster a Kubernetes API path names
+// (/clusters/<name>/...), "" for the fleet view.
+func pathCluster(path string) string {
+	rest, ok := strings.CutPrefix(path, "/clusters/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
 }

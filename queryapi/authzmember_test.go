@@ -2,6 +2,7 @@ package queryapi
 
 import (
 	"context"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -566,6 +567,39 @@ func TestGuardMemberRBACNamed(t *testing.T) {
 			_, err := g.Unary(withToken("alice-tok"), req, info, func(context.Context, any) (any, error) { return &fleetviewv1.ListResponse{}, nil })
 			if status.Code(err) != tc.code {
 				t.Fatalf("%v, want %v", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestCatalogVisibilityNamedCluster: under member-rbac the cluster a
+// request names (/clusters/<member>/...) is known to any caller, so that
+// member's refusal is its 403 rather than a 404 of an unknown cluster; the
+// fleet view, other clusters and the both mode (whose policy keeps cluster
+// names) still show only clusters where the caller may read something.
+func TestCatalogVisibilityNamedCluster(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mode    AuthorizationMode
+		path    string
+		cluster string
+		want    bool
+	}{
+		{"member-rbac, the named cluster", ModeMemberRBAC, "/clusters/member1/api/v1/pods", "member1", true},
+		{"member-rbac, another cluster", ModeMemberRBAC, "/clusters/member1/api/v1/pods", "member2", false},
+		{"member-rbac, the fleet view", ModeMemberRBAC, "/api/v1/pods", "member1", false},
+		{"both: the policy keeps cluster names", ModeBoth, "/clusters/member1/api/v1/pods", "member1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := memberGuard(t, tc.mode)
+			r := httptest.NewRequest("GET", tc.path, nil)
+			r.Header.Set("Authorization", "Bearer bob-tok") // no member binds bob
+			vis, err := g.catalogVisibility(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := vis(tc.cluster, podsGR); got != tc.want {
+				t.Fatalf("visible %v, want %v", got, tc.want)
 			}
 		})
 	}

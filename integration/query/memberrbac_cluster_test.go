@@ -204,7 +204,11 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 	var tokens strings.Builder
 	tokens.WriteString("root-token,root,0,\"system:masters\"\n")
 	for i, id := range identities {
-		fmt.Fprintf(&tokens, "tok-%d,%s,%d,\"%s\"\n", i, id.User, i+1, strings.Join(id.Groups, ","))
+		fmt.Fprintf(&tokens, "tok-%d,%s,%d", i, id.User, i+1)
+		if len(id.Groups) > 0 {
+			fmt.Fprintf(&tokens, ",%q", strings.Join(id.Groups, ","))
+		}
+		tokens.WriteString("\n")
 	}
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -268,7 +272,10 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 	}
 	type result struct {
 		forbidden, allowed, mismatches, messages int
-		byVerb                                   map[string]int
+		// otherAllows: the named member forbids, another allows (the
+		// class the review found answered 200-empty)
+		otherAllows int
+		byVerb      map[string]int
 	}
 	var mu sync.Mutex
 	res := result{byVerb: map[string]int{}}
@@ -289,6 +296,15 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 					t.Errorf("SubjectAccessReview: %v", err)
 					continue
 				}
+				otherAllows := false
+				for _, c := range fleet.Clusters() {
+					if c.Name == k.cluster || allowed || otherAllows {
+						continue
+					}
+					if otherAllows, err = perClusterSAR(ctx, c, sar, k.request()); err != nil {
+						t.Errorf("SubjectAccessReview: %v", err)
+					}
+				}
 				code, body, err := call(ctx, "tok-"+strconv.Itoa(k.token), k.path())
 				if err != nil {
 					t.Errorf("%s: %v", k.path(), err)
@@ -304,6 +320,9 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 					res.allowed++
 				} else {
 					res.forbidden++
+				}
+				if otherAllows {
+					res.otherAllows++
 				}
 				if !agree {
 					res.mismatches++
@@ -330,13 +349,13 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 	close(work)
 	wg.Wait()
 	took := time.Since(begin)
-	t.Logf("%d cases (%v) in %v: %d forbidden by the member, %d allowed, %d disagreements; %d 403 messages compared with the member's own",
-		n, res.byVerb, took.Round(time.Millisecond), res.forbidden, res.allowed, res.mismatches, res.messages)
+	t.Logf("%d cases (%v) in %v: %d forbidden by the member (%d of them allowed by another member), %d allowed, %d disagreements; %d 403 messages compared with the member's own",
+		n, res.byVerb, took.Round(time.Millisecond), res.forbidden, res.otherAllows, res.allowed, res.mismatches, res.messages)
 	if res.mismatches != 0 {
 		t.Fatalf("%d of %d cases disagree with the member's SubjectAccessReview", res.mismatches, n)
 	}
-	if res.forbidden < n/10 || res.allowed < n/10 {
-		t.Fatalf("%d forbidden and %d allowed of %d: the population does not exercise both answers", res.forbidden, res.allowed, n)
+	if res.forbidden < n/10 || res.allowed < n/20 || res.otherAllows < n/100 {
+		t.Fatalf("%d forbidden (%d allowed elsewhere) and %d allowed of %d: the population does not exercise every answer", res.forbidden, res.otherAllows, res.allowed, n)
 	}
 
 	// The disagreement made certain: alice lists pods in ns1 of member1;
@@ -372,8 +391,7 @@ func perClusterSAR(ctx context.Context, c *harness.Cluster, id memberrbac.Identi
 
 // sameForbidden compares the hub's 403 body with the member's own answer
 // to the same request made as the same identity (impersonated): the same
-// Status reason and message, the member's reason after "RBAC:" aside
-// (its errors' order follows its informers' order of bindings).
+// Status reason and message.
 func sameForbidden(ctx context.Context, admin *rest.Config, id memberrbac.Identity, k clusterCase, hubBody []byte) string {
 	cfg := rest.CopyConfig(admin)
 	// The groups given (never none: a service account's user impersonated
@@ -408,9 +426,14 @@ func sameForbidden(ctx context.Context, admin *rest.Config, id memberrbac.Identi
 	if err := json.Unmarshal(b, &member); err != nil {
 		return fmt.Sprintf("the member's 403 is no Status: %v: %s", err, b)
 	}
-	cut := func(m string) string { m, _, _ = strings.Cut(m, ": RBAC: "); return m }
-	if hub.Reason != member.Reason || cut(hub.Message) != cut(member.Message) ||
-		strings.Contains(hub.Message, ": RBAC: ") != strings.Contains(member.Message, ": RBAC: ") {
+	// Word for word, but for the order of several resolution errors in
+	// the member's reason ("[a, b]": its informers' order of bindings).
+	same := hub.Message == member.Message
+	if !same && strings.Contains(member.Message, ": rbac: RBAC: [") {
+		cut := func(m string) string { m, _, _ = strings.Cut(m, ": rbac: RBAC: ["); return m }
+		same = cut(hub.Message) == cut(member.Message) && strings.Contains(hub.Message, ": rbac: RBAC: [")
+	}
+	if hub.Reason != member.Reason || !same {
 		return fmt.Sprintf("the hub says %s %q, the member %s %q", hub.Reason, hub.Message, member.Reason, member.Message)
 	}
 	return ""

@@ -43,6 +43,12 @@ func (m *Members) Decide(ctx context.Context, cluster string, caller Identity, r
 		return Decision{Identity: id, Reason: fmt.Sprintf("the hub holds no RBAC objects of cluster %s", cluster)}
 	}
 	allowed, reason := a.Authorize(ctx, id, req)
+	if !allowed && reason != "" {
+		// A kube-apiserver's authorizer chain (k8s.io/apiserver's union)
+		// names each authorizer in the reasons of a request none allowed;
+		// --authorization-mode=RBAC's is "rbac".
+		reason = "rbac: " + reason
+	}
 	return Decision{Allowed: allowed, Identity: id, Reason: reason}
 }
 

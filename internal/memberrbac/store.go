@@ -185,14 +185,16 @@ func rbacResource(r string) schema.GroupResource {
 }
 
 // GetRole implements validation.RoleGetter. A missing role is NotFound, as
-// from the member's lister; the resolver reports it and goes on.
+// from the member's lister (which names the resource in the singular:
+// role.rbac.authorization.k8s.io), word for word, since the member's
+// reason quotes it; the resolver reports it and goes on.
 func (s *store) GetRole(_ context.Context, namespace, name string) (*rbacv1.Role, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if r, ok := s.roles[namespace][name]; ok {
 		return r, nil
 	}
-	return nil, apierrors.NewNotFound(rbacResource("roles"), name)
+	return nil, apierrors.NewNotFound(rbacResource("role"), name)
 }
 
 // GetClusterRole implements validation.ClusterRoleGetter.
@@ -202,7 +204,7 @@ func (s *store) GetClusterRole(_ context.Context, name string) (*rbacv1.ClusterR
 	if r, ok := s.clusterRoles[name]; ok {
 		return r, nil
 	}
-	return nil, apierrors.NewNotFound(rbacResource("clusterroles"), name)
+	return nil, apierrors.NewNotFound(rbacResource("clusterrole"), name)
 }
 
 // ListRoleBindings implements validation.RoleBindingLister.
