@@ -47,7 +47,9 @@ import (
 // aggregation recomputed) and does it all again on the incrementally
 // updated authorizers. 100% agreement; the counts are logged. Each run
 // draws a new population from a seed it logs; FLEETVIEW_MEMBERRBAC_SEED=N
-// replays one.
+// replays one. TestMemberRBACPerClusterAgreement asks the same population
+// through the hub: get, list and watch under /clusters/<member>/ in
+// members that disagree (issue #43).
 func TestMemberRBACAgreement(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("FLEETVIEW_MEMBERRBAC_SEED"); s != "" {
