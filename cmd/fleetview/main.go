@@ -67,7 +67,7 @@ func newRoot() *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error { return cli.RunKubeconfig(c.Context(), *kc, c.OutOrStdout()) }}
 	kc.AddFlags(kcCmd.Flags())
 
-	root.AddCommand(upCmd, serveCmd, rebuildCmd, colCmd, kcCmd, newRegistryCmd())
+	root.AddCommand(upCmd, serveCmd, rebuildCmd, colCmd, kcCmd, newRegistryCmd(), newVersionCmd())
 	return root
 }
 
