@@ -124,14 +124,18 @@ func (c *Cluster) args() []string {
 		"--service-account-key-file=" + filepath.Join(c.Dir, "sa.pub"),
 		"--service-account-signing-key-file=" + filepath.Join(c.Dir, "sa.key"),
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--disable-admission-plugins=ServiceAccount",
 		"--token-auth-file=" + filepath.Join(c.Dir, "tokens.csv"),
 	}
 	extra := append(append([]string(nil), c.fleet.apiserverArgs...), c.fleet.clusterArgs[c.Name]...)
-	// kube-apiserver appends a repeated --authorization-mode (a list) and
-	// refuses a mode named twice, so one given replaces RBAC instead.
-	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--authorization-mode=") }) {
-		args = append(args, "--authorization-mode=RBAC")
+	// kube-apiserver appends a repeated list flag (--authorization-mode
+	// refuses a mode named twice), so one given replaces the default
+	// instead: RBAC, and no ServiceAccount admission (nothing here runs pods
+	// needing tokens; the node harness turns it back on).
+	for _, def := range []string{"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"} {
+		flag, _, _ := strings.Cut(def, "=")
+		if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, flag+"=") }) {
+			args = append(args, def)
+		}
 	}
 	return append(args, extra...)
 }

@@ -44,9 +44,10 @@ type Options struct {
 	// ReadyTimeout bounds the wait for each process's readiness. Default 120 s.
 	ReadyTimeout time.Duration
 	// APIServerArgs are appended to every kube-apiserver's flags (a flag
-	// given again overrides the harness's value; an --authorization-mode
-	// here or in ClusterAPIServerArgs replaces the harness's RBAC, since
-	// kube-apiserver appends a repeated one).
+	// given again overrides the harness's value; an --authorization-mode or
+	// --disable-admission-plugins here or in ClusterAPIServerArgs replaces
+	// the harness's RBAC or ServiceAccount, since kube-apiserver appends a
+	// repeated list flag).
 	APIServerArgs []string
 	// ClusterAPIServerArgs are appended, after APIServerArgs, to the named
 	// cluster's kube-apiserver flags only (a member with a webhook
