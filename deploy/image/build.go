@@ -196,7 +196,21 @@ func layer(o Options, entries []entry) (v1.Layer, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	b := raw.Bytes()
+	// Compressed once here: given gzip, go-containerregistry keeps it as the
+	// layer's blob instead of compressing again on every read (digest,
+	// archive, push), which for the binary's layer cost minutes.
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := zw.Write(raw.Bytes()); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	b := gz.Bytes()
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-		tarball.WithCompressionLevel(gzip.BestCompression), tarball.WithMediaType(types.OCILayer))
+		tarball.WithMediaType(types.OCILayer))
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -199,7 +200,7 @@ func TestImage(t *testing.T) {
 		t.Fatalf("fleetview version printed %q, want the stamped version and commit", out)
 	}
 
-	srv := httptest.NewServer(registry.New(registry.Logger(nil)))
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	ref := strings.TrimPrefix(srv.URL, "http://") + "/fleetview/fleetview:test"
 	if err := Push(ctx, ref, idx); err != nil {
