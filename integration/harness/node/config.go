@@ -141,8 +141,9 @@ nftables:
 }
 
 func corefile(n *Node, health, ready string) string {
+	// No bind plugin in the build: CoreDNS listens on every address's port
+	// 53, which pods reach at NodeIP.
 	return fmt.Sprintf(`.:53 {
-    bind %s
     errors
     health %s
     ready %s
@@ -153,5 +154,5 @@ func corefile(n *Node, health, ready string) string {
     }
     cache 5
 }
-`, NodeIP, health, ready, n.kubeconfig)
+`, health, ready, n.kubeconfig)
 }
