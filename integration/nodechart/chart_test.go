@@ -161,11 +161,7 @@ func TestChartOnARealNode(t *testing.T) {
 	kubectl := func(args ...string) (string, error) {
 		return run("kubectl", append([]string{"--kubeconfig", kc}, args...)...)
 	}
-	wantAll := func() error {
-		out, err := kubectl("--context", "fleet", "get", "configmaps", "-A", "--no-headers")
-		if err != nil {
-			return err
-		}
+	check := func(out string) error {
 		for _, m := range members {
 			for _, ns := range append([]string{hubNS}, members...) {
 				if !hasRow(out, ns, m, "marker-"+ns) {
@@ -174,6 +170,27 @@ func TestChartOnARealNode(t *testing.T) {
 			}
 		}
 		return nil
+	}
+	wantAll := func() error {
+		out, err := kubectl("--context", "fleet", "get", "configmaps", "-A", "--no-headers")
+		if err != nil {
+			return err
+		}
+		return check(out)
+	}
+	// A new hub pod is Ready before kube-proxy points the Service at it:
+	// its first answer through the Service must hold every object.
+	firstAnswerComplete := func(when string) {
+		t.Helper()
+		var out string
+		fixture.Eventually(t, time.Minute, func() error {
+			var err error
+			out, err = kubectl("--context", "fleet", "get", "configmaps", "-A", "--no-headers")
+			return err
+		})
+		if err := check(out); err != nil {
+			t.Fatalf("%s, the hub's first answer: %v", when, err)
+		}
 	}
 	firstSynced := time.Duration(0)
 	fixture.Eventually(t, 3*time.Minute, func() error {
@@ -216,9 +233,7 @@ func TestChartOnARealNode(t *testing.T) {
 		}
 		return nil
 	})
-	if err := wantAll(); err != nil {
-		t.Fatalf("right after the upgraded hub is ready: %v", err)
-	}
+	firstAnswerComplete("after the upgrade")
 	checkResumed(t, run)
 	if pvc() != pvcUID {
 		t.Fatal("the upgrade replaced the hub's volume claim")
@@ -237,9 +252,7 @@ func TestChartOnARealNode(t *testing.T) {
 		}
 		return nil
 	})
-	if err := wantAll(); err != nil {
-		t.Fatalf("right after the restarted hub is ready: %v", err)
-	}
+	firstAnswerComplete("after the hub pod's deletion")
 	checkResumed(t, run)
 
 	// Uninstalled, nothing of the releases is left but the hub's volume.

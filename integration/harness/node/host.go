@@ -135,19 +135,16 @@ func links() ([]string, error) {
 	return out, nil
 }
 
-// cgroupDirs lists every cgroup directory two levels deep in every
-// hierarchy (the node's own root is one level deep).
+// cgroupDirs lists the top-level cgroups of every hierarchy: the node's
+// root is one, and so would be a kubepods the kubelet made outside it.
+// Deeper ones belong to whoever made their parent (the machine's own
+// process supervisor makes and removes its own all the time).
 func cgroupDirs() []string {
 	var out []string
-	hier, _ := filepath.Glob("/sys/fs/cgroup/*")
-	for _, h := range hier {
-		for _, pat := range []string{"/*", "/*/*"} {
-			ds, _ := filepath.Glob(h + pat)
-			for _, d := range ds {
-				if fi, err := os.Stat(d); err == nil && fi.IsDir() {
-					out = append(out, d)
-				}
-			}
+	ds, _ := filepath.Glob("/sys/fs/cgroup/*/*")
+	for _, d := range ds {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out = append(out, d)
 		}
 	}
 	sort.Strings(out)
