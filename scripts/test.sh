@@ -3,10 +3,14 @@
 # tests need, caching outside the repository (~/.cache/fleetview):
 #   - Go tools for code generation (buf, protoc plugins)  -> scripts/tools.sh
 #   - kube-apiserver + etcd from the Go module proxy      -> scripts/build-k8s.sh
+#   - kubelet, scheduler, controller-manager, kube-proxy,
+#     CoreDNS from the Go module proxy (the real node)     -> scripts/build-node.sh
 #   - the OpenSearch node launcher from Maven Central     -> scripts/build-opensearch.sh
 #   - helm, from the Go module proxy                      -> chart test
 #   - kubectl (Debian's kubernetes-client) and gcc (for -race) when missing
 #   - chromium (Debian's) when missing, for the console's browser tests
+#   - containerd, runc, the CNI plugins and nft (Debian's) when missing, for
+#     the chart on a real single-node cluster (integration/harness/node)
 # then checks generated code, formatting and vet, and runs every test against
 # the real components. Nothing is skipped: a missing component fails the run.
 set -euo pipefail
@@ -42,13 +46,18 @@ collect() {
 
 # Debian packages the tests need, when missing: kubectl (kubernetes-client),
 # gcc (the race detector in the Badger fork's skiplist test needs cgo) and
-# chromium (the console's browser tests and its benchmark).
+# chromium (the console's browser tests and its benchmark); containerd, runc,
+# the CNI plugins and nft (the real node's runtime, network and kube-proxy).
 debian_packages() {
 	local want=()
 	command -v kubectl >/dev/null 2>&1 || want+=(kubernetes-client)
 	command -v gcc >/dev/null 2>&1 || want+=(gcc)
 	command -v chromium >/dev/null 2>&1 || want+=(chromium)
-	[ ${#want[@]} -gt 0 ] || { echo "kubectl, gcc and chromium are installed"; return 0; }
+	command -v containerd >/dev/null 2>&1 || want+=(containerd)
+	command -v runc >/dev/null 2>&1 || want+=(runc)
+	[ -x /usr/lib/cni/bridge ] || want+=(containernetworking-plugins)
+	command -v nft >/dev/null 2>&1 || want+=(nftables)
+	[ ${#want[@]} -gt 0 ] || { echo "kubectl, gcc, chromium, containerd, runc, the CNI plugins and nft are installed"; return 0; }
 	echo "installing ${want[*]} (Debian)"
 	(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${want[@]}") || {
 		echo "FAIL: ${want[*]} required and could not be installed" >&2; return 1; }
@@ -77,6 +86,8 @@ fi
 
 log "kube-apiserver + etcd"
 bash scripts/build-k8s.sh | tail -1
+# After build-k8s.sh: the packages both builds share are then compiled once.
+bg node-binaries bash scripts/build-node.sh
 
 log "generated code is fresh"
 bash scripts/check-generated.sh
@@ -159,6 +170,12 @@ log "go test: the packages outside integration/, two at a time"
 go test -p 2 -count=1 -timeout 60m $(go list ./... | grep -v '^github.com/fleetview/fleetview/integration\(/\|$\)') 2>&1 | tee /tmp/fleetview-test.log || test_fail=1
 log "go test: the integration packages, one at a time"
 go test -p 1 -count=1 -timeout 60m ./integration/... 2>&1 | tee -a /tmp/fleetview-test.log || test_fail=1
+# The real single-node cluster (root: containerd, a bridge, nftables) and
+# the helm chart on it: hub, two collectors, upgrade, restart, uninstall.
+# One node per machine (one bridge), so one package at a time. About 1.5
+# minutes once the images' binaries are built (the image test built them).
+log "go test: the chart on a real single-node cluster"
+go test -tags realnode -p 1 -count=1 -timeout 30m ./integration/harness/node/ ./integration/nodechart/ 2>&1 | tee -a /tmp/fleetview-test.log || test_fail=1
 [ "$test_fail" = 0 ] || { echo "FAIL: go test (above)" >&2; exit 1; }
 
 # The benchmarks the issues ask for, at their scale, each next to its
