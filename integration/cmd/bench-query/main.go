@@ -10,6 +10,8 @@
 //	FV_BENCH_CLUSTERS=3 FV_BENCH_PODS=50000 (per cluster) FV_BENCH_SELECT_EVERY=10
 //	FV_BENCH_REPEAT=5 FV_BENCH_GETS=2000 FV_BENCH_WATCHERS=1000
 //	FV_BENCH_EVENTS_PER_SEC=1000 FV_BENCH_WATCH_SECONDS=20
+//	FV_BENCH_STRICT_LISTS=1 (the hub's --list-page-policy=strict: the
+//	baseline of the kubectl and RSS rows under the list budget)
 package main
 
 import (
@@ -47,12 +49,17 @@ import (
 	"github.com/fleetview/fleetview/internal/natsserver"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
+	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
 
 type config struct {
 	clusters, pods, selectEvery, repeat, gets, watchers, eventsPerSec, watchSeconds int
 	// flush is the materializer's FlushInterval (0: its default).
 	flush time.Duration
+	// strictLists runs the hub with --list-page-policy=strict
+	// (FV_BENCH_STRICT_LISTS=1): the baseline of the kubectl rows and
+	// the RSS row under the list budget.
+	strictLists bool
 }
 
 func flushLabel(cfg config) string {
@@ -79,6 +86,7 @@ func main() {
 		clusters: benchutil.EnvInt("FV_BENCH_CLUSTERS", 3), pods: benchutil.EnvInt("FV_BENCH_PODS", 50000), selectEvery: benchutil.EnvInt("FV_BENCH_SELECT_EVERY", 10),
 		repeat: benchutil.EnvInt("FV_BENCH_REPEAT", 5), gets: benchutil.EnvInt("FV_BENCH_GETS", 2000), watchers: benchutil.EnvInt("FV_BENCH_WATCHERS", 1000),
 		eventsPerSec: benchutil.EnvInt("FV_BENCH_EVENTS_PER_SEC", 1000), watchSeconds: benchutil.EnvInt("FV_BENCH_WATCH_SECONDS", 20),
+		strictLists: benchutil.EnvInt("FV_BENCH_STRICT_LISTS", 0) == 1,
 	}
 	if v := os.Getenv("FV_BENCH_FLUSH_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -280,6 +288,9 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	fmt.Printf("\nfleetview query benchmark: %d clusters x %d pods (%d total), %s\n", cfg.clusters, cfg.pods, total, time.Now().UTC().Format(time.RFC3339))
+	if cfg.strictLists {
+		fmt.Println("the hub pages lists strictly (FV_BENCH_STRICT_LISTS=1, --list-page-policy=strict): the baseline of the list budget")
+	}
 	fmt.Printf("kube-apiserver RSS after the load: %s\n", strings.Join(rss, ", "))
 	b.print(os.Stdout)
 	return nil
@@ -324,7 +335,8 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		return nil, err
 	}
 	api, err := queryapi.New(queryapi.Config{Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory,
-		JetStream: bk.JetStream, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log})
+		JetStream: bk.JetStream, Applied: set.Applied, GRPCListener: gl, HTTPListener: hl, Logger: log,
+		KubeLists: kubeapi.ListPolicy{Strict: cfg.strictLists}})
 	if err != nil {
 		return nil, err
 	}
