@@ -171,24 +171,6 @@ func checkGeneratedRouteTLS(t *testing.T, sec *corev1.Secret) {
 	}
 }
 
-// helmBinary finds helm on PATH or where scripts/test.sh installs it.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	cache := os.Getenv("FLEETVIEW_CACHE")
-	if cache == "" {
-		cache = filepath.Join(home, ".cache", "fleetview")
-	}
-	p := filepath.Join(cache, "tools", "bin", "helm")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("helm is required (scripts/test.sh installs it into %s): %v", filepath.Dir(p), err)
-	}
-	return p
-}
-
 func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.Command(helm, append([]string{"template", "fv", fixture.RepoPath(t, "deploy", "helm", "fleetview"), "--namespace", "fleetview"}, args...)...)
@@ -209,7 +191,7 @@ func helmTemplate(t *testing.T, helm string, args ...string) (string, error) {
 // credential and certificate Secrets and keeps its generated CA across
 // upgrades.
 func TestHelmChart(t *testing.T) {
-	helm := helmBinary(t)
+	helm := fixture.HelmBinary(t)
 	if out, err := exec.Command(helm, "lint", fixture.RepoPath(t, "deploy", "helm", "fleetview")).CombinedOutput(); err != nil {
 		t.Fatalf("helm lint: %v\n%s", err, out)
 	}

@@ -51,7 +51,7 @@ func (w logWriter) Write(b []byte) (int, error) {
 func TestChartOnARealNode(t *testing.T) {
 	ctx := context.Background()
 	began := time.Now()
-	helm := helmBinary(t)
+	helm := fixture.HelmBinary(t)
 	chart := fixture.RepoPath(t, "deploy", "helm", "fleetview")
 	n, err := node.Start(ctx, node.Options{LogWriter: logWriter{t}})
 	if err != nil {
@@ -466,22 +466,4 @@ func (h *hubClient) writeKubeconfig(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return kc
-}
-
-// helmBinary finds helm on PATH or where scripts/test.sh installs it.
-func helmBinary(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
-	}
-	home, _ := os.UserHomeDir()
-	cache := os.Getenv("FLEETVIEW_CACHE")
-	if cache == "" {
-		cache = filepath.Join(home, ".cache", "fleetview")
-	}
-	p := filepath.Join(cache, "tools", "bin", "helm")
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("helm is required (scripts/test.sh installs it into %s): %v", filepath.Dir(p), err)
-	}
-	return p
 }
