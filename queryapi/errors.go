@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/fleetview/fleetview/internal/apierr"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
@@ -19,7 +19,7 @@ var errNoEpochs = errors.New("no version epochs")
 // errorDomain names fleetview in gRPC ErrorInfo details.
 const errorDomain = "fleetview.io"
 
-// toStatus translates an error for the wire, once (internal/apierr has
+// toStatus translates an error for the wire, once (queryapi/apierr has
 // the table); an error that is a status already passes unchanged.
 func toStatus(err error) error {
 	if err == nil {

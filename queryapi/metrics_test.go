@@ -42,7 +42,7 @@ func TestMetricsUnaryPerSurface(t *testing.T) {
 	}{
 		{"gRPC, answered", "", "web", "OK"},
 		{"REST, not found", SurfaceREST, "missing", "NotFound"},
-		// Translated as the audit log records it (toStatus, internal/apierr).
+		// Translated as the audit log records it (toStatus, queryapi/apierr).
 		{"Kubernetes, a plain error", SurfaceKube, "plain-error", "Internal"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

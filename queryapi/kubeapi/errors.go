@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/fleetview/fleetview/internal/apierr"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -63,7 +63,7 @@ func kubeStatus(err error, gr schema.GroupResource, name string) *metav1.Status 
 		st := apierrors.NewInternalError(err).Status()
 		return &st
 	}
-	// The same table as every other boundary (internal/apierr).
+	// The same table as every other boundary (queryapi/apierr).
 	m := apierr.OfStatus(s)
 	st := metav1.Status{
 		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
