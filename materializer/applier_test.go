@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -23,7 +24,7 @@ type fakeSink struct{ tells bool }
 
 func (s fakeSink) Apply(_ context.Context, _ string, evs []feed.Event, _ uint64) error {
 	for i := range evs {
-		if s.tells && feed.IsObjectEvent(evs[i].Event) {
+		if s.tells && stream.IsObjectEvent(evs[i].Event) {
 			evs[i].Prior = feed.Prior{Told: true, Exists: true, Labels: map[string]string{"app": "sink"}}
 		}
 	}

@@ -114,7 +114,7 @@ func (m *Materializer) add(b *batch, msg jetstream.Msg, streamName string, seq, 
 		b.bad = append(b.bad, badMsg{msg, err})
 		return
 	}
-	if m.cfg.Filter != nil && feed.IsObjectEvent(ev) && !m.cfg.Filter(ev) {
+	if m.cfg.Filter != nil && stream.IsObjectEvent(ev) && !m.cfg.Filter(ev) {
 		m.metrics.Skipped.Add(1)
 		return
 	}

@@ -300,7 +300,7 @@ func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubE
 			cur, _ = he.decode()
 		}
 	}
-	control := !feed.IsObjectEvent(e.Event)
+	control := !stream.IsObjectEvent(e.Event)
 	prior := e.Prior
 	if !prior.Told && !control {
 		// Nobody said (the materializer always does): take the object as

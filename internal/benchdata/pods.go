@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/benchdata/podjson"
-	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -82,7 +81,7 @@ func (p *Publisher) Publish(ctx context.Context, evs func(yield func(*fleetviewv
 			return n, err
 		}
 		var subj string
-		if feed.IsObjectEvent(ev) {
+		if stream.IsObjectEvent(ev) {
 			subj = stream.ObjectSubject(ev.GetCluster(), stream.GVR(ev.GetGvr()), ev.GetUid())
 		} else {
 			subj = stream.ControlSubject(ev.GetCluster(), stream.GVR(ev.GetGvr()))

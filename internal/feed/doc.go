@@ -4,14 +4,12 @@
 // checkpoint they bring the sink to), and what the query API's watch hub
 // fans out. Both sides import this package and not each other.
 //
-// It owns three things:
+// It owns two things:
 //   - the feed types, Batch, Event and Prior;
-//   - IsObjectEvent, the one definition of an object event (an upsert or a
-//     delete) as opposed to a control record (sync marker, resource
-//     removal);
 //   - Tracker, which remembers each object's labels for a sink that does
 //     not tell what an event replaced (OpenSearch's), so that every
 //     published batch carries the prior state whatever the sink.
 //
-// It depends on nothing of fleetview but the protobuf types.
+// It depends on nothing of fleetview but the protobuf types and
+// internal/stream's definition of an object event (stream.IsObjectEvent).
 package feed

@@ -3,6 +3,7 @@ package feed
 import (
 	"strings"
 
+	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -69,14 +70,6 @@ func (p *Prior) Label(key string) (string, bool) {
 	return lookupLabel(p.encoded, key)
 }
 
-// IsObjectEvent is whether ev changes an object (an upsert or a delete), as
-// opposed to a control record (a sync marker, a resource's removal), which
-// every backend receives whatever it is routed.
-func IsObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
-	t := ev.GetType()
-	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
-}
-
 // lookupLabel finds key in labels encoded by encodeLabels without decoding
 // them.
 func lookupLabel(enc, key string) (string, bool) {
@@ -90,3 +83,6 @@ func lookupLabel(enc, key string) (string, bool) {
 	}
 	return "", false
 }
+
+// IsObjectEvent is stream.IsObjectEvent, kept while the last callers move.
+func IsObjectEvent(ev *fleetviewv1.ResourceEvent) bool { return stream.IsObjectEvent(ev) }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -54,7 +55,7 @@ func (t *Tracker) Tell(evs []Event) {
 			delete(t.known, resourceOf(e.Event))
 			continue
 		}
-		if e.Prior.Told || !IsObjectEvent(e.Event) {
+		if e.Prior.Told || !stream.IsObjectEvent(e.Event) {
 			continue
 		}
 		e.Prior = t.remember(e)

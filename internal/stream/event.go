@@ -6,7 +6,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -17,11 +16,21 @@ import (
 // into a cluster's stream (natsserver), so no other cluster can spend an ID
 // there; one that could would forge a cluster-scoped ID as easily.
 func MsgID(ev *fleetviewv1.ResourceEvent) string {
-	if !feed.IsObjectEvent(ev) {
+	if !IsObjectEvent(ev) {
 		// Control records are meant to be appended every time.
 		return ""
 	}
 	return ev.GetUid() + "/" + ev.GetResourceVersion() + "/" + ev.GetType().String()
+}
+
+// IsObjectEvent is whether ev changes an object (an upsert or a delete), as
+// opposed to a control record (a sync marker, a resource's removal), which
+// every backend receives whatever it is routed. An object event travels on
+// an object subject (ObjectSubject), a control record on a control subject
+// (ControlSubject).
+func IsObjectEvent(ev *fleetviewv1.ResourceEvent) bool {
+	t := ev.GetType()
+	return t == fleetviewv1.EventType_EVENT_TYPE_UPSERT || t == fleetviewv1.EventType_EVENT_TYPE_DELETE
 }
 
 // Encode marshals an event.
@@ -48,7 +57,7 @@ func Decode(subj string, data []byte) (*fleetviewv1.ResourceEvent, error) {
 		return nil, fmt.Errorf("%w: resource %s/%s/%s does not match subject %q", ErrBadEvent, g.GetGroup(), g.GetVersion(), g.GetResource(), subj)
 	case !ps.Control && ev.GetUid() != ps.UID:
 		return nil, fmt.Errorf("%w: uid %q does not match subject %q", ErrBadEvent, ev.GetUid(), subj)
-	case !ps.Control && !feed.IsObjectEvent(ev):
+	case !ps.Control && !IsObjectEvent(ev):
 		return nil, fmt.Errorf("%w: type %s on object subject", ErrBadEvent, ev.GetType())
 	case ps.Control && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_SYNCED && ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return nil, fmt.Errorf("%w: type %s on control subject", ErrBadEvent, ev.GetType())

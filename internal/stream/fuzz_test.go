@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fleetview/fleetview/internal/feed"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -109,7 +108,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		ps := ParsedSubject{Control: !feed.IsObjectEvent(ev), Cluster: ev.GetCluster(), GVR: GVR(ev.GetGvr())}
+		ps := ParsedSubject{Control: !IsObjectEvent(ev), Cluster: ev.GetCluster(), GVR: GVR(ev.GetGvr())}
 		if !ps.Control {
 			ps.UID = ev.GetUid()
 		}
