@@ -54,6 +54,14 @@ func TestDecodeValidExamples(t *testing.T) {
 		{file: "seed-registry.json", want: seedRegistry()},
 		{file: "seed-registry-no-backend.yaml", want: noBackend},
 		{file: "fleetview-registry.yaml"},
+		{file: "everything-registry.yaml", want: &ResourceRegistry{
+			TypeMeta:   metav1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: "everything"},
+			Spec: ResourceRegistrySpec{ResourceSelectors: []ResourceSelector{
+				{APIVersion: "*", Kind: "*", Exclude: []KindRef{{Group: "flowcontrol.apiserver.k8s.io"}, {Kind: "ControllerRevision"}, {Group: "core", Kind: "ComponentStatus"}}},
+				{APIVersion: "v1", Kind: "Event", Namespaces: []string{"payments", "checkout"}},
+			}},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

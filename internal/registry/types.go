@@ -58,13 +58,36 @@ type ResourceRegistrySpec struct {
 }
 
 // ResourceSelector names one resource type, optionally limited to one
-// namespace.
+// namespace (Karmada's shape), or, as a fleetview extension, a wildcard:
+// every kind of a group or of every group, as each member's discovery
+// serves them (wildcard.go).
 type ResourceSelector struct {
-	// APIVersion is "version" for the core group or "group/version".
+	// APIVersion is "version" for the core group or "group/version"; a
+	// wildcard is "group/*" (every version of one group, the core group
+	// spelled "core/*") or "*" (every group). A wildcard caches each kind
+	// at the version the member prefers.
 	APIVersion string `json:"apiVersion"`
-	Kind       string `json:"kind"`
+	// Kind is a kind, or "*" for every kind the apiVersion selects.
+	Kind string `json:"kind"`
 	// Namespace limits the selector to one namespace; empty means all.
 	Namespace string `json:"namespace,omitempty"`
+	// Namespaces (fleetview) limits the selector to several namespaces,
+	// with Namespace if both are set. A wildcard limited to namespaces
+	// selects only namespaced kinds.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// CustomResources (fleetview) limits a wildcard to the kinds of API
+	// groups Kubernetes does not build in: CRDs and aggregated APIs.
+	CustomResources bool `json:"customResources,omitempty"`
+	// Exclude (fleetview) lists kinds a wildcard leaves out.
+	Exclude []KindRef `json:"exclude,omitempty"`
+}
+
+// KindRef names kinds to leave out of a wildcard: a group's every kind
+// (group only), a kind in every group (kind only), or one group's kind.
+// The core group is spelled "core", as in a wildcard's apiVersion.
+type KindRef struct {
+	Group string `json:"group,omitempty"`
+	Kind  string `json:"kind,omitempty"`
 }
 
 // BackendStoreConfig selects the backend the cached objects are written to.

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -161,31 +162,25 @@ func validateResourceSelector(sel ResourceSelector, fldPath *field.Path) field.E
 	var errs field.ErrorList
 
 	avPath := fldPath.Child("apiVersion")
-	if sel.APIVersion == "" {
-		errs = append(errs, field.Required(avPath, `"v1" for the core group, otherwise "group/version"`))
-	} else if gv, err := schema.ParseGroupVersion(sel.APIVersion); err != nil {
-		errs = append(errs, field.Invalid(avPath, sel.APIVersion, err.Error()))
-	} else if gv.Version == "" || gv.String() != sel.APIVersion {
-		// ParseGroupVersion accepts "apps/" and "/v1"; neither names an API.
-		errs = append(errs, field.Invalid(avPath, sel.APIVersion, `must be "version" or "group/version"`))
-	} else {
-		if gv.Group != "" {
-			for _, msg := range validation.IsDNS1123Subdomain(gv.Group) {
-				errs = append(errs, field.Invalid(avPath, sel.APIVersion, "group: "+msg))
+	switch group, isPattern := strings.CutSuffix(sel.APIVersion, "/"+Wildcard); {
+	case sel.APIVersion == "":
+		errs = append(errs, field.Required(avPath, `"v1" for the core group, otherwise "group/version"; or a wildcard, "group/*" or "*"`))
+	case sel.APIVersion == Wildcard:
+	case isPattern:
+		if group != CoreGroupName {
+			for _, msg := range validation.IsDNS1123Subdomain(group) {
+				errs = append(errs, field.Invalid(avPath, sel.APIVersion, `group (spell the core group "core/*"): `+msg))
 			}
 		}
-		for _, msg := range validation.IsDNS1035Label(gv.Version) {
-			errs = append(errs, field.Invalid(avPath, sel.APIVersion, "version: "+msg))
-		}
+	default:
+		errs = append(errs, validateGroupVersion(sel.APIVersion, avPath)...)
 	}
 
 	kindPath := fldPath.Child("kind")
 	if sel.Kind == "" {
-		errs = append(errs, field.Required(kindPath, "e.g. Deployment"))
-	} else if len(validation.IsDNS1035Label(strings.ToLower(sel.Kind))) > 0 {
-		// The rule CRDs apply to spec.names.kind, so every servable kind passes.
-		errs = append(errs, field.Invalid(kindPath, sel.Kind,
-			"must be a kind such as Deployment: letters, digits and '-', starting with a letter, at most 63 characters"))
+		errs = append(errs, field.Required(kindPath, `e.g. Deployment, or "*" for every kind`))
+	} else if sel.Kind != Wildcard {
+		errs = append(errs, validateKind(sel.Kind, kindPath)...)
 	}
 
 	if sel.Namespace != "" {
@@ -193,7 +188,80 @@ func validateResourceSelector(sel ResourceSelector, fldPath *field.Path) field.E
 			errs = append(errs, field.Invalid(fldPath.Child("namespace"), sel.Namespace, msg))
 		}
 	}
+	for i, ns := range sel.Namespaces {
+		p := fldPath.Child("namespaces").Index(i)
+		if ns == "" {
+			errs = append(errs, field.Required(p, "a namespace name"))
+		}
+		for _, msg := range nameMessages(ns, apivalidation.ValidateNamespaceName) {
+			errs = append(errs, field.Invalid(p, ns, msg))
+		}
+	}
+
+	if !sel.IsWildcard() {
+		// Only a pattern has anything to leave out; on an exact selector
+		// these would be silently meaningless.
+		if len(sel.Exclude) > 0 {
+			errs = append(errs, field.Invalid(fldPath.Child("exclude"), len(sel.Exclude), `applies only to a wildcard selector (kind "*", apiVersion "group/*" or "*")`))
+		}
+		if sel.CustomResources {
+			errs = append(errs, field.Invalid(fldPath.Child("customResources"), true, `applies only to a wildcard selector (kind "*", apiVersion "group/*" or "*")`))
+		}
+		return errs
+	}
+	if group, every := sel.wildcardGroup(); sel.CustomResources && !every && IsBuiltinGroup(group) {
+		errs = append(errs, field.Invalid(fldPath.Child("customResources"), true,
+			fmt.Sprintf("apiVersion %q names a group Kubernetes builds in, which has no custom resources", sel.APIVersion)))
+	}
+	for i, x := range sel.Exclude {
+		p := fldPath.Child("exclude").Index(i)
+		if x.Group == "" && x.Kind == "" {
+			errs = append(errs, field.Required(p, `a group ("core" for the core group), a kind, or both`))
+		}
+		if x.Group != "" && x.Group != CoreGroupName {
+			for _, msg := range validation.IsDNS1123Subdomain(x.Group) {
+				errs = append(errs, field.Invalid(p.Child("group"), x.Group, msg))
+			}
+		}
+		if x.Kind != "" {
+			errs = append(errs, validateKind(x.Kind, p.Child("kind"))...)
+		}
+	}
 	return errs
+}
+
+// validateGroupVersion checks an exact apiVersion: "version" or
+// "group/version".
+func validateGroupVersion(apiVersion string, avPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	gv, err := schema.ParseGroupVersion(apiVersion)
+	switch {
+	case err != nil:
+		errs = append(errs, field.Invalid(avPath, apiVersion, err.Error()))
+	case gv.Version == "" || gv.String() != apiVersion:
+		// ParseGroupVersion accepts "apps/" and "/v1"; neither names an API.
+		errs = append(errs, field.Invalid(avPath, apiVersion, `must be "version" or "group/version"`))
+	default:
+		if gv.Group != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(gv.Group) {
+				errs = append(errs, field.Invalid(avPath, apiVersion, "group: "+msg))
+			}
+		}
+		for _, msg := range validation.IsDNS1035Label(gv.Version) {
+			errs = append(errs, field.Invalid(avPath, apiVersion, "version: "+msg))
+		}
+	}
+	return errs
+}
+
+// validateKind applies the rule CRDs apply to spec.names.kind, so every
+// servable kind passes.
+func validateKind(kind string, p *field.Path) field.ErrorList {
+	if len(validation.IsDNS1035Label(strings.ToLower(kind))) > 0 {
+		return field.ErrorList{field.Invalid(p, kind,
+			"must be a kind such as Deployment: letters, digits and '-', starting with a letter, at most 63 characters")}
+	}
+	return nil
 }
 
 func validateBackendStore(store *BackendStoreConfig, fldPath *field.Path) field.ErrorList {

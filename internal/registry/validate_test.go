@@ -71,6 +71,18 @@ func TestValidateAccepts(t *testing.T) {
 		{"kind with digits and dashes", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Kind = "HorizontalPodAutoscaler-v2" }},
 		{"CRD group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].APIVersion = "search.karmada.io/v1alpha1" }},
 		{"secret data opt-in", func(r *ResourceRegistry) { r.Spec.IncludeSecretData = true }},
+		{"every kind of every group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*"} }},
+		{"every kind of a group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*"} }},
+		{"every kind of the core group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "core/*", Kind: "*"} }},
+		{"every kind of one version", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v1", Kind: "*"} }},
+		{"one kind in every group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "Ingress"} }},
+		{"custom resources with excludes and namespaces", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", CustomResources: true, Namespaces: []string{"a", "b"},
+				Exclude: []KindRef{{Group: "example.com"}, {Kind: "Widget"}, {Group: "core", Kind: "Event"}}}
+		}},
+		{"custom resources of a CRD group", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "example.com/*", Kind: "*", CustomResources: true}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +176,29 @@ func TestValidateRejects(t *testing.T) {
 		{"kind malformed", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Kind = "apps/Deployment" }, []string{sel + "[0].kind"}, field.ErrorTypeInvalid},
 		{"namespace not a DNS label", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespace = "kube_system" }, []string{sel + "[0].namespace"}, field.ErrorTypeInvalid},
 		{"namespace with dots", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespace = "a.b" }, []string{sel + "[0].namespace"}, field.ErrorTypeInvalid},
+		{"namespaces entry empty", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespaces = []string{"ok", ""} }, []string{sel + "[0].namespaces[1]"}, field.ErrorTypeRequired},
+		{"namespaces entry invalid", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespaces = []string{"a.b"} }, []string{sel + "[0].namespaces[0]"}, field.ErrorTypeInvalid},
+		{"wildcard group not a DNS subdomain", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "Apps/*", Kind: "*"}
+		}, []string{sel + "[0].apiVersion"}, field.ErrorTypeInvalid},
+		{"wildcard version only", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v*", Kind: "*"}
+		}, []string{sel + "[0].apiVersion"}, field.ErrorTypeInvalid},
+		{"exclude on an exact selector", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0].Exclude = []KindRef{{Kind: "Event"}}
+		}, []string{sel + "[0].exclude"}, field.ErrorTypeInvalid},
+		{"customResources on an exact selector", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0].CustomResources = true
+		}, []string{sel + "[0].customResources"}, field.ErrorTypeInvalid},
+		{"customResources of a built-in group", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*", CustomResources: true}
+		}, []string{sel + "[0].customResources"}, field.ErrorTypeInvalid},
+		{"exclude entry empty", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", Exclude: []KindRef{{}}}
+		}, []string{sel + "[0].exclude[0]"}, field.ErrorTypeRequired},
+		{"exclude group and kind malformed", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", Exclude: []KindRef{{Group: "Bad_Group", Kind: "apps/Deployment"}}}
+		}, []string{sel + "[0].exclude[0].group", sel + "[0].exclude[0].kind"}, field.ErrorTypeInvalid},
 
 		// backendStore.openSearch
 		{"no addresses", func(r *ResourceRegistry) { r.Spec.BackendStore.OpenSearch.Addresses = nil }, []string{os + ".addresses"}, field.ErrorTypeRequired},
