@@ -72,10 +72,18 @@ func TestValidateAccepts(t *testing.T) {
 		{"CRD group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].APIVersion = "search.karmada.io/v1alpha1" }},
 		{"secret data opt-in", func(r *ResourceRegistry) { r.Spec.IncludeSecretData = true }},
 		{"every kind of every group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*"} }},
-		{"every kind of a group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*"} }},
-		{"every kind of the core group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "core/*", Kind: "*"} }},
-		{"every kind of one version", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v1", Kind: "*"} }},
-		{"one kind in every group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "Ingress"} }},
+		{"every kind of a group", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*"}
+		}},
+		{"every kind of the core group", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "core/*", Kind: "*"}
+		}},
+		{"every kind of one version", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v1", Kind: "*"}
+		}},
+		{"one kind in every group", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "Ingress"}
+		}},
 		{"custom resources with excludes and namespaces", func(r *ResourceRegistry) {
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", CustomResources: true, Namespaces: []string{"a", "b"},
 				Exclude: []KindRef{{Group: "example.com"}, {Kind: "Widget"}, {Group: "core", Kind: "Event"}}}
