@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/fleetview/fleetview/internal/kubepath"
 )
 
 const (
@@ -27,8 +29,9 @@ const (
 	// QueryBucket holds the query API's state shared by its replicas (the
 	// key that seals its tokens).
 	QueryBucket = "fv_query"
-	// CoreGroupToken spells the core ("") API group in a subject.
-	CoreGroupToken = "core"
+	// CoreGroupToken is kubepath.CoreGroupName, kept while the query API's
+	// last comparisons move to kubepath.GroupFromName.
+	CoreGroupToken = kubepath.CoreGroupName
 	// DefaultTombstoneTTL keeps a delete long enough for any consumer that is
 	// not hopelessly behind, after which the subject disappears entirely.
 	DefaultTombstoneTTL = 24 * time.Hour

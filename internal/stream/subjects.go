@@ -6,22 +6,19 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/kubepath"
 )
 
-// groupToken encodes an API group as one subject token. Groups are DNS
-// subdomains: they may hold dots (token separators) but never '_'.
+// groupToken encodes an API group as one subject token, the core group as
+// kubepath.CoreGroupName. Groups are DNS subdomains: they may hold dots
+// (token separators) but never '_'.
 func groupToken(group string) string {
-	if group == "" {
-		return CoreGroupToken
-	}
-	return strings.ReplaceAll(group, ".", "_")
+	return strings.ReplaceAll(kubepath.GroupName(group), ".", "_")
 }
 
 func groupFromToken(tok string) string {
-	if tok == CoreGroupToken {
-		return ""
-	}
-	return strings.ReplaceAll(tok, "_", ".")
+	return kubepath.GroupFromName(strings.ReplaceAll(tok, "_", "."))
 }
 
 // ResourceToken is the "<group>.<version>.<resource>" part of a subject.
