@@ -27,6 +27,6 @@
 //
 // It must not know how a backend lays out its data; backends live in
 // sub-packages (badger, opensearch). Rebuilding a store is running a
-// materializer with a fresh sink and another durable name (backends.Rebuild,
+// materializer with a fresh sink and another durable name (store.Rebuild,
 // behind `fleetview rebuild`).
 package materializer

@@ -2,7 +2,7 @@
 # The house points one way (docs/architecture.md, "The house"): internal/
 # never imports a component, the read side (queryapi) never imports the
 # write side (collector, materializer), the components never import the
-# backend set or the composition root. Checked on every package's
+# store or the composition root. Checked on every package's
 # dependencies, tests included, so a violation fails CI rather than review.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,10 +19,10 @@ check() {
 		fi
 	done
 }
-check "./internal/..." "collector|materializer|queryapi|backends|cmd"
-check "./queryapi/..." "collector|materializer|backends|cmd"
-check "./collector/..." "materializer|queryapi|backends|cmd"
-check "./materializer/..." "collector|queryapi|backends|cmd"
-check "./backends/..." "collector|queryapi|cmd"
+check "./internal/..." "collector|materializer|queryapi|store|cmd"
+check "./queryapi/..." "collector|materializer|store|cmd"
+check "./collector/..." "materializer|queryapi|store|cmd"
+check "./materializer/..." "collector|queryapi|store|cmd"
+check "./store/..." "collector|queryapi|cmd"
 [ "$fail" = 0 ] && echo "layers: ok"
 exit "$fail"

@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -23,8 +23,8 @@ import (
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/opensearch"
+	"github.com/fleetview/fleetview/store/badger"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // Observer receives each committed batch of a backend's materializer

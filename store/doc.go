@@ -18,4 +18,4 @@
 // It sits above the materializer and its sinks and hands the query API a
 // reader; the composition root (cmd/fleetview/app) wires it to NATS and to
 // the query API. See docs/architecture.md, "Routing resources to backends".
-package backends
+package store

@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
+	"github.com/fleetview/fleetview/store/badger"
 )
 
 // rebuildName is the rebuild's materializer; its durable consumers are

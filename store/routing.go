@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -305,7 +305,7 @@ func (r *Router) reporter(backend string, f func(feed.Batch)) func(feed.Batch) {
 		out := make([]feed.Event, 0, len(b.Events))
 		for _, e := range b.Events {
 			ev := e.Event
-			if !feed.IsObjectEvent(ev) {
+			if !stream.IsObjectEvent(ev) {
 				if backend == defaultBackend {
 					out = append(out, e)
 				}

@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/materializer/badger"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/badger"
 )
 
 func sum(m map[string]uint64) (n uint64) {
@@ -162,7 +162,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	fixture.Eventually(t, 30*time.Second, listOK)
 
 	newDir := filepath.Join(stateDir, "badger.new")
-	replica, err := backends.ReplicaID(stateDir)
+	replica, err := store.ReplicaID(stateDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		if err := listOK(); err != nil {
 			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
 		}
-		c, err := js.Consumer(context.Background(), "FV_c1", backends.Durable("badger-rebuild", replica))
+		c, err := js.Consumer(context.Background(), "FV_c1", store.Durable("badger-rebuild", replica))
 		if err != nil {
 			return err
 		}

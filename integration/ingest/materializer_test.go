@@ -20,9 +20,9 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store/badger"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // workload is the event history both backends materialize: pods in two

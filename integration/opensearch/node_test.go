@@ -20,7 +20,7 @@ import (
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
-	fos "github.com/fleetview/fleetview/materializer/opensearch"
+	fos "github.com/fleetview/fleetview/store/opensearch"
 )
 
 // TestNode starts a real node. It fails (never skips) when java, mvn or the

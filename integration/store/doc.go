@@ -7,4 +7,4 @@
 // (replicas_test.go), and three hubs on a NATS JetStream cluster through
 // the stream leader's kill -9, with BenchmarkNATSReplication, the cost of
 // R3 (natscluster_test.go). Shared helpers are in integration/fixture.
-package backends
+package store

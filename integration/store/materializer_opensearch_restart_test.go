@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"bytes"
@@ -26,8 +26,8 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // TestMaterializerOpenSearchRestart stops the OpenSearch server itself (not

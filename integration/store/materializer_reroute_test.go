@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -23,9 +23,9 @@ import (
 	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store/badger"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // TestServeReroutesResources edits registries while `fleetview serve` runs
@@ -38,7 +38,7 @@ import (
 //     past every ConfigMap it skipped;
 //   - then both go back at once: OpenSearch still has its old, unserved
 //     copy of the Pods (deleting it would block their return for a day,
-//     see backends/mover.go), which the move brings up to date.
+//     see store/mover.go), which the move brings up to date.
 //
 // After each edit the new backend holds exactly the stream's objects,
 // Badger holds nothing it does not serve, and Lists and a Search through

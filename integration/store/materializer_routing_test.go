@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"bytes"
@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
 	itos "github.com/fleetview/fleetview/integration/opensearch"
@@ -24,8 +23,9 @@ import (
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // metricsPage reads serve's Prometheus text page.
@@ -75,7 +75,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}})
-	osName := "opensearch-" + backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
+	osName := "opensearch-" + store.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
 	fixture.Eventually(t, time.Minute, func() error {
 		b, err := metricsPage(o.MetricsAddr)
 		if err != nil {

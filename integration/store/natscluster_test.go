@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -571,7 +571,7 @@ func roundAll(m map[string]time.Duration) map[string]time.Duration {
 // run: what R3 replication costs JetStream ingest. FV_REPL_PODS sets the
 // count (100,000).
 //
-//	go test -run '^$' -bench NATSReplication -benchtime 1x ./integration/backends/
+//	go test -run '^$' -bench NATSReplication -benchtime 1x ./integration/store/
 func BenchmarkNATSReplication(b *testing.B) {
 	n := fixture.EnvInt(b, "FV_REPL_PODS", 100000)
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package backends
+package store
 
 import (
 	"context"
@@ -18,7 +18,6 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
 	itos "github.com/fleetview/fleetview/integration/opensearch"
@@ -26,6 +25,7 @@ import (
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store"
 )
 
 // TestOpenSearchClusterLosesANode runs `fleetview serve` in-process over a
@@ -105,7 +105,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	}
 	t.Logf("a fresh list (30 pages of 100) takes %v before the kill", time.Since(baseline).Round(time.Millisecond))
 	// And the time to ingest 1000 new Pods (in c4), as after the kill (c3).
-	osName := "opensearch-" + backends.OpenSearchID(&registry.OpenSearchConfig{Addresses: cl.URLs()})
+	osName := "opensearch-" + store.OpenSearchID(&registry.OpenSearchConfig{Addresses: cl.URLs()})
 	baseline = time.Now()
 	var c4 []*fleetviewv1.ResourceEvent
 	for i := range 1000 {

@@ -12,9 +12,9 @@ import (
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/stream"
-	"github.com/fleetview/fleetview/materializer/badger"
-	"github.com/fleetview/fleetview/materializer/opensearch"
 	"github.com/fleetview/fleetview/queryapi"
+	"github.com/fleetview/fleetview/store/badger"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // Default limits of serve and up: generous for every client fleetview is

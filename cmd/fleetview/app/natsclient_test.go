@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/store"
 )
 
 func TestNATSClientOptionsValidate(t *testing.T) {
@@ -127,7 +127,7 @@ func TestRebuildConnectsToAProtectedHub(t *testing.T) {
 			if err != nil {
 				t.Fatalf("rebuild: %v\n%s", err, out.String())
 			}
-			if _, err := os.Stat(filepath.Join(backends.RebuildDir(o.StateDir), backends.RebuiltMarker)); err != nil {
+			if _, err := os.Stat(filepath.Join(store.RebuildDir(o.StateDir), store.RebuiltMarker)); err != nil {
 				t.Fatalf("no finished rebuild: %v\n%s", err, out.String())
 			}
 		})

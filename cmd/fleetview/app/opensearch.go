@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleetview/fleetview/backends"
-	"github.com/fleetview/fleetview/materializer/opensearch"
+	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // OpenSearchOptions configure the OpenSearch backends that registries with
@@ -42,7 +42,7 @@ type OpenSearchOptions struct {
 
 // AddFlags registers the flags.
 func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+backends.EnvOpenSearchUsername+"/$"+backends.EnvOpenSearchPassword)
+	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+store.EnvOpenSearchUsername+"/$"+store.EnvOpenSearchPassword)
 	fs.StringVar(&o.SecretsKubeconfig, "opensearch-secrets-kubeconfig", "", "read registries' backendStore.openSearch.secretRef Secrets from this Kubernetes control plane (a kubeconfig path, or in-cluster)")
 	fs.StringVar(&o.CAFile, "opensearch-ca-file", "", "PEM CA bundle trusted for https OpenSearch addresses")
 	fs.BoolVar(&o.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "do not verify OpenSearch TLS certificates (testing only)")
@@ -88,12 +88,12 @@ func (o *OpenSearchOptions) Validate() []error {
 
 // config is the backends' view of the options; it connects to the
 // Kubernetes API that holds the secretRef Secrets, if one is named.
-func (o *OpenSearchOptions) config() (backends.OpenSearchConfig, error) {
-	c := backends.OpenSearchConfig{
+func (o *OpenSearchOptions) config() (store.OpenSearchConfig, error) {
+	c := store.OpenSearchConfig{
 		Store: opensearch.Options{CAFile: o.CAFile, InsecureSkipVerify: o.InsecureSkipVerify,
 			IndexPrefix: o.IndexPrefix, FullTextObject: o.FullTextObject,
 			Shards: o.Shards, Replicas: o.Replicas, ReadRetry: o.ReadRetry},
-		Credentials: backends.Credentials{Dir: o.SecretsDir, Getenv: o.Getenv},
+		Credentials: store.Credentials{Dir: o.SecretsDir, Getenv: o.Getenv},
 		BatchSize:   o.BatchSize, FlushInterval: o.FlushInterval,
 	}
 	if o.SecretsKubeconfig == "" {
@@ -111,6 +111,6 @@ func (o *OpenSearchOptions) config() (backends.OpenSearchConfig, error) {
 	if err != nil {
 		return c, fmt.Errorf("--opensearch-secrets-kubeconfig: %w", err)
 	}
-	c.Credentials.Secrets = backends.KubeSecrets{Client: kube}
+	c.Credentials.Secrets = store.KubeSecrets{Client: kube}
 	return c, nil
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/progress"
+	"github.com/fleetview/fleetview/store"
 )
 
 // RebuildOptions replay every cluster stream into a fresh Badger store.
@@ -72,8 +72,8 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	if out == nil {
 		out = os.Stderr
 	}
-	dir := backends.RebuildDir(o.StateDir)
-	if _, err := os.Stat(filepath.Join(dir, backends.RebuiltMarker)); err == nil {
+	dir := store.RebuildDir(o.StateDir)
+	if _, err := os.Stat(filepath.Join(dir, store.RebuiltMarker)); err == nil {
 		fmt.Fprintf(out, "rebuild already finished in %s; the next start of fleetview serve/up switches to it\n", dir)
 		return nil
 	}
@@ -83,7 +83,7 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	}
 	defer nc.Close()
 	var p *progress.Progress
-	err = backends.Rebuild(ctx, backends.RebuildConfig{
+	err = store.Rebuild(ctx, store.RebuildConfig{
 		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
 		Progress: func(applied, total uint64) {
 			if p == nil {

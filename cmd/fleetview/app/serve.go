@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/debugserver"
 	"github.com/fleetview/fleetview/internal/relay"
@@ -24,6 +23,7 @@ import (
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/console"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/store"
 )
 
 // ServeOptions run the materializers (Badger, and OpenSearch for the
@@ -157,7 +157,7 @@ type ServeConfig struct {
 	ServeOptions
 	natsAuth   []nats.Option
 	security   *security
-	openSearch backends.OpenSearchConfig
+	openSearch store.OpenSearchConfig
 }
 
 // Config validates the options (every error at once) and reads the files
@@ -189,7 +189,7 @@ func (o ServeOptions) config() (ServeConfig, error) {
 type serve struct {
 	o       ServeConfig
 	log     *slog.Logger
-	set     *backends.Set
+	set     *store.Set
 	api     *queryapi.Server
 	metrics *debugserver.Server
 	// registry holds the process's metrics; nil when metrics are off.
@@ -201,16 +201,16 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	o.Memory.apply(log)
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
-	var bk backends.Buckets
+	var bk store.Buckets
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
 	r := o.Replicas.replicas()
 	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) error {
-		// At once (backends.OpenBuckets says why).
+		// At once (store.OpenBuckets says why).
 		var g errgroup.Group
-		g.Go(func() (err error) { bk, err = backends.OpenBuckets(ctx, nc, r); return err })
+		g.Go(func() (err error) { bk, err = store.OpenBuckets(ctx, nc, r); return err })
 		g.Go(func() error { return queryapi.EnsureState(ctx, js, r) })
 		g.Go(func() error { return materializer.EnsureDeadLetterStream(ctx, js, r) })
 		return g.Wait()
@@ -219,7 +219,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 		return nil, err
 	}
 	hub := queryapi.NewHub(queryapi.HubOptions{})
-	set, err := backends.New(ctx, backends.Config{
+	set, err := store.New(ctx, store.Config{
 		NATS: nc, Buckets: bk,
 		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
 		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
@@ -264,7 +264,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 
 // startMetrics registers the query API's and the materializers' metrics on
 // a new registry and serves it.
-func (sv *serve) startMetrics(bk backends.Buckets, conns *connlimit.Limiter) (*queryapi.Metrics, error) {
+func (sv *serve) startMetrics(bk store.Buckets, conns *connlimit.Limiter) (*queryapi.Metrics, error) {
 	reg := newMetricsRegistry()
 	qm, err := queryapi.NewMetrics(reg)
 	if err != nil {

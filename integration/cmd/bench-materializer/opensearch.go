@@ -13,7 +13,7 @@ import (
 	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/materializer/opensearch"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // benchOpenSearch applies the first osN events (of k streams) into a real

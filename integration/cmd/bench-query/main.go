@@ -40,7 +40,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/fleetview/fleetview/backends"
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
@@ -50,6 +49,7 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/store"
 )
 
 type config struct {
@@ -316,12 +316,12 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 		ns.Shutdown()
 		return nil, err
 	}
-	bk, err := backends.OpenBuckets(ctx, nc, 1)
+	bk, err := store.OpenBuckets(ctx, nc, 1)
 	if err != nil {
 		return nil, err
 	}
 	hub := queryapi.NewHub(queryapi.HubOptions{})
-	set, err := backends.New(ctx, backends.Config{NATS: nc, Buckets: bk,
+	set, err := store.New(ctx, store.Config{NATS: nc, Buckets: bk,
 		StateDir: dir, FlushInterval: cfg.flush, Observer: hub.Observe, Logger: log})
 	if err != nil {
 		return nil, err
