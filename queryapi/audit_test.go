@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // auditedService answers every read with objects in member1 and member2,
@@ -96,7 +97,7 @@ func (l *lockedBuffer) lines(t *testing.T) []map[string]any {
 // over gRPC).
 func TestAuditLog(t *testing.T) {
 	buf := &lockedBuffer{}
-	a := &Audit{Logger: slog.New(slog.NewJSONHandler(buf, nil))}
+	a := &authz.Audit{Logger: slog.New(slog.NewJSONHandler(buf, nil))}
 	g := testGuard(t)
 	unary := []grpc.UnaryServerInterceptor{a.Unary, g.Unary}
 	streams := []grpc.StreamServerInterceptor{a.Stream, g.Stream}

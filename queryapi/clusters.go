@@ -11,6 +11,7 @@ import (
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
@@ -106,7 +107,7 @@ func (c *clusterService) toProto(ctx context.Context, rec *inventory.Cluster, v 
 func (c *clusterService) ListClusters(ctx context.Context, _ *fleetviewv1.ListClustersRequest) (*fleetviewv1.ListClustersResponse, error) {
 	recs, err := clusterRecords(ctx, c.sync.catalog, c.kv)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	v := c.view(ctx, true)
 	resp := &fleetviewv1.ListClustersResponse{}
@@ -119,7 +120,7 @@ func (c *clusterService) ListClusters(ctx context.Context, _ *fleetviewv1.ListCl
 func (c *clusterService) GetCluster(ctx context.Context, req *fleetviewv1.GetClusterRequest) (*fleetviewv1.Cluster, error) {
 	rec, err := inventory.Get(ctx, c.kv, req.GetName())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	return c.toProto(ctx, rec, c.view(ctx, false)), nil
 }

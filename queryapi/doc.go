@@ -63,13 +63,9 @@
 //     cluster: every registry-selected resource synced by its collector,
 //     the backend caught up through the latest sync marker, and every
 //     resource its record reports followed by the catalog.
-//   - Authorization (authz.go, Guard; authzfilter.go, what a scope drops
-//     from an answer; authzdiscovery.go, what discovery shows a caller;
-//     authzmember.go and authzsearch.go, the member clusters' own RBAC as
-//     a scope under ModeMemberRBAC and ModeBoth, followed from the cached
-//     RBAC objects by memberrbac.go; authzrevoke.go, a watch ended with
-//     Forbidden when a member's RBAC takes its access away) and the audit
-//     log (audit.go, Audit)
+//   - Authorization and the audit log are package authz (the Guard; the
+//     members' RBAC as a scope under ModeMemberRBAC and ModeBoth; Audit),
+//     followed from the cached RBAC objects by memberrbac.go. They
 //     are interceptors, the audit first so it records refusals too. A
 //     search and a list carry the caller's visibility into the backend
 //     (applied before the limit); a watch is narrowed to the caller's

@@ -8,33 +8,12 @@ import (
 
 	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/status"
 )
 
 // errNoEpochs: a resourceVersion needs a stored epoch and this server has
 // no JetStream to keep one (a unit test's query service).
 var errNoEpochs = errors.New("no version epochs")
-
-// errorDomain names fleetview in gRPC ErrorInfo details.
-const errorDomain = "fleetview.io"
-
-// toStatus translates an error for the wire, once (queryapi/apierr has
-// the table); an error that is a status already passes unchanged.
-func toStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	m := apierr.Of(err)
-	st := status.New(m.Code, err.Error())
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.Reason, Domain: errorDomain}); derr == nil {
-		st = d
-	}
-	return st.Err()
-}
 
 // k8sStatus is a Kubernetes metav1.Status body.
 type k8sStatus struct {
@@ -54,7 +33,7 @@ func statusBody(err error) (int, k8sStatus) {
 
 // writeError answers a REST request with a Kubernetes Status.
 func writeError(w http.ResponseWriter, err error) {
-	code, body := statusBody(toStatus(err))
+	code, body := statusBody(apierr.ToStatus(err))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(body)

@@ -15,6 +15,8 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // copiesReader holds Pods by cluster and answers Get as the backends do:
@@ -45,7 +47,7 @@ func (r *copiesReader) Get(_ context.Context, o query.GetOptions) (query.Object,
 	return query.Object{}, o.Conflict(in)
 }
 
-func scopeGuard(t *testing.T) *Guard {
+func scopeGuard(t *testing.T) *authz.Guard {
 	t.Helper()
 	tokens, err := auth.LoadTokens(strings.NewReader("admin-tok,root,1,admins\nalice-tok,alice\nfrank-tok,frank\ndave-tok,dave\n"))
 	if err != nil {
@@ -60,7 +62,7 @@ func scopeGuard(t *testing.T) *Guard {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return &Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
+	return &authz.Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
 }
 
 // TestGetScope: a Get goes through the Guard and the service to a backend
@@ -125,7 +127,7 @@ func TestGetScope(t *testing.T) {
 			// Hidden and missing share the whole status: code, message and
 			// the ErrorInfo the HTTP boundaries map from.
 			if tc.code == codes.NotFound {
-				missing := status.Convert(toStatus(query.NotFoundError(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, tc.obj)))
+				missing := status.Convert(apierr.ToStatus(query.NotFoundError(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, tc.obj)))
 				if !proto.Equal(st.Proto(), missing.Proto()) {
 					t.Fatalf("status %v, want a missing object's %v", st.Proto(), missing.Proto())
 				}
@@ -171,7 +173,7 @@ func TestGuardWatchVisibility(t *testing.T) {
 				if err := s.RecvMsg(&fleetviewv1.WatchRequest{}); err != nil {
 					return err
 				}
-				vis = visibleFrom(s.Context())
+				vis = authz.VisibleFrom(s.Context())
 				return nil
 			})
 			if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -115,7 +116,7 @@ func TestErrorTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
-			code, st := statusBody(toStatus(tc.err))
+			code, st := statusBody(apierr.ToStatus(tc.err))
 			if code != tc.code || st.Code != tc.code || st.Reason != tc.reason || st.Kind != "Status" || st.Status != "Failure" || st.Message == "" {
 				t.Fatalf("%v -> %d %+v, want %d %s", tc.err, code, st, tc.code, tc.reason)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // benchReader answers every Get with one small Pod of the asked cluster.
@@ -73,7 +74,7 @@ func benchServer(b testing.TB, n int, interceptors ...grpc.UnaryServerIntercepto
 
 // guardedBenchServer is benchServer with g authorizing (nil: none), whose
 // readiness probe sends probeToken.
-func guardedBenchServer(b testing.TB, n int, g *Guard, probeToken string, interceptors ...grpc.UnaryServerInterceptor) (http.Handler, func()) {
+func guardedBenchServer(b testing.TB, n int, g *authz.Guard, probeToken string, interceptors ...grpc.UnaryServerInterceptor) (http.Handler, func()) {
 	_, _, js := natstest.Start(b, -1)
 	ctx, cancel := context.WithCancel(context.Background())
 	inv, err := inventory.Bucket(ctx, js, 1)
@@ -147,7 +148,7 @@ func guardedBenchServer(b testing.TB, n int, g *Guard, probeToken string, interc
 // the kind and scope come from the process's catalog, not from a call.
 func TestKubeAuditLines(t *testing.T) {
 	var buf bytes.Buffer
-	a := &Audit{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	a := &authz.Audit{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
 	h, stop := benchServer(t, 3, a.Unary)
 	defer stop()
 	buf.Reset() // the probe's GETs
@@ -192,9 +193,9 @@ func TestKubeAuditLinesThroughTheGuard(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g := &Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
+	g := &authz.Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
 	var buf bytes.Buffer
-	a := &Audit{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
+	a := &authz.Audit{Logger: slog.New(slog.NewJSONHandler(&buf, nil))}
 	var mu sync.Mutex
 	var calls []string
 	record := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

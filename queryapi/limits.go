@@ -20,6 +20,7 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // Limits bound what clients can make the server hold. A zero cap is no
@@ -143,7 +144,7 @@ func (l Limits) grpcOptions() []grpc.ServerOption {
 		opts = append(opts, grpc.InTapHandle(func(ctx context.Context, _ *tap.Info) (context.Context, error) {
 			if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 				if err := lim.Refusal(p.Addr.String()); err != nil {
-					return nil, toStatus(err)
+					return nil, apierr.ToStatus(err)
 				}
 			}
 			return ctx, nil

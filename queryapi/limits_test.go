@@ -19,6 +19,7 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 func TestPageLimit(t *testing.T) {
@@ -249,7 +250,7 @@ func TestWatchQuotaIsReleased(t *testing.T) {
 	if !errors.Is(err, query.ErrTooManyRequests) {
 		t.Fatalf("third watch: %v, want ErrTooManyRequests", err)
 	}
-	if code, st := statusBody(toStatus(err)); code != http.StatusTooManyRequests || st.Reason != "TooManyRequests" {
+	if code, st := statusBody(apierr.ToStatus(err)); code != http.StatusTooManyRequests || st.Reason != "TooManyRequests" {
 		t.Fatalf("refusal shows as %d %s", code, st.Reason)
 	}
 	// Another client is not affected by alice's quota.

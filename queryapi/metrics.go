@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // The API surfaces a call comes through, the "surface" label. REST and the
@@ -178,7 +179,7 @@ func methodName(full string) string { return full[strings.LastIndex(full, "/")+1
 // Unary is the unary interceptor: first in the chain, so calls the Guard
 // refuses are measured too.
 func (m *Metrics) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if slices.Contains(openMethods, info.FullMethod) {
+	if authz.OpenMethod(info.FullMethod) {
 		return handler(ctx, req)
 	}
 	start := time.Now()
@@ -189,11 +190,21 @@ func (m *Metrics) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo
 
 type metricsStartKey struct{}
 
+// watchStarted is called by a watch once it has started (its initial
+// state or replay is done and it follows the live feed): its audit line
+// and its latency are taken then.
+func watchStarted(ctx context.Context) {
+	authz.WatchStarted(ctx)
+	if f, ok := ctx.Value(metricsStartKey{}).(func()); ok {
+		f() // the watch's latency
+	}
+}
+
 // Stream is the stream interceptor. A watch lives as long as its client
 // wants, so its latency is the time until it started (watchStarted), or
 // until it failed if it never did.
 func (m *Metrics) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if slices.Contains(openMethods, info.FullMethod) {
+	if authz.OpenMethod(info.FullMethod) {
 		return handler(srv, ss)
 	}
 	surface, start := surfaceOf(ss.Context()), time.Now()
@@ -204,8 +215,8 @@ func (m *Metrics) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	ms := &metricsStream{ServerStream: ss, ctx: context.WithValue(ss.Context(), metricsStartKey{}, func() { observed(nil) })}
 	err := handler(srv, ms)
 	observed(err)
-	verb, _ := verbFor(info.FullMethod)
-	m.requests.WithLabelValues(surface, verb, methodName(info.FullMethod), status.Code(toStatus(err)).String()).Inc()
+	verb, _ := authz.VerbFor(info.FullMethod)
+	m.requests.WithLabelValues(surface, verb, methodName(info.FullMethod), status.Code(apierr.ToStatus(err)).String()).Inc()
 	return err
 }
 
@@ -218,11 +229,11 @@ func (s *metricsStream) Context() context.Context { return s.ctx }
 
 // observe records one call's latency and, for unary calls, its outcome.
 func (m *Metrics) observe(surface, fullMethod string, d time.Duration, err error, count bool) {
-	verb, _ := verbFor(fullMethod)
+	verb, _ := authz.VerbFor(fullMethod)
 	method := methodName(fullMethod)
 	m.duration.WithLabelValues(surface, verb, method).Observe(d.Seconds())
 	if count {
-		m.requests.WithLabelValues(surface, verb, method, status.Code(toStatus(err)).String()).Inc()
+		m.requests.WithLabelValues(surface, verb, method, status.Code(apierr.ToStatus(err)).String()).Inc()
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // TestGuardSearchVisibility: the Guard hands a search the caller's whole
@@ -43,7 +44,7 @@ func TestGuardSearchVisibility(t *testing.T) {
 			var reached bool
 			var vis *query.Visibility
 			h := func(ctx context.Context, _ any) (any, error) {
-				reached, vis = true, visibleFrom(ctx)
+				reached, vis = true, authz.VisibleFrom(ctx)
 				return &fleetviewv1.SearchResponse{}, nil
 			}
 			_, err := g.Unary(withToken(tc.tok), tc.req, info, h)
@@ -87,7 +88,7 @@ func TestSearchCarriesVisibility(t *testing.T) {
 	q := &queryService{searcher: fs, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0)}
 	shop := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}
 	payments := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"payments"}}}}
-	ctx := withVisibility(context.Background(), shop)
+	ctx := authz.WithVisibility(context.Background(), shop)
 	resp, err := q.search(ctx, &fleetviewv1.SearchRequest{Text: "web", Limit: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestSearchCarriesVisibility(t *testing.T) {
 		t.Fatalf("backend cursor %q", fs.got.Continue)
 	}
 	for name, c := range map[string]context.Context{
-		"another scope": withVisibility(context.Background(), payments),
+		"another scope": authz.WithVisibility(context.Background(), payments),
 		"no scope":      context.Background(),
 	} {
 		if _, err := q.search(c, next); !errors.Is(err, query.ErrInvalid) || !strings.Contains(err.Error(), "other filters") {
@@ -130,7 +131,7 @@ func TestGuardListVisibility(t *testing.T) {
 	for _, tc := range cases {
 		var vis *query.Visibility
 		h := func(ctx context.Context, _ any) (any, error) {
-			vis = visibleFrom(ctx)
+			vis = authz.VisibleFrom(ctx)
 			return &fleetviewv1.ListResponse{}, nil
 		}
 		if _, err := g.Unary(withToken(tc.tok), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"}, info, h); err != nil {
@@ -167,7 +168,7 @@ func TestListCarriesVisibility(t *testing.T) {
 	fr := &fakeReader{}
 	q := &queryService{reader: fr, sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0)}
 	shop := &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}
-	ctx := withVisibility(context.Background(), shop)
+	ctx := authz.WithVisibility(context.Background(), shop)
 	resp, err := q.list(ctx, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +180,7 @@ func TestListCarriesVisibility(t *testing.T) {
 	if _, err := q.list(ctx, next); err != nil {
 		t.Fatalf("same caller continues: %v", err)
 	}
-	other := withVisibility(context.Background(), &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"payments"}}}})
+	other := authz.WithVisibility(context.Background(), &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"payments"}}}})
 	if _, err := q.list(other, next); !errors.Is(err, query.ErrInvalid) {
 		t.Fatalf("another scope continues the token: %v", err)
 	}

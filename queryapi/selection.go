@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // selection is what List and Watch select.
@@ -97,7 +98,7 @@ func parseClusterSelector(selector string) (labels.Selector, error) {
 
 // selection validates and compiles the filters List and Watch share.
 func (q *queryService) selection(ctx context.Context, group, version, resource, namespace, labelSel, fieldSel string, clusters []string, clusterSel string) (*selection, error) {
-	gvr, err := requestGVR(group, version, resource)
+	gvr, err := authz.RequestGVR(group, version, resource)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +117,7 @@ func (q *queryService) selection(ctx context.Context, group, version, resource, 
 	// The caller's visibility (set by the Guard) is part of the
 	// selection, for lists and watches alike: hidden objects are neither
 	// listed nor judged, sealed or queued for a watch.
-	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs, visible: visibleFrom(ctx)}
+	f := &selection{gvr: gvr, namespace: namespace, labels: sel, fields: fs, clusters: cs, visible: authz.VisibleFrom(ctx)}
 	if cs != nil {
 		f.inCluster = map[string]bool{}
 		for _, c := range cs {

@@ -27,6 +27,7 @@ import (
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
 )
@@ -89,7 +90,7 @@ type Config struct {
 	// Kubernetes API's discovery, which reads the process's catalog
 	// rather than calling a service, filters it by the Guard's judgment of
 	// the caller.
-	Guard *Guard
+	Guard *authz.Guard
 	// MemberRBAC, when set, is kept equal to the member clusters' RBAC
 	// objects in the cache (memberrbac.go) while the server runs: the
 	// authorizers a Guard in a member-RBAC mode decides with.
@@ -210,7 +211,7 @@ func New(cfg Config) (*Server, error) {
 		sc.rbac = &rbacReadiness{follower: rbac, count: cacheCount(qs), wait: wait, now: time.Now}
 	}
 	if cfg.Guard != nil {
-		cfg.Guard.clusterScoped = func(gr schema.GroupResource) bool {
+		clusterScoped := func(gr schema.GroupResource) bool {
 			snap := cat.Current()
 			if snap == nil {
 				return false
@@ -222,7 +223,7 @@ func New(cfg Config) (*Server, error) {
 			}
 			return false
 		}
-		cfg.Guard.served = func() []schema.GroupResource {
+		served := func() []schema.GroupResource {
 			snap := cat.Current()
 			if snap == nil {
 				return nil // not loaded: nothing is served yet
@@ -236,6 +237,7 @@ func New(cfg Config) (*Server, error) {
 			}
 			return out
 		}
+		cfg.Guard.UseCatalog(served, clusterScoped)
 	}
 	s := &Server{cfg: cfg, grpc: gs, health: hs, sync: sc, qs: qs, catalog: cat, rbac: rbac}
 	// Every HTTP request: its body bounded before anything decodes it, its
@@ -347,7 +349,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
 	var vis kubeapi.Visibility
 	if s.cfg.Guard != nil {
-		vis = s.cfg.Guard.catalogVisibility
+		vis = s.cfg.Guard.CatalogVisibility
 	}
 	opts := []kubeapi.Option{kubeapi.WithListPolicy(s.cfg.KubeLists), kubeapi.OnSkipped(func(cluster string, _ error) {
 		if s.cfg.Metrics != nil {
@@ -355,11 +357,11 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 		}
 	})}
 	if s.cfg.Relay != nil {
-		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: noActCaller, Audit: s.cfg.ActAudit,
+		act := kubeapi.ActThroughConfig{Relay: s.cfg.Relay, Admit: authz.NoActCaller, Audit: s.cfg.ActAudit,
 			PerCallerRate: s.cfg.ActRate, PerCallerBurst: s.cfg.ActBurst, Concurrency: s.cfg.ActConcurrency,
 			Proxy: s.cfg.ActProxy}
 		if s.cfg.Guard != nil {
-			act.Admit, act.As = s.cfg.Guard.actCaller, s.cfg.Guard.actAs
+			act.Admit, act.As = s.cfg.Guard.ActCaller, s.cfg.Guard.ActAs
 		}
 		if act.Audit == nil {
 			act.Audit = s.cfg.Logger

@@ -19,6 +19,8 @@ import (
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
@@ -69,23 +71,6 @@ type queryService struct {
 	log     *slog.Logger
 }
 
-func requestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
-	if group == stream.CoreGroupToken {
-		group = ""
-	}
-	var missing []string
-	if version == "" {
-		missing = append(missing, "version")
-	}
-	if resource == "" {
-		missing = append(missing, "resource")
-	}
-	if len(missing) > 0 {
-		return schema.GroupVersionResource{}, fmt.Errorf("%w: %s required", query.ErrInvalid, strings.Join(missing, " and "))
-	}
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, nil
-}
-
 func toStruct(b []byte) (*structpb.Struct, error) {
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -97,29 +82,29 @@ func toStruct(b []byte) (*structpb.Struct, error) {
 func status501(what string) error { return status.Error(codes.Unimplemented, what) }
 
 func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*fleetviewv1.GetResponse, error) {
-	gvr, err := requestGVR(req.GetGroup(), req.GetVersion(), req.GetResource())
+	gvr, err := authz.RequestGVR(req.GetGroup(), req.GetVersion(), req.GetResource())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	if req.GetName() == "" {
-		return nil, toStatus(fmt.Errorf("%w: name required", query.ErrInvalid))
+		return nil, apierr.ToStatus(fmt.Errorf("%w: name required", query.ErrInvalid))
 	}
 	// The caller's visibility (set by the Guard) narrows the read itself:
 	// what is out of sight neither answers nor makes the Get ambiguous.
 	obj, err := q.reader.Get(ctx, query.GetOptions{GVR: gvr, Namespace: req.GetNamespace(), Name: req.GetName(),
-		Cluster: req.GetCluster(), Visible: visibleFrom(ctx)})
+		Cluster: req.GetCluster(), Visible: authz.VisibleFrom(ctx)})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	if err := q.checkObject(ctx, obj); err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	if !req.GetStructured() {
 		return &fleetviewv1.GetResponse{RawObject: obj.JSON, RawCells: obj.Cells, Cluster: obj.Cluster}, nil
 	}
 	s, err := toStruct(obj.JSON)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	return &fleetviewv1.GetResponse{Object: s, Cluster: obj.Cluster}, nil
 }
@@ -150,7 +135,7 @@ func (q *queryService) awaitVersion(ctx context.Context, want query.Version) err
 
 func (q *queryService) List(ctx context.Context, req *fleetviewv1.ListRequest) (*fleetviewv1.ListResponse, error) {
 	resp, err := q.list(ctx, req)
-	return resp, toStatus(err)
+	return resp, apierr.ToStatus(err)
 }
 
 func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (*fleetviewv1.ListResponse, error) {
@@ -247,7 +232,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 
 func (q *queryService) Search(ctx context.Context, req *fleetviewv1.SearchRequest) (*fleetviewv1.SearchResponse, error) {
 	resp, err := q.search(ctx, req)
-	return resp, toStatus(err)
+	return resp, apierr.ToStatus(err)
 }
 
 func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchRequest) (*fleetviewv1.SearchResponse, error) {
@@ -266,7 +251,7 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		if len(p) != 3 {
 			return nil, fmt.Errorf("%w: resources: %q is not group/version/resource (core group: core/v1/pods)", query.ErrInvalid, r)
 		}
-		g, err := requestGVR(p[0], p[1], p[2])
+		g, err := authz.RequestGVR(p[0], p[1], p[2])
 		if err != nil {
 			return nil, fmt.Errorf("resources: %q: %w", r, err)
 		}
@@ -281,7 +266,7 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 	hashed := []string{"search", req.GetText(), strings.Join(rs, ","), req.GetNamespace(), clustersPart(cs)}
 	// The caller's visibility (set by the Guard) is part of the query: a
 	// token binds to it, so a page is never continued under another scope.
-	vis := visibleFrom(ctx)
+	vis := authz.VisibleFrom(ctx)
 	if vis != nil {
 		hashed = append(hashed, vis.String())
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // Watch event types (Kubernetes spelling).
@@ -67,7 +68,7 @@ func (q *queryService) Watch(req *fleetviewv1.WatchRequest, ss grpc.ServerStream
 		// context.Canceled when the client left.
 		err = context.Cause(ss.Context())
 	}
-	return toStatus(err)
+	return apierr.ToStatus(err)
 }
 
 func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) (err error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/auth"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // recvStream is a server stream whose one request is req.
@@ -44,7 +45,7 @@ func TestGuardedWatchScopeInSelection(t *testing.T) {
 	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	g := &Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
+	g := &authz.Guard{Tokens: tokens, Authorizer: auth.NewAuthorizer(p)}
 	pods := schema.GroupResource{Resource: "pods"}
 	for _, tc := range []struct {
 		name, token string
@@ -66,7 +67,7 @@ func TestGuardedWatchScopeInSelection(t *testing.T) {
 				if err := s.RecvMsg(&req); err != nil {
 					return err
 				}
-				vis := visibleFrom(s.Context())
+				vis := authz.VisibleFrom(s.Context())
 				for cn, want := range tc.allowed {
 					if got := vis.Allows(pods, cn[0], cn[1]); got != want {
 						t.Errorf("the selection's visibility allows %s/%s: %v, want %v", cn[0], cn[1], got, want)

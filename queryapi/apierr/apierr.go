@@ -124,3 +124,23 @@ func ForCode(c codes.Code) Mapping {
 	h := runtime.HTTPStatusFromCode(c)
 	return Mapping{c, h, http.StatusText(h)}
 }
+
+// errorDomain names fleetview in gRPC ErrorInfo details.
+const errorDomain = "fleetview.io"
+
+// ToStatus translates an error for the wire, once (the table above); an
+// error that is a status already passes unchanged.
+func ToStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	m := Of(err)
+	st := status.New(m.Code, err.Error())
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{Reason: m.Reason, Domain: errorDomain}); derr == nil {
+		st = d
+	}
+	return st.Err()
+}

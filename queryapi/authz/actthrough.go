@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"fmt"
@@ -12,9 +12,10 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/relay"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
-// actCaller admits a request the Kubernetes API forwards to a member
+// ActCaller admits a request the Kubernetes API forwards to a member
 // (issue #30) and names the caller the collector acts as. The hub lets it
 // through when the caller may get the resource in that cluster and
 // namespace (for discovery and OpenAPI: get anything in that cluster), the
@@ -22,10 +23,10 @@ import (
 // --authorization-mode=member-rbac, where the members decide reads, any
 // authenticated caller); what the request may do there is the member's
 // RBAC's to decide, as the caller.
-func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.GroupResource) (relay.Caller, error) {
+func (g *Guard) ActCaller(r *http.Request, cluster, namespace string, gr schema.GroupResource) (relay.Caller, error) {
 	u, err := g.identifyHTTP(r)
 	if err != nil {
-		return relay.Caller{}, toStatus(err)
+		return relay.Caller{}, apierr.ToStatus(err)
 	}
 	caller := relay.Caller{User: u.Name, Groups: u.Groups}
 	if !g.policy() {
@@ -35,17 +36,17 @@ func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.
 		return caller, nil
 	}
 	if gr.Resource != "" {
-		return caller, toStatus(g.Authorizer.Authorize(u, auth.VerbGet, auth.Resource(gr.Group, gr.Resource), cluster, namespace))
+		return caller, apierr.ToStatus(g.Authorizer.Authorize(u, auth.VerbGet, auth.Resource(gr.Group, gr.Resource), cluster, namespace))
 	}
 	for _, gt := range g.Authorizer.Grants(u, auth.VerbGet) {
 		if len(gt.Clusters) == 0 || slices.Contains(gt.Clusters, cluster) {
 			return caller, nil
 		}
 	}
-	return caller, toStatus(fmt.Errorf("%w: user %q may not get anything in cluster %s", auth.ErrForbidden, u.Name, cluster))
+	return caller, apierr.ToStatus(fmt.Errorf("%w: user %q may not get anything in cluster %s", auth.ErrForbidden, u.Name, cluster))
 }
 
-// actAs is the identity a forwarded request to cluster impersonates in
+// ActAs is the identity a forwarded request to cluster impersonates in
 // that member: the caller as --member-identity-map names it there, by the
 // same rules (memberrbac.Members.Resolve) that give the member's mirrored
 // RBAC its identity for reads, so a member decides a write and a read for
@@ -57,13 +58,13 @@ func (g *Guard) actCaller(r *http.Request, cluster, namespace string, gr schema.
 // another person), or the mapping would make a system: name
 // (memberrbac.ErrReservedName: the member must never be asked to
 // impersonate system:masters for a hub user).
-func (g *Guard) actAs(cluster string, caller relay.Caller) (relay.Caller, error) {
+func (g *Guard) ActAs(cluster string, caller relay.Caller) (relay.Caller, error) {
 	if g.Members == nil || g.Members.Map == nil {
 		return caller, nil
 	}
 	id, err := g.Members.Resolve(cluster, memberrbac.Identity{User: caller.User, Groups: caller.Groups})
 	if err != nil {
-		return relay.Caller{}, toStatus(fmt.Errorf("%w: user %q has no identity in cluster %s under the member identity map: %w",
+		return relay.Caller{}, apierr.ToStatus(fmt.Errorf("%w: user %q has no identity in cluster %s under the member identity map: %w",
 			auth.ErrForbidden, caller.User, cluster, err))
 	}
 	return relay.Caller{User: id.User, Groups: id.Groups}, nil
@@ -81,8 +82,8 @@ func (g *Guard) identifyHTTP(r *http.Request) (auth.User, error) {
 	return g.identify(r.Context())
 }
 
-// noActCaller refuses forwarding when the API authenticates no one: a
+// NoActCaller refuses forwarding when the API authenticates no one: a
 // forwarded request must run as someone.
-func noActCaller(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) {
-	return relay.Caller{}, toStatus(fmt.Errorf("%w: acting through fleetview needs authentication (--token-auth-file)", auth.ErrUnauthenticated))
+func NoActCaller(*http.Request, string, string, schema.GroupResource) (relay.Caller, error) {
+	return relay.Caller{}, apierr.ToStatus(fmt.Errorf("%w: acting through fleetview needs authentication (--token-auth-file)", auth.ErrUnauthenticated))
 }

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"net/http/httptest"
@@ -49,7 +49,7 @@ func TestActCaller(t *testing.T) {
 			if tc.token != "" {
 				r.Header.Set("Authorization", "Bearer "+tc.token)
 			}
-			caller, err := g.actCaller(r, tc.cluster, tc.ns, tc.gr)
+			caller, err := g.ActCaller(r, tc.cluster, tc.ns, tc.gr)
 			if status.Code(err) != tc.code {
 				t.Fatalf("got %v, want %v", err, tc.code)
 			}
@@ -58,7 +58,7 @@ func TestActCaller(t *testing.T) {
 			}
 		})
 	}
-	if _, err := noActCaller(httptest.NewRequest("GET", "/", nil), "member1", "", schema.GroupResource{}); status.Code(err) != codes.Unauthenticated {
+	if _, err := NoActCaller(httptest.NewRequest("GET", "/", nil), "member1", "", schema.GroupResource{}); status.Code(err) != codes.Unauthenticated {
 		t.Errorf("without authentication: %v", err)
 	}
 }
@@ -97,9 +97,9 @@ func TestActAs(t *testing.T) {
 		{"policy mode", &Guard{Mode: ModePolicy}, "member2", alice, codes.OK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := tc.g.actAs(tc.cluster, alice)
+			got, err := tc.g.ActAs(tc.cluster, alice)
 			if status.Code(err) != tc.code || got.User != tc.want.User || !slices.Equal(got.Groups, tc.want.Groups) {
-				t.Fatalf("actAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
+				t.Fatalf("ActAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
 			}
 			if tc.g.Members != nil {
 				read, ok := tc.g.Members.Identity(tc.cluster, memberrbac.Identity{User: alice.User, Groups: alice.Groups})
@@ -149,9 +149,9 @@ func TestActAsReservedNames(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := &Guard{Mode: ModeMemberRBAC, Members: &memberrbac.Members{Map: &memberrbac.IdentityMap{Rules: []memberrbac.MapRule{tc.rule}}}}
-			got, err := g.actAs("member1", tc.caller)
+			got, err := g.ActAs("member1", tc.caller)
 			if status.Code(err) != tc.code || got.User != tc.want.User || !slices.Equal(got.Groups, tc.want.Groups) {
-				t.Fatalf("actAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
+				t.Fatalf("ActAs = %+v, %v; want %+v, %v", got, err, tc.want, tc.code)
 			}
 			if err != nil && !strings.Contains(err.Error(), "system:") {
 				t.Fatalf("the refusal does not say why: %v", err)

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // Audit writes one structured line per API call: who asked (the subject
@@ -53,15 +54,12 @@ func noteUser(ctx context.Context, u auth.User) {
 	}
 }
 
-// watchStarted is called by a watch once it has started (its initial
+// WatchStarted is called by a watch once it has started (its initial
 // state or replay is done and it follows the live feed), so a watch that
 // sends nothing for a while is still audited when it starts.
-func watchStarted(ctx context.Context) {
+func WatchStarted(ctx context.Context) {
 	if f, ok := ctx.Value(auditStartKey{}).(func()); ok {
 		f()
-	}
-	if f, ok := ctx.Value(metricsStartKey{}).(func()); ok {
-		f() // the watch's latency (metrics.go)
 	}
 }
 
@@ -158,7 +156,7 @@ func (a *Audit) log(ctx context.Context, msg, method string, rec *auditRecord, r
 	rec.mu.Lock()
 	user, req := rec.user, rec.req
 	rec.mu.Unlock()
-	verb, resource := verbFor(method)
+	verb, resource := VerbFor(method)
 	var namespace, name string
 	var clusters []string
 	switch r := req.(type) {
@@ -192,7 +190,7 @@ func (a *Audit) log(ctx context.Context, msg, method string, rec *auditRecord, r
 		slog.String("subject", ""), slog.Any("groups", []string{}),
 		slog.String("verb", verb), slog.String("resource", resource),
 		slog.String("namespace", namespace), slog.Any("clusters", nonNil(clusters)),
-		slog.Int("objects", objects), slog.String("code", status.Code(toStatus(err)).String()),
+		slog.Int("objects", objects), slog.String("code", status.Code(apierr.ToStatus(err)).String()),
 		slog.String("method", method), slog.String("transport", transport),
 		slog.Float64("durationMs", float64(time.Since(rec.start).Microseconds())/1000),
 	}

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // Guard authenticates and authorizes every call before a service sees it.
@@ -33,10 +34,10 @@ type Guard struct {
 	// ModeBoth), kept by the server's follower (Config.MemberRBAC).
 	Members *memberrbac.Members
 	// served lists the resources the hub serves (the catalog's), for a
-	// search under member RBAC that names none; set by New.
+	// search under member RBAC that names none; set by UseCatalog.
 	served func() []schema.GroupResource
 	// clusterScoped reports a served resource the catalog knows as
-	// cluster-scoped (false when unknown); set by New.
+	// cluster-scoped (false when unknown); set by UseCatalog.
 	clusterScoped func(schema.GroupResource) bool
 }
 
@@ -46,6 +47,15 @@ var openMethods = []string{
 	"/grpc.health.v1.Health/Watch",
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+}
+
+// OpenMethod reports a call anyone may make: the metrics leave it out too.
+func OpenMethod(fullMethod string) bool { return slices.Contains(openMethods, fullMethod) }
+
+// UseCatalog tells the Guard what the hub serves (the catalog's
+// resources) and which of them are cluster-scoped; queryapi.New calls it.
+func (g *Guard) UseCatalog(served func() []schema.GroupResource, clusterScoped func(schema.GroupResource) bool) {
+	g.served, g.clusterScoped = served, clusterScoped
 }
 
 func (g *Guard) identify(ctx context.Context) (auth.User, error) {
@@ -85,9 +95,9 @@ func resourceName(r resourceRequest) string {
 	return auth.Resource(g, r.GetResource())
 }
 
-// verbFor names what a method does; unknown methods need the registry
+// VerbFor names what a method does; unknown methods need the registry
 // administration verb, the one a "*" rule never grants.
-func verbFor(method string) (verb, resource string) {
+func VerbFor(method string) (verb, resource string) {
 	name := method[strings.LastIndex(method, "/")+1:]
 	switch {
 	case strings.HasPrefix(method, "/fleetview.v1.ClusterService/"):
@@ -111,7 +121,7 @@ func verbFor(method string) (verb, resource string) {
 // admit authorizes a request and narrows it to the caller's scope. The
 // returned scope filters what goes back (nil: nothing to filter).
 func (g *Guard) admit(ctx context.Context, u auth.User, method string, req any) (*auth.Scope, error) {
-	verb, res := verbFor(method)
+	verb, res := VerbFor(method)
 	if verb == auth.VerbSearch {
 		// Search spans resources: Unary admits it (search) with the
 		// caller's visibility over all of them, not one resource's scope.
@@ -219,16 +229,16 @@ func narrowClusters(req any, allowed []string) error {
 
 type visibilityKey struct{}
 
-// withVisibility hands the caller's visibility to the list and search
+// WithVisibility hands the caller's visibility to the list and search
 // services, which pass it to the backend.
-func withVisibility(ctx context.Context, v *query.Visibility) context.Context {
+func WithVisibility(ctx context.Context, v *query.Visibility) context.Context {
 	return context.WithValue(ctx, visibilityKey{}, v)
 }
 
-// visibleFrom is the visibility the Guard admitted a list or search with;
+// VisibleFrom is the visibility the Guard admitted a list or search with;
 // nil (everything) when no Guard runs, i.e. without authentication, or
 // when the caller's rules see everything.
-func visibleFrom(ctx context.Context) *query.Visibility {
+func VisibleFrom(ctx context.Context) *query.Visibility {
 	v, _ := ctx.Value(visibilityKey{}).(*query.Visibility)
 	return v
 }
@@ -276,14 +286,14 @@ func scopeVisibility(s auth.Scope) *query.Visibility {
 func (g *Guard) search(ctx context.Context, u auth.User, req any, handler grpc.UnaryHandler) (any, error) {
 	vis := g.visibility(u)
 	if vis.None() {
-		return nil, toStatus(g.Authorizer.Authorize(u, auth.VerbSearch, "*", "", ""))
+		return nil, apierr.ToStatus(g.Authorizer.Authorize(u, auth.VerbSearch, "*", "", ""))
 	}
 	if allowed, all := vis.Clusters(); !all {
 		if err := narrowClusters(req, allowed); err != nil {
-			return nil, toStatus(fmt.Errorf("%w: user %q may not search the requested clusters", auth.ErrForbidden, u.Name))
+			return nil, apierr.ToStatus(fmt.Errorf("%w: user %q may not search the requested clusters", auth.ErrForbidden, u.Name))
 		}
 	}
-	resp, err := handler(withVisibility(auth.WithUser(ctx, u), vis), req)
+	resp, err := handler(WithVisibility(auth.WithUser(ctx, u), vis), req)
 	if sr, ok := resp.(*fleetviewv1.SearchResponse); ok && err == nil {
 		// The backend applied the visibility already; this keeps a
 		// backend that ignored it from leaking.
@@ -315,10 +325,10 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	u, err := g.identify(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	noteUser(ctx, u)
-	if verb, _ := verbFor(info.FullMethod); verb == auth.VerbSearch {
+	if verb, _ := VerbFor(info.FullMethod); verb == auth.VerbSearch {
 		if g.members() {
 			return g.memberSearch(ctx, u, req, handler)
 		}
@@ -330,7 +340,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	}
 	scope, err := g.admit(ctx, u, info.FullMethod, req)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	ctx = auth.WithUser(ctx, u)
 	if scope != nil {
@@ -343,7 +353,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 			// neither answers nor makes it ambiguous (a 409 naming hidden
 			// clusters), and a hidden object is not found exactly like a
 			// missing one.
-			ctx = withVisibility(ctx, scopeVisibility(*scope))
+			ctx = WithVisibility(ctx, scopeVisibility(*scope))
 		}
 	}
 	resp, err := handler(ctx, req)
@@ -354,7 +364,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		// A backend that ignored the visibility: not found rather than
 		// forbidden, in the words of a missing object, since existence
 		// outside one's scope is itself information.
-		return nil, toStatus(hiddenObject(req))
+		return nil, apierr.ToStatus(hiddenObject(req))
 	}
 	return resp, nil
 }
@@ -363,7 +373,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 // a missing object's, word for word.
 func hiddenObject(req any) error {
 	r, _ := req.(*fleetviewv1.GetRequest)
-	gvr, err := requestGVR(r.GetGroup(), r.GetVersion(), r.GetResource())
+	gvr, err := RequestGVR(r.GetGroup(), r.GetVersion(), r.GetResource())
 	if err != nil {
 		return err
 	}
@@ -378,7 +388,7 @@ func (g *Guard) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInf
 	}
 	u, err := g.identify(ss.Context())
 	if err != nil {
-		return toStatus(err)
+		return apierr.ToStatus(err)
 	}
 	noteUser(ss.Context(), u)
 	gs := &guardedStream{ServerStream: ss, g: g, u: u, method: info.FullMethod}
@@ -406,7 +416,7 @@ func (s *guardedStream) Context() context.Context {
 	ctx := auth.WithUser(base, s.u)
 	if s.scope != nil {
 		// A watch applies the namespaces too, before it queues an event.
-		ctx = withVisibility(ctx, scopeVisibility(*s.scope))
+		ctx = WithVisibility(ctx, scopeVisibility(*s.scope))
 	}
 	return ctx
 }
@@ -428,7 +438,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 		}
 		scope, err := s.g.admit(s.ServerStream.Context(), s.u, s.method, m)
 		if err != nil {
-			return toStatus(err)
+			return apierr.ToStatus(err)
 		}
 		s.admitted, s.scope = true, scope
 		s.startRevocation(gen, asked)
@@ -438,7 +448,7 @@ func (s *guardedStream) RecvMsg(m any) error {
 
 func (s *guardedStream) SendMsg(m any) error {
 	if !s.admitted {
-		return toStatus(fmt.Errorf("%w: stream sent before its request was authorized", auth.ErrForbidden))
+		return apierr.ToStatus(fmt.Errorf("%w: stream sent before its request was authorized", auth.ErrForbidden))
 	}
 	if err := s.revoked(); err != nil {
 		return err
@@ -449,4 +459,23 @@ func (s *guardedStream) SendMsg(m any) error {
 		}
 	}
 	return s.ServerStream.SendMsg(m)
+}
+
+// RequestGVR is the resource a request names, the core group's token
+// read as "", or ErrInvalid naming what is missing.
+func RequestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
+	if group == stream.CoreGroupToken {
+		group = ""
+	}
+	var missing []string
+	if version == "" {
+		missing = append(missing, "version")
+	}
+	if resource == "" {
+		missing = append(missing, "resource")
+	}
+	if len(missing) > 0 {
+		return schema.GroupVersionResource{}, fmt.Errorf("%w: %s required", query.ErrInvalid, strings.Join(missing, " and "))
+	}
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: resource}, nil
 }

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
@@ -33,7 +34,7 @@ func (g *Guard) discoveryView(ctx context.Context, u auth.User, req any, handler
 	}
 	full, ok := resp.(*fleetviewv1.ListClustersResponse)
 	if !ok {
-		return nil, toStatus(fmt.Errorf("%w: unexpected cluster list %T", auth.ErrForbidden, resp))
+		return nil, apierr.ToStatus(fmt.Errorf("%w: unexpected cluster list %T", auth.ErrForbidden, resp))
 	}
 	readers := map[schema.GroupResource]func(string) bool{}
 	readable := func(cluster string, r *fleetviewv1.ResourceSyncState) bool {
@@ -67,19 +68,19 @@ func (g *Guard) discoveryView(ctx context.Context, u auth.User, req any, handler
 	return view, nil
 }
 
-// catalogVisibility judges the caller of a Kubernetes API request for the
+// CatalogVisibility judges the caller of a Kubernetes API request for the
 // resource catalog, as discoveryView judges ListClusters: a caller who may
 // list clusters sees it all; any other sees the clusters where some rule
 // lets it get, list or watch a resource. No call is made, so discovery
 // writes no audit line; the read it precedes writes its own.
-func (g *Guard) catalogVisibility(r *http.Request) (catalog.Visible, error) {
+func (g *Guard) CatalogVisibility(r *http.Request) (catalog.Visible, error) {
 	ctx := r.Context()
 	if a := r.Header.Get("Authorization"); a != "" {
 		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs("authorization", a))
 	}
 	u, err := g.identify(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, apierr.ToStatus(err)
 	}
 	if g.Authorizer.Authorize(u, auth.VerbList, "clusters", "", "") == nil {
 		return nil, nil

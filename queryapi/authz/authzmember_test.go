@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // memberFleet: member1 lets alice list pods in shop, member2 in shop and
@@ -87,7 +88,7 @@ func TestGuardMemberRBAC(t *testing.T) {
 			var seen *fleetviewv1.ListRequest
 			var vis bool
 			resp, err := g.Unary(withToken(tc.tok), tc.req, listInfo, func(ctx context.Context, req any) (any, error) {
-				seen, vis = req.(*fleetviewv1.ListRequest), visibleFrom(ctx) != nil
+				seen, vis = req.(*fleetviewv1.ListRequest), VisibleFrom(ctx) != nil
 				var out [][]byte // the backend answers the namespace asked for
 				for _, it := range items {
 					if _, ns := rawLocation(it); tc.req.GetNamespace() == "" || ns == tc.req.GetNamespace() {
@@ -153,7 +154,7 @@ func TestGuardMemberRBACGet(t *testing.T) {
 				got = req.(*fleetviewv1.GetRequest)
 				// The backend reads only visible copies: what it may read
 				// is what the Guard handed it.
-				clusters, all := visibleFrom(ctx).ClustersOf(podsGR, got.GetNamespace())
+				clusters, all := VisibleFrom(ctx).ClustersOf(podsGR, got.GetNamespace())
 				if all {
 					t.Fatal("a Get under member RBAC reads every cluster")
 				}
@@ -246,7 +247,7 @@ func TestGuardMemberRBACPerCluster(t *testing.T) {
 				}
 				return
 			}
-			st := status.Convert(toStatus(err))
+			st := status.Convert(apierr.ToStatus(err))
 			if st.Code() != codes.PermissionDenied || st.Message() != tc.want || scope != nil {
 				t.Fatalf("got %v %q (scope %v), want PermissionDenied %q", st.Code(), st.Message(), scope, tc.want)
 			}
@@ -442,7 +443,7 @@ func TestGuardMemberRBACSearch(t *testing.T) {
 			}
 			var vis *query.Visibility
 			resp, err := g.Unary(withToken(tc.tok), &fleetviewv1.SearchRequest{Text: "x", Resources: tc.resources}, info, func(ctx context.Context, _ any) (any, error) {
-				vis = visibleFrom(ctx)
+				vis = VisibleFrom(ctx)
 				return &fleetviewv1.SearchResponse{Items: slices.Clone(hits)}, nil
 			})
 			if status.Code(err) != tc.code {
@@ -594,7 +595,7 @@ func TestCatalogVisibilityNamedCluster(t *testing.T) {
 			g := memberGuard(t, tc.mode)
 			r := httptest.NewRequest("GET", tc.path, nil)
 			r.Header.Set("Authorization", "Bearer bob-tok") // no member binds bob
-			vis, err := g.catalogVisibility(r)
+			vis, err := g.CatalogVisibility(r)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // A watch admitted by the members' RBAC is judged again whenever any
@@ -103,7 +104,7 @@ func (s *guardedStream) revoked() error {
 		err = fmt.Errorf("%w: a member cluster's RBAC now lets user %q see more %s; list and watch again", query.ErrExpired, s.u.Name, resourceName(wr))
 	}
 	if err != nil {
-		r.err = toStatus(err)
+		r.err = apierr.ToStatus(err)
 	}
 	return r.err
 }

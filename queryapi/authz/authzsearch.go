@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 )
 
 // memberSearch admits a search when the members' RBAC decides reads: a
@@ -28,18 +29,18 @@ import (
 func (g *Guard) memberSearch(ctx context.Context, u auth.User, req any, handler grpc.UnaryHandler) (any, error) {
 	sr, ok := req.(*fleetviewv1.SearchRequest)
 	if !ok {
-		return nil, toStatus(fmt.Errorf("%w: unexpected search request %T", auth.ErrForbidden, req))
+		return nil, apierr.ToStatus(fmt.Errorf("%w: unexpected search request %T", auth.ErrForbidden, req))
 	}
 	vis := g.memberVisibility(ctx, u, g.searched(sr))
 	if vis.None() {
-		return nil, toStatus(fmt.Errorf("%w: user %q may not list any searched resource in any member cluster (member RBAC)", auth.ErrForbidden, u.Name))
+		return nil, apierr.ToStatus(fmt.Errorf("%w: user %q may not list any searched resource in any member cluster (member RBAC)", auth.ErrForbidden, u.Name))
 	}
 	if allowed, all := vis.Clusters(); !all {
 		if err := narrowClusters(req, allowed); err != nil {
-			return nil, toStatus(fmt.Errorf("%w: user %q may not search the requested clusters", auth.ErrForbidden, u.Name))
+			return nil, apierr.ToStatus(fmt.Errorf("%w: user %q may not search the requested clusters", auth.ErrForbidden, u.Name))
 		}
 	}
-	resp, err := handler(withVisibility(auth.WithUser(ctx, u), vis), req)
+	resp, err := handler(WithVisibility(auth.WithUser(ctx, u), vis), req)
 	if r, ok := resp.(*fleetviewv1.SearchResponse); ok && err == nil {
 		// The backend applied the visibility already; this keeps a
 		// backend that ignored it from leaking.

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"net/http/httptest"
@@ -38,7 +38,7 @@ func TestCatalogVisibility(t *testing.T) {
 			if tc.token != "" {
 				r.Header.Set("Authorization", "Bearer "+tc.token)
 			}
-			vis, err := g.catalogVisibility(r)
+			vis, err := g.CatalogVisibility(r)
 			if status.Code(err) != tc.code {
 				t.Fatalf("err %v, want %v", err, tc.code)
 			}

@@ -18,7 +18,7 @@ import (
 	"github.com/fleetview/fleetview/internal/auth"
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/tlsfiles"
-	"github.com/fleetview/fleetview/queryapi"
+	"github.com/fleetview/fleetview/queryapi/authz"
 )
 
 // AuthOptions secure the query API (docs/security.md, "The query API"):
@@ -33,11 +33,11 @@ type AuthOptions struct {
 	// AllowUnauthenticated lets an unauthenticated API listen beyond
 	// loopback (e.g. behind an authenticating proxy).
 	AllowUnauthenticated bool
-	// AuditLog, when set, receives one JSON line per API call (queryapi.Audit):
+	// AuditLog, when set, receives one JSON line per API call (authz.Audit):
 	// a file path (appended to) or "-" for standard output.
 	AuditLog string
 	// AuthorizationMode says what decides reads of cached objects:
-	// queryapi.ModePolicy (the default), ModeMemberRBAC or ModeBoth.
+	// authz.ModePolicy (the default), ModeMemberRBAC or ModeBoth.
 	AuthorizationMode string
 	// MemberIdentityMap, with a member-RBAC mode, is a YAML file of rules
 	// mapping the caller's user and groups per member cluster
@@ -55,7 +55,7 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.AllowUnauthenticated, "insecure-allow-unauthenticated", false, "serve without authentication on non-loopback addresses")
 	fs.StringVar(&o.AuditLog, "audit-log", "", "audit log: one JSON line per API call over gRPC, REST and the Kubernetes API (subject, groups, verb, resource, namespace, "+
 		"clusters after authorization narrowed them, objects returned, result code, transport; a watch when it starts), appended to PATH, or - for standard output; empty = off")
-	fs.StringVar(&o.AuthorizationMode, "authorization-mode", string(queryapi.ModePolicy), "what decides reads of cached objects: policy (--authorization-policy-file), "+
+	fs.StringVar(&o.AuthorizationMode, "authorization-mode", string(authz.ModePolicy), "what decides reads of cached objects: policy (--authorization-policy-file), "+
 		"member-rbac (each member cluster's own RBAC, mirrored from the RBAC objects a registry caches; docs/security.md), or both (a read must pass both); "+
 		"the cluster inventory and registries are the policy's in every mode")
 	fs.StringVar(&o.MemberIdentityMap, "member-identity-map", "", "with --authorization-mode member-rbac or both: YAML rules giving the caller's user and groups a prefix per member cluster "+
@@ -65,11 +65,11 @@ func (o *AuthOptions) AddFlags(fs *pflag.FlagSet) {
 }
 
 // mode is the authorization mode ("" is the policy).
-func (o *AuthOptions) mode() queryapi.AuthorizationMode {
+func (o *AuthOptions) mode() authz.AuthorizationMode {
 	if o.AuthorizationMode == "" {
-		return queryapi.ModePolicy
+		return authz.ModePolicy
 	}
-	return queryapi.AuthorizationMode(o.AuthorizationMode)
+	return authz.AuthorizationMode(o.AuthorizationMode)
 }
 
 func (o *AuthOptions) enabled() bool { return o.TokenFile != "" || o.ClientCAFile != "" }
@@ -109,19 +109,19 @@ func (o *AuthOptions) Validate(listen ...string) []error {
 	if o.ClientCAFile != "" && o.TLSCertFile == "" {
 		errs = append(errs, fmt.Errorf("%w: --client-ca-file needs --tls-cert-file", ErrInvalidOptions))
 	}
-	if !slices.Contains(queryapi.AuthorizationModes(), o.mode()) {
-		errs = append(errs, fmt.Errorf("%w: --authorization-mode %q: want one of %v", ErrInvalidOptions, o.AuthorizationMode, queryapi.AuthorizationModes()))
-	} else if o.mode() != queryapi.ModePolicy && !o.enabled() {
+	if !slices.Contains(authz.AuthorizationModes(), o.mode()) {
+		errs = append(errs, fmt.Errorf("%w: --authorization-mode %q: want one of %v", ErrInvalidOptions, o.AuthorizationMode, authz.AuthorizationModes()))
+	} else if o.mode() != authz.ModePolicy && !o.enabled() {
 		errs = append(errs, fmt.Errorf("%w: --authorization-mode %s needs --token-auth-file or --client-ca-file: the member clusters' RBAC decides by who is asking", ErrInvalidOptions, o.mode()))
 	}
 	if o.MemberIdentityMap != "" {
-		if o.mode() == queryapi.ModePolicy {
+		if o.mode() == authz.ModePolicy {
 			errs = append(errs, fmt.Errorf("%w: --member-identity-map needs --authorization-mode member-rbac or both", ErrInvalidOptions))
 		} else if _, err := memberrbac.LoadIdentityMap(o.MemberIdentityMap); err != nil {
 			errs = append(errs, fmt.Errorf("%w: --member-identity-map: %w", ErrInvalidOptions, err))
 		}
 	}
-	if o.enabled() && o.PolicyFile == "" && o.mode() != queryapi.ModeMemberRBAC {
+	if o.enabled() && o.PolicyFile == "" && o.mode() != authz.ModeMemberRBAC {
 		errs = append(errs, fmt.Errorf("%w: --authorization-policy-file is required with authentication (nothing is allowed without rules)", ErrInvalidOptions))
 	}
 	if o.PolicyFile != "" && !o.enabled() {
@@ -147,7 +147,7 @@ type security struct {
 	stream []grpc.StreamServerInterceptor
 	// guard is the authorizer among the interceptors, also judging what
 	// the Kubernetes API's discovery shows (nil: no authorization).
-	guard   *queryapi.Guard
+	guard   *authz.Guard
 	httpTLS *tls.Config
 	// grpcTLS is what the gRPC server's credentials serve (kept for tests:
 	// the credentials do not expose it).
@@ -184,7 +184,7 @@ func (o *AuthOptions) audit(s *security) error {
 		s.auditFile, w = f, f
 	}
 	s.auditLog = slog.New(slog.NewJSONHandler(w, nil))
-	a := &queryapi.Audit{Logger: s.auditLog}
+	a := &authz.Audit{Logger: s.auditLog}
 	s.unary, s.stream = append(s.unary, a.Unary), append(s.stream, a.Stream)
 	return nil
 }
@@ -228,7 +228,7 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 	if !o.enabled() {
 		return s, nil
 	}
-	g := &queryapi.Guard{}
+	g := &authz.Guard{}
 	if o.TokenFile != "" {
 		f, err := os.Open(o.TokenFile)
 		if err != nil {
@@ -247,7 +247,7 @@ func (o *AuthOptions) buildInto(s *security) (*security, error) {
 		}
 	}
 	g.Authorizer = auth.NewAuthorizer(p)
-	if g.Mode = o.mode(); g.Mode != queryapi.ModePolicy {
+	if g.Mode = o.mode(); g.Mode != authz.ModePolicy {
 		// Kept by the query API from the RBAC objects in the cache.
 		g.Members = &memberrbac.Members{}
 		if o.MemberIdentityMap != "" {
