@@ -40,6 +40,12 @@ const (
 	// ObjectsRefused, when objects were refused (e.g. larger than the NATS
 	// max payload); the message names them.
 	ClusterPublished = "Published"
+	// ClusterWildcards ("<cluster>/Wildcards", only on registries with a
+	// wildcard selector) is True, reason Expanded, once the cluster's
+	// discovery has been read; its message says how many kinds each
+	// wildcard stands for there and which matched kinds were left out,
+	// and why.
+	ClusterWildcards = "Wildcards"
 )
 
 // Reasons used by the conditions above.
@@ -53,6 +59,7 @@ const (
 	ReasonObjectsRefused   = "ObjectsRefused"
 	ReasonIncluded         = "Included"
 	ReasonStripped         = "Stripped"
+	ReasonExpanded         = "Expanded"
 	ReasonReachable        = "Reachable"
 	ReasonUnreachable      = "Unreachable"
 )

@@ -118,6 +118,13 @@ func validateSpec(spec *ResourceRegistrySpec, fldPath *field.Path) field.ErrorLi
 	}
 	for i, sel := range spec.ResourceSelectors {
 		errs = append(errs, validateResourceSelector(sel, selPath.Index(i))...)
+		if sel.IsWildcard() && spec.BackendStore != nil && spec.BackendStore.OpenSearch != nil {
+			// A route to OpenSearch is stored per kind (and moves the
+			// kind's objects when it changes); a pattern's kinds change
+			// with each member's discovery.
+			errs = append(errs, field.Forbidden(selPath.Index(i),
+				"a wildcard selector's kinds are held in the default store; a registry with backendStore.openSearch names its kinds exactly"))
+		}
 	}
 
 	errs = append(errs, validateBackendStore(spec.BackendStore, fldPath.Child("backendStore"))...)

@@ -71,24 +71,33 @@ func TestValidateAccepts(t *testing.T) {
 		{"kind with digits and dashes", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Kind = "HorizontalPodAutoscaler-v2" }},
 		{"CRD group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].APIVersion = "search.karmada.io/v1alpha1" }},
 		{"secret data opt-in", func(r *ResourceRegistry) { r.Spec.IncludeSecretData = true }},
-		{"every kind of every group", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*"} }},
+		{"every kind of every group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
+			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*"}
+		}},
 		{"every kind of a group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*"}
 		}},
 		{"every kind of the core group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "core/*", Kind: "*"}
 		}},
 		{"every kind of one version", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v1", Kind: "*"}
 		}},
 		{"one kind in every group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "Ingress"}
 		}},
 		{"custom resources with excludes and namespaces", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", CustomResources: true, Namespaces: []string{"a", "b"},
 				Exclude: []KindRef{{Group: "example.com"}, {Kind: "Widget"}, {Group: "core", Kind: "Event"}}}
 		}},
 		{"custom resources of a CRD group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "example.com/*", Kind: "*", CustomResources: true}
 		}},
 	}
@@ -187,11 +196,16 @@ func TestValidateRejects(t *testing.T) {
 		{"namespaces entry empty", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespaces = []string{"ok", ""} }, []string{sel + "[0].namespaces[1]"}, field.ErrorTypeRequired},
 		{"namespaces entry invalid", func(r *ResourceRegistry) { r.Spec.ResourceSelectors[0].Namespaces = []string{"a.b"} }, []string{sel + "[0].namespaces[0]"}, field.ErrorTypeInvalid},
 		{"wildcard group not a DNS subdomain", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "Apps/*", Kind: "*"}
 		}, []string{sel + "[0].apiVersion"}, field.ErrorTypeInvalid},
 		{"wildcard version only", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/v*", Kind: "*"}
 		}, []string{sel + "[0].apiVersion"}, field.ErrorTypeInvalid},
+		{"wildcard with an OpenSearch backend", func(r *ResourceRegistry) {
+			r.Spec.ResourceSelectors[1] = ResourceSelector{APIVersion: "*", Kind: "*"}
+		}, []string{sel + "[1]"}, field.ErrorTypeForbidden},
 		{"exclude on an exact selector", func(r *ResourceRegistry) {
 			r.Spec.ResourceSelectors[0].Exclude = []KindRef{{Kind: "Event"}}
 		}, []string{sel + "[0].exclude"}, field.ErrorTypeInvalid},
@@ -199,12 +213,15 @@ func TestValidateRejects(t *testing.T) {
 			r.Spec.ResourceSelectors[0].CustomResources = true
 		}, []string{sel + "[0].customResources"}, field.ErrorTypeInvalid},
 		{"customResources of a built-in group", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "apps/*", Kind: "*", CustomResources: true}
 		}, []string{sel + "[0].customResources"}, field.ErrorTypeInvalid},
 		{"exclude entry empty", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", Exclude: []KindRef{{}}}
 		}, []string{sel + "[0].exclude[0]"}, field.ErrorTypeRequired},
 		{"exclude group and kind malformed", func(r *ResourceRegistry) {
+			r.Spec.BackendStore = nil
 			r.Spec.ResourceSelectors[0] = ResourceSelector{APIVersion: "*", Kind: "*", Exclude: []KindRef{{Group: "Bad_Group", Kind: "apps/Deployment"}}}
 		}, []string{sel + "[0].exclude[0].group", sel + "[0].exclude[0].kind"}, field.ErrorTypeInvalid},
 
