@@ -57,15 +57,15 @@
 //     the materializer caught up once with the streams as they were at
 //     start. No cluster's record takes part, except under a member-RBAC
 //     mode, where each followed member's RBAC must have been applied once
-//     (readyrbac.go: bounded, and never waiting for a member whose
+//     (authz.RBACReadiness: bounded, and never waiting for a member whose
 //     collector is down; /readyz names the members served without it).
 //     /readyz/clusters reports each
 //     cluster: every registry-selected resource synced by its collector,
 //     the backend caught up through the latest sync marker, and every
 //     resource its record reports followed by the catalog.
 //   - Authorization and the audit log are package authz (the Guard; the
-//     members' RBAC as a scope under ModeMemberRBAC and ModeBoth; Audit),
-//     followed from the cached RBAC objects by memberrbac.go. They
+//     members' RBAC as a scope under ModeMemberRBAC and ModeBoth, followed
+//     from the cached RBAC objects by authz.RBACFollower; Audit). They
 //     are interceptors, the audit first so it records refusals too. A
 //     search and a list carry the caller's visibility into the backend
 //     (applied before the limit); a watch is narrowed to the caller's

@@ -138,8 +138,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// rbacObjectRefused counts a member's RBAC object the follower refused.
-func (m *Metrics) rbacObjectRefused(cluster string) {
+// RBACObjectRefused counts a member's RBAC object the follower refused.
+func (m *Metrics) RBACObjectRefused(cluster string) {
 	if m != nil {
 		m.rbacRefused.WithLabelValues(cluster).Inc()
 	}

@@ -191,3 +191,19 @@ func TestInternalWatchesUncounted(t *testing.T) {
 		t.Fatalf("a client's watch counted %v, want 1", got)
 	}
 }
+
+// TestRBACObjectRefused: the member-RBAC follower's refusals are counted
+// per cluster, and metrics that are off (nil) count nothing.
+func TestRBACObjectRefused(t *testing.T) {
+	m := newTestMetrics(t)
+	for _, c := range []string{"a", "b", "a"} {
+		m.RBACObjectRefused(c)
+	}
+	for cluster, want := range map[string]float64{"a": 2, "b": 1} {
+		if got := testutil.ToFloat64(m.rbacRefused.WithLabelValues(cluster)); got != want {
+			t.Errorf("refused objects of %s counted %v, want %v", cluster, got, want)
+		}
+	}
+	var off *Metrics
+	off.RBACObjectRefused("a")
+}

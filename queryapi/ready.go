@@ -12,10 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // syncChecker decides whether a cluster's cache equals the cluster: every
@@ -37,8 +41,8 @@ type syncChecker struct {
 	// before (it would deny what the members allow).
 	rbacLoaded func() bool
 	// rbac, in a member-RBAC mode, says whether each followed member's
-	// RBAC has arrived and been applied once (readyrbac.go).
-	rbac *rbacReadiness
+	// RBAC has arrived and been applied once (authz/readyrbac.go).
+	rbac *authz.RBACReadiness
 	// markers are the sync markers read, per record (markerCache).
 	markers markerCache
 
@@ -75,6 +79,11 @@ func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.Resour
 	}
 	for _, reg := range regs {
 		for _, sel := range reg.SelectorsFor(rec.Info()) {
+			if sel.IsWildcard() {
+				// Its kinds are what the member serves: the collector
+				// reports each, and each is checked below.
+				continue
+			}
 			gvk := sel.GroupVersionKind()
 			if _, ok := have[gvk.GroupKind()]; !ok {
 				return false, fmt.Sprintf("%s not yet cached (registry %s)", gvk.GroupKind(), reg.Name), nil
@@ -254,7 +263,7 @@ func (s *syncChecker) check(ctx context.Context) (bool, string) {
 }
 
 // membersRBAC, in a member-RBAC mode, reports whether every followed
-// member's RBAC has been applied once (rbacReadiness).
+// member's RBAC has been applied once (authz.RBACReadiness).
 func (s *syncChecker) membersRBAC(ctx context.Context) (bool, string) {
 	if s.rbac == nil || s.catalog == nil {
 		return true, ""
@@ -267,7 +276,7 @@ func (s *syncChecker) membersRBAC(ctx context.Context) (bool, string) {
 	if s.applied != nil {
 		applied = s.applied()
 	}
-	return s.rbac.check(ctx, s, s.catalog.Current().Records(), regs, applied, s.streamEnds(ctx))
+	return s.rbac.Check(ctx, s.catalog.Current().Records(), regs, applied, s.streamEnds(ctx))
 }
 
 // caughtUpAtStart reports whether the materializer has applied every
@@ -322,7 +331,7 @@ func (s *syncChecker) nothingLeftBefore(ctx context.Context, cluster string, app
 	if err != nil {
 		return false
 	}
-	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(stream.FullWildcard))
+	m, err := st.GetMsg(ctx, applied+1, jetstream.WithGetMsgSubject(natsnames.FullWildcard))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return true
 	}
@@ -405,4 +414,23 @@ func marksOf(snap *catalog.Snapshot, cluster string) string {
 	}
 	sort.Strings(parts)
 	return "not followed: " + strings.Join(parts, "; ")
+}
+
+// cacheCount counts cluster's objects of an RBAC resource in the cache.
+func cacheCount(q *queryService) func(ctx context.Context, cluster, resource string) (int, error) {
+	return func(ctx context.Context, cluster, resource string) (int, error) {
+		req := &fleetviewv1.ListRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, Clusters: []string{cluster}, Limit: 500}
+		n := 0
+		for {
+			resp, err := q.list(internal(ctx), req)
+			if err != nil {
+				return 0, err
+			}
+			n += len(resp.GetRawItems()) + len(resp.GetItems())
+			if resp.GetContinue() == "" {
+				return n, nil
+			}
+			req.Continue = resp.GetContinue()
+		}
+	}
 }

@@ -92,13 +92,13 @@ type Config struct {
 	// the caller.
 	Guard *authz.Guard
 	// MemberRBAC, when set, is kept equal to the member clusters' RBAC
-	// objects in the cache (memberrbac.go) while the server runs: the
+	// objects in the cache (authz/memberrbac.go) while the server runs: the
 	// authorizers a Guard in a member-RBAC mode decides with.
 	MemberRBAC *memberrbac.Members
 	// MemberRBACReadyWait bounds how long one followed member whose RBAC
 	// has not been applied yet keeps the hub not ready (0:
-	// DefaultMemberRBACReadyWait); past it the hub serves that member
-	// without its RBAC and /readyz says so (readyrbac.go).
+	// authz.DefaultMemberRBACReadyWait); past it the hub serves that member
+	// without its RBAC and /readyz says so (authz/readyrbac.go).
 	MemberRBACReadyWait time.Duration
 	// Metrics, when set, measures every call (its interceptors go first,
 	// so refused calls count too) and the watches.
@@ -151,7 +151,7 @@ type Server struct {
 	ready   readiness
 	catalog *catalog.Catalog
 	// rbac follows the members' RBAC objects (nil: no member-RBAC mode).
-	rbac *rbacFollower
+	rbac *authz.RBACFollower
 }
 
 // New wires the services.
@@ -200,15 +200,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	sc.catalog = cat
 	qs.catalog = cat
-	var rbac *rbacFollower
+	var rbac *authz.RBACFollower
 	if cfg.MemberRBAC != nil {
-		rbac = &rbacFollower{q: qs, members: cfg.MemberRBAC, log: cfg.Logger, metrics: cfg.Metrics, retry: time.Second}
-		sc.rbacLoaded = rbac.loaded
-		wait := cfg.MemberRBACReadyWait
-		if wait <= 0 {
-			wait = DefaultMemberRBACReadyWait
+		watch := func(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) error {
+			return qs.watch(internal(ctx), req, send)
 		}
-		sc.rbac = &rbacReadiness{follower: rbac, count: cacheCount(qs), wait: wait, now: time.Now}
+		rbac = authz.NewRBACFollower(watch, cfg.MemberRBAC, cfg.Logger, cfg.Metrics)
+		sc.rbacLoaded = rbac.Loaded
+		sc.rbac = authz.NewRBACReadiness(rbac, cacheCount(qs), sc.resourceApplied, cfg.MemberRBACReadyWait)
 	}
 	if cfg.Guard != nil {
 		clusterScoped := func(gr schema.GroupResource) bool {
@@ -411,7 +410,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.sync.rbac != nil {
-		if note := s.sync.rbac.served(); note != "" {
+		if note := s.sync.rbac.Served(); note != "" {
 			_, _ = w.Write([]byte("ok\n" + note + "\n"))
 			return
 		}
@@ -493,7 +492,7 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	if s.rbac != nil {
 		g.Go(func() error {
-			s.rbac.run(gctx)
+			s.rbac.Run(gctx)
 			return nil
 		})
 	}

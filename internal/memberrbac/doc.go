@@ -56,7 +56,7 @@
 // It must not import a component (collector, materializer, queryapi,
 // backends) and knows nothing of streams, stores or the query API: the query
 // API follows the cached RBAC objects into Members and decides with it
-// (queryapi/memberrbac.go, queryapi/authz/authzmember.go; issue #29). It decides only what
+// (queryapi/authz/memberrbac.go, queryapi/authz/authzmember.go; issue #29). It decides only what
 // RBAC decides: a member that also runs a webhook or the Node authorizer may
 // allow more.
 package memberrbac

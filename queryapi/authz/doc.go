@@ -20,6 +20,11 @@
 //     objects (memberrbac.Members); a watch is ended with Forbidden when a
 //     member's RBAC takes its access away (authzrevoke.go). Acting through
 //     fleetview to a member admits the caller here first (actthrough.go).
+//   - The members' RBAC objects are followed from the cache through the
+//     query service's own watch (RBACFollower, memberrbac.go), one object
+//     applied at a time; a member's RBAC that has not been applied once
+//     keeps the hub not ready, bounded in time and never for a member
+//     whose collector is down (RBACReadiness, readyrbac.go).
 //
 // The package knows no service: the query API composes it (queryapi.New)
 // and never the other way round.

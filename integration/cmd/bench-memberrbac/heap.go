@@ -16,7 +16,7 @@ import (
 // internal/memberrbac (the decoded objects, the per-member stores and
 // indexes, the remembered reaches) and the query API's follower of the
 // RBAC objects (what it holds per object).
-var mirrorFrame = regexp.MustCompile(`fleetview/fleetview/internal/memberrbac\.|fleetview/fleetview/queryapi\.\(\*(rbacFollower|followRun)\)`)
+var mirrorFrame = regexp.MustCompile(`fleetview/fleetview/internal/memberrbac\.|fleetview/fleetview/queryapi/authz\.\(\*(RBACFollower|followRun)\)`)
 
 // heapUse is what a heap profile says is in use: in all, and allocated
 // under a mirrorFrame.

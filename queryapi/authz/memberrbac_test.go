@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"bytes"
@@ -8,12 +8,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
+
+// The watch event types the follower's tests send besides deleted and
+// bookmark.
+const (
+	added    = "ADDED"
+	modified = "MODIFIED"
+)
+
+// refusals counts refused objects by cluster.
+type refusals map[string]int
+
+func (r refusals) RBACObjectRefused(cluster string) { r[cluster]++ }
 
 // TestRBACFollowerApply: the follower's handling of one resource's watch
 // events, on real authorizers: the initial state, changes, a restart whose
@@ -22,11 +31,8 @@ import (
 func TestRBACFollowerApply(t *testing.T) {
 	var logs bytes.Buffer
 	m := &memberrbac.Members{}
-	metrics, err := NewMetrics(prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &rbacFollower{members: m, log: slog.New(slog.NewTextHandler(&logs, nil)), metrics: metrics}
+	refused := refusals{}
+	f := NewRBACFollower(nil, m, slog.New(slog.NewTextHandler(&logs, nil)), refused)
 	alice := memberrbac.Authenticated(memberrbac.Identity{User: "alice"})
 	pods := memberrbac.Resource{Resource: "pods"}
 	role := `{"kind":"ClusterRole","metadata":{"name":"pod-reader"},"rules":[{"verbs":["list"],"apiGroups":[""],"resources":["pods"]}]}`
@@ -92,19 +98,19 @@ func TestRBACFollowerApply(t *testing.T) {
 			t.Fatalf("%s: taken in %s, want %s", s.name, got, s.counted)
 		}
 	}
-	for cluster, want := range map[string]float64{"a": 1, "b": 1} {
-		if got := testutil.ToFloat64(metrics.rbacRefused.WithLabelValues(cluster)); got != want {
+	for cluster, want := range map[string]int{"a": 1, "b": 1} {
+		if got := refused[cluster]; got != want {
 			t.Fatalf("refused objects of %s counted %v, want %v", cluster, got, want)
 		}
 	}
 	// Readiness waits until every resource's cached state was applied once.
-	if f.loaded() {
+	if f.Loaded() {
 		t.Fatal("loaded with two of the four resources' initial state")
 	}
 	for _, r := range []string{"clusterrolebindings", "roles"} {
 		(&followRun{f: f, resource: r, held: map[heldKey]struct{}{}, known: map[heldKey]struct{}{}, seen: map[heldKey]struct{}{}}).apply(end)
 	}
-	if !f.loaded() {
+	if !f.Loaded() {
 		t.Fatal("not loaded with every resource's initial state applied")
 	}
 }

@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // TestRBACReadiness: in a member-RBAC mode the hub is not ready while a
@@ -50,19 +51,26 @@ func TestRBACReadiness(t *testing.T) {
 		applied[r.Name], last[r.Name] = 7, 7 // the materializer is through every stream
 	}
 	cache := map[string]int{"m1/rolebindings": 5, "m2/rolebindings": 5, "m5/rolebindings": 2}
-	f := &rbacFollower{}
+	f := &RBACFollower{}
 	f.account("rolebindings", "m1", 5)
 	f.account("rolebindings", "m2", 3)
 	f.account("rolebindings", "m5", 2)
 	now := time.Unix(1000, 0)
-	r := &rbacReadiness{follower: f, wait: time.Minute, now: func() time.Time { return now },
+	// Every stream is applied through its end (applied, last): a resource
+	// is applied once its collector reports it synced.
+	synced := func(_ context.Context, _ *inventory.Cluster, st inventory.ResourceState, gvr schema.GroupVersionResource, _, _ map[string]uint64) (bool, string, error) {
+		if !st.Synced {
+			return false, gvr.Resource + " not synced by the collector", nil
+		}
+		return true, "", nil
+	}
+	r := &RBACReadiness{follower: f, synced: synced, wait: time.Minute, now: func() time.Time { return now },
 		count: func(_ context.Context, cluster, resource string) (int, error) {
 			return cache[cluster+"/"+resource], nil
 		}}
-	s := &syncChecker{}
 	check := func(what string, wantReady bool, wantWhy, wantNote []string) {
 		t.Helper()
-		ok, why := r.check(context.Background(), s, recs, regs, applied, last)
+		ok, why := r.Check(context.Background(), recs, regs, applied, last)
 		if ok != wantReady {
 			t.Fatalf("%s: ready %v (%s), want %v", what, ok, why, wantReady)
 		}
@@ -74,7 +82,7 @@ func TestRBACReadiness(t *testing.T) {
 		if strings.Contains(why, "m1 (") {
 			t.Fatalf("%s: reason %q names m1, whose RBAC is applied", what, why)
 		}
-		note := r.served()
+		note := r.Served()
 		for _, w := range wantNote {
 			if !strings.Contains(note, w) {
 				t.Fatalf("%s: /readyz note %q lacks %q", what, note, w)
@@ -103,7 +111,7 @@ func TestRBACReadiness(t *testing.T) {
 	check("no longer than the bound", true, nil, []string{"m6 (not applied after 1m0s: rolebindings: 0 of 1 applied)"})
 
 	r.applied = nil
-	if ok, _ := r.check(context.Background(), s, recs, nil, applied, last); !ok || !strings.Contains(r.served(), "m1 (no registry selects its RBAC resources)") {
-		t.Fatalf("no registry follows RBAC: ready %v, note %q", ok, r.served())
+	if ok, _ := r.Check(context.Background(), recs, nil, applied, last); !ok || !strings.Contains(r.Served(), "m1 (no registry selects its RBAC resources)") {
+		t.Fatalf("no registry follows RBAC: ready %v, note %q", ok, r.Served())
 	}
 }

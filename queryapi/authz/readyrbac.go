@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // DefaultMemberRBACReadyWait bounds how long one member's RBAC that has not
@@ -27,7 +26,7 @@ var rbacKinds = map[string]string{
 	"Role": "roles", "RoleBinding": "rolebindings",
 }
 
-// rbacReadiness decides, in a member-RBAC mode, whether every followed
+// RBACReadiness decides, in a member-RBAC mode, whether every followed
 // member's RBAC has been applied once: before, the hub would answer that
 // member's reads Forbidden (or a per-cluster list empty) where the member
 // allows them, so it is not ready (issue #43). A member is followed when
@@ -44,8 +43,11 @@ var rbacKinds = map[string]string{
 // not for longer than wait after the hub first saw it waiting. The hub
 // then serves it without its RBAC (it allows only system:masters there,
 // as a member with no RBAC objects would) and says so in /readyz's answer.
-type rbacReadiness struct {
-	follower *rbacFollower
+type RBACReadiness struct {
+	follower *RBACFollower
+	// synced reports whether one resource of a member is synced by its
+	// collector and applied through its latest sync marker.
+	synced ResourceApplied
 	// count is how many objects of resource the cache holds for cluster.
 	count func(ctx context.Context, cluster, resource string) (int, error)
 	wait  time.Duration
@@ -57,15 +59,32 @@ type rbacReadiness struct {
 	note    string               // members served without their RBAC
 }
 
+// ResourceApplied reports whether one resource of rec is synced by its
+// collector and applied by the materializer through its latest sync
+// marker (applied and last: each cluster stream's applied and last
+// sequence), and if not why.
+type ResourceApplied func(ctx context.Context, rec *inventory.Cluster, r inventory.ResourceState, gvr schema.GroupVersionResource,
+	applied, last map[string]uint64) (bool, string, error)
+
+// NewRBACReadiness judges the members' RBAC followed by f: count is how
+// many objects of an RBAC resource the cache holds for a cluster, wait
+// (<= 0: DefaultMemberRBACReadyWait) how long one member may hold the hub.
+func NewRBACReadiness(f *RBACFollower, count func(ctx context.Context, cluster, resource string) (int, error), synced ResourceApplied, wait time.Duration) *RBACReadiness {
+	if wait <= 0 {
+		wait = DefaultMemberRBACReadyWait
+	}
+	return &RBACReadiness{follower: f, synced: synced, count: count, wait: wait, now: time.Now}
+}
+
 // memberWait is one member's state, for the reason /readyz gives.
 type memberWait struct {
 	cluster, why string
 }
 
-// check reports whether no followed member holds the hub, with the
+// Check reports whether no followed member holds the hub, with the
 // members that do and why; it records the members served without their
-// RBAC (served).
-func (r *rbacReadiness) check(ctx context.Context, s *syncChecker, recs []*inventory.Cluster, regs []*registry.ResourceRegistry,
+// RBAC (Served).
+func (r *RBACReadiness) Check(ctx context.Context, recs []*inventory.Cluster, regs []*registry.ResourceRegistry,
 	applied, last map[string]uint64) (bool, string) {
 	var waiting, without []memberWait
 	now := r.now()
@@ -85,7 +104,7 @@ func (r *rbacReadiness) check(ctx context.Context, s *syncChecker, recs []*inven
 			without = append(without, memberWait{rec.Name, "collector not ready"})
 			continue
 		}
-		why, unservable, err := r.memberApplied(ctx, s, rec, resources, applied, last)
+		why, unservable, err := r.memberApplied(ctx, rec, resources, applied, last)
 		if err != nil {
 			why = err.Error()
 		}
@@ -130,9 +149,9 @@ func (r *rbacReadiness) check(ctx context.Context, s *syncChecker, recs []*inven
 	return true, ""
 }
 
-// served is what /readyz adds to its answer: the members served without
+// Served is what /readyz adds to its answer: the members served without
 // their RBAC ("" when none).
-func (r *rbacReadiness) served() string {
+func (r *RBACReadiness) Served() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.note
@@ -158,6 +177,14 @@ func followedRBAC(regs []*registry.ResourceRegistry, rec *inventory.Cluster) []s
 	var out []string
 	for _, reg := range regs {
 		for _, sel := range reg.SelectorsFor(rec.Info()) {
+			if sel.IsWildcard() {
+				for kind, res := range rbacKinds {
+					if ok, _ := sel.Selects(rbacv1.SchemeGroupVersion.WithKind(kind)); ok && !slices.Contains(out, res) {
+						out = append(out, res)
+					}
+				}
+				continue
+			}
 			gvk := sel.GroupVersionKind()
 			if res, ok := rbacKinds[gvk.Kind]; ok && gvk.Group == rbacv1.GroupName && !slices.Contains(out, res) {
 				out = append(out, res)
@@ -171,7 +198,7 @@ func followedRBAC(regs []*registry.ResourceRegistry, rec *inventory.Cluster) []s
 // memberApplied says why rec's RBAC has not been applied once ("": it
 // has); unservable when its collector cannot serve a resource (waiting
 // would not help).
-func (r *rbacReadiness) memberApplied(ctx context.Context, s *syncChecker, rec *inventory.Cluster, resources []string,
+func (r *RBACReadiness) memberApplied(ctx context.Context, rec *inventory.Cluster, resources []string,
 	applied, last map[string]uint64) (why string, unservable bool, err error) {
 	for _, res := range resources {
 		i := slices.IndexFunc(rec.Resources, func(st inventory.ResourceState) bool {
@@ -185,7 +212,7 @@ func (r *rbacReadiness) memberApplied(ctx context.Context, s *syncChecker, rec *
 			return fmt.Sprintf("%s: %s", res, st.Message), true, nil
 		}
 		gvr := schema.GroupVersionResource{Group: st.Group, Version: st.Version, Resource: st.Resource}
-		ok, why, err := s.resourceApplied(ctx, rec, st, gvr, applied, last)
+		ok, why, err := r.synced(ctx, rec, st, gvr, applied, last)
 		if err != nil || !ok {
 			return why, false, err
 		}
@@ -198,23 +225,4 @@ func (r *rbacReadiness) memberApplied(ctx context.Context, s *syncChecker, rec *
 		}
 	}
 	return "", false, nil
-}
-
-// cacheCount counts cluster's objects of an RBAC resource in the cache.
-func cacheCount(q *queryService) func(ctx context.Context, cluster, resource string) (int, error) {
-	return func(ctx context.Context, cluster, resource string) (int, error) {
-		req := &fleetviewv1.ListRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, Clusters: []string{cluster}, Limit: 500}
-		n := 0
-		for {
-			resp, err := q.list(internal(ctx), req)
-			if err != nil {
-				return 0, err
-			}
-			n += len(resp.GetRawItems()) + len(resp.GetItems())
-			if resp.GetContinue() == "" {
-				return n, nil
-			}
-			req.Continue = resp.GetContinue()
-		}
-	}
 }

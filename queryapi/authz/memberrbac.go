@@ -1,4 +1,4 @@
-package queryapi
+package authz
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// rbacFollower keeps memberrbac.Members equal to the member clusters' RBAC
+// RBACFollower keeps memberrbac.Members equal to the member clusters' RBAC
 // objects in the cache: one watch per RBAC resource across every cluster,
 // through the query service's own watch (its current state, then every
 // committed change without gap or duplicate), each event applied to its
@@ -24,11 +24,11 @@ import (
 // and the field, and removes what was held under its name (fail closed).
 // Each cluster has its own authorizer,
 // so no object of one cluster reaches another's.
-type rbacFollower struct {
-	q       *queryService
+type RBACFollower struct {
+	watch   Watcher
 	members *memberrbac.Members
 	log     *slog.Logger
-	metrics *Metrics // nil: none
+	refused RefusalCounter // nil: none
 	// retry is the pause before a watch that ended is started again.
 	retry time.Duration
 
@@ -43,9 +43,31 @@ type rbacFollower struct {
 	accounted map[string]map[string]int
 }
 
+// The watch event types the follower tells apart (Kubernetes' words).
+const (
+	deleted  = "DELETED"
+	bookmark = "BOOKMARK"
+)
+
+// Watcher is the query service's own watch of every cluster (its current
+// state, then every committed change), as the follower reads it; calls
+// of it are the server's, no client's.
+type Watcher func(ctx context.Context, req *fleetviewv1.WatchRequest, send func(*fleetviewv1.WatchEvent) error) error
+
+// RefusalCounter counts a member's RBAC object the follower refused.
+type RefusalCounter interface {
+	RBACObjectRefused(cluster string)
+}
+
+// NewRBACFollower follows the members' RBAC objects through watch into
+// members; refused may be nil.
+func NewRBACFollower(watch Watcher, members *memberrbac.Members, log *slog.Logger, refused RefusalCounter) *RBACFollower {
+	return &RBACFollower{watch: watch, members: members, log: log, refused: refused, retry: time.Second}
+}
+
 // account notes that an object of resource in cluster was taken in
 // (delta 1) or is gone (delta -1).
-func (f *rbacFollower) account(resource, cluster string, delta int) {
+func (f *RBACFollower) account(resource, cluster string, delta int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.accounted == nil {
@@ -61,22 +83,22 @@ func (f *rbacFollower) account(resource, cluster string, delta int) {
 
 // accountedFor is how many of cluster's objects of resource the follower
 // has taken in.
-func (f *rbacFollower) accountedFor(resource, cluster string) int {
+func (f *RBACFollower) accountedFor(resource, cluster string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.accounted[resource][cluster]
 }
 
-// loaded reports whether the members' RBAC objects in the cache have been
+// Loaded reports whether the members' RBAC objects in the cache have been
 // applied once: before, a member-RBAC mode would deny what the members
 // allow (readiness waits for it).
-func (f *rbacFollower) loaded() bool {
+func (f *RBACFollower) Loaded() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(f.initial) == len(memberrbac.RBACResources())
 }
 
-func (f *rbacFollower) initialApplied(resource string) {
+func (f *RBACFollower) initialApplied(resource string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.initial == nil {
@@ -88,8 +110,8 @@ func (f *rbacFollower) initialApplied(resource string) {
 // heldKey names one RBAC object of one resource.
 type heldKey struct{ cluster, namespace, name string }
 
-// run follows the four resources until ctx ends.
-func (f *rbacFollower) run(ctx context.Context) {
+// Run follows the four resources until ctx ends.
+func (f *RBACFollower) Run(ctx context.Context) {
 	done := make(chan struct{})
 	resources := memberrbac.RBACResources()
 	for _, r := range resources {
@@ -106,7 +128,7 @@ func (f *rbacFollower) run(ctx context.Context) {
 // follow watches one resource, starting again after a watch ends (a
 // removed resource, a slow follower): each start is the current state,
 // and what the previous run held but the new state lacks is deleted.
-func (f *rbacFollower) follow(ctx context.Context, resource string) {
+func (f *RBACFollower) follow(ctx context.Context, resource string) {
 	held, known := map[heldKey]struct{}{}, map[heldKey]struct{}{}
 	for ctx.Err() == nil {
 		err := f.once(ctx, resource, held, known)
@@ -122,10 +144,10 @@ func (f *rbacFollower) follow(ctx context.Context, resource string) {
 	}
 }
 
-func (f *rbacFollower) once(ctx context.Context, resource string, held, known map[heldKey]struct{}) error {
+func (f *RBACFollower) once(ctx context.Context, resource string, held, known map[heldKey]struct{}) error {
 	run := &followRun{f: f, resource: resource, held: held, known: known, seen: map[heldKey]struct{}{}}
 	req := &fleetviewv1.WatchRequest{Group: rbacv1.GroupName, Version: "v1", Resource: resource, SendInitialEvents: true, AllowBookmarks: true}
-	return f.q.watch(internal(ctx), req, func(ev *fleetviewv1.WatchEvent) error {
+	return f.watch(ctx, req, func(ev *fleetviewv1.WatchEvent) error {
 		run.apply(ev)
 		return nil
 	})
@@ -133,7 +155,7 @@ func (f *rbacFollower) once(ctx context.Context, resource string, held, known ma
 
 // followRun is one watch of one resource.
 type followRun struct {
-	f        *rbacFollower
+	f        *RBACFollower
 	resource string
 	// held: what the follower holds of the resource, across runs.
 	held map[heldKey]struct{}
@@ -223,7 +245,7 @@ func (r *followRun) forget(k heldKey) {
 }
 
 // remove deletes an object the cluster no longer has.
-func (f *rbacFollower) remove(resource string, k heldKey, held map[heldKey]struct{}) {
+func (f *RBACFollower) remove(resource string, k heldKey, held map[heldKey]struct{}) {
 	obj, err := memberrbac.Named(resource, k.namespace, k.name)
 	if err == nil {
 		err = f.members.Delete(k.cluster, obj)
@@ -235,8 +257,10 @@ func (f *rbacFollower) remove(resource string, k heldKey, held map[heldKey]struc
 }
 
 // refuse reports an object that was not applied.
-func (f *rbacFollower) refuse(cluster, resource string, err error) {
-	f.metrics.rbacObjectRefused(cluster)
+func (f *RBACFollower) refuse(cluster, resource string, err error) {
+	if f.refused != nil {
+		f.refused.RBACObjectRefused(cluster)
+	}
 	f.log.Error("member RBAC: object refused", "cluster", cluster, "resource", resource+"."+rbacv1.GroupName, "err", err)
 }
 
