@@ -48,7 +48,13 @@ type Config struct {
 	// RecheckInterval is how often resources skipped as not served are looked
 	// up again, so an API that appears later (a CRD installed) is picked up.
 	RecheckInterval time.Duration
-	TombstoneTTL    time.Duration
+	// DiscoveryInterval is how often the member's discovery is read again
+	// while a registry it matches has a wildcard selector, so a CRD
+	// installed or removed there is cached or dropped within it (default
+	// 5 s; two small requests with aggregated discovery, and only on
+	// clusters a wildcard selects).
+	DiscoveryInterval time.Duration
+	TombstoneTTL      time.Duration
 	// PageSize is the list page size (default DefaultPageSize); pages are
 	// streamed object by object, so memory does not grow with it.
 	PageSize int64
@@ -136,6 +142,10 @@ type regResult struct {
 	resources []string
 	gvrs      []schema.GroupVersionResource
 	skipped   []string
+	// wildcard, expanded, left: see expansion.
+	wildcard bool
+	expanded []string
+	left     []string
 }
 
 type runningSync struct {
@@ -157,6 +167,9 @@ func New(cfg Config) (*Collector, error) {
 	}
 	if cfg.RecheckInterval <= 0 {
 		cfg.RecheckInterval = 30 * time.Second
+	}
+	if cfg.DiscoveryInterval <= 0 {
+		cfg.DiscoveryInterval = 5 * time.Second
 	}
 	if cfg.TombstoneTTL <= 0 {
 		cfg.TombstoneTTL = stream.DefaultTombstoneTTL

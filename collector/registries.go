@@ -30,6 +30,8 @@ import (
 func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Follower) error {
 	recheck := time.NewTicker(c.cfg.RecheckInterval)
 	defer recheck.Stop()
+	follow := time.NewTicker(c.cfg.DiscoveryInterval)
+	defer follow.Stop()
 	initial := true
 	var retry <-chan time.Time
 	var retryIn time.Duration
@@ -48,6 +50,14 @@ func (c *Collector) watchRegistries(ctx context.Context, regs *regstore.Follower
 			if n == 0 {
 				continue
 			}
+			c.rm.Reset()
+		case <-follow.C:
+			if !c.followsDiscovery() {
+				continue
+			}
+			// A wildcard stands for what the member serves now: a CRD
+			// installed starts syncing, one removed stops and its
+			// objects leave the cache (removeResource).
 			c.rm.Reset()
 		}
 		if initial {
@@ -82,6 +92,19 @@ func (c *Collector) followConfig() regstore.FollowConfig {
 	}
 }
 
+// followsDiscovery reports whether a registry this cluster matches has a
+// wildcard selector, whose kinds follow the member's discovery.
+func (c *Collector) followsDiscovery() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.results {
+		if r.wildcard {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Collector) self() registry.ClusterInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,8 +136,12 @@ func (c *Collector) wants(list []*registry.ResourceRegistry) (map[schema.GroupVe
 	var skipped []inventory.ResourceState
 	for _, r := range list {
 		sels := r.SelectorsFor(self)
-		res := regResult{matched: len(sels) > 0}
-		for _, sel := range sels {
+		ex, err := expand(c.cached, sels)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("registry %s: %w", r.Name, err)
+		}
+		res := regResult{matched: len(sels) > 0, wildcard: ex.wildcard, expanded: ex.expanded, left: ex.left}
+		for _, sel := range ex.exact {
 			gvk := sel.GroupVersionKind()
 			m, err := c.rm.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if meta.IsNoMatchError(err) {

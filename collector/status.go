@@ -100,5 +100,14 @@ func (c *Collector) conditions(res regResult, refused map[schema.GroupVersionRes
 		pub.Status, pub.Reason = metav1.ConditionFalse, registry.ReasonObjectsRefused
 		pub.Message = fmt.Sprintf("cluster %s refused %d object(s) too large for NATS: %s", cl, n, strings.Join(bad, "; "))
 	}
-	return append(conds, served, pub)
+	conds = append(conds, served, pub)
+	if res.wildcard {
+		msg := fmt.Sprintf("cluster %s: %s", cl, strings.Join(res.expanded, "; "))
+		if len(res.left) > 0 {
+			msg += "; " + strings.Join(res.left, "; ")
+		}
+		conds = append(conds, metav1.Condition{Type: registry.ClusterWildcards, Status: metav1.ConditionTrue,
+			Reason: registry.ReasonExpanded, Message: msg})
+	}
+	return conds
 }

@@ -88,11 +88,9 @@ type clusterClaims struct {
 func claimsOf(rec *inventory.Cluster, regs []*registry.ResourceRegistry) *clusterClaims {
 	cc := &clusterClaims{name: rec.Name, version: rec.KubernetesVersion,
 		claims: map[schema.GroupVersionResource]claim{}, marks: map[schema.GroupVersionResource]string{}}
-	selected := map[schema.GroupVersionKind]bool{}
+	var sels []registry.ResourceSelector
 	for _, reg := range regs {
-		for _, sel := range reg.SelectorsFor(rec.Info()) {
-			selected[sel.GroupVersionKind()] = true
-		}
+		sels = append(sels, reg.SelectorsFor(rec.Info())...)
 	}
 	for _, r := range rec.Resources {
 		if r.Resource == "" || r.Kind == "" || r.Message != "" {
@@ -110,7 +108,7 @@ func claimsOf(rec *inventory.Cluster, regs []*registry.ResourceRegistry) *cluste
 			continue
 		}
 		gvk := gvr.GroupVersion().WithKind(c.kind)
-		if !selected[gvk] {
+		if !registry.AnySelects(sels, gvk) {
 			cc.marks[gvr] = fmt.Sprintf("no registry selects %s for this cluster", gvkString(gvk))
 			continue
 		}

@@ -45,6 +45,7 @@ type CollectorOptions struct {
 	ClusterInfoConfigMap string
 	Heartbeat            time.Duration
 	APIRecheck           time.Duration
+	DiscoveryInterval    time.Duration
 	PageSize             int64
 	// ReconnectBuffer bounds what is buffered while NATS is unreachable;
 	// beyond it publishes fail and the collector relists once NATS is back.
@@ -93,6 +94,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 		"namespace/name of a ConfigMap in the member cluster describing it (data keys provider, region, zone, labels=\"k=v,k2=v2\"); empty disables")
 	fs.DurationVar(&o.Heartbeat, "heartbeat", 10*time.Second, "inventory heartbeat interval (an unreachable apiserver is reported not ready within this plus 5s)")
 	fs.DurationVar(&o.APIRecheck, "api-recheck-interval", 30*time.Second, "how often selected resources the cluster does not serve (e.g. CRD not installed) are looked up again")
+	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", 5*time.Second, "how often the cluster's discovery is read again while a registry selecting it has a wildcard selector, so a CRD installed or removed is cached or dropped within this time")
 	fs.Int64Var(&o.PageSize, "page-size", collector.DefaultPageSize, "list page size; pages are streamed object by object, so memory does not grow with it, and bigger pages cost the apiserver fewer requests but more work per request")
 	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
 	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
@@ -134,6 +136,9 @@ func (o *CollectorOptions) Validate() []error {
 	}
 	if o.APIRecheck <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --api-recheck-interval must be positive", ErrInvalidOptions))
+	}
+	if o.DiscoveryInterval <= 0 {
+		errs = append(errs, fmt.Errorf("%w: --discovery-interval must be positive", ErrInvalidOptions))
 	}
 	if o.PageSize <= 0 {
 		errs = append(errs, fmt.Errorf("%w: --page-size must be positive", ErrInvalidOptions))
@@ -182,7 +187,7 @@ func (o CollectorOptions) Config(log *slog.Logger) (MetricsConfig, error) {
 	act, _ := collector.ParseActClasses(o.ActThrough)
 	return MetricsConfig{CollectorOptions: o, natsAuth: tokOpts, act: act, collector: collector.Config{
 		Cluster: o.Cluster, REST: rc, Labels: o.Labels, Provider: o.Provider, Region: o.Region, Zone: o.Zone,
-		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck,
+		ClusterInfoConfigMap: o.ClusterInfoConfigMap, HeartbeatInterval: o.Heartbeat, RecheckInterval: o.APIRecheck, DiscoveryInterval: o.DiscoveryInterval,
 		PageSize: o.PageSize, Compression: o.Compression, HubAPIPrefix: apiPrefix, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
 		Replicas: o.Replicas.replicas(), PublishAckTimeout: o.PublishAckTimeout, Logger: log,
 	}}, nil

@@ -17,6 +17,7 @@ func TestCollectorFlagsValidate(t *testing.T) {
 		{"cluster info not namespace/name", func(o *CollectorOptions) { o.ClusterInfoConfigMap = "just-a-name" }, "--cluster-info-configmap"},
 		{"cluster info bad namespace", func(o *CollectorOptions) { o.ClusterInfoConfigMap = "Kube_System/x" }, "--cluster-info-configmap"},
 		{"recheck", func(o *CollectorOptions) { o.APIRecheck = 0 }, "--api-recheck-interval"},
+		{"discovery", func(o *CollectorOptions) { o.DiscoveryInterval = 0 }, "--discovery-interval"},
 		{"page size", func(o *CollectorOptions) { o.PageSize = -1 }, "--page-size"},
 		{"reconnect buffer", func(o *CollectorOptions) { o.ReconnectBuffer = 0 }, "--nats-reconnect-buffer"},
 		{"gc percent", func(o *CollectorOptions) { o.GCPercent = 0 }, "--gc-percent"},
