@@ -1,4 +1,4 @@
-package query
+package actthrough
 
 import (
 	"bufio"
@@ -97,7 +97,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 	af := &actFleet{fleet: fleet, collectors: map[string]*fixture.CollectorProc{}, kubeconfig: map[string]string{},
 		cacheDir: filepath.Join(dir, "kubectl-cache"), auditLog: filepath.Join(dir, "audit.log")}
 	// TLS: kubectl sends a bearer token over https only.
-	caPEM, _ := pki(t, dir)
+	caPEM, _ := fixture.PKI(t, dir)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
 	policy := write("policy.yaml", actPolicy)
@@ -116,11 +116,11 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 	if o.Auth.PolicyFile != policy {
 		contexts = []string{"fleet"}
 	}
-	af.fv = fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
+	af.fv = fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
 	af.fv.REST = "https://" + o.HTTPAddr
 	af.https = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64}}
 	t.Cleanup(func() { af.fv.Stop(t) })
-	if _, err := af.fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod", "apps/v1:Deployment")); err != nil {
+	if _, err := af.fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "act", "v1:Pod", "apps/v1:Deployment")); err != nil {
 		t.Fatal(err)
 	}
 
@@ -143,7 +143,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 	}
 	fixture.Eventually(t, 90*time.Second, func() error {
 		for _, c := range []string{"member1", "member2"} {
-			cl, err := af.fv.Clusters.GetCluster(bearer("admin-token").ctx(), &fleetviewv1.GetClusterRequest{Name: c})
+			cl, err := af.fv.Clusters.GetCluster(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetClusterRequest{Name: c})
 			if err != nil || !cl.GetReady() {
 				return fmt.Errorf("%s not ready: %v", c, err)
 			}
@@ -187,7 +187,7 @@ func (af *actFleet) kubectl(ctx context.Context, user string, args ...string) (s
 // cached reads an object from the hub's cache (gRPC, as root).
 func (af *actFleet) cached(cluster, group, resource, name string) (map[string]any, error) {
 	v := "v1"
-	resp, err := af.fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Group: group, Version: v, Resource: resource, Namespace: "shop", Name: name, Cluster: cluster})
+	resp, err := af.fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Group: group, Version: v, Resource: resource, Namespace: "shop", Name: name, Cluster: cluster})
 	if err != nil {
 		return nil, err
 	}
@@ -633,9 +633,9 @@ func TestActThroughUp(t *testing.T) {
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile, o.Auth.PolicyFile, o.ActThrough = filepath.Join(dir, "tokens.csv"), filepath.Join(dir, "policy.yaml"), true
 	o.Auth.AuthorizationMode, o.Auth.MemberIdentityMap = "member-rbac", filepath.Join(dir, "identity-map.yaml")
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("admin-token").Ctx())
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod",
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "act", "v1:Pod",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)
@@ -646,7 +646,7 @@ func TestActThroughUp(t *testing.T) {
 		}
 	}
 	cached := func() (map[string]any, error) {
-		resp, err := fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member1"})
+		resp, err := fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member1"})
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package query
+package actthrough
 
 import (
 	"bufio"
@@ -109,9 +109,9 @@ func TestMemberIdentityMapReserved(t *testing.T) {
 	})
 
 	o.Auth.MemberIdentityMap = write("map.yaml", "rules:\n- clusters: [member1]\n  userPrefix: \"corp:\"\n")
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("admin-token").Ctx())
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "act", "v1:Pod",
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "act", "v1:Pod",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)

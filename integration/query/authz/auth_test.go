@@ -1,19 +1,12 @@
-package query
+package authz
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,7 +19,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
@@ -82,58 +74,6 @@ const authPolicy = `rules:
   clusters: [member1, member2]
 `
 
-// pki writes a CA, a serving certificate for 127.0.0.1 and a client
-// certificate for carol, all signed by the CA.
-func pki(t *testing.T, dir string) (caPEM []byte, clientCert tls.Certificate) {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey := key()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fleetview-test-ca"}, IsCA: true,
-		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	issue := func(tmpl *x509.Certificate) ([]byte, []byte) {
-		k := key()
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kb, _ := x509.MarshalECPrivateKey(k)
-		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-	}
-	srvCert, srvKey := issue(&x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "fleetview"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)})
-	cliCert, cliKey := issue(&x509.Certificate{SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "carol", Organization: []string{"ops"}},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)})
-	caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	for name, b := range map[string][]byte{"ca.crt": caPEM, "server.crt": srvCert, "server.key": srvKey} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clientCert, err = tls.X509KeyPair(cliCert, cliKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return caPEM, clientCert
-}
-
-type bearer string
-
-func (b bearer) ctx() context.Context {
-	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+string(b))
-}
-
 // TestAuthorization runs `fleetview up` with TLS, bearer tokens, client
 // certificates and a policy against three real member clusters, and checks
 // that each caller sees exactly its scope over gRPC, REST and the
@@ -156,7 +96,7 @@ func TestAuthorization(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	caPEM, carolCert := pki(t, dir)
+	caPEM, carolCert := fixture.PKI(t, dir)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -175,15 +115,15 @@ func TestAuthorization(t *testing.T) {
 
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("admin-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
 	defer fv.Stop(t)
 	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	rest := "https://" + o.HTTPAddr
 
-	if _, err := fv.Registries.ApplyRegistry(bearer("alice-token").ctx(), fixture.RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("alice-token").Ctx(), fixture.RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("alice may not manage registries: %v", err)
 	}
-	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); err != nil {
 		t.Fatal(err)
 	}
 	all := fixture.Refs(fixture.Ref{Cluster: "member1", Namespace: "payments", Name: "web"}, fixture.Ref{Cluster: "member1", Namespace: "shop", Name: "web"}, fixture.Ref{Cluster: "member2", Namespace: "payments", Name: "web"}, fixture.Ref{Cluster: "member2", Namespace: "shop", Name: "web"})
@@ -191,7 +131,7 @@ func TestAuthorization(t *testing.T) {
 		return fixture.GRPCList(c, fv, &fleetviewv1.ListRequest{Version: "v1", Resource: resource})
 	}
 	fixture.Eventually(t, 90*time.Second, func() error {
-		got, err := list(bearer("admin-token").ctx(), "pods")
+		got, err := list(fixture.Bearer("admin-token").Ctx(), "pods")
 		if err != nil {
 			return err
 		}
@@ -210,14 +150,14 @@ func TestAuthorization(t *testing.T) {
 		want     []string
 	}{
 		{"no credentials", context.Background(), "", "pods", codes.Unauthenticated, 401, nil},
-		{"unknown token", bearer("forged").ctx(), "forged", "pods", codes.Unauthenticated, 401, nil},
-		{"admin sees every pod", bearer("admin-token").ctx(), "admin-token", "pods", codes.OK, 200, all},
-		{"alice sees member1 only", bearer("alice-token").ctx(), "alice-token", "pods", codes.OK, 200,
+		{"unknown token", fixture.Bearer("forged").Ctx(), "forged", "pods", codes.Unauthenticated, 401, nil},
+		{"admin sees every pod", fixture.Bearer("admin-token").Ctx(), "admin-token", "pods", codes.OK, 200, all},
+		{"alice sees member1 only", fixture.Bearer("alice-token").Ctx(), "alice-token", "pods", codes.OK, 200,
 			fixture.Refs(fixture.Ref{Cluster: "member1", Namespace: "payments", Name: "web"}, fixture.Ref{Cluster: "member1", Namespace: "shop", Name: "web"})},
-		{"bob sees namespace shop only", bearer("bob-token").ctx(), "bob-token", "pods", codes.OK, 200,
+		{"bob sees namespace shop only", fixture.Bearer("bob-token").Ctx(), "bob-token", "pods", codes.OK, 200,
 			fixture.Refs(fixture.Ref{Cluster: "member1", Namespace: "shop", Name: "web"}, fixture.Ref{Cluster: "member2", Namespace: "shop", Name: "web"})},
-		{"bob's star does not reach secrets", bearer("bob-token").ctx(), "bob-token", "secrets", codes.PermissionDenied, 403, nil},
-		{"alice has no secrets", bearer("alice-token").ctx(), "alice-token", "secrets", codes.PermissionDenied, 403, nil},
+		{"bob's star does not reach secrets", fixture.Bearer("bob-token").Ctx(), "bob-token", "secrets", codes.PermissionDenied, 403, nil},
+		{"alice has no secrets", fixture.Bearer("alice-token").Ctx(), "alice-token", "secrets", codes.PermissionDenied, 403, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -256,13 +196,13 @@ func TestAuthorization(t *testing.T) {
 	}
 
 	t.Run("registry writes need registry-admin by name", func(t *testing.T) {
-		if _, err := fv.Registries.ApplyRegistry(bearer("erin-token").ctx(), fixture.RegistryRequest(t, "erin", "v1:ConfigMap")); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("erin-token").Ctx(), fixture.RegistryRequest(t, "erin", "v1:ConfigMap")); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("erin's \"*\" verbs wrote a registry: %v", err)
 		}
-		if _, err := fv.Registries.DeleteRegistry(bearer("erin-token").ctx(), &fleetviewv1.DeleteRegistryRequest{Name: "pods-and-secrets"}); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Registries.DeleteRegistry(fixture.Bearer("erin-token").Ctx(), &fleetviewv1.DeleteRegistryRequest{Name: "pods-and-secrets"}); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("erin's \"*\" verbs deleted a registry: %v", err)
 		}
-		if _, err := fv.Registries.ListRegistries(bearer("erin-token").ctx(), &fleetviewv1.ListRegistriesRequest{}); err != nil {
+		if _, err := fv.Registries.ListRegistries(fixture.Bearer("erin-token").Ctx(), &fleetviewv1.ListRegistriesRequest{}); err != nil {
 			t.Fatalf("erin may read registries: %v", err)
 		}
 	})
@@ -275,7 +215,7 @@ func TestAuthorization(t *testing.T) {
 			req := &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}, Limit: 1}
 			var out []fixture.Ref
 			for range 10 {
-				resp, err := fv.Query.Search(bearer(tok).ctx(), req)
+				resp, err := fv.Query.Search(fixture.Bearer(tok).Ctx(), req)
 				if err != nil {
 					return nil, err
 				}
@@ -310,13 +250,13 @@ func TestAuthorization(t *testing.T) {
 				t.Fatalf("%s: %v", tc.tok, err)
 			}
 		}
-		if _, err := fv.Query.Search(bearer("dave-token").ctx(), &fleetviewv1.SearchRequest{Text: "web"}); status.Code(err) != codes.PermissionDenied {
+		if _, err := fv.Query.Search(fixture.Bearer("dave-token").Ctx(), &fleetviewv1.SearchRequest{Text: "web"}); status.Code(err) != codes.PermissionDenied {
 			t.Fatalf("dave has no search rule: %v", err)
 		}
 	})
 
 	t.Run("secrets are metadata-only even for admins", func(t *testing.T) {
-		resp, err := fv.Query.Get(bearer("admin-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})
+		resp, err := fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "secrets", Namespace: "shop", Name: "creds", Cluster: "member1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -327,14 +267,14 @@ func TestAuthorization(t *testing.T) {
 	})
 
 	t.Run("alice's get outside her clusters is not found", func(t *testing.T) {
-		_, err := fv.Query.Get(bearer("alice-token").ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member2"})
+		_, err := fv.Query.Get(fixture.Bearer("alice-token").Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member2"})
 		if c := status.Code(err); c != codes.PermissionDenied && c != codes.NotFound {
 			t.Fatalf("got %v", err)
 		}
 	})
 
 	t.Run("alice's watch carries member1 only", func(t *testing.T) {
-		wctx, cancel := context.WithTimeout(bearer("alice-token").ctx(), 30*time.Second)
+		wctx, cancel := context.WithTimeout(fixture.Bearer("alice-token").Ctx(), 30*time.Second)
 		defer cancel()
 		w, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
@@ -407,7 +347,7 @@ func TestAuthorization(t *testing.T) {
 			return nil
 		})
 		var got []string
-		for _, r := range tableRows(out)[1:] {
+		for _, r := range fixture.TableRows(out)[1:] {
 			got = append(got, r[1]+"/"+r[0]+"/"+r[2])
 		}
 		// Only namespace shop (the pods alice's subtest added included).
@@ -491,7 +431,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fixture.Fleetview, httpc
 		}
 	}
 	grpcGet := func(tok, ns, name, cluster string) (*fleetviewv1.GetResponse, *status.Status) {
-		resp, err := fv.Query.Get(bearer(tok).ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: cluster})
+		resp, err := fv.Query.Get(fixture.Bearer(tok).Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: ns, Name: name, Cluster: cluster})
 		return resp, status.Convert(err)
 	}
 	httpGet := func(tok, path string) (int, []byte, error) {
@@ -655,7 +595,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fixture.Fleetview, httpc
 			{"alice-token", 4}, // member1
 			{"dave-token", 5},  // shop
 		} {
-			resp, err := fv.Query.List(bearer(tc.tok).ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
+			resp, err := fv.Query.List(fixture.Bearer(tc.tok).Ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 1})
 			if err != nil || resp.RemainingItemCount == nil || *resp.RemainingItemCount != tc.visible-1 {
 				t.Fatalf("%s over gRPC: remaining %v (%v), want %d", tc.tok, resp.GetRemainingItemCount(), err, tc.visible-1)
 			}
@@ -670,7 +610,7 @@ func scopedGets(t *testing.T, fleet *harness.Fleet, fv *fixture.Fleetview, httpc
 	// A watch judges hidden objects out before it queues them: dave's
 	// carries namespace shop only, from its initial state on.
 	t.Run("a namespace-scoped watch carries its namespace only", func(t *testing.T) {
-		wctx, cancel := context.WithTimeout(bearer("dave-token").ctx(), 60*time.Second)
+		wctx, cancel := context.WithTimeout(fixture.Bearer("dave-token").Ctx(), 60*time.Second)
 		defer cancel()
 		w, err := fv.Query.Watch(wctx, &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"})
 		if err != nil {

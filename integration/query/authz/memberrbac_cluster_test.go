@@ -1,4 +1,4 @@
-package query
+package authz
 
 import (
 	"context"
@@ -220,9 +220,9 @@ func TestMemberRBACPerClusterAgreement(t *testing.T) {
 	o.Auth.TokenFile = write("tokens", tokens.String())
 	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", secrets, registries, clusters]\n")
 	o.Auth.AuthorizationMode = "member-rbac"
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("root-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
 	defer fv.Stop(t)
-	_, err = fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "asked", "v1:Pod", "v1:Secret", "v1:ConfigMap",
+	_, err = fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "asked", "v1:Pod", "v1:Secret", "v1:ConfigMap",
 		"apps/v1:Deployment", "batch/v1:Job", "v1:Namespace",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding"))
@@ -509,7 +509,7 @@ func TestMemberRBACReadiness(t *testing.T) {
 	o.Auth.TokenFile = write("tokens", "root-token,root,1,\"system:masters\"\ndave-token,dave,2\n")
 	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", registries, clusters]\n")
 	o.Auth.AuthorizationMode = "member-rbac"
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("root-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
 	defer fv.Stop(t)
 	readyz := func() (int, string, error) {
 		resp, err := http.Get(fv.REST + "/readyz")
@@ -557,7 +557,7 @@ func TestMemberRBACReadiness(t *testing.T) {
 			} else if held {
 				// The first 200 after the member held the hub: dave's
 				// read of it is decided with its RBAC.
-				_, daveAtReady = fv.Query.List(bearer("dave-token").ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "shop", Clusters: []string{"member1"}})
+				_, daveAtReady = fv.Query.List(fixture.Bearer("dave-token").Ctx(), &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Namespace: "shop", Clusters: []string{"member1"}})
 				polled <- nil
 				return
 			}
@@ -569,7 +569,7 @@ func TestMemberRBACReadiness(t *testing.T) {
 		polled <- pollCtx.Err()
 	}()
 	<-started
-	_, err = fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "rbac", "v1:Pod",
+	_, err = fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "rbac", "v1:Pod",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding"))
 	must(err)

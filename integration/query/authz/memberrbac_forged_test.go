@@ -1,4 +1,4 @@
-package query
+package authz
 
 import (
 	"context"
@@ -68,9 +68,9 @@ func TestMemberRBACForgedObjects(t *testing.T) {
 	o.Auth.TokenFile = write("tokens", "root-token,root,1,\"system:masters\"\ndave-token,dave,2\n")
 	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", registries, clusters]\n")
 	o.Auth.AuthorizationMode = "member-rbac"
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("root-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod",
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestMemberRBACForgedObjects(t *testing.T) {
 	daveSees := func(want ...fixture.Ref) {
 		t.Helper()
 		fixture.Eventually(t, 90*time.Second, func() error {
-			got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			got, err := fixture.GRPCList(fixture.Bearer("dave-token").Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 			if err != nil {
 				return err
 			}

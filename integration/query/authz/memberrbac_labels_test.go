@@ -1,4 +1,4 @@
-package query
+package authz
 
 import (
 	"context"
@@ -80,9 +80,9 @@ func TestMemberIdentityMapByLabels(t *testing.T) {
 	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", registries, clusters]\n")
 	o.Auth.AuthorizationMode = "member-rbac"
 	o.Auth.MemberIdentityMap = write("identity-map", "rules:\n- clusterSelector: {matchLabels: {idp: corp}}\n  userPrefix: \"corp:\"\n")
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("root-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod",
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestMemberIdentityMapByLabels(t *testing.T) {
 		t.Helper()
 		began := time.Now()
 		fixture.Eventually(t, 90*time.Second, func() error {
-			got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			got, err := fixture.GRPCList(fixture.Bearer("dave-token").Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 			if err != nil {
 				return err
 			}

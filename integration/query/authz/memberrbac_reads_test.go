@@ -1,4 +1,4 @@
-package query
+package authz
 
 import (
 	"context"
@@ -115,7 +115,7 @@ func TestMemberRBACReads(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	caPEM, _ := pki(t, dir)
+	caPEM, _ := fixture.PKI(t, dir)
 	must(os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(memberRBACTokens), 0o600))
 	must(os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(memberRBACPolicy), 0o600))
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
@@ -126,14 +126,14 @@ func TestMemberRBACReads(t *testing.T) {
 	o.Auth.AuthorizationMode = "member-rbac"
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("root-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("root-token").Ctx())
 	defer func() {
 		if fv != nil { // the hub running when a failure ends the test
 			fv.Stop(t)
 		}
 	}()
 	api := "https://" + o.HTTPAddr
-	if _, err := fv.Registries.ApplyRegistry(bearer("root-token").ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod", "v1:Secret",
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod", "v1:Secret",
 		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
 		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestMemberRBACReads(t *testing.T) {
 	}
 	// root (system:masters) sees everything, as every member lets it.
 	fixture.Eventually(t, 90*time.Second, func() error {
-		got, err := fixture.GRPCList(bearer("root-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+		got, err := fixture.GRPCList(fixture.Bearer("root-token").Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil {
 			return err
 		}
@@ -195,7 +195,7 @@ func TestMemberRBACReads(t *testing.T) {
 	}
 	rowsOf := func(out string) []string {
 		var got []string
-		for _, r := range tableRows(out)[1:] {
+		for _, r := range fixture.TableRows(out)[1:] {
 			got = append(got, r[1]+"/"+r[0]+"/"+r[2]) // NAMESPACE CLUSTER NAME
 		}
 		slices.Sort(got)
@@ -237,7 +237,7 @@ func TestMemberRBACReads(t *testing.T) {
 				t.Fatalf("dave's pods in %s: %v\n%s", ns, err, out)
 			}
 			var got []string
-			for _, r := range tableRows(out)[1:] {
+			for _, r := range fixture.TableRows(out)[1:] {
 				got = append(got, r[0]+"/"+ns+"/"+r[1]) // CLUSTER NAME
 			}
 			slices.Sort(got)
@@ -276,7 +276,7 @@ func TestMemberRBACReads(t *testing.T) {
 		req := &fleetviewv1.SearchRequest{Text: "web", Limit: 1}
 		var got []string
 		for range 10 {
-			resp, err := fv.Query.Search(bearer("dave-token").ctx(), req)
+			resp, err := fv.Query.Search(fixture.Bearer("dave-token").Ctx(), req)
 			must(err)
 			if len(resp.GetItems()) != 1 {
 				t.Fatalf("a page of %d hits, want a full page of 1 (so far %v)", len(resp.GetItems()), got)
@@ -347,7 +347,7 @@ func TestMemberRBACReads(t *testing.T) {
 		t.Logf("revocation: RoleBinding deleted in member2 -> first denied list through fleetview %v (%d reads); held watch ended with Forbidden %v after the delete",
 			denied.Sub(deleted).Round(time.Millisecond), reads, watchEnd.Sub(deleted).Round(time.Millisecond))
 		// What dave still has elsewhere is untouched.
-		if out, err := kubectl("get", "pods", "-n", "shop"); err != nil || len(tableRows(out)) != 3 {
+		if out, err := kubectl("get", "pods", "-n", "shop"); err != nil || len(fixture.TableRows(out)) != 3 {
 			t.Fatalf("dave's pods in shop after an unrelated revocation: %v\n%s", err, out)
 		}
 		if union, _ := memberUnion(); !slices.Equal(union, []string{"member1/shop/web", "member2/shop/web"}) {
@@ -416,7 +416,7 @@ func TestMemberRBACReads(t *testing.T) {
 	both := o
 	both.Auth.AuthorizationMode = "both"
 	both.GRPCAddr, both.HTTPAddr = fixture.FreeAddr(t), fixture.FreeAddr(t)
-	fv = fixture.StartUpWith(t, both, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), bearer("root-token").ctx())
+	fv = fixture.StartUpWith(t, both, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("root-token").Ctx())
 	t.Run("both: subjects over gRPC, REST, the Kubernetes API and search", func(t *testing.T) {
 		// dave's bindings are now member1's shop and kube-x; the policy
 		// allows kube-x and payments.
@@ -433,7 +433,7 @@ func TestMemberRBACReads(t *testing.T) {
 			}
 			return nil
 		})
-		got, err := fixture.GRPCList(bearer("dave-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+		got, err := fixture.GRPCList(fixture.Bearer("dave-token").Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 		if err != nil || fixture.SameSet(got, refs(daveBoth)) != nil {
 			t.Fatalf("dave's first list from the ready hub: %v %v, want %v", got, err, refs(daveBoth))
 		}
@@ -479,7 +479,7 @@ func memberSubjects(t *testing.T, fv *fixture.Fleetview, httpc *http.Client, api
 			if tc.want == nil {
 				wantCode, wantHTTP = codes.PermissionDenied, http.StatusForbidden
 			}
-			got, err := fixture.GRPCList(bearer(tc.token).ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
+			got, err := fixture.GRPCList(fixture.Bearer(tc.token).Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods"})
 			if status.Code(err) != wantCode || err == nil && fixture.SameSet(got, tc.want) != nil {
 				t.Fatalf("gRPC: %v %v, want %v %v", got, err, wantCode, tc.want)
 			}
@@ -489,7 +489,7 @@ func memberSubjects(t *testing.T, fv *fixture.Fleetview, httpc *http.Client, api
 					t.Fatalf("%s: %d %v %v, want %d %v", path, code, got, err, wantHTTP, tc.want)
 				}
 			}
-			resp, err := fv.Query.Search(bearer(tc.token).ctx(), &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}})
+			resp, err := fv.Query.Search(fixture.Bearer(tc.token).Ctx(), &fleetviewv1.SearchRequest{Text: "web", Resources: []string{"core/v1/pods"}})
 			if status.Code(err) != wantCode {
 				t.Fatalf("search: %v, want %v", err, wantCode)
 			}

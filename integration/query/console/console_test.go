@@ -1,4 +1,4 @@
-package query
+package console
 
 import (
 	"bytes"
@@ -241,19 +241,19 @@ func TestConsole(t *testing.T) {
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), bearer("admin-token").ctx())
+	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("admin-token").Ctx())
 	stopped := false
 	defer func() {
 		if !stopped {
 			fv.Stop(t)
 		}
 	}()
-	if _, err := fv.Registries.ApplyRegistry(bearer("admin-token").ctx(), fixture.RegistryRequest(t, "console", "v1:Pod", "v1:Namespace")); err != nil {
+	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "console", "v1:Pod", "v1:Namespace")); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"member1 shop/storefront", "member2 shop/storefront", "member3 shop/storefront"}
 	fixture.Eventually(t, 90*time.Second, func() error {
-		got, err := fixture.GRPCList(bearer("admin-token").ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=storefront"})
+		got, err := fixture.GRPCList(fixture.Bearer("admin-token").Ctx(), fv, &fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app=storefront"})
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package query
+package kubeapi
 
 import (
 	"bufio"
@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/types/known/structpb"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,20 +31,7 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/fixture"
-	"github.com/fleetview/fleetview/integration/harness"
-	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
-
-// table splits kubectl's column output into rows of fields.
-func tableRows(out string) [][]string {
-	var rows [][]string
-	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			rows = append(rows, strings.Fields(l))
-		}
-	}
-	return rows
-}
 
 // TestKubeAPI drives Debian's kubectl against fleetview's Kubernetes API in
 // front of two real member clusters.
@@ -65,12 +51,12 @@ func TestKubeAPI(t *testing.T) {
 	// one short name more, which discovery does not offer: a custom
 	// resource's short names are those all its clusters agree on, so no
 	// one cluster's record can add a name.
-	installCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
-	installCronTabs(t, ctx, fleet.Cluster("member2"), []string{"ct", "ctab"}, "hourly")
+	fixture.InstallCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
+	fixture.InstallCronTabs(t, ctx, fleet.Cluster("member2"), []string{"ct", "ctab"}, "hourly")
 
 	fv := fixture.StartUp(t, fixture.UpOptions(t, fleet, t.TempDir()))
 	defer fv.Stop(t)
-	applyAndWaitSynced(t, ctx, fv, map[string]any{
+	fixture.ApplyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},
@@ -100,7 +86,7 @@ func TestKubeAPI(t *testing.T) {
 	// rowsOf checks the header and returns "cluster/namespace/name" of rows.
 	rowsOf := func(t *testing.T, out string, header ...string) []string {
 		t.Helper()
-		rows := tableRows(out)
+		rows := fixture.TableRows(out)
 		if len(rows) == 0 || !slices.Equal(rows[0][:len(header)], header) {
 			t.Fatalf("header: want %v first in\n%s", header, out)
 		}
@@ -119,7 +105,7 @@ func TestKubeAPI(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("rows %v, want %v\n%s", got, want, out)
 		}
-		if r := tableRows(out)[1]; r[3] != "0/1" || r[4] != "Pending" {
+		if r := fixture.TableRows(out)[1]; r[3] != "0/1" || r[4] != "Pending" {
 			t.Fatalf("READY/STATUS of %v, want 0/1 Pending", r)
 		}
 	})
@@ -139,7 +125,7 @@ func TestKubeAPI(t *testing.T) {
 	})
 	t.Run("-o wide, --show-labels and -L", func(t *testing.T) {
 		out := ok(t, "get", "pods", "-n", "shop", "-o", "wide")
-		rows := tableRows(out)
+		rows := fixture.TableRows(out)
 		if !slices.Equal(rows[0], []string{"CLUSTER", "NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED", "NODE", "READINESS", "GATES"}) {
 			t.Fatalf("wide header: %v", rows[0])
 		}
@@ -155,13 +141,13 @@ func TestKubeAPI(t *testing.T) {
 			t.Fatalf("--show-labels:\n%s", out)
 		}
 		out = ok(t, "get", "pods", "-n", "shop", "-L", "app")
-		if rows := tableRows(out); rows[0][len(rows[0])-1] != "APP" || rows[1][len(rows[1])-1] == "" {
+		if rows := fixture.TableRows(out); rows[0][len(rows[0])-1] != "APP" || rows[1][len(rows[1])-1] == "" {
 			t.Fatalf("-L app:\n%s", out)
 		}
 	})
 	t.Run("deployments print their columns", func(t *testing.T) {
 		out := ok(t, "get", "deploy", "-n", "shop")
-		rows := tableRows(out)
+		rows := fixture.TableRows(out)
 		if !slices.Equal(rows[0], []string{"CLUSTER", "NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"}) || len(rows) != 2 || rows[1][0] != "member1" || rows[1][1] != "cart" {
 			t.Fatalf("get deploy:\n%s", out)
 		}
@@ -198,7 +184,7 @@ func TestKubeAPI(t *testing.T) {
 			t.Fatalf("ambiguous get: err %v\n%s", err, out)
 		}
 		out = ok(t, "--context", "member2", "get", "pod", "web", "-n", "shop")
-		if rows := tableRows(out); len(rows) != 2 || rows[1][0] != "member2" || rows[1][1] != "web" {
+		if rows := fixture.TableRows(out); len(rows) != 2 || rows[1][0] != "member2" || rows[1][1] != "web" {
 			t.Fatalf("per-cluster get:\n%s", out)
 		}
 		out = ok(t, "--context", "member2", "get", "pods", "-A")
@@ -212,7 +198,7 @@ func TestKubeAPI(t *testing.T) {
 	})
 	t.Run("api-resources lists exactly the cached resources", func(t *testing.T) {
 		out := ok(t, "api-resources")
-		rows := tableRows(out)
+		rows := fixture.TableRows(out)
 		var got []string
 		for _, r := range rows[1:] {
 			got = append(got, strings.Join(r, " "))
@@ -247,7 +233,7 @@ func TestKubeAPI(t *testing.T) {
 			t.Fatalf("get all: %v, want %v", got, want)
 		}
 		// The per-cluster view offers what that cluster reports.
-		rows := tableRows(ok(t, "--context", "member1", "api-resources", "--categories", "fvtest"))
+		rows := fixture.TableRows(ok(t, "--context", "member1", "api-resources", "--categories", "fvtest"))
 		if len(rows) != 2 || strings.Join(rows[1], " ") != "crontabs ct stable.example.com/v1 true CronTab" {
 			t.Fatalf("member1's api-resources of category fvtest: %v", rows)
 		}
@@ -600,54 +586,5 @@ func TestKubeAPI(t *testing.T) {
 				t.Errorf("%s %s: %d %s, want %d %s mentioning %q", tc.method, tc.path, resp.StatusCode, b, tc.code, tc.reason, tc.mentions)
 			}
 		}
-	})
-}
-
-var cronTabsGVR = schema.GroupVersionResource{Group: "stable.example.com", Version: "v1", Resource: "crontabs"}
-
-// installCronTabs installs the CronTab CRD (with the given short names and
-// the category fvtest) in c and creates one CronTab, name, in namespace shop.
-func installCronTabs(t *testing.T, ctx context.Context, c *harness.Cluster, shortNames []string, name string) {
-	t.Helper()
-	var sn []any
-	for _, n := range shortNames {
-		sn = append(sn, n)
-	}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-		"metadata": map[string]any{"name": "crontabs.stable.example.com"},
-		"spec": map[string]any{"group": "stable.example.com", "scope": "Namespaced",
-			"names": map[string]any{"plural": "crontabs", "singular": "crontab", "kind": "CronTab", "listKind": "CronTabList",
-				"shortNames": sn, "categories": []any{"fvtest"}},
-			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}},
-	}}
-	if _, err := c.Dynamic().Resource(fixture.CRDGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
-		"metadata": map[string]any{"name": name, "namespace": "shop"}, "spec": map[string]any{"cronSpec": "* * * * */5"}}}
-	fixture.Eventually(t, 60*time.Second, func() error { // until the CRD is established
-		_, err := c.Dynamic().Resource(cronTabsGVR).Namespace("shop").Create(ctx, ct, metav1.CreateOptions{})
-		return err
-	})
-}
-
-// applyAndWaitSynced applies a registry (its document as a map) on the
-// hub and waits until /readyz/clusters says every cluster has synced it.
-func applyAndWaitSynced(t *testing.T, ctx context.Context, fv *fixture.Fleetview, doc map[string]any) {
-	t.Helper()
-	reg, err := structpb.NewStruct(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fv.Registries.ApplyRegistry(ctx, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
-		t.Fatal(err)
-	}
-	fixture.Eventually(t, 120*time.Second, func() error {
-		if code, body := fv.RESTStatus(t, "/readyz/clusters"); code != http.StatusOK {
-			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
-		}
-		return nil
 	})
 }

@@ -1,4 +1,4 @@
-package query
+package kubeapi
 
 import (
 	"bytes"
@@ -96,7 +96,7 @@ func TestKubeListPolicy(t *testing.T) {
 			o.KubeLists = hub.policy
 			fv := fixture.StartUp(t, o)
 			defer fv.Stop(t)
-			applyAndWaitSynced(t, ctx, fv, map[string]any{
+			fixture.ApplyAndWaitSynced(t, ctx, fv, map[string]any{
 				"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "pods"},
 				"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 					"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}}},

@@ -1,4 +1,4 @@
-package query
+package kubeapi
 
 import (
 	"bytes"
@@ -107,11 +107,11 @@ func TestKubeProtobuf(t *testing.T) {
 	must(c2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
 	must(c1.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
 	must(c2.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
-	installCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
+	fixture.InstallCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
 
 	fv := fixture.StartUp(t, fixture.UpOptions(t, fleet, t.TempDir()))
 	defer fv.Stop(t)
-	applyAndWaitSynced(t, ctx, fv, map[string]any{
+	fixture.ApplyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "kube"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},

@@ -1,4 +1,4 @@
-package query
+package kubeapi
 
 import (
 	"context"
@@ -76,12 +76,12 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 		must(cs.CoreV1().Services("shop").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
 			Spec: corev1.ServiceSpec{Selector: fixture.Labels("web"), Ports: []corev1.ServicePort{{Port: 80 + int32(i)}}}}, metav1.CreateOptions{}))
 		installGadgets(t, ctx, c, int64(3+i), []string{"Ready", "Pending"}[i%2])
-		installCronTabs(t, ctx, c, []string{"ct"}, "nightly")
+		fixture.InstallCronTabs(t, ctx, c, []string{"ct"}, "nightly")
 	}
 
 	fv := fixture.StartUp(t, fixture.UpOptions(t, fleet, t.TempDir()))
 	defer fv.Stop(t)
-	applyAndWaitSynced(t, ctx, fv, map[string]any{
+	fixture.ApplyAndWaitSynced(t, ctx, fv, map[string]any{
 		"apiVersion": "search.karmada.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "tables"},
 		"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1", "member2"}},
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"}, map[string]any{"apiVersion": "apps/v1", "kind": "Deployment"},
@@ -116,8 +116,8 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				for _, member := range []string{"member1", "member2"} {
-					want := tableRows(kubectl(t, memberConfig, append([]string{"--context", member}, args...)...))
-					got := tableRows(kubectl(t, fvConfig, args...))
+					want := fixture.TableRows(kubectl(t, memberConfig, append([]string{"--context", member}, args...)...))
+					got := fixture.TableRows(kubectl(t, fvConfig, args...))
 					if len(want) < 2 || len(got) < 2 {
 						t.Fatalf("%s: member printed %v, fleetview %v", member, want, got)
 					}
@@ -154,10 +154,10 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 		{"get", "pods", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,NODE:.spec.nodeName"},
 	} {
 		t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
-			got := tableRows(kubectl(t, fvConfig, args...))
+			got := fixture.TableRows(kubectl(t, fvConfig, args...))
 			var want [][]string
 			for _, member := range []string{"member1", "member2"} {
-				rows := tableRows(kubectl(t, memberConfig, append([]string{"--context", member}, args...)...))
+				rows := fixture.TableRows(kubectl(t, memberConfig, append([]string{"--context", member}, args...)...))
 				if len(want) == 0 {
 					want = rows[:1]
 				}

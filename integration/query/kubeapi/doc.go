@@ -1,0 +1,6 @@
+// Package kubeapi tests the Kubernetes API a real hub serves over real
+// member clusters, with Debian's kubectl and client-go as the callers:
+// discovery, lists, gets, watches and informers (kube_test.go), the list
+// policy (listpolicy_test.go), protobuf (protobuf_test.go) and kubectl's
+// Tables printed as the members print them (table_test.go).
+package kubeapi
