@@ -17,13 +17,14 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/internal/connlimit"
-	"github.com/fleetview/fleetview/internal/debugserver"
+	"github.com/fleetview/fleetview/internal/lifecycle"
 	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/materializer"
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/console"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
 	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // ServeOptions run the materializers (Badger, and OpenSearch for the
@@ -157,7 +158,7 @@ type ServeConfig struct {
 	ServeOptions
 	natsAuth   []nats.Option
 	security   *security
-	openSearch store.OpenSearchConfig
+	openSearch opensearch.Config
 }
 
 // Config validates the options (every error at once) and reads the files
@@ -184,24 +185,44 @@ func (o ServeOptions) config() (ServeConfig, error) {
 	return c, err
 }
 
-// serve is the materializers, their backends and the query API on one
-// NATS connection.
+// serve is the materializers, their stores, the metrics server and the
+// query API on one NATS connection: serve's components, and up's after its
+// NATS server. Each group's Build fills in what the next one uses.
 type serve struct {
-	o       ServeConfig
-	log     *slog.Logger
-	set     *store.Set
-	api     *queryapi.Server
-	metrics *debugserver.Server
-	// registry holds the process's metrics; nil when metrics are off.
+	o   ServeConfig
+	log *slog.Logger
+	// nc is the NATS connection, set by the group before serve's.
+	nc    *nats.Conn
+	bk    store.Buckets
+	hub   *queryapi.Hub
+	set   *store.Set
+	conns *connlimit.Limiter
+	// qm and registry hold the process's metrics; nil when metrics are off.
+	qm       *queryapi.Metrics
 	registry *prometheus.Registry
 }
 
-// newServe opens the backends and listens on the API's addresses.
-func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logger) (_ *serve, err error) {
+func newServe(o ServeConfig, log *slog.Logger) *serve { return &serve{o: o, log: log} }
+
+// groups are serve's components in start order: the materializers and
+// their stores, the metrics server (which reads the materializers), the
+// query API (which reads the stores).
+func (sv *serve) groups() []lifecycle.Group {
+	return []lifecycle.Group{
+		{Name: groupStore, Build: sv.openStore},
+		{Name: groupMetrics, Build: sv.startMetrics},
+		{Name: groupAPI, Build: sv.listenAPI},
+	}
+}
+
+// openStore creates the buckets and streams serve needs and opens the
+// stores; the set runs the materializers, and drains them and closes the
+// stores when it stops.
+func (sv *serve) openStore(ctx context.Context) ([]lifecycle.Runnable, error) {
+	o, log, nc := sv.o, sv.log, sv.nc
 	o.Memory.apply(log)
 	// Everything serve creates, in one retry: with a NATS cluster that
 	// is still settling each creation can time out once.
-	var bk store.Buckets
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -210,7 +231,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	err = retryJetStream(ctx, log, "buckets", func(ctx context.Context) error {
 		// At once (store.OpenBuckets says why).
 		var g errgroup.Group
-		g.Go(func() (err error) { bk, err = store.OpenBuckets(ctx, nc, r); return err })
+		g.Go(func() (err error) { sv.bk, err = store.OpenBuckets(ctx, nc, r); return err })
 		g.Go(func() error { return queryapi.EnsureState(ctx, js, r) })
 		g.Go(func() error { return materializer.EnsureDeadLetterStream(ctx, js, r) })
 		return g.Wait()
@@ -218,12 +239,11 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	hub := queryapi.NewHub(queryapi.HubOptions{})
-	set, err := store.New(ctx, store.Config{
-		NATS: nc, Buckets: bk,
-		StateDir: o.StateDir, BatchSize: o.BatchSize, KeepPageCache: o.KeepPageCache,
-		Snapshots: o.Limits.snapshots(), OpenSearch: o.openSearch,
-		Observer: hub.Observe, Logger: log,
+	sv.hub = queryapi.NewHub(queryapi.HubOptions{})
+	sv.set, err = store.New(ctx, store.Config{
+		NATS: nc, Buckets: sv.bk,
+		StateDir: o.StateDir, Default: o.defaultStore(), Named: namedStores(o.openSearch),
+		Observer: sv.hub.Observe, Logger: log,
 		Retry: func(ctx context.Context, what string, f func(context.Context) error) error {
 			return retryJetStream(ctx, log, what, f)
 		},
@@ -231,26 +251,48 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	s := &serve{o: o, log: log, set: set}
-	// s, not the named result: a failing return sets that to nil first.
-	defer func() {
-		if err != nil {
-			_ = s.set.Close()
-			_ = s.metrics.Close()
-		}
-	}()
-	o.Limits.warnFileLimit(log)
-	conns := o.Limits.connections()
-	var qm *queryapi.Metrics
-	if o.MetricsAddr != "" {
-		if qm, err = s.startMetrics(bk, conns); err != nil {
-			return nil, err
-		}
-		log.Info("metrics listening", "url", "http://"+s.metrics.Addr()+"/metrics")
+	return []lifecycle.Runnable{sv.set}, nil
+}
+
+// startMetrics registers the query API's and the materializers' metrics on
+// a new registry and serves it, when metrics are on.
+func (sv *serve) startMetrics(context.Context) ([]lifecycle.Runnable, error) {
+	sv.o.Limits.warnFileLimit(sv.log)
+	sv.conns = sv.o.Limits.connections()
+	if sv.o.MetricsAddr == "" {
+		return nil, nil
 	}
-	s.api, err = o.listenAPI(queryapi.Config{
-		Reader: set.Reader(), Hub: hub, Registries: bk.Registries, Inventory: bk.Inventory, JetStream: bk.JetStream, StateReplicas: bk.Replicas, Applied: set.Applied, Backends: set, Logger: log,
-		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(conns), KubeLists: o.KubeLists.policy(), Metrics: qm, Relay: o.relay(nc),
+	reg := newMetricsRegistry()
+	qm, err := queryapi.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	if err := registerConnectionMetrics(reg, sv.conns); err != nil {
+		return nil, err
+	}
+	mc, err := materializer.NewMetricsCollector(materializer.MetricsConfig{JetStream: sv.bk.JetStream, Materializers: sv.set.Materializers})
+	if err != nil {
+		return nil, err
+	}
+	if err := reg.Register(mc); err != nil {
+		return nil, err
+	}
+	srv, err := sv.o.startMetrics(reg, sv.o.Limits.debugServer())
+	if err != nil {
+		return nil, err
+	}
+	sv.qm, sv.registry = qm, reg
+	sv.log.Info("metrics listening", "url", "http://"+srv.Addr()+"/metrics")
+	return []lifecycle.Runnable{lifecycle.Closer(srv.Close)}, nil
+}
+
+// listenAPI listens on the API's addresses; the API serves until its
+// group stops, then drains its calls and closes its reader.
+func (sv *serve) listenAPI(context.Context) ([]lifecycle.Runnable, error) {
+	o, set := sv.o, sv.set
+	api, err := o.listenAPI(queryapi.Config{
+		Reader: set.Reader(), Hub: sv.hub, Registries: sv.bk.Registries, Inventory: sv.bk.Inventory, JetStream: sv.bk.JetStream, StateReplicas: sv.bk.Replicas, Applied: set.Applied, Backends: set, Logger: sv.log,
+		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(sv.conns), KubeLists: o.KubeLists.policy(), Metrics: sv.qm, Relay: o.relay(sv.nc),
 		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst, ActConcurrency: o.ActThroughConcurrency, ActProxy: o.ActThroughProxy,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
@@ -259,32 +301,7 @@ func newServe(ctx context.Context, o ServeConfig, nc *nats.Conn, log *slog.Logge
 	if err != nil {
 		return nil, err
 	}
-	return s, nil
-}
-
-// startMetrics registers the query API's and the materializers' metrics on
-// a new registry and serves it.
-func (sv *serve) startMetrics(bk store.Buckets, conns *connlimit.Limiter) (*queryapi.Metrics, error) {
-	reg := newMetricsRegistry()
-	qm, err := queryapi.NewMetrics(reg)
-	if err != nil {
-		return nil, err
-	}
-	if err := registerConnectionMetrics(reg, conns); err != nil {
-		return nil, err
-	}
-	mc, err := materializer.NewMetricsCollector(materializer.MetricsConfig{JetStream: bk.JetStream, Materializers: sv.set.Materializers})
-	if err != nil {
-		return nil, err
-	}
-	if err := reg.Register(mc); err != nil {
-		return nil, err
-	}
-	if sv.metrics, err = sv.o.startMetrics(reg, sv.o.Limits.debugServer()); err != nil {
-		return nil, err
-	}
-	sv.registry = reg
-	return qm, nil
+	return []lifecycle.Runnable{api}, nil
 }
 
 // listenAPI builds the query API on the options' addresses and security.
@@ -331,47 +348,35 @@ func (o ServeConfig) listenAPI(cfg queryapi.Config) (*queryapi.Server, error) {
 	return api, nil
 }
 
-// run serves until ctx ends. Shutdown: the API stops, then the backends
-// drain their materializers and close their stores.
-func (sv *serve) run(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	// The backends stop only once the API has: a request still in flight
-	// must not meet a closed store. A backend that fails stops the API
-	// through gctx.
-	setCtx, stopSet := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopSet()
-	g.Go(func() error { return sv.set.Run(setCtx) })
-	g.Go(func() error {
-		defer stopSet()
-		return sv.api.Run(gctx)
-	})
-	err := g.Wait()
-	return errors.Join(err, sv.metrics.Close())
-}
-
-// RunServe runs the materializer and query API until ctx ends.
+// RunServe runs the materializers and the query API until ctx ends.
+// Stop order: the API first, so no request in flight meets a closed store;
+// then the materializers drain and the stores close; the metrics server;
+// NATS last, which the materializers drain into.
 func RunServe(ctx context.Context, o ServeOptions, log *slog.Logger) error {
 	cfg, err := o.Config()
 	if err != nil {
 		return err
 	}
 	defer cfg.security.close()
-	// RetryOnFailedConnect: a serve started with its NATS cluster (or
-	// while one of the listed servers is down) waits for it, as the
-	// collector does, instead of exiting.
-	nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		return err
+	sv := newServe(cfg, log)
+	connect := lifecycle.Group{Name: groupNATS,
+		Build: func(context.Context) ([]lifecycle.Runnable, error) {
+			// RetryOnFailedConnect: a serve started with its NATS cluster
+			// (or while one of the listed servers is down) waits for it,
+			// as the collector does, instead of exiting.
+			nc, err := o.NATSClientOptions.connect("fleetview-serve", nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true))
+			if err != nil {
+				return nil, err
+			}
+			sv.nc = nc
+			return []lifecycle.Runnable{closeNATS(nc)}, nil
+		},
+		Ready: func(ctx context.Context) error { return waitJetStream(ctx, sv.nc, log) },
 	}
-	defer nc.Close()
-	if err := waitJetStream(ctx, nc, log); err != nil {
-		return err
-	}
-	sv, err := newServe(ctx, cfg, nc, log)
-	if err != nil {
-		return err
-	}
-	return sv.run(ctx)
+	return lifecycle.Lifecycle{
+		Groups: append([]lifecycle.Group{connect}, sv.groups()...),
+		Stop:   [][]string{{groupAPI}, {groupStore}, {groupMetrics}, {groupNATS}},
+	}.Run(ctx)
 }
 
 // relay is the hub's side of the request channel when --act-through is on.

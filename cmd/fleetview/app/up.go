@@ -7,9 +7,9 @@ import (
 	"log/slog"
 
 	"github.com/spf13/pflag"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/collector"
+	"github.com/fleetview/fleetview/internal/lifecycle"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -114,9 +114,12 @@ func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
 	return c, nil
 }
 
-// RunUp runs an embedded NATS server, the Badger backend, the query API and
-// one collector per context, until ctx ends. Shutdown: collectors stop and
-// flush, the materializer drains and Badger closes, then NATS stops.
+// RunUp runs an embedded NATS server, the materializers and their stores,
+// the query API and one collector per context, until ctx ends. Stop order:
+// the query API and the collectors at once (the collectors flush into
+// NATS), then the materializers drain and the stores close (after the API,
+// so no request in flight meets a closed store), the metrics server, and
+// NATS last.
 func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	cfg, err := o.Config(log)
 	if err != nil {
@@ -124,68 +127,65 @@ func RunUp(ctx context.Context, o UpOptions, log *slog.Logger) error {
 	}
 	defer cfg.security.close()
 	refused := guardRefusals()
-	ns, nc, quota, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
-	if err != nil {
-		return err
-	}
-	for i := range cfg.collectors {
-		cfg.collectors[i].StreamMaxBytes = quota // the hub's share, not the flag's
-	}
-	defer ns.Shutdown()
-	defer nc.Close()
-	log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
-	cfg.NATSURL = ns.ClientURL()
-	sv, err := newServe(ctx, cfg.ServeConfig, nc, log)
-	if err != nil {
-		return err
-	}
-	if sv.registry != nil && o.NATSUsersFile != "" {
-		if err := sv.registry.Register(refused); err != nil {
-			return err
+	sv := newServe(cfg.ServeConfig, log)
+	embedded := lifecycle.Group{Name: groupNATS, Build: func(ctx context.Context) ([]lifecycle.Runnable, error) {
+		ns, nc, quota, err := startEmbeddedNATS(ctx, o, log, func(cluster, reason string) { refused.WithLabelValues(cluster, reason).Inc() })
+		if err != nil {
+			return nil, err
 		}
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	cctx, stopCollectors := context.WithCancel(gctx)
-	defer stopCollectors()
-	var cg errgroup.Group
-	for _, cc := range cfg.collectors {
-		cc.NATS = nc
+		for i := range cfg.collectors {
+			cfg.collectors[i].StreamMaxBytes = quota // the hub's share, not the flag's
+			cfg.collectors[i].NATS = nc
+		}
+		log.Info("embedded NATS running", "url", ns.ClientURL(), "collectors", len(cfg.collectors))
+		sv.nc = nc
+		return []lifecycle.Runnable{closeNATS(nc), lifecycle.Closer(func() error { ns.Shutdown(); return nil })}, nil
+	}}
+	collectors := lifecycle.Group{Name: groupCollectors, Build: func(context.Context) ([]lifecycle.Runnable, error) {
+		if sv.registry != nil && o.NATSUsersFile != "" {
+			if err := sv.registry.Register(refused); err != nil {
+				return nil, err
+			}
+		}
+		return upCollectors(cfg.collectors, o.ActThrough, o.ActThroughProxy, sv, log)
+	}}
+	groups := append([]lifecycle.Group{embedded}, sv.groups()...)
+	return lifecycle.Lifecycle{
+		Groups: append(groups, collectors),
+		Stop:   [][]string{{groupAPI, groupCollectors}, {groupStore}, {groupMetrics}, {groupNATS}},
+	}.Run(ctx)
+}
+
+// upCollectors are up's in-process collectors, and with act-through their
+// relay servers.
+func upCollectors(ccs []collector.Config, actThrough, proxy bool, sv *serve, log *slog.Logger) ([]lifecycle.Runnable, error) {
+	var rs []lifecycle.Runnable
+	for _, cc := range ccs {
 		col, err := collector.New(cc)
 		if err != nil {
-			stopCollectors()
-			return err
+			return nil, err
 		}
 		if sv.registry != nil {
 			if err := sv.registry.Register(col.PrometheusCollector()); err != nil {
-				stopCollectors()
-				return err
+				return nil, err
 			}
 		}
-		cg.Go(func() error { return col.Run(cctx) })
-		if o.ActThrough {
-			// In one process the hub's forwarding reaches its own
-			// collectors: every class, as the caller, on the
-			// context's credentials (which need impersonate).
-			act, err := collector.NewActThrough(cc.REST, collector.ActClasses{Writes: true, Logs: true, Reads: true, Proxy: o.ActThroughProxy})
-			if err != nil {
-				stopCollectors()
-				return err
-			}
-			rs, err := relay.NewServer(nc, cc.Cluster, act, relay.ServerLimits{}, log)
-			if err != nil {
-				stopCollectors()
-				return err
-			}
-			cg.Go(func() error { return rs.Run(cctx) })
+		rs = append(rs, col)
+		if !actThrough {
+			continue
 		}
+		// In one process the hub's forwarding reaches its own
+		// collectors: every class, as the caller, on the context's
+		// credentials (which need impersonate).
+		act, err := collector.NewActThrough(cc.REST, collector.ActClasses{Writes: true, Logs: true, Reads: true, Proxy: proxy})
+		if err != nil {
+			return nil, err
+		}
+		srv, err := relay.NewServer(cc.NATS, cc.Cluster, act, relay.ServerLimits{}, log)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, srv)
 	}
-	g.Go(func() error {
-		err := cg.Wait()
-		if err != nil && gctx.Err() == nil {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error { return sv.run(gctx) })
-	return g.Wait()
+	return rs, nil
 }
