@@ -7,7 +7,7 @@
 //   - kubeapi: the Kubernetes API through kubectl and client-go (lists,
 //     gets, watches and informers, the list policy, protobuf, kubectl's
 //     Tables printed as the members print them).
-//   - watch: watches and resourceVersions across kill -9, restarts and
+//   - resume: watches resumed across kill -9, restarts and
 //     replicas (the real binary), and a version's size over a fleet of
 //     200 clusters.
 //   - authz: authorization on every surface (policy, TLS, tokens, client
