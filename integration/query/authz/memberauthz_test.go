@@ -29,6 +29,7 @@ import (
 // themselves: member1 answers complete and shows "rbac" in /v1/clusters
 // (gRPC and REST), member2 answers incomplete (a webhook cannot list
 // rules) and shows "rbac-and-others".
+// Both against the hub in process and as the built binary (fixture.Hubs).
 func TestMemberAuthorizersMarked(t *testing.T) {
 	var asked atomic.Int64
 	webhook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -85,44 +86,48 @@ current-context: webhook
 		}
 	}
 
-	fv := fixture.StartUp(t, fixture.UpOptions(t, fleet, filepath.Join(t.TempDir(), "state")))
-	defer fv.Stop(t)
-	want := map[string]string{"member1": inventory.AuthorizationRBAC, "member2": inventory.AuthorizationRBACAndOthers}
-	fixture.Eventually(t, 90*time.Second, func() error {
-		resp, err := fv.Clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
-		if err != nil {
-			return err
-		}
-		got := map[string]string{}
-		for _, c := range resp.GetClusters() {
-			got[c.GetName()] = c.GetAuthorization()
-		}
-		if fmt.Sprint(got) != fmt.Sprint(want) {
-			return fmt.Errorf("gRPC authorization per cluster %v, want %v", got, want)
-		}
-		return nil
-	})
-	var rest struct {
-		Clusters []struct {
-			Name          string `json:"name"`
-			Authorization string `json:"authorization"`
-		} `json:"clusters"`
-	}
-	if _, err := fv.RESTGet("/v1/clusters", &rest); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	for _, c := range rest.Clusters {
-		got[c.Name] = c.Authorization
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("REST /v1/clusters authorization per cluster %v, want %v", got, want)
-	}
-	// The webhook is really in member2's chain: the collector's own
-	// requests reached it before RBAC allowed them.
-	if n := asked.Load(); n == 0 {
-		t.Fatal("member2's kube-apiserver never asked the webhook: it is not in its authorization chain")
-	} else {
-		t.Logf("member2's kube-apiserver asked the webhook %d time(s); RBAC decided after its no opinion", n)
+	for _, hub := range fixture.Hubs() {
+		t.Run(hub.Name(), func(t *testing.T) {
+			fv := fixture.Start(t, hub, fixture.UpOptions(t, fleet, filepath.Join(t.TempDir(), "state")))
+			defer fv.Stop(t)
+			want := map[string]string{"member1": inventory.AuthorizationRBAC, "member2": inventory.AuthorizationRBACAndOthers}
+			fixture.Eventually(t, 90*time.Second, func() error {
+				resp, err := fv.Clusters.ListClusters(ctx, &fleetviewv1.ListClustersRequest{})
+				if err != nil {
+					return err
+				}
+				got := map[string]string{}
+				for _, c := range resp.GetClusters() {
+					got[c.GetName()] = c.GetAuthorization()
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					return fmt.Errorf("gRPC authorization per cluster %v, want %v", got, want)
+				}
+				return nil
+			})
+			var rest struct {
+				Clusters []struct {
+					Name          string `json:"name"`
+					Authorization string `json:"authorization"`
+				} `json:"clusters"`
+			}
+			if _, err := fv.RESTGet("/v1/clusters", &rest); err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, c := range rest.Clusters {
+				got[c.Name] = c.Authorization
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("REST /v1/clusters authorization per cluster %v, want %v", got, want)
+			}
+			// The webhook is really in member2's chain: the collector's own
+			// requests reached it before RBAC allowed them.
+			if n := asked.Load(); n == 0 {
+				t.Fatal("member2's kube-apiserver never asked the webhook: it is not in its authorization chain")
+			} else {
+				t.Logf("member2's kube-apiserver asked the webhook %d time(s); RBAC decided after its no opinion", n)
+			}
+		})
 	}
 }
