@@ -10,14 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // TestHubQuotaRefusals: the hub's quota refusals, as the collector's
 // JetStream client reports them, are counted and land in the inventory
 // record; other errors are not.
 func TestHubQuotaRefusals(t *testing.T) {
-	quota := &jetstream.APIError{Code: 403, Description: stream.ErrHubQuota.Error() + ": cluster m1 holds 8 consumers on KV_fv_registries (at most 8)"}
+	quota := &jetstream.APIError{Code: 403, Description: natsnames.ErrHubQuota.Error() + ": cluster m1 holds 8 consumers on KV_fv_registries (at most 8)"}
 	for _, tc := range []struct {
 		name string
 		err  error
@@ -42,7 +42,7 @@ func TestHubQuotaRefusals(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(stream.HubQuotaError(tc.err), stream.ErrHubQuota) {
+			if !errors.Is(natsnames.HubQuotaError(tc.err), natsnames.ErrHubQuota) {
 				t.Fatal("not ErrHubQuota")
 			}
 			if rec.HubRefusals == nil || rec.HubRefusals.Count != 1 || !strings.Contains(rec.HubRefusals.Last, "8 consumers on KV_fv_registries") {

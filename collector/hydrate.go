@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -31,21 +32,21 @@ func (s *resourceSync) hydrate(ctx context.Context) error {
 	cons, err := s.js.CreateConsumer(ctx, sname, jetstream.ConsumerConfig{
 		// The hub lets a collector with per-cluster credentials make
 		// consumers named with its own prefix only.
-		Name:              stream.ConsumerNamePrefix(s.cluster),
+		Name:              natsnames.ConsumerNamePrefix(s.cluster),
 		FilterSubject:     stream.ResourceFilter(s.cluster, s.w.gvr),
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		AckPolicy:         jetstream.AckNonePolicy,
 		HeadersOnly:       true,
 		MemoryStorage:     true,
 		Replicas:          1,
-		InactiveThreshold: stream.ReaderIdle,
+		InactiveThreshold: natsnames.ReaderIdle,
 	})
 	if err != nil {
 		return fmt.Errorf("hydrate %s: %w", s.w.gvr, err)
 	}
 	defer func() {
 		// Deleted even when ctx ended, within a bound; one the hub does
-		// not answer for goes idle by itself (stream.ReaderIdle).
+		// not answer for goes idle by itself (natsnames.ReaderIdle).
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = s.js.DeleteConsumer(dctx, sname, cons.CachedInfo().Name)

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetview/fleetview/internal/inventory"
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // metrics are the collector's counters. They are plain atomics read at
@@ -22,7 +22,7 @@ type metrics struct {
 	quotaRefused atomic.Int64
 	// hubQuotaRefused: requests the hub refused because this cluster held
 	// its share of something the hub shares between clusters
-	// (stream.ErrHubQuota: consumers, status keys, value sizes); the last
+	// (natsnames.ErrHubQuota: consumers, status keys, value sizes); the last
 	// one goes into the inventory record, so the hub's operator sees it.
 	hubQuotaRefused atomic.Int64
 	lastHubRefusal  atomic.Pointer[inventory.HubRefusals]
@@ -31,7 +31,7 @@ type metrics struct {
 // hubRefused counts err if it is the hub refusing a request over the
 // cluster's quota, and reports whether it was.
 func (m *metrics) hubRefused(err error) bool {
-	qerr := stream.HubQuotaError(err)
+	qerr := natsnames.HubQuotaError(err)
 	if qerr == nil {
 		return false
 	}

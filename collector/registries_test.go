@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // TestRegistryChangesNeedNoConsumer: a running collector reconciles each
@@ -52,8 +52,8 @@ func TestRegistryChangesNeedNoConsumer(t *testing.T) {
 	// Every consumer created on the registries stream, by name.
 	var mu sync.Mutex
 	var created []string
-	sub, err := nc.Subscribe(stream.ConsumerAdvisories(stream.KVStream(stream.RegistryBucket)), func(m *nats.Msg) {
-		if ok, name, _ := stream.ParseConsumerAdvisory(m.Subject); ok {
+	sub, err := nc.Subscribe(natsnames.ConsumerAdvisories(natsnames.KVStream(natsnames.RegistryBucket)), func(m *nats.Msg) {
+		if ok, name, _ := natsnames.ParseConsumerAdvisory(m.Subject); ok {
 			mu.Lock()
 			created = append(created, name)
 			mu.Unlock()
@@ -67,7 +67,7 @@ func TestRegistryChangesNeedNoConsumer(t *testing.T) {
 	// consumers created before it (advisories arrive in order).
 	createdUntil := func(marker string) []string {
 		t.Helper()
-		if _, err := js.CreateConsumer(ctx, stream.KVStream(stream.RegistryBucket), jetstream.ConsumerConfig{Name: marker, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}); err != nil {
+		if _, err := js.CreateConsumer(ctx, natsnames.KVStream(natsnames.RegistryBucket), jetstream.ConsumerConfig{Name: marker, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		for {

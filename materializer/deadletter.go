@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -28,7 +29,7 @@ func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replica
 		replicas = 1
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, stream.DeadStreamConfig(replicas)); err != nil {
-		return stream.ReplicasError("dead-letter stream "+stream.DeadStream, replicas, err)
+		return natsnames.ReplicasError("dead-letter stream "+stream.DeadStream, replicas, err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -28,7 +29,7 @@ func EnsureState(ctx context.Context, js jetstream.JetStream, replicas int) erro
 }
 
 func stateKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	return stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+	return natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket: stream.QueryBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
 		Replicas: replicas,
 	})

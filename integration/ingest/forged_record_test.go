@@ -21,7 +21,7 @@ import (
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/fixture"
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
@@ -103,7 +103,7 @@ func TestForgedInventoryRecord(t *testing.T) {
 	// record) and its credential writes the forged record.
 	stop("member1")
 	_, js := fixture.ClusterCredential(t, url, "member1", pass["member1"])
-	inv, err := js.KeyValue(ctx, stream.ClusterBucket)
+	inv, err := js.KeyValue(ctx, natsnames.ClusterBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -200,31 +201,31 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	})
 	for _, pre := range []string{"", natsserver.APIPrefix + "."} {
 		refused("write a registry on "+pre+"$KV", func(c context.Context) error {
-			_, err := ajs.Publish(c, pre+"$KV."+stream.RegistryBucket+".pods", []byte(`{"spec":{}}`))
+			_, err := ajs.Publish(c, pre+"$KV."+natsnames.RegistryBucket+".pods", []byte(`{"spec":{}}`))
 			return err
 		})
 		refused("write edge-b's inventory on "+pre+"$KV", func(c context.Context) error {
-			_, err := ajs.Publish(c, pre+"$KV."+stream.ClusterBucket+".edge-b", []byte(`{"name":"edge-b","ready":true}`))
+			_, err := ajs.Publish(c, pre+"$KV."+natsnames.ClusterBucket+".edge-b", []byte(`{"name":"edge-b","ready":true}`))
 			return err
 		})
 		refused("write edge-b's registry status on "+pre+"$KV", func(c context.Context) error {
-			_, err := ajs.Publish(c, pre+"$KV."+stream.RegistryStatusBucket+".edge-b.pods", []byte(`{"conditions":[]}`))
+			_, err := ajs.Publish(c, pre+"$KV."+natsnames.RegistryStatusBucket+".edge-b.pods", []byte(`{"conditions":[]}`))
 			return err
 		})
 	}
-	regKV, err := ajs.KeyValue(ctx, stream.RegistryBucket)
+	regKV, err := ajs.KeyValue(ctx, natsnames.RegistryBucket)
 	if err != nil {
 		t.Fatalf("bind the registries (read) with edge-a's credentials: %v", err)
 	}
 	refused("put a registry", func(c context.Context) error { _, err := regKV.Put(c, "pods", []byte(`{}`)); return err })
 	refused("delete a registry", func(c context.Context) error { return regKV.Delete(c, "pods") })
-	invKV, err := ajs.KeyValue(ctx, stream.ClusterBucket)
+	invKV, err := ajs.KeyValue(ctx, natsnames.ClusterBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	refused("put edge-b's inventory", func(c context.Context) error { _, err := invKV.Put(c, "edge-b", []byte(`{}`)); return err })
 	refused("purge the registries", func(c context.Context) error {
-		_, err := a.RequestWithContext(c, natsserver.APIPrefix+".STREAM.PURGE.KV_"+stream.RegistryBucket, nil)
+		_, err := a.RequestWithContext(c, natsserver.APIPrefix+".STREAM.PURGE.KV_"+natsnames.RegistryBucket, nil)
 		return err
 	})
 	// The request channel (issue #30): edge-a's credential may read the
@@ -235,16 +236,16 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	// forgeries.
 	spy := make(chan *nats.Msg, 8)
 	spyConn, _ := fixture.ClusterCredential(t, url, "edge-a", passA)
-	if _, err := spyConn.ChanSubscribe(stream.ActRequests("edge-a"), spy); err != nil {
+	if _, err := spyConn.ChanSubscribe(natsnames.ActRequests("edge-a"), spy); err != nil {
 		t.Fatal(err)
 	}
 	if err := spyConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ what, subject string }{
-		{"send a request to its own collector", stream.ActRequest("edge-a", "forged")},
-		{"send a request to edge-b's collector", stream.ActRequest("edge-b", "forged")},
-		{"answer a request for edge-b", stream.ActResponse("edge-b", "forged")},
+		{"send a request to its own collector", natsnames.ActRequest("edge-a", "forged")},
+		{"send a request to edge-b's collector", natsnames.ActRequest("edge-b", "forged")},
+		{"answer a request for edge-b", natsnames.ActResponse("edge-b", "forged")},
 	} {
 		for len(violations) > 0 {
 			<-violations
@@ -282,7 +283,7 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	}
 	// (Its status of a registry that exists, written back as it is: the
 	// collector's conditions are checked below.)
-	statusKV, err := ajs.KeyValue(ctx, stream.RegistryStatusBucket)
+	statusKV, err := ajs.KeyValue(ctx, natsnames.RegistryStatusBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,12 +291,12 @@ func TestNATSPerClusterCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatalf("edge-a reads its own status key: %v", err)
 	}
-	if _, err := ajs.Publish(ctx, natsserver.APIPrefix+".$KV."+stream.RegistryStatusBucket+".edge-a.pods", cur.Value()); err != nil {
+	if _, err := ajs.Publish(ctx, natsserver.APIPrefix+".$KV."+natsnames.RegistryStatusBucket+".edge-a.pods", cur.Value()); err != nil {
 		t.Fatalf("edge-a's own status key: %v", err)
 	}
 	// Status keys name a registry that exists (the per-cluster quota).
 	refused("write a status key for no registry", func(c context.Context) error {
-		_, err := ajs.Publish(c, natsserver.APIPrefix+".$KV."+stream.RegistryStatusBucket+".edge-a.unrelated", []byte(`{"conditions":[]}`))
+		_, err := ajs.Publish(c, natsserver.APIPrefix+".$KV."+natsnames.RegistryStatusBucket+".edge-a.unrelated", []byte(`{"conditions":[]}`))
 		return err
 	})
 

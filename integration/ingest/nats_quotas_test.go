@@ -22,8 +22,8 @@ import (
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -121,8 +121,8 @@ func TestNATSCollectorQuotas(t *testing.T) {
 
 	// The attacker: member1's credential.
 	a, ajs := fixture.ClusterCredential(t, url, "member1", pass["member1"])
-	regStream := stream.KVStream(stream.RegistryBucket)
-	prefix := stream.ConsumerPrefix("member1") + "flood"
+	regStream := natsnames.KVStream(natsnames.RegistryBucket)
+	prefix := natsnames.ConsumerPrefix("member1") + "flood"
 	var mine []string
 	createConsumer := func(i int) error {
 		name := fmt.Sprintf("%s%d", prefix, i)
@@ -146,7 +146,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	refusedN := 0
 	for i := range 1000 {
 		if err := createConsumer(i); err != nil {
-			if stream.HubQuotaError(err) == nil {
+			if natsnames.HubQuotaError(err) == nil {
 				t.Fatalf("consumer %d refused, but not as member1's quota: %v", i, err)
 			}
 			refusedN++
@@ -164,16 +164,16 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		}
 	}
 
-	statusKV, err := ajs.KeyValue(ctx, stream.RegistryStatusBucket)
+	statusKV, err := ajs.KeyValue(ctx, natsnames.RegistryStatusBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if _, err := statusKV.Put(ctx, fmt.Sprintf("member1.forged%d", i), []byte(`{"conditions":[]}`)); stream.HubQuotaError(err) == nil {
+		if _, err := statusKV.Put(ctx, fmt.Sprintf("member1.forged%d", i), []byte(`{"conditions":[]}`)); natsnames.HubQuotaError(err) == nil {
 			t.Fatalf("status key %d for no registry: %v", i, err)
 		}
 	}
-	if _, err := statusKV.Put(ctx, "member1.pods", bytes.Repeat([]byte("x"), q.StatusValueBytes+1)); stream.HubQuotaError(err) == nil {
+	if _, err := statusKV.Put(ctx, "member1.pods", bytes.Repeat([]byte("x"), q.StatusValueBytes+1)); natsnames.HubQuotaError(err) == nil {
 		t.Fatalf("oversized status value: %v", err)
 	}
 	connected := 0
@@ -252,14 +252,14 @@ func TestNATSCollectorQuotas(t *testing.T) {
 	// naming a previous sequence no collector holds. Each collector reads
 	// the registries again; member1's read needs a consumer, which its
 	// quota refuses while the flood holds them, and its record says so.
-	gap := nats.NewMsg(stream.RegistryUpdate("configmaps"))
-	gap.Header.Set(stream.RePublishSubject, stream.KVSubject(stream.RegistryBucket, "configmaps"))
-	gap.Header.Set(stream.RePublishSequence, "1000000")
-	gap.Header.Set(stream.RePublishLastSequence, "999999")
+	gap := nats.NewMsg(natsnames.RegistryUpdate("configmaps"))
+	gap.Header.Set(natsnames.RePublishSubject, natsnames.KVSubject(natsnames.RegistryBucket, "configmaps"))
+	gap.Header.Set(natsnames.RePublishSequence, "1000000")
+	gap.Header.Set(natsnames.RePublishLastSequence, "999999")
 	if err := hub.PublishMsg(gap); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := hjs.KeyValue(ctx, stream.ClusterBucket)
+	inv, err := hjs.KeyValue(ctx, natsnames.ClusterBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +268,7 @@ func TestNATSCollectorQuotas(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if rec.HubRefusals == nil || rec.HubRefusals.Count == 0 || !strings.Contains(rec.HubRefusals.Last, stream.ErrHubQuota.Error()) {
+		if rec.HubRefusals == nil || rec.HubRefusals.Count == 0 || !strings.Contains(rec.HubRefusals.Last, natsnames.ErrHubQuota.Error()) {
 			return fmt.Errorf("member1's record shows no hub refusal: %+v", rec.HubRefusals)
 		}
 		c, err := fv.Clusters.GetCluster(ctx, &fleetviewv1.GetClusterRequest{Name: "member1"})

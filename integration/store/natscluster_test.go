@@ -26,6 +26,7 @@ import (
 
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
@@ -289,7 +290,7 @@ func TestNATSClusterKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{stream.StreamName("member1"), "FV_DEAD", "KV_" + stream.RegistryBucket, "KV_" + stream.RegistryStatusBucket, "KV_" + stream.ClusterBucket, "KV_fv_query"} {
+	for _, name := range []string{stream.StreamName("member1"), "FV_DEAD", "KV_" + natsnames.RegistryBucket, "KV_" + natsnames.RegistryStatusBucket, "KV_" + natsnames.ClusterBucket, "KV_fv_query"} {
 		s, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)

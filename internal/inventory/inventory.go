@@ -13,6 +13,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -153,10 +154,10 @@ func (c *Cluster) Info() registry.ClusterInfo {
 }
 
 // Bucket opens (creating or updating if needed) the inventory KV bucket
-// with replicas copies (stream.ValidateReplicas).
+// with replicas copies (natsnames.ValidateReplicas).
 func Bucket(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
-	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket:      stream.ClusterBucket,
+	kv, err := natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      natsnames.ClusterBucket,
 		Description: "fleetview cluster inventory",
 		History:     1,
 		Storage:     jetstream.FileStorage,

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -29,7 +30,7 @@ const (
 	// APIPrefix is where a cluster account reaches the hub's JetStream API
 	// (jetstream.NewWithAPIPrefix); only the requests listed in
 	// clusterGrants are imported under it.
-	APIPrefix = stream.HubAPIPrefix
+	APIPrefix = HubAPIPrefix
 )
 
 // ClusterUser is the credentials of one member cluster's collector. The
@@ -42,15 +43,6 @@ type ClusterUser struct {
 
 // ClusterAccount is the NATS account of a member cluster's collector.
 func ClusterAccount(cluster string) string { return "CLUSTER_" + cluster }
-
-// InboxPrefix is the inbox prefix a cluster's collector uses
-// (nats.CustomInboxPrefix, spelled by stream.InboxPrefix). Nothing is
-// delivered to it from the hub but the replies of its own requests, which
-// imports route back by themselves: a collector has no push consumer, so no
-// delivery path into its account. What the hub delivers into a cluster
-// account is its requests on the request channel and the registries'
-// republish (stream.RegistryUpdates), both stream exports, one way.
-func InboxPrefix(cluster string) string { return stream.InboxPrefix(cluster) }
 
 // grant is one subject a cluster account imports from the hub account.
 type grant struct {
@@ -120,32 +112,32 @@ func (g grant) exported(cluster string) string {
 //     read its own status keys.
 func clusterGrants(cluster string) []grant {
 	s := stream.StreamName(cluster)
-	reg := stream.KVStream(stream.RegistryBucket)
-	st := stream.KVStream(stream.RegistryStatusBucket)
+	reg := natsnames.KVStream(natsnames.RegistryBucket)
+	st := natsnames.KVStream(natsnames.RegistryStatusBucket)
 	api := func(op string, args ...string) grant {
-		sub := stream.APISubject(op, args...)
-		return grant{Subject: sub, To: stream.HubAPISubject(sub)}
+		sub := APISubject(op, args...)
+		return grant{Subject: sub, To: HubAPISubject(sub)}
 	}
 	next := func(op string, args ...string) grant {
-		sub := stream.APISubject(op, args...)
-		return grant{Subject: sub, To: stream.HubAPISubject(sub), Streamed: true}
+		sub := APISubject(op, args...)
+		return grant{Subject: sub, To: HubAPISubject(sub), Streamed: true}
 	}
 	guarded := func(op string, args ...string) grant {
-		sub := stream.APISubject(op, args...)
-		return grant{Subject: sub, To: stream.HubAPISubject(sub), Guarded: true}
+		sub := APISubject(op, args...)
+		return grant{Subject: sub, To: HubAPISubject(sub), Guarded: true}
 	}
 	// KV writes through an API prefix go to "<prefix>.$KV.<bucket>.<key>"
 	// (nats.go's convention for buckets in another account or domain).
 	kv := func(subject string) grant {
-		return grant{Subject: subject, To: stream.HubAPISubject(subject), Guarded: true}
+		return grant{Subject: subject, To: HubAPISubject(subject), Guarded: true}
 	}
-	const one, rest = stream.Wildcard, stream.FullWildcard
+	const one, rest = natsnames.Wildcard, natsnames.FullWildcard
 	return []grant{
 		{Subject: stream.ClusterObjects(cluster), Stored: true},
 		{Subject: stream.ClusterControls(cluster), Stored: true},
-		{Subject: stream.ActResponseTree(cluster)},
-		kv(stream.KVSubject(stream.ClusterBucket, cluster)),
-		kv(stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKeys(cluster))),
+		{Subject: natsnames.ActResponseTree(cluster)},
+		kv(natsnames.KVSubject(natsnames.ClusterBucket, cluster)),
+		kv(natsnames.KVSubject(natsnames.RegistryStatusBucket, natsnames.StatusKeys(cluster))),
 		api("STREAM.INFO", s),
 		api("STREAM.PURGE", s),
 		api("STREAM.MSG.GET", s),
@@ -160,9 +152,9 @@ func clusterGrants(cluster string) []grant {
 		guarded("CONSUMER.INFO", reg, one),
 		guarded("CONSUMER.DELETE", reg, one),
 		next("CONSUMER.MSG.NEXT", reg, one),
-		guarded("STREAM.INFO", stream.KVStream(stream.ClusterBucket)),
+		guarded("STREAM.INFO", natsnames.KVStream(natsnames.ClusterBucket)),
 		guarded("STREAM.INFO", st),
-		api("DIRECT.GET", st, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKeys(cluster))),
+		api("DIRECT.GET", st, natsnames.KVSubject(natsnames.RegistryStatusBucket, natsnames.StatusKeys(cluster))),
 	}
 }
 
@@ -204,10 +196,10 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 		}
 		// The request channel (issue #30): the hub's requests for this
 		// cluster reach its account only, one way.
-		fmt.Fprintf(&b, "      {stream: %q, accounts: [%q]}\n", stream.ActRequestTree(u.Cluster), ClusterAccount(u.Cluster))
+		fmt.Fprintf(&b, "      {stream: %q, accounts: [%q]}\n", natsnames.ActRequestTree(u.Cluster), ClusterAccount(u.Cluster))
 	}
 	if len(users) > 0 {
-		// The registries' republish (stream.RegistryRePublish), one way
+		// The registries' republish (natsnames.RegistryRePublish), one way
 		// and read-only, to every cluster: each collector follows the
 		// registries with one subscription on it, not a consumer of its
 		// own on the shared stream.
@@ -215,7 +207,7 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 		for i, u := range users {
 			accts[i] = fmt.Sprintf("%q", ClusterAccount(u.Cluster))
 		}
-		fmt.Fprintf(&b, "      {stream: %q, accounts: [%s]}\n", stream.RegistryUpdates, strings.Join(accts, ", "))
+		fmt.Fprintf(&b, "      {stream: %q, accounts: [%s]}\n", natsnames.RegistryUpdates, strings.Join(accts, ", "))
 	}
 	b.WriteString("    ]\n  }\n")
 	for _, u := range users {
@@ -228,8 +220,8 @@ func accountsConfig(hubPassword string, users []ClusterUser, q Quotas) (string, 
 			}
 			fmt.Fprintf(&b, "      {service: {account: %q, subject: %q}%s}\n", HubAccount, g.exported(u.Cluster), to)
 		}
-		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, stream.ActRequestTree(u.Cluster))
-		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, stream.RegistryUpdates)
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, natsnames.ActRequestTree(u.Cluster))
+		fmt.Fprintf(&b, "      {stream: {account: %q, subject: %q}}\n", HubAccount, natsnames.RegistryUpdates)
 		b.WriteString("    ]\n  }\n")
 	}
 	b.WriteString("}\n")
@@ -256,7 +248,7 @@ func userPermissions(cluster string) string {
 		pub = append(pub, fmt.Sprintf("%q", local))
 	}
 	return fmt.Sprintf("{publish: {allow: [%s], deny: [%q, %q]}, subscribe: {allow: [%q, %q, %q]}}", strings.Join(pub, ", "),
-		stream.ActRequestTree(cluster), stream.RegistryUpdates, stream.Inboxes(cluster), stream.ActRequestTree(cluster), stream.RegistryUpdates)
+		natsnames.ActRequestTree(cluster), natsnames.RegistryUpdates, Inboxes(cluster), natsnames.ActRequestTree(cluster), natsnames.RegistryUpdates)
 }
 
 // checkSecret keeps passwords long and free of characters that would need

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -191,7 +192,7 @@ func TestClusterAccountsIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatalf("own stream info: %v", err)
 	}
-	oc, err := fvA.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{NamePrefix: stream.ConsumerNamePrefix("edge-a")})
+	oc, err := fvA.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{NamePrefix: natsnames.ConsumerNamePrefix("edge-a")})
 	if err != nil {
 		t.Fatalf("ordered consumer on own stream: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // TestActChannelIsolation: the request channel (issue #30) between the hub
@@ -59,18 +59,18 @@ func TestActChannelIsolation(t *testing.T) {
 		}
 	}
 
-	aReq := sub(f.a, stream.ActRequests("edge-a"))
-	bReq := sub(f.b, stream.ActRequests("edge-b"))
+	aReq := sub(f.a, natsnames.ActRequests("edge-a"))
+	bReq := sub(f.b, natsnames.ActRequests("edge-b"))
 	hubResp := sub(hub, "fv.act.*.resp.>")
 	// edge-b subscribing to edge-a's requests is refused by its
 	// permissions (and its account holds no such import anyway).
-	bSpy, err := f.b.SubscribeSync(stream.ActRequests("edge-a"))
+	bSpy, err := f.b.SubscribeSync(natsnames.ActRequests("edge-a"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = f.b.Flush()
 
-	if err := hub.Publish(stream.ActRequest("edge-a", "r1"), []byte("for a")); err != nil {
+	if err := hub.Publish(natsnames.ActRequest("edge-a", "r1"), []byte("for a")); err != nil {
 		t.Fatal(err)
 	}
 	got("edge-a's collector", aReq, "for a")
@@ -80,16 +80,16 @@ func TestActChannelIsolation(t *testing.T) {
 	}
 
 	// edge-a answers its own request: the hub receives it.
-	if err := f.a.Publish(stream.ActResponse("edge-a", "r1"), []byte("answer a")); err != nil {
+	if err := f.a.Publish(natsnames.ActResponse("edge-a", "r1"), []byte("answer a")); err != nil {
 		t.Fatal(err)
 	}
 	got("the hub", hubResp, "answer a")
 
 	// Forgeries with edge-a's credential, each refused by the server.
 	for _, tc := range []struct{ name, subject string }{
-		{"a request to its own collector", stream.ActRequest("edge-a", "r2")},
-		{"a request to edge-b's collector", stream.ActRequest("edge-b", "r2")},
-		{"an answer for edge-b", stream.ActResponse("edge-b", "r1")},
+		{"a request to its own collector", natsnames.ActRequest("edge-a", "r2")},
+		{"a request to edge-b's collector", natsnames.ActRequest("edge-b", "r2")},
+		{"an answer for edge-b", natsnames.ActResponse("edge-b", "r1")},
 	} {
 		if err := f.a.Publish(tc.subject, []byte("forged")); err != nil {
 			t.Fatal(err)
@@ -105,11 +105,11 @@ func TestActChannelIsolation(t *testing.T) {
 	}
 	// What the hub and the collectors received by the time a marker
 	// travelling the same routes arrived: nothing forged.
-	if err := f.a.Publish(stream.ActResponse("edge-a", "marker"), []byte("marker")); err != nil {
+	if err := f.a.Publish(natsnames.ActResponse("edge-a", "marker"), []byte("marker")); err != nil {
 		t.Fatal(err)
 	}
 	got("the hub", hubResp, "marker")
-	if err := hub.Publish(stream.ActRequest("edge-b", "marker"), []byte("marker")); err != nil {
+	if err := hub.Publish(natsnames.ActRequest("edge-b", "marker"), []byte("marker")); err != nil {
 		t.Fatal(err)
 	}
 	got("edge-b's collector", bReq, "marker")

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/internal/tlsfiles"
 	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
@@ -110,7 +111,7 @@ func TestClusterSurvivesAMember(t *testing.T) {
 	if _, _, err := stream.EnsureStream(ctx, js, "c1", 3, 0); err != nil {
 		t.Fatalf("moving c1 to R3: %v", err)
 	}
-	kv, err := stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})
+	kv, err := natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

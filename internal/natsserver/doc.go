@@ -6,7 +6,7 @@
 // that limit each collector to its own stream and keys (and, on the request
 // channel of internal/relay, to reading the hub's requests for its own
 // cluster and answering them: never sending one; and to reading the
-// registries' republish, stream.RegistryUpdates, the one subject every
+// registries' republish, natsnames.RegistryUpdates, the one subject every
 // cluster account imports: never publishing there), with the guard
 // (guard.go) checking the requests whose danger is in a body or a header
 // rather than the subject, and each cluster's quotas (quota.go): its share

@@ -3,7 +3,7 @@ package natsserver
 import (
 	"errors"
 
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // ErrNotReady is returned when the server did not accept connections in time.
@@ -33,6 +33,6 @@ var ErrStoreTooSmall = errors.New("JetStream storage too small for the fleet")
 var ErrInvalidQuota = errors.New("invalid per-cluster NATS quota")
 
 // ErrQuota is the reason the guard gives a collector for a request over its
-// cluster's share of the hub (Quotas). It is stream.ErrHubQuota, so the
-// collector, which sees only the message, recognizes it (stream.HubQuotaError).
-var ErrQuota = stream.ErrHubQuota
+// cluster's share of the hub (Quotas). It is natsnames.ErrHubQuota, so the
+// collector, which sees only the message, recognizes it (natsnames.HubQuotaError).
+var ErrQuota = natsnames.ErrHubQuota

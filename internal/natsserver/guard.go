@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -24,7 +25,7 @@ import (
 //   - a consumer name is one token, so "only my consumers" cannot be a
 //     subject wildcard, and the registries stream is shared by every
 //     collector and the hub: creating, reading the info of and deleting
-//     a consumer are guarded by name prefix (stream.ConsumerPrefix);
+//     a consumer are guarded by name prefix (natsnames.ConsumerPrefix);
 //   - a KV write to a cluster's own key may carry Nats-Rollup: all, which
 //     erases every other key of the bucket, or Nats-Msg-Id, Nats-TTL and
 //     schedule headers;
@@ -43,15 +44,15 @@ import (
 // deliveries whose subjects are the stored messages' own, which only the
 // server can send, not a relaying client. A collector can fetch only from a
 // consumer whose name it knows: its own, whose names carry 130 random bits
-// (stream.ConsumerNamePrefix), another's, which it cannot list, guess or
+// (natsnames.ConsumerNamePrefix), another's, which it cannot list, guess or
 // read the info of, or the hub's durable consumers on its own stream, which
 // at worst delays the materializing of its own cluster.
 
 // guardSubject is where cluster's guarded request for hubSubject arrives in
-// the hub account (stream.GuardPrefix). Only cluster's account imports it,
+// the hub account (GuardPrefix). Only cluster's account imports it,
 // so the cluster token identifies the requester.
 func guardSubject(cluster, hubSubject string) string {
-	return stream.GuardPrefix(cluster) + hubSubject
+	return GuardPrefix(cluster) + hubSubject
 }
 
 // maxConsumerIdle bounds a collector's consumers' inactive threshold: they
@@ -98,20 +99,20 @@ func startGuard(ns *server.Server, hubPassword string, clusters []ClusterUser, q
 		onRefused = func(string, string) {}
 	}
 	g := &guard{nc: nc, q: q, onRefused: onRefused, dropped: map[*nats.Subscription]int{}}
-	if g.registry, err = newSharedConsumers(nc, stream.KVStream(stream.RegistryBucket)); err != nil {
+	if g.registry, err = newSharedConsumers(nc, natsnames.KVStream(natsnames.RegistryBucket)); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	for _, u := range clusters {
 		cluster := u.Cluster
-		prefix := stream.GuardPrefix(cluster)
+		prefix := GuardPrefix(cluster)
 		// A queue group: in a NATS cluster every member runs a guard,
 		// and exactly one of them may forward each request (a KV write
 		// or a consumer creation forwarded three times would be made
 		// three times).
 		var sub *nats.Subscription
 		ready := make(chan struct{})
-		sub, err := nc.QueueSubscribe(prefix+stream.FullWildcard, guardQueue, func(m *nats.Msg) {
+		sub, err := nc.QueueSubscribe(prefix+natsnames.FullWildcard, guardQueue, func(m *nats.Msg) {
 			<-ready
 			g.countDropped(cluster, sub)
 			g.handle(cluster, strings.TrimPrefix(m.Subject, prefix), m)
@@ -174,7 +175,7 @@ func (g *guard) handle(cluster, subject string, m *nats.Msg) {
 		_ = m.Respond(apiError(fmt.Errorf("%w: %v", ErrRefused, err)))
 		return
 	}
-	if op, args, _ := stream.ParseAPISubject(subject); op == "CONSUMER.CREATE" && len(args) >= 2 && args[0] == g.registry.stream {
+	if op, args, _ := ParseAPISubject(subject); op == "CONSUMER.CREATE" && len(args) >= 2 && args[0] == g.registry.stream {
 		var r server.JSApiConsumerCreateResponse
 		if json.Unmarshal(resp.Data, &r) == nil && r.Error == nil {
 			g.registry.created(args[1])
@@ -187,7 +188,7 @@ func (g *guard) handle(cluster, subject string, m *nats.Msg) {
 // an oversized body is never decoded, then what needs the server's state
 // (consumer counts, the registries that exist).
 func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, error) {
-	op, args, api := stream.ParseAPISubject(subject)
+	op, args, api := ParseAPISubject(subject)
 	isCreate := api && op == "CONSUMER.CREATE" && len(args) >= 2
 	if isCreate && len(m.Data) > g.q.ConsumerRequestBytes {
 		return nil, ReasonRequestSize, fmt.Errorf("%w: consumer request of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.ConsumerRequestBytes)
@@ -199,13 +200,13 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 	switch {
 	case isCreate:
 		max := g.q.StreamConsumers
-		if args[0] == stream.KVStream(stream.RegistryBucket) {
+		if args[0] == natsnames.KVStream(natsnames.RegistryBucket) {
 			max = g.q.RegistryConsumers
 		}
 		if err := g.consumerRoom(cluster, args[0], args[1], max); err != nil {
 			return nil, ReasonConsumers, err
 		}
-	case subject == stream.KVSubject(stream.ClusterBucket, cluster):
+	case subject == natsnames.KVSubject(natsnames.ClusterBucket, cluster):
 		if len(m.Data) > g.q.InventoryValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: inventory record of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.InventoryValueBytes)
 		}
@@ -213,7 +214,7 @@ func (g *guard) check(cluster, subject string, m *nats.Msg) (*nats.Msg, string, 
 		if len(m.Data) > g.q.StatusValueBytes {
 			return nil, ReasonValueSize, fmt.Errorf("%w: registry status of %d bytes (at most %d)", ErrQuota, len(m.Data), g.q.StatusValueBytes)
 		}
-		if err := g.statusKey(cluster, strings.TrimPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, ""))), m); err != nil {
+		if err := g.statusKey(cluster, strings.TrimPrefix(subject, natsnames.KVSubject(natsnames.RegistryStatusBucket, natsnames.StatusKey(cluster, ""))), m); err != nil {
 			return nil, ReasonStatusKey, err
 		}
 	}
@@ -244,7 +245,7 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 		if err != nil {
 			return err
 		}
-		prefix := stream.ConsumerPrefix(cluster)
+		prefix := natsnames.ConsumerPrefix(cluster)
 		for _, c := range names {
 			if c == name {
 				return nil // an update: no new consumer
@@ -267,10 +268,10 @@ func (g *guard) consumerRoom(cluster, streamName, name string, max int) error {
 // subdomain), so the rest of the key is the name. Deleting a status key
 // whose registry was removed stays allowed while the key exists.
 func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
-	if g.lastExists(stream.KVStream(stream.RegistryBucket), stream.KVSubject(stream.RegistryBucket, registry)) {
+	if g.lastExists(natsnames.KVStream(natsnames.RegistryBucket), natsnames.KVSubject(natsnames.RegistryBucket, registry)) {
 		return nil
 	}
-	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists(stream.KVStream(stream.RegistryStatusBucket), stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, registry))) {
+	if m.Header.Get("KV-Operation") == "DEL" && g.lastExists(natsnames.KVStream(natsnames.RegistryStatusBucket), natsnames.KVSubject(natsnames.RegistryStatusBucket, natsnames.StatusKey(cluster, registry))) {
 		return nil
 	}
 	return fmt.Errorf("%w: status key %s.%s: no registry %q", ErrQuota, cluster, registry, registry)
@@ -280,7 +281,7 @@ func (g *guard) statusKey(cluster, registry string, m *nats.Msg) error {
 // value, not a delete or purge marker (a KV key that exists).
 func (g *guard) lastExists(streamName, subject string) bool {
 	req, _ := json.Marshal(server.JSApiMsgGetRequest{LastFor: subject})
-	resp, err := g.nc.Request(stream.APISubject("STREAM.MSG.GET", streamName), req, guardTimeout)
+	resp, err := g.nc.Request(APISubject("STREAM.MSG.GET", streamName), req, guardTimeout)
 	if err != nil {
 		return false
 	}
@@ -312,9 +313,9 @@ func apiError(err error) []byte {
 // and returns the message to forward: the checked body re-encoded where it
 // is JSON the server decodes, so the server acts on exactly what was checked.
 func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
-	op, args, api := stream.ParseAPISubject(subject)
+	op, args, api := ParseAPISubject(subject)
 	own := stream.StreamName(cluster)
-	reg := stream.KVStream(stream.RegistryBucket)
+	reg := natsnames.KVStream(natsnames.RegistryBucket)
 	consumerStream := func(s string) error {
 		if s != own && s != reg {
 			return fmt.Errorf("%w: consumers on stream %q", ErrRefused, s)
@@ -322,8 +323,8 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 		return nil
 	}
 	consumerName := func(name string) error {
-		if !strings.HasPrefix(name, stream.ConsumerPrefix(cluster)) {
-			return fmt.Errorf("%w: consumer %q is not named %s*", ErrRefused, name, stream.ConsumerPrefix(cluster))
+		if !strings.HasPrefix(name, natsnames.ConsumerPrefix(cluster)) {
+			return fmt.Errorf("%w: consumer %q is not named %s*", ErrRefused, name, natsnames.ConsumerPrefix(cluster))
 		}
 		return nil
 	}
@@ -349,7 +350,7 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 		}
 		return &nats.Msg{Subject: subject}, nil // neither takes a body
 	case api && op == "STREAM.INFO" && len(args) == 1 &&
-		(args[0] == reg || args[0] == stream.KVStream(stream.RegistryStatusBucket) || args[0] == stream.KVStream(stream.ClusterBucket)):
+		(args[0] == reg || args[0] == natsnames.KVStream(natsnames.RegistryStatusBucket) || args[0] == natsnames.KVStream(natsnames.ClusterBucket)):
 		// Binding a bucket needs its configuration, not the keys of
 		// every other cluster.
 		var req server.JSApiStreamInfoRequest
@@ -386,11 +387,11 @@ func checkGuarded(cluster, subject string, m *nats.Msg) (*nats.Msg, error) {
 // ownKey is whether subject is a KV key cluster may write: its inventory
 // record and its status keys on the registries.
 func ownKey(cluster, subject string) bool {
-	if subject == stream.KVSubject(stream.ClusterBucket, cluster) {
+	if subject == natsnames.KVSubject(natsnames.ClusterBucket, cluster) {
 		return true
 	}
-	rest, ok := strings.CutPrefix(subject, stream.KVSubject(stream.RegistryStatusBucket, stream.StatusKey(cluster, "")))
-	return ok && rest != "" && !strings.ContainsAny(rest, stream.Wildcard+stream.FullWildcard)
+	rest, ok := strings.CutPrefix(subject, natsnames.KVSubject(natsnames.RegistryStatusBucket, natsnames.StatusKey(cluster, "")))
+	return ok && rest != "" && !strings.ContainsAny(rest, natsnames.Wildcard+natsnames.FullWildcard)
 }
 
 // checkConsumerCreate admits only the ordered pull consumers a collector
@@ -427,7 +428,7 @@ func checkConsumerCreate(cluster, streamName, name string, data []byte) ([]byte,
 	}
 	within := stream.ClusterSubjects(cluster)
 	if streamName != stream.StreamName(cluster) {
-		within = []string{stream.KVKeys(stream.RegistryBucket)}
+		within = []string{natsnames.KVKeys(natsnames.RegistryBucket)}
 	}
 	filters := append([]string(nil), c.FilterSubjects...)
 	if c.FilterSubject != "" {
@@ -458,11 +459,11 @@ func subjectWithin(filter string, patterns []string) bool {
 func subjectSubset(ft, pt []string) bool {
 	for i, tok := range pt {
 		switch {
-		case tok == stream.FullWildcard:
+		case tok == natsnames.FullWildcard:
 			return len(ft) > i
-		case i >= len(ft) || ft[i] == stream.FullWildcard:
+		case i >= len(ft) || ft[i] == natsnames.FullWildcard:
 			return false
-		case tok == stream.Wildcard:
+		case tok == natsnames.Wildcard:
 		case ft[i] != tok:
 			return false
 		}
@@ -472,6 +473,6 @@ func subjectSubset(ft, pt []string) bool {
 
 // isStatusKey is whether subject is a key of the registry status bucket.
 func isStatusKey(subject string) bool {
-	_, ok := stream.KVKey(stream.RegistryStatusBucket, subject)
+	_, ok := natsnames.KVKey(natsnames.RegistryStatusBucket, subject)
 	return ok
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -34,9 +35,9 @@ type isolation struct {
 }
 
 const (
-	regStream    = "KV_" + stream.RegistryBucket
-	statusStream = "KV_" + stream.RegistryStatusBucket
-	invStream    = "KV_" + stream.ClusterBucket
+	regStream    = "KV_" + natsnames.RegistryBucket
+	statusStream = "KV_" + natsnames.RegistryStatusBucket
+	invStream    = "KV_" + natsnames.ClusterBucket
 	bSubject     = "fv.obj.edge-b.core.v1.pods.u1"
 )
 
@@ -67,9 +68,9 @@ func startIsolation(t *testing.T, ctx context.Context) *isolation {
 	}
 	// As regstore.Open and inventory.Bucket make them.
 	for _, b := range []jetstream.KeyValueConfig{
-		{Bucket: stream.RegistryBucket, History: 5, Storage: jetstream.FileStorage, RePublish: stream.RegistryRePublish()},
-		{Bucket: stream.RegistryStatusBucket, History: 1, Storage: jetstream.FileStorage},
-		{Bucket: stream.ClusterBucket, History: 1, Storage: jetstream.FileStorage},
+		{Bucket: natsnames.RegistryBucket, History: 5, Storage: jetstream.FileStorage, RePublish: natsnames.RegistryRePublish()},
+		{Bucket: natsnames.RegistryStatusBucket, History: 1, Storage: jetstream.FileStorage},
+		{Bucket: natsnames.ClusterBucket, History: 1, Storage: jetstream.FileStorage},
 	} {
 		if _, err := f.hjs.CreateOrUpdateKeyValue(ctx, b); err != nil {
 			t.Fatal(err)
@@ -196,14 +197,14 @@ func TestCompromisedCollector(t *testing.T) {
 	if err != nil || ack.Duplicate {
 		t.Fatalf("edge-b's publish: %v %+v", err, ack)
 	}
-	regs, err := f.hjs.KeyValue(ctx, stream.RegistryBucket)
+	regs, err := f.hjs.KeyValue(ctx, natsnames.RegistryBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := regs.Put(ctx, "pods", []byte(`{"name":"pods"}`)); err != nil {
 		t.Fatal(err)
 	}
-	for bucket, key := range map[string]string{stream.RegistryStatusBucket: "edge-b.pods", stream.ClusterBucket: "edge-b"} {
+	for bucket, key := range map[string]string{natsnames.RegistryStatusBucket: "edge-b.pods", natsnames.ClusterBucket: "edge-b"} {
 		kv, err := f.bjs.KeyValue(ctx, bucket)
 		if err != nil {
 			t.Fatalf("edge-b binds %s: %v", bucket, err)
@@ -214,7 +215,7 @@ func TestCompromisedCollector(t *testing.T) {
 	}
 	// edge-b's consumer on the shared registries stream, not yet read
 	// from, and the hub's durable consumer on edge-a's stream.
-	bc, err := f.bjs.OrderedConsumer(ctx, regStream, jetstream.OrderedConsumerConfig{NamePrefix: stream.ConsumerNamePrefix("edge-b")})
+	bc, err := f.bjs.OrderedConsumer(ctx, regStream, jetstream.OrderedConsumerConfig{NamePrefix: natsnames.ConsumerNamePrefix("edge-b")})
 	if err != nil {
 		t.Fatalf("edge-b's consumer on the registries: %v", err)
 	}
@@ -226,13 +227,13 @@ func TestCompromisedCollector(t *testing.T) {
 	legitimateFlow(t, ctx, f)
 
 	// A pull consumer of a's own, accepted, to be switched to push below.
-	aName := stream.ConsumerPrefix("edge-a") + "mine"
+	aName := natsnames.ConsumerPrefix("edge-a") + "mine"
 	if err := apiRequest(ctx, f.a, "CONSUMER.CREATE.FV_edge_a."+aName, consumerReq("FV_edge_a", server.ActionCreate, pullCfg(aName))); err != nil {
 		t.Fatalf("edge-a's own pull consumer: %v", err)
 	}
 	before := snapshot(t, ctx, f, bCons)
 
-	aPrefix := stream.ConsumerPrefix("edge-a")
+	aPrefix := natsnames.ConsumerPrefix("edge-a")
 	push := func(name, deliver string) server.ConsumerConfig {
 		c := pullCfg(name)
 		c.DeliverSubject = deliver
@@ -428,7 +429,7 @@ func legitimateFlow(t *testing.T, ctx context.Context, f *isolation) {
 		{"hydrate (ordered headers-only consumer)", func() error {
 			oc, err := f.ajs.OrderedConsumer(ctx, "FV_edge_a", jetstream.OrderedConsumerConfig{
 				FilterSubjects: []string{"fv.obj.edge-a.core.v1.pods.*"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-				HeadersOnly: true, NamePrefix: stream.ConsumerNamePrefix("edge-a")})
+				HeadersOnly: true, NamePrefix: natsnames.ConsumerNamePrefix("edge-a")})
 			if err != nil {
 				return err
 			}
@@ -473,7 +474,7 @@ func legitimateFlow(t *testing.T, ctx context.Context, f *isolation) {
 		{"read the registries (ordered consumer)", func() error {
 			oc, err := f.ajs.OrderedConsumer(ctx, regStream, jetstream.OrderedConsumerConfig{
 				FilterSubjects: []string{"$KV.fv_registries.>"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-				NamePrefix: stream.ConsumerNamePrefix("edge-a")})
+				NamePrefix: natsnames.ConsumerNamePrefix("edge-a")})
 			if err != nil {
 				return err
 			}
@@ -487,7 +488,7 @@ func legitimateFlow(t *testing.T, ctx context.Context, f *isolation) {
 			return f.ajs.DeleteConsumer(ctx, regStream, oc.CachedInfo().Name)
 		}},
 		{"heartbeat (bind and put its inventory)", func() error {
-			kv, err := f.ajs.KeyValue(ctx, stream.ClusterBucket)
+			kv, err := f.ajs.KeyValue(ctx, natsnames.ClusterBucket)
 			if err != nil {
 				return err
 			}
@@ -495,7 +496,7 @@ func legitimateFlow(t *testing.T, ctx context.Context, f *isolation) {
 			return err
 		}},
 		{"status (create, update, get, delete its keys)", func() error {
-			kv, err := f.ajs.KeyValue(ctx, stream.RegistryStatusBucket)
+			kv, err := f.ajs.KeyValue(ctx, natsnames.RegistryStatusBucket)
 			if err != nil {
 				return err
 			}

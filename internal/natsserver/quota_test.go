@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -51,12 +52,12 @@ const (
 // touch (consumers on the registries and its own stream, oversized
 // consumer requests, status keys and values, inventory values,
 // connections, subscriptions, the guard's queue). Each flood is refused
-// beyond edge-a's quota as stream.ErrHubQuota (or the server's own limit),
+// beyond edge-a's quota as natsnames.ErrHubQuota (or the server's own limit),
 // edge-b's collector and the hub's registry reads keep working, and the
 // hub's goroutines and heap stay within the stated bounds.
 func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) {
 	q := DefaultQuotas()
-	aPrefix := stream.ConsumerPrefix("edge-a")
+	aPrefix := natsnames.ConsumerPrefix("edge-a")
 	runtime.GC()
 	g0 := runtime.NumGoroutine()
 	var m0 runtime.MemStats
@@ -84,7 +85,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		// edge-b's collector follows the registries.
 		oc, err := f.bjs.OrderedConsumer(ctx, regStream, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{"$KV.fv_registries.>"}, DeliverPolicy: jetstream.DeliverLastPerSubjectPolicy,
-			NamePrefix: stream.ConsumerNamePrefix("edge-b")})
+			NamePrefix: natsnames.ConsumerNamePrefix("edge-b")})
 		if err != nil {
 			t.Fatalf("%s: edge-b cannot follow the registries: %v", when, err)
 		}
@@ -96,7 +97,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 			t.Fatalf("%s: %v", when, err)
 		}
 		// The hub's own registry reads (regstore watches the bucket).
-		regs, err := f.hjs.KeyValue(ctx, stream.RegistryBucket)
+		regs, err := f.hjs.KeyValue(ctx, natsnames.RegistryBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +115,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		}
 		_ = w.Stop()
 		// edge-b writes its status and inventory.
-		for bucket, key := range map[string]string{stream.RegistryStatusBucket: "edge-b.pods", stream.ClusterBucket: "edge-b"} {
+		for bucket, key := range map[string]string{natsnames.RegistryStatusBucket: "edge-b.pods", natsnames.ClusterBucket: "edge-b"} {
 			kv, err := f.bjs.KeyValue(ctx, bucket)
 			if err != nil {
 				t.Fatalf("%s: edge-b binds %s: %v", when, bucket, err)
@@ -129,7 +130,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		if err == nil {
 			t.Fatalf("%s: accepted", what)
 		}
-		if stream.HubQuotaError(err) == nil {
+		if natsnames.HubQuotaError(err) == nil {
 			t.Fatalf("%s: refused, but not as the hub's quota: %v", what, err)
 		}
 	}
@@ -221,7 +222,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 	})
 
 	t.Run("status keys and values", func(t *testing.T) {
-		kv, err := f.ajs.KeyValue(ctx, stream.RegistryStatusBucket)
+		kv, err := f.ajs.KeyValue(ctx, natsnames.RegistryStatusBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,7 +253,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 			t.Fatalf("a status value at its bound: %v", err)
 		}
 		// A registry's name is a DNS subdomain: its status key holds dots.
-		regs, err := f.hjs.KeyValue(ctx, stream.RegistryBucket)
+		regs, err := f.hjs.KeyValue(ctx, natsnames.RegistryBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		if err := regs.Delete(ctx, "team.pods"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := kv.Put(ctx, "edge-a.team.pods", []byte(`{"conditions":[{}]}`)); stream.HubQuotaError(err) == nil {
+		if _, err := kv.Put(ctx, "edge-a.team.pods", []byte(`{"conditions":[{}]}`)); natsnames.HubQuotaError(err) == nil {
 			t.Fatalf("the status of a removed registry: %v", err)
 		}
 		if err := kv.Delete(ctx, "edge-a.team.pods"); err != nil {
@@ -286,7 +287,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 	})
 
 	t.Run("inventory value", func(t *testing.T) {
-		kv, err := f.ajs.KeyValue(ctx, stream.ClusterBucket)
+		kv, err := f.ajs.KeyValue(ctx, natsnames.ClusterBucket)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +381,7 @@ func quotaFloods(t *testing.T, ctx context.Context, f *isolation, bCons string) 
 		// than it answers them, none awaited.
 		body := bytes.Repeat([]byte("x"), 4096)
 		for i := range 20000 {
-			if err := f.a.PublishRequest(fmt.Sprintf("%s.$KV.%s.edge-a.q%d", APIPrefix, stream.RegistryStatusBucket, i), InboxPrefix("edge-a")+".none", body); err != nil {
+			if err := f.a.PublishRequest(fmt.Sprintf("%s.$KV.%s.edge-a.q%d", APIPrefix, natsnames.RegistryStatusBucket, i), InboxPrefix("edge-a")+".none", body); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // TestRegistryRepublishIsolation: the registries bucket's republish
@@ -29,7 +29,7 @@ func TestRegistryRepublishIsolation(t *testing.T) {
 	sub := func(nc *nats.Conn) chan *nats.Msg {
 		t.Helper()
 		ch := make(chan *nats.Msg, 16)
-		if _, err := nc.ChanSubscribe(stream.RegistryUpdates, ch); err != nil {
+		if _, err := nc.ChanSubscribe(natsnames.RegistryUpdates, ch); err != nil {
 			t.Fatal(err)
 		}
 		if err := nc.Flush(); err != nil {
@@ -38,7 +38,7 @@ func TestRegistryRepublishIsolation(t *testing.T) {
 		return ch
 	}
 	subs := map[string]chan *nats.Msg{"edge-a": sub(f.a), "edge-b": sub(f.b), "the hub": sub(hub)}
-	regs, err := f.hjs.KeyValue(ctx, stream.RegistryBucket)
+	regs, err := f.hjs.KeyValue(ctx, natsnames.RegistryBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,10 +50,10 @@ func TestRegistryRepublishIsolation(t *testing.T) {
 			select {
 			case m := <-ch:
 				h := m.Header
-				if m.Subject != stream.RegistryUpdate(key) || string(m.Data) != value ||
-					h.Get(stream.RePublishSubject) != stream.KVSubject(stream.RegistryBucket, key) ||
-					h.Get(stream.RePublishSequence) != strconv.FormatUint(seq, 10) ||
-					h.Get(stream.RePublishLastSequence) != strconv.FormatUint(last, 10) {
+				if m.Subject != natsnames.RegistryUpdate(key) || string(m.Data) != value ||
+					h.Get(natsnames.RePublishSubject) != natsnames.KVSubject(natsnames.RegistryBucket, key) ||
+					h.Get(natsnames.RePublishSequence) != strconv.FormatUint(seq, 10) ||
+					h.Get(natsnames.RePublishLastSequence) != strconv.FormatUint(last, 10) {
 					t.Errorf("%s received %s %q %v, want %s at %d after %d", name, m.Subject, m.Data, h, value, seq, last)
 				}
 			case <-ctx.Done():
@@ -75,10 +75,10 @@ func TestRegistryRepublishIsolation(t *testing.T) {
 	got("pods", `{"v":2}`, s2, s1)
 
 	// edge-a forging an update: refused, and delivered to no one.
-	forged := nats.NewMsg(stream.RegistryUpdate("pods"))
+	forged := nats.NewMsg(natsnames.RegistryUpdate("pods"))
 	forged.Data = []byte(`{"forged":true}`)
-	forged.Header.Set(stream.RePublishSequence, "999")
-	forged.Header.Set(stream.RePublishLastSequence, strconv.FormatUint(s2, 10))
+	forged.Header.Set(natsnames.RePublishSequence, "999")
+	forged.Header.Set(natsnames.RePublishLastSequence, strconv.FormatUint(s2, 10))
 	if err := f.a.PublishMsg(forged); err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 // sharedConsumers counts, per cluster, the consumers on a stream every
@@ -56,8 +56,8 @@ const relistEvery = time.Minute
 
 func newSharedConsumers(nc *nats.Conn, streamName string) (*sharedConsumers, error) {
 	s := &sharedConsumers{nc: nc, stream: streamName, cluster: map[string]string{}, count: map[string]int{}}
-	sub, err := nc.Subscribe(stream.ConsumerAdvisories(streamName), func(m *nats.Msg) {
-		created, name, ok := stream.ParseConsumerAdvisory(m.Subject)
+	sub, err := nc.Subscribe(natsnames.ConsumerAdvisories(streamName), func(m *nats.Msg) {
+		created, name, ok := natsnames.ParseConsumerAdvisory(m.Subject)
 		if !ok {
 			return
 		}
@@ -78,7 +78,7 @@ func newSharedConsumers(nc *nats.Conn, streamName string) (*sharedConsumers, err
 
 // apply records one consumer created or deleted. Called with mu held.
 func (s *sharedConsumers) apply(created bool, name string) {
-	c, ok := stream.ConsumerCluster(name)
+	c, ok := natsnames.ConsumerCluster(name)
 	if !ok {
 		return // the hub's own: no cluster's count
 	}
@@ -159,7 +159,7 @@ func listConsumers(nc *nats.Conn, streamName string) ([]string, error) {
 	var all []string
 	for offset := 0; ; {
 		req, _ := json.Marshal(server.JSApiConsumersRequest{ApiPagedRequest: server.ApiPagedRequest{Offset: offset}})
-		resp, err := nc.Request(stream.APISubject("CONSUMER.NAMES", streamName), req, guardTimeout)
+		resp, err := nc.Request(APISubject("CONSUMER.NAMES", streamName), req, guardTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("%w: counting consumers on %s: %v", ErrRefused, streamName, err)
 		}

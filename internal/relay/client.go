@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -129,7 +130,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	ctx, x.cancelCause = context.WithCancelCause(ctx)
 	ctx, x.cancelTimeout = context.WithTimeoutCause(ctx, req.Timeout, fmt.Errorf("%w (%s)", ErrTimeout, req.Timeout))
 	x.ctx = ctx
-	sub, err := c.nc.Subscribe(stream.ActResponse(req.Cluster, x.id), x.onFrame)
+	sub, err := c.nc.Subscribe(natsnames.ActResponse(req.Cluster, x.id), x.onFrame)
 	if err != nil {
 		x.close()
 		return nil, err
@@ -185,7 +186,7 @@ type call struct {
 	once          sync.Once
 }
 
-func (x *call) reqSubject() string { return stream.ActRequest(x.cluster, x.id) }
+func (x *call) reqSubject() string { return natsnames.ActRequest(x.cluster, x.id) }
 
 func (x *call) onFrame(m *nats.Msg) {
 	if frameKind(m) == kindAck {

@@ -1,8 +1,8 @@
 // Package relay carries HTTP requests from the hub to one member cluster's
 // collector over NATS, and the collector's answers back (issue #30: acting
 // on a member through fleetview). It owns the request channel's protocol:
-// frames on the cluster's own subjects (stream.ActRequest and
-// stream.ActResponse, which the per-cluster accounts of internal/natsserver
+// frames on the cluster's own subjects (natsnames.ActRequest and
+// natsnames.ActResponse, which the per-cluster accounts of internal/natsserver
 // let only the hub send and only that cluster's collector answer), request
 // and response bodies streamed in chunks with a window of unacknowledged
 // chunks (flow control: a slow reader holds at most Window chunks of the

@@ -5,15 +5,34 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/fleetview/fleetview/internal/kubepath"
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
-// Frame kinds (the stream.ActFrameHeader header).
+// requestID is the request id of a frame received on
+// natsnames.ActRequests(cluster).
+func requestID(cluster, subject string) (string, bool) {
+	id, ok := strings.CutPrefix(subject, natsnames.ActRequest(cluster, ""))
+	if !ok || id == "" || strings.ContainsAny(id, ".*> ") {
+		return "", false
+	}
+	return id, true
+}
+
+// Headers of the request channel's frames.
+const (
+	// frameHeader names what a frame is (the frame kinds above).
+	frameHeader = "Fv-Act"
+	// seqHeader numbers a body chunk, or acknowledges chunks up to it.
+	seqHeader = "Fv-Act-Seq"
+)
+
+// Frame kinds (the frameHeader header).
 const (
 	// From the hub.
 	kindOpen   = "open"   // the request line, headers and caller (Open)
@@ -64,17 +83,17 @@ type head struct {
 
 // frame builds one frame message.
 func frame(subject, kind string, seq int, data []byte) *nats.Msg {
-	m := &nats.Msg{Subject: subject, Header: nats.Header{stream.ActFrameHeader: {kind}}, Data: data}
+	m := &nats.Msg{Subject: subject, Header: nats.Header{frameHeader: {kind}}, Data: data}
 	if seq >= 0 {
-		m.Header.Set(stream.ActSeqHeader, strconv.Itoa(seq))
+		m.Header.Set(seqHeader, strconv.Itoa(seq))
 	}
 	return m
 }
 
-func frameKind(m *nats.Msg) string { return m.Header.Get(stream.ActFrameHeader) }
+func frameKind(m *nats.Msg) string { return m.Header.Get(frameHeader) }
 
 func frameSeq(m *nats.Msg) (int, error) {
-	n, err := strconv.Atoi(m.Header.Get(stream.ActSeqHeader))
+	n, err := strconv.Atoi(m.Header.Get(seqHeader))
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("%w: %s frame without a chunk number", ErrProtocol, frameKind(m))
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // TestHostileCollector: a collector runs in its member cluster, so what
@@ -51,12 +51,12 @@ func TestHostileCollector(t *testing.T) {
 			defer evil.Close()
 			// The hostile collector answers the first frame of each
 			// request with its scripted frames.
-			sub, err := evil.Subscribe(stream.ActRequests(cluster), func(m *nats.Msg) {
+			sub, err := evil.Subscribe(natsnames.ActRequests(cluster), func(m *nats.Msg) {
 				if frameKind(m) != kindOpen {
 					return
 				}
-				id, _ := stream.ActRequestID(cluster, m.Subject)
-				for _, f := range tc.frames(stream.ActResponse(cluster, id)) {
+				id, _ := requestID(cluster, m.Subject)
+				for _, f := range tc.frames(natsnames.ActResponse(cluster, id)) {
 					_ = evil.PublishMsg(f)
 				}
 			})

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/fleetview/fleetview/internal/kubepath"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
@@ -90,9 +91,9 @@ func NewServer(nc *nats.Conn, cluster string, h http.Handler, lim ServerLimits, 
 // Run serves until ctx ends, then cancels the requests in flight and
 // waits for them.
 func (s *Server) Run(ctx context.Context) error {
-	sub, err := s.nc.Subscribe(stream.ActRequests(s.cluster), s.onFrame)
+	sub, err := s.nc.Subscribe(natsnames.ActRequests(s.cluster), s.onFrame)
 	if err != nil {
-		return fmt.Errorf("relay: subscribe to %s: %w", stream.ActRequests(s.cluster), err)
+		return fmt.Errorf("relay: subscribe to %s: %w", natsnames.ActRequests(s.cluster), err)
 	}
 	<-ctx.Done()
 	_ = sub.Unsubscribe()
@@ -164,13 +165,13 @@ type exchange struct {
 	cancel context.CancelFunc
 }
 
-func (x *exchange) respSubject() string { return stream.ActResponse(x.s.cluster, x.id) }
+func (x *exchange) respSubject() string { return natsnames.ActResponse(x.s.cluster, x.id) }
 
 func (x *exchange) publish(m *nats.Msg) error { return x.s.nc.PublishMsg(m) }
 
 // onFrame runs on the subscription's goroutine: it never blocks.
 func (s *Server) onFrame(m *nats.Msg) {
-	id, ok := stream.ActRequestID(s.cluster, m.Subject)
+	id, ok := requestID(s.cluster, m.Subject)
 	if !ok {
 		return
 	}
@@ -195,7 +196,7 @@ func (s *Server) onFrame(m *nats.Msg) {
 }
 
 func (s *Server) refuse(id, why string) {
-	_ = s.nc.PublishMsg(frame(stream.ActResponse(s.cluster, id), kindError, -1, []byte(why)))
+	_ = s.nc.PublishMsg(frame(natsnames.ActResponse(s.cluster, id), kindError, -1, []byte(why)))
 }
 
 func (s *Server) open(id string, data []byte) {

@@ -11,21 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/internal/kubepath"
+	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 const (
-	// SubjectRoot prefixes every fleetview subject.
-	SubjectRoot = "fv"
 	// StreamPrefix prefixes the per-cluster stream names.
 	StreamPrefix = "FV_"
-	// RegistryBucket is the JetStream KV bucket holding ResourceRegistries.
-	RegistryBucket = "fv_registries"
-	// RegistryStatusBucket holds each cluster's conditions on each registry,
-	// key "<cluster>.<registry>": a cluster's credentials can be limited to
-	// its own keys, which a status inside the registry value would not allow.
-	RegistryStatusBucket = "fv_registry_status"
-	// ClusterBucket is the JetStream KV bucket holding the cluster inventory.
-	ClusterBucket = "fv_clusters"
+	// ClusterBucket is natsnames.ClusterBucket, kept while its last
+	// caller moves.
+	ClusterBucket = natsnames.ClusterBucket
 	// QueryBucket holds the query API's state shared by its replicas (the
 	// key that seals its tokens).
 	QueryBucket = "fv_query"
@@ -71,7 +65,7 @@ const DeadStream = StreamPrefix + "DEAD"
 // each as large as a cluster stream's.
 func DeadStreamConfig(replicas int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name: DeadStream, Subjects: []string{SubjectRoot + ".dead.>"}, Storage: jetstream.FileStorage,
+		Name: DeadStream, Subjects: []string{natsnames.SubjectRoot + ".dead.>"}, Storage: jetstream.FileStorage,
 		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: MaxPayload, Replicas: replicas,
 	}
 }
@@ -89,57 +83,6 @@ func VersionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamCon
 		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{VersionSubject},
 		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
 	}
-}
-
-// ValidateReplicas checks a replica count for fleetview's streams and
-// buckets: 1 (a single server), or 3 or 5 (a JetStream cluster). An even
-// count tolerates no more failures than the odd one below it while
-// costing a copy more, and JetStream allows at most 5.
-func ValidateReplicas(n int) error {
-	switch n {
-	case 1, 3, 5:
-		return nil
-	}
-	return fmt.Errorf("%w: %d (want 1, 3 or 5)", ErrInvalidReplicas, n)
-}
-
-// ReplicasError names what could not be created or updated with the
-// asked replica count, and why: a single server refuses more than one
-// replica, and a cluster refuses more replicas than it has servers with
-// JetStream.
-func ReplicasError(what string, replicas int, err error) error {
-	if err == nil {
-		return nil
-	}
-	if replicas > 1 {
-		return fmt.Errorf("%s with %d replicas (--stream-replicas needs a JetStream cluster of at least that many servers): %w", what, replicas, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// EnsureKeyValue creates the bucket of cfg, or updates it to cfg
-// (replicas included: JetStream moves a bucket's stream between replica
-// counts as it does a cluster stream). cfg.Replicas 0 keeps an existing
-// bucket as it is, since an update without a replica count would move it
-// to one replica, and creates a missing one with one: for processes that
-// use what the hub made (rebuild).
-func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	what := "open " + cfg.Bucket + " bucket"
-	if cfg.Replicas < 1 {
-		kv, err := js.KeyValue(ctx, cfg.Bucket)
-		if err == nil {
-			return kv, nil
-		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, fmt.Errorf("%s: %w", what, err)
-		}
-		cfg.Replicas = 1
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, cfg)
-	if err != nil {
-		return nil, ReplicasError(what, cfg.Replicas, err)
-	}
-	return kv, nil
 }
 
 // DefaultMaxBytes is the default byte quota of one cluster's stream: room
@@ -211,7 +154,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string, r
 	// leader, so a hub moved from R1 to R3 keeps what its streams hold.
 	st, err = js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
-		return nil, 0, ReplicasError("stream "+cfg.Name, cfg.Replicas, err)
+		return nil, 0, natsnames.ReplicasError("stream "+cfg.Name, cfg.Replicas, err)
 	}
 	return st, kept, nil
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // ReplicaOptions say how many copies JetStream keeps of what fleetview
@@ -30,7 +30,7 @@ func (o *ReplicaOptions) AddFlags(fs *pflag.FlagSet) {
 // Validate reports every problem at once. 0 (options built without
 // their flags) is the default, 1.
 func (o *ReplicaOptions) Validate() []error {
-	if err := stream.ValidateReplicas(o.replicas()); err != nil {
+	if err := natsnames.ValidateReplicas(o.replicas()); err != nil {
 		return []error{fmt.Errorf("%w: --stream-replicas: %w", ErrInvalidOptions, err)}
 	}
 	return nil

@@ -25,9 +25,9 @@ import (
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // result is what one hub measured.
@@ -521,11 +521,11 @@ func statusWrites(ctx context.Context, natsURL, name string, t time.Time) ([]tim
 	if err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, stream.RegistryStatusBucket)
+	kv, err := js.KeyValue(ctx, natsnames.RegistryStatusBucket)
 	if err != nil {
 		return nil, err
 	}
-	w, err := kv.Watch(ctx, stream.StatusKey("*", name), jetstream.IgnoreDeletes())
+	w, err := kv.Watch(ctx, natsnames.StatusKey("*", name), jetstream.IgnoreDeletes())
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
@@ -250,7 +251,7 @@ func measure(l layout, n int, cfg config) (usage, error) {
 	for _, s := range streams {
 		sc := stream.StreamConfig(s, 1, quota)
 		if l.shared {
-			sc.Subjects = []string{stream.SubjectRoot + ".obj.>", stream.SubjectRoot + ".ctl.>"}
+			sc.Subjects = []string{natsnames.SubjectRoot + ".obj.>", natsnames.SubjectRoot + ".ctl.>"}
 			sc.MaxBytes = int64(n) * quota
 		}
 		st, err := js.CreateStream(ctx, sc)
@@ -288,7 +289,7 @@ func measure(l layout, n int, cfg config) (usage, error) {
 		if l.accounts {
 			// What a collector keeps subscribed: the registries' republish
 			// and its cluster's requests (internal/relay).
-			for _, subj := range []string{stream.RegistryUpdates, stream.ActRequestTree(c)} {
+			for _, subj := range []string{natsnames.RegistryUpdates, natsnames.ActRequestTree(c)} {
 				if _, err := nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
 					return usage{}, err
 				}

@@ -13,13 +13,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // A Follower keeps a copy of every registry up to date without a JetStream
 // consumer of its own: one core subscription on the registries' republish
-// (stream.RegistryUpdates), and a snapshot (as Specs reads) when it starts
+// (natsnames.RegistryUpdates), and a snapshot (as Specs reads) when it starts
 // and whenever it cannot trust its copy. A consumer per collector on the
 // one shared registries stream cost the hub three goroutines and state per
 // cluster, and a registry change reached 2,000 collectors in 16.9 s
@@ -144,9 +144,9 @@ func (f *Follower) Run(ctx context.Context) error {
 func (f *Follower) follow(ctx context.Context) error {
 	nc := f.s.js.Conn()
 	ch := make(chan *nats.Msg, updatesBuffer)
-	sub, err := nc.ChanSubscribe(stream.RegistryUpdates, ch)
+	sub, err := nc.ChanSubscribe(natsnames.RegistryUpdates, ch)
 	if err != nil {
-		return fmt.Errorf("follow %s bucket: %w", stream.RegistryBucket, err)
+		return fmt.Errorf("follow %s bucket: %w", natsnames.RegistryBucket, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	// The server has the subscription before the snapshot is read, so
@@ -154,7 +154,7 @@ func (f *Follower) follow(ctx context.Context) error {
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
-		return fmt.Errorf("follow %s bucket: %w", stream.RegistryBucket, err)
+		return fmt.Errorf("follow %s bucket: %w", natsnames.RegistryBucket, err)
 	}
 	check := time.NewTicker(f.cfg.Check)
 	defer check.Stop()
@@ -196,7 +196,7 @@ func (f *Follower) follow(ctx context.Context) error {
 			}
 		case <-check.C:
 			if !sub.IsValid() {
-				return fmt.Errorf("follow %s bucket: %w", stream.RegistryBucket, nats.ErrBadSubscription)
+				return fmt.Errorf("follow %s bucket: %w", natsnames.RegistryBucket, nats.ErrBadSubscription)
 			}
 			if reason != "" {
 				continue
@@ -240,9 +240,9 @@ func (f *Follower) snapshot(ctx context.Context) error {
 // be trusted any more (a message of the key was missed, or the message
 // does not say where it belongs).
 func (f *Follower) apply(m *nats.Msg) bool {
-	key, ok := stream.KVKey(stream.RegistryBucket, m.Header.Get(stream.RePublishSubject))
-	seq, err1 := strconv.ParseUint(m.Header.Get(stream.RePublishSequence), 10, 64)
-	last, err2 := strconv.ParseUint(m.Header.Get(stream.RePublishLastSequence), 10, 64)
+	key, ok := natsnames.KVKey(natsnames.RegistryBucket, m.Header.Get(natsnames.RePublishSubject))
+	seq, err1 := strconv.ParseUint(m.Header.Get(natsnames.RePublishSequence), 10, 64)
+	last, err2 := strconv.ParseUint(m.Header.Get(natsnames.RePublishLastSequence), 10, 64)
 	if !ok || err1 != nil || err2 != nil {
 		return false
 	}

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // TestFollowerInANATSCluster: with three hubs' embedded servers in one
@@ -139,7 +139,7 @@ func TestFollowerInANATSCluster(t *testing.T) {
 	apply(named(t, "b", 1))
 	every("a:member2 b:member1")
 
-	st, err := hjs.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	st, err := hjs.Stream(ctx, natsnames.KVStream(natsnames.RegistryBucket))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // named is the seed registry under name, with label "v" = v in its
@@ -31,10 +31,10 @@ func named(t *testing.T, name string, v int) *registry.ResourceRegistry {
 // a delete) stored at seq after the key's message at last.
 func republished(t *testing.T, key string, r *registry.ResourceRegistry, seq, last uint64) *nats.Msg {
 	t.Helper()
-	m := nats.NewMsg(stream.RegistryUpdate(key))
-	m.Header.Set(stream.RePublishSubject, stream.KVSubject(stream.RegistryBucket, key))
-	m.Header.Set(stream.RePublishSequence, strconv.FormatUint(seq, 10))
-	m.Header.Set(stream.RePublishLastSequence, strconv.FormatUint(last, 10))
+	m := nats.NewMsg(natsnames.RegistryUpdate(key))
+	m.Header.Set(natsnames.RePublishSubject, natsnames.KVSubject(natsnames.RegistryBucket, key))
+	m.Header.Set(natsnames.RePublishSequence, strconv.FormatUint(seq, 10))
+	m.Header.Set(natsnames.RePublishLastSequence, strconv.FormatUint(last, 10))
 	if r == nil {
 		m.Header.Set("KV-Operation", "DEL")
 		return m
@@ -94,12 +94,12 @@ func TestFollowerApply(t *testing.T) {
 		}, "a:member1 b:member1", false},
 		{"no sequence", func(t *testing.T) []*nats.Msg {
 			m := republished(t, "a", named(t, "a", 3), 9, 5)
-			m.Header.Del(stream.RePublishSequence)
+			m.Header.Del(natsnames.RePublishSequence)
 			return []*nats.Msg{m}
 		}, "a:member1 b:member1", false},
 		{"not a registry key", func(t *testing.T) []*nats.Msg {
 			m := republished(t, "a", named(t, "a", 3), 9, 5)
-			m.Header.Set(stream.RePublishSubject, "$KV.fv_clusters.a")
+			m.Header.Set(natsnames.RePublishSubject, "$KV.fv_clusters.a")
 			return []*nats.Msg{m}
 		}, "a:member1 b:member1", false},
 		{"a corrupt registry is ErrCorrupt until replaced", func(t *testing.T) []*nats.Msg {

@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // The registries are read with ordered pull consumers on the bucket's
@@ -44,14 +44,14 @@ func headerOp(h nats.Header) jetstream.KeyValueOp {
 // registryConsumer is an ordered consumer over the last message of every
 // registry key (from then on, every new one).
 func (s *Store) registryConsumer(ctx context.Context) (jetstream.Consumer, error) {
-	cons, err := s.js.OrderedConsumer(ctx, stream.KVStream(stream.RegistryBucket), jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{stream.KVKeys(stream.RegistryBucket)},
+	cons, err := s.js.OrderedConsumer(ctx, natsnames.KVStream(natsnames.RegistryBucket), jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{natsnames.KVKeys(natsnames.RegistryBucket)},
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		NamePrefix:        s.consumerPrefix(),
-		InactiveThreshold: stream.ReaderIdle,
+		InactiveThreshold: natsnames.ReaderIdle,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		return nil, fmt.Errorf("read %s bucket: %w", natsnames.RegistryBucket, err)
 	}
 	return cons, nil
 }
@@ -81,9 +81,9 @@ func (s *Store) Specs(ctx context.Context) ([]*registry.ResourceRegistry, error)
 // leader stored and republished a moment ago, before a Follower
 // subscribed. So a snapshot reflects everything stored before it began.
 func (s *Store) read(ctx context.Context) (held map[string]heldEntry, upTo uint64, err error) {
-	st, err := s.js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	st, err := s.js.Stream(ctx, natsnames.KVStream(natsnames.RegistryBucket))
 	if err != nil {
-		return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+		return nil, 0, fmt.Errorf("read %s bucket: %w", natsnames.RegistryBucket, err)
 	}
 	var last uint64
 	if state := st.CachedInfo().State; state.Msgs > 0 {
@@ -98,7 +98,7 @@ func (s *Store) read(ctx context.Context) (held map[string]heldEntry, upTo uint6
 		// busy reader from piling consumers up on the shared stream.
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		_ = s.js.DeleteConsumer(dctx, stream.KVStream(stream.RegistryBucket), cons.CachedInfo().Name)
+		_ = s.js.DeleteConsumer(dctx, natsnames.KVStream(natsnames.RegistryBucket), cons.CachedInfo().Name)
 	}()
 	held = map[string]heldEntry{}
 	behind := time.Now().Add(10 * time.Second)
@@ -109,20 +109,20 @@ func (s *Store) read(ctx context.Context) (held map[string]heldEntry, upTo uint6
 		n, wait := int(min(pending, 256)), 5*time.Second
 		if pending == 0 {
 			if time.Now().After(behind) {
-				return nil, 0, fmt.Errorf("read %s bucket: read up to sequence %d, the stream's leader holds %d", stream.RegistryBucket, upTo, last)
+				return nil, 0, fmt.Errorf("read %s bucket: read up to sequence %d, the stream's leader holds %d", natsnames.RegistryBucket, upTo, last)
 			}
 			n, wait = 1, 500*time.Millisecond
 		}
 		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
 		if err != nil {
-			return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+			return nil, 0, fmt.Errorf("read %s bucket: %w", natsnames.RegistryBucket, err)
 		}
 		got := 0
 		for m := range batch.Messages() {
 			got++
 			md, err := m.Metadata()
 			if err != nil {
-				return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+				return nil, 0, fmt.Errorf("read %s bucket: %w", natsnames.RegistryBucket, err)
 			}
 			pending = md.NumPending
 			upTo = max(upTo, md.Sequence.Stream)
@@ -136,10 +136,10 @@ func (s *Store) read(ctx context.Context) (held map[string]heldEntry, upTo uint6
 			held[key] = e
 		}
 		if err := batch.Error(); err != nil {
-			return nil, 0, fmt.Errorf("read %s bucket: %w", stream.RegistryBucket, err)
+			return nil, 0, fmt.Errorf("read %s bucket: %w", natsnames.RegistryBucket, err)
 		}
 		if got == 0 && pending > 0 {
-			return nil, 0, fmt.Errorf("read %s bucket: nothing delivered with %d pending", stream.RegistryBucket, pending)
+			return nil, 0, fmt.Errorf("read %s bucket: nothing delivered with %d pending", natsnames.RegistryBucket, pending)
 		}
 	}
 	return held, upTo, nil
@@ -175,7 +175,7 @@ func (s *Store) Watch(ctx context.Context) (jetstream.KeyWatcher, error) {
 		}
 	})
 	if err != nil {
-		return nil, fmt.Errorf("watch %s bucket: %w", stream.RegistryBucket, err)
+		return nil, fmt.Errorf("watch %s bucket: %w", natsnames.RegistryBucket, err)
 	}
 	w.stop = func() {
 		cc.Stop()
@@ -224,7 +224,7 @@ type kvEntry struct {
 	op       jetstream.KeyValueOp
 }
 
-func (e *kvEntry) Bucket() string                  { return stream.RegistryBucket }
+func (e *kvEntry) Bucket() string                  { return natsnames.RegistryBucket }
 func (e *kvEntry) Key() string                     { return e.key }
 func (e *kvEntry) Value() []byte                   { return e.value }
 func (e *kvEntry) Revision() uint64                { return e.revision }
@@ -234,6 +234,6 @@ func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }
 
 // registryKey is the registry bucket key a message of its stream is for.
 func registryKey(subject string) string {
-	key, _ := stream.KVKey(stream.RegistryBucket, subject) // the consumers filter on the bucket's keys
+	key, _ := natsnames.KVKey(natsnames.RegistryBucket, subject) // the consumers filter on the bucket's keys
 	return key
 }

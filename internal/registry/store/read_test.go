@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // A registry is validated again when read. Apply never stores an invalid
@@ -97,7 +97,7 @@ func TestBadClusterStatusIsLeftOut(t *testing.T) {
 		{"not JSON", "member6", `{"conditions":`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := s.status.Put(ctx, stream.StatusKey(tc.cluster, r.Name), []byte(tc.value)); err != nil {
+			if _, err := s.status.Put(ctx, natsnames.StatusKey(tc.cluster, r.Name), []byte(tc.value)); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.Get(ctx, r.Name)
@@ -280,7 +280,7 @@ func TestBoundStoreWithClusterCredentials(t *testing.T) {
 		t.Fatalf("edge-a's condition not merged: %+v", got.Status.Conditions)
 	}
 	// Specs deleted its consumer; the watch's is the only one of edge-a's.
-	info, err := hjs.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	info, err := hjs.Stream(ctx, natsnames.KVStream(natsnames.RegistryBucket))
 	if err != nil {
 		t.Fatal(err)
 	}

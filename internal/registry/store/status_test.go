@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 // Many collectors write one registry's status at once while a client keeps
@@ -87,14 +87,14 @@ func TestUnchangedStatusIsNotWritten(t *testing.T) {
 	if err := s.SetClusterStatus(ctx, r, "member1", conds); err != nil {
 		t.Fatal(err)
 	}
-	e1, err := s.status.Get(ctx, stream.StatusKey("member1", r.Name))
+	e1, err := s.status.Get(ctx, natsnames.StatusKey("member1", r.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetClusterStatus(ctx, r, "member1", conds); err != nil {
 		t.Fatal(err)
 	}
-	e2, err := s.status.Get(ctx, stream.StatusKey("member1", r.Name))
+	e2, err := s.status.Get(ctx, natsnames.StatusKey("member1", r.Name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestUnchangedStatusIsNotWritten(t *testing.T) {
 	if err := s.Delete(ctx, r.Name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.status.Get(ctx, stream.StatusKey("member2", r.Name)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := s.status.Get(ctx, natsnames.StatusKey("member2", r.Name)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("status of a deleted registry: %v", err)
 	}
 }

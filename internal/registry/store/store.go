@@ -16,6 +16,7 @@ import (
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -36,7 +37,7 @@ type Store struct {
 }
 
 // Open opens (creating or updating if needed) the registry and status
-// buckets with replicas copies (stream.ValidateReplicas): the hub and
+// buckets with replicas copies (natsnames.ValidateReplicas): the hub and
 // single-process setups.
 func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, error) {
 	// Both at once: with several hubs creating the same buckets on a new
@@ -45,21 +46,21 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 	var kv, st jetstream.KeyValue
 	var g errgroup.Group
 	g.Go(func() (err error) {
-		kv, err = stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-			Bucket:      stream.RegistryBucket,
+		kv, err = natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+			Bucket:      natsnames.RegistryBucket,
 			Description: "fleetview ResourceRegistries",
 			History:     5,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
 			// What collectors follow (Follow): an existing bucket gains
 			// it at the hub's next start, as an update.
-			RePublish: stream.RegistryRePublish(),
+			RePublish: natsnames.RegistryRePublish(),
 		})
 		return err
 	})
 	g.Go(func() (err error) {
-		st, err = stream.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-			Bucket:      stream.RegistryStatusBucket,
+		st, err = natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+			Bucket:      natsnames.RegistryStatusBucket,
 			Description: "fleetview ResourceRegistry conditions per cluster (<cluster>.<registry>)",
 			History:     1,
 			Storage:     jetstream.FileStorage,
@@ -71,7 +72,7 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 		return nil, err
 	}
 	// Every collector follows the registries with a consumer of its own.
-	if err := stream.AllowSharedConsumers(ctx, js, stream.RegistryBucket); err != nil {
+	if err := natsnames.AllowSharedConsumers(ctx, js, natsnames.RegistryBucket); err != nil {
 		return nil, err
 	}
 	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return "" }}, nil
@@ -79,21 +80,21 @@ func Open(ctx context.Context, js jetstream.JetStream, replicas int) (*Store, er
 
 // Bind opens buckets the hub created, without creating or reconfiguring
 // them: a collector with per-cluster credentials may not. The store reads
-// the registries with consumers named for cluster (stream.ConsumerPrefix),
+// the registries with consumers named for cluster (natsnames.ConsumerPrefix),
 // the only ones the hub lets that cluster's collector make.
 func Bind(ctx context.Context, js jetstream.JetStream, cluster string) (*Store, error) {
 	if err := stream.ValidateCluster(cluster); err != nil {
 		return nil, err
 	}
-	kv, err := js.KeyValue(ctx, stream.RegistryBucket)
+	kv, err := js.KeyValue(ctx, natsnames.RegistryBucket)
 	if err != nil {
-		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryBucket, err)
+		return nil, fmt.Errorf("bind %s bucket: %w", natsnames.RegistryBucket, err)
 	}
-	st, err := js.KeyValue(ctx, stream.RegistryStatusBucket)
+	st, err := js.KeyValue(ctx, natsnames.RegistryStatusBucket)
 	if err != nil {
-		return nil, fmt.Errorf("bind %s bucket: %w", stream.RegistryStatusBucket, err)
+		return nil, fmt.Errorf("bind %s bucket: %w", natsnames.RegistryStatusBucket, err)
 	}
-	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return stream.ConsumerNamePrefix(cluster) }}, nil
+	return &Store{js: js, kv: kv, status: st, consumerPrefix: func() string { return natsnames.ConsumerNamePrefix(cluster) }}, nil
 }
 
 // clusterStatus is the value under a status key.
@@ -169,7 +170,7 @@ func conflict(err error) bool {
 // (e.g. during a rollout) never overwrite each other blindly; on a conflict
 // it re-reads and retries.
 func (s *Store) SetClusterStatus(ctx context.Context, r *registry.ResourceRegistry, cluster string, conds []metav1.Condition) error {
-	key := stream.StatusKey(cluster, r.Name)
+	key := natsnames.StatusKey(cluster, r.Name)
 	for attempt := 0; ; attempt++ {
 		var old clusterStatus
 		var rev uint64
@@ -268,7 +269,7 @@ func mergeStatus(r *registry.ResourceRegistry, byCluster map[string][]metav1.Con
 func (s *Store) statuses(ctx context.Context, filter string) (map[string]map[string][]metav1.Condition, error) {
 	w, err := s.status.Watch(ctx, filter, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", stream.RegistryStatusBucket, err)
+		return nil, fmt.Errorf("read %s: %w", natsnames.RegistryStatusBucket, err)
 	}
 	defer func() { _ = w.Stop() }()
 	out := map[string]map[string][]metav1.Condition{}
@@ -277,11 +278,11 @@ func (s *Store) statuses(ctx context.Context, filter string) (map[string]map[str
 		var open bool
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s: %w", stream.RegistryStatusBucket, ctx.Err())
+			return nil, fmt.Errorf("read %s: %w", natsnames.RegistryStatusBucket, ctx.Err())
 		case e, open = <-w.Updates():
 		}
 		if !open {
-			return nil, fmt.Errorf("read %s: the watch ended before every key was read", stream.RegistryStatusBucket)
+			return nil, fmt.Errorf("read %s: the watch ended before every key was read", natsnames.RegistryStatusBucket)
 		}
 		if e == nil {
 			return out, nil // every key's last value is in
@@ -362,7 +363,7 @@ func (s *Store) Delete(ctx context.Context, name string) error {
 		return err
 	}
 	for cluster := range st[name] {
-		if err := s.status.Delete(ctx, stream.StatusKey(cluster, name)); err != nil {
+		if err := s.status.Delete(ctx, natsnames.StatusKey(cluster, name)); err != nil {
 			return fmt.Errorf("delete status of registry %s: %w", name, err)
 		}
 	}

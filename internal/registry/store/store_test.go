@@ -13,9 +13,9 @@ import (
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/registry"
-	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -133,25 +133,25 @@ func TestRegistriesFollowedByMoreThanAThousandClusters(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "plain"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := follow(stream.KVStream("plain"), 1001); err == nil || !strings.Contains(err.Error(), "consumer 1001") {
+	if err := follow(natsnames.KVStream("plain"), 1001); err == nil || !strings.Contains(err.Error(), "consumer 1001") {
 		t.Fatalf("a bucket without a consumer limit: %v, want the 1,001st consumer refused (the server's default)", err)
 	}
 	if _, err := Open(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := follow(stream.KVStream(stream.RegistryBucket), 1100); err != nil {
+	if err := follow(natsnames.KVStream(natsnames.RegistryBucket), 1100); err != nil {
 		t.Fatalf("the registries bucket: %v", err)
 	}
 	// Open again (a hub restart) keeps the limit.
 	if _, err := Open(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	s, err := js.Stream(ctx, natsnames.KVStream(natsnames.RegistryBucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.CachedInfo().Config.MaxConsumers; got != stream.SharedMaxConsumers {
-		t.Fatalf("MaxConsumers %d after a second Open, want %d", got, stream.SharedMaxConsumers)
+	if got := s.CachedInfo().Config.MaxConsumers; got != natsnames.SharedMaxConsumers {
+		t.Fatalf("MaxConsumers %d after a second Open, want %d", got, natsnames.SharedMaxConsumers)
 	}
 }
 
@@ -160,17 +160,17 @@ func TestRegistriesFollowedByMoreThanAThousandClusters(t *testing.T) {
 func TestOpenRepublishesAnExistingBucket(t *testing.T) {
 	ctx := context.Background()
 	_, _, js := natstest.Start(t, -1)
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: stream.RegistryBucket, History: 5}); err != nil {
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: natsnames.RegistryBucket, History: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(ctx, stream.KVStream(stream.RegistryBucket))
+	s, err := js.Stream(ctx, natsnames.KVStream(natsnames.RegistryBucket))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := s.CachedInfo().Config.RePublish, stream.RegistryRePublish(); got == nil || *got != *want {
+	if got, want := s.CachedInfo().Config.RePublish, natsnames.RegistryRePublish(); got == nil || *got != *want {
 		t.Fatalf("RePublish %+v after Open, want %+v", got, want)
 	}
 }
