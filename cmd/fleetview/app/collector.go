@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/fleetview/fleetview/collector"
 	"github.com/fleetview/fleetview/internal/debugserver"
+	"github.com/fleetview/fleetview/internal/lifecycle"
 	"github.com/fleetview/fleetview/internal/relay"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -207,8 +209,11 @@ func (o CollectorOptions) natsOptions() (opts []nats.Option, apiPrefix string, e
 	return append(opts, tlsOpts...), apiPrefix, nil
 }
 
-// RunCollector runs one collector until ctx ends, then closes NATS. It keeps
-// running while NATS is unreachable (at start too) and catches up after.
+// RunCollector runs one collector until ctx ends. It keeps running while
+// NATS is unreachable (at start too) and catches up after. Start order:
+// NATS, the metrics server, the act-through server (when on), the
+// collector; stop order: the collector (which flushes) and the act-through
+// server at once, then the metrics server, then NATS.
 func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) error {
 	cfg, err := o.Config(log)
 	if err != nil {
@@ -217,50 +222,62 @@ func RunCollector(ctx context.Context, o CollectorOptions, log *slog.Logger) err
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(o.GCPercent)
 	}
-	nc, err := nats.Connect(o.NATSURL, append(cfg.natsAuth, nats.Name("fleetview-collector-"+o.Cluster),
-		nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
-		nats.ReconnectBufSize(o.ReconnectBuffer),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; buffering", "err", err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }))...)
-	if err != nil {
-		return fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
-	}
-	defer nc.Close()
 	cc := cfg.collector
-	cc.NATS = nc
-	col, err := collector.New(cc)
-	if err != nil {
-		return err
-	}
-	if o.MetricsAddr != "" {
-		reg := newMetricsRegistry()
-		if err := reg.Register(col.PrometheusCollector()); err != nil {
-			return err
-		}
-		srv, err := o.startMetrics(reg, debugserver.Options{})
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		log.Info("metrics listening", "addr", srv.Addr())
-	}
-	if !cfg.act.Any() {
-		return col.Run(ctx)
-	}
-	act, err := collector.NewActThrough(cc.REST, cfg.act)
-	if err != nil {
-		return err
-	}
-	rs, err := relay.NewServer(nc, o.Cluster, act, relay.ServerLimits{}, log)
-	if err != nil {
-		return err
-	}
-	log.Info("act-through on", "writes", cfg.act.Writes, "logs", cfg.act.Logs, "reads", cfg.act.Reads)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- rs.Run(ctx) }()
-	err = col.Run(ctx)
-	cancel()
-	return errors.Join(err, <-done)
+	var reg *prometheus.Registry
+	return lifecycle.Lifecycle{
+		Groups: []lifecycle.Group{
+			{Name: groupNATS, Build: func(context.Context) ([]lifecycle.Runnable, error) {
+				nc, err := nats.Connect(o.NATSURL, append(cfg.natsAuth, nats.Name("fleetview-collector-"+o.Cluster),
+					nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), nats.RetryOnFailedConnect(true),
+					nats.ReconnectBufSize(o.ReconnectBuffer),
+					nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("NATS disconnected; buffering", "err", err) }),
+					nats.ReconnectHandler(func(*nats.Conn) { log.Info("NATS reconnected") }))...)
+				if err != nil {
+					return nil, fmt.Errorf("connect to NATS %s: %w", o.NATSURL, err)
+				}
+				cc.NATS = nc
+				return []lifecycle.Runnable{closeNATS(nc)}, nil
+			}},
+			{Name: groupMetrics, Build: func(context.Context) ([]lifecycle.Runnable, error) {
+				if o.MetricsAddr == "" {
+					return nil, nil
+				}
+				reg = newMetricsRegistry()
+				srv, err := o.startMetrics(reg, debugserver.Options{})
+				if err != nil {
+					return nil, err
+				}
+				log.Info("metrics listening", "addr", srv.Addr())
+				return []lifecycle.Runnable{lifecycle.Closer(srv.Close)}, nil
+			}},
+			{Name: groupActThrough, Build: func(context.Context) ([]lifecycle.Runnable, error) {
+				if !cfg.act.Any() {
+					return nil, nil
+				}
+				act, err := collector.NewActThrough(cc.REST, cfg.act)
+				if err != nil {
+					return nil, err
+				}
+				rs, err := relay.NewServer(cc.NATS, o.Cluster, act, relay.ServerLimits{}, log)
+				if err != nil {
+					return nil, err
+				}
+				log.Info("act-through on", "writes", cfg.act.Writes, "logs", cfg.act.Logs, "reads", cfg.act.Reads)
+				return []lifecycle.Runnable{rs}, nil
+			}},
+			{Name: groupCollectors, Build: func(context.Context) ([]lifecycle.Runnable, error) {
+				col, err := collector.New(cc)
+				if err != nil {
+					return nil, err
+				}
+				if reg != nil {
+					if err := reg.Register(col.PrometheusCollector()); err != nil {
+						return nil, err
+					}
+				}
+				return []lifecycle.Runnable{col}, nil
+			}},
+		},
+		Stop: [][]string{{groupCollectors, groupActThrough}, {groupMetrics}, {groupNATS}},
+	}.Run(ctx)
 }
