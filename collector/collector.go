@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -111,6 +112,10 @@ type Collector struct {
 	skipped     []inventory.ResourceState
 	names       map[schema.GroupVersionResource]apiNames // of the wanted resources, as last discovered
 	results     map[string]regResult                     // registry name -> what this cluster does for it
+	// answered is each matching registry's generation whose resources
+	// are running (set when reconcile has started them; the record's
+	// Registries).
+	answered map[string]int64
 	version     string
 	served      []string
 	info        registry.ClusterInfo
@@ -142,6 +147,8 @@ type regResult struct {
 	resources []string
 	gvrs      []schema.GroupVersionResource
 	skipped   []string
+	// generation is the registry's, as reconciled.
+	generation int64
 	// wildcard, expanded, left: see expansion.
 	wildcard bool
 	expanded []string
@@ -299,9 +306,9 @@ func (c *Collector) setup(ctx context.Context) (*regstore.Store, jetstream.KeyVa
 		if err != nil {
 			return nil, nil, err
 		}
-		inv, err := c.js.KeyValue(ctx, stream.ClusterBucket)
+		inv, err := c.js.KeyValue(ctx, natsnames.ClusterBucket)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bind %s bucket: %w", stream.ClusterBucket, err)
+			return nil, nil, fmt.Errorf("bind %s bucket: %w", natsnames.ClusterBucket, err)
 		}
 		return regs, inv, nil
 	}

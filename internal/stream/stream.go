@@ -10,22 +10,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/natsnames"
 )
 
 const (
 	// StreamPrefix prefixes the per-cluster stream names.
 	StreamPrefix = "FV_"
-	// ClusterBucket is natsnames.ClusterBucket, kept while its last
-	// caller moves.
-	ClusterBucket = natsnames.ClusterBucket
 	// QueryBucket holds the query API's state shared by its replicas (the
 	// key that seals its tokens).
 	QueryBucket = "fv_query"
-	// CoreGroupToken is kubepath.CoreGroupName, kept while the query API's
-	// last comparisons move to kubepath.GroupFromName.
-	CoreGroupToken = kubepath.CoreGroupName
 	// DefaultTombstoneTTL keeps a delete long enough for any consumer that is
 	// not hopelessly behind, after which the subject disappears entirely.
 	DefaultTombstoneTTL = 24 * time.Hour

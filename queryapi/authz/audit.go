@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/auth"
-	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 )
@@ -215,11 +215,7 @@ func searchResources(rs []string) string {
 			out = append(out, r)
 			continue
 		}
-		g := p[0]
-		if g == stream.CoreGroupToken {
-			g = ""
-		}
-		out = append(out, auth.Resource(g, p[2]))
+		out = append(out, auth.Resource(kubepath.GroupFromName(p[0]), p[2]))
 	}
 	return strings.Join(out, ",")
 }

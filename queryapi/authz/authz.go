@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 )
@@ -88,10 +88,7 @@ type clusterRequest interface{ GetCluster() string }
 type clustersRequest interface{ GetClusters() []string }
 
 func resourceName(r resourceRequest) string {
-	g := r.GetGroup()
-	if g == stream.CoreGroupToken {
-		g = ""
-	}
+	g := kubepath.GroupFromName(r.GetGroup())
 	return auth.Resource(g, r.GetResource())
 }
 
@@ -464,9 +461,7 @@ func (s *guardedStream) SendMsg(m any) error {
 // RequestGVR is the resource a request names, the core group's token
 // read as "", or ErrInvalid naming what is missing.
 func RequestGVR(group, version, resource string) (schema.GroupVersionResource, error) {
-	if group == stream.CoreGroupToken {
-		group = ""
-	}
+	group = kubepath.GroupFromName(group)
 	var missing []string
 	if version == "" {
 		missing = append(missing, "version")

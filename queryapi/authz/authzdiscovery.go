@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/memberrbac"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/catalog"
@@ -38,10 +38,7 @@ func (g *Guard) discoveryView(ctx context.Context, u auth.User, req any, handler
 	}
 	readers := map[schema.GroupResource]func(string) bool{}
 	readable := func(cluster string, r *fleetviewv1.ResourceSyncState) bool {
-		group := r.GetGvr().GetGroup()
-		if group == stream.CoreGroupToken {
-			group = ""
-		}
+		group := kubepath.GroupFromName(r.GetGvr().GetGroup())
 		gr := schema.GroupResource{Group: group, Resource: r.GetGvr().GetResource()}
 		in, ok := readers[gr]
 		if !ok {

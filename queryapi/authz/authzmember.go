@@ -10,8 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/memberrbac"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -51,10 +51,7 @@ func memberIdentity(u auth.User) memberrbac.Identity {
 }
 
 func memberResource(rr resourceRequest) memberrbac.Resource {
-	g := rr.GetGroup()
-	if g == stream.CoreGroupToken {
-		g = ""
-	}
+	g := kubepath.GroupFromName(rr.GetGroup())
 	return memberrbac.Resource{APIGroup: g, Resource: rr.GetResource()}
 }
 

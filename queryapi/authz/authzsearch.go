@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/auth"
+	"github.com/fleetview/fleetview/internal/kubepath"
 	"github.com/fleetview/fleetview/internal/memberrbac"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 )
@@ -53,11 +53,7 @@ func (g *Guard) memberSearch(ctx context.Context, u auth.User, req any, handler 
 }
 
 func hitResource(h *fleetviewv1.SearchHit) schema.GroupResource {
-	gr := schema.GroupResource{Group: h.GetGvr().GetGroup(), Resource: h.GetGvr().GetResource()}
-	if gr.Group == stream.CoreGroupToken {
-		gr.Group = ""
-	}
-	return gr
+	return schema.GroupResource{Group: kubepath.GroupFromName(h.GetGvr().GetGroup()), Resource: h.GetGvr().GetResource()}
 }
 
 // searched are the resources a search reads: those it names (malformed
@@ -76,10 +72,7 @@ func (g *Guard) searched(r *fleetviewv1.SearchRequest) []schema.GroupResource {
 		if len(p) != 3 {
 			continue
 		}
-		gr := schema.GroupResource{Group: p[0], Resource: p[2]}
-		if gr.Group == stream.CoreGroupToken {
-			gr.Group = ""
-		}
+		gr := schema.GroupResource{Group: kubepath.GroupFromName(p[0]), Resource: p[2]}
 		if !slices.Contains(out, gr) {
 			out = append(out, gr)
 		}

@@ -54,12 +54,8 @@ func (h *Handler) serveResource(ctx context.Context, w http.ResponseWriter, req 
 	}
 }
 
-func grpcGroup(g string) string {
-	if g == "" {
-		return "core"
-	}
-	return g
-}
+// grpcGroup is g as the gRPC API's requests spell it.
+func grpcGroup(g string) string { return kubepath.GroupName(g) }
 
 func clustersOf(req *request) []string {
 	if req.cluster == "" {
