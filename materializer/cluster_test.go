@@ -84,12 +84,12 @@ func TestEventOfAnotherClusterIsDeadLettered(t *testing.T) {
 			if err != nil || len(applied) != 0 {
 				t.Fatalf("dropPoison: %v %v", applied, err)
 			}
-			dl, err := dead.GetLastMsgForSubject(ctx, stream.DeadSubject("t"))
+			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if dl.Header.Get(stream.HdrDeadSubject) != tc.subject || dl.Header.Get(stream.HdrDeadStream) != tc.stream ||
-				!strings.Contains(dl.Header.Get(stream.HdrDeadReason), tc.wantErr.Error()) {
+			if dl.Header.Get(HdrDeadSubject) != tc.subject || dl.Header.Get(HdrDeadStream) != tc.stream ||
+				!strings.Contains(dl.Header.Get(HdrDeadReason), tc.wantErr.Error()) {
 				t.Fatalf("dead letter headers %v", dl.Header)
 			}
 		})
@@ -143,16 +143,16 @@ func TestMalformedObjectIsDeadLettered(t *testing.T) {
 			if err != nil || len(applied) != 1 || applied[0].Event.GetUid() != "u2" {
 				t.Fatalf("dropPoison: %v %v", applied, err)
 			}
-			dl, err := dead.GetLastMsgForSubject(ctx, stream.DeadSubject("t"))
+			dl, err := dead.GetLastMsgForSubject(ctx, DeadSubject("t"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			reason := dl.Header.Get(stream.HdrDeadReason)
-			if dl.Header.Get(stream.HdrDeadSubject) != "fv.obj.c.core.v1.pods.u1" || !strings.Contains(reason, tc.reason) || !strings.Contains(reason, "ns/p") {
+			reason := dl.Header.Get(HdrDeadReason)
+			if dl.Header.Get(HdrDeadSubject) != "fv.obj.c.core.v1.pods.u1" || !strings.Contains(reason, tc.reason) || !strings.Contains(reason, "ns/p") {
 				t.Fatalf("dead letter reason %q, want it to name ns/p and %q", reason, tc.reason)
 			}
 			data := enc("u1", tc.object)
-			if trunc := dl.Header.Get(stream.HdrDeadTruncated); len(data) > stream.MaxPayload-100 { // the headers take more
+			if trunc := dl.Header.Get(HdrDeadTruncated); len(data) > stream.MaxPayload-100 { // the headers take more
 				if trunc != fmt.Sprint(len(data)) || len(dl.Data) >= len(data) || !bytes.HasPrefix(data, dl.Data) {
 					t.Fatalf("dead letter of %d bytes: truncated %q, kept %d bytes", len(data), trunc, len(dl.Data))
 				}
@@ -177,7 +177,7 @@ func deadLetterFixture(t *testing.T) (context.Context, *Materializer, jetstream.
 	if err := EnsureDeadLetterStream(ctx, js, 1); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := js.Stream(ctx, stream.DeadStream)
+	dead, err := js.Stream(ctx, DeadStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,12 +15,44 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
+// The dead-letter stream is the materializers' own, no cluster's: they
+// put there what they cannot apply, so its names live beside the code that
+// writes it.
+
+// DeadStream holds poison messages of every materializer, one subject per
+// materializer name, with the reason in the Fv-Reason header.
+const DeadStream = stream.StreamPrefix + "DEAD"
+
+// deadStreamConfig is the dead-letter stream: a week of poison messages,
+// each as large as a cluster stream's.
+func deadStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: DeadStream, Subjects: []string{natsnames.SubjectRoot + ".dead.>"}, Storage: jetstream.FileStorage,
+		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: stream.MaxPayload, Replicas: replicas,
+	}
+}
+
+// DeadSubject is the dead-letter subject of the materializer called name.
+func DeadSubject(name string) string { return natsnames.SubjectRoot + ".dead." + name }
+
+// Headers of a dead-lettered message: why, and where it came from.
+const (
+	HdrDeadReason  = "Fv-Reason"
+	HdrDeadSubject = "Fv-Subject"
+	HdrDeadStream  = "Fv-Stream"
+	HdrDeadSeq     = "Fv-Seq"
+	// HdrDeadTruncated is set, to the original payload's length, when the
+	// dead letter keeps only the start of the payload: the message with
+	// the headers above would not fit in stream.MaxPayload.
+	HdrDeadTruncated = "Fv-Truncated"
+)
+
 // EnsureDeadLetterStream creates the dead-letter stream, or updates it to
 // replicas copies; with replicas 0 an existing stream is kept as it is
 // (an update without a replica count would move it to one replica).
 func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
 	if replicas < 1 {
-		_, err := js.Stream(ctx, stream.DeadStream)
+		_, err := js.Stream(ctx, DeadStream)
 		if err == nil {
 			return nil
 		}
@@ -28,8 +61,8 @@ func EnsureDeadLetterStream(ctx context.Context, js jetstream.JetStream, replica
 		}
 		replicas = 1
 	}
-	if _, err := js.CreateOrUpdateStream(ctx, stream.DeadStreamConfig(replicas)); err != nil {
-		return natsnames.ReplicasError("dead-letter stream "+stream.DeadStream, replicas, err)
+	if _, err := js.CreateOrUpdateStream(ctx, deadStreamConfig(replicas)); err != nil {
+		return natsnames.ReplicasError("dead-letter stream "+DeadStream, replicas, err)
 	}
 	return nil
 }
@@ -69,13 +102,13 @@ func (m *Materializer) dropPoison(ctx context.Context, b batch, apply func([]fee
 // deadLetter keeps a poison message with its reason and moves on.
 func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason error) error {
 	md, _ := msg.Metadata()
-	dl := nats.NewMsg(stream.DeadSubject(m.cfg.Name))
+	dl := nats.NewMsg(DeadSubject(m.cfg.Name))
 	dl.Data = msg.Data()
-	dl.Header.Set(stream.HdrDeadReason, reason.Error())
-	dl.Header.Set(stream.HdrDeadSubject, msg.Subject())
+	dl.Header.Set(HdrDeadReason, reason.Error())
+	dl.Header.Set(HdrDeadSubject, msg.Subject())
 	if md != nil {
-		dl.Header.Set(stream.HdrDeadStream, md.Stream)
-		dl.Header.Set(stream.HdrDeadSeq, fmt.Sprint(md.Sequence.Stream))
+		dl.Header.Set(HdrDeadStream, md.Stream)
+		dl.Header.Set(HdrDeadSeq, fmt.Sprint(md.Sequence.Stream))
 		// Hubs sharing a NATS cluster each meet the same poison message:
 		// within the duplicate window it is kept once per materializer
 		// name, not once per hub.
@@ -86,7 +119,7 @@ func (m *Materializer) deadLetter(ctx context.Context, msg jetstream.Msg, reason
 	// letter would be refused, and its cluster's ingest would stop there.
 	// The dead letter keeps what fits and says how long the payload was.
 	if limit := deadLetterRoom(m.cfg.NATS.MaxPayload(), dl.Header); len(dl.Data) > limit {
-		dl.Header.Set(stream.HdrDeadTruncated, fmt.Sprint(len(dl.Data)))
+		dl.Header.Set(HdrDeadTruncated, fmt.Sprint(len(dl.Data)))
 		dl.Data = dl.Data[:max(0, limit-64)] // and room for that header
 	}
 	if _, err := m.js.PublishMsg(ctx, dl); err != nil {

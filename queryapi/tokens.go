@@ -14,10 +14,13 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// tokenKeyKey is the key of the token key in stream.QueryBucket.
+// stateBucket holds the query API's state shared by its replicas (the
+// key that seals its tokens).
+const stateBucket = "fv_query"
+
+// tokenKeyKey is the key of the token key in stateBucket.
 const tokenKeyKey = "token-key"
 
 // EnsureState creates the query API's state bucket, or moves it to
@@ -30,7 +33,7 @@ func EnsureState(ctx context.Context, js jetstream.JetStream, replicas int) erro
 
 func stateKV(ctx context.Context, js jetstream.JetStream, replicas int) (jetstream.KeyValue, error) {
 	return natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-		Bucket: stream.QueryBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
+		Bucket: stateBucket, Description: "fleetview query API state", History: 1, Storage: jetstream.FileStorage,
 		Replicas: replicas,
 	})
 }

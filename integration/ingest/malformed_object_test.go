@@ -24,6 +24,7 @@ import (
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -151,7 +152,7 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixture.Eventually(t, 30*time.Second, func() error {
-		st, err := hjs.Stream(ctx, stream.DeadStream)
+		st, err := hjs.Stream(ctx, materializer.DeadStream)
 		if err != nil {
 			return err
 		}
@@ -166,12 +167,12 @@ func TestCompromisedCollectorMalformedObject(t *testing.T) {
 		var seen []string
 		for msg := range batch.Messages() {
 			h := msg.Headers()
-			if h.Get(stream.HdrDeadSubject) == badSubj {
-				if r := h.Get(stream.HdrDeadReason); strings.Contains(r, "shop/forged-bad") && strings.Contains(r, "':' expected after an object key") {
+			if h.Get(materializer.HdrDeadSubject) == badSubj {
+				if r := h.Get(materializer.HdrDeadReason); strings.Contains(r, "shop/forged-bad") && strings.Contains(r, "':' expected after an object key") {
 					return nil
 				}
 			}
-			seen = append(seen, h.Get(stream.HdrDeadSubject)+": "+h.Get(stream.HdrDeadReason))
+			seen = append(seen, h.Get(materializer.HdrDeadSubject)+": "+h.Get(materializer.HdrDeadReason))
 		}
 		return fmt.Errorf("no dead letter for %s with its reason; dead letters: %q", badSubj, seen)
 	})

@@ -185,13 +185,13 @@ func TestMaterializerBackends(t *testing.T) {
 				t.Errorf("dead-letter counter = %d, want 4", got)
 			}
 		}
-		st, err := js.Stream(context.Background(), stream.DeadStream)
+		st, err := js.Stream(context.Background(), materializer.DeadStream)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"badger", "opensearch"} {
 			var reasons []string
-			cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{stream.DeadSubject(name)}})
+			cons, err := st.OrderedConsumer(context.Background(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{materializer.DeadSubject(name)}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestMaterializerBackends(t *testing.T) {
 				t.Fatal(err)
 			}
 			for msg := range batch.Messages() {
-				reasons = append(reasons, msg.Headers().Get(stream.HdrDeadSubject)+": "+msg.Headers().Get(stream.HdrDeadReason))
+				reasons = append(reasons, msg.Headers().Get(materializer.HdrDeadSubject)+": "+msg.Headers().Get(materializer.HdrDeadReason))
 			}
 			if len(reasons) != 4 || !strings.Contains(reasons[0], "poison-1") || !strings.Contains(reasons[1], "poison-2") ||
 				!strings.Contains(reasons[1], "poison event") || !strings.Contains(reasons[2], "poison-3") || !strings.Contains(reasons[2], "trailing data") ||

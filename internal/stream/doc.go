@@ -2,7 +2,7 @@
 // materializers (docs/architecture.md, "The stream contract"): each member
 // cluster's stream (its name, configuration and byte quota), its subjects
 // (object and control subjects, the core group spelled
-// kubepath.CoreGroupName), the message headers (object and dead-letter),
+// kubepath.CoreGroupName), the object messages' headers,
 // the building of object messages (headers, Nats-Msg-Id, tombstone TTL),
 // the cluster annotations every object carries, the encoding of
 // ResourceEvent payloads and the one definition of an object event
@@ -18,7 +18,7 @@
 // The KV buckets, the registries' republish, the request channel's
 // subjects and the consumers' names are not the object stream's: they live
 // in internal/natsnames (names several owners share) or with their one
-// owner.
+// owner (the dead-letter stream in materializer).
 //
 // It must not know about Kubernetes informers or any backend.
 package stream

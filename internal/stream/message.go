@@ -32,18 +32,6 @@ const (
 	KarmadaClusterAnnotation = "resource.karmada.io/cached-from-cluster"
 )
 
-// Headers of a dead-lettered message: why, and where it came from.
-const (
-	HdrDeadReason  = "Fv-Reason"
-	HdrDeadSubject = "Fv-Subject"
-	HdrDeadStream  = "Fv-Stream"
-	HdrDeadSeq     = "Fv-Seq"
-	// HdrDeadTruncated is set, to the original payload's length, when the
-	// dead letter keeps only the start of the payload: the message with
-	// the headers above would not fit in MaxPayload.
-	HdrDeadTruncated = "Fv-Truncated"
-)
-
 // ObjectMsgOptions are what an object message carries beyond its event.
 type ObjectMsgOptions struct {
 	// SecretDataKept marks a Secret published with its data.

@@ -16,9 +16,6 @@ import (
 const (
 	// StreamPrefix prefixes the per-cluster stream names.
 	StreamPrefix = "FV_"
-	// QueryBucket holds the query API's state shared by its replicas (the
-	// key that seals its tokens).
-	QueryBucket = "fv_query"
 	// DefaultTombstoneTTL keeps a delete long enough for any consumer that is
 	// not hopelessly behind, after which the subject disappears entirely.
 	DefaultTombstoneTTL = 24 * time.Hour
@@ -48,19 +45,6 @@ func ClusterFromStream(name string) (string, bool) {
 		return "", false
 	}
 	return strings.ReplaceAll(strings.TrimPrefix(name, StreamPrefix), "_", "-"), true
-}
-
-// DeadStream holds poison messages of every materializer, one subject per
-// materializer name, with the reason in the Fv-Reason header.
-const DeadStream = StreamPrefix + "DEAD"
-
-// DeadStreamConfig is the dead-letter stream: a week of poison messages,
-// each as large as a cluster stream's.
-func DeadStreamConfig(replicas int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name: DeadStream, Subjects: []string{natsnames.SubjectRoot + ".dead.>"}, Storage: jetstream.FileStorage,
-		MaxAge: 7 * 24 * time.Hour, MaxMsgSize: MaxPayload, Replicas: replicas,
-	}
 }
 
 // VersionStream holds the epochs of the query API's resourceVersions:

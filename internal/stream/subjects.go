@@ -54,9 +54,6 @@ func ClusterSubjects(cluster string) []string {
 // is a cluster stream.
 const AllObjects = natsnames.SubjectRoot + ".obj.>"
 
-// DeadSubject is the dead-letter subject of the materializer called name.
-func DeadSubject(name string) string { return natsnames.SubjectRoot + ".dead." + name }
-
 // VersionSubject is the subject of VersionStream's messages.
 const VersionSubject = natsnames.SubjectRoot + ".query.versions"
 
