@@ -106,16 +106,16 @@ type Collector struct {
 	published atomic.Bool
 	// pacer keeps the unacknowledged publishes to what the hub
 	// acknowledges within its target latency.
-	pacer       *pacer
-	mu          sync.Mutex
-	running     map[schema.GroupVersionResource]*runningSync
-	skipped     []inventory.ResourceState
-	names       map[schema.GroupVersionResource]apiNames // of the wanted resources, as last discovered
-	results     map[string]regResult                     // registry name -> what this cluster does for it
+	pacer   *pacer
+	mu      sync.Mutex
+	running map[schema.GroupVersionResource]*runningSync
+	skipped []inventory.ResourceState
+	names   map[schema.GroupVersionResource]apiNames // of the wanted resources, as last discovered
+	results map[string]regResult                     // registry name -> what this cluster does for it
 	// answered is each matching registry's generation whose resources
 	// are running (set when reconcile has started them; the record's
 	// Registries).
-	answered map[string]int64
+	answered    map[string]int64
 	version     string
 	served      []string
 	info        registry.ClusterInfo

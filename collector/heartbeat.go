@@ -226,6 +226,9 @@ func (c *Collector) record(ready bool, msg string) *inventory.Cluster {
 		KubernetesVersion: c.version, ServedAPIs: c.served, Ready: ready, Message: msg, Heartbeat: time.Now().UTC(),
 		Counters: c.m.snapshot(), HubRefusals: hub, Authorization: c.authorization,
 	}
+	if len(c.answered) > 0 {
+		rec.Registries = maps.Clone(c.answered)
+	}
 	for _, r := range c.running {
 		w := r.rs.w
 		names := c.names[w.gvr]

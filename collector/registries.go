@@ -140,7 +140,7 @@ func (c *Collector) wants(list []*registry.ResourceRegistry) (map[schema.GroupVe
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("registry %s: %w", r.Name, err)
 		}
-		res := regResult{matched: len(sels) > 0, wildcard: ex.wildcard, expanded: ex.expanded, left: ex.left}
+		res := regResult{matched: len(sels) > 0, generation: r.Generation, wildcard: ex.wildcard, expanded: ex.expanded, left: ex.left}
 		for _, sel := range ex.exact {
 			gvk := sel.GroupVersionKind()
 			m, err := c.rm.RESTMapping(gvk.GroupKind(), gvk.Version)
@@ -299,6 +299,13 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 		}()
 		c.log.Info("caching resource", "gvr", gvr.String(), "namespaces", strings.Join(w.namespaces, ","))
 	}
+	c.answered = map[string]int64{}
+	for name, r := range results {
+		if r.matched {
+			c.answered[name] = r.generation
+		}
+	}
+	c.syncChanged() // the record says so now, not at the next heartbeat
 	return nil
 }
 

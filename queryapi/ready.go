@@ -80,8 +80,12 @@ func (s *syncChecker) clusterSynced(ctx context.Context, regs []*registry.Resour
 	for _, reg := range regs {
 		for _, sel := range reg.SelectorsFor(rec.Info()) {
 			if sel.IsWildcard() {
-				// Its kinds are what the member serves: the collector
-				// reports each, and each is checked below.
+				// Its kinds are what the member serves: once the
+				// collector says it reconciled this generation, the
+				// record lists each, and each is checked below.
+				if g := rec.Registries[reg.Name]; g < reg.Generation {
+					return false, fmt.Sprintf("registry %s (generation %d) not yet expanded by the cluster's collector", reg.Name, reg.Generation), nil
+				}
 				continue
 			}
 			gvk := sel.GroupVersionKind()

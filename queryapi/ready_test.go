@@ -6,9 +6,11 @@ import (
 	"sync/atomic"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/queryapi/catalog"
@@ -119,5 +121,38 @@ func TestClusterSyncedReadsEachMarkerOncePerRecord(t *testing.T) {
 	s.markers.keep([]string{"member2"})
 	if _, ok := s.markers.get(rec, pods); ok {
 		t.Fatal("member1's markers kept after it left")
+	}
+}
+
+// A wildcard registry's kinds are what the collector expanded it to: the
+// cluster is not synced until its record says it reconciled the
+// registry's generation, however synced the resources listed before.
+func TestClusterSyncedWaitsForWildcardExpansion(t *testing.T) {
+	ctx := context.Background()
+	everything := &registry.ResourceRegistry{ObjectMeta: metav1.ObjectMeta{Name: "everything", Generation: 2},
+		Spec: registry.ResourceRegistrySpec{ResourceSelectors: []registry.ResourceSelector{{APIVersion: "*", Kind: "*"}}}}
+	s := &syncChecker{}
+	ends := map[string]uint64{"member1": 7}
+	for _, tt := range []struct {
+		name       string
+		registries map[string]int64
+		want       bool
+	}{
+		{"not reported", nil, false},
+		{"an older generation", map[string]int64{"everything": 1}, false},
+		{"another registry's", map[string]int64{"other": 2}, false},
+		{"this generation", map[string]int64{"everything": 2}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &inventory.Cluster{Name: "member1", Ready: true, Registries: tt.registries,
+				Resources: []inventory.ResourceState{{Version: "v1", Resource: "pods", Kind: "Pod", Synced: true}}}
+			ok, why, err := s.clusterSynced(ctx, []*registry.ResourceRegistry{everything}, rec, ends, ends)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tt.want || (!ok && !strings.Contains(why, "not yet expanded")) {
+				t.Fatalf("synced %v (%q), want %v", ok, why, tt.want)
+			}
+		})
 	}
 }

@@ -32,6 +32,11 @@ type Cluster struct {
 	Message    string          `json:"message,omitempty"`
 	Heartbeat  time.Time       `json:"heartbeat"`
 	Resources  []ResourceState `json:"resources,omitempty"`
+	// Registries are the generation of each registry selecting the
+	// cluster that Resources answer: the hub cannot tell from a
+	// wildcard's spec which kinds it stands for, so it waits for the
+	// collector to say it reconciled that generation.
+	Registries map[string]int64 `json:"registries,omitempty"`
 	// Counters are the collector's counters since it started.
 	Counters *Counters `json:"counters,omitempty"`
 	// HubRefusals are the collector's requests the hub refused since it
