@@ -4,8 +4,9 @@
 // their per-cluster status, kept by internal/registry/store; the cluster
 // inventory, internal/inventory), the registries' republish (registries.go),
 // the request channel's subjects (act.go: internal/relay speaks them), the
-// names of a collector's consumers and JetStream's consumer advisories
-// (consumers.go), and the rules every stream and bucket fleetview makes
+// names of a collector's consumers, JetStream's consumer advisories and
+// the consumer limit of the buckets every cluster shares (consumers.go),
+// and the rules every stream and bucket fleetview makes
 // shares (kv.go: replica counts, EnsureKeyValue; quota.go: the hub's quota
 // refusal). internal/natsserver reads all of them to grant each member
 // cluster's account its own share, and cannot import the owners (their
