@@ -2,14 +2,10 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -20,55 +16,30 @@ import (
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/registry"
 	regstore "github.com/fleetview/fleetview/internal/registry/store"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/store/badger"
-	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // Observer receives each committed batch of a backend's materializer
 // (materializer.Config.Observer): the watch hub.
 type Observer func(feed.Batch)
 
-// OpenSearch is one connected OpenSearch backend.
-type OpenSearch struct {
-	ID        string // OpenSearchID of its configuration
-	Addresses []string
-	Store     *opensearch.Store
-}
-
-// OpenSearchConfig says how the OpenSearch backends that registries name
-// in backendStore.openSearch are connected and fed.
-type OpenSearchConfig struct {
-	// Store holds the options every backend shares (TLS, index prefix);
-	// addresses, credentials and logger come from each registry.
-	Store         opensearch.Options
-	Credentials   Credentials
-	BatchSize     int
-	FlushInterval time.Duration
-}
-
 // Config configures the backend set.
 type Config struct {
 	NATS *nats.Conn
 	Buckets
-	// StateDir holds the Badger store (BadgerDir), the saved routes and
+	// StateDir holds the default store (BadgerDir), the saved routes and
 	// the replica's name on the streams (ReplicaID).
 	StateDir string
-	// BatchSize is the Badger materializer's batch (one transaction).
-	BatchSize int
-	// FlushInterval is the longest a partial Badger batch waits (the
-	// materializer's default when zero).
-	FlushInterval time.Duration
-	// KeepPageCache leaves Badger's written pages in the page cache.
-	KeepPageCache bool
-	// Snapshots bound the list snapshots the Badger reader keeps for
-	// continue tokens (in all and per client).
-	Snapshots  badger.ReaderOptions
-	OpenSearch OpenSearchConfig
+	// Default is the store every resource goes to that no registry routes
+	// elsewhere (Badger); its Named is nil.
+	Default Kind
+	// Named are the kinds of store registries can route resources to
+	// (OpenSearch): the first kind that finds a backend in a registry
+	// holds its resources.
+	Named []Kind
 	// Observer hears every committed object event once, from the backend
-	// that reports it, and Badger's control events.
+	// that reports it, and the default store's control events.
 	Observer Observer
 	Logger   *slog.Logger
 	// Retry runs a step that reads JetStream until it succeeds (nil: once).
@@ -108,14 +79,6 @@ func OpenBuckets(ctx context.Context, nc *nats.Conn, replicas int) (Buckets, err
 	return b, g.Wait()
 }
 
-// OpenSearchID names an OpenSearch backend by its addresses and secret.
-func OpenSearchID(c *registry.OpenSearchConfig) string {
-	addrs := append([]string(nil), c.Addresses...)
-	sort.Strings(addrs)
-	h := sha256.Sum256([]byte(strings.Join(addrs, ",") + "|" + c.SecretRef.Namespace + "/" + c.SecretRef.Name))
-	return hex.EncodeToString(h[:6])
-}
-
 // Set is the backends: their materializers, the router and the merged
 // reader. Run applies the streams; Reader answers the query API.
 type Set struct {
@@ -123,23 +86,23 @@ type Set struct {
 	log *slog.Logger
 	// replica names this process's consumers (ReplicaID).
 	replica string
-	store   *badger.Store
-	reader  *badger.Reader
 	rr      *RoutingReader
 	router  *Router
 
-	mu       sync.Mutex
-	members  []*member                    // Badger first, then OpenSearch backends as added
-	osStores map[string]*opensearch.Store // by backend id
+	mu      sync.Mutex
+	members []*member // the default store first, then named backends as added
+	// names are the named backends' names for people, by id, for every
+	// backend a registry names, open or not.
+	names map[string]string
 	// problems are the backends that cannot be used now, by id (probe).
 	problems map[string]query.BackendProblem
 	// fail ends Run with a member's error (set by Run).
 	fail func(error)
 }
 
-// New opens the Badger store (switching to a finished rebuild first),
-// restores the routes the last run saved and connects the OpenSearch
-// backends the registries name. Run starts applying; a Set never run is
+// New opens the default store (switching to a finished rebuild first),
+// restores the routes the last run saved and connects the named backends
+// the registries name. Run starts applying; a Set never run is
 // released by Close.
 func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	if cfg.Logger == nil {
@@ -155,12 +118,15 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := badger.Open(badger.Options{Dir: BadgerDir(cfg.StateDir), Logger: cfg.Logger, KeepPageCache: cfg.KeepPageCache})
+	if cfg.Default.Open == nil || cfg.Default.Named != nil {
+		return nil, ErrNoDefaultStore
+	}
+	def, err := cfg.Default.Open(ctx, Target{Dir: BadgerDir(cfg.StateDir)}, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
-	s := &Set{cfg: cfg, log: cfg.Logger, replica: replica, store: store, reader: store.Reader(cfg.Snapshots), osStores: map[string]*opensearch.Store{},
-		problems: map[string]query.BackendProblem{}}
+	s := &Set{cfg: cfg, log: cfg.Logger, replica: replica, names: map[string]string{}, problems: map[string]query.BackendProblem{}}
+	s.members = []*member{{id: defaultBackend, name: cfg.Default.Name, b: def, versioned: def.Capabilities().Versioned}}
 	// s, not a named result: every failing return below sets that to nil
 	// before this runs.
 	defer func() {
@@ -171,19 +137,21 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	if err := cfg.Retry(ctx, "backend routes", s.route); err != nil {
 		return nil, fmt.Errorf("backend routes: %w", err)
 	}
-	mat, err := materializer.New(materializer.Config{Name: "badger", Durable: Durable("badger", replica), NATS: cfg.NATS, Sink: store, BatchSize: cfg.BatchSize, FlushInterval: cfg.FlushInterval,
+	k := cfg.Default
+	mat, err := materializer.New(materializer.Config{Name: k.Name, Durable: Durable(k.Name, replica), NATS: cfg.NATS, Sink: def, BatchSize: k.BatchSize, FlushInterval: k.FlushInterval,
 		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	s.members = append(s.members, &member{id: defaultBackend, sink: store, read: s.reader, mat: mat})
-	s.rr = &RoutingReader{router: s.router, backends: map[string]backendReader{defaultBackend: s.reader}, clusters: s.clusterStreams}
+	s.members[0].mat = mat
+	s.rr = &RoutingReader{router: s.router, backends: map[string]backendReader{defaultBackend: def}, clusters: s.clusterStreams}
 	// Retried as the routes are: the registries are read again, and a hub
 	// restarted into a JetStream cluster that is still electing can find no
 	// responders a moment after the routes' read succeeded
 	// (TestNATSClusterKill9's restarted hub exited on exactly that).
-	// addOpenSearch skips the backends an earlier attempt added.
-	if err := cfg.Retry(ctx, "OpenSearch backends", s.addOpenSearch); err != nil {
+	// addNamed skips the backends an earlier attempt added. (The step's
+	// name predates other kinds: OpenSearch is the only one.)
+	if err := cfg.Retry(ctx, "OpenSearch backends", s.addNamed); err != nil {
 		return nil, fmt.Errorf("OpenSearch backends: %w", err)
 	}
 	return s, nil
@@ -192,7 +160,7 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 // route builds the router from the registries and the inventory, and
 // restores what the last run saved.
 func (s *Set) route(ctx context.Context) error {
-	s.router = newRouter(s.cfg.Registries, s.cfg.Inventory, OpenSearchID, s.log)
+	s.router = newRouter(s.cfg.Registries, s.cfg.Inventory, backendIDs(s.cfg.Named), s.log)
 	if err := s.router.refresh(ctx); err != nil {
 		return err
 	}
@@ -213,75 +181,79 @@ func (s *Set) clusterStreams(ctx context.Context) ([]string, error) {
 // Reader answers the query API from the backend that holds each resource.
 func (s *Set) Reader() *RoutingReader { return s.rr }
 
-// addOpenSearch connects to the OpenSearch backends registries name that
-// are not running yet, and prepares a materializer for each (started by
-// Run). A new backend's materializer starts from an empty checkpoint, so it
-// receives the whole history of the resources routed to it.
-func (s *Set) addOpenSearch(ctx context.Context) error {
-	s.mu.Lock()
+// addNamed connects to the backends registries name that are not running
+// yet, and prepares a materializer for each (started by Run). A new
+// backend's materializer starts from an empty checkpoint, so it receives
+// the whole history of the resources routed to it.
+func (s *Set) addNamed(ctx context.Context) error {
 	skip := map[string]bool{}
-	for id := range s.osStores {
-		skip[id] = true
+	for _, m := range s.snapshot() {
+		skip[m.id] = true
 	}
-	s.mu.Unlock()
-	obs, err := s.openOpenSearch(ctx, skip)
+	obs, err := s.openNamed(ctx, skip)
 	if err != nil {
 		return err
 	}
 	for _, ob := range obs {
-		m, err := materializer.New(materializer.Config{Name: "opensearch-" + ob.ID, Durable: Durable("opensearch-"+ob.ID, s.replica), NATS: s.cfg.NATS, Sink: ob.Store,
-			BatchSize: s.cfg.OpenSearch.BatchSize, FlushInterval: s.cfg.OpenSearch.FlushInterval,
-			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", "opensearch", "addresses", ob.Addresses)})
+		k, name := ob.kind, ob.kind.Name+"-"+ob.ID
+		m, err := materializer.New(materializer.Config{Name: name, Durable: Durable(name, s.replica), NATS: s.cfg.NATS, Sink: ob.b,
+			BatchSize: k.BatchSize, FlushInterval: k.FlushInterval,
+			Filter: s.router.Filter(ob.ID), Observer: s.router.reporter(ob.ID, s.cfg.Observer), Replicas: s.cfg.Replicas, Logger: s.log.With("backend", k.Name, "addresses", ob.Addresses)})
 		if err != nil {
-			_ = ob.Store.Close()
+			_ = ob.b.Close()
 			return err
 		}
 		s.mu.Lock()
-		s.osStores[ob.ID] = ob.Store
-		s.members = append(s.members, &member{id: ob.ID, sink: ob.Store, read: ob.Store, mat: m, versioned: true})
+		s.members = append(s.members, &member{id: ob.ID, name: backendName(k.Name, ob.Addresses), b: ob.b, mat: m, versioned: ob.b.Capabilities().Versioned})
 		s.mu.Unlock()
-		s.rr.add(ob.ID, ob.Store)
-		s.log.Info("OpenSearch backend added", "id", ob.ID, "addresses", ob.Addresses)
+		s.rr.add(ob.ID, ob.b)
+		s.log.Info("backend added", "kind", k.Name, "id", ob.ID, "addresses", ob.Addresses)
 	}
 	return nil
 }
 
-// openOpenSearch connects to every OpenSearch backend the registries name,
-// except those in skip (already running).
-func (s *Set) openOpenSearch(ctx context.Context, skip map[string]bool) ([]OpenSearch, error) {
-	c := s.cfg.OpenSearch
+// opened is a named backend just opened.
+type opened struct {
+	Target
+	kind Kind
+	b    Backend
+}
+
+// openNamed opens every backend the registries name, except those in skip
+// (already running).
+func (s *Set) openNamed(ctx context.Context, skip map[string]bool) ([]opened, error) {
 	rs, err := s.cfg.Registries.Specs(ctx) // specs only: backends need no status
 	if err != nil {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	var out []OpenSearch
+	var todo []opened
 	for _, r := range rs {
-		if r.Spec.BackendStore == nil || r.Spec.BackendStore.OpenSearch == nil {
+		t, k, ok := named(s.cfg.Named, r)
+		if !ok || seen[t.ID] {
 			continue
 		}
-		oc := r.Spec.BackendStore.OpenSearch
-		id := OpenSearchID(oc)
-		if seen[id] || skip[id] {
-			continue
+		seen[t.ID] = true
+		s.mu.Lock()
+		s.names[t.ID] = backendName(k.Name, t.Addresses)
+		s.mu.Unlock()
+		if !skip[t.ID] {
+			todo = append(todo, opened{Target: t, kind: k})
 		}
-		seen[id] = true
-		user, pass, err := c.Credentials.Resolve(ctx, oc.SecretRef)
+	}
+	var out []opened
+	for _, o := range todo {
+		b, err := o.kind.Open(ctx, o.Target, s.log.With("backend", o.kind.Name, "registry", o.Registry.Name))
 		if err != nil {
-			err = fmt.Errorf("registry %s: %w", r.Name, err)
-			s.setProblem(id, oc.Addresses, err)
+			err = fmt.Errorf("registry %s: %w", o.Registry.Name, err)
+			s.setProblem(o.ID, err)
+			for _, ob := range out {
+				_ = ob.b.Close()
+			}
 			return nil, err
 		}
-		o := c.Store
-		o.Addresses, o.Username, o.Password = oc.Addresses, user, pass
-		o.Logger = s.log.With("backend", "opensearch", "registry", r.Name)
-		st, err := opensearch.Open(o)
-		if err != nil {
-			err = fmt.Errorf("registry %s: %w", r.Name, err)
-			s.setProblem(id, oc.Addresses, err)
-			return nil, err
-		}
-		out = append(out, OpenSearch{ID: id, Addresses: oc.Addresses, Store: st})
+		o.b = b
+		out = append(out, o)
 	}
 	return out, nil
 }
@@ -381,7 +353,7 @@ func (s *Set) follow(ctx context.Context) error {
 		// drops the old copy.
 		err := s.router.refresh(ctx)
 		if err == nil {
-			err = s.addOpenSearch(ctx)
+			err = s.addNamed(ctx)
 		}
 		if err != nil && ctx.Err() == nil {
 			s.log.Warn("adding OpenSearch backends failed; retrying", "err", err)
@@ -393,17 +365,25 @@ func (s *Set) follow(ctx context.Context) error {
 	}
 }
 
-// Close closes the stores; Run does it when it returns.
+// Close closes the stores, each once; Run does it when it returns.
 func (s *Set) Close() error {
 	s.mu.Lock()
-	stores := make([]*opensearch.Store, 0, len(s.osStores))
-	for _, st := range s.osStores {
-		stores = append(stores, st)
+	var open []*member
+	for _, m := range s.members {
+		if !m.closed {
+			m.closed = true
+			open = append(open, m)
+		}
 	}
-	s.osStores = map[string]*opensearch.Store{}
 	s.mu.Unlock()
-	for _, st := range stores {
-		_ = st.Close()
+	// The named backends first, the default store last; only the default
+	// store's error is the caller's (a named backend's was reported by
+	// its probe).
+	var err error
+	for i := len(open) - 1; i >= 0; i-- {
+		if cerr := open[i].b.Close(); open[i].id == defaultBackend {
+			err = cerr
+		}
 	}
-	return errors.Join(s.reader.Close(), s.store.Close())
+	return err
 }

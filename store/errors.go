@@ -14,3 +14,7 @@ var ErrRouteState = errors.New("saved backend routes")
 // ErrReplicaID is returned when the replica name in the state directory
 // cannot be read or created.
 var ErrReplicaID = errors.New("replica id")
+
+// ErrNoDefaultStore is returned by New when Config.Default names no store
+// to open (or names one a registry would choose).
+var ErrNoDefaultStore = errors.New("no default store registered")

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"sort"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -12,7 +11,7 @@ import (
 	"github.com/fleetview/fleetview/internal/registry"
 )
 
-// healthInterval is how often every OpenSearch backend is asked for its
+// healthInterval is how often every remote backend is asked for its
 // health; healthTimeout bounds one answer.
 const (
 	healthInterval = 2 * time.Second
@@ -20,8 +19,9 @@ const (
 )
 
 // Unreachable lists the backends this process cannot use now, by id:
-// OpenSearch backends that do not answer or are red, and those that could
-// not be opened (their credentials, say). Badger is local and never listed.
+// remote backends that do not answer or are red, and those that could not
+// be opened (their credentials, say). The default store is local and never
+// listed.
 func (s *Set) Unreachable() []query.BackendProblem {
 	s.mu.Lock()
 	out := make([]query.BackendProblem, 0, len(s.problems))
@@ -37,31 +37,38 @@ func (s *Set) Unreachable() []query.BackendProblem {
 // its name for people.
 func (s *Set) BackendOf(cluster string, gvr schema.GroupVersionResource) (id, name string) {
 	id = s.router.backendOf(gvr, cluster)
-	if id == defaultBackend {
-		return id, "badger"
-	}
-	s.mu.Lock()
-	st := s.osStores[id]
-	s.mu.Unlock()
-	if st == nil {
-		return id, "opensearch " + id
-	}
-	return id, osName(st.Addresses())
+	return id, s.nameOf(id)
 }
 
-func osName(addresses []string) string { return "opensearch " + strings.Join(addresses, ",") }
+// nameOf is a backend's name for people: the default store's kind, an open
+// named backend's kind and addresses, or for one not open (yet), the named
+// kind's name and the id.
+func (s *Set) nameOf(id string) string {
+	if id == defaultBackend {
+		return s.cfg.Default.Name
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.members {
+		if m.id == id {
+			return m.name
+		}
+	}
+	kind := "backend"
+	if len(s.cfg.Named) > 0 {
+		kind = s.cfg.Named[0].Name
+	}
+	return kind + " " + id
+}
 
 // RegistryBackend is the id of the backend a registry's resources go to.
 func (s *Set) RegistryBackend(r *registry.ResourceRegistry) string {
-	if r.Spec.BackendStore == nil || r.Spec.BackendStore.OpenSearch == nil {
-		return defaultBackend
-	}
-	return OpenSearchID(r.Spec.BackendStore.OpenSearch)
+	return backendIDs(s.cfg.Named)(r)
 }
 
 // setProblem records (err != nil) or clears a backend's problem, keeping
 // the time it started, and logs each change.
-func (s *Set) setProblem(id string, addresses []string, err error) {
+func (s *Set) setProblem(id string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, had := s.problems[id]
@@ -73,33 +80,29 @@ func (s *Set) setProblem(id string, addresses []string, err error) {
 		return
 	}
 	if !had {
-		p = query.BackendProblem{Backend: id, Name: osName(addresses), Since: time.Now()}
+		p = query.BackendProblem{Backend: id, Name: s.names[id], Since: time.Now()}
 		s.log.Warn("backend unreachable", "backend", p.Name, "err", err)
 	}
 	p.Err = err.Error()
 	s.problems[id] = p
 }
 
-// probe asks every connected OpenSearch backend for its health until ctx
-// ends.
+// probe asks every open remote backend for its health until ctx ends.
 func (s *Set) probe(ctx context.Context) error {
 	t := time.NewTicker(healthInterval)
 	defer t.Stop()
 	for {
-		s.mu.Lock()
-		stores := make(map[string]pinger, len(s.osStores))
-		for id, st := range s.osStores {
-			stores[id] = st
-		}
-		s.mu.Unlock()
-		for id, st := range stores {
+		for _, m := range s.snapshot() {
+			if !m.b.Capabilities().Remote {
+				continue
+			}
 			pctx, cancel := context.WithTimeout(ctx, healthTimeout)
-			err := st.Ping(pctx)
+			err := m.b.Ping(pctx)
 			cancel()
 			if ctx.Err() != nil {
 				return nil
 			}
-			s.setProblem(id, st.Addresses(), err)
+			s.setProblem(m.id, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -107,10 +110,4 @@ func (s *Set) probe(ctx context.Context) error {
 		case <-t.C:
 		}
 	}
-}
-
-// pinger is an OpenSearch store as the health probe sees it.
-type pinger interface {
-	Ping(ctx context.Context) error
-	Addresses() []string
 }

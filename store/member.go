@@ -8,16 +8,20 @@ import (
 	"github.com/fleetview/fleetview/materializer"
 )
 
-// member is one backend: its sink, its reader and its materializer, which
-// the mover pauses while it copies resources in or deletes them.
+// member is one backend and its materializer, which the mover pauses
+// while it copies resources in or deletes them.
 type member struct {
-	id   string
-	sink materializer.Sink
-	read backendReader
+	id string
+	// name is its name for people (backendName).
+	name string
+	b    Backend
 	mat  *materializer.Materializer
-	// versioned: the sink keeps each object's stream sequence as its
-	// version and refuses a write that does not exceed it (OpenSearch).
+	// versioned: the store keeps each object's stream sequence as its
+	// version and refuses a write that does not exceed it
+	// (Capabilities.Versioned).
 	versioned bool
+	// closed: Close closed b (under the set's mu).
+	closed bool
 
 	mu     sync.Mutex
 	cancel context.CancelFunc

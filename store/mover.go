@@ -141,7 +141,7 @@ func (s *Set) copyAll(ctx context.Context, g *member, ms []move) (ends map[strin
 	}()
 	ends = map[string]uint64{}
 	for c, cms := range byCluster {
-		ckpt, err := g.sink.Checkpoint(ctx, c)
+		ckpt, err := g.b.Checkpoint(ctx, c)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -313,7 +313,7 @@ func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move
 	// refused until then). The move is retried on the next round.
 	have := map[objRef]stored{}
 	for gvr := range kinds {
-		if err := listRefs(ctx, g.read, gvr, cluster, have); err != nil {
+		if err := listRefs(ctx, g.b, gvr, cluster, have); err != nil {
 			return 0, err
 		}
 	}
@@ -336,7 +336,7 @@ func (s *Set) copyInto(ctx context.Context, g *member, cluster string, ms []move
 		for i, s := range extra {
 			evs[i] = deleteEvent(cluster, extraGVR[i], kinds[extraGVR[i]], s, dropSeq(g, ckpt))
 		}
-		if err := applyChunks(ctx, g.sink, cluster, evs, ckpt); err != nil {
+		if err := applyChunks(ctx, g.b, cluster, evs, ckpt); err != nil {
 			return 0, err
 		}
 	}
@@ -373,14 +373,14 @@ func (s *Set) replay(ctx context.Context, g *member, cluster string, subjects []
 		if len(evs) < copyBatch {
 			return nil
 		}
-		err := applyChunks(ctx, g.sink, cluster, evs, ckpt)
+		err := applyChunks(ctx, g.b, cluster, evs, ckpt)
 		evs = evs[:0]
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	return applyChunks(ctx, g.sink, cluster, evs, ckpt)
+	return applyChunks(ctx, g.b, cluster, evs, ckpt)
 }
 
 // applyChunks applies events in sink calls of copyBatch, each keeping the
@@ -444,13 +444,13 @@ func (s *Set) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
 	n := 0
 	for _, m := range ms {
 		have := map[objRef]stored{}
-		if err := listRefs(ctx, l.read, m.gvr, m.cluster, have); err != nil {
+		if err := listRefs(ctx, l.b, m.gvr, m.cluster, have); err != nil {
 			return n, err
 		}
 		if len(have) == 0 {
 			continue
 		}
-		ckpt, err := l.sink.Checkpoint(ctx, m.cluster)
+		ckpt, err := l.b.Checkpoint(ctx, m.cluster)
 		if err != nil {
 			return n, err
 		}
@@ -458,7 +458,7 @@ func (s *Set) dropFrom(ctx context.Context, l *member, ms []move) (int, error) {
 		for _, s := range have {
 			evs = append(evs, deleteEvent(m.cluster, m.gvr, m.kind, s, dropSeq(l, ckpt)))
 		}
-		if err := applyChunks(ctx, l.sink, m.cluster, evs, ckpt); err != nil {
+		if err := applyChunks(ctx, l.b, m.cluster, evs, ckpt); err != nil {
 			return n, err
 		}
 		n += len(evs)

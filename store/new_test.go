@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
+	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/badger"
 )
 
 // TestNewRetriesRoutesAndReleasesTheStore: the route reads, then the
@@ -17,7 +19,7 @@ import (
 func TestNewRetriesRoutesAndReleasesTheStore(t *testing.T) {
 	ctx := context.Background()
 	_, nc, _ := natstest.Start(t, 0)
-	bk, err := OpenBuckets(ctx, nc, 1)
+	bk, err := store.OpenBuckets(ctx, nc, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestNewRetriesRoutesAndReleasesTheStore(t *testing.T) {
 					return f(ctx)
 				}
 			}
-			s, err := New(ctx, Config{NATS: nc, Buckets: bk, StateDir: dir, Retry: retry})
+			s, err := store.New(ctx, store.Config{NATS: nc, Buckets: bk, StateDir: dir, Default: badger.Kind(badger.KindOptions{}), Retry: retry})
 			want := []string{"backend routes", "OpenSearch backends"}
 			if tc.giveUp {
 				want = want[:1] // New ends at the routes' error

@@ -14,7 +14,6 @@ import (
 
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
-	"github.com/fleetview/fleetview/store/badger"
 )
 
 // rebuildName is the rebuild's materializer; its durable consumers are
@@ -32,10 +31,23 @@ type RebuildConfig struct {
 	// so far and the total to apply.
 	Progress func(applied, total uint64)
 	Logger   *slog.Logger
+	// Open opens the fresh default store the streams are replayed into
+	// (Badger, for bulk loading), in dir.
+	Open func(dir string, log *slog.Logger) (RebuildStore, error)
+	// Named are the kinds of store registries can route to (Config.Named):
+	// what they hold is left out of the default store.
+	Named []Kind
+}
+
+// RebuildStore is the store a rebuild replays into: a sink, closed once
+// the replay caught up.
+type RebuildStore interface {
+	materializer.Sink
+	Close() error
 }
 
 // Rebuild replays every cluster stream, up to its last sequence when it
-// started, into a fresh Badger store in RebuildDir and marks it finished
+// started, into a fresh default store in RebuildDir and marks it finished
 // (RebuiltMarker): the next New switches to it. The live store keeps
 // serving meanwhile; an interrupted rebuild resumes from the checkpoints
 // of the store it left.
@@ -73,7 +85,7 @@ type rebuild struct {
 	// durable is the rebuild's consumer name on every stream.
 	durable string
 
-	store    *badger.Store
+	store    RebuildStore
 	mat      *materializer.Materializer
 	clusters []string
 	// targets and start are, per cluster, the stream's last sequence when
@@ -89,13 +101,16 @@ func (r *rebuild) open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// Replay what the live Badger materializer keeps: the resources not
-	// routed to an OpenSearch backend.
-	filter, err := BadgerFilter(ctx, b.Registries, b.Inventory, r.log)
+	// Replay what the live default store's materializer keeps: the
+	// resources not routed to a named backend.
+	filter, err := DefaultFilter(ctx, b.Registries, b.Inventory, r.cfg.Named, r.log)
 	if err != nil {
 		return err
 	}
-	if r.store, err = badger.Open(badger.Options{Dir: r.dir, Logger: r.log, BulkLoad: true}); err != nil {
+	if r.cfg.Open == nil {
+		return ErrNoDefaultStore
+	}
+	if r.store, err = r.cfg.Open(r.dir, r.log); err != nil {
 		return err
 	}
 	defer func() {

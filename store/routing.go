@@ -29,7 +29,8 @@ type backendReader interface {
 	Search(ctx context.Context, o query.SearchOptions) (query.Page, error)
 }
 
-// osRoute is one registry that sends its resources to an OpenSearch backend.
+// osRoute is one registry that sends its resources to a named backend
+// (OpenSearch).
 type osRoute struct {
 	backend  string
 	affinity registry.ClusterAffinity
@@ -127,7 +128,7 @@ func (t *routeTable) with(pins map[pairKey]string, moving map[pairKey]handover) 
 type Router struct {
 	regs *regstore.Store
 	inv  jetstream.KeyValue
-	ids  func(*registry.OpenSearchConfig) string
+	ids  func(*registry.ResourceRegistry) string // a registry's backend (backendIDs)
 	log  *slog.Logger
 	// pin, when set, keeps a resource whose route changed in its previous
 	// backend (see routeTable.pins) until the mover moved it; serve sets it.
@@ -150,7 +151,7 @@ type Router struct {
 	switches atomic.Uint64
 }
 
-func newRouter(regs *regstore.Store, inv jetstream.KeyValue, ids func(*registry.OpenSearchConfig) string, log *slog.Logger) *Router {
+func newRouter(regs *regstore.Store, inv jetstream.KeyValue, ids func(*registry.ResourceRegistry) string, log *slog.Logger) *Router {
 	r := &Router{regs: regs, inv: inv, ids: ids, log: log}
 	r.table.Store(&routeTable{clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{}})
 	return r
@@ -164,10 +165,11 @@ func (r *Router) refresh(ctx context.Context) error {
 	}
 	t := &routeTable{clusters: map[string]registry.ClusterInfo{}, kinds: map[schema.GroupVersionResource]string{}}
 	for _, reg := range rs {
-		if reg.Spec.BackendStore == nil || reg.Spec.BackendStore.OpenSearch == nil {
+		id := r.ids(reg)
+		if id == defaultBackend {
 			continue
 		}
-		route := osRoute{backend: r.ids(reg.Spec.BackendStore.OpenSearch), affinity: reg.Spec.TargetCluster, gvks: map[schema.GroupVersionKind]bool{}}
+		route := osRoute{backend: id, affinity: reg.Spec.TargetCluster, gvks: map[schema.GroupVersionKind]bool{}}
 		for _, s := range reg.Spec.ResourceSelectors {
 			route.gvks[s.GroupVersionKind()] = true
 		}
@@ -341,11 +343,12 @@ func (r *Router) backendOf(gvr schema.GroupVersionResource, cluster string) stri
 	return r.table.Load().backendFor(gvr, r.kindOf(gvr, ""), cluster)
 }
 
-// BadgerFilter selects the events the Badger materializer applies under the
-// registries' current routes (no pins: a rebuild fills a fresh store), or
-// is nil when no registry routes anything elsewhere.
-func BadgerFilter(ctx context.Context, regs *regstore.Store, inv jetstream.KeyValue, log *slog.Logger) (func(*fleetviewv1.ResourceEvent) bool, error) {
-	r := newRouter(regs, inv, OpenSearchID, log)
+// DefaultFilter selects the events the default store's materializer
+// applies under the registries' current routes to the named kinds (no
+// pins: a rebuild fills a fresh store), or is nil when no registry routes
+// anything elsewhere.
+func DefaultFilter(ctx context.Context, regs *regstore.Store, inv jetstream.KeyValue, named []Kind, log *slog.Logger) (func(*fleetviewv1.ResourceEvent) bool, error) {
+	r := newRouter(regs, inv, backendIDs(named), log)
 	if err := r.refresh(ctx); err != nil {
 		return nil, err
 	}

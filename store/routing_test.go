@@ -121,7 +121,7 @@ func routedReader(t *testing.T) (*RoutingReader, []query.Object) {
 	sortObjs(all)
 	sortObjs(badger.objs)
 	sortObjs(os.objs)
-	r := newRouter(nil, nil, OpenSearchID, slog.Default())
+	r := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	r.table.Store(&routeTable{
 		routes:   []osRoute{{backend: "os", affinity: registry.ClusterAffinity{ClusterNames: []string{"b"}}, gvks: map[schema.GroupVersionKind]bool{{Version: "v1", Kind: "Pod"}: true}}},
 		clusters: map[string]registry.ClusterInfo{},
@@ -302,7 +302,7 @@ func table(routes []osRoute) *routeTable {
 // mover moves it; during the handover both backends apply its events and
 // each event is reported by one of them.
 func TestRouterPinsMovedResources(t *testing.T) {
-	r := newRouter(nil, nil, OpenSearchID, slog.Default())
+	r := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	r.kinds.Store(podsGVR, "Pod")
 	r.kinds.Store(cmsGVR, "ConfigMap")
 	prev := table(podsTo("os", "b"))
@@ -407,7 +407,7 @@ func TestRoutingReaderSearchServedOnce(t *testing.T) {
 func TestRouterRestoresSavedRoutes(t *testing.T) {
 	state := filepath.Join(t.TempDir(), routesFile)
 	streams := func(context.Context) ([]string, error) { return []string{"a", "b"}, nil }
-	first := newRouter(nil, nil, OpenSearchID, slog.Default())
+	first := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	first.pin, first.streams, first.state = true, streams, state
 	if err := first.restore(context.Background()); err != nil {
 		t.Fatal(err)
@@ -422,7 +422,7 @@ func TestRouterRestoresSavedRoutes(t *testing.T) {
 	}
 
 	// Stopped; pods of b now go to OpenSearch.
-	second := newRouter(nil, nil, OpenSearchID, slog.Default())
+	second := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	second.table.Store(table(podsTo("os", "b")))
 	second.pin, second.streams, second.state = true, streams, state
 	if err := second.restore(context.Background()); err != nil {
@@ -434,7 +434,7 @@ func TestRouterRestoresSavedRoutes(t *testing.T) {
 	}
 
 	// Stopped again before the move: the pin was saved with the table.
-	third := newRouter(nil, nil, OpenSearchID, slog.Default())
+	third := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	third.table.Store(table(podsTo("os", "b")))
 	third.pin, third.streams, third.state = true, streams, state
 	if err := third.restore(context.Background()); err != nil {
@@ -447,7 +447,7 @@ func TestRouterRestoresSavedRoutes(t *testing.T) {
 	if err := third.save(third.table.Load().with(nil, nil)); err != nil {
 		t.Fatal(err)
 	}
-	fourth := newRouter(nil, nil, OpenSearchID, slog.Default())
+	fourth := newRouter(nil, nil, backendIDs(nil), slog.Default())
 	fourth.table.Store(table(podsTo("os", "b")))
 	fourth.pin, fourth.streams, fourth.state = true, streams, state
 	if err := fourth.restore(context.Background()); err != nil {

@@ -24,7 +24,6 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/registry"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
-	"github.com/fleetview/fleetview/store"
 	"github.com/fleetview/fleetview/store/opensearch"
 )
 
@@ -75,7 +74,7 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 		Spec: registry.ResourceRegistrySpec{TargetCluster: registry.ClusterAffinity{ClusterNames: []string{"c1", "c2"}},
 			ResourceSelectors: []registry.ResourceSelector{{APIVersion: "v1", Kind: "Pod"}},
 			BackendStore:      &registry.BackendStoreConfig{OpenSearch: &registry.OpenSearchConfig{Addresses: []string{node.URL()}}}}})
-	osName := "opensearch-" + store.OpenSearchID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
+	osName := "opensearch-" + opensearch.ID(&registry.OpenSearchConfig{Addresses: []string{node.URL()}})
 	fixture.Eventually(t, time.Minute, func() error {
 		b, err := metricsPage(o.MetricsAddr)
 		if err != nil {

@@ -25,7 +25,7 @@ import (
 	"github.com/fleetview/fleetview/internal/inventory"
 	"github.com/fleetview/fleetview/internal/registry"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
-	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // TestOpenSearchClusterLosesANode runs `fleetview serve` in-process over a
@@ -105,7 +105,7 @@ func TestOpenSearchClusterLosesANode(t *testing.T) {
 	}
 	t.Logf("a fresh list (30 pages of 100) takes %v before the kill", time.Since(baseline).Round(time.Millisecond))
 	// And the time to ingest 1000 new Pods (in c4), as after the kill (c3).
-	osName := "opensearch-" + store.OpenSearchID(&registry.OpenSearchConfig{Addresses: cl.URLs()})
+	osName := "opensearch-" + opensearch.ID(&registry.OpenSearchConfig{Addresses: cl.URLs()})
 	baseline = time.Now()
 	var c4 []*fleetviewv1.ResourceEvent
 	for i := range 1000 {

@@ -1,7 +1,9 @@
 // Package badger is the default backend: an embedded Badger store holding
 // every materialized object on disk, with the stream checkpoints committed in
 // the same transaction as the objects (exactly-once in effect), and the read
-// path the query API uses.
+// path the query API uses. Backend (backend.go) is the store.Backend the set
+// holds, Kind its registration as the default store; it never imports the
+// set's internals, only package store's interface.
 //
 // Key layout (\x00-separated, so byte order is namespace, name, cluster order):
 //

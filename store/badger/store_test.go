@@ -16,6 +16,7 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/materializer"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/store"
 )
 
 func ev(seq uint64, e *fleetviewv1.ResourceEvent) feed.Event {
@@ -293,3 +294,6 @@ func TestListCarriesRowSpans(t *testing.T) {
 		}
 	}
 }
+
+// Badger is a store the backend set can hold.
+var _ store.Backend = (*Backend)(nil)

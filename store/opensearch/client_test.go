@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/fleetview/fleetview/store"
 )
 
 func TestMain(m *testing.M) {
@@ -122,3 +124,6 @@ func TestPingPassesOverADeadNode(t *testing.T) {
 		})
 	}
 }
+
+// OpenSearch is a store the backend set can hold.
+var _ store.Backend = (*Store)(nil)

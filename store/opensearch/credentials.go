@@ -1,4 +1,4 @@
-package store
+package opensearch
 
 import (
 	"context"
@@ -17,8 +17,8 @@ import (
 
 // Environment variables holding OpenSearch credentials outside Kubernetes.
 const (
-	EnvOpenSearchUsername = "FLEETVIEW_OPENSEARCH_USERNAME"
-	EnvOpenSearchPassword = "FLEETVIEW_OPENSEARCH_PASSWORD"
+	EnvUsername = "FLEETVIEW_OPENSEARCH_USERNAME"
+	EnvPassword = "FLEETVIEW_OPENSEARCH_PASSWORD"
 )
 
 // SecretReader reads a Kubernetes Secret's data (nil data: no such Secret).
@@ -48,7 +48,7 @@ type Credentials struct {
 	// Dir holds mounted secrets as <dir>/<namespace>/<name>/username and
 	// .../password (empty: not consulted).
 	Dir string
-	// Getenv reads EnvOpenSearchUsername/Password (os.Getenv when nil).
+	// Getenv reads EnvUsername/EnvPassword (os.Getenv when nil).
 	Getenv func(string) string
 }
 
@@ -81,7 +81,7 @@ func (c Credentials) Resolve(ctx context.Context, ref registry.SecretReference) 
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	user, pass := getenv(EnvOpenSearchUsername), getenv(EnvOpenSearchPassword)
+	user, pass := getenv(EnvUsername), getenv(EnvPassword)
 	if user == "" || pass == "" {
 		return "", "", nil
 	}

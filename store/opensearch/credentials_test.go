@@ -1,4 +1,4 @@
-package store
+package opensearch
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestOpenSearchCredentials(t *testing.T) {
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "search", Name: "kube"}, Data: map[string][]byte{"username": []byte("kube-user"), "password": []byte("kube-pass")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "search", Name: "empty"}, Data: map[string][]byte{"username": []byte("")}},
 	)
-	env := map[string]string{EnvOpenSearchUsername: "env-user", EnvOpenSearchPassword: "env-pass"}
+	env := map[string]string{EnvUsername: "env-user", EnvPassword: "env-pass"}
 	for _, tc := range []struct {
 		name             string
 		ref              registry.SecretReference

@@ -1,7 +1,9 @@
 // Package opensearch is the OpenSearch backend: a materializer.Sink that
 // bulk-writes objects into one index per kind, and a reader (Get, List,
 // Search) that answers exactly what the Badger backend answers for the same
-// streams.
+// streams. Store is a store.Backend; Kind (kind.go) registers it as the
+// store a registry's backendStore.openSearch names, one backend per address
+// set and secret (ID), with its credentials resolved by credentials.go.
 //
 // Layout:
 //

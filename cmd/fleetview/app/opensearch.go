@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/fleetview/fleetview/store"
 	"github.com/fleetview/fleetview/store/opensearch"
 )
 
@@ -42,7 +41,7 @@ type OpenSearchOptions struct {
 
 // AddFlags registers the flags.
 func (o *OpenSearchOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+store.EnvOpenSearchUsername+"/$"+store.EnvOpenSearchPassword)
+	fs.StringVar(&o.SecretsDir, "opensearch-secrets-dir", "", "directory of mounted secrets (<namespace>/<name>/{username,password}) resolving registries' backendStore.openSearch.secretRef; else $"+opensearch.EnvUsername+"/$"+opensearch.EnvPassword)
 	fs.StringVar(&o.SecretsKubeconfig, "opensearch-secrets-kubeconfig", "", "read registries' backendStore.openSearch.secretRef Secrets from this Kubernetes control plane (a kubeconfig path, or in-cluster)")
 	fs.StringVar(&o.CAFile, "opensearch-ca-file", "", "PEM CA bundle trusted for https OpenSearch addresses")
 	fs.BoolVar(&o.InsecureSkipVerify, "opensearch-insecure-skip-verify", false, "do not verify OpenSearch TLS certificates (testing only)")
@@ -88,12 +87,12 @@ func (o *OpenSearchOptions) Validate() []error {
 
 // config is the backends' view of the options; it connects to the
 // Kubernetes API that holds the secretRef Secrets, if one is named.
-func (o *OpenSearchOptions) config() (store.OpenSearchConfig, error) {
-	c := store.OpenSearchConfig{
+func (o *OpenSearchOptions) config() (opensearch.Config, error) {
+	c := opensearch.Config{
 		Store: opensearch.Options{CAFile: o.CAFile, InsecureSkipVerify: o.InsecureSkipVerify,
 			IndexPrefix: o.IndexPrefix, FullTextObject: o.FullTextObject,
 			Shards: o.Shards, Replicas: o.Replicas, ReadRetry: o.ReadRetry},
-		Credentials: store.Credentials{Dir: o.SecretsDir, Getenv: o.Getenv},
+		Credentials: opensearch.Credentials{Dir: o.SecretsDir, Getenv: o.Getenv},
 		BatchSize:   o.BatchSize, FlushInterval: o.FlushInterval,
 	}
 	if o.SecretsKubeconfig == "" {
@@ -111,6 +110,6 @@ func (o *OpenSearchOptions) config() (store.OpenSearchConfig, error) {
 	if err != nil {
 		return c, fmt.Errorf("--opensearch-secrets-kubeconfig: %w", err)
 	}
-	c.Credentials.Secrets = store.KubeSecrets{Client: kube}
+	c.Credentials.Secrets = opensearch.KubeSecrets{Client: kube}
 	return c, nil
 }

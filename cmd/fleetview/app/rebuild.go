@@ -14,6 +14,8 @@ import (
 
 	"github.com/fleetview/fleetview/internal/progress"
 	"github.com/fleetview/fleetview/store"
+	"github.com/fleetview/fleetview/store/badger"
+	"github.com/fleetview/fleetview/store/opensearch"
 )
 
 // RebuildOptions replay every cluster stream into a fresh Badger store.
@@ -85,6 +87,7 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	var p *progress.Progress
 	err = store.Rebuild(ctx, store.RebuildConfig{
 		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
+		Open: badger.OpenRebuild, Named: namedStores(opensearch.Config{}),
 		Progress: func(applied, total uint64) {
 			if p == nil {
 				p = progress.New(out, "rebuild", o.Progress, total)

@@ -1,0 +1,96 @@
+package badger
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/store"
+)
+
+// Backend is the Badger store as the backend set sees it (store.Backend):
+// the Store writes, a Reader over it reads. Its Prepare makes it a
+// materializer.PipelinedSink.
+type Backend struct {
+	*Store
+	reader *Reader
+}
+
+// OpenBackend opens the store in o.Dir with a reader keeping the list
+// snapshots r allows.
+func OpenBackend(o Options, r ReaderOptions) (*Backend, error) {
+	s, err := Open(o)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{Store: s, reader: s.Reader(r)}, nil
+}
+
+// Get implements store.Backend.
+func (b *Backend) Get(ctx context.Context, o query.GetOptions) (query.Object, error) {
+	return b.reader.Get(ctx, o)
+}
+
+// List implements store.Backend.
+func (b *Backend) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
+	return b.reader.List(ctx, o)
+}
+
+// Versions implements store.Backend.
+func (b *Backend) Versions(ctx context.Context) (query.Version, error) {
+	return b.reader.Versions(ctx)
+}
+
+// Search implements store.Backend.
+func (b *Backend) Search(ctx context.Context, o query.SearchOptions) (query.Page, error) {
+	return b.reader.Search(ctx, o)
+}
+
+// Ping implements store.Backend: a local store is always there.
+func (b *Backend) Ping(context.Context) error { return nil }
+
+// Capabilities implements store.Backend: local, and a write replaces an
+// object whatever its sequence.
+func (b *Backend) Capabilities() store.Capabilities { return store.Capabilities{} }
+
+// Close releases the reader's snapshots, then the store.
+func (b *Backend) Close() error { return errors.Join(b.reader.Close(), b.Store.Close()) }
+
+// KindOptions configure Badger as the default store.
+type KindOptions struct {
+	KeepPageCache bool
+	// Snapshots bound the list snapshots the reader keeps for continue
+	// tokens (in all and per client).
+	Snapshots ReaderOptions
+	// BatchSize is its materializer's batch (one transaction);
+	// FlushInterval the longest a partial batch waits (zero: the
+	// materializer's defaults).
+	BatchSize     int
+	FlushInterval time.Duration
+}
+
+// Kind registers Badger as the default store (store.Config.Default): it
+// holds every resource no registry routes elsewhere, in the state
+// directory.
+func Kind(o KindOptions) store.Kind {
+	return store.Kind{
+		Name: "badger",
+		Open: func(_ context.Context, t store.Target, log *slog.Logger) (store.Backend, error) {
+			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache}, o.Snapshots)
+		},
+		BatchSize:     o.BatchSize,
+		FlushInterval: o.FlushInterval,
+	}
+}
+
+// OpenRebuild opens the fresh store `fleetview rebuild` replays into
+// (store.RebuildConfig.Open), tuned for bulk loading.
+func OpenRebuild(dir string, log *slog.Logger) (store.RebuildStore, error) {
+	s, err := Open(Options{Dir: dir, Logger: log, BulkLoad: true})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
