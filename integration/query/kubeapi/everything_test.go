@@ -217,6 +217,23 @@ func TestCacheEverything(t *testing.T) {
 		})
 	})
 
+	t.Run("search covers every cached kind", func(t *testing.T) {
+		for text, want := range map[string]string{"blue": "member3 example.org/v1/widgets", "hourly": "member2 stable.example.com/v2/crontabs", "cart": "member1 apps/v1/deployments"} {
+			resp, err := fv.Query.Search(ctx, &fleetviewv1.SearchRequest{Text: text, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, h := range resp.GetItems() {
+				g := h.GetGvr()
+				got = append(got, h.GetCluster()+" "+strings.TrimPrefix(g.GetGroup()+"/", "/")+g.GetVersion()+"/"+g.GetResource())
+			}
+			if !slices.Contains(got, want) {
+				t.Errorf("search %q: hits %v, want %s among them", text, got, want)
+			}
+		}
+	})
+
 	t.Run("a CRD installed in a member is synced without a registry edit", func(t *testing.T) {
 		installed := time.Now()
 		installCRD(t, ctx, c2, gadgets, "red")
