@@ -3,7 +3,6 @@ package feed
 import (
 	"strings"
 
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -83,6 +82,3 @@ func lookupLabel(enc, key string) (string, bool) {
 	}
 	return "", false
 }
-
-// IsObjectEvent is stream.IsObjectEvent, kept while the last callers move.
-func IsObjectEvent(ev *fleetviewv1.ResourceEvent) bool { return stream.IsObjectEvent(ev) }
