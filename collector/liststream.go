@@ -10,8 +10,8 @@ import (
 )
 
 // A list response is read item by item from the response body rather than
-// whole: a page of 500 Pods is ~2.6 MB of JSON and the collector used to
-// hold up to three of them (one being read, one ready, one being
+// whole: a page of Pods is megabytes of JSON and the collector used to
+// hold up to three of them (measured: docs/benchmarks/collector.md#findings) (one being read, one ready, one being
 // published), so memory grew with the page size and bigger pages, which the
 // apiserver serves faster, did not fit the collector's memory budget. Now a
 // page costs one window buffer that grows only to the largest single item.

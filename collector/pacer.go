@@ -37,8 +37,9 @@ const (
 // queues (heap), each holding a response mapping in the hub's account, and
 // nats-server walks every pending response of the account once per service
 // export with responses pending (serviceExport.checkExpiredResponses,
-// every 2 minutes), which was 42% of the hub's CPU over that sync, against
-// 0.01% at 3 clusters (docs/benchmarks/fleet.md). The last acknowledgements
+// every 2 minutes), which became the largest share of the hub's CPU over
+// that sync, against next to none at 3 clusters (measured:
+// docs/benchmarks/fleet.md#the-fleets-unacknowledged-publishes-follow-the-hub-2026-12-05-evening). The last acknowledgements
 // then came later than the ack timeout and clusters relisted.
 //
 // One publish at a time is the probe: its latency (publish to

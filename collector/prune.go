@@ -13,8 +13,9 @@ import (
 
 // The collector reads and edits objects with rawjson instead of decoding
 // them: decoding every listed object into map[string]any (what the dynamic
-// client does) and encoding it again cost about 400 µs per 5 KB Pod here,
-// five times the apiserver's own cost of serving it. It needs only four
+// client does) and encoding it again cost several times the apiserver's
+// own cost of serving it (measured: docs/benchmarks/collector.md#findings).
+// It needs only four
 // metadata strings and three edits (drop managedFields and the last-applied
 // annotation, add the cache-source annotations, drop Secret data), so it
 // finds the byte ranges of the few members it touches and copies

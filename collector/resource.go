@@ -103,10 +103,10 @@ type publisher interface {
 // DefaultPageSize is the list page size unless Config.PageSize says
 // otherwise. kubectl and client-go reflectors ask for 500; pages are
 // streamed (liststream.go), so the collector's memory does not grow with
-// the page size, and at 100k Pods 500, 1000 and 2000 synced alike (10.8k,
-// 11.6k, 10.8k objects/s, 108-110 MB; docs/benchmarks/collector.md) while a
-// relist without changes took 11.4, 10.1 and 7.6 s. 1000 takes most of that
-// with half the apiserver's per-request work of 2000.
+// the page size, and at 100k Pods 500, 1000 and 2000 synced alike in rate
+// and memory while a relist without changes got faster with bigger pages
+// (measured: docs/benchmarks/collector.md#findings). 1000 takes most of
+// that with half the apiserver's per-request work of 2000.
 const DefaultPageSize = 1000
 
 // Defaults of a resource sync; see Config.

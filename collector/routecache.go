@@ -9,9 +9,9 @@ package collector
 // result cache, up to 512 subjects, not configurable), until a
 // subscription of the connection's account changes. A collector publishes
 // to one subject per object, so the cache never hits and only holds
-// memory: at 2,000 clusters, 0.2 GB of the hub's heap right after a
+// memory: a large share of a 2,000-cluster hub's heap right after a
 // fleet-wide change, until each account's subscriptions next changed
-// (docs/benchmarks/fleet.md).
+// (measured: docs/benchmarks/fleet.md#steady-measured-after-natss-windows-2026-12-05-later).
 // A subscription made and dropped changes the account's subscriptions, and
 // the server starts the connection's cache afresh at its next publish (a
 // sync's marker, the heartbeat's record).

@@ -253,8 +253,9 @@ func ConsumerConfig(durable string, size int) jetstream.ConsumerConfig {
 		// Its state needs no disk: the sink's checkpoint is the truth and
 		// every start makes the consumer afresh from it. A file-backed
 		// one cost each cluster a flush goroutine in the server and a
-		// state file rewritten (written, synced, renamed) as acks moved:
-		// 6% of the hub's CPU while 1,000 clusters synced.
+		// state file rewritten (written, synced, renamed) as acks moved,
+		// a visible share of the hub's CPU while 1,000 clusters synced
+		// (measured: docs/benchmarks/fleet.md#2000-clusters-x-500-pods-the-issues-scale-2026-12-04).
 		MemoryStorage: true,
 		AckPolicy:     jetstream.AckAllPolicy,
 		AckWait:       5 * time.Minute,

@@ -16,8 +16,9 @@ import (
 // for every cluster it spans. The materializer refuses such objects (it
 // checks the whole grammar before it applies one), so objects of the
 // Badger store, which only it writes, come Checked and are not checked
-// again: the check costs about 6 µs per 3 KB Pod, about as much as the
-// rest of a list's work per object (BenchmarkDropMalformed). Objects of a
+// again: the check costs about as much as the rest of a list's work per
+// object (BenchmarkDropMalformed; measured:
+// docs/benchmarks/query.md#figures-behind-code-comments). Objects of a
 // store other writers can reach (OpenSearch) are checked here. The items
 // are filtered in place.
 func (q *queryService) dropMalformed(ctx context.Context, verb string, items []query.Object) []query.Object {

@@ -58,9 +58,11 @@ func ConsumerNamePrefix(cluster string) string { return ConsumerPrefix(cluster) 
 // of the registries): one whose delete the hub was too busy to answer in
 // time goes away by itself. With nats.go's default for ordered consumers
 // (5 minutes; each of their Fetches makes a new consumer and deletes the
-// last one in the background) 6,728 idle consumers (3 server goroutines
-// and ~120 KB each) were left on a 2,000-cluster hub right after its full
-// sync. A fetch waiting for messages keeps its consumer active, so this
+// last one in the background) thousands of idle consumers (3 server
+// goroutines and their state each) were left on a 2,000-cluster hub right
+// after its full sync (measured:
+// docs/benchmarks/fleet.md#2000-clusters-x-500-pods-after-the-per-cluster-fixes-2026-12-05).
+// A fetch waiting for messages keeps its consumer active, so this
 // only has to outlast the time between two fetches.
 const ReaderIdle = 30 * time.Second
 

@@ -92,8 +92,9 @@ func (g grant) exported(cluster string) string {
 //     imports. The hub account imports no stream at all: nats-server
 //     checks every new subscription of an account against each of its
 //     stream imports (shadow subscriptions), which made every consumer,
-//     fetch and request inbox of the hub cost O(clusters): 7% of the
-//     hub's CPU while 1,000 clusters synced;
+//     fetch and request inbox of the hub cost O(clusters), a visible
+//     share of the hub's CPU while 1,000 clusters synced (measured:
+//     docs/benchmarks/fleet.md#2000-clusters-x-500-pods-the-issues-scale-2026-12-04);
 //   - write its inventory record and its own registry status keys, guarded
 //     (no rollup, message id, TTL or purge headers);
 //   - JetStream API on its own stream: info (bind, find orphaned

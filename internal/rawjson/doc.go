@@ -19,9 +19,9 @@
 // (`{...},{...}`) and so adds an item of its own making, would make the
 // answer invalid for every cluster. Strings are stepped over eight bytes at
 // a time, to the first quote, backslash, control byte or non-ASCII byte;
-// checked so, a 3 KB Pod costs a third to a quarter of json.Valid plus
-// utf8.Valid, and about what the bracket-only skip it replaced did
-// (BenchmarkCheck). FuzzScan states the exact
+// checked so, a Pod costs a fraction of json.Valid plus utf8.Valid, and
+// about what the bracket-only skip it replaced did (BenchmarkCheck;
+// measured: docs/benchmarks/materializer.md#figures-behind-code-comments). FuzzScan states the exact
 // property: Check accepts what json.Valid and utf8.Valid both accept, as an
 // object within the bounds, and nothing else.
 //

@@ -13,8 +13,10 @@ import (
 // unmarshalEvent decodes a ResourceEvent as proto.Unmarshal would (same
 // result, same inputs refused), except that Object and Cells alias data instead of
 // being copied and unknown fields are skipped rather than kept. Every materializer and the watch hub decode every message;
-// the generic decoder's reflection and the copy of a ~3 KB object were about
-// 6 % of the materializer's CPU. TestUnmarshalEventMatchesProto and
+// the generic decoder's reflection and the copy of each object were a
+// visible share of the materializer's CPU (measured:
+// docs/benchmarks/materializer.md#figures-behind-code-comments).
+// TestUnmarshalEventMatchesProto and
 // FuzzUnmarshalEvent hold it to proto.Unmarshal.
 func unmarshalEvent(data []byte, ev *fleetviewv1.ResourceEvent) error {
 	return eachField(data, func(num protowire.Number, typ protowire.Type, b []byte) (int, error) {

@@ -69,7 +69,7 @@ type Catalog struct {
 	// publishEvery: a snapshot costs O(clusters) (the resolution over
 	// every cluster's claims, the records' copy), so publishing one per
 	// inventory change cost a fleet O(clusters²) as its clusters synced
-	// (2,000 clusters: 11 minutes, the CPU in resolve; docs/benchmarks/fleet.md).
+	// (the CPU in resolve; measured: docs/benchmarks/fleet.md#2000-clusters-2026-12-03).
 	dirty       chan struct{}
 	pendingFull bool // the claims or the registries changed
 	pendingRecs bool // only records changed (heartbeats)

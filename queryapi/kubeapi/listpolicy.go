@@ -41,8 +41,8 @@ const (
 	// benchmark's) in one answer with room to spare.
 	DefaultListBudgetObjects = 250_000
 	// DefaultListBudgetBytes bounds what one answer makes a client hold:
-	// 150k Pods are ~130 MB as kubectl's Table, ~400 MB as a PodList (two
-	// answers).
+	// 150k Pods fit as kubectl's Table, and take two answers as a PodList
+	// (measured: docs/benchmarks/query.md#figures-behind-code-comments).
 	DefaultListBudgetBytes = 256 << 20
 	// BudgetMinLimit is the smallest limit the budget applies to: a client
 	// asking for fewer objects (a probe with limit=1, a UI's page of 50)

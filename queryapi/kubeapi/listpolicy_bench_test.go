@@ -194,8 +194,9 @@ func (q *releaseQuery) List(ctx context.Context, in *fleetviewv1.ListRequest, o 
 
 // TestStreamListReleasesReads: the first read of a budget answer (its
 // objects) is not kept to the answer's end for its resourceVersion: it
-// kept ~15 MB of a 5,000-Pod read live beside the read being written,
-// which the Go heap's goal doubles in the hub's RSS (#44).
+// kept a whole 5,000-Pod read live beside the read being written, which
+// the Go heap's goal doubles in the hub's RSS (#44; measured:
+// docs/benchmarks/query.md#figures-behind-code-comments).
 func TestStreamListReleasesReads(t *testing.T) {
 	q := &releaseQuery{fleetQuery: newFleetQuery(t, 20_000, 100), collected: make(chan struct{})}
 	h := New(q, fakeCatalog(), nil, nil)

@@ -105,7 +105,8 @@ func (h *Handler) writeProtoList(w http.ResponseWriter, req *request, c cached, 
 
 // listChunk is how much of a list is written at a time: the answer is
 // streamed from one reused buffer instead of being copied whole into a
-// new one (22 MB for 15k Pods) first.
+// new one (tens of MB for 15k Pods; measured:
+// docs/benchmarks/query.md#every-target-met-2026-12-01-1157-utc) first.
 const listChunk = 256 << 10
 
 // writeTable writes a Table of the stored items and their cells (cells

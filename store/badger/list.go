@@ -323,8 +323,9 @@ func (l *listScan) intern(b []byte) string {
 }
 
 // arena copies a page's objects into shared chunks, growing from 8 KiB to
-// 256 KiB: a 15k-object list made 15k allocations for its copies, now a
-// hundred. A chunk lives as long as any object in it, which is as long as
+// 256 KiB: a list made an allocation per object for its copies, now one
+// per chunk (measured: docs/benchmarks/query.md#every-target-met-2026-12-01-1157-utc).
+// A chunk lives as long as any object in it, which is as long as
 // the page. The zero value is ready.
 type arena struct {
 	buf  []byte

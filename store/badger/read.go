@@ -22,8 +22,9 @@ func (s *Store) Versions() (query.Version, error) {
 
 // versionsOf puts the checkpoints of the selected clusters into v (nil:
 // every cluster's). A list of a few clusters reads their keys alone: a
-// scan of every checkpoint was 37% of the CPU of a one-cluster list at
-// 1,000 clusters (bench-fleet), a cost of the clusters it does not touch.
+// scan of every checkpoint was a large share of the CPU of a one-cluster
+// list at 1,000 clusters, a cost of the clusters it does not touch
+// (measured: docs/benchmarks/fleet.md#2000-clusters-x-500-pods-the-issues-scale-2026-12-04).
 func versionsOf(txn *bdg.Txn, v query.Version, clusters []string) error {
 	if clusters == nil {
 		return versions(txn, v)

@@ -27,10 +27,11 @@ import (
 // a sparse file, so every new page is a page-cache page the kernel must
 // find, zero and map on the writer goroutine, the one Badger's throughput
 // hangs on. Left alone, the value log's pages stay cached until memory runs
-// short: the page cache grows with everything ever written (3.5 GB for 1M
-// Pods), fresh pages come from free memory, and on a VM that returns free
-// memory to its host (free page reporting) each of them costs ~9 µs
-// instead of ~1 µs. Under a memory limit the kernel recycles them and the
+// short: the page cache grows with everything ever written, fresh pages
+// come from free memory, and on a VM that returns free memory to its host
+// (free page reporting) each of them costs about ten times as much
+// (measured: docs/benchmarks/materializer.md#2026-11-29-evening-the-page-cache-and-the-skiplist--at-the-targets-without-margin).
+// Under a memory limit the kernel recycles them and the
 // writer gets faster; recycling them here does the same without one, and
 // moves the writeback Badger otherwise does synchronously (msync when a
 // value-log file is rotated) off the writer.
@@ -249,8 +250,9 @@ func (r *pageRecycler) recycle(m mapping, newest bool) error {
 	return nil
 }
 
-// recycleInterval is how often the recycler looks at the value log: at
-// ~150 MB/s of value-log writes it finds ~15 MB to drop each time.
+// recycleInterval is how often the recycler looks at the value log: often
+// enough that at a full-speed apply each look finds only a few megabytes
+// to drop (docs/benchmarks/materializer.md#figures-behind-code-comments).
 const recycleInterval = 100 * time.Millisecond
 
 // runRecycler runs a pageRecycler for the store in dir until ctx ends.

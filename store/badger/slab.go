@@ -6,15 +6,15 @@ import "sync"
 // that are reused once Badger has copied the records (into the value log
 // or a memtable) — that is, once the commit is done or the transaction
 // discarded. A record per event was the largest allocation of a pipelined
-// apply (about 3.5 KB per Pod, 3.5 GB for a million), and the garbage
-// collector ran for it.
+// apply (a Pod's size per event), and the garbage collector ran for it.
 //
 // A slab's chunks grow (64 KiB, 256 KiB, then 1 MiB each): every cluster's
 // stream has a batch in flight, and a fleet's batches are mostly small (a
 // cluster's few changes, or its 50 objects at sync). With 1 MiB from the
-// first record, 600 clusters syncing held 185 MB of chunks for batches of
-// about 150 KB each (bench-fleet's heap profile); a batch of a million
-// Pods still fills 1 MiB chunks after its first two.
+// first record, a syncing fleet's mostly empty chunks were a large share
+// of the hub's memory per cluster (measured:
+// docs/benchmarks/fleet.md#where-a-clusters-memory-goes-600-clusters-2026-12-03-later);
+// a batch of a million Pods still fills 1 MiB chunks after its first two.
 type slab struct {
 	pools  *slabPools
 	chunks []slabChunkOf

@@ -72,9 +72,10 @@ func (w *writer) set(k, v []byte) error {
 
 // setSearch writes a search key. Its text goes to the value log, however
 // short: held in the LSM tree (most texts are under the store's value
-// threshold) it made the tree a third bigger, and applying 13 % and
-// replaying 30 % slower (bench-materializer FV_BENCH_AB); a search reads
-// it from the value log in a little under twice the time.
+// threshold) it made the tree bigger and both applying and replaying
+// slower (bench-materializer FV_BENCH_AB; measured:
+// docs/benchmarks/materializer.md#2026-12-01-evening-what-the-search-index-costs);
+// a search reads it from the value log in a little under twice the time.
 func (w *writer) setSearch(k, text []byte) error {
 	return w.count(w.txn.SetEntry(searchEntry(k, text)))
 }

@@ -12,19 +12,18 @@ import (
 )
 
 // A hub's cost per member cluster, measured by the fleet benchmark
-// (docs/benchmarks/fleet.md, N clusters beside 3 holding the same Pods):
-// about 1.4 MB of RSS per cluster at 200 to 1,000 clusters read 15 s
-// after a change, and 1.0 MB at 2,000 clusters of 500 Pods read 4 minutes
-// after (0.34-0.40 MB of it live heap across runs, 0.12 MB stacks; NATS's per-account,
-// stream, consumer and connection state, the materializer's consumer, and
-// the Go heap's headroom over all of it; the NATS server alone holds
-// 0.31 MB of heap and stacks per cluster, measured by bench-natsfloor). The check uses 3 MB, what a
-// fleet-wide ingest costs on top: that hub peaked at 6.9 GB, 3.1 GB over
-// its rest, and was killed in a 3 GiB container during a registry change
-// that made every collector publish at once (each append reads its
-// stream's last block back into memory). And two open files
-// (its stream's message block and its collector's connection: 325 for
-// 300 idle streams).
+// (N clusters beside 3 holding the same Pods; the figures:
+// docs/benchmarks/fleet.md#results and the later runs on that page): a
+// megabyte or so of RSS per cluster at rest, NATS's per-account, stream,
+// consumer and connection state, the materializer's consumer, and the Go
+// heap's headroom over all of it (the NATS server's own share: bench-natsfloor,
+// docs/benchmarks/fleet.md#what-the-nats-server-holds-per-cluster-alone-2026-12-05-afternoon).
+// The check uses 3 MB, what a fleet-wide ingest costs on top: that hub's
+// peak was about twice its rest, and it was killed in a container that
+// held its rest during a registry change that made every collector
+// publish at once (each append reads its stream's last block back into
+// memory; docs/benchmarks/fleet.md#in-a-memory-limited-container). And two
+// open files (its stream's message block and its collector's connection).
 // hubBaseMemory is an idle hub's RSS before any object is cached; the
 // objects a fleet caches come on top and depend on the fleet, not on its
 // number of clusters.

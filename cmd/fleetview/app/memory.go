@@ -36,8 +36,9 @@ const autoMemory = "auto"
 // what the runtime does not count, mostly the pages of files Badger maps,
 // which the kernel reclaims first when the cgroup nears its limit. Without
 // a soft limit, the default GOGC lets garbage double the heap after a full
-// sync (2,000 clusters x 500 Pods: a 7.1 GB RSS over 2.8 GB live, see
-// docs/benchmarks/fleet.md), and a container at its limit is killed.
+// sync (measured at 2,000 clusters x 500 Pods:
+// docs/benchmarks/fleet.md#figures-behind-code-comments), and a container
+// at its limit is killed.
 const autoMemoryPercent = 90
 
 const memoryLimitHelp = "soft limit of the Go runtime's memory: auto (%d%% of the container's cgroup memory limit when it has one, else none), " +

@@ -22,8 +22,9 @@ import (
 // (natsnames.RegistryUpdates), and a snapshot (as Specs reads) when it starts
 // and whenever it cannot trust its copy. A consumer per collector on the
 // one shared registries stream cost the hub three goroutines and state per
-// cluster, and a registry change reached 2,000 collectors in 16.9 s
-// (docs/benchmarks/fleet.md); a republished message costs the hub one
+// cluster, and a registry change was slow to reach 2,000 collectors
+// (measured: docs/benchmarks/fleet.md#a-registry-change-without-a-consumer-per-collector-200-clusters-2026-12-04);
+// a republished message costs the hub one
 // delivery per cluster account.
 //
 // The copy holds, per key, the stream sequence of the key's last message

@@ -239,8 +239,10 @@ func mergeConditions(old, conds []metav1.Condition, generation int64) ([]metav1.
 //
 // The clusters' conditions are appended, not set one at a time with
 // meta.SetStatusCondition: that searches the whole list for each one, so a
-// registry's read cost the square of the fleet (26-29 ms of CPU at 2,000
-// clusters, paid by every GET and every poll of it). Appending is safe
+// registry's read cost the square of the fleet (paid by every GET and
+// every poll of it; measured:
+// docs/benchmarks/fleet.md#fleet-wide-reads-and-what-a-registry-change-waits-for-2026-12-05-night).
+// Appending is safe
 // because no two can share a type: each is prefixed with its cluster (a
 // map key), decodeStatus refuses a cluster's duplicate types and types
 // with a slash, and any per-cluster type r carried in is dropped first
