@@ -1,7 +1,8 @@
 // Package app composes the components into the fleetview subcommands: option
 // structs with flags and Validate (every error at once), then Run(ctx) that
-// wires NATS, backends, collectors, the materializer and the query API and
-// shuts them down in a stated order. A file per server subcommand (serve.go,
+// runs NATS, the stores, collectors, the materializer and the query API as
+// internal/lifecycle groups, started and stopped in the order each
+// subcommand states beside them (lifecycle.go names the groups). A file per server subcommand (serve.go,
 // up.go, whose options embed serve's; collector.go, rebuild.go)
 // and per option group they share (auth, nats, natsclient, natscluster,
 // opensearch, kube, limits, metrics, memory); jetstream.go waits for and
