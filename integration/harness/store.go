@@ -26,8 +26,8 @@ import (
 // no resourceVersion), and waits until the apiserver lists all n of
 // them. It is for loading a benchmark's fixture: a create through the
 // apiserver costs it admission, validation and a watch-cache round per
-// Pod, and 150k creates took 3.5-5 minutes of the benchmarks' time,
-// where these writes take seconds. What the apiserver would have added
+// Pod, and 150k creates took minutes of the benchmarks' time, where
+// these writes take seconds (measured: docs/benchmarks/query.md#command). What the apiserver would have added
 // on create (defaults, admission) the fixture sets itself: DefaultPod,
 // checked against the apiserver's own create by TestFleet/StorePodsAsCreated.
 // The Pods' namespaces must exist; pods already stored are overwritten.
