@@ -19,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/structpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -387,6 +388,37 @@ func TestConsole(t *testing.T) {
 			t.Errorf("registry row %q", reg)
 		}
 		screenshot(t, page, "fleet", 1280, 800)
+	})
+
+	t.Run("a wildcard registry's kinds join the kind picker", func(t *testing.T) {
+		admin := fixture.Bearer("admin-token").Ctx()
+		fixture.InstallCronTabs(t, ctx, fleet.Cluster("member1"), nil, "nightly")
+		// A CRD is no kind anyone listed: every custom resource of member1.
+		reg, err := structpb.NewStruct(map[string]any{
+			"apiVersion": "fleetview.io/v1alpha1", "kind": "ResourceRegistry", "metadata": map[string]any{"name": "crds"},
+			"spec": map[string]any{"targetCluster": map[string]any{"clusterNames": []any{"member1"}},
+				"resourceSelectors": []any{map[string]any{"apiVersion": "*", "kind": "*", "customResources": true}}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fv.Registries.ApplyRegistry(admin, &fleetviewv1.ApplyRegistryRequest{Registry: reg}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if _, err := fv.Registries.DeleteRegistry(admin, &fleetviewv1.DeleteRegistryRequest{Name: "crds"}); err != nil {
+				t.Error(err)
+			}
+		}()
+		fv.AwaitOK(t, "/readyz/clusters", 90*time.Second)
+		do(t, page, chromedp.Navigate(console+"#/fleet"))
+		do(t, page, chromedp.Reload())
+		kinds := waitJS[[]string](t, page, 20*time.Second, `(() => { const k = [...document.querySelectorAll('#kind option')].map(o => o.textContent); return k.includes('CronTab.stable.example.com') && k; })()`)
+		for _, want := range []string{"Pod", "Namespace", "CronTab.stable.example.com"} {
+			if !slices.Contains(kinds, want) {
+				t.Errorf("kind picker %v lacks %s", kinds, want)
+			}
+		}
 	})
 
 	t.Run("keyboard", func(t *testing.T) {
