@@ -4,6 +4,23 @@
 // Kubernetes-style watch stream), the OpenAPI document, health and
 // readiness, and registry management. It never calls a member cluster.
 //
+// The package is the service core and composes the rest; each concern
+// beside it has its own package, and none of them imports this one:
+//
+//   - here: the services (services.go, clusters.go, registries.go; a
+//     request's selection, versions and continue tokens), the watch
+//     (watch*.go), readiness (ready.go), limits, metrics, the in-process
+//     channel (inproc.go), the REST handlers written around the gateway
+//     (listhttp.go, searchhttp.go, watchhttp.go) and the server that wires
+//     everything (server.go, New);
+//   - authz: who may read what (the Guard, member RBAC, the audit log);
+//   - watchhub: the hub that fans committed batches out to the watches,
+//     and its queues;
+//   - kubeapi, catalog, console: the Kubernetes-compatible API, the
+//     resource catalog it serves, the console;
+//   - apierr: the one table from sentinel errors to what each boundary
+//     answers.
+//
 // Design decisions:
 //
 //   - Objects travel as their stored JSON (the collector's pruned and
@@ -32,8 +49,8 @@
 //     clusters must then be exactly the version's: no history is kept, so
 //     a state that has moved past it is 410 Expired.
 //   - Watch (watch.go; its start from a list or a resume in watchstart.go,
-//     the judging of each event in watchevent.go): a Hub fed by the
-//     materializer's Observer fans committed batches out; a watch first
+//     the judging of each event in watchevent.go): a watchhub.Hub fed by
+//     the materializer's Observer fans committed batches out; a watch first
 //     subscribes, then (when resuming) replays each
 //     cluster stream from its resourceVersion through the committed
 //     checkpoint, then follows the live feed, dropping by stream sequence
@@ -44,7 +61,7 @@
 //     objects arrive as ADDED; a resource removed from a cluster ends the
 //     watch with 410 (the objects to delete are no longer known). A watch
 //     whose buffer overflows is cut with RESOURCE_EXHAUSTED (429); buffers
-//     are slice queues (queue.go), which hold only what is queued, not
+//     are slice queues (watchhub.Queue), which hold only what is queued, not
 //     channels the garbage collector would scan at full capacity. The hub
 //     tells ADDED from MODIFIED, and routes watches indexed by a label, by
 //     what each event replaced, which the materializer's feed carries
@@ -98,5 +115,6 @@
 //     spans; a Get of that object alone is ErrCorrupt (500).
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
-// codes, HTTP statuses and Kubernetes Status bodies once, in errors.go.
+// codes, HTTP statuses and Kubernetes Status bodies once (apierr.ToStatus,
+// and errors.go for the REST answers).
 package queryapi

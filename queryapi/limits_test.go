@@ -20,6 +20,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 func TestPageLimit(t *testing.T) {
@@ -215,7 +216,7 @@ func (emptyReader) Versions(context.Context) (query.Version, error) { return que
 // TestWatchQuotaIsReleased: a client at its watch limit is refused with
 // 429, and gets a watch again once one of its watches has ended.
 func TestWatchQuotaIsReleased(t *testing.T) {
-	q := &queryService{reader: emptyReader{}, hub: NewHub(HubOptions{}), sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0),
+	q := &queryService{reader: emptyReader{}, hub: watchhub.New(watchhub.Options{}), sealer: query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), versions: newVersionBook(nil, query.NewSealer([]byte("0123456789abcdef0123456789abcdef")), 0, 0),
 		watchBuffer: 16, bookmarkInterval: time.Hour, stopping: make(chan struct{}), watches: newWatchLimiter(0, 2)}
 	alice := auth.WithUser(context.Background(), auth.User{Name: "alice"})
 	req := &fleetviewv1.WatchRequest{Version: "v1", Resource: "pods"}

@@ -30,6 +30,7 @@ import (
 	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 // Relay is the hub's side of the request channel (internal/relay.Client).
@@ -52,7 +53,7 @@ type Config struct {
 	StateReplicas int
 	// Hub is the watch fan-out, fed by the materializer's Observer; nil
 	// disables Watch (UNIMPLEMENTED).
-	Hub *Hub
+	Hub *watchhub.Hub
 	// Applied reports the materializer's applied sequence per cluster.
 	Applied func() map[string]uint64
 	// Backends, when set, tells the backends this process cannot use

@@ -22,6 +22,7 @@ import (
 	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 // Reader is what the query API needs from a backend (Badger and
@@ -49,7 +50,7 @@ type queryService struct {
 	fleetviewv1.UnimplementedQueryServiceServer
 	reader   Reader
 	searcher Searcher
-	hub      *Hub
+	hub      *watchhub.Hub
 	js       jetstream.JetStream
 	inv      jetstream.KeyValue
 	// catalog, once loaded, answers which clusters a cluster selector
@@ -195,7 +196,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 			return nil, err
 		}
 	}
-	rvOut, err := q.versions.seal(ctx, page.Version, time.Now())
+	rvOut, err := q.versions.Seal(ctx, page.Version, time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +282,7 @@ func (q *queryService) search(ctx context.Context, req *fleetviewv1.SearchReques
 		return nil, err
 	}
 	page.Items = q.dropMalformed(ctx, "search", page.Items)
-	rvOut, err := q.versions.seal(ctx, page.Version, time.Now())
+	rvOut, err := q.versions.Seal(ctx, page.Version, time.Now())
 	if err != nil {
 		return nil, err
 	}

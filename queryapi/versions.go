@@ -56,11 +56,11 @@ func (b *versionBook) stream(ctx context.Context) (jetstream.Stream, error) {
 	return st, nil
 }
 
-// seal renders v as a resourceVersion: the current epoch and the clusters
+// Seal renders v as a resourceVersion: the current epoch and the clusters
 // that differ from it, or, when more than query.MaxVersionDelta differ, a
 // new epoch holding v (one write of the whole vector, shared by every
 // later version close to it).
-func (b *versionBook) seal(ctx context.Context, v query.Version, now time.Time) (string, error) {
+func (b *versionBook) Seal(ctx context.Context, v query.Version, now time.Time) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	d := query.DiffVersion(b.curVec, v)

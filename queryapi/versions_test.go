@@ -33,7 +33,7 @@ func TestVersionBookBounded(t *testing.T) {
 	sizes := map[int]int{}
 	for _, n := range []int{3, 200, 2000} {
 		list := fleetVersion(n, 1000)
-		rv, err := a.seal(ctx, list, time.Now())
+		rv, err := a.Seal(ctx, list, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +41,7 @@ func TestVersionBookBounded(t *testing.T) {
 		// one cluster against the list's epoch.
 		ev := list.Clone()
 		ev["c0001"] += 7
-		evRV, err := a.seal(ctx, ev, time.Now())
+		evRV, err := a.Seal(ctx, ev, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestVersionBookBounded(t *testing.T) {
 	for i := range query.MaxVersionDelta + 1 {
 		v[fmt.Sprintf("c%04d", i)]++
 	}
-	rv, err := a.seal(ctx, v, time.Now())
+	rv, err := a.Seal(ctx, v, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

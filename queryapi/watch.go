@@ -12,6 +12,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 // Watch event types (Kubernetes spelling).
@@ -30,7 +31,7 @@ type watch struct {
 	structured bool
 	f          *selection
 	kind       string
-	out        *queue[*fleetviewv1.WatchEvent]
+	out        *watchhub.Queue[*fleetviewv1.WatchEvent]
 	versions   *versionBook
 	// processed is, per cluster, the last stream sequence this watch has
 	// judged: events at or below it are never sent again.
@@ -53,7 +54,7 @@ var errOutFull = fmt.Errorf("%w: the client did not read its watch events fast e
 
 // queue hands ev to the sender; a full outbox cuts the watch.
 func (w *watch) queue(ev *fleetviewv1.WatchEvent) error {
-	if !w.out.tryPush(ev) {
+	if !w.out.TryPush(ev) {
 		return errOutFull
 	}
 	return nil
@@ -96,8 +97,8 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	wm := q.metrics.watchOpened(ctx)
 	// The client's context, not the watch's own (cancelled first on return).
 	defer func(ctx context.Context) { wm.ended(ctx, err) }(ctx)
-	sub, applied := q.hub.subscribe(f.gvr, f.labels, f.clusters)
-	defer q.hub.unsubscribe(sub)
+	sub, applied := q.hub.Subscribe(f.gvr, f.labels, f.clusters)
+	defer q.hub.Unsubscribe(sub)
 	// The backend may have committed batches the hub has not been told
 	// about yet (or, after a restart, the hub has seen nothing): replay
 	// through the committed checkpoint; the live feed's overlap is
@@ -112,7 +113,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := &watch{q: q, f: f, structured: req.GetStructured(), out: newQueue[*fleetviewv1.WatchEvent](q.watchBuffer), versions: q.versions,
+	w := &watch{q: q, f: f, structured: req.GetStructured(), out: watchhub.NewQueue[*fleetviewv1.WatchEvent](q.watchBuffer), versions: q.versions,
 		processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{},
 		sendErr: make(chan error, 1), metrics: wm}
 	go w.sendAll(ctx, cancel, send)
@@ -139,9 +140,9 @@ func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send fun
 		case <-ctx.Done():
 			w.sendErr <- nil
 			return
-		case <-w.out.ready:
+		case <-w.out.Ready():
 		}
-		for ev, ok := w.out.pop(); ok; ev, ok = w.out.pop() {
+		for ev, ok := w.out.Pop(); ok; ev, ok = w.out.Pop() {
 			if err := send(ev); err != nil {
 				w.sendErr <- err
 				cancel()
@@ -156,7 +157,7 @@ func (w *watch) sendAll(ctx context.Context, cancel context.CancelFunc, send fun
 // error the client must see after the events.
 func (w *watch) drain(err error) error {
 	deadline := time.After(5 * time.Second)
-	for w.out.len() > 0 {
+	for w.out.Len() > 0 {
 		select {
 		case <-deadline:
 			return err
@@ -172,7 +173,7 @@ func (w *watch) drain(err error) error {
 }
 
 // follow judges the live feed until the watch ends.
-func (w *watch) follow(ctx context.Context, sub *subscription, bookmarks bool) error {
+func (w *watch) follow(ctx context.Context, sub *watchhub.Subscription, bookmarks bool) error {
 	var tick <-chan time.Time
 	if bookmarks {
 		t := time.NewTicker(w.q.bookmarkInterval)
@@ -192,7 +193,7 @@ func (w *watch) follow(ctx context.Context, sub *subscription, bookmarks bool) e
 			return ctx.Err()
 		case err := <-w.sendErr:
 			return err
-		case <-sub.overflow:
+		case <-sub.Overflow():
 			return errOutFull
 		case <-w.q.stopping:
 			return status.Error(codes.Unavailable, "server shutting down; resume the watch from the last resourceVersion")
@@ -200,9 +201,9 @@ func (w *watch) follow(ctx context.Context, sub *subscription, bookmarks bool) e
 			if err := w.bookmark(false); err != nil {
 				return err
 			}
-		case <-sub.q.ready:
-			for b, ok := sub.q.pop(); ok; b, ok = sub.q.pop() {
-				for _, he := range b.events {
+		case <-sub.Batches().Ready():
+			for b, ok := sub.Batches().Pop(); ok; b, ok = sub.Batches().Pop() {
+				for _, he := range b.Events {
 					if err := w.process(he, false); err != nil {
 						return w.drain(err)
 					}

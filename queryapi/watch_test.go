@@ -11,20 +11,21 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
-func podEvent(seq uint64, cluster, uid, ns, app string, typ fleetviewv1.EventType) *hubEvent {
+func podEvent(seq uint64, cluster, uid, ns, app string, typ fleetviewv1.EventType) *watchhub.Event {
 	ev := &fleetviewv1.ResourceEvent{Cluster: cluster, Gvr: stream.ProtoGVR(podsGVR), Kind: "Pod", Uid: uid, Name: uid, Namespace: ns, Type: typ}
 	if typ == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 		ev.Object = []byte(fmt.Sprintf(`{"metadata":{"name":%q,"namespace":%q,"uid":%q,"labels":{"app":%q}}}`, uid, ns, uid, app))
 	}
-	return newHubEvent(cluster, seq, ev)
+	return watchhub.NewEvent(cluster, seq, ev)
 }
 
 func TestWatchJudgesEvents(t *testing.T) {
 	up, del := fleetviewv1.EventType_EVENT_TYPE_UPSERT, fleetviewv1.EventType_EVENT_TYPE_DELETE
 	type step struct {
-		he       *hubEvent
+		he       *watchhub.Event
 		replayed bool
 		isNew    bool
 	}
@@ -78,18 +79,18 @@ func TestWatchJudgesEvents(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel, visible: tc.vis}, out: newQueue[*fleetviewv1.WatchEvent](100),
+				w := &watch{f: &selection{gvr: podsGVR, namespace: tc.ns, labels: sel, visible: tc.vis}, out: watchhub.NewQueue[*fleetviewv1.WatchEvent](100),
 					versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{"a": 10}, start: query.Version{"a": 10},
 					horizon: query.Version{"a": tc.horizon}, sent: map[string]struct{}{}, structured: structured}
 				for _, s := range tc.steps {
-					he := newHubEvent(s.he.cluster, s.he.seq, s.he.ev) // each run judges fresh events
-					he.isNew = s.isNew
+					he := watchhub.NewEvent(s.he.Cluster, s.he.Seq, s.he.Event) // each run judges fresh events
+					he.IsNew = s.isNew
 					if err := w.process(he, s.replayed); err != nil {
 						t.Fatal(err)
 					}
 				}
 				var got []string
-				for ev, ok := w.out.pop(); ok; ev, ok = w.out.pop() {
+				for ev, ok := w.out.Pop(); ok; ev, ok = w.out.Pop() {
 					if structured != (ev.GetObject() != nil) || structured == (len(ev.GetRawObject()) > 0) {
 						t.Fatalf("structured=%v: event with Struct %v and %d raw bytes", structured, ev.GetObject() != nil, len(ev.GetRawObject()))
 					}
@@ -114,7 +115,7 @@ func TestWatchJudgesEvents(t *testing.T) {
 }
 
 func TestWatchCutsASlowClient(t *testing.T) {
-	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: newQueue[*fleetviewv1.WatchEvent](1),
+	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything()}, out: watchhub.NewQueue[*fleetviewv1.WatchEvent](1),
 		versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{"a": 0}, horizon: query.Version{}, sent: map[string]struct{}{}}
 	if err := w.process(podEvent(1, "a", "p", "n", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
 		t.Fatal(err)
@@ -129,25 +130,25 @@ func TestWatchCutsASlowClient(t *testing.T) {
 // caused by hidden objects would tell of them.
 func TestWatchBufferHoldsVisibleEventsOnly(t *testing.T) {
 	w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"shop"}}}}},
-		out: newQueue[*fleetviewv1.WatchEvent](1), versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{"a": 0},
+		out: watchhub.NewQueue[*fleetviewv1.WatchEvent](1), versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{"a": 0},
 		horizon: query.Version{}, sent: map[string]struct{}{}}
 	for seq := uint64(1); seq <= 5; seq++ {
 		if err := w.process(podEvent(seq, "a", "p", "kube-system", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil {
 			t.Fatalf("hidden event %d: %v", seq, err)
 		}
 	}
-	if err := w.process(podEvent(6, "a", "q", "shop", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil || w.out.len() != 1 {
-		t.Fatalf("visible event: %v, %d queued, want 1", err, w.out.len())
+	if err := w.process(podEvent(6, "a", "q", "shop", "x", fleetviewv1.EventType_EVENT_TYPE_UPSERT), false); err != nil || w.out.Len() != 1 {
+		t.Fatalf("visible event: %v, %d queued, want 1", err, w.out.Len())
 	}
 }
 
 func TestWatchEndsWhenAResourceIsRemoved(t *testing.T) {
 	// Also for a namespace-scoped caller: the removal names no namespace.
 	for _, vis := range []*query.Visibility{nil, {Grants: []query.Grant{{Namespaces: []string{"shop"}}}}} {
-		w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: vis}, out: newQueue[*fleetviewv1.WatchEvent](1),
+		w := &watch{f: &selection{gvr: podsGVR, labels: labels.Everything(), visible: vis}, out: watchhub.NewQueue[*fleetviewv1.WatchEvent](1),
 			versions: newVersionBook(nil, query.NewSealer([]byte("k")), 0, 0), processed: query.Version{}, start: query.Version{}, horizon: query.Version{}, sent: map[string]struct{}{}}
 		ev := &fleetviewv1.ResourceEvent{Cluster: "a", Gvr: stream.ProtoGVR(podsGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
-		if err := w.process(newHubEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
+		if err := w.process(watchhub.NewEvent("a", 5, ev), false); !errors.Is(err, query.ErrExpired) {
 			t.Fatalf("visibility %v: got %v, want ErrExpired", vis, err)
 		}
 	}

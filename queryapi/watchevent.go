@@ -8,27 +8,28 @@ import (
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 // emit queues one event about he. raw is the object to send when it is not
 // he's own (a tombstone's stub); he's own object is sent as stored, and
 // its Struct form, for a structured watch, is built once for every watch.
-func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
-	rv, ok := he.token(w.versions)
+func (w *watch) emit(typ string, he *watchhub.Event, raw []byte) error {
+	rv, ok := he.Token(w.versions)
 	if !ok {
 		var err error
-		if rv, err = w.versions.seal(context.Background(), w.position(), time.Now()); err != nil {
+		if rv, err = w.versions.Seal(context.Background(), w.position(), time.Now()); err != nil {
 			return err
 		}
 	}
-	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: he.cluster, ResourceVersion: rv}
+	ev := &fleetviewv1.WatchEvent{Type: typ, Cluster: he.Cluster, ResourceVersion: rv}
 	shared := he
 	if raw != nil {
 		shared = nil
 	} else {
-		raw = he.ev.GetObject()
+		raw = he.Event.GetObject()
 		if !w.structured {
-			ev.RawCells = he.ev.GetCells()
+			ev.RawCells = he.Event.GetCells()
 		}
 	}
 	if err := w.setObject(ev, raw, shared); err != nil {
@@ -38,14 +39,14 @@ func (w *watch) emit(typ string, he *hubEvent, raw []byte) error {
 }
 
 // setObject puts the object on ev in the form the client asked for.
-func (w *watch) setObject(ev *fleetviewv1.WatchEvent, raw []byte, shared *hubEvent) error {
+func (w *watch) setObject(ev *fleetviewv1.WatchEvent, raw []byte, shared *watchhub.Event) error {
 	if !w.structured {
 		ev.RawObject = raw
 		return nil
 	}
 	var err error
 	if shared != nil {
-		ev.Object, err = shared.structured()
+		ev.Object, err = shared.Structured()
 	} else {
 		ev.Object, err = toStruct(raw)
 	}
@@ -75,26 +76,26 @@ func (s stub) json() []byte {
 
 // tombstone is the object of a DELETED event when only the stream's
 // tombstone is known: its metadata and the cache-source annotations.
-func (w *watch) tombstone(he *hubEvent) []byte {
-	ev := he.ev
-	return stub{APIVersion: he.gvr.GroupVersion().String(), Kind: ev.GetKind(), Metadata: stubMeta{
+func (w *watch) tombstone(he *watchhub.Event) []byte {
+	ev := he.Event
+	return stub{APIVersion: he.GVR.GroupVersion().String(), Kind: ev.GetKind(), Metadata: stubMeta{
 		Name: ev.GetName(), Namespace: ev.GetNamespace(), UID: ev.GetUid(), ResourceVersion: ev.GetResourceVersion(),
-		Annotations: map[string]string{"fleetview.io/cluster": he.cluster, "resource.karmada.io/cached-from-cluster": he.cluster},
+		Annotations: map[string]string{"fleetview.io/cluster": he.Cluster, "resource.karmada.io/cached-from-cluster": he.Cluster},
 	}}.json()
 }
 
 // process judges one event; replayed marks events read back from the
 // stream (whose ADDED/MODIFIED distinction is unknown).
-func (w *watch) process(he *hubEvent, replayed bool) error {
-	c := he.cluster
-	if he.seq <= w.processed[c] {
+func (w *watch) process(he *watchhub.Event, replayed bool) error {
+	c := he.Cluster
+	if he.Seq <= w.processed[c] {
 		return nil // already judged: the live feed overlapping the replay
 	}
-	w.processed[c] = he.seq
+	w.processed[c] = he.Seq
 	if !w.f.clusterOK(c) {
 		return nil
 	}
-	ev := he.ev
+	ev := he.Event
 	if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED && !w.f.visible.Allows(w.f.gvr.GroupResource(), c, ev.GetNamespace()) {
 		return nil // never sent, so never to be deleted either
 	}
@@ -104,7 +105,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 	key := c + "/" + ev.GetUid()
 	_, newCluster := w.start[c]
 	newCluster = !newCluster
-	mayHold := he.seq <= w.horizon[c]
+	mayHold := he.Seq <= w.horizon[c]
 	switch ev.GetType() {
 	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return fmt.Errorf("%w: %s is no longer cached from cluster %s; list again", query.ErrExpired, w.f.gvr.GroupResource(), c)
@@ -121,7 +122,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 		}
 		return w.emit(deleted, he, w.tombstone(he))
 	case fleetviewv1.EventType_EVENT_TYPE_UPSERT:
-		lbls, err := he.decode()
+		lbls, err := he.Labels()
 		if err != nil {
 			// The materializer dead-letters what it cannot decode, so only
 			// a replay from the stream meets one; the watch goes on.
@@ -146,7 +147,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 			return nil
 		}
 		typ := modified
-		if newCluster || (he.isNew && !replayed) {
+		if newCluster || (he.IsNew && !replayed) {
 			typ = added
 		}
 		if w.f.tracked() {
@@ -163,7 +164,7 @@ func (w *watch) process(he *hubEvent, replayed bool) error {
 }
 
 func (w *watch) bookmark(initialEnd bool) error {
-	rv, err := w.versions.seal(context.Background(), w.position(), time.Now())
+	rv, err := w.versions.Seal(context.Background(), w.position(), time.Now())
 	if err != nil {
 		return err
 	}
@@ -188,7 +189,7 @@ func (w *watch) position() query.Version {
 	if w.f.clusters == nil || w.q.hub == nil {
 		return w.processed
 	}
-	v := w.q.hub.appliedNow()
+	v := w.q.hub.AppliedNow()
 	for c, s := range w.processed {
 		if w.f.clusterOK(c) {
 			v[c] = s

@@ -13,6 +13,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
 // listAll pages through the current state with one snapshot.
@@ -61,10 +62,10 @@ func objectUID(b []byte) string {
 // replay reads cluster c's stream for the resource from after from through
 // to (stream.Replay): the compacted stream still holds the latest message of
 // every object changed in that range, and the tombstones of the deleted ones.
-func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVersionResource, from, to uint64, fn func(*hubEvent) error) error {
+func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVersionResource, from, to uint64, fn func(*watchhub.Event) error) error {
 	var fnErr error // fn's own error, returned as it is
 	err := stream.Replay(ctx, q.js, c, stream.ResourceSubjects(c, gvr), from, to, func(seq uint64, ev *fleetviewv1.ResourceEvent) error {
-		fnErr = fn(newHubEvent(c, seq, ev))
+		fnErr = fn(watchhub.NewEvent(c, seq, ev))
 		return fnErr
 	})
 	if err != nil && err != fnErr {
@@ -116,7 +117,7 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 // replay judges cluster c's events from after from through to, read back
 // from its stream.
 func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
-	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *hubEvent) error { return w.process(he, true) }); err != nil {
+	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, true) }); err != nil {
 		return w.drain(err)
 	}
 	return nil
@@ -136,7 +137,7 @@ func (w *watch) initial(ctx context.Context, applied query.Version, endBookmark 
 		if err := w.setObject(ev, o.JSON, nil); err != nil {
 			return err
 		}
-		return w.out.push(ctx, ev)
+		return w.out.Push(ctx, ev)
 	})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/console"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 	"github.com/fleetview/fleetview/store"
 	"github.com/fleetview/fleetview/store/opensearch"
 )
@@ -194,7 +195,7 @@ type serve struct {
 	// nc is the NATS connection, set by the group before serve's.
 	nc    *nats.Conn
 	bk    store.Buckets
-	hub   *queryapi.Hub
+	hub   *watchhub.Hub
 	set   *store.Set
 	conns *connlimit.Limiter
 	// qm and registry hold the process's metrics; nil when metrics are off.
@@ -239,7 +240,7 @@ func (sv *serve) openStore(ctx context.Context) ([]lifecycle.Runnable, error) {
 	if err != nil {
 		return nil, err
 	}
-	sv.hub = queryapi.NewHub(queryapi.HubOptions{})
+	sv.hub = watchhub.New(watchhub.Options{})
 	sv.set, err = store.New(ctx, store.Config{
 		NATS: nc, Buckets: sv.bk,
 		StateDir: o.StateDir, Default: o.defaultStore(), Named: namedStores(o.openSearch),

@@ -49,6 +49,7 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/queryapi/watchhub"
 	"github.com/fleetview/fleetview/store"
 	"github.com/fleetview/fleetview/store/badger"
 )
@@ -321,7 +322,7 @@ func startStack(ctx context.Context, dir string, fleet *harness.Fleet, cfg confi
 	if err != nil {
 		return nil, err
 	}
-	hub := queryapi.NewHub(queryapi.HubOptions{})
+	hub := watchhub.New(watchhub.Options{})
 	set, err := store.New(ctx, store.Config{NATS: nc, Buckets: bk,
 		StateDir: dir, Default: badger.Kind(badger.KindOptions{FlushInterval: cfg.flush}), Observer: hub.Observe, Logger: log})
 	if err != nil {

@@ -1,7 +1,9 @@
-package queryapi
+package watchhub
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"sync"
 	"time"
@@ -41,40 +43,40 @@ type Hub struct {
 	applied query.Version
 	// all are the watches of a resource without an indexable requirement;
 	// byLabel indexes the others by resource, key and value.
-	all     map[schema.GroupVersionResource]map[*subscription]struct{}
-	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}
+	all     map[schema.GroupVersionResource]map[*Subscription]struct{}
+	byLabel map[schema.GroupVersionResource]map[string]map[string]map[*Subscription]struct{}
 	// byCluster indexes the watches of some clusters by resource and
 	// cluster.
-	byCluster map[schema.GroupVersionResource]map[string]map[*subscription]struct{}
+	byCluster map[schema.GroupVersionResource]map[string]map[*Subscription]struct{}
 }
 
-// HubOptions configure a Hub.
-type HubOptions struct {
+// Options configure a Hub.
+type Options struct {
 	// Buffer is how many batches a watch may fall behind before it is cut
 	// with RESOURCE_EXHAUSTED (default 1024).
 	Buffer int
 }
 
-// NewHub returns a hub; pass Observe to materializer.Config.Observer.
-func NewHub(o HubOptions) *Hub {
+// New returns a hub; pass Observe to materializer.Config.Observer.
+func New(o Options) *Hub {
 	if o.Buffer <= 0 {
 		o.Buffer = 1024
 	}
 	return &Hub{buffer: o.Buffer, applied: query.Version{},
-		all:       map[schema.GroupVersionResource]map[*subscription]struct{}{},
-		byLabel:   map[schema.GroupVersionResource]map[string]map[string]map[*subscription]struct{}{},
-		byCluster: map[schema.GroupVersionResource]map[string]map[*subscription]struct{}{}}
+		all:       map[schema.GroupVersionResource]map[*Subscription]struct{}{},
+		byLabel:   map[schema.GroupVersionResource]map[string]map[string]map[*Subscription]struct{}{},
+		byCluster: map[schema.GroupVersionResource]map[string]map[*Subscription]struct{}{}}
 }
 
-// hubEvent is one stream event as watches see it; the object is decoded
+// Event is one stream event as watches see it; the object is decoded
 // once, however many watches send it.
-type hubEvent struct {
-	cluster string
-	seq     uint64
-	ev      *fleetviewv1.ResourceEvent
-	gvr     schema.GroupVersionResource
-	// isNew: the object was not in the cache before this event.
-	isNew bool
+type Event struct {
+	Cluster string
+	Seq     uint64
+	Event   *fleetviewv1.ResourceEvent
+	GVR     schema.GroupVersionResource
+	// IsNew: the object was not in the cache before this event.
+	IsNew bool
 
 	once   sync.Once
 	labels labels.Set
@@ -89,73 +91,100 @@ type hubEvent struct {
 	// applied is, for an event from the live feed, the hub's version
 	// before its batch (shared by the batch's events, never changed): with
 	// this event's sequence it is the resourceVersion of the event for
-	// every watch that sends it, sealed once (token).
+	// every watch that sends it, sealed once (Token).
 	applied query.Version
 	rvOnce  sync.Once
 	rv      string
-	rvBook  *versionBook
+	rvBook  Sealer
 	rvErr   error
 }
 
-func newHubEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *hubEvent {
-	return &hubEvent{cluster: cluster, seq: seq, ev: ev, gvr: stream.GVR(ev.GetGvr())}
+// NewEvent is a stream event of cluster at seq, for watches; one read
+// back from the stream (not from the live feed) has no shared Token.
+func NewEvent(cluster string, seq uint64, ev *fleetviewv1.ResourceEvent) *Event {
+	return &Event{Cluster: cluster, Seq: seq, Event: ev, GVR: stream.GVR(ev.GetGvr())}
 }
 
-// token is the resourceVersion of a live event, the same for every watch
+// Sealer seals a version into a resourceVersion (the query API's version
+// book).
+type Sealer interface {
+	Seal(ctx context.Context, v query.Version, now time.Time) (string, error)
+}
+
+// Token is the resourceVersion of a live event, the same for every watch
 // that sends it; false for an event read back from the stream, whose
 // watch seals its own. A watch following the feed has judged every event
 // up to the hub's version before this batch, and the feed skips a watch
 // only for events its selector cannot concern, so it may resume from
 // there; sealing once instead of once per watch took a fifth of a
 // thousand watchers' allocations (docs/benchmarks/query.md).
-func (e *hubEvent) token(b *versionBook) (string, bool) {
+func (e *Event) Token(b Sealer) (string, bool) {
 	if e.applied == nil {
 		return "", false
 	}
 	e.rvOnce.Do(func() {
 		v := maps.Clone(e.applied)
-		v[e.cluster] = e.seq
-		e.rv, e.rvErr = b.seal(context.Background(), v, time.Now())
+		v[e.Cluster] = e.Seq
+		e.rv, e.rvErr = b.Seal(context.Background(), v, time.Now())
 		e.rvBook = b
 	})
 	return e.rv, e.rvBook == b && e.rvErr == nil
 }
 
-// decode reads the object's labels once (and checks the JSON as far as
+// Labels reads the object's labels once (and checks the JSON as far as
 // rawjson does); the object itself is sent as its stored bytes.
-func (e *hubEvent) decode() (labels.Set, error) {
+func (e *Event) Labels() (labels.Set, error) {
 	e.once.Do(func() {
-		if len(e.ev.GetObject()) == 0 {
+		if len(e.Event.GetObject()) == 0 {
 			return
 		}
 		var l map[string]string
-		if l, e.err = rawjson.Labels(e.ev.GetObject()); l != nil {
+		if l, e.err = rawjson.Labels(e.Event.GetObject()); l != nil {
 			e.labels = l
 		}
 	})
 	return e.labels, e.err
 }
 
-// structured is the object as a Struct, built once for every watch that
+// Structured is the object as a Struct, built once for every watch that
 // asks for that form.
-func (e *hubEvent) structured() (*structpb.Struct, error) {
-	e.structOnce.Do(func() { e.obj, e.structErr = toStruct(e.ev.GetObject()) })
+func (e *Event) Structured() (*structpb.Struct, error) {
+	e.structOnce.Do(func() { e.obj, e.structErr = toStruct(e.Event.GetObject()) })
 	return e.obj, e.structErr
 }
 
-type hubBatch struct {
-	cluster string
-	events  []*hubEvent
+// toStruct is a stored object as a Struct (the query service has its own
+// for the answers it builds).
+func toStruct(b []byte) (*structpb.Struct, error) {
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("stored object is not a JSON object: %w", err)
+	}
+	return structpb.NewStruct(m)
 }
 
-type subscription struct {
+// Batch is what one committed batch of a cluster holds for one watch.
+type Batch struct {
+	Cluster string
+	Events  []*Event
+}
+
+// Subscription is one watch's registration with the hub.
+type Subscription struct {
 	gvr      schema.GroupVersionResource
 	clusters []string // the clusters it is indexed by; nil: every cluster
 	key, val string   // the indexed equality requirement; key "" = none
-	q        *queue[hubBatch]
+	q        *Queue[Batch]
 	overflow chan struct{}
 	once     sync.Once
 }
+
+// Batches are the subscription's batches, in the order committed.
+func (s *Subscription) Batches() *Queue[Batch] { return s.q }
+
+// Overflow is closed when the watch fell more than the hub's buffer
+// behind: it must end (RESOURCE_EXHAUSTED).
+func (s *Subscription) Overflow() <-chan struct{} { return s.overflow }
 
 // indexable picks an equality requirement of a selector to route by.
 func indexable(sel labels.Selector) (string, string) {
@@ -174,13 +203,13 @@ func indexable(sel labels.Selector) (string, string) {
 	return "", ""
 }
 
-// subscribe registers a watch of one resource and returns, atomically with
+// Subscribe registers a watch of one resource and returns, atomically with
 // the registration, the last sequence per cluster already passed on: every
 // later event the watch may need arrives on the subscription.
 // A watch of some clusters (clusters not nil) gets their batches only;
 // its labels are left to the watch to judge.
-func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector, clusters []string) (*subscription, query.Version) {
-	s := &subscription{gvr: gvr, clusters: clusters, q: newQueue[hubBatch](h.buffer), overflow: make(chan struct{})}
+func (h *Hub) Subscribe(gvr schema.GroupVersionResource, sel labels.Selector, clusters []string) (*Subscription, query.Version) {
+	s := &Subscription{gvr: gvr, clusters: clusters, q: NewQueue[Batch](h.buffer), overflow: make(chan struct{})}
 	if clusters == nil {
 		s.key, s.val = indexable(sel)
 	}
@@ -189,45 +218,46 @@ func (h *Hub) subscribe(gvr schema.GroupVersionResource, sel labels.Selector, cl
 	if clusters != nil {
 		byC := h.byCluster[gvr]
 		if byC == nil {
-			byC = map[string]map[*subscription]struct{}{}
+			byC = map[string]map[*Subscription]struct{}{}
 			h.byCluster[gvr] = byC
 		}
 		for _, c := range clusters {
 			if byC[c] == nil {
-				byC[c] = map[*subscription]struct{}{}
+				byC[c] = map[*Subscription]struct{}{}
 			}
 			byC[c][s] = struct{}{}
 		}
 	} else if s.key == "" {
 		if h.all[gvr] == nil {
-			h.all[gvr] = map[*subscription]struct{}{}
+			h.all[gvr] = map[*Subscription]struct{}{}
 		}
 		h.all[gvr][s] = struct{}{}
 	} else {
 		byKey := h.byLabel[gvr]
 		if byKey == nil {
-			byKey = map[string]map[string]map[*subscription]struct{}{}
+			byKey = map[string]map[string]map[*Subscription]struct{}{}
 			h.byLabel[gvr] = byKey
 		}
 		if byKey[s.key] == nil {
-			byKey[s.key] = map[string]map[*subscription]struct{}{}
+			byKey[s.key] = map[string]map[*Subscription]struct{}{}
 		}
 		if byKey[s.key][s.val] == nil {
-			byKey[s.key][s.val] = map[*subscription]struct{}{}
+			byKey[s.key][s.val] = map[*Subscription]struct{}{}
 		}
 		byKey[s.key][s.val][s] = struct{}{}
 	}
 	return s, h.applied.Clone()
 }
 
-// appliedNow is a copy of the last sequence per cluster passed on.
-func (h *Hub) appliedNow() query.Version {
+// AppliedNow is a copy of the last sequence per cluster passed on.
+func (h *Hub) AppliedNow() query.Version {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.applied.Clone()
 }
 
-func (h *Hub) unsubscribe(s *subscription) {
+// Unsubscribe ends a subscription.
+func (h *Hub) Unsubscribe(s *Subscription) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s.clusters != nil {
@@ -255,8 +285,8 @@ func (h *Hub) unsubscribe(s *subscription) {
 func (h *Hub) Observe(b feed.Batch) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := map[*subscription][]*hubEvent{}
-	var routed []*hubEvent
+	out := map[*Subscription][]*Event{}
+	var routed []*Event
 	for i := range b.Events {
 		if he := h.route(b.Cluster, &b.Events[i], out); he != nil {
 			routed = append(routed, he)
@@ -276,18 +306,18 @@ func (h *Hub) Observe(b feed.Batch) {
 		h.applied[b.Cluster] = b.LastSeq
 	}
 	for s, evs := range out {
-		if !s.q.tryPush(hubBatch{cluster: b.Cluster, events: evs}) {
+		if !s.q.TryPush(Batch{Cluster: b.Cluster, Events: evs}) {
 			s.once.Do(func() { close(s.overflow) })
 		}
 	}
 }
 
 // route adds e to the events of each watch that may need it, and returns
-// its hubEvent if any watch took it.
-func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubEvent) *hubEvent {
-	he := newHubEvent(cluster, e.Seq, e.Event)
+// its Event if any watch took it.
+func (h *Hub) route(cluster string, e *feed.Event, out map[*Subscription][]*Event) *Event {
+	he := NewEvent(cluster, e.Seq, e.Event)
 	taken := false
-	add := func(s *subscription) {
+	add := func(s *Subscription) {
 		out[s] = append(out[s], he)
 		taken = true
 	}
@@ -297,7 +327,7 @@ func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubE
 		// whole object here (for watchers only) would halve ingest.
 		cur = e.Labels
 		if !e.Labeled {
-			cur, _ = he.decode()
+			cur, _ = he.Labels()
 		}
 	}
 	control := !stream.IsObjectEvent(e.Event)
@@ -307,14 +337,14 @@ func (h *Hub) route(cluster string, e *feed.Event, out map[*subscription][]*hubE
 		// one never seen, new, with labels that may have been anything.
 		prior = feed.Prior{Told: true, LabelsUnknown: true}
 	}
-	he.isNew = !prior.Exists
-	for s := range h.all[he.gvr] {
+	he.IsNew = !prior.Exists
+	for s := range h.all[he.GVR] {
 		add(s)
 	}
-	for s := range h.byCluster[he.gvr][cluster] {
+	for s := range h.byCluster[he.GVR][cluster] {
 		add(s)
 	}
-	for key, byVal := range h.byLabel[he.gvr] {
+	for key, byVal := range h.byLabel[he.GVR] {
 		if control || prior.LabelsUnknown {
 			for _, subs := range byVal {
 				for s := range subs {

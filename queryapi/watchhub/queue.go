@@ -1,18 +1,18 @@
-package queryapi
+package watchhub
 
 import (
 	"context"
 	"sync"
 )
 
-// queue is a bounded FIFO between one producer side and one consumer
+// Queue is a bounded FIFO between one producer side and one consumer
 // goroutine: a watch's outbox and a hub subscription. It is a slice, not
 // a buffered channel, because a channel's buffer is allocated at its full
 // capacity and the garbage collector scans all of it on every cycle: with
 // 1,000 watches the idle buffers were hundreds of megabytes to scan, and
 // the scans delayed every watch's events by up to 400 ms
 // (docs/benchmarks/query.md). A queue holds only what is queued.
-type queue[T any] struct {
+type Queue[T any] struct {
 	mu    sync.Mutex
 	items []T // queued from head on
 	head  int
@@ -22,9 +22,14 @@ type queue[T any] struct {
 	ready, space chan struct{}
 }
 
-func newQueue[T any](limit int) *queue[T] {
-	return &queue[T]{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+// NewQueue returns a queue of at most limit items.
+func NewQueue[T any](limit int) *Queue[T] {
+	return &Queue[T]{limit: limit, ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
+
+// Ready has a value while items may be queued: after it, Pop until it
+// reports none.
+func (q *Queue[T]) Ready() <-chan struct{} { return q.ready }
 
 func signal(c chan struct{}) {
 	select {
@@ -33,8 +38,8 @@ func signal(c chan struct{}) {
 	}
 }
 
-// tryPush queues v unless the queue is full.
-func (q *queue[T]) tryPush(v T) bool {
+// TryPush queues v unless the queue is full.
+func (q *Queue[T]) TryPush(v T) bool {
 	q.mu.Lock()
 	if len(q.items)-q.head >= q.limit {
 		q.mu.Unlock()
@@ -46,9 +51,9 @@ func (q *queue[T]) tryPush(v T) bool {
 	return true
 }
 
-// push queues v, waiting for room until ctx ends.
-func (q *queue[T]) push(ctx context.Context, v T) error {
-	for !q.tryPush(v) {
+// Push queues v, waiting for room until ctx ends.
+func (q *Queue[T]) Push(ctx context.Context, v T) error {
+	for !q.TryPush(v) {
 		select {
 		case <-q.space:
 		case <-ctx.Done():
@@ -58,8 +63,8 @@ func (q *queue[T]) push(ctx context.Context, v T) error {
 	return nil
 }
 
-// pop takes the oldest item, if any.
-func (q *queue[T]) pop() (T, bool) {
+// Pop takes the oldest item, if any.
+func (q *Queue[T]) Pop() (T, bool) {
 	var zero T
 	q.mu.Lock()
 	if q.head == len(q.items) {
@@ -81,7 +86,8 @@ func (q *queue[T]) pop() (T, bool) {
 	return v, true
 }
 
-func (q *queue[T]) len() int {
+// Len is how many items are queued.
+func (q *Queue[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.items) - q.head
