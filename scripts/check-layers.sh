@@ -31,5 +31,13 @@ if [ -n "$bad" ]; then
 	echo "FAIL: $mod/store depends on:"; echo "$bad" | sed 's/^/    /'
 	fail=1
 fi
+# The query API's root composes its parts; no part imports the root
+# (tests included).
+for p in $(go list ./queryapi/... | grep -v "^$mod/queryapi\$"); do
+	if go list -deps -test -f '{{.ImportPath}}' "$p" | grep -qx "$mod/queryapi"; then
+		echo "FAIL: $p depends on $mod/queryapi"
+		fail=1
+	fi
+done
 [ "$fail" = 0 ] && echo "layers: ok"
 exit "$fail"
