@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 )
@@ -22,6 +23,24 @@ const (
 	// ~8 bytes per cluster); a miss costs one direct get.
 	epochCache = 256
 )
+
+// versionSubject is the subject of VersionStream's messages.
+const versionSubject = natsnames.SubjectRoot + ".query.versions"
+
+// VersionStream holds the epochs of the query API's resourceVersions:
+// immutable version vectors shared by every replica, an epoch's id being
+// its message's stream sequence. Not FV_-prefixed: it is no cluster's.
+const VersionStream = "FVQ_VERSIONS"
+
+// versionStreamConfig is the epochs' stream: kept for maxAge (a version
+// older than the resume age is refused anyway), each epoch up to a
+// cluster stream's message size.
+func versionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{versionSubject},
+		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: stream.MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
+	}
+}
 
 // versionBook seals and opens resourceVersions against the shared epochs.
 type versionBook struct {
@@ -48,7 +67,7 @@ func (b *versionBook) stream(ctx context.Context) (jetstream.Stream, error) {
 	if b.st != nil {
 		return b.st, nil
 	}
-	st, err := b.js.CreateOrUpdateStream(ctx, stream.VersionStreamConfig(b.replicas, b.maxAge+time.Hour))
+	st, err := b.js.CreateOrUpdateStream(ctx, versionStreamConfig(b.replicas, b.maxAge+time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("version epochs stream: %w", err)
 	}
@@ -69,7 +88,7 @@ func (b *versionBook) Seal(ctx context.Context, v query.Version, now time.Time) 
 		if err != nil {
 			return "", err
 		}
-		ack, err := b.js.Publish(ctx, stream.VersionSubject, query.EncodeVector(v))
+		ack, err := b.js.Publish(ctx, versionSubject, query.EncodeVector(v))
 		if err != nil {
 			return "", fmt.Errorf("store a version epoch: %w", err)
 		}
@@ -129,7 +148,7 @@ func (b *versionBook) epoch(ctx context.Context, id uint64, rv string) (query.Ve
 	if err != nil {
 		return nil, fmt.Errorf("read version epoch %d: %w", id, err)
 	}
-	if msg.Subject != stream.VersionSubject {
+	if msg.Subject != versionSubject {
 		return nil, fmt.Errorf("%w: resourceVersion %q refers to epoch %d, which is not a version epoch", query.ErrInvalid, shortRV(rv), id)
 	}
 	v, err = query.DecodeVector(msg.Data)

@@ -10,7 +10,6 @@ import (
 
 	"github.com/fleetview/fleetview/internal/natsserver/natstest"
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/stream"
 )
 
 func fleetVersion(n int, seq uint64) query.Version {
@@ -85,7 +84,7 @@ func TestVersionBookBounded(t *testing.T) {
 	}
 
 	// Epochs that are gone (aged out, or the stream was lost): 410 naming the version.
-	if err := js.DeleteStream(ctx, stream.VersionStream); err != nil {
+	if err := js.DeleteStream(ctx, VersionStream); err != nil {
 		t.Fatal(err)
 	}
 	fresh := newVersionBook(js, sealer, time.Hour, 1)

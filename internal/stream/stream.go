@@ -47,21 +47,6 @@ func ClusterFromStream(name string) (string, bool) {
 	return strings.ReplaceAll(strings.TrimPrefix(name, StreamPrefix), "_", "-"), true
 }
 
-// VersionStream holds the epochs of the query API's resourceVersions:
-// immutable version vectors shared by every replica, an epoch's id being
-// its message's stream sequence. Not FV_-prefixed: it is no cluster's.
-const VersionStream = "FVQ_VERSIONS"
-
-// VersionStreamConfig is the epochs' stream: kept for maxAge (a version
-// older than the resume age is refused anyway), each epoch up to a
-// cluster stream's message size.
-func VersionStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name: VersionStream, Description: "fleetview resourceVersion epochs", Subjects: []string{VersionSubject},
-		Storage: jetstream.FileStorage, MaxAge: maxAge, MaxMsgSize: MaxPayload, Replicas: max(replicas, 1), AllowDirect: true,
-	}
-}
-
 // DefaultMaxBytes is the default byte quota of one cluster's stream: room
 // for a large cluster's current state (150,000 objects of a few KiB) many
 // times over. JetStream reserves a stream's MaxBytes against its store

@@ -54,9 +54,6 @@ func ClusterSubjects(cluster string) []string {
 // is a cluster stream.
 const AllObjects = natsnames.SubjectRoot + ".obj.>"
 
-// VersionSubject is the subject of VersionStream's messages.
-const VersionSubject = natsnames.SubjectRoot + ".query.versions"
-
 // ControlSubject carries sync markers and removal records of one resource.
 // It shares the cluster stream so consumers see it in order with the objects.
 func ControlSubject(cluster string, gvr schema.GroupVersionResource) string {

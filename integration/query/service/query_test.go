@@ -30,6 +30,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi"
 )
 
 // hubSealer is the hub's token sealer, with its sealing key read from the
@@ -68,7 +69,7 @@ func tokenVersion(t *testing.T, ctx context.Context, natsPort int, tok string) s
 	// compare equal whichever epoch each was sealed against.
 	base := query.Version{}
 	if et.Epoch != 0 {
-		st, err := js.Stream(ctx, stream.VersionStream)
+		st, err := js.Stream(ctx, queryapi.VersionStream)
 		if err != nil {
 			t.Fatal(err)
 		}
