@@ -10,9 +10,11 @@
 //   - here: the services (services.go, clusters.go, registries.go; a
 //     request's selection, versions and continue tokens), the watch
 //     (watch*.go), readiness (ready.go), limits, metrics, the in-process
-//     channel (inproc.go), the REST handlers written around the gateway
-//     (listhttp.go, searchhttp.go, watchhttp.go) and the server that wires
-//     everything (server.go, New);
+//     channel (inproc.go) and the server that wires everything (server.go,
+//     New);
+//   - rest: the REST paths written around the gateway (raw-JSON list, get
+//     and search, the watch stream, the OpenAPI document) and the
+//     Kubernetes Status of every REST error;
 //   - authz: who may read what (the Guard, member RBAC, the audit log);
 //   - watchhub: the hub that fans committed batches out to the watches,
 //     and its queues;
@@ -116,5 +118,5 @@
 //
 // Errors from lower layers are sentinel errors; they are translated to gRPC
 // codes, HTTP statuses and Kubernetes Status bodies once (apierr.ToStatus,
-// and errors.go for the REST answers).
+// and rest.WriteError for the REST answers).
 package queryapi

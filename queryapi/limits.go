@@ -21,6 +21,7 @@ import (
 	"github.com/fleetview/fleetview/internal/connlimit"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/rest"
 )
 
 // Limits bound what clients can make the server hold. A zero cap is no
@@ -205,7 +206,7 @@ func limitBody(max int64, h http.Handler) http.Handler {
 			// The rest of the body stays unread: close the connection
 			// rather than drain it.
 			w.Header().Set("Connection", "close")
-			writeError(w, fmt.Errorf("%w: the request body exceeds %d bytes", query.ErrRequestTooLarge, max))
+			rest.WriteError(w, fmt.Errorf("%w: the request body exceeds %d bytes", query.ErrRequestTooLarge, max))
 		}
 		if r.ContentLength > max {
 			tooLarge()
@@ -217,11 +218,11 @@ func limitBody(max int64, h http.Handler) http.Handler {
 			// holding the connection on purpose. The rest of the body is
 			// not read.
 			w.Header().Set("Connection", "close")
-			writeError(w, fmt.Errorf("%w: the request body did not arrive within the read timeout (--http-read-timeout)", connlimit.ErrRequestTimeout))
+			rest.WriteError(w, fmt.Errorf("%w: the request body did not arrive within the read timeout (--http-read-timeout)", connlimit.ErrRequestTimeout))
 			return
 		}
 		if err != nil {
-			writeError(w, fmt.Errorf("%w: reading the request body: %v", query.ErrInvalid, err))
+			rest.WriteError(w, fmt.Errorf("%w: reading the request body: %v", query.ErrInvalid, err))
 			return
 		}
 		if int64(len(b)) > max {

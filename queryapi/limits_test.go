@@ -20,6 +20,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
+	"github.com/fleetview/fleetview/queryapi/rest"
 	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
@@ -146,7 +147,7 @@ func TestLimitBody(t *testing.T) {
 				}
 				return
 			}
-			var st k8sStatus
+			var st rest.Status
 			if err := json.Unmarshal(w.Body.Bytes(), &st); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +252,7 @@ func TestWatchQuotaIsReleased(t *testing.T) {
 	if !errors.Is(err, query.ErrTooManyRequests) {
 		t.Fatalf("third watch: %v, want ErrTooManyRequests", err)
 	}
-	if code, st := statusBody(apierr.ToStatus(err)); code != http.StatusTooManyRequests || st.Reason != "TooManyRequests" {
+	if code, st := rest.StatusBody(apierr.ToStatus(err)); code != http.StatusTooManyRequests || st.Reason != "TooManyRequests" {
 		t.Fatalf("refusal shows as %d %s", code, st.Reason)
 	}
 	// Another client is not affected by alice's quota.

@@ -30,6 +30,7 @@ import (
 	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 	"github.com/fleetview/fleetview/queryapi/kubeapi"
+	"github.com/fleetview/fleetview/queryapi/rest"
 	"github.com/fleetview/fleetview/queryapi/watchhub"
 )
 
@@ -249,7 +250,7 @@ func New(cfg Config) (*Server, error) {
 	// makes.
 	var h http.Handler = connlimit.Deadlines(cfg.Limits.HTTPWriteTimeout, withPeer(limitBody(cfg.Limits.MaxRequestBytes, s.routes(gw, local))))
 	if lim := cfg.Limits.Connections; lim != nil {
-		h = lim.Refuse(h, writeError)
+		h = lim.Refuse(h, rest.WriteError)
 	}
 	// ReadTimeout covers headers and body; once the body is read the
 	// server clears the read deadline itself, so it does not cut long
@@ -318,7 +319,7 @@ func newGRPCServer(cfg Config, qs *queryService, cs *clusterService, rs *registr
 // newGateway serves the REST gateway from the services in-process, so
 // REST calls pass the same interceptors as gRPC ones.
 func newGateway(ctx context.Context, local *inproc) (*runtime.ServeMux, error) {
-	gw := runtime.NewServeMux(runtime.WithErrorHandler(gatewayErrorHandler))
+	gw := runtime.NewServeMux(runtime.WithErrorHandler(rest.GatewayErrorHandler))
 	for _, reg := range []func() error{
 		func() error {
 			return fleetviewv1.RegisterQueryServiceHandlerClient(ctx, gw, fleetviewv1.NewQueryServiceClient(local))
@@ -344,9 +345,9 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux := http.NewServeMux()
 	q := fleetviewv1.NewQueryServiceClient(local)
 	mux.Handle("/v1/", withSurface(SurfaceREST, gw))
-	mux.Handle("/v1/resources/", withSurface(SurfaceREST, &listHandler{client: q, gateway: gw}))
-	mux.Handle("/v1/watch/", withSurface(SurfaceREST, &watchHandler{client: q}))
-	mux.Handle("/v1/search", withSurface(SurfaceREST, &searchHandler{client: q, gateway: gw}))
+	mux.Handle("/v1/resources/", withSurface(SurfaceREST, rest.NewList(q, gw)))
+	mux.Handle("/v1/watch/", withSurface(SurfaceREST, rest.NewWatch(q)))
+	mux.Handle("/v1/search", withSurface(SurfaceREST, rest.NewSearch(q, gw)))
 	var vis kubeapi.Visibility
 	if s.cfg.Guard != nil {
 		vis = s.cfg.Guard.CatalogVisibility
@@ -393,7 +394,7 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", s.serveReadyz)
 	mux.HandleFunc("/readyz/clusters", s.serveClustersReadyz)
-	mux.HandleFunc("/openapi.json", serveOpenAPI)
+	mux.HandleFunc("/openapi.json", rest.OpenAPI)
 	for p, h := range s.cfg.Handlers {
 		mux.Handle(p, h)
 	}
@@ -407,7 +408,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	ok, why := s.sync.check(ctx)
 	cancel()
 	if !ok {
-		writeError(w, fmt.Errorf("%w: %s", query.ErrNotReady, why))
+		rest.WriteError(w, fmt.Errorf("%w: %s", query.ErrNotReady, why))
 		return
 	}
 	if s.sync.rbac != nil {
@@ -426,12 +427,12 @@ func (s *Server) serveClustersReadyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	cr, err := s.sync.clusters(ctx)
 	if err != nil {
-		writeError(w, fmt.Errorf("%w: %v", query.ErrNotReady, err))
+		rest.WriteError(w, fmt.Errorf("%w: %v", query.ErrNotReady, err))
 		return
 	}
 	b, err := json.Marshal(cr)
 	if err != nil {
-		writeError(w, err)
+		rest.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

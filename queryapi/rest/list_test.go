@@ -1,4 +1,4 @@
-package queryapi
+package rest
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package queryapi
+package rest
 
 import (
 	"net/http"
@@ -6,7 +6,8 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+// OpenAPI serves the API's OpenAPI document.
+func OpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(fleetviewv1.OpenAPI)
 }

@@ -1,11 +1,15 @@
-package queryapi
+package rest
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -23,26 +27,31 @@ type watchHandler struct {
 	client fleetviewv1.QueryServiceClient
 }
 
+// NewWatch serves /v1/watch/{group}/{version}/{resource} through client.
+func NewWatch(client fleetviewv1.QueryServiceClient) http.Handler {
+	return &watchHandler{client: client}
+}
+
 func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
-		writeError(w, status501("watch is GET only"))
+		WriteError(w, status.Error(codes.Unimplemented, "watch is GET only"))
 		return
 	}
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/watch/"), "/")
 	if len(parts) != 3 {
-		writeError(w, errors.Join(query.ErrInvalid, errors.New("path must be /v1/watch/{group}/{version}/{resource}")))
+		WriteError(w, errors.Join(query.ErrInvalid, errors.New("path must be /v1/watch/{group}/{version}/{resource}")))
 		return
 	}
 	req := &fleetviewv1.WatchRequest{Group: parts[0], Version: parts[1], Resource: parts[2]}
 	ctx, err := fromHTTP(r, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	req.Structured = false // the events carry the stored bytes
 	stream, err := h.client.Watch(ctx, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	first, err := stream.Recv()
@@ -51,7 +60,7 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -67,8 +76,8 @@ func (h *watchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = rc.Flush()
 		if ev, err = stream.Recv(); err != nil {
 			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				_, st := statusBody(err)
-				b, _ := jsonMarshal(map[string]any{"type": "ERROR", "object": st})
+				_, st := StatusBody(err)
+				b, _ := json.Marshal(map[string]any{"type": "ERROR", "object": st})
 				_, _ = w.Write(append(b, '\n'))
 				_ = rc.Flush()
 			}

@@ -1,4 +1,4 @@
-package queryapi
+package rest
 
 import (
 	"net/http"
@@ -17,6 +17,12 @@ type searchHandler struct {
 	gateway http.Handler
 }
 
+// NewSearch serves GET /v1/search through client, anything else through
+// gateway.
+func NewSearch(client fleetviewv1.QueryServiceClient, gateway http.Handler) http.Handler {
+	return &searchHandler{client: client, gateway: gateway}
+}
+
 func (h *searchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet || r.URL.Path != "/v1/search" {
 		h.gateway.ServeHTTP(w, r)
@@ -25,13 +31,13 @@ func (h *searchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &fleetviewv1.SearchRequest{}
 	ctx, err := fromHTTP(r, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	req.Structured = false
 	resp, err := h.client.Search(ctx, req, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	n := 128

@@ -1,4 +1,4 @@
-package queryapi
+package rest
 
 import (
 	"context"
@@ -32,7 +32,7 @@ func TestErrorTable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.reason, func(t *testing.T) {
-			code, st := statusBody(apierr.ToStatus(tc.err))
+			code, st := StatusBody(apierr.ToStatus(tc.err))
 			if code != tc.code || st.Code != tc.code || st.Reason != tc.reason || st.Kind != "Status" || st.Status != "Failure" || st.Message == "" {
 				t.Fatalf("%v -> %d %+v, want %d %s", tc.err, code, st, tc.code, tc.reason)
 			}

@@ -1,4 +1,4 @@
-package queryapi
+package rest
 
 import (
 	"context"
@@ -31,6 +31,12 @@ type listHandler struct {
 	gateway http.Handler
 }
 
+// NewList serves /v1/resources/ through client, every path but List and
+// Get through gateway.
+func NewList(client fleetviewv1.QueryServiceClient, gateway http.Handler) http.Handler {
+	return &listHandler{client: client, gateway: gateway}
+}
+
 func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/v1/resources/"), "/")
 	if r.Method == http.MethodGet && len(parts) == 4 {
@@ -44,13 +50,13 @@ func (h *listHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &fleetviewv1.ListRequest{Group: parts[0], Version: parts[1], Resource: parts[2]}
 	ctx, err := fromHTTP(r, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	req.Structured = false // REST answers JSON: the stored bytes either way
 	resp, err := h.client.List(ctx, req, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	writeRawList(w, resp)
@@ -105,13 +111,13 @@ func (h *listHandler) serveGet(w http.ResponseWriter, r *http.Request, parts []s
 	req := &fleetviewv1.GetRequest{Group: parts[0], Version: parts[1], Resource: parts[2], Name: parts[3]}
 	ctx, err := fromHTTP(r, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	req.Structured = false
 	resp, err := h.client.Get(ctx, req)
 	if err != nil {
-		writeError(w, err)
+		WriteError(w, err)
 		return
 	}
 	b := make([]byte, 0, len(resp.GetRawObject())+64)
