@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 // seqMsg is a delivered stream message with its stream and consumer

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 // The scanner's own cases are in internal/rawjson; these check what the

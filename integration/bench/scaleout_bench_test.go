@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fleetview/fleetview/integration/fixture"
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fleetview/fleetview/integration/harness"
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 const wantVersion = "v1.37.2"

@@ -17,8 +17,8 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetview/fleetview/integration/fixture"
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/store"
 	"github.com/fleetview/fleetview/store/badger"

@@ -17,9 +17,9 @@ import (
 	"github.com/opensearch-project/opensearch-go/v4/opensearchapi"
 
 	"github.com/fleetview/fleetview/integration/opensearch"
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fos "github.com/fleetview/fleetview/store/opensearch"
 )
 

@@ -25,10 +25,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fleetview/fleetview/integration/fixture"
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsnames"
 	"github.com/fleetview/fleetview/internal/natsserver"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	"github.com/fleetview/fleetview/internal/tlsfiles/tlstest"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )

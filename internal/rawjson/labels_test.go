@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 )
 
 type labelsCase struct {

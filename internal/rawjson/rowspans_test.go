@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 )
 
 func TestFindRowSpans(t *testing.T) {

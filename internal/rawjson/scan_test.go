@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 )
 
 func TestCheck(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 )
 
 // TestLabelsAnnotationsText: the label and annotation fields a search

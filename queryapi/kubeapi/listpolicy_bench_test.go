@@ -14,8 +14,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

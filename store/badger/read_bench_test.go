@@ -6,9 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 // benchPods is small enough for a shared 2-core machine yet large enough

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 // BenchmarkApply measures applying fresh Pod upserts (about 3 KB each) in

@@ -1,7 +1,7 @@
 // Command bench-console measures the web console in Debian's headless
 // chromium against a real hub (`fleetview serve`, in this process) whose
 // Badger holds FV_BENCH_PODS Pods over three clusters, published into the
-// clusters' streams as collectors would (internal/benchdata) and applied
+// clusters' streams as collectors would (internal/testing/benchdata) and applied
 // by the real materializer:
 //
 //  1. the first page of a Pod list (100 rows) and of a free-text search,
@@ -42,8 +42,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/natsserver"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
-	"github.com/fleetview/fleetview/internal/benchdata"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -27,8 +27,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
-	"github.com/fleetview/fleetview/internal/benchdata"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/fleetview/fleetview/internal/benchdata/podjson"
 	"github.com/fleetview/fleetview/internal/stream"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 

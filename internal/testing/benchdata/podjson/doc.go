@@ -2,6 +2,6 @@
 // each, shaped as the collector publishes them) for tests and benchmarks.
 // It imports nothing of fleetview, so the packages below the stream
 // contract (internal/rawjson) can test on the same Pods as everything
-// else; internal/benchdata wraps them into events and streams.
+// else; internal/testing/benchdata wraps them into events and streams.
 // It must not be used by production code.
 package podjson
