@@ -10,7 +10,7 @@
 // What counts as a citation, and how each is resolved:
 //
 //   - A path: a span with a "/" whose first element is an entry at the
-//     repository root (`queryapi/authz.go`, `store/`), or a span ending
+//     repository root (`queryapi/authz/authz.go`, `store/`), or a span ending
 //     in a source or document extension (`scripts/test.sh`, `FLEETVIEW.md`,
 //     found anywhere in the tree when it has no "/"). It must exist.
 //   - A qualified identifier, `pkg.Name`, `pkg.Type.Member`, `Type.member`:
