@@ -29,6 +29,7 @@
 //	FV_EVERYTHING_CLUSTERS=3 FV_EVERYTHING_PODS=50000 (per member)
 //	FV_EVERYTHING_CRDS=30 FV_EVERYTHING_OBJECTS=200 (per CRD and member)
 //	FV_EVERYTHING_SETTLE=10 (seconds idle before the steady figures)
+//	FV_EVERYTHING_PROFILE_DIR (the hub's heap profile in each phase)
 //
 // CI runs it at 2,000 Pods and 10 CRDs x 50 objects (scripts/test.sh);
 // docs/benchmarks/everything.md records the results.
@@ -48,13 +49,17 @@ import (
 type config struct {
 	clusters, pods, crds, objects int
 	settle                        time.Duration
+	// profileDir, when set (FV_EVERYTHING_PROFILE_DIR), receives the
+	// hub's heap profile at the steady point of each phase.
+	profileDir string
 }
 
 func main() {
 	cfg := config{
 		clusters: benchutil.EnvInt("FV_EVERYTHING_CLUSTERS", 3), pods: benchutil.EnvInt("FV_EVERYTHING_PODS", 50000),
 		crds: benchutil.EnvInt("FV_EVERYTHING_CRDS", 30), objects: benchutil.EnvInt("FV_EVERYTHING_OBJECTS", 200),
-		settle: time.Duration(benchutil.EnvInt("FV_EVERYTHING_SETTLE", 10)) * time.Second,
+		settle:     time.Duration(benchutil.EnvInt("FV_EVERYTHING_SETTLE", 10)) * time.Second,
+		profileDir: os.Getenv("FV_EVERYTHING_PROFILE_DIR"),
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -151,6 +153,19 @@ func runPhase(ctx context.Context, cfg config, fleet *harness.Fleet, bin, kubeco
 	time.Sleep(cfg.settle)
 	if p.after, err = measure(ctx, h, cols, fleet); err != nil {
 		return nil, err
+	}
+	if cfg.profileDir != "" {
+		// Where the hub's memory goes, in each phase: the difference is
+		// what the wildcard's kinds and objects hold.
+		code, body, err := get(ctx, h.metrics+"/debug/pprof/heap")
+		if err != nil || code != http.StatusOK {
+			return nil, fmt.Errorf("hub heap profile: %d %v", code, err)
+		}
+		path := filepath.Join(cfg.profileDir, strings.ReplaceAll(label, " ", "-")+"-hub.heap.pprof")
+		if err := os.WriteFile(path, body, 0o600); err != nil {
+			return nil, err
+		}
+		benchutil.Logf("%s: the hub's heap profile in %s", label, path)
 	}
 	if label == "everything" {
 		cl := fleet.Clusters()[0]
