@@ -224,8 +224,8 @@ func New(cfg Config) (*Collector, error) {
 		// registry applied to 2,000 clusters of 500 objects put all 1M
 		// objects in flight at once, so on a hub slower than 1M objects
 		// per ack timeout the last acknowledgements came too late and
-		// every cluster relisted (bench-fleet: 1.2M publishes timed
-		// out). A full window stalls the publisher (WithStallWait).
+		// every cluster relisted (measured: docs/benchmarks/fleet.md#2000-clusters-x-500-pods-the-issues-scale-2026-12-04).
+		// A full window stalls the publisher (WithStallWait).
 		jetstream.WithPublishAsyncMaxPending(publishWindow),
 		jetstream.WithPublishAsyncTimeout(cfg.PublishAckTimeout)}
 	var js jetstream.JetStream

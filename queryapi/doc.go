@@ -30,7 +30,8 @@
 //     raw_items, GetResponse/SearchHit/WatchEvent raw_object, written into
 //     REST and Kubernetes answers without decoding. google.protobuf.Struct
 //     is built only for clients that ask (structured=true); it cost
-//     2.6-4.6x the fan-out it replaces.
+//     several times the fan-out it replaces (measured:
+//     docs/benchmarks/query.md#reading-the-figures-against-the-first-targets).
 //   - The REST gateway, the /v1 handlers written around it and the
 //     Kubernetes API call the services in-process (inproc.go) through the
 //     same interceptors as the gRPC port: one authentication and

@@ -10,8 +10,9 @@ import (
 // a buffered channel, because a channel's buffer is allocated at its full
 // capacity and the garbage collector scans all of it on every cycle: with
 // 1,000 watches the idle buffers were hundreds of megabytes to scan, and
-// the scans delayed every watch's events by up to 400 ms
-// (docs/benchmarks/query.md). A queue holds only what is queued.
+// the scans delayed every watch's events (measured:
+// docs/benchmarks/query.md#time-to-the-last-byte-the-kubernetes-api-2026-12-01).
+// A queue holds only what is queued.
 type Queue[T any] struct {
 	mu    sync.Mutex
 	items []T // queued from head on
