@@ -22,7 +22,7 @@ log "toolchain"
 go version
 
 # Background jobs: work that mostly waits (the network, or disk syncs: most
-# of Badger's own tests sleep or fsync; 23 s of CPU in 3.6 minutes) runs
+# of Badger's own tests sleep or fsync, using little CPU for their time) runs
 # beside the builds, which use both cores. Each job's output is printed
 # when it is collected, before go test; a failed job fails the run.
 bgdir=$(mktemp -d)
@@ -176,7 +176,8 @@ collect
 
 # The packages outside integration/ start no kube-apiserver, OpenSearch
 # or NATS process (embedded NATS and Badger at most) and run two at a time
-# (83 s instead of 147 s one at a time, on 2 cores, when measured). Then the
+# (faster than one at a time on 2 cores; CI's phase times are in
+# CONTRIBUTING.md's table under "Test"). Then the
 # integration packages (integration/...) one at a time (-p 1): each starts
 # real kube-apiservers, OpenSearch nodes or NATS clusters, and two at once
 # on 2 cores only slow both down (and once failed TestNATSClusterKill9).
@@ -200,8 +201,8 @@ go test -tags realnode -p 1 -count=1 -timeout 30m ./integration/harness/node/ ./
 # baseline in the same run (BENCHMARKS.md has the commands and recorded
 # results): figures, not pass/fail thresholds, but each checks its own
 # result (every object arrived and was applied) and a failure fails
-# the run. About 28 minutes in all; FLEETVIEW_SKIP_BENCH=1 skips them for a
-# quick local run.
+# the run. Their CI time is in CONTRIBUTING.md's table under "Test";
+# FLEETVIEW_SKIP_BENCH=1 skips them for a quick local run.
 if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# A server a test left running would share the benchmarks' two cores.
 	left=$(pgrep -a -f 'kube-apiserver|/etcd |opensearch|nats-server|bench-query|\.test ' | grep -v pgrep || true)
