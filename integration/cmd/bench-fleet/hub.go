@@ -184,10 +184,21 @@ func get(ctx context.Context, url string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-func applyRegistry(ctx context.Context, rest, ns string, withConfigMaps bool) error {
+// applyRegistry selects the Pods of namespace ns, and its ConfigMaps too
+// when withConfigMaps (the registry change). With everything
+// (FV_FLEET_REGISTRY=everything, issue #47) it selects every kind of
+// every namespace instead, ConfigMaps excluded until the change.
+func applyRegistry(ctx context.Context, rest, ns string, withConfigMaps, everything bool) error {
 	sels := []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "namespace": ns}}
 	if withConfigMaps {
 		sels = append(sels, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "namespace": ns})
+	}
+	if everything {
+		all := map[string]any{"apiVersion": "*", "kind": "*"}
+		if !withConfigMaps {
+			all["exclude"] = []any{map[string]any{"kind": "ConfigMap"}}
+		}
+		sels = []any{all}
 	}
 	return benchutil.ApplyRegistry(ctx, rest, "", "fleet", sels)
 }

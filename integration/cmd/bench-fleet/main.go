@@ -19,6 +19,8 @@
 //	FV_FLEET_CLUSTERS=300 FV_FLEET_OBJECTS=100 (Pods per cluster)
 //	FV_FLEET_APISERVERS=2 FV_FLEET_GETS=500 FV_FLEET_REPEAT=5
 //	FV_FLEET_QUIET=15s (how long nothing changes before the steady RSS)
+//	FV_FLEET_REGISTRY=everything (a `*` registry, every kind of every
+//	cluster, ConfigMaps excluded until the registry change adds them)
 //
 // docs/benchmarks/fleet.md records the results.
 package main
@@ -54,6 +56,9 @@ type config struct {
 	// profileDir, when set (FV_FLEET_PROFILE_DIR), receives the hub's
 	// profiles, each named after its hub (hubSpec.slug).
 	profileDir string
+	// everything (FV_FLEET_REGISTRY=everything) selects every kind of
+	// every cluster (`*`) instead of the fleet namespace's Pods.
+	everything bool
 }
 
 // profile is where the profile of spec's hub named what goes in
@@ -86,6 +91,7 @@ func main() {
 		cfg.hubMemory = q.Value()
 	}
 	cfg.profileDir = os.Getenv("FV_FLEET_PROFILE_DIR")
+	cfg.everything = os.Getenv("FV_FLEET_REGISTRY") == "everything"
 	cfg.quiet = 15 * time.Second
 	if v := os.Getenv("FV_FLEET_QUIET"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -170,7 +170,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	syncProfile := profileSync(ctx, metrics, cfg.profile(spec, "sync"))
 	cpuPIDs := [3][]int{{h.cmd.Process.Pid}, {col.Process.Pid}, append(benchutil.PIDsNamed("kube-apiserver"), benchutil.PIDsNamed("etcd")...)}
 	cpu0 := cpuOf(cpuPIDs)
-	if err := applyRegistry(ctx, h.rest, spec.ns, false); err != nil {
+	if err := applyRegistry(ctx, h.rest, spec.ns, false, cfg.everything); err != nil {
 		return nil, err
 	}
 	synced := func() error { return clustersSynced(ctx, h.rest, len(spec.clusters)) }
@@ -238,7 +238,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	}
 	registryProfile := profileSync(ctx, metrics, cfg.profile(spec, "registry"))
 	cpu1 := cpuOf(cpuPIDs)
-	if err := measureRegistryChange(ctx, h.rest, "nats://"+natsAddr, spec, r); err != nil {
+	if err := measureRegistryChange(ctx, h.rest, "nats://"+natsAddr, spec, cfg.everything, r); err != nil {
 		return nil, err
 	}
 	r.registryCPU = cpuSince(cpuPIDs, cpu1)
@@ -450,9 +450,9 @@ func measureWatchEvent(ctx context.Context, rest string, fleet *harness.Fleet, s
 // every cluster's collector reports, in the registry's status, that it
 // caches them at the new generation; then reads when each report was
 // stored (statusWrites).
-func measureRegistryChange(ctx context.Context, rest, natsURL string, spec hubSpec, r *result) error {
+func measureRegistryChange(ctx context.Context, rest, natsURL string, spec hubSpec, everything bool, r *result) error {
 	t := time.Now()
-	if err := applyRegistry(ctx, rest, spec.ns, true); err != nil {
+	if err := applyRegistry(ctx, rest, spec.ns, true, everything); err != nil {
 		return err
 	}
 	if err := waitFor(ctx, 2*time.Minute, "every collector took the registry change", func() error {
