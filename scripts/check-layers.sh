@@ -39,5 +39,12 @@ for p in $(go list ./queryapi/... | grep -v "^$mod/queryapi\$"); do
 		fail=1
 	fi
 done
+# Test support (internal/testing, integration) never ships: the binary's
+# own dependencies, tests excluded, hold none of it.
+bad=$(go list -deps -f '{{.ImportPath}}' ./cmd/... | grep -E "^$mod/(internal/testing|integration)(/|$)" || true)
+if [ -n "$bad" ]; then
+	echo "FAIL: the fleetview binary depends on test support:"; echo "$bad" | sed 's/^/    /'
+	fail=1
+fi
 [ "$fail" = 0 ] && echo "layers: ok"
 exit "$fail"
