@@ -31,7 +31,7 @@
 // nothing behind. Start's context bounds start-up only, not the processes'
 // lifetime: call Fleet.Stop.
 //
-// Start-up of 2-3 clusters takes about 4-5 s on an idle 2-core machine (the
-// apiservers start concurrently; allow 10-20 s each under load); an idle
-// apiserver uses about 280-300 MB RSS, etcd about 50 MB.
+// The apiservers start concurrently; how long start-up takes, idle and
+// under load, and what an idle apiserver holds in memory:
+// docs/running-kube-apiserver.md#starting-a-fleet.
 package harness
