@@ -241,6 +241,14 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 	}
 	c.mu.Lock()
 	c.skipped = skipped
+	for name, r := range results {
+		// What a wildcard stands for changes with the member's
+		// discovery; the log says so when it does, with what it costs.
+		if old := c.results[name]; r.wildcard && !slices.Equal(old.expanded, r.expanded) {
+			c.log.Info("wildcard selectors expanded; each kind is one list and watch of this cluster (cost per kind: docs/registries.md#what-everything-costs)",
+				"registry", name, "expanded", strings.Join(r.expanded, "; "))
+		}
+	}
 	c.results = results
 	c.names = map[schema.GroupVersionResource]apiNames{}
 	for gvr, w := range wanted {

@@ -100,7 +100,7 @@ func expand(disc discoveryReader, sels []registry.ResourceSelector) (expansion, 
 					APIVersion: gv.String(), Kind: r.Kind, Namespace: s.Namespace, Namespaces: s.Namespaces})...)
 			}
 		}
-		e.expanded = append(e.expanded, fmt.Sprintf("selector %d (%s %s): %d kinds", i, s.APIVersion, s.Kind, n))
+		e.expanded = append(e.expanded, fmt.Sprintf("selector %d (%s %s): %d kinds, one list and watch of this cluster each", i, s.APIVersion, s.Kind, n))
 		whys := make([]string, 0, len(left))
 		for why := range left {
 			whys = append(whys, why)

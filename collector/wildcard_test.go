@@ -130,3 +130,19 @@ func TestExpandDiscoveryDown(t *testing.T) {
 		t.Fatalf("expand = %v, want the discovery error", err)
 	}
 }
+
+// What a wildcard stood for, as the registry's status and the log say it:
+// the kinds it became, each one list and watch of the member.
+func TestExpandSaysWhatEachWildcardStoodFor(t *testing.T) {
+	e, err := expand(memberDiscovery(), []registry.ResourceSelector{sel("*", "*"), sel("v1", "Pod"), sel("apps/*", "*")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"selector 0 (* *): 4 kinds, one list and watch of this cluster each",
+		"selector 2 (apps/* *): 1 kinds, one list and watch of this cluster each",
+	}
+	if !reflect.DeepEqual(e.expanded, want) {
+		t.Fatalf("expanded = %q\nwant       %q", e.expanded, want)
+	}
+}
