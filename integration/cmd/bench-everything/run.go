@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
@@ -56,48 +54,29 @@ var (
 )
 
 func run(ctx context.Context, cfg config) error {
-	r := &result{cfg: cfg, loadBefore: loadavg()}
+	r := &result{cfg: cfg, loadBefore: benchutil.Loadavg()}
 	for i := range cfg.clusters {
 		r.clusters = append(r.clusters, fmt.Sprintf("member%d", i+1))
 	}
-	benchutil.Logf("starting %d member clusters", cfg.clusters)
-	fleet, err := harness.Start(ctx, harness.Options{Clusters: r.clusters})
+	fleet, took, err := benchutil.StartFleet(ctx, r.clusters, func(ctx context.Context, c *harness.Cluster) error { return populate(ctx, c, cfg) })
 	if err != nil {
 		return err
 	}
 	defer func() { _ = fleet.Stop() }()
-	t0 := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range fleet.Clusters() {
-		g.Go(func() error { return populate(gctx, c, cfg) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	benchutil.Logf("each member: %d CRDs x %d objects, %d Pods; in %s", cfg.crds, cfg.objects, cfg.pods, time.Since(t0).Round(time.Second))
+	benchutil.Logf("each member: %d CRDs x %d objects, %d Pods; in %s", cfg.crds, cfg.objects, cfg.pods, took.Round(time.Second))
 
-	dir, err := os.MkdirTemp("", "fv-bench-everything-")
+	dir, bin, kubeconfig, err := benchutil.Workdir(ctx, fleet, "fv-bench-everything-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "fleetview")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fleetview/fleetview/cmd/fleetview")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build fleetview: %w", err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := fleet.WriteKubeconfig(kubeconfig, "collector"); err != nil {
-		return err
-	}
 	if r.baseline, err = runPhase(ctx, cfg, fleet, bin, kubeconfig, filepath.Join(dir, "pods"), "Pods only", podsOnly); err != nil {
 		return err
 	}
 	if r.everything, err = runPhase(ctx, cfg, fleet, bin, kubeconfig, filepath.Join(dir, "everything"), "everything", everything); err != nil {
 		return err
 	}
-	r.loadDone = loadavg()
+	r.loadDone = benchutil.Loadavg()
 	printResult(os.Stdout, r)
 	return nil
 }
@@ -141,7 +120,7 @@ func runPhase(ctx context.Context, cfg config, fleet *harness.Fleet, bin, kubeco
 		if err := h.alive(); err != nil {
 			return err
 		}
-		return clustersSynced(ctx, h.rest, cfg.clusters)
+		return benchutil.ClustersSynced(ctx, h.rest, cfg.clusters)
 	}); err != nil {
 		return nil, err
 	}
@@ -157,7 +136,7 @@ func runPhase(ctx context.Context, cfg config, fleet *harness.Fleet, bin, kubeco
 	if cfg.profileDir != "" {
 		// Where the hub's memory goes, in each phase: the difference is
 		// what the wildcard's kinds and objects hold.
-		code, body, err := get(ctx, h.metrics+"/debug/pprof/heap")
+		code, body, err := benchutil.Get(ctx, h.metrics+"/debug/pprof/heap")
 		if err != nil || code != http.StatusOK {
 			return nil, fmt.Errorf("hub heap profile: %d %v", code, err)
 		}
@@ -178,7 +157,7 @@ func runPhase(ctx context.Context, cfg config, fleet *harness.Fleet, bin, kubeco
 		}
 		url := fmt.Sprintf("%s/apis/%s/v1/%s?limit=1", h.rest, lateCRD.group, lateCRD.plural)
 		if err := waitFor(ctx, 2*time.Minute, "the late CRD's object listed through the hub", func() error {
-			n, err := listCount(ctx, url)
+			n, err := benchutil.ListCount(ctx, benchutil.Get, url)
 			if err == nil && n != 1 {
 				err = fmt.Errorf("%d objects, want 1", n)
 			}
@@ -203,7 +182,7 @@ func check(ctx context.Context, cfg config, rest string, all bool) error {
 		}
 	}
 	for url, want := range urls {
-		n, err := listCount(ctx, url)
+		n, err := benchutil.ListCount(ctx, benchutil.Get, url)
 		if err != nil {
 			return err
 		}
@@ -215,7 +194,7 @@ func check(ctx context.Context, cfg config, rest string, all bool) error {
 }
 
 func measure(ctx context.Context, h *hub, cols []*proc, fleet *harness.Fleet) (snapshot, error) {
-	s := snapshot{hubRSSMB: benchutil.ProcMB(h.pid(), "VmRSS:"), hubPeakMB: benchutil.ProcMB(h.pid(), "VmHWM:")}
+	s := snapshot{hubRSSMB: benchutil.ProcMB(h.Pid(), "VmRSS:"), hubPeakMB: benchutil.ProcMB(h.Pid(), "VmHWM:")}
 	var err error
 	if s.hubGoroutines, err = h.goroutines(ctx); err != nil {
 		return s, err
@@ -226,7 +205,7 @@ func measure(ctx context.Context, h *hub, cols []*proc, fleet *harness.Fleet) (s
 		if err != nil {
 			return s, err
 		}
-		m := member{goroutines: int(g.single["go_goroutines"]), rssMB: benchutil.ProcMB(c.pid(), "VmRSS:"), peakMB: benchutil.ProcMB(c.pid(), "VmHWM:"),
+		m := member{goroutines: int(g.single["go_goroutines"]), rssMB: benchutil.ProcMB(c.Pid(), "VmRSS:"), peakMB: benchutil.ProcMB(c.Pid(), "VmHWM:"),
 			resources: g.resources, objects: g.objects}
 		if m.heapMB, err = c.liveHeapMB(ctx); err != nil {
 			return s, err
@@ -238,21 +217,10 @@ func measure(ctx context.Context, h *hub, cols []*proc, fleet *harness.Fleet) (s
 		if err != nil {
 			return s, err
 		}
-		if m.conns, err = tcpConnsTo(c.pid(), port); err != nil {
+		if m.conns, err = tcpConnsTo(c.Pid(), port); err != nil {
 			return s, err
 		}
 		s.members = append(s.members, m)
 	}
 	return s, nil
-}
-
-// loadavg is the machine's load (1, 5 and 15 minutes), "" if unknown.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil || len(b) < 14 {
-		return ""
-	}
-	var l1, l5, l15 string
-	_, _ = fmt.Sscan(string(b), &l1, &l5, &l15)
-	return l1 + " " + l5 + " " + l15
 }

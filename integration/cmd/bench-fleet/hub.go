@@ -1,36 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 )
-
-// goroutines is the hub's goroutine count, from its profile endpoint.
-func goroutines(ctx context.Context, metrics string) (int, error) {
-	code, body, err := get(ctx, metrics+"/debug/pprof/goroutine?debug=1")
-	if err != nil {
-		return 0, err
-	}
-	var n int
-	if _, err := fmt.Sscanf(string(body), "goroutine profile: total %d", &n); code != http.StatusOK || err != nil {
-		return 0, fmt.Errorf("goroutine profile: %d %v", code, err)
-	}
-	return n, nil
-}
 
 // goMemMB is the Go runtime's view of the hub's memory, in MB.
 type goMemMB struct{ heapInuse, stacks, nextGC, unreturned, liveAfterGC float64 }
@@ -46,7 +27,7 @@ func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
 	if err != nil {
 		return m, err
 	}
-	if _, _, err := get(ctx, metrics+"/debug/pprof/heap?gc=1"); err != nil {
+	if _, _, err := benchutil.Get(ctx, metrics+"/debug/pprof/heap?gc=1"); err != nil {
 		return m, err
 	}
 	after, err := goGauges(ctx, metrics)
@@ -58,23 +39,13 @@ func goMemory(ctx context.Context, metrics string) (goMemMB, error) {
 }
 
 func goGauges(ctx context.Context, metrics string) (goMemMB, error) {
-	code, body, err := get(ctx, metrics+"/metrics")
+	fams, err := benchutil.MetricFamilies(ctx, metrics)
 	if err != nil {
 		return goMemMB{}, err
 	}
-	if code != http.StatusOK {
-		return goMemMB{}, fmt.Errorf("GET /metrics: %d", code)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		return goMemMB{}, fmt.Errorf("GET /metrics: %w", err)
-	}
-	gauges := map[string]float64{}
-	for name, f := range fams {
-		if ms := f.GetMetric(); len(ms) == 1 && ms[0].GetGauge() != nil {
-			gauges[name] = ms[0].GetGauge().GetValue() / (1 << 20)
-		}
+	gauges := benchutil.SingleGauges(fams)
+	for name, v := range gauges {
+		gauges[name] = v / (1 << 20)
 	}
 	m := goMemMB{heapInuse: gauges["go_memstats_heap_inuse_bytes"], stacks: gauges["go_memstats_stack_inuse_bytes"], nextGC: gauges["go_memstats_next_gc_bytes"],
 		unreturned: gauges["go_memstats_heap_idle_bytes"] - gauges["go_memstats_heap_released_bytes"], liveAfterGC: gauges["go_memstats_heap_alloc_bytes"]}
@@ -101,7 +72,7 @@ type saved struct{ url, file string }
 // save GETs each URL, in order, into its file.
 func save(ctx context.Context, ps ...saved) error {
 	for _, p := range ps {
-		code, body, err := get(ctx, p.url)
+		code, body, err := benchutil.Get(ctx, p.url)
 		if err != nil {
 			return err
 		}
@@ -170,20 +141,6 @@ func waitFor(ctx context.Context, timeout time.Duration, what string, cond func(
 	return benchutil.WaitFor(ctx, timeout, 100*time.Millisecond, what, cond)
 }
 
-func get(ctx context.Context, url string) (int, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
-}
-
 // applyRegistry selects the Pods of namespace ns, and its ConfigMaps too
 // when withConfigMaps (the registry change). With everything
 // (FV_FLEET_REGISTRY=everything, issue #47) it selects every kind of
@@ -201,34 +158,6 @@ func applyRegistry(ctx context.Context, rest, ns string, withConfigMaps, everyth
 		sels = []any{all}
 	}
 	return benchutil.ApplyRegistry(ctx, rest, "", "fleet", sels)
-}
-
-// clustersSynced: /readyz/clusters says every one of n clusters synced.
-func clustersSynced(ctx context.Context, rest string, n int) error {
-	code, body, err := get(ctx, rest+"/readyz/clusters")
-	if err != nil {
-		return err
-	}
-	var st struct {
-		Synced   bool   `json:"synced"`
-		Reason   string `json:"reason"`
-		Clusters []struct {
-			Synced bool `json:"synced"`
-		} `json:"clusters"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("/readyz/clusters %d: %w", code, err)
-	}
-	done := 0
-	for _, c := range st.Clusters {
-		if c.Synced {
-			done++
-		}
-	}
-	if code != http.StatusOK || !st.Synced || done != n {
-		return fmt.Errorf("%d of %d clusters synced: %s", done, n, st.Reason)
-	}
-	return nil
 }
 
 // profile writes the hub's CPU profile (to path+".cpu.pprof"), heap
@@ -263,7 +192,7 @@ func profileSync(ctx context.Context, metrics, base string) func() error {
 	path := base + ".cpu.pprof"
 	done := make(chan error, 1)
 	go func() {
-		code, body, err := get(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", metrics, seconds))
+		code, body, err := benchutil.Get(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", metrics, seconds))
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("sync profile: %d %s", code, body)
 		}

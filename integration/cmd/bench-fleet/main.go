@@ -29,7 +29,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -188,19 +187,11 @@ func run(ctx context.Context, cfg config) error {
 	}
 	benchutil.Logf("stored %d Pods per apiserver and %d for the 3-cluster hub in %s", cfg.objects, big, time.Since(t0).Round(time.Second))
 
-	dir, err := os.MkdirTemp("", "fv-bench-fleet-")
+	dir, bin, kubeconfig, err := benchutil.Workdir(ctx, fleet, "fv-bench-fleet-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildFleetview(ctx, dir)
-	if err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := fleet.WriteKubeconfig(kubeconfig, "collector"); err != nil {
-		return err
-	}
 
 	small := hubSpec{label: "3 clusters", ns: bigNS, perClus: big}
 	for i := range 3 {
@@ -227,13 +218,6 @@ func run(ctx context.Context, cfg config) error {
 	}
 	printResults(cfg, total, results)
 	return nil
-}
-
-func buildFleetview(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "fleetview")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fleetview/fleetview/cmd/fleetview")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	return bin, cmd.Run()
 }
 
 func printResults(cfg config, total int, rs []*result) {

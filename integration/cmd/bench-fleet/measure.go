@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -91,20 +90,11 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := os.WriteFile(hubPass, []byte(benchHubPassword), 0o600); err != nil {
 		return nil, err
 	}
-	// The harness's addresses: locked machine-wide, so nothing else the
-	// machine runs is handed them too.
-	var addrs [4]string
-	var err error
-	for i := range addrs {
-		if addrs[i], err = harness.FreeAddr(); err != nil {
-			return nil, err
-		}
-	}
-	grpcAddr, httpAddr, natsAddr, metricsAddr := addrs[0], addrs[1], addrs[2], addrs[3]
-	_, natsPort, err := net.SplitHostPort(natsAddr)
+	a, err := benchutil.NewHubAddrs()
 	if err != nil {
 		return nil, err
 	}
+	grpcAddr, httpAddr, natsAddr, metricsAddr, natsPort := a.GRPC, a.HTTP, a.NATS, a.Metrics, a.NATSPort
 	h := &hub{bin: bin, log: filepath.Join(dir, "hub.log"), rest: "http://" + httpAddr, args: []string{"up",
 		"--state-dir", filepath.Join(dir, "state"), "--grpc-addr", grpcAddr, "--http-addr", httpAddr,
 		"--nats-host", "127.0.0.1", "--nats-port", natsPort,
@@ -122,16 +112,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		return nil, err
 	}
 	defer func() { _ = h.stop() }()
-	ready := func() error {
-		code, body, err := get(ctx, h.rest+"/readyz")
-		if err != nil {
-			return err
-		}
-		if code != http.StatusOK {
-			return fmt.Errorf("/readyz %d: %s", code, body)
-		}
-		return nil
-	}
+	ready := func() error { return benchutil.Ready(ctx, h.rest) }
 	if err := waitFor(ctx, 5*time.Minute, "hub ready", ready); err != nil {
 		return nil, fmt.Errorf("%w (log %s)", err, h.log)
 	}
@@ -173,7 +154,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := applyRegistry(ctx, h.rest, spec.ns, false, cfg.everything); err != nil {
 		return nil, err
 	}
-	synced := func() error { return clustersSynced(ctx, h.rest, len(spec.clusters)) }
+	synced := func() error { return benchutil.ClustersSynced(ctx, h.rest, len(spec.clusters)) }
 	if err := waitFor(ctx, 20*time.Minute, "every cluster synced", synced); err != nil {
 		return nil, err
 	}
@@ -187,7 +168,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	// Every object counted in the cache, not only the markers.
 	want := len(spec.clusters) * spec.perClus
 	if err := waitFor(ctx, 5*time.Minute, "every object cached", func() error {
-		code, body, err := get(ctx, h.rest+"/api/v1/namespaces/"+spec.ns+"/pods?limit=1")
+		code, body, err := benchutil.Get(ctx, h.rest+"/api/v1/namespaces/"+spec.ns+"/pods?limit=1")
 		if err != nil {
 			return err
 		}
@@ -220,7 +201,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 		i := 0
 		if err := profile(ctx, metrics, cfg.profile(spec, "list"), func(ctx context.Context) {
 			i++
-			_, _, _ = get(ctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", h.rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
+			_, _, _ = benchutil.Get(ctx, fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", h.rest, spec.clusters[i%len(spec.clusters)], spec.ns, cfg.objects))
 		}); err != nil {
 			return nil, err
 		}
@@ -254,7 +235,7 @@ func measure(ctx context.Context, cfg config, dir, bin, kubeconfig string, fleet
 	if err := registryProfile(); err != nil {
 		return nil, err
 	}
-	if r.goroutines, err = goroutines(ctx, metrics); err != nil {
+	if r.goroutines, err = benchutil.Goroutines(ctx, metrics); err != nil {
 		return nil, err
 	}
 	// Steady is the hub with every cluster synced and nothing changing
@@ -333,7 +314,7 @@ func measureGets(ctx context.Context, cfg config, rest string, spec hubSpec) (p5
 		c := spec.clusters[rnd.IntN(len(spec.clusters))]
 		url := rest + "/clusters/" + c + "/api/v1/namespaces/" + spec.ns + "/pods/" + podName(rnd.IntN(spec.perClus))
 		t := time.Now()
-		code, body, err := get(ctx, url)
+		code, body, err := benchutil.Get(ctx, url)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -361,7 +342,7 @@ func measureReads(ctx context.Context, cfg config, rest string, spec hubSpec, r 
 		c := spec.clusters[i%len(spec.clusters)]
 		url := fmt.Sprintf("%s/clusters/%s/api/v1/namespaces/%s/pods?limit=%d", rest, c, spec.ns, per)
 		t := time.Now()
-		code, body, err := get(ctx, url)
+		code, body, err := benchutil.Get(ctx, url)
 		if err != nil {
 			return err
 		}
@@ -456,7 +437,7 @@ func measureRegistryChange(ctx context.Context, rest, natsURL string, spec hubSp
 		return err
 	}
 	if err := waitFor(ctx, 2*time.Minute, "every collector took the registry change", func() error {
-		code, body, err := get(ctx, rest+"/v1/registries/fleet")
+		code, body, err := benchutil.Get(ctx, rest+"/v1/registries/fleet")
 		if err != nil {
 			return err
 		}

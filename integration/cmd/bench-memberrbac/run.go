@@ -2,15 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/integration/harness"
@@ -32,42 +28,23 @@ type result struct {
 }
 
 func run(ctx context.Context, cfg config) error {
-	r := &result{cfg: cfg, loadBefore: loadavg()}
+	r := &result{cfg: cfg, loadBefore: benchutil.Loadavg()}
 	for i := range cfg.clusters {
 		r.clusters = append(r.clusters, fmt.Sprintf("member%d", i+1))
 	}
-	benchutil.Logf("starting %d member clusters", cfg.clusters)
-	fleet, err := harness.Start(ctx, harness.Options{Clusters: r.clusters})
+	fleet, took, err := benchutil.StartFleet(ctx, r.clusters, func(ctx context.Context, c *harness.Cluster) error { return populate(ctx, c, cfg) })
 	if err != nil {
 		return err
 	}
 	defer func() { _ = fleet.Stop() }()
-	t0 := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	for _, c := range fleet.Clusters() {
-		g.Go(func() error { return populate(gctx, c, cfg) })
-	}
-	if err := g.Wait(); err != nil {
-		return err
-	}
 	benchutil.Logf("each member: %d namespaces with a RoleBinding each, %d Pods (%d where alice is not granted); in %s",
-		cfg.namespaces, cfg.pods+cfg.hidden, cfg.hidden, time.Since(t0).Round(time.Second))
+		cfg.namespaces, cfg.pods+cfg.hidden, cfg.hidden, took.Round(time.Second))
 
-	dir, err := os.MkdirTemp("", "fv-bench-memberrbac-")
+	dir, bin, kubeconfig, err := benchutil.Workdir(ctx, fleet, "fv-bench-memberrbac-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "fleetview")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fleetview/fleetview/cmd/fleetview")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build fleetview: %w", err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := fleet.WriteKubeconfig(kubeconfig, "collector"); err != nil {
-		return err
-	}
 	h, err := newHub(dir, bin)
 	if err != nil {
 		return err
@@ -83,7 +60,7 @@ func run(ctx context.Context, cfg config) error {
 	defer cols.stop()
 
 	aliceWant, allWant := expected(cfg, r.clusters)
-	t0 = time.Now()
+	t0 := time.Now()
 	if err := applyRegistry(ctx, h.rest); err != nil {
 		return err
 	}
@@ -148,7 +125,7 @@ func run(ctx context.Context, cfg config) error {
 	if r.heap, err = mirrorHeap(ctx, h.metrics); err != nil {
 		return err
 	}
-	r.loadDone = loadavg()
+	r.loadDone = benchutil.Loadavg()
 	printResult(os.Stdout, r)
 	return nil
 }
@@ -167,30 +144,10 @@ func count(ctx context.Context, url, token string, want int) func() error {
 	}
 }
 
-// listCount is the objects a Kubernetes API list counts: its items and
-// remainingItemCount.
+// listCount is the objects a Kubernetes API list counts, read as the
+// token's user.
 func listCount(ctx context.Context, url, token string) (int, error) {
-	code, body, err := get(ctx, url, token)
-	if err != nil {
-		return 0, err
-	}
-	if code != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %d %.200s", url, code, body)
-	}
-	var l struct {
-		Metadata struct {
-			RemainingItemCount *int `json:"remainingItemCount"`
-		} `json:"metadata"`
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := json.Unmarshal(body, &l); err != nil {
-		return 0, err
-	}
-	n := len(l.Items)
-	if l.Metadata.RemainingItemCount != nil {
-		n += *l.Metadata.RemainingItemCount
-	}
-	return n, nil
+	return benchutil.ListCount(ctx, func(ctx context.Context, url string) (int, []byte, error) { return get(ctx, url, token) }, url)
 }
 
 // rbacObjects counts the RBAC objects the hub caches (and mirrors), per
@@ -226,15 +183,4 @@ func cpuProfile(ctx context.Context, h *hub, path string, p listPath, token stri
 	}
 	benchutil.Logf("CPU profile in %s", path)
 	return os.WriteFile(path, body, 0o600)
-}
-
-// loadavg is the machine's load (1, 5 and 15 minutes), "" if unknown.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil || len(b) < 14 {
-		return ""
-	}
-	var l1, l5, l15 string
-	_, _ = fmt.Sscan(string(b), &l1, &l5, &l15)
-	return l1 + " " + l5 + " " + l15
 }
