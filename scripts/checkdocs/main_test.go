@@ -70,7 +70,7 @@ func TestRun(t *testing.T) {
 		{"runtime file name is prose", "saved in `fleetview-routes.json`", ""},
 		{"package function", "`stream.ObjectSubject`", ""},
 		{"package type", "`stream.QuotaError`", ""},
-		{"package const", "`natsnames.ConsumerPrefix`", ""},
+		{"package const", "`stream.ConsumerPrefix`", ""},
 		{"renamed package function", "`stream.QuotaErr`", "package stream (internal/stream) declares no QuotaErr"},
 		{"type field through package", "`stream.QuotaError.Stream`", ""},
 		{"type method through package", "`stream.QuotaError.Error`", ""},
