@@ -1,85 +1,152 @@
 package query
 
 import (
-	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
-// resourceFields are the field selectors Kubernetes supports per resource
-// besides metadata.name and metadata.namespace (from the resources'
-// registry strategies), and the JSON path each reads.
-var resourceFields = map[schema.GroupResource]map[string][]string{
-	{Resource: "pods"}: {
-		"spec.nodeName": {"spec", "nodeName"}, "spec.restartPolicy": {"spec", "restartPolicy"},
-		"spec.schedulerName": {"spec", "schedulerName"}, "spec.serviceAccountName": {"spec", "serviceAccountName"},
-		"spec.hostNetwork": {"spec", "hostNetwork"}, "status.phase": {"status", "phase"},
-		"status.podIP": {"status", "podIP"}, "status.nominatedNodeName": {"status", "nominatedNodeName"},
-	},
-	{Resource: "nodes"}:                      {"spec.unschedulable": {"spec", "unschedulable"}},
-	{Resource: "secrets"}:                    {"type": {"type"}},
-	{Resource: "namespaces"}:                 {"status.phase": {"status", "phase"}},
-	{Resource: "replicationcontrollers"}:     {"status.replicas": {"status", "replicas"}},
-	{Group: "apps", Resource: "replicasets"}: {"status.replicas": {"status", "replicas"}},
-	{Group: "batch", Resource: "jobs"}:       {"status.successful": {"status", "successful"}},
-	{Resource: "services"}:                   {"spec.clusterIP": {"spec", "clusterIP"}, "spec.type": {"spec", "type"}},
-	{Group: "certificates.k8s.io", Resource: "certificatesigningrequests"}: {"spec.signerName": {"spec", "signerName"}},
-	{Resource: "events"}: {
-		"involvedObject.kind": {"involvedObject", "kind"}, "involvedObject.namespace": {"involvedObject", "namespace"},
-		"involvedObject.name": {"involvedObject", "name"}, "involvedObject.uid": {"involvedObject", "uid"},
-		"involvedObject.apiVersion": {"involvedObject", "apiVersion"}, "involvedObject.resourceVersion": {"involvedObject", "resourceVersion"},
-		"involvedObject.fieldPath": {"involvedObject", "fieldPath"}, "reason": {"reason"},
-		"reportingComponent": {"reportingComponent"}, "source": {"source", "component"}, "type": {"type"},
-	},
+// maxPathDepth bounds the member names of one field path; no Kubernetes
+// field is nearly this deep.
+const maxPathDepth = 32
+
+// fieldSpec is how a field name Kubernetes itself supports differs from
+// the generic reading of a path: a field named apart from where it lies,
+// or the value Kubernetes gives an absent one. Kubernetes renders its
+// supported fields from typed objects, where an omitted boolean is "false"
+// and an omitted count "0"; the stored JSON omits them.
+type fieldSpec struct {
+	path   []string
+	absent string
+}
+
+// resourceFields are those of Kubernetes' supported field selectors (from
+// the resources' registry strategies) that the generic path reading would
+// answer differently.
+var resourceFields = map[schema.GroupResource]map[string]fieldSpec{
+	{Resource: "pods"}:                       {"spec.hostNetwork": {absent: "false"}},
+	{Resource: "nodes"}:                      {"spec.unschedulable": {absent: "false"}},
+	{Resource: "replicationcontrollers"}:     {"status.replicas": {absent: "0"}},
+	{Group: "apps", Resource: "replicasets"}: {"status.replicas": {absent: "0"}},
+	{Group: "batch", Resource: "jobs"}:       {"status.successful": {absent: "0"}},
+	{Resource: "events"}:                     {"source": {path: []string{"source", "component"}}},
 }
 
 // FieldFilter is a compiled field selector for one resource.
 type FieldFilter struct {
 	sel   fields.Selector
-	paths map[string][]string // object fields the selector reads
-}
-
-// SupportedFields lists the field selectors of a resource.
-func SupportedFields(gr schema.GroupResource) []string {
-	out := []string{"metadata.name", "metadata.namespace"}
-	for f := range resourceFields[gr] {
-		out = append(out, f)
-	}
-	slices.Sort(out[2:])
-	return out
+	paths map[string]fieldSpec // object fields the selector reads
 }
 
 // CompileFields parses a Kubernetes field selector for gvr. An empty
-// selector is nil (matches everything). A field the resource does not
-// support is ErrInvalid naming it and the supported ones.
+// selector is nil (matches everything). Any field path is accepted, for
+// every kind: member names joined by dots, an array standing for each of
+// its elements (see Matches). metadata.name and metadata.namespace are
+// read from the key, every other field from the stored object. Operators
+// are Kubernetes' (=, ==, !=; a comma is AND); anything else, and a
+// malformed path, is ErrInvalid naming the selector and the field.
 func CompileFields(gvr schema.GroupVersionResource, s string) (*FieldFilter, error) {
 	if strings.TrimSpace(s) == "" {
 		return nil, nil
+	}
+	if err := checkOperators(s); err != nil {
+		return nil, err
 	}
 	sel, err := fields.ParseSelector(s)
 	if err != nil {
 		return nil, fmt.Errorf("%w: fieldSelector %q: %v", ErrInvalid, s, err)
 	}
-	f := &FieldFilter{sel: sel, paths: map[string][]string{}}
+	f := &FieldFilter{sel: sel, paths: map[string]fieldSpec{}}
 	known := resourceFields[gvr.GroupResource()]
 	for _, r := range sel.Requirements() {
 		switch r.Field {
 		case "metadata.name", "metadata.namespace":
 			continue
 		}
-		p, ok := known[r.Field]
-		if !ok {
-			return nil, fmt.Errorf("%w: fieldSelector: field %q is not supported for %s (supported: %s)",
-				ErrInvalid, r.Field, gvr.GroupResource(), strings.Join(SupportedFields(gvr.GroupResource()), ", "))
+		if err := checkPath(r.Field); err != nil {
+			return nil, fmt.Errorf("%w: fieldSelector %q: field %q: %v", ErrInvalid, s, r.Field, err)
 		}
-		f.paths[r.Field] = p
+		spec := known[r.Field]
+		if spec.path == nil {
+			spec.path = strings.Split(r.Field, ".")
+		}
+		f.paths[r.Field] = spec
 	}
 	return f, nil
+}
+
+// checkOperators names an operator label selectors know but field
+// selectors do not, which fields.ParseSelector would only call a term it
+// cannot understand.
+func checkOperators(s string) error {
+	for _, term := range splitTerms(s) {
+		t := strings.TrimSpace(term)
+		if strings.Contains(t, "=") {
+			continue // =, == or !=; ParseSelector checks the rest
+		}
+		op := ""
+		switch {
+		case strings.HasPrefix(t, "!"):
+			op = "!"
+		case strings.ContainsAny(t, "<>"):
+			op = string(t[strings.IndexAny(t, "<>")])
+		case strings.Contains(t, " notin "), strings.Contains(t, " notin("):
+			op = "notin"
+		case strings.Contains(t, " in "), strings.Contains(t, " in("):
+			op = "in"
+		case t != "":
+			op = "existence"
+		}
+		if op != "" {
+			return fmt.Errorf("%w: fieldSelector %q: %q: operator %s is not supported (field selectors accept =, == and !=, and a comma for AND)",
+				ErrInvalid, s, t, op)
+		}
+	}
+	return nil
+}
+
+// splitTerms splits a selector at its unescaped commas.
+func splitTerms(s string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case ',':
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
+}
+
+// checkPath refuses what cannot be a path of member names: empty names,
+// array indexes (an array stands for all its elements), white space and
+// operator characters.
+func checkPath(field string) error {
+	names := strings.Split(field, ".")
+	if len(names) > maxPathDepth {
+		return fmt.Errorf("more than %d names", maxPathDepth)
+	}
+	for _, n := range names {
+		if n == "" {
+			return fmt.Errorf("a path is member names joined by single dots")
+		}
+		if strings.ContainsAny(n, "[]") {
+			return fmt.Errorf("array indexes are not supported (a path through an array matches any element)")
+		}
+		for _, c := range n {
+			if c <= ' ' || c == 0x7f || strings.ContainsRune(`!=<>(),*"\`, c) {
+				return fmt.Errorf("character %q is not allowed in a field path", c)
+			}
+		}
+	}
+	return nil
 }
 
 // String renders the selector canonically.
@@ -102,42 +169,70 @@ func (f *FieldFilter) Namespace() (string, bool) {
 	return f.sel.RequiresExactMatch("metadata.namespace")
 }
 
-// Matches evaluates the selector; obj is read only when NeedsObject.
+// Matches evaluates the selector; obj is read only when NeedsObject. A
+// field's values are compared as strings: a string as it decodes, a number
+// or boolean as its JSON text, null and an absent field as "" (or, for the
+// fields Kubernetes types, its zero value). Through an array a field has
+// the value of each element: = holds when one of them is the value, != when
+// none is (so != is always the complement of =), and a field with no value
+// at all (absent, or an empty array) is "". An object is no value: it
+// equals nothing.
 func (f *FieldFilter) Matches(namespace, name string, obj []byte) (bool, error) {
 	if f == nil {
 		return true, nil
 	}
-	set := fields.Set{"metadata.name": name, "metadata.namespace": namespace}
-	if len(f.paths) > 0 {
-		var m map[string]any
-		if err := json.Unmarshal(obj, &m); err != nil {
-			return false, fmt.Errorf("field selector: stored object is not JSON: %w", err)
+	var vals [][]byte
+	for _, r := range f.sel.Requirements() {
+		var eq bool
+		switch r.Field {
+		case "metadata.name":
+			eq = name == r.Value
+		case "metadata.namespace":
+			eq = namespace == r.Value
+		default:
+			spec := f.paths[r.Field]
+			var err error
+			if vals, err = rawjson.PathValues(obj, spec.path, vals[:0]); err != nil {
+				return false, fmt.Errorf("%w: field selector: %v", ErrCorrupt, err)
+			}
+			if eq, err = anyEquals(vals, spec.absent, r.Value); err != nil {
+				return false, fmt.Errorf("%w: field selector: %v", ErrCorrupt, err)
+			}
 		}
-		for field, path := range f.paths {
-			set[field] = lookup(m, path)
+		if (r.Operator == selection.NotEquals) == eq {
+			return false, nil
 		}
 	}
-	return f.sel.Matches(set), nil
+	return true, nil
 }
 
-// lookup renders the value at path the way Kubernetes field sets do:
-// strings as is, booleans and numbers in decimal, absent as "".
-func lookup(m map[string]any, path []string) string {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return ""
+// anyEquals reports whether one of the raw values reads as want; no
+// values read as absent.
+func anyEquals(vals [][]byte, absent, want string) (bool, error) {
+	if len(vals) == 0 {
+		return want == absent, nil
+	}
+	for _, v := range vals {
+		switch v[0] {
+		case '{':
+			continue
+		case 'n': // null reads as absent
+			if want == absent {
+				return true, nil
+			}
+		case '"':
+			s, err := rawjson.String(v)
+			if err != nil {
+				return false, err
+			}
+			if s == want {
+				return true, nil
+			}
+		default:
+			if string(v) == want {
+				return true, nil
+			}
 		}
-		cur = mm[p]
 	}
-	switch v := cur.(type) {
-	case string:
-		return v
-	case bool:
-		return strconv.FormatBool(v)
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	}
-	return ""
+	return false, nil
 }

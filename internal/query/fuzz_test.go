@@ -113,6 +113,12 @@ func FuzzCompileFields(f *testing.F) {
 		{2, "spec.replicas=1"},
 		{2, `\`},
 		{2, "=x"},
+		{2, "spec.replicas>1"},
+		{2, "!spec.paused"},
+		{2, "spec.template.spec.containers.image=nginx"},
+		{2, "spec..x=1"},
+		{2, "spec.containers[0].image=a"},
+		{1, "status.phase notin (a)"},
 	} {
 		f.Add(tc.gvr, tc.sel)
 	}
@@ -170,7 +176,7 @@ func fieldObjects(f *FieldFilter) []fieldObject {
 		case "metadata.namespace":
 			o.namespace = r.Value
 		default:
-			o.json = nested(f.paths[r.Field], r.Value)
+			o.json = nested(f.paths[r.Field].path, r.Value)
 		}
 		out = append(out, o)
 	}

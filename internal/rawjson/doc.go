@@ -1,6 +1,7 @@
 // Package rawjson owns the one hand-written JSON scanner of the hot paths:
 // the collector reads and edits every listed or watched object through it,
-// and the materializer reads every object's labels through it.
+// the materializer reads every object's labels through it, and the read
+// side reads the fields a field selector names (PathValues).
 //
 // Decoding a Kubernetes object into map[string]any and encoding it again
 // costs several times what the apiserver spends serving it, and a full

@@ -26,6 +26,8 @@ import (
 //     from the last non-null metadata.labels (keys matched as written, as
 //     the scanner does), and fails exactly when some metadata is not an
 //     object or some labels are not null or an object of strings.
+//  4. PathValues (of a and of a.b, through arrays) accepts exactly when
+//     Check does, and every value it finds is json.Valid.
 func FuzzScan(f *testing.F) {
 	for _, s := range []string{
 		`{}`, `{"metadata":{"labels":{"a":"b"}}}`, `{"a":[1,{"b":null}],"c":"\"}"}`,
@@ -50,6 +52,17 @@ func FuzzScan(f *testing.F) {
 		ms, merr := ObjectMembers(in, nil)
 		if (merr == nil) != (err == nil) {
 			t.Fatalf("ObjectMembers(%q) = %v, Check %v", in, merr, err)
+		}
+		for _, path := range [][]string{{"a"}, {"a", "b"}} {
+			vals, perr := PathValues(in, path, nil)
+			if (perr == nil) != (err == nil) || (perr != nil && !errors.Is(perr, ErrMalformed)) {
+				t.Fatalf("PathValues(%q, %v) = %v, Check %v", in, path, perr, err)
+			}
+			for _, v := range vals {
+				if !json.Valid(v) {
+					t.Fatalf("PathValues(%q, %v): value %q is not JSON", in, path, v)
+				}
+			}
 		}
 		labels, lerr := Labels(in)
 		if lerr == nil && err != nil {

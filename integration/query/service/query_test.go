@@ -261,10 +261,10 @@ func TestQueryAPI(t *testing.T) {
 		}{
 			{"label selector", "/v1/resources/core/v1/pods?labelSelector=" + url.QueryEscape("app in ("), "labelSelector",
 				&fleetviewv1.ListRequest{Version: "v1", Resource: "pods", LabelSelector: "app in ("}},
-			{"unsupported field", "/v1/resources/core/v1/pods?fieldSelector=spec.bogus%3D1", `field "spec.bogus" is not supported for pods`,
-				&fleetviewv1.ListRequest{Version: "v1", Resource: "pods", FieldSelector: "spec.bogus=1"}},
-			{"field of another resource", "/v1/resources/apps/v1/deployments?fieldSelector=status.phase%3DRunning", `field "status.phase" is not supported for deployments.apps`,
-				&fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments", FieldSelector: "status.phase=Running"}},
+			{"field path", "/v1/resources/core/v1/pods?fieldSelector=spec..bogus%3D1", `field "spec..bogus"`,
+				&fleetviewv1.ListRequest{Version: "v1", Resource: "pods", FieldSelector: "spec..bogus=1"}},
+			{"field operator", "/v1/resources/apps/v1/deployments?fieldSelector=" + url.QueryEscape("spec.replicas>1"), `"spec.replicas>1": operator > is not supported`,
+				&fleetviewv1.ListRequest{Group: "apps", Version: "v1", Resource: "deployments", FieldSelector: "spec.replicas>1"}},
 			{"tampered continue", "/v1/resources/core/v1/pods?limit=2&continue=" + url.QueryEscape(tampered(first.GetContinue())), "signature mismatch",
 				&fleetviewv1.ListRequest{Version: "v1", Resource: "pods", Limit: 2, Continue: tampered(first.GetContinue())}},
 			{"continue with other filters", "/v1/resources/core/v1/pods?namespace=qa&continue=" + url.QueryEscape(first.GetContinue()), "other filters",
@@ -294,9 +294,9 @@ func TestQueryAPI(t *testing.T) {
 		if code != http.StatusBadRequest || body["reason"] != "BadRequest" {
 			t.Fatalf("watch with a tampered resourceVersion: %d %v", code, body)
 		}
-		code, body = fv.RESTStatus(t, "/v1/watch/core/v1/pods?fieldSelector=spec.bogus%3D1")
-		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "spec.bogus") {
-			t.Fatalf("watch with an unsupported field: %d %v", code, body)
+		code, body = fv.RESTStatus(t, "/v1/watch/core/v1/pods?fieldSelector=spec..bogus%3D1")
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["message"]), "spec..bogus") {
+			t.Fatalf("watch with a malformed field path: %d %v", code, body)
 		}
 	})
 

@@ -211,9 +211,11 @@ type ListRequest struct {
 	Limit int64 `protobuf:"varint,7,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Opaque token from a previous page.
 	Continue string `protobuf:"bytes,8,opt,name=continue,proto3" json:"continue,omitempty"`
-	// Kubernetes field selector: metadata.name, metadata.namespace and the
-	// fields Kubernetes supports for the resource (e.g. status.phase and
-	// spec.nodeName for pods). An unsupported field is INVALID_ARGUMENT/400.
+	// Kubernetes field selector on any field path of any kind (e.g.
+	// status.phase, spec.nodeName, metadata.ownerReferences.kind, a CRD's
+	// spec.size) with =, == and != (docs/api.md says how values, absent
+	// fields and arrays compare). Another operator or a malformed path is
+	// INVALID_ARGUMENT/400.
 	FieldSelector string `protobuf:"bytes,9,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
 	// Label selector evaluated against the cluster inventory's labels;
 	// combined with clusters (both must hold).
