@@ -39,6 +39,7 @@ var resourceFields = map[schema.GroupResource]map[string]fieldSpec{
 // FieldFilter is a compiled field selector for one resource.
 type FieldFilter struct {
 	sel   fields.Selector
+	reqs  fields.Requirements  // sel's, once: Requirements copies them on every call
 	paths map[string]fieldSpec // object fields the selector reads
 }
 
@@ -60,9 +61,9 @@ func CompileFields(gvr schema.GroupVersionResource, s string) (*FieldFilter, err
 	if err != nil {
 		return nil, fmt.Errorf("%w: fieldSelector %q: %v", ErrInvalid, s, err)
 	}
-	f := &FieldFilter{sel: sel, paths: map[string]fieldSpec{}}
+	f := &FieldFilter{sel: sel, reqs: sel.Requirements(), paths: map[string]fieldSpec{}}
 	known := resourceFields[gvr.GroupResource()]
-	for _, r := range sel.Requirements() {
+	for _, r := range f.reqs {
 		switch r.Field {
 		case "metadata.name", "metadata.namespace":
 			continue
@@ -182,7 +183,7 @@ func (f *FieldFilter) Matches(namespace, name string, obj []byte) (bool, error) 
 		return true, nil
 	}
 	var vals [][]byte
-	for _, r := range f.sel.Requirements() {
+	for _, r := range f.reqs {
 		var eq bool
 		switch r.Field {
 		case "metadata.name":
