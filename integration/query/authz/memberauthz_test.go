@@ -66,25 +66,12 @@ current-context: webhook
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	fleet, err := harness.Start(ctx, harness.Options{Clusters: []string{"member1", "member2"},
+	fleet := fixture.StartFleetWith(t, harness.Options{Clusters: []string{"member1", "member2"},
 		ClusterAPIServerArgs: map[string][]string{"member2": {
 			"--authorization-mode=Webhook,RBAC",
 			"--authorization-webhook-config-file=" + config,
 			"--authorization-webhook-version=v1",
 		}}})
-	if err != nil {
-		t.Fatalf("start member clusters: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := fleet.Stop(); err != nil {
-			t.Errorf("stop member clusters: %v", err)
-		}
-	})
-	for _, c := range fleet.Clusters() {
-		if err := c.GrantCollectorReadAll(ctx); err != nil {
-			t.Fatalf("grant collector RBAC in %s: %v", c.Name, err)
-		}
-	}
 
 	for _, hub := range fixture.Hubs() {
 		t.Run(hub.Name(), func(t *testing.T) {
