@@ -3,9 +3,6 @@ package kubeapi
 import (
 	"context"
 	"fmt"
-	"io"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/integration/harness"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
@@ -101,34 +97,9 @@ func TestCacheEverything(t *testing.T) {
 	})
 	t.Logf("every kind of 3 members synced %s after the registry was applied", time.Since(start).Round(time.Millisecond))
 
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.REST, Output: kc}, io.Discard); err != nil {
-		t.Fatalf("fleetview kubeconfig: %v", err)
-	}
-	// A fresh discovery cache for every call: kinds come and go here
-	// faster than kubectl's cache expires.
-	kubectl := func(args ...string) (string, error) {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(cctx, fixture.KubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", t.TempDir()}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	rows := func(args ...string) ([]string, error) {
-		out, err := kubectl(args...)
-		if err != nil {
-			return nil, fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		var got []string
-		table := fixture.TableRows(out)
-		if len(table) < 2 || len(table[0]) < 3 || table[0][1] != "CLUSTER" {
-			return nil, fmt.Errorf("kubectl %s: no CLUSTER table:\n%s", strings.Join(args, " "), out)
-		}
-		for _, r := range table[1:] {
-			got = append(got, r[1]+"/"+r[0]+"/"+r[2]) // cluster/namespace/name
-		}
-		slices.Sort(got)
-		return got, nil
-	}
+	// A fresh discovery cache for every call: kinds come and go here.
+	kubectl := hubKubectl(t, ctx, fv.REST, true)
+	rows := func(args ...string) ([]string, error) { return clusterRows(kubectl, args...) }
 	wantRows := func(want []string, args ...string) func() error {
 		return func() error {
 			got, err := rows(args...)

@@ -4,11 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/fleetview/fleetview/cmd/fleetview/cli"
 	"github.com/fleetview/fleetview/integration/fixture"
 )
 
@@ -66,36 +62,8 @@ func TestKubeFieldSelectors(t *testing.T) {
 			"resourceSelectors": []any{map[string]any{"apiVersion": "v1", "kind": "Pod"},
 				map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab"}}},
 	})
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := cli.RunKubeconfig(ctx, cli.KubeconfigOptions{Server: fv.REST, Output: kc}, io.Discard); err != nil {
-		t.Fatalf("fleetview kubeconfig: %v", err)
-	}
-	cacheDir := t.TempDir()
-	kubectl := func(args ...string) (string, error) {
-		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(cctx, fixture.KubectlBin, append([]string{"--kubeconfig", kc, "--cache-dir", cacheDir}, args...)...).CombinedOutput()
-		return string(out), err
-	}
-	// rows is kubectl's answer as sorted "cluster/namespace/name".
-	rows := func(args ...string) ([]string, error) {
-		out, err := kubectl(args...)
-		if err != nil {
-			return nil, fmt.Errorf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		var got []string
-		for i, r := range fixture.TableRows(out) {
-			if i == 0 {
-				if !slices.Equal(r[:3], []string{"NAMESPACE", "CLUSTER", "NAME"}) {
-					return nil, fmt.Errorf("header %v", r)
-				}
-				continue
-			}
-			got = append(got, r[1]+"/"+r[0]+"/"+r[2])
-		}
-		slices.Sort(got)
-		return got, nil
-	}
+	kubectl := hubKubectl(t, ctx, fv.REST, false)
+	rows := func(args ...string) ([]string, error) { return clusterRows(kubectl, args...) }
 	// agree waits until kubectl's answer is want (the cache follows the
 	// members' changes, status updates included).
 	agree := func(t *testing.T, want []string, args ...string) {
