@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -307,13 +308,19 @@ func (c *Collector) reconcile(ctx context.Context, regs *regstore.Follower) erro
 		}()
 		c.log.Info("caching resource", "gvr", gvr.String(), "namespaces", strings.Join(w.namespaces, ","))
 	}
-	c.answered = map[string]int64{}
+	answered := map[string]int64{}
 	for name, r := range results {
 		if r.matched {
-			c.answered[name] = r.generation
+			answered[name] = r.generation
 		}
 	}
-	c.syncChanged() // the record says so now, not at the next heartbeat
+	if !maps.Equal(answered, c.answered) {
+		// A registry changed: the record says so now, not at the next
+		// heartbeat. Not on every reconcile: a wildcard's is every
+		// discovery interval, and each record is a write to the hub.
+		c.answered = answered
+		c.syncChanged()
+	}
 	return nil
 }
 
