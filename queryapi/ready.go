@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/inventory"
@@ -19,7 +20,6 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/authz"
 	"github.com/fleetview/fleetview/queryapi/catalog"
-	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // syncChecker decides whether a cluster's cache equals the cluster: every
