@@ -37,6 +37,10 @@ var (
 	// writer). An answer of many objects leaves it out; an answer of that
 	// object alone fails with this.
 	ErrCorrupt = errors.New("malformed stored object")
+	// ErrOutsideWindow: a history read (an as-of time, a revision) asks
+	// for a moment before the oldest change the hub still keeps, or the
+	// store keeps no history.
+	ErrOutsideWindow = errors.New("outside the history's retention window")
 )
 
 // NotFoundError is the not-found error every backend returns, so that the

@@ -3,6 +3,7 @@ package query
 import (
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"k8s.io/apimachinery/pkg/labels"
@@ -45,6 +46,9 @@ type GetOptions struct {
 	// visible clusters, and a hidden object is not found exactly like a
 	// missing one (NotFound), so no answer tells what is out of sight.
 	Visible *Visibility
+	// AsOf, when set, asks for the object as it was at that time, from
+	// the history (issue #48); ErrOutsideWindow before the window.
+	AsOf time.Time
 }
 
 // Sees reports whether the caller may see the object's copy in cluster.
@@ -97,6 +101,9 @@ type ListOptions struct {
 	// client's paging cannot evict another's continue tokens. Empty is
 	// one anonymous client.
 	Client string
+	// AsOf, when set, lists the objects as they were at that time, from
+	// the history (issue #48): selectors apply to that state.
+	AsOf time.Time
 }
 
 // LabelSelector is the label selector to apply: Labels, or everything when
