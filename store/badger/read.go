@@ -85,6 +85,8 @@ type ReaderOptions struct {
 type Reader struct {
 	db   *bdg.DB
 	opts ReaderOptions
+	// vindex says which counts the value index answers.
+	vindex *valueIndex
 	now  func() time.Time
 
 	mu     sync.Mutex
@@ -110,7 +112,7 @@ func (s *Store) Reader(o ReaderOptions) *Reader {
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = 1024
 	}
-	return &Reader{db: s.db, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
+	return &Reader{db: s.db, vindex: s.vindex, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
 }
 
 // Close discards every held snapshot; later continue tokens are expired.

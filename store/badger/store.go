@@ -48,6 +48,10 @@ type Options struct {
 	// background.
 	BulkLoad bool
 
+	// ValueIndex lists the fields and images the value index keeps
+	// (valueindex.go); nil is DefaultValueIndex.
+	ValueIndex []IndexedValue
+
 	// l0Tables, when set, replaces how many level-0 tables wait before
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
@@ -73,6 +77,8 @@ type Store struct {
 	// (about 5 MB); past its capacity it only lets more lookups through.
 	written *keyFilter
 	fresh   map[string]bool
+	// vindex is the value index's configuration (valueindex.go).
+	vindex *valueIndex
 	// slabs holds the chunks pipelined batches encode their records into.
 	slabs *slabPools
 	// stopBackground stops the value log's page recycler
@@ -125,6 +131,10 @@ func Open(o Options) (*Store, error) {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools()}
+	if err := s.openValueIndex(o.ValueIndex); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if !o.KeepPageCache {

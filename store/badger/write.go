@@ -25,6 +25,8 @@ import (
 type overlay struct {
 	objs map[string]objState
 	uids map[string]uidState
+	// vals: the value index's x/ entries (valueindex.go), made on first use.
+	vals map[string][]vpair
 }
 
 type objState struct {
@@ -215,6 +217,9 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), row: row, json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
+	if err := w.indexValues(gvr, key, ev.GetObject(), exists); err != nil {
+		return prior, err
+	}
 	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}
 	if w.known != nil {
 		w.known.add(key)
@@ -377,6 +382,9 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 		if err := w.del(labelKey(gvr, k, v, ns, name, cluster)); err != nil {
 			return err
 		}
+	}
+	if err := w.unindexValues(gvr, key); err != nil {
+		return err
 	}
 	if err := w.del(searchKey(gvr, ns, name, cluster)); err != nil {
 		return err

@@ -1,0 +1,242 @@
+package query
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/rawjson"
+)
+
+// DimensionKind is what a count groups objects by.
+type DimensionKind int
+
+const (
+	// DimCluster groups by the member cluster holding the object.
+	DimCluster DimensionKind = iota + 1
+	// DimNamespace groups by namespace ("" for cluster-scoped objects).
+	DimNamespace
+	// DimKind groups by resource: one row per resource of the count.
+	DimKind
+	// DimLabel groups by the value of one label key ("" without it).
+	DimLabel
+	// DimField groups by the values at one field path ("" when absent).
+	DimField
+	// DimImage groups by container image: an object is counted once per
+	// distinct image of its containers and init containers.
+	DimImage
+)
+
+// Dimension is one group-by of a count, as a request names it: cluster,
+// namespace, kind, image, label:<key> or field:<path>.
+type Dimension struct {
+	Kind DimensionKind
+	// Key is the label key or the field path.
+	Key  string
+	path []string
+}
+
+// ParseDimension parses one group-by; a bad one is ErrInvalid naming it.
+func ParseDimension(s string) (Dimension, error) {
+	switch s {
+	case "cluster":
+		return Dimension{Kind: DimCluster}, nil
+	case "namespace":
+		return Dimension{Kind: DimNamespace}, nil
+	case "kind":
+		return Dimension{Kind: DimKind}, nil
+	case "image":
+		return Dimension{Kind: DimImage}, nil
+	}
+	kind, key, ok := strings.Cut(s, ":")
+	switch {
+	case ok && kind == "label":
+		if errs := validateLabelKey(key); errs != "" {
+			return Dimension{}, fmt.Errorf("%w: by=%q: label key: %s", ErrInvalid, s, errs)
+		}
+		return Dimension{Kind: DimLabel, Key: key}, nil
+	case ok && kind == "field":
+		if err := checkPath(key); err != nil {
+			return Dimension{}, fmt.Errorf("%w: by=%q: %v", ErrInvalid, s, err)
+		}
+		return Dimension{Kind: DimField, Key: key, path: strings.Split(key, ".")}, nil
+	}
+	return Dimension{}, fmt.Errorf("%w: by=%q: a dimension is cluster, namespace, kind, image, label:<key> or field:<path>", ErrInvalid, s)
+}
+
+// validateLabelKey is "" for a key a label selector accepts, else why not.
+func validateLabelKey(key string) string {
+	if _, err := labels.NewRequirement(key, "exists", nil); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// String is the dimension as a request names it.
+func (d Dimension) String() string {
+	switch d.Kind {
+	case DimCluster:
+		return "cluster"
+	case DimNamespace:
+		return "namespace"
+	case DimKind:
+		return "kind"
+	case DimImage:
+		return "image"
+	case DimLabel:
+		return "label:" + d.Key
+	case DimField:
+		return "field:" + d.Key
+	}
+	return "?"
+}
+
+// IndexName is the name a store's value index keeps the dimension under
+// ("image", or the field path); "" for dimensions the object's key or
+// labels answer.
+func (d Dimension) IndexName() string {
+	switch d.Kind {
+	case DimImage:
+		return "image"
+	case DimField:
+		return d.Key
+	}
+	return ""
+}
+
+// imagePaths are where an object's container images lie: a Pod's
+// containers, and a workload's Pod template (Deployment, Job, CronJob).
+var imagePaths = [][]string{
+	{"spec", "containers", "image"},
+	{"spec", "initContainers", "image"},
+	{"spec", "template", "spec", "containers", "image"},
+	{"spec", "template", "spec", "initContainers", "image"},
+	{"spec", "jobTemplate", "spec", "template", "spec", "containers", "image"},
+}
+
+// ObjectValues are the dimension's distinct values in an object's JSON,
+// sorted; a field with no scalar value is [""]. Only for image and field
+// dimensions; a store with an index for the dimension answers without it.
+func (d Dimension) ObjectValues(obj []byte) ([]string, error) {
+	var raw [][]byte
+	var err error
+	switch d.Kind {
+	case DimImage:
+		for _, p := range imagePaths {
+			if raw, err = rawjson.PathValues(obj, p, raw); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, d, err)
+			}
+		}
+	case DimField:
+		if raw, err = rawjson.PathValues(obj, d.path, raw); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, d, err)
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s is not read from objects", ErrInvalid, d)
+	}
+	out := make([]string, 0, len(raw))
+	for _, v := range raw {
+		switch v[0] {
+		case '{', '[', 'n': // an object, an empty array or null: no value
+			continue
+		case '"':
+			s, err := rawjson.String(v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, d, err)
+			}
+			out = append(out, s)
+		default:
+			out = append(out, string(v))
+		}
+	}
+	if len(out) == 0 {
+		return []string{""}, nil
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// CountOptions select objects like ListOptions and group them.
+type CountOptions struct {
+	// GVR is the resource counted; More adds resources (the kind
+	// dimension tells them apart), each with the same selectors.
+	GVR       schema.GroupVersionResource
+	More      []schema.GroupVersionResource
+	Namespace string
+	Labels    labels.Selector
+	Fields    *FieldFilter
+	// Clusters restricts the count; nil is every cluster, an empty
+	// non-nil slice none.
+	Clusters []string
+	// Visible is what the caller may see (nil: everything): hidden
+	// objects are not counted, in any row or the total.
+	Visible *Visibility
+	By      []Dimension
+}
+
+// Resources are the resources counted, GVR first.
+func (o *CountOptions) Resources() []schema.GroupVersionResource {
+	return append([]schema.GroupVersionResource{o.GVR}, o.More...)
+}
+
+// LabelSelector is Labels, or everything.
+func (o *CountOptions) LabelSelector() labels.Selector {
+	if o.Labels == nil {
+		return labels.Everything()
+	}
+	return o.Labels
+}
+
+// CountRow is one group: a value per dimension, in the order of By.
+type CountRow struct {
+	Values []string
+	Count  int64
+}
+
+// Counts is a count's answer: rows sorted by their values, and the total
+// of objects selected (an object in several image rows counts once).
+type Counts struct {
+	Rows  []CountRow
+	Total int64
+	// Scanned says how the backend answered: "index" when from indexes
+	// alone, "objects" when it read the selected objects (a field
+	// selector, or a field no index keeps).
+	Scanned string
+}
+
+// Tally accumulates rows by their values.
+type Tally struct {
+	rows  map[string]*CountRow
+	Total int64
+}
+
+// NewTally is an empty tally.
+func NewTally() *Tally { return &Tally{rows: map[string]*CountRow{}} }
+
+// Add counts n objects in the group of values (joined is its key: the
+// values joined by a 0 byte). values is copied when the group is new.
+func (t *Tally) Add(joined []byte, values []string, n int64) {
+	if r, ok := t.rows[string(joined)]; ok {
+		r.Count += n
+		return
+	}
+	t.rows[string(joined)] = &CountRow{Values: slices.Clone(values), Count: n}
+}
+
+// AddRow merges a row of another tally (another backend's).
+func (t *Tally) AddRow(r CountRow) {
+	t.Add([]byte(strings.Join(r.Values, "\x00")), r.Values, r.Count)
+}
+
+// Counts is the tally's answer, rows sorted by values.
+func (t *Tally) Counts(scanned string) Counts {
+	out := Counts{Total: t.Total, Scanned: scanned, Rows: make([]CountRow, 0, len(t.rows))}
+	for _, r := range t.rows {
+		out.Rows = append(out.Rows, *r)
+	}
+	slices.SortFunc(out.Rows, func(a, b CountRow) int { return slices.Compare(a.Values, b.Values) })
+	return out
+}
