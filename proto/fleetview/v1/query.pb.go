@@ -359,6 +359,244 @@ func (x *ListRequest) GetResourceVersionMatch() string {
 	return ""
 }
 
+type CountRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Group    string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version  string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource string                 `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The selection, as in ListRequest.
+	Namespace       string   `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	LabelSelector   string   `protobuf:"bytes,5,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	Clusters        []string `protobuf:"bytes,6,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	FieldSelector   string   `protobuf:"bytes,7,opt,name=field_selector,json=fieldSelector,proto3" json:"field_selector,omitempty"`
+	ClusterSelector string   `protobuf:"bytes,8,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	// Dimensions to group by, in order: cluster, namespace, kind, image (a
+	// container image; an object counted once per distinct image),
+	// label:<key> ("" without the label) or field:<path> ("" when absent).
+	// None: the total alone. Another is INVALID_ARGUMENT/400 naming it.
+	By            []string `protobuf:"bytes,9,rep,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRequest) Reset() {
+	*x = CountRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRequest) ProtoMessage() {}
+
+func (x *CountRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRequest.ProtoReflect.Descriptor instead.
+func (*CountRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CountRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *CountRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *CountRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *CountRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CountRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *CountRequest) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *CountRequest) GetFieldSelector() string {
+	if x != nil {
+		return x.FieldSelector
+	}
+	return ""
+}
+
+func (x *CountRequest) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *CountRequest) GetBy() []string {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+// CountRow is one group: a value per dimension, in the order of by.
+type CountRow struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []string               `protobuf:"bytes,1,rep,name=values,proto3" json:"values,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountRow) Reset() {
+	*x = CountRow{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountRow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountRow) ProtoMessage() {}
+
+func (x *CountRow) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountRow.ProtoReflect.Descriptor instead.
+func (*CountRow) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *CountRow) GetValues() []string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *CountRow) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type CountResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	By    []string               `protobuf:"bytes,1,rep,name=by,proto3" json:"by,omitempty"`
+	// Sorted by values.
+	Rows []*CountRow `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
+	// Objects selected (one in several image rows counts once).
+	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// "index": answered from indexes; "objects": every selected object was
+	// read (a field selector, or a field the store does not index).
+	Scanned       string `protobuf:"bytes,4,opt,name=scanned,proto3" json:"scanned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CountResponse) Reset() {
+	*x = CountResponse{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CountResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CountResponse) ProtoMessage() {}
+
+func (x *CountResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CountResponse.ProtoReflect.Descriptor instead.
+func (*CountResponse) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CountResponse) GetBy() []string {
+	if x != nil {
+		return x.By
+	}
+	return nil
+}
+
+func (x *CountResponse) GetRows() []*CountRow {
+	if x != nil {
+		return x.Rows
+	}
+	return nil
+}
+
+func (x *CountResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *CountResponse) GetScanned() string {
+	if x != nil {
+		return x.Scanned
+	}
+	return ""
+}
+
 type WatchRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Group           string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -387,7 +625,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +637,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[3]
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +650,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{3}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchRequest) GetGroup() string {
@@ -522,7 +760,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -534,7 +772,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[4]
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -547,7 +785,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{4}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WatchEvent) GetType() string {
@@ -621,7 +859,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +871,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[5]
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +884,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{5}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SearchRequest) GetText() string {
@@ -719,7 +957,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +969,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +982,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SearchHit) GetGvr() *GroupVersionResource {
@@ -786,7 +1024,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +1036,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +1049,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SearchResponse) GetItems() []*SearchHit {
@@ -866,7 +1104,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -878,7 +1116,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -891,7 +1129,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListResponse) GetItems() []*structpb.Struct {
@@ -982,7 +1220,7 @@ type ResourceSyncState struct {
 
 func (x *ResourceSyncState) Reset() {
 	*x = ResourceSyncState{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1232,7 @@ func (x *ResourceSyncState) String() string {
 func (*ResourceSyncState) ProtoMessage() {}
 
 func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1245,7 @@ func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSyncState.ProtoReflect.Descriptor instead.
 func (*ResourceSyncState) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResourceSyncState) GetGvr() *GroupVersionResource {
@@ -1140,7 +1378,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1390,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1403,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cluster) GetName() string {
@@ -1295,7 +1533,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1545,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1558,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
 }
 
 type ListClustersResponse struct {
@@ -1332,7 +1570,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1344,7 +1582,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1357,7 +1595,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -1376,7 +1614,7 @@ type GetClusterRequest struct {
 
 func (x *GetClusterRequest) Reset() {
 	*x = GetClusterRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1626,7 @@ func (x *GetClusterRequest) String() string {
 func (*GetClusterRequest) ProtoMessage() {}
 
 func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1639,7 @@ func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetClusterRequest) GetName() string {
@@ -1422,7 +1660,7 @@ type Registry struct {
 
 func (x *Registry) Reset() {
 	*x = Registry{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1672,7 @@ func (x *Registry) String() string {
 func (*Registry) ProtoMessage() {}
 
 func (x *Registry) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1685,7 @@ func (x *Registry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registry.ProtoReflect.Descriptor instead.
 func (*Registry) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Registry) GetRegistry() *structpb.Struct {
@@ -1466,7 +1704,7 @@ type ApplyRegistryRequest struct {
 
 func (x *ApplyRegistryRequest) Reset() {
 	*x = ApplyRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1478,7 +1716,7 @@ func (x *ApplyRegistryRequest) String() string {
 func (*ApplyRegistryRequest) ProtoMessage() {}
 
 func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1491,7 +1729,7 @@ func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRegistryRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyRegistryRequest) GetRegistry() *structpb.Struct {
@@ -1510,7 +1748,7 @@ type GetRegistryRequest struct {
 
 func (x *GetRegistryRequest) Reset() {
 	*x = GetRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[16]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1760,7 @@ func (x *GetRegistryRequest) String() string {
 func (*GetRegistryRequest) ProtoMessage() {}
 
 func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[16]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1773,7 @@ func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistryRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{16}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetRegistryRequest) GetName() string {
@@ -1553,7 +1791,7 @@ type ListRegistriesRequest struct {
 
 func (x *ListRegistriesRequest) Reset() {
 	*x = ListRegistriesRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[17]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1803,7 @@ func (x *ListRegistriesRequest) String() string {
 func (*ListRegistriesRequest) ProtoMessage() {}
 
 func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[17]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1816,7 @@ func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRegistriesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{17}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{20}
 }
 
 type ListRegistriesResponse struct {
@@ -1590,7 +1828,7 @@ type ListRegistriesResponse struct {
 
 func (x *ListRegistriesResponse) Reset() {
 	*x = ListRegistriesResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[18]
+	mi := &file_fleetview_v1_query_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1602,7 +1840,7 @@ func (x *ListRegistriesResponse) String() string {
 func (*ListRegistriesResponse) ProtoMessage() {}
 
 func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[18]
+	mi := &file_fleetview_v1_query_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1615,7 +1853,7 @@ func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRegistriesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{18}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListRegistriesResponse) GetRegistries() []*Registry {
@@ -1634,7 +1872,7 @@ type DeleteRegistryRequest struct {
 
 func (x *DeleteRegistryRequest) Reset() {
 	*x = DeleteRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[19]
+	mi := &file_fleetview_v1_query_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1884,7 @@ func (x *DeleteRegistryRequest) String() string {
 func (*DeleteRegistryRequest) ProtoMessage() {}
 
 func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[19]
+	mi := &file_fleetview_v1_query_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1897,7 @@ func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{19}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteRegistryRequest) GetName() string {
@@ -1677,7 +1915,7 @@ type DeleteRegistryResponse struct {
 
 func (x *DeleteRegistryResponse) Reset() {
 	*x = DeleteRegistryResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[20]
+	mi := &file_fleetview_v1_query_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1689,7 +1927,7 @@ func (x *DeleteRegistryResponse) String() string {
 func (*DeleteRegistryResponse) ProtoMessage() {}
 
 func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[20]
+	mi := &file_fleetview_v1_query_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1702,7 +1940,7 @@ func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{20}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{23}
 }
 
 var File_fleetview_v1_query_proto protoreflect.FileDescriptor
@@ -1743,7 +1981,25 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
 	"structured\x18\r \x01(\bR\n" +
 	"structured\x124\n" +
-	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatchJ\x04\b\f\x10\rR\x03raw\"\xb1\x03\n" +
+	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatchJ\x04\b\f\x10\rR\x03raw\"\x9d\x02\n" +
+	"\fCountRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12%\n" +
+	"\x0elabel_selector\x18\x05 \x01(\tR\rlabelSelector\x12\x1a\n" +
+	"\bclusters\x18\x06 \x03(\tR\bclusters\x12%\n" +
+	"\x0efield_selector\x18\a \x01(\tR\rfieldSelector\x12)\n" +
+	"\x10cluster_selector\x18\b \x01(\tR\x0fclusterSelector\x12\x0e\n" +
+	"\x02by\x18\t \x03(\tR\x02by\"8\n" +
+	"\bCountRow\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\tR\x06values\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"{\n" +
+	"\rCountResponse\x12\x0e\n" +
+	"\x02by\x18\x01 \x03(\tR\x02by\x12*\n" +
+	"\x04rows\x18\x02 \x03(\v2\x16.fleetview.v1.CountRowR\x04rows\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12\x18\n" +
+	"\ascanned\x18\x04 \x01(\tR\ascanned\"\xb1\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -1864,13 +2120,14 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"registries\"+\n" +
 	"\x15DeleteRegistryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
-	"\x16DeleteRegistryResponse2\xc2\x03\n" +
+	"\x16DeleteRegistryResponse2\xb5\x04\n" +
 	"\fQueryService\x12u\n" +
 	"\x03Get\x12\x18.fleetview.v1.GetRequest\x1a\x19.fleetview.v1.GetResponse\"9\x82\xd3\xe4\x93\x023\x121/v1/resources/{group}/{version}/{resource}/{name}\x12q\n" +
 	"\x04List\x12\x19.fleetview.v1.ListRequest\x1a\x1a.fleetview.v1.ListResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/resources/{group}/{version}/{resource}\x12o\n" +
 	"\x05Watch\x12\x1a.fleetview.v1.WatchRequest\x1a\x18.fleetview.v1.WatchEvent\".\x82\xd3\xe4\x93\x02(\x12&/v1/watch/{group}/{version}/{resource}0\x01\x12W\n" +
 	"\x06Search\x12\x1b.fleetview.v1.SearchRequest\x1a\x1c.fleetview.v1.SearchResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
-	"/v1/search2\xe0\x01\n" +
+	"/v1/search\x12q\n" +
+	"\x05Count\x12\x1a.fleetview.v1.CountRequest\x1a\x1b.fleetview.v1.CountResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/counts/{group}/{version}/{resource}2\xe0\x01\n" +
 	"\x0eClusterService\x12k\n" +
 	"\fListClusters\x12!.fleetview.v1.ListClustersRequest\x1a\".fleetview.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12a\n" +
 	"\n" +
@@ -1893,74 +2150,80 @@ func file_fleetview_v1_query_proto_rawDescGZIP() []byte {
 	return file_fleetview_v1_query_proto_rawDescData
 }
 
-var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fleetview_v1_query_proto_goTypes = []any{
 	(*GetRequest)(nil),             // 0: fleetview.v1.GetRequest
 	(*GetResponse)(nil),            // 1: fleetview.v1.GetResponse
 	(*ListRequest)(nil),            // 2: fleetview.v1.ListRequest
-	(*WatchRequest)(nil),           // 3: fleetview.v1.WatchRequest
-	(*WatchEvent)(nil),             // 4: fleetview.v1.WatchEvent
-	(*SearchRequest)(nil),          // 5: fleetview.v1.SearchRequest
-	(*SearchHit)(nil),              // 6: fleetview.v1.SearchHit
-	(*SearchResponse)(nil),         // 7: fleetview.v1.SearchResponse
-	(*ListResponse)(nil),           // 8: fleetview.v1.ListResponse
-	(*ResourceSyncState)(nil),      // 9: fleetview.v1.ResourceSyncState
-	(*Cluster)(nil),                // 10: fleetview.v1.Cluster
-	(*ListClustersRequest)(nil),    // 11: fleetview.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),   // 12: fleetview.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),      // 13: fleetview.v1.GetClusterRequest
-	(*Registry)(nil),               // 14: fleetview.v1.Registry
-	(*ApplyRegistryRequest)(nil),   // 15: fleetview.v1.ApplyRegistryRequest
-	(*GetRegistryRequest)(nil),     // 16: fleetview.v1.GetRegistryRequest
-	(*ListRegistriesRequest)(nil),  // 17: fleetview.v1.ListRegistriesRequest
-	(*ListRegistriesResponse)(nil), // 18: fleetview.v1.ListRegistriesResponse
-	(*DeleteRegistryRequest)(nil),  // 19: fleetview.v1.DeleteRegistryRequest
-	(*DeleteRegistryResponse)(nil), // 20: fleetview.v1.DeleteRegistryResponse
-	nil,                            // 21: fleetview.v1.Cluster.LabelsEntry
-	(*structpb.Struct)(nil),        // 22: google.protobuf.Struct
-	(*GroupVersionResource)(nil),   // 23: fleetview.v1.GroupVersionResource
-	(*timestamppb.Timestamp)(nil),  // 24: google.protobuf.Timestamp
+	(*CountRequest)(nil),           // 3: fleetview.v1.CountRequest
+	(*CountRow)(nil),               // 4: fleetview.v1.CountRow
+	(*CountResponse)(nil),          // 5: fleetview.v1.CountResponse
+	(*WatchRequest)(nil),           // 6: fleetview.v1.WatchRequest
+	(*WatchEvent)(nil),             // 7: fleetview.v1.WatchEvent
+	(*SearchRequest)(nil),          // 8: fleetview.v1.SearchRequest
+	(*SearchHit)(nil),              // 9: fleetview.v1.SearchHit
+	(*SearchResponse)(nil),         // 10: fleetview.v1.SearchResponse
+	(*ListResponse)(nil),           // 11: fleetview.v1.ListResponse
+	(*ResourceSyncState)(nil),      // 12: fleetview.v1.ResourceSyncState
+	(*Cluster)(nil),                // 13: fleetview.v1.Cluster
+	(*ListClustersRequest)(nil),    // 14: fleetview.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),   // 15: fleetview.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),      // 16: fleetview.v1.GetClusterRequest
+	(*Registry)(nil),               // 17: fleetview.v1.Registry
+	(*ApplyRegistryRequest)(nil),   // 18: fleetview.v1.ApplyRegistryRequest
+	(*GetRegistryRequest)(nil),     // 19: fleetview.v1.GetRegistryRequest
+	(*ListRegistriesRequest)(nil),  // 20: fleetview.v1.ListRegistriesRequest
+	(*ListRegistriesResponse)(nil), // 21: fleetview.v1.ListRegistriesResponse
+	(*DeleteRegistryRequest)(nil),  // 22: fleetview.v1.DeleteRegistryRequest
+	(*DeleteRegistryResponse)(nil), // 23: fleetview.v1.DeleteRegistryResponse
+	nil,                            // 24: fleetview.v1.Cluster.LabelsEntry
+	(*structpb.Struct)(nil),        // 25: google.protobuf.Struct
+	(*GroupVersionResource)(nil),   // 26: fleetview.v1.GroupVersionResource
+	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
 }
 var file_fleetview_v1_query_proto_depIdxs = []int32{
-	22, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
-	22, // 1: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
-	23, // 2: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
-	22, // 3: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
-	6,  // 4: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
-	22, // 5: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
-	23, // 6: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
-	21, // 7: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
-	24, // 8: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	9,  // 9: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
-	10, // 10: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
-	22, // 11: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
-	22, // 12: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
-	14, // 13: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
-	0,  // 14: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
-	2,  // 15: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
-	3,  // 16: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
-	5,  // 17: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
-	11, // 18: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
-	13, // 19: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
-	15, // 20: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
-	16, // 21: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
-	17, // 22: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
-	19, // 23: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
-	1,  // 24: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
-	8,  // 25: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
-	4,  // 26: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
-	7,  // 27: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
-	12, // 28: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
-	10, // 29: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
-	14, // 30: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
-	14, // 31: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
-	18, // 32: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
-	20, // 33: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
-	24, // [24:34] is the sub-list for method output_type
-	14, // [14:24] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	25, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
+	4,  // 1: fleetview.v1.CountResponse.rows:type_name -> fleetview.v1.CountRow
+	25, // 2: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
+	26, // 3: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
+	25, // 4: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
+	9,  // 5: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
+	25, // 6: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
+	26, // 7: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
+	24, // 8: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
+	27, // 9: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	12, // 10: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
+	13, // 11: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
+	25, // 12: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
+	25, // 13: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
+	17, // 14: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
+	0,  // 15: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
+	2,  // 16: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
+	6,  // 17: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
+	8,  // 18: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
+	3,  // 19: fleetview.v1.QueryService.Count:input_type -> fleetview.v1.CountRequest
+	14, // 20: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
+	16, // 21: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
+	18, // 22: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
+	19, // 23: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
+	20, // 24: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
+	22, // 25: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
+	1,  // 26: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
+	11, // 27: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
+	7,  // 28: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
+	10, // 29: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
+	5,  // 30: fleetview.v1.QueryService.Count:output_type -> fleetview.v1.CountResponse
+	15, // 31: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
+	13, // 32: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
+	17, // 33: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
+	17, // 34: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
+	21, // 35: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
+	23, // 36: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
+	26, // [26:37] is the sub-list for method output_type
+	15, // [15:26] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_fleetview_v1_query_proto_init() }
@@ -1969,14 +2232,14 @@ func file_fleetview_v1_query_proto_init() {
 		return
 	}
 	file_fleetview_v1_event_proto_init()
-	file_fleetview_v1_query_proto_msgTypes[8].OneofWrappers = []any{}
+	file_fleetview_v1_query_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetview_v1_query_proto_rawDesc), len(file_fleetview_v1_query_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -23,6 +23,7 @@ const (
 	QueryService_List_FullMethodName   = "/fleetview.v1.QueryService/List"
 	QueryService_Watch_FullMethodName  = "/fleetview.v1.QueryService/Watch"
 	QueryService_Search_FullMethodName = "/fleetview.v1.QueryService/Search"
+	QueryService_Count_FullMethodName  = "/fleetview.v1.QueryService/Count"
 )
 
 // QueryServiceClient is the client API for QueryService service.
@@ -45,6 +46,9 @@ type QueryServiceClient interface {
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEvent], error)
 	// Search free text across resources and clusters.
 	Search(ctx context.Context, in *SearchRequest, opts ...grpc.CallOption) (*SearchResponse, error)
+	// Count objects of one resource, selected as List selects them, grouped
+	// by dimensions; only objects the caller may list are counted.
+	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (*CountResponse, error)
 }
 
 type queryServiceClient struct {
@@ -104,6 +108,16 @@ func (c *queryServiceClient) Search(ctx context.Context, in *SearchRequest, opts
 	return out, nil
 }
 
+func (c *queryServiceClient) Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (*CountResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CountResponse)
+	err := c.cc.Invoke(ctx, QueryService_Count_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServiceServer is the server API for QueryService service.
 // All implementations must embed UnimplementedQueryServiceServer
 // for forward compatibility.
@@ -124,6 +138,9 @@ type QueryServiceServer interface {
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchEvent]) error
 	// Search free text across resources and clusters.
 	Search(context.Context, *SearchRequest) (*SearchResponse, error)
+	// Count objects of one resource, selected as List selects them, grouped
+	// by dimensions; only objects the caller may list are counted.
+	Count(context.Context, *CountRequest) (*CountResponse, error)
 	mustEmbedUnimplementedQueryServiceServer()
 }
 
@@ -145,6 +162,9 @@ func (UnimplementedQueryServiceServer) Watch(*WatchRequest, grpc.ServerStreaming
 }
 func (UnimplementedQueryServiceServer) Search(context.Context, *SearchRequest) (*SearchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Search not implemented")
+}
+func (UnimplementedQueryServiceServer) Count(context.Context, *CountRequest) (*CountResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Count not implemented")
 }
 func (UnimplementedQueryServiceServer) mustEmbedUnimplementedQueryServiceServer() {}
 func (UnimplementedQueryServiceServer) testEmbeddedByValue()                      {}
@@ -232,6 +252,24 @@ func _QueryService_Search_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueryService_Count_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CountRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).Count(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_Count_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).Count(ctx, req.(*CountRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueryService_ServiceDesc is the grpc.ServiceDesc for QueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -250,6 +288,10 @@ var QueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Search",
 			Handler:    _QueryService_Search_Handler,
+		},
+		{
+			MethodName: "Count",
+			Handler:    _QueryService_Count_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
