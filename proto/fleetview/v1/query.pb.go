@@ -597,6 +597,357 @@ func (x *CountResponse) GetScanned() string {
 	return ""
 }
 
+type RelatedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API group; "core" (or empty over gRPC) for the core group.
+	Group     string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version   string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource  string `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// The member cluster that holds the object (required: relations are
+	// within a cluster; copies in others are found from it).
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Hops to follow, 1 to 5; 0 is 1.
+	Depth int32 `protobuf:"varint,7,opt,name=depth,proto3" json:"depth,omitempty"`
+	// Kinds (or resources) to follow and answer, case-insensitive; empty:
+	// all. The starting object is always answered.
+	Kinds         []string `protobuf:"bytes,8,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelatedRequest) Reset() {
+	*x = RelatedRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelatedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelatedRequest) ProtoMessage() {}
+
+func (x *RelatedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelatedRequest.ProtoReflect.Descriptor instead.
+func (*RelatedRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RelatedRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *RelatedRequest) GetDepth() int32 {
+	if x != nil {
+		return x.Depth
+	}
+	return 0
+}
+
+func (x *RelatedRequest) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+// RelatedNode is one object of a Related answer. cached false: a
+// reference only (something a cached object names that no cluster has
+// sent); version and uid are then empty.
+type RelatedNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is cluster/group/kind/namespace/name, what edges name.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cluster       string `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Group         string `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	Version       string `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	Resource      string `protobuf:"bytes,5,opt,name=resource,proto3" json:"resource,omitempty"`
+	Kind          string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace     string `protobuf:"bytes,7,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name          string `protobuf:"bytes,8,opt,name=name,proto3" json:"name,omitempty"`
+	Uid           string `protobuf:"bytes,9,opt,name=uid,proto3" json:"uid,omitempty"`
+	Cached        bool   `protobuf:"varint,10,opt,name=cached,proto3" json:"cached,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelatedNode) Reset() {
+	*x = RelatedNode{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelatedNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelatedNode) ProtoMessage() {}
+
+func (x *RelatedNode) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelatedNode.ProtoReflect.Descriptor instead.
+func (*RelatedNode) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RelatedNode) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *RelatedNode) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
+// RelatedEdge: type is owner (from is owned by to), selects (from's
+// selector selects to), references (from's spec names to) or copy (to is
+// from in another cluster).
+type RelatedEdge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	From          string                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelatedEdge) Reset() {
+	*x = RelatedEdge{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelatedEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelatedEdge) ProtoMessage() {}
+
+func (x *RelatedEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelatedEdge.ProtoReflect.Descriptor instead.
+func (*RelatedEdge) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RelatedEdge) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *RelatedEdge) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *RelatedEdge) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+type RelatedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The starting object first.
+	Nodes []*RelatedNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Edges []*RelatedEdge `protobuf:"bytes,2,rep,name=edges,proto3" json:"edges,omitempty"`
+	// The answer reached its size limit; deeper objects are missing.
+	Truncated     bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelatedResponse) Reset() {
+	*x = RelatedResponse{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelatedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelatedResponse) ProtoMessage() {}
+
+func (x *RelatedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelatedResponse.ProtoReflect.Descriptor instead.
+func (*RelatedResponse) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RelatedResponse) GetNodes() []*RelatedNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *RelatedResponse) GetEdges() []*RelatedEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+func (x *RelatedResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 type WatchRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Group           string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -625,7 +976,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -637,7 +988,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[6]
+	mi := &file_fleetview_v1_query_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -650,7 +1001,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{6}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WatchRequest) GetGroup() string {
@@ -760,7 +1111,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +1123,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[7]
+	mi := &file_fleetview_v1_query_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +1136,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{7}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *WatchEvent) GetType() string {
@@ -859,7 +1210,7 @@ type SearchRequest struct {
 
 func (x *SearchRequest) Reset() {
 	*x = SearchRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +1222,7 @@ func (x *SearchRequest) String() string {
 func (*SearchRequest) ProtoMessage() {}
 
 func (x *SearchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[8]
+	mi := &file_fleetview_v1_query_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +1235,7 @@ func (x *SearchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchRequest.ProtoReflect.Descriptor instead.
 func (*SearchRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{8}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SearchRequest) GetText() string {
@@ -957,7 +1308,7 @@ type SearchHit struct {
 
 func (x *SearchHit) Reset() {
 	*x = SearchHit{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -969,7 +1320,7 @@ func (x *SearchHit) String() string {
 func (*SearchHit) ProtoMessage() {}
 
 func (x *SearchHit) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[9]
+	mi := &file_fleetview_v1_query_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -982,7 +1333,7 @@ func (x *SearchHit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchHit.ProtoReflect.Descriptor instead.
 func (*SearchHit) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{9}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SearchHit) GetGvr() *GroupVersionResource {
@@ -1024,7 +1375,7 @@ type SearchResponse struct {
 
 func (x *SearchResponse) Reset() {
 	*x = SearchResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1387,7 @@ func (x *SearchResponse) String() string {
 func (*SearchResponse) ProtoMessage() {}
 
 func (x *SearchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[10]
+	mi := &file_fleetview_v1_query_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1400,7 @@ func (x *SearchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SearchResponse.ProtoReflect.Descriptor instead.
 func (*SearchResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{10}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SearchResponse) GetItems() []*SearchHit {
@@ -1104,7 +1455,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1116,7 +1467,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[11]
+	mi := &file_fleetview_v1_query_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1129,7 +1480,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{11}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListResponse) GetItems() []*structpb.Struct {
@@ -1220,7 +1571,7 @@ type ResourceSyncState struct {
 
 func (x *ResourceSyncState) Reset() {
 	*x = ResourceSyncState{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1583,7 @@ func (x *ResourceSyncState) String() string {
 func (*ResourceSyncState) ProtoMessage() {}
 
 func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[12]
+	mi := &file_fleetview_v1_query_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1596,7 @@ func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSyncState.ProtoReflect.Descriptor instead.
 func (*ResourceSyncState) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{12}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResourceSyncState) GetGvr() *GroupVersionResource {
@@ -1378,7 +1729,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1741,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[13]
+	mi := &file_fleetview_v1_query_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1754,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{13}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Cluster) GetName() string {
@@ -1533,7 +1884,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1896,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[14]
+	mi := &file_fleetview_v1_query_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1909,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{14}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{18}
 }
 
 type ListClustersResponse struct {
@@ -1570,7 +1921,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1933,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[15]
+	mi := &file_fleetview_v1_query_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1946,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{15}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -1614,7 +1965,7 @@ type GetClusterRequest struct {
 
 func (x *GetClusterRequest) Reset() {
 	*x = GetClusterRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[16]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1977,7 @@ func (x *GetClusterRequest) String() string {
 func (*GetClusterRequest) ProtoMessage() {}
 
 func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[16]
+	mi := &file_fleetview_v1_query_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1990,7 @@ func (x *GetClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetClusterRequest.ProtoReflect.Descriptor instead.
 func (*GetClusterRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{16}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetClusterRequest) GetName() string {
@@ -1660,7 +2011,7 @@ type Registry struct {
 
 func (x *Registry) Reset() {
 	*x = Registry{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[17]
+	mi := &file_fleetview_v1_query_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +2023,7 @@ func (x *Registry) String() string {
 func (*Registry) ProtoMessage() {}
 
 func (x *Registry) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[17]
+	mi := &file_fleetview_v1_query_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +2036,7 @@ func (x *Registry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Registry.ProtoReflect.Descriptor instead.
 func (*Registry) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{17}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Registry) GetRegistry() *structpb.Struct {
@@ -1704,7 +2055,7 @@ type ApplyRegistryRequest struct {
 
 func (x *ApplyRegistryRequest) Reset() {
 	*x = ApplyRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[18]
+	mi := &file_fleetview_v1_query_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +2067,7 @@ func (x *ApplyRegistryRequest) String() string {
 func (*ApplyRegistryRequest) ProtoMessage() {}
 
 func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[18]
+	mi := &file_fleetview_v1_query_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +2080,7 @@ func (x *ApplyRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRegistryRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{18}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ApplyRegistryRequest) GetRegistry() *structpb.Struct {
@@ -1748,7 +2099,7 @@ type GetRegistryRequest struct {
 
 func (x *GetRegistryRequest) Reset() {
 	*x = GetRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[19]
+	mi := &file_fleetview_v1_query_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +2111,7 @@ func (x *GetRegistryRequest) String() string {
 func (*GetRegistryRequest) ProtoMessage() {}
 
 func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[19]
+	mi := &file_fleetview_v1_query_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +2124,7 @@ func (x *GetRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegistryRequest.ProtoReflect.Descriptor instead.
 func (*GetRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{19}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetRegistryRequest) GetName() string {
@@ -1791,7 +2142,7 @@ type ListRegistriesRequest struct {
 
 func (x *ListRegistriesRequest) Reset() {
 	*x = ListRegistriesRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[20]
+	mi := &file_fleetview_v1_query_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2154,7 @@ func (x *ListRegistriesRequest) String() string {
 func (*ListRegistriesRequest) ProtoMessage() {}
 
 func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[20]
+	mi := &file_fleetview_v1_query_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2167,7 @@ func (x *ListRegistriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesRequest.ProtoReflect.Descriptor instead.
 func (*ListRegistriesRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{20}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{24}
 }
 
 type ListRegistriesResponse struct {
@@ -1828,7 +2179,7 @@ type ListRegistriesResponse struct {
 
 func (x *ListRegistriesResponse) Reset() {
 	*x = ListRegistriesResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[21]
+	mi := &file_fleetview_v1_query_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +2191,7 @@ func (x *ListRegistriesResponse) String() string {
 func (*ListRegistriesResponse) ProtoMessage() {}
 
 func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[21]
+	mi := &file_fleetview_v1_query_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2204,7 @@ func (x *ListRegistriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegistriesResponse.ProtoReflect.Descriptor instead.
 func (*ListRegistriesResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{21}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRegistriesResponse) GetRegistries() []*Registry {
@@ -1872,7 +2223,7 @@ type DeleteRegistryRequest struct {
 
 func (x *DeleteRegistryRequest) Reset() {
 	*x = DeleteRegistryRequest{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[22]
+	mi := &file_fleetview_v1_query_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1884,7 +2235,7 @@ func (x *DeleteRegistryRequest) String() string {
 func (*DeleteRegistryRequest) ProtoMessage() {}
 
 func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[22]
+	mi := &file_fleetview_v1_query_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1897,7 +2248,7 @@ func (x *DeleteRegistryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryRequest) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{22}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteRegistryRequest) GetName() string {
@@ -1915,7 +2266,7 @@ type DeleteRegistryResponse struct {
 
 func (x *DeleteRegistryResponse) Reset() {
 	*x = DeleteRegistryResponse{}
-	mi := &file_fleetview_v1_query_proto_msgTypes[23]
+	mi := &file_fleetview_v1_query_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2278,7 @@ func (x *DeleteRegistryResponse) String() string {
 func (*DeleteRegistryResponse) ProtoMessage() {}
 
 func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fleetview_v1_query_proto_msgTypes[23]
+	mi := &file_fleetview_v1_query_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2291,7 @@ func (x *DeleteRegistryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRegistryResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRegistryResponse) Descriptor() ([]byte, []int) {
-	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{23}
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{27}
 }
 
 var File_fleetview_v1_query_proto protoreflect.FileDescriptor
@@ -1999,7 +2350,36 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x02by\x18\x01 \x03(\tR\x02by\x12*\n" +
 	"\x04rows\x18\x02 \x03(\v2\x16.fleetview.v1.CountRowR\x04rows\x12\x14\n" +
 	"\x05total\x18\x03 \x01(\x03R\x05total\x12\x18\n" +
-	"\ascanned\x18\x04 \x01(\tR\ascanned\"\xb1\x03\n" +
+	"\ascanned\x18\x04 \x01(\tR\ascanned\"\xd4\x01\n" +
+	"\x0eRelatedRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x14\n" +
+	"\x05depth\x18\a \x01(\x05R\x05depth\x12\x14\n" +
+	"\x05kinds\x18\b \x03(\tR\x05kinds\"\xf3\x01\n" +
+	"\vRelatedNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x05 \x01(\tR\bresource\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\a \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\b \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\t \x01(\tR\x03uid\x12\x16\n" +
+	"\x06cached\x18\n" +
+	" \x01(\bR\x06cached\"E\n" +
+	"\vRelatedEdge\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\"\x91\x01\n" +
+	"\x0fRelatedResponse\x12/\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x19.fleetview.v1.RelatedNodeR\x05nodes\x12/\n" +
+	"\x05edges\x18\x02 \x03(\v2\x19.fleetview.v1.RelatedEdgeR\x05edges\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\"\xb1\x03\n" +
 	"\fWatchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2120,14 +2500,15 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"registries\"+\n" +
 	"\x15DeleteRegistryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
-	"\x16DeleteRegistryResponse2\xb5\x04\n" +
+	"\x16DeleteRegistryResponse2\xb6\x05\n" +
 	"\fQueryService\x12u\n" +
 	"\x03Get\x12\x18.fleetview.v1.GetRequest\x1a\x19.fleetview.v1.GetResponse\"9\x82\xd3\xe4\x93\x023\x121/v1/resources/{group}/{version}/{resource}/{name}\x12q\n" +
 	"\x04List\x12\x19.fleetview.v1.ListRequest\x1a\x1a.fleetview.v1.ListResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/resources/{group}/{version}/{resource}\x12o\n" +
 	"\x05Watch\x12\x1a.fleetview.v1.WatchRequest\x1a\x18.fleetview.v1.WatchEvent\".\x82\xd3\xe4\x93\x02(\x12&/v1/watch/{group}/{version}/{resource}0\x01\x12W\n" +
 	"\x06Search\x12\x1b.fleetview.v1.SearchRequest\x1a\x1c.fleetview.v1.SearchResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/search\x12q\n" +
-	"\x05Count\x12\x1a.fleetview.v1.CountRequest\x1a\x1b.fleetview.v1.CountResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/counts/{group}/{version}/{resource}2\xe0\x01\n" +
+	"\x05Count\x12\x1a.fleetview.v1.CountRequest\x1a\x1b.fleetview.v1.CountResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/counts/{group}/{version}/{resource}\x12\x7f\n" +
+	"\aRelated\x12\x1c.fleetview.v1.RelatedRequest\x1a\x1d.fleetview.v1.RelatedResponse\"7\x82\xd3\xe4\x93\x021\x12//v1/related/{group}/{version}/{resource}/{name}2\xe0\x01\n" +
 	"\x0eClusterService\x12k\n" +
 	"\fListClusters\x12!.fleetview.v1.ListClustersRequest\x1a\".fleetview.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12a\n" +
 	"\n" +
@@ -2150,7 +2531,7 @@ func file_fleetview_v1_query_proto_rawDescGZIP() []byte {
 	return file_fleetview_v1_query_proto_rawDescData
 }
 
-var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fleetview_v1_query_proto_goTypes = []any{
 	(*GetRequest)(nil),             // 0: fleetview.v1.GetRequest
 	(*GetResponse)(nil),            // 1: fleetview.v1.GetResponse
@@ -2158,72 +2539,80 @@ var file_fleetview_v1_query_proto_goTypes = []any{
 	(*CountRequest)(nil),           // 3: fleetview.v1.CountRequest
 	(*CountRow)(nil),               // 4: fleetview.v1.CountRow
 	(*CountResponse)(nil),          // 5: fleetview.v1.CountResponse
-	(*WatchRequest)(nil),           // 6: fleetview.v1.WatchRequest
-	(*WatchEvent)(nil),             // 7: fleetview.v1.WatchEvent
-	(*SearchRequest)(nil),          // 8: fleetview.v1.SearchRequest
-	(*SearchHit)(nil),              // 9: fleetview.v1.SearchHit
-	(*SearchResponse)(nil),         // 10: fleetview.v1.SearchResponse
-	(*ListResponse)(nil),           // 11: fleetview.v1.ListResponse
-	(*ResourceSyncState)(nil),      // 12: fleetview.v1.ResourceSyncState
-	(*Cluster)(nil),                // 13: fleetview.v1.Cluster
-	(*ListClustersRequest)(nil),    // 14: fleetview.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),   // 15: fleetview.v1.ListClustersResponse
-	(*GetClusterRequest)(nil),      // 16: fleetview.v1.GetClusterRequest
-	(*Registry)(nil),               // 17: fleetview.v1.Registry
-	(*ApplyRegistryRequest)(nil),   // 18: fleetview.v1.ApplyRegistryRequest
-	(*GetRegistryRequest)(nil),     // 19: fleetview.v1.GetRegistryRequest
-	(*ListRegistriesRequest)(nil),  // 20: fleetview.v1.ListRegistriesRequest
-	(*ListRegistriesResponse)(nil), // 21: fleetview.v1.ListRegistriesResponse
-	(*DeleteRegistryRequest)(nil),  // 22: fleetview.v1.DeleteRegistryRequest
-	(*DeleteRegistryResponse)(nil), // 23: fleetview.v1.DeleteRegistryResponse
-	nil,                            // 24: fleetview.v1.Cluster.LabelsEntry
-	(*structpb.Struct)(nil),        // 25: google.protobuf.Struct
-	(*GroupVersionResource)(nil),   // 26: fleetview.v1.GroupVersionResource
-	(*timestamppb.Timestamp)(nil),  // 27: google.protobuf.Timestamp
+	(*RelatedRequest)(nil),         // 6: fleetview.v1.RelatedRequest
+	(*RelatedNode)(nil),            // 7: fleetview.v1.RelatedNode
+	(*RelatedEdge)(nil),            // 8: fleetview.v1.RelatedEdge
+	(*RelatedResponse)(nil),        // 9: fleetview.v1.RelatedResponse
+	(*WatchRequest)(nil),           // 10: fleetview.v1.WatchRequest
+	(*WatchEvent)(nil),             // 11: fleetview.v1.WatchEvent
+	(*SearchRequest)(nil),          // 12: fleetview.v1.SearchRequest
+	(*SearchHit)(nil),              // 13: fleetview.v1.SearchHit
+	(*SearchResponse)(nil),         // 14: fleetview.v1.SearchResponse
+	(*ListResponse)(nil),           // 15: fleetview.v1.ListResponse
+	(*ResourceSyncState)(nil),      // 16: fleetview.v1.ResourceSyncState
+	(*Cluster)(nil),                // 17: fleetview.v1.Cluster
+	(*ListClustersRequest)(nil),    // 18: fleetview.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),   // 19: fleetview.v1.ListClustersResponse
+	(*GetClusterRequest)(nil),      // 20: fleetview.v1.GetClusterRequest
+	(*Registry)(nil),               // 21: fleetview.v1.Registry
+	(*ApplyRegistryRequest)(nil),   // 22: fleetview.v1.ApplyRegistryRequest
+	(*GetRegistryRequest)(nil),     // 23: fleetview.v1.GetRegistryRequest
+	(*ListRegistriesRequest)(nil),  // 24: fleetview.v1.ListRegistriesRequest
+	(*ListRegistriesResponse)(nil), // 25: fleetview.v1.ListRegistriesResponse
+	(*DeleteRegistryRequest)(nil),  // 26: fleetview.v1.DeleteRegistryRequest
+	(*DeleteRegistryResponse)(nil), // 27: fleetview.v1.DeleteRegistryResponse
+	nil,                            // 28: fleetview.v1.Cluster.LabelsEntry
+	(*structpb.Struct)(nil),        // 29: google.protobuf.Struct
+	(*GroupVersionResource)(nil),   // 30: fleetview.v1.GroupVersionResource
+	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
 }
 var file_fleetview_v1_query_proto_depIdxs = []int32{
-	25, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
+	29, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
 	4,  // 1: fleetview.v1.CountResponse.rows:type_name -> fleetview.v1.CountRow
-	25, // 2: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
-	26, // 3: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
-	25, // 4: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
-	9,  // 5: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
-	25, // 6: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
-	26, // 7: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
-	24, // 8: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
-	27, // 9: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	12, // 10: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
-	13, // 11: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
-	25, // 12: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
-	25, // 13: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
-	17, // 14: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
-	0,  // 15: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
-	2,  // 16: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
-	6,  // 17: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
-	8,  // 18: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
-	3,  // 19: fleetview.v1.QueryService.Count:input_type -> fleetview.v1.CountRequest
-	14, // 20: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
-	16, // 21: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
-	18, // 22: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
-	19, // 23: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
-	20, // 24: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
-	22, // 25: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
-	1,  // 26: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
-	11, // 27: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
-	7,  // 28: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
-	10, // 29: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
-	5,  // 30: fleetview.v1.QueryService.Count:output_type -> fleetview.v1.CountResponse
-	15, // 31: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
-	13, // 32: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
-	17, // 33: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
-	17, // 34: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
-	21, // 35: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
-	23, // 36: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
-	26, // [26:37] is the sub-list for method output_type
-	15, // [15:26] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	7,  // 2: fleetview.v1.RelatedResponse.nodes:type_name -> fleetview.v1.RelatedNode
+	8,  // 3: fleetview.v1.RelatedResponse.edges:type_name -> fleetview.v1.RelatedEdge
+	29, // 4: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
+	30, // 5: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
+	29, // 6: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
+	13, // 7: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
+	29, // 8: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
+	30, // 9: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
+	28, // 10: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
+	31, // 11: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	16, // 12: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
+	17, // 13: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
+	29, // 14: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
+	29, // 15: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
+	21, // 16: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
+	0,  // 17: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
+	2,  // 18: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
+	10, // 19: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
+	12, // 20: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
+	3,  // 21: fleetview.v1.QueryService.Count:input_type -> fleetview.v1.CountRequest
+	6,  // 22: fleetview.v1.QueryService.Related:input_type -> fleetview.v1.RelatedRequest
+	18, // 23: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
+	20, // 24: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
+	22, // 25: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
+	23, // 26: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
+	24, // 27: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
+	26, // 28: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
+	1,  // 29: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
+	15, // 30: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
+	11, // 31: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
+	14, // 32: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
+	5,  // 33: fleetview.v1.QueryService.Count:output_type -> fleetview.v1.CountResponse
+	9,  // 34: fleetview.v1.QueryService.Related:output_type -> fleetview.v1.RelatedResponse
+	19, // 35: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
+	17, // 36: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
+	21, // 37: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
+	21, // 38: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
+	25, // 39: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
+	27, // 40: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
+	29, // [29:41] is the sub-list for method output_type
+	17, // [17:29] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_fleetview_v1_query_proto_init() }
@@ -2232,14 +2621,14 @@ func file_fleetview_v1_query_proto_init() {
 		return
 	}
 	file_fleetview_v1_event_proto_init()
-	file_fleetview_v1_query_proto_msgTypes[11].OneofWrappers = []any{}
+	file_fleetview_v1_query_proto_msgTypes[15].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetview_v1_query_proto_rawDesc), len(file_fleetview_v1_query_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

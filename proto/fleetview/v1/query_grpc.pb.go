@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueryService_Get_FullMethodName    = "/fleetview.v1.QueryService/Get"
-	QueryService_List_FullMethodName   = "/fleetview.v1.QueryService/List"
-	QueryService_Watch_FullMethodName  = "/fleetview.v1.QueryService/Watch"
-	QueryService_Search_FullMethodName = "/fleetview.v1.QueryService/Search"
-	QueryService_Count_FullMethodName  = "/fleetview.v1.QueryService/Count"
+	QueryService_Get_FullMethodName     = "/fleetview.v1.QueryService/Get"
+	QueryService_List_FullMethodName    = "/fleetview.v1.QueryService/List"
+	QueryService_Watch_FullMethodName   = "/fleetview.v1.QueryService/Watch"
+	QueryService_Search_FullMethodName  = "/fleetview.v1.QueryService/Search"
+	QueryService_Count_FullMethodName   = "/fleetview.v1.QueryService/Count"
+	QueryService_Related_FullMethodName = "/fleetview.v1.QueryService/Related"
 )
 
 // QueryServiceClient is the client API for QueryService service.
@@ -49,6 +50,12 @@ type QueryServiceClient interface {
 	// Count objects of one resource, selected as List selects them, grouped
 	// by dimensions; only objects the caller may list are counted.
 	Count(ctx context.Context, in *CountRequest, opts ...grpc.CallOption) (*CountResponse, error)
+	// Related objects of one object in one cluster, to a depth: its owners
+	// and what it owns, the Pods its selector selects and what selects it,
+	// what it references and what references it, and its copies (same
+	// group, kind, namespace and name) in other clusters. Only objects the
+	// caller may read are answered, and no edge names another.
+	Related(ctx context.Context, in *RelatedRequest, opts ...grpc.CallOption) (*RelatedResponse, error)
 }
 
 type queryServiceClient struct {
@@ -118,6 +125,16 @@ func (c *queryServiceClient) Count(ctx context.Context, in *CountRequest, opts .
 	return out, nil
 }
 
+func (c *queryServiceClient) Related(ctx context.Context, in *RelatedRequest, opts ...grpc.CallOption) (*RelatedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelatedResponse)
+	err := c.cc.Invoke(ctx, QueryService_Related_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServiceServer is the server API for QueryService service.
 // All implementations must embed UnimplementedQueryServiceServer
 // for forward compatibility.
@@ -141,6 +158,12 @@ type QueryServiceServer interface {
 	// Count objects of one resource, selected as List selects them, grouped
 	// by dimensions; only objects the caller may list are counted.
 	Count(context.Context, *CountRequest) (*CountResponse, error)
+	// Related objects of one object in one cluster, to a depth: its owners
+	// and what it owns, the Pods its selector selects and what selects it,
+	// what it references and what references it, and its copies (same
+	// group, kind, namespace and name) in other clusters. Only objects the
+	// caller may read are answered, and no edge names another.
+	Related(context.Context, *RelatedRequest) (*RelatedResponse, error)
 	mustEmbedUnimplementedQueryServiceServer()
 }
 
@@ -165,6 +188,9 @@ func (UnimplementedQueryServiceServer) Search(context.Context, *SearchRequest) (
 }
 func (UnimplementedQueryServiceServer) Count(context.Context, *CountRequest) (*CountResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Count not implemented")
+}
+func (UnimplementedQueryServiceServer) Related(context.Context, *RelatedRequest) (*RelatedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Related not implemented")
 }
 func (UnimplementedQueryServiceServer) mustEmbedUnimplementedQueryServiceServer() {}
 func (UnimplementedQueryServiceServer) testEmbeddedByValue()                      {}
@@ -270,6 +296,24 @@ func _QueryService_Count_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueryService_Related_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelatedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).Related(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_Related_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).Related(ctx, req.(*RelatedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueryService_ServiceDesc is the grpc.ServiceDesc for QueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -292,6 +336,10 @@ var QueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Count",
 			Handler:    _QueryService_Count_Handler,
+		},
+		{
+			MethodName: "Related",
+			Handler:    _QueryService_Related_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
