@@ -105,7 +105,8 @@ func VerbFor(method string) (verb, resource string) {
 		return auth.VerbRegistryAdmin, "registries"
 	case name == "Get":
 		return auth.VerbGet, ""
-	case name == "List":
+	case name == "List" || name == "Count":
+		// A count reveals what the list would: authorized as one.
 		return auth.VerbList, ""
 	case strings.HasPrefix(name, "Watch"):
 		return auth.VerbWatch, ""
@@ -209,6 +210,8 @@ func narrowClusters(req any, allowed []string) error {
 	case *fleetviewv1.WatchRequest:
 		cl = &r.Clusters
 	case *fleetviewv1.SearchRequest:
+		cl = &r.Clusters
+	case *fleetviewv1.CountRequest:
 		cl = &r.Clusters
 	default:
 		return nil
@@ -342,7 +345,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	ctx = auth.WithUser(ctx, u)
 	if scope != nil {
 		switch req.(type) {
-		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest:
+		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest, *fleetviewv1.CountRequest:
 			// Namespaces too are applied by the backend. A list applies
 			// them before the limit: pages stay full, and neither the
 			// continue token nor the remaining count reflects hidden

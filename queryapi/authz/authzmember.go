@@ -145,6 +145,8 @@ func oneCluster(req any) (cluster, name string, ok bool) {
 		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
 	case *fleetviewv1.WatchRequest:
 		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
+	case *fleetviewv1.CountRequest:
+		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
 	default:
 		return "", "", false
 	}

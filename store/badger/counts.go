@@ -411,3 +411,8 @@ func (c *counter) objects() error {
 	}
 	return nil
 }
+
+// Count implements the store's counter.
+func (b *Backend) Count(ctx context.Context, o query.CountOptions) (query.Counts, error) {
+	return b.reader.Count(ctx, o)
+}

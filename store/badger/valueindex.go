@@ -284,8 +284,13 @@ func (w *writer) indexValues(gvr schema.GroupVersionResource, key []byte, obj []
 			}
 		}
 	}
+	// Noted once every write is in: an entry refused for the
+	// transaction's size is applied again in the next one, from the store.
+	if err := w.set(xkey, encodePairs(now)); err != nil {
+		return err
+	}
 	w.notePairs(xkey, now)
-	return w.set(xkey, encodePairs(now))
+	return nil
 }
 
 // unindexValues drops the value index entries of the object at key (a
@@ -308,11 +313,13 @@ func (w *writer) unindexValues(gvr schema.GroupVersionResource, key []byte) erro
 			return err
 		}
 	}
-	w.notePairs(xkey, nil)
-	if old == nil {
-		return nil
+	if old != nil {
+		if err := w.del(xkey); err != nil {
+			return err
+		}
 	}
-	return w.del(xkey)
+	w.notePairs(xkey, nil)
+	return nil
 }
 
 // identityStart is where a key's namespace/name/cluster tail starts.

@@ -66,9 +66,14 @@ type writer struct {
 	// slab, when set, holds the transaction's records until its commit
 	// is done.
 	slab *slab
+	// budget is what the transaction holds, as Badger counts it (txnroom.go).
+	budget txnBudget
 }
 
 func (w *writer) set(k, v []byte) error {
+	if err := w.room(k, len(v)); err != nil {
+		return err
+	}
 	return w.count(w.txn.Set(k, v))
 }
 
@@ -79,6 +84,9 @@ func (w *writer) set(k, v []byte) error {
 // docs/benchmarks/materializer.md#2026-12-01-evening-what-the-search-index-costs);
 // a search reads it from the value log in a little under twice the time.
 func (w *writer) setSearch(k, text []byte) error {
+	if err := w.room(k, 1<<20); err != nil {
+		return err
+	}
 	return w.count(w.txn.SetEntry(searchEntry(k, text)))
 }
 
@@ -89,6 +97,9 @@ func searchEntry(k, text []byte) *bdg.Entry {
 }
 
 func (w *writer) del(k []byte) error {
+	if err := w.room(k, 0); err != nil {
+		return err
+	}
 	return w.count(w.txn.Delete(k))
 }
 
@@ -108,7 +119,7 @@ func (w *writer) discard() {
 // renew starts the next transaction after a commit.
 func (w *writer) renew() {
 	w.txn = w.s.db.NewTransaction(true)
-	w.writes = 0
+	w.writes, w.budget = 0, txnBudget{}
 }
 
 // newWriter starts a writer on txn, or on a new transaction.

@@ -1,0 +1,44 @@
+package badger
+
+import (
+	"bytes"
+
+	bdg "github.com/dgraph-io/badger/v4"
+)
+
+// txnBudget is a transaction's entries and bytes as Badger's checkSize
+// estimates them.
+type txnBudget struct{ n, size int64 }
+
+const (
+	// ckptRoomEntries and ckptRoomBytes are kept free for a transaction's
+	// checkpoint.
+	ckptRoomEntries = 2
+	ckptRoomBytes   = 256
+	// valueThreshold is the store's (Open: WithValueThreshold).
+	valueThreshold = 1 << 10
+)
+
+// room refuses an entry (ErrTxnTooBig, as Badger would) once the
+// transaction is within a checkpoint's room of Badger's limits, except
+// the checkpoint's own: a batch too big for one transaction is committed
+// in prefixes (Apply), each with its checkpoint, and that checkpoint must
+// still fit after the entry that did not. Without the room, the entry
+// that hit the limit left none for it: more entries per object, as the
+// value index adds, made that the common case at small memtables
+// (TestRemovalLargerThanATransaction). vlen is the value's length.
+func (w *writer) room(k []byte, vlen int) error {
+	if bytes.HasPrefix(k, ckptPrefix) {
+		return nil
+	}
+	e := int64(len(k)) + 12 + 2 + 10 // a value pointer, metas, the key's version
+	if vlen < valueThreshold {
+		e = int64(len(k)+vlen) + 2 + 10
+	}
+	if w.budget.n+1 >= w.s.db.MaxBatchCount()-ckptRoomEntries || w.budget.size+e >= w.s.db.MaxBatchSize()-ckptRoomBytes {
+		return bdg.ErrTxnTooBig
+	}
+	w.budget.n++
+	w.budget.size += e
+	return nil
+}

@@ -1,0 +1,49 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+// counter is a backend that counts: Badger from its indexes, OpenSearch
+// by terms aggregations. A backend without it answers that its resources
+// cannot be counted.
+type counter interface {
+	Count(ctx context.Context, o query.CountOptions) (query.Counts, error)
+}
+
+// Count implements the query API's Counter: each backend counts the
+// clusters it holds of the resource, and the groups are summed (a cluster
+// is in one backend per resource, so no object is counted twice).
+func (rr *RoutingReader) Count(ctx context.Context, o query.CountOptions) (query.Counts, error) {
+	t := query.NewTally()
+	scanned := "index"
+	for _, gvr := range o.Resources() {
+		parts, err := rr.split(ctx, gvr, o.Clusters)
+		if err != nil {
+			return query.Counts{}, err
+		}
+		for b, cs := range parts {
+			c, ok := rr.backend(b).(counter)
+			if !ok {
+				return query.Counts{}, fmt.Errorf("%w: %s is stored in a backend that cannot count it", query.ErrInvalid, gvr.GroupResource())
+			}
+			one := o
+			one.GVR, one.More, one.Clusters = gvr, nil, cs
+			res, err := c.Count(ctx, one)
+			if err != nil {
+				return query.Counts{}, err
+			}
+			for _, r := range res.Rows {
+				t.AddRow(r)
+			}
+			t.Total += res.Total
+			if res.Scanned != "index" {
+				scanned = res.Scanned
+			}
+		}
+	}
+	return t.Counts(scanned), nil
+}
