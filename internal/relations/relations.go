@@ -243,3 +243,20 @@ func groupOf(apiVersion string) string {
 	}
 	return ""
 }
+
+// HasSpecRelations reports whether objects of gr can name others or
+// select Pods in their spec (beyond ownerReferences, which any object
+// may have): a store skips reading the rest.
+func HasSpecRelations(gr schema.GroupResource) bool {
+	if _, ok := podSelectors[gr]; ok {
+		return true
+	}
+	switch gr {
+	case schema.GroupResource{Resource: "pods"}, schema.GroupResource{Resource: "services"},
+		schema.GroupResource{Resource: "persistentvolumeclaims"},
+		schema.GroupResource{Group: "networking.k8s.io", Resource: "ingresses"},
+		schema.GroupResource{Group: "autoscaling", Resource: "horizontalpodautoscalers"}:
+		return true
+	}
+	return false
+}

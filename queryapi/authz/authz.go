@@ -110,7 +110,7 @@ func VerbFor(method string) (verb, resource string) {
 		return auth.VerbList, ""
 	case strings.HasPrefix(name, "Watch"):
 		return auth.VerbWatch, ""
-	case strings.HasPrefix(name, "Search"):
+	case strings.HasPrefix(name, "Search") || name == "Related":
 		return auth.VerbSearch, ""
 	}
 	return auth.VerbRegistryAdmin, "*"
@@ -328,6 +328,9 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, apierr.ToStatus(err)
 	}
 	noteUser(ctx, u)
+	if info.FullMethod == fleetviewv1.QueryService_Related_FullMethodName {
+		return g.related(ctx, u, req, handler)
+	}
 	if verb, _ := VerbFor(info.FullMethod); verb == auth.VerbSearch {
 		if g.members() {
 			return g.memberSearch(ctx, u, req, handler)

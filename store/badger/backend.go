@@ -94,3 +94,8 @@ func OpenRebuild(dir string, log *slog.Logger) (store.RebuildStore, error) {
 	}
 	return s, nil
 }
+
+// Related implements the store set's relater.
+func (b *Backend) Related(ctx context.Context, o query.RelatedOptions) (query.Graph, error) {
+	return b.reader.Related(ctx, o)
+}

@@ -52,6 +52,11 @@ type Options struct {
 	// (valueindex.go); nil is DefaultValueIndex.
 	ValueIndex []IndexedValue
 
+	// NoRelations turns the relationship index off (relate.go): the
+	// baseline of the apply-rate benchmark (bench-materializer
+	// FV_BENCH_AB=relations), not a production setting.
+	NoRelations bool
+
 	// l0Tables, when set, replaces how many level-0 tables wait before
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
@@ -85,6 +90,10 @@ type Store struct {
 	// (recycle_linux.go) and garbage collector (valuelog_gc.go) and waits
 	// for them.
 	stopBackground func()
+	// kinds holds the resources whose kind index entry this process wrote
+	// (relate.go); noRelations is Options.NoRelations.
+	kinds       sync.Map
+	noRelations bool
 }
 
 // Open opens or creates the store in dir.
@@ -130,7 +139,7 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools()}
+	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(), noRelations: o.NoRelations}
 	if err := s.openValueIndex(o.ValueIndex); err != nil {
 		_ = db.Close()
 		return nil, err

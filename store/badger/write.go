@@ -25,6 +25,8 @@ import (
 type overlay struct {
 	objs map[string]objState
 	uids map[string]uidState
+	// rels: the relations' f/ entries (relate.go), made on first use.
+	rels map[string]relState
 	// vals: the value index's x/ entries (valueindex.go), made on first use.
 	vals map[string][]vpair
 }
@@ -231,6 +233,9 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	if err := w.indexValues(gvr, key, ev.GetObject(), exists); err != nil {
 		return prior, err
 	}
+	if err := w.relate(gvr, ns, name, ev.GetObject(), exists); err != nil {
+		return prior, err
+	}
 	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}
 	if w.known != nil {
 		w.known.add(key)
@@ -395,6 +400,9 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 		}
 	}
 	if err := w.unindexValues(gvr, key); err != nil {
+		return err
+	}
+	if err := w.unrelate(gvr, ns, name); err != nil {
 		return err
 	}
 	if err := w.del(searchKey(gvr, ns, name, cluster)); err != nil {

@@ -1,0 +1,393 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/relations"
+)
+
+var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+
+// Related answers the objects related to one object, breadth first to
+// o.Depth hops, from one snapshot: its owners and references (f/), what
+// names it (r/), the Pods its selector selects (the label index, or the
+// cluster's Pods of the namespace for a selector without an equality),
+// for a Pod the selectors of its namespace that select it (q/), and the
+// copies of the starting object in other clusters (its o/ prefix).
+func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph, error) {
+	if err := o.Validate(); err != nil {
+		return query.Graph{}, err
+	}
+	var g query.Graph
+	err := r.db.View(func(txn *bdg.Txn) error {
+		rw := &relWalk{o: o, txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[query.Edge]bool{}}
+		root, ok, err := rw.cached(o.Cluster, o.GVR, o.Namespace, o.Name)
+		if err != nil {
+			return err
+		}
+		if !ok || !rw.visible(root.Node) {
+			return query.NotFoundError(o.GVR, o.Name)
+		}
+		rw.add(root)
+		if err := rw.copies(root); err != nil {
+			return err
+		}
+		frontier := []relNode{root}
+		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
+			var next []relNode
+			for _, n := range frontier {
+				found, err := rw.expand(n)
+				if err != nil {
+					return err
+				}
+				next = append(next, found...)
+			}
+			frontier = next
+		}
+		g = rw.g
+		return nil
+	})
+	return g, err
+}
+
+// relNode is a node and what expanding it needs.
+type relNode struct {
+	query.Node
+	gvr    schema.GroupVersionResource
+	labels map[string]string
+}
+
+type kindInfo struct {
+	gvr       schema.GroupVersionResource
+	clustered bool
+	known     bool
+}
+
+type relWalk struct {
+	o     query.RelatedOptions
+	txn   *bdg.Txn
+	g     query.Graph
+	seen  map[string]int // node ID -> index in g.Nodes
+	kinds map[schema.GroupKind]kindInfo
+	edges map[query.Edge]bool
+}
+
+func (rw *relWalk) visible(n query.Node) bool {
+	if rw.o.Visible == nil {
+		return true
+	}
+	if n.Resource == "" {
+		return false // unknown resource: the caller's grants cannot be judged
+	}
+	return rw.o.Visible.Allows(schema.GroupResource{Group: n.Group, Resource: n.Resource}, n.Cluster, n.Namespace)
+}
+
+// add records n; false when it was already there or the graph is full.
+func (rw *relWalk) add(n relNode) bool {
+	if _, ok := rw.seen[n.ID()]; ok {
+		return false
+	}
+	if len(rw.g.Nodes) >= query.MaxRelatedNodes {
+		rw.g.Truncated = true
+		return false
+	}
+	rw.seen[n.ID()] = len(rw.g.Nodes)
+	rw.g.Nodes = append(rw.g.Nodes, n.Node)
+	return true
+}
+
+// link records the edge from -> to, one of which is the node being
+// expanded and the other the node found (fromFound: from is); the found
+// node is added, and returned to be followed when new. A node the caller
+// may not see or outside the kinds asked for is dropped with its edge.
+func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, bool) {
+	other := to
+	if fromFound {
+		other = from
+	}
+	if !rw.visible(other.Node) || !rw.o.Follows(other.Kind, other.Resource) {
+		return relNode{}, false
+	}
+	added := rw.add(other)
+	if _, ok := rw.seen[other.ID()]; !ok {
+		return relNode{}, false // truncated
+	}
+	e := query.Edge{Type: typ, From: from.ID(), To: to.ID()}
+	if !rw.edges[e] {
+		rw.edges[e] = true
+		rw.g.Edges = append(rw.g.Edges, e)
+	}
+	// A reference-only node is followed too: what else names it.
+	return other, added
+}
+
+// expand follows every relation of n and returns the cached nodes it
+// found first.
+func (rw *relWalk) expand(n relNode) ([]relNode, error) {
+	var next []relNode
+	keep := func(m relNode, ok bool) {
+		if ok {
+			next = append(next, m)
+		}
+	}
+	// Outgoing: owners and references, then the Pods its selector selects.
+	fv, err := get(rw.txn, relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
+	if err != nil {
+		return nil, err
+	}
+	if fv != nil {
+		rel, err := decodeRelations(fv)
+		if err != nil {
+			return nil, fmt.Errorf("relations of %s: %w", n.ID(), err)
+		}
+		for _, ref := range rel.Refs {
+			t, err := rw.target(n.Cluster, ref.Target)
+			if err != nil {
+				return nil, err
+			}
+			keep(rw.link(string(ref.Type), n, t, false))
+		}
+		if rel.Selector != nil {
+			pods, err := rw.selected(n.Cluster, rel.Selector)
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range pods {
+				keep(rw.link(query.EdgeSelects, n, p, false))
+			}
+		}
+	}
+	// Incoming: what names n (its children, its referrers).
+	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
+	var srcs [][]string
+	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+	for it.Rewind(); it.Valid(); it.Next() {
+		p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
+		if len(p) != 6 {
+			it.Close()
+			return nil, fmt.Errorf("%w: reverse key %q", errCorrupt, it.Item().Key())
+		}
+		srcs = append(srcs, []string{string(p[0]), string(p[1]), string(p[2]), string(p[3]), string(p[4]), string(p[5])})
+	}
+	it.Close()
+	for _, s := range srcs {
+		src, ok, err := rw.cached(n.Cluster, schema.GroupVersionResource{Group: s[1], Version: s[2], Resource: s[3]}, s[4], s[5])
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			keep(rw.link(s[0], src, n, true))
+		}
+	}
+	// A Pod: the selectors of its namespace that select it.
+	if n.Group == "" && n.Kind == "Pod" {
+		sels, err := rw.selecting(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range sels {
+			keep(rw.link(query.EdgeSelects, s, n, true))
+		}
+	}
+	return next, nil
+}
+
+// copies adds the copies of the starting object in the other clusters.
+func (rw *relWalk) copies(root relNode) error {
+	pre := append(join("o", root.gvr.Group, root.gvr.Version, root.gvr.Resource, root.Namespace, root.Name), sep)
+	var clusters []string
+	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+	for it.Rewind(); it.Valid(); it.Next() {
+		if c := string(it.Item().Key()[len(pre):]); c != root.Cluster {
+			clusters = append(clusters, c)
+		}
+	}
+	it.Close()
+	for _, c := range clusters {
+		cp, ok, err := rw.cached(c, root.gvr, root.Namespace, root.Name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rw.link(query.EdgeCopy, root, cp, false)
+		}
+	}
+	return nil
+}
+
+// cached reads the object at its primary key as a node (ok false: the
+// store does not hold it).
+func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
+	it, err := rw.txn.Get(objKey(gvr, ns, name, cluster))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return relNode{}, false, nil
+	}
+	if err != nil {
+		return relNode{}, false, err
+	}
+	n := relNode{Node: query.Node{Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: ns, Name: name, Cached: true}, gvr: gvr}
+	err = it.Value(func(v []byte) error {
+		rec, err := decodeRecord(v, true)
+		if err != nil {
+			return err
+		}
+		n.labels = rec.labels
+		vals, err := rawjson.PathValues(rec.json, []string{"kind"}, nil)
+		if err == nil && len(vals) == 1 {
+			n.Kind, _ = rawjson.String(vals[0])
+		}
+		vals, err = rawjson.PathValues(rec.json, []string{"metadata", "uid"}, vals[:0])
+		if err == nil && len(vals) == 1 {
+			n.UID, _ = rawjson.String(vals[0])
+		}
+		return nil
+	})
+	return n, err == nil, err
+}
+
+// target resolves a reference to the cached object it names, or to a
+// reference-only node.
+func (rw *relWalk) target(cluster string, t relations.Target) (relNode, error) {
+	k, err := rw.kind(t.Group, t.Kind)
+	if err != nil {
+		return relNode{}, err
+	}
+	ns := t.Namespace
+	if k.clustered {
+		ns = ""
+	}
+	if k.known {
+		n, ok, err := rw.cached(cluster, k.gvr, ns, t.Name)
+		if err != nil || ok {
+			if ok && n.Kind == "" {
+				n.Kind = t.Kind
+			}
+			return n, err
+		}
+	}
+	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}, nil
+}
+
+// kind is the resource of a group and kind: the kind index (the store has
+// held objects of it), else the built-in table (resource only).
+func (rw *relWalk) kind(group, kind string) (kindInfo, error) {
+	gk := schema.GroupKind{Group: group, Kind: kind}
+	if k, ok := rw.kinds[gk]; ok {
+		return k, nil
+	}
+	var k kindInfo
+	v, err := get(rw.txn, kindKey(group, kind))
+	if err != nil {
+		return k, err
+	}
+	if v != nil {
+		if k.gvr, k.clustered, err = decodeKind(group, v); err != nil {
+			return k, err
+		}
+		k.known = true
+	} else if res, ok := relations.BuiltinResource(group, kind); ok {
+		k.gvr = schema.GroupVersionResource{Group: group, Resource: res}
+		k.clustered = relations.ClusterScoped(group, kind)
+	}
+	rw.kinds[gk] = k
+	return k, nil
+}
+
+// selected are the cached Pods a selector selects in cluster.
+func (rw *relWalk) selected(cluster string, s *relations.Selector) ([]relNode, error) {
+	var keys [][]byte
+	if k, v, ok := s.Equality(); ok {
+		// The label index spans the clusters: its entries end with the
+		// cluster, so the ones of other clusters are skipped unread.
+		pre := append(append(labelPrefix(podsGVR, k, v), s.Namespace...), sep)
+		it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+		for it.Rewind(); it.Valid(); it.Next() {
+			if _, _, c, err := tailBytes(it.Item().Key()); err == nil && string(c) == cluster {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+		}
+		it.Close()
+	} else {
+		pre := append(append(clusterPrefix(cluster, podsGVR), s.Namespace...), sep)
+		it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		it.Close()
+	}
+	var out []relNode
+	for _, key := range keys {
+		ns, name, _, err := tail(key)
+		if err != nil {
+			return nil, err
+		}
+		p, ok, err := rw.cached(cluster, podsGVR, ns, name)
+		if err != nil {
+			return nil, err
+		}
+		if ok && s.Matches(p.labels) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// selecting are the cached objects whose selector selects the Pod n: the
+// selectors of its namespace and cluster, each judged on its labels.
+func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
+	pre := selectorPrefix(n.Cluster, n.Namespace)
+	type hit struct {
+		gvr  schema.GroupVersionResource
+		name string
+	}
+	var hits []hit
+	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre, PrefetchValues: true})
+	for it.Rewind(); it.Valid(); it.Next() {
+		p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
+		if len(p) != 4 {
+			it.Close()
+			return nil, fmt.Errorf("%w: selector key %q", errCorrupt, it.Item().Key())
+		}
+		var s relations.Selector
+		if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
+			it.Close()
+			return nil, fmt.Errorf("%w: selector %q: %v", errCorrupt, it.Item().Key(), err)
+		}
+		if s.Matches(n.labels) {
+			hits = append(hits, hit{schema.GroupVersionResource{Group: string(p[0]), Version: string(p[1]), Resource: string(p[2])}, string(p[3])})
+		}
+	}
+	it.Close()
+	var out []relNode
+	for _, h := range hits {
+		s, ok, err := rw.cached(n.Cluster, h.gvr, n.Namespace, h.name)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// get is the value at key, nil when there is none.
+func get(txn *bdg.Txn, key []byte) ([]byte, error) {
+	it, err := txn.Get(key)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return it.ValueCopy(nil)
+}
