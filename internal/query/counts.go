@@ -107,11 +107,15 @@ func (d Dimension) IndexName() string {
 	return ""
 }
 
-// imagePaths are where an object's container images lie: a Pod's
-// containers, and a workload's Pod template (Deployment, Job, CronJob).
-var imagePaths = [][]string{
+// podImagePaths are where a Pod's container images lie, imagePaths a
+// workload's Pod template's (Deployment, Job, CronJob): read only when an
+// object has no Pod images, so a Pod costs two walks of its JSON.
+var podImagePaths = [][]string{
 	{"spec", "containers", "image"},
 	{"spec", "initContainers", "image"},
+}
+
+var imagePaths = [][]string{
 	{"spec", "template", "spec", "containers", "image"},
 	{"spec", "template", "spec", "initContainers", "image"},
 	{"spec", "jobTemplate", "spec", "template", "spec", "containers", "image"},
@@ -125,8 +129,13 @@ func (d Dimension) ObjectValues(obj []byte) ([]string, error) {
 	var err error
 	switch d.Kind {
 	case DimImage:
-		for _, p := range imagePaths {
+		for _, p := range podImagePaths {
 			if raw, err = rawjson.PathValues(obj, p, raw); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, d, err)
+			}
+		}
+		for i := 0; len(raw) == 0 && i < len(imagePaths); i++ {
+			if raw, err = rawjson.PathValues(obj, imagePaths[i], raw); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, d, err)
 			}
 		}

@@ -125,6 +125,9 @@ func (c *counter) selected(ns, cluster []byte) bool {
 // tally counts one object in every group its values make (the product of
 // each dimension's values).
 func (c *counter) tally(vals [][]string) {
+	if len(vals) == 0 {
+		return // the total alone
+	}
 	var rec func(i int)
 	rec = func(i int) {
 		if i == len(vals) {

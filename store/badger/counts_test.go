@@ -108,7 +108,9 @@ func (m countOracle) counts(o query.CountOptions) query.Counts {
 			rows = next
 		}
 		for _, r := range rows {
-			t.AddRow(query.CountRow{Values: r, Count: 1})
+			if len(o.By) > 0 {
+				t.AddRow(query.CountRow{Values: r, Count: 1})
+			}
 		}
 		t.Total++
 	}
