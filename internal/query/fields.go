@@ -41,6 +41,10 @@ type FieldFilter struct {
 	sel   fields.Selector
 	reqs  fields.Requirements  // sel's, once: Requirements copies them on every call
 	paths map[string]fieldSpec // object fields the selector reads
+	// rels are the relation requirements (fieldrel.go); relsResolved:
+	// the backend applies them, Matches skips them.
+	rels         []RelationField
+	relsResolved bool
 }
 
 // CompileFields parses a Kubernetes field selector for gvr. An empty
@@ -66,6 +70,14 @@ func CompileFields(gvr schema.GroupVersionResource, s string) (*FieldFilter, err
 	for _, r := range f.reqs {
 		switch r.Field {
 		case "metadata.name", "metadata.namespace":
+			continue
+		}
+		if isRelationField(r.Field) {
+			rf, err := relationField(s, r)
+			if err != nil {
+				return nil, err
+			}
+			f.rels = append(f.rels, rf)
 			continue
 		}
 		if err := checkPath(r.Field); err != nil {
@@ -190,6 +202,11 @@ func (f *FieldFilter) Matches(namespace, name string, obj []byte) (bool, error) 
 			eq = name == r.Value
 		case "metadata.namespace":
 			eq = namespace == r.Value
+		case FieldOwnedBy, FieldSelectedBy, FieldReferences:
+			if !f.relsResolved {
+				return false, fmt.Errorf("%w: field selector %s: relation fields are answered by lists of the Badger store only", ErrInvalid, r.Field)
+			}
+			continue
 		default:
 			spec := f.paths[r.Field]
 			var err error

@@ -1,6 +1,10 @@
 package relations
 
-import "k8s.io/apimachinery/pkg/runtime/schema"
+import (
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // builtin are the kinds references name, with their resources and scope:
 // a reference to an object no cluster has sent (a Secret a registry does
@@ -41,4 +45,16 @@ func ClusterScoped(group, kind string) bool {
 func BuiltinResource(group, kind string) (string, bool) {
 	b, ok := builtin[schema.GroupKind{Group: group, Kind: kind}]
 	return b.resource, ok
+}
+
+// BuiltinKinds are the built-in kinds named kind, case-insensitively, in
+// group (any group when group is empty).
+func BuiltinKinds(group, kind string) []schema.GroupKind {
+	var out []schema.GroupKind
+	for gk := range builtin {
+		if strings.EqualFold(gk.Kind, kind) && (group == "" || gk.Group == group) {
+			out = append(out, gk)
+		}
+	}
+	return out
 }

@@ -24,6 +24,9 @@ func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error
 	}
 	defer p.close()
 	l := listScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters)}
+	if err := l.relations(); err != nil {
+		return query.Page{}, err
+	}
 	l.page.Version = p.snap.version.Clone()
 	if !l.resolve() {
 		return l.page, nil
@@ -66,6 +69,9 @@ type listScan struct {
 	arenas  []arena
 	page    query.Page
 	lastKey []byte
+	// members, when set, are the objects a relation field selector
+	// selects (relfilter.go), by memberKey.
+	members map[string]bool
 }
 
 // candidate is one key whose object is still to be judged: a label-index
@@ -157,6 +163,9 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 	// Before the limit: a hidden object neither fills the page nor
 	// becomes the cursor's position.
 	if l.o.Visible != nil && !l.o.Visible.Allows(l.o.GVR.GroupResource(), c.cluster, c.ns) {
+		return false, nil
+	}
+	if l.members != nil && !l.members[memberKey(c.cluster, c.ns, c.name)] {
 		return false, nil
 	}
 	if l.o.Fields != nil && !l.o.Fields.NeedsObject() {

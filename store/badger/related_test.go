@@ -79,24 +79,36 @@ func fmtGraph(g query.Graph) string {
 // ConfigMap and a Secret the Pods mount (not cached), and a copy of the
 // Deployment in another cluster, then reads the relations as objects
 // change, with kinds and a visibility.
-func TestRelated(t *testing.T) {
+const webSelector = `,"spec":{"selector":{"matchLabels":{"app":"web"}}}`
+
+// relFixture stores Deployment -> ReplicaSet -> two Pods with a Service,
+// a ConfigMap and a Secret the Pods mount (not cached) in c1, and a copy
+// of the Deployment in c2.
+func relFixture(t *testing.T) (s *Store, r *Reader, seq1 *uint64) {
 	s, err := Open(Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
-	var seq1, seq2 uint64
-	sel := `,"spec":{"selector":{"matchLabels":{"app":"web"}}}`
-	applyAll(t, s, "c1", &seq1,
-		relObj("c1", deployGVR, "Deployment", "web", "", sel),
-		relObj("c1", rsGVR, "ReplicaSet", "web-1", owned("Deployment", "web"), sel),
+	t.Cleanup(func() { s.Close() })
+	r = s.Reader(ReaderOptions{})
+	t.Cleanup(func() { r.Close() })
+	var seq2 uint64
+	seq1 = new(uint64)
+	applyAll(t, s, "c1", seq1,
+		relObj("c1", deployGVR, "Deployment", "web", "", webSelector),
+		relObj("c1", rsGVR, "ReplicaSet", "web-1", owned("Deployment", "web"), webSelector),
 		podObj("c1", "web-1-a", "web"), podObj("c1", "web-1-b", "web"),
 		relObj("c1", svcGVR, "Service", "web", "", `,"spec":{"selector":{"app":"web"}}`),
 		relObj("c1", cmGVR, "ConfigMap", "cfg", "", `,"data":{}`),
 	)
-	applyAll(t, s, "c2", &seq2, relObj("c2", deployGVR, "Deployment", "web", "", sel))
+	applyAll(t, s, "c2", &seq2, relObj("c2", deployGVR, "Deployment", "web", "", webSelector))
+	return s, r, seq1
+}
+
+func TestRelated(t *testing.T) {
+	s, r, seq := relFixture(t)
+	seq1 := *seq
+	sel := webSelector
 
 	related := func(gvr schema.GroupVersionResource, name string, depth int, kinds []string, vis *query.Visibility) string {
 		t.Helper()
@@ -208,6 +220,47 @@ func TestRelatedOptionsInvalid(t *testing.T) {
 	} {
 		if _, err := r.Related(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: err %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// TestRelationFieldList lists with the relation field selectors.
+func TestRelationFieldList(t *testing.T) {
+	_, r, _ := relFixture(t)
+	list := func(gvr schema.GroupVersionResource, fs string) string {
+		t.Helper()
+		f, err := query.CompileFields(gvr, fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.List(context.Background(), query.ListOptions{GVR: gvr, Fields: f})
+		if err != nil {
+			t.Fatalf("%s: %v", fs, err)
+		}
+		var out []string
+		for _, o := range p.Items {
+			_, name, _ := strings.Cut(string(o.JSON), `"name":"`)
+			name, _, _ = strings.Cut(name, `"`)
+			out = append(out, o.Cluster+"/"+name)
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		gvr       schema.GroupVersionResource
+		sel, want string
+	}{
+		{podsGVR, "fleetview.io/ownedBy=Deployment/web", "c1/web-1-a c1/web-1-b"},
+		{podsGVR, "fleetview.io/ownedBy=deployment.apps/web", "c1/web-1-a c1/web-1-b"},
+		{rsGVR, "fleetview.io/ownedBy=Deployment/web", "c1/web-1"},
+		{podsGVR, "fleetview.io/ownedBy=ReplicaSet/web-1,metadata.name=web-1-b", "c1/web-1-b"},
+		{podsGVR, "fleetview.io/ownedBy=Deployment/other", ""},
+		{podsGVR, "fleetview.io/selectedBy=Service/web", "c1/web-1-a c1/web-1-b"},
+		{podsGVR, "fleetview.io/references=Secret/db", "c1/web-1-a c1/web-1-b"},
+		{podsGVR, "fleetview.io/references=ConfigMap/cfg,fleetview.io/ownedBy=Deployment/web", "c1/web-1-a c1/web-1-b"},
+		{podsGVR, "fleetview.io/references=Secret/other", ""},
+	} {
+		if got := list(tc.gvr, tc.sel); got != tc.want {
+			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
 		}
 	}
 }

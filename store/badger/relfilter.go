@@ -1,0 +1,263 @@
+package badger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/relations"
+)
+
+// maxOwnerDepth bounds the walk down owner references (a Deployment owns
+// ReplicaSets that own Pods: 2).
+const maxOwnerDepth = 8
+
+// relatedMembers resolves the relation requirements of a list's field
+// selector (query.FieldOwnedBy, ...) to the objects of gvr that satisfy
+// them all, keyed by memberKey. Every requirement starts from the objects
+// its value names (the kind index gives their resources; their names are
+// found in the o/ range of each resource, narrowed to ns when the list
+// is) and reads the relationship index: the reverse owner edges down to
+// maxOwnerDepth, the named objects' selectors on the label index, or the
+// reverse reference edges, per cluster for a target no cluster sent.
+func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField) (map[string]bool, error) {
+	kinds, err := readKinds(txn)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]bool
+	for _, rf := range rfs {
+		set := map[string]bool{}
+		gks := kinds.named(rf.Group, rf.Kind)
+		switch rf.Field {
+		case query.FieldOwnedBy:
+			for _, gk := range gks {
+				roots, err := namedObjects(txn, kinds.byKind[gk].gvr, ns, rf.Name)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range roots {
+					if err := ownedBelow(txn, kinds, gvr.GroupResource(), r.cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: r.ns, Name: r.name}, set); err != nil {
+						return nil, err
+					}
+				}
+			}
+		case query.FieldSelectedBy:
+			rw := &relWalk{txn: txn}
+			for _, gk := range gks {
+				g := kinds.byKind[gk].gvr
+				roots, err := namedObjects(txn, g, ns, rf.Name)
+				if err != nil {
+					return nil, err
+				}
+				for _, r := range roots {
+					v, err := get(txn, selectorKey(r.cluster, r.ns, g, r.name))
+					if err != nil || v == nil || gvr != podsGVR {
+						if err != nil {
+							return nil, err
+						}
+						continue
+					}
+					var sel relations.Selector
+					if err := json.Unmarshal(v, &sel); err != nil {
+						return nil, fmt.Errorf("%w: selector of %s %s/%s: %v", errCorrupt, g, r.ns, r.name, err)
+					}
+					pods, err := rw.selected(r.cluster, &sel)
+					if err != nil {
+						return nil, err
+					}
+					for _, p := range pods {
+						set[memberKey(p.Cluster, p.Namespace, p.Name)] = true
+					}
+				}
+			}
+		case query.FieldReferences:
+			clusters := query.Version{}
+			if err := versions(txn, clusters); err != nil {
+				return nil, err
+			}
+			for _, gk := range gks {
+				for c := range clusters {
+					if err := referrers(txn, gvr.GroupResource(), c, gk, ns, rf.Name, set); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+		if out == nil {
+			out = set
+		} else {
+			for k := range out {
+				if !set[k] {
+					delete(out, k)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+func memberKey(cluster, ns, name string) string { return cluster + "\x00" + ns + "\x00" + name }
+
+// kindTable is the kind index (k/), read once per list, with the
+// built-in kinds a reference may name though no cluster sent one.
+type kindTable struct {
+	byKind map[schema.GroupKind]kindInfo
+	byGR   map[schema.GroupResource]string // -> kind
+}
+
+func readKinds(txn *bdg.Txn) (kindTable, error) {
+	t := kindTable{byKind: map[schema.GroupKind]kindInfo{}, byGR: map[schema.GroupResource]string{}}
+	pre := []byte{'k', sep}
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre, PrefetchValues: true})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		group, kind, ok := bytes.Cut(it.Item().Key()[len(pre):], []byte{sep})
+		if !ok {
+			return t, fmt.Errorf("%w: kind key %q", errCorrupt, it.Item().Key())
+		}
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return t, err
+		}
+		g, clustered, err := decodeKind(string(group), v)
+		if err != nil {
+			return t, err
+		}
+		t.byKind[schema.GroupKind{Group: string(group), Kind: string(kind)}] = kindInfo{gvr: g, clustered: clustered, known: true}
+		t.byGR[g.GroupResource()] = string(kind)
+	}
+	return t, nil
+}
+
+// named are the kinds a relation value names: kind case-insensitively, in
+// group or (none given) any group; built-in kinds count without a cached
+// object (a Secret no registry caches is still referenced).
+func (t kindTable) named(group, kind string) []schema.GroupKind {
+	var out []schema.GroupKind
+	for gk := range t.byKind {
+		if strings.EqualFold(gk.Kind, kind) && (group == "" || gk.Group == group) {
+			out = append(out, gk)
+		}
+	}
+	for _, gk := range relations.BuiltinKinds(group, kind) {
+		if _, ok := t.byKind[gk]; !ok {
+			res, _ := relations.BuiltinResource(gk.Group, gk.Kind)
+			t.byKind[gk] = kindInfo{gvr: schema.GroupVersionResource{Group: gk.Group, Resource: res}, clustered: relations.ClusterScoped(gk.Group, gk.Kind)}
+			out = append(out, gk)
+		}
+	}
+	return out
+}
+
+type located struct{ cluster, ns, name string }
+
+// namedObjects are the cached objects of g named name, in ns when set.
+func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string) ([]located, error) {
+	if g.Version == "" {
+		return nil, nil // a built-in kind no cluster sent
+	}
+	pre := objPrefix(g)
+	if ns != "" {
+		pre = append(join("o", g.Group, g.Version, g.Resource, ns, name), sep)
+	}
+	var out []located
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		n, m, c, err := tail(it.Item().Key())
+		if err != nil {
+			return nil, err
+		}
+		if m == name {
+			out = append(out, located{c, n, m})
+		}
+	}
+	return out, nil
+}
+
+// ownedBelow adds to set the objects of gr that t owns, directly or
+// through owned objects.
+func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool) error {
+	seen := map[relations.Target]bool{t: true}
+	frontier := []relations.Target{t}
+	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
+		var next []relations.Target
+		for _, o := range frontier {
+			pre := append(append(reversePrefix(cluster, o), relations.Owner...), sep)
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+			for it.Rewind(); it.Valid(); it.Next() {
+				p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
+				if len(p) != 5 {
+					it.Close()
+					return fmt.Errorf("%w: reverse key %q", errCorrupt, it.Item().Key())
+				}
+				cgr := schema.GroupResource{Group: string(p[0]), Resource: string(p[2])}
+				if cgr == gr {
+					set[memberKey(cluster, string(p[3]), string(p[4]))] = true
+				}
+				if kind, ok := kinds.byGR[cgr]; ok {
+					c := relations.Target{Group: cgr.Group, Kind: kind, Namespace: string(p[3]), Name: string(p[4])}
+					if !seen[c] {
+						seen[c] = true
+						next = append(next, c)
+					}
+				}
+			}
+			it.Close()
+		}
+		frontier = next
+	}
+	return nil
+}
+
+// referrers adds to set the objects of gr in cluster whose spec names the
+// object of gk called name (in ns when set).
+func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool) error {
+	pre := append(join("r", cluster, gk.Group, gk.Kind), sep)
+	if ns != "" || relations.ClusterScoped(gk.Group, gk.Kind) {
+		pre = append(reversePrefix(cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: ns, Name: name}), relations.References...)
+		pre = append(pre, sep)
+	}
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		// <tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> after the kind.
+		k := it.Item().Key()
+		p := bytes.Split(k[len(join("r", cluster, gk.Group, gk.Kind))+1:], []byte{sep})
+		if len(p) != 8 {
+			return fmt.Errorf("%w: reverse key %q", errCorrupt, k)
+		}
+		if string(p[1]) != name || string(p[2]) != string(relations.References) {
+			continue
+		}
+		if (schema.GroupResource{Group: string(p[3]), Resource: string(p[5])}) == gr {
+			set[memberKey(cluster, string(p[6]), string(p[7]))] = true
+		}
+	}
+	return nil
+}
+
+// relations resolves the list's relation field requirements, if any, to
+// the members its scan keeps; its field filter then skips them.
+func (l *listScan) relations() error {
+	rfs := l.o.Fields.Relations()
+	if len(rfs) == 0 {
+		return nil
+	}
+	ns := l.o.Namespace
+	if fns, ok := l.o.Fields.Namespace(); ok && ns == "" {
+		ns = fns
+	}
+	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs)
+	if err != nil {
+		return err
+	}
+	l.members, l.o.Fields = m, l.o.Fields.RelationsResolved()
+	return nil
+}
