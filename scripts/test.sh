@@ -243,6 +243,11 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# and 50k Pods per member (the default, docs/benchmarks/everything.md).
 	FV_EVERYTHING_PODS="${FV_EVERYTHING_PODS:-2000}" FV_EVERYTHING_CRDS="${FV_EVERYTHING_CRDS:-10}" \
 		FV_EVERYTHING_OBJECTS="${FV_EVERYTHING_OBJECTS:-50}" "$bench/bench-everything"
+	log "counts benchmark (Pods in Badger: counts by cluster x phase and by image against the list of the same selection; the apply rate with the value index against without)"
+	go build -o "$bench/bench-counts" ./integration/cmd/bench-counts
+	# CI's scale (about a minute); the is 3 x 50k Pods (the
+	# default, docs/benchmarks/counts.md).
+	FV_COUNTS_PODS="${FV_COUNTS_PODS:-15000}" "$bench/bench-counts"
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"

@@ -13,6 +13,9 @@
 //	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
+//	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
+//	x/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
+//	m/valueindex                                                  -> the v/ dimensions kept since the store was empty
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of
@@ -21,6 +24,12 @@
 // learns what it replaces from a small LSM value instead of the object's
 // record in the value log; an entry exists exactly while the object at its
 // key has its uid.
+//
+// The value index (v/, valueindex.go) holds per object the values of a
+// few field paths and its container images (Pods' status.phase,
+// spec.nodeName and images by default), so counts (counts.go) group by
+// them from keys alone, as they group by cluster, namespace (o/, p/) and
+// label (l/).
 //
 // The search index (s/, same layout as o/) holds per object what a
 // free-text search matches beyond its key: label and annotation keys and

@@ -308,6 +308,56 @@ func TestConsole(t *testing.T) {
 		t.Logf("first page rendered in %.0f ms", evalJS[float64](t, page, `window.fleetview.perf.lastRender.ms`))
 	})
 
+	t.Run("filters and the counts panel show counts", func(t *testing.T) {
+		// Expected from the members' own Pods, read with client-go.
+		perCluster, perNS, phases := map[string]int{}, map[string]int{}, map[string]int{}
+		total := 0
+		for _, name := range fixture.Members {
+			l, err := fleet.Cluster(name).Clientset().CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=storefront"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range l.Items {
+				perCluster[name]++
+				perNS[p.Namespace]++
+				phases[string(p.Status.Phase)]++
+				total++
+			}
+		}
+		do(t, page, chromedp.Navigate(console+"#/search?q=app%3Dstorefront&kind=core%2Fv1%2Fpods&limit=100"))
+		opts := waitJS[[]string](t, page, 10*time.Second, `(() => { const o = [...document.getElementById('cluster').options].map(o => o.textContent); return o.every(t => t.includes('(')) && o; })()`)
+		wantOpts := []string{fmt.Sprintf("all clusters (%d)", total)}
+		for _, name := range fixture.Members {
+			wantOpts = append(wantOpts, fmt.Sprintf("%s (%d)", name, perCluster[name]))
+		}
+		if strings.Join(opts, ",") != strings.Join(wantOpts, ",") {
+			t.Errorf("cluster picker %v, want %v", opts, wantOpts)
+		}
+		kind := waitJS[string](t, page, 10*time.Second, `(() => { const o = [...document.getElementById('kind').options].find(o => o.value === 'core/v1/pods'); return o && o.textContent.includes('(') && o.textContent; })()`)
+		if want := fmt.Sprintf("Pod (%d)", total); kind != want {
+			t.Errorf("kind picker %q, want %q", kind, want)
+		}
+		ns := waitJS[[]string](t, page, 10*time.Second, `(() => { const o = [...document.querySelectorAll('#ns-counts option')].map(o => o.label); return o.length > 0 && o; })()`)
+		if want := fmt.Sprintf("shop (%d)", perNS["shop"]); strings.Join(ns, ",") != want {
+			t.Errorf("namespace suggestions %v, want %s", ns, want)
+		}
+		panel := func(by string) string {
+			do(t, page, chromedp.Evaluate[chromedp.Void](`(() => { const d = document.getElementById('count-panel'); d.open = true; const s = document.getElementById('count-by'); s.value = '`+by+`'; s.dispatchEvent(new Event('change')); })()`))
+			return waitJS[string](t, page, 10*time.Second, `document.getElementById('count-status').textContent.endsWith('by `+by+`') && [...document.querySelectorAll('#count-table tbody tr')].map(tr => tr.cells[0].textContent + ' ' + tr.cells[1].textContent).join(',')`)
+		}
+		for _, tc := range []struct {
+			by   string
+			want map[string]int
+		}{{"cluster", perCluster}, {"field:status.phase", phases}} {
+			got := panel(tc.by)
+			for v, n := range tc.want {
+				if !strings.Contains(got, fmt.Sprintf("%s %d", v, n)) {
+					t.Errorf("counts panel by %s: %q, want %s %d", tc.by, got, v, n)
+				}
+			}
+		}
+	})
+
 	t.Run("free text and paging", func(t *testing.T) {
 		do(t, page, chromedp.Navigate(console+"#/search?q=cart&kind=&limit=2"))
 		first := waitJS[[]string](t, page, 10*time.Second, `(() => { const r = `+resultRows+`; return r.length === 2 && r; })()`)

@@ -2,6 +2,7 @@
 // all read through the public REST API (api.js) with the user's token.
 import { APIError, get, query, gvrPath, setToken, token, watch } from './api.js';
 import { age, labelTerms, objectStatus, toYAML } from './format.js';
+import { countPanel, filterCounts } from './counts.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, props, ...kids) => {
@@ -208,7 +209,11 @@ async function runSearch(p, pageIndex, tokens) {
   renderCounts(s);
   notReadyNotice(p);
   startSearchWatches(s, items);
-  if (!text) countPerCluster(s);
+  if (!text) {
+    countPerCluster(s);
+    filterCounts(app.kinds, s);
+    countPanel(s);
+  }
 }
 
 // kindGVR resolves the kind filter ("group/version/resource"): a link to a
@@ -619,6 +624,8 @@ function wire() {
   $('next').addEventListener('click', () => { const s = app.search; if (s && s.tokens[s.pageIndex + 1]) runSearch(s.p, s.pageIndex + 1, s.tokens); });
   $('prev').addEventListener('click', () => { const s = app.search; if (s && s.pageIndex > 0) runSearch(s.p, s.pageIndex - 1, s.tokens); });
   $('fleet-refresh').addEventListener('click', loadFleet);
+  $('count-by').addEventListener('change', () => { $('count-dim').hidden = $('count-by').value !== 'custom'; countPanel(app.search); });
+  $('count-dim').addEventListener('change', () => countPanel(app.search));
   window.addEventListener('hashchange', route);
   // Keyboard: "/" focuses the search box; n and p page.
   document.addEventListener('keydown', (e) => {
