@@ -227,13 +227,13 @@ func TestRelatedOptionsInvalid(t *testing.T) {
 // TestRelationFieldList lists with the relation field selectors.
 func TestRelationFieldList(t *testing.T) {
 	_, r, _ := relFixture(t)
-	list := func(gvr schema.GroupVersionResource, fs string) string {
+	list := func(gvr schema.GroupVersionResource, fs string, vis *query.Visibility) string {
 		t.Helper()
 		f, err := query.CompileFields(gvr, fs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := r.List(context.Background(), query.ListOptions{GVR: gvr, Fields: f})
+		p, err := r.List(context.Background(), query.ListOptions{GVR: gvr, Fields: f, Visible: vis})
 		if err != nil {
 			t.Fatalf("%s: %v", fs, err)
 		}
@@ -259,8 +259,22 @@ func TestRelationFieldList(t *testing.T) {
 		{podsGVR, "fleetview.io/references=ConfigMap/cfg,fleetview.io/ownedBy=Deployment/web", "c1/web-1-a c1/web-1-b"},
 		{podsGVR, "fleetview.io/references=Secret/other", ""},
 	} {
-		if got := list(tc.gvr, tc.sel); got != tc.want {
+		if got := list(tc.gvr, tc.sel, nil); got != tc.want {
 			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
+		}
+	}
+	// A caller who reads Pods, ReplicaSets and ConfigMaps only: a relation
+	// through anything else selects nothing.
+	some := &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{{Resource: "pods"}, {Group: "apps", Resource: "replicasets"}, {Resource: "configmaps"}}}}}
+	for _, tc := range []struct{ sel, want string }{
+		{"fleetview.io/ownedBy=Deployment/web", ""},
+		{"fleetview.io/ownedBy=ReplicaSet/web-1", "c1/web-1-a c1/web-1-b"},
+		{"fleetview.io/selectedBy=Service/web", ""},
+		{"fleetview.io/references=Secret/db", ""},
+		{"fleetview.io/references=ConfigMap/cfg", "c1/web-1-a c1/web-1-b"},
+	} {
+		if got := list(podsGVR, tc.sel, some); got != tc.want {
+			t.Errorf("restricted list pods %s = %q, want %q", tc.sel, got, tc.want)
 		}
 	}
 }

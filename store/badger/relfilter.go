@@ -25,7 +25,10 @@ const maxOwnerDepth = 8
 // is) and reads the relationship index: the reverse owner edges down to
 // maxOwnerDepth, the named objects' selectors on the label index, or the
 // reverse reference edges, per cluster for a target no cluster sent.
-func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField) (map[string]bool, error) {
+// Only what vis allows is a start or a step: a relation through an object
+// the caller cannot read selects nothing, so the answer tells nothing of
+// that object.
+func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField, vis *query.Visibility) (map[string]bool, error) {
 	kinds, err := readKinds(txn)
 	if err != nil {
 		return nil, err
@@ -37,12 +40,16 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 		switch rf.Field {
 		case query.FieldOwnedBy:
 			for _, gk := range gks {
-				roots, err := namedObjects(txn, kinds.byKind[gk].gvr, ns, rf.Name)
+				g := kinds.byKind[gk].gvr
+				roots, err := namedObjects(txn, g, ns, rf.Name)
 				if err != nil {
 					return nil, err
 				}
 				for _, r := range roots {
-					if err := ownedBelow(txn, kinds, gvr.GroupResource(), r.cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: r.ns, Name: r.name}, set); err != nil {
+					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) {
+						continue
+					}
+					if err := ownedBelow(txn, kinds, gvr.GroupResource(), r.cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: r.ns, Name: r.name}, set, vis); err != nil {
 						return nil, err
 					}
 				}
@@ -56,6 +63,9 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 					return nil, err
 				}
 				for _, r := range roots {
+					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) {
+						continue
+					}
 					v, err := get(txn, selectorKey(r.cluster, r.ns, g, r.name))
 					if err != nil || v == nil || gvr != podsGVR {
 						if err != nil {
@@ -82,8 +92,9 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 				return nil, err
 			}
 			for _, gk := range gks {
+				tgr := kinds.byKind[gk].gvr.GroupResource()
 				for c := range clusters {
-					if err := referrers(txn, gvr.GroupResource(), c, gk, ns, rf.Name, set); err != nil {
+					if err := referrers(txn, gvr.GroupResource(), c, gk, ns, rf.Name, set, func(tns string) bool { return vis.Allows(tgr, c, tns) }); err != nil {
 						return nil, err
 					}
 				}
@@ -183,7 +194,7 @@ func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string) 
 
 // ownedBelow adds to set the objects of gr that t owns, directly or
 // through owned objects.
-func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool) error {
+func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool, vis *query.Visibility) error {
 	seen := map[relations.Target]bool{t: true}
 	frontier := []relations.Target{t}
 	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
@@ -198,6 +209,9 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 					return fmt.Errorf("%w: reverse key %q", errCorrupt, it.Item().Key())
 				}
 				cgr := schema.GroupResource{Group: string(p[0]), Resource: string(p[2])}
+				if !vis.Allows(cgr, cluster, string(p[3])) {
+					continue // neither answered nor followed
+				}
 				if cgr == gr {
 					set[memberKey(cluster, string(p[3]), string(p[4]))] = true
 				}
@@ -218,7 +232,7 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 
 // referrers adds to set the objects of gr in cluster whose spec names the
 // object of gk called name (in ns when set).
-func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool) error {
+func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool, targetVisible func(ns string) bool) error {
 	pre := append(join("r", cluster, gk.Group, gk.Kind), sep)
 	if ns != "" || relations.ClusterScoped(gk.Group, gk.Kind) {
 		pre = append(reversePrefix(cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: ns, Name: name}), relations.References...)
@@ -233,7 +247,7 @@ func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.
 		if len(p) != 8 {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, k)
 		}
-		if string(p[1]) != name || string(p[2]) != string(relations.References) {
+		if string(p[1]) != name || string(p[2]) != string(relations.References) || !targetVisible(string(p[0])) {
 			continue
 		}
 		if (schema.GroupResource{Group: string(p[3]), Resource: string(p[5])}) == gr {
@@ -254,7 +268,7 @@ func (l *listScan) relations() error {
 	if fns, ok := l.o.Fields.Namespace(); ok && ns == "" {
 		ns = fns
 	}
-	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs)
+	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs, l.o.Visible)
 	if err != nil {
 		return err
 	}
