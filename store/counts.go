@@ -2,14 +2,12 @@ package store
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/fleetview/fleetview/internal/query"
 )
 
-// counter is a backend that counts: Badger from its indexes, OpenSearch
-// by terms aggregations. A backend without it answers that its resources
-// cannot be counted.
+// counter is a backend that counts from its indexes (Badger); one without
+// it is counted by listing (countlist.go).
 type counter interface {
 	Count(ctx context.Context, o query.CountOptions) (query.Counts, error)
 }
@@ -26,13 +24,15 @@ func (rr *RoutingReader) Count(ctx context.Context, o query.CountOptions) (query
 			return query.Counts{}, err
 		}
 		for b, cs := range parts {
-			c, ok := rr.backend(b).(counter)
-			if !ok {
-				return query.Counts{}, fmt.Errorf("%w: %s is stored in a backend that cannot count it", query.ErrInvalid, gvr.GroupResource())
-			}
 			one := o
 			one.GVR, one.More, one.Clusters = gvr, nil, cs
-			res, err := c.Count(ctx, one)
+			var res query.Counts
+			var err error
+			if c, ok := rr.backend(b).(counter); ok {
+				res, err = c.Count(ctx, one)
+			} else {
+				res, err = countByListing(ctx, rr.backend(b), one)
+			}
 			if err != nil {
 				return query.Counts{}, err
 			}

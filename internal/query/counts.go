@@ -249,3 +249,24 @@ func (t *Tally) Counts(scanned string) Counts {
 	slices.SortFunc(out.Rows, func(a, b CountRow) int { return slices.Compare(a.Values, b.Values) })
 	return out
 }
+
+// Values are the dimension's values for one object of gvr in cluster
+// (its JSON, namespace from metadata): what a backend without indexes for
+// counts reads from each selected object.
+func (d Dimension) Values(gvr schema.GroupVersionResource, cluster string, obj []byte) ([]string, error) {
+	switch d.Kind {
+	case DimCluster:
+		return []string{cluster}, nil
+	case DimKind:
+		if gvr.Group == "" {
+			return []string{gvr.Resource}, nil
+		}
+		return []string{gvr.Resource + "." + gvr.Group}, nil
+	case DimNamespace:
+		return Dimension{Kind: DimField, path: []string{"metadata", "namespace"}}.ObjectValues(obj)
+	case DimLabel:
+		// A label key holds dots and slashes: one path member.
+		return Dimension{Kind: DimField, path: []string{"metadata", "labels", d.Key}}.ObjectValues(obj)
+	}
+	return d.ObjectValues(obj)
+}
