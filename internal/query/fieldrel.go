@@ -9,7 +9,7 @@ import (
 )
 
 // The relation fields: a field selector over an object's relations, not
-// its JSON (docs/api.md, "Relation field selectors"). Their value names
+// its JSON (docs/api.md, "Relations"). Their value names
 // another object as Kind/name or Kind.group/name, in the same cluster and
 // namespace as the objects listed.
 const (

@@ -16,12 +16,12 @@ type object struct {
 			Name       string `json:"name"`
 		} `json:"ownerReferences"`
 	} `json:"metadata"`
-	Spec spec `json:"spec"`
+	Spec objSpec `json:"spec"`
 }
 
-// spec is the union of the spec fields of the kinds Extract reads; each
+// objSpec is the union of the spec fields of the kinds Extract reads; each
 // kind fills only its own.
-type spec struct {
+type objSpec struct {
 	// Service's spec.selector is a map; the workloads' is a LabelSelector.
 	// Both are decoded lazily from raw (selectorRaw).
 	RawSelector     rawSelector       `json:"selector"`
@@ -142,7 +142,7 @@ type ingressBackend struct {
 }
 
 // pod adds a Pod's references.
-func (s *spec) pod(ns string, add func(t EdgeType, group, kind, ns, name string)) {
+func (s *objSpec) pod(ns string, add func(t EdgeType, group, kind, ns, name string)) {
 	add(References, "", "Node", "", s.NodeName)
 	add(References, "", "ServiceAccount", ns, s.ServiceAccountName)
 	for _, v := range s.Volumes {

@@ -13,6 +13,10 @@
 //	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
+//	f/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> the object's owner and reference edges, its selector
+//	r/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> ""
+//	q/<cluster>/<namespace>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
+//	k/<group>/<kind>                                              -> version, resource, cluster-scoped
 //	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
 //	x/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
 //	m/valueindex                                                  -> the v/ dimensions kept since the store was empty
@@ -36,6 +40,25 @@
 // values, lower-cased (materializer.LabelsAndSearchText), about a thirtieth of a
 // Pod's bytes. Search reads it instead of the objects, and reads an object
 // only to confirm a candidate.
+//
+// The relationship index (relate.go, read by related.go and relfilter.go)
+// is kept by every upsert and delete from what internal/relations reads in
+// the object: f/ holds an object's outgoing edges (owner references and
+// the objects its spec names, by group, kind, namespace and name, as
+// references name them) and its selector; r/ is the same edges keyed by
+// their target, so "what does this object own, who mounts this Secret" is
+// one prefix scan, also for a target no cluster sent; q/ holds each
+// selector once, under its cluster and namespace, so "what selects this
+// Pod" scans the selectors of one namespace of one cluster, and "which Pods
+// does it select" is a label-index lookup at read time. Selectors are not
+// turned into edges: those would have to be rewritten for every selector
+// of the namespace on every Pod change. An update whose edges and selector
+// did not change (a status update) costs a read of its f/ entry, a small
+// value the LSM tree keeps; a kind with neither (most ConfigMaps, Nodes)
+// costs a scan of its bytes for "ownerReferences". k/ maps a kind to its
+// resource for references, which name kinds; it is written once per
+// resource and process. Copies across clusters need no entry: they share
+// the o/ prefix up to the cluster.
 //
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are
