@@ -87,7 +87,7 @@ type Reader struct {
 	opts ReaderOptions
 	// vindex says which counts the value index answers.
 	vindex *valueIndex
-	now  func() time.Time
+	now    func() time.Time
 
 	mu     sync.Mutex
 	snaps  *query.Snapshots[*snapshot] // by id, with the quota
