@@ -193,26 +193,23 @@ func (c *counter) indexed() error {
 	vals := make([][]string, len(c.o.By))
 	one := make([][1]string, len(c.o.By))
 	blank := []string{""}
-	it := c.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		k := it.Item().Key()
+	visit := func(k []byte) error {
 		ns, name, cluster, err := tailBytes(k)
 		if err != nil {
 			return err
 		}
 		if !c.selected(ns, cluster) {
-			continue
+			return nil
 		}
 		id := k[len(k)-len(ns)-len(name)-len(cluster)-2:]
 		if include != nil {
 			if _, ok := include[string(id)]; !ok {
-				continue
+				return nil
 			}
 		}
 		if exclude != nil {
 			if _, ok := exclude[string(id)]; ok {
-				continue
+				return nil
 			}
 		}
 		for i, d := range c.o.By {
@@ -240,11 +237,29 @@ func (c *counter) indexed() error {
 		c.tally(vals)
 		if dedup {
 			if _, ok := seenObj[string(id)]; ok {
-				continue
+				return nil
 			}
 			seenObj[string(id)] = struct{}{}
 		}
 		c.t.Total++
+		return nil
+	}
+	if drive < 0 && include != nil {
+		// The label selector's objects are the count's: no range to scan
+		// (a selective selector costs its own objects, not the resource's).
+		for id := range include {
+			if err := visit([]byte(id)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	it := c.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		if err := visit(it.Item().Key()); err != nil {
+			return err
+		}
 	}
 	return nil
 }

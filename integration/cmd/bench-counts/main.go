@@ -190,7 +190,8 @@ func main() {
 	}{
 		{"cluster x status.phase", query.CountOptions{By: dims("cluster", "field:status.phase")}, 100 * time.Millisecond},
 		{"image", query.CountOptions{By: dims("image")}, 200 * time.Millisecond},
-		{"cluster, app=web", query.CountOptions{By: dims("cluster", "field:status.phase"), Labels: web}, 100 * time.Millisecond},
+		{"cluster x phase, app=web", query.CountOptions{By: dims("cluster", "field:status.phase"), Labels: web}, 100 * time.Millisecond},
+		{"cluster x namespace, app=web", query.CountOptions{By: dims("cluster", "namespace"), Labels: web}, 100 * time.Millisecond},
 		{"namespace x label:app", query.CountOptions{By: dims("namespace", "label:app")}, 0},
 		{"cluster x phase, restricted caller", query.CountOptions{By: dims("cluster", "field:status.phase"), Visible: restricted}, 100 * time.Millisecond},
 	}
