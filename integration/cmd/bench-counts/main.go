@@ -102,9 +102,20 @@ func (r run) apply(s *badger.Store, rv int, update bool, seq map[string]uint64) 
 	return float64(n) / time.Since(start).Seconds()
 }
 
+// tmp is the run's directory, removed on every exit (os.Exit skips
+// deferred calls).
+var tmp string
+
 func fail(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "bench-counts: "+format+"\n", a...)
-	os.Exit(1)
+	exit(1)
+}
+
+func exit(code int) {
+	if tmp != "" {
+		os.RemoveAll(tmp)
+	}
+	os.Exit(code)
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -121,11 +132,10 @@ func main() {
 	r := run{pods: envInt("FV_COUNTS_PODS", 150000), clusters: envInt("FV_COUNTS_CLUSTERS", 3)}
 	rounds, repeat := envInt("FV_COUNTS_ROUNDS", 2), envInt("FV_COUNTS_REPEAT", 5)
 	fmt.Printf("bench-counts: %d Pods over %d clusters, %d apply rounds, median of %d reads; %d CPUs, %s\n", r.pods, r.clusters, rounds, repeat, runtime.NumCPU(), runtime.Version())
-	tmp, err := os.MkdirTemp("", "bench-counts")
-	if err != nil {
+	var err error
+	if tmp, err = os.MkdirTemp("", "bench-counts"); err != nil {
 		fail("%v", err)
 	}
-	defer os.RemoveAll(tmp)
 
 	// 1. Apply with and without the value index, alternating.
 	var withLoad, withoutLoad, withKeep, withoutKeep, withUpd, withoutUpd []float64
@@ -161,14 +171,12 @@ func main() {
 	if kept == nil {
 		fail("no indexed store kept")
 	}
-	defer kept.Close()
 	fmt.Printf("apply (initial load): %.0f Pods/s with the value index, %.0f without: ratio %.2f\n", medianF(withLoad), medianF(withoutLoad), medianF(withLoad)/medianF(withoutLoad))
 	fmt.Printf("apply (a third updated, phase kept): %.0f updates/s with, %.0f without: ratio %.2f\n", medianF(withKeep), medianF(withoutKeep), medianF(withKeep)/medianF(withoutKeep))
 	fmt.Printf("apply (a third updated, phase changed): %.0f updates/s with, %.0f without: ratio %.2f\n", medianF(withUpd), medianF(withoutUpd), medianF(withUpd)/medianF(withoutUpd))
 
 	// 2. Counts against the list of the same selection.
 	rd := kept.Reader(badger.ReaderOptions{})
-	defer rd.Close()
 	ctx := context.Background()
 	dims := func(by ...string) []query.Dimension {
 		out := make([]query.Dimension, len(by))
@@ -239,7 +247,12 @@ func main() {
 		}
 		fmt.Printf("count by %s over %d Pods: %v; list of the same selection %v: ratio %.3f%s\n", c.name, total, cm.Round(100*time.Microsecond), lm.Round(time.Millisecond), float64(cm)/float64(lm), verdict)
 	}
-	if failed {
-		os.Exit(1)
+	rd.Close()
+	if err := kept.Close(); err != nil {
+		fail("%v", err)
 	}
+	if failed {
+		exit(1)
+	}
+	exit(0)
 }
