@@ -110,6 +110,9 @@ func (q *queryService) selection(ctx context.Context, group, version, resource, 
 	if err != nil {
 		return nil, err
 	}
+	// A relation field goes through other resources than the one listed:
+	// it may only go through what the caller may read of them.
+	fs = fs.WithRelationVisibility(authz.RelationVisibleFrom(ctx))
 	cs, err := q.resolveClusters(ctx, clusters, clusterSel)
 	if err != nil {
 		return nil, err

@@ -76,3 +76,23 @@ func (f *FieldFilter) RelationsResolved() *FieldFilter {
 	c.relsResolved = true
 	return &c
 }
+
+// WithRelationVisibility is f whose relation requirements may go only
+// through objects vis allows (nil: any), whatever the list's own
+// visibility, which covers the listed resource alone.
+func (f *FieldFilter) WithRelationVisibility(vis *Visibility) *FieldFilter {
+	if f == nil || len(f.rels) == 0 {
+		return f
+	}
+	c := *f
+	c.relVisible = vis
+	return &c
+}
+
+// RelationVisibility is what WithRelationVisibility set.
+func (f *FieldFilter) RelationVisibility() *Visibility {
+	if f == nil {
+		return nil
+	}
+	return f.relVisible
+}

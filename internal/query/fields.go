@@ -45,6 +45,7 @@ type FieldFilter struct {
 	// the backend applies them, Matches skips them.
 	rels         []RelationField
 	relsResolved bool
+	relVisible   *Visibility
 }
 
 // CompileFields parses a Kubernetes field selector for gvr. An empty

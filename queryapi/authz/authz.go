@@ -345,7 +345,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if err != nil {
 		return nil, apierr.ToStatus(err)
 	}
-	ctx = auth.WithUser(ctx, u)
+	ctx = g.relationVisibility(auth.WithUser(ctx, u), u, req)
 	if scope != nil {
 		switch req.(type) {
 		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest, *fleetviewv1.CountRequest:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,12 +26,7 @@ func (g *Guard) related(ctx context.Context, u auth.User, req any, handler grpc.
 	if _, ok := req.(*fleetviewv1.RelatedRequest); !ok {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: unexpected related request %T", auth.ErrForbidden, req))
 	}
-	var vis *query.Visibility
-	if g.members() {
-		vis = g.memberVisibility(ctx, u, g.searched(&fleetviewv1.SearchRequest{}))
-	} else {
-		vis = g.visibility(u)
-	}
+	vis := g.crossVisibility(ctx, u)
 	if vis.None() {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: user %q may not read related objects of any resource", auth.ErrForbidden, u.Name))
 	}
@@ -60,4 +56,35 @@ func FilterRelated(r *fleetviewv1.RelatedResponse, vis *query.Visibility) {
 	r.Edges = slices.DeleteFunc(r.Edges, func(e *fleetviewv1.RelatedEdge) bool {
 		return !kept[e.GetFrom()] || !kept[e.GetTo()]
 	})
+}
+
+// crossVisibility is what u may read of every resource: a search's
+// visibility.
+func (g *Guard) crossVisibility(ctx context.Context, u auth.User) *query.Visibility {
+	if g.members() {
+		return g.memberVisibility(ctx, u, g.searched(&fleetviewv1.SearchRequest{}))
+	}
+	return g.visibility(u)
+}
+
+type relationVisibilityKey struct{}
+
+// relationVisibility hands a list whose field selector has relation
+// fields (fleetview.io/ownedBy, ...) the caller's visibility over every
+// resource: the list's own visibility covers the listed resource, but a
+// relation goes through others (an owner, a selecting Service, a
+// referenced Secret), and one the caller cannot read must select nothing.
+func (g *Guard) relationVisibility(ctx context.Context, u auth.User, req any) context.Context {
+	lr, ok := req.(*fleetviewv1.ListRequest)
+	if !ok || !strings.Contains(lr.GetFieldSelector(), "fleetview.io/") {
+		return ctx
+	}
+	return context.WithValue(ctx, relationVisibilityKey{}, g.crossVisibility(ctx, u))
+}
+
+// RelationVisibleFrom is what a relation field selector may go through:
+// nil (everything) when no Guard runs.
+func RelationVisibleFrom(ctx context.Context) *query.Visibility {
+	v, _ := ctx.Value(relationVisibilityKey{}).(*query.Visibility)
+	return v
 }

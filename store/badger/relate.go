@@ -10,6 +10,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/relations"
 )
 
@@ -54,34 +55,38 @@ type kindSeen struct{ gvr schema.GroupVersionResource }
 
 // relate keeps the relations of the object at (gvr, ns, name) of the
 // writer's cluster: it reads them from obj and rewrites the f/, r/ and q/
-// entries only when they changed (a status update changes none). mayExist
-// is false for an object the store does not hold, whose old relations need
-// not be read.
+// entries only when they changed. mayExist is false for an object the
+// store does not hold, whose old relations need not be read.
+//
+// What relations come from (kind, owner references, spec) is hashed and
+// the hash leads the f/ entry: an update that keeps them (a status
+// update, most updates) is recognized by one small read and the hash,
+// without decoding anything. A kind the store has indexed that names
+// nothing in its spec and has no "ownerReferences" in its bytes (most
+// ConfigMaps, Secrets, Nodes) is not read at all.
 func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []byte, mayExist bool) error {
 	if w.s.noRelations {
 		return nil
 	}
 	_, kindKnown := w.s.kinds.Load(kindSeen{gvr})
 	gr := gvr.GroupResource()
-	var rel relations.Relations
-	if kindKnown && !relations.HasSpecRelations(gr) && !bytes.Contains(obj, []byte(`"ownerReferences"`)) {
-		// Nothing to read: neither owners nor spec references, and the
-		// kind is indexed already. Most ConfigMaps, Secrets, Nodes.
-	} else {
+	spec := relations.HasSpecRelations(gr)
+	read := !kindKnown || spec || bytes.Contains(obj, []byte(`"ownerReferences"`))
+	var doc []byte
+	var h uint64
+	if read {
+		var kind string
 		var err error
-		if rel, err = relations.Extract(gr, ns, obj); err != nil {
-			// The object is stored all the same, relating to nothing: a
-			// selector the member's apiserver accepted but this reader
-			// cannot is no reason to drop the object.
-			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", err)
-			rel = relations.Relations{}
+		if doc, kind, err = relDoc(obj, spec); err != nil {
+			return err // checked by the materializer: not reached
 		}
-	}
-	if !kindKnown && rel.Kind != "" {
-		if err := w.set(kindKey(gvr.Group, rel.Kind), encodeKind(gvr, ns == "")); err != nil {
-			return err
+		h = fnv1a(fnv1a(fnvOffset, gr.String()), string(doc))
+		if !kindKnown && kind != "" {
+			if err := w.set(kindKey(gvr.Group, kind), encodeKind(gvr, ns == "")); err != nil {
+				return err
+			}
+			w.s.kinds.Store(kindSeen{gvr}, true)
 		}
-		w.s.kinds.Store(kindSeen{gvr}, true)
 	}
 	fkey := relKey(w.cluster, gvr, ns, name)
 	var old []byte
@@ -91,10 +96,22 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 			return err
 		}
 	}
+	if read && len(old) >= 8 && binary.BigEndian.Uint64(old) == h {
+		return nil // what relations come from did not change
+	}
+	var rel relations.Relations
 	var nv []byte
-	if !rel.Empty() {
+	if read {
 		var err error
-		if nv, err = encodeRelations(rel); err != nil {
+		if rel, err = relations.Extract(gr, ns, doc); err != nil {
+			// The object is stored all the same, relating to nothing: a
+			// selector the member's apiserver accepted but this reader
+			// cannot is no reason to drop the object.
+			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", err)
+			rel = relations.Relations{}
+		}
+		// Kept even when empty: the hash spares the next update a decode.
+		if nv, err = encodeRelations(h, rel); err != nil {
 			return err
 		}
 	}
@@ -124,6 +141,44 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
 	return w.set(fkey, nv)
+}
+
+// relDoc is the part of obj relations are read from, as a small document
+// relations.Extract reads: kind, metadata.ownerReferences and (withSpec)
+// spec, copied as they are. Decoding it costs a fraction of the object:
+// a Pod's status, labels and annotations are stepped over unread.
+func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
+	var vals [][]byte
+	if vals, err = rawjson.PathValues(obj, []string{"kind"}, vals); err != nil {
+		return nil, "", err
+	}
+	doc = append(doc, `{"kind":`...)
+	if len(vals) == 1 && vals[0][0] == '"' {
+		doc = append(doc, vals[0]...)
+		kind, _ = rawjson.String(vals[0])
+	} else {
+		doc = append(doc, `""`...)
+	}
+	if vals, err = rawjson.PathValues(obj, []string{"metadata", "ownerReferences"}, vals[:0]); err != nil {
+		return nil, "", err
+	}
+	doc = append(doc, `,"metadata":{"ownerReferences":[`...)
+	for i, v := range vals {
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = append(doc, v...)
+	}
+	doc = append(doc, "]}"...)
+	if withSpec {
+		if vals, err = rawjson.PathValues(obj, []string{"spec"}, vals[:0]); err != nil {
+			return nil, "", err
+		}
+		if len(vals) == 1 && vals[0][0] == '{' {
+			doc = append(append(doc, `,"spec":`...), vals[0]...)
+		}
+	}
+	return append(doc, '}'), kind, nil
 }
 
 // unrelate drops the relations of a deleted object.
@@ -212,12 +267,13 @@ func decodeKind(group string, v []byte) (schema.GroupVersionResource, bool, erro
 
 var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}
 
-// encodeRelations is an f/ value: the refs, each a type byte and four
+// encodeRelations is an f/ value: the hash of what the relations were
+// read from (relDoc), then the refs, each a type byte and four
 // length-prefixed strings (group, kind, namespace, name), then the
 // selector's JSON (empty: none). A Pod's five references take ~100 bytes
 // where JSON took ~400, and every Pod has an entry in the LSM tree.
-func encodeRelations(rel relations.Relations) ([]byte, error) {
-	b := binary.AppendUvarint(nil, uint64(len(rel.Refs)))
+func encodeRelations(h uint64, rel relations.Relations) ([]byte, error) {
+	b := binary.AppendUvarint(binary.BigEndian.AppendUint64(nil, h), uint64(len(rel.Refs)))
 	for _, r := range rel.Refs {
 		c, ok := edgeCodes[r.Type]
 		if !ok {
@@ -240,6 +296,10 @@ func encodeRelations(rel relations.Relations) ([]byte, error) {
 
 func decodeRelations(b []byte) (relations.Relations, error) {
 	var rel relations.Relations
+	if len(b) < 8 {
+		return rel, errCorrupt
+	}
+	b = b[8:]
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)) {
 		return rel, errCorrupt

@@ -29,7 +29,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 	}
 	var g query.Graph
 	err := r.db.View(func(txn *bdg.Txn) error {
-		rw := &relWalk{o: o, txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[query.Edge]bool{}}
+		rw := newRelWalk(txn)
+		rw.o = o
+		defer rw.close()
 		root, ok, err := rw.cached(o.Cluster, o.GVR, o.Namespace, o.Name)
 		if err != nil {
 			return err
@@ -79,6 +81,49 @@ type relWalk struct {
 	seen  map[string]int // node ID -> index in g.Nodes
 	kinds map[schema.GroupKind]kindInfo
 	edges map[query.Edge]bool
+	// objs memoizes cached (a Pod's ReplicaSet, ConfigMaps and Node are
+	// met once per Pod), sels the selectors of a namespace.
+	objs map[string]cachedObj
+	sels map[string][]storedSelector
+	// it serves every prefix scan of the walk: creating a Badger iterator
+	// costs more than a seek.
+	it *bdg.Iterator
+}
+
+type cachedObj struct {
+	n  relNode
+	ok bool
+}
+
+type storedSelector struct {
+	gvr  schema.GroupVersionResource
+	name string
+	sel  relations.Selector
+}
+
+func newRelWalk(txn *bdg.Txn) *relWalk {
+	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[query.Edge]bool{},
+		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}}
+}
+
+func (rw *relWalk) close() {
+	if rw.it != nil {
+		rw.it.Close()
+	}
+}
+
+// each calls f with the keys under prefix (and their items, valid during
+// the call only).
+func (rw *relWalk) each(prefix []byte, f func(key []byte, it *bdg.Item) error) error {
+	if rw.it == nil {
+		rw.it = rw.txn.NewIterator(bdg.IteratorOptions{})
+	}
+	for rw.it.Seek(prefix); rw.it.ValidForPrefix(prefix); rw.it.Next() {
+		if err := f(rw.it.Item().Key(), rw.it.Item()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (rw *relWalk) visible(n query.Node) bool {
@@ -169,16 +214,16 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 	// Incoming: what names n (its children, its referrers).
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
 	var srcs [][]string
-	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
-	for it.Rewind(); it.Valid(); it.Next() {
-		p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
+	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+		p := bytes.Split(key[len(pre):], []byte{sep})
 		if len(p) != 6 {
-			it.Close()
-			return nil, fmt.Errorf("%w: reverse key %q", errCorrupt, it.Item().Key())
+			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
 		srcs = append(srcs, []string{string(p[0]), string(p[1]), string(p[2]), string(p[3]), string(p[4]), string(p[5])})
+		return nil
+	}); err != nil {
+		return nil, err
 	}
-	it.Close()
 	for _, s := range srcs {
 		src, ok, err := rw.cached(n.Cluster, schema.GroupVersionResource{Group: s[1], Version: s[2], Resource: s[3]}, s[4], s[5])
 		if err != nil {
@@ -205,13 +250,14 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 func (rw *relWalk) copies(root relNode) error {
 	pre := append(join("o", root.gvr.Group, root.gvr.Version, root.gvr.Resource, root.Namespace, root.Name), sep)
 	var clusters []string
-	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
-	for it.Rewind(); it.Valid(); it.Next() {
-		if c := string(it.Item().Key()[len(pre):]); c != root.Cluster {
+	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+		if c := string(key[len(pre):]); c != root.Cluster {
 			clusters = append(clusters, c)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
-	it.Close()
 	for _, c := range clusters {
 		cp, ok, err := rw.cached(c, root.gvr, root.Namespace, root.Name)
 		if err != nil {
@@ -227,7 +273,19 @@ func (rw *relWalk) copies(root relNode) error {
 // cached reads the object at its primary key as a node (ok false: the
 // store does not hold it).
 func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	it, err := rw.txn.Get(objKey(gvr, ns, name, cluster))
+	key := objKey(gvr, ns, name, cluster)
+	if c, ok := rw.objs[string(key)]; ok {
+		return c.n, c.ok, nil
+	}
+	n, ok, err := rw.read(key, cluster, gvr, ns, name)
+	if err == nil {
+		rw.objs[string(key)] = cachedObj{n, ok}
+	}
+	return n, ok, err
+}
+
+func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
+	it, err := rw.txn.Get(key)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return relNode{}, false, nil
 	}
@@ -309,20 +367,22 @@ func (rw *relWalk) selected(cluster string, s *relations.Selector) ([]relNode, e
 		// The label index spans the clusters: its entries end with the
 		// cluster, so the ones of other clusters are skipped unread.
 		pre := append(append(labelPrefix(podsGVR, k, v), s.Namespace...), sep)
-		it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
-		for it.Rewind(); it.Valid(); it.Next() {
-			if _, _, c, err := tailBytes(it.Item().Key()); err == nil && string(c) == cluster {
-				keys = append(keys, it.Item().KeyCopy(nil))
+		if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+			if _, _, c, err := tailBytes(key); err == nil && string(c) == cluster {
+				keys = append(keys, bytes.Clone(key))
 			}
+			return nil
+		}); err != nil {
+			return nil, err
 		}
-		it.Close()
 	} else {
 		pre := append(append(clusterPrefix(cluster, podsGVR), s.Namespace...), sep)
-		it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
+		if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+			keys = append(keys, bytes.Clone(key))
+			return nil
+		}); err != nil {
+			return nil, err
 		}
-		it.Close()
 	}
 	var out []relNode
 	for _, key := range keys {
@@ -342,34 +402,34 @@ func (rw *relWalk) selected(cluster string, s *relations.Selector) ([]relNode, e
 }
 
 // selecting are the cached objects whose selector selects the Pod n: the
-// selectors of its namespace and cluster, each judged on its labels.
+// selectors of its namespace and cluster (read once per walk), each
+// judged on its labels.
 func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 	pre := selectorPrefix(n.Cluster, n.Namespace)
-	type hit struct {
-		gvr  schema.GroupVersionResource
-		name string
+	sels, ok := rw.sels[string(pre)]
+	if !ok {
+		if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
+			p := bytes.Split(key[len(pre):], []byte{sep})
+			if len(p) != 4 {
+				return fmt.Errorf("%w: selector key %q", errCorrupt, key)
+			}
+			s := storedSelector{gvr: schema.GroupVersionResource{Group: string(p[0]), Version: string(p[1]), Resource: string(p[2])}, name: string(p[3])}
+			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &s.sel) }); err != nil {
+				return fmt.Errorf("%w: selector %q: %v", errCorrupt, key, err)
+			}
+			sels = append(sels, s)
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+		rw.sels[string(pre)] = sels
 	}
-	var hits []hit
-	it := rw.txn.NewIterator(bdg.IteratorOptions{Prefix: pre, PrefetchValues: true})
-	for it.Rewind(); it.Valid(); it.Next() {
-		p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
-		if len(p) != 4 {
-			it.Close()
-			return nil, fmt.Errorf("%w: selector key %q", errCorrupt, it.Item().Key())
-		}
-		var s relations.Selector
-		if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &s) }); err != nil {
-			it.Close()
-			return nil, fmt.Errorf("%w: selector %q: %v", errCorrupt, it.Item().Key(), err)
-		}
-		if s.Matches(n.labels) {
-			hits = append(hits, hit{schema.GroupVersionResource{Group: string(p[0]), Version: string(p[1]), Resource: string(p[2])}, string(p[3])})
-		}
-	}
-	it.Close()
 	var out []relNode
-	for _, h := range hits {
-		s, ok, err := rw.cached(n.Cluster, h.gvr, n.Namespace, h.name)
+	for i := range sels {
+		if !sels[i].sel.Matches(n.labels) {
+			continue
+		}
+		s, ok, err := rw.cached(n.Cluster, sels[i].gvr, n.Namespace, sels[i].name)
 		if err != nil {
 			return nil, err
 		}

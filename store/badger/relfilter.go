@@ -28,7 +28,7 @@ const maxOwnerDepth = 8
 // Only what vis allows is a start or a step: a relation through an object
 // the caller cannot read selects nothing, so the answer tells nothing of
 // that object.
-func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField, vis *query.Visibility) (map[string]bool, error) {
+func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField, vis allower) (map[string]bool, error) {
 	kinds, err := readKinds(txn)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,8 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 				}
 			}
 		case query.FieldSelectedBy:
-			rw := &relWalk{txn: txn}
+			rw := newRelWalk(txn)
+			defer rw.close()
 			for _, gk := range gks {
 				g := kinds.byKind[gk].gvr
 				roots, err := namedObjects(txn, g, ns, rf.Name)
@@ -194,7 +195,7 @@ func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string) 
 
 // ownedBelow adds to set the objects of gr that t owns, directly or
 // through owned objects.
-func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool, vis *query.Visibility) error {
+func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool, vis allower) error {
 	seen := map[relations.Target]bool{t: true}
 	frontier := []relations.Target{t}
 	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
@@ -268,10 +269,26 @@ func (l *listScan) relations() error {
 	if fns, ok := l.o.Fields.Namespace(); ok && ns == "" {
 		ns = fns
 	}
-	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs, l.o.Visible)
+	// Through the caller's visibility over every resource (the query API
+	// sets it), and the list's own too: a relation through an object of
+	// the listed resource the caller cannot see selects nothing either.
+	vis := l.o.Fields.RelationVisibility()
+	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs, both{vis, l.o.Visible})
 	if err != nil {
 		return err
 	}
 	l.members, l.o.Fields = m, l.o.Fields.RelationsResolved()
 	return nil
+}
+
+// allower is what a relation may go through.
+type allower interface {
+	Allows(gr schema.GroupResource, cluster, namespace string) bool
+}
+
+// both allows what each of two visibilities allows (nil: everything).
+type both [2]*query.Visibility
+
+func (b both) Allows(gr schema.GroupResource, cluster, namespace string) bool {
+	return b[0].Allows(gr, cluster, namespace) && b[1].Allows(gr, cluster, namespace)
 }
