@@ -128,6 +128,22 @@ func (c *counter) tally(vals [][]string) {
 	if len(vals) == 0 {
 		return // the total alone
 	}
+	single := true
+	for _, v := range vals {
+		single = single && len(v) == 1
+	}
+	if single { // most objects: one group, built without the recursion
+		c.joined = c.joined[:0]
+		for i, v := range vals {
+			if i > 0 {
+				c.joined = append(c.joined, sep)
+			}
+			c.joined = append(c.joined, v[0]...)
+			c.row[i] = v[0]
+		}
+		c.t.Add(c.joined, c.row, 1)
+		return
+	}
 	var rec func(i int)
 	rec = func(i int) {
 		if i == len(vals) {

@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -116,6 +117,17 @@ func exit(code int) {
 		os.RemoveAll(tmp)
 	}
 	os.Exit(code)
+}
+
+// cpuTime is the process's CPU time so far (user and system): on a
+// shared machine a read's wall time counts the other processes' turns
+// too, its CPU time does not (the store is idle while reads run).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		fail("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(ds []time.Duration) time.Duration {
@@ -206,18 +218,18 @@ func main() {
 	failed := false
 	for _, c := range cases {
 		c.o.GVR = benchdata.PodGVR
-		var counts, lists []time.Duration
+		var counts, lists, countsCPU, listsCPU []time.Duration
 		var total int64
 		var listed int
 		for range repeat {
-			start := time.Now()
+			start, cpu := time.Now(), cpuTime()
 			res, err := rd.Count(ctx, c.o)
 			if err != nil {
 				fail("count %s: %v", c.name, err)
 			}
-			counts = append(counts, time.Since(start))
+			counts, countsCPU = append(counts, time.Since(start)), append(countsCPU, cpuTime()-cpu)
 			total = res.Total
-			start = time.Now()
+			start, cpu = time.Now(), cpuTime()
 			listed = 0
 			lo := query.ListOptions{GVR: benchdata.PodGVR, Labels: c.o.Labels, Visible: c.o.Visible, Limit: 500}
 			for {
@@ -231,21 +243,24 @@ func main() {
 				}
 				lo.Continue = p.Continue
 			}
-			lists = append(lists, time.Since(start))
+			lists, listsCPU = append(lists, time.Since(start)), append(listsCPU, cpuTime()-cpu)
 		}
 		if int64(listed) != total {
 			fail("%s: counted %d objects, listed %d", c.name, total, listed)
 		}
-		cm, lm := median(counts), median(lists)
+		cm, lm, cc, lc := median(counts), median(lists), median(countsCPU), median(listsCPU)
 		verdict := ""
 		if c.target > 0 {
+			// Judged on CPU time: the wall time of a loaded machine is
+			// mostly the other processes' (both are printed).
 			verdict = fmt.Sprintf(" (target <= %v)", c.target)
-			if cm > c.target {
+			if cc > c.target {
 				verdict += " OVER"
 				failed = true
 			}
 		}
-		fmt.Printf("count by %s over %d Pods: %v; list of the same selection %v: ratio %.3f%s\n", c.name, total, cm.Round(100*time.Microsecond), lm.Round(time.Millisecond), float64(cm)/float64(lm), verdict)
+		fmt.Printf("count by %s over %d Pods: %v wall, %v CPU; list of the same selection %v wall, %v CPU: ratio %.3f (CPU %.3f)%s\n", c.name, total,
+			cm.Round(100*time.Microsecond), cc.Round(100*time.Microsecond), lm.Round(time.Millisecond), lc.Round(time.Millisecond), float64(cm)/float64(lm), float64(cc)/float64(lc), verdict)
 	}
 	rd.Close()
 	if err := kept.Close(); err != nil {
