@@ -145,41 +145,60 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 
 // relDoc is the part of obj relations are read from, as a small document
 // relations.Extract reads: kind, metadata.ownerReferences and (withSpec)
-// spec, copied as they are. Decoding it costs a fraction of the object:
-// a Pod's status, labels and annotations are stepped over unread.
+// spec, copied as they are. One pass over the members, which stops once
+// it has them (status, after spec, is not scanned); decoding the document
+// costs a fraction of the object's.
 func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
-	var vals [][]byte
-	if vals, err = rawjson.PathValues(obj, []string{"kind"}, vals); err != nil {
+	var kindV, owners, spec []byte
+	var seenKind, seenMeta, seenSpec bool
+	_, err = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
+		end, err := rawjson.SkipValue(obj, m.ValueStart)
+		if err != nil {
+			return 0, err
+		}
+		switch string(m.Key) {
+		case "kind":
+			kindV, seenKind = obj[m.ValueStart:end], true
+		case "spec":
+			spec, seenSpec = obj[m.ValueStart:end], true
+		case "metadata":
+			seenMeta = true
+			if _, err := rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
+				e, err := rawjson.SkipValue(obj, mm.ValueStart)
+				if err == nil && string(mm.Key) == "ownerReferences" {
+					owners = obj[mm.ValueStart:e]
+				}
+				return e, err
+			}); err != nil {
+				return 0, err
+			}
+		}
+		if seenKind && seenMeta && (seenSpec || !withSpec) {
+			return 0, errStopScan
+		}
+		return end, nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
 		return nil, "", err
 	}
 	doc = append(doc, `{"kind":`...)
-	if len(vals) == 1 && vals[0][0] == '"' {
-		doc = append(doc, vals[0]...)
-		kind, _ = rawjson.String(vals[0])
+	if len(kindV) > 0 && kindV[0] == '"' {
+		doc = append(doc, kindV...)
+		kind, _ = rawjson.String(kindV)
 	} else {
 		doc = append(doc, `""`...)
 	}
-	if vals, err = rawjson.PathValues(obj, []string{"metadata", "ownerReferences"}, vals[:0]); err != nil {
-		return nil, "", err
+	if len(owners) > 0 && owners[0] == '[' {
+		doc = append(append(append(doc, `,"metadata":{"ownerReferences":`...), owners...), '}')
 	}
-	doc = append(doc, `,"metadata":{"ownerReferences":[`...)
-	for i, v := range vals {
-		if i > 0 {
-			doc = append(doc, ',')
-		}
-		doc = append(doc, v...)
-	}
-	doc = append(doc, "]}"...)
-	if withSpec {
-		if vals, err = rawjson.PathValues(obj, []string{"spec"}, vals[:0]); err != nil {
-			return nil, "", err
-		}
-		if len(vals) == 1 && vals[0][0] == '{' {
-			doc = append(append(doc, `,"spec":`...), vals[0]...)
-		}
+	if withSpec && len(spec) > 0 && spec[0] == '{' {
+		doc = append(append(doc, `,"spec":`...), spec...)
 	}
 	return append(doc, '}'), kind, nil
 }
+
+// errStopScan ends relDoc's scan once it has what it reads.
+var errStopScan = errors.New("scan done")
 
 // unrelate drops the relations of a deleted object.
 func (w *writer) unrelate(gvr schema.GroupVersionResource, ns, name string) error {

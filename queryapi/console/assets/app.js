@@ -3,6 +3,7 @@
 import { APIError, get, query, gvrPath, setToken, token, watch } from './api.js';
 import { age, labelTerms, objectStatus, toYAML } from './format.js';
 import { countPanel, filterCounts } from './counts.js';
+import { showRelated } from './related.js';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, props, ...kids) => {
@@ -474,6 +475,7 @@ async function openObject([cluster, group, version, resource, ns, name]) {
   $('obj-yaml').textContent = 'loading…';
   $('obj-source').replaceChildren();
   $('obj-others').replaceChildren();
+  $('obj-related').replaceChildren();
   let res;
   try {
     res = await get(`/v1/resources/${gvrPath(gvr)}/${encodeURIComponent(name)}${query({ namespace, cluster })}`, ctrl.signal);
@@ -486,6 +488,7 @@ async function openObject([cluster, group, version, resource, ns, name]) {
   showError(null);
   showObject(res.object);
   otherClusters(gvr, namespace, name, cluster, ctrl.signal);
+  showRelated(gvr, namespace, name, cluster, ctrl.signal);
   // Live: the object's own watch (by name, in its cluster).
   setLive(true);
   let rv = '';
