@@ -31,11 +31,16 @@ func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error
 	if !l.resolve() {
 		return l.page, nil
 	}
+	l.membersRange()
 	start, err := l.start(p.cur.After)
 	if err != nil {
 		return l.page, err
 	}
-	if more, err := l.scan(start); err != nil || !more {
+	scan := l.scan
+	if l.members != nil {
+		scan = l.scanMembers // a relation field selected the candidates
+	}
+	if more, err := scan(start); err != nil || !more {
 		p.last = err == nil
 		return l.page, err
 	}

@@ -263,6 +263,30 @@ func TestRelationFieldList(t *testing.T) {
 			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
 		}
 	}
+	// Paged: one Pod a page, the second page from the first's token.
+	f, err := query.CompileFields(podsGVR, "fleetview.io/ownedBy=Deployment/web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paged []string
+	cont := ""
+	for range 3 {
+		p, err := r.List(context.Background(), query.ListOptions{GVR: podsGVR, Fields: f, Limit: 1, Continue: cont})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range p.Items {
+			_, name, _ := strings.Cut(string(o.JSON), `"name":"`)
+			name, _, _ = strings.Cut(name, `"`)
+			paged = append(paged, name)
+		}
+		if cont = p.Continue; cont == "" {
+			break
+		}
+	}
+	if got := strings.Join(paged, " "); got != "web-1-a web-1-b" {
+		t.Errorf("paged ownedBy list = %q", got)
+	}
 	// A caller who reads Pods, ReplicaSets and ConfigMaps only: a relation
 	// through anything else selects nothing.
 	some := &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{{Resource: "pods"}, {Group: "apps", Resource: "replicasets"}, {Resource: "configmaps"}}}}}

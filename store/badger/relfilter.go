@@ -3,7 +3,9 @@ package badger
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -291,4 +293,50 @@ type both [2]*query.Visibility
 
 func (b both) Allows(gr schema.GroupResource, cluster, namespace string) bool {
 	return b[0].Allows(gr, cluster, namespace) && b[1].Allows(gr, cluster, namespace)
+}
+
+// membersRange makes a list whose relation fields selected its candidates
+// read the object range (of its namespace, if any) by their keys: the
+// Pods one Deployment owns are read, not the resource's range around them.
+func (l *listScan) membersRange() {
+	if l.members == nil {
+		return
+	}
+	ns := l.o.Namespace
+	if fns, ok := l.o.Fields.Namespace(); ok && ns == "" {
+		ns = fns
+	}
+	l.indexed, l.base, l.objBase = false, nil, nil
+	l.prefix = objPrefix(l.o.GVR)
+	if ns != "" {
+		l.prefix = append(append(l.prefix, ns...), sep)
+	}
+}
+
+// scanMembers is scan over the members' primary keys from start, in key
+// order (the order of every list, which continue tokens rely on).
+func (l *listScan) scanMembers(start []byte) (bool, error) {
+	keys := make([][]byte, 0, len(l.members))
+	for m := range l.members {
+		c, rest, _ := strings.Cut(m, "\x00")
+		ns, name, _ := strings.Cut(rest, "\x00")
+		k := objKey(l.o.GVR, ns, name, c)
+		if bytes.HasPrefix(k, l.prefix) && bytes.Compare(k, start) >= 0 {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	for _, k := range keys {
+		item, err := l.txn.Get(k)
+		if errors.Is(err, bdg.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if more, err := l.visit(item); err != nil || more {
+			return more, err
+		}
+	}
+	return l.drain()
 }
