@@ -192,9 +192,86 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 		doc = append(append(append(doc, `,"metadata":{"ownerReferences":`...), owners...), '}')
 	}
 	if withSpec && len(spec) > 0 && spec[0] == '{' {
-		doc = append(append(doc, `,"spec":`...), spec...)
+		if doc, err = appendSpec(append(doc, `,"spec":`...), spec); err != nil {
+			return nil, "", err
+		}
 	}
 	return append(doc, '}'), kind, nil
+}
+
+// specMembers are the spec members relations.Extract reads; containers
+// (the bulk of a Pod's spec) are kept as their envFrom and env alone.
+var specMembers = map[string]bool{"selector": true, "podSelector": true, "nodeName": true, "serviceAccountName": true,
+	"volumes": true, "imagePullSecrets": true, "volumeName": true, "defaultBackend": true, "rules": true, "scaleTargetRef": true}
+
+var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
+
+// appendSpec appends to doc the members of spec that relations read:
+// a Pod's spec shrinks to about a fifth, and so does its decode.
+func appendSpec(doc, spec []byte) ([]byte, error) {
+	doc = append(doc, '{')
+	first := true
+	member := func(key, v []byte) {
+		if !first {
+			doc = append(doc, ',')
+		}
+		first = false
+		doc = append(append(append(append(doc, '"'), key...), `":`...), v...)
+	}
+	_, err := rawjson.EachMember(spec, 0, func(m rawjson.Member) (int, error) {
+		end, err := rawjson.SkipValue(spec, m.ValueStart)
+		if err != nil {
+			return 0, err
+		}
+		v := spec[m.ValueStart:end]
+		switch {
+		case specMembers[string(m.Key)]:
+			member(m.Key, v)
+		case containerLists[string(m.Key)] && len(v) > 0 && v[0] == '[':
+			var out []byte
+			if out, err = containerRefs(v); err != nil {
+				return 0, err
+			}
+			member(m.Key, out)
+		}
+		return end, nil
+	})
+	return append(doc, '}'), err
+}
+
+// containerRefs is a containers array with each container's envFrom and
+// env only.
+func containerRefs(arr []byte) ([]byte, error) {
+	els, err := rawjson.Elements(arr, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := []byte{'['}
+	for i, e := range els {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, '{')
+		c := arr[e.Start:e.End]
+		n := 0
+		if len(c) > 0 && c[0] == '{' {
+			if _, err := rawjson.EachMember(c, 0, func(m rawjson.Member) (int, error) {
+				end, err := rawjson.SkipValue(c, m.ValueStart)
+				if err == nil && (string(m.Key) == "envFrom" || string(m.Key) == "env") {
+					if n > 0 {
+						out = append(out, ',')
+					}
+					n++
+					out = append(append(append(append(out, '"'), m.Key...), `":`...), c[m.ValueStart:end]...)
+				}
+				return end, err
+			}); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, '}')
+	}
+	return append(out, ']'), nil
 }
 
 // errStopScan ends relDoc's scan once it has what it reads.
