@@ -299,14 +299,7 @@ func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResou
 			return err
 		}
 		n.labels = rec.labels
-		vals, err := rawjson.PathValues(rec.json, []string{"kind"}, nil)
-		if err == nil && len(vals) == 1 {
-			n.Kind, _ = rawjson.String(vals[0])
-		}
-		vals, err = rawjson.PathValues(rec.json, []string{"metadata", "uid"}, vals[:0])
-		if err == nil && len(vals) == 1 {
-			n.UID, _ = rawjson.String(vals[0])
-		}
+		n.Kind, n.UID = kindAndUID(rec.json)
 		return nil
 	})
 	return n, err == nil, err
@@ -450,4 +443,32 @@ func get(txn *bdg.Txn, key []byte) ([]byte, error) {
 		return nil, err
 	}
 	return it.ValueCopy(nil)
+}
+
+// kindAndUID reads kind and metadata.uid in one pass that stops once it
+// has both (before spec and status, in the order objects are written).
+func kindAndUID(obj []byte) (kind, uid string) {
+	_, _ = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
+		end, err := rawjson.SkipValue(obj, m.ValueStart)
+		if err != nil {
+			return 0, err
+		}
+		switch string(m.Key) {
+		case "kind":
+			kind, _ = rawjson.String(obj[m.ValueStart:end])
+		case "metadata":
+			_, _ = rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
+				e, err := rawjson.SkipValue(obj, mm.ValueStart)
+				if err == nil && string(mm.Key) == "uid" {
+					uid, _ = rawjson.String(obj[mm.ValueStart:e])
+				}
+				return e, err
+			})
+		}
+		if kind != "" && uid != "" {
+			return 0, errStopScan
+		}
+		return end, nil
+	})
+	return kind, uid
 }

@@ -198,17 +198,20 @@ func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string) 
 // ownedBelow adds to set the objects of gr that t owns, directly or
 // through owned objects.
 func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster string, t relations.Target, set map[string]bool, vis allower) error {
+	it := txn.NewIterator(bdg.IteratorOptions{})
+	defer it.Close()
 	seen := map[relations.Target]bool{t: true}
 	frontier := []relations.Target{t}
 	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
 		var next []relations.Target
 		for _, o := range frontier {
 			pre := append(append(reversePrefix(cluster, o), relations.Owner...), sep)
-			it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
-			for it.Rewind(); it.Valid(); it.Next() {
+			// One iterator, sought to each owner: creating one per owner
+			// (a Deployment's hundred Pods are owners too) cost more than
+			// the scans.
+			for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
 				p := bytes.Split(it.Item().Key()[len(pre):], []byte{sep})
 				if len(p) != 5 {
-					it.Close()
 					return fmt.Errorf("%w: reverse key %q", errCorrupt, it.Item().Key())
 				}
 				cgr := schema.GroupResource{Group: string(p[0]), Resource: string(p[2])}
@@ -226,7 +229,6 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 					}
 				}
 			}
-			it.Close()
 		}
 		frontier = next
 	}
