@@ -220,6 +220,18 @@ type Counts struct {
 type Tally struct {
 	rows  map[string]*CountRow
 	Total int64
+	// recent are the groups last added to, looked up before the map: a
+	// count by cluster x phase meets its few groups over and over, and
+	// comparing a few short keys costs less than hashing one.
+	recent [recentGroups]recentGroup
+	next   int
+}
+
+const recentGroups = 8
+
+type recentGroup struct {
+	key string
+	row *CountRow
 }
 
 // NewTally is an empty tally.
@@ -228,11 +240,21 @@ func NewTally() *Tally { return &Tally{rows: map[string]*CountRow{}} }
 // Add counts n objects in the group of values (joined is its key: the
 // values joined by a 0 byte). values is copied when the group is new.
 func (t *Tally) Add(joined []byte, values []string, n int64) {
-	if r, ok := t.rows[string(joined)]; ok {
-		r.Count += n
-		return
+	for i := range t.recent {
+		if g := &t.recent[i]; g.row != nil && g.key == string(joined) {
+			g.row.Count += n
+			return
+		}
 	}
-	t.rows[string(joined)] = &CountRow{Values: slices.Clone(values), Count: n}
+	r, ok := t.rows[string(joined)]
+	if ok {
+		r.Count += n
+	} else {
+		r = &CountRow{Values: slices.Clone(values), Count: n}
+		t.rows[string(joined)] = r
+	}
+	t.recent[t.next] = recentGroup{key: string(joined), row: r}
+	t.next = (t.next + 1) % recentGroups
 }
 
 // AddRow merges a row of another tally (another backend's).

@@ -231,7 +231,10 @@ func (c *counter) indexed() error {
 		for i, d := range c.o.By {
 			switch {
 			case i == drive:
-				one[i][0] = c.str(keyValue(k, prefix, len(k)-len(id)))
+				// The range is sorted by value: a run of keys shares it.
+				if v := keyValue(k, prefix, len(k)-len(id)); string(v) != one[i][0] {
+					one[i][0] = c.str(v)
+				}
 				vals[i] = one[i][:]
 			case d.Kind == query.DimCluster:
 				one[i][0] = c.str(cluster)
