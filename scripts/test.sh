@@ -248,6 +248,11 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# CI's scale (about a minute); the is 3 x 50k Pods (the
 	# default, docs/benchmarks/counts.md).
 	FV_COUNTS_PODS="${FV_COUNTS_PODS:-15000}" "$bench/bench-counts"
+	log "relations benchmark (Pods, ReplicaSets, Deployments and Services in Badger: the apply rate with the relationship index against without; Related of a Deployment at depth 3; a list by fleetview.io/ownedBy against the same list by label)"
+	go build -o "$bench/bench-relations" ./integration/cmd/bench-relations
+	# CI's scale (about a minute); the is 3 x 50k Pods (the
+	# default, docs/benchmarks/relations.md).
+	FV_REL_PODS="${FV_REL_PODS:-5000}" FV_REL_ROUNDS="${FV_REL_ROUNDS:-1}" "$bench/bench-relations"
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"
