@@ -53,3 +53,14 @@ func RelatedResponse(g query.Graph) *fleetviewv1.RelatedResponse {
 	}
 	return resp
 }
+
+// noRelations refuses relation field selectors where they cannot be
+// answered (a watch: which objects a relation selects changes with other
+// objects' events, which a watch of one resource does not see), rather
+// than matching nothing.
+func noRelations(f *query.FieldFilter, what string) error {
+	if rfs := f.Relations(); len(rfs) > 0 {
+		return fmt.Errorf("%w: fieldSelector: %s is not supported in %s (only in lists)", query.ErrInvalid, rfs[0].Field, what)
+	}
+	return nil
+}

@@ -77,6 +77,9 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	if err != nil {
 		return err
 	}
+	if err := noRelations(f.fields, "a watch"); err != nil {
+		return err
+	}
 	// f carries the caller's visibility: hidden objects are neither listed
 	// nor queued, so they never fill this watch's buffer (a 429 caused by
 	// what the caller cannot see would tell of it).
