@@ -263,6 +263,20 @@ func TestRelationFieldList(t *testing.T) {
 			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
 		}
 	}
+	// Another cluster's list: the relation is walked in its clusters only.
+	for _, cs := range []struct {
+		clusters []string
+		want     int
+	}{{[]string{"c2"}, 0}, {[]string{"c1", "c2"}, 2}} {
+		f, err := query.CompileFields(podsGVR, "fleetview.io/ownedBy=Deployment/web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.List(context.Background(), query.ListOptions{GVR: podsGVR, Fields: f, Clusters: cs.clusters})
+		if err != nil || len(p.Items) != cs.want {
+			t.Errorf("ownedBy in %v: %d Pods %v, want %d", cs.clusters, len(p.Items), err, cs.want)
+		}
+	}
 	// Paged: one Pod a page, the second page from the first's token.
 	f, err := query.CompileFields(podsGVR, "fleetview.io/ownedBy=Deployment/web")
 	if err != nil {

@@ -26,11 +26,12 @@ const maxOwnerDepth = 8
 // found in the o/ range of each resource, narrowed to ns when the list
 // is) and reads the relationship index: the reverse owner edges down to
 // maxOwnerDepth, the named objects' selectors on the label index, or the
-// reverse reference edges, per cluster for a target no cluster sent.
+// reverse reference edges, per cluster for a target no cluster sent. Only
+// the list's clusters (nil: all) are walked.
 // Only what vis allows is a start or a step: a relation through an object
 // the caller cannot read selects nothing, so the answer tells nothing of
 // that object.
-func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rfs []query.RelationField, vis allower) (map[string]bool, error) {
+func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, clusters map[string]bool, rfs []query.RelationField, vis allower) (map[string]bool, error) {
 	kinds, err := readKinds(txn)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 					return nil, err
 				}
 				for _, r := range roots {
-					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) {
+					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) || (clusters != nil && !clusters[r.cluster]) {
 						continue
 					}
 					if err := ownedBelow(txn, kinds, gvr.GroupResource(), r.cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: r.ns, Name: r.name}, set, vis); err != nil {
@@ -66,7 +67,7 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 					return nil, err
 				}
 				for _, r := range roots {
-					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) {
+					if !vis.Allows(g.GroupResource(), r.cluster, r.ns) || (clusters != nil && !clusters[r.cluster]) {
 						continue
 					}
 					v, err := get(txn, selectorKey(r.cluster, r.ns, g, r.name))
@@ -90,13 +91,16 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, rf
 				}
 			}
 		case query.FieldReferences:
-			clusters := query.Version{}
-			if err := versions(txn, clusters); err != nil {
+			held := query.Version{}
+			if err := versions(txn, held); err != nil {
 				return nil, err
 			}
 			for _, gk := range gks {
 				tgr := kinds.byKind[gk].gvr.GroupResource()
-				for c := range clusters {
+				for c := range held {
+					if clusters != nil && !clusters[c] {
+						continue
+					}
 					if err := referrers(txn, gvr.GroupResource(), c, gk, ns, rf.Name, set, func(tns string) bool { return vis.Allows(tgr, c, tns) }); err != nil {
 						return nil, err
 					}
@@ -277,7 +281,7 @@ func (l *listScan) relations() error {
 	// sets it), and the list's own too: a relation through an object of
 	// the listed resource the caller cannot see selects nothing either.
 	vis := l.o.Fields.RelationVisibility()
-	m, err := relatedMembers(l.txn, l.o.GVR, ns, rfs, both{vis, l.o.Visible})
+	m, err := relatedMembers(l.txn, l.o.GVR, ns, l.clusters, rfs, both{vis, l.o.Visible})
 	if err != nil {
 		return err
 	}
