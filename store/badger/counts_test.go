@@ -298,7 +298,7 @@ func TestValueIndexKeepsUp(t *testing.T) {
 	if got, want := keys(s, "v"), 47*3+withInit; got != want {
 		t.Errorf("value index entries %d, want %d", got, want)
 	}
-	if got := keys(s, "x"); got != 47 {
+	if got := keys(s, "X"); got != 47 {
 		t.Errorf("x entries %d, want 47", got)
 	}
 	if err := s.Close(); err != nil {

@@ -13,13 +13,13 @@
 //	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence
-//	f/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> the object's owner and reference edges, its selector
-//	r/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> ""
-//	q/<cluster>/<namespace>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
-//	k/<group>/<kind>                                              -> version, resource, cluster-scoped
+//	E/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> the object's owner and reference edges, its selector
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> ""
+//	Q/<cluster>/<namespace>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
+//	K/<group>/<kind>                                              -> version, resource, cluster-scoped
 //	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
-//	x/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
-//	m/valueindex                                                  -> the v/ dimensions kept since the store was empty
+//	X/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
+//	M/valueindex                                                  -> the v/ dimensions kept since the store was empty
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of
@@ -43,19 +43,19 @@
 //
 // The relationship index (relate.go, read by related.go and relfilter.go)
 // is kept by every upsert and delete from what internal/relations reads in
-// the object: f/ holds an object's outgoing edges (owner references and
+// the object: E/ holds an object's outgoing edges (owner references and
 // the objects its spec names, by group, kind, namespace and name, as
-// references name them) and its selector; r/ is the same edges keyed by
+// references name them) and its selector; R/ is the same edges keyed by
 // their target, so "what does this object own, who mounts this Secret" is
-// one prefix scan, also for a target no cluster sent; q/ holds each
+// one prefix scan, also for a target no cluster sent; Q/ holds each
 // selector once, under its cluster and namespace, so "what selects this
 // Pod" scans the selectors of one namespace of one cluster, and "which Pods
 // does it select" is a label-index lookup at read time. Selectors are not
 // turned into edges: those would have to be rewritten for every selector
 // of the namespace on every Pod change. An update whose edges and selector
-// did not change (a status update) costs a read of its f/ entry, a small
+// did not change (a status update) costs a read of its E/ entry, a small
 // value the LSM tree keeps; a kind with neither (most ConfigMaps, Nodes)
-// costs a scan of its bytes for "ownerReferences". k/ maps a kind to its
+// costs a scan of its bytes for "ownerReferences". K/ maps a kind to its
 // resource for references, which name kinds; it is written once per
 // resource and process. Copies across clusters need no entry: they share
 // the o/ prefix up to the cluster.

@@ -16,32 +16,32 @@ import (
 
 // The relationship key families (doc.go):
 //
-//	f/<cluster>/<group>/<version>/<resource>/<ns>/<name>  -> the object's relations (encodeRelations)
-//	r/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> -> ""
-//	q/<cluster>/<ns>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
-//	k/<group>/<kind>                                       -> version, resource, cluster-scoped
+//	E/<cluster>/<group>/<version>/<resource>/<ns>/<name>  -> the object's relations (encodeRelations)
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> -> ""
+//	Q/<cluster>/<ns>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
+//	K/<group>/<kind>                                       -> version, resource, cluster-scoped
 
 func relKey(cluster string, g schema.GroupVersionResource, ns, name string) []byte {
-	return join("f", cluster, g.Group, g.Version, g.Resource, ns, name)
+	return join("E", cluster, g.Group, g.Version, g.Resource, ns, name)
 }
 
 func reversePrefix(cluster string, t relations.Target) []byte {
-	return append(join("r", cluster, t.Group, t.Kind, t.Namespace, t.Name), sep)
+	return append(join("R", cluster, t.Group, t.Kind, t.Namespace, t.Name), sep)
 }
 
 func reverseKey(cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
-	return join("r", cluster, t.Group, t.Kind, t.Namespace, t.Name, string(typ), g.Group, g.Version, g.Resource, ns, name)
+	return join("R", cluster, t.Group, t.Kind, t.Namespace, t.Name, string(typ), g.Group, g.Version, g.Resource, ns, name)
 }
 
-func selectorPrefix(cluster, ns string) []byte { return append(join("q", cluster, ns), sep) }
+func selectorPrefix(cluster, ns string) []byte { return append(join("Q", cluster, ns), sep) }
 
 func selectorKey(cluster, ns string, g schema.GroupVersionResource, name string) []byte {
-	return join("q", cluster, ns, g.Group, g.Version, g.Resource, name)
+	return join("Q", cluster, ns, g.Group, g.Version, g.Resource, name)
 }
 
-func kindKey(group, kind string) []byte { return join("k", group, kind) }
+func kindKey(group, kind string) []byte { return join("K", group, kind) }
 
-// relState is what a batch did to an object's f/ entry: its new value, or
+// relState is what a batch did to an object's E/ entry: its new value, or
 // gone.
 type relState struct {
 	gone bool
@@ -49,17 +49,17 @@ type relState struct {
 }
 
 // kindSeen remembers, per process, the resources whose kind index entry
-// (k/) was written, so the entry costs one write per resource and process,
+// (K/) was written, so the entry costs one write per resource and process,
 // not one per event.
 type kindSeen struct{ gvr schema.GroupVersionResource }
 
 // relate keeps the relations of the object at (gvr, ns, name) of the
-// writer's cluster: it reads them from obj and rewrites the f/, r/ and q/
+// writer's cluster: it reads them from obj and rewrites the E/, R/ and Q/
 // entries only when they changed. mayExist is false for an object the
 // store does not hold, whose old relations need not be read.
 //
 // What relations come from (kind, owner references, spec) is hashed and
-// the hash leads the f/ entry: an update that keeps them (a status
+// the hash leads the E/ entry: an update that keeps them (a status
 // update, most updates) is recognized by one small read and the hash,
 // without decoding anything. A kind the store has indexed that names
 // nothing in its spec and has no "ownerReferences" in its bytes (most
@@ -294,7 +294,7 @@ func (w *writer) unrelate(gvr schema.GroupVersionResource, ns, name string) erro
 	return w.del(fkey)
 }
 
-// dropRelations deletes the r/ and q/ entries of the relations old (nil:
+// dropRelations deletes the R/ and Q/ entries of the relations old (nil:
 // none).
 func (w *writer) dropRelations(gvr schema.GroupVersionResource, ns, name string, old []byte) error {
 	if old == nil {
@@ -322,7 +322,7 @@ func (w *writer) rels() map[string]relState {
 	return w.ov.rels
 }
 
-// relations is the stored f/ value at fkey (nil: none), newest first from
+// relations is the stored E/ value at fkey (nil: none), newest first from
 // this batch, the batch in flight, then the snapshot.
 func (w *writer) relations(fkey []byte) ([]byte, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
@@ -343,7 +343,7 @@ func (w *writer) relations(fkey []byte) ([]byte, error) {
 	return it.ValueCopy(nil)
 }
 
-// encodeKind is a k/ entry's value: version, resource, and whether the
+// encodeKind is a K/ entry's value: version, resource, and whether the
 // resource is cluster-scoped.
 func encodeKind(g schema.GroupVersionResource, clustered bool) []byte {
 	c := "n"
@@ -363,7 +363,7 @@ func decodeKind(group string, v []byte) (schema.GroupVersionResource, bool, erro
 
 var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}
 
-// encodeRelations is an f/ value: the hash of what the relations were
+// encodeRelations is an E/ value: the hash of what the relations were
 // read from (relDoc), then the refs, each a type byte and four
 // length-prefixed strings (group, kind, namespace, name), then the
 // selector's JSON (empty: none). A Pod's five references take ~100 bytes

@@ -18,10 +18,10 @@ import (
 var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 
 // Related answers the objects related to one object, breadth first to
-// o.Depth hops, from one snapshot: its owners and references (f/), what
-// names it (r/), the Pods its selector selects (the label index, or the
+// o.Depth hops, from one snapshot: its owners and references (E/), what
+// names it (R/), the Pods its selector selects (the label index, or the
 // cluster's Pods of the namespace for a selector without an equality),
-// for a Pod the selectors of its namespace that select it (q/), and the
+// for a Pod the selectors of its namespace that select it (Q/), and the
 // copies of the starting object in other clusters (its o/ prefix).
 func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph, error) {
 	if err := o.Validate(); err != nil {

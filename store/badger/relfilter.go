@@ -122,7 +122,7 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, cl
 
 func memberKey(cluster, ns, name string) string { return cluster + "\x00" + ns + "\x00" + name }
 
-// kindTable is the kind index (k/), read once per list, with the
+// kindTable is the kind index (K/), read once per list, with the
 // built-in kinds a reference may name though no cluster sent one.
 type kindTable struct {
 	byKind map[schema.GroupKind]kindInfo
@@ -131,7 +131,7 @@ type kindTable struct {
 
 func readKinds(txn *bdg.Txn) (kindTable, error) {
 	t := kindTable{byKind: map[schema.GroupKind]kindInfo{}, byGR: map[schema.GroupResource]string{}}
-	pre := []byte{'k', sep}
+	pre := []byte{'K', sep}
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre, PrefetchValues: true})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
@@ -242,7 +242,7 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 // referrers adds to set the objects of gr in cluster whose spec names the
 // object of gk called name (in ns when set).
 func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool, targetVisible func(ns string) bool) error {
-	pre := append(join("r", cluster, gk.Group, gk.Kind), sep)
+	pre := append(join("R", cluster, gk.Group, gk.Kind), sep)
 	if ns != "" || relations.ClusterScoped(gk.Group, gk.Kind) {
 		pre = append(reversePrefix(cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: ns, Name: name}), relations.References...)
 		pre = append(pre, sep)
@@ -252,7 +252,7 @@ func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.
 	for it.Rewind(); it.Valid(); it.Next() {
 		// <tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> after the kind.
 		k := it.Item().Key()
-		p := bytes.Split(k[len(join("r", cluster, gk.Group, gk.Kind))+1:], []byte{sep})
+		p := bytes.Split(k[len(join("R", cluster, gk.Group, gk.Kind))+1:], []byte{sep})
 		if len(p) != 8 {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, k)
 		}

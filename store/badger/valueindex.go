@@ -16,12 +16,12 @@ import (
 // from keys alone, as the label index does for labels:
 //
 //	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
-//	x/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> the object's (dimension, value) pairs
+//	X/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> the object's (dimension, value) pairs
 //
 // <dimension> is a field path (status.phase) or "image". Every object of
 // an indexed resource has at least one v/ entry per dimension (an absent
 // field is the value ""), so a scan of one dimension's range visits every
-// object. The x/ entry is what the v/ entries of an object are, so an
+// object. The X/ entry is what the v/ entries of an object are, so an
 // update learns which to replace from one small LSM value and writes
 // nothing when they did not change (most Pod updates keep the phase).
 
@@ -66,7 +66,7 @@ func viName(gr schema.GroupResource, dim string) string {
 
 // valueIndexKey records which value index entries were kept since the
 // store was empty.
-var valueIndexKey = []byte("m\x00valueindex")
+var valueIndexKey = []byte("M\x00valueindex")
 
 // openValueIndex checks the configuration and what the store kept: a
 // dimension new to a store that holds objects is not complete (its
@@ -212,7 +212,7 @@ func objectPairs(dims []query.Dimension, obj []byte) ([]vpair, error) {
 	return ps, nil
 }
 
-// storedPairs is the x/ entry at xkey: this batch's, the one in flight,
+// storedPairs is the X/ entry at xkey: this batch's, the one in flight,
 // else the snapshot's.
 func (w *writer) storedPairs(xkey []byte) ([]vpair, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
@@ -256,7 +256,7 @@ func (w *writer) indexValues(gvr schema.GroupVersionResource, key []byte, obj []
 	if err != nil {
 		return err
 	}
-	xkey := retag(nil, key, 'x')
+	xkey := retag(nil, key, 'X')
 	var old []vpair
 	if existed {
 		if old, err = w.storedPairs(xkey); err != nil {
@@ -303,7 +303,7 @@ func (w *writer) unindexValues(gvr schema.GroupVersionResource, key []byte) erro
 	if err != nil {
 		return err
 	}
-	xkey := retag(nil, key, 'x')
+	xkey := retag(nil, key, 'X')
 	old, err := w.storedPairs(xkey)
 	if err != nil {
 		return err
