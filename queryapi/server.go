@@ -44,7 +44,10 @@ type RelayLimits = kubeapi.RelayLimits
 type Config struct {
 	Reader Reader
 	// Searcher answers Search; nil uses Reader when it implements Searcher.
-	Searcher   Searcher
+	Searcher Searcher
+	// History answers the change feed and revisions (issue #48); nil uses
+	// Reader when it implements HistoryReader, else they are 501.
+	History    HistoryReader
 	Registries *regstore.Store
 	Inventory  jetstream.KeyValue
 	JetStream  jetstream.JetStream
@@ -177,7 +180,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	sealer := query.NewSealer(key)
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
-	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
+	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, history: cfg.History, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: sealer, versions: newVersionBook(cfg.JetStream, sealer, cfg.MaxResumeAge, cfg.StateReplicas), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
 		limits: cfg.Limits, metrics: cfg.Metrics, log: cfg.Logger, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
@@ -295,6 +298,9 @@ func (cfg *Config) setDefaults() {
 	if cfg.Searcher == nil {
 		cfg.Searcher, _ = cfg.Reader.(Searcher)
 	}
+	if cfg.History == nil {
+		cfg.History, _ = cfg.Reader.(HistoryReader)
+	}
 	cfg.Limits.setDefaults()
 }
 
@@ -348,6 +354,9 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.Handle("/v1/resources/", withSurface(SurfaceREST, rest.NewList(q, gw)))
 	mux.Handle("/v1/watch/", withSurface(SurfaceREST, rest.NewWatch(q)))
 	mux.Handle("/v1/search", withSurface(SurfaceREST, rest.NewSearch(q, gw)))
+	history := withSurface(SurfaceREST, rest.NewHistory(q, gw))
+	mux.Handle("/v1/changes", history)
+	mux.Handle("/v1/revisions/", history)
 	var vis kubeapi.Visibility
 	if s.cfg.Guard != nil {
 		vis = s.cfg.Guard.CatalogVisibility

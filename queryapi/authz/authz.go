@@ -103,8 +103,12 @@ func VerbFor(method string) (verb, resource string) {
 		return auth.VerbList, "registries"
 	case strings.HasPrefix(method, "/fleetview.v1.RegistryService/"):
 		return auth.VerbRegistryAdmin, "registries"
-	case name == "Get":
+	case name == "Get" || name == "ListRevisions":
+		// An object's revisions are read as the object is.
 		return auth.VerbGet, ""
+	case name == "ListChanges":
+		// The change feed is a list of many resources (authzhistory.go).
+		return auth.VerbList, ""
 	case name == "List":
 		return auth.VerbList, ""
 	case strings.HasPrefix(name, "Watch"):
@@ -210,6 +214,8 @@ func narrowClusters(req any, allowed []string) error {
 		cl = &r.Clusters
 	case *fleetviewv1.SearchRequest:
 		cl = &r.Clusters
+	case *fleetviewv1.ListChangesRequest:
+		cl = &r.Clusters
 	default:
 		return nil
 	}
@@ -244,9 +250,14 @@ func VisibleFrom(ctx context.Context) *query.Visibility {
 // resource names resolved: "deployments.apps" is the group apps, and a "*"
 // never covers Secrets unless the rule names them too. nil: everything.
 func (g *Guard) visibility(u auth.User) *query.Visibility {
+	return g.visibilityFor(u, auth.VerbSearch)
+}
+
+// visibilityFor is visibility for the policy's grants of verb.
+func (g *Guard) visibilityFor(u auth.User, verb string) *query.Visibility {
 	secrets := schema.GroupResource{Resource: "secrets"}
 	v := &query.Visibility{}
-	for _, gr := range g.Authorizer.Grants(u, auth.VerbSearch) {
+	for _, gr := range g.Authorizer.Grants(u, verb) {
 		qg := query.Grant{Clusters: gr.Clusters, Namespaces: gr.Namespaces}
 		named := make([]schema.GroupResource, 0, len(gr.Resources))
 		for _, r := range gr.Resources {
@@ -325,6 +336,9 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 		return nil, apierr.ToStatus(err)
 	}
 	noteUser(ctx, u)
+	if info.FullMethod == fleetviewv1.QueryService_ListChanges_FullMethodName {
+		return g.changes(ctx, u, req, handler)
+	}
 	if verb, _ := VerbFor(info.FullMethod); verb == auth.VerbSearch {
 		if g.members() {
 			return g.memberSearch(ctx, u, req, handler)
@@ -342,7 +356,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	ctx = auth.WithUser(ctx, u)
 	if scope != nil {
 		switch req.(type) {
-		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest:
+		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest, *fleetviewv1.ListRevisionsRequest:
 			// Namespaces too are applied by the backend. A list applies
 			// them before the limit: pages stay full, and neither the
 			// continue token nor the remaining count reflects hidden

@@ -40,8 +40,8 @@ type GetRequest struct {
 	// only for clients that cannot decode JSON.
 	Structured bool `protobuf:"varint,8,opt,name=structured,proto3" json:"structured,omitempty"`
 	// RFC 3339: the object as it was at that time, from the history (issue
-	// #48). A time before the retention window is FAILED_PRECONDITION/410
-	// Gone (docs/api.md); in the future, INVALID_ARGUMENT/400.
+	// #48). A time before the retention window is OUT_OF_RANGE/410 (reason
+	// Gone; docs/api.md); in the future, INVALID_ARGUMENT/400.
 	AsOf          string `protobuf:"bytes,9,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
