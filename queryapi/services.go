@@ -51,6 +51,9 @@ type queryService struct {
 	reader   Reader
 	searcher Searcher
 	history  HistoryReader
+	// replayer, when set, is what a resumed watch replays (nil: the
+	// compacted stream).
+	replayer HistoryReplayer
 	hub      *watchhub.Hub
 	js       jetstream.JetStream
 	inv      jetstream.KeyValue

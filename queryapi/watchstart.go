@@ -76,7 +76,13 @@ func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVer
 
 // checkResume answers 410 for a version the streams can no longer replay.
 func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
-	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
+	if q.replayer != nil {
+		// The history, not the compacted stream, is replayed: its window
+		// decides (watchhistory.go).
+		if err := q.checkHistoryResume(ctx, rv, t); err != nil {
+			return err
+		}
+	} else if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
 		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
 	}
 	for _, c := range t.Seqs.Clusters() {
@@ -115,9 +121,17 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 }
 
 // replay judges cluster c's events from after from through to, read back
-// from its stream.
+// from the history when the hub keeps one (each change, its type known),
+// else from its stream.
 func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
-	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, true) }); err != nil {
+	read := func(he *watchhub.Event) error { return w.process(he, true) }
+	err := error(nil)
+	if w.q.replayer != nil {
+		err = w.q.replayHistory(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, false) })
+	} else {
+		err = w.q.replay(ctx, c, w.f.gvr, from, to, read)
+	}
+	if err != nil {
 		return w.drain(err)
 	}
 	return nil
