@@ -7,14 +7,21 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"k8s.io/klog/v2"
 
 	"github.com/fleetview/fleetview/cmd/kubectl-fleet/plugin"
 )
 
 func main() {
+	// client-go's discovery reports a failed request through klog as well
+	// as in the error the command prints: once is enough.
+	klog.LogToStderr(false)
+	klog.SetOutput(io.Discard)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := plugin.NewRoot(plugin.Env{Stdout: os.Stdout, Stderr: os.Stderr}).ExecuteContext(ctx); err != nil {

@@ -46,6 +46,11 @@ func (o KubeOptions) RESTConfig() (*rest.Config, error) {
 		}
 		return nil, fmt.Errorf("%w: %s: %v (write one with `fleetview kubeconfig`, or pass --server)", ErrInvalidConfig, where, err)
 	}
+	// client-go sends a kubeconfig's credentials over TLS only; a token
+	// given on the command line is sent as asked (a loopback hub).
+	if o.Token != "" {
+		rc.BearerToken, rc.BearerTokenFile = o.Token, ""
+	}
 	return rc, nil
 }
 

@@ -146,9 +146,18 @@ func unifiedDiff(from, to *Entry, fromN, toN int) (string, error) {
 		return "", err
 	}
 	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
+		A: lines(a), B: lines(b),
 		FromFile: revisionLabel(from, fromN), ToFile: revisionLabel(to, toN), Context: 3,
 	})
+}
+
+// lines splits YAML into lines, each with its newline (difflib's
+// SplitLines would add an empty last line).
+func lines(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return difflib.SplitLines(strings.TrimSuffix(s, "\n"))
 }
 
 func objectYAML(e *Entry) (string, error) {
