@@ -2,16 +2,11 @@
 // all read through the public REST API (api.js) with the user's token.
 import { APIError, get, query, gvrPath, setToken, token, watch } from './api.js';
 import { age, labelTerms, objectStatus, toYAML } from './format.js';
+import { $, el } from './dom.js';
+import { feedParams, initHistory, loadTimeline, pageFeed, showFeed } from './history.js';
 
-const $ = (id) => document.getElementById(id);
-const el = (tag, props, ...kids) => {
-  const e = document.createElement(tag);
-  if (props) for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') e.className = v; else if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
-  }
-  for (const k of kids) e.append(k);
-  return e;
-};
+// Every view's section; route shows one.
+const VIEWS = ['view-search', 'view-object', 'view-fleet', 'view-changes', 'view-deleted'];
 
 // Measurements the browser tests and the benchmark read.
 const perf = { lastRender: null, renders: [], events: 0, flushes: 0 };
@@ -44,8 +39,9 @@ function showError(e) {
 
 function showLogin() {
   stopSearchWatches();
-  for (const v of ['view-search', 'view-object', 'view-fleet']) $(v).hidden = true;
+  for (const v of VIEWS) $(v).hidden = true;
   $('results').tBodies[0].replaceChildren();
+  for (const t of ['changes', 'deleted']) $(t).tBodies[0].replaceChildren();
   $('login').hidden = false;
   $('signout').hidden = !token();
   $('token').focus();
@@ -59,9 +55,15 @@ function route() {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   $('login').hidden = true;
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', parts[0] === a.dataset.view || (parts[0] === 'object' && a.dataset.view === 'search'));
-  for (const v of ['view-search', 'view-object', 'view-fleet']) $(v).hidden = true;
+  for (const v of VIEWS) $(v).hidden = true;
   if (app.object) { app.object.abort(); app.object = null; }
   if (parts[0] === 'fleet') { $('view-fleet').hidden = false; loadFleet(); return; }
+  if (parts[0] === 'changes' || parts[0] === 'deleted') {
+    stopSearchWatches();
+    $('view-' + parts[0]).hidden = false;
+    showFeed(parts[0], Object.fromEntries(new URLSearchParams(qs || '')));
+    return;
+  }
   if (parts[0] === 'object' && parts.length === 7) { $('view-object').hidden = false; openObject(parts.slice(1)); return; }
   $('view-search').hidden = false;
   const p = Object.fromEntries(new URLSearchParams(qs || ''));
@@ -469,17 +471,21 @@ async function openObject([cluster, group, version, resource, ns, name]) {
   $('obj-yaml').textContent = 'loading…';
   $('obj-source').replaceChildren();
   $('obj-others').replaceChildren();
+  $('obj-title').classList.remove('bad');
   let res;
   try {
     res = await get(`/v1/resources/${gvrPath(gvr)}/${encodeURIComponent(name)}${query({ namespace, cluster })}`, ctrl.signal);
   } catch (e) {
     if (e.name === 'AbortError') return;
     $('obj-yaml').textContent = '';
+    // Not in the cache: a deleted object still has its timeline.
+    if (e instanceof APIError && e.status === 404) { showError(null); loadTimeline(gvr, namespace, name, cluster, ctrl.signal, true); return; }
     showError(e);
     return;
   }
   showError(null);
   showObject(res.object);
+  loadTimeline(gvr, namespace, name, cluster, ctrl.signal, false);
   otherClusters(gvr, namespace, name, cluster, ctrl.signal);
   // Live: the object's own watch (by name, in its cluster).
   setLive(true);
@@ -491,8 +497,17 @@ async function openObject([cluster, group, version, resource, ns, name]) {
       perf.events++;
       if (ev.type === 'DELETED') { $('obj-title').classList.add('bad'); notice('This object was deleted.'); return; }
       showObject(ev.object);
+      refreshTimeline(gvr, namespace, name, cluster, ctrl.signal);
     }, ctrl.signal).then(() => { if (!ctrl.signal.aborted) run(); }, (e) => { if (!ctrl.signal.aborted) { setLive(false, e.message); showError(e); } });
   run();
+}
+
+// refreshTimeline reads the timeline again after a live change, at most
+// once a second (the history records the change as the cache does).
+let timelineTimer = 0;
+function refreshTimeline(gvr, namespace, name, cluster, signal) {
+  clearTimeout(timelineTimer);
+  timelineTimer = setTimeout(() => { if (!signal.aborted) loadTimeline(gvr, namespace, name, cluster, signal, false); }, 1000);
 }
 
 function showObject(o) {
@@ -619,6 +634,15 @@ function wire() {
   $('next').addEventListener('click', () => { const s = app.search; if (s && s.tokens[s.pageIndex + 1]) runSearch(s.p, s.pageIndex + 1, s.tokens); });
   $('prev').addEventListener('click', () => { const s = app.search; if (s && s.pageIndex > 0) runSearch(s.p, s.pageIndex - 1, s.tokens); });
   $('fleet-refresh').addEventListener('click', loadFleet);
+  for (const [view, f] of [['changes', 'ch'], ['deleted', 'del']]) {
+    $(f + '-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const h = `#/${view}?` + new URLSearchParams(feedParams(view)).toString();
+      if (location.hash === h) route(); else location.hash = h;
+    });
+    $(f + '-next').addEventListener('click', () => pageFeed(view, 1));
+    $(f + '-prev').addEventListener('click', () => pageFeed(view, -1));
+  }
   window.addEventListener('hashchange', route);
   // Keyboard: "/" focuses the search box; n and p page.
   document.addEventListener('keydown', (e) => {
@@ -630,5 +654,6 @@ function wire() {
   });
 }
 
+initHistory({ showError, kinds: () => app.kinds, clusters: () => app.clusters });
 wire();
 start();
