@@ -48,6 +48,10 @@ type Options struct {
 	// background.
 	BulkLoad bool
 
+	// History keeps every change for a retention window (history.go);
+	// off when its bounds are zero.
+	History HistoryOptions
+
 	// l0Tables, when set, replaces how many level-0 tables wait before
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
@@ -79,6 +83,10 @@ type Store struct {
 	// (recycle_linux.go) and garbage collector (valuelog_gc.go) and waits
 	// for them.
 	stopBackground func()
+	hist           HistoryOptions
+	// histBegun: the clusters whose history's start (began.go) is known
+	// to be recorded.
+	histBegun map[string]bool
 }
 
 // Open opens or creates the store in dir.
@@ -124,7 +132,14 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools()}
+	if o.History.SnapshotEvery <= 0 {
+		o.History.SnapshotEvery = 16
+	}
+	if o.History.RetainInterval <= 0 {
+		o.History.RetainInterval = time.Minute
+	}
+	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(),
+		hist: o.History, histBegun: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if !o.KeepPageCache {
@@ -132,6 +147,14 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.ValueLogGCInterval > 0 {
 		wg.Go(func() { s.runValueLogGC(ctx, o.ValueLogGCInterval) })
+	}
+	if s.hist.enabled() {
+		if err := s.markStarted(time.Now()); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, errors.Join(err, db.Close())
+		}
+		wg.Go(func() { s.runRetention(ctx) })
 	}
 	s.stopBackground = func() {
 		cancel()

@@ -25,6 +25,10 @@ import (
 type overlay struct {
 	objs map[string]objState
 	uids map[string]uidState
+	// The history's byte counter and expiry as the batch left them
+	// (history.go), for the batch after it.
+	histBytes, histExpired int64
+	histLoaded             bool
 }
 
 type objState struct {
@@ -34,6 +38,9 @@ type objState struct {
 	// sameMeta: the uid index vouches that the stored object has the
 	// labels and search text of the one being written (metaHash).
 	sameMeta bool
+	// json is the object as this batch wrote it (the history patches the
+	// next revision against it).
+	json []byte
 }
 
 type uidState struct {
@@ -41,6 +48,8 @@ type uidState struct {
 	obj  []byte
 	// metaHash of the object's labels and search text.
 	metaHash uint64
+	// head is the object's newest revision in the history.
+	head histHead
 }
 
 func newOverlay() *overlay {
@@ -64,6 +73,7 @@ type writer struct {
 	// slab, when set, holds the transaction's records until its commit
 	// is done.
 	slab *slab
+	hist histWriter
 }
 
 func (w *writer) set(k, v []byte) error {
@@ -121,10 +131,14 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 	if txn == nil {
 		txn = s.db.NewTransaction(true)
 	}
-	return &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known}, nil
+	return &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
+		hist: histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}, nil
 }
 
 func (w *writer) setCheckpoint(seq uint64) error {
+	if err := w.saveHistory(); err != nil {
+		return err
+	}
 	v := make([]byte, 8)
 	binary.BigEndian.PutUint64(v, seq)
 	return w.set(ckptKey(w.cluster), v)
@@ -146,7 +160,7 @@ func (w *writer) apply(e *feed.Event) (err error) {
 		e.Prior, err = w.upsert(gvr, e)
 		return err
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		e.Prior, err = w.deleteUID(gvr, ev.GetUid())
+		e.Prior, err = w.deleteUID(gvr, ev.GetUid(), e)
 		return err
 	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return w.removeResource(gvr)
@@ -167,6 +181,14 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	key := objKey(gvr, ns, name, w.cluster)
 	ukey := uidKey(w.cluster, gvr, uid)
 	lh := metaHash(lbls, text)
+	var head histHead
+	var oldJSON []byte
+	if w.hist.on {
+		var err error
+		if oldJSON, head, err = w.histBase(gvr, key, ukey); err != nil {
+			return feed.Prior{}, err
+		}
+	}
 	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh)
 	if err != nil {
 		return feed.Prior{}, err
@@ -215,14 +237,19 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), row: row, json: ev.GetObject()}, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}
+	if w.hist.on {
+		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head); err != nil {
+			return prior, err
+		}
+	}
+	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls, json: ev.GetObject()}
 	if w.known != nil {
 		w.known.add(key)
 	}
-	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, w.slab.alloc)); err != nil {
+	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, head, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.uids[string(ukey)] = uidState{obj: key}
+	w.ov.uids[string(ukey)] = uidState{obj: key, metaHash: lh, head: head}
 	return prior, nil
 }
 
@@ -341,8 +368,10 @@ func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidStat
 }
 
 // deleteUID deletes the object with the uid, if the cache holds it, and
-// says what it deleted.
-func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Prior, error) {
+// says what it deleted; the history records it when e is the delete
+// event (not for a resource removed from the cache: its objects were not
+// deleted).
+func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string, e *feed.Event) (feed.Prior, error) {
 	ukey := uidKey(w.cluster, gvr, uid)
 	u, ok, err := w.uidEntry(gvr, ukey)
 	if err != nil || !ok {
@@ -357,6 +386,11 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Pr
 	prior := feed.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
 		prior = feed.Prior{Told: true, Exists: true, Labels: cur.labels}
+		if w.hist.on && e != nil {
+			if err := w.histDelete(gvr, e, u); err != nil {
+				return prior, err
+			}
+		}
 		if err := w.deleteObject(gvr, u.obj, cur.labels); err != nil {
 			return prior, err
 		}
@@ -419,7 +453,7 @@ func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
 	}
 	sort.Strings(sorted) // a deterministic order keeps the logs and tests stable
 	for _, uid := range sorted {
-		if _, err := w.deleteUID(gvr, uid); err != nil {
+		if _, err := w.deleteUID(gvr, uid, nil); err != nil {
 			return err
 		}
 	}
