@@ -23,22 +23,29 @@ type HistoryReplayer interface {
 	// ChangesAfter calls fn for every recorded change of gvr (any
 	// version) in cluster with from < Seq <= to, in Seq order.
 	ChangesAfter(ctx context.Context, cluster string, gvr schema.GroupVersionResource, from, to uint64, fn func(query.Revision) error) error
-	// WindowStart is the cluster's floor: every change with a Seq above
-	// it is kept. A version at or above it can be replayed.
-	WindowStart(ctx context.Context, cluster string) (uint64, error)
+	// HistoryWindow is what the history holds: per cluster, every change
+	// after Seq[cluster]; a version at or past it replays exactly.
+	HistoryWindow(ctx context.Context) (query.HistoryWindow, error)
 }
 
 // checkHistoryResume answers 410 for a version the history's window has
-// passed in one of its clusters.
+// passed in one of its clusters: the window lost changes after it. A
+// cluster with nothing recorded lost nothing since the window's start, so
+// only a version issued before that start is too old there.
 func (q *queryService) checkHistoryResume(ctx context.Context, rv string, t query.VersionToken) error {
+	w, err := q.replayer.HistoryWindow(ctx)
+	if err != nil {
+		return err
+	}
+	issued := time.Unix(t.Issued, 0)
+	if w.Start.IsZero() {
+		return fmt.Errorf("%w: the history holds nothing yet; list again", query.ErrExpired)
+	}
 	for _, c := range t.Seqs.Clusters() {
-		floor, err := q.replayer.WindowStart(ctx, c)
-		if err != nil {
-			return err
-		}
-		if t.Seqs[c] < floor {
+		floor, recorded := w.Seq[c]
+		if recorded && t.Seqs[c] < floor || !recorded && issued.Before(w.Start.Truncate(time.Second)) {
 			return fmt.Errorf("%w: resourceVersion %q (%s old) is before the history's retention window in cluster %s; list again",
-				query.ErrExpired, shortRV(rv), time.Since(time.Unix(t.Issued, 0)).Round(time.Second), c)
+				query.ErrExpired, shortRV(rv), time.Since(issued).Round(time.Second), c)
 		}
 	}
 	return nil
