@@ -113,8 +113,8 @@ func TestHistoryRevisions(t *testing.T) {
 		want = append(want, e)
 		return e
 	}
-	apply(t, s, next(1, "a", "Pending"), next(2, "b", "Pending"))  // added, a one-label change
-	apply(t, s, next(3, "b", "Running"))                           // a status change, alone in its batch
+	apply(t, s, next(1, "a", "Pending"), next(2, "b", "Pending")) // added, a one-label change
+	apply(t, s, next(3, "b", "Running"))                          // a status change, alone in its batch
 	apply(t, s, next(4, "b", "Failed"), next(5, "c", "Running"), next(6, "c", "Succeeded"), next(7, "d", "Succeeded"))
 	// A redelivery of the last version (same resourceVersion) records nothing.
 	seq++
@@ -313,3 +313,94 @@ func rvOf(t *testing.T, obj []byte) string {
 }
 
 func isNotFound(err error) bool { return errors.Is(err, query.ErrNotFound) }
+
+func TestHistoryRetention(t *testing.T) {
+	type step struct {
+		now      int // seconds after t0
+		maxBytes int64
+	}
+	cases := []struct {
+		name string
+		step step
+		// kinds are p1's stored revisions after retention; objects the
+		// resourceVersions its revisions still read as.
+		kinds string
+		rvs   []string
+		// p2 (deleted at 4) still has revisions.
+		p2 bool
+	}{
+		{"nothing expired", step{now: 0}, "spppp", []string{"1", "3", "5", "6", "7"}, true},
+		// At 3+window: the revisions of 1 and 3 (at 1 and 3 s) go, 5's
+		// patch becomes a snapshot.
+		{"by time", step{now: 3}, "spp", []string{"5", "6", "7"}, true},
+		// Past every change: the newest revision of the live p1 stays (the
+		// base of its next change), p2's history is gone.
+		{"all expired", step{now: 10}, "s", []string{"7"}, false},
+		{"by bytes", step{now: -100, maxBytes: 1}, "s", []string{"7"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := openHistory(t, HistoryOptions{Retention: time.Hour, MaxBytes: cmpOr(tc.step.maxBytes, 1<<30)})
+			apply(t, s, podUpsert(1, "u1", "p1", 1, "a", "Pending", 1), podUpsert(2, "u2", "p2", 2, "a", "Pending", 2))
+			apply(t, s, podUpsert(3, "u1", "p1", 3, "b", "Pending", 3), podDelete(4, "u2", "p2", 4, 4))
+			apply(t, s, podUpsert(5, "u1", "p1", 5, "b", "Running", 5), podUpsert(6, "u1", "p1", 6, "c", "Running", 6), podUpsert(7, "u1", "p1", 7, "c", "Failed", 7))
+			before, err := s.historyBytes()
+			if err != nil || before <= 0 {
+				t.Fatalf("history bytes %d, %v", before, err)
+			}
+			if err := s.Retain(context.Background(), t0.Add(time.Hour+time.Duration(tc.step.now)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if got := storedKinds(t, s, "u1"); got != tc.kinds {
+				t.Errorf("p1 stored kinds %q, want %q", got, tc.kinds)
+			}
+			var rvs []string
+			for _, rev := range revisionsOf(t, r, "p1") {
+				if want := podJSONAt(t, rev.ResourceVersion); string(rev.Object) != want {
+					t.Errorf("revision rv %s object %s, want %s", rev.ResourceVersion, rev.Object, want)
+				}
+				rvs = append(rvs, rev.ResourceVersion)
+			}
+			if !slices.Equal(rvs, tc.rvs) {
+				t.Errorf("p1 revisions %v, want %v", rvs, tc.rvs)
+			}
+			if got := len(revisionsOf(t, r, "p2")) > 0; got != tc.p2 {
+				t.Errorf("p2 has revisions: %v, want %v", got, tc.p2)
+			}
+			after, err := s.historyBytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.kinds != "spppp" && after >= before {
+				t.Errorf("history bytes %d after retention, %d before", after, before)
+			}
+			// The next change of p1 after its kept base expired is a
+			// snapshot and the base goes.
+			if tc.kinds == "s" {
+				apply(t, s, podUpsert(8, "u1", "p1", 8, "d", "Failed", 8))
+				if got := storedKinds(t, s, "u1"); got != "s" {
+					t.Errorf("after the next change, stored kinds %q, want s", got)
+				}
+			}
+		})
+	}
+}
+
+// podJSONAt is the p1 object the retention test wrote at resourceVersion rv.
+func podJSONAt(t *testing.T, rv string) string {
+	states := map[string][2]string{"1": {"a", "Pending"}, "3": {"b", "Pending"}, "5": {"b", "Running"}, "6": {"c", "Running"}, "7": {"c", "Failed"}, "8": {"d", "Failed"}}
+	st, ok := states[rv]
+	if !ok {
+		t.Fatalf("no state at rv %s", rv)
+	}
+	var n int
+	fmt.Sscan(rv, &n)
+	return string(podJSON("u1", "p1", n, st[0], st[1]))
+}
+
+func cmpOr(a, b int64) int64 {
+	if a != 0 {
+		return a
+	}
+	return b
+}
