@@ -333,12 +333,12 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls})
 }
 
-// mergePatch is the JSON merge patch from old to cur when it is much
-// smaller than cur and applying it to old gives cur's exact bytes (the
-// library keeps members in order, but an escape written differently
-// would not round-trip: such a revision is a snapshot).
+// mergePatch is the JSON merge patch from old to cur (rawMergePatch) when
+// it is much smaller than cur and applying it to old gives cur's exact
+// bytes (a member added elsewhere than last would not: such a revision is
+// a snapshot).
 func mergePatch(old, cur []byte) ([]byte, bool) {
-	p, err := jsonpatch.CreateMergePatch(old, cur)
+	p, err := rawMergePatch(old, cur)
 	if err != nil || 2*len(p) > len(cur) {
 		return nil, false
 	}

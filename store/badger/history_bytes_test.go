@@ -26,6 +26,9 @@ func TestHistoryBytesPerChange(t *testing.T) {
 		{"status", func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"qosClass":"Burstable"`), []byte(`"qosClass":"Guaranteed"`), 1)
 		}, 600},
+		{"a container's status (an array)", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"ready":true`), []byte(`"ready":false`), 1)
+		}, 1200},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

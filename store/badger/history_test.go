@@ -144,7 +144,7 @@ func TestHistoryRevisions(t *testing.T) {
 			t.Errorf("revision %d patch %s: want a small one", i, rev.Patch)
 		}
 	}
-	if got := string(revs[1].Patch); got != `{"metadata":{"labels":{"tier":"b"},"resourceVersion":"2"}}` {
+	if got := string(revs[1].Patch); got != `{"metadata":{"resourceVersion":"2","labels":{"tier":"b"}}}` {
 		t.Errorf("label change patch %s", got)
 	}
 	// A snapshot every 4 revisions: 3 patches at most in a row.
