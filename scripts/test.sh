@@ -243,6 +243,11 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# and 50k Pods per member (the default, docs/benchmarks/everything.md).
 	FV_EVERYTHING_PODS="${FV_EVERYTHING_PODS:-2000}" FV_EVERYTHING_CRDS="${FV_EVERYTHING_CRDS:-10}" \
 		FV_EVERYTHING_OBJECTS="${FV_EVERYTHING_OBJECTS:-50}" "$bench/bench-everything"
+	log "history reads benchmark (a real kube-apiserver's Pods through a hub with history: the change feed's first page, an object's 100 revisions, an as-of list beside today's list of the same Pods)"
+	go build -o "$bench/bench-historyapi" ./integration/cmd/bench-historyapi
+	# CI's scale (well under a minute); the is 15k selected Pods
+	# (the default, docs/benchmarks/history.md).
+	FV_HIST_PODS="${FV_HIST_PODS:-1000}" "$bench/bench-historyapi"
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"
