@@ -222,8 +222,8 @@ func (w *writer) loadHistory() error {
 	if !h.on || h.loaded {
 		return nil
 	}
-	if w.prev != nil && w.prev.histLoaded {
-		h.bytes, h.expired, h.loaded = w.prev.histBytes, w.prev.histExpired, true
+	if w.prev != nil && w.prev.hist != nil && w.prev.hist.loaded {
+		h.bytes, h.expired, h.loaded = w.prev.hist.bytes, w.prev.hist.expired, true
 		return w.markBegun()
 	}
 	var err error
@@ -261,13 +261,11 @@ func (w *writer) setHist(k, v []byte) error {
 	return w.set(k, v)
 }
 
-// saveHistory writes the cluster's counter with the checkpoint and hands
-// it to the next batch through the overlay.
+// saveHistory writes the cluster's counter with the checkpoint.
 func (w *writer) saveHistory() error {
 	if !w.hist.loaded {
 		return nil
 	}
-	w.ov.histBytes, w.ov.histExpired, w.ov.histLoaded = w.hist.bytes, w.hist.expired, true
 	return w.set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes)))
 }
 

@@ -25,10 +25,9 @@ import (
 type overlay struct {
 	objs map[string]objState
 	uids map[string]uidState
-	// The history's byte counter and expiry as the batch left them
-	// (history.go), for the batch after it.
-	histBytes, histExpired int64
-	histLoaded             bool
+	// hist is the batch's history counter and expiry (history.go), read
+	// by the batch after it: that batch's snapshot lacks this one.
+	hist *histWriter
 }
 
 type objState struct {
@@ -131,8 +130,10 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 	if txn == nil {
 		txn = s.db.NewTransaction(true)
 	}
-	return &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
-		hist: histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}, nil
+	w := &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
+		hist: histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
+	w.ov.hist = &w.hist
+	return w, nil
 }
 
 func (w *writer) setCheckpoint(seq uint64) error {
