@@ -77,7 +77,9 @@ func fmtPriors(evs []feed.Event) string {
 // TestPreparedReadsBatchInFlight builds the second batch while the first is
 // still uncommitted (its transaction's snapshot lacks the first batch), and
 // checks the result equals applying both batches one after the other.
-func TestPreparedReadsBatchInFlight(t *testing.T) { withAndWithoutHistory(t, testPreparedReadsBatchInFlight) }
+func TestPreparedReadsBatchInFlight(t *testing.T) {
+	withAndWithoutHistory(t, testPreparedReadsBatchInFlight)
+}
 
 // withAndWithoutHistory runs a test of the write path without and with
 // the history (which the same transactions write).
