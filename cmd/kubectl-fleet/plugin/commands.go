@@ -108,7 +108,11 @@ func printHistory(env Env, format string, revs []Entry, args []string) error {
 	tw := newTable(env.Stdout, "REVISION", "TIME", "CLUSTER", "TYPE", "MANAGER", "OPERATION", "RESOURCEVERSION", "CHANGE")
 	for i := range revs {
 		e := &revs[i]
-		row(tw, fmt.Sprint(i+1), timeCell(e.Time), e.Cluster, e.Type, e.Manager, operationCell(e), e.ResourceVersion, summary(e, 4))
+		var prev *Entry
+		if i > 0 && revs[i-1].UID == e.UID {
+			prev = &revs[i-1]
+		}
+		row(tw, fmt.Sprint(i+1), timeCell(e.Time), e.Cluster, e.Type, e.Manager, operationCell(e), e.ResourceVersion, summary(e, prev, 4))
 	}
 	return tw.Flush()
 }

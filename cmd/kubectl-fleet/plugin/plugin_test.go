@@ -3,8 +3,8 @@ package plugin
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/pem"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -278,13 +278,23 @@ func TestSummary(t *testing.T) {
 	} {
 		e := Entry{Type: tc.typ, Patch: json.RawMessage(tc.patch)}
 		e.normalize()
-		if got := summary(&e, 4); got != tc.want {
+		if got := summary(&e, nil, 4); got != tc.want {
 			t.Errorf("summary(%s %s) = %q, want %q", tc.typ, tc.patch, got, tc.want)
 		}
 	}
 }
 
-// TestSplitServer is in hubclient's terms: a member context's URL keeps
+// TestSummarySnapshot: a revision stored as a full snapshot (no patch)
+// is summarized from its predecessor.
+func TestSummarySnapshot(t *testing.T) {
+	prev := Entry{Type: "MODIFIED", Object: json.RawMessage(`{"metadata":{"resourceVersion":"1","labels":{"a":"1"}},"spec":{"x":1}}`)}
+	e := Entry{Type: "MODIFIED", Object: json.RawMessage(`{"metadata":{"resourceVersion":"2","labels":{}},"spec":{"x":2}}`)}
+	if got, want := summary(&e, &prev, 4), "-metadata.labels.a, spec.x"; got != want {
+		t.Errorf("summary %q, want %q", got, want)
+	}
+}
+
+// TestMemberContextCluster: a member context's URL keeps
 // its member as the default --cluster.
 func TestMemberContextCluster(t *testing.T) {
 	hub, srv := startHub(t)

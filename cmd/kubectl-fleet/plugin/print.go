@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/pmezard/go-difflib/difflib"
 	"sigs.k8s.io/yaml"
 )
@@ -65,19 +66,27 @@ func writeData(w io.Writer, format string, v any) error {
 var quietPaths = []string{"metadata.resourceVersion", "metadata.managedFields"}
 
 // summary says in one line what a change did: for a modification, the
-// field paths its merge patch sets ("-" before a removed one).
-func summary(e *Entry, maxPaths int) string {
+// field paths its merge patch sets ("-" before a removed one). A revision
+// the hub stored as a full snapshot carries no patch: prev, when known,
+// gives it.
+func summary(e, prev *Entry, maxPaths int) string {
 	switch e.Type {
 	case "ADDED":
 		return "created"
 	case "DELETED":
 		return "deleted"
 	}
-	if len(e.Patch) == 0 {
+	p := e.Patch
+	if len(p) == 0 && prev != nil && len(prev.Object) > 0 && len(e.Object) > 0 {
+		if mp, err := jsonpatch.CreateMergePatch(prev.Object, e.Object); err == nil {
+			p = mp
+		}
+	}
+	if len(p) == 0 {
 		return "(no earlier revision in the window)"
 	}
 	var patch any
-	if err := json.Unmarshal(e.Patch, &patch); err != nil {
+	if err := json.Unmarshal(p, &patch); err != nil {
 		return "(unreadable patch)"
 	}
 	var paths []string

@@ -86,12 +86,30 @@ export function patchPaths(patch) {
   return out.filter((p) => !QUIET.includes(p.replace(/^-/, ''))).sort();
 }
 
-// changeSummary is one line saying what a change did.
-export function changeSummary(e, max = 4) {
+// mergePatch is the JSON merge patch (RFC 7386) from a to b: what a
+// revision stored as a full snapshot changed, from its predecessor.
+export function mergePatch(a, b) {
+  const obj = (v) => v && typeof v === 'object' && !Array.isArray(v);
+  if (!obj(a) || !obj(b)) return JSON.stringify(a) === JSON.stringify(b) ? undefined : b;
+  const out = {};
+  for (const k of Object.keys(a)) if (!(k in b)) out[k] = null;
+  for (const [k, v] of Object.entries(b)) {
+    if (!(k in a)) { out[k] = v; continue; }
+    const d = mergePatch(a[k], v);
+    if (d !== undefined && !(obj(d) && !Object.keys(d).length && obj(v))) out[k] = d;
+  }
+  return out;
+}
+
+// changeSummary is one line saying what a change did; prev, when known,
+// stands in for a missing patch (a revision stored as a snapshot).
+export function changeSummary(e, max = 4, prev = null) {
   if (e.type === 'ADDED') return 'created';
   if (e.type === 'DELETED') return 'deleted';
-  if (!e.patch) return '(no earlier revision in the window)';
-  const p = patchPaths(e.patch);
+  let patch = e.patch;
+  if (!patch && prev && prev.object && e.object) patch = mergePatch(prev.object, e.object);
+  if (!patch) return prev ? '' : '(no earlier revision in the window)';
+  const p = patchPaths(patch);
   if (!p.length) return '(resourceVersion only)';
   return p.length > max ? p.slice(0, max).join(', ') + `, +${p.length - max} more` : p.join(', ');
 }

@@ -84,7 +84,7 @@ function timelineItem(e, prev, n) {
     el('time', { datetime: e.time, title: when(e.time), text: when(e.time) }),
     el('span', { class: 'who', text: who(e) }),
     el('span', { class: 'muted', text: 'rv ' + (e.resourceVersion || '—') }),
-    el('span', { class: 'paths', text: changeSummary(e) }));
+    el('span', { class: 'paths', text: changeSummary(e, 4, prev) }));
   det.append(sum);
   // The diff is built when opened: a long timeline costs nothing until read.
   det.addEventListener('toggle', () => {
@@ -138,6 +138,9 @@ export function feedParams(view) {
     const e = $(f + id);
     if (e && e.value.trim()) p[k] = e.value.trim();
   }
+  // The page size has no control (50); a link may set it.
+  const cur = feedState[view];
+  if (cur && cur.p.limit) p.limit = cur.p.limit;
   return p;
 }
 
@@ -163,7 +166,8 @@ async function runFeed(view, p, pageIndex, tokens) {
   const ms = (SINCE.find(([k]) => k === (p.since || '1h')) || SINCE[1])[1];
   const q = {
     since: new Date(Date.now() - ms).toISOString(), clusters: p.cluster, namespace: p.ns, resources: p.kind,
-    types: cfg.deleted ? 'DELETED' : p.type, objects: cfg.deleted ? true : undefined, limit: 50, continue: tokens[pageIndex],
+    // Objects bring each change's patch too: the "Changed" column.
+    types: cfg.deleted ? 'DELETED' : p.type, objects: true, limit: Number(p.limit) || 50, continue: tokens[pageIndex],
   };
   // A page's since is fixed by its first page: the continue token holds it.
   if (pageIndex > 0 && s.tokens.since) q.since = s.tokens.since;
@@ -202,7 +206,8 @@ function renderFeed(view, s, entries) {
       btn.addEventListener('click', () => showLast(e));
       tr.append(el('td', {}, btn));
     } else {
-      tr.append(el('td', { class: 'paths', text: changeSummary(e) }));
+      // A feed entry has a patch unless its revision is a full snapshot.
+      tr.append(el('td', { class: 'paths', text: e.patch || e.type !== 'MODIFIED' ? changeSummary(e) : '' }));
     }
     rows.push(tr);
   }
