@@ -179,9 +179,10 @@ func (s *session) resolve(arg string) (resource, error) {
 	return r, nil
 }
 
-// changes reads every page of the change feed.
-func (s *session) changes(ctx context.Context, q url.Values, chunk int64) ([]Entry, error) {
-	return s.pages(ctx, "/v1/changes", q, chunk, func(b *page) []Entry { return b.Changes })
+// changes reads every page of the change feed, handing each to fn as it
+// arrives.
+func (s *session) changes(ctx context.Context, q url.Values, chunk int64, fn func([]Entry) error) error {
+	return s.eachPage(ctx, "/v1/changes", q, chunk, func(b *page) []Entry { return b.Changes }, fn)
 }
 
 // revisions reads every page of one object's revisions.
@@ -191,7 +192,14 @@ func (s *session) revisions(ctx context.Context, r resource, name string, q url.
 		group = "core"
 	}
 	path := "/v1/revisions/" + url.PathEscape(group) + "/" + url.PathEscape(r.gvr.Version) + "/" + url.PathEscape(r.gvr.Resource) + "/" + url.PathEscape(name)
-	return s.pages(ctx, path, q, chunk, func(b *page) []Entry { return b.Revisions })
+	// One object's revisions within the window: held at once, as diff
+	// numbers and picks them.
+	var all []Entry
+	err := s.eachPage(ctx, path, q, chunk, func(b *page) []Entry { return b.Revisions }, func(es []Entry) error {
+		all = append(all, es...)
+		return nil
+	})
+	return all, err
 }
 
 type page struct {
@@ -204,25 +212,27 @@ type page struct {
 // instead of looping forever.
 const maxPages = 100000
 
-func (s *session) pages(ctx context.Context, path string, q url.Values, chunk int64, of func(*page) []Entry) ([]Entry, error) {
-	var all []Entry
+func (s *session) eachPage(ctx context.Context, path string, q url.Values, chunk int64, of func(*page) []Entry, fn func([]Entry) error) error {
 	q.Set("limit", strconv.FormatInt(chunk, 10))
 	for range maxPages {
 		var p page
 		if err := s.hub.Get(ctx, path, q, &p); err != nil {
-			return nil, err
+			return err
 		}
-		for _, e := range of(&p) {
-			e.normalize()
-			all = append(all, e)
+		es := of(&p)
+		for i := range es {
+			es[i].normalize()
+		}
+		if err := fn(es); err != nil {
+			return err
 		}
 		if p.Continue == "" {
-			return all, nil
+			return nil
 		}
 		if p.Continue == q.Get("continue") {
-			return nil, fmt.Errorf("GET %s: the hub answered the same continue token twice", path)
+			return fmt.Errorf("GET %s: the hub answered the same continue token twice", path)
 		}
 		q.Set("continue", p.Continue)
 	}
-	return nil, fmt.Errorf("GET %s: more than %d pages", path, maxPages)
+	return fmt.Errorf("GET %s: more than %d pages", path, maxPages)
 }

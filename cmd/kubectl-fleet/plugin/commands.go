@@ -1,8 +1,10 @@
 package plugin
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
@@ -235,11 +237,11 @@ func deletedCmd(env Env) *cobra.Command {
 				return err
 			}
 			q.Set("objects", "true")
-			entries, err := s.changes(c.Context(), q, o.ChunkSize)
-			if err != nil {
+			out := deletedWriter(env, o.Output)
+			if err := s.changes(c.Context(), q, o.ChunkSize, out.page); err != nil {
 				return err
 			}
-			return printDeleted(env, o.Output, entries)
+			return out.close(env.Stderr, "No deleted objects found.")
 		},
 	}
 	o.AddFlags(cmd.Flags())
@@ -247,26 +249,18 @@ func deletedCmd(env Env) *cobra.Command {
 	return cmd
 }
 
-func printDeleted(env Env, format string, entries []Entry) error {
-	if format != "" {
-		items := make([]any, 0, len(entries))
-		for _, e := range entries {
-			if len(e.Object) > 0 {
-				items = append(items, e.Object)
-			}
-		}
-		return writeData(env.Stdout, format, map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+// deletedWriter prints deleted objects: a table, or a v1 List of their
+// last states.
+func deletedWriter(env Env, format string) *feedWriter {
+	return &feedWriter{
+		w: bufio.NewWriter(env.Stdout), format: format, list: "items",
+		wrap:   map[string]string{"apiVersion": "v1", "kind": "List"},
+		header: []string{"DELETED", "CLUSTER", "RESOURCE", "NAMESPACE", "NAME", "MANAGER", "RESOURCEVERSION"},
+		row: func(tw io.Writer, e *Entry) {
+			row(tw, timeCell(e.Time), e.Cluster, e.GR(), e.Namespace, e.Name, e.Manager, e.ResourceVersion)
+		},
+		item: func(e *Entry) (any, bool) { return e.Object, len(e.Object) > 0 },
 	}
-	if len(entries) == 0 {
-		fmt.Fprintln(env.Stderr, "No deleted objects found.")
-		return nil
-	}
-	tw := newTable(env.Stdout, "DELETED", "CLUSTER", "RESOURCE", "NAMESPACE", "NAME", "MANAGER", "RESOURCEVERSION")
-	for i := range entries {
-		e := &entries[i]
-		row(tw, timeCell(e.Time), e.Cluster, e.GR(), e.Namespace, e.Name, e.Manager, e.ResourceVersion)
-	}
-	return tw.Flush()
 }
 
 func changesCmd(env Env) *cobra.Command {
@@ -302,11 +296,11 @@ func changesCmd(env Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			entries, err := s.changes(c.Context(), q, o.ChunkSize)
-			if err != nil {
+			out := changesWriter(env, o.Output)
+			if err := s.changes(c.Context(), q, o.ChunkSize, out.page); err != nil {
 				return err
 			}
-			return printChanges(env, o.Output, entries)
+			return out.close(env.Stderr, "No changes found.")
 		},
 	}
 	o.AddFlags(cmd.Flags())
@@ -338,18 +332,14 @@ func feedQuery(env Env, o *Options, s *session, resources []string, selector str
 	return q, nil
 }
 
-func printChanges(env Env, format string, entries []Entry) error {
-	if format != "" {
-		return writeData(env.Stdout, format, map[string]any{"changes": entries})
+// changesWriter prints the change feed: a table, or {"changes": [...]}.
+func changesWriter(env Env, format string) *feedWriter {
+	return &feedWriter{
+		w: bufio.NewWriter(env.Stdout), format: format, list: "changes",
+		header: []string{"TIME", "CLUSTER", "TYPE", "RESOURCE", "NAMESPACE", "NAME", "MANAGER", "OPERATION", "RESOURCEVERSION"},
+		row: func(tw io.Writer, e *Entry) {
+			row(tw, timeCell(e.Time), e.Cluster, e.Type, e.GR(), e.Namespace, e.Name, e.Manager, operationCell(e), e.ResourceVersion)
+		},
+		item: func(e *Entry) (any, bool) { return e, true },
 	}
-	if len(entries) == 0 {
-		fmt.Fprintln(env.Stderr, "No changes found.")
-		return nil
-	}
-	tw := newTable(env.Stdout, "TIME", "CLUSTER", "TYPE", "RESOURCE", "NAMESPACE", "NAME", "MANAGER", "OPERATION", "RESOURCEVERSION")
-	for i := range entries {
-		e := &entries[i]
-		row(tw, timeCell(e.Time), e.Cluster, e.Type, e.GR(), e.Namespace, e.Name, e.Manager, operationCell(e), e.ResourceVersion)
-	}
-	return tw.Flush()
 }

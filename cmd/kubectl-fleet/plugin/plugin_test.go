@@ -207,6 +207,10 @@ func TestCommands(t *testing.T) {
 		{"deleted", []string{"deleted"}, "/v1/changes?limit=500&objects=true&types=DELETED"},
 		{"deleted-yaml", []string{"deleted", "deployments.apps", "-o", "yaml"}, "/v1/changes?limit=500&objects=true&resources=deployments.apps&types=DELETED"},
 		{"changes-json", []string{"changes", "-o", "json", "--cluster", "member2"}, "/v1/changes?clusters=member2&limit=500"},
+		{"changes-json-paged", []string{"changes", "-o", "json", "--chunk-size", "1"}, ""},
+		{"changes-json-empty", []string{"changes", "-o", "json", "--cluster", "member3"}, ""},
+		{"changes-yaml-empty", []string{"changes", "-o", "yaml", "--cluster", "member3"}, ""},
+		{"deleted-json-empty", []string{"deleted", "-o", "json", "--cluster", "member3"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			hub.mu.Lock()
@@ -217,6 +221,9 @@ func TestCommands(t *testing.T) {
 				t.Fatalf("%v\n%s", err, stderr)
 			}
 			golden(t, tc.name, out)
+			if slices.Contains(tc.args, "json") && !json.Valid([]byte(out)) {
+				t.Errorf("-o json is not JSON:\n%s", out)
+			}
 			if tc.query != "" {
 				hub.mu.Lock()
 				defer hub.mu.Unlock()
