@@ -187,7 +187,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	sealer := query.NewSealer(key)
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
-	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, history: cfg.History, replayer: cfg.HistoryReplay, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
+	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, history: cfg.History, replayer: cfg.HistoryReplay, backends: cfg.Backends, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
 		sealer: sealer, versions: newVersionBook(cfg.JetStream, sealer, versionAge(cfg), cfg.StateReplicas), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
 		limits: cfg.Limits, metrics: cfg.Metrics, log: cfg.Logger, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}

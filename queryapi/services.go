@@ -54,6 +54,9 @@ type queryService struct {
 	// replayer, when set, is what a resumed watch replays (nil: the
 	// compacted stream).
 	replayer HistoryReplayer
+	// backends tells which backend serves a cluster's resource: the
+	// history keeps the default one's only (nil: every resource is).
+	backends BackendHealth
 	hub      *watchhub.Hub
 	js       jetstream.JetStream
 	inv      jetstream.KeyValue

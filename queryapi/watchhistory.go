@@ -32,16 +32,19 @@ type HistoryReplayer interface {
 // passed in one of its clusters: the window lost changes after it. A
 // cluster with nothing recorded lost nothing since the window's start, so
 // only a version issued before that start is too old there.
-func (q *queryService) checkHistoryResume(ctx context.Context, rv string, t query.VersionToken) error {
+func (q *queryService) checkHistoryResume(ctx context.Context, rv string, t query.VersionToken, gvr schema.GroupVersionResource) error {
 	w, err := q.replayer.HistoryWindow(ctx)
 	if err != nil {
 		return err
 	}
 	issued := time.Unix(t.Issued, 0)
-	if w.Start.IsZero() {
-		return fmt.Errorf("%w: the history holds nothing yet; list again", query.ErrExpired)
-	}
 	for _, c := range t.Seqs.Clusters() {
+		if !q.historyKeeps(c, gvr) {
+			continue
+		}
+		if w.Start.IsZero() {
+			return fmt.Errorf("%w: the history holds nothing yet; list again", query.ErrExpired)
+		}
 		floor, recorded := w.Seq[c]
 		if recorded && t.Seqs[c] < floor || !recorded && issued.Before(w.Start.Truncate(time.Second)) {
 			return fmt.Errorf("%w: resourceVersion %q (%s old) is before the history's retention window in cluster %s; list again",
@@ -88,4 +91,30 @@ func versionAge(cfg Config) time.Duration {
 		return max(cfg.MaxResumeAge, cfg.HistoryRetention)
 	}
 	return cfg.MaxResumeAge
+}
+
+// historyKeeps: the history holds the resource's changes in cluster c. It
+// is the default backend's (Badger's); a resource a registry routes to
+// another backend (OpenSearch) has none, and a watch resumes it from the
+// compacted stream within MaxResumeAge, as without history.
+func (q *queryService) historyKeeps(c string, gvr schema.GroupVersionResource) bool {
+	if q.replayer == nil {
+		return false
+	}
+	if q.backends == nil {
+		return true
+	}
+	id, _ := q.backends.BackendOf(c, gvr)
+	return id == ""
+}
+
+// streamReplayed: some cluster of the version resumes the resource from
+// the compacted stream.
+func (q *queryService) streamReplayed(t query.VersionToken, gvr schema.GroupVersionResource) bool {
+	for _, c := range t.Seqs.Clusters() {
+		if !q.historyKeeps(c, gvr) {
+			return true
+		}
+	}
+	return false
 }

@@ -30,7 +30,9 @@ func (f *fakeReplayer) ChangesAfter(_ context.Context, _ string, _ schema.GroupV
 	return nil
 }
 
-func (f *fakeReplayer) HistoryWindow(context.Context) (query.HistoryWindow, error) { return f.window, nil }
+func (f *fakeReplayer) HistoryWindow(context.Context) (query.HistoryWindow, error) {
+	return f.window, nil
+}
 
 // TestHistoryResumeWindow: a version is resumable while the window holds
 // every change after it in each of its clusters, 410 Expired once the
@@ -51,13 +53,22 @@ func TestHistoryResumeWindow(t *testing.T) {
 		{"nothing recorded, issued before the window", query.Version{"c": 5}, start.Add(-time.Minute), true},
 	}
 	for _, tc := range cases {
-		err := q.checkHistoryResume(context.Background(), "rv", query.VersionToken{Seqs: tc.seqs, Issued: tc.issued.Unix()})
+		err := q.checkHistoryResume(context.Background(), "rv", query.VersionToken{Seqs: tc.seqs, Issued: tc.issued.Unix()}, schema.GroupVersionResource{Version: "v1", Resource: "pods"})
 		if got := errors.Is(err, query.ErrExpired); got != tc.expired || err != nil && !tc.expired {
 			t.Errorf("%s: %v, want expired=%v", tc.name, err, tc.expired)
 		}
 	}
+	// A resource routed to another backend has no history: the window
+	// does not judge it (the stream's MaxResumeAge does).
+	routed := &queryService{replayer: q.replayer, backends: routedElsewhere{}}
+	if err := routed.checkHistoryResume(context.Background(), "rv", query.VersionToken{Seqs: query.Version{"a": 1}}, schema.GroupVersionResource{}); err != nil {
+		t.Errorf("routed elsewhere: %v", err)
+	}
+	if routed.historyKeeps("a", schema.GroupVersionResource{}) || !routed.streamReplayed(query.VersionToken{Seqs: query.Version{"a": 1}}, schema.GroupVersionResource{}) {
+		t.Error("a resource routed elsewhere is replayed from the history")
+	}
 	empty := &queryService{replayer: &fakeReplayer{}}
-	if err := empty.checkHistoryResume(context.Background(), "rv", query.VersionToken{Seqs: query.Version{"a": 1}}); !errors.Is(err, query.ErrExpired) {
+	if err := empty.checkHistoryResume(context.Background(), "rv", query.VersionToken{Seqs: query.Version{"a": 1}}, schema.GroupVersionResource{}); !errors.Is(err, query.ErrExpired) {
 		t.Errorf("no history yet: %v", err)
 	}
 }
@@ -100,4 +111,11 @@ func TestHistoryReplayEvents(t *testing.T) {
 			t.Errorf("event %d: %q, want %q", i, got[i], want[i])
 		}
 	}
+}
+
+// routedElsewhere serves every resource from a named backend.
+type routedElsewhere struct{ BackendHealth }
+
+func (routedElsewhere) BackendOf(string, schema.GroupVersionResource) (string, string) {
+	return "os", "opensearch"
 }

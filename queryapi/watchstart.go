@@ -75,14 +75,15 @@ func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVer
 }
 
 // checkResume answers 410 for a version the streams can no longer replay.
-func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
+func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken, gvr schema.GroupVersionResource) error {
 	if q.replayer != nil {
-		// The history, not the compacted stream, is replayed: its window
-		// decides (watchhistory.go).
-		if err := q.checkHistoryResume(ctx, rv, t); err != nil {
+		// The history, not the compacted stream, is replayed where it
+		// keeps the resource: its window decides (watchhistory.go).
+		if err := q.checkHistoryResume(ctx, rv, t, gvr); err != nil {
 			return err
 		}
-	} else if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
+	}
+	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge && q.streamReplayed(t, gvr) {
 		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
 	}
 	for _, c := range t.Seqs.Clusters() {
@@ -106,7 +107,7 @@ func (q *queryService) checkResume(ctx context.Context, rv string, t query.Versi
 
 // resumeFrom opens the resourceVersion a watch resumes from; nil when it
 // does not resume.
-func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.VersionToken, error) {
+func (q *queryService) resumeFrom(ctx context.Context, rv string, gvr schema.GroupVersionResource) (*query.VersionToken, error) {
 	if rv == "" || rv == "0" {
 		return nil, nil
 	}
@@ -114,7 +115,7 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkResume(ctx, rv, t); err != nil {
+	if err := q.checkResume(ctx, rv, t, gvr); err != nil {
 		return nil, err
 	}
 	return &t, nil
@@ -126,7 +127,7 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
 	read := func(he *watchhub.Event) error { return w.process(he, true) }
 	err := error(nil)
-	if w.q.replayer != nil {
+	if w.q.historyKeeps(c, w.f.gvr) {
 		err = w.q.replayHistory(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, false) })
 	} else {
 		err = w.q.replay(ctx, c, w.f.gvr, from, to, read)
