@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/fleetview/fleetview/internal/hubclient"
 	"github.com/fleetview/fleetview/internal/query"
 )
 
@@ -44,6 +46,16 @@ func prepare(env Env, o *Options) (*session, error) {
 		o.Cluster = s.hub.Cluster()
 	}
 	return s, nil
+}
+
+// clusterHint says how to resolve a name the hub found in several
+// clusters.
+func clusterHint(err error) error {
+	var se *hubclient.StatusError
+	if errors.As(err, &se) && strings.Contains(se.Message, "ambiguous") {
+		return fmt.Errorf("%w (name one with --cluster)", err)
+	}
+	return err
 }
 
 // objectQuery is the query of one object's revisions.
@@ -89,7 +101,7 @@ func historyCmd(env Env) *cobra.Command {
 			}
 			revs, err := s.revisions(c.Context(), r, args[1], objectQuery(env, o, s, r, uid), o.ChunkSize)
 			if err != nil {
-				return err
+				return clusterHint(err)
 			}
 			return printHistory(env, o.Output, revs, args)
 		},
@@ -107,14 +119,20 @@ func printHistory(env Env, format string, revs []Entry, args []string) error {
 		fmt.Fprintf(env.Stderr, "No revisions of %s %s in the window.\n", args[0], args[1])
 		return nil
 	}
+	// Without --cluster the hub answers every cluster's revisions of the
+	// name: each cluster's are numbered on their own, as diff --cluster
+	// numbers them.
 	tw := newTable(env.Stdout, "REVISION", "TIME", "CLUSTER", "TYPE", "MANAGER", "OPERATION", "RESOURCEVERSION", "CHANGE")
+	n, last := map[string]int{}, map[string]*Entry{}
 	for i := range revs {
 		e := &revs[i]
-		var prev *Entry
-		if i > 0 && revs[i-1].UID == e.UID {
-			prev = &revs[i-1]
+		n[e.Cluster]++
+		prev := last[e.Cluster]
+		if prev != nil && prev.UID != e.UID {
+			prev = nil
 		}
-		row(tw, fmt.Sprint(i+1), timeCell(e.Time), e.Cluster, e.Type, e.Manager, operationCell(e), e.ResourceVersion, summary(e, prev, 4))
+		last[e.Cluster] = e
+		row(tw, fmt.Sprint(n[e.Cluster]), timeCell(e.Time), e.Cluster, e.Type, e.Manager, operationCell(e), e.ResourceVersion, summary(e, prev, 4))
 	}
 	return tw.Flush()
 }
@@ -154,7 +172,7 @@ func diffCmd(env Env) *cobra.Command {
 			}
 			revs, err := s.revisions(c.Context(), r, args[1], objectQuery(env, o, s, r, uid), o.ChunkSize)
 			if err != nil {
-				return err
+				return clusterHint(err)
 			}
 			out, err := diffRevisions(revs, revision, since, env)
 			if err != nil {
@@ -175,7 +193,10 @@ func diffRevisions(revs []Entry, revision int, since string, env Env) (string, e
 	if len(revs) == 0 {
 		return "", fmt.Errorf("%w: no revisions in the window", ErrNotFound)
 	}
-	if uids := distinctUIDs(revs); len(uids) > 1 && revision == 0 {
+	if cl := distinct(revs, func(e *Entry) string { return e.Cluster }); len(cl) > 1 {
+		return "", fmt.Errorf("%w: found in clusters %s: name one with --cluster", ErrInvalidOptions, strings.Join(cl, ", "))
+	}
+	if uids := distinct(revs, func(e *Entry) string { return e.UID }); len(uids) > 1 && revision == 0 {
 		return "", fmt.Errorf("%w: the name had %d incarnations in the window (uids %s): pick one with --uid, or a --revision", ErrInvalidOptions, len(uids), strings.Join(uids, ", "))
 	}
 	to := len(revs)
@@ -208,11 +229,12 @@ func diffPair(revs []Entry, from, to int) (string, error) {
 	return unifiedDiff(a, &revs[to-1], from, to)
 }
 
-func distinctUIDs(revs []Entry) []string {
+// distinct lists the values of key in revs, in order of appearance.
+func distinct(revs []Entry, key func(*Entry) string) []string {
 	var out []string
-	for _, e := range revs {
-		if len(out) == 0 || out[len(out)-1] != e.UID {
-			out = append(out, e.UID)
+	for i := range revs {
+		if k := key(&revs[i]); !slices.Contains(out, k) {
+			out = append(out, k)
 		}
 	}
 	return out

@@ -268,6 +268,32 @@ func TestKubectlFleet(t *testing.T) {
 		}
 	})
 
+	t.Run("without --cluster", func(t *testing.T) {
+		// In one cluster: found there.
+		if rows := rowsOf(t, run(t, fleetctl, "history", "cm", "settings", "-n", "shop")); len(rows) != 4 || rows[0]["CLUSTER"] != "member1" {
+			t.Errorf("settings without --cluster: %v", rows)
+		}
+		// kube-apiserver's own ConfigMap is in both members: history shows
+		// each cluster's revisions, numbered on their own; diff asks for
+		// one.
+		tracking := []string{"cm", "kube-apiserver-legacy-service-account-token-tracking", "-n", "kube-system"}
+		rows := rowsOf(t, run(t, fleetctl, append([]string{"history"}, tracking...)...))
+		var got []string
+		for _, r := range rows {
+			got = append(got, r["CLUSTER"]+" "+r["REVISION"]+" "+r["TYPE"])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, []string{"member1 1 ADDED", "member2 1 ADDED"}) {
+			t.Errorf("an object in two clusters: history %v", got)
+		}
+		_, stderr, err := fleetctl(append([]string{"diff"}, tracking...)...)
+		for _, w := range []string{"member1", "member2", "--cluster"} {
+			if err == nil || !strings.Contains(stderr, w) {
+				t.Errorf("diff of an object in two clusters: %v %q, want it to name %s", err, stderr, w)
+			}
+		}
+	})
+
 	t.Run("diff", func(t *testing.T) {
 		for _, tc := range []struct {
 			args       []string
