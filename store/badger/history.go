@@ -7,7 +7,6 @@ import (
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/feed"
@@ -340,7 +339,7 @@ func mergePatch(old, cur []byte) ([]byte, bool) {
 	if err != nil || 2*len(p) > len(cur) {
 		return nil, false
 	}
-	back, err := jsonpatch.MergePatch(old, p)
+	back, err := rawApplyMergePatch(old, p)
 	if err != nil || !bytes.Equal(back, cur) {
 		return nil, false
 	}

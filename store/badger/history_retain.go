@@ -9,7 +9,6 @@ import (
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
-	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
@@ -325,5 +324,5 @@ func applyRevision(state []byte, r revision) ([]byte, error) {
 	if bytes.Equal(r.body, []byte("{}")) {
 		return state, nil
 	}
-	return jsonpatch.MergePatch(state, r.body)
+	return rawApplyMergePatch(state, r.body)
 }

@@ -14,8 +14,12 @@ import (
 // objects' members re-ordered, the patch did not give back the object's
 // exact bytes, and the revision had to be a full snapshot (measured:
 // docs/benchmarks/history.md). Here a changed value is the new object's
-// own bytes. Applying a patch is the library's MergePatch, which keeps
-// members in order.
+// own bytes. A patch is applied the same way (rawApplyMergePatch): the
+// members in the document's order, each unchanged value its own bytes,
+// the added ones last. A change that a patch applied so would not give
+// back exactly (a member added before others, an added object holding a
+// null, which RFC 7386 would drop) is errNoPatch, and the revision is a
+// snapshot.
 
 var errNoPatch = errors.New("no merge patch expresses the change")
 
@@ -50,16 +54,21 @@ func diffObject(dst, old []byte, oi int, cur []byte, ci int) ([]byte, bool, erro
 		dst = append(append(append(dst, '"'), key...), '"', ':')
 	}
 	used := make([]bool, len(om))
+	added := false
 	for _, c := range cm {
 		cv := cur[c.ValueStart:c.ValueEnd]
 		j := find(om, c.Key, used)
 		if j < 0 {
-			if string(cv) == "null" {
+			if string(cv) == "null" || (cv[0] == '{' && bytes.Contains(cv, []byte("null"))) {
 				return nil, false, errNoPatch
 			}
+			added = true
 			member(c.Key)
 			dst = append(dst, cv...)
 			continue
+		}
+		if added {
+			return nil, false, errNoPatch // an added member before a kept one: applied, it would come last
 		}
 		used[j] = true
 		ov := old[om[j].ValueStart:om[j].ValueEnd]
@@ -78,7 +87,7 @@ func diffObject(dst, old []byte, oi int, cur []byte, ci int) ([]byte, bool, erro
 			}
 			continue
 		}
-		if string(cv) == "null" {
+		if string(cv) == "null" || (cv[0] == '{' && bytes.Contains(cv, []byte("null"))) {
 			return nil, false, errNoPatch
 		}
 		member(c.Key)
@@ -104,4 +113,62 @@ func find(ms []rawjson.Member, key []byte, used []bool) int {
 		}
 	}
 	return -1
+}
+
+// rawApplyMergePatch applies a merge patch made by rawMergePatch to doc.
+func rawApplyMergePatch(doc, patch []byte) ([]byte, error) {
+	return applyObject(make([]byte, 0, len(doc)+len(patch)), doc, 0, patch, 0)
+}
+
+// applyObject appends the object at doc[di] patched by the object at
+// patch[pi].
+func applyObject(dst, doc []byte, di int, patch []byte, pi int) ([]byte, error) {
+	var dbuf, pbuf [32]rawjson.Member
+	dm, _, err := rawjson.Members(doc, di, dbuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	pm, _, err := rawjson.Members(patch, pi, pbuf[:0])
+	if err != nil {
+		return nil, err
+	}
+	used := make([]bool, len(pm))
+	dst = append(dst, '{')
+	n := 0
+	member := func(key []byte) {
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		n++
+		dst = append(append(append(dst, '"'), key...), '"', ':')
+	}
+	for _, d := range dm {
+		dv := doc[d.ValueStart:d.ValueEnd]
+		j := find(pm, d.Key, used)
+		if j < 0 {
+			member(d.Key)
+			dst = append(dst, dv...)
+			continue
+		}
+		used[j] = true
+		pv := patch[pm[j].ValueStart:pm[j].ValueEnd]
+		switch {
+		case string(pv) == "null":
+		case pv[0] == '{' && dv[0] == '{':
+			member(d.Key)
+			if dst, err = applyObject(dst, doc, d.ValueStart, patch, pm[j].ValueStart); err != nil {
+				return nil, err
+			}
+		default:
+			member(d.Key)
+			dst = append(dst, pv...)
+		}
+	}
+	for j, p := range pm {
+		if pv := patch[p.ValueStart:p.ValueEnd]; !used[j] && string(pv) != "null" {
+			member(p.Key)
+			dst = append(dst, pv...)
+		}
+	}
+	return append(dst, '}'), nil
 }

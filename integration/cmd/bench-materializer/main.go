@@ -11,6 +11,10 @@
 //     a real OpenSearch node: bulk apply rate;
 //  5. every object is updated (one in ten relabeled) and serve applies the
 //     updates to the store of step 3: update rate;
+//     5b. history on vs off: serve with --history-retention 0 and with the
+//     defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores:
+//     the adds, then an update of every object (FV_BENCH_ONLY=history runs
+//     steps 1 and 5b alone);
 //  6. a replica's memory envelope, a serve replica and the all-in-one
 //     `fleetview up` hub: FV_BENCH_ENVELOPE_PODS (145000) Pods ingested,
 //     then a churn storm updating each, without a memory limit and with
@@ -161,6 +165,13 @@ func run(ctx context.Context) error {
 	// memory, and the publish alone leaves gigabytes of them.
 	syncDisks()
 
+	if os.Getenv("FV_BENCH_ONLY") == "history" {
+		repeat, err := envInt("FV_BENCH_REPEAT", 3)
+		if err != nil || repeat == 0 {
+			return fmt.Errorf("FV_BENCH_REPEAT: want a positive integer")
+		}
+		return benchHistory(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, uint64(n), 1)
+	}
 	if other := os.Getenv("FV_BENCH_AB"); other != "" {
 		return benchAB(ctx, ns.ClientURL(), work, bin, other, batch, n, k)
 	}
@@ -269,6 +280,12 @@ func run(ctx context.Context) error {
 		return err
 	}
 	report("badger update apply (serve, from first applied batch)", n, ur.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB", float64(ur.peakRSS)/1024, float64(ur.peakAnon)/1024))
+
+	// 5b. History on vs off (issue #48), from the stream as step 5 left
+	// it: every object at resourceVersion 2.
+	if err := benchHistory(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, 2*uint64(n), 2); err != nil {
+		return err
+	}
 
 	// 6. A replica's memory envelope (last: it resets the streams).
 	if envPods > 0 {
