@@ -221,6 +221,8 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# gives one figure for each; a recorded run takes the median of three
 	# (the default, docs/benchmarks/materializer.md).
 	FV_BENCH_REPEAT="${FV_BENCH_REPEAT:-1}" "$bench/bench-materializer"
+	log "history benchmark (50k Pod events: serve with history off and on, adds then updates, ratio of the apply rates)"
+	FV_BENCH_ONLY=history FV_BENCH_EVENTS=50000 FV_BENCH_REPEAT=1 "$bench/bench-materializer"
 	log "console benchmark (150k Pods: first page in chromium; 1,000 live rows at 100 events/s)"
 	go build -o "$bench/bench-console" ./integration/cmd/bench-console
 	"$bench/bench-console"

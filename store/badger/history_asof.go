@@ -365,8 +365,13 @@ func (r *Reader) Revisions(ctx context.Context, o query.RevisionsOptions) (query
 						return false, err
 					}
 					if rv.kind == revSnapshot && prev != nil && rv.typ != query.ChangeDeleted {
-						if rev.Patch, err = jsonpatch.CreateMergePatch(prev, state); err != nil {
-							return false, err
+						// Stored whole (a snapshot's turn, or a change no
+						// exact patch expresses): the patch is made now, by
+						// the library when the store's own cannot.
+						if rev.Patch, err = rawMergePatch(prev, state); err != nil {
+							if rev.Patch, err = jsonpatch.CreateMergePatch(prev, state); err != nil {
+								return false, err
+							}
 						}
 					}
 					all = append(all, rev)

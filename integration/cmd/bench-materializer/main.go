@@ -11,10 +11,6 @@
 //     a real OpenSearch node: bulk apply rate;
 //  5. every object is updated (one in ten relabeled) and serve applies the
 //     updates to the store of step 3: update rate;
-//     5b. history on vs off: serve with --history-retention 0 and with the
-//     defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores:
-//     the adds, then an update of every object (FV_BENCH_ONLY=history runs
-//     steps 1 and 5b alone);
 //  6. a replica's memory envelope, a serve replica and the all-in-one
 //     `fleetview up` hub: FV_BENCH_ENVELOPE_PODS (145000) Pods ingested,
 //     then a churn storm updating each, without a memory limit and with
@@ -28,6 +24,8 @@
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
 //	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_TRACE=serve.trace (3 s execution trace), FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
+//	FV_BENCH_ONLY=history (instead of steps 2-6: history on vs off, issue #48: serve with --history-retention 0 and with the
+//	defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores: the adds, then an update of every object; history.go)
 //	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_REPEAT=3 (runs of each Badger apply and replay configuration; their median is printed)
@@ -280,12 +278,6 @@ func run(ctx context.Context) error {
 		return err
 	}
 	report("badger update apply (serve, from first applied batch)", n, ur.fromFirst, fmt.Sprintf("peak RSS (VmHWM) %.0f MiB, anonymous %.0f MiB", float64(ur.peakRSS)/1024, float64(ur.peakAnon)/1024))
-
-	// 5b. History on vs off (issue #48), from the stream as step 5 left
-	// it: every object at resourceVersion 2.
-	if err := benchHistory(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, 2*uint64(n), 2); err != nil {
-		return err
-	}
 
 	// 6. A replica's memory envelope (last: it resets the streams).
 	if envPods > 0 {
