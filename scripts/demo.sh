@@ -69,6 +69,7 @@ run "curl -s 'http://$HTTP/v1/resources/core/v1/pods?labelSelector=app%3Dcheckou
 run "curl -s 'http://$HTTP/v1/resources/apps/v1/deployments?namespace=shop&clusters=member2' | head -c 800; echo"
 run "curl -s -o /dev/null -w '%{http_code}\n' 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop'"
 run "fleetview registry list --server $GRPC"
+run "kubectl fleet changes --since 10m --resource deploy -n shop"
 
 cat <<MSG
 
