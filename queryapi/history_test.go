@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/authz"
@@ -252,6 +253,29 @@ func TestGuardChanges(t *testing.T) {
 		_, err := g.Unary(withToken(tok), &fleetviewv1.ListRevisionsRequest{Version: "v1", Resource: "pods", Name: "web", Cluster: "member1", Namespace: "shop"}, rinfo, h)
 		if status.Code(err) != want {
 			t.Errorf("%s revisions: %v, want %v", tok, err, want)
+		}
+	}
+}
+
+// BenchmarkHistoryRevisionsAPI is the API's share of one object's 101
+// revisions (realistic 3 KB Pods, merge patches): the service's checks
+// and conversion, the store's share and the REST writer apart
+// (docs/benchmarks/history.md).
+func BenchmarkHistoryRevisionsAPI(b *testing.B) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	revs := make([]query.Revision, 101)
+	for i := range revs {
+		revs[i] = query.Revision{Change: query.Change{Cluster: "m1", GVR: pods, Namespace: "ns", Name: "web", Seq: uint64(i + 1),
+			Type: query.ChangeModified, Time: time.Unix(int64(i), 0), Labels: map[string]string{"app": "web", "rev": "x"}},
+			Object: podjson.Pod("m1", 7, i+1), Patch: []byte(`{"metadata":{"labels":{"rev":"x"},"resourceVersion":"12"}}`)}
+	}
+	q := historyService(&fakeHistory{answer: revs})
+	req := &fleetviewv1.ListRevisionsRequest{Version: "v1", Resource: "pods", Name: "web", Namespace: "ns"}
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := q.ListRevisions(context.Background(), req)
+		if err != nil || len(resp.GetRevisions()) != 101 {
+			b.Fatal(err)
 		}
 	}
 }
