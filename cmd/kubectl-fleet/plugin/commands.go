@@ -183,7 +183,7 @@ func diffCmd(env Env) *cobra.Command {
 		},
 	}
 	o.AddFlags(cmd.Flags())
-	cmd.Flags().IntVar(&revision, "revision", 0, "diff this revision (as `kubectl fleet history` numbers them without --since) with the one before it")
+	cmd.Flags().IntVar(&revision, "revision", 0, "diff this revision (as \"kubectl fleet history\" numbers them without --since) with the one before it")
 	cmd.Flags().StringVar(&uid, "uid", "", "one incarnation of the name")
 	return cmd
 }

@@ -45,7 +45,7 @@ type Options struct {
 
 // AddFlags registers the shared flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the hub (`fleetview kubeconfig` writes one; default KUBECONFIG or ~/.kube/config)")
+	fs.StringVar(&o.Kube.Kubeconfig, "kubeconfig", "", "kubeconfig of the hub, as \"fleetview kubeconfig\" writes it (default KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&o.Kube.Context, "context", "", "kubeconfig context (a member's context defaults --cluster to it)")
 	fs.StringVar(&o.Kube.Server, "server", "", "hub URL, overriding the context's server")
 	fs.StringVar(&o.Kube.Token, "token", "", "bearer token, overriding the context's credentials")
