@@ -314,3 +314,16 @@ func TestMemberContextCluster(t *testing.T) {
 		t.Errorf("queries %v: want clusters=member1 from the member context", hub.queries)
 	}
 }
+
+// TestClusterScoped: a cluster-scoped resource's revisions are asked
+// without a namespace, whatever the context's.
+func TestClusterScoped(t *testing.T) {
+	hub, srv := startHub(t)
+	_, _, err := run(t, "history", "ns", "shop", "--kubeconfig", kubeconfig(t, srv))
+	if err == nil {
+		t.Fatal("the fake hub has no namespace revisions")
+	}
+	if len(hub.queries) != 1 || hub.queries[0] != "/v1/revisions/core/v1/namespaces/shop?limit=500" {
+		t.Errorf("queries %q", hub.queries)
+	}
+}
