@@ -84,7 +84,7 @@ type Store struct {
 	// for them.
 	stopBackground func()
 	hist           HistoryOptions
-	// histBegun: the clusters whose history's start (began.go) is known
+	// histBegun: the clusters whose history start (beginKey, history_retain.go) is known
 	// to be recorded.
 	histBegun map[string]bool
 }
