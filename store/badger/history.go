@@ -397,15 +397,14 @@ func (w *writer) dropRevision(k []byte) error {
 	return w.del(k)
 }
 
-// histBase is what an upsert of the uid at ukey patches against: the
-// object's current JSON at key (nil when it has none) and its head.
-func (w *writer) histBase(gvr schema.GroupVersionResource, key, ukey []byte) ([]byte, histHead, error) {
-	u, ok, err := w.uidEntry(gvr, ukey)
-	if err != nil || !ok || !bytes.Equal(u.obj, key) {
-		return nil, u.head, err
+// histBase is what an upsert patches against, given the uid's entry u
+// (ok when it exists): the object's current JSON at key, nil when it has
+// none or the uid leads elsewhere.
+func (w *writer) histBase(key []byte, u uidState, ok bool) ([]byte, error) {
+	if !ok || !bytes.Equal(u.obj, key) {
+		return nil, nil
 	}
-	old, err := w.currentJSON(key)
-	return old, u.head, err
+	return w.currentJSON(key)
 }
 
 // histDelete records the delete of the object u names.

@@ -184,13 +184,21 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	lh := metaHash(lbls, text)
 	var head histHead
 	var oldJSON []byte
+	var pre *uidLookup
 	if w.hist.on {
-		var err error
-		if oldJSON, head, err = w.histBase(gvr, key, ukey); err != nil {
+		// The history needs the uid entry whatever the overlay says of the
+		// object: it is read once, here, for previous too.
+		u, ok, err := w.uidEntry(gvr, ukey)
+		if err != nil {
 			return feed.Prior{}, err
 		}
+		pre = &uidLookup{u: u, ok: ok}
+		if oldJSON, err = w.histBase(key, u, ok); err != nil {
+			return feed.Prior{}, err
+		}
+		head = u.head
 	}
-	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh)
+	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh, pre)
 	if err != nil {
 		return feed.Prior{}, err
 	}
@@ -254,19 +262,31 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	return prior, nil
 }
 
+// uidLookup is a uid entry already read (uidEntry), ok when it exists.
+type uidLookup struct {
+	u  uidState
+	ok bool
+}
+
 // previous is the object at key that an upsert of the uid at ukey, with
 // labels lbls (lh their metaHash with the search text), replaces. An
 // update that keeps its labels and annotations (most do: status changes)
 // learns that from the uid index, a
 // small value the LSM tree keeps, and does not read the object's record
 // from the value log, whose pages the recycler dropped long ago.
-func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64) (objState, bool, error) {
+func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64, pre *uidLookup) (objState, bool, error) {
 	if st, ok := w.unread(key); ok {
 		return st, !st.gone, nil
 	}
-	u, ok, err := w.uidEntry(gvr, ukey)
-	if err != nil {
-		return objState{}, false, err
+	var u uidState
+	var ok bool
+	if pre != nil {
+		u, ok = pre.u, pre.ok
+	} else {
+		var err error
+		if u, ok, err = w.uidEntry(gvr, ukey); err != nil {
+			return objState{}, false, err
+		}
 	}
 	if ok && bytes.Equal(u.obj, key) {
 		if u.metaHash == lh {
