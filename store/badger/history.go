@@ -333,11 +333,15 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 // mergePatch is the JSON merge patch from old to cur (rawMergePatch) when
 // it is much smaller than cur and applying it to old gives cur's exact
 // bytes (a member added elsewhere than last would not: such a revision is
-// a snapshot).
+// a snapshot). Applying it to check is needed only when the diff cannot
+// vouch for that (rawMergePatchExact).
 func mergePatch(old, cur []byte) ([]byte, bool) {
-	p, err := rawMergePatch(old, cur)
+	p, exact, err := rawMergePatchExact(old, cur)
 	if err != nil || 2*len(p) > len(cur) {
 		return nil, false
+	}
+	if exact {
+		return p, true
 	}
 	back, err := rawApplyMergePatch(old, p)
 	if err != nil || !bytes.Equal(back, cur) {

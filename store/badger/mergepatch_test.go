@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 func TestRawMergePatch(t *testing.T) {
@@ -47,6 +49,49 @@ func TestRawMergePatch(t *testing.T) {
 			back, err = rawApplyMergePatch([]byte(tc.old), got)
 			if err != nil || string(back) != tc.cur {
 				t.Errorf("applied by the store: %s, %v; want %s", back, err, tc.cur)
+			}
+		})
+	}
+}
+
+// TestRawMergePatchExact: where the diff vouches for its patch, applying
+// it gives back cur's exact bytes; where a level is not written as
+// applying writes it, or members moved or repeat, it does not vouch (and
+// mergePatch applies the patch to check).
+func TestRawMergePatchExact(t *testing.T) {
+	cases := []struct {
+		name, old, cur string
+		exact          bool
+	}{
+		{"compact", `{"a":1,"m":{"rv":"1","x":[1, 2]}}`, `{"a":1,"m":{"rv":"2","x":[1, 2]}}`, true},
+		{"same", `{"a":1}`, `{"a":1}`, true},
+		{"empty objects", `{}`, `{"a":{}}`, true},
+		{"added and removed", `{"a":1,"b":2}`, `{"a":1,"c":{"d":"e"}}`, true},
+		{"unchanged value with spaces", `{"a":{"b": 1},"c":1}`, `{"a":{"b": 1},"c":2}`, true},
+		{"space between members", `{"a":1,"b":2}`, `{"a":1, "b":3}`, false},
+		{"space after a colon", `{"a":1,"b":2}`, `{"a":1,"b": 3}`, false},
+		{"space in an entered level", `{"m":{"a":1,"b":2}}`, `{"m":{ "a":1,"b":3}}`, false},
+		{"trailing newline", `{"a":1}`, "{\"a\":2}\n", false},
+		{"leading space", `{"a":1}`, ` {"a":2}`, false},
+		{"members moved", `{"a":1,"b":2}`, `{"b":2,"a":3}`, false},
+		{"duplicate in old", `{"a":1,"a":2}`, `{"a":1}`, false},
+		{"duplicate in cur", `{"a":1}`, `{"a":1,"a":2}`, false},
+		{"same members, other bytes", `{"m":{"a": 1},"b":1}`, `{"m":{"a":1},"b":2}`, false},
+		// The benchmarks' Pod, as the collector writes objects: the fast path.
+		{"pod update", string(benchdata.Pod("c1", 7, 1)), string(benchdata.Pod("c1", 7, 2)), true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, exact, err := rawMergePatchExact([]byte(tc.old), []byte(tc.cur))
+			if err != nil {
+				t.Fatalf("diff: %v", err)
+			}
+			if exact != tc.exact {
+				t.Errorf("exact %v, want %v (patch %s)", exact, tc.exact, p)
+			}
+			back, err := rawApplyMergePatch([]byte(tc.old), p)
+			if exact && (err != nil || string(back) != tc.cur) {
+				t.Errorf("vouched for, but applied: %s, %v; want %s", back, err, tc.cur)
 			}
 		})
 	}
