@@ -32,7 +32,8 @@
 // reads the previous object's JSON to make the patch. A revision is a
 // snapshot when it is the first kept, every SnapshotEvery revisions, or
 // when the patch is not under half the object or does not give back the
-// exact bytes. Retention (history_retain.go) keeps each object's oldest
+// exact bytes (rawMergePatchExact vouches for a compact object without
+// applying the patch). Retention (history_retain.go) keeps each object's oldest
 // revision a snapshot, and keeps a live object's newest revision past the
 // window (without feed entries) as the base of its next change.
 //
