@@ -43,10 +43,18 @@ var secretsGVR = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 // stringData dropped unless keepSecretData, and the cache-source annotations
 // added. Every other byte is copied unchanged; obj is not modified.
 func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecretData bool) ([]byte, error) {
+	out, _, err := pruneObject(obj, cluster, gvr, keepSecretData)
+	return out, err
+}
+
+// pruneObject is prune that also tells the field manager of the change
+// (lastManager), read from managedFields before they are dropped.
+func pruneObject(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecretData bool) ([]byte, fieldManager, error) {
+	var fm fieldManager
 	var buf [16]rawjson.Member
 	top, err := rawjson.ObjectMembers(obj, buf[:0])
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadJSON, err)
+		return nil, fm, fmt.Errorf("%w: %w", ErrBadJSON, err)
 	}
 	strip := gvr == secretsGVR && !keepSecretData
 	stripped := false
@@ -76,18 +84,18 @@ func prune(obj []byte, cluster string, gvr schema.GroupVersionResource, keepSecr
 		}
 		hasMeta = true
 		out = append(out, obj[f.Start:f.ValueStart]...)
-		if out, err = pruneMeta(out, obj, f.ValueStart, cluster, stripped); err != nil {
-			return nil, err
+		if out, err = pruneMeta(out, obj, f.ValueStart, cluster, stripped, &fm); err != nil {
+			return nil, fm, err
 		}
 	}
 	if !hasMeta {
-		return nil, fmt.Errorf("%w: object without metadata", ErrBadJSON)
+		return nil, fm, fmt.Errorf("%w: object without metadata", ErrBadJSON)
 	}
-	return append(out, '}'), nil
+	return append(out, '}'), fm, nil
 }
 
 // pruneMeta appends the pruned metadata object found at obj[at:] to out.
-func pruneMeta(out, obj []byte, at int, cluster string, stripped bool) ([]byte, error) {
+func pruneMeta(out, obj []byte, at int, cluster string, stripped bool, fm *fieldManager) ([]byte, error) {
 	var buf [24]rawjson.Member
 	md, _, err := rawjson.Members(obj, at, buf[:0])
 	if err != nil {
@@ -99,6 +107,10 @@ func pruneMeta(out, obj []byte, at int, cluster string, stripped bool) ([]byte, 
 	for _, f := range md {
 		switch string(f.Key) {
 		case "managedFields":
+			// Dropped whatever they hold: a managedFields the manager
+			// cannot be read from (not an array of entries) leaves the
+			// change without a manager rather than the object uncached.
+			*fm, _ = lastManager(obj[f.ValueStart:f.ValueEnd])
 			continue
 		case "annotations":
 			if v := obj[f.ValueStart:f.ValueEnd]; !bytes.Equal(v, []byte("null")) {

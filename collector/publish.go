@@ -62,7 +62,7 @@ func (s *resourceSync) refuse(uid, why, desc string) {
 // logged and shown in the registry status, never silent.
 func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw, cells []byte) (bool, error) {
 	keep := s.w.keepsData(m.namespace)
-	obj, err := prune(raw, s.cluster, s.w.gvr, keep)
+	obj, fm, err := pruneObject(raw, s.cluster, s.w.gvr, keep)
 	if errors.Is(err, rawjson.ErrMalformed) {
 		// An object the hub would dead-letter (nested past
 		// rawjson.MaxDepth, which the apiserver allows): refused like an
@@ -76,6 +76,7 @@ func (s *resourceSync) publishUpsert(ctx context.Context, m objMeta, raw, cells 
 	}
 	ev := s.event(fleetviewv1.EventType_EVENT_TYPE_UPSERT, m.uid, objRef{rv: m.rv, ns: m.namespace, name: m.name})
 	ev.Object, ev.Cells = obj, cells
+	ev.Manager, ev.Operation, ev.Subresource = fm.manager, fm.operation, fm.subresource
 	msg, err := stream.ObjectMsg(ev, stream.ObjectMsgOptions{SecretDataKept: keep})
 	if err != nil {
 		return false, err

@@ -71,6 +71,14 @@
 //     (feed.Prior: Badger's writer reads it anyway; for a sink that does
 //     not say, OpenSearch's, the materializer keeps the labels of the
 //     objects it has applied since it started). The hub keeps no objects.
+//   - History (issue #48; history.go, watchhistory.go): the change feed
+//     (ListChanges) and an object's revisions (ListRevisions) read a
+//     HistoryReader, and Get and List pass asOf to the backend; the feed
+//     is admitted like a search (per resource, list), revisions like a
+//     Get of the object. With the history on, a resumed watch replays
+//     every change since its version from the history (HistoryReplayer)
+//     instead of the compacted stream, and is 410 only once the window
+//     has passed the version.
 //   - Readiness (/readyz, gRPC health) is the hub's own ability to serve:
 //     backends usable, NATS answering, the resource catalog loaded (and,
 //     under a member-RBAC mode, the members' RBAC objects applied once),

@@ -44,10 +44,20 @@ type RelayLimits = kubeapi.RelayLimits
 type Config struct {
 	Reader Reader
 	// Searcher answers Search; nil uses Reader when it implements Searcher.
-	Searcher   Searcher
-	Registries *regstore.Store
-	Inventory  jetstream.KeyValue
-	JetStream  jetstream.JetStream
+	Searcher Searcher
+	// History answers the change feed and revisions (issue #48); nil uses
+	// Reader when it implements HistoryReader, else they are 501.
+	History HistoryReader
+	// HistoryReplay, when set (history on), is what a resumed watch
+	// replays: every change since its version while the history's window
+	// holds it, 410 after; HistoryRetention is that window's time bound,
+	// for which resourceVersions are kept (watchhistory.go). Nil: the
+	// compacted stream, within MaxResumeAge.
+	HistoryReplay    HistoryReplayer
+	HistoryRetention time.Duration
+	Registries       *regstore.Store
+	Inventory        jetstream.KeyValue
+	JetStream        jetstream.JetStream
 	// StateReplicas is the replica count of the query API's state bucket
 	// (the token key), the hub's --stream-replicas: a token issued before
 	// a NATS server died must still verify after.
@@ -177,8 +187,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	sealer := query.NewSealer(key)
 	sc := &syncChecker{js: cfg.JetStream, inv: cfg.Inventory, regs: cfg.Registries, applied: cfg.Applied, backends: cfg.Backends}
-	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
-		sealer: sealer, versions: newVersionBook(cfg.JetStream, sealer, cfg.MaxResumeAge, cfg.StateReplicas), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
+	qs := &queryService{reader: cfg.Reader, searcher: cfg.Searcher, history: cfg.History, replayer: cfg.HistoryReplay, backends: cfg.Backends, hub: cfg.Hub, js: cfg.JetStream, inv: cfg.Inventory,
+		sealer: sealer, versions: newVersionBook(cfg.JetStream, sealer, versionAge(cfg), cfg.StateReplicas), maxResumeAge: cfg.MaxResumeAge, watchBuffer: cfg.WatchBuffer,
 		bookmarkInterval: cfg.BookmarkInterval, versionWait: cfg.VersionWait, stopping: make(chan struct{}),
 		limits: cfg.Limits, metrics: cfg.Metrics, log: cfg.Logger, watches: newWatchLimiter(cfg.Limits.MaxWatches, cfg.Limits.MaxWatchesPerClient)}
 	cs, rs := &clusterService{kv: cfg.Inventory, js: cfg.JetStream, sync: sc}, &registryService{store: cfg.Registries, backends: cfg.Backends}
@@ -295,6 +305,9 @@ func (cfg *Config) setDefaults() {
 	if cfg.Searcher == nil {
 		cfg.Searcher, _ = cfg.Reader.(Searcher)
 	}
+	if cfg.History == nil {
+		cfg.History, _ = cfg.Reader.(HistoryReader)
+	}
 	cfg.Limits.setDefaults()
 }
 
@@ -348,6 +361,9 @@ func (s *Server) routes(gw *runtime.ServeMux, local *inproc) *http.ServeMux {
 	mux.Handle("/v1/resources/", withSurface(SurfaceREST, rest.NewList(q, gw)))
 	mux.Handle("/v1/watch/", withSurface(SurfaceREST, rest.NewWatch(q)))
 	mux.Handle("/v1/search", withSurface(SurfaceREST, rest.NewSearch(q, gw)))
+	history := withSurface(SurfaceREST, rest.NewHistory(q, gw))
+	mux.Handle("/v1/changes", history)
+	mux.Handle("/v1/revisions/", history)
 	var vis kubeapi.Visibility
 	if s.cfg.Guard != nil {
 		vis = s.cfg.Guard.CatalogVisibility

@@ -50,6 +50,13 @@ type queryService struct {
 	fleetviewv1.UnimplementedQueryServiceServer
 	reader   Reader
 	searcher Searcher
+	history  HistoryReader
+	// replayer, when set, is what a resumed watch replays (nil: the
+	// compacted stream).
+	replayer HistoryReplayer
+	// backends tells which backend serves a cluster's resource: the
+	// history keeps the default one's only (nil: every resource is).
+	backends BackendHealth
 	hub      *watchhub.Hub
 	js       jetstream.JetStream
 	inv      jetstream.KeyValue
@@ -90,10 +97,14 @@ func (q *queryService) Get(ctx context.Context, req *fleetviewv1.GetRequest) (*f
 	if req.GetName() == "" {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: name required", query.ErrInvalid))
 	}
+	asOf, err := parseAsOf(req.GetAsOf(), time.Now())
+	if err != nil {
+		return nil, apierr.ToStatus(err)
+	}
 	// The caller's visibility (set by the Guard) narrows the read itself:
 	// what is out of sight neither answers nor makes the Get ambiguous.
 	obj, err := q.reader.Get(ctx, query.GetOptions{GVR: gvr, Namespace: req.GetNamespace(), Name: req.GetName(),
-		Cluster: req.GetCluster(), Visible: authz.VisibleFrom(ctx)})
+		Cluster: req.GetCluster(), Visible: authz.VisibleFrom(ctx), AsOf: asOf})
 	if err != nil {
 		return nil, apierr.ToStatus(err)
 	}
@@ -151,6 +162,13 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	if err != nil {
 		return nil, err
 	}
+	asOf, err := parseAsOf(req.GetAsOf(), time.Now())
+	if err != nil {
+		return nil, err
+	}
+	if rv := req.GetResourceVersion(); !asOf.IsZero() && rv != "" && rv != "0" {
+		return nil, fmt.Errorf("%w: asOf and resourceVersion are exclusive (asOf names the state)", query.ErrInvalid)
+	}
 	var want query.Version // with exact: the state to serve, in the selected clusters
 	if rv := req.GetResourceVersion(); rv != "" && rv != "0" {
 		if req.GetContinue() != "" {
@@ -171,6 +189,9 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		}
 	}
 	h := f.hash()
+	if !asOf.IsZero() {
+		h = requestHash(h, "asOf", asOf.UTC().Format(time.RFC3339Nano))
+	}
 	// The caller's visibility (set by the Guard) binds the token, as in
 	// search: a page is never continued under another scope.
 	vis := f.visible
@@ -182,7 +203,7 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 		return nil, err
 	}
 	o := f.listOptions()
-	o.Limit, o.Continue, o.Visible, o.Client = q.limits.pageLimit(req.GetLimit()), cur, vis, clientOf(ctx)
+	o.Limit, o.Continue, o.Visible, o.Client, o.AsOf = q.limits.pageLimit(req.GetLimit()), cur, vis, clientOf(ctx), asOf
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err

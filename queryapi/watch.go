@@ -83,7 +83,7 @@ func (q *queryService) watch(ctx context.Context, req *fleetviewv1.WatchRequest,
 	// f carries the caller's visibility: hidden objects are neither listed
 	// nor queued, so they never fill this watch's buffer (a 429 caused by
 	// what the caller cannot see would tell of it).
-	resume, err := q.resumeFrom(ctx, req.GetResourceVersion())
+	resume, err := q.resumeFrom(ctx, req.GetResourceVersion(), f.gvr)
 	if err != nil {
 		return err
 	}

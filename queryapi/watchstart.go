@@ -75,8 +75,15 @@ func (q *queryService) replay(ctx context.Context, c string, gvr schema.GroupVer
 }
 
 // checkResume answers 410 for a version the streams can no longer replay.
-func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken) error {
-	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge {
+func (q *queryService) checkResume(ctx context.Context, rv string, t query.VersionToken, gvr schema.GroupVersionResource) error {
+	if q.replayer != nil {
+		// The history, not the compacted stream, is replayed where it
+		// keeps the resource: its window decides (watchhistory.go).
+		if err := q.checkHistoryResume(ctx, rv, t, gvr); err != nil {
+			return err
+		}
+	}
+	if age := time.Since(time.Unix(t.Issued, 0)); age > q.maxResumeAge && q.streamReplayed(t, gvr) {
 		return fmt.Errorf("%w: resourceVersion %q is %s old; deletes older than %s are forgotten; list again", query.ErrExpired, shortRV(rv), age.Round(time.Second), q.maxResumeAge)
 	}
 	for _, c := range t.Seqs.Clusters() {
@@ -100,7 +107,7 @@ func (q *queryService) checkResume(ctx context.Context, rv string, t query.Versi
 
 // resumeFrom opens the resourceVersion a watch resumes from; nil when it
 // does not resume.
-func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.VersionToken, error) {
+func (q *queryService) resumeFrom(ctx context.Context, rv string, gvr schema.GroupVersionResource) (*query.VersionToken, error) {
 	if rv == "" || rv == "0" {
 		return nil, nil
 	}
@@ -108,16 +115,24 @@ func (q *queryService) resumeFrom(ctx context.Context, rv string) (*query.Versio
 	if err != nil {
 		return nil, err
 	}
-	if err := q.checkResume(ctx, rv, t); err != nil {
+	if err := q.checkResume(ctx, rv, t, gvr); err != nil {
 		return nil, err
 	}
 	return &t, nil
 }
 
 // replay judges cluster c's events from after from through to, read back
-// from its stream.
+// from the history when the hub keeps one (each change, its type known),
+// else from its stream.
 func (w *watch) replay(ctx context.Context, c string, from, to uint64) error {
-	if err := w.q.replay(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, true) }); err != nil {
+	read := func(he *watchhub.Event) error { return w.process(he, true) }
+	err := error(nil)
+	if w.q.historyKeeps(c, w.f.gvr) {
+		err = w.q.replayHistory(ctx, c, w.f.gvr, from, to, func(he *watchhub.Event) error { return w.process(he, false) })
+	} else {
+		err = w.q.replay(ctx, c, w.f.gvr, from, to, read)
+	}
+	if err != nil {
 		return w.drain(err)
 	}
 	return nil

@@ -24,6 +24,9 @@ check "./queryapi/..." "collector|materializer|store|cmd"
 check "./collector/..." "materializer|queryapi|store|cmd"
 check "./materializer/..." "collector|queryapi|store|cmd"
 check "./store/..." "collector|queryapi|cmd"
+# The kubectl plugin is a client of the hub's REST API: no component, no
+# server wiring.
+check "./cmd/kubectl-fleet/..." "collector|materializer|queryapi|store|cmd/fleetview"
 # The set never names a concrete store: each registers through store.Kind
 # from the composition root (its tests may use one).
 bad=$(go list -deps -f '{{.ImportPath}}' ./store | grep -E "^$mod/store/" || true)

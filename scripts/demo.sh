@@ -19,6 +19,7 @@ echo "demo directory: $DEMO"
 
 mkdir -p "$DEMO/bin"
 go build -o "$DEMO/bin/fleetview" ./cmd/fleetview
+go build -o "$DEMO/bin/kubectl-fleet" ./cmd/kubectl-fleet # `kubectl fleet` with $DEMO/bin on PATH
 go build -o "$DEMO/demo-fleet" ./integration/cmd/demo-fleet
 
 pids=()
@@ -68,6 +69,7 @@ run "curl -s 'http://$HTTP/v1/resources/core/v1/pods?labelSelector=app%3Dcheckou
 run "curl -s 'http://$HTTP/v1/resources/apps/v1/deployments?namespace=shop&clusters=member2' | head -c 800; echo"
 run "curl -s -o /dev/null -w '%{http_code}\n' 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop'"
 run "fleetview registry list --server $GRPC"
+run "kubectl fleet changes --since 10m --resource deploy -n shop"
 
 cat <<MSG
 
@@ -80,6 +82,8 @@ Try more, in a shell with the two exports below:
   curl 'http://$HTTP/v1/resources/apps/v1/deployments/cart?namespace=shop&cluster=member1'
   curl 'http://$HTTP/openapi.json'
   kubectl --kubeconfig $DEMO/admin-kubeconfig --context member1 -n shop delete pod frontend-0   # then list again
+  kubectl fleet deleted pods -n shop          # ... and see it here, with its last state (-o yaml)
+  kubectl fleet changes --since 10m           # the fleet's change feed; kubectl fleet history|diff deploy cart -n shop --cluster member1
 
 export PATH="$DEMO/bin:\$PATH" KUBECONFIG="$DEMO/fleet.kubeconfig"
 MSG

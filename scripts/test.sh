@@ -221,6 +221,8 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# gives one figure for each; a recorded run takes the median of three
 	# (the default, docs/benchmarks/materializer.md).
 	FV_BENCH_REPEAT="${FV_BENCH_REPEAT:-1}" "$bench/bench-materializer"
+	log "history benchmark (50k Pod events: serve with history off and on, adds then updates, ratio of the apply rates)"
+	FV_BENCH_ONLY=history FV_BENCH_EVENTS=50000 FV_BENCH_REPEAT=1 "$bench/bench-materializer"
 	log "console benchmark (150k Pods: first page in chromium; 1,000 live rows at 100 events/s)"
 	go build -o "$bench/bench-console" ./integration/cmd/bench-console
 	"$bench/bench-console"
@@ -253,6 +255,11 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# CI's scale (about a minute); the is 3 x 50k Pods (the
 	# default, docs/benchmarks/relations.md).
 	FV_REL_PODS="${FV_REL_PODS:-5000}" FV_REL_ROUNDS="${FV_REL_ROUNDS:-1}" "$bench/bench-relations"
+	log "history reads benchmark (a real kube-apiserver's Pods through a hub with history: the change feed's first page, an object's 100 revisions, an as-of list beside today's list of the same Pods)"
+	go build -o "$bench/bench-historyapi" ./integration/cmd/bench-historyapi
+	# CI's scale (well under a minute); the is 15k selected Pods
+	# (the default, docs/benchmarks/history.md).
+	FV_HIST_PODS="${FV_HIST_PODS:-1000}" "$bench/bench-historyapi"
 	rm -rf "$bench"
 fi
 echo "total $(( $(date +%s) - start ))s"

@@ -57,12 +57,21 @@ func TestDemoQuickStart(t *testing.T) {
 		t.Errorf("kubectl api-resources does not list the cached deployments:\n%s", text)
 	}
 
+	// The kubectl plugin, found on the demo's PATH: the Deployments the
+	// demo created, each cluster's, in the change feed.
+	feed := section(t, text, "$ kubectl fleet changes --since 10m --resource deploy -n shop")
+	for _, c := range []string{"member1", "member2", "member3"} {
+		if !regexp.MustCompile(`(?m)^\S+\s+` + c + `\s+ADDED\s+deployments\.apps\s+shop\s`).MatchString(feed) {
+			t.Errorf("kubectl fleet changes shows no Deployment ADDED in %s:\n%s", c, feed)
+		}
+	}
+
 	lines := strings.Split(strings.TrimSpace(text), "\n")
 	want := `export PATH="` + dir + `/bin:$PATH" KUBECONFIG="` + dir + `/fleet.kubeconfig"`
 	if last := lines[len(lines)-1]; last != want {
 		t.Errorf("the demo's last line is %q, want %q", last, want)
 	}
-	for _, f := range []string{"bin/fleetview", "fleet.kubeconfig"} {
+	for _, f := range []string{"bin/fleetview", "bin/kubectl-fleet", "fleet.kubeconfig"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("the demo left no %s: %v", f, err)
 		}

@@ -128,3 +128,13 @@ type RevisionPage struct {
 	Revisions []Revision
 	Continue  string
 }
+
+// HistoryWindow is what a store's history holds: changes observed from
+// Start on, and per cluster every change after Seq[cluster] (a watch
+// resumed from a sequence at or past it replays exactly; before it the
+// history has lost changes). A cluster without an entry has nothing
+// recorded.
+type HistoryWindow struct {
+	Start time.Time
+	Seq   map[string]uint64
+}

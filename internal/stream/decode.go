@@ -61,7 +61,7 @@ var errInvalidUTF8 = errors.New("string field contains invalid UTF-8")
 // skips it; so do we.
 func eventField(b []byte, num protowire.Number, typ protowire.Type, ev *fleetviewv1.ResourceEvent) (int, error) {
 	switch {
-	case typ == protowire.BytesType && (num >= 1 && num <= 9 && num != 8 || num == 12):
+	case typ == protowire.BytesType && (num >= 1 && num <= 9 && num != 8 || num >= 12 && num <= 15):
 		v, n := protowire.ConsumeBytes(b)
 		if n < 0 {
 			return 0, protowire.ParseError(n)
@@ -103,6 +103,12 @@ func eventField(b []byte, num protowire.Number, typ protowire.Type, ev *fleetvie
 			ev.Name = s
 		case 7:
 			ev.ResourceVersion = s
+		case 13:
+			ev.Manager = s
+		case 14:
+			ev.Operation = s
+		case 15:
+			ev.Subresource = s
 		}
 		return n, nil
 	case typ == protowire.VarintType && (num == 8 || num == 10 || num == 11):

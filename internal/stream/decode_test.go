@@ -17,7 +17,7 @@ func eventCases() map[string][]byte {
 		Cluster: "c1", Gvr: &fleetviewv1.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
 		Kind: "Deployment", Uid: "u-1", Namespace: "ns", Name: "web", ResourceVersion: "42",
 		Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT, Object: []byte(`{"a":1}`), ObservedUnixNano: -5, Namespaced: true,
-		Cells: []byte(`["web","1/1",3]`),
+		Cells: []byte(`["web","1/1",3]`), Manager: "kubectl", Operation: "Update", Subresource: "status",
 	})
 	tag := func(b []byte, num protowire.Number, typ protowire.Type) []byte {
 		return protowire.AppendTag(b, num, typ)

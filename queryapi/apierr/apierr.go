@@ -45,6 +45,11 @@ var table = []struct {
 	// 400: the reason (carried in the gRPC status's ErrorInfo) picks 413.
 	{query.ErrRequestTooLarge, Mapping{codes.InvalidArgument, http.StatusRequestEntityTooLarge, "RequestEntityTooLarge"}},
 	{query.ErrExpired, Mapping{codes.OutOfRange, http.StatusGone, "Expired"}},
+	// A history read before the retention window: 410 like an expired
+	// version, told apart by its reason (Gone: the moment is no longer
+	// kept; Expired, which client-go relists on, stays the watch's and the
+	// token's). A watch resumed past the window is ErrExpired.
+	{query.ErrOutsideWindow, Mapping{codes.OutOfRange, http.StatusGone, "Gone"}},
 	{query.ErrTooSlow, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
 	{query.ErrTooManyRequests, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
 	{query.ErrTooLargeVersion, Mapping{codes.DeadlineExceeded, http.StatusGatewayTimeout, "Timeout"}},

@@ -140,6 +140,10 @@ func responseCount(resp any, err error) int {
 		return 1
 	case *fleetviewv1.SearchResponse:
 		return len(r.GetItems())
+	case *fleetviewv1.ListChangesResponse:
+		return len(r.GetChanges())
+	case *fleetviewv1.ListRevisionsResponse:
+		return len(r.GetRevisions())
 	case *fleetviewv1.ListClustersResponse:
 		return len(r.GetClusters())
 	case *fleetviewv1.Cluster:
@@ -163,6 +167,9 @@ func (a *Audit) log(ctx context.Context, msg, method string, rec *auditRecord, r
 	case *fleetviewv1.SearchRequest:
 		resource = searchResources(r.GetResources())
 		namespace, clusters = r.GetNamespace(), r.GetClusters()
+	case *fleetviewv1.ListChangesRequest:
+		resource = changedResources(r.GetResources())
+		namespace = r.GetNamespace()
 	case resourceRequest:
 		if resource == "" {
 			resource = resourceName(r)
@@ -172,6 +179,11 @@ func (a *Audit) log(ctx context.Context, msg, method string, rec *auditRecord, r
 	switch r := req.(type) {
 	case clustersRequest:
 		clusters = r.GetClusters()
+	case *fleetviewv1.ListRevisionsRequest:
+		name = r.GetName()
+		if c := r.GetCluster(); c != "" {
+			clusters = []string{c}
+		}
 	case *fleetviewv1.GetRequest:
 		name = r.GetName()
 		if c := r.GetCluster(); c != "" {

@@ -103,8 +103,12 @@ func VerbFor(method string) (verb, resource string) {
 		return auth.VerbList, "registries"
 	case strings.HasPrefix(method, "/fleetview.v1.RegistryService/"):
 		return auth.VerbRegistryAdmin, "registries"
-	case name == "Get":
+	case name == "Get" || name == "ListRevisions":
+		// An object's revisions are read as the object is.
 		return auth.VerbGet, ""
+	case name == "ListChanges":
+		// The change feed is a list of many resources (authzhistory.go).
+		return auth.VerbList, ""
 	case name == "List" || name == "Count":
 		// A count reveals what the list would: authorized as one.
 		return auth.VerbList, ""
@@ -213,6 +217,8 @@ func narrowClusters(req any, allowed []string) error {
 		cl = &r.Clusters
 	case *fleetviewv1.CountRequest:
 		cl = &r.Clusters
+	case *fleetviewv1.ListChangesRequest:
+		cl = &r.Clusters
 	default:
 		return nil
 	}
@@ -247,9 +253,14 @@ func VisibleFrom(ctx context.Context) *query.Visibility {
 // resource names resolved: "deployments.apps" is the group apps, and a "*"
 // never covers Secrets unless the rule names them too. nil: everything.
 func (g *Guard) visibility(u auth.User) *query.Visibility {
+	return g.visibilityFor(u, auth.VerbSearch)
+}
+
+// visibilityFor is visibility for the policy's grants of verb.
+func (g *Guard) visibilityFor(u auth.User, verb string) *query.Visibility {
 	secrets := schema.GroupResource{Resource: "secrets"}
 	v := &query.Visibility{}
-	for _, gr := range g.Authorizer.Grants(u, auth.VerbSearch) {
+	for _, gr := range g.Authorizer.Grants(u, verb) {
 		qg := query.Grant{Clusters: gr.Clusters, Namespaces: gr.Namespaces}
 		named := make([]schema.GroupResource, 0, len(gr.Resources))
 		for _, r := range gr.Resources {
@@ -331,6 +342,9 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	if info.FullMethod == fleetviewv1.QueryService_Related_FullMethodName {
 		return g.related(ctx, u, req, handler)
 	}
+	if info.FullMethod == fleetviewv1.QueryService_ListChanges_FullMethodName {
+		return g.changes(ctx, u, req, handler)
+	}
 	if verb, _ := VerbFor(info.FullMethod); verb == auth.VerbSearch {
 		if g.members() {
 			return g.memberSearch(ctx, u, req, handler)
@@ -348,7 +362,7 @@ func (g *Guard) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, 
 	ctx = g.relationVisibility(auth.WithUser(ctx, u), u, req)
 	if scope != nil {
 		switch req.(type) {
-		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest, *fleetviewv1.CountRequest:
+		case *fleetviewv1.ListRequest, *fleetviewv1.GetRequest, *fleetviewv1.CountRequest, *fleetviewv1.ListRevisionsRequest:
 			// Namespaces too are applied by the backend. A list applies
 			// them before the limit: pages stay full, and neither the
 			// continue token nor the remaining count reflects hidden

@@ -77,6 +77,8 @@ func filter(s *auth.Scope, resp any) error {
 		if !s.Allows(r.GetCluster(), ns) {
 			return auth.ErrForbidden
 		}
+	case *fleetviewv1.ListRevisionsResponse:
+		r.Revisions = slices.DeleteFunc(r.Revisions, func(e *fleetviewv1.HistoryEntry) bool { return !s.Allows(e.GetCluster(), e.GetNamespace()) })
 	case *fleetviewv1.GetResponse:
 		if !s.Allows(objectLocation(r.GetObject(), r.GetRawObject())) {
 			return fmt.Errorf("%w: object outside the caller's scope", auth.ErrForbidden)

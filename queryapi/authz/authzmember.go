@@ -141,6 +141,8 @@ func oneCluster(req any) (cluster, name string, ok bool) {
 	switch r := req.(type) {
 	case *fleetviewv1.GetRequest:
 		return r.GetCluster(), r.GetName(), r.GetCluster() != ""
+	case *fleetviewv1.ListRevisionsRequest:
+		return r.GetCluster(), r.GetName(), r.GetCluster() != ""
 	case *fleetviewv1.ListRequest:
 		clusters, sel, clusterSel = r.GetClusters(), r.GetFieldSelector(), r.GetClusterSelector()
 	case *fleetviewv1.WatchRequest:

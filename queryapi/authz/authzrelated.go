@@ -62,7 +62,7 @@ func FilterRelated(r *fleetviewv1.RelatedResponse, vis *query.Visibility) {
 // visibility.
 func (g *Guard) crossVisibility(ctx context.Context, u auth.User) *query.Visibility {
 	if g.members() {
-		return g.memberVisibility(ctx, u, g.searched(&fleetviewv1.SearchRequest{}))
+		return g.memberVisibility(ctx, u, g.searched(&fleetviewv1.SearchRequest{}), auth.VerbSearch)
 	}
 	return g.visibility(u)
 }

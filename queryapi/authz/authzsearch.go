@@ -31,7 +31,7 @@ func (g *Guard) memberSearch(ctx context.Context, u auth.User, req any, handler 
 	if !ok {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: unexpected search request %T", auth.ErrForbidden, req))
 	}
-	vis := g.memberVisibility(ctx, u, g.searched(sr))
+	vis := g.memberVisibility(ctx, u, g.searched(sr), auth.VerbSearch)
 	if vis.None() {
 		return nil, apierr.ToStatus(fmt.Errorf("%w: user %q may not list any searched resource in any member cluster (member RBAC)", auth.ErrForbidden, u.Name))
 	}
@@ -81,11 +81,12 @@ func (g *Guard) searched(r *fleetviewv1.SearchRequest) []schema.GroupResource {
 }
 
 // memberVisibility is where u may list each resource in the members (and,
-// under ModeBoth, where the policy lets it search too).
-func (g *Guard) memberVisibility(ctx context.Context, u auth.User, resources []schema.GroupResource) *query.Visibility {
+// under ModeBoth, where the policy lets it policyVerb too: search for a
+// search, list for the change feed).
+func (g *Guard) memberVisibility(ctx context.Context, u auth.User, resources []schema.GroupResource, policyVerb string) *query.Visibility {
 	var policy *query.Visibility
 	if g.policy() {
-		if policy = g.visibility(u); policy.None() {
+		if policy = g.visibilityFor(u, policyVerb); policy.None() {
 			return policy
 		}
 	}

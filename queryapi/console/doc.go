@@ -8,5 +8,9 @@
 // browser reads everything through the public REST API (/v1) with the
 // user's bearer token, so it gets exactly what that token may read; this
 // package must not serve data, read the cache, or hold any state of its
-// own. The assets are public and contain no data.
+// own. The assets are public and contain no data. The modules: app.js
+// (routing, search, the object view), history.js (an object's timeline,
+// recent changes, recently deleted: /v1/revisions and /v1/changes),
+// fleet.js (clusters and registries), api.js (the REST calls and the
+// watch stream), and the DOM-free helpers format.js and diff.js.
 package console

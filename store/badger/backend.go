@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/store"
 )
@@ -69,6 +71,8 @@ type KindOptions struct {
 	// materializer's defaults).
 	BatchSize     int
 	FlushInterval time.Duration
+	// History is the history of changes the store keeps (history.go).
+	History HistoryOptions
 }
 
 // Kind registers Badger as the default store (store.Config.Default): it
@@ -78,7 +82,7 @@ func Kind(o KindOptions) store.Kind {
 	return store.Kind{
 		Name: "badger",
 		Open: func(_ context.Context, t store.Target, log *slog.Logger) (store.Backend, error) {
-			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache}, o.Snapshots)
+			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache, History: o.History}, o.Snapshots)
 		},
 		BatchSize:     o.BatchSize,
 		FlushInterval: o.FlushInterval,
@@ -98,4 +102,26 @@ func OpenRebuild(dir string, log *slog.Logger) (store.RebuildStore, error) {
 // Related implements the store set's relater.
 func (b *Backend) Related(ctx context.Context, o query.RelatedOptions) (query.Graph, error) {
 	return b.reader.Related(ctx, o)
+}
+
+var _ store.History = (*Backend)(nil)
+
+// Changes implements store.History.
+func (b *Backend) Changes(ctx context.Context, o query.ChangesOptions) (query.ChangePage, error) {
+	return b.reader.Changes(ctx, o)
+}
+
+// Revisions implements store.History.
+func (b *Backend) Revisions(ctx context.Context, o query.RevisionsOptions) (query.RevisionPage, error) {
+	return b.reader.Revisions(ctx, o)
+}
+
+// ChangesAfter implements store.History.
+func (b *Backend) ChangesAfter(ctx context.Context, cluster string, gvr schema.GroupVersionResource, from, to uint64, fn func(query.Revision) error) error {
+	return b.reader.ChangesAfter(ctx, cluster, gvr, from, to, fn)
+}
+
+// HistoryWindow implements store.History.
+func (b *Backend) HistoryWindow(ctx context.Context) (query.HistoryWindow, error) {
+	return b.reader.HistoryWindow(ctx)
 }

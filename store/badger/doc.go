@@ -21,6 +21,29 @@
 //	X/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
 //	M/valueindex                                                  -> the v/ dimensions kept since the store was empty
 //
+// History (history*.go, docs/history.md), when HistoryOptions are set,
+// written in the same transaction as the object and the checkpoint:
+//
+//	r/<cluster>/<group>/<version>/<resource>/<uid>/<seq 8 BE>   -> kind, type, time, rv, manager, operation, subresource, snapshot or merge patch
+//	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> uid, time (a resumed watch's replay, in stream order)
+//	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> change: type, gvr, uid, namespace, name, rv, manager, labels
+//	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> the same, deletes only (the recently deleted view)
+//	n/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<uid> -> "" (an object's uids by name, deleted ones too)
+//	h/<cluster>, g/<cluster>                                    -> history bytes added by the materializer, removed by retention
+//	a/<cluster>, m/<cluster>                                    -> seq before the first recorded change, last seq retention removed
+//	b/h, e/h                                                    -> when history began, time through which retention removed
+//
+// The uid index entry carries the object's history head (newest
+// revision's seq, time, patches since the last snapshot, rv), so an
+// update learns how to record itself from the entry it reads anyway; it
+// reads the previous object's JSON to make the patch. A revision is a
+// snapshot when it is the first kept, every SnapshotEvery revisions, or
+// when the patch is not under half the object or does not give back the
+// exact bytes (rawMergePatchExact vouches for a compact object without
+// applying the patch). Retention (history_retain.go) keeps each object's oldest
+// revision a snapshot, and keeps a live object's newest revision past the
+// window (without feed entries) as the base of its next change.
+//
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of
 // one cluster cost that cluster's objects, not the fleet's. The uid index entry carries a hash of the

@@ -283,10 +283,11 @@ const uidEntryMark = 0x01
 
 // encodeUIDEntry is the uid index's value: the object's namespace and name
 // (its primary key follows, with the cluster and resource of the entry's
-// own key) and metaHash of its labels and search text.
-func encodeUIDEntry(ns, name string, hash uint64, alloc func(n int) []byte) []byte {
-	b := append(alloc(1+len(ns)+len(name)+2*binary.MaxVarintLen64+8), uidEntryMark)
-	return binary.BigEndian.AppendUint64(appendString(appendString(b, ns), name), hash)
+// own key), metaHash of its labels and search text, and the history's head
+// of the object (nothing when it has no revision).
+func encodeUIDEntry(ns, name string, hash uint64, head histHead, alloc func(n int) []byte) []byte {
+	b := append(alloc(1+len(ns)+len(name)+3*binary.MaxVarintLen64+25+len(head.rv)), uidEntryMark)
+	return appendHead(binary.BigEndian.AppendUint64(appendString(appendString(b, ns), name), hash), head)
 }
 
 func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (uidState, error) {
@@ -296,8 +297,13 @@ func decodeUIDEntry(v []byte, gvr schema.GroupVersionResource, cluster string) (
 	ns, rest, err := cutString(v[1:])
 	if err == nil {
 		var name string
-		if name, rest, err = cutString(rest); err == nil && len(rest) == 8 {
-			return uidState{obj: objKey(gvr, ns, name, cluster), metaHash: binary.BigEndian.Uint64(rest)}, nil
+		if name, rest, err = cutString(rest); err == nil && len(rest) >= 8 {
+			// The history's head (history.go) follows the hash, when
+			// the object has a revision.
+			head, err := cutHead(rest[8:])
+			if err == nil {
+				return uidState{obj: objKey(gvr, ns, name, cluster), metaHash: binary.BigEndian.Uint64(rest), head: head}, nil
+			}
 		}
 	}
 	return uidState{}, fmt.Errorf("uid index entry %q: %w", v, errCorrupt)

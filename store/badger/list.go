@@ -17,7 +17,10 @@ import (
 )
 
 // List returns one page of objects ordered by namespace, name, cluster.
-func (r *Reader) List(_ context.Context, o query.ListOptions) (query.Page, error) {
+func (r *Reader) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
+	if !o.AsOf.IsZero() {
+		return r.listAsOf(ctx, o)
+	}
 	p, err := r.openPage(o.Continue, o.Clusters, o.Client)
 	if err != nil {
 		return query.Page{}, err

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -24,6 +25,9 @@ func dump(t *testing.T, s *Store) string {
 		it := txn.NewIterator(bdg.DefaultIteratorOptions)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
+			if bytes.Equal(it.Item().Key(), beganKey) {
+				continue // when the store was opened
+			}
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
@@ -74,6 +78,19 @@ func fmtPriors(evs []feed.Event) string {
 // still uncommitted (its transaction's snapshot lacks the first batch), and
 // checks the result equals applying both batches one after the other.
 func TestPreparedReadsBatchInFlight(t *testing.T) {
+	withAndWithoutHistory(t, testPreparedReadsBatchInFlight)
+}
+
+// withAndWithoutHistory runs a test of the write path without and with
+// the history (which the same transactions write).
+func withAndWithoutHistory(t *testing.T, f func(t *testing.T, h HistoryOptions)) {
+	t.Run("without history", func(t *testing.T) { f(t, HistoryOptions{}) })
+	t.Run("with history", func(t *testing.T) {
+		f(t, HistoryOptions{Retention: time.Hour, MaxBytes: 1 << 30, SnapshotEvery: 4, RetainInterval: time.Hour})
+	})
+}
+
+func testPreparedReadsBatchInFlight(t *testing.T, h HistoryOptions) {
 	removed := &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: stream.ProtoGVR(benchdata.PodGVR), Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}
 	base := []*fleetviewv1.ResourceEvent{benchdata.Event("c1", 0, 1), benchdata.Event("c1", 1, 1), benchdata.Event("c1", 2, 1)}
 	for _, tc := range []struct {
@@ -103,7 +120,7 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 			}
 			b0, b1, b2 := events(base), events(tc.first), events(tc.after)
 
-			want, err := Open(Options{Dir: t.TempDir()})
+			want, err := Open(Options{Dir: t.TempDir(), History: h})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,7 +131,7 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 				}
 			}
 
-			got, err := Open(Options{Dir: t.TempDir()})
+			got, err := Open(Options{Dir: t.TempDir(), History: h})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -171,14 +188,16 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 // TestPrepareCommitsInOrder drives Prepare and Commit the way the
 // materializer does, over many batches that update the same objects, and
 // checks the store equals sequential application.
-func TestPrepareCommitsInOrder(t *testing.T) {
+func TestPrepareCommitsInOrder(t *testing.T) { withAndWithoutHistory(t, testPrepareCommitsInOrder) }
+
+func testPrepareCommitsInOrder(t *testing.T, h HistoryOptions) {
 	ctx := context.Background()
-	want, err := Open(Options{Dir: t.TempDir()})
+	want, err := Open(Options{Dir: t.TempDir(), History: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer want.Close()
-	got, err := Open(Options{Dir: t.TempDir()})
+	got, err := Open(Options{Dir: t.TempDir(), History: h})
 	if err != nil {
 		t.Fatal(err)
 	}

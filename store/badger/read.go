@@ -146,7 +146,10 @@ func (r *Reader) Versions(_ context.Context) (query.Version, error) {
 
 // Get returns one object. With no cluster, the object must be in exactly
 // one visible cluster; copies the caller may not see are skipped unread.
-func (r *Reader) Get(_ context.Context, o query.GetOptions) (query.Object, error) {
+func (r *Reader) Get(ctx context.Context, o query.GetOptions) (query.Object, error) {
+	if !o.AsOf.IsZero() {
+		return r.getAsOf(ctx, o)
+	}
 	gvr := o.GVR
 	out := query.Object{GVR: gvr, Checked: true}
 	read := func(it *bdg.Item) error {

@@ -56,6 +56,9 @@ type Options struct {
 	// baseline of the apply-rate benchmark (bench-materializer
 	// FV_BENCH_AB=relations), not a production setting.
 	NoRelations bool
+	// History keeps every change for a retention window (history.go);
+	// off when its bounds are zero.
+	History HistoryOptions
 
 	// l0Tables, when set, replaces how many level-0 tables wait before
 	// compaction (tests: 1 has compaction, and with it the value log's
@@ -94,6 +97,10 @@ type Store struct {
 	// (relate.go); noRelations is Options.NoRelations.
 	kinds       sync.Map
 	noRelations bool
+	hist        HistoryOptions
+	// histBegun: the clusters whose history start (beginKey, history_retain.go) is known
+	// to be recorded.
+	histBegun map[string]bool
 }
 
 // Open opens or creates the store in dir.
@@ -139,7 +146,14 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
-	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(), noRelations: o.NoRelations}
+	if o.History.SnapshotEvery <= 0 {
+		o.History.SnapshotEvery = 16
+	}
+	if o.History.RetainInterval <= 0 {
+		o.History.RetainInterval = time.Minute
+	}
+	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(),
+		noRelations: o.NoRelations, hist: o.History, histBegun: map[string]bool{}}
 	if err := s.openValueIndex(o.ValueIndex); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -151,6 +165,14 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.ValueLogGCInterval > 0 {
 		wg.Go(func() { s.runValueLogGC(ctx, o.ValueLogGCInterval) })
+	}
+	if s.hist.enabled() {
+		if err := s.markStarted(time.Now()); err != nil {
+			cancel()
+			wg.Wait()
+			return nil, errors.Join(err, db.Close())
+		}
+		wg.Go(func() { s.runRetention(ctx) })
 	}
 	s.stopBackground = func() {
 		cancel()

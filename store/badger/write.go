@@ -25,10 +25,13 @@ import (
 type overlay struct {
 	objs map[string]objState
 	uids map[string]uidState
-	// rels: the relations' f/ entries (relate.go), made on first use.
+	// rels: the relations' E/ entries (relate.go), made on first use.
 	rels map[string]relState
-	// vals: the value index's x/ entries (valueindex.go), made on first use.
+	// vals: the value index's X/ entries (valueindex.go), made on first use.
 	vals map[string][]vpair
+	// hist is the batch's history counter and expiry (history.go), read
+	// by the batch after it: that batch's snapshot lacks this one.
+	hist *histWriter
 }
 
 type objState struct {
@@ -38,6 +41,9 @@ type objState struct {
 	// sameMeta: the uid index vouches that the stored object has the
 	// labels and search text of the one being written (metaHash).
 	sameMeta bool
+	// json is the object as this batch wrote it (the history patches the
+	// next revision against it).
+	json []byte
 }
 
 type uidState struct {
@@ -45,6 +51,8 @@ type uidState struct {
 	obj  []byte
 	// metaHash of the object's labels and search text.
 	metaHash uint64
+	// head is the object's newest revision in the history.
+	head histHead
 }
 
 func newOverlay() *overlay {
@@ -70,6 +78,7 @@ type writer struct {
 	slab *slab
 	// budget is what the transaction holds, as Badger counts it (txnroom.go).
 	budget txnBudget
+	hist   histWriter
 }
 
 func (w *writer) set(k, v []byte) error {
@@ -136,10 +145,16 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 	if txn == nil {
 		txn = s.db.NewTransaction(true)
 	}
-	return &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known}, nil
+	w := &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
+		hist: histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
+	w.ov.hist = &w.hist
+	return w, nil
 }
 
 func (w *writer) setCheckpoint(seq uint64) error {
+	if err := w.saveHistory(); err != nil {
+		return err
+	}
 	v := make([]byte, 8)
 	binary.BigEndian.PutUint64(v, seq)
 	return w.set(ckptKey(w.cluster), v)
@@ -161,7 +176,7 @@ func (w *writer) apply(e *feed.Event) (err error) {
 		e.Prior, err = w.upsert(gvr, e)
 		return err
 	case fleetviewv1.EventType_EVENT_TYPE_DELETE:
-		e.Prior, err = w.deleteUID(gvr, ev.GetUid())
+		e.Prior, err = w.deleteUID(gvr, ev.GetUid(), e)
 		return err
 	case fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED:
 		return w.removeResource(gvr)
@@ -182,7 +197,23 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	key := objKey(gvr, ns, name, w.cluster)
 	ukey := uidKey(w.cluster, gvr, uid)
 	lh := metaHash(lbls, text)
-	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh)
+	var head histHead
+	var oldJSON []byte
+	var pre *uidLookup
+	if w.hist.on {
+		// The history needs the uid entry whatever the overlay says of the
+		// object: it is read once, here, for previous too.
+		u, ok, err := w.uidEntry(gvr, ukey)
+		if err != nil {
+			return feed.Prior{}, err
+		}
+		pre = &uidLookup{u: u, ok: ok}
+		if oldJSON, err = w.histBase(key, u, ok); err != nil {
+			return feed.Prior{}, err
+		}
+		head = u.head
+	}
+	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh, pre)
 	if err != nil {
 		return feed.Prior{}, err
 	}
@@ -236,15 +267,26 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	if err := w.relate(gvr, ns, name, ev.GetObject(), exists); err != nil {
 		return prior, err
 	}
-	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls}
+	if w.hist.on {
+		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head); err != nil {
+			return prior, err
+		}
+	}
+	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls, json: ev.GetObject()}
 	if w.known != nil {
 		w.known.add(key)
 	}
-	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, w.slab.alloc)); err != nil {
+	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, head, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.uids[string(ukey)] = uidState{obj: key}
+	w.ov.uids[string(ukey)] = uidState{obj: key, metaHash: lh, head: head}
 	return prior, nil
+}
+
+// uidLookup is a uid entry already read (uidEntry), ok when it exists.
+type uidLookup struct {
+	u  uidState
+	ok bool
 }
 
 // previous is the object at key that an upsert of the uid at ukey, with
@@ -253,13 +295,19 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 // learns that from the uid index, a
 // small value the LSM tree keeps, and does not read the object's record
 // from the value log, whose pages the recycler dropped long ago.
-func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64) (objState, bool, error) {
+func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64, pre *uidLookup) (objState, bool, error) {
 	if st, ok := w.unread(key); ok {
 		return st, !st.gone, nil
 	}
-	u, ok, err := w.uidEntry(gvr, ukey)
-	if err != nil {
-		return objState{}, false, err
+	var u uidState
+	var ok bool
+	if pre != nil {
+		u, ok = pre.u, pre.ok
+	} else {
+		var err error
+		if u, ok, err = w.uidEntry(gvr, ukey); err != nil {
+			return objState{}, false, err
+		}
 	}
 	if ok && bytes.Equal(u.obj, key) {
 		if u.metaHash == lh {
@@ -362,8 +410,10 @@ func (w *writer) uidEntry(gvr schema.GroupVersionResource, ukey []byte) (uidStat
 }
 
 // deleteUID deletes the object with the uid, if the cache holds it, and
-// says what it deleted.
-func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Prior, error) {
+// says what it deleted; the history records it when e is the delete
+// event (not for a resource removed from the cache: its objects were not
+// deleted).
+func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string, e *feed.Event) (feed.Prior, error) {
 	ukey := uidKey(w.cluster, gvr, uid)
 	u, ok, err := w.uidEntry(gvr, ukey)
 	if err != nil || !ok {
@@ -378,6 +428,11 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string) (feed.Pr
 	prior := feed.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
 		prior = feed.Prior{Told: true, Exists: true, Labels: cur.labels}
+		if w.hist.on && e != nil {
+			if err := w.histDelete(gvr, e, u); err != nil {
+				return prior, err
+			}
+		}
 		if err := w.deleteObject(gvr, u.obj, cur.labels); err != nil {
 			return prior, err
 		}
@@ -446,7 +501,7 @@ func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
 	}
 	sort.Strings(sorted) // a deterministic order keeps the logs and tests stable
 	for _, uid := range sorted {
-		if _, err := w.deleteUID(gvr, uid); err != nil {
+		if _, err := w.deleteUID(gvr, uid, nil); err != nil {
 			return err
 		}
 	}

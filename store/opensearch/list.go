@@ -41,6 +41,9 @@ func labelClauses(sel labels.Selector) (filter, mustNot []any) {
 // List returns one page of objects ordered by namespace, name, cluster.
 func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, error) {
 	var page query.Page
+	if !o.AsOf.IsZero() {
+		return page, noHistory(o.GVR)
+	}
 	cur, err := decodeContinue(o.Continue)
 	if err != nil {
 		return page, err

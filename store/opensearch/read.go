@@ -101,6 +101,9 @@ func term(field string, v any) map[string]any {
 // one visible cluster: the query asks for visible clusters only, and each
 // hit is checked again.
 func (s *Store) Get(ctx context.Context, o query.GetOptions) (query.Object, error) {
+	if !o.AsOf.IsZero() {
+		return query.Object{}, noHistory(o.GVR)
+	}
 	visible, all := o.Clusters()
 	if !all && len(visible) == 0 {
 		return query.Object{}, o.NotFound()
@@ -134,4 +137,10 @@ func (s *Store) Get(ctx context.Context, o query.GetOptions) (query.Object, erro
 		return first.object(), nil
 	}
 	return query.Object{}, o.Conflict(clusters)
+}
+
+// noHistory is the answer to an as-of read: OpenSearch keeps no history
+// (docs/history.md), so no past time is within its window.
+func noHistory(gvr schema.GroupVersionResource) error {
+	return fmt.Errorf("%w: %s are stored in OpenSearch, which keeps no history", query.ErrOutsideWindow, gvr.GroupResource())
 }

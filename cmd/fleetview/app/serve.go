@@ -48,6 +48,8 @@ type ServeOptions struct {
 	// KeepPageCache leaves the Badger value log's written pages in the
 	// page cache instead of dropping them once they are on disk.
 	KeepPageCache bool
+	// History bounds the history of changes the Badger store keeps.
+	History HistoryOptions
 	// MaxResumeAge is the oldest resourceVersion a watch resumes from
 	// (0: queryapi.DefaultMaxResumeAge); an older one is 410 Expired and
 	// the client lists again.
@@ -90,6 +92,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.NATSClientOptions.AddFlags(fs)
 	o.MetricsOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
+	o.History.AddFlags(fs)
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)
@@ -140,6 +143,7 @@ func (o *ServeOptions) validate(client bool) []error {
 	errs = append(errs, o.KubeLists.Validate()...)
 	errs = append(errs, o.Memory.Validate()...)
 	errs = append(errs, o.Replicas.Validate()...)
+	errs = append(errs, o.History.Validate()...)
 	if o.ActThroughRate < 0 || o.ActThroughBurst < 0 {
 		errs = append(errs, fmt.Errorf("%w: --act-through-rate %g and --act-through-burst %d must not be negative", ErrInvalidOptions, o.ActThroughRate, o.ActThroughBurst))
 	}
@@ -291,14 +295,19 @@ func (sv *serve) startMetrics(context.Context) ([]lifecycle.Runnable, error) {
 // group stops, then drains its calls and closes its reader.
 func (sv *serve) listenAPI(context.Context) ([]lifecycle.Runnable, error) {
 	o, set := sv.o, sv.set
-	api, err := o.listenAPI(queryapi.Config{
+	cfg := queryapi.Config{
 		Reader: set.Reader(), Hub: sv.hub, Registries: sv.bk.Registries, Inventory: sv.bk.Inventory, JetStream: sv.bk.JetStream, StateReplicas: sv.bk.Replicas, Applied: set.Applied, Backends: set, Logger: sv.log,
 		MaxResumeAge: o.MaxResumeAge, Limits: o.Limits.queryLimits(sv.conns), KubeLists: o.KubeLists.policy(), Metrics: sv.qm, Relay: o.relay(sv.nc),
 		ActRate: o.ActThroughRate, ActBurst: o.ActThroughBurst, ActConcurrency: o.ActThroughConcurrency, ActProxy: o.ActThroughProxy,
 		// The console is static: it reads through the API with the
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
-	})
+	}
+	if h, ok := set.Reader().History(); ok && o.History.Retention > 0 && o.History.MaxBytes > 0 {
+		// The history's reads, and a resumed watch replays it (issue #48).
+		cfg.History, cfg.HistoryReplay, cfg.HistoryRetention = h, h, o.History.Retention
+	}
+	api, err := o.listenAPI(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -14,7 +14,8 @@ import (
 // defaultStore is the store that holds every resource no registry routes
 // elsewhere: Badger, in the state directory.
 func (c ServeConfig) defaultStore() store.Kind {
-	return badger.Kind(badger.KindOptions{KeepPageCache: c.KeepPageCache, Snapshots: c.Limits.snapshots(), BatchSize: c.BatchSize})
+	return badger.Kind(badger.KindOptions{KeepPageCache: c.KeepPageCache, Snapshots: c.Limits.snapshots(), BatchSize: c.BatchSize,
+		History: c.History.badger()})
 }
 
 // namedStores are the kinds of store a registry's backendStore can name,

@@ -2,22 +2,20 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/fleetview/fleetview/internal/hubclient"
 )
 
 // KubeconfigOptions configure `fleetview kubeconfig`: a kubeconfig whose
@@ -66,49 +64,17 @@ func (o *KubeconfigOptions) Validate() []error {
 // clusterNames asks the query API which member clusters it knows, with the
 // same credentials the kubeconfig will carry.
 func (o *KubeconfigOptions) clusterNames(ctx context.Context) ([]string, error) {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: o.Insecure} //nolint:gosec // the user asked for it
-	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: --certificate-authority holds no certificate", ErrInvalidOptions)
-		}
-		tr.TLSClientConfig.RootCAs = pool
-	}
-	c := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(o.Server, "/")+"/v1/clusters", nil)
+	c, err := hubclient.New(&rest.Config{Host: o.Server, BearerTokenFile: o.TokenFile,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: o.CAFile, Insecure: o.Insecure}})
 	if err != nil {
-		return nil, err
-	}
-	if o.TokenFile != "" {
-		tok, err := os.ReadFile(o.TokenFile)
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("list clusters: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("list clusters: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	var body struct {
 		Clusters []struct {
 			Name string `json:"name"`
 		} `json:"clusters"`
 	}
-	if err := json.Unmarshal(b, &body); err != nil {
+	if err := c.Get(ctx, "/v1/clusters", nil, &body); err != nil {
 		return nil, fmt.Errorf("list clusters: %w", err)
 	}
 	var names []string

@@ -76,11 +76,11 @@ type serveRun struct {
 // next n events of the k streams, then stops it. With cgroup set, the process
 // is moved into that memory cgroup first; with profiles, the FV_BENCH_*
 // profiles and traces are taken.
-func runServe(ctx context.Context, bin, natsURL, state string, batch int, from uint64, n, k int, cgroup string, profiles bool) (serveRun, error) {
+func runServe(ctx context.Context, bin, natsURL, state string, batch int, from uint64, n, k int, cgroup string, profiles bool, flags ...string) (serveRun, error) {
 	var r serveRun
 	metrics := freeAddr()
-	serve := exec.CommandContext(ctx, bin, "serve", "--nats-url", natsURL, "--state-dir", state,
-		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch))
+	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--nats-url", natsURL, "--state-dir", state,
+		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch)}, flags...)...)
 	serveLog, err := os.Create(state + ".log")
 	if err != nil {
 		return r, err

@@ -24,6 +24,8 @@
 //	FV_BENCH_OPENSEARCH_HEAP_MB=1024 FV_BENCH_OPENSEARCH_BATCH=2000
 //	FV_BENCH_PROFILE=cpu.prof, FV_BENCH_TRACE=serve.trace (3 s execution trace), FV_BENCH_PROFILE_SERVER=server-cpu.prof (this process: the NATS server), FV_BENCH_PROFILE_AFTER=3 (seconds into ingest),
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
+//	FV_BENCH_ONLY=history (instead of steps 2-6: history on vs off, issue #48: serve with --history-retention 0 and with the
+//	defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores: the adds, then an update of every object; history.go)
 //	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_REPEAT=3 (runs of each Badger apply and replay configuration; their median is printed)
@@ -161,6 +163,13 @@ func run(ctx context.Context) error {
 	// memory, and the publish alone leaves gigabytes of them.
 	syncDisks()
 
+	if os.Getenv("FV_BENCH_ONLY") == "history" {
+		repeat, err := envInt("FV_BENCH_REPEAT", 3)
+		if err != nil || repeat == 0 {
+			return fmt.Errorf("FV_BENCH_REPEAT: want a positive integer")
+		}
+		return benchHistory(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, uint64(n), 1)
+	}
 	if other := os.Getenv("FV_BENCH_AB"); other != "" {
 		return benchAB(ctx, ns.ClientURL(), work, bin, other, batch, n, k)
 	}

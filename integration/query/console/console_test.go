@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 
 	"github.com/fleetview/fleetview/integration/fixture"
@@ -242,6 +243,7 @@ func TestConsole(t *testing.T) {
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
+	o.History = app.HistoryOptions{Retention: time.Hour, MaxBytes: 256 << 20} // the history views
 	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("admin-token").Ctx())
 	stopped := false
 	defer func() {
@@ -422,6 +424,8 @@ func TestConsole(t *testing.T) {
 		waitJS[bool](t, page, 10*time.Second, `!document.getElementById('view-search').hidden && document.querySelectorAll('#results tbody tr').length === 3`)
 	})
 
+	t.Run("history views", func(t *testing.T) { historyViews(t, ctx, page, console, fleet) })
+
 	t.Run("fleet view", func(t *testing.T) {
 		do(t, page, chromedp.Navigate(console+"#/fleet"))
 		rows := waitJS[[]string](t, page, 20*time.Second, `(() => { const r = [...document.querySelectorAll('#clusters > tbody > tr')].map(tr => tr.dataset.cluster + ' ' + tr.cells[1].textContent + ' ' + tr.cells[2].textContent + ' ' + tr.cells[7].textContent); return r.length === 3 && r.every(x => x.includes('Ready synced')) && r; })()`)
@@ -530,8 +534,16 @@ func TestConsole(t *testing.T) {
 			{`m.objectStatus({kind: 'Pod', status: {phase: 'Running', containerStatuses: [{state: {waiting: {reason: 'CrashLoopBackOff'}}}]}}).text`, "CrashLoopBackOff"},
 			{`m.objectStatus({kind: 'Deployment', spec: {replicas: 3}, status: {readyReplicas: 2}}).text`, "2/3 ready"},
 			{`m.objectStatus({status: {phase: 'Pending'}}, 'Pod').cls`, "warn"}, // a list item without kind
+			{`JSON.stringify(d.hunks(d.lineDiff('a\nb\nc\nd\ne\nf\ng\n', 'a\nb\nc\nD\ne\nf\ng\nh\n'), 1))`,
+				`[["@","@@ -3,3 +3,3 @@"],[" ","c"],["-","d"],["+","D"],[" ","e"],["@","@@ -7,1 +7,2 @@"],[" ","g"],["+","h"]]`},
+			{`JSON.stringify(d.lineDiff('', 'x\n'))`, `[["+","x"]]`},
+			{`d.patchPaths({metadata: {resourceVersion: '2', labels: {a: null, 'x.io/y': '1'}}, spec: {containers: []}}).join(' ')`, "-metadata.labels.a metadata.labels[x.io/y] spec.containers"},
+			{`d.changeSummary({type: 'MODIFIED', patch: {a: 1, b: 2, c: 3, d: 4, e: 5}})`, "a, b, c, d, +1 more"},
+			{`d.changeSummary({type: 'MODIFIED'})`, "(no earlier revision in the window)"},
+			{`JSON.stringify(d.mergePatch({a: 1, b: {c: 2, d: 3}, e: [1]}, {a: 1, b: {c: 2, d: 4}, e: [2], f: null}))`, `{"b":{"d":4},"e":[2],"f":null}`},
+			{`d.changeSummary({type: 'MODIFIED', object: {a: {b: 2}}}, 4, {object: {a: {b: 1}}})`, "a.b"}, // a snapshot revision
 		} {
-			got, err := chromedp.Run(page, chromedp.Evaluate[string](`import('./format.js').then(m => `+tc.expr+`)`, chromedp.EvalAwaitPromise))
+			got, err := chromedp.Run(page, chromedp.Evaluate[string](`Promise.all([import('./format.js'), import('./diff.js')]).then(([m, d]) => `+tc.expr+`)`, chromedp.EvalAwaitPromise))
 			if err != nil {
 				t.Fatalf("%s: %v", tc.expr, err)
 			}

@@ -171,7 +171,18 @@ type ResourceEvent struct {
 	// definitions in the cluster's inventory record), as the member
 	// apiserver printed them when the collector listed or watched the
 	// object as a Table. Empty when the member served no Table.
-	Cells         []byte `protobuf:"bytes,12,opt,name=cells,proto3" json:"cells,omitempty"`
+	Cells []byte `protobuf:"bytes,12,opt,name=cells,proto3" json:"cells,omitempty"`
+	// The field manager of the change, as the object's managedFields tell
+	// it before the collector drops them: the entry with the latest time
+	// (on a tie, an Update over an Apply, then the later entry). Empty when
+	// the object has no managedFields. The human behind a change is in the
+	// member's audit log, not here.
+	Manager string `protobuf:"bytes,13,opt,name=manager,proto3" json:"manager,omitempty"`
+	// That entry's operation: "Update" or "Apply".
+	Operation string `protobuf:"bytes,14,opt,name=operation,proto3" json:"operation,omitempty"`
+	// That entry's subresource ("status", "scale", ...), empty for the
+	// object itself.
+	Subresource   string `protobuf:"bytes,15,opt,name=subresource,proto3" json:"subresource,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +301,27 @@ func (x *ResourceEvent) GetCells() []byte {
 	return nil
 }
 
+func (x *ResourceEvent) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
 var File_fleetview_v1_event_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_event_proto_rawDesc = "" +
@@ -298,7 +330,7 @@ const file_fleetview_v1_event_proto_rawDesc = "" +
 	"\x14GroupVersionResource\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
-	"\bresource\x18\x03 \x01(\tR\bresource\"\x8b\x03\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\"\xe5\x03\n" +
 	"\rResourceEvent\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x124\n" +
 	"\x03gvr\x18\x02 \x01(\v2\".fleetview.v1.GroupVersionResourceR\x03gvr\x12\x12\n" +
@@ -314,7 +346,10 @@ const file_fleetview_v1_event_proto_rawDesc = "" +
 	"\n" +
 	"namespaced\x18\v \x01(\bR\n" +
 	"namespaced\x12\x14\n" +
-	"\x05cells\x18\f \x01(\fR\x05cells*\x8d\x01\n" +
+	"\x05cells\x18\f \x01(\fR\x05cells\x12\x18\n" +
+	"\amanager\x18\r \x01(\tR\amanager\x12\x1c\n" +
+	"\toperation\x18\x0e \x01(\tR\toperation\x12 \n" +
+	"\vsubresource\x18\x0f \x01(\tR\vsubresource*\x8d\x01\n" +
 	"\tEventType\x12\x1a\n" +
 	"\x16EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11EVENT_TYPE_UPSERT\x10\x01\x12\x15\n" +

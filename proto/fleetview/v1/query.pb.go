@@ -38,7 +38,11 @@ type GetRequest struct {
 	// stored JSON in raw_object. The Struct costs a JSON decode and a Struct
 	// build on the server and a Struct decode on the client (~100 us per Pod):
 	// only for clients that cannot decode JSON.
-	Structured    bool `protobuf:"varint,8,opt,name=structured,proto3" json:"structured,omitempty"`
+	Structured bool `protobuf:"varint,8,opt,name=structured,proto3" json:"structured,omitempty"`
+	// RFC 3339: the object as it was at that time, from the history (issue
+	// #48). A time before the retention window is OUT_OF_RANGE/410 (reason
+	// Gone; docs/api.md); in the future, INVALID_ARGUMENT/400.
+	AsOf          string `protobuf:"bytes,9,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +124,13 @@ func (x *GetRequest) GetStructured() bool {
 		return x.Structured
 	}
 	return false
+}
+
+func (x *GetRequest) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
+	}
+	return ""
 }
 
 type GetResponse struct {
@@ -234,8 +245,12 @@ type ListRequest struct {
 	// waiting, as for NotOlderThan, when it is newer), and is OUT_OF_RANGE/410
 	// Expired once the state has moved past it.
 	ResourceVersionMatch string `protobuf:"bytes,20,opt,name=resource_version_match,json=resourceVersionMatch,proto3" json:"resource_version_match,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// RFC 3339: the objects as they were at that time, from the history
+	// (issue #48); the selectors apply to that state. Exclusive with
+	// resource_version. Before the window: 410 Gone, as for Get.
+	AsOf          string `protobuf:"bytes,21,opt,name=as_of,json=asOf,proto3" json:"as_of,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListRequest) Reset() {
@@ -355,6 +370,13 @@ func (x *ListRequest) GetStructured() bool {
 func (x *ListRequest) GetResourceVersionMatch() string {
 	if x != nil {
 		return x.ResourceVersionMatch
+	}
+	return ""
+}
+
+func (x *ListRequest) GetAsOf() string {
+	if x != nil {
+		return x.AsOf
 	}
 	return ""
 }
@@ -2294,11 +2316,607 @@ func (*DeleteRegistryResponse) Descriptor() ([]byte, []int) {
 	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{27}
 }
 
+type ListChangesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// RFC 3339 bounds of the change time, [since, until): empty since is the
+	// start of the retention window, empty until now.
+	Since string `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	Until string `protobuf:"bytes,2,opt,name=until,proto3" json:"until,omitempty"`
+	// Only these member clusters (repeated or comma-separated; empty: all).
+	Clusters        []string `protobuf:"bytes,3,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	ClusterSelector string   `protobuf:"bytes,4,opt,name=cluster_selector,json=clusterSelector,proto3" json:"cluster_selector,omitempty"`
+	// Empty: all namespaces.
+	Namespace string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Resources as Kubernetes names them, resource[.group] ("pods",
+	// "deployments.apps"; repeated or comma-separated); empty: all.
+	Resources []string `protobuf:"bytes,6,rep,name=resources,proto3" json:"resources,omitempty"`
+	// Kubernetes label selector on the object's labels after the change (for
+	// a delete, its last ones).
+	LabelSelector string `protobuf:"bytes,7,opt,name=label_selector,json=labelSelector,proto3" json:"label_selector,omitempty"`
+	// ADDED, MODIFIED or DELETED (repeated or comma-separated); empty: all.
+	Types []string `protobuf:"bytes,8,rep,name=types,proto3" json:"types,omitempty"`
+	// Include each change's object (its state after the change; for a
+	// delete, its last state): the "recently deleted" view.
+	Objects  bool   `protobuf:"varint,9,opt,name=objects,proto3" json:"objects,omitempty"`
+	Limit    int64  `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue string `protobuf:"bytes,11,opt,name=continue,proto3" json:"continue,omitempty"`
+	// Objects and patches as google.protobuf.Struct instead of JSON bytes.
+	Structured    bool `protobuf:"varint,12,opt,name=structured,proto3" json:"structured,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChangesRequest) Reset() {
+	*x = ListChangesRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChangesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChangesRequest) ProtoMessage() {}
+
+func (x *ListChangesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChangesRequest.ProtoReflect.Descriptor instead.
+func (*ListChangesRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListChangesRequest) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetUntil() string {
+	if x != nil {
+		return x.Until
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetClusters() []string {
+	if x != nil {
+		return x.Clusters
+	}
+	return nil
+}
+
+func (x *ListChangesRequest) GetClusterSelector() string {
+	if x != nil {
+		return x.ClusterSelector
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetResources() []string {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+func (x *ListChangesRequest) GetLabelSelector() string {
+	if x != nil {
+		return x.LabelSelector
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetTypes() []string {
+	if x != nil {
+		return x.Types
+	}
+	return nil
+}
+
+func (x *ListChangesRequest) GetObjects() bool {
+	if x != nil {
+		return x.Objects
+	}
+	return false
+}
+
+func (x *ListChangesRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListChangesRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListChangesRequest) GetStructured() bool {
+	if x != nil {
+		return x.Structured
+	}
+	return false
+}
+
+type ListChangesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Changes       []*HistoryEntry        `protobuf:"bytes,1,rep,name=changes,proto3" json:"changes,omitempty"`
+	Continue      string                 `protobuf:"bytes,2,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListChangesResponse) Reset() {
+	*x = ListChangesResponse{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListChangesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListChangesResponse) ProtoMessage() {}
+
+func (x *ListChangesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListChangesResponse.ProtoReflect.Descriptor instead.
+func (*ListChangesResponse) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListChangesResponse) GetChanges() []*HistoryEntry {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *ListChangesResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+type ListRevisionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// API group; "core" (or empty over gRPC) for the core group.
+	Group     string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Version   string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	Resource  string `protobuf:"bytes,3,opt,name=resource,proto3" json:"resource,omitempty"`
+	Namespace string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// Optional: the member cluster that holds (or held) the object. Empty:
+	// the object must be in exactly one visible cluster, as for Get.
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Optional: one incarnation when the name was reused.
+	Uid string `protobuf:"bytes,7,opt,name=uid,proto3" json:"uid,omitempty"`
+	// RFC 3339 bounds, as ListChangesRequest's.
+	Since         string `protobuf:"bytes,8,opt,name=since,proto3" json:"since,omitempty"`
+	Until         string `protobuf:"bytes,9,opt,name=until,proto3" json:"until,omitempty"`
+	Limit         int64  `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`
+	Continue      string `protobuf:"bytes,11,opt,name=continue,proto3" json:"continue,omitempty"`
+	Structured    bool   `protobuf:"varint,12,opt,name=structured,proto3" json:"structured,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRevisionsRequest) Reset() {
+	*x = ListRevisionsRequest{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevisionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevisionsRequest) ProtoMessage() {}
+
+func (x *ListRevisionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevisionsRequest.ProtoReflect.Descriptor instead.
+func (*ListRevisionsRequest) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListRevisionsRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetSince() string {
+	if x != nil {
+		return x.Since
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetUntil() string {
+	if x != nil {
+		return x.Until
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListRevisionsRequest) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+func (x *ListRevisionsRequest) GetStructured() bool {
+	if x != nil {
+		return x.Structured
+	}
+	return false
+}
+
+type ListRevisionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revisions     []*HistoryEntry        `protobuf:"bytes,1,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	Continue      string                 `protobuf:"bytes,2,opt,name=continue,proto3" json:"continue,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRevisionsResponse) Reset() {
+	*x = ListRevisionsResponse{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRevisionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRevisionsResponse) ProtoMessage() {}
+
+func (x *ListRevisionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRevisionsResponse.ProtoReflect.Descriptor instead.
+func (*ListRevisionsResponse) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListRevisionsResponse) GetRevisions() []*HistoryEntry {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+func (x *ListRevisionsResponse) GetContinue() string {
+	if x != nil {
+		return x.Continue
+	}
+	return ""
+}
+
+// HistoryEntry is one recorded change of one object: an entry of the
+// change feed or a revision.
+type HistoryEntry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// "" for the core group.
+	Group    string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Version  string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Resource string `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	// The object's kind, when its state is in the answer.
+	Kind      string `protobuf:"bytes,5,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string `protobuf:"bytes,6,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,7,opt,name=name,proto3" json:"name,omitempty"`
+	Uid       string `protobuf:"bytes,8,opt,name=uid,proto3" json:"uid,omitempty"`
+	// The change's sequence on its cluster's stream.
+	Seq uint64 `protobuf:"varint,9,opt,name=seq,proto3" json:"seq,omitempty"`
+	// When the collector observed the change.
+	Time *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=time,proto3" json:"time,omitempty"`
+	// ADDED, MODIFIED or DELETED.
+	Type string `protobuf:"bytes,11,opt,name=type,proto3" json:"type,omitempty"`
+	// The member's metadata.resourceVersion.
+	ResourceVersion string `protobuf:"bytes,12,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// The field manager, operation and subresource of the change as the
+	// object's managedFields tell it; empty when it does not say.
+	Manager     string            `protobuf:"bytes,13,opt,name=manager,proto3" json:"manager,omitempty"`
+	Operation   string            `protobuf:"bytes,14,opt,name=operation,proto3" json:"operation,omitempty"`
+	Subresource string            `protobuf:"bytes,15,opt,name=subresource,proto3" json:"subresource,omitempty"`
+	Labels      map[string]string `protobuf:"bytes,16,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The object after the change (JSON); a change feed entry has it only
+	// with objects.
+	RawObject []byte `protobuf:"bytes,17,opt,name=raw_object,json=rawObject,proto3" json:"raw_object,omitempty"`
+	// The JSON merge patch (RFC 7386) from the previous revision; empty for
+	// the first revision kept and for a delete.
+	RawPatch []byte `protobuf:"bytes,18,opt,name=raw_patch,json=rawPatch,proto3" json:"raw_patch,omitempty"`
+	// With structured: object and patch as Structs instead.
+	Object        *structpb.Struct `protobuf:"bytes,19,opt,name=object,proto3" json:"object,omitempty"`
+	Patch         *structpb.Struct `protobuf:"bytes,20,opt,name=patch,proto3" json:"patch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HistoryEntry) Reset() {
+	*x = HistoryEntry{}
+	mi := &file_fleetview_v1_query_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryEntry) ProtoMessage() {}
+
+func (x *HistoryEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fleetview_v1_query_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryEntry.ProtoReflect.Descriptor instead.
+func (*HistoryEntry) Descriptor() ([]byte, []int) {
+	return file_fleetview_v1_query_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *HistoryEntry) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetUid() string {
+	if x != nil {
+		return x.Uid
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *HistoryEntry) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetSubresource() string {
+	if x != nil {
+		return x.Subresource
+	}
+	return ""
+}
+
+func (x *HistoryEntry) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetRawObject() []byte {
+	if x != nil {
+		return x.RawObject
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetRawPatch() []byte {
+	if x != nil {
+		return x.RawPatch
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetObject() *structpb.Struct {
+	if x != nil {
+		return x.Object
+	}
+	return nil
+}
+
+func (x *HistoryEntry) GetPatch() *structpb.Struct {
+	if x != nil {
+		return x.Patch
+	}
+	return nil
+}
+
 var File_fleetview_v1_query_proto protoreflect.FileDescriptor
 
 const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
-	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xcf\x01\n" +
+	"\x18fleetview/v1/query.proto\x12\ffleetview.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x18fleetview/v1/event.proto\"\xe4\x01\n" +
 	"\n" +
 	"GetRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
@@ -2309,13 +2927,14 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\acluster\x18\x06 \x01(\tR\acluster\x12\x1e\n" +
 	"\n" +
 	"structured\x18\b \x01(\bR\n" +
-	"structuredJ\x04\b\a\x10\bR\x03raw\"\x94\x01\n" +
+	"structured\x12\x13\n" +
+	"\x05as_of\x18\t \x01(\tR\x04asOfJ\x04\b\a\x10\bR\x03raw\"\x94\x01\n" +
 	"\vGetResponse\x12/\n" +
 	"\x06object\x18\x01 \x01(\v2\x17.google.protobuf.StructR\x06object\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1d\n" +
 	"\n" +
 	"raw_object\x18\x03 \x01(\fR\trawObject\x12\x1b\n" +
-	"\traw_cells\x18\x04 \x01(\fR\brawCells\"\xca\x03\n" +
+	"\traw_cells\x18\x04 \x01(\fR\brawCells\"\xdf\x03\n" +
 	"\vListRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2332,7 +2951,8 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\n" +
 	"structured\x18\r \x01(\bR\n" +
 	"structured\x124\n" +
-	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatchJ\x04\b\f\x10\rR\x03raw\"\x9d\x02\n" +
+	"\x16resource_version_match\x18\x14 \x01(\tR\x14resourceVersionMatch\x12\x13\n" +
+	"\x05as_of\x18\x15 \x01(\tR\x04asOfJ\x04\b\f\x10\rR\x03raw\"\x9d\x02\n" +
 	"\fCountRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
@@ -2500,7 +3120,71 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"registries\"+\n" +
 	"\x15DeleteRegistryRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
-	"\x16DeleteRegistryResponse2\xb6\x05\n" +
+	"\x16DeleteRegistryResponse\"\xec\x02\n" +
+	"\x12ListChangesRequest\x12\x14\n" +
+	"\x05since\x18\x01 \x01(\tR\x05since\x12\x14\n" +
+	"\x05until\x18\x02 \x01(\tR\x05until\x12\x1a\n" +
+	"\bclusters\x18\x03 \x03(\tR\bclusters\x12)\n" +
+	"\x10cluster_selector\x18\x04 \x01(\tR\x0fclusterSelector\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x1c\n" +
+	"\tresources\x18\x06 \x03(\tR\tresources\x12%\n" +
+	"\x0elabel_selector\x18\a \x01(\tR\rlabelSelector\x12\x14\n" +
+	"\x05types\x18\b \x03(\tR\x05types\x12\x18\n" +
+	"\aobjects\x18\t \x01(\bR\aobjects\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\v \x01(\tR\bcontinue\x12\x1e\n" +
+	"\n" +
+	"structured\x18\f \x01(\bR\n" +
+	"structured\"g\n" +
+	"\x13ListChangesResponse\x124\n" +
+	"\achanges\x18\x01 \x03(\v2\x1a.fleetview.v1.HistoryEntryR\achanges\x12\x1a\n" +
+	"\bcontinue\x18\x02 \x01(\tR\bcontinue\"\xbe\x02\n" +
+	"\x14ListRevisionsRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x03 \x01(\tR\bresource\x12\x1c\n" +
+	"\tnamespace\x18\x04 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12\x18\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x10\n" +
+	"\x03uid\x18\a \x01(\tR\x03uid\x12\x14\n" +
+	"\x05since\x18\b \x01(\tR\x05since\x12\x14\n" +
+	"\x05until\x18\t \x01(\tR\x05until\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\x03R\x05limit\x12\x1a\n" +
+	"\bcontinue\x18\v \x01(\tR\bcontinue\x12\x1e\n" +
+	"\n" +
+	"structured\x18\f \x01(\bR\n" +
+	"structured\"m\n" +
+	"\x15ListRevisionsResponse\x128\n" +
+	"\trevisions\x18\x01 \x03(\v2\x1a.fleetview.v1.HistoryEntryR\trevisions\x12\x1a\n" +
+	"\bcontinue\x18\x02 \x01(\tR\bcontinue\"\xbe\x05\n" +
+	"\fHistoryEntry\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x1a\n" +
+	"\bresource\x18\x04 \x01(\tR\bresource\x12\x12\n" +
+	"\x04kind\x18\x05 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x06 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\a \x01(\tR\x04name\x12\x10\n" +
+	"\x03uid\x18\b \x01(\tR\x03uid\x12\x10\n" +
+	"\x03seq\x18\t \x01(\x04R\x03seq\x12.\n" +
+	"\x04time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04type\x18\v \x01(\tR\x04type\x12)\n" +
+	"\x10resource_version\x18\f \x01(\tR\x0fresourceVersion\x12\x18\n" +
+	"\amanager\x18\r \x01(\tR\amanager\x12\x1c\n" +
+	"\toperation\x18\x0e \x01(\tR\toperation\x12 \n" +
+	"\vsubresource\x18\x0f \x01(\tR\vsubresource\x12>\n" +
+	"\x06labels\x18\x10 \x03(\v2&.fleetview.v1.HistoryEntry.LabelsEntryR\x06labels\x12\x1d\n" +
+	"\n" +
+	"raw_object\x18\x11 \x01(\fR\trawObject\x12\x1b\n" +
+	"\traw_patch\x18\x12 \x01(\fR\brawPatch\x12/\n" +
+	"\x06object\x18\x13 \x01(\v2\x17.google.protobuf.StructR\x06object\x12-\n" +
+	"\x05patch\x18\x14 \x01(\v2\x17.google.protobuf.StructR\x05patch\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xb5\a\n" +
 	"\fQueryService\x12u\n" +
 	"\x03Get\x12\x18.fleetview.v1.GetRequest\x1a\x19.fleetview.v1.GetResponse\"9\x82\xd3\xe4\x93\x023\x121/v1/resources/{group}/{version}/{resource}/{name}\x12q\n" +
 	"\x04List\x12\x19.fleetview.v1.ListRequest\x1a\x1a.fleetview.v1.ListResponse\"2\x82\xd3\xe4\x93\x02,\x12*/v1/resources/{group}/{version}/{resource}\x12o\n" +
@@ -2508,7 +3192,9 @@ const file_fleetview_v1_query_proto_rawDesc = "" +
 	"\x06Search\x12\x1b.fleetview.v1.SearchRequest\x1a\x1c.fleetview.v1.SearchResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
 	"/v1/search\x12q\n" +
 	"\x05Count\x12\x1a.fleetview.v1.CountRequest\x1a\x1b.fleetview.v1.CountResponse\"/\x82\xd3\xe4\x93\x02)\x12'/v1/counts/{group}/{version}/{resource}\x12\x7f\n" +
-	"\aRelated\x12\x1c.fleetview.v1.RelatedRequest\x1a\x1d.fleetview.v1.RelatedResponse\"7\x82\xd3\xe4\x93\x021\x12//v1/related/{group}/{version}/{resource}/{name}2\xe0\x01\n" +
+	"\aRelated\x12\x1c.fleetview.v1.RelatedRequest\x1a\x1d.fleetview.v1.RelatedResponse\"7\x82\xd3\xe4\x93\x021\x12//v1/related/{group}/{version}/{resource}/{name}\x12g\n" +
+	"\vListChanges\x12 .fleetview.v1.ListChangesRequest\x1a!.fleetview.v1.ListChangesResponse\"\x13\x82\xd3\xe4\x93\x02\r\x12\v/v1/changes\x12\x93\x01\n" +
+	"\rListRevisions\x12\".fleetview.v1.ListRevisionsRequest\x1a#.fleetview.v1.ListRevisionsResponse\"9\x82\xd3\xe4\x93\x023\x121/v1/revisions/{group}/{version}/{resource}/{name}2\xe0\x01\n" +
 	"\x0eClusterService\x12k\n" +
 	"\fListClusters\x12!.fleetview.v1.ListClustersRequest\x1a\".fleetview.v1.ListClustersResponse\"\x14\x82\xd3\xe4\x93\x02\x0e\x12\f/v1/clusters\x12a\n" +
 	"\n" +
@@ -2531,7 +3217,7 @@ func file_fleetview_v1_query_proto_rawDescGZIP() []byte {
 	return file_fleetview_v1_query_proto_rawDescData
 }
 
-var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_fleetview_v1_query_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_fleetview_v1_query_proto_goTypes = []any{
 	(*GetRequest)(nil),             // 0: fleetview.v1.GetRequest
 	(*GetResponse)(nil),            // 1: fleetview.v1.GetResponse
@@ -2561,58 +3247,74 @@ var file_fleetview_v1_query_proto_goTypes = []any{
 	(*ListRegistriesResponse)(nil), // 25: fleetview.v1.ListRegistriesResponse
 	(*DeleteRegistryRequest)(nil),  // 26: fleetview.v1.DeleteRegistryRequest
 	(*DeleteRegistryResponse)(nil), // 27: fleetview.v1.DeleteRegistryResponse
-	nil,                            // 28: fleetview.v1.Cluster.LabelsEntry
-	(*structpb.Struct)(nil),        // 29: google.protobuf.Struct
-	(*GroupVersionResource)(nil),   // 30: fleetview.v1.GroupVersionResource
-	(*timestamppb.Timestamp)(nil),  // 31: google.protobuf.Timestamp
+	(*ListChangesRequest)(nil),     // 28: fleetview.v1.ListChangesRequest
+	(*ListChangesResponse)(nil),    // 29: fleetview.v1.ListChangesResponse
+	(*ListRevisionsRequest)(nil),   // 30: fleetview.v1.ListRevisionsRequest
+	(*ListRevisionsResponse)(nil),  // 31: fleetview.v1.ListRevisionsResponse
+	(*HistoryEntry)(nil),           // 32: fleetview.v1.HistoryEntry
+	nil,                            // 33: fleetview.v1.Cluster.LabelsEntry
+	nil,                            // 34: fleetview.v1.HistoryEntry.LabelsEntry
+	(*structpb.Struct)(nil),        // 35: google.protobuf.Struct
+	(*GroupVersionResource)(nil),   // 36: fleetview.v1.GroupVersionResource
+	(*timestamppb.Timestamp)(nil),  // 37: google.protobuf.Timestamp
 }
 var file_fleetview_v1_query_proto_depIdxs = []int32{
-	29, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
+	35, // 0: fleetview.v1.GetResponse.object:type_name -> google.protobuf.Struct
 	4,  // 1: fleetview.v1.CountResponse.rows:type_name -> fleetview.v1.CountRow
 	7,  // 2: fleetview.v1.RelatedResponse.nodes:type_name -> fleetview.v1.RelatedNode
 	8,  // 3: fleetview.v1.RelatedResponse.edges:type_name -> fleetview.v1.RelatedEdge
-	29, // 4: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
-	30, // 5: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
-	29, // 6: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
+	35, // 4: fleetview.v1.WatchEvent.object:type_name -> google.protobuf.Struct
+	36, // 5: fleetview.v1.SearchHit.gvr:type_name -> fleetview.v1.GroupVersionResource
+	35, // 6: fleetview.v1.SearchHit.object:type_name -> google.protobuf.Struct
 	13, // 7: fleetview.v1.SearchResponse.items:type_name -> fleetview.v1.SearchHit
-	29, // 8: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
-	30, // 9: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
-	28, // 10: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
-	31, // 11: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	35, // 8: fleetview.v1.ListResponse.items:type_name -> google.protobuf.Struct
+	36, // 9: fleetview.v1.ResourceSyncState.gvr:type_name -> fleetview.v1.GroupVersionResource
+	33, // 10: fleetview.v1.Cluster.labels:type_name -> fleetview.v1.Cluster.LabelsEntry
+	37, // 11: fleetview.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	16, // 12: fleetview.v1.Cluster.resources:type_name -> fleetview.v1.ResourceSyncState
 	17, // 13: fleetview.v1.ListClustersResponse.clusters:type_name -> fleetview.v1.Cluster
-	29, // 14: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
-	29, // 15: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
+	35, // 14: fleetview.v1.Registry.registry:type_name -> google.protobuf.Struct
+	35, // 15: fleetview.v1.ApplyRegistryRequest.registry:type_name -> google.protobuf.Struct
 	21, // 16: fleetview.v1.ListRegistriesResponse.registries:type_name -> fleetview.v1.Registry
-	0,  // 17: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
-	2,  // 18: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
-	10, // 19: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
-	12, // 20: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
-	3,  // 21: fleetview.v1.QueryService.Count:input_type -> fleetview.v1.CountRequest
-	6,  // 22: fleetview.v1.QueryService.Related:input_type -> fleetview.v1.RelatedRequest
-	18, // 23: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
-	20, // 24: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
-	22, // 25: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
-	23, // 26: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
-	24, // 27: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
-	26, // 28: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
-	1,  // 29: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
-	15, // 30: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
-	11, // 31: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
-	14, // 32: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
-	5,  // 33: fleetview.v1.QueryService.Count:output_type -> fleetview.v1.CountResponse
-	9,  // 34: fleetview.v1.QueryService.Related:output_type -> fleetview.v1.RelatedResponse
-	19, // 35: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
-	17, // 36: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
-	21, // 37: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
-	21, // 38: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
-	25, // 39: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
-	27, // 40: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
-	29, // [29:41] is the sub-list for method output_type
-	17, // [17:29] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	32, // 17: fleetview.v1.ListChangesResponse.changes:type_name -> fleetview.v1.HistoryEntry
+	32, // 18: fleetview.v1.ListRevisionsResponse.revisions:type_name -> fleetview.v1.HistoryEntry
+	37, // 19: fleetview.v1.HistoryEntry.time:type_name -> google.protobuf.Timestamp
+	34, // 20: fleetview.v1.HistoryEntry.labels:type_name -> fleetview.v1.HistoryEntry.LabelsEntry
+	35, // 21: fleetview.v1.HistoryEntry.object:type_name -> google.protobuf.Struct
+	35, // 22: fleetview.v1.HistoryEntry.patch:type_name -> google.protobuf.Struct
+	0,  // 23: fleetview.v1.QueryService.Get:input_type -> fleetview.v1.GetRequest
+	2,  // 24: fleetview.v1.QueryService.List:input_type -> fleetview.v1.ListRequest
+	10, // 25: fleetview.v1.QueryService.Watch:input_type -> fleetview.v1.WatchRequest
+	12, // 26: fleetview.v1.QueryService.Search:input_type -> fleetview.v1.SearchRequest
+	3,  // 27: fleetview.v1.QueryService.Count:input_type -> fleetview.v1.CountRequest
+	6,  // 28: fleetview.v1.QueryService.Related:input_type -> fleetview.v1.RelatedRequest
+	28, // 29: fleetview.v1.QueryService.ListChanges:input_type -> fleetview.v1.ListChangesRequest
+	30, // 30: fleetview.v1.QueryService.ListRevisions:input_type -> fleetview.v1.ListRevisionsRequest
+	18, // 31: fleetview.v1.ClusterService.ListClusters:input_type -> fleetview.v1.ListClustersRequest
+	20, // 32: fleetview.v1.ClusterService.GetCluster:input_type -> fleetview.v1.GetClusterRequest
+	22, // 33: fleetview.v1.RegistryService.ApplyRegistry:input_type -> fleetview.v1.ApplyRegistryRequest
+	23, // 34: fleetview.v1.RegistryService.GetRegistry:input_type -> fleetview.v1.GetRegistryRequest
+	24, // 35: fleetview.v1.RegistryService.ListRegistries:input_type -> fleetview.v1.ListRegistriesRequest
+	26, // 36: fleetview.v1.RegistryService.DeleteRegistry:input_type -> fleetview.v1.DeleteRegistryRequest
+	1,  // 37: fleetview.v1.QueryService.Get:output_type -> fleetview.v1.GetResponse
+	15, // 38: fleetview.v1.QueryService.List:output_type -> fleetview.v1.ListResponse
+	11, // 39: fleetview.v1.QueryService.Watch:output_type -> fleetview.v1.WatchEvent
+	14, // 40: fleetview.v1.QueryService.Search:output_type -> fleetview.v1.SearchResponse
+	5,  // 41: fleetview.v1.QueryService.Count:output_type -> fleetview.v1.CountResponse
+	9,  // 42: fleetview.v1.QueryService.Related:output_type -> fleetview.v1.RelatedResponse
+	29, // 43: fleetview.v1.QueryService.ListChanges:output_type -> fleetview.v1.ListChangesResponse
+	31, // 44: fleetview.v1.QueryService.ListRevisions:output_type -> fleetview.v1.ListRevisionsResponse
+	19, // 45: fleetview.v1.ClusterService.ListClusters:output_type -> fleetview.v1.ListClustersResponse
+	17, // 46: fleetview.v1.ClusterService.GetCluster:output_type -> fleetview.v1.Cluster
+	21, // 47: fleetview.v1.RegistryService.ApplyRegistry:output_type -> fleetview.v1.Registry
+	21, // 48: fleetview.v1.RegistryService.GetRegistry:output_type -> fleetview.v1.Registry
+	25, // 49: fleetview.v1.RegistryService.ListRegistries:output_type -> fleetview.v1.ListRegistriesResponse
+	27, // 50: fleetview.v1.RegistryService.DeleteRegistry:output_type -> fleetview.v1.DeleteRegistryResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fleetview_v1_query_proto_init() }
@@ -2628,7 +3330,7 @@ func file_fleetview_v1_query_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fleetview_v1_query_proto_rawDesc), len(file_fleetview_v1_query_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -19,12 +19,14 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	QueryService_Get_FullMethodName     = "/fleetview.v1.QueryService/Get"
-	QueryService_List_FullMethodName    = "/fleetview.v1.QueryService/List"
-	QueryService_Watch_FullMethodName   = "/fleetview.v1.QueryService/Watch"
-	QueryService_Search_FullMethodName  = "/fleetview.v1.QueryService/Search"
-	QueryService_Count_FullMethodName   = "/fleetview.v1.QueryService/Count"
-	QueryService_Related_FullMethodName = "/fleetview.v1.QueryService/Related"
+	QueryService_Get_FullMethodName           = "/fleetview.v1.QueryService/Get"
+	QueryService_List_FullMethodName          = "/fleetview.v1.QueryService/List"
+	QueryService_Watch_FullMethodName         = "/fleetview.v1.QueryService/Watch"
+	QueryService_Search_FullMethodName        = "/fleetview.v1.QueryService/Search"
+	QueryService_Count_FullMethodName         = "/fleetview.v1.QueryService/Count"
+	QueryService_Related_FullMethodName       = "/fleetview.v1.QueryService/Related"
+	QueryService_ListChanges_FullMethodName   = "/fleetview.v1.QueryService/ListChanges"
+	QueryService_ListRevisions_FullMethodName = "/fleetview.v1.QueryService/ListRevisions"
 )
 
 // QueryServiceClient is the client API for QueryService service.
@@ -56,6 +58,16 @@ type QueryServiceClient interface {
 	// group, kind, namespace and name) in other clusters. Only objects the
 	// caller may read are answered, and no edge names another.
 	Related(ctx context.Context, in *RelatedRequest, opts ...grpc.CallOption) (*RelatedResponse, error)
+	// The fleet's change feed (issue #48): every recorded change between two
+	// times within the history's retention window, oldest first, filtered by
+	// cluster, namespace, resource, labels and change type, narrowed to what
+	// the caller may list now. Over REST each entry's object and patch are
+	// JSON objects (docs/api.md).
+	ListChanges(ctx context.Context, in *ListChangesRequest, opts ...grpc.CallOption) (*ListChangesResponse, error)
+	// One object's revisions within the window, oldest first, each with its
+	// state, the merge patch from the previous one and the field manager; a
+	// deleted object's too (its last revision is the DELETED one).
+	ListRevisions(ctx context.Context, in *ListRevisionsRequest, opts ...grpc.CallOption) (*ListRevisionsResponse, error)
 }
 
 type queryServiceClient struct {
@@ -135,6 +147,26 @@ func (c *queryServiceClient) Related(ctx context.Context, in *RelatedRequest, op
 	return out, nil
 }
 
+func (c *queryServiceClient) ListChanges(ctx context.Context, in *ListChangesRequest, opts ...grpc.CallOption) (*ListChangesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListChangesResponse)
+	err := c.cc.Invoke(ctx, QueryService_ListChanges_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queryServiceClient) ListRevisions(ctx context.Context, in *ListRevisionsRequest, opts ...grpc.CallOption) (*ListRevisionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRevisionsResponse)
+	err := c.cc.Invoke(ctx, QueryService_ListRevisions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueryServiceServer is the server API for QueryService service.
 // All implementations must embed UnimplementedQueryServiceServer
 // for forward compatibility.
@@ -164,6 +196,16 @@ type QueryServiceServer interface {
 	// group, kind, namespace and name) in other clusters. Only objects the
 	// caller may read are answered, and no edge names another.
 	Related(context.Context, *RelatedRequest) (*RelatedResponse, error)
+	// The fleet's change feed (issue #48): every recorded change between two
+	// times within the history's retention window, oldest first, filtered by
+	// cluster, namespace, resource, labels and change type, narrowed to what
+	// the caller may list now. Over REST each entry's object and patch are
+	// JSON objects (docs/api.md).
+	ListChanges(context.Context, *ListChangesRequest) (*ListChangesResponse, error)
+	// One object's revisions within the window, oldest first, each with its
+	// state, the merge patch from the previous one and the field manager; a
+	// deleted object's too (its last revision is the DELETED one).
+	ListRevisions(context.Context, *ListRevisionsRequest) (*ListRevisionsResponse, error)
 	mustEmbedUnimplementedQueryServiceServer()
 }
 
@@ -191,6 +233,12 @@ func (UnimplementedQueryServiceServer) Count(context.Context, *CountRequest) (*C
 }
 func (UnimplementedQueryServiceServer) Related(context.Context, *RelatedRequest) (*RelatedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Related not implemented")
+}
+func (UnimplementedQueryServiceServer) ListChanges(context.Context, *ListChangesRequest) (*ListChangesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListChanges not implemented")
+}
+func (UnimplementedQueryServiceServer) ListRevisions(context.Context, *ListRevisionsRequest) (*ListRevisionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRevisions not implemented")
 }
 func (UnimplementedQueryServiceServer) mustEmbedUnimplementedQueryServiceServer() {}
 func (UnimplementedQueryServiceServer) testEmbeddedByValue()                      {}
@@ -314,6 +362,42 @@ func _QueryService_Related_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _QueryService_ListChanges_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListChangesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).ListChanges(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_ListChanges_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).ListChanges(ctx, req.(*ListChangesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _QueryService_ListRevisions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRevisionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueryServiceServer).ListRevisions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: QueryService_ListRevisions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueryServiceServer).ListRevisions(ctx, req.(*ListRevisionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // QueryService_ServiceDesc is the grpc.ServiceDesc for QueryService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -340,6 +424,14 @@ var QueryService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Related",
 			Handler:    _QueryService_Related_Handler,
+		},
+		{
+			MethodName: "ListChanges",
+			Handler:    _QueryService_ListChanges_Handler,
+		},
+		{
+			MethodName: "ListRevisions",
+			Handler:    _QueryService_ListRevisions_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -4,16 +4,12 @@ import { APIError, get, query, gvrPath, setToken, token, watch } from './api.js'
 import { age, labelTerms, objectStatus, toYAML } from './format.js';
 import { countPanel, filterCounts } from './counts.js';
 import { showRelated } from './related.js';
+import { $, el } from './dom.js';
+import { feedParams, initHistory, loadTimeline, pageFeed, showFeed } from './history.js';
+import { initFleet, loadFleet } from './fleet.js';
 
-const $ = (id) => document.getElementById(id);
-const el = (tag, props, ...kids) => {
-  const e = document.createElement(tag);
-  if (props) for (const [k, v] of Object.entries(props)) {
-    if (k === 'class') e.className = v; else if (k === 'text') e.textContent = v; else e.setAttribute(k, v);
-  }
-  for (const k of kids) e.append(k);
-  return e;
-};
+// Every view's section; route shows one.
+const VIEWS = ['view-search', 'view-object', 'view-fleet', 'view-changes', 'view-deleted'];
 
 // Measurements the browser tests and the benchmark read.
 const perf = { lastRender: null, renders: [], events: 0, flushes: 0 };
@@ -46,8 +42,9 @@ function showError(e) {
 
 function showLogin() {
   stopSearchWatches();
-  for (const v of ['view-search', 'view-object', 'view-fleet']) $(v).hidden = true;
+  for (const v of VIEWS) $(v).hidden = true;
   $('results').tBodies[0].replaceChildren();
+  for (const t of ['changes', 'deleted']) $(t).tBodies[0].replaceChildren();
   $('login').hidden = false;
   $('signout').hidden = !token();
   $('token').focus();
@@ -61,9 +58,15 @@ function route() {
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   $('login').hidden = true;
   for (const a of document.querySelectorAll('nav a')) a.classList.toggle('active', parts[0] === a.dataset.view || (parts[0] === 'object' && a.dataset.view === 'search'));
-  for (const v of ['view-search', 'view-object', 'view-fleet']) $(v).hidden = true;
+  for (const v of VIEWS) $(v).hidden = true;
   if (app.object) { app.object.abort(); app.object = null; }
   if (parts[0] === 'fleet') { $('view-fleet').hidden = false; loadFleet(); return; }
+  if (parts[0] === 'changes' || parts[0] === 'deleted') {
+    stopSearchWatches();
+    $('view-' + parts[0]).hidden = false;
+    showFeed(parts[0], Object.fromEntries(new URLSearchParams(qs || '')));
+    return;
+  }
   if (parts[0] === 'object' && parts.length === 7) { $('view-object').hidden = false; openObject(parts.slice(1)); return; }
   $('view-search').hidden = false;
   const p = Object.fromEntries(new URLSearchParams(qs || ''));
@@ -476,17 +479,21 @@ async function openObject([cluster, group, version, resource, ns, name]) {
   $('obj-source').replaceChildren();
   $('obj-others').replaceChildren();
   $('obj-related').replaceChildren();
+  $('obj-title').classList.remove('bad');
   let res;
   try {
     res = await get(`/v1/resources/${gvrPath(gvr)}/${encodeURIComponent(name)}${query({ namespace, cluster })}`, ctrl.signal);
   } catch (e) {
     if (e.name === 'AbortError') return;
     $('obj-yaml').textContent = '';
+    // Not in the cache: a deleted object still has its timeline.
+    if (e instanceof APIError && e.status === 404) { showError(null); loadTimeline(gvr, namespace, name, cluster, ctrl.signal, true); return; }
     showError(e);
     return;
   }
   showError(null);
   showObject(res.object);
+  loadTimeline(gvr, namespace, name, cluster, ctrl.signal, false);
   otherClusters(gvr, namespace, name, cluster, ctrl.signal);
   showRelated(gvr, namespace, name, cluster, ctrl.signal);
   // Live: the object's own watch (by name, in its cluster).
@@ -499,8 +506,17 @@ async function openObject([cluster, group, version, resource, ns, name]) {
       perf.events++;
       if (ev.type === 'DELETED') { $('obj-title').classList.add('bad'); notice('This object was deleted.'); return; }
       showObject(ev.object);
+      refreshTimeline(gvr, namespace, name, cluster, ctrl.signal);
     }, ctrl.signal).then(() => { if (!ctrl.signal.aborted) run(); }, (e) => { if (!ctrl.signal.aborted) { setLive(false, e.message); showError(e); } });
   run();
+}
+
+// refreshTimeline reads the timeline again after a live change, at most
+// once a second (the history records the change as the cache does).
+let timelineTimer = 0;
+function refreshTimeline(gvr, namespace, name, cluster, signal) {
+  clearTimeout(timelineTimer);
+  timelineTimer = setTimeout(() => { if (!signal.aborted) loadTimeline(gvr, namespace, name, cluster, signal, false); }, 1000);
 }
 
 function showObject(o) {
@@ -527,85 +543,6 @@ async function otherClusters(gvr, namespace, name, cluster, signal) {
   }
 }
 
-// ---- fleet -------------------------------------------------------------------
-
-// The inventory has no watch API: the fleet view refreshes on demand and
-// every 10 s while it is open.
-let fleetTimer = 0;
-async function loadFleet() {
-  clearTimeout(fleetTimer);
-  stopSearchWatches();
-  try {
-    const [cl, rg] = await Promise.all([get('/v1/clusters'), get('/v1/registries')]);
-    showError(null);
-    applyInventory(cl.clusters || []);
-    renderClusters(app.clusters);
-    renderRegistries(rg.registries || []);
-  } catch (e) { showError(e); }
-  if (!$('view-fleet').hidden) fleetTimer = setTimeout(() => { if (!$('view-fleet').hidden) loadFleet(); }, 10000);
-}
-
-function renderClusters(clusters) {
-  const tbody = $('clusters').tBodies[0];
-  const rows = [];
-  for (const c of clusters) {
-    const synced = c.cacheSynced;
-    const res = c.resources || [];
-    const det = el('details');
-    det.append(el('summary', { text: c.name }));
-    const t = el('table', { class: 'sync' });
-    for (const r of res) {
-      t.append(el('tr', {}, el('td', { text: r.kind || r.gvr.resource }), el('td', { text: r.synced ? 'synced' : 'syncing', class: r.synced ? 'ok' : 'warn' }),
-        el('td', { text: String(r.objectCount || 0) }), el('td', { text: r.message || '', class: 'muted' })));
-    }
-    det.append(t);
-    rows.push(el('tr', { 'data-cluster': c.name },
-      el('td', {}, det),
-      // Why a cluster is not ready (its collector's message: the member
-      // apiserver unreachable, the collector stopped) is shown, not hidden
-      // in a tooltip: on-call reads it at a glance.
-      el('td', { class: c.ready ? 'ok' : 'bad' }, c.ready ? 'Ready' : 'NotReady',
-        ...(!c.ready && c.message ? [el('div', { class: 'why', text: c.message })] : [])),
-      el('td', { text: synced ? 'synced' : 'syncing', class: synced ? 'ok' : 'warn' }),
-      el('td', { text: c.lastHeartbeat ? age(c.lastHeartbeat) + ' ago' : 'never' }),
-      el('td', { text: String(c.objectCount || 0) }),
-      el('td', { text: String(c.lag || 0), class: Number(c.lag || 0) > 0 ? 'warn' : '' }),
-      el('td', { text: c.kubernetesVersion || '' }),
-      authorizationCell(c.authorization),
-      el('td', { class: 'labels' }, ...Object.entries(c.labels || {}).map(([k, v]) => el('span', { class: 'lbl', text: `${k}=${v}` })))));
-  }
-  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: '9', class: 'muted', text: 'No clusters registered.' })));
-  tbody.replaceChildren(...rows);
-}
-
-// What the member's authorizers let fleetview know (its collector's
-// SelfSubjectRulesReview): member RBAC mirrors RBAC alone, so a member
-// with a webhook too may allow more than fleetview shows.
-function authorizationCell(a) {
-  if (a === 'rbac') return el('td', { text: 'RBAC', title: 'every authorizer of the member lists its rules' });
-  if (a === 'rbac-and-others') return el('td', { class: 'warn', text: 'RBAC + others', title: 'RBAC mirrored, other authorizers (a webhook) not: the member may allow more than fleetview shows' });
-  return el('td', { class: 'muted', text: 'unknown' });
-}
-
-function renderRegistries(regs) {
-  const tbody = $('registries').tBodies[0];
-  const rows = regs.map((x) => {
-    const r = x.registry || x;
-    const sels = ((r.spec && r.spec.resourceSelectors) || []).map((s) => s.kind).join(', ');
-    const conds = ((r.status && r.status.conditions) || []).map((c) => el('span', { class: 'lbl ' + condClass(c), title: c.message || '', text: `${c.type}=${c.status}${c.reason ? ' (' + c.reason + ')' : ''}` }));
-    return el('tr', {}, el('td', { text: (r.metadata && r.metadata.name) || '' }), el('td', { text: sels }), el('td', { class: 'labels' }, ...conds));
-  });
-  if (!rows.length) rows.push(el('tr', {}, el('td', { colspan: '3', class: 'muted', text: 'No registries.' })));
-  tbody.replaceChildren(...rows);
-}
-
-// A False condition is a failure unless it states an expected choice
-// (SecretData=False: Secrets are cached without data, as by default).
-function condClass(c) {
-  if (c.status === 'True') return 'ok';
-  return c.type === 'SecretData' ? 'muted' : 'bad';
-}
-
 // ---- wiring ------------------------------------------------------------------
 
 function wire() {
@@ -629,6 +566,15 @@ function wire() {
   $('fleet-refresh').addEventListener('click', loadFleet);
   $('count-by').addEventListener('change', () => { $('count-dim').hidden = $('count-by').value !== 'custom'; countPanel(app.search); });
   $('count-dim').addEventListener('change', () => countPanel(app.search));
+  for (const [view, f] of [['changes', 'ch'], ['deleted', 'del']]) {
+    $(f + '-form').addEventListener('submit', (e) => {
+      e.preventDefault();
+      const h = `#/${view}?` + new URLSearchParams(feedParams(view)).toString();
+      if (location.hash === h) route(); else location.hash = h;
+    });
+    $(f + '-next').addEventListener('click', () => pageFeed(view, 1));
+    $(f + '-prev').addEventListener('click', () => pageFeed(view, -1));
+  }
   window.addEventListener('hashchange', route);
   // Keyboard: "/" focuses the search box; n and p page.
   document.addEventListener('keydown', (e) => {
@@ -640,5 +586,7 @@ function wire() {
   });
 }
 
+initHistory({ showError, kinds: () => app.kinds, clusters: () => app.clusters });
+initFleet({ showError, stopSearchWatches, applyInventory });
 wire();
 start();

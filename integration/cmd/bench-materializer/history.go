@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// benchHistory is the history's A/B (issue #48): serve with history off
+// (--history-retention 0) and on (the defaults), alternating, each into a
+// fresh store: the adds of the stream's n objects, then an update of each
+// (one in ten relabeled) published and applied to the same store. It
+// prints each run's rates and the medians' ratios (on / off); the target
+// is >= 0.9 (docs/benchmarks/history.md). published is how many events
+// the streams have taken so far (every object's subject holds one).
+func benchHistory(ctx context.Context, js jetstream.JetStream, url, work, bin string, batch, n, k, rounds int, published uint64, rv int) error {
+	type rates struct{ add, update []float64 }
+	res := map[string]*rates{"off": {}, "on": {}}
+	flags := map[string][]string{"off": {"--history-retention", "0"}, "on": nil}
+	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
+	for r := range rounds {
+		for _, mode := range []string{"off", "on"} {
+			state := filepath.Join(work, "history-ab-"+mode)
+			syncDisks()
+			add, err := runServe(ctx, bin, url, state, batch, published-uint64(n), n, k, "", false, flags[mode]...)
+			if err != nil {
+				return err
+			}
+			rv++
+			if err := publish(js, n, k, rv, fmt.Sprintf("jetstream publish of updates (rv %d, raw)", rv)); err != nil {
+				return err
+			}
+			published += uint64(n)
+			syncDisks()
+			up, err := runServe(ctx, bin, url, state, batch, published-uint64(n), n, k, "", false, flags[mode]...)
+			if err != nil {
+				return err
+			}
+			size := dirSize(state)
+			if err := os.RemoveAll(state); err != nil {
+				return err
+			}
+			res[mode].add = append(res[mode].add, rate(add.fromFirst))
+			res[mode].update = append(res[mode].update, rate(up.fromFirst))
+			fmt.Printf("  round %d history %-3s add %7.0f events/s  update %7.0f events/s  store %5.0f MiB (VmHWM %4.0f MiB)\n",
+				r+1, mode, rate(add.fromFirst), rate(up.fromFirst), float64(size)/(1<<20), float64(up.peakRSS)/1024)
+		}
+	}
+	on, off := res["on"], res["off"]
+	fmt.Printf("  %-55s add %.2fx, update %.2fx (median rates, history on / off; target >= 0.9)\n", "history on vs off",
+		median(on.add)/median(off.add), median(on.update)/median(off.update))
+	return nil
+}
+
+// dirSize is the bytes of the files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}

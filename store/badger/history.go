@@ -1,0 +1,462 @@
+package badger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+// HistoryOptions configure the history (issue #48; layout and model in
+// doc.go and docs/history.md). History is on when both bounds are set.
+type HistoryOptions struct {
+	// Retention is how long a change is kept (by the collector's
+	// observation time).
+	Retention time.Duration
+	// MaxBytes bounds the history's bytes (keys and values, all clusters);
+	// past it the oldest changes go first.
+	MaxBytes int64
+	// SnapshotEvery: a revision is a full snapshot at least every so many
+	// revisions of an object, so any revision reads with fewer patch
+	// applications. Default 16.
+	SnapshotEvery int
+	// RetainInterval is how often the retention loop runs. Default 1 min.
+	RetainInterval time.Duration
+}
+
+func (o HistoryOptions) enabled() bool { return o.Retention > 0 && o.MaxBytes > 0 }
+
+const (
+	revSnapshot = 1 // the body is the object's JSON
+	revPatch    = 2 // the body is a JSON merge patch against the previous revision
+)
+
+// Keys of the history (doc.go draws them).
+func revPrefix(cluster string, g schema.GroupVersionResource, uid string) []byte {
+	return append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep)
+}
+
+func revKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(revPrefix(cluster, g, uid), seq)
+}
+
+func feedPrefix(cluster string, g schema.GroupVersionResource) []byte {
+	return append(join("f", cluster, g.Group, g.Version, g.Resource), sep)
+}
+
+func feedKey(cluster string, g schema.GroupVersionResource, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(feedPrefix(cluster, g), seq)
+}
+
+// timeKey is the fleet-wide change feed's key (family 't', or 'x' for the
+// deletes' own index): time, cluster, seq.
+func timeKey(family byte, t int64, cluster string, seq uint64) []byte {
+	b := binary.BigEndian.AppendUint64([]byte{family, sep}, uint64(t))
+	b = append(append(append(b, sep), cluster...), sep)
+	return binary.BigEndian.AppendUint64(b, seq)
+}
+
+// splitTimeKey reads what timeKey wrote.
+func splitTimeKey(k []byte) (t int64, cluster string, seq uint64, err error) {
+	if len(k) < 2+8+1+1+8 {
+		return 0, "", 0, errCorrupt
+	}
+	t = int64(binary.BigEndian.Uint64(k[2:10]))
+	cluster = string(k[11 : len(k)-9])
+	seq = binary.BigEndian.Uint64(k[len(k)-8:])
+	return t, cluster, seq, nil
+}
+
+func namePrefix(cluster string, g schema.GroupVersionResource, ns, name string) []byte {
+	return append(join("n", cluster, g.Group, g.Version, g.Resource, ns, name), sep)
+}
+
+func nameKey(cluster string, g schema.GroupVersionResource, ns, name, uid string) []byte {
+	return join("n", cluster, g.Group, g.Version, g.Resource, ns, name, uid)
+}
+
+// Per-cluster byte counters: h/ is the materializer's (bytes it wrote
+// minus bytes it deleted), g/ retention's (bytes it removed), so no key
+// is written by both and no key by every cluster's batches.
+func addedKey(cluster string) []byte   { return join("h", cluster) }
+func removedKey(cluster string) []byte { return join("g", cluster) }
+
+// historyBegun and expiredKey are fleet-wide and written rarely: when the
+// store first recorded history, and the time through which retention
+// removed changes (every change observed at or before it is gone).
+var (
+	beganKey   = []byte{'b', sep, 'h'}
+	expiredKey = []byte{'e', sep, 'h'}
+)
+
+// changeEntry is a change as the feed keys (t/, x/) hold it.
+type changeEntry struct {
+	typ               query.ChangeType
+	gvr               schema.GroupVersionResource
+	uid, ns, name, rv string
+	manager, op, sub  string
+	labels            map[string]string
+}
+
+func encodeChange(c changeEntry) []byte {
+	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
+	b = append(b, 1, byte(c.typ))
+	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource, c.uid, c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
+		b = appendString(b, s)
+	}
+	return appendLabels(b, c.labels)
+}
+
+func decodeChange(v []byte, withLabels bool) (changeEntry, error) {
+	var c changeEntry
+	if len(v) < 2 || v[0] != 1 {
+		return c, errCorrupt
+	}
+	c.typ = query.ChangeType(v[1])
+	rest := v[2:]
+	for _, dst := range []*string{&c.gvr.Group, &c.gvr.Version, &c.gvr.Resource, &c.uid, &c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
+		var err error
+		if *dst, rest, err = cutString(rest); err != nil {
+			return c, err
+		}
+	}
+	var err error
+	c.labels, _, err = cutLabels(rest, withLabels)
+	return c, err
+}
+
+// revision is a stored revision (r/): its header, then a snapshot or a
+// patch.
+type revision struct {
+	kind            byte
+	typ             query.ChangeType
+	time            int64
+	rv, manager, op string
+	sub             string
+	body            []byte
+}
+
+func encodeRevision(r revision) []byte {
+	b := make([]byte, 0, 16+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+4*binary.MaxVarintLen64+len(r.body))
+	b = append(b, r.kind, byte(r.typ))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.time))
+	for _, s := range []string{r.rv, r.manager, r.op, r.sub} {
+		b = appendString(b, s)
+	}
+	return append(b, r.body...)
+}
+
+func decodeRevision(v []byte) (revision, error) {
+	if len(v) < 10 || (v[0] != revSnapshot && v[0] != revPatch) {
+		return revision{}, errCorrupt
+	}
+	r := revision{kind: v[0], typ: query.ChangeType(v[1]), time: int64(binary.BigEndian.Uint64(v[2:10]))}
+	rest := v[10:]
+	for _, dst := range []*string{&r.rv, &r.manager, &r.op, &r.sub} {
+		var err error
+		if *dst, rest, err = cutString(rest); err != nil {
+			return revision{}, err
+		}
+	}
+	r.body = rest
+	return r, nil
+}
+
+// histHead is what the uid index keeps of an object's newest revision, so
+// an update learns whether and how to record itself from the entry it
+// reads anyway.
+type histHead struct {
+	seq   uint64 // 0: the object has no revision
+	time  int64
+	chain uint8 // patches since the last snapshot
+	rv    string
+}
+
+func appendHead(b []byte, h histHead) []byte {
+	if h.seq == 0 {
+		return b
+	}
+	b = binary.BigEndian.AppendUint64(b, h.seq)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.time))
+	return appendString(append(b, h.chain), h.rv)
+}
+
+func cutHead(b []byte) (histHead, error) {
+	if len(b) == 0 {
+		return histHead{}, nil
+	}
+	if len(b) < 17 {
+		return histHead{}, errCorrupt
+	}
+	h := histHead{seq: binary.BigEndian.Uint64(b), time: int64(binary.BigEndian.Uint64(b[8:])), chain: b[16]}
+	rv, rest, err := cutString(b[17:])
+	if err != nil || len(rest) != 0 {
+		return histHead{}, errCorrupt
+	}
+	h.rv = rv
+	return h, nil
+}
+
+// histWriter is a writer's part of the history: the byte counter of its
+// cluster and the expiry it saw.
+type histWriter struct {
+	on      bool
+	every   int
+	expired int64 // expiredKey as the batch began
+	bytes   int64 // the cluster's h/ counter, valid when loaded
+	loaded  bool
+}
+
+// loadHistory reads the counter and the expiry once per writer: from the
+// batch in flight when there is one (its transaction is not in this one's
+// snapshot), else from the store.
+func (w *writer) loadHistory() error {
+	h := &w.hist
+	if !h.on || h.loaded {
+		return nil
+	}
+	if w.prev != nil && w.prev.hist != nil && w.prev.hist.loaded {
+		h.bytes, h.expired, h.loaded = w.prev.hist.bytes, w.prev.hist.expired, true
+		return w.markBegun()
+	}
+	var err error
+	if h.bytes, err = readInt(w.txn, addedKey(w.cluster)); err != nil {
+		return err
+	}
+	if h.expired, err = readInt(w.txn, expiredKey); err != nil {
+		return err
+	}
+	h.loaded = true
+	return w.markBegun()
+}
+
+func readInt(txn *bdg.Txn, k []byte) (int64, error) {
+	it, err := txn.Get(k)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	err = it.Value(func(v []byte) error {
+		if len(v) != 8 {
+			return errCorrupt
+		}
+		n = int64(binary.BigEndian.Uint64(v))
+		return nil
+	})
+	return n, err
+}
+
+func (w *writer) setHist(k, v []byte) error {
+	w.hist.bytes += int64(len(k) + len(v))
+	return w.set(k, v)
+}
+
+// saveHistory writes the cluster's counter with the checkpoint.
+func (w *writer) saveHistory() error {
+	if !w.hist.loaded {
+		return nil
+	}
+	return w.set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes)))
+}
+
+// eventTime is when the collector observed the event; an event without a
+// time (built elsewhere) gets the hub's.
+func eventTime(e *feed.Event) int64 {
+	if t := e.Event.GetObservedUnixNano(); t > 0 {
+		return t
+	}
+	return time.Now().UnixNano()
+}
+
+// recordUpsert records the revision an upsert makes, given the object it
+// replaces (old, the stored JSON, nil when there is none or it had
+// another uid) and the uid's head. It returns the head to keep in the uid
+// index. An update that leaves the resourceVersion as it was records
+// nothing.
+func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead) (histHead, error) {
+	ev := e.Event
+	if head.seq != 0 && head.rv == ev.GetResourceVersion() && old != nil {
+		return head, nil
+	}
+	if err := w.loadHistory(); err != nil {
+		return head, err
+	}
+	typ := query.ChangeModified
+	if old == nil {
+		typ = query.ChangeAdded
+	}
+	obj := ev.GetObject()
+	r := revision{kind: revSnapshot, typ: typ, time: eventTime(e), rv: ev.GetResourceVersion(),
+		manager: ev.GetManager(), op: ev.GetOperation(), sub: ev.GetSubresource(), body: obj}
+	next := histHead{seq: e.Seq, time: r.time, rv: r.rv}
+	switch {
+	case head.seq == 0 || old == nil:
+		// A first revision: nothing to patch against.
+	case head.time <= w.hist.expired:
+		// The previous revision is past the window, kept only as the base
+		// of this one: this one is a snapshot, and the base goes.
+		if err := w.dropRevision(revKey(w.cluster, gvr, ev.GetUid(), head.seq)); err != nil {
+			return head, err
+		}
+	case int(head.chain)+1 < w.hist.every:
+		if p, ok := mergePatch(old, obj); ok {
+			r.kind, r.body, next.chain = revPatch, p, head.chain+1
+		}
+	}
+	if head.seq == 0 {
+		if err := w.setHist(nameKey(w.cluster, gvr, ev.GetNamespace(), ev.GetName(), ev.GetUid()), nil); err != nil {
+			return head, err
+		}
+		if old != nil && e.Seq > 1 {
+			// The object predates the history: its state before this
+			// change is kept as a baseline (time 0, no feed entry), so an
+			// as-of read before the change finds it.
+			base := revision{kind: revSnapshot, typ: query.ChangeModified, body: old}
+			if err := w.setHist(revKey(w.cluster, gvr, ev.GetUid(), e.Seq-1), encodeRevision(base)); err != nil {
+				return head, err
+			}
+		}
+	}
+	return next, w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
+		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls})
+}
+
+// mergePatch is the JSON merge patch from old to cur (rawMergePatch) when
+// it is much smaller than cur and applying it to old gives cur's exact
+// bytes (a member added elsewhere than last would not: such a revision is
+// a snapshot). Applying it to check is needed only when the diff cannot
+// vouch for that (rawMergePatchExact).
+func mergePatch(old, cur []byte) ([]byte, bool) {
+	p, exact, err := rawMergePatchExact(old, cur)
+	if err != nil || 2*len(p) > len(cur) {
+		return nil, false
+	}
+	if exact {
+		return p, true
+	}
+	back, err := rawApplyMergePatch(old, p)
+	if err != nil || !bytes.Equal(back, cur) {
+		return nil, false
+	}
+	return p, true
+}
+
+// recordDelete records a delete: its revision holds the object's last
+// state (a patch "{}" against the previous revision, or a snapshot).
+func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns, name string, last []byte, labels map[string]string, head histHead) error {
+	if err := w.loadHistory(); err != nil {
+		return err
+	}
+	ev := e.Event
+	r := revision{kind: revSnapshot, typ: query.ChangeDeleted, time: eventTime(e), rv: ev.GetResourceVersion(), body: last}
+	if head.seq != 0 && head.time > w.hist.expired && int(head.chain)+1 < w.hist.every {
+		r.kind, r.body = revPatch, []byte("{}")
+	}
+	if head.seq == 0 {
+		if err := w.setHist(nameKey(w.cluster, gvr, ns, name, ev.GetUid()), nil); err != nil {
+			return err
+		}
+	}
+	return w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
+		rv: r.rv, labels: labels})
+}
+
+func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
+	if err := w.setHist(revKey(w.cluster, gvr, c.uid, seq), encodeRevision(r)); err != nil {
+		return err
+	}
+	if err := w.setHist(feedKey(w.cluster, gvr, seq), binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))); err != nil {
+		return err
+	}
+	v := encodeChange(c)
+	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), v); err != nil {
+		return err
+	}
+	if c.typ == query.ChangeDeleted {
+		return w.setHist(timeKey('x', r.time, w.cluster, seq), v)
+	}
+	return nil
+}
+
+// dropRevision deletes a revision the materializer no longer needs (an
+// expired base) and takes its bytes off the cluster's counter.
+func (w *writer) dropRevision(k []byte) error {
+	it, err := w.txn.Get(k)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.hist.bytes -= int64(len(k)) + it.ValueSize()
+	return w.del(k)
+}
+
+// histBase is what an upsert patches against, given the uid's entry u
+// (ok when it exists): the object's current JSON at key, nil when it has
+// none or the uid leads elsewhere.
+func (w *writer) histBase(key []byte, u uidState, ok bool) ([]byte, error) {
+	if !ok || !bytes.Equal(u.obj, key) {
+		return nil, nil
+	}
+	return w.currentJSON(key)
+}
+
+// histDelete records the delete of the object u names.
+func (w *writer) histDelete(gvr schema.GroupVersionResource, e *feed.Event, u uidState) error {
+	last, err := w.currentJSON(u.obj)
+	if err != nil || last == nil {
+		return err
+	}
+	st, _, err := w.object(u.obj, false)
+	if err != nil {
+		return err
+	}
+	ns, name, _, err := tail(u.obj)
+	if err != nil {
+		return err
+	}
+	return w.recordDelete(gvr, e, ns, name, last, st.labels, u.head)
+}
+
+// currentJSON is the object at key as this batch, the batch in flight or
+// the store holds it; nil when there is none. Reading the store's record
+// costs a value-log read per update (measured: docs/benchmarks/history.md).
+func (w *writer) currentJSON(key []byte) ([]byte, error) {
+	for _, o := range []*overlay{w.ov, w.prev} {
+		if o == nil {
+			continue
+		}
+		if st, ok := o.objs[string(key)]; ok {
+			if st.gone {
+				return nil, nil
+			}
+			if st.json != nil {
+				return st.json, nil
+			}
+		}
+	}
+	it, err := w.txn.Get(key)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	err = it.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		out = bytes.Clone(r.json)
+		return err
+	})
+	return out, err
+}

@@ -1,0 +1,73 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
+)
+
+// TestHistoryBytesPerChange measures the history's bytes per change of a
+// realistic Pod (benchdata): a one-label change and a status change cost
+// a patch and the feed entries, not an object (docs/benchmarks/history.md).
+func TestHistoryBytesPerChange(t *testing.T) {
+	const pods = 200
+	cases := []struct {
+		name  string
+		edit  func(obj []byte) []byte
+		limit int64 // bytes per change at most
+	}{
+		{"one label", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"app":"web"`), []byte(`"app":"web2"`), 1)
+		}, 600},
+		{"status", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"qosClass":"Burstable"`), []byte(`"qosClass":"Guaranteed"`), 1)
+		}, 600},
+		{"a container's status (an array)", func(b []byte) []byte {
+			return bytes.Replace(b, []byte(`"ready":true`), []byte(`"ready":false`), 1)
+		}, 1200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := openHistory(t, HistoryOptions{})
+			ctx := context.Background()
+			var evs []feed.Event
+			for i := range pods {
+				evs = append(evs, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)})
+			}
+			if err := s.Apply(ctx, "c1", evs, pods); err != nil {
+				t.Fatal(err)
+			}
+			before, err := s.historyBytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs = evs[:0]
+			for i := range pods {
+				e := benchdata.Event("c1", i, 1)
+				changed := bytes.Replace(tc.edit(e.Object), []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"2"`), 1)
+				e.ResourceVersion = "2"
+				if bytes.Equal(changed, e.Object) {
+					t.Fatalf("the edit changed nothing in %s", e.Object)
+				}
+				e.Object, e.ObservedUnixNano = changed, time.Now().UnixNano()
+				evs = append(evs, feed.Event{Seq: uint64(pods + i + 1), Event: e})
+			}
+			if err := s.Apply(ctx, "c1", evs, 2*pods); err != nil {
+				t.Fatal(err)
+			}
+			after, err := s.historyBytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			per := (after - before) / pods
+			t.Logf("%s: %d bytes of history per change (object %d bytes)", tc.name, per, len(evs[0].Event.GetObject()))
+			if per > tc.limit {
+				t.Errorf("%d bytes per change, want at most %d", per, tc.limit)
+			}
+		})
+	}
+}

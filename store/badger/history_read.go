@@ -1,0 +1,282 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
+)
+
+// HistoryWindow is what the history holds (query.HistoryWindow): from
+// the later of the time history began and the time through which
+// retention removed changes; per cluster, after the later of the sequence
+// before its first recorded change and the last one retention removed.
+func (r *Reader) HistoryWindow(_ context.Context) (query.HistoryWindow, error) {
+	w := query.HistoryWindow{Seq: map[string]uint64{}}
+	err := r.db.View(func(txn *bdg.Txn) error {
+		began, err := readInt(txn, beganKey)
+		if err != nil {
+			return err
+		}
+		expired, err := readInt(txn, expiredKey)
+		if err != nil {
+			return err
+		}
+		if began == 0 {
+			return nil
+		}
+		w.Start = time.Unix(0, max(began, expired+1))
+		for _, fam := range []string{"a", "m"} {
+			prefix := []byte{fam[0], sep}
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+			for it.Rewind(); it.Valid(); it.Next() {
+				c := string(it.Item().Key()[len(prefix):])
+				err := it.Item().Value(func(v []byte) error {
+					if len(v) != 8 {
+						return errCorrupt
+					}
+					w.Seq[c] = max(w.Seq[c], binary.BigEndian.Uint64(v))
+					return nil
+				})
+				if err != nil {
+					it.Close()
+					return err
+				}
+			}
+			it.Close()
+		}
+		return nil
+	})
+	return w, err
+}
+
+// inWindow is ErrOutsideWindow for a time before the window.
+func (r *Reader) inWindow(ctx context.Context, t time.Time) error {
+	w, err := r.HistoryWindow(ctx)
+	if err != nil {
+		return err
+	}
+	if w.Start.IsZero() || t.Before(w.Start) {
+		return fmt.Errorf("%w: %s is before the window's start %s", query.ErrOutsideWindow, t.UTC().Format(time.RFC3339Nano), w.Start.UTC().Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// stateAt is the object's JSON after revision seq and that revision: from
+// the nearest snapshot at or before it, forward through the patches (at
+// most SnapshotEvery of them).
+func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
+	prefix := revPrefix(cluster, gvr, uid)
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, Reverse: true})
+	defer it.Close()
+	var chain []revision
+	for it.Seek(revKey(cluster, gvr, uid, seq)); it.Valid(); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return nil, revision{}, err
+		}
+		rv, err := decodeRevision(v)
+		if err != nil {
+			return nil, revision{}, err
+		}
+		if len(chain) == 0 && binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]) != seq {
+			return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
+		}
+		chain = append(chain, rv)
+		if rv.kind == revSnapshot {
+			break
+		}
+	}
+	if len(chain) == 0 {
+		return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
+	}
+	var state []byte
+	for i := len(chain) - 1; i >= 0; i-- {
+		var err error
+		if state, err = applyRevision(state, chain[i]); err != nil {
+			return nil, revision{}, err
+		}
+	}
+	return state, chain[0], nil
+}
+
+var errNoRevision = errors.New("revision not in the history")
+
+// toRevision fills a query.Revision from a stored revision and the state.
+func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte) (query.Revision, error) {
+	out := query.Revision{Change: query.Change{Cluster: cluster, GVR: gvr, UID: uid, Seq: seq, Time: time.Unix(0, rv.time),
+		Type: rv.typ, ResourceVersion: rv.rv, Manager: rv.manager, Operation: rv.op, Subresource: rv.sub}, Object: state}
+	if rv.kind == revPatch && rv.typ != query.ChangeDeleted {
+		out.Patch = bytes.Clone(rv.body)
+	}
+	lbls, ns, name, err := objectMeta(state)
+	out.Labels, out.Namespace, out.Name = lbls, ns, name
+	return out, err
+}
+
+// objectMeta reads an object's labels, namespace and name.
+func objectMeta(obj []byte) (map[string]string, string, string, error) {
+	lbls, err := rawjson.Labels(obj)
+	if err != nil {
+		return nil, "", "", err
+	}
+	var m struct {
+		Metadata struct{ Namespace, Name string } `json:"metadata"`
+	}
+	// The history's reads are per object asked for, not the ingest path.
+	err = json.Unmarshal(obj, &m)
+	return lbls, m.Metadata.Namespace, m.Metadata.Name, err
+}
+
+// ChangesAfter calls fn with each change of the cluster's resource whose
+// stream sequence is in (from, to], in stream order, each with the object
+// after it (for a delete, its last state): what a watch resumed from
+// sequence from replays. Check HistoryWindow first: changes at or before
+// its Seq[cluster] are not recorded.
+func (r *Reader) ChangesAfter(ctx context.Context, cluster string, gvr schema.GroupVersionResource, from, to uint64, fn func(query.Revision) error) error {
+	return r.db.View(func(txn *bdg.Txn) error {
+		prefix := feedPrefix(cluster, gvr)
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+		defer it.Close()
+		for it.Seek(feedKey(cluster, gvr, from+1)); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			seq := binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])
+			if seq > to {
+				return nil
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if len(v) < 8 {
+				return errCorrupt
+			}
+			uid := string(v[:len(v)-8])
+			state, rv, err := stateAt(txn, cluster, gvr, uid, seq)
+			if err != nil {
+				return err
+			}
+			rev, err := toRevision(cluster, gvr, uid, seq, rv, state)
+			if err != nil {
+				return err
+			}
+			if err := fn(rev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// Changes is one page of the fleet's change feed, oldest first. Its
+// cursor is the hex of the last feed key returned.
+func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.ChangePage, error) {
+	var page query.ChangePage
+	family := byte('t')
+	if len(o.Types) == 1 && o.Types[0] == query.ChangeDeleted {
+		family = 'x' // the deletes' own index: no scan of every change
+	}
+	since, until := o.Since.UnixNano(), o.Until.UnixNano()
+	if o.Since.IsZero() {
+		since = 0
+	}
+	if o.Until.IsZero() {
+		until = time.Now().UnixNano()
+	}
+	start := timeKey(family, since, "", 0)[:10]
+	if o.Continue != "" {
+		k, err := hex.DecodeString(o.Continue)
+		if err != nil || len(k) < 20 || k[0] != family {
+			return page, fmt.Errorf("%w: change feed cursor", query.ErrInvalid)
+		}
+		start = append(k, 0) // just past it
+	}
+	limit := o.Limit
+	if limit <= 0 {
+		limit = 500
+	}
+	sel := o.Labels
+	var lastKey []byte
+	err := r.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{family, sep}, PrefetchValues: true})
+		defer it.Close()
+		for it.Seek(start); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			k := it.Item().Key()
+			t, cluster, seq, err := splitTimeKey(k)
+			if err != nil {
+				return err
+			}
+			if t >= until {
+				return nil
+			}
+			if int64(len(page.Changes)) == limit {
+				page.Continue = hex.EncodeToString(lastKey)
+				return nil
+			}
+			if o.Clusters != nil && !slices.Contains(o.Clusters, cluster) {
+				continue
+			}
+			var c changeEntry
+			if err := it.Item().Value(func(v []byte) (err error) {
+				c, err = decodeChange(v, true)
+				return err
+			}); err != nil {
+				return err
+			}
+			if !changeSelected(o, c, cluster, sel) {
+				continue
+			}
+			rev := query.Revision{Change: query.Change{Cluster: cluster, GVR: c.gvr, Namespace: c.ns, Name: c.name, UID: c.uid, Seq: seq,
+				Time: time.Unix(0, t), Type: c.typ, ResourceVersion: c.rv, Manager: c.manager, Operation: c.op, Subresource: c.sub, Labels: c.labels}}
+			if o.Objects {
+				state, sr, err := stateAt(txn, cluster, c.gvr, c.uid, seq)
+				if err != nil && !errors.Is(err, errNoRevision) {
+					return err
+				}
+				rev.Object = state
+				if sr.kind == revPatch && sr.typ != query.ChangeDeleted {
+					rev.Patch = bytes.Clone(sr.body)
+				}
+			}
+			page.Changes = append(page.Changes, rev)
+			lastKey = append(lastKey[:0], k...)
+		}
+		return nil
+	})
+	return page, err
+}
+
+// changeSelected applies a change feed's filters and the caller's
+// visibility to one change.
+func changeSelected(o query.ChangesOptions, c changeEntry, cluster string, sel labels.Selector) bool {
+	if o.Namespace != "" && c.ns != o.Namespace {
+		return false
+	}
+	if o.Resources != nil && !slices.Contains(o.Resources, c.gvr.GroupResource()) {
+		return false
+	}
+	if o.Types != nil && !slices.Contains(o.Types, c.typ) {
+		return false
+	}
+	if !o.Visible.Allows(c.gvr.GroupResource(), cluster, c.ns) {
+		return false
+	}
+	return sel == nil || sel.Matches(labels.Set(c.labels))
+}
