@@ -38,7 +38,7 @@ until grep -qs '^ready' "$DEMO/fleet.log"; do
 done
 
 "$DEMO/bin/fleetview" up --kubeconfig "$DEMO/kubeconfig" --context member1 --context member2 --context member3 \
-	--state-dir "$DEMO/state" --http-addr "$HTTP" --grpc-addr "$GRPC" --nats-port -1 >"$DEMO/fleetview.log" 2>&1 &
+	--state-dir "$DEMO/state" --http-addr "$HTTP" --grpc-addr "$GRPC" --nats-port -1 --history >"$DEMO/fleetview.log" 2>&1 &
 pids+=($!)
 echo "fleetview up (log: $DEMO/fleetview.log)"
 until curl -sf "http://$HTTP/healthz" >/dev/null; do

@@ -15,7 +15,7 @@ import (
 	"github.com/fleetview/fleetview/store/badger"
 )
 
-// TestHistoryKill9 runs the real binary with history on (the defaults):
+// TestHistoryKill9 runs the real binary with history on (--history, the bounds' defaults):
 // every object changes once per round, and `fleetview serve` is killed
 // with SIGKILL in the middle of ingesting each round, then restarted.
 // Afterwards each object's recorded revisions are exactly the versions
@@ -67,7 +67,7 @@ func TestHistoryKill9(t *testing.T) {
 		fixture.PublishEvents(t, nc, evs)
 		target := fixture.LastSeqs(t, js, "c1")
 		if p == nil {
-			p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+			p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--history")
 		}
 		// Kill once about half of the round is applied.
 		half := before + uint64(len(evs))/2
@@ -83,7 +83,7 @@ func TestHistoryKill9(t *testing.T) {
 			midway++
 		}
 		t.Logf("round %d: kill -9 at about %d of %d applied", r, done, target["c1"])
-		p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+		p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--history")
 		waitApplied(t, 3*time.Minute, p.AppliedOrEmpty, target)
 	}
 	p.Stop(t)

@@ -303,7 +303,7 @@ func (sv *serve) listenAPI(context.Context) ([]lifecycle.Runnable, error) {
 		// user's token, like any other client.
 		Handlers: map[string]http.Handler{console.Prefix: console.Handler()},
 	}
-	if h, ok := set.Reader().History(); ok && o.History.Retention > 0 && o.History.MaxBytes > 0 {
+	if h, ok := set.Reader().History(); ok && o.History.on() {
 		// The history's reads, and a resumed watch replays it (issue #48).
 		cfg.History, cfg.HistoryReplay, cfg.HistoryRetention = h, h, o.History.Retention
 	}

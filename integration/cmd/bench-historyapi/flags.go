@@ -1,7 +1,7 @@
 package main
 
-// historyFlags turn the hub's history on explicitly (the flags' defaults
-// too), with a window longer than the run.
+// historyFlags turn the hub's history on (--history; off by default)
+// with a window longer than the run.
 func historyFlags() []string {
-	return []string{"--history-retention", "24h", "--history-max-bytes", "4294967296"}
+	return []string{"--history", "--history-retention", "24h", "--history-max-bytes", "4294967296"}
 }

@@ -11,7 +11,7 @@ import (
 )
 
 // benchHistory is the history's A/B (issue #48): serve with history off
-// (--history-retention 0) and on (the defaults), alternating, each into a
+// (--history-retention 0) and on (--history, the bounds' defaults), alternating, each into a
 // fresh store: the adds of the stream's n objects, then an update of each
 // (one in ten relabeled) published and applied to the same store. It
 // prints each run's rates and the medians' ratios (on / off); the target
@@ -20,7 +20,7 @@ import (
 func benchHistory(ctx context.Context, js jetstream.JetStream, url, work, bin string, batch, n, k, rounds int, published uint64, rv int) error {
 	type rates struct{ add, update []float64 }
 	res := map[string]*rates{"off": {}, "on": {}}
-	flags := map[string][]string{"off": {"--history-retention", "0"}, "on": nil}
+	flags := map[string][]string{"off": {"--history-retention", "0"}, "on": {"--history"}}
 	rate := func(d time.Duration) float64 { return float64(n) / d.Seconds() }
 	for r := range rounds {
 		for _, mode := range []string{"off", "on"} {

@@ -243,7 +243,7 @@ func TestConsole(t *testing.T) {
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	o.History = app.HistoryOptions{Retention: time.Hour, MaxBytes: 256 << 20} // the history views
+	o.History = app.HistoryOptions{Enabled: true, Retention: time.Hour, MaxBytes: 256 << 20} // the history views
 	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("admin-token").Ctx())
 	stopped := false
 	defer func() {

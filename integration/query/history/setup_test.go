@@ -15,5 +15,5 @@ func grpcInsecure() grpc.DialOption { return grpc.WithTransportCredentials(insec
 // in-process options start at zero, history off) with a window longer
 // than the test.
 func enableHistory(o *app.UpOptions) {
-	o.History = app.HistoryOptions{Retention: 24 * time.Hour, MaxBytes: 1 << 30}
+	o.History = app.HistoryOptions{Enabled: true, Retention: 24 * time.Hour, MaxBytes: 1 << 30}
 }

@@ -25,7 +25,7 @@ func TestHistoryWindowPassed(t *testing.T) {
 	fleet := fixture.StartFleet(t, "member1")
 	fixture.CreateNS(t, ctx, fleet, "shop")
 	o := fixture.UpOptions(t, fleet, filepath.Join(t.TempDir(), "state"))
-	o.History = app.HistoryOptions{Retention: 24 * time.Hour, MaxBytes: 12 << 10}
+	o.History = app.HistoryOptions{Enabled: true, Retention: 24 * time.Hour, MaxBytes: 12 << 10}
 	fv := fixture.StartUp(t, o)
 	defer fv.Stop(t)
 	if _, err := fv.Registries.ApplyRegistry(ctx, fixture.RegistryRequest(t, "pods", "v1:Pod")); err != nil {

@@ -429,5 +429,5 @@ func TestKubectlFleet(t *testing.T) {
 // enableHistory turns the hub's history on with a window longer than the
 // test.
 func enableHistory(o *app.UpOptions) {
-	o.History = app.HistoryOptions{Retention: time.Hour, MaxBytes: 256 << 20}
+	o.History = app.HistoryOptions{Enabled: true, Retention: time.Hour, MaxBytes: 256 << 20}
 }
