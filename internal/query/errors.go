@@ -41,6 +41,10 @@ var (
 	// for a moment before the oldest change the hub still keeps, or the
 	// store keeps no history.
 	ErrOutsideWindow = errors.New("outside the history's retention window")
+	// ErrNotKept: the answer needs an index this hub does not keep
+	// (the relationship index without --relations); 501, like history
+	// that is off.
+	ErrNotKept = errors.New("not kept by this hub")
 )
 
 // NotFoundError is the not-found error every backend returns, so that the

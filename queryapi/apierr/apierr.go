@@ -69,6 +69,7 @@ var table = []struct {
 	{connlimit.ErrClientFull, Mapping{codes.ResourceExhausted, http.StatusTooManyRequests, "TooManyRequests"}},
 	{connlimit.ErrRequestTimeout, Mapping{codes.DeadlineExceeded, http.StatusRequestTimeout, "RequestTimeout"}},
 	{context.Canceled, Mapping{codes.Canceled, 499, "Canceled"}},
+	{query.ErrNotKept, Mapping{codes.Unimplemented, http.StatusNotImplemented, "NotImplemented"}},
 	{nil, Mapping{codes.FailedPrecondition, http.StatusConflict, "Conflict"}},
 	{nil, Mapping{codes.AlreadyExists, http.StatusConflict, "AlreadyExists"}},
 	{nil, Mapping{codes.Unimplemented, http.StatusNotImplemented, "NotImplemented"}},

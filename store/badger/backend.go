@@ -63,6 +63,9 @@ func (b *Backend) Close() error { return errors.Join(b.reader.Close(), b.Store.C
 // KindOptions configure Badger as the default store.
 type KindOptions struct {
 	KeepPageCache bool
+	// NoRelations and ValueIndex are the optional indexes (Options).
+	NoRelations bool
+	ValueIndex  []IndexedValue
 	// Snapshots bound the list snapshots the reader keeps for continue
 	// tokens (in all and per client).
 	Snapshots ReaderOptions
@@ -82,17 +85,27 @@ func Kind(o KindOptions) store.Kind {
 	return store.Kind{
 		Name: "badger",
 		Open: func(_ context.Context, t store.Target, log *slog.Logger) (store.Backend, error) {
-			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache, History: o.History}, o.Snapshots)
+			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache, History: o.History,
+				NoRelations: o.NoRelations, ValueIndex: o.ValueIndex}, o.Snapshots)
 		},
 		BatchSize:     o.BatchSize,
 		FlushInterval: o.FlushInterval,
 	}
 }
 
-// OpenRebuild opens the fresh store `fleetview rebuild` replays into
-// (store.RebuildConfig.Open), tuned for bulk loading.
-func OpenRebuild(dir string, log *slog.Logger) (store.RebuildStore, error) {
-	s, err := Open(Options{Dir: dir, Logger: log, BulkLoad: true})
+// RebuildOpener opens the fresh store `fleetview rebuild` replays into
+// (store.RebuildConfig.Open), tuned for bulk loading, with the optional
+// indexes of o
+// (NoRelations, ValueIndex): a rebuilt store keeps what the hub that
+// serves it keeps.
+func RebuildOpener(o Options) func(dir string, log *slog.Logger) (store.RebuildStore, error) {
+	return func(dir string, log *slog.Logger) (store.RebuildStore, error) {
+		return openRebuild(Options{Dir: dir, Logger: log, BulkLoad: true, NoRelations: o.NoRelations, ValueIndex: o.ValueIndex})
+	}
+}
+
+func openRebuild(o Options) (store.RebuildStore, error) {
+	s, err := Open(o)
 	if err != nil {
 		return nil, err
 	}

@@ -21,6 +21,9 @@ func (r *Reader) List(ctx context.Context, o query.ListOptions) (query.Page, err
 	if !o.AsOf.IsZero() {
 		return r.listAsOf(ctx, o)
 	}
+	if r.noRelations && len(o.Fields.Relations()) > 0 {
+		return query.Page{}, errNoRelations
+	}
 	p, err := r.openPage(o.Continue, o.Clusters, o.Client)
 	if err != nil {
 		return query.Page{}, err

@@ -87,7 +87,11 @@ type Reader struct {
 	opts ReaderOptions
 	// vindex says which counts the value index answers.
 	vindex *valueIndex
-	now    func() time.Time
+	// noRelations: the store keeps no relationship index
+	// (Options.NoRelations); Related and relation field selectors are
+	// ErrNotKept rather than empty answers.
+	noRelations bool
+	now         func() time.Time
 
 	mu     sync.Mutex
 	snaps  *query.Snapshots[*snapshot] // by id, with the quota
@@ -112,7 +116,7 @@ func (s *Store) Reader(o ReaderOptions) *Reader {
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = 1024
 	}
-	return &Reader{db: s.db, vindex: s.vindex, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
+	return &Reader{db: s.db, vindex: s.vindex, noRelations: s.noRelations, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
 }
 
 // Close discards every held snapshot; later continue tokens are expired.

@@ -27,6 +27,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
 	}
+	if r.noRelations {
+		return query.Graph{}, errNoRelations
+	}
 	var g query.Graph
 	err := r.db.View(func(txn *bdg.Txn) error {
 		rw := newRelWalk(txn)

@@ -31,6 +31,9 @@ type RebuildOptions struct {
 	// it requires (the same flags as serve).
 	NATSClientOptions
 	BatchSize int
+	// Indexes are the optional indexes the rebuilt store keeps: the
+	// serving hub's --relations and --count-index.
+	Indexes IndexOptions
 	// Progress is "auto" (a bar on a terminal, log lines otherwise), "bar",
 	// "log" or "none".
 	Progress string
@@ -42,6 +45,7 @@ type RebuildOptions struct {
 func (o *RebuildOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.StateDir, "state-dir", "fleetview-state", "state directory of the fleetview serve/up to rebuild")
 	o.NATSClientOptions.AddFlags(fs)
+	o.Indexes.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	fs.StringVar(&o.Progress, "progress", "auto", "progress display: auto, bar, log or none")
 }
@@ -85,9 +89,10 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	}
 	defer nc.Close()
 	var p *progress.Progress
+	noRel, values := o.Indexes.badger()
 	err = store.Rebuild(ctx, store.RebuildConfig{
 		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
-		Open: badger.OpenRebuild, Named: namedStores(opensearch.Config{}),
+		Open: badger.RebuildOpener(badger.Options{NoRelations: noRel, ValueIndex: values}), Named: namedStores(opensearch.Config{}),
 		Progress: func(applied, total uint64) {
 			if p == nil {
 				p = progress.New(out, "rebuild", o.Progress, total)

@@ -50,6 +50,8 @@ type ServeOptions struct {
 	KeepPageCache bool
 	// History bounds the history of changes the Badger store keeps.
 	History HistoryOptions
+	// Indexes are the store's optional indexes (relations, counts).
+	Indexes IndexOptions
 	// MaxResumeAge is the oldest resourceVersion a watch resumes from
 	// (0: queryapi.DefaultMaxResumeAge); an older one is 410 Expired and
 	// the client lists again.
@@ -93,6 +95,7 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	o.MetricsOptions.AddFlags(fs)
 	fs.IntVar(&o.BatchSize, "batch-size", 1000, "events per Badger transaction")
 	o.History.AddFlags(fs)
+	o.Indexes.AddFlags(fs)
 	fs.BoolVar(&o.KeepPageCache, "badger-keep-page-cache", false, "keep the objects Badger writes in the page cache (faster first reads of recent objects, page cache growing with all that is written) instead of dropping them once they are on disk")
 	fs.DurationVar(&o.MaxResumeAge, "max-resume-age", queryapi.DefaultMaxResumeAge, "oldest resourceVersion a watch resumes from; an older one is 410 Expired and the client lists again (at most the default: deletes older than the tombstone TTL may be gone from the streams)")
 	o.OpenSearch.AddFlags(fs)

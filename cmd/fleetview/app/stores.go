@@ -14,8 +14,9 @@ import (
 // defaultStore is the store that holds every resource no registry routes
 // elsewhere: Badger, in the state directory.
 func (c ServeConfig) defaultStore() store.Kind {
+	noRel, values := c.Indexes.badger()
 	return badger.Kind(badger.KindOptions{KeepPageCache: c.KeepPageCache, Snapshots: c.Limits.snapshots(), BatchSize: c.BatchSize,
-		History: c.History.badger()})
+		History: c.History.badger(), NoRelations: noRel, ValueIndex: values})
 }
 
 // namedStores are the kinds of store a registry's backendStore can name,

@@ -241,6 +241,7 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
+	o.Indexes = app.IndexOptions{Relations: true, CountIndex: true} // off by default (cmd/fleetview/app/indexes.go)
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
 	o.History = app.HistoryOptions{Enabled: true, Retention: time.Hour, MaxBytes: 256 << 20} // the history views

@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -99,6 +100,7 @@ func TestCountsAgreeWithMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
+	o.Indexes = app.IndexOptions{Relations: true, CountIndex: true} // off by default (cmd/fleetview/app/indexes.go)
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
 	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")

@@ -28,6 +28,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/cli"
+	"github.com/fleetview/fleetview/cmd/fleetview/app"
 	"github.com/fleetview/fleetview/integration/fixture"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -127,6 +128,7 @@ func TestRelatedAgreesWithMembers(t *testing.T) {
 		}
 	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
+	o.Indexes = app.IndexOptions{Relations: true, CountIndex: true} // off by default (cmd/fleetview/app/indexes.go)
 	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
 	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
 	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")

@@ -1,0 +1,11 @@
+package badger
+
+import (
+	"fmt"
+
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+// errNoRelations answers what needs the relationship index when the store
+// keeps none (Options.NoRelations; the hub's --relations is off).
+var errNoRelations = fmt.Errorf("%w: the relationship index (fleetview serve/up --relations)", query.ErrNotKept)
