@@ -15,8 +15,9 @@ import (
 //
 // Off by default: at 1M Pods ingested, serve with history on applied 2,600
 // events/s against 27,000 without and peaked at 15 GB of RSS
-// (docs/benchmarks/history.md, "At a million objects"); a default must not
-// cost that until the write path is fixed.
+// (docs/benchmarks/history.md, "At a million objects (2026-12-06 20:03
+// UTC): why history is off by default"); a default must not cost that
+// until the write path is fixed.
 type HistoryOptions struct {
 	Enabled   bool
 	Retention time.Duration
