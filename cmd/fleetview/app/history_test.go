@@ -17,10 +17,11 @@ func TestHistoryOptions(t *testing.T) {
 		want    []string // errors mentioning these
 		enabled bool
 	}{
-		{"defaults: a day, 1 GiB", nil, nil, true},
-		{"retention 0 turns it off", []string{"--history-retention", "0"}, nil, false},
-		{"bytes 0 turns it off", []string{"--history-max-bytes", "0"}, nil, false},
-		{"an hour, 64 MiB", []string{"--history-retention", "1h", "--history-max-bytes", "67108864"}, nil, true},
+		{"off by default", nil, nil, false},
+		{"--history: a day, 1 GiB", []string{"--history"}, nil, true},
+		{"retention 0 turns it off", []string{"--history", "--history-retention", "0"}, nil, false},
+		{"bytes 0 turns it off", []string{"--history", "--history-max-bytes", "0"}, nil, false},
+		{"an hour, 64 MiB", []string{"--history", "--history-retention", "1h", "--history-max-bytes", "67108864"}, nil, true},
 		{"negative", []string{"--history-retention", "-1s", "--history-max-bytes", "-5"}, []string{"--history-retention -1s", "--history-max-bytes -5"}, false},
 	}
 	for _, tc := range cases {
@@ -47,7 +48,7 @@ func TestHistoryOptions(t *testing.T) {
 			if on := h.Retention > 0 && h.MaxBytes > 0; on != tc.enabled {
 				t.Errorf("history on %v, want %v (%s)", on, tc.enabled, fmt.Sprint(h))
 			}
-			if len(tc.args) == 0 && (h.Retention != 24*time.Hour || h.MaxBytes != 1<<30) {
+			if len(tc.args) == 1 && (h.Retention != 24*time.Hour || h.MaxBytes != 1<<30) {
 				t.Errorf("defaults %+v", h)
 			}
 		})
