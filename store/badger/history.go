@@ -217,7 +217,7 @@ type histWriter struct {
 // batch in flight when there is one (its transaction is not in this one's
 // snapshot), else from the store.
 func (w *writer) loadHistory() error {
-	h := &w.hist
+	h := w.hist
 	if !h.on || h.loaded {
 		return nil
 	}

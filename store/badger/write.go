@@ -78,7 +78,11 @@ type writer struct {
 	slab *slab
 	// budget is what the transaction holds, as Badger counts it (txnroom.go).
 	budget txnBudget
-	hist   histWriter
+	// hist is allocated on its own, not a field of the writer: the
+	// overlay points at it for the next batch, and a pointer into the
+	// writer would keep the writer alive, its prev overlay with it, and
+	// so every overlay (and object JSON) the store ever wrote.
+	hist *histWriter
 }
 
 func (w *writer) set(k, v []byte) error {
@@ -146,8 +150,8 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 		txn = s.db.NewTransaction(true)
 	}
 	w := &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
-		hist: histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
-	w.ov.hist = &w.hist
+		hist: &histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
+	w.ov.hist = w.hist
 	return w, nil
 }
 
