@@ -14,7 +14,8 @@ import (
 // budget; either at 0 turns history off too.
 //
 // Off by default: at 1M Pods ingested, serve with history on applied 2,600
-// events/s against 27,000 without and peaked at 15 GB of RSS
+// events/s against 27,000 without and peaked at 15 GB of RSS (measured
+// with a leak since fixed, to be measured again)
 // (docs/benchmarks/history.md, "At a million objects (2026-12-06 20:03
 // UTC): why history is off by default"); a default must not cost that
 // until the write path is fixed.
