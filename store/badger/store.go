@@ -53,8 +53,9 @@ type Options struct {
 	ValueIndex []IndexedValue
 
 	// NoRelations turns the relationship index off (relate.go): the
-	// baseline of the apply-rate benchmark (bench-materializer
-	// FV_BENCH_AB=relations), not a production setting.
+	// hub's default, without --relations (cmd/fleetview/app/indexes.go),
+	// and the baseline of the relations benchmark. Related and relation
+	// field selectors then answer ErrNotKept.
 	NoRelations bool
 	// History keeps every change for a retention window (history.go);
 	// off when its bounds are zero.
