@@ -131,32 +131,91 @@ func decodeChange(v []byte, withLabels bool) (changeEntry, error) {
 	return c, err
 }
 
-// revision is a stored revision (r/): its header, then a snapshot or a
-// patch.
+// revision is a stored revision (r/). Its state is rebuilt from the
+// newer ones (reverse deltas): the newest revision of a live object
+// stores no state, its state is the object the store holds (o/); an older
+// one's state is its successor's state patched back by the successor's
+// prev (a reverse merge patch), or prev itself when prevWhole (a
+// snapshot, at least every SnapshotEvery revisions, so any state reads
+// with few patch applications). own, when set, is the revision's state
+// stored whole: a delete's last state, or an object whose current state
+// left the store without a delete (its name reused, its resource
+// removed). fwd is the forward patch from the previous state, the change
+// the revision shows (nil when none was made: the reader makes one).
+// An added object thus costs no copy of itself, and an update a patch
+// each way, not the object.
 type revision struct {
-	kind            byte
 	typ             query.ChangeType
 	time            int64
 	rv, manager, op string
 	sub             string
-	body            []byte
+	fwd             []byte
+	prev            []byte // nil: no previous state kept
+	prevWhole       bool
+	own             []byte
+}
+
+// revFormat is the value's first byte. Stores written before reverse
+// deltas (forward patches, 1 and 2) are not read: their history must be
+// dropped (docs/history.md).
+const revFormat = 3
+
+const (
+	revHasFwd = 1 << iota
+	revHasPrev
+	revPrevWhole
+	revHasOwn
+)
+
+func appendBytes(b, v []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
+}
+
+func cutBytes(b []byte) ([]byte, []byte, error) {
+	l, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < l {
+		return nil, nil, errCorrupt
+	}
+	return b[w : w+int(l)], b[w+int(l):], nil
 }
 
 func encodeRevision(r revision) []byte {
-	b := make([]byte, 0, 16+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+4*binary.MaxVarintLen64+len(r.body))
-	b = append(b, r.kind, byte(r.typ))
+	b := make([]byte, 0, 24+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+7*binary.MaxVarintLen64+len(r.fwd)+len(r.prev)+len(r.own))
+	b = append(b, revFormat, byte(r.typ))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.time))
 	for _, s := range []string{r.rv, r.manager, r.op, r.sub} {
 		b = appendString(b, s)
 	}
-	return append(b, r.body...)
+	var flags byte
+	if r.fwd != nil {
+		flags |= revHasFwd
+	}
+	if r.prev != nil {
+		flags |= revHasPrev
+		if r.prevWhole {
+			flags |= revPrevWhole
+		}
+	}
+	if r.own != nil {
+		flags |= revHasOwn
+	}
+	b = append(b, flags)
+	if r.fwd != nil {
+		b = appendBytes(b, r.fwd)
+	}
+	if r.prev != nil {
+		b = appendBytes(b, r.prev)
+	}
+	return append(b, r.own...)
 }
 
+// decodeRevision reads what encodeRevision wrote; its byte fields point
+// into v.
 func decodeRevision(v []byte) (revision, error) {
-	if len(v) < 10 || (v[0] != revSnapshot && v[0] != revPatch) {
+	if len(v) < 11 || v[0] != revFormat {
 		return revision{}, errCorrupt
 	}
-	r := revision{kind: v[0], typ: query.ChangeType(v[1]), time: int64(binary.BigEndian.Uint64(v[2:10]))}
+	r := revision{typ: query.ChangeType(v[1]), time: int64(binary.BigEndian.Uint64(v[2:10]))}
 	rest := v[10:]
 	for _, dst := range []*string{&r.rv, &r.manager, &r.op, &r.sub} {
 		var err error
@@ -164,7 +223,26 @@ func decodeRevision(v []byte) (revision, error) {
 			return revision{}, err
 		}
 	}
-	r.body = rest
+	if len(rest) < 1 {
+		return revision{}, errCorrupt
+	}
+	flags := rest[0]
+	rest = rest[1:]
+	var err error
+	if flags&revHasFwd != 0 {
+		if r.fwd, rest, err = cutBytes(rest); err != nil {
+			return revision{}, err
+		}
+	}
+	if flags&revHasPrev != 0 {
+		if r.prev, rest, err = cutBytes(rest); err != nil {
+			return revision{}, err
+		}
+		r.prevWhole = flags&revPrevWhole != 0
+	}
+	if flags&revHasOwn != 0 {
+		r.own = rest
+	}
 	return r, nil
 }
 
@@ -211,6 +289,10 @@ type histWriter struct {
 	expired int64 // expiredKey as the batch began
 	bytes   int64 // the cluster's h/ counter, valid when loaded
 	loaded  bool
+	// written are the revisions this batch wrote without a state of their
+	// own, by key: keepState may have to rewrite one while its batch is
+	// in flight (not in the next batch's snapshot).
+	written map[string][]byte
 }
 
 // loadHistory reads the counter and the expiry once per writer: from the
@@ -281,7 +363,8 @@ func eventTime(e *feed.Event) int64 {
 // replaces (old, the stored JSON, nil when there is none or it had
 // another uid) and the uid's head. It returns the head to keep in the uid
 // index. An update that leaves the resourceVersion as it was records
-// nothing.
+// nothing. The new revision stores no state (the object's record is its
+// state); it carries the patch back to old, or old whole.
 func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead) (histHead, error) {
 	ev := e.Event
 	if head.seq != 0 && head.rv == ev.GetResourceVersion() && old != nil {
@@ -295,21 +378,25 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		typ = query.ChangeAdded
 	}
 	obj := ev.GetObject()
-	r := revision{kind: revSnapshot, typ: typ, time: eventTime(e), rv: ev.GetResourceVersion(),
-		manager: ev.GetManager(), op: ev.GetOperation(), sub: ev.GetSubresource(), body: obj}
+	r := revision{typ: typ, time: eventTime(e), rv: ev.GetResourceVersion(),
+		manager: ev.GetManager(), op: ev.GetOperation(), sub: ev.GetSubresource()}
 	next := histHead{seq: e.Seq, time: r.time, rv: r.rv}
-	switch {
-	case head.seq == 0 || old == nil:
-		// A first revision: nothing to patch against.
-	case head.time <= w.hist.expired:
-		// The previous revision is past the window, kept only as the base
-		// of this one: this one is a snapshot, and the base goes.
+	keepPrev := old != nil
+	if head.seq != 0 && old != nil && head.time <= w.hist.expired {
+		// The previous revision is past the window, kept only as the
+		// newest: it goes, and this one is the first kept.
 		if err := w.dropRevision(revKey(w.cluster, gvr, ev.GetUid(), head.seq)); err != nil {
 			return head, err
 		}
-	case int(head.chain)+1 < w.hist.every:
-		if p, ok := mergePatch(old, obj); ok {
-			r.kind, r.body, next.chain = revPatch, p, head.chain+1
+		keepPrev = false
+	}
+	if keepPrev {
+		var rev []byte
+		r.fwd, rev = mergePatches(old, obj)
+		if rev != nil && int(head.chain)+1 < w.hist.every {
+			r.prev, next.chain = rev, head.chain+1
+		} else {
+			r.prev, r.prevWhole = old, true
 		}
 	}
 	if head.seq == 0 {
@@ -318,9 +405,10 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		}
 		if old != nil && e.Seq > 1 {
 			// The object predates the history: its state before this
-			// change is kept as a baseline (time 0, no feed entry), so an
-			// as-of read before the change finds it.
-			base := revision{kind: revSnapshot, typ: query.ChangeModified, body: old}
+			// change is kept as a baseline (time 0, no feed entry; its
+			// state is this revision's prev), so an as-of read before the
+			// change finds it.
+			base := revision{typ: query.ChangeModified}
 			if err := w.setHist(revKey(w.cluster, gvr, ev.GetUid(), e.Seq-1), encodeRevision(base)); err != nil {
 				return head, err
 			}
@@ -330,36 +418,23 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls})
 }
 
-// mergePatch is the JSON merge patch from old to cur (rawMergePatch) when
-// it is much smaller than cur and applying it to old gives cur's exact
-// bytes (a member added elsewhere than last would not: such a revision is
-// a snapshot). Applying it to check is needed only when the diff cannot
-// vouch for that (rawMergePatchExact).
+// mergePatch is the JSON merge patch from old to cur when it is much
+// smaller than cur and applying it to old gives cur's exact bytes.
 func mergePatch(old, cur []byte) ([]byte, bool) {
-	p, exact, err := rawMergePatchExact(old, cur)
-	if err != nil || 2*len(p) > len(cur) {
-		return nil, false
-	}
-	if exact {
-		return p, true
-	}
-	back, err := rawApplyMergePatch(old, p)
-	if err != nil || !bytes.Equal(back, cur) {
-		return nil, false
-	}
-	return p, true
+	p, _ := mergePatches(old, cur)
+	return p, p != nil
 }
 
 // recordDelete records a delete: its revision holds the object's last
-// state (a patch "{}" against the previous revision, or a snapshot).
+// state (own), and the previous revision's state is the same ("{}").
 func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns, name string, last []byte, labels map[string]string, head histHead) error {
 	if err := w.loadHistory(); err != nil {
 		return err
 	}
 	ev := e.Event
-	r := revision{kind: revSnapshot, typ: query.ChangeDeleted, time: eventTime(e), rv: ev.GetResourceVersion(), body: last}
-	if head.seq != 0 && head.time > w.hist.expired && int(head.chain)+1 < w.hist.every {
-		r.kind, r.body = revPatch, []byte("{}")
+	r := revision{typ: query.ChangeDeleted, time: eventTime(e), rv: ev.GetResourceVersion(), own: last}
+	if head.seq != 0 {
+		r.prev = []byte("{}")
 	}
 	if head.seq == 0 {
 		if err := w.setHist(nameKey(w.cluster, gvr, ns, name, ev.GetUid()), nil); err != nil {
@@ -370,19 +445,63 @@ func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns
 		rv: r.rv, labels: labels})
 }
 
-func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
-	if err := w.setHist(revKey(w.cluster, gvr, c.uid, seq), encodeRevision(r)); err != nil {
+// keepState stores the state of the uid's newest revision in it (own)
+// when the object's record, which was that state, leaves the store
+// without a delete being recorded: its name taken by a new uid, its
+// resource removed.
+func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head histHead, state []byte) error {
+	if head.seq == 0 || state == nil {
+		return nil
+	}
+	if err := w.loadHistory(); err != nil {
 		return err
+	}
+	k := revKey(w.cluster, gvr, uid, head.seq)
+	v := w.hist.written[string(k)]
+	if v == nil && w.prev != nil && w.prev.hist != nil {
+		v = w.prev.hist.written[string(k)]
+	}
+	if v == nil {
+		it, err := w.txn.Get(k)
+		if errors.Is(err, bdg.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if v, err = it.ValueCopy(nil); err != nil {
+			return err
+		}
+	}
+	r, err := decodeRevision(v)
+	if err != nil || r.own != nil {
+		return err
+	}
+	r.own = state
+	w.hist.bytes -= int64(len(k) + len(v))
+	return w.setHist(k, encodeRevision(r))
+}
+
+func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
+	k, v := revKey(w.cluster, gvr, c.uid, seq), encodeRevision(r)
+	if err := w.setHist(k, v); err != nil {
+		return err
+	}
+	if r.own == nil {
+		if w.hist.written == nil {
+			w.hist.written = map[string][]byte{}
+		}
+		w.hist.written[string(k)] = v
 	}
 	if err := w.setHist(feedKey(w.cluster, gvr, seq), binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))); err != nil {
 		return err
 	}
-	v := encodeChange(c)
-	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), v); err != nil {
+	cv := encodeChange(c)
+	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
 		return err
 	}
 	if c.typ == query.ChangeDeleted {
-		return w.setHist(timeKey('x', r.time, w.cluster, seq), v)
+		return w.setHist(timeKey('x', r.time, w.cluster, seq), cv)
 	}
 	return nil
 }
@@ -411,11 +530,16 @@ func (w *writer) histBase(key []byte, u uidState, ok bool) ([]byte, error) {
 	return w.currentJSON(key)
 }
 
-// histDelete records the delete of the object u names.
-func (w *writer) histDelete(gvr schema.GroupVersionResource, e *feed.Event, u uidState) error {
+// histDelete records the delete of the object u names; for a resource
+// removed from the cache (e nil), not deleted in its member, the newest
+// revision keeps the state the record held.
+func (w *writer) histDelete(gvr schema.GroupVersionResource, e *feed.Event, uid string, u uidState) error {
 	last, err := w.currentJSON(u.obj)
 	if err != nil || last == nil {
 		return err
+	}
+	if e == nil {
+		return w.keepState(gvr, uid, u.head, last)
 	}
 	st, _, err := w.object(u.obj, false)
 	if err != nil {
@@ -426,6 +550,20 @@ func (w *writer) histDelete(gvr schema.GroupVersionResource, e *feed.Event, u ui
 		return err
 	}
 	return w.recordDelete(gvr, e, ns, name, last, st.labels, u.head)
+}
+
+// keepOldState keeps the state of the object at key, of uid oldUID (its
+// uid entry at oldU), in its newest revision: a new uid takes its name.
+func (w *writer) keepOldState(gvr schema.GroupVersionResource, key, oldU []byte, oldUID string) error {
+	u, ok, err := w.uidEntry(gvr, oldU)
+	if err != nil || !ok || u.head.seq == 0 {
+		return err
+	}
+	last, err := w.currentJSON(key)
+	if err != nil {
+		return err
+	}
+	return w.keepState(gvr, oldUID, u.head, last)
 }
 
 // currentJSON is the object at key as this batch, the batch in flight or

@@ -46,22 +46,30 @@ func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, n
 func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, fn func(seq uint64, r revision, state []byte) (bool, error)) error {
 	prefix := revPrefix(cluster, gvr, uid)
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
-	defer it.Close()
-	var state []byte
+	var revs []seqRev
 	for it.Rewind(); it.Valid(); it.Next() {
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
+			it.Close()
 			return err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
+			it.Close()
 			return err
 		}
-		if state, err = applyRevision(state, r); err != nil {
-			return err
-		}
-		more, err := fn(binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r, state)
-		if err != nil || !more {
+		revs = append(revs, seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r})
+	}
+	it.Close()
+	if len(revs) == 0 {
+		return nil
+	}
+	states, err := resolveStates(txn, cluster, gvr, uid, revs, true)
+	if err != nil {
+		return err
+	}
+	for i, sr := range revs {
+		if more, err := fn(sr.seq, sr.r, states[i]); err != nil || !more {
 			return err
 		}
 	}
@@ -364,7 +372,7 @@ func (r *Reader) Revisions(ctx context.Context, o query.RevisionsOptions) (query
 					if err != nil {
 						return false, err
 					}
-					if rv.kind == revSnapshot && prev != nil && rv.typ != query.ChangeDeleted {
+					if rv.fwd == nil && prev != nil && rv.typ != query.ChangeDeleted {
 						// Stored whole (a snapshot's turn, or a change no
 						// exact patch expresses): the patch is made now, by
 						// the library when the store's own cannot.

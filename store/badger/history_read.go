@@ -74,42 +74,126 @@ func (r *Reader) inWindow(ctx context.Context, t time.Time) error {
 	return nil
 }
 
-// stateAt is the object's JSON after revision seq and that revision: from
-// the nearest snapshot at or before it, forward through the patches (at
+// seqRev is a stored revision and its stream sequence.
+type seqRev struct {
+	seq uint64
+	r   revision
+}
+
+// stateAt is the object's JSON after revision seq and that revision:
+// forward from it to the first newer revision that holds the state
+// before it whole (or its own), or to the newest (whose state is the
+// object the store holds), then back through the reverse patches (at
 // most SnapshotEvery of them).
 func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
 	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, Reverse: true})
-	defer it.Close()
-	var chain []revision
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+	var revs []seqRev
+	newest := true
 	for it.Seek(revKey(cluster, gvr, uid, seq)); it.Valid(); it.Next() {
+		at := binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])
+		if len(revs) == 0 && at != seq {
+			break
+		}
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
+			it.Close()
 			return nil, revision{}, err
 		}
-		rv, err := decodeRevision(v)
+		r, err := decodeRevision(v)
 		if err != nil {
+			it.Close()
 			return nil, revision{}, err
 		}
-		if len(chain) == 0 && binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]) != seq {
-			return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
-		}
-		chain = append(chain, rv)
-		if rv.kind == revSnapshot {
+		revs = append(revs, seqRev{at, r})
+		if (len(revs) == 1 && r.own != nil) || (len(revs) > 1 && r.prevWhole) {
+			newest = false
 			break
 		}
 	}
-	if len(chain) == 0 {
+	it.Close()
+	if len(revs) == 0 {
 		return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
 	}
-	var state []byte
-	for i := len(chain) - 1; i >= 0; i-- {
-		var err error
-		if state, err = applyRevision(state, chain[i]); err != nil {
-			return nil, revision{}, err
+	states, err := resolveStates(txn, cluster, gvr, uid, revs, newest)
+	if err != nil {
+		return nil, revision{}, err
+	}
+	return states[0], revs[0].r, nil
+}
+
+// resolveStates are the states after revs, consecutive revisions of the
+// uid, oldest first: from the newest back, each patched back from its
+// successor. newest says revs ends with the uid's newest revision; else
+// the last one's state is not needed (it holds its predecessor's whole).
+func resolveStates(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool) ([][]byte, error) {
+	states := make([][]byte, len(revs))
+	for i := len(revs) - 1; i >= 0; i-- {
+		r := revs[i].r
+		switch {
+		case r.own != nil:
+			states[i] = r.own
+		case i == len(revs)-1:
+			if newest {
+				cur, err := currentState(txn, cluster, gvr, uid, revs[i].seq)
+				if err != nil {
+					return nil, err
+				}
+				states[i] = cur
+			}
+		default:
+			nx := revs[i+1].r
+			switch {
+			case nx.prev == nil:
+				return nil, fmt.Errorf("revision %s/%d: no state before %d: %w", uid, revs[i].seq, revs[i+1].seq, errCorrupt)
+			case nx.prevWhole:
+				states[i] = nx.prev
+			case states[i+1] == nil:
+				return nil, fmt.Errorf("revision %s/%d: no state: %w", uid, revs[i+1].seq, errCorrupt)
+			case string(nx.prev) == "{}":
+				states[i] = states[i+1]
+			default:
+				st, err := rawApplyMergePatch(states[i+1], nx.prev)
+				if err != nil {
+					return nil, fmt.Errorf("revision %s/%d: %w", uid, revs[i].seq, err)
+				}
+				states[i] = st
+			}
 		}
 	}
-	return state, chain[0], nil
+	return states, nil
+}
+
+// currentState is the state of the uid's newest revision seq, which
+// stores none: the object the store holds, while the uid's head is seq.
+func currentState(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, error) {
+	item, err := txn.Get(uidKey(cluster, gvr, uid))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, fmt.Errorf("revision %s/%d: the object is gone and its state with it: %w", uid, seq, errCorrupt)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var u uidState
+	if err := item.Value(func(v []byte) (err error) {
+		u, err = decodeUIDEntry(v, gvr, cluster)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if u.head.seq != seq {
+		return nil, fmt.Errorf("revision %s/%d: not the newest (%d) and no state: %w", uid, seq, u.head.seq, errCorrupt)
+	}
+	if item, err = txn.Get(u.obj); err != nil {
+		return nil, fmt.Errorf("revision %s/%d: object: %w", uid, seq, err)
+	}
+	var out []byte
+	err = item.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		out = bytes.Clone(r.json)
+		return err
+	})
+	return out, err
 }
 
 var errNoRevision = errors.New("revision not in the history")
@@ -118,8 +202,8 @@ var errNoRevision = errors.New("revision not in the history")
 func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte) (query.Revision, error) {
 	out := query.Revision{Change: query.Change{Cluster: cluster, GVR: gvr, UID: uid, Seq: seq, Time: time.Unix(0, rv.time),
 		Type: rv.typ, ResourceVersion: rv.rv, Manager: rv.manager, Operation: rv.op, Subresource: rv.sub}, Object: state}
-	if rv.kind == revPatch && rv.typ != query.ChangeDeleted {
-		out.Patch = bytes.Clone(rv.body)
+	if rv.fwd != nil && rv.typ != query.ChangeDeleted {
+		out.Patch = bytes.Clone(rv.fwd)
 	}
 	lbls, ns, name, err := objectMeta(state)
 	out.Labels, out.Namespace, out.Name = lbls, ns, name
@@ -251,8 +335,8 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 					return err
 				}
 				rev.Object = state
-				if sr.kind == revPatch && sr.typ != query.ChangeDeleted {
-					rev.Patch = bytes.Clone(sr.body)
+				if sr.fwd != nil && sr.typ != query.ChangeDeleted {
+					rev.Patch = bytes.Clone(sr.fwd)
 				}
 			}
 			page.Changes = append(page.Changes, rev)

@@ -1,7 +1,6 @@
 package badger
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -271,58 +270,22 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 }
 
 // dropRevisions deletes the object's revisions up to seq (before it when
-// keep) and makes the oldest one left a snapshot.
+// keep). A revision's state comes from newer ones, never older, so what
+// is left needs no rewrite.
 func (s *Store) dropRevisions(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, keep bool) (int64, error) {
 	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
 	defer it.Close()
-	var state []byte
 	var freed int64
 	for it.Rewind(); it.Valid(); it.Next() {
 		k := it.Item().KeyCopy(nil)
-		at := binary.BigEndian.Uint64(k[len(prefix):])
-		v, err := it.Item().ValueCopy(nil)
-		if err != nil {
-			return 0, err
-		}
-		r, err := decodeRevision(v)
-		if err != nil {
-			return 0, err
-		}
-		if state, err = applyRevision(state, r); err != nil {
-			return 0, fmt.Errorf("revision %d: %w", at, err)
-		}
-		if at > seq || (keep && at == seq) {
-			// The oldest revision left.
-			if r.kind == revPatch {
-				r.kind, r.body = revSnapshot, state
-				nv := encodeRevision(r)
-				freed -= int64(len(nv) - len(v))
-				if err := txn.Set(k, nv); err != nil {
-					return 0, err
-				}
-			}
+		if at := binary.BigEndian.Uint64(k[len(prefix):]); at > seq || (keep && at == seq) {
 			break
 		}
-		freed += int64(len(k) + len(v))
+		freed += int64(len(k)) + it.Item().ValueSize()
 		if err := txn.Delete(k); err != nil {
 			return 0, err
 		}
 	}
 	return freed, nil
-}
-
-// applyRevision is the object's state after revision r, given its state
-// before (nil when r is the first).
-func applyRevision(state []byte, r revision) ([]byte, error) {
-	if r.kind == revSnapshot {
-		return r.body, nil
-	}
-	if state == nil {
-		return nil, fmt.Errorf("patch without a snapshot before it: %w", errCorrupt)
-	}
-	if bytes.Equal(r.body, []byte("{}")) {
-		return state, nil
-	}
-	return rawApplyMergePatch(state, r.body)
 }

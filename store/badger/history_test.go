@@ -78,14 +78,25 @@ func apply(t *testing.T, s *Store, evs ...feed.Event) {
 	}
 }
 
-// storedKinds are the kinds (s: snapshot, p: patch) of the uid's stored
-// revisions, oldest first.
+// storedKinds are the kinds of the uid's stored revisions, oldest first,
+// by what each keeps of the state before it: f nothing (the first kept),
+// p a reverse patch, s the state whole; o a revision holding its own
+// state (a delete).
 func storedKinds(t *testing.T, s *Store, uid string) string {
 	t.Helper()
 	var out strings.Builder
 	if err := s.db.View(func(txn *bdg.Txn) error {
 		return eachRevision(txn, "c1", histPods, uid, func(_ uint64, r revision, _ []byte) (bool, error) {
-			out.WriteByte(map[byte]byte{revSnapshot: 's', revPatch: 'p'}[r.kind])
+			switch {
+			case r.own != nil:
+				out.WriteByte('o')
+			case r.prev == nil:
+				out.WriteByte('f')
+			case r.prevWhole:
+				out.WriteByte('s')
+			default:
+				out.WriteByte('p')
+			}
 			return true, nil
 		})
 	}); err != nil {
@@ -148,8 +159,8 @@ func TestHistoryRevisions(t *testing.T) {
 		t.Errorf("label change patch %s", got)
 	}
 	// A snapshot every 4 revisions: 3 patches at most in a row.
-	if got := storedKinds(t, s, "u1"); got != "spppspp" {
-		t.Errorf("stored kinds %q, want spppspp", got)
+	if got := storedKinds(t, s, "u1"); got != "fpppspp" {
+		t.Errorf("stored kinds %q, want fpppspp", got)
 	}
 
 	// The delete's revision holds the last state.
@@ -329,14 +340,15 @@ func TestHistoryRetention(t *testing.T) {
 		// p2 (deleted at 4) still has revisions.
 		p2 bool
 	}{
-		{"nothing expired", step{now: 0}, "spppp", []string{"1", "3", "5", "6", "7"}, true},
-		// At 3+window: the revisions of 1 and 3 (at 1 and 3 s) go, 5's
-		// patch becomes a snapshot.
-		{"by time", step{now: 3}, "spp", []string{"5", "6", "7"}, true},
-		// Past every change: the newest revision of the live p1 stays (the
-		// base of its next change), p2's history is gone.
-		{"all expired", step{now: 10}, "s", []string{"7"}, false},
-		{"by bytes", step{now: -100, maxBytes: 1}, "s", []string{"7"}, false},
+		{"nothing expired", step{now: 0}, "fpppp", []string{"1", "3", "5", "6", "7"}, true},
+		// At 3+window: the revisions of 1 and 3 (at 1 and 3 s) go; 5's
+		// state still comes from the newer ones (its patch back to 3 is
+		// left unused).
+		{"by time", step{now: 3}, "ppp", []string{"5", "6", "7"}, true},
+		// Past every change: the newest revision of the live p1 stays,
+		// p2's history is gone.
+		{"all expired", step{now: 10}, "p", []string{"7"}, false},
+		{"by bytes", step{now: -100, maxBytes: 1}, "p", []string{"7"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -371,15 +383,15 @@ func TestHistoryRetention(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tc.kinds != "spppp" && after >= before {
+			if tc.kinds != "fpppp" && after >= before {
 				t.Errorf("history bytes %d after retention, %d before", after, before)
 			}
-			// The next change of p1 after its kept base expired is a
-			// snapshot and the base goes.
-			if tc.kinds == "s" {
+			// The next change of p1 after its kept newest expired is the
+			// first kept, and the expired one goes.
+			if len(tc.rvs) == 1 {
 				apply(t, s, podUpsert(8, "u1", "p1", 8, "d", "Failed", 8))
-				if got := storedKinds(t, s, "u1"); got != "s" {
-					t.Errorf("after the next change, stored kinds %q, want s", got)
+				if got := storedKinds(t, s, "u1"); got != "f" {
+					t.Errorf("after the next change, stored kinds %q, want f", got)
 				}
 			}
 		})
@@ -403,4 +415,60 @@ func cmpOr(a, b int64) int64 {
 		return a
 	}
 	return b
+}
+
+// TestHistoryStateLeavesWithoutDelete: an object's newest revision stores
+// no state (its record is it); when the record goes without a delete
+// recorded, its name reused by a new uid or its resource removed, the
+// revision keeps the state, also while the batch that wrote it is still
+// in flight.
+func TestHistoryStateLeavesWithoutDelete(t *testing.T) {
+	removed := feed.Event{Seq: 3, Event: &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: &fleetviewv1.GroupVersionResource{Version: "v1", Resource: "pods"},
+		Type: fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED}}
+	cases := []struct {
+		name  string
+		then  feed.Event
+		kinds string
+	}{
+		{"name reused", podUpsert(3, "u9", "p1", 3, "x", "Pending", 3), "fo"},
+		{"resource removed", removed, "fo"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, r := openHistory(t, HistoryOptions{})
+			ctx := context.Background()
+			first := []feed.Event{podUpsert(1, "u1", "p1", 1, "a", "Pending", 1), podUpsert(2, "u1", "p1", 2, "b", "Running", 2)}
+			p1, err := s.Prepare(ctx, "c1", first, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The second batch is made while the first is in flight.
+			done := p1.Commit()
+			p2, err := s.Prepare(ctx, "c1", []feed.Event{tc.then}, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if err := <-p2.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			if got := storedKinds(t, s, "u1"); got != tc.kinds {
+				t.Errorf("stored kinds %q, want %q", got, tc.kinds)
+			}
+			page, err := r.Revisions(ctx, query.RevisionsOptions{UID: "u1", Object: query.GetOptions{GVR: histPods, Cluster: "c1", Namespace: "ns", Name: "p1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Revisions) != len(first) {
+				t.Fatalf("%d revisions of u1, want %d", len(page.Revisions), len(first))
+			}
+			for i, rev := range page.Revisions {
+				if want := first[i].Event.GetObject(); string(rev.Object) != string(want) {
+					t.Errorf("revision %d object\n%s\nwant\n%s", i, rev.Object, want)
+				}
+			}
+		})
+	}
 }

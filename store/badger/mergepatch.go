@@ -38,62 +38,123 @@ func rawMergePatch(old, cur []byte) ([]byte, error) {
 // has no duplicate keys in old or cur, and keeps old's members in their
 // order. Applying then writes each level as cur has it: the kept members
 // in their order, each unchanged value its own bytes, the added ones last
-// (diffObject refuses others). When it says false the patch may still be
-// exact; only applying it tells (mergePatch does). Saves the write path
+// (diffLevel refuses others). When it says false the patch may still be
+// exact; only applying it tells (mergePatches does). Saves the write path
 // one apply and compare per update (docs/benchmarks/history.md).
 func rawMergePatchExact(old, cur []byte) ([]byte, bool, error) {
-	exact := len(cur) > 0 && cur[0] == '{'
-	p, _, err := diffObject(make([]byte, 0, 128), old, 0, cur, 0, &exact)
-	return p, exact, err
+	pp := newPatchPair(old, cur)
+	if _, err := diffLevel(&pp, old, 0, cur, 0, true); err != nil {
+		return nil, false, err
+	}
+	return pp.f, pp.fx, nil
 }
 
-// diffObject appends the patch from the object at old[oi] to the one at
-// cur[ci] and reports whether it changes anything. It clears *exact when
-// this level breaks a condition of rawMergePatchExact.
-func diffObject(dst, old []byte, oi int, cur []byte, ci int, exact *bool) ([]byte, bool, error) {
+// patchPair is what one scan of two objects makes: the forward patch (old
+// to cur: the change a revision shows) and the reverse one (cur back to
+// old: what the history keeps to rebuild the previous state from the
+// newer one). fx and rx say whether each is known exact without applying
+// it (rawMergePatchExact's conditions, for cur and old); rbad that no
+// reverse patch expresses the change (a member removed before a kept one,
+// or an old value holding a null).
+type patchPair struct {
+	f, r       []byte
+	fx, rx     bool
+	rbad       bool
+	fn, rn     int // members written at the current level
+	fbuf, rbuf [128]byte
+}
+
+func newPatchPair(old, cur []byte) patchPair {
+	return patchPair{fx: len(cur) > 0 && cur[0] == '{', rx: len(old) > 0 && old[0] == '{'}
+}
+
+// hasNull: a value a merge patch cannot carry as is (null deletes; an
+// object holding a null would lose it when applied by RFC 7386).
+func hasNull(v []byte) bool {
+	return string(v) == "null" || (v[0] == '{' && bytes.Contains(v, []byte("null")))
+}
+
+// mergePatches are the forward and reverse merge patches between old and
+// cur, each nil when it is not much smaller than its target or does not
+// give back the target's exact bytes. One scan makes both.
+func mergePatches(old, cur []byte) (fwd, rev []byte) {
+	pp := newPatchPair(old, cur)
+	pp.f, pp.r = pp.fbuf[:0], pp.rbuf[:0]
+	if _, err := diffLevel(&pp, old, 0, cur, 0, true); err != nil {
+		return nil, nil
+	}
+	if 2*len(pp.f) <= len(cur) {
+		if pp.fx {
+			fwd = pp.f
+		} else if back, err := rawApplyMergePatch(old, pp.f); err == nil && bytes.Equal(back, cur) {
+			fwd = pp.f
+		}
+	}
+	if !pp.rbad && 2*len(pp.r) <= len(old) {
+		if pp.rx {
+			rev = pp.r
+		} else if back, err := rawApplyMergePatch(cur, pp.r); err == nil && bytes.Equal(back, old) {
+			rev = pp.r
+		}
+	}
+	// The buffers are the pair's own, on the stack: copy out what is kept.
+	return bytes.Clone(fwd), bytes.Clone(rev)
+}
+
+// diffLevel appends to pp the patches between the object at old[oi] and
+// the one at cur[ci] and reports whether they differ. It clears pp.fx and
+// pp.rx when this level breaks a condition of rawMergePatchExact (for cur
+// and for old). errNoPatch when no forward merge patch expresses the
+// change.
+func diffLevel(pp *patchPair, old []byte, oi int, cur []byte, ci int, top bool) (bool, error) {
 	var obuf, cbuf [32]rawjson.Member
-	om, _, err := rawjson.Members(old, oi, obuf[:0])
+	om, oend, err := rawjson.Members(old, oi, obuf[:0])
 	if err != nil {
-		return nil, false, errNoPatch
+		return false, errNoPatch
 	}
 	cm, cend, err := rawjson.Members(cur, ci, cbuf[:0])
 	if err != nil {
-		return nil, false, errNoPatch
+		return false, errNoPatch
 	}
-	if *exact && (!compactLevel(cur, ci, cm, cend) || (ci == 0 && cend != len(cur)) || hasDuplicate(om) || hasDuplicate(cm)) {
-		*exact = false
+	if pp.fx || pp.rx {
+		dup := hasDuplicate(om) || hasDuplicate(cm)
+		if pp.fx && (dup || !compactLevel(cur, ci, cm, cend) || (top && cend != len(cur))) {
+			pp.fx = false
+		}
+		if pp.rx && (dup || !compactLevel(old, oi, om, oend) || (top && oend != len(old))) {
+			pp.rx = false
+		}
+	}
+	fstart, rstart, fn0, rn0 := len(pp.f), len(pp.r), pp.fn, pp.rn
+	pp.f, pp.r = append(pp.f, '{'), append(pp.r, '{')
+	pp.fn, pp.rn = 0, 0
+	var ubuf [32]bool
+	used := ubuf[:0]
+	if len(om) <= len(ubuf) {
+		used = ubuf[:len(om)]
+	} else {
+		used = make([]bool, len(om))
 	}
 	lastJ := -1
-	start := len(dst)
-	dst = append(dst, '{')
-	n := 0
-	member := func(key []byte) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(append(append(dst, '"'), key...), '"', ':')
-	}
-	used := make([]bool, len(om))
 	added := false
 	for _, c := range cm {
 		cv := cur[c.ValueStart:c.ValueEnd]
 		j := find(om, c.Key, used)
 		if j < 0 {
-			if string(cv) == "null" || (cv[0] == '{' && bytes.Contains(cv, []byte("null"))) {
-				return nil, false, errNoPatch
+			if hasNull(cv) {
+				return false, errNoPatch
 			}
 			added = true
-			member(c.Key)
-			dst = append(dst, cv...)
+			pp.fmember(c.Key, cv)
+			pp.rmember(c.Key, []byte("null"))
 			continue
 		}
 		if added {
-			return nil, false, errNoPatch // an added member before a kept one: applied, it would come last
+			return false, errNoPatch // an added member before a kept one: applied, it would come last
 		}
 		used[j] = true
 		if j < lastJ {
-			*exact = false // a kept member moved: applying keeps old's order
+			pp.fx, pp.rx = false, false // a kept member moved: applying keeps the target's order
 		}
 		lastJ = j
 		ov := old[om[j].ValueStart:om[j].ValueEnd]
@@ -101,35 +162,67 @@ func diffObject(dst, old []byte, oi int, cur []byte, ci int, exact *bool) ([]byt
 			continue
 		}
 		if ov[0] == '{' && cv[0] == '{' {
-			mark, markN := len(dst), n
-			member(c.Key)
-			var changed bool
-			if dst, changed, err = diffObject(dst, old, om[j].ValueStart, cur, c.ValueStart, exact); err != nil {
-				return nil, false, err
+			fmark, rmark, fn, rn := len(pp.f), len(pp.r), pp.fn, pp.rn
+			pp.fmember(c.Key, nil)
+			pp.rmember(c.Key, nil)
+			changed, err := diffLevel(pp, old, om[j].ValueStart, cur, c.ValueStart, false)
+			if err != nil {
+				return false, err
 			}
 			if !changed {
-				// Other bytes, the same members: applying keeps old's.
-				*exact = false
-				dst, n = dst[:mark], markN
+				// Other bytes, the same members: applying keeps the target's.
+				pp.fx, pp.rx = false, false
+				pp.f, pp.r, pp.fn, pp.rn = pp.f[:fmark], pp.r[:rmark], fn, rn
 			}
 			continue
 		}
-		if string(cv) == "null" || (cv[0] == '{' && bytes.Contains(cv, []byte("null"))) {
-			return nil, false, errNoPatch
+		if hasNull(cv) {
+			return false, errNoPatch
 		}
-		member(c.Key)
-		dst = append(dst, cv...)
+		pp.rbad = pp.rbad || hasNull(ov)
+		pp.fmember(c.Key, cv)
+		pp.rmember(c.Key, ov)
 	}
+	removed := false
 	for j, o := range om {
-		if !used[j] {
-			member(o.Key)
-			dst = append(dst, "null"...)
+		if used[j] {
+			// A kept member after a removed one: the reverse patch,
+			// applied, would put the removed one last.
+			pp.rbad = pp.rbad || removed
+			continue
 		}
+		ov := old[o.ValueStart:o.ValueEnd]
+		pp.rbad = pp.rbad || hasNull(ov)
+		removed = true
+		pp.fmember(o.Key, []byte("null"))
+		pp.rmember(o.Key, ov)
 	}
-	if n == 0 {
-		return append(dst[:start], '{', '}'), false, nil
+	changed := pp.fn > 0
+	if !changed {
+		pp.f, pp.r = append(pp.f[:fstart], '{', '}'), append(pp.r[:rstart], '{', '}')
+	} else {
+		pp.f, pp.r = append(pp.f, '}'), append(pp.r, '}')
 	}
-	return append(dst, '}'), true, nil
+	pp.fn, pp.rn = fn0, rn0
+	return changed, nil
+}
+
+// fmember and rmember append a member to the forward and reverse patch;
+// v nil writes the key alone (an object follows).
+func (pp *patchPair) fmember(key, v []byte) {
+	if pp.fn > 0 {
+		pp.f = append(pp.f, ',')
+	}
+	pp.fn++
+	pp.f = append(append(append(append(pp.f, '"'), key...), '"', ':'), v...)
+}
+
+func (pp *patchPair) rmember(key, v []byte) {
+	if pp.rn > 0 {
+		pp.r = append(pp.r, ',')
+	}
+	pp.rn++
+	pp.r = append(append(append(append(pp.r, '"'), key...), '"', ':'), v...)
 }
 
 // compactLevel reports whether the object at b[i], of members ms, ending

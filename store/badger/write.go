@@ -229,6 +229,11 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 		// The name is reused by a new object: the old one's uid no longer
 		// leads here (see uidEntry).
 		oldU := uidKey(w.cluster, gvr, old.uid)
+		if w.hist.on {
+			if err := w.keepOldState(gvr, key, oldU, old.uid); err != nil {
+				return prior, err
+			}
+		}
 		if err := w.del(oldU); err != nil {
 			return prior, err
 		}
@@ -432,8 +437,8 @@ func (w *writer) deleteUID(gvr schema.GroupVersionResource, uid string, e *feed.
 	prior := feed.Prior{Told: true, LabelsUnknown: true}
 	if exists && (cur.uid == "" || cur.uid == uid) {
 		prior = feed.Prior{Told: true, Exists: true, Labels: cur.labels}
-		if w.hist.on && e != nil {
-			if err := w.histDelete(gvr, e, u); err != nil {
+		if w.hist.on {
+			if err := w.histDelete(gvr, e, uid, u); err != nil {
 				return prior, err
 			}
 		}
