@@ -24,7 +24,7 @@
 // History (history*.go, docs/history.md), when HistoryOptions are set,
 // written in the same transaction as the object and the checkpoint:
 //
-//	r/<cluster>/<group>/<version>/<resource>/<uid>/<seq 8 BE>   -> kind, type, time, rv, manager, operation, subresource, snapshot or merge patch
+//	r/<cluster>/<group>/<version>/<resource>/<uid>/<seq 8 BE>   -> 3, type, time, rv, manager, operation, subresource, flags, forward patch, reverse patch or previous state, own state
 //	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> uid, time (a resumed watch's replay, in stream order)
 //	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> change: type, gvr, uid, namespace, name, rv, manager, labels
 //	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> the same, deletes only (the recently deleted view)
@@ -34,15 +34,24 @@
 //	b/h, e/h                                                    -> when history began, time through which retention removed
 //
 // The uid index entry carries the object's history head (newest
-// revision's seq, time, patches since the last snapshot, rv), so an
-// update learns how to record itself from the entry it reads anyway; it
-// reads the previous object's JSON to make the patch. A revision is a
-// snapshot when it is the first kept, every SnapshotEvery revisions, or
-// when the patch is not under half the object or does not give back the
-// exact bytes (rawMergePatchExact vouches for a compact object without
-// applying the patch). Retention (history_retain.go) keeps each object's oldest
-// revision a snapshot, and keeps a live object's newest revision past the
-// window (without feed entries) as the base of its next change.
+// revision's seq, time, reverse patches since the last whole state, rv),
+// so an update learns how to record itself from the entry it reads anyway;
+// it reads the previous object's JSON to make the patches. Revisions are
+// reverse deltas: the newest revision of a live object stores no state
+// (the o/ record is it), and each revision carries what rebuilds the
+// state before it from its own: a reverse merge patch, or that state
+// whole when the patch is not under half the object, does not give back
+// the exact bytes (rawMergePatchExact vouches for a compact object
+// without applying it), or SnapshotEvery revisions passed since the last
+// whole one. It also carries the forward patch, the change it shows. A
+// delete's revision holds the last state (own), as does the newest
+// revision of an object whose record leaves without a delete (its name
+// reused by a new uid, its resource removed). An added object so costs
+// no copy of itself. Retention (history_retain.go) drops the oldest
+// revisions without rewriting any (states come from newer ones), and
+// keeps a live object's newest revision past the window (without feed
+// entries); its next change drops it and is the first kept. Revisions
+// written before reverse deltas (format bytes 1 and 2) are not read.
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of

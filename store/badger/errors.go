@@ -9,3 +9,7 @@ import (
 // errNoRelations answers what needs the relationship index when the store
 // keeps none (Options.NoRelations; the hub's --relations is off).
 var errNoRelations = fmt.Errorf("%w: the relationship index (fleetview serve/up --relations)", query.ErrNotKept)
+
+// errOldRevision is a history revision written before reverse deltas
+// (forward patches): not read; retention removes it with the window.
+var errOldRevision = fmt.Errorf("history revision of an earlier format (forward patches), removed with the retention window: %w", errCorrupt)

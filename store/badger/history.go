@@ -212,6 +212,9 @@ func encodeRevision(r revision) []byte {
 // decodeRevision reads what encodeRevision wrote; its byte fields point
 // into v.
 func decodeRevision(v []byte) (revision, error) {
+	if len(v) > 0 && (v[0] == 1 || v[0] == 2) {
+		return revision{}, errOldRevision
+	}
 	if len(v) < 11 || v[0] != revFormat {
 		return revision{}, errCorrupt
 	}
@@ -474,6 +477,9 @@ func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head his
 		}
 	}
 	r, err := decodeRevision(v)
+	if errors.Is(err, errOldRevision) {
+		return nil // it holds its state (forward patches): retention removes it with the window
+	}
 	if err != nil || r.own != nil {
 		return err
 	}

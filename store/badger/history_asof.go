@@ -368,7 +368,7 @@ func (r *Reader) Revisions(ctx context.Context, o query.RevisionsOptions) (query
 					if (!o.Since.IsZero() && t.Before(o.Since)) || (!o.Until.IsZero() && !t.Before(o.Until)) {
 						return true, nil
 					}
-					rev, err := toRevision(c, g.GVR, uid, seq, rv, state)
+					rev, err := toRevision(c, g.GVR, uid, seq, rv, state, &[2]string{g.Namespace, g.Name})
 					if err != nil {
 						return false, err
 					}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -199,29 +198,65 @@ func currentState(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 var errNoRevision = errors.New("revision not in the history")
 
 // toRevision fills a query.Revision from a stored revision and the state.
-func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte) (query.Revision, error) {
+// name, when set, is the object's namespace and name, known to the caller
+// (an object's revisions): they are not read from the state then.
+func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte, name *[2]string) (query.Revision, error) {
 	out := query.Revision{Change: query.Change{Cluster: cluster, GVR: gvr, UID: uid, Seq: seq, Time: time.Unix(0, rv.time),
 		Type: rv.typ, ResourceVersion: rv.rv, Manager: rv.manager, Operation: rv.op, Subresource: rv.sub}, Object: state}
 	if rv.fwd != nil && rv.typ != query.ChangeDeleted {
 		out.Patch = bytes.Clone(rv.fwd)
 	}
-	lbls, ns, name, err := objectMeta(state)
-	out.Labels, out.Namespace, out.Name = lbls, ns, name
+	if name != nil {
+		var err error
+		out.Namespace, out.Name = name[0], name[1]
+		out.Labels, err = rawjson.Labels(state)
+		return out, err
+	}
+	lbls, ns, n, err := objectMeta(state)
+	out.Labels, out.Namespace, out.Name = lbls, ns, n
 	return out, err
 }
 
-// objectMeta reads an object's labels, namespace and name.
+// objectMeta reads an object's labels, namespace and name from the raw
+// bytes: a revisions read does it for every revision, and decoding the
+// whole object with encoding/json was most of that read's time
+// (BenchmarkHistoryRevisions).
 func objectMeta(obj []byte) (map[string]string, string, string, error) {
 	lbls, err := rawjson.Labels(obj)
 	if err != nil {
 		return nil, "", "", err
 	}
-	var m struct {
-		Metadata struct{ Namespace, Name string } `json:"metadata"`
+	var buf [16]rawjson.Member
+	top, _, err := rawjson.Members(obj, rawjson.SkipSpace(obj, 0), buf[:0])
+	if err != nil {
+		return nil, "", "", err
 	}
-	// The history's reads are per object asked for, not the ingest path.
-	err = json.Unmarshal(obj, &m)
-	return lbls, m.Metadata.Namespace, m.Metadata.Name, err
+	var ns, name string
+	for _, m := range top {
+		if string(m.Key) != "metadata" || obj[m.ValueStart] != '{' {
+			continue
+		}
+		var mbuf [16]rawjson.Member
+		ms, _, err := rawjson.Members(obj, m.ValueStart, mbuf[:0])
+		if err != nil {
+			return nil, "", "", err
+		}
+		for _, f := range ms {
+			var dst *string
+			switch string(f.Key) {
+			case "namespace":
+				dst = &ns
+			case "name":
+				dst = &name
+			default:
+				continue
+			}
+			if *dst, err = rawjson.String(obj[f.ValueStart:f.ValueEnd]); err != nil {
+				return nil, "", "", err
+			}
+		}
+	}
+	return lbls, ns, name, nil
 }
 
 // ChangesAfter calls fn with each change of the cluster's resource whose
@@ -254,7 +289,7 @@ func (r *Reader) ChangesAfter(ctx context.Context, cluster string, gvr schema.Gr
 			if err != nil {
 				return err
 			}
-			rev, err := toRevision(cluster, gvr, uid, seq, rv, state)
+			rev, err := toRevision(cluster, gvr, uid, seq, rv, state, nil)
 			if err != nil {
 				return err
 			}

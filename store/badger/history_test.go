@@ -43,7 +43,7 @@ func podDelete(seq uint64, uid, name string, rv, at int) feed.Event {
 		ObservedUnixNano: t0.Add(time.Duration(at) * time.Second).UnixNano(), Namespaced: true}}
 }
 
-func openHistory(t *testing.T, h HistoryOptions) (*Store, *Reader) {
+func openHistory(t testing.TB, h HistoryOptions) (*Store, *Reader) {
 	t.Helper()
 	if h.Retention == 0 {
 		h.Retention = 24 * time.Hour

@@ -206,12 +206,19 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	var pre *uidLookup
 	if w.hist.on {
 		// The history needs the uid entry whatever the overlay says of the
-		// object: it is read once, here, for previous too.
-		u, ok, err := w.uidEntry(gvr, ukey)
-		if err != nil {
-			return feed.Prior{}, err
+		// object: it is read once, here, for previous too. An entry exists
+		// only while the object at its key has its uid, so when the key is
+		// known absent (an add) there is none to read.
+		var u uidState
+		var ok bool
+		if st, known := w.unread(key); !known || !st.gone {
+			var err error
+			if u, ok, err = w.uidEntry(gvr, ukey); err != nil {
+				return feed.Prior{}, err
+			}
 		}
 		pre = &uidLookup{u: u, ok: ok}
+		var err error
 		if oldJSON, err = w.histBase(key, u, ok); err != nil {
 			return feed.Prior{}, err
 		}
