@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -198,65 +199,69 @@ func currentState(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 var errNoRevision = errors.New("revision not in the history")
 
 // toRevision fills a query.Revision from a stored revision and the state.
-// name, when set, is the object's namespace and name, known to the caller
-// (an object's revisions): they are not read from the state then.
+// name, when set, is the object's namespace and name as the caller asked
+// for them (an object's revisions), which the revision reports.
 func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte, name *[2]string) (query.Revision, error) {
 	out := query.Revision{Change: query.Change{Cluster: cluster, GVR: gvr, UID: uid, Seq: seq, Time: time.Unix(0, rv.time),
 		Type: rv.typ, ResourceVersion: rv.rv, Manager: rv.manager, Operation: rv.op, Subresource: rv.sub}, Object: state}
 	if rv.fwd != nil && rv.typ != query.ChangeDeleted {
 		out.Patch = bytes.Clone(rv.fwd)
 	}
-	if name != nil {
-		var err error
-		out.Namespace, out.Name = name[0], name[1]
-		out.Labels, err = rawjson.Labels(state)
-		return out, err
-	}
 	lbls, ns, n, err := objectMeta(state)
 	out.Labels, out.Namespace, out.Name = lbls, ns, n
+	if name != nil {
+		out.Namespace, out.Name = name[0], name[1]
+	}
 	return out, err
 }
 
+// errMetaRead stops objectMeta's scan once the metadata is read.
+var errMetaRead = errors.New("metadata read")
+
 // objectMeta reads an object's labels, namespace and name from the raw
-// bytes: a revisions read does it for every revision, and decoding the
-// whole object with encoding/json was most of that read's time
-// (BenchmarkHistoryRevisions).
+// bytes, scanning the object only up to its metadata (the states are the
+// store's own, checked when written): a revisions read does it for every
+// revision, and decoding the whole object with encoding/json was most of
+// that read's time (BenchmarkHistoryRevisions).
 func objectMeta(obj []byte) (map[string]string, string, string, error) {
-	lbls, err := rawjson.Labels(obj)
-	if err != nil {
-		return nil, "", "", err
-	}
-	var buf [16]rawjson.Member
-	top, _, err := rawjson.Members(obj, rawjson.SkipSpace(obj, 0), buf[:0])
-	if err != nil {
-		return nil, "", "", err
-	}
+	var lbls map[string]string
 	var ns, name string
-	for _, m := range top {
-		if string(m.Key) != "metadata" || obj[m.ValueStart] != '{' {
-			continue
+	found := false
+	_, err := rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
+		if string(m.Key) != "metadata" {
+			return rawjson.SkipValue(obj, m.ValueStart)
 		}
-		var mbuf [16]rawjson.Member
-		ms, _, err := rawjson.Members(obj, m.ValueStart, mbuf[:0])
+		found = true
+		var buf [16]rawjson.Member
+		ms, _, err := rawjson.Members(obj, m.ValueStart, buf[:0])
 		if err != nil {
-			return nil, "", "", err
+			return 0, err
 		}
 		for _, f := range ms {
-			var dst *string
+			v := obj[f.ValueStart:f.ValueEnd]
 			switch string(f.Key) {
 			case "namespace":
-				dst = &ns
+				ns, err = rawjson.String(v)
 			case "name":
-				dst = &name
-			default:
-				continue
+				name, err = rawjson.String(v)
+			case "labels":
+				if string(v) != "null" {
+					err = json.Unmarshal(v, &lbls)
+				}
 			}
-			if *dst, err = rawjson.String(obj[f.ValueStart:f.ValueEnd]); err != nil {
-				return nil, "", "", err
+			if err != nil {
+				return 0, err
 			}
 		}
+		return 0, errMetaRead // the rest of the object is not needed
+	})
+	if found && errors.Is(err, errMetaRead) {
+		return lbls, ns, name, nil
 	}
-	return lbls, ns, name, nil
+	if err == nil {
+		err = errCorrupt
+	}
+	return nil, "", "", err
 }
 
 // ChangesAfter calls fn with each change of the cluster's resource whose
