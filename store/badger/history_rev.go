@@ -1,0 +1,127 @@
+package badger
+
+import (
+	"encoding/binary"
+
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+// A history revision's value (r/ keys, doc.go): reverse deltas.
+
+// revision is a stored revision (r/). Its state is rebuilt from the
+// newer ones (reverse deltas): the newest revision of a live object
+// stores no state, its state is the object the store holds (o/); an older
+// one's state is its successor's state patched back by the successor's
+// prev (a reverse merge patch), or prev itself when prevWhole (a
+// snapshot, at least every SnapshotEvery revisions, so any state reads
+// with few patch applications). own, when set, is the revision's state
+// stored whole: a delete's last state, or an object whose current state
+// left the store without a delete (its name reused, its resource
+// removed). fwd is the forward patch from the previous state, the change
+// the revision shows (nil when none was made: the reader makes one).
+// An added object thus costs no copy of itself, and an update a patch
+// each way, not the object.
+type revision struct {
+	typ             query.ChangeType
+	time            int64
+	rv, manager, op string
+	sub             string
+	fwd             []byte
+	prev            []byte // nil: no previous state kept
+	prevWhole       bool
+	own             []byte
+}
+
+// revFormat is the value's first byte. Stores written before reverse
+// deltas (forward patches, 1 and 2) are not read: their history must be
+// dropped (docs/history.md).
+const revFormat = 3
+
+const (
+	revHasFwd = 1 << iota
+	revHasPrev
+	revPrevWhole
+	revHasOwn
+)
+
+func appendBytes(b, v []byte) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(v))), v...)
+}
+
+func cutBytes(b []byte) ([]byte, []byte, error) {
+	l, w := binary.Uvarint(b)
+	if w <= 0 || uint64(len(b)-w) < l {
+		return nil, nil, errCorrupt
+	}
+	return b[w : w+int(l)], b[w+int(l):], nil
+}
+
+func encodeRevision(r revision) []byte {
+	b := make([]byte, 0, 24+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+7*binary.MaxVarintLen64+len(r.fwd)+len(r.prev)+len(r.own))
+	b = append(b, revFormat, byte(r.typ))
+	b = binary.BigEndian.AppendUint64(b, uint64(r.time))
+	for _, s := range []string{r.rv, r.manager, r.op, r.sub} {
+		b = appendString(b, s)
+	}
+	var flags byte
+	if r.fwd != nil {
+		flags |= revHasFwd
+	}
+	if r.prev != nil {
+		flags |= revHasPrev
+		if r.prevWhole {
+			flags |= revPrevWhole
+		}
+	}
+	if r.own != nil {
+		flags |= revHasOwn
+	}
+	b = append(b, flags)
+	if r.fwd != nil {
+		b = appendBytes(b, r.fwd)
+	}
+	if r.prev != nil {
+		b = appendBytes(b, r.prev)
+	}
+	return append(b, r.own...)
+}
+
+// decodeRevision reads what encodeRevision wrote; its byte fields point
+// into v.
+func decodeRevision(v []byte) (revision, error) {
+	if len(v) > 0 && (v[0] == 1 || v[0] == 2) {
+		return revision{}, errOldRevision
+	}
+	if len(v) < 11 || v[0] != revFormat {
+		return revision{}, errCorrupt
+	}
+	r := revision{typ: query.ChangeType(v[1]), time: int64(binary.BigEndian.Uint64(v[2:10]))}
+	rest := v[10:]
+	for _, dst := range []*string{&r.rv, &r.manager, &r.op, &r.sub} {
+		var err error
+		if *dst, rest, err = cutString(rest); err != nil {
+			return revision{}, err
+		}
+	}
+	if len(rest) < 1 {
+		return revision{}, errCorrupt
+	}
+	flags := rest[0]
+	rest = rest[1:]
+	var err error
+	if flags&revHasFwd != 0 {
+		if r.fwd, rest, err = cutBytes(rest); err != nil {
+			return revision{}, err
+		}
+	}
+	if flags&revHasPrev != 0 {
+		if r.prev, rest, err = cutBytes(rest); err != nil {
+			return revision{}, err
+		}
+		r.prevWhole = flags&revPrevWhole != 0
+	}
+	if flags&revHasOwn != 0 {
+		r.own = rest
+	}
+	return r, nil
+}
