@@ -26,7 +26,8 @@ func TestHistoryOptions(t *testing.T) {
 		{"a deeper stream", []string{"--history", "--history-stream-depth", "64"}, nil, true, 64},
 		{"depth without history", []string{"--history-stream-depth", "64"}, nil, false, 1},
 		{"negative", []string{"--history-retention", "-1s", "--history-max-bytes", "-5"}, []string{"--history-retention -1s", "--history-max-bytes -5"}, false, 1},
-		{"depth out of range", []string{"--history", "--history-stream-depth", "0"}, []string{"--history-stream-depth 0: must be between 1 and 1024"}, true, 0},
+		{"depth 0: the default", []string{"--history", "--history-stream-depth", "0"}, nil, true, 8},
+		{"negative depth", []string{"--history", "--history-stream-depth", "-1"}, []string{"--history-stream-depth -1: must be between 0 and 1024"}, true, 0},
 		{"depth too deep", []string{"--history", "--history-stream-depth", "1025"}, []string{"--history-stream-depth 1025"}, true, 0},
 	}
 	for _, tc := range cases {
