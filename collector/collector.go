@@ -82,7 +82,13 @@ type Config struct {
 	// does). At the quota publishes are refused, reported on the
 	// resources in the inventory and logged. 0: no quota.
 	StreamMaxBytes int64
-	Logger         *slog.Logger
+	// StreamDepth is the messages per object the cluster's stream keeps
+	// when the collector creates or updates it (without HubAPIPrefix):
+	// the hub's, set by `fleetview up` when its hub keeps history
+	// (stream.EnsureStream). 0 leaves an existing stream's depth to the
+	// hub, which raises it when it keeps history (stream.EnsureDepth).
+	StreamDepth int
+	Logger      *slog.Logger
 }
 
 // Collector mirrors one member cluster into its stream.
@@ -333,7 +339,7 @@ func (c *Collector) bindStream(ctx context.Context) (jetstream.Stream, error) {
 		}
 		return st, nil
 	}
-	st, kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes)
+	st, kept, err := stream.EnsureStream(ctx, c.js, c.cfg.Cluster, c.cfg.Replicas, c.cfg.StreamMaxBytes, c.cfg.StreamDepth)
 	if err != nil {
 		return nil, fmt.Errorf("create stream for %s: %w", c.cfg.Cluster, err)
 	}

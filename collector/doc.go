@@ -38,7 +38,14 @@
 // Failures never lose an event silently: a publish that fails or is not
 // acknowledged forgets the object (or, for a tombstone, remembers it again)
 // and relists; NATS outages are buffered up to the connection's bounded
-// reconnect buffer and otherwise fall back to the same relist. Objects too
+// reconnect buffer and otherwise fall back to the same relist. A relist
+// publishes each object's state at that moment, so the changes made
+// during an outage are coalesced (the history cannot record them,
+// docs/history.md, "What it cannot know"). The stream's depth (the
+// messages kept per object) is the hub's: with history on it keeps
+// several, so changes published back to back all reach the hub; the
+// collector creates a stream with Config.StreamDepth (1 unless `up` says
+// otherwise) and keeps an existing stream's depth. Objects too
 // large for the server's max payload are refused loudly: counter, inventory
 // message, and a "<cluster>/Published" condition on the registries.
 //

@@ -23,7 +23,7 @@ func TestHydrateDeletesItsConsumer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, _, js := natstest.Start(t, 0)
-	if _, _, err := stream.EnsureStream(ctx, js, "m1", 1, 0); err != nil {
+	if _, _, err := stream.EnsureStream(ctx, js, "m1", 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, ns := range []string{"in", "out"} {

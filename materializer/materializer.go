@@ -56,7 +56,13 @@ type Config struct {
 	// consumer on an R3 stream survives the loss of a server as its
 	// stream does.
 	Replicas int
-	Logger   *slog.Logger
+	// StreamDepth, when set, is the messages per object every cluster
+	// stream it consumes keeps (stream.EnsureDepth, before its consumer
+	// starts): the hub's depth with history on, so that an object's
+	// changes do not replace one another on the stream before they are
+	// applied, 1 without. 0 leaves the streams as they are (rebuild).
+	StreamDepth int
+	Logger      *slog.Logger
 }
 
 // Materializer applies every cluster stream to one sink.
@@ -268,6 +274,15 @@ func ConsumerConfig(durable string, size int) jetstream.ConsumerConfig {
 // (of at most size events) overlaps with applying the current one.
 func (m *Materializer) consume(ctx context.Context, cluster string, size int) error {
 	log := m.log.With("cluster", cluster)
+	if m.cfg.StreamDepth > 0 {
+		changed, err := stream.EnsureDepth(ctx, m.js, cluster, m.cfg.StreamDepth)
+		if err != nil {
+			return err
+		}
+		if changed {
+			log.Info("stream keeps this many messages per object now", "depth", m.cfg.StreamDepth)
+		}
+	}
 	cons, ckpt, err := m.consumer(ctx, cluster, size)
 	if err != nil {
 		return err

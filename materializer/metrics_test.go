@@ -53,7 +53,7 @@ func TestCollectorLag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, nc, js := natstest.Start(t, -1)
-	if _, _, err := stream.EnsureStream(ctx, js, "c1", 1, 0); err != nil {
+	if _, _, err := stream.EnsureStream(ctx, js, "c1", 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {

@@ -41,7 +41,12 @@ type Config struct {
 	// Observer hears every committed object event once, from the backend
 	// that reports it, and the default store's control events.
 	Observer Observer
-	Logger   *slog.Logger
+	// StreamDepth is the messages per object the default store's
+	// materializer makes every cluster stream keep (materializer.Config):
+	// the hub's --history-stream-depth with history on, 1 without; 0
+	// leaves the streams as they are.
+	StreamDepth int
+	Logger      *slog.Logger
 	// Retry runs a step that reads JetStream until it succeeds (nil: once).
 	// A hub restarted into a NATS cluster answers its first reads before
 	// its replicas of the buckets have caught up; the composition root
@@ -139,7 +144,7 @@ func New(ctx context.Context, cfg Config) (_ *Set, err error) {
 	}
 	k := cfg.Default
 	mat, err := materializer.New(materializer.Config{Name: k.Name, Durable: Durable(k.Name, replica), NATS: cfg.NATS, Sink: def, BatchSize: k.BatchSize, FlushInterval: k.FlushInterval,
-		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, Logger: cfg.Logger})
+		Filter: s.router.Filter(defaultBackend), Observer: s.router.reporter(defaultBackend, cfg.Observer), Replicas: cfg.Replicas, StreamDepth: cfg.StreamDepth, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

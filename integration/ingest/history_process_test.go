@@ -10,26 +10,30 @@ import (
 
 	"github.com/fleetview/fleetview/integration/fixture"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/store/badger"
 )
 
 // TestHistoryKill9 runs the real binary with history on (--history, the bounds' defaults):
-// every object changes once per round, and `fleetview serve` is killed
-// with SIGKILL in the middle of ingesting each round, then restarted.
-// Afterwards each object's recorded revisions are exactly the versions
-// published while the hub ran (resourceVersions 1..rounds, then the
-// delete of every tenth), each with its exact object: the revisions
-// commit with the objects and the checkpoint, so a kill -9 neither loses
-// nor invents one. One version per object and round keeps the stream
-// (last message per object) from superseding a version before the hub
-// read it, which the history could not know (docs/history.md).
+// in each round every object changes once while `fleetview serve` runs,
+// serve is killed with SIGKILL in the middle of ingesting those changes,
+// every object changes again while it is down, and serve is restarted.
+// The stream was created as a collector creates it (one message per
+// object) and the hub raised its depth (--history-stream-depth) before the
+// first change, so a change the hub had not read when it died is not
+// replaced by the next one. Afterwards each object's recorded revisions
+// are exactly the versions published (resourceVersions 1..2*rounds, then
+// an update and the delete of every tenth), in order, each with its exact
+// object and once: the revisions commit with the objects and the
+// checkpoint, so a kill -9 neither loses nor invents one.
 func TestHistoryKill9(t *testing.T) {
 	bin := fixture.BuildFleetview(t)
 	ns, nc, js := fixture.StartMatNATS(t, 0)
 	n := fixture.EnvInt(t, "FV_HISTORY_KILL_OBJECTS", 15000)
-	const rounds = 4
+	const rounds = 2
+	last := 2*rounds + 2 // the delete's resourceVersion
 	stateDir := t.TempDir()
 	logf, err := os.Create(filepath.Join(t.TempDir(), "serve.log"))
 	if err != nil {
@@ -44,32 +48,45 @@ func TestHistoryKill9(t *testing.T) {
 			t.Logf("fleetview output (tail):\n%s", b)
 		}
 	}()
-	round := func(r int) []*fleetviewv1.ResourceEvent {
+	// version v of every object (the last two rounds: of every tenth,
+	// the last its delete).
+	changes := func(v int) []*fleetviewv1.ResourceEvent {
 		var evs []*fleetviewv1.ResourceEvent
 		for i := range n {
 			switch {
-			case r <= rounds:
-				evs = append(evs, benchdata.Event("c1", i, r))
-			case i%10 == 0:
-				evs = append(evs, benchdata.Delete("c1", i, r))
+			case v <= 2*rounds:
+				evs = append(evs, benchdata.Event("c1", i, v))
+			case i%10 != 0:
+			case v < last:
+				evs = append(evs, benchdata.Event("c1", i, v))
+			default:
+				evs = append(evs, benchdata.Delete("c1", i, v))
 			}
 		}
 		return evs
 	}
-	var p *fixture.ServeProc
-	midway := 0
-	for r := 1; r <= rounds+1; r++ {
-		var before uint64
-		if r > 1 {
-			before = fixture.LastSeqs(t, js, "c1")["c1"]
+	ctx := context.Background()
+	if err := benchdata.EnsureStream(ctx, js, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--history")
+	fixture.Eventually(t, time.Minute, func() error {
+		st, err := js.Stream(ctx, stream.StreamName("c1"))
+		if err != nil {
+			return err
 		}
-		evs := round(r)
+		if d := st.CachedInfo().Config.MaxMsgsPerSubject; d != stream.DefaultHistoryDepth {
+			return fmt.Errorf("the stream keeps %d messages per object, want the hub's %d", d, stream.DefaultHistoryDepth)
+		}
+		return nil
+	})
+	midway := 0
+	for v := 1; v < last; v += 2 {
+		before := fixture.LastSeqs(t, js, "c1")["c1"]
+		evs := changes(v)
 		fixture.PublishEvents(t, nc, evs)
 		target := fixture.LastSeqs(t, js, "c1")
-		if p == nil {
-			p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--history")
-		}
-		// Kill once about half of the round is applied.
+		// Kill once about half of the changes are applied.
 		half := before + uint64(len(evs))/2
 		fixture.Eventually(t, 2*time.Minute, func() error {
 			if a := p.AppliedOrEmpty()["c1"]; a < half {
@@ -82,7 +99,10 @@ func TestHistoryKill9(t *testing.T) {
 		if done < target["c1"] {
 			midway++
 		}
-		t.Logf("round %d: kill -9 at about %d of %d applied", r, done, target["c1"])
+		t.Logf("versions %d: kill -9 at about %d of %d applied", v, done, target["c1"])
+		// The next change of every object, made while the hub is down.
+		fixture.PublishEvents(t, nc, changes(v+1))
+		target = fixture.LastSeqs(t, js, "c1")
 		p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--history")
 		waitApplied(t, 3*time.Minute, p.AppliedOrEmpty, target)
 	}
@@ -98,11 +118,13 @@ func TestHistoryKill9(t *testing.T) {
 	defer st.Close()
 	rd := st.Reader(badger.ReaderOptions{})
 	defer rd.Close()
-	ctx := context.Background()
 	for i := range n {
-		want := []string{"ADDED 1", "MODIFIED 2", "MODIFIED 3", "MODIFIED 4"}
+		want := []string{"ADDED 1"}
+		for v := 2; v <= 2*rounds; v++ {
+			want = append(want, fmt.Sprintf("MODIFIED %d", v))
+		}
 		if i%10 == 0 {
-			want = append(want, "DELETED 5")
+			want = append(want, fmt.Sprintf("MODIFIED %d", last-1), fmt.Sprintf("DELETED %d", last))
 		}
 		page, err := rd.Revisions(ctx, query.RevisionsOptions{Object: query.GetOptions{GVR: benchdata.PodGVR, Cluster: "c1",
 			Namespace: benchdata.Namespace(i), Name: benchdata.PodName(i)}})
@@ -119,7 +141,7 @@ func TestHistoryKill9(t *testing.T) {
 			lastSeq = rev.Seq
 			rv := 0
 			fmt.Sscan(rev.ResourceVersion, &rv)
-			wantObj := benchdata.Pod("c1", i, min(rv, rounds))
+			wantObj := benchdata.Pod("c1", i, min(rv, last-1)) // a delete's: the last state
 			if string(rev.Object) != string(wantObj) {
 				t.Errorf("object %d at rv %s: recorded state differs from the published one", i, rev.ResourceVersion)
 			}
@@ -141,7 +163,7 @@ func TestHistoryKill9(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if want := rounds*n + (n+9)/10; len(seen) != want {
+	if want := 2*rounds*n + 2*((n+9)/10); len(seen) != want {
 		t.Errorf("feed holds %d changes, want %d", len(seen), want)
 	}
 }

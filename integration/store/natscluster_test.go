@@ -595,7 +595,7 @@ func BenchmarkNATSReplication(b *testing.B) {
 				fixture.Eventually(b, 60*time.Second, func() error {
 					actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 					defer cancel()
-					_, _, err := stream.EnsureStream(actx, js, "bench", tc.replicas, 0)
+					_, _, err := stream.EnsureStream(actx, js, "bench", tc.replicas, 0, 0)
 					return err
 				})
 				pub, err := benchdata.NewPublisher(nc)

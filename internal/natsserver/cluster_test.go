@@ -104,11 +104,11 @@ func TestClusterSurvivesAMember(t *testing.T) {
 		t.Fatalf("%s: %v", what, err)
 	}
 	// The meta leader is elected some time after the members connect.
-	retry("stream c1 R1", func(ctx context.Context) error { _, _, err := stream.EnsureStream(ctx, js, "c1", 1, 0); return err })
+	retry("stream c1 R1", func(ctx context.Context) error { _, _, err := stream.EnsureStream(ctx, js, "c1", 1, 0, 0); return err })
 	if _, err := js.Publish(ctx, "fv.obj.c1.core.v1.pods.u1", []byte("one")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := stream.EnsureStream(ctx, js, "c1", 3, 0); err != nil {
+	if _, _, err := stream.EnsureStream(ctx, js, "c1", 3, 0, 0); err != nil {
 		t.Fatalf("moving c1 to R3: %v", err)
 	}
 	kv, err := natsnames.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{Bucket: "b", Replicas: 3})

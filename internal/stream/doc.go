@@ -1,6 +1,7 @@
 // Package stream owns the object stream's contract between collectors and
 // materializers (docs/architecture.md, "The stream contract"): each member
-// cluster's stream (its name, configuration and byte quota), its subjects
+// cluster's stream (its name, configuration, byte quota and depth: the
+// messages it keeps per object, EnsureDepth), its subjects
 // (object and control subjects, the core group spelled
 // kubepath.CoreGroupName), the object messages' headers,
 // the building of object messages (headers, Nats-Msg-Id, tombstone TTL),

@@ -106,7 +106,7 @@ func TestEnsureStreamNeverTruncates(t *testing.T) {
 		{"no quota", 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, kept, err := stream.EnsureStream(ctx, js, "t", 1, tc.maxBytes)
+			_, kept, err := stream.EnsureStream(ctx, js, "t", 1, tc.maxBytes, 0)
 			if err != nil {
 				t.Fatal(err)
 			}

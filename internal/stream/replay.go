@@ -29,10 +29,14 @@ const replayFetchWait = 10 * time.Second
 // Replay reads cluster's stream back: the messages on subjects after
 // sequence from through to, in stream order, calling fn with the sequence
 // and event of each it can decode. Undecodable messages are passed over:
-// the materializers dead-letter them. The stream keeps only the last
-// message of each subject (MaxMsgsPerSubject=1), so this is the current
-// state of every object changed in that range, and the tombstones of the
-// deleted ones; from 0, the whole state through to.
+// the materializers dead-letter them. From 0 it delivers only the last
+// message of each subject (DeliverLastPerSubject): the whole current
+// state through to, and the tombstones of the deleted objects, however
+// many messages per object the stream keeps (EnsureDepth). After a
+// sequence it delivers every message the stream still holds in the
+// range: with one message per subject the current state of every object
+// changed in it, with more (the hub keeps history) each kept change too,
+// in order, which a resumed watch passes on as the member made them.
 //
 // It reads with an ephemeral consumer, which says at once how many
 // messages it will deliver: a fetch that comes back empty before the

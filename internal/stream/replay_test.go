@@ -23,7 +23,7 @@ func TestReplay(t *testing.T) {
 	_, _, js := natstest.Start(t, 0)
 	ctx := context.Background()
 	const cluster = "r"
-	if _, _, err := stream.EnsureStream(ctx, js, cluster, 1, 0); err != nil {
+	if _, _, err := stream.EnsureStream(ctx, js, cluster, 1, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}

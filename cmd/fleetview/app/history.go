@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fleetview/fleetview/internal/stream"
 	"github.com/fleetview/fleetview/store/badger"
 )
 
@@ -23,6 +24,12 @@ type HistoryOptions struct {
 	Enabled   bool
 	Retention time.Duration
 	MaxBytes  int64
+	// StreamDepth is the messages per object each cluster stream keeps
+	// while history is on (stream.DefaultHistoryDepth says why that many),
+	// so that an object's changes do not replace one another on the
+	// stream before the materializer records each. 0:
+	// stream.DefaultHistoryDepth (options built in code).
+	StreamDepth int
 }
 
 // AddFlags registers the flags.
@@ -30,6 +37,7 @@ func (o *HistoryOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "history", false, "keep every change of the objects the Badger store holds, within --history-retention and --history-max-bytes (docs/history.md; off by default for its ingest cost at scale)")
 	fs.DurationVar(&o.Retention, "history-retention", 24*time.Hour, "how long the Badger store keeps every change of the objects it holds (revisions, the change feed, deleted objects, as-of reads, watch resume); 0 turns history off")
 	fs.Int64Var(&o.MaxBytes, "history-max-bytes", 1<<30, "the most bytes of history kept (all clusters); past it the oldest changes go first, within the retention or not; 0 turns history off")
+	fs.IntVar(&o.StreamDepth, "history-stream-depth", stream.DefaultHistoryDepth, "with --history, the most changes of one object each cluster stream keeps until the hub records them (and a rebuild replays; 0: 8); without --history the streams keep 1")
 }
 
 // Validate reports every problem at once.
@@ -41,7 +49,23 @@ func (o *HistoryOptions) Validate() []error {
 	if o.MaxBytes < 0 {
 		errs = append(errs, fmt.Errorf("%w: --history-max-bytes %d: must not be negative", ErrInvalidOptions, o.MaxBytes))
 	}
+	if o.StreamDepth < 0 || o.StreamDepth > stream.MaxHistoryDepth {
+		errs = append(errs, fmt.Errorf("%w: --history-stream-depth %d: must be between 0 and %d", ErrInvalidOptions, o.StreamDepth, stream.MaxHistoryDepth))
+	}
 	return errs
+}
+
+// streamDepth is the messages per object the hub makes every cluster
+// stream keep: the depth with history on, 1 (the current state) without,
+// which also lowers a stream a hub with history left deeper.
+func (o HistoryOptions) streamDepth() int {
+	switch {
+	case !o.on():
+		return 1
+	case o.StreamDepth == 0:
+		return stream.DefaultHistoryDepth
+	}
+	return o.StreamDepth
 }
 
 // badger is the store's history configuration.

@@ -16,13 +16,19 @@ func TestHistoryOptions(t *testing.T) {
 		args    []string
 		want    []string // errors mentioning these
 		enabled bool
+		depth   int // the streams' messages per object
 	}{
-		{"off by default", nil, nil, false},
-		{"--history: a day, 1 GiB", []string{"--history"}, nil, true},
-		{"retention 0 turns it off", []string{"--history", "--history-retention", "0"}, nil, false},
-		{"bytes 0 turns it off", []string{"--history", "--history-max-bytes", "0"}, nil, false},
-		{"an hour, 64 MiB", []string{"--history", "--history-retention", "1h", "--history-max-bytes", "67108864"}, nil, true},
-		{"negative", []string{"--history-retention", "-1s", "--history-max-bytes", "-5"}, []string{"--history-retention -1s", "--history-max-bytes -5"}, false},
+		{"off by default", nil, nil, false, 1},
+		{"--history: a day, 1 GiB", []string{"--history"}, nil, true, 8},
+		{"retention 0 turns it off", []string{"--history", "--history-retention", "0"}, nil, false, 1},
+		{"bytes 0 turns it off", []string{"--history", "--history-max-bytes", "0"}, nil, false, 1},
+		{"an hour, 64 MiB", []string{"--history", "--history-retention", "1h", "--history-max-bytes", "67108864"}, nil, true, 8},
+		{"a deeper stream", []string{"--history", "--history-stream-depth", "64"}, nil, true, 64},
+		{"depth without history", []string{"--history-stream-depth", "64"}, nil, false, 1},
+		{"negative", []string{"--history-retention", "-1s", "--history-max-bytes", "-5"}, []string{"--history-retention -1s", "--history-max-bytes -5"}, false, 1},
+		{"depth 0: the default", []string{"--history", "--history-stream-depth", "0"}, nil, true, 8},
+		{"negative depth", []string{"--history", "--history-stream-depth", "-1"}, []string{"--history-stream-depth -1: must be between 0 and 1024"}, true, 0},
+		{"depth too deep", []string{"--history", "--history-stream-depth", "1025"}, []string{"--history-stream-depth 1025"}, true, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,6 +53,9 @@ func TestHistoryOptions(t *testing.T) {
 			h := o.badger()
 			if on := h.Retention > 0 && h.MaxBytes > 0; on != tc.enabled {
 				t.Errorf("history on %v, want %v (%s)", on, tc.enabled, fmt.Sprint(h))
+			}
+			if d := o.streamDepth(); d != tc.depth {
+				t.Errorf("stream depth %d, want %d", d, tc.depth)
 			}
 			if len(tc.args) == 1 && (h.Retention != 24*time.Hour || h.MaxBytes != 1<<30) {
 				t.Errorf("defaults %+v", h)

@@ -156,7 +156,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 	}
 	memLimit, from, _ := o.Memory.limit() // validated with the options
 	checkFleetSize(clusters, readHostLimits(memLimit, from, storeClusters)).log(log)
-	if err := provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, log); err != nil {
+	if err := provision(ctx, nc, so.Clusters, o.Replicas.replicas(), quota, o.History.streamDepth(), log); err != nil {
 		nc.Close()
 		ns.Shutdown()
 		return nil, nil, 0, err
@@ -175,7 +175,7 @@ func startEmbeddedNATS(ctx context.Context, o UpOptions, log *slog.Logger, onRef
 // time. One attempt for all of them timed out at 2,000 clusters: JetStream
 // creates a stream in a few milliseconds, but 2,000 of them in a row
 // outlast any one attempt, and every retry began again from the first.
-func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, replicas int, maxBytes int64, log *slog.Logger) error {
+func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.ClusterUser, replicas int, maxBytes int64, depth int, log *slog.Logger) error {
 	if len(clusters) == 0 {
 		return nil
 	}
@@ -197,7 +197,7 @@ func provision(ctx context.Context, nc *nats.Conn, clusters []natsserver.Cluster
 	for _, c := range clusters {
 		g.Go(func() error {
 			return retryJetStream(gctx, log, "stream of "+c.Cluster, func(ctx context.Context) error {
-				_, kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes)
+				_, kept, err := stream.EnsureStream(ctx, js, c.Cluster, replicas, maxBytes, depth)
 				if err != nil {
 					return fmt.Errorf("create stream of %s: %w", c.Cluster, err)
 				}

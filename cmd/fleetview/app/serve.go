@@ -251,7 +251,7 @@ func (sv *serve) openStore(ctx context.Context) ([]lifecycle.Runnable, error) {
 	sv.set, err = store.New(ctx, store.Config{
 		NATS: nc, Buckets: sv.bk,
 		StateDir: o.StateDir, Default: o.defaultStore(), Named: namedStores(o.openSearch),
-		Observer: sv.hub.Observe, Logger: log,
+		Observer: sv.hub.Observe, StreamDepth: o.History.streamDepth(), Logger: log,
 		Retry: func(ctx context.Context, what string, f func(context.Context) error) error {
 			return retryJetStream(ctx, log, what, f)
 		},

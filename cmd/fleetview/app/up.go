@@ -108,8 +108,11 @@ func (o UpOptions) Config(log *slog.Logger) (UpConfig, error) {
 		if err != nil {
 			return UpConfig{}, err
 		}
+		// StreamDepth: the embedded collectors create their streams as
+		// deep as the hub makes them, so no change is superseded before
+		// the materializer's first discovery raises the depth.
 		c.collectors = append(c.collectors, collector.Config{Cluster: ctxName, REST: rc, StreamMaxBytes: o.StreamQuota.StreamMaxBytes,
-			Replicas: o.Replicas.replicas(), Logger: log})
+			StreamDepth: o.History.streamDepth(), Replicas: o.Replicas.replicas(), Logger: log})
 	}
 	return c, nil
 }

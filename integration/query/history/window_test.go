@@ -6,9 +6,11 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/cmd/fleetview/app"
@@ -19,7 +21,8 @@ import (
 // resourceVersion (here its byte budget, 12 KiB, pushes out the changes
 // after it), a watch resumed from that version is 410 Expired, as
 // client-go expects to list again, while one from a newer version still
-// resumes.
+// resumes. The edits are made back to back, unpaced, and each is recorded
+// as the member's own watch reported it.
 func TestHistoryWindowPassed(t *testing.T) {
 	ctx := context.Background()
 	fleet := fixture.StartFleet(t, "member1")
@@ -79,12 +82,49 @@ func TestHistoryWindowPassed(t *testing.T) {
 	fmt.Sscan(rv, &n)
 	recorded(n)
 	rv0 := listRV()
-	// Paced edits (each recorded before the next, so none is superseded on
-	// the stream) until the budget has pushed out the changes after rv0.
-	for i := 1; i <= 60; i++ {
-		fmt.Sscan(edit(i), &n)
-		recorded(n)
+	// The member's own sequence of the edits that follow.
+	w, err := pods.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, FieldSelector: "metadata.name=web"})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer w.Stop()
+	// Unpaced edits, back to back, until the budget has pushed out the
+	// changes after rv0: the stream keeps several messages per object
+	// while the hub keeps history, so none replaces another before the
+	// hub records it.
+	const edits = 60
+	for i := 1; i <= edits; i++ {
+		fmt.Sscan(edit(i), &n)
+	}
+	var member []string
+	for len(member) < edits {
+		select {
+		case ev := <-w.ResultChan():
+			if p, ok := ev.Object.(*corev1.Pod); ok {
+				member = append(member, string(ev.Type)+" "+p.ResourceVersion)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the member reported %d of %d edits", len(member), edits)
+		}
+	}
+	recorded(n)
+	// Every edit is a revision, once and in the member's order; the
+	// budget may already have pushed out the first ones (retention runs
+	// every minute), never one in between.
+	var p page
+	if code, body, err := h.get(revPath, &p); err != nil || code != http.StatusOK {
+		t.Fatalf("revisions: %d %v %s", code, err, body)
+	}
+	var got []string
+	for _, r := range p.Revisions {
+		if r.Type != "ADDED" && r.ResourceVersion != rv {
+			got = append(got, r.Type+" "+r.ResourceVersion)
+		}
+	}
+	if len(got) == 0 || len(got) > len(member) || !slices.Equal(got, member[len(member)-len(got):]) {
+		t.Fatalf("revisions after the first edit %v, want the member's %v (or its end)", got, member)
+	}
+	t.Logf("%d of the member's %d back-to-back edits still in the window, every one of them recorded", len(got), len(member))
 	rvLate := listRV()
 	watchCode := func(rv string) int {
 		ctx, cancel := context.WithCancel(ctx)

@@ -50,9 +50,10 @@ func Delete(cluster string, i, rv int) *fleetviewv1.ResourceEvent {
 	}
 }
 
-// EnsureStream creates the cluster's stream as the collector does.
+// EnsureStream creates the cluster's stream as the collector does,
+// keeping the messages per object a hub with history set.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cluster string) error {
-	_, err := js.CreateOrUpdateStream(ctx, stream.StreamConfig(cluster, 1, 0))
+	_, _, err := stream.EnsureStream(ctx, js, cluster, 1, 0, 0)
 	return err
 }
 
