@@ -120,8 +120,9 @@ func (h hub) all(t *testing.T, path string) []entry {
 	}
 }
 
-// memberEvent is one change as the member's own watch reported it.
-type memberEvent struct{ typ, name, rv string }
+// memberEvent is one change as the member's own watch reported it; desc
+// is the change as describe writes it.
+type memberEvent struct{ typ, name, rv, desc string }
 
 // recorder watches one object on a member with client-go: the member's
 // own sequence of changes.
@@ -230,7 +231,7 @@ func TestHistory(t *testing.T) {
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok {
 				rec.mu.Lock()
-				rec.events = append(rec.events, memberEvent{string(ev.Type), p.Name, p.ResourceVersion})
+				rec.events = append(rec.events, memberEvent{string(ev.Type), p.Name, p.ResourceVersion, describe(string(ev.Type), p)})
 				rec.mu.Unlock()
 			}
 		}
@@ -269,6 +270,11 @@ func TestHistory(t *testing.T) {
 		rv0 = l.ResourceVersion
 		return nil
 	})
+	// The same moment as a Kubernetes client sees it: member1's view.
+	kubeM1 := kubeClient(t, fv.REST+"/clusters/member1", "admin-token")
+	kl, err := kubeM1.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	must(err)
+	kubeRV0 := kl.ResourceVersion
 	t0 := time.Now().UTC()
 	fixture.Eventually(t, 30*time.Second, func() error {
 		if created = len(rec.snapshot()); created != 2 {
@@ -565,6 +571,10 @@ func TestHistory(t *testing.T) {
 		if got, want := withoutDeletionMark(got), withoutDeletionMark(want); !slices.Equal(got, want) {
 			t.Errorf("replayed %v, want %v", got, want)
 		}
+	})
+
+	t.Run("client-go watch resumed from an old version replays each change", func(t *testing.T) {
+		testKubeResume(t, fv.REST, kubeRV0, rv0, shop[created:], m2)
 	})
 
 	t.Run("restricted user", func(t *testing.T) {
