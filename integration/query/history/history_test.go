@@ -577,6 +577,10 @@ func TestHistory(t *testing.T) {
 		testKubeResume(t, fv.REST, kubeRV0, rv0, shop[created:], m2)
 	})
 
+	t.Run("as of on the Kubernetes paths", func(t *testing.T) {
+		testKubeAsOf(t, fv.REST, t0, beforeHub)
+	})
+
 	t.Run("restricted user", func(t *testing.T) {
 		es := bob.all(t, "/v1/changes?objects=true")
 		if len(es) == 0 {

@@ -2,14 +2,24 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -20,6 +30,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/fleetview/fleetview/integration/fixture"
 )
 
 // kubeClient is a typed client-go client of the hub's Kubernetes API at
@@ -233,6 +245,154 @@ func testKubeResume(t *testing.T, base, kubeRV0, fleetRV0 string, after []member
 		}
 		if !slices.Equal(got2, []string{member2}) {
 			t.Errorf("member2: replayed %v, want %v", got2, []string{member2})
+		}
+	})
+}
+
+// testKubeAsOf: asOf on the Kubernetes paths, through Debian's kubectl
+// (get --raw) and client-go's REST client, as the administrator and as
+// bob (policy: member1's namespace shop, no Secrets): a get and lists
+// with label and field selectors answer the state at t0, a Table too;
+// a bad value is 400 naming asOf, a moment before the window 410, a
+// watch with asOf 400; bob sees as of t0 only what he may read now.
+func testKubeAsOf(t *testing.T, base string, t0, beforeHub time.Time) {
+	fixture.RequireKubectl(t)
+	ctx := context.Background()
+	asOf := t0.Format(time.RFC3339Nano)
+	// kubectl sends no credentials to a plain-HTTP server (clientcmd
+	// applies a user's token only over TLS), and this hub serves HTTP:
+	// each caller's kubectl goes through a local proxy that adds the
+	// caller's token.
+	hubURL, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := map[string]string{}
+	for _, token := range []string{"admin-token", "bob-token"} {
+		rp := httputil.NewSingleHostReverseProxy(hubURL)
+		direct := rp.Director
+		rp.Director = func(r *http.Request) { direct(r); r.Header.Set("Authorization", "Bearer "+token) }
+		srv := httptest.NewServer(rp)
+		defer srv.Close()
+		servers[token] = srv.URL
+	}
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubectl := func(token string, args ...string) (string, error) {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(cctx, fixture.KubectlBin, append([]string{"--kubeconfig", kc, "--server", servers[token]}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	refs := func(t *testing.T, b []byte) []string {
+		t.Helper()
+		var l struct {
+			Kind  string           `json:"kind"`
+			Items []map[string]any `json:"items"`
+		}
+		if err := json.Unmarshal(b, &l); err != nil || l.Kind != "PodList" {
+			t.Fatalf("not a PodList (%v): %s", err, b)
+		}
+		var out []string
+		for _, it := range l.Items {
+			r, err := fixture.ObjectRef(it)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, r.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	q := "asOf=" + url.QueryEscape(asOf)
+
+	t.Run("kubectl get --raw", func(t *testing.T) {
+		out, err := kubectl("admin-token", "get", "--raw", "/clusters/member1/api/v1/namespaces/shop/pods/web?"+q)
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		var then map[string]any
+		if err := json.Unmarshal([]byte(out), &then); err != nil || labelsOf(then)["tier"] != "bronze" || imageOf(then) != "registry.example/web:1" {
+			t.Errorf("shop/web as of t0 (%v): %s", err, out)
+		}
+		for _, tc := range []struct{ path, want string }{
+			{"/api/v1/pods?labelSelector=" + url.QueryEscape("tier=bronze") + "&" + q, "member1:payments/web,member1:shop/gone,member1:shop/web,member2:shop/web"},
+			{"/api/v1/namespaces/shop/pods?fieldSelector=" + url.QueryEscape("metadata.name=gone") + "&" + q, "member1:shop/gone"},
+			{"/clusters/member2/api/v1/pods?labelSelector=" + url.QueryEscape("tier=bronze") + "&" + q, "member2:shop/web"},
+			{"/api/v1/pods?labelSelector=" + url.QueryEscape("tier=bronze"), ""},
+		} {
+			out, err := kubectl("admin-token", "get", "--raw", tc.path)
+			if err != nil {
+				t.Fatalf("%s: %v: %s", tc.path, err, out)
+			}
+			if got := strings.Join(refs(t, []byte(out)), ","); got != tc.want {
+				t.Errorf("%s: %s, want %s", tc.path, got, tc.want)
+			}
+		}
+		for path, want := range map[string]string{
+			"/api/v1/pods?asOf=noon": "asOf",
+			"/clusters/member1/api/v1/namespaces/shop/pods/web?asOf=" + url.QueryEscape(beforeHub.Format(time.RFC3339Nano)): "Gone",
+		} {
+			if out, err := kubectl("admin-token", "get", "--raw", path); err == nil || !strings.Contains(out, want) {
+				t.Errorf("%s: %v %s, want an error naming %s", path, err, out, want)
+			}
+		}
+	})
+
+	t.Run("REST client", func(t *testing.T) {
+		rc := kubeClient(t, base+"/clusters/member1", "admin-token").CoreV1().RESTClient()
+		var p corev1.Pod
+		if err := rc.Get().Namespace("shop").Resource("pods").Name("gone").Param("asOf", asOf).Do(ctx).Into(&p); err != nil || p.Labels["tier"] != "bronze" {
+			t.Errorf("deleted shop/gone as of t0: %v %v", err, p.Labels)
+		}
+		if err := rc.Get().Namespace("shop").Resource("pods").Name("gone").Do(ctx).Error(); !apierrors.IsNotFound(err) {
+			t.Errorf("shop/gone now: %v, want NotFound", err)
+		}
+		b, err := rc.Get().Namespace("shop").Resource("pods").Param("asOf", asOf).
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("Table as of t0: %v %s", err, b)
+		}
+		var tbl metav1.Table
+		if err := json.Unmarshal(b, &tbl); err != nil || len(tbl.Rows) != 2 {
+			t.Fatalf("Table as of t0 (%v): %s", err, b)
+		}
+		var rows []string
+		for _, r := range tbl.Rows {
+			rows = append(rows, fmt.Sprint(r.Cells[0], " ", r.Cells[1]))
+		}
+		if slices.Sort(rows); !slices.Equal(rows, []string{"member1 gone", "member1 web"}) {
+			t.Errorf("Table rows %v", rows)
+		}
+		err = rc.Get().Resource("pods").Param("watch", "true").Param("asOf", asOf).Do(ctx).Error()
+		if st, ok := err.(apierrors.APIStatus); !ok || st.Status().Code != http.StatusBadRequest || !strings.Contains(err.Error(), "asOf") {
+			t.Errorf("watch with asOf: %v, want 400 naming asOf", err)
+		}
+	})
+
+	t.Run("restricted user", func(t *testing.T) {
+		rc := kubeClient(t, base, "bob-token").CoreV1().RESTClient()
+		b, err := rc.Get().Resource("pods").Param("asOf", asOf).DoRaw(ctx)
+		if err != nil {
+			t.Fatalf("bob's list as of t0: %v %s", err, b)
+		}
+		if got := refs(t, b); !slices.Equal(got, []string{"member1:shop/gone", "member1:shop/web"}) {
+			t.Errorf("bob's pods as of t0: %v", got)
+		}
+		for _, r := range []*rest.Request{
+			rc.Get().Namespace("payments").Resource("pods").Name("web").Param("asOf", asOf),
+			rc.Get().Namespace("shop").Resource("secrets").Name("creds").Param("asOf", asOf),
+			kubeClient(t, base+"/clusters/member2", "bob-token").CoreV1().RESTClient().Get().Namespace("shop").Resource("pods").Name("web").Param("asOf", asOf),
+		} {
+			if b, err := r.DoRaw(ctx); !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) {
+				t.Errorf("bob %s: %v %s, want NotFound or Forbidden", r.URL(), err, b)
+			}
+		}
+		out, err := kubectl("bob-token", "get", "--raw", "/clusters/member1/api/v1/namespaces/shop/pods/web?"+q)
+		if err != nil || !strings.Contains(out, `"tier":"bronze"`) {
+			t.Errorf("bob's own shop/web as of t0: %v %s", err, out)
 		}
 	})
 }
