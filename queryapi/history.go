@@ -45,18 +45,8 @@ func parseTime(field, s string) (time.Time, error) {
 	return t, nil
 }
 
-// parseAsOf reads an as-of time: a moment of the past (a little clock
-// skew between client and hub is read as now).
-func parseAsOf(s string, now time.Time) (time.Time, error) {
-	t, err := parseTime("asOf", s)
-	if err != nil || t.IsZero() {
-		return t, err
-	}
-	if t.After(now.Add(time.Second)) {
-		return time.Time{}, fmt.Errorf("%w: asOf: %s is in the future", query.ErrInvalid, s)
-	}
-	return t, nil
-}
+// parseAsOf reads an as-of time: a moment of the past (query.ParseAsOf).
+func parseAsOf(s string, now time.Time) (time.Time, error) { return query.ParseAsOf(s, now) }
 
 // timeRange reads since and until, [since, until).
 func timeRange(since, until string) (s, u time.Time, err error) {

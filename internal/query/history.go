@@ -41,6 +41,33 @@ func ParseChangeType(s string) (ChangeType, error) {
 	return 0, fmt.Errorf("%w: change type %q: want ADDED, MODIFIED or DELETED", ErrInvalid, s)
 }
 
+// ParseAsOf reads an as-of time (the asOf parameter of every read API:
+// REST, gRPC's as_of, the Kubernetes paths): RFC 3339, a moment of the
+// past (up to a second ahead of now is read as now, a little clock skew
+// between client and hub); empty is the zero time, no as-of. Each API
+// boundary parses it once into the time every later step uses.
+func ParseAsOf(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: asOf: %q is not an RFC 3339 time (e.g. 2026-12-06T18:00:00Z)", ErrInvalid, s)
+	}
+	if t.After(now.Add(time.Second)) {
+		return time.Time{}, fmt.Errorf("%w: asOf: %s is in the future", ErrInvalid, s)
+	}
+	return t, nil
+}
+
+// FormatAsOf is an as-of time as ParseAsOf reads it back, exactly.
+func FormatAsOf(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
 // Change is one recorded change of one object in one cluster: an entry
 // of the fleet's change feed.
 type Change struct {

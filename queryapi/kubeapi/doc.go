@@ -19,7 +19,9 @@
 //     resourceVersionMatch (NotOlderThan; Exact on lists, validated as
 //     Kubernetes does and served by the query service while the cache's
 //     state is that version), watch=true, allowWatchBookmarks,
-//     sendInitialEvents and timeoutSeconds;
+//     sendInitialEvents and timeoutSeconds, and fleetview's asOf on a get
+//     or list (the state at a past moment, from the hub's history; parsed
+//     once into a time by query.ParseAsOf, 400 on a watch);
 //   - meta.k8s.io/v1 Table output with a CLUSTER column first, then the
 //     member's own columns and cells as its collector stored them
 //     (table.go: written as bytes, Age computed for now, includeObject by

@@ -25,10 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/fleetview/fleetview/internal/inventory"
+	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/registry"
 	"github.com/fleetview/fleetview/internal/testing/benchdata/podjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/catalog"
 )
 
@@ -195,6 +197,10 @@ func TestStatusResponses(t *testing.T) {
 		{"exact watch", "GET", "/api/v1/pods?watch=1&resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "only NotOlderThan"},
 		{"unknown match", "GET", "/api/v1/pods?resourceVersionMatch=Newest&resourceVersion=rv1", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "must be Exact or NotOlderThan"},
 		{"exact moved past", "GET", "/api/v1/pods?resourceVersionMatch=Exact&resourceVersion=rv1", &fakeQuery{listErr: status.Error(codes.OutOfRange, "resourceVersion \"rv1\" ... keeps no history")}, 410, metav1.StatusReasonExpired, "keeps no history"},
+		{"asOf not a time", "GET", "/api/v1/pods?asOf=noon", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, `asOf: "noon" is not an RFC 3339 time`},
+		{"asOf in the future", "GET", "/api/v1/namespaces/shop/pods/web?asOf=2999-01-01T00:00:00Z", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, "asOf: 2999-01-01T00:00:00Z is in the future"},
+		{"asOf on a watch", "GET", "/api/v1/pods?watch=1&asOf=2026-01-01T00:00:00Z", &fakeQuery{}, 400, metav1.StatusReasonBadRequest, `invalid asOf "2026-01-01T00:00:00Z"`},
+		{"asOf before the window", "GET", "/api/v1/pods?asOf=2026-01-01T00:00:00Z", &fakeQuery{listErr: apierr.ToStatus(query.ErrOutsideWindow)}, 410, metav1.StatusReason("Gone"), "retention window"},
 		{"delete", "DELETE", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"create", "POST", "/clusters/member1/apis/apps/v1/namespaces/shop/deployments", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
 		{"patch", "PATCH", "/api/v1/namespaces/shop/pods/web", &fakeQuery{}, 405, metav1.StatusReasonMethodNotAllowed, "read-only"},
@@ -209,6 +215,29 @@ func TestStatusResponses(t *testing.T) {
 				t.Fatalf("got %d %s, want %d %s mentioning %q", resp.StatusCode, b, tc.code, tc.reason, tc.mentions)
 			}
 		})
+	}
+}
+
+// TestAsOfPassedOn: asOf on a Kubernetes get or list reaches the query
+// service as the time it was parsed into (any offset becomes UTC, the
+// nanoseconds kept), beside the selectors and the per-cluster view.
+func TestAsOfPassedOn(t *testing.T) {
+	const in, want = "2026-12-06T19:30:00.123456789%2B01:00", "2026-12-06T18:30:00.123456789Z"
+	q := &fakeQuery{items: [][]byte{[]byte(`{"metadata":{"name":"web","namespace":"shop"}}`)}}
+	if resp, b := serve(t, q, "GET", "/clusters/member1/api/v1/namespaces/shop/pods?labelSelector=tier%3Dgold&asOf="+in, ""); resp.StatusCode != 200 {
+		t.Fatalf("list: %d %s", resp.StatusCode, b)
+	}
+	if l := q.lastL; l.GetAsOf() != want || l.GetLabelSelector() != "tier=gold" || !slices.Equal(l.GetClusters(), []string{"member1"}) {
+		t.Errorf("list request %v, want asOf %s", l, want)
+	}
+	if resp, b := serve(t, q, "GET", "/api/v1/namespaces/shop/pods/web?asOf="+in, "application/json;as=Table;v=v1;g=meta.k8s.io"); resp.StatusCode != 200 || !strings.Contains(string(b), `"kind":"Table"`) {
+		t.Fatalf("get as a Table: %d %s", resp.StatusCode, b)
+	}
+	if g := q.lastG; g.GetAsOf() != want || g.GetName() != "web" {
+		t.Errorf("get request %v, want asOf %s", g, want)
+	}
+	if _, _ = serve(t, q, "GET", "/api/v1/namespaces/shop/pods/web", ""); q.lastG.GetAsOf() != "" {
+		t.Errorf("get without asOf asked %q", q.lastG.GetAsOf())
 	}
 }
 

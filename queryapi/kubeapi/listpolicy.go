@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -104,7 +105,7 @@ func listRequest(req *request, c cached, p *params) *fleetviewv1.ListRequest {
 	lr := &fleetviewv1.ListRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
 		Namespace: req.namespace, LabelSelector: p.labelSelector, FieldSelector: p.fieldSelector,
 		Clusters: clustersOf(req), Limit: p.limit, Continue: p.cont, ResourceVersion: p.resourceVersion,
-		ResourceVersionMatch: string(p.resourceVersionMatch)}
+		ResourceVersionMatch: string(p.resourceVersionMatch), AsOf: query.FormatAsOf(p.asOf)}
 	if p.cont != "" {
 		// A continue token pins its snapshot; clients may repeat the
 		// list's resourceVersion beside it.
@@ -141,7 +142,7 @@ func (h *Handler) streamList(ctx context.Context, w http.ResponseWriter, c cache
 		}
 		next := &fleetviewv1.ListRequest{Group: lr.Group, Version: lr.Version, Resource: lr.Resource, Namespace: lr.Namespace,
 			LabelSelector: lr.LabelSelector, FieldSelector: lr.FieldSelector, Clusters: lr.Clusters,
-			Limit: min(listReadPage, h.lists.BudgetObjects-read), Continue: resp.GetContinue()}
+			Limit: min(listReadPage, h.lists.BudgetObjects-read), Continue: resp.GetContinue(), AsOf: lr.AsOf}
 		var err error
 		if resp, err = h.query.List(ctx, next, grpc.MaxCallRecvMsgSize(1<<30)); err != nil {
 			// The answer's status is sent: its body is left without its

@@ -25,6 +25,11 @@ type params struct {
 	// caller: a Table, protobuf, else JSON.
 	table, proto  bool
 	includeObject metav1.IncludeObjectPolicy
+	// asOf, when set, asks a get or list for the state at that moment
+	// from the hub's history (fleetview's own parameter: Kubernetes has
+	// none). Parsed here once; the query service gets it in
+	// query.FormatAsOf's exact form.
+	asOf time.Time
 }
 
 func badParam(name, value, why string) error {
@@ -88,6 +93,12 @@ func parseParams(r *http.Request) (*params, error) {
 		if q.Get("resourceVersionMatch") != string(metav1.ResourceVersionMatchNotOlderThan) {
 			return nil, badParam("resourceVersionMatch", q.Get("resourceVersionMatch"), "sendInitialEvents=true requires NotOlderThan")
 		}
+	}
+	if p.asOf, err = query.ParseAsOf(q.Get("asOf"), time.Now()); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if !p.asOf.IsZero() && p.watch {
+		return nil, badParam("asOf", q.Get("asOf"), "a watch follows changes from now or from a resourceVersion, it cannot be as of a past time")
 	}
 	switch v := q.Get("includeObject"); v {
 	case "":

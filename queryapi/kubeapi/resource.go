@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/kubepath"
+	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -208,7 +209,7 @@ func appendTypeMeta(b []byte, c cached, hasKind, hasAPIVersion bool) []byte {
 
 func (h *Handler) serveGet(ctx context.Context, w http.ResponseWriter, req *request, c cached, p *params) {
 	resp, err := h.query.Get(ctx, &fleetviewv1.GetRequest{Group: grpcGroup(c.gvr.Group), Version: c.gvr.Version, Resource: c.gvr.Resource,
-		Namespace: req.namespace, Name: req.name, Cluster: req.cluster})
+		Namespace: req.namespace, Name: req.name, Cluster: req.cluster, AsOf: query.FormatAsOf(p.asOf)})
 	if err != nil {
 		st := toKubeStatus(err, c.gvr.GroupResource(), req.name)
 		if h.act != nil && st.Code == http.StatusConflict && req.cluster == "" {

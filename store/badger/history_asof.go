@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -93,39 +92,42 @@ func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid st
 	return at, err
 }
 
-// objectAt is the object named (cluster, namespace, name) as it was at t.
-func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) ([]byte, error) {
+// objectAt is the object named (cluster, namespace, name) as it was at t,
+// with its Table cells when the stored object is that state (unchanged
+// since t: the member printed them for it); a state rebuilt from the
+// history has none (the history keeps objects, not printed cells).
+func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
 	var cur []byte
 	var curUID string
 	if item, err := txn.Get(key); err == nil {
 		if err := item.Value(func(v []byte) error {
 			r, err := decodeRecord(v, false)
-			cur = bytes.Clone(r.json)
+			cur, cells = bytes.Clone(r.json), bytes.Clone(r.cells)
 			return err
 		}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if curUID, err = objectUID(cur); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		head, err := headOf(txn, cluster, gvr, curUID)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if head.seq == 0 || head.time <= t {
-			return cur, nil // unchanged since before t
+			return cur, cells, nil // unchanged since before t
 		}
 	} else if !errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, uid := range uidsOf(txn, cluster, gvr, ns, name) {
 		st, err := uidAt(txn, cluster, gvr, uid, t)
 		if err != nil || st != nil {
-			return st, err
+			return st, nil, err
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // headOf is the history's head of a live uid.
@@ -158,14 +160,14 @@ func (r *Reader) getAsOf(ctx context.Context, o query.GetOptions) (query.Object,
 	var found []string
 	err = r.db.View(func(txn *bdg.Txn) error {
 		for _, c := range clusters {
-			st, err := objectAt(txn, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
+			st, cells, err := objectAt(txn, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
 			if err != nil {
 				return err
 			}
 			if st != nil {
 				found = append(found, c)
 				if len(found) == 1 {
-					out.Cluster, out.JSON = c, st
+					out.Cluster, out.JSON, out.Cells = c, st, cells
 				}
 			}
 		}
@@ -204,40 +206,67 @@ func (r *Reader) clustersFor(ctx context.Context, o query.GetOptions) ([]string,
 
 // listAsOf is List at o.AsOf: the current objects unchanged since then,
 // those changed since reconstructed, those deleted since found by the
-// deletes' index, those created since left out. Each page is computed
-// from the store as it is (not pinned to a snapshot like a List's pages);
-// its cursor is the hex of the last object key returned.
+// deletes' index, those created since left out. Its pages are read from
+// the Badger read transaction of the first page, like a List's (page.go):
+// every page sees the same state, whatever the materializer and retention
+// write meanwhile (the window is checked on the first page: the snapshot
+// keeps what retention removes later). The cursor carries the as-of time
+// beside the snapshot and the last key returned. A page costs the keys
+// it scans from the cursor to its end, plus the deletes recorded since
+// the as-of time (the deletes' index is by time, so the names deleted
+// since are gathered on each page and merged in key order), not the
+// whole resource.
 func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page, error) {
-	if err := r.inWindow(ctx, o.AsOf); err != nil {
+	t := o.AsOf.UnixNano()
+	if o.Continue == "" {
+		if err := r.inWindow(ctx, o.AsOf); err != nil {
+			return query.Page{}, err
+		}
+	}
+	p, err := r.openPage(o.Continue, o.Clusters, o.Client)
+	if err != nil {
 		return query.Page{}, err
 	}
-	var after []byte
-	if o.Continue != "" {
-		var err error
-		if after, err = hex.DecodeString(o.Continue); err != nil || !bytes.HasPrefix(after, objPrefix(o.GVR)) {
-			return query.Page{}, fmt.Errorf("%w: as-of list cursor", query.ErrInvalid)
-		}
+	defer p.close()
+	if o.Continue != "" && p.cur.AsOf != t {
+		return query.Page{}, fmt.Errorf("%w: continue: the token belongs to an as-of list of another time", query.ErrInvalid)
 	}
-	t := o.AsOf.UnixNano()
-	sel := o.LabelSelector()
+	p.cur.AsOf = t
+	page := query.Page{Version: p.snap.version.Clone()}
 	clusters := clusterSet(o.Clusters)
 	if clusters != nil && len(clusters) == 0 {
-		return query.Page{Version: query.Version{}}, nil
+		p.last = true
+		return page, nil
 	}
-	type item struct {
-		key []byte
-		obj query.Object
+	prefix := objPrefix(o.GVR)
+	if o.Namespace != "" {
+		prefix = append(append(bytes.Clone(prefix), o.Namespace...), sep)
 	}
-	var items []item
-	seen := map[string]bool{}
-	page := query.Page{Version: query.Version{}}
-	keep := func(key []byte, ns, name, cluster string, obj []byte) error {
-		seen[string(key)] = true
-		if obj == nil || (after != nil && bytes.Compare(key, after) <= 0) {
+	after := p.cur.After
+	if after != nil && !bytes.HasPrefix(after, prefix) {
+		return query.Page{}, fmt.Errorf("%w: continue token belongs to another list", query.ErrInvalid)
+	}
+	txn := p.snap.txn
+	gone, err := deletedSince(ctx, txn, o, clusters, t, after)
+	if err != nil {
+		return query.Page{}, err
+	}
+	sel := o.LabelSelector()
+	var lastKey []byte
+	more := false
+	// visit adds the object at key as it was at t, if it was there and
+	// matches; more when a match beyond a full page proves a next page.
+	visit := func(key []byte) error {
+		ns, name, cluster, err := tail(key)
+		if err != nil {
+			return err
+		}
+		if clusters != nil && !clusters[cluster] || !o.Visible.Allows(o.GVR.GroupResource(), cluster, ns) {
 			return nil
 		}
-		if !o.Visible.Allows(o.GVR.GroupResource(), cluster, ns) {
-			return nil
+		obj, cells, err := objectAt(txn, cluster, o.GVR, ns, name, t)
+		if err != nil || obj == nil {
+			return err
 		}
 		lbls, err := rawjson.Labels(obj)
 		if err != nil {
@@ -249,90 +278,84 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 		if ok, err := o.Fields.Matches(ns, name, obj); err != nil || !ok {
 			return err
 		}
-		items = append(items, item{key: key, obj: query.Object{Cluster: cluster, GVR: o.GVR, JSON: obj, Checked: true}})
+		if o.Limit > 0 && int64(len(page.Items)) == o.Limit {
+			more = true
+			return nil
+		}
+		page.Items = append(page.Items, query.Object{Cluster: cluster, GVR: o.GVR, JSON: obj, Cells: cells, Checked: true})
+		lastKey = key
 		return nil
 	}
-	err := r.db.View(func(txn *bdg.Txn) error {
-		if err := versionsOf(txn, page.Version, o.Clusters); err != nil {
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	start := prefix
+	if after != nil {
+		start = append(bytes.Clone(after), sep)
+	}
+	it.Seek(start)
+	for !more {
+		if err := ctx.Err(); err != nil {
+			return query.Page{}, err
+		}
+		var key []byte
+		switch {
+		case it.Valid() && (len(gone) == 0 || bytes.Compare(it.Item().Key(), gone[0]) <= 0):
+			key = it.Item().KeyCopy(nil)
+			if len(gone) > 0 && bytes.Equal(key, gone[0]) {
+				gone = gone[1:] // deleted since and created again: objectAt reads both
+			}
+			it.Next()
+		case len(gone) > 0:
+			key, gone = gone[0], gone[1:]
+		default:
+			p.last = true
+			return page, nil
+		}
+		if err := visit(key); err != nil {
+			return query.Page{}, err
+		}
+	}
+	returned := p.cur.N + int64(len(page.Items))
+	page.Continue, err = p.token(lastKey, returned)
+	return page, err
+}
+
+// deletedSince are the keys (o/ layout, sorted, unique) after the cursor
+// of the list's objects deleted after t: gone from the resource's range
+// now, though they may have been there at t.
+func deletedSince(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clusters map[string]bool, t int64, after []byte) ([][]byte, error) {
+	var keys [][]byte
+	xit := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'x', sep}, PrefetchValues: true})
+	defer xit.Close()
+	for xit.Seek(timeKey('x', t+1, "", 0)[:10]); xit.Valid(); xit.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		_, cluster, _, err := splitTimeKey(xit.Item().Key())
+		if err != nil {
+			return nil, err
+		}
+		if clusters != nil && !clusters[cluster] {
+			continue
+		}
+		var c changeEntry
+		if err := xit.Item().Value(func(v []byte) (err error) {
+			c, err = decodeChange(v, false)
 			return err
+		}); err != nil {
+			return nil, err
 		}
-		prefix := objPrefix(o.GVR)
-		if o.Namespace != "" {
-			prefix = append(append(bytes.Clone(prefix), o.Namespace...), sep)
+		if c.gvr != o.GVR || (o.Namespace != "" && c.ns != o.Namespace) {
+			continue
 		}
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
-		for it.Rewind(); it.Valid(); it.Next() {
-			if err := ctx.Err(); err != nil {
-				it.Close()
-				return err
-			}
-			key := it.Item().KeyCopy(nil)
-			ns, name, cluster, err := tail(key)
-			if err != nil {
-				it.Close()
-				return err
-			}
-			if clusters != nil && !clusters[cluster] {
-				continue
-			}
-			obj, err := objectAt(txn, cluster, o.GVR, ns, name, t)
-			if err != nil {
-				it.Close()
-				return err
-			}
-			if err := keep(key, ns, name, cluster, obj); err != nil {
-				it.Close()
-				return err
-			}
+		key := objKey(o.GVR, c.ns, c.name, cluster)
+		if after != nil && bytes.Compare(key, after) <= 0 {
+			continue
 		}
-		it.Close()
-		// Objects gone since t: deleted (the deletes' index) after it.
-		xit := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'x', sep}, PrefetchValues: true})
-		defer xit.Close()
-		for xit.Seek(timeKey('x', t+1, "", 0)[:10]); xit.Valid(); xit.Next() {
-			_, cluster, _, err := splitTimeKey(xit.Item().Key())
-			if err != nil {
-				return err
-			}
-			if clusters != nil && !clusters[cluster] {
-				continue
-			}
-			var c changeEntry
-			if err := xit.Item().Value(func(v []byte) (err error) {
-				c, err = decodeChange(v, false)
-				return err
-			}); err != nil {
-				return err
-			}
-			if c.gvr != o.GVR || (o.Namespace != "" && c.ns != o.Namespace) {
-				continue
-			}
-			key := objKey(o.GVR, c.ns, c.name, cluster)
-			if seen[string(key)] {
-				continue
-			}
-			obj, err := uidAt(txn, cluster, o.GVR, c.uid, t)
-			if err != nil {
-				return err
-			}
-			if err := keep(key, c.ns, c.name, cluster, obj); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return query.Page{}, err
+		keys = append(keys, key)
 	}
-	slices.SortFunc(items, func(a, b item) int { return bytes.Compare(a.key, b.key) })
-	if o.Limit > 0 && int64(len(items)) > o.Limit {
-		items = items[:o.Limit]
-		page.Continue = hex.EncodeToString(items[len(items)-1].key)
-	}
-	for _, it := range items {
-		page.Items = append(page.Items, it.obj)
-	}
-	return page, nil
+	slices.SortFunc(keys, bytes.Compare)
+	return slices.CompactFunc(keys, bytes.Equal), nil
 }
 
 // Revisions is one page of an object's revisions, oldest first, each with

@@ -15,6 +15,9 @@ type cursor struct {
 	Snap  string `json:"s"`
 	After []byte `json:"a"`
 	N     int64  `json:"n"` // objects returned by earlier pages
+	// AsOf is an as-of list's time (UnixNano; 0: a list of now): its
+	// later pages must ask for the same moment of the snapshot.
+	AsOf int64 `json:"t,omitempty"`
 }
 
 func (c cursor) encode() string {
@@ -135,5 +138,5 @@ func (p *snapPage) token(lastKey []byte, returned int64) (string, error) {
 		p.cur.Snap = id
 		p.kept = true
 	}
-	return cursor{Snap: p.cur.Snap, After: lastKey, N: returned}.encode(), nil
+	return cursor{Snap: p.cur.Snap, After: lastKey, N: returned, AsOf: p.cur.AsOf}.encode(), nil
 }

@@ -120,8 +120,9 @@ func (h hub) all(t *testing.T, path string) []entry {
 	}
 }
 
-// memberEvent is one change as the member's own watch reported it.
-type memberEvent struct{ typ, name, rv string }
+// memberEvent is one change as the member's own watch reported it; desc
+// is the change as describe writes it.
+type memberEvent struct{ typ, name, rv, desc string }
 
 // recorder watches one object on a member with client-go: the member's
 // own sequence of changes.
@@ -230,7 +231,7 @@ func TestHistory(t *testing.T) {
 		for ev := range w.ResultChan() {
 			if p, ok := ev.Object.(*corev1.Pod); ok {
 				rec.mu.Lock()
-				rec.events = append(rec.events, memberEvent{string(ev.Type), p.Name, p.ResourceVersion})
+				rec.events = append(rec.events, memberEvent{string(ev.Type), p.Name, p.ResourceVersion, describe(string(ev.Type), p)})
 				rec.mu.Unlock()
 			}
 		}
@@ -269,6 +270,11 @@ func TestHistory(t *testing.T) {
 		rv0 = l.ResourceVersion
 		return nil
 	})
+	// The same moment as a Kubernetes client sees it: member1's view.
+	kubeM1 := kubeClient(t, fv.REST+"/clusters/member1", "admin-token")
+	kl, err := kubeM1.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+	must(err)
+	kubeRV0 := kl.ResourceVersion
 	t0 := time.Now().UTC()
 	fixture.Eventually(t, 30*time.Second, func() error {
 		if created = len(rec.snapshot()); created != 2 {
@@ -545,7 +551,8 @@ func TestHistory(t *testing.T) {
 
 	t.Run("watch resumed from an old version replays each change", func(t *testing.T) {
 		after := shop[created:]
-		got := watchFrom(t, admin, "/v1/watch/core/v1/pods?clusters=member1&namespace=shop&resourceVersion="+url.QueryEscape(rv0), len(after))
+		// Read up to the member's last change (shop/gone's delete).
+		got := watchFrom(t, admin, "/v1/watch/core/v1/pods?clusters=member1&namespace=shop&resourceVersion="+url.QueryEscape(rv0), "DELETED gone")
 		var want []string
 		webs := 0
 		for _, e := range after {
@@ -562,6 +569,14 @@ func TestHistory(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("replayed %v, want %v", got, want)
 		}
+	})
+
+	t.Run("client-go watch resumed from an old version replays each change", func(t *testing.T) {
+		testKubeResume(t, fv.REST, kubeRV0, rv0, shop[created:], m2)
+	})
+
+	t.Run("as of on the Kubernetes paths", func(t *testing.T) {
+		testKubeAsOf(t, fv.REST, t0, beforeHub)
 	})
 
 	t.Run("restricted user", func(t *testing.T) {
@@ -613,9 +628,9 @@ func TestHistory(t *testing.T) {
 	})
 }
 
-// watchFrom opens a REST watch and returns its first n events as
+// watchFrom opens a REST watch and returns its events up to last as
 // "TYPE name tier=.. image=.." (DELETED: "DELETED name").
-func watchFrom(t *testing.T, h hub, path string, n int) []string {
+func watchFrom(t *testing.T, h hub, path, last string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -636,7 +651,7 @@ func watchFrom(t *testing.T, h hub, path string, n int) []string {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var out []string
-	for len(out) < n && sc.Scan() {
+	for (len(out) == 0 || out[len(out)-1] != last) && sc.Scan() {
 		var ev struct {
 			Type   string         `json:"type"`
 			Object map[string]any `json:"object"`
