@@ -62,7 +62,7 @@ type listScan struct {
 	o        query.ListOptions
 	txn      *bdg.Txn
 	clusters map[string]bool // nil: every cluster
-	vi       *valueIndex      // a field equality it keeps is scanned like a label
+	vi       *valueIndex     // a field equality it keeps is scanned like a label
 	sel      labels.Selector
 	prefix   []byte
 	indexed  bool // prefix is a label index: values are read from the objects
@@ -72,7 +72,7 @@ type listScan struct {
 	// fieldImplied: the value index entry proves the field selector
 	// (fieldPrefix), so the objects are not read for it.
 	fieldImplied bool
-	pending []candidate // indexed keys waiting for their objects
+	pending      []candidate // indexed keys waiting for their objects
 	// base is the label index's prefix, objBase the resource's object
 	// prefix: an index key's object key is objBase + key[len(base):].
 	base, objBase []byte
