@@ -69,6 +69,23 @@ type relNode struct {
 	query.Node
 	gvr    schema.GroupVersionResource
 	labels map[string]string
+	// id is Node.ID(), once: a walk looks a node up by it for every edge
+	// that reaches it (withID).
+	id string
+}
+
+// withID returns n with its ID computed.
+func (n relNode) withID() relNode {
+	n.id = n.ID()
+	return n
+}
+
+// nodeID is n's ID, computed once when withID was called.
+func (n *relNode) nodeID() string {
+	if n.id == "" {
+		return n.ID()
+	}
+	return n.id
 }
 
 type kindInfo struct {
@@ -141,14 +158,15 @@ func (rw *relWalk) visible(n query.Node) bool {
 
 // add records n; false when it was already there or the graph is full.
 func (rw *relWalk) add(n relNode) bool {
-	if _, ok := rw.seen[n.ID()]; ok {
+	id := n.nodeID()
+	if _, ok := rw.seen[id]; ok {
 		return false
 	}
 	if len(rw.g.Nodes) >= query.MaxRelatedNodes {
 		rw.g.Truncated = true
 		return false
 	}
-	rw.seen[n.ID()] = len(rw.g.Nodes)
+	rw.seen[id] = len(rw.g.Nodes)
 	rw.g.Nodes = append(rw.g.Nodes, n.Node)
 	return true
 }
@@ -166,10 +184,10 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 		return relNode{}, false
 	}
 	added := rw.add(other)
-	if _, ok := rw.seen[other.ID()]; !ok {
+	if _, ok := rw.seen[other.nodeID()]; !ok {
 		return relNode{}, false // truncated
 	}
-	e := query.Edge{Type: typ, From: from.ID(), To: to.ID()}
+	e := query.Edge{Type: typ, From: from.nodeID(), To: to.nodeID()}
 	if !rw.edges[e] {
 		rw.edges[e] = true
 		rw.g.Edges = append(rw.g.Edges, e)
@@ -281,6 +299,9 @@ func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, n
 		return c.n, c.ok, nil
 	}
 	n, ok, err := rw.read(key, cluster, gvr, ns, name)
+	if ok && n.Kind != "" {
+		n = n.withID()
+	}
 	if err == nil {
 		rw.objs[string(key)] = cachedObj{n, ok}
 	}
@@ -324,11 +345,12 @@ func (rw *relWalk) target(cluster string, t relations.Target) (relNode, error) {
 		if err != nil || ok {
 			if ok && n.Kind == "" {
 				n.Kind = t.Kind
+				n = n.withID()
 			}
 			return n, err
 		}
 	}
-	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}, nil
+	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}.withID(), nil
 }
 
 // kind is the resource of a group and kind: the kind index (the store has
