@@ -108,6 +108,9 @@ type relWalk struct {
 	// it serves every prefix scan of the walk: creating a Badger iterator
 	// costs more than a seek.
 	it *bdg.Iterator
+	// oit reads the objects: a seek of an iterator already open costs less
+	// than a Get, which takes and releases every table it consults.
+	oit *bdg.Iterator
 }
 
 type cachedObj struct {
@@ -129,6 +132,9 @@ func newRelWalk(txn *bdg.Txn) *relWalk {
 func (rw *relWalk) close() {
 	if rw.it != nil {
 		rw.it.Close()
+	}
+	if rw.oit != nil {
+		rw.oit.Close()
 	}
 }
 
@@ -206,7 +212,7 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 		}
 	}
 	// Outgoing: owners and references, then the Pods its selector selects.
-	fv, err := get(rw.txn, relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
+	fv, err := rw.value(relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -309,16 +315,14 @@ func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, n
 }
 
 func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	it, err := rw.txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
+	it := rw.item(key)
+	if it == nil {
 		return relNode{}, false, nil
 	}
-	if err != nil {
-		return relNode{}, false, err
-	}
 	n := relNode{Node: query.Node{Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: ns, Name: name, Cached: true}, gvr: gvr}
-	err = it.Value(func(v []byte) error {
-		rec, err := decodeRecord(v, true)
+	err := it.Value(func(v []byte) error {
+		// Labels are matched only for Pods (selected, selecting).
+		rec, err := decodeRecord(v, gvr == podsGVR)
 		if err != nil {
 			return err
 		}
@@ -456,6 +460,27 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 		}
 	}
 	return out, nil
+}
+
+// item is the item at key (valid until the next item or value), nil
+// when there is none.
+func (rw *relWalk) item(key []byte) *bdg.Item {
+	if rw.oit == nil {
+		rw.oit = rw.txn.NewIterator(bdg.IteratorOptions{})
+	}
+	if rw.oit.Seek(key); !rw.oit.Valid() || !bytes.Equal(rw.oit.Item().Key(), key) {
+		return nil
+	}
+	return rw.oit.Item()
+}
+
+// value is a copy of the value at key, nil when there is none.
+func (rw *relWalk) value(key []byte) ([]byte, error) {
+	it := rw.item(key)
+	if it == nil {
+		return nil, nil
+	}
+	return it.ValueCopy(nil)
 }
 
 // get is the value at key, nil when there is none.
