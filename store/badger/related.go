@@ -222,13 +222,23 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 			return nil, fmt.Errorf("relations of %s: %w", n.ID(), err)
 		}
 		for _, ref := range rel.Refs {
+			// A kind not asked for is dropped by link: not read. The kind
+			// index maps the reference's kind to the resource whose objects
+			// have that kind, so the node read would have the same kind
+			// and resource as the reference.
+			if follows, err := rw.follows(ref.Target.Group, ref.Target.Kind); err != nil || !follows {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			t, err := rw.target(n.Cluster, ref.Target)
 			if err != nil {
 				return nil, err
 			}
 			keep(rw.link(string(ref.Type), n, t, false))
 		}
-		if rel.Selector != nil {
+		if rel.Selector != nil && rw.o.Follows("Pod", podsGVR.Resource) {
 			pods, err := rw.selected(n.Cluster, rel.Selector)
 			if err != nil {
 				return nil, err
@@ -355,6 +365,16 @@ func (rw *relWalk) target(cluster string, t relations.Target) (relNode, error) {
 		}
 	}
 	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}.withID(), nil
+}
+
+// follows reports whether a node of group and kind would be kept
+// (RelatedOptions.Kinds).
+func (rw *relWalk) follows(group, kind string) (bool, error) {
+	if len(rw.o.Kinds) == 0 {
+		return true, nil
+	}
+	k, err := rw.kind(group, kind)
+	return err == nil && rw.o.Follows(kind, k.gvr.Resource), err
 }
 
 // kind is the resource of a group and kind: the kind index (the store has
