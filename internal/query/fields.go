@@ -183,6 +183,40 @@ func (f *FieldFilter) Namespace() (string, bool) {
 	return f.sel.RequiresExactMatch("metadata.namespace")
 }
 
+// FieldEquality is one requirement path = value of a field selector.
+type FieldEquality struct{ Path, Value string }
+
+// Equalities are the selector's requirements path = value that an index of
+// the path's values (Dimension.ObjectValues, as "field:<path>") can
+// answer: every object Matches accepts has Value among those values. Left
+// out: metadata.name and metadata.namespace (in the key), relation
+// fields, the fields Kubernetes renders apart from their path or with
+// their own absent value, and values an array or an object would render
+// (which ObjectValues does not index).
+func (f *FieldFilter) Equalities() []FieldEquality {
+	if f == nil {
+		return nil
+	}
+	var out []FieldEquality
+	for _, r := range f.reqs {
+		spec, ok := f.paths[r.Field]
+		if !ok || r.Operator == selection.NotEquals || spec.absent != "" || strings.Join(spec.path, ".") != r.Field ||
+			strings.HasPrefix(r.Value, "[") || strings.HasPrefix(r.Value, "{") {
+			continue
+		}
+		out = append(out, FieldEquality{Path: r.Field, Value: r.Value})
+	}
+	return out
+}
+
+// Requirements is how many requirements the selector has.
+func (f *FieldFilter) Requirements() int {
+	if f == nil {
+		return 0
+	}
+	return len(f.reqs)
+}
+
 // Matches evaluates the selector; obj is read only when NeedsObject. A
 // field's values are compared as strings: a string as it decodes, a number
 // or boolean as its JSON text, null and an absent field as "" (or, for the

@@ -65,7 +65,8 @@
 // few field paths and its container images (Pods' status.phase,
 // spec.nodeName and images by default), so counts (counts.go) group by
 // them from keys alone, as they group by cluster, namespace (o/, p/) and
-// label (l/).
+// label (l/); a list whose field selector requires such a path to equal a
+// value reads that value's range as a label-selected list reads l/.
 //
 // The search index (s/, same layout as o/) holds per object what a
 // free-text search matches beyond its key: label and annotation keys and

@@ -29,7 +29,7 @@ func (r *Reader) List(ctx context.Context, o query.ListOptions) (query.Page, err
 		return query.Page{}, err
 	}
 	defer p.close()
-	l := listScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters)}
+	l := listScan{o: o, txn: p.snap.txn, clusters: clusterSet(o.Clusters), vi: r.vindex}
 	if err := l.relations(); err != nil {
 		return query.Page{}, err
 	}
@@ -62,13 +62,17 @@ type listScan struct {
 	o        query.ListOptions
 	txn      *bdg.Txn
 	clusters map[string]bool // nil: every cluster
+	vi       *valueIndex     // a field equality it keeps is scanned like a label
 	sel      labels.Selector
 	prefix   []byte
 	indexed  bool // prefix is a label index: values are read from the objects
 	// implied: the index entry alone proves the selector (its only
 	// requirement is the indexed one), so labels are not decoded again.
 	implied bool
-	pending []candidate // indexed keys waiting for their objects
+	// fieldImplied: the value index entry proves the field selector
+	// (fieldPrefix), so the objects are not read for it.
+	fieldImplied bool
+	pending      []candidate // indexed keys waiting for their objects
 	// base is the label index's prefix, objBase the resource's object
 	// prefix: an index key's object key is objBase + key[len(base):].
 	base, objBase []byte
@@ -113,6 +117,9 @@ func (l *listScan) resolve() bool {
 	if reqs, _ := l.sel.Requirements(); indexed && len(reqs) == 1 {
 		l.implied = true
 	}
+	if !indexed {
+		base, indexed = l.fieldPrefix(base)
+	}
 	if !indexed && len(l.clusters) == 1 {
 		// One cluster: its own entries, not every cluster's objects. A
 		// label-indexed list keeps the label index, which costs the
@@ -129,6 +136,25 @@ func (l *listScan) resolve() bool {
 		l.prefix = append(append(bytes.Clone(base), ns...), sep)
 	}
 	return true
+}
+
+// fieldPrefix is the value index's range of a field equality the
+// selector requires, when the index keeps that path for every object: a
+// selective field selector then costs its answer, like a label
+// selector, not a read of every object. The candidates are still matched
+// against the whole selector (matches), so the index only narrows.
+func (l *listScan) fieldPrefix(base []byte) ([]byte, bool) {
+	gr := l.o.GVR.GroupResource()
+	for _, e := range l.o.Fields.Equalities() {
+		d := query.Dimension{Kind: query.DimField, Key: e.Path}
+		if l.vi.answers(gr, d) {
+			// A v/ entry for a value other than "" is the equality itself
+			// (an object or array renders no value, so "" is not).
+			l.fieldImplied = l.o.Fields.Requirements() == 1 && e.Value != ""
+			return append(join("v", l.o.GVR.Group, l.o.GVR.Version, l.o.GVR.Resource, d.IndexName(), e.Value), sep), true
+		}
+	}
+	return base, false
 }
 
 // start is the first key a page may return: past the previous page's
@@ -220,7 +246,8 @@ const fetchBatch = 256
 // can still be returned (plus the one that proves a next page) when the
 // index alone decides a match.
 func (l *listScan) batch() int {
-	if l.o.Limit > 0 && l.implied && (l.o.Fields == nil || !l.o.Fields.NeedsObject()) {
+	decided := (l.implied && (l.o.Fields == nil || !l.o.Fields.NeedsObject())) || (l.fieldImplied && l.sel.Empty())
+	if l.o.Limit > 0 && decided {
 		return int(min(int64(fetchBatch), l.o.Limit-int64(len(l.page.Items))+1))
 	}
 	return fetchBatch
@@ -313,7 +340,7 @@ func (l *listScan) matches(item *bdg.Item, c *candidate, obj *query.Object, ar *
 		if check && !sel.Matches(labels.Set(rec.labels)) {
 			return nil
 		}
-		if o.Fields.NeedsObject() {
+		if o.Fields.NeedsObject() && !l.fieldImplied {
 			ok, err := o.Fields.Matches(c.ns, c.name, rec.json)
 			if err != nil || !ok {
 				return err

@@ -146,32 +146,42 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 // relDoc is the part of obj relations are read from, as a small document
 // relations.Extract reads: kind, metadata.ownerReferences and (withSpec)
 // spec, copied as they are. One pass over the members, which stops once
-// it has them (status, after spec, is not scanned); decoding the document
-// costs a fraction of the object's.
+// it has them (status, after spec, is not scanned), and reads each byte
+// once: metadata and spec are walked as they are skipped, not skipped and
+// walked again; decoding the document costs a fraction of the object's.
 func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 	var kindV, owners, spec []byte
 	var seenKind, seenMeta, seenSpec bool
 	_, err = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
-		end, err := rawjson.SkipValue(obj, m.ValueStart)
-		if err != nil {
-			return 0, err
-		}
+		var end int
+		var err error
 		switch string(m.Key) {
 		case "kind":
-			kindV, seenKind = obj[m.ValueStart:end], true
+			if end, err = rawjson.SkipValue(obj, m.ValueStart); err == nil {
+				kindV, seenKind = obj[m.ValueStart:end], true
+			}
 		case "spec":
-			spec, seenSpec = obj[m.ValueStart:end], true
+			seenSpec = true
+			if withSpec && m.ValueStart < len(obj) && obj[m.ValueStart] == '{' {
+				spec, end, err = appendSpec(spec[:0], obj, m.ValueStart)
+			} else {
+				spec = nil
+				end, err = rawjson.SkipValue(obj, m.ValueStart)
+			}
 		case "metadata":
 			seenMeta = true
-			if _, err := rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
+			end, err = rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
 				e, err := rawjson.SkipValue(obj, mm.ValueStart)
 				if err == nil && string(mm.Key) == "ownerReferences" {
 					owners = obj[mm.ValueStart:e]
 				}
 				return e, err
-			}); err != nil {
-				return 0, err
-			}
+			})
+		default:
+			end, err = rawjson.SkipValue(obj, m.ValueStart)
+		}
+		if err != nil {
+			return 0, err
 		}
 		if seenKind && seenMeta && (seenSpec || !withSpec) {
 			return 0, errStopScan
@@ -191,10 +201,8 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 	if len(owners) > 0 && owners[0] == '[' {
 		doc = append(append(append(doc, `,"metadata":{"ownerReferences":`...), owners...), '}')
 	}
-	if withSpec && len(spec) > 0 && spec[0] == '{' {
-		if doc, err = appendSpec(append(doc, `,"spec":`...), spec); err != nil {
-			return nil, "", err
-		}
+	if spec != nil {
+		doc = append(append(doc, `,"spec":`...), spec...)
 	}
 	return append(doc, '}'), kind, nil
 }
@@ -206,9 +214,10 @@ var specMembers = map[string]bool{"selector": true, "podSelector": true, "nodeNa
 
 var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
 
-// appendSpec appends to doc the members of spec that relations read:
-// a Pod's spec shrinks to about a fifth, and so does its decode.
-func appendSpec(doc, spec []byte) ([]byte, error) {
+// appendSpec appends to doc the members of the spec object at b[i] that
+// relations read, and returns the offset past the spec: a Pod's spec
+// shrinks to about a fifth, and so does its decode.
+func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 	doc = append(doc, '{')
 	first := true
 	member := func(key, v []byte) {
@@ -218,60 +227,73 @@ func appendSpec(doc, spec []byte) ([]byte, error) {
 		first = false
 		doc = append(append(append(append(doc, '"'), key...), `":`...), v...)
 	}
-	_, err := rawjson.EachMember(spec, 0, func(m rawjson.Member) (int, error) {
-		end, err := rawjson.SkipValue(spec, m.ValueStart)
-		if err != nil {
-			return 0, err
-		}
-		v := spec[m.ValueStart:end]
+	end, err := rawjson.EachMember(b, i, func(m rawjson.Member) (int, error) {
 		switch {
 		case specMembers[string(m.Key)]:
-			member(m.Key, v)
-		case containerLists[string(m.Key)] && len(v) > 0 && v[0] == '[':
-			var out []byte
-			if out, err = containerRefs(v); err != nil {
-				return 0, err
+			end, err := rawjson.SkipValue(b, m.ValueStart)
+			if err == nil {
+				member(m.Key, b[m.ValueStart:end])
 			}
-			member(m.Key, out)
+			return end, err
+		case containerLists[string(m.Key)] && m.ValueStart < len(b) && b[m.ValueStart] == '[':
+			out, end, err := containerRefs(b, m.ValueStart)
+			if err == nil {
+				member(m.Key, out)
+			}
+			return end, err
 		}
-		return end, nil
+		return rawjson.SkipValue(b, m.ValueStart)
 	})
-	return append(doc, '}'), err
+	return append(doc, '}'), end, err
 }
 
-// containerRefs is a containers array with each container's envFrom and
-// env only.
-func containerRefs(arr []byte) ([]byte, error) {
-	els, err := rawjson.Elements(arr, nil)
-	if err != nil {
-		return nil, err
-	}
+// containerRefs is the containers array at b[i] with each container's
+// envFrom and env only, and the offset past the array.
+func containerRefs(b []byte, i int) ([]byte, int, error) {
 	out := []byte{'['}
-	for i, e := range els {
-		if i > 0 {
+	i = rawjson.SkipSpace(b, i+1)
+	if i < len(b) && b[i] == ']' {
+		return append(out, ']'), i + 1, nil
+	}
+	for k := 0; ; k++ {
+		if k > 0 {
 			out = append(out, ',')
 		}
 		out = append(out, '{')
-		c := arr[e.Start:e.End]
-		n := 0
-		if len(c) > 0 && c[0] == '{' {
-			if _, err := rawjson.EachMember(c, 0, func(m rawjson.Member) (int, error) {
-				end, err := rawjson.SkipValue(c, m.ValueStart)
+		var end int
+		var err error
+		if i < len(b) && b[i] == '{' {
+			n := 0
+			end, err = rawjson.EachMember(b, i, func(m rawjson.Member) (int, error) {
+				e, err := rawjson.SkipValue(b, m.ValueStart)
 				if err == nil && (string(m.Key) == "envFrom" || string(m.Key) == "env") {
 					if n > 0 {
 						out = append(out, ',')
 					}
 					n++
-					out = append(append(append(append(out, '"'), m.Key...), `":`...), c[m.ValueStart:end]...)
+					out = append(append(append(append(out, '"'), m.Key...), `":`...), b[m.ValueStart:e]...)
 				}
-				return end, err
-			}); err != nil {
-				return nil, err
-			}
+				return e, err
+			})
+		} else {
+			end, err = rawjson.SkipValue(b, i)
+		}
+		if err != nil {
+			return nil, 0, err
 		}
 		out = append(out, '}')
+		if i = rawjson.SkipSpace(b, end); i >= len(b) {
+			return nil, 0, fmt.Errorf("%w: containers: unterminated array", errCorrupt)
+		}
+		switch b[i] {
+		case ',':
+			i = rawjson.SkipSpace(b, i+1)
+		case ']':
+			return append(out, ']'), i + 1, nil
+		default:
+			return nil, 0, fmt.Errorf("%w: containers: %q after an element", errCorrupt, b[i])
+		}
 	}
-	return append(out, ']'), nil
 }
 
 // errStopScan ends relDoc's scan once it has what it reads.

@@ -69,6 +69,23 @@ type relNode struct {
 	query.Node
 	gvr    schema.GroupVersionResource
 	labels map[string]string
+	// id is Node.ID(), once: a walk looks a node up by it for every edge
+	// that reaches it (withID).
+	id string
+}
+
+// withID returns n with its ID computed.
+func (n relNode) withID() relNode {
+	n.id = n.ID()
+	return n
+}
+
+// nodeID is n's ID, computed once when withID was called.
+func (n *relNode) nodeID() string {
+	if n.id == "" {
+		return n.ID()
+	}
+	return n.id
 }
 
 type kindInfo struct {
@@ -91,6 +108,9 @@ type relWalk struct {
 	// it serves every prefix scan of the walk: creating a Badger iterator
 	// costs more than a seek.
 	it *bdg.Iterator
+	// oit reads the objects: a seek of an iterator already open costs less
+	// than a Get, which takes and releases every table it consults.
+	oit *bdg.Iterator
 }
 
 type cachedObj struct {
@@ -112,6 +132,9 @@ func newRelWalk(txn *bdg.Txn) *relWalk {
 func (rw *relWalk) close() {
 	if rw.it != nil {
 		rw.it.Close()
+	}
+	if rw.oit != nil {
+		rw.oit.Close()
 	}
 }
 
@@ -141,14 +164,15 @@ func (rw *relWalk) visible(n query.Node) bool {
 
 // add records n; false when it was already there or the graph is full.
 func (rw *relWalk) add(n relNode) bool {
-	if _, ok := rw.seen[n.ID()]; ok {
+	id := n.nodeID()
+	if _, ok := rw.seen[id]; ok {
 		return false
 	}
 	if len(rw.g.Nodes) >= query.MaxRelatedNodes {
 		rw.g.Truncated = true
 		return false
 	}
-	rw.seen[n.ID()] = len(rw.g.Nodes)
+	rw.seen[id] = len(rw.g.Nodes)
 	rw.g.Nodes = append(rw.g.Nodes, n.Node)
 	return true
 }
@@ -166,10 +190,10 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 		return relNode{}, false
 	}
 	added := rw.add(other)
-	if _, ok := rw.seen[other.ID()]; !ok {
+	if _, ok := rw.seen[other.nodeID()]; !ok {
 		return relNode{}, false // truncated
 	}
-	e := query.Edge{Type: typ, From: from.ID(), To: to.ID()}
+	e := query.Edge{Type: typ, From: from.nodeID(), To: to.nodeID()}
 	if !rw.edges[e] {
 		rw.edges[e] = true
 		rw.g.Edges = append(rw.g.Edges, e)
@@ -188,7 +212,7 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 		}
 	}
 	// Outgoing: owners and references, then the Pods its selector selects.
-	fv, err := get(rw.txn, relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
+	fv, err := rw.value(relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -198,13 +222,23 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 			return nil, fmt.Errorf("relations of %s: %w", n.ID(), err)
 		}
 		for _, ref := range rel.Refs {
+			// A kind not asked for is dropped by link: not read. The kind
+			// index maps the reference's kind to the resource whose objects
+			// have that kind, so the node read would have the same kind
+			// and resource as the reference.
+			if follows, err := rw.follows(ref.Target.Group, ref.Target.Kind); err != nil || !follows {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
 			t, err := rw.target(n.Cluster, ref.Target)
 			if err != nil {
 				return nil, err
 			}
 			keep(rw.link(string(ref.Type), n, t, false))
 		}
-		if rel.Selector != nil {
+		if rel.Selector != nil && rw.o.Follows("Pod", podsGVR.Resource) {
 			pods, err := rw.selected(n.Cluster, rel.Selector)
 			if err != nil {
 				return nil, err
@@ -281,6 +315,9 @@ func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, n
 		return c.n, c.ok, nil
 	}
 	n, ok, err := rw.read(key, cluster, gvr, ns, name)
+	if ok && n.Kind != "" {
+		n = n.withID()
+	}
 	if err == nil {
 		rw.objs[string(key)] = cachedObj{n, ok}
 	}
@@ -288,16 +325,14 @@ func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, n
 }
 
 func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	it, err := rw.txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
+	it := rw.item(key)
+	if it == nil {
 		return relNode{}, false, nil
 	}
-	if err != nil {
-		return relNode{}, false, err
-	}
 	n := relNode{Node: query.Node{Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: ns, Name: name, Cached: true}, gvr: gvr}
-	err = it.Value(func(v []byte) error {
-		rec, err := decodeRecord(v, true)
+	err := it.Value(func(v []byte) error {
+		// Labels are matched only for Pods (selected, selecting).
+		rec, err := decodeRecord(v, gvr == podsGVR)
 		if err != nil {
 			return err
 		}
@@ -324,11 +359,22 @@ func (rw *relWalk) target(cluster string, t relations.Target) (relNode, error) {
 		if err != nil || ok {
 			if ok && n.Kind == "" {
 				n.Kind = t.Kind
+				n = n.withID()
 			}
 			return n, err
 		}
 	}
-	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}, nil
+	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}.withID(), nil
+}
+
+// follows reports whether a node of group and kind would be kept
+// (RelatedOptions.Kinds).
+func (rw *relWalk) follows(group, kind string) (bool, error) {
+	if len(rw.o.Kinds) == 0 {
+		return true, nil
+	}
+	k, err := rw.kind(group, kind)
+	return err == nil && rw.o.Follows(kind, k.gvr.Resource), err
 }
 
 // kind is the resource of a group and kind: the kind index (the store has
@@ -434,6 +480,27 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 		}
 	}
 	return out, nil
+}
+
+// item is the item at key (valid until the next item or value), nil
+// when there is none.
+func (rw *relWalk) item(key []byte) *bdg.Item {
+	if rw.oit == nil {
+		rw.oit = rw.txn.NewIterator(bdg.IteratorOptions{})
+	}
+	if rw.oit.Seek(key); !rw.oit.Valid() || !bytes.Equal(rw.oit.Item().Key(), key) {
+		return nil
+	}
+	return rw.oit.Item()
+}
+
+// value is a copy of the value at key, nil when there is none.
+func (rw *relWalk) value(key []byte) ([]byte, error) {
+	it := rw.item(key)
+	if it == nil {
+		return nil, nil
+	}
+	return it.ValueCopy(nil)
 }
 
 // get is the value at key, nil when there is none.

@@ -3,7 +3,6 @@ package badger
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -332,15 +331,15 @@ func (l *listScan) scanMembers(start []byte) (bool, error) {
 		}
 	}
 	slices.SortFunc(keys, bytes.Compare)
+	// One iterator sought to each key in order, not a Get each (which
+	// takes and drops every table it consults).
+	it := l.txn.NewIterator(bdg.IteratorOptions{Prefix: objPrefix(l.o.GVR)})
+	defer it.Close()
 	for _, k := range keys {
-		item, err := l.txn.Get(k)
-		if errors.Is(err, bdg.ErrKeyNotFound) {
+		if it.Seek(k); !it.Valid() || !bytes.Equal(it.Item().Key(), k) {
 			continue
 		}
-		if err != nil {
-			return false, err
-		}
-		if more, err := l.visit(item); err != nil || more {
+		if more, err := l.visit(it.Item()); err != nil || more {
 			return more, err
 		}
 	}
