@@ -298,6 +298,19 @@ func (s *Store) ensureIndex(ctx context.Context, index string) error {
 	if r.status >= 300 && !bytes.Contains(r.body, []byte("resource_already_exists_exception")) {
 		return r.err("create index " + index)
 	}
+	if r.status >= 300 {
+		// An index of an older mapping version gets the fields it lacks
+		// (adding fields is allowed and changes nothing else). Refused,
+		// writes go on: only counts and relations miss the fields.
+		b, _ := json.Marshal(map[string]any{"_meta": map[string]any{"fleetview": map[string]any{"mapping": mappingVersion}},
+			"properties": map[string]any{"fleetview": map[string]any{"properties": relationMapping()}}})
+		if r, err = s.doRetry(ctx, http.MethodPut, "/"+index+"/_mapping", b); err != nil {
+			return err
+		}
+		if r.status >= 300 {
+			s.log.Warn("could not add the count and relation fields to an existing index", "index", index, "err", r.err("put mapping"))
+		}
+	}
 	s.mu.Lock()
 	s.indices[index] = true
 	s.mu.Unlock()
@@ -305,13 +318,6 @@ func (s *Store) ensureIndex(ctx context.Context, index string) error {
 }
 
 func (s *Store) indexBody() []byte {
-	kw := map[string]any{"type": "keyword"}
-	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
-	off := map[string]any{"type": "object", "enabled": false}
-	object := map[string]any{"type": "keyword", "index": false, "doc_values": false}
-	if s.opts.FullTextObject {
-		object = map[string]any{"type": "text", "norms": false, "index_options": "docs"}
-	}
 	m := map[string]any{
 		"settings": map[string]any{
 			"number_of_shards": s.opts.Shards, "number_of_replicas": s.opts.Replicas,
@@ -319,33 +325,50 @@ func (s *Store) indexBody() []byte {
 			// replay after a long outage cannot resurrect a deleted object.
 			"index.gc_deletes": "24h",
 		},
-		"mappings": map[string]any{
-			"dynamic": false,
-			"properties": map[string]any{
-				"apiVersion": kw,
-				"kind":       kw,
-				"metadata": map[string]any{"properties": map[string]any{
-					"name": textKW, "namespace": textKW, "resourceVersion": textKW,
-					"uid": kw, "creationTimestamp": map[string]any{"type": "date"},
-					"labels": off, "annotations": off,
-				}},
-				"spec":   off,
-				"status": off,
-				"fleetview": map[string]any{"properties": map[string]any{
-					"cluster": kw, "group": kw, "version": kw, "resource": kw, "gvr": kw,
-					"uid": kw, "labels": kw, "labelKeys": kw,
-					"seq":    map[string]any{"type": "long"},
-					"object": object,
-					"cells":  map[string]any{"type": "keyword", "index": false, "doc_values": false},
-					// Names, namespaces, label and annotation keys and
-					// values: what Search matches.
-					"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},
-				}},
-			},
-		},
+		"mappings": s.mappings(),
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// mappings is the per-kind index mapping (mappingVersion).
+func (s *Store) mappings() map[string]any {
+	kw := map[string]any{"type": "keyword"}
+	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
+	off := map[string]any{"type": "object", "enabled": false}
+	object := map[string]any{"type": "keyword", "index": false, "doc_values": false}
+	if s.opts.FullTextObject {
+		object = map[string]any{"type": "text", "norms": false, "index_options": "docs"}
+	}
+	fv := map[string]any{
+		"cluster": kw, "group": kw, "version": kw, "resource": kw, "gvr": kw,
+		"uid": kw, "labels": kw, "labelKeys": kw,
+		"seq":    map[string]any{"type": "long"},
+		"object": object,
+		"cells":  map[string]any{"type": "keyword", "index": false, "doc_values": false},
+		// Names, namespaces, label and annotation keys and
+		// values: what Search matches.
+		"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},
+	}
+	for k, v := range relationMapping() {
+		fv[k] = v
+	}
+	return map[string]any{
+		"dynamic": false,
+		"_meta":   map[string]any{"fleetview": map[string]any{"mapping": mappingVersion}},
+		"properties": map[string]any{
+			"apiVersion": kw,
+			"kind":       kw,
+			"metadata": map[string]any{"properties": map[string]any{
+				"name": textKW, "namespace": textKW, "resourceVersion": textKW,
+				"uid": kw, "creationTimestamp": map[string]any{"type": "date"},
+				"labels": off, "annotations": off,
+			}},
+			"spec":      off,
+			"status":    off,
+			"fleetview": map[string]any{"properties": fv},
+		},
+	}
 }
 
 func (s *Store) checkpointBody() []byte {
