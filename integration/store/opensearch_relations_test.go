@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -76,11 +77,13 @@ func relFleet(cluster string, pods int) []*fleetviewv1.ResourceEvent {
 // aggregations), related objects and relation field selectors, for an
 // unrestricted caller and for one who reads Pods and ReplicaSets of c1
 // only: the answers are equal, and the counts are those of the objects
-// applied.
+// applied. Documents of the previous mapping are never read as relating
+// to nothing.
 func TestOpenSearchCountsAndRelationsAgreeWithBadger(t *testing.T) {
 	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
 	ctx := context.Background()
-	ost, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, Logger: fixture.Logger(t)})
+	// Two groups per aggregation request: every count pages.
+	ost, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, CountPage: 2, Logger: fixture.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +260,41 @@ func TestOpenSearchCountsAndRelationsAgreeWithBadger(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+	// Documents written before the count and relation fields were kept
+	// (mapping version 1; indices of their own prefix on the same node)
+	// are never read as relating to nothing: a count is made by listing
+	// (store.ErrCountUnindexed) and a relation read is ErrNotKept, saying
+	// how to refill.
+	t.Run("documents of mapping version 1", func(t *testing.T) {
+		// A document as the previous version wrote it: no fleetview.key.
+		doc := `{"kind":"Pod","metadata":{"name":"old","namespace":"shop"},"fleetview":{"cluster":"c1","group":"","version":"v1","resource":"pods","gvr":"/v1/pods","labels":[],"labelKeys":[],"seq":1,"object":"{}"}}`
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, node.URL()+"/v1-pod/_doc/c1%2Fold?refresh=true", strings.NewReader(doc))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 300 {
+			t.Fatalf("put old document: %d", resp.StatusCode)
+		}
+		old, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, IndexPrefix: "v1-", CheckpointIndex: "v1-checkpoints", Logger: fixture.Logger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer old.Close()
+		by, _ := query.ParseDimension("field:status.phase")
+		if _, err := old.Count(ctx, query.CountOptions{GVR: relPods, By: []query.Dimension{by}}); !errors.Is(err, store.ErrCountUnindexed) {
+			t.Errorf("count: %v, want ErrCountUnindexed", err)
+		}
+		if _, err := old.Related(ctx, query.RelatedOptions{GVR: relPods, Namespace: "shop", Name: "old", Cluster: "c1"}); !errors.Is(err, query.ErrNotKept) {
+			t.Errorf("related: %v, want ErrNotKept", err)
+		}
+		f, _ := query.CompileFields(relPods, "fleetview.io/ownedBy=ReplicaSet/web-1")
+		if _, err := old.List(ctx, query.ListOptions{GVR: relPods, Fields: f}); !errors.Is(err, query.ErrNotKept) {
+			t.Errorf("list by relation: %v, want ErrNotKept", err)
 		}
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	osgo "github.com/opensearch-project/opensearch-go/v4"
@@ -74,7 +75,11 @@ type Options struct {
 	// oldest, never another client's. 0: no quota of its own
 	// (MaxSnapshots still applies).
 	MaxSnapshotsPerClient int
-	Logger                *slog.Logger
+	// CountPage is how many groups one request of a count's composite
+	// aggregation returns; the count pages through them all. Default
+	// 1000.
+	CountPage int
+	Logger    *slog.Logger
 }
 
 // Validate reports every problem at once.
@@ -103,6 +108,9 @@ func (o *Options) Validate() []error {
 	if o.ReadRetry < 0 {
 		errs = append(errs, fmt.Errorf("%w: read retry %v must not be negative", ErrConfig, o.ReadRetry))
 	}
+	if o.CountPage < 0 {
+		errs = append(errs, fmt.Errorf("%w: count page %d must not be negative", ErrConfig, o.CountPage))
+	}
 	if o.MaxSnapshots < 0 || o.MaxSnapshotsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("%w: snapshot limits must not be negative (max %d, per client %d)", ErrConfig, o.MaxSnapshots, o.MaxSnapshotsPerClient))
 	}
@@ -125,6 +133,8 @@ type Store struct {
 	pitMu  sync.Mutex
 	pits   *query.Snapshots[string] // the points in time continue tokens name, by id
 	closed bool                     // no point in time is kept any more
+	// allCurrent: no document predates mappingVersion (current).
+	allCurrent atomic.Bool
 }
 
 // Open connects (lazily: no request is made until the first use).
@@ -152,6 +162,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = defaultMaxSnapshots
+	}
+	if o.CountPage <= 0 {
+		o.CountPage = defaultCountPage
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -12,10 +12,10 @@ import (
 	"github.com/fleetview/fleetview/store"
 )
 
-// countPage is how many groups one composite aggregation request returns;
-// the count pages through them (after_key) until none is left, so no
-// group is dropped however many there are.
-const countPage = 1000
+// defaultCountPage is how many groups one composite aggregation request
+// returns (Options.CountPage); the count pages through them (after_key)
+// until none is left, so no group is dropped however many there are.
+const defaultCountPage = 1000
 
 // labelValue is the painless script a label dimension groups by: the
 // value of the key's "k=v" keyword, "" without the label.
@@ -28,8 +28,8 @@ const labelValue = `for (def v : doc['fleetview.labels']) { if (v.startsWith(par
 // composite aggregation over the dimensions' keywords, read page by
 // page. A count the keywords cannot answer exactly (a field selector on
 // the object or a relation, a label selector with < or >, a dimension no
-// keyword keeps) is store.ErrCountUnindexed: the store counts it by
-// listing.
+// keyword keeps, documents written before mappingVersion) is
+// store.ErrCountUnindexed: the store counts it by listing.
 func (s *Store) Count(ctx context.Context, o query.CountOptions) (query.Counts, error) {
 	if len(o.More) > 0 {
 		return query.Counts{}, fmt.Errorf("%w: one resource per backend count", store.ErrCountUnindexed)
@@ -44,6 +44,12 @@ func (s *Store) Count(ctx context.Context, o query.CountOptions) (query.Counts, 
 				return query.Counts{}, fmt.Errorf("%w: label selector %s", store.ErrCountUnindexed, o.Labels)
 			}
 		}
+	}
+	if ok, err := s.current(ctx); err != nil || !ok {
+		if err == nil {
+			err = fmt.Errorf("%w: documents written before the count fields were kept", store.ErrCountUnindexed)
+		}
+		return query.Counts{}, err
 	}
 	kind := o.GVR.Resource
 	if o.GVR.Group != "" {
@@ -86,7 +92,7 @@ func (s *Store) Count(ctx context.Context, o query.CountOptions) (query.Counts, 
 	for first := true; ; first = false {
 		body := map[string]any{"size": 0, "query": map[string]any{"bool": boolQ}, "track_total_hits": first}
 		if len(sources) > 0 {
-			comp := map[string]any{"size": countPage, "sources": sources}
+			comp := map[string]any{"size": s.opts.CountPage, "sources": sources}
 			if after != nil {
 				comp["after"] = after
 			}
@@ -119,7 +125,7 @@ func (s *Store) Count(ctx context.Context, o query.CountOptions) (query.Counts, 
 			}
 			t.Add([]byte(strings.Join(row, "\x00")), row, b.DocCount)
 		}
-		if len(res.Aggregations.G.Buckets) < countPage || res.Aggregations.G.AfterKey == nil {
+		if len(res.Aggregations.G.Buckets) < s.opts.CountPage || res.Aggregations.G.AfterKey == nil {
 			break
 		}
 		after = res.Aggregations.G.AfterKey

@@ -2,7 +2,9 @@ package opensearch
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -16,8 +18,42 @@ import (
 // each index's _meta. 2 added the count and relation fields
 // (fleetview.values, images, key, refs, selects, selector): an index
 // created before gets them at the first write (ensureIndex puts the
-// mapping), but its documents have them only once they are written again.
+// mapping), but its documents have them only once they are written again;
+// until none is left (current), counts are made by listing and relations
+// answer ErrNotKept.
 const mappingVersion = 2
+
+// current reports whether every document has the fields of
+// mappingVersion: no document lacks fleetview.key, which every document
+// written since has. Once true it stays true (every later write has
+// them), so the query runs until then only.
+func (s *Store) current(ctx context.Context) (bool, error) {
+	if s.allCurrent.Load() {
+		return true, nil
+	}
+	b := []byte(`{"size":0,"track_total_hits":1,"query":{"bool":{"must_not":[{"exists":{"field":"fleetview.key"}}]}}}`)
+	r, err := s.searchRetry(ctx, "/"+s.opts.IndexPrefix+"*/_search?ignore_unavailable=true&allow_no_indices=true", b, false, s.opts.ReadRetry)
+	if err != nil {
+		return false, err
+	}
+	if r.status >= 300 {
+		return false, r.err("find documents of an older mapping")
+	}
+	var res aggResponse
+	if err := json.Unmarshal(r.body, &res); err != nil {
+		return false, fmt.Errorf("%w: search response: %v", ErrRequest, err)
+	}
+	if res.Hits.Total.Value > 0 {
+		return false, nil
+	}
+	s.allCurrent.Store(true)
+	return true, nil
+}
+
+// errOldDocuments is a relation read of a store holding documents written
+// before relations were kept.
+var errOldDocuments = fmt.Errorf("%w: relations in OpenSearch documents written before fleetview kept them (mapping version %d); "+
+	"delete the backend's indices and its checkpoints index so the streams are replayed into it (docs/api.md, Relations)", query.ErrNotKept, mappingVersion)
 
 // podValues are the Pod fields kept as keywords for counts, as Badger's
 // DefaultValueIndex keeps them: status.phase and spec.nodeName, and the

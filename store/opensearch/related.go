@@ -70,6 +70,12 @@ func (s *Store) Related(ctx context.Context, o query.RelatedOptions) (query.Grap
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
 	}
+	if ok, err := s.current(ctx); err != nil || !ok {
+		if err == nil {
+			err = errOldDocuments
+		}
+		return query.Graph{}, err
+	}
 	w := &osWalk{s: s, o: o, seen: map[string]int{}, edges: map[query.Edge]bool{}}
 	hits, _, err := s.relSearch(ctx, []any{term("fleetview.cluster", o.Cluster), term("fleetview.gvr", gvrKey(o.GVR)),
 		term("metadata.namespace.keyword", o.Namespace), term("metadata.name.keyword", o.Name)})

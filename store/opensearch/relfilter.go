@@ -31,6 +31,12 @@ func (a allower) Allows(gr schema.GroupResource, cluster, ns string) bool {
 // references name them. Only what vis allows is a start or a step: a
 // relation through an object the caller cannot read selects nothing.
 func (s *Store) relationMembers(ctx context.Context, o query.ListOptions, ns string) (map[string]bool, error) {
+	if ok, err := s.current(ctx); err != nil || !ok {
+		if err == nil {
+			err = errOldDocuments
+		}
+		return nil, err
+	}
 	vis := allower{o.Fields.RelationVisibility(), o.Visible}
 	gr := o.GVR.GroupResource()
 	var out map[string]bool
