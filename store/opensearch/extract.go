@@ -53,7 +53,7 @@ func (s *Store) current(ctx context.Context) (bool, error) {
 // errOldDocuments is a relation read of a store holding documents written
 // before relations were kept.
 var errOldDocuments = fmt.Errorf("%w: relations in OpenSearch documents written before fleetview kept them (mapping version %d); "+
-	"delete the backend's indices and its checkpoints index so the streams are replayed into it (docs/api.md, Relations)", query.ErrNotKept, mappingVersion)
+	"with the hubs stopped, delete the backend's indices and its checkpoints index, so the streams are replayed into it (docs/api.md, Relations)", query.ErrNotKept, mappingVersion)
 
 // podValues are the Pod fields kept as keywords for counts, as Badger's
 // DefaultValueIndex keeps them: status.phase and spec.nodeName, and the
