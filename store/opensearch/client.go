@@ -135,6 +135,9 @@ type Store struct {
 	closed bool                     // no point in time is kept any more
 	// allCurrent: no document predates mappingVersion (current).
 	allCurrent atomic.Bool
+	// skipIndexFields leaves the count and relation fields out of
+	// documents: BenchmarkUpsertItem's baseline only.
+	skipIndexFields bool
 }
 
 // Open connects (lazily: no request is made until the first use).

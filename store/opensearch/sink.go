@@ -232,7 +232,9 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e fe
 	}
 	sort.Strings(d.FV.Labels)
 	sort.Strings(d.FV.LabelKeys)
-	indexFields(&d, gvr, cluster, ev.GetNamespace(), ev.GetName(), ev.GetObject(), s.log)
+	if !s.skipIndexFields {
+		indexFields(&d, gvr, cluster, ev.GetNamespace(), ev.GetName(), ev.GetObject(), s.log)
+	}
 	index := s.IndexFor(kind)
 	action, _ := json.Marshal(map[string]any{"index": map[string]any{
 		"_index": index, "_id": DocID(cluster, gvr, ev.GetUid()), "version": e.Seq, "version_type": "external",
