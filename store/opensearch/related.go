@@ -76,7 +76,7 @@ func (s *Store) Related(ctx context.Context, o query.RelatedOptions) (query.Grap
 		}
 		return query.Graph{}, err
 	}
-	w := &osWalk{s: s, o: o, seen: map[string]int{}, edges: map[query.Edge]bool{}}
+	w := &osWalk{s: s, o: o, seen: map[string]int{}, edges: map[query.Edge]bool{}, kinds: map[schema.GroupKind]string{}}
 	hits, _, err := s.relSearch(ctx, []any{term("fleetview.cluster", o.Cluster), term("fleetview.gvr", gvrKey(o.GVR)),
 		term("metadata.namespace.keyword", o.Namespace), term("metadata.name.keyword", o.Name)})
 	if err != nil {
@@ -114,6 +114,7 @@ type osWalk struct {
 	g     query.Graph
 	seen  map[string]int
 	edges map[query.Edge]bool
+	kinds map[schema.GroupKind]string // resources of referenced kinds
 }
 
 func (w *osWalk) visible(n query.Node) bool {
@@ -204,7 +205,18 @@ func (w *osWalk) expand(ctx context.Context, frontier []osNode) ([]osNode, error
 			}
 			tn, ok := found[docKey(t.Kind, t.Name, cluster, t.Group, t.Namespace)]
 			if !ok {
-				res, _ := relations.BuiltinResource(t.Group, t.Kind)
+				// A reference only: its resource from the built-in table,
+				// else from a document of its kind, so a caller's grants
+				// judge it as on Badger (its kind index).
+				gk := schema.GroupKind{Group: t.Group, Kind: t.Kind}
+				res, known := w.kinds[gk]
+				if !known {
+					var err error
+					if res, err = w.s.kindResource(ctx, gk); err != nil {
+						return nil, err
+					}
+					w.kinds[gk] = res
+				}
 				tn = osNode{Node: query.Node{Cluster: cluster, Group: t.Group, Resource: res, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}}
 			}
 			keep(w.link(string(typ), n, tn, false))
