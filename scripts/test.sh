@@ -257,6 +257,8 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	# CI's scale (about a minute); the is 3 x 50k Pods (the
 	# default, docs/benchmarks/relations.md).
 	FV_REL_PODS="${FV_REL_PODS:-5000}" FV_REL_ROUNDS="${FV_REL_ROUNDS:-1}" "$bench/bench-relations"
+	log "OpenSearch document benchmark (a Pod's bulk item with the count and relation fields against without them, side by side; docs/benchmarks/opensearch-relations.md)"
+	go test -count=1 -run '^$' -bench UpsertItem -benchtime 3000x ./store/opensearch/
 	log "history reads benchmark (a real kube-apiserver's Pods through a hub with history: the change feed's first page, an object's 100 revisions, an as-of list beside today's list of the same Pods)"
 	go build -o "$bench/bench-historyapi" ./integration/cmd/bench-historyapi
 	# CI's scale (well under a minute); the is 15k selected Pods

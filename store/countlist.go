@@ -10,7 +10,7 @@ import (
 const countPage = 1000
 
 // countByListing counts a backend that has no count of its own
-// (OpenSearch: its terms aggregations are not written yet) by listing the
+// (or whose indexes do not answer this count: ErrCountUnindexed) by listing the
 // selection, page by page, and reading each object's dimensions: the
 // cost of a list of the whole selection. The list applies the selectors
 // and the caller's visibility as it does for a list, so the count holds

@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/fleetview/fleetview/internal/query"
 )
 
-// counter is a backend that counts from its indexes (Badger); one without
-// it is counted by listing (countlist.go).
+// counter is a backend that counts from its indexes (Badger, OpenSearch's
+// aggregations); one without it, or that answers ErrCountUnindexed, is
+// counted by listing (countlist.go).
 type counter interface {
 	Count(ctx context.Context, o query.CountOptions) (query.Counts, error)
 }
@@ -28,9 +30,11 @@ func (rr *RoutingReader) Count(ctx context.Context, o query.CountOptions) (query
 			one.GVR, one.More, one.Clusters = gvr, nil, cs
 			var res query.Counts
 			var err error
-			if c, ok := rr.backend(b).(counter); ok {
+			c, ok := rr.backend(b).(counter)
+			if ok {
 				res, err = c.Count(ctx, one)
-			} else {
+			}
+			if !ok || errors.Is(err, ErrCountUnindexed) {
 				res, err = countByListing(ctx, rr.backend(b), one)
 			}
 			if err != nil {

@@ -18,3 +18,8 @@ var ErrReplicaID = errors.New("replica id")
 // ErrNoDefaultStore is returned by New when Config.Default names no store
 // to open (or names one a registry would choose).
 var ErrNoDefaultStore = errors.New("no default store registered")
+
+// ErrCountUnindexed is returned by a backend's Count when its indexes do
+// not answer the count asked (a field path it does not index, a field
+// selector on the object): the count is then made by listing.
+var ErrCountUnindexed = errors.New("count not answered by the backend's indexes")

@@ -7,10 +7,10 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 )
 
-// relater is a backend that keeps relations (Badger). Relations are kept
-// by the backend that holds the starting object's resource in its
-// cluster; a resource routed to a backend without them (OpenSearch) is
-// refused.
+// relater is a backend that keeps relations (Badger, OpenSearch).
+// Relations are answered by the backend that holds the starting object's
+// resource in its cluster, from what it holds; a resource routed to a
+// backend without them is refused.
 type relater interface {
 	Related(ctx context.Context, o query.RelatedOptions) (query.Graph, error)
 }

@@ -3,7 +3,8 @@
 // writes go on (materializer_routing_test.go, materializer_reroute_test.go),
 // an OpenSearch server stopped during ingest and an OpenSearch cluster
 // losing a node (materializer_opensearch_restart_test.go,
-// opensearch_cluster_test.go), two serve replicas on one NATS server
+// opensearch_cluster_test.go), counts and relations on OpenSearch equal
+// to Badger's (opensearch_relations_test.go), two serve replicas on one NATS server
 // (replicas_test.go), and three hubs on a NATS JetStream cluster through
 // the stream leader's kill -9, with BenchmarkNATSReplication, the cost of
 // R3 (natscluster_test.go). Shared helpers are in integration/fixture.

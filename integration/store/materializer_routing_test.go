@@ -172,6 +172,20 @@ func TestServeRoutesRegistriesToBackends(t *testing.T) {
 	if _, err := qc.Get(ctx, &fleetviewv1.GetRequest{Version: "v1", Resource: "configmaps", Namespace: benchdata.Namespace(3), Name: "cm-003"}); err == nil {
 		t.Fatal("unqualified get of a configmap in two clusters did not conflict")
 	}
+	// Counts and relations through the router: Pods from OpenSearch's
+	// aggregations (its own relation walk for Related), not refused.
+	cnt, err := qc.Count(ctx, &fleetviewv1.CountRequest{Version: "v1", Resource: "pods", By: []string{"cluster"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(cnt.GetRows()); cnt.GetTotal() != pods || cnt.GetScanned() != "index" || len(cnt.GetRows()) != 2 ||
+		cnt.GetRows()[0].GetCount() != pods/2 || cnt.GetRows()[1].GetCount() != pods/2 {
+		t.Errorf("count of pods by cluster: total %d scanned %q rows %s; want %d from the index, %d per cluster", cnt.GetTotal(), cnt.GetScanned(), got, pods, pods/2)
+	}
+	rel, err := qc.Related(ctx, &fleetviewv1.RelatedRequest{Version: "v1", Resource: "pods", Namespace: benchdata.Namespace(3), Name: benchdata.PodName(3), Cluster: "c2"})
+	if err != nil || len(rel.GetNodes()) == 0 || rel.GetNodes()[0].GetName() != benchdata.PodName(3) {
+		t.Errorf("related of pod 3 in c2 (OpenSearch): %v %v", rel, err)
+	}
 	checkBackendOutage(t, ctx, node, conn, js, o.HTTPAddr)
 }
 

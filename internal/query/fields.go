@@ -239,7 +239,7 @@ func (f *FieldFilter) Matches(namespace, name string, obj []byte) (bool, error) 
 			eq = namespace == r.Value
 		case FieldOwnedBy, FieldSelectedBy, FieldReferences:
 			if !f.relsResolved {
-				return false, fmt.Errorf("%w: field selector %s: relation fields are answered by lists of the Badger store only", ErrInvalid, r.Field)
+				return false, fmt.Errorf("%w: field selector %s: relation fields are answered only by lists of a store that keeps relations", ErrInvalid, r.Field)
 			}
 			continue
 		default:

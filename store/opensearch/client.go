@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	osgo "github.com/opensearch-project/opensearch-go/v4"
@@ -74,7 +75,11 @@ type Options struct {
 	// oldest, never another client's. 0: no quota of its own
 	// (MaxSnapshots still applies).
 	MaxSnapshotsPerClient int
-	Logger                *slog.Logger
+	// CountPage is how many groups one request of a count's composite
+	// aggregation returns; the count pages through them all. Default
+	// 1000.
+	CountPage int
+	Logger    *slog.Logger
 }
 
 // Validate reports every problem at once.
@@ -103,6 +108,9 @@ func (o *Options) Validate() []error {
 	if o.ReadRetry < 0 {
 		errs = append(errs, fmt.Errorf("%w: read retry %v must not be negative", ErrConfig, o.ReadRetry))
 	}
+	if o.CountPage < 0 {
+		errs = append(errs, fmt.Errorf("%w: count page %d must not be negative", ErrConfig, o.CountPage))
+	}
 	if o.MaxSnapshots < 0 || o.MaxSnapshotsPerClient < 0 {
 		errs = append(errs, fmt.Errorf("%w: snapshot limits must not be negative (max %d, per client %d)", ErrConfig, o.MaxSnapshots, o.MaxSnapshotsPerClient))
 	}
@@ -125,6 +133,11 @@ type Store struct {
 	pitMu  sync.Mutex
 	pits   *query.Snapshots[string] // the points in time continue tokens name, by id
 	closed bool                     // no point in time is kept any more
+	// allCurrent: no document predates mappingVersion (current).
+	allCurrent atomic.Bool
+	// skipIndexFields leaves the count and relation fields out of
+	// documents: BenchmarkUpsertItem's baseline only.
+	skipIndexFields bool
 }
 
 // Open connects (lazily: no request is made until the first use).
@@ -152,6 +165,9 @@ func Open(o Options) (*Store, error) {
 	}
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = defaultMaxSnapshots
+	}
+	if o.CountPage <= 0 {
+		o.CountPage = defaultCountPage
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -298,6 +314,19 @@ func (s *Store) ensureIndex(ctx context.Context, index string) error {
 	if r.status >= 300 && !bytes.Contains(r.body, []byte("resource_already_exists_exception")) {
 		return r.err("create index " + index)
 	}
+	if r.status >= 300 {
+		// An index of an older mapping version gets the fields it lacks
+		// (adding fields is allowed and changes nothing else). Refused,
+		// writes go on: only counts and relations miss the fields.
+		b, _ := json.Marshal(map[string]any{"_meta": map[string]any{"fleetview": map[string]any{"mapping": mappingVersion}},
+			"properties": map[string]any{"fleetview": map[string]any{"properties": relationMapping()}}})
+		if r, err = s.doRetry(ctx, http.MethodPut, "/"+index+"/_mapping", b); err != nil {
+			return err
+		}
+		if r.status >= 300 {
+			s.log.Warn("could not add the count and relation fields to an existing index", "index", index, "err", r.err("put mapping"))
+		}
+	}
 	s.mu.Lock()
 	s.indices[index] = true
 	s.mu.Unlock()
@@ -305,13 +334,6 @@ func (s *Store) ensureIndex(ctx context.Context, index string) error {
 }
 
 func (s *Store) indexBody() []byte {
-	kw := map[string]any{"type": "keyword"}
-	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
-	off := map[string]any{"type": "object", "enabled": false}
-	object := map[string]any{"type": "keyword", "index": false, "doc_values": false}
-	if s.opts.FullTextObject {
-		object = map[string]any{"type": "text", "norms": false, "index_options": "docs"}
-	}
 	m := map[string]any{
 		"settings": map[string]any{
 			"number_of_shards": s.opts.Shards, "number_of_replicas": s.opts.Replicas,
@@ -319,33 +341,50 @@ func (s *Store) indexBody() []byte {
 			// replay after a long outage cannot resurrect a deleted object.
 			"index.gc_deletes": "24h",
 		},
-		"mappings": map[string]any{
-			"dynamic": false,
-			"properties": map[string]any{
-				"apiVersion": kw,
-				"kind":       kw,
-				"metadata": map[string]any{"properties": map[string]any{
-					"name": textKW, "namespace": textKW, "resourceVersion": textKW,
-					"uid": kw, "creationTimestamp": map[string]any{"type": "date"},
-					"labels": off, "annotations": off,
-				}},
-				"spec":   off,
-				"status": off,
-				"fleetview": map[string]any{"properties": map[string]any{
-					"cluster": kw, "group": kw, "version": kw, "resource": kw, "gvr": kw,
-					"uid": kw, "labels": kw, "labelKeys": kw,
-					"seq":    map[string]any{"type": "long"},
-					"object": object,
-					"cells":  map[string]any{"type": "keyword", "index": false, "doc_values": false},
-					// Names, namespaces, label and annotation keys and
-					// values: what Search matches.
-					"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},
-				}},
-			},
-		},
+		"mappings": s.mappings(),
 	}
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// mappings is the per-kind index mapping (mappingVersion).
+func (s *Store) mappings() map[string]any {
+	kw := map[string]any{"type": "keyword"}
+	textKW := map[string]any{"type": "text", "fields": map[string]any{"keyword": map[string]any{"type": "keyword", "ignore_above": 512}}}
+	off := map[string]any{"type": "object", "enabled": false}
+	object := map[string]any{"type": "keyword", "index": false, "doc_values": false}
+	if s.opts.FullTextObject {
+		object = map[string]any{"type": "text", "norms": false, "index_options": "docs"}
+	}
+	fv := map[string]any{
+		"cluster": kw, "group": kw, "version": kw, "resource": kw, "gvr": kw,
+		"uid": kw, "labels": kw, "labelKeys": kw,
+		"seq":    map[string]any{"type": "long"},
+		"object": object,
+		"cells":  map[string]any{"type": "keyword", "index": false, "doc_values": false},
+		// Names, namespaces, label and annotation keys and
+		// values: what Search matches.
+		"text": map[string]any{"type": "text", "norms": false, "index_options": "positions"},
+	}
+	for k, v := range relationMapping() {
+		fv[k] = v
+	}
+	return map[string]any{
+		"dynamic": false,
+		"_meta":   map[string]any{"fleetview": map[string]any{"mapping": mappingVersion}},
+		"properties": map[string]any{
+			"apiVersion": kw,
+			"kind":       kw,
+			"metadata": map[string]any{"properties": map[string]any{
+				"name": textKW, "namespace": textKW, "resourceVersion": textKW,
+				"uid": kw, "creationTimestamp": map[string]any{"type": "date"},
+				"labels": off, "annotations": off,
+			}},
+			"spec":      off,
+			"status":    off,
+			"fleetview": map[string]any{"properties": fv},
+		},
+	}
 }
 
 func (s *Store) checkpointBody() []byte {

@@ -18,6 +18,18 @@
 //     original object JSON as a string, stored not indexed and returned
 //     verbatim by reads (so both backends return the same bytes); indexed
 //     for full text too with Options.FullTextObject.
+//   - Counts and relations (extract.go; mapping version 2, in each
+//     index's _meta): a Pod's status.phase and spec.nodeName under
+//     `fleetview.values` and its images under `fleetview.images`
+//     (keywords); every document's `fleetview.key`
+//     (`<kind>/<name>/<cluster>/<group>/<ns>`), its outgoing owner and
+//     reference edges from internal/relations as `fleetview.refs`
+//     (`<type>/` and the target's key, so a prefix names a kind and name
+//     anywhere), and its label selector (`fleetview.selects`, the kind it
+//     selects; `fleetview.selector`, stored JSON). An index of version 1
+//     gets the fields at the first write; while documents without them
+//     remain, counts are made by listing and relation reads are
+//     query.ErrNotKept (Store.current).
 //   - Document id `<cluster>/<group>.<version>.<resource>/<uid>`: UIDs are
 //     unique per cluster only, and the same object served under two
 //     resources (core and events.k8s.io Events) must not collide.
@@ -28,6 +40,15 @@
 //     checkpoints index, written only after the bulk holding the events
 //     before it was fully acknowledged (and the touched indices refreshed,
 //     so a page read at a checkpoint sees every object up to it).
+//
+// Count (counts.go) answers from a composite aggregation under the
+// list's own query (listQuery: selectors and the caller's visibility),
+// paged through its buckets; what the keywords cannot answer exactly is
+// store.ErrCountUnindexed, and the store counts it by listing. Related
+// (related.go) walks breadth first with at most four queries per level;
+// the relation field selectors (relfilter.go) resolve to document ids
+// that narrow the list. Both apply the caller's visibility to every node
+// as the Badger store does, so the answers are the same.
 //
 // Reads never take a search some shards failed to answer (a data node
 // lost) for a whole one: a live read retries for Options.ReadRetry, then

@@ -59,8 +59,17 @@ func (s *Store) List(ctx context.Context, o query.ListOptions) (query.Page, erro
 	if o.Clusters != nil && len(o.Clusters) == 0 || o.Visible.None() {
 		return page, nil
 	}
+	boolQ := listQuery(o)
+	if len(o.Fields.Relations()) > 0 {
+		f, ok, err := s.relationFilter(ctx, o)
+		if err != nil || !ok {
+			return page, err
+		}
+		boolQ["filter"] = append(boolQ["filter"].([]any), f)
+		o.Fields = o.Fields.RelationsResolved()
+	}
 	pp := s.openPage(ctx, cur.PIT, o.Client, o.Limit > 0)
-	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: listQuery(o), chunk: listChunk(o.Limit),
+	l := listScan{s: s, o: o, sel: o.LabelSelector(), boolQ: boolQ, chunk: listChunk(o.Limit),
 		searchAfter: searchAfter(cur.After), pit: pp.pit, page: page}
 	scan := l
 	page, err = scan.run(ctx)

@@ -52,8 +52,10 @@ func (s *Store) Versions(ctx context.Context) (query.Version, error) {
 }
 
 type hit struct {
-	Sort   []any `json:"sort"`
+	ID     string `json:"_id"`
+	Sort   []any  `json:"sort"`
 	Source struct {
+		Kind     string `json:"kind"`
 		Metadata struct {
 			Name      string `json:"name"`
 			Namespace string `json:"namespace"`
@@ -66,6 +68,10 @@ type hit struct {
 			Labels   []string `json:"labels"`
 			Object   string   `json:"object"`
 			Cells    string   `json:"cells"`
+			// Read by relation walks only (relate.go).
+			UID      string   `json:"uid"`
+			Refs     []string `json:"refs"`
+			Selector string   `json:"selector"`
 		} `json:"fleetview"`
 	} `json:"_source"`
 }

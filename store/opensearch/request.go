@@ -16,7 +16,9 @@ import (
 // time (a snapshot of them) when pit is set.
 func (s *Store) search(ctx context.Context, body map[string]any, pit string) ([]hit, error) {
 	body["track_total_hits"] = false
-	body["_source"] = []string{"metadata.name", "metadata.namespace", "fleetview.cluster", "fleetview.group", "fleetview.version", "fleetview.resource", "fleetview.labels", "fleetview.object", "fleetview.cells"}
+	if _, ok := body["_source"]; !ok {
+		body["_source"] = []string{"metadata.name", "metadata.namespace", "fleetview.cluster", "fleetview.group", "fleetview.version", "fleetview.resource", "fleetview.labels", "fleetview.object", "fleetview.cells"}
+	}
 	path := "/" + s.opts.IndexPrefix + "*/_search?ignore_unavailable=true&allow_no_indices=true"
 	delete(body, "pit") // a body may be sent again, live, after its point in time failed
 	if pit != "" {

@@ -89,6 +89,15 @@ type fvFields struct {
 	// when its collector sent them; stored, not indexed.
 	Cells string   `json:"cells,omitempty"`
 	Text  []string `json:"text"`
+	// Counts and relations (extract.go): a Pod's indexed field values
+	// and images; the document's relation key, its outgoing edges and
+	// its label selector (what it selects, and the selector as JSON).
+	Values   map[string][]string `json:"values,omitempty"`
+	Images   []string            `json:"images,omitempty"`
+	Key      string              `json:"key"`
+	Refs     []string            `json:"refs,omitempty"`
+	Selects  string              `json:"selects,omitempty"`
+	Selector string              `json:"selector,omitempty"`
 }
 
 type document struct {
@@ -223,6 +232,9 @@ func (s *Store) upsertItem(cluster string, gvr schema.GroupVersionResource, e fe
 	}
 	sort.Strings(d.FV.Labels)
 	sort.Strings(d.FV.LabelKeys)
+	if !s.skipIndexFields {
+		indexFields(&d, gvr, cluster, ev.GetNamespace(), ev.GetName(), ev.GetObject(), s.log)
+	}
 	index := s.IndexFor(kind)
 	action, _ := json.Marshal(map[string]any{"index": map[string]any{
 		"_index": index, "_id": DocID(cluster, gvr, ev.GetUid()), "version": e.Seq, "version_type": "external",

@@ -358,6 +358,13 @@ func TestRelatedAgreesWithMembers(t *testing.T) {
 			t.Errorf("%s: no kubectl case expects a Pod", who.tok)
 		}
 	}
+	t.Run("member RBAC: frank's related trees hold what member1's RBAC lets him read", func(t *testing.T) {
+		rs := make([]relatedStart, len(starts))
+		for i, s := range starts {
+			rs[i] = relatedStart(s)
+		}
+		checkMemberRBACRelated(t, ctx, fleet, edges, rs)
+	})
 	t.Run("a relation field with != is a 400 naming it", func(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, rest+"/api/v1/pods?fieldSelector="+url.QueryEscape("fleetview.io/ownedBy!=Deployment/web"), nil)
 		req.Header.Set("Authorization", "Bearer admin-token")
