@@ -182,6 +182,9 @@ collect
 # real kube-apiservers, OpenSearch nodes or NATS clusters, and two at once
 # on 2 cores only slow both down (and once failed TestNATSClusterKill9).
 # Both run whatever the other's result; either failing fails the suite.
+# The tests that run the built fleetview or kubectl-fleet share one build
+# per checkout (integration/fixture/build.go: go build relinks only when
+# the sources changed), not a link per test.
 # The console's browser tests save screenshots of its views as CI
 # artifacts under $FLEETVIEW_ARTIFACTS/console (default artifacts/console).
 test_fail=0
