@@ -182,6 +182,9 @@ collect
 # real kube-apiservers, OpenSearch nodes or NATS clusters, and two at once
 # on 2 cores only slow both down (and once failed TestNATSClusterKill9).
 # Both run whatever the other's result; either failing fails the suite.
+# The tests that run the built fleetview or kubectl-fleet share one build
+# per checkout (integration/fixture/build.go: go build relinks only when
+# the sources changed), not a link per test.
 # The console's browser tests save screenshots of its views as CI
 # artifacts under $FLEETVIEW_ARTIFACTS/console (default artifacts/console).
 test_fail=0
@@ -208,13 +211,22 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	left=$(pgrep -a -f 'kube-apiserver|/etcd |opensearch|nats-server|bench-query|\.test ' | grep -v pgrep || true)
 	[ -z "$left" ] || { echo "WARNING: processes still running before the benchmarks:"; echo "$left"; }
 	bench=$(mktemp -d)
+	# Every benchmark program and the fleetview binary they run, in one go
+	# build (its links run side by side on the two cores, before anything
+	# is measured), instead of a build before each step and one more link
+	# of fleetview in each program (FV_BENCH_BIN; the collector benchmark
+	# takes the integration tests' build, fixture.BuildFleetview).
+	log "build the benchmark programs and fleetview"
+	go build -o "$bench/" ./cmd/fleetview ./integration/cmd/bench-query ./integration/cmd/bench-materializer \
+		./integration/cmd/bench-console ./integration/cmd/bench-fleet ./integration/cmd/bench-natsfloor \
+		./integration/cmd/bench-memberrbac ./integration/cmd/bench-everything ./integration/cmd/bench-counts \
+		./integration/cmd/bench-relations ./integration/cmd/bench-historyapi
+	export FV_BENCH_BIN="$bench/fleetview"
 	log "query API benchmark (3 real kube-apiservers x 50k Pods, fan-out baseline)"
-	go build -o "$bench/bench-query" ./integration/cmd/bench-query
 	"$bench/bench-query"
 	log "collector benchmark (100k Pods from a real kube-apiserver, raw-list, dynamic-list and informer baselines; then the whole pipeline into one hub and into a three-member cluster)"
 	go test -p 1 -count=1 -run '^$' -bench CollectorInitialSync -benchtime 1x -timeout 45m ./integration/bench/
 	log "materializer benchmark (1M Pod events: raw JetStream, Badger, replay, OpenSearch)"
-	go build -o "$bench/bench-materializer" ./integration/cmd/bench-materializer
 	# One round of its repeated steps (Badger apply, in a memory cgroup,
 	# replay, replay in a cgroup), not three, for CI's time: each round is
 	# about two minutes. CI's run shows every step works at full scale and
@@ -226,41 +238,33 @@ if [ "${FLEETVIEW_SKIP_BENCH:-}" != 1 ]; then
 	log "history benchmark (50k Pod events: serve with history off and on, adds then updates, ratio of the apply rates)"
 	FV_BENCH_ONLY=history FV_BENCH_EVENTS=50000 FV_BENCH_REPEAT=1 "$bench/bench-materializer"
 	log "console benchmark (150k Pods: first page in chromium; 1,000 live rows at 100 events/s)"
-	go build -o "$bench/bench-console" ./integration/cmd/bench-console
 	"$bench/bench-console"
 	log "fleet benchmark (300 simulated member clusters x 100 Pods: production collectors, each with its own NATS account, over 2 real kube-apiservers; beside a 3-cluster hub holding the same Pods)"
-	go build -o "$bench/bench-fleet" ./integration/cmd/bench-fleet
 	"$bench/bench-fleet"
 	log "NATS floor per member cluster (the embedded server alone, in four layouts of 10 and 300 clusters: accounts and streams per cluster or shared)"
-	go build -o "$bench/bench-natsfloor" ./integration/cmd/bench-natsfloor
 	# CI's scale (about 30 s); the recorded run is 100 and 2,000 clusters
 	# (docs/benchmarks/fleet.md, "What the NATS server holds per cluster").
 	FV_FLOOR_QUIET="${FV_FLOOR_QUIET:-11s}" "$bench/bench-natsfloor"
 	log "member RBAC benchmark (3 real kube-apiservers with RBAC on x 5k Pods: a user granted 1,000 namespaces through 1,000 RoleBindings beside unrestricted users, RBAC changes, a restart, the mirror's memory)"
-	go build -o "$bench/bench-memberrbac" ./integration/cmd/bench-memberrbac
 	# CI's scale (about a minute); the issue's is 50k Pods per member
 	# (the default, docs/benchmarks/memberrbac.md).
 	FV_RBAC_PODS="${FV_RBAC_PODS:-5000}" "$bench/bench-memberrbac"
 	log "everything benchmark (3 real kube-apiservers with every built-in kind, CRDs and Pods: a '*' registry against one naming Pods, until every kind synced, a CRD installed later, the cost of a kind per cluster and of an object)"
-	go build -o "$bench/bench-everything" ./integration/cmd/bench-everything
 	# CI's scale (about 1.5 minutes); the issue's is 30 CRDs x 200 objects
 	# and 50k Pods per member (the default, docs/benchmarks/everything.md).
 	FV_EVERYTHING_PODS="${FV_EVERYTHING_PODS:-2000}" FV_EVERYTHING_CRDS="${FV_EVERYTHING_CRDS:-10}" \
 		FV_EVERYTHING_OBJECTS="${FV_EVERYTHING_OBJECTS:-50}" "$bench/bench-everything"
 	log "counts benchmark (Pods in Badger: counts by cluster x phase and by image against the list of the same selection; the apply rate with the value index against without)"
-	go build -o "$bench/bench-counts" ./integration/cmd/bench-counts
 	# CI's scale (about a minute); the issue's is 3 x 50k Pods (the
 	# default, docs/benchmarks/counts.md).
 	FV_COUNTS_PODS="${FV_COUNTS_PODS:-15000}" "$bench/bench-counts"
 	log "relations benchmark (Pods, ReplicaSets, Deployments and Services in Badger: the apply rate with the relationship index against without; Related of a Deployment at depth 3; a list by fleetview.io/ownedBy against the same list by label)"
-	go build -o "$bench/bench-relations" ./integration/cmd/bench-relations
 	# CI's scale (about a minute); the issue's is 3 x 50k Pods (the
 	# default, docs/benchmarks/relations.md).
 	FV_REL_PODS="${FV_REL_PODS:-5000}" FV_REL_ROUNDS="${FV_REL_ROUNDS:-1}" "$bench/bench-relations"
 	log "OpenSearch document benchmark (a Pod's bulk item with the count and relation fields against without them, side by side; docs/benchmarks/opensearch-relations.md)"
 	go test -count=1 -run '^$' -bench UpsertItem -benchtime 3000x ./store/opensearch/
 	log "history reads benchmark (a real kube-apiserver's Pods through a hub with history: the change feed's first page, an object's 100 revisions, an as-of list beside today's list of the same Pods)"
-	go build -o "$bench/bench-historyapi" ./integration/cmd/bench-historyapi
 	# CI's scale (well under a minute); the issue's is 15k selected Pods
 	# (the default, docs/benchmarks/history.md).
 	FV_HIST_PODS="${FV_HIST_PODS:-1000}" "$bench/bench-historyapi"

@@ -51,7 +51,7 @@ func BenchmarkCollectorInitialSync(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := buildBinary(b, dir, fixture.RepoPath(b, "cmd", "fleetview"), "fleetview")
+	bin := fixture.BuildFleetview(b) // the integration tests' build, linked once per checkout
 	baseline := buildBinary(b, dir, fixture.RepoPath(b, "integration", "cmd", "collector-baseline"), "collector-baseline")
 
 	sctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

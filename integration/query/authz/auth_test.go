@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -96,28 +95,17 @@ func TestAuthorization(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	caPEM, carolCert := fixture.PKI(t, dir)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(authTokens), 0o600))
-	must(os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(authPolicy), 0o600))
 
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
-	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
-	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
-	o.Auth.TLSKeyFile = filepath.Join(dir, "server.key")
-	o.Auth.ClientCAFile = filepath.Join(dir, "ca.crt")
-
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
+	pool, carolCert := fixture.AuthHub{Tokens: authTokens, Policy: authPolicy, ClientCA: true}.Configure(t, &o, dir)
+	fv, httpc := fixture.StartTLS(t, o, pool)
 	defer fv.Stop(t)
-	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	rest := "https://" + o.HTTPAddr
 
 	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("alice-token").Ctx(), fixture.RegistryRequest(t, "pods-and-secrets", "v1:Pod", "v1:Secret")); status.Code(err) != codes.PermissionDenied {

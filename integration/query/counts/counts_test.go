@@ -2,22 +2,17 @@ package counts
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	corev1 "k8s.io/api/core/v1"
@@ -92,25 +87,11 @@ func TestCountsAgreeWithMembers(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	caPEM, _ := fixture.PKI(t, dir)
-	if err := os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(tokens), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(policy), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Indexes = app.IndexOptions{Relations: true, CountIndex: true} // off by default (cmd/fleetview/app/indexes.go)
-	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
-	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
-	o.Auth.TLSKeyFile = filepath.Join(dir, "server.key")
-	o.Auth.ClientCAFile = filepath.Join(dir, "ca.crt")
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
+	pool, _ := fixture.AuthHub{Tokens: tokens, Policy: policy, ClientCA: true}.Configure(t, &o, dir)
+	fv, httpc := fixture.StartTLS(t, o, pool)
 	defer fv.Stop(t)
-	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	rest := "https://" + o.HTTPAddr
 	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "pods", "v1:Pod")); err != nil {
 		t.Fatal(err)

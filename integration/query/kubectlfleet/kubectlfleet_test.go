@@ -2,8 +2,6 @@ package kubectlfleet
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -85,21 +81,11 @@ func TestKubectlFleet(t *testing.T) {
 	pluginDir := fixture.BuildKubectlFleet(t)
 	fleet := fixture.StartFleet(t, "member1", "member2")
 	dir := t.TempDir()
-	caPEM, _ := fixture.PKI(t, dir)
-	for f, s := range map[string]string{"tokens.csv": tokens, "policy.yaml": policy, "admin.token": "admin-token\n", "bob.token": "bob-token\n"} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
-	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
-	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
-	o.Auth.TLSKeyFile = filepath.Join(dir, "server.key")
+	pool, _ := fixture.AuthHub{Tokens: tokens, Policy: policy,
+		Files: map[string]string{"admin.token": "admin-token\n", "bob.token": "bob-token\n"}}.Configure(t, &o, dir)
 	enableHistory(&o)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
+	fv, _ := fixture.StartTLS(t, o, pool)
 	defer fv.Stop(t)
 	admin := fixture.Bearer("admin-token").Ctx()
 	if _, err := fv.Registries.ApplyRegistry(admin, fixture.RegistryRequest(t, "configmaps", "v1:ConfigMap", "v1:Namespace")); err != nil {

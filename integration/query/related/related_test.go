@@ -2,13 +2,10 @@ package related
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,9 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	appsv1 "k8s.io/api/apps/v1"
@@ -121,24 +116,12 @@ func TestRelatedAgreesWithMembers(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	caPEM, _ := fixture.PKI(t, dir)
-	for f, s := range map[string]string{"tokens.csv": tokens, "policy.yaml": policy, "admin.token": "admin-token", "carol.token": "carol-token"} {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Indexes = app.IndexOptions{Relations: true, CountIndex: true} // off by default (cmd/fleetview/app/indexes.go)
-	o.Auth.TokenFile = filepath.Join(dir, "tokens.csv")
-	o.Auth.PolicyFile = filepath.Join(dir, "policy.yaml")
-	o.Auth.TLSCertFile = filepath.Join(dir, "server.crt")
-	o.Auth.TLSKeyFile = filepath.Join(dir, "server.key")
-	o.Auth.ClientCAFile = filepath.Join(dir, "ca.crt")
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool})), fixture.Bearer("admin-token").Ctx())
+	pool, _ := fixture.AuthHub{Tokens: tokens, Policy: policy, ClientCA: true,
+		Files: map[string]string{"admin.token": "admin-token", "carol.token": "carol-token"}}.Configure(t, &o, dir)
+	fv, httpc := fixture.StartTLS(t, o, pool)
 	defer fv.Stop(t)
-	httpc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	rest := "https://" + o.HTTPAddr
 	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("admin-token").Ctx(), fixture.RegistryRequest(t, "related",
 		"v1:Pod", "apps/v1:Deployment", "apps/v1:ReplicaSet", "v1:Service", "v1:ConfigMap", "networking.k8s.io/v1:Ingress", "v1:PersistentVolumeClaim")); err != nil {

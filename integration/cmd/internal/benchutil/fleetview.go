@@ -36,8 +36,10 @@ func StartFleet(ctx context.Context, names []string, populate func(context.Conte
 }
 
 // Workdir makes a temporary directory (prefix: the program's) holding
-// the fleetview binary, built now, and a kubeconfig with a context per
-// member of fleet as its collector user. The caller removes dir.
+// the fleetview binary, built now unless FV_BENCH_BIN names one (the test
+// script builds it once for every benchmark, as bench-materializer takes
+// it), and a kubeconfig with a context per member of fleet as its
+// collector user. The caller removes dir.
 func Workdir(ctx context.Context, fleet *harness.Fleet, prefix string) (dir, bin, kubeconfig string, err error) {
 	if dir, err = os.MkdirTemp("", prefix); err != nil {
 		return "", "", "", err
@@ -47,11 +49,13 @@ func Workdir(ctx context.Context, fleet *harness.Fleet, prefix string) (dir, bin
 			os.RemoveAll(dir)
 		}
 	}()
-	bin = filepath.Join(dir, "fleetview")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fleetview/fleetview/cmd/fleetview")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return "", "", "", fmt.Errorf("build fleetview: %w", err)
+	if bin = os.Getenv("FV_BENCH_BIN"); bin == "" {
+		bin = filepath.Join(dir, "fleetview")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fleetview/fleetview/cmd/fleetview")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return "", "", "", fmt.Errorf("build fleetview: %w", err)
+		}
 	}
 	kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := fleet.WriteKubeconfig(kubeconfig, "collector"); err != nil {
