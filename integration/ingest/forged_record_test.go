@@ -92,9 +92,23 @@ func TestForgedInventoryRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Both members listed and synced: /readyz/clusters judges the clusters
+	// that have written a record, so before member2's first record a 200
+	// speaks for member1 alone (a fast poll saw that once in CI).
 	fixture.Eventually(t, 120*time.Second, func() error {
-		if code, body := fv.RESTStatus(t, "/readyz/clusters"); code != http.StatusOK {
+		code, body := fv.RESTStatus(t, "/readyz/clusters")
+		if code != http.StatusOK {
 			return fmt.Errorf("readyz/clusters %d %v", code, body["clusters"])
+		}
+		cs, _ := body["clusters"].([]any)
+		synced := 0
+		for _, c := range cs {
+			if m, _ := c.(map[string]any); m["synced"] == true && (m["name"] == "member1" || m["name"] == "member2") {
+				synced++
+			}
+		}
+		if synced != 2 {
+			return fmt.Errorf("readyz/clusters: %v, want member1 and member2 synced", cs)
 		}
 		return nil
 	})
