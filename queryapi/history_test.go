@@ -2,7 +2,10 @@ package queryapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +21,7 @@ import (
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 	"github.com/fleetview/fleetview/queryapi/apierr"
 	"github.com/fleetview/fleetview/queryapi/authz"
+	"github.com/fleetview/fleetview/queryapi/rest"
 )
 
 // fakeHistory records what a history read asked the backend and answers
@@ -278,4 +282,55 @@ func BenchmarkHistoryRevisionsAPI(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// revisionsClient calls the service directly, as the in-process channel
+// does (without its interceptors).
+type revisionsClient struct {
+	fleetviewv1.QueryServiceClient
+	q *queryService
+}
+
+func (c revisionsClient) ListRevisions(ctx context.Context, req *fleetviewv1.ListRevisionsRequest, _ ...grpc.CallOption) (*fleetviewv1.ListRevisionsResponse, error) {
+	return c.q.ListRevisions(ctx, req)
+}
+
+// BenchmarkHistoryRevisionsREST is the hub's share of GET /v1/revisions
+// for one object's 101 revisions, the store apart: the service and the
+// REST writer (service), and a client's parse of the answer (parse).
+func BenchmarkHistoryRevisionsREST(b *testing.B) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	revs := make([]query.Revision, 101)
+	for i := range revs {
+		revs[i] = query.Revision{Change: query.Change{Cluster: "m1", GVR: pods, Namespace: "ns", Name: "web", UID: "u", Seq: uint64(i + 1),
+			Type: query.ChangeModified, Time: time.Unix(int64(i), 5), Labels: map[string]string{"app": "web", "rev": "x"}, Manager: "bench", Operation: "Update"},
+			Object: podjson.Pod("m1", 7, i+1), Patch: []byte(`{"metadata":{"labels":{"rev":"x"},"resourceVersion":"12"}}`)}
+	}
+	h := rest.NewHistory(revisionsClient{q: historyService(&fakeHistory{answer: revs})}, http.NotFoundHandler())
+	get := func() []byte {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/revisions/core/v1/pods/web?namespace=ns&limit=1000", nil))
+		if w.Code != http.StatusOK {
+			b.Fatalf("%d %s", w.Code, w.Body)
+		}
+		return w.Body.Bytes()
+	}
+	b.Run("service", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			get()
+		}
+	})
+	body := get()
+	b.Run("parse", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var page struct {
+				Revisions []json.RawMessage `json:"revisions"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil || len(page.Revisions) != 101 {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -3,6 +3,7 @@ package rest
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,18 +114,16 @@ func appendEntry(b []byte, e *fleetviewv1.HistoryEntry) []byte {
 	str("uid", e.GetUid())
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, e.GetSeq(), 10)
-	str("time", e.GetTime().AsTime().UTC().Format(time.RFC3339Nano))
+	b = append(b, `,"time":"`...)
+	b = e.GetTime().AsTime().UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
 	str("type", e.GetType())
 	str("resourceVersion", e.GetResourceVersion())
 	str("manager", e.GetManager())
 	str("operation", e.GetOperation())
 	str("subresource", e.GetSubresource())
 	b = append(b, `,"labels":`...)
-	if l, err := json.Marshal(e.GetLabels()); err == nil && e.GetLabels() != nil {
-		b = append(b, l...)
-	} else {
-		b = append(b, "{}"...)
-	}
+	b = appendLabels(b, e.GetLabels())
 	if o := e.GetRawObject(); len(o) > 0 {
 		b = append(b, `,"object":`...)
 		b = append(b, o...)
@@ -134,4 +133,48 @@ func appendEntry(b []byte, e *fleetviewv1.HistoryEntry) []byte {
 		b = append(b, p...)
 	}
 	return append(b, '}')
+}
+
+// appendLabels writes labels as encoding/json does (keys sorted, "{}" for
+// none). Kubernetes' label keys and values need no escaping, so they are
+// copied between quotes without json.Marshal's reflection and sorting
+// allocations; anything else goes through json.Marshal.
+func appendLabels(b []byte, labels map[string]string) []byte {
+	var ks [16]string
+	keys := ks[:0]
+	for k, v := range labels {
+		if !plainJSON(k) || !plainJSON(v) {
+			l, err := json.Marshal(labels)
+			if err != nil {
+				return append(b, "{}"...)
+			}
+			return append(b, l...)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, `":"`...)
+		b = append(b, labels[k]...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// plainJSON reports whether s is written between quotes unchanged by
+// encoding/json: printable ASCII other than '"', '\\' and its HTML escapes.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c >= 0x7f, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
