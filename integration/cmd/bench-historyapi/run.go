@@ -225,7 +225,7 @@ func parsePage(body []byte, member string) (items int, cont string, err error) {
 		switch string(m.Key) {
 		case member:
 			found = true
-			return elements(body, m.ValueStart, &items)
+			return benchutil.CountArray(body, m.ValueStart, &items)
 		case "continue":
 			end, err := rawjson.SkipValue(body, m.ValueStart)
 			if err != nil {
@@ -247,33 +247,4 @@ func parsePage(body []byte, member string) (items int, cont string, err error) {
 		return 0, "", fmt.Errorf("no %q in the answer", member)
 	}
 	return items, cont, nil
-}
-
-// elements counts the elements of the array at b[i], checking each, and
-// returns the offset just past it.
-func elements(b []byte, i int, n *int) (int, error) {
-	if i >= len(b) || b[i] != '[' {
-		return 0, fmt.Errorf("array expected at offset %d", i)
-	}
-	if i = rawjson.SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
-		return i + 1, nil
-	}
-	for {
-		end, err := rawjson.SkipValue(b, i)
-		if err != nil {
-			return 0, err
-		}
-		*n++
-		if i = rawjson.SkipSpace(b, end); i >= len(b) {
-			return 0, fmt.Errorf("unterminated array at offset %d", i)
-		}
-		switch b[i] {
-		case ',':
-			i = rawjson.SkipSpace(b, i+1)
-		case ']':
-			return i + 1, nil
-		default:
-			return 0, fmt.Errorf("',' or ']' expected at offset %d", i)
-		}
-	}
 }

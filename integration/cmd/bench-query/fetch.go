@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/fleetview/fleetview/integration/cmd/internal/benchutil"
 	"github.com/fleetview/fleetview/internal/rawjson"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -223,7 +224,7 @@ func countMember(key string) func([][]byte) (int, error) {
 					return rawjson.SkipValue(b, m.ValueStart)
 				}
 				found = true
-				return countArray(b, m.ValueStart, &n)
+				return benchutil.CountArray(b, m.ValueStart, &n)
 			})
 			if err != nil {
 				return 0, err
@@ -236,33 +237,6 @@ func countMember(key string) func([][]byte) (int, error) {
 			}
 		}
 		return n, nil
-	}
-}
-
-// countArray adds the number of elements of the array at b[i] to n and
-// returns the offset just past it.
-func countArray(b []byte, i int, n *int) (int, error) {
-	if i >= len(b) || b[i] != '[' {
-		return 0, fmt.Errorf("array expected at offset %d", i)
-	}
-	if i = rawjson.SkipSpace(b, i+1); i < len(b) && b[i] == ']' {
-		return i + 1, nil
-	}
-	for {
-		end, err := rawjson.SkipValue(b, i)
-		if err != nil {
-			return 0, err
-		}
-		*n++
-		switch i = rawjson.SkipSpace(b, end); {
-		case i >= len(b):
-			return 0, fmt.Errorf("unterminated array at offset %d", i)
-		case b[i] == ']':
-			return i + 1, nil
-		case b[i] != ',':
-			return 0, fmt.Errorf("',' or ']' expected at offset %d, got %q", i, b[i])
-		}
-		i = rawjson.SkipSpace(b, i+1)
 	}
 }
 
