@@ -282,21 +282,11 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		list := func(o query.ListOptions) ([]string, time.Duration, error) {
-			start := time.Now()
-			p, err := r.List(ctx, o)
-			el := time.Since(start)
-			var out []string
-			for _, it := range p.Items {
-				out = append(out, it.Cluster+"/"+string(it.JSON[:min(len(it.JSON), 80)]))
-			}
-			return out, el, err
-		}
-		a, ta, err := list(query.ListOptions{GVR: podsGVR, Fields: fs, Clusters: []string{names[0]}})
+		a, ta, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Fields: fs, Clusters: []string{names[0]}})
 		if err != nil {
 			return err
 		}
-		b, tb, err := list(query.ListOptions{GVR: podsGVR, Labels: ls, Clusters: []string{names[0]}})
+		b, tb, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Labels: ls, Clusters: []string{names[0]}})
 		if err != nil {
 			return err
 		}
@@ -333,22 +323,11 @@ func fieldList(ctx context.Context, r *badger.Reader, pods, clusters, queries in
 		if err != nil {
 			return err
 		}
-		list := func(o query.ListOptions) ([]string, time.Duration, error) {
-			o.GVR = podsGVR
-			start := time.Now()
-			p, err := r.List(ctx, o)
-			el := time.Since(start)
-			var out []string
-			for _, it := range p.Items {
-				out = append(out, it.Cluster+"/"+string(it.JSON[:min(len(it.JSON), 80)]))
-			}
-			return out, el, err
-		}
-		a, ta, err := list(query.ListOptions{Fields: fs, Labels: labels.Everything()})
+		a, ta, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Fields: fs, Labels: labels.Everything()})
 		if err != nil {
 			return err
 		}
-		b, tb, err := list(query.ListOptions{Labels: ls})
+		b, tb, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Labels: ls})
 		if err != nil {
 			return err
 		}
@@ -362,6 +341,19 @@ func fieldList(ctx context.Context, r *badger.Reader, pods, clusters, queries in
 	fmt.Printf("list of one node's %d Pods (0.5%% of the fleet's): field selector spec.nodeName p50 %s, label selector p50 %s: ratio %.2f (target <= 1.5)\n",
 		want, fp.Round(time.Microsecond), lp.Round(time.Microsecond), float64(fp)/float64(lp))
 	return nil
+}
+
+// timedList lists o and times it: each item as its cluster and the start
+// of its JSON (enough to tell two lists' items apart), and the time taken.
+func timedList(ctx context.Context, r *badger.Reader, o query.ListOptions) ([]string, time.Duration, error) {
+	start := time.Now()
+	p, err := r.List(ctx, o)
+	el := time.Since(start)
+	var out []string
+	for _, it := range p.Items {
+		out = append(out, it.Cluster+"/"+string(it.JSON[:min(len(it.JSON), 80)]))
+	}
+	return out, el, err
 }
 
 func runtimeProcs() int { return runtime.GOMAXPROCS(0) }

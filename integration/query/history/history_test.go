@@ -525,16 +525,7 @@ func TestHistory(t *testing.T) {
 			if err != nil || code != 200 {
 				t.Fatalf("list %s: %d %v %s", q, code, err, body)
 			}
-			var out []string
-			for _, it := range l.Items {
-				r, err := fixture.ObjectRef(it)
-				if err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, r.String())
-			}
-			slices.Sort(out)
-			return out
+			return sortedRefs(t, l.Items)
 		}
 		sel := "labelSelector=" + url.QueryEscape("tier=bronze")
 		if got, want := list(sel+"&asOf="+asOf), []string{"member1:payments/web", "member1:shop/gone", "member1:shop/web", "member2:shop/web"}; !slices.Equal(got, want) {
@@ -669,5 +660,20 @@ func watchFrom(t *testing.T, h hub, path, last string) []string {
 		}
 		out = append(out, s)
 	}
+	return out
+}
+
+// sortedRefs names a list's items "cluster:namespace/name", sorted.
+func sortedRefs(t *testing.T, items []map[string]any) []string {
+	t.Helper()
+	var out []string
+	for _, it := range items {
+		r, err := fixture.ObjectRef(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r.String())
+	}
+	slices.Sort(out)
 	return out
 }

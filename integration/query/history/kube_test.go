@@ -294,16 +294,7 @@ func testKubeAsOf(t *testing.T, base string, t0, beforeHub time.Time) {
 		if err := json.Unmarshal(b, &l); err != nil || l.Kind != "PodList" {
 			t.Fatalf("not a PodList (%v): %s", err, b)
 		}
-		var out []string
-		for _, it := range l.Items {
-			r, err := fixture.ObjectRef(it)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, r.String())
-		}
-		slices.Sort(out)
-		return out
+		return sortedRefs(t, l.Items)
 	}
 	q := "asOf=" + url.QueryEscape(asOf)
 
