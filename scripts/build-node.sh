@@ -15,35 +15,26 @@ bins=(kubelet kube-scheduler kube-controller-manager kube-proxy coredns)
 have=1
 for b in "${bins[@]}"; do [ -x "$OUT/$b" ] || have=0; done
 if [ "$have" = 1 ]; then echo "$OUT"; exit 0; fi
-# Its own module directory: build-k8s.sh may be tidying its own at the same time.
-# The same build flags as build-k8s.sh, so the packages both builds share are
-# compiled once (Go's build cache).
+. "$(dirname "$0")/k8s-module.sh"
+k8s_module
+mkdir -p "$OUT"
+# The node's Kubernetes binaries in build-k8s.sh's module (k8s-module.sh says
+# why), in one go build: its links run side by side.
+(cd "$K8S_MOD" && go build -ldflags "$K8S_LDFLAGS" -o "$OUT/tmp/" \
+	k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-proxy)
+# CoreDNS in a module of its own.
 MOD="$CACHE/node-build-mod"
-mkdir -p "$MOD/coredns" "$OUT"
+mkdir -p "$MOD/coredns"
 cd "$MOD"
-minor=${K8S_VERSION#*.}; minor=${minor%%.*}
+rm -f tools.go # the Kubernetes commands it held before they moved
 cat > go.mod <<GOMOD
 module fleetview.local/nodebins
 
 go 1.26
 
-require (
-	k8s.io/kubernetes v$K8S_VERSION
-	github.com/coredns/coredns v$COREDNS_VERSION
-)
+require github.com/coredns/coredns v$COREDNS_VERSION
 GOMOD
-cat > tools.go <<'GO'
-//go:build tools
-
-package nodebins
-
-import (
-	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
-	_ "k8s.io/kubernetes/cmd/kube-proxy"
-	_ "k8s.io/kubernetes/cmd/kube-scheduler"
-	_ "k8s.io/kubernetes/cmd/kubelet"
-)
-GO
 # CoreDNS's own main imports every plugin (cloud DNS SDKs included); this one
 # registers only what the cluster's Corefile uses.
 cat > coredns/main.go <<'GO'
@@ -65,17 +56,8 @@ import (
 
 func main() { coremain.Run() }
 GO
-go mod download "k8s.io/kubernetes@v$K8S_VERSION"
-kmod=$(go env GOMODCACHE)/k8s.io/kubernetes@v$K8S_VERSION/go.mod
-staging=$(grep -oE 'k8s.io/[a-z0-9-]+ => ./staging' "$kmod" | awk '{print $1}' | sort -u)
-for m in $staging; do
-	echo "replace $m => $m v0.${K8S_VERSION#*.}" >> go.mod
-done
 GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || GOFLAGS=-mod=mod go mod tidy
-ld="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor"
-for c in kubelet kube-scheduler kube-controller-manager kube-proxy; do
-	go build -ldflags "$ld" -o "$OUT/$c.tmp" "k8s.io/kubernetes/cmd/$c"
-done
-go build -o "$OUT/coredns.tmp" ./coredns
-for b in "${bins[@]}"; do mv "$OUT/$b.tmp" "$OUT/$b"; done
+go build -o "$OUT/tmp/coredns" ./coredns
+for b in "${bins[@]}"; do mv "$OUT/tmp/$b" "$OUT/$b"; done
+rmdir "$OUT/tmp"
 echo "$OUT"
