@@ -110,6 +110,9 @@ type Collector struct {
 	// published: something was published since the last
 	// releaseHubRouteCache.
 	published atomic.Bool
+	// awaiting: a resource waits for NATS to be reachable again to relist
+	// (reconnect.go).
+	awaiting atomic.Bool
 	// pacer keeps the unacknowledged publishes to what the hub
 	// acknowledges within its target latency.
 	pacer   *pacer
@@ -280,6 +283,7 @@ func (c *Collector) Run(ctx context.Context) error {
 	g.Go(func() error { return follower.Run(gctx) })
 	g.Go(func() error { return c.watchRegistries(gctx, follower) })
 	g.Go(func() error { return c.statusLoop(gctx, regs, follower) })
+	g.Go(func() error { return c.relistOnReconnect(gctx) })
 	err := g.Wait()
 	c.stopAll()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -37,10 +37,13 @@
 //
 // Failures never lose an event silently: a publish that fails or is not
 // acknowledged forgets the object (or, for a tombstone, remembers it again)
-// and relists; NATS outages are buffered up to the connection's bounded
-// reconnect buffer and otherwise fall back to the same relist. A relist
-// publishes each object's state at that moment, so the changes made
-// during an outage are coalesced (the history cannot record them,
+// and relists. During a NATS outage the publishes wait, in order, in the
+// connection's bounded reconnect buffer, and an acknowledgement timed out
+// meanwhile relists only once NATS is back (reconnect.go), so the watch
+// keeps feeding the buffer and each change reaches the stream; past the
+// buffer's bound a publish fails and the resource relists at once. A
+// relist publishes each object's state at that moment, so the changes
+// made until it are coalesced (the history cannot record them,
 // docs/history.md, "What it cannot know"). The stream's depth (the
 // messages kept per object) is the hub's: with history on it keeps
 // several, so changes published back to back all reach the hub; the

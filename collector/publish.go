@@ -21,6 +21,17 @@ import (
 // again. Either way nothing is lost, only retried. Objects are never simply
 // forgotten: an object the collector no longer knows of could not be
 // tombstoned, and its last published version would stay in the stream.
+//
+// An acknowledgement that timed out while NATS is unreachable (the hub
+// that embeds it killed, say) waits for the reconnection to relist
+// (awaitReconnect): the publishes made meanwhile sit in order in the
+// connection's reconnect buffer, which nats.go sends first when it
+// reconnects, and the watch goes on adding each change to it. Relisting
+// at once would end the watch, and the changes made until the list would
+// reach the stream as one (a relist publishes each object's state at
+// that moment). The relist after the reconnection still repairs a
+// publish lost in flight when the server died; republishing a version
+// the stream already holds records nothing new.
 func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
 	if qe := stream.QuotaError(err); qe != nil {
 		s.quotaErr.Store(&qe)
@@ -32,6 +43,9 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
 		// Only if it is still the version that failed: a newer one has
 		// its own acknowledgement (or failure) coming.
 		s.ledger.unknown(uid, h.Get(stream.HdrRV))
+	}
+	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) && s.pub.awaitReconnect(s) {
+		return
 	}
 	s.requestRelist()
 }

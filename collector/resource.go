@@ -92,6 +92,9 @@ func (w want) keepsAnyData() bool {
 // publisher is the part of the collector a resource sync publishes through.
 type publisher interface {
 	publish(ctx context.Context, msg *nats.Msg) error
+	// awaitReconnect reports whether NATS is unreachable now, and if so
+	// has s relist once it is reachable again (see publishFailed).
+	awaitReconnect(s *resourceSync) bool
 	flush(ctx context.Context) error
 	maxPayload() int64
 	statusChanged()
@@ -131,6 +134,9 @@ type resourceSync struct {
 	// ledger is what the stream holds for each object of the resource.
 	ledger *ledger
 	synced atomic.Bool
+	// relistOnReconnect: a publish timed out while NATS was unreachable;
+	// relist once it is reachable again (Collector.relistOnReconnect).
+	relistOnReconnect atomic.Bool
 
 	relist chan struct{}
 	errMu  sync.Mutex

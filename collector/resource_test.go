@@ -33,10 +33,11 @@ func (r *recorder) publish(_ context.Context, m *nats.Msg) error {
 	r.msgs = append(r.msgs, m)
 	return nil
 }
-func (r *recorder) flush(context.Context) error { return nil }
-func (r *recorder) maxPayload() int64           { return r.max }
-func (r *recorder) statusChanged()              { r.changed++ }
-func (r *recorder) syncChanged()                {}
+func (r *recorder) flush(context.Context) error       { return nil }
+func (r *recorder) maxPayload() int64                 { return r.max }
+func (r *recorder) statusChanged()                    { r.changed++ }
+func (r *recorder) syncChanged()                      {}
+func (r *recorder) awaitReconnect(*resourceSync) bool { return false }
 
 // take returns "TYPE ns/name uid rv" per recorded message and clears them.
 func (r *recorder) take() []string {

@@ -32,7 +32,31 @@ func freeRoute(t *testing.T) (string, int) {
 }
 
 // startCluster starts n members routing to each other with password.
+// The route ports are found free and then released before the servers
+// bind them, so another listener (a member's own client port, -1, or a
+// test beside this package) can take one in between: the member then
+// never becomes ready (ErrNotReady after Start's 30 s). The start is
+// tried again on fresh ports, at most three times; any other error fails
+// at once.
 func startCluster(t *testing.T, n int, password string) []*Server {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		srvs, err := tryCluster(t, n, password)
+		if err == nil {
+			for _, s := range srvs {
+				t.Cleanup(s.Shutdown)
+			}
+			return srvs
+		}
+		if !errors.Is(err, ErrNotReady) || attempt == 3 {
+			t.Fatalf("cluster start, attempt %d: %v", attempt, err)
+		}
+		t.Logf("cluster start, attempt %d: %v (a route port taken before its member bound it); again on fresh ports", attempt, err)
+	}
+}
+
+// tryCluster starts n members once; on an error it stops those started.
+func tryCluster(t *testing.T, n int, password string) ([]*Server, error) {
 	t.Helper()
 	ports := make([]int, n)
 	var routes []*url.URL
@@ -51,15 +75,19 @@ func startCluster(t *testing.T, n int, password string) []*Server {
 			errs <- err
 		}()
 	}
+	var err error
 	for range n {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		err = errors.Join(err, <-errs)
+	}
+	if err != nil {
+		for _, s := range srvs {
+			if s != nil {
+				s.Shutdown()
+			}
 		}
+		return nil, err
 	}
-	for _, s := range srvs {
-		t.Cleanup(s.Shutdown)
-	}
-	return srvs
+	return srvs, nil
 }
 
 func clusterURLs(srvs []*Server) string {

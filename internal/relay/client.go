@@ -16,6 +16,14 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
+// The hub's default wait for a collector to take a request and for its
+// next frame once it did (its keep-alives come a third of the latter
+// apart).
+const (
+	DefaultAcceptTimeout = 5 * time.Second
+	DefaultIdleTimeout   = 15 * time.Second
+)
+
 // Limits bound the hub's side of the channel.
 type Limits struct {
 	// ChunkSize is the largest body chunk sent in one frame (64 KiB).
@@ -51,10 +59,10 @@ func (l *Limits) setDefaults() {
 		l.MaxResponseBytes = 256 << 20
 	}
 	if l.AcceptTimeout <= 0 {
-		l.AcceptTimeout = 5 * time.Second
+		l.AcceptTimeout = DefaultAcceptTimeout
 	}
 	if l.IdleTimeout <= 0 {
-		l.IdleTimeout = 15 * time.Second
+		l.IdleTimeout = DefaultIdleTimeout
 	}
 	if l.PerCluster <= 0 {
 		l.PerCluster = 32
@@ -138,6 +146,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	x.sub = sub
 	open := req.Open
 	open.TimeoutMillis = req.Timeout.Milliseconds()
+	open.IdleMillis = c.lim.IdleTimeout.Milliseconds()
 	m, err := jsonFrame(x.reqSubject(), kindOpen, open)
 	if err == nil {
 		err = c.nc.PublishMsg(m)

@@ -7,8 +7,10 @@
 // and response bodies streamed in chunks with a window of unacknowledged
 // chunks (flow control: a slow reader holds at most Window chunks of the
 // other side's memory), a size limit on each body, a deadline per request,
-// keep-alives that turn a vanished peer into an error instead of a hang, and
-// cancellation when the hub's client goes away.
+// keep-alives that turn a vanished peer into an error instead of a hang (the
+// collector sends them a third of the hub's idle timeout apart, which each
+// request carries, at most its own period), and cancellation when the hub's
+// client goes away.
 //
 // Client (client.go) is the hub's side: Do sends one request and returns
 // the answer's status and headers with its body as a stream; concurrent

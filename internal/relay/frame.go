@@ -67,6 +67,10 @@ type Open struct {
 	// TimeoutMillis bounds the request (the collector applies its own
 	// maximum too).
 	TimeoutMillis int64 `json:"timeoutMillis"`
+	// IdleMillis is how long the hub waits for a frame before it gives the
+	// request up (its Limits.IdleTimeout): the collector sends keep-alives
+	// at most a third of it apart, whatever its own period.
+	IdleMillis int64 `json:"idleMillis,omitempty"`
 }
 
 // Caller is the identity a forwarded request runs as.

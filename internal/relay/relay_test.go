@@ -316,3 +316,50 @@ func TestServerBound(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeepAliveFollowsHubIdle: a hub whose idle timeout is shorter than a
+// third of the collector's keep-alive period still hears from a slow
+// request in time (the collector keeps alive at a third of the hub's
+// timeout, which the request carries), and the period never goes below
+// minKeepAlive nor above the collector's own.
+func TestKeepAliveFollowsHubIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		own  time.Duration
+		idle int64
+		want time.Duration
+	}{
+		{"no idle sent: the collector's own", 5 * time.Second, 0, 5 * time.Second},
+		{"the default idle", 5 * time.Second, 15000, 5 * time.Second},
+		{"a longer idle", 5 * time.Second, 60000, 5 * time.Second},
+		{"a shorter idle", 5 * time.Second, 3000, time.Second},
+		{"a tiny idle", 5 * time.Second, 30, minKeepAlive},
+		{"a huge idle", 5 * time.Second, 1 << 62, 5 * time.Second},
+	} {
+		if got := keepAlive(tc.own, tc.idle); got != tc.want {
+			t.Errorf("%s: keepAlive(%s, %d) = %s, want %s", tc.name, tc.own, tc.idle, got, tc.want)
+		}
+	}
+	const idle = 600 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if short(r) == "/slow" {
+			// A member slow to answer: several of the hub's idle
+			// timeouts, well under the collector's own keep-alive period.
+			select {
+			case <-time.After(4 * idle):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	p := startPair(t, Limits{IdleTimeout: idle}, ServerLimits{}, h)
+	resp, err := p.client.Do(context.Background(), &Request{Cluster: cluster, Open: podOpen("GET", "slow"), Timeout: time.Minute})
+	if err != nil {
+		t.Fatalf("a request slower than the hub's idle timeout: %v, want its answer (keep-alives a third of %s apart)", err, idle)
+	}
+	defer resp.Body.Close()
+	if resp.Status != http.StatusOK {
+		t.Errorf("status %d, want 200", resp.Status)
+	}
+}

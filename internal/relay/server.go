@@ -248,7 +248,7 @@ func (x *exchange) serve(o *Open) {
 	kwg.Add(1)
 	go func() {
 		defer kwg.Done()
-		t := time.NewTicker(s.lim.KeepAlive)
+		t := time.NewTicker(keepAlive(s.lim.KeepAlive, o.IdleMillis))
 		defer t.Stop()
 		for {
 			select {
@@ -313,6 +313,20 @@ func (x *exchange) serve(o *Open) {
 	if w.err == nil {
 		_ = w.snd.end()
 	}
+}
+
+// minKeepAlive bounds how often a hub may have keep-alives sent.
+const minKeepAlive = 100 * time.Millisecond
+
+// keepAlive is the period of a request's keep-alives: the collector's own,
+// or a third of the hub's idle timeout when that is shorter (a hub that
+// gives up on a silent collector sooner than the default), not below
+// minKeepAlive.
+func keepAlive(own time.Duration, hubIdleMillis int64) time.Duration {
+	if hubIdleMillis <= 0 || hubIdleMillis/3 >= own.Milliseconds() {
+		return own
+	}
+	return max(time.Duration(hubIdleMillis)*time.Millisecond/3, minKeepAlive)
 }
 
 // handle runs the handler; a panic fails the one request.

@@ -37,6 +37,11 @@ func TestUpOptionsValidate(t *testing.T) {
 		{"metrics address malformed", func(o *UpOptions) { o.MetricsAddr = "9090" }, []string{"--metrics-addr \"9090\""}},
 		{"act-through without authentication", func(o *UpOptions) { o.ActThrough = true }, []string{"--act-through needs authentication"}},
 		{"act-through rate negative", func(o *UpOptions) { o.ActThroughRate = -1 }, []string{"--act-through-rate -1"}},
+		{"act-through timeouts set", func(o *UpOptions) { o.ActThroughIdleTimeout, o.ActThroughAcceptTimeout = 3*time.Second, time.Second }, nil},
+		{"act-through idle timeout below a second", func(o *UpOptions) { o.ActThroughIdleTimeout = 500 * time.Millisecond },
+			[]string{"--act-through-idle-timeout 500ms must be at least 1s"}},
+		{"act-through idle timeout negative", func(o *UpOptions) { o.ActThroughIdleTimeout = -time.Second }, []string{"--act-through-idle-timeout -1s"}},
+		{"act-through accept timeout negative", func(o *UpOptions) { o.ActThroughAcceptTimeout = -time.Second }, []string{"--act-through-accept-timeout -1s"}},
 		{"act-through-proxy without act-through", func(o *UpOptions) { o.ActThroughProxy = true }, []string{"--act-through-proxy needs --act-through"}},
 		{"act-through concurrency set", func(o *UpOptions) {
 			o.ActThroughConcurrency = queryapi.RelayLimits{ClusterRequests: 8, ClusterStreams: 6, CallerRequests: 4, CallerStreams: 3}

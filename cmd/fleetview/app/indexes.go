@@ -28,7 +28,7 @@ type IndexOptions struct {
 // AddFlags registers the flags.
 func (o *IndexOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Relations, "relations", false, "keep the relationship index (owners, selectors, references): Related and the fleetview.io/ownedBy, selectedBy and references field selectors; off, they answer 501 (docs/api.md, Relations)")
-	fs.BoolVar(&o.CountIndex, "count-index", false, "keep the value index of Pods' status.phase, spec.nodeName and images, so counts by them read keys, not objects (docs/api.md, Counts)")
+	fs.BoolVar(&o.CountIndex, "count-index", false, "keep the value index of Pods' status.phase, spec.nodeName and images, so counts by them read keys, not objects, and counters per cluster, namespace, resource and indexed value, so counts without selectors read O(groups) keys (docs/api.md, Counts)")
 }
 
 // badger is the store's configuration of them.

@@ -92,7 +92,7 @@ func RunRebuild(ctx context.Context, o RebuildOptions, log *slog.Logger) error {
 	noRel, values := o.Indexes.badger()
 	err = store.Rebuild(ctx, store.RebuildConfig{
 		NATS: nc, StateDir: o.StateDir, BatchSize: o.BatchSize, Logger: log,
-		Open: badger.RebuildOpener(badger.Options{NoRelations: noRel, ValueIndex: values}), Named: namedStores(opensearch.Config{}),
+		Open: badger.RebuildOpener(badger.Options{NoRelations: noRel, ValueIndex: values, NoCounters: len(values) == 0}), Named: namedStores(opensearch.Config{}),
 		Progress: func(applied, total uint64) {
 			if p == nil {
 				p = progress.New(out, "rebuild", o.Progress, total)

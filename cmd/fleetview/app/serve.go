@@ -84,6 +84,14 @@ type ServeOptions struct {
 	// services .../proxy) too: exec-equivalent, so off by default even
 	// with --act-through, and each collector needs its own proxy class.
 	ActThroughProxy bool
+	// ActThroughIdleTimeout is how long a forwarded request may go
+	// without a frame from its collector (keep-alives included) before it
+	// ends as "stopped answering"; ActThroughAcceptTimeout how long a
+	// collector has to take a request (0: the defaults, 15 s and 5 s).
+	// The collector's keep-alives come at most a third of the idle
+	// timeout apart (the request carries it).
+	ActThroughIdleTimeout   time.Duration
+	ActThroughAcceptTimeout time.Duration
 }
 
 // AddFlags registers the flags.
@@ -108,6 +116,8 @@ func (o *ServeOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.ActThroughRate, "act-through-rate", 20, "forwarded requests a second each caller may send (with --act-through); beyond them 429")
 	fs.IntVar(&o.ActThroughBurst, "act-through-burst", 40, "forwarded requests each caller may send at once above --act-through-rate")
 	fs.BoolVar(&o.ActThroughProxy, "act-through-proxy", false, "with --act-through, forward the proxy subresources (nodes/, pods/ and services/{name}/proxy) too, where a collector's --act-through has the proxy class (up's in-process collectors then forward them); off, they are 501 like exec: a node's proxy reaches the kubelet's /run (a command in a container), a pod's or service's reaches in-cluster endpoints from the member's network")
+	fs.DurationVar(&o.ActThroughIdleTimeout, "act-through-idle-timeout", relay.DefaultIdleTimeout, "time a forwarded request may go without a word from its collector (it sends keep-alives a third of this apart) before it fails as the collector stopped answering (a watch or followed log then ends)")
+	fs.DurationVar(&o.ActThroughAcceptTimeout, "act-through-accept-timeout", relay.DefaultAcceptTimeout, "time a cluster's collector has to take a forwarded request before it fails as not taken (503)")
 	c := &o.ActThroughConcurrency
 	fs.IntVar(&c.ClusterRequests, "act-through-cluster-requests", kubeapi.DefaultClusterRequests, "forwarded requests in flight to one cluster, all callers together (with --act-through; a collector serves 32 at once); beyond them 429")
 	fs.IntVar(&c.ClusterStreams, "act-through-cluster-streams", kubeapi.DefaultClusterStreams, "forwarded watches and followed logs held open to one cluster, all callers together; below --act-through-cluster-requests, so short requests always have room; beyond them 429")
@@ -151,6 +161,12 @@ func (o *ServeOptions) validate(client bool) []error {
 		errs = append(errs, fmt.Errorf("%w: --act-through-rate %g and --act-through-burst %d must not be negative", ErrInvalidOptions, o.ActThroughRate, o.ActThroughBurst))
 	}
 	errs = append(errs, validateActConcurrency(o.ActThroughConcurrency)...)
+	if t := o.ActThroughIdleTimeout; t < 0 || (t > 0 && t < time.Second) {
+		errs = append(errs, fmt.Errorf("%w: --act-through-idle-timeout %s must be at least 1s (0: the default, %s)", ErrInvalidOptions, t, relay.DefaultIdleTimeout))
+	}
+	if o.ActThroughAcceptTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%w: --act-through-accept-timeout %s must not be negative (0: the default, %s)", ErrInvalidOptions, o.ActThroughAcceptTimeout, relay.DefaultAcceptTimeout))
+	}
 	if o.ActThroughProxy && !o.ActThrough {
 		errs = append(errs, fmt.Errorf("%w: --act-through-proxy needs --act-through", ErrInvalidOptions))
 	}
@@ -399,7 +415,8 @@ func (o ServeConfig) relay(nc *nats.Conn) queryapi.Relay {
 	}
 	// The relay's own bound is the hub's: the limiter (kubeapi) refuses
 	// first, naming the limit.
-	return relay.NewClient(nc, relay.Limits{PerCluster: o.ActThroughConcurrency.WithDefaults().ClusterRequests})
+	return relay.NewClient(nc, relay.Limits{PerCluster: o.ActThroughConcurrency.WithDefaults().ClusterRequests,
+		IdleTimeout: o.ActThroughIdleTimeout, AcceptTimeout: o.ActThroughAcceptTimeout})
 }
 
 // validateActConcurrency checks the relay's bounds (zero: the default)

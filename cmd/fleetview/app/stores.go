@@ -16,7 +16,8 @@ import (
 func (c ServeConfig) defaultStore() store.Kind {
 	noRel, values := c.Indexes.badger()
 	return badger.Kind(badger.KindOptions{KeepPageCache: c.KeepPageCache, Snapshots: c.Limits.snapshots(), BatchSize: c.BatchSize,
-		History: c.History.badger(), NoRelations: noRel, ValueIndex: values})
+		History: c.History.badger(), NoRelations: noRel, ValueIndex: values,
+		NoCounters: len(values) == 0}) // counters come with --count-index
 }
 
 // namedStores are the kinds of store a registry's backendStore can name,
