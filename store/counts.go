@@ -19,7 +19,7 @@ type counter interface {
 // is in one backend per resource, so no object is counted twice).
 func (rr *RoutingReader) Count(ctx context.Context, o query.CountOptions) (query.Counts, error) {
 	t := query.NewTally()
-	scanned := "index"
+	scanned := ""
 	for _, gvr := range o.Resources() {
 		parts, err := rr.split(ctx, gvr, o.Clusters)
 		if err != nil {
@@ -44,10 +44,11 @@ func (rr *RoutingReader) Count(ctx context.Context, o query.CountOptions) (query
 				t.AddRow(r)
 			}
 			t.Total += res.Total
-			if res.Scanned != "index" {
-				scanned = res.Scanned
-			}
+			scanned = query.CostlierScan(scanned, res.Scanned)
 		}
+	}
+	if scanned == "" {
+		scanned = "index" // nothing to count
 	}
 	return t.Counts(scanned), nil
 }

@@ -210,10 +210,33 @@ type CountRow struct {
 type Counts struct {
 	Rows  []CountRow
 	Total int64
-	// Scanned says how the backend answered: "index" when from indexes
+	// Scanned says how the backend answered: "counters" when from
+	// counters kept as objects were applied, "index" when from indexes
 	// alone, "objects" when it read the selected objects (a field
 	// selector, or a field no index keeps).
 	Scanned string
+}
+
+// scanCost orders Counts.Scanned from cheapest.
+func scanCost(s string) int {
+	switch s {
+	case "counters":
+		return 1
+	case "index":
+		return 2
+	case "objects":
+		return 3
+	}
+	return 0
+}
+
+// CostlierScan is the Scanned of a count made of parts scanned as a and
+// b: the costlier ("" is no part yet).
+func CostlierScan(a, b string) string {
+	if scanCost(b) > scanCost(a) {
+		return b
+	}
+	return a
 }
 
 // Tally accumulates rows by their values.

@@ -63,9 +63,11 @@ func (b *Backend) Close() error { return errors.Join(b.reader.Close(), b.Store.C
 // KindOptions configure Badger as the default store.
 type KindOptions struct {
 	KeepPageCache bool
-	// NoRelations and ValueIndex are the optional indexes (Options).
+	// NoRelations, ValueIndex and NoCounters are the optional indexes
+	// (Options).
 	NoRelations bool
 	ValueIndex  []IndexedValue
+	NoCounters  bool
 	// Snapshots bound the list snapshots the reader keeps for continue
 	// tokens (in all and per client).
 	Snapshots ReaderOptions
@@ -86,7 +88,7 @@ func Kind(o KindOptions) store.Kind {
 		Name: "badger",
 		Open: func(_ context.Context, t store.Target, log *slog.Logger) (store.Backend, error) {
 			return OpenBackend(Options{Dir: t.Dir, Logger: log, KeepPageCache: o.KeepPageCache, History: o.History,
-				NoRelations: o.NoRelations, ValueIndex: o.ValueIndex}, o.Snapshots)
+				NoRelations: o.NoRelations, ValueIndex: o.ValueIndex, NoCounters: o.NoCounters}, o.Snapshots)
 		},
 		BatchSize:     o.BatchSize,
 		FlushInterval: o.FlushInterval,
@@ -100,7 +102,7 @@ func Kind(o KindOptions) store.Kind {
 // serves it keeps.
 func RebuildOpener(o Options) func(dir string, log *slog.Logger) (store.RebuildStore, error) {
 	return func(dir string, log *slog.Logger) (store.RebuildStore, error) {
-		return openRebuild(Options{Dir: dir, Logger: log, BulkLoad: true, NoRelations: o.NoRelations, ValueIndex: o.ValueIndex})
+		return openRebuild(Options{Dir: dir, Logger: log, BulkLoad: true, NoRelations: o.NoRelations, ValueIndex: o.ValueIndex, NoCounters: o.NoCounters})
 	}
 }
 

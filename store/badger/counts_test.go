@@ -117,7 +117,7 @@ func (m countOracle) counts(o query.CountOptions) query.Counts {
 	return t.Counts("")
 }
 
-func dims(t *testing.T, by ...string) []query.Dimension {
+func dims(t testing.TB, by ...string) []query.Dimension {
 	t.Helper()
 	out := make([]query.Dimension, len(by))
 	for i, b := range by {
@@ -139,8 +139,9 @@ func rowsText(c query.Counts) string {
 	return b.String()
 }
 
-// TestCounts: counts from the indexes (and from objects, with a field
-// selector or an unkept field) equal the oracle's, computed from the
+// TestCounts: counts from the counters (no selector), the indexes (and
+// from objects, with a field selector or an unkept field) equal the
+// oracle's, computed from the
 // objects' JSON, after creates, updates that change phases and images,
 // and deletes, for every selector and for a restricted caller.
 func TestCounts(t *testing.T) {
@@ -200,23 +201,25 @@ func TestCounts(t *testing.T) {
 		o       query.CountOptions
 		scanned string
 	}{
-		{"cluster", query.CountOptions{By: dims(t, "cluster")}, "index"},
-		{"cluster x phase", query.CountOptions{By: dims(t, "cluster", "field:status.phase")}, "index"},
-		{"phase x cluster", query.CountOptions{By: dims(t, "field:status.phase", "cluster")}, "index"},
-		{"image", query.CountOptions{By: dims(t, "image")}, "index"},
+		{"cluster", query.CountOptions{By: dims(t, "cluster")}, "counters"},
+		{"cluster x phase", query.CountOptions{By: dims(t, "cluster", "field:status.phase")}, "counters"},
+		{"phase x cluster", query.CountOptions{By: dims(t, "field:status.phase", "cluster")}, "counters"},
+		{"image", query.CountOptions{By: dims(t, "image")}, "counters"},
 		{"image x phase", query.CountOptions{By: dims(t, "image", "field:status.phase")}, "index"},
 		{"namespace x label", query.CountOptions{By: dims(t, "namespace", "label:app")}, "index"},
 		{"label absent", query.CountOptions{By: dims(t, "label:missing", "kind")}, "index"},
-		{"node", query.CountOptions{By: dims(t, "field:spec.nodeName"), Namespace: "team-03"}, "index"},
+		{"node", query.CountOptions{By: dims(t, "field:spec.nodeName"), Namespace: "team-03"}, "counters"},
 		{"selector equal", query.CountOptions{By: dims(t, "cluster", "field:status.phase"), Labels: selectors("app=web")}, "index"},
 		{"selector set", query.CountOptions{By: dims(t, "image"), Labels: selectors("app in (web,db),tier!=backend,shard")}, "index"},
 		{"selector not exists", query.CountOptions{By: dims(t, "cluster"), Labels: selectors("!missing,shard notin (s1,s2)")}, "index"},
 		{"selector one value", query.CountOptions{By: dims(t, "cluster"), Labels: selectors("app=api")}, "index"},
-		{"clusters", query.CountOptions{By: dims(t, "cluster", "image"), Clusters: []string{"b", "c"}}, "index"},
+		{"clusters", query.CountOptions{By: dims(t, "cluster", "image"), Clusters: []string{"b", "c"}}, "counters"},
 		{"no clusters", query.CountOptions{By: dims(t, "cluster"), Clusters: []string{}}, "index"},
-		{"restricted", query.CountOptions{By: dims(t, "cluster", "namespace", "field:status.phase"), Visible: restricted}, "index"},
+		{"restricted", query.CountOptions{By: dims(t, "cluster", "namespace", "field:status.phase"), Visible: restricted}, "counters"},
+		{"restricted by kind, one namespace", query.CountOptions{By: dims(t, "kind", "cluster"), Visible: restricted, Namespace: "team-02"}, "counters"},
+		{"total alone", query.CountOptions{}, "counters"},
 		{"restricted image", query.CountOptions{By: dims(t, "image"), Visible: restricted, Labels: selectors("tier=backend")}, "index"},
-		{"nothing visible", query.CountOptions{By: dims(t, "cluster"), Visible: &query.Visibility{}}, "index"},
+		{"nothing visible", query.CountOptions{By: dims(t, "cluster"), Visible: &query.Visibility{}}, "counters"},
 		{"field selector", query.CountOptions{By: dims(t, "cluster"), Fields: fields("status.phase!=Running")}, "objects"},
 		{"field selector restricted", query.CountOptions{By: dims(t, "image", "label:app"), Fields: fields("status.phase=Pending"), Visible: restricted}, "objects"},
 		{"unkept field", query.CountOptions{By: dims(t, "field:metadata.labels.tier", "cluster")}, "objects"},
@@ -314,7 +317,7 @@ func TestValueIndexKeepsUp(t *testing.T) {
 	defer r.Close()
 	for _, tc := range []struct {
 		by, scanned string
-	}{{"field:status.phase", "index"}, {"field:spec.serviceAccountName", "objects"}} {
+	}{{"field:status.phase", "counters"}, {"field:spec.serviceAccountName", "objects"}} {
 		c, err := r.Count(context.Background(), query.CountOptions{GVR: benchdata.PodGVR, By: dims(t, tc.by)})
 		if err != nil {
 			t.Fatal(err)

@@ -12,14 +12,16 @@
 //	s/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> search text (in the value log)
 //	p/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<cluster> -> ""
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
-//	c/<cluster>                                                   -> last applied stream sequence
-//	E/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> the object's owner and reference edges, its selector
-//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> ""
+//	c/<cluster>                                                   -> last applied stream sequence (user meta countedMeta: counters kept with it)
+//	E/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> hash, kind, uid, a Pod's labels; the object's owner and reference edges, its selector
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> the source's kind, uid (empty before 2026-12-07 05:00)
 //	Q/<cluster>/<namespace>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
 //	K/<group>/<kind>                                              -> version, resource, cluster-scoped
 //	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
 //	X/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> the object's v/ (dimension, value) pairs
 //	M/valueindex                                                  -> the v/ dimensions kept since the store was empty
+//	C/<group>/<version>/<resource>/<dimension>/<cluster>/<namespace>/<value> -> count of objects (8 bytes BE; dimension "" counts all)
+//	M/counters                                                    -> "": counters were kept since the store was empty
 //
 // History (history*.go, docs/history.md), when HistoryOptions are set,
 // written in the same transaction as the object and the checkpoint:
@@ -28,15 +30,19 @@
 //	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> uid, time (a resumed watch's replay, in stream order)
 //	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> change: type, gvr, uid, namespace, name, rv, manager, labels
 //	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> the same, deletes only (the recently deleted view)
+//	D/<group>/<version>/<resource>/<time 8 BE>/<namespace>/<name>/<cluster> -> "" (a resource's changes by time: an as-of list's changed objects)
 //	n/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<uid> -> "" (an object's uids by name, deleted ones too)
 //	h/<cluster>, g/<cluster>                                    -> history bytes added by the materializer, removed by retention
 //	a/<cluster>, m/<cluster>                                    -> seq before the first recorded change, last seq retention removed
 //	b/h, e/h                                                    -> when history began, time through which retention removed
+//	b/D                                                          -> "": D/ holds every change t/ holds (set at open, once an older store's changes are indexed)
 //
 // The uid index entry carries the object's history head (newest
 // revision's seq, time, reverse patches since the last whole state, rv),
 // so an update learns how to record itself from the entry it reads anyway;
-// it reads the previous object's JSON to make the patches. Revisions are
+// it reads the previous object's JSON to make the patches (for a whole
+// batch before it is applied, several reads in flight: history_prefetch.go).
+// Revisions are
 // reverse deltas: the newest revision of a live object stores no state
 // (the o/ record is it), and each revision carries what rebuilds the
 // state before it from its own: a reverse merge patch, or that state
@@ -68,26 +74,57 @@
 // label (l/); a list whose field selector requires such a path to equal a
 // value reads that value's range as a label-selected list reads l/.
 //
+// The counters (C/, counters.go) count the objects per cluster, namespace
+// and resource, and per value of each value index dimension, changed in
+// the same transaction as the o/ or X/ entry that decides them, so a
+// count without selectors (by cluster x phase, by image) reads O(groups)
+// keys; visibility is judged per (cluster, namespace) as on the index path.
+// They are trusted only when kept since the store was empty (M/counters)
+// and every cluster's checkpoint (c/) carries the user meta byte
+// countedMeta, which a binary keeping them writes with each checkpoint:
+// a binary that predates them (a downgrade) neither updates the counters
+// nor knows M/counters, but writes a checkpoint with each batch, without
+// the byte, so on the next open the counters are dropped from use (the
+// index path answers, with a warning) until `fleetview rebuild`. Readers
+// ignore the byte, so the older binary still runs on the store. Builds
+// that kept counters before the stamp (2026-12-07) wrote none: their
+// stores are rebuilt once. The one write of an older binary that moves no
+// checkpoint, part of a removal too big for one transaction stopped
+// halfway, is replayed by the next binary, whose removal sets the
+// resource's counters in that cluster to zero (zeroCounters).
+//
 // The search index (s/, same layout as o/) holds per object what a
 // free-text search matches beyond its key: label and annotation keys and
 // values, lower-cased (materializer.LabelsAndSearchText), about a thirtieth of a
 // Pod's bytes. Search reads it instead of the objects, and reads an object
 // only to confirm a candidate.
 //
-// The relationship index (relate.go, read by related.go and relfilter.go)
-// is kept by every upsert and delete from what internal/relations reads in
+// The relationship index (relate.go, read by related.go, related_read.go
+// and relfilter.go through seeker.go) is kept by every upsert and delete from what internal/relations reads in
 // the object: E/ holds an object's outgoing edges (owner references and
 // the objects its spec names, by group, kind, namespace and name, as
-// references name them) and its selector; R/ is the same edges keyed by
+// references name them) and its selector, after a header with what a
+// Related node shows of the object (kind, uid; a Pod's labels, which
+// selectors are matched against), so a walk reads each neighbour's E/
+// entry, never its record in the value log (relate_edges.go; an object
+// has an E/ entry only while the store holds it); R/ is the same edges keyed by
 // their target, so "what does this object own, who mounts this Secret" is
-// one prefix scan, also for a target no cluster sent; Q/ holds each
+// one prefix scan, also for a target no cluster sent, and its value
+// repeats the source's kind and uid, so the last hop of a walk reads no
+// E/ entry for the sources it finds there (relate_edges.go: values
+// written before 2026-12-07 05:00 are empty, and those sources are read
+// from their E/ entries; no rebuild is needed); Q/ holds each
 // selector once, under its cluster and namespace, so "what selects this
 // Pod" scans the selectors of one namespace of one cluster, and "which Pods
 // does it select" is a label-index lookup at read time. Selectors are not
 // turned into edges: those would have to be rewritten for every selector
 // of the namespace on every Pod change. An update whose edges and selector
 // did not change (a status update) costs a read of its E/ entry, a small
-// value the LSM tree keeps; a kind with neither (most ConfigMaps, Nodes)
+// value the LSM tree keeps; one that changes the header or some edges
+// (a relabeled Pod) rewrites the E/ entry and only the R/ and Q/ keys
+// that changed. The E/ value's layout changed on 2026-12-07 (the header):
+// a store kept with relations before then is rebuilt (fleetview rebuild)
+// before it is served again. A kind with neither (most ConfigMaps, Nodes)
 // costs a scan of its bytes for "ownerReferences". K/ maps a kind to its
 // resource for references, which name kinds; it is written once per
 // resource and process. Copies across clusters need no entry: they share

@@ -26,7 +26,9 @@ type HistoryOptions struct {
 	// revisions of an object, so any revision reads with fewer patch
 	// applications. Default 16.
 	SnapshotEvery int
-	// RetainInterval is how often the retention loop runs. Default 1 min.
+	// RetainInterval is how often the retention loop runs. Default 1 min;
+	// negative: no loop, the caller calls Retain (tests, whose clock is
+	// not the wall clock: a loop would expire their changes by time.Now).
 	RetainInterval time.Duration
 }
 
@@ -388,6 +390,9 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
 		return err
 	}
+	if err := w.setHist(changedKey(gvr, r.time, w.cluster, c.ns, c.name), nil); err != nil {
+		return err
+	}
 	if c.typ == query.ChangeDeleted {
 		return w.setHist(timeKey('x', r.time, w.cluster, seq), cv)
 	}
@@ -456,7 +461,8 @@ func (w *writer) keepOldState(gvr schema.GroupVersionResource, key, oldU []byte,
 
 // currentJSON is the object at key as this batch, the batch in flight or
 // the store holds it; nil when there is none. Reading the store's record
-// costs a value-log read per update (measured: docs/benchmarks/history.md).
+// costs a value-log read per update (measured: docs/benchmarks/history.md),
+// made ahead for the batch by prefetchPrevious.
 func (w *writer) currentJSON(key []byte) ([]byte, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
@@ -471,18 +477,8 @@ func (w *writer) currentJSON(key []byte) ([]byte, error) {
 			}
 		}
 	}
-	it, err := w.txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, nil
+	if j, ok := w.fetched[string(key)]; ok {
+		return j, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var out []byte
-	err = it.Value(func(v []byte) error {
-		r, err := decodeRecord(v, false)
-		out = bytes.Clone(r.json)
-		return err
-	})
-	return out, err
+	return storedJSON(w.txn, key)
 }

@@ -229,6 +229,15 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 			return 0, err
 		}
 	}
+	t, _, _, err := splitTimeKey(tkey)
+	if err != nil {
+		return 0, err
+	}
+	dk := changedKey(c.gvr, t, cluster, c.ns, c.name)
+	freed += int64(len(dk))
+	if err := txn.Delete(dk); err != nil {
+		return 0, err
+	}
 	fk := feedKey(cluster, c.gvr, seq)
 	freed += int64(len(fk) + len(c.uid) + 8)
 	if err := txn.Delete(fk); err != nil {

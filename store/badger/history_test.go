@@ -51,7 +51,7 @@ func openHistory(t testing.TB, h HistoryOptions) (*Store, *Reader) {
 	if h.MaxBytes == 0 {
 		h.MaxBytes = 1 << 30
 	}
-	h.RetainInterval = time.Hour // the tests call Retain themselves
+	h.RetainInterval = -1 // the tests call Retain themselves, at their clock
 	s, err := Open(Options{Dir: t.TempDir(), History: h, ValueLogGCInterval: -1})
 	if err != nil {
 		t.Fatal(err)

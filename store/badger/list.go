@@ -87,6 +87,9 @@ type listScan struct {
 	// members, when set, are the objects a relation field selector
 	// selects (relfilter.go), by memberKey.
 	members map[string]bool
+	// asOf, when set, is an as-of list's (history_asoflist.go): the
+	// objects changed since its time, left to it, and the keys returned.
+	asOf *asOfScan
 }
 
 // candidate is one key whose object is still to be judged: a label-index
@@ -185,12 +188,20 @@ func (l *listScan) scan(start []byte) (bool, error) {
 
 // visit filters one key, cheapest tests first, and adds its object.
 func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
-	key := item.Key()
+	return l.visitKey(item.Key(), item)
+}
+
+// visitKey is visit of key, whose item is read only when the list is not
+// indexed (nil: it is; the object is read by drain).
+func (l *listScan) visitKey(key []byte, item *bdg.Item) (more bool, err error) {
 	nsb, nameb, cb, err := tailBytes(key)
 	if err != nil {
 		return false, err
 	}
 	if l.clusters != nil && !l.clusters[string(cb)] {
+		return false, nil
+	}
+	if l.asOf != nil && l.asOf.changed[string(keyTail(key, nsb, nameb, cb))] {
 		return false, nil
 	}
 	c := candidate{cluster: l.intern(cb)}
@@ -234,6 +245,9 @@ func (l *listScan) visit(item *bdg.Item) (more bool, err error) {
 	}
 	l.page.Items = append(l.page.Items, obj)
 	l.lastKey = item.KeyCopy(l.lastKey[:0])
+	if l.asOf != nil {
+		l.asOf.returned(l.lastKey)
+	}
 	return false, nil
 }
 
@@ -280,6 +294,11 @@ func (l *listScan) drain() (bool, error) {
 			for i := w * len(cs) / workers; i < (w+1)*len(cs)/workers; i++ {
 				c := &cs[i]
 				if it.Seek(c.objKey); !it.Valid() || !bytes.Equal(it.Item().Key(), c.objKey) {
+					if l.members != nil {
+						// A relation's member at another version of the
+						// resource than the list's: not in this list.
+						continue
+					}
 					ns, name, cluster, _ := tail(c.key)
 					c.err = fmt.Errorf("index points at a missing object %s/%s in %s: %w", ns, name, cluster, errCorrupt)
 					continue
@@ -302,6 +321,9 @@ func (l *listScan) drain() (bool, error) {
 		}
 		l.page.Items = append(l.page.Items, c.obj)
 		l.lastKey = c.key
+		if l.asOf != nil {
+			l.asOf.returned(c.key)
+		}
 	}
 	return false, nil
 }

@@ -86,7 +86,7 @@ func TestPreparedReadsBatchInFlight(t *testing.T) {
 func withAndWithoutHistory(t *testing.T, f func(t *testing.T, h HistoryOptions)) {
 	t.Run("without history", func(t *testing.T) { f(t, HistoryOptions{}) })
 	t.Run("with history", func(t *testing.T) {
-		f(t, HistoryOptions{Retention: time.Hour, MaxBytes: 1 << 30, SnapshotEvery: 4, RetainInterval: time.Hour})
+		f(t, HistoryOptions{Retention: time.Hour, MaxBytes: 1 << 30, SnapshotEvery: 4, RetainInterval: -1})
 	})
 }
 
@@ -273,8 +273,8 @@ func TestReopenedStoreLooksUpPreviousObjects(t *testing.T) {
 
 // TestRemovalLargerThanATransaction: removing a resource whose objects do
 // not fit one Badger transaction (small memtables make that cheap to reach)
-// commits in parts and removes everything, label index included; so does
-// the pipelined path, which falls back to Apply for it.
+// commits in parts and removes everything, label index and counters
+// included; so does the pipelined path, which falls back to Apply for it.
 func TestRemovalLargerThanATransaction(t *testing.T) {
 	for _, pipelined := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipelined=%v", pipelined), func(t *testing.T) {
@@ -320,6 +320,7 @@ func TestRemovalLargerThanATransaction(t *testing.T) {
 			if !strings.Contains(d, `\x00c2"`) {
 				t.Fatal("c2's object went too")
 			}
+			checkRecount(t, s) // the removal zeroed c1's counters over its parts
 			if c, _ := s.Checkpoint(ctx, "c1"); c != seq {
 				t.Fatalf("checkpoint %d, want %d", c, seq)
 			}

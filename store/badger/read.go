@@ -87,6 +87,8 @@ type Reader struct {
 	opts ReaderOptions
 	// vindex says which counts the value index answers.
 	vindex *valueIndex
+	// counters: the store keeps counters (counters.go).
+	counters bool
 	// noRelations: the store keeps no relationship index
 	// (Options.NoRelations); Related and relation field selectors are
 	// ErrNotKept rather than empty answers.
@@ -106,6 +108,9 @@ type snapshot struct {
 	expires time.Time
 	done    bool
 	client  string // who opened it: the quota it counts against
+	// asOf is an as-of list's changed set, read by its first page
+	// (history_changed.go).
+	asOf *asOfChanged
 }
 
 // Reader returns the read path of the store.
@@ -116,7 +121,7 @@ func (s *Store) Reader(o ReaderOptions) *Reader {
 	if o.MaxSnapshots <= 0 {
 		o.MaxSnapshots = 1024
 	}
-	return &Reader{db: s.db, vindex: s.vindex, noRelations: s.noRelations, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
+	return &Reader{db: s.db, vindex: s.vindex, counters: s.counters, noRelations: s.noRelations, opts: o, now: time.Now, snaps: query.NewSnapshots[*snapshot](o.MaxSnapshots, o.MaxSnapshotsPerClient)}
 }
 
 // Close discards every held snapshot; later continue tokens are expired.

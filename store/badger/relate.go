@@ -2,8 +2,6 @@ package badger
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -17,7 +15,7 @@ import (
 // The relationship key families (doc.go):
 //
 //	E/<cluster>/<group>/<version>/<resource>/<ns>/<name>  -> the object's relations (encodeRelations)
-//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> -> ""
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> -> the source's kind, uid (reverseValue)
 //	Q/<cluster>/<ns>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
 //	K/<group>/<kind>                                       -> version, resource, cluster-scoped
 
@@ -55,8 +53,11 @@ type kindSeen struct{ gvr schema.GroupVersionResource }
 
 // relate keeps the relations of the object at (gvr, ns, name) of the
 // writer's cluster: it reads them from obj and rewrites the E/, R/ and Q/
-// entries only when they changed. mayExist is false for an object the
-// store does not hold, whose old relations need not be read.
+// entries only when they changed (rewriteEdges: only the R/ and Q/
+// entries that changed). lbls are the object's labels, kept in the E/
+// entry of a Pod (what Related matches selectors against). mayExist is
+// false for an object the store does not hold, whose old relations need
+// not be read.
 //
 // What relations come from (kind, owner references, spec) is hashed and
 // the hash leads the E/ entry: an update that keeps them (a status
@@ -64,7 +65,7 @@ type kindSeen struct{ gvr schema.GroupVersionResource }
 // without decoding anything. A kind the store has indexed that names
 // nothing in its spec and has no "ownerReferences" in its bytes (most
 // ConfigMaps, Secrets, Nodes) is not read at all.
-func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []byte, mayExist bool) error {
+func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []byte, lbls map[string]string, mayExist bool) error {
 	if w.s.noRelations {
 		return nil
 	}
@@ -74,10 +75,10 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 	read := !kindKnown || spec || bytes.Contains(obj, []byte(`"ownerReferences"`))
 	var doc []byte
 	var h uint64
+	var kind, uid string
 	if read {
-		var kind string
 		var err error
-		if doc, kind, err = relDoc(obj, spec); err != nil {
+		if doc, kind, uid, err = relDoc(obj, spec); err != nil {
 			return err // checked by the materializer: not reached
 		}
 		h = fnv1a(fnv1a(fnvOffset, gr.String()), string(doc))
@@ -96,8 +97,16 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 			return err
 		}
 	}
-	if read && len(old) >= 8 && binary.BigEndian.Uint64(old) == h {
-		return nil // what relations come from did not change
+	var head []byte
+	if read {
+		if gvr != podsGVR {
+			lbls = nil
+		}
+		head = relHeader(h, kind, uid, lbls)
+		// The header is self-delimiting: a prefix is the same header.
+		if bytes.HasPrefix(old, head) {
+			return nil // what relations come from, and the node, did not change
+		}
 	}
 	var rel relations.Relations
 	var nv []byte
@@ -111,33 +120,22 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 			rel = relations.Relations{}
 		}
 		// Kept even when empty: the hash spares the next update a decode.
-		if nv, err = encodeRelations(h, rel); err != nil {
+		if nv, err = encodeRelations(head, rel); err != nil {
 			return err
 		}
 	}
 	if bytes.Equal(old, nv) {
 		return nil
 	}
-	if err := w.dropRelations(gvr, ns, name, old); err != nil {
-		return err
-	}
 	if nv == nil {
+		if err := w.dropRelations(gvr, ns, name, old); err != nil {
+			return err
+		}
 		w.rels()[string(fkey)] = relState{gone: true}
 		return w.del(fkey)
 	}
-	for _, r := range rel.Refs {
-		if err := w.set(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name), nil); err != nil {
-			return err
-		}
-	}
-	if rel.Selector != nil {
-		sel, err := json.Marshal(rel.Selector)
-		if err != nil {
-			return err
-		}
-		if err := w.set(selectorKey(w.cluster, ns, gvr, name), sel); err != nil {
-			return err
-		}
+	if err := w.rewriteEdges(gvr, ns, name, old, nv); err != nil {
+		return err
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
 	return w.set(fkey, nv)
@@ -149,7 +147,10 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 // it has them (status, after spec, is not scanned), and reads each byte
 // once: metadata and spec are walked as they are skipped, not skipped and
 // walked again; decoding the document costs a fraction of the object's.
-func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
+//
+// It also returns the object's kind and metadata.uid (what a Related node
+// shows), read on the way.
+func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {
 	var kindV, owners, spec []byte
 	var seenKind, seenMeta, seenSpec bool
 	_, err = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
@@ -172,8 +173,13 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 			seenMeta = true
 			end, err = rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
 				e, err := rawjson.SkipValue(obj, mm.ValueStart)
-				if err == nil && string(mm.Key) == "ownerReferences" {
-					owners = obj[mm.ValueStart:e]
+				if err == nil {
+					switch string(mm.Key) {
+					case "ownerReferences":
+						owners = obj[mm.ValueStart:e]
+					case "uid":
+						uid, _ = rawjson.String(obj[mm.ValueStart:e])
+					}
 				}
 				return e, err
 			})
@@ -189,7 +195,7 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 		return end, nil
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	doc = append(doc, `{"kind":`...)
 	if len(kindV) > 0 && kindV[0] == '"' {
@@ -204,7 +210,7 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind string, err error) {
 	if spec != nil {
 		doc = append(append(doc, `,"spec":`...), spec...)
 	}
-	return append(doc, '}'), kind, nil
+	return append(doc, '}'), kind, uid, nil
 }
 
 // specMembers are the spec members relations.Extract reads; containers
@@ -381,75 +387,4 @@ func decodeKind(group string, v []byte) (schema.GroupVersionResource, bool, erro
 		return schema.GroupVersionResource{}, false, errCorrupt
 	}
 	return schema.GroupVersionResource{Group: group, Version: string(p[0]), Resource: string(p[1])}, string(p[2]) == "c", nil
-}
-
-var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}
-
-// encodeRelations is an E/ value: the hash of what the relations were
-// read from (relDoc), then the refs, each a type byte and four
-// length-prefixed strings (group, kind, namespace, name), then the
-// selector's JSON (empty: none). A Pod's five references take ~100 bytes
-// where JSON took ~400, and every Pod has an entry in the LSM tree.
-func encodeRelations(h uint64, rel relations.Relations) ([]byte, error) {
-	b := binary.AppendUvarint(binary.BigEndian.AppendUint64(nil, h), uint64(len(rel.Refs)))
-	for _, r := range rel.Refs {
-		c, ok := edgeCodes[r.Type]
-		if !ok {
-			return nil, fmt.Errorf("edge type %q cannot be stored", r.Type)
-		}
-		b = append(b, c)
-		for _, s := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
-			b = appendString(b, s)
-		}
-	}
-	if rel.Selector != nil {
-		sel, err := json.Marshal(rel.Selector)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, sel...)
-	}
-	return b, nil
-}
-
-func decodeRelations(b []byte) (relations.Relations, error) {
-	var rel relations.Relations
-	if len(b) < 8 {
-		return rel, errCorrupt
-	}
-	b = b[8:]
-	n, w := binary.Uvarint(b)
-	if w <= 0 || n > uint64(len(b)) {
-		return rel, errCorrupt
-	}
-	b = b[w:]
-	rel.Refs = make([]relations.Ref, n)
-	for i := range rel.Refs {
-		if len(b) == 0 {
-			return rel, errCorrupt
-		}
-		r := &rel.Refs[i]
-		switch b[0] {
-		case 'o':
-			r.Type = relations.Owner
-		case 'r':
-			r.Type = relations.References
-		default:
-			return rel, errCorrupt
-		}
-		b = b[1:]
-		for _, dst := range []*string{&r.Target.Group, &r.Target.Kind, &r.Target.Namespace, &r.Target.Name} {
-			var err error
-			if *dst, b, err = cutString(b); err != nil {
-				return rel, err
-			}
-		}
-	}
-	if len(b) > 0 {
-		rel.Selector = &relations.Selector{}
-		if err := json.Unmarshal(b, rel.Selector); err != nil {
-			return rel, fmt.Errorf("%w: selector: %v", errCorrupt, err)
-		}
-	}
-	return rel, nil
 }

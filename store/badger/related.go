@@ -3,15 +3,12 @@ package badger
 import (
 	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/relations"
 )
 
@@ -49,8 +46,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 		frontier := []relNode{root}
 		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
 			var next []relNode
+			last := d == o.Depth-1
 			for _, n := range frontier {
-				found, err := rw.expand(n)
+				found, err := rw.expand(n, last)
 				if err != nil {
 					return err
 				}
@@ -69,6 +67,9 @@ type relNode struct {
 	query.Node
 	gvr    schema.GroupVersionResource
 	labels map[string]string
+	// edges are the object's edges from its E/ entry (what follows the
+	// header), nil when it has none.
+	edges []byte
 	// id is Node.ID(), once: a walk looks a node up by it for every edge
 	// that reaches it (withID).
 	id string
@@ -100,17 +101,31 @@ type relWalk struct {
 	g     query.Graph
 	seen  map[string]int // node ID -> index in g.Nodes
 	kinds map[schema.GroupKind]kindInfo
-	edges map[query.Edge]bool
+	// edges are the answer's edges by type and node indexes: hashing two
+	// ints costs less than hashing two node IDs.
+	edges map[edgeKey]bool
+	// cands memoizes the candidates of selected by cluster and range: a
+	// Deployment, its ReplicaSet and its Service select the same Pods.
+	cands map[string][]relNode
+	// cur is the index in g.Nodes of the node being expanded.
+	cur int
 	// objs memoizes cached (a Pod's ReplicaSet, ConfigMaps and Node are
 	// met once per Pod), sels the selectors of a namespace.
 	objs map[string]cachedObj
 	sels map[string][]storedSelector
 	// it serves every prefix scan of the walk: creating a Badger iterator
-	// costs more than a seek.
-	it *bdg.Iterator
-	// oit reads the objects: a seek of an iterator already open costs less
-	// than a Get, which takes and releases every table it consults.
-	oit *bdg.Iterator
+	// costs more than a seek, and a seeker takes rising prefixes (a
+	// namespace's Pods, most of which nothing names) without a seek each.
+	it *seeker
+	// oit reads the objects and E/ entries: a seek of an iterator already
+	// open costs less than a Get, which takes and releases every table it
+	// consults; a selection's entries, in key order, cost a few steps each.
+	oit *seeker
+}
+
+type edgeKey struct {
+	typ      string
+	from, to int
 }
 
 type cachedObj struct {
@@ -125,16 +140,16 @@ type storedSelector struct {
 }
 
 func newRelWalk(txn *bdg.Txn) *relWalk {
-	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[query.Edge]bool{},
-		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}}
+	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[edgeKey]bool{},
+		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}, cands: map[string][]relNode{}}
 }
 
 func (rw *relWalk) close() {
 	if rw.it != nil {
-		rw.it.Close()
+		rw.it.close()
 	}
 	if rw.oit != nil {
-		rw.oit.Close()
+		rw.oit.close()
 	}
 }
 
@@ -142,14 +157,9 @@ func (rw *relWalk) close() {
 // the call only).
 func (rw *relWalk) each(prefix []byte, f func(key []byte, it *bdg.Item) error) error {
 	if rw.it == nil {
-		rw.it = rw.txn.NewIterator(bdg.IteratorOptions{})
+		rw.it = newSeeker(rw.txn)
 	}
-	for rw.it.Seek(prefix); rw.it.ValidForPrefix(prefix); rw.it.Next() {
-		if err := f(rw.it.Item().Key(), rw.it.Item()); err != nil {
-			return err
-		}
-	}
-	return nil
+	return rw.it.each(prefix, f)
 }
 
 func (rw *relWalk) visible(n query.Node) bool {
@@ -190,34 +200,40 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 		return relNode{}, false
 	}
 	added := rw.add(other)
-	if _, ok := rw.seen[other.nodeID()]; !ok {
+	oi, ok := rw.seen[other.nodeID()]
+	if !ok {
 		return relNode{}, false // truncated
 	}
-	e := query.Edge{Type: typ, From: from.nodeID(), To: to.nodeID()}
-	if !rw.edges[e] {
-		rw.edges[e] = true
-		rw.g.Edges = append(rw.g.Edges, e)
+	// The node being expanded (cur) was added before it was followed.
+	k := edgeKey{typ: typ, from: rw.cur, to: oi}
+	if fromFound {
+		k.from, k.to = oi, rw.cur
+	}
+	if !rw.edges[k] {
+		rw.edges[k] = true
+		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: typ, From: from.nodeID(), To: to.nodeID()})
 	}
 	// A reference-only node is followed too: what else names it.
 	return other, added
 }
 
 // expand follows every relation of n and returns the cached nodes it
-// found first.
-func (rw *relWalk) expand(n relNode) ([]relNode, error) {
+// found first. On the last hop (last) what it finds is not expanded in
+// turn: a source found through an R/ key is taken from the key and its
+// value (reverseNode), not read.
+func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
+	rw.cur = rw.seen[n.nodeID()]
 	var next []relNode
 	keep := func(m relNode, ok bool) {
 		if ok {
 			next = append(next, m)
 		}
 	}
-	// Outgoing: owners and references, then the Pods its selector selects.
-	fv, err := rw.value(relKey(n.Cluster, n.gvr, n.Namespace, n.Name))
-	if err != nil {
-		return nil, err
-	}
-	if fv != nil {
-		rel, err := decodeRelations(fv)
+	// Outgoing: owners and references, then the Pods its selector
+	// selects, from the E/ entry the node was read from (cached); a node
+	// read from its record, or a reference, has none.
+	if n.edges != nil {
+		rel, err := decodeEdges(n.edges)
 		if err != nil {
 			return nil, fmt.Errorf("relations of %s: %w", n.ID(), err)
 		}
@@ -250,24 +266,39 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 	}
 	// Incoming: what names n (its children, its referrers).
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
-	var srcs [][]string
-	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+	var srcs []reverseSource
+	if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
 		p := bytes.Split(key[len(pre):], []byte{sep})
 		if len(p) != 6 {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
-		srcs = append(srcs, []string{string(p[0]), string(p[1]), string(p[2]), string(p[3]), string(p[4]), string(p[5])})
+		s := reverseSource{typ: string(p[0]), gvr: schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])},
+			ns: string(p[4]), name: string(p[5])}
+		if last {
+			err := item.Value(func(v []byte) error {
+				var err error
+				s.kind, s.uid, s.known, err = cutReverseValue(v)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("reverse key %q: %w", key, err)
+			}
+		}
+		srcs = append(srcs, s)
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	for _, s := range srcs {
-		src, ok, err := rw.cached(n.Cluster, schema.GroupVersionResource{Group: s[1], Version: s[2], Resource: s[3]}, s[4], s[5])
-		if err != nil {
-			return nil, err
+		src, ok := s.node(n.Cluster)
+		if !ok {
+			var err error
+			if src, ok, err = rw.cached(n.Cluster, s.gvr, s.ns, s.name); err != nil {
+				return nil, err
+			}
 		}
 		if ok {
-			keep(rw.link(s[0], src, n, true))
+			keep(rw.link(s.typ, src, n, true))
 		}
 	}
 	// A Pod: the selectors of its namespace that select it.
@@ -283,8 +314,34 @@ func (rw *relWalk) expand(n relNode) ([]relNode, error) {
 	return next, nil
 }
 
+// reverseSource is the source of an R/ key: its edge type and object,
+// and (known) its kind and uid from the key's value.
+type reverseSource struct {
+	typ, ns, name string
+	gvr           schema.GroupVersionResource
+	kind, uid     string
+	known         bool
+}
+
+// node is the source as cached would read it, for a node that is not
+// expanded (no labels, no edges): the R/ key exists exactly while the
+// source's E/ entry does, whose kind and uid the value repeats. ok false:
+// the value does not say (not read, or written before it carried them).
+func (s reverseSource) node(cluster string) (relNode, bool) {
+	if !s.known {
+		return relNode{}, false
+	}
+	n := relNode{Node: query.Node{Cluster: cluster, Group: s.gvr.Group, Version: s.gvr.Version, Resource: s.gvr.Resource, Kind: s.kind,
+		Namespace: s.ns, Name: s.name, UID: s.uid, Cached: true}, gvr: s.gvr}
+	if n.Kind != "" {
+		n = n.withID()
+	}
+	return n, true
+}
+
 // copies adds the copies of the starting object in the other clusters.
 func (rw *relWalk) copies(root relNode) error {
+	rw.cur = rw.seen[root.nodeID()]
 	pre := append(join("o", root.gvr.Group, root.gvr.Version, root.gvr.Resource, root.Namespace, root.Name), sep)
 	var clusters []string
 	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
@@ -305,240 +362,4 @@ func (rw *relWalk) copies(root relNode) error {
 		}
 	}
 	return nil
-}
-
-// cached reads the object at its primary key as a node (ok false: the
-// store does not hold it).
-func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	key := objKey(gvr, ns, name, cluster)
-	if c, ok := rw.objs[string(key)]; ok {
-		return c.n, c.ok, nil
-	}
-	n, ok, err := rw.read(key, cluster, gvr, ns, name)
-	if ok && n.Kind != "" {
-		n = n.withID()
-	}
-	if err == nil {
-		rw.objs[string(key)] = cachedObj{n, ok}
-	}
-	return n, ok, err
-}
-
-func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	it := rw.item(key)
-	if it == nil {
-		return relNode{}, false, nil
-	}
-	n := relNode{Node: query.Node{Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: ns, Name: name, Cached: true}, gvr: gvr}
-	err := it.Value(func(v []byte) error {
-		// Labels are matched only for Pods (selected, selecting).
-		rec, err := decodeRecord(v, gvr == podsGVR)
-		if err != nil {
-			return err
-		}
-		n.labels = rec.labels
-		n.Kind, n.UID = kindAndUID(rec.json)
-		return nil
-	})
-	return n, err == nil, err
-}
-
-// target resolves a reference to the cached object it names, or to a
-// reference-only node.
-func (rw *relWalk) target(cluster string, t relations.Target) (relNode, error) {
-	k, err := rw.kind(t.Group, t.Kind)
-	if err != nil {
-		return relNode{}, err
-	}
-	ns := t.Namespace
-	if k.clustered {
-		ns = ""
-	}
-	if k.known {
-		n, ok, err := rw.cached(cluster, k.gvr, ns, t.Name)
-		if err != nil || ok {
-			if ok && n.Kind == "" {
-				n.Kind = t.Kind
-				n = n.withID()
-			}
-			return n, err
-		}
-	}
-	return relNode{Node: query.Node{Cluster: cluster, Group: t.Group, Version: k.gvr.Version, Resource: k.gvr.Resource, Kind: t.Kind, Namespace: ns, Name: t.Name}}.withID(), nil
-}
-
-// follows reports whether a node of group and kind would be kept
-// (RelatedOptions.Kinds).
-func (rw *relWalk) follows(group, kind string) (bool, error) {
-	if len(rw.o.Kinds) == 0 {
-		return true, nil
-	}
-	k, err := rw.kind(group, kind)
-	return err == nil && rw.o.Follows(kind, k.gvr.Resource), err
-}
-
-// kind is the resource of a group and kind: the kind index (the store has
-// held objects of it), else the built-in table (resource only).
-func (rw *relWalk) kind(group, kind string) (kindInfo, error) {
-	gk := schema.GroupKind{Group: group, Kind: kind}
-	if k, ok := rw.kinds[gk]; ok {
-		return k, nil
-	}
-	var k kindInfo
-	v, err := get(rw.txn, kindKey(group, kind))
-	if err != nil {
-		return k, err
-	}
-	if v != nil {
-		if k.gvr, k.clustered, err = decodeKind(group, v); err != nil {
-			return k, err
-		}
-		k.known = true
-	} else if res, ok := relations.BuiltinResource(group, kind); ok {
-		k.gvr = schema.GroupVersionResource{Group: group, Resource: res}
-		k.clustered = relations.ClusterScoped(group, kind)
-	}
-	rw.kinds[gk] = k
-	return k, nil
-}
-
-// selected are the cached Pods a selector selects in cluster.
-func (rw *relWalk) selected(cluster string, s *relations.Selector) ([]relNode, error) {
-	var keys [][]byte
-	if k, v, ok := s.Equality(); ok {
-		// The label index spans the clusters: its entries end with the
-		// cluster, so the ones of other clusters are skipped unread.
-		pre := append(append(labelPrefix(podsGVR, k, v), s.Namespace...), sep)
-		if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
-			if _, _, c, err := tailBytes(key); err == nil && string(c) == cluster {
-				keys = append(keys, bytes.Clone(key))
-			}
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-	} else {
-		pre := append(append(clusterPrefix(cluster, podsGVR), s.Namespace...), sep)
-		if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
-			keys = append(keys, bytes.Clone(key))
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-	}
-	var out []relNode
-	for _, key := range keys {
-		ns, name, _, err := tail(key)
-		if err != nil {
-			return nil, err
-		}
-		p, ok, err := rw.cached(cluster, podsGVR, ns, name)
-		if err != nil {
-			return nil, err
-		}
-		if ok && s.Matches(p.labels) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// selecting are the cached objects whose selector selects the Pod n: the
-// selectors of its namespace and cluster (read once per walk), each
-// judged on its labels.
-func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
-	pre := selectorPrefix(n.Cluster, n.Namespace)
-	sels, ok := rw.sels[string(pre)]
-	if !ok {
-		if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
-			p := bytes.Split(key[len(pre):], []byte{sep})
-			if len(p) != 4 {
-				return fmt.Errorf("%w: selector key %q", errCorrupt, key)
-			}
-			s := storedSelector{gvr: schema.GroupVersionResource{Group: string(p[0]), Version: string(p[1]), Resource: string(p[2])}, name: string(p[3])}
-			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &s.sel) }); err != nil {
-				return fmt.Errorf("%w: selector %q: %v", errCorrupt, key, err)
-			}
-			sels = append(sels, s)
-			return nil
-		}); err != nil {
-			return nil, err
-		}
-		rw.sels[string(pre)] = sels
-	}
-	var out []relNode
-	for i := range sels {
-		if !sels[i].sel.Matches(n.labels) {
-			continue
-		}
-		s, ok, err := rw.cached(n.Cluster, sels[i].gvr, n.Namespace, sels[i].name)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			out = append(out, s)
-		}
-	}
-	return out, nil
-}
-
-// item is the item at key (valid until the next item or value), nil
-// when there is none.
-func (rw *relWalk) item(key []byte) *bdg.Item {
-	if rw.oit == nil {
-		rw.oit = rw.txn.NewIterator(bdg.IteratorOptions{})
-	}
-	if rw.oit.Seek(key); !rw.oit.Valid() || !bytes.Equal(rw.oit.Item().Key(), key) {
-		return nil
-	}
-	return rw.oit.Item()
-}
-
-// value is a copy of the value at key, nil when there is none.
-func (rw *relWalk) value(key []byte) ([]byte, error) {
-	it := rw.item(key)
-	if it == nil {
-		return nil, nil
-	}
-	return it.ValueCopy(nil)
-}
-
-// get is the value at key, nil when there is none.
-func get(txn *bdg.Txn, key []byte) ([]byte, error) {
-	it, err := txn.Get(key)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return it.ValueCopy(nil)
-}
-
-// kindAndUID reads kind and metadata.uid in one pass that stops once it
-// has both (before spec and status, in the order objects are written).
-func kindAndUID(obj []byte) (kind, uid string) {
-	_, _ = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
-		end, err := rawjson.SkipValue(obj, m.ValueStart)
-		if err != nil {
-			return 0, err
-		}
-		switch string(m.Key) {
-		case "kind":
-			kind, _ = rawjson.String(obj[m.ValueStart:end])
-		case "metadata":
-			_, _ = rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
-				e, err := rawjson.SkipValue(obj, mm.ValueStart)
-				if err == nil && string(mm.Key) == "uid" {
-					uid, _ = rawjson.String(obj[mm.ValueStart:e])
-				}
-				return e, err
-			})
-		}
-		if kind != "" && uid != "" {
-			return 0, errStopScan
-		}
-		return end, nil
-	})
-	return kind, uid
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/feed"
@@ -261,6 +262,37 @@ func TestRelationFieldList(t *testing.T) {
 	} {
 		if got := list(tc.gvr, tc.sel, nil); got != tc.want {
 			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
+		}
+	}
+	// With a label selector or a field equality an index could decide
+	// alone: the relation's members are still checked against them.
+	for _, tc := range []struct{ fs, ls, want string }{
+		{"fleetview.io/ownedBy=Deployment/web", "app=web", "c1/web-1-a c1/web-1-b"},
+		{"fleetview.io/ownedBy=Deployment/web", "app=other", ""},
+		{"fleetview.io/ownedBy=Deployment/web,spec.nodeName=n1", "", "c1/web-1-a c1/web-1-b"},
+		{"fleetview.io/ownedBy=Deployment/web,spec.nodeName=n2", "", ""},
+		{"fleetview.io/ownedBy=Deployment/web,metadata.name=web-1-a", "app=web", "c1/web-1-a"},
+	} {
+		f, err := query.CompileFields(podsGVR, tc.fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := labels.Parse(tc.ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.List(context.Background(), query.ListOptions{GVR: podsGVR, Fields: f, Labels: ls})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, o := range p.Items {
+			_, name, _ := strings.Cut(string(o.JSON), `"name":"`)
+			name, _, _ = strings.Cut(name, `"`)
+			got = append(got, o.Cluster+"/"+name)
+		}
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("list pods %s with labels %q = %q, want %q", tc.fs, tc.ls, got, tc.want)
 		}
 	}
 	// Another cluster's list: the relation is walked in its clusters only.

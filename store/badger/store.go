@@ -57,6 +57,9 @@ type Options struct {
 	// and the baseline of the relations benchmark. Related and relation
 	// field selectors then answer ErrNotKept.
 	NoRelations bool
+	// NoCounters turns the counters off (counters.go): counts then read
+	// the indexes. The hub keeps them with --count-index.
+	NoCounters bool
 	// History keeps every change for a retention window (history.go);
 	// off when its bounds are zero.
 	History HistoryOptions
@@ -65,6 +68,10 @@ type Options struct {
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
 	l0Tables int
+	// unaware makes the store write as a binary that predates the
+	// counters (tests): it neither keeps nor stamps them, nor touches
+	// their marker.
+	unaware bool
 }
 
 // Store is the Badger backend: a materializer.Sink and a reader.
@@ -88,6 +95,9 @@ type Store struct {
 	fresh   map[string]bool
 	// vindex is the value index's configuration (valueindex.go).
 	vindex *valueIndex
+	// counters: the counters are kept, and were since the store was empty
+	// (counters.go).
+	counters bool
 	// slabs holds the chunks pipelined batches encode their records into.
 	slabs *slabPools
 	// stopBackground stops the value log's page recycler
@@ -150,12 +160,16 @@ func Open(o Options) (*Store, error) {
 	if o.History.SnapshotEvery <= 0 {
 		o.History.SnapshotEvery = 16
 	}
-	if o.History.RetainInterval <= 0 {
+	if o.History.RetainInterval == 0 {
 		o.History.RetainInterval = time.Minute
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(),
 		noRelations: o.NoRelations, hist: o.History, histBegun: map[string]bool{}}
 	if err := s.openValueIndex(o.ValueIndex); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	if err := s.openCounters(o.NoCounters, o.unaware); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -168,12 +182,18 @@ func Open(o Options) (*Store, error) {
 		wg.Go(func() { s.runValueLogGC(ctx, o.ValueLogGCInterval) })
 	}
 	if s.hist.enabled() {
-		if err := s.markStarted(time.Now()); err != nil {
+		err := s.markStarted(time.Now())
+		if err == nil {
+			err = s.indexChanged()
+		}
+		if err != nil {
 			cancel()
 			wg.Wait()
 			return nil, errors.Join(err, db.Close())
 		}
-		wg.Go(func() { s.runRetention(ctx) })
+		if s.hist.RetainInterval > 0 {
+			wg.Go(func() { s.runRetention(ctx) })
+		}
 	}
 	s.stopBackground = func() {
 		cancel()
@@ -237,6 +257,9 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 		return err
 	}
 	defer func() { w.txn.Discard() }()
+	if err := w.prefetchPrevious(events); err != nil {
+		return err
+	}
 	var applied uint64
 	for i := 0; i < len(events); i++ {
 		if err := ctx.Err(); err != nil {
@@ -253,6 +276,9 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 			continue
 		}
 		if errors.Is(err, bdg.ErrTxnTooBig) && w.writes > 0 && events[i].Event.GetType() == fleetviewv1.EventType_EVENT_TYPE_RESOURCE_REMOVED {
+			if err := w.flushCounts(); err != nil {
+				return err
+			}
 			if err := w.txn.Commit(); err != nil {
 				return err
 			}
@@ -281,6 +307,10 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event
 		return nil, err
 	}
 	w.slab = &slab{pools: s.slabs}
+	if err := w.prefetchPrevious(events); err != nil {
+		w.discard()
+		return nil, err
+	}
 	for i := range events {
 		e := &events[i]
 		if err := ctx.Err(); err != nil {

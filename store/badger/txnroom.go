@@ -31,14 +31,26 @@ func (w *writer) room(k []byte, vlen int) error {
 	if bytes.HasPrefix(k, ckptPrefix) {
 		return nil
 	}
+	return w.reserve(1, entrySize(k, vlen))
+}
+
+// entrySize is what one entry (k, a value of vlen bytes) counts toward
+// Badger's transaction size.
+func entrySize(k []byte, vlen int) int64 {
 	e := int64(len(k)) + 12 + 2 + 10 // a value pointer, metas, the key's version
 	if vlen < valueThreshold {
 		e = int64(len(k)+vlen) + 2 + 10
 	}
-	if w.budget.n+1 >= w.s.db.MaxBatchCount()-ckptRoomEntries || w.budget.size+e >= w.s.db.MaxBatchSize()-ckptRoomBytes {
+	return e
+}
+
+// reserve takes room for n entries of size bytes in all, or none of it:
+// a write that must land with others (counters.go) asks for all at once.
+func (w *writer) reserve(n, size int64) error {
+	if w.budget.n+n >= w.s.db.MaxBatchCount()-ckptRoomEntries || w.budget.size+size >= w.s.db.MaxBatchSize()-ckptRoomBytes {
 		return bdg.ErrTxnTooBig
 	}
-	w.budget.n++
-	w.budget.size += e
+	w.budget.n += n
+	w.budget.size += size
 	return nil
 }

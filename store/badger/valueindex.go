@@ -286,7 +286,7 @@ func (w *writer) indexValues(gvr schema.GroupVersionResource, key []byte, obj []
 	}
 	// Noted once every write is in: an entry refused for the
 	// transaction's size is applied again in the next one, from the store.
-	if err := w.set(xkey, encodePairs(now)); err != nil {
+	if err := w.writeCounted(xkey, encodePairs(now), false, w.pairDeltas(gvr, ns, old, now)); err != nil {
 		return err
 	}
 	w.notePairs(xkey, now)
@@ -314,7 +314,7 @@ func (w *writer) unindexValues(gvr schema.GroupVersionResource, key []byte) erro
 		}
 	}
 	if old != nil {
-		if err := w.del(xkey); err != nil {
+		if err := w.writeCounted(xkey, nil, true, w.pairDeltas(gvr, ns, old, nil)); err != nil {
 			return err
 		}
 	}

@@ -29,6 +29,8 @@ type overlay struct {
 	rels map[string]relState
 	// vals: the value index's X/ entries (valueindex.go), made on first use.
 	vals map[string][]vpair
+	// counts: the counters this batch wrote (counters.go), made on first use.
+	counts map[string]int64
 	// hist is the batch's history counter and expiry (history.go), read
 	// by the batch after it: that batch's snapshot lacks this one.
 	hist *histWriter
@@ -78,6 +80,15 @@ type writer struct {
 	slab *slab
 	// budget is what the transaction holds, as Badger counts it (txnroom.go).
 	budget txnBudget
+	// fetched: the stored JSON of objects the batch's upserts replace,
+	// read ahead by prefetchPrevious (nil: none stored), for the history.
+	fetched map[string][]byte
+	// cnt: the transaction's counter changes, written at its commit
+	// (counters.go).
+	cnt map[string]int64
+	// zero: the counters cnt changes from zero, whatever is stored
+	// (zeroCounters).
+	zero map[string]bool
 	// hist is allocated on its own, not a field of the writer: the
 	// overlay points at it for the next batch, and a pointer into the
 	// writer would keep the writer alive, its prev overlay with it, and
@@ -156,11 +167,17 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 }
 
 func (w *writer) setCheckpoint(seq uint64) error {
+	if err := w.flushCounts(); err != nil {
+		return err
+	}
 	if err := w.saveHistory(); err != nil {
 		return err
 	}
 	v := make([]byte, 8)
 	binary.BigEndian.PutUint64(v, seq)
+	if w.s.counters {
+		return w.count(w.txn.SetEntry(stampedCheckpoint(w.cluster, v)))
+	}
 	return w.set(ckptKey(w.cluster), v)
 }
 
@@ -274,23 +291,30 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	// A row's parts are found once, here, rather than by every Table
 	// that prints the object; an object without them is stored without.
 	row, _ := rawjson.FindRowSpans(ev.GetObject(), stream.ClusterAnnotation)
-	if err := w.set(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), row: row, json: ev.GetObject()}, w.slab.alloc)); err != nil {
+	var added []cdelta
+	if !exists {
+		added = w.objectDelta(gvr, ns, 1)
+	}
+	if err := w.writeCounted(key, encodeRecord(record{seq: seq, labels: lbls, cells: ev.GetCells(), row: row, json: ev.GetObject()}, w.slab.alloc), false, added); err != nil {
 		return prior, err
+	}
+	// Noted now, not once the event is done: a batch split for its size
+	// commits this record with its count, and the event applied again
+	// must find it, not what the overlay held before.
+	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls, json: ev.GetObject()}
+	if w.known != nil {
+		w.known.add(key)
 	}
 	if err := w.indexValues(gvr, key, ev.GetObject(), exists); err != nil {
 		return prior, err
 	}
-	if err := w.relate(gvr, ns, name, ev.GetObject(), exists); err != nil {
+	if err := w.relate(gvr, ns, name, ev.GetObject(), lbls, exists); err != nil {
 		return prior, err
 	}
 	if w.hist.on {
 		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head); err != nil {
 			return prior, err
 		}
-	}
-	w.ov.objs[string(key)] = objState{uid: uid, labels: lbls, json: ev.GetObject()}
-	if w.known != nil {
-		w.known.add(key)
 	}
 	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, head, w.slab.alloc)); err != nil {
 		return prior, err
@@ -482,7 +506,7 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 	if err := w.del(clusterKey(gvr, ns, name, cluster)); err != nil {
 		return err
 	}
-	if err := w.del(key); err != nil {
+	if err := w.writeCounted(key, nil, true, w.objectDelta(gvr, ns, -1)); err != nil {
 		return err
 	}
 	w.ov.objs[string(key)] = objState{gone: true}
@@ -492,6 +516,7 @@ func (w *writer) deleteObject(gvr schema.GroupVersionResource, key []byte, lbls 
 // removeResource deletes every object of the resource: those in the
 // snapshot and those the batch in flight (or this one) indexed.
 func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
+	w.fetched = nil // read before the objects it removes
 	prefix := uidPrefix(w.cluster, gvr)
 	uids := map[string]bool{}
 	it := w.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
@@ -521,5 +546,5 @@ func (w *writer) removeResource(gvr schema.GroupVersionResource) error {
 			return err
 		}
 	}
-	return nil
+	return w.zeroCounters(gvr)
 }

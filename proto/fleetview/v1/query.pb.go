@@ -554,8 +554,10 @@ type CountResponse struct {
 	Rows []*CountRow `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
 	// Objects selected (one in several image rows counts once).
 	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
-	// "index": answered from indexes; "objects": every selected object was
-	// read (a field selector, or a field the store does not index).
+	// "counters": answered from counters kept at apply (no selector, at most
+	// one indexed value dimension); "index": answered from indexes;
+	// "objects": every selected object was read (a field selector, or a
+	// field the store does not index). Over several resources, the costliest.
 	Scanned       string `protobuf:"bytes,4,opt,name=scanned,proto3" json:"scanned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,0 +1,313 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// randObj is one object of the randomized graph: where it is and the
+// JSON it is written with now.
+type randObj struct {
+	gvr       schema.GroupVersionResource
+	kind      string
+	ns, name  string
+	uid       string
+	clustered bool
+}
+
+var (
+	nodesGVR = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	saGVR    = schema.GroupVersionResource{Version: "v1", Resource: "serviceaccounts"}
+	pvcGVR   = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumeclaims"}
+	pvGVR    = schema.GroupVersionResource{Version: "v1", Resource: "persistentvolumes"}
+	npGVR    = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "networkpolicies"}
+	ingGVR   = schema.GroupVersionResource{Group: "networking.k8s.io", Version: "v1", Resource: "ingresses"}
+	hpaGVR   = schema.GroupVersionResource{Group: "autoscaling", Version: "v2", Resource: "horizontalpodautoscalers"}
+)
+
+// randBody is a random JSON body for o (its metadata then spec), naming
+// objects that may or may not be cached.
+func randBody(rng *rand.Rand, o randObj) string {
+	pick := func(prefix string, n int) string { return fmt.Sprintf("%s%d", prefix, rng.IntN(n)) }
+	lbls := fmt.Sprintf(`"labels":{"app":%q`, pick("d", 4))
+	if rng.IntN(2) == 0 {
+		lbls += fmt.Sprintf(`,"tier":%q`, pick("t", 2))
+	}
+	lbls += "}"
+	meta := fmt.Sprintf(`"name":%q,"uid":%q,%s`, o.name, o.uid, lbls)
+	if !o.clustered {
+		meta += fmt.Sprintf(`,"namespace":%q`, o.ns)
+	}
+	owner := func(api, kind, name string) {
+		if rng.IntN(4) > 0 {
+			meta += fmt.Sprintf(`,"ownerReferences":[{"apiVersion":%q,"kind":%q,"name":%q,"uid":"x"}]`, api, kind, name)
+		}
+	}
+	selector := func() string {
+		switch rng.IntN(4) {
+		case 0:
+			return fmt.Sprintf(`{"matchExpressions":[{"key":"tier","operator":"In","values":[%q]}]}`, pick("t", 2))
+		case 1:
+			return fmt.Sprintf(`{"matchLabels":{"app":%q},"matchExpressions":[{"key":"tier","operator":"NotIn","values":["t0"]}]}`, pick("d", 4))
+		}
+		return fmt.Sprintf(`{"matchLabels":{"app":%q}}`, pick("d", 4))
+	}
+	spec := `{}`
+	switch o.kind {
+	case "Deployment":
+		spec = `{"selector":` + selector() + `}`
+	case "ReplicaSet":
+		owner("apps/v1", "Deployment", pick("d", 4))
+		spec = `{"selector":` + selector() + `}`
+	case "Pod":
+		owner("apps/v1", "ReplicaSet", pick("r", 4))
+		spec = fmt.Sprintf(`{"nodeName":%q,"serviceAccountName":%q,"volumes":[{"name":"a","configMap":{"name":%q}},{"name":"b","secret":{"secretName":%q}},{"name":"c","persistentVolumeClaim":{"claimName":%q}}],"containers":[{"name":"x","image":%q,"envFrom":[{"configMapRef":{"name":%q}}]}]}`,
+			pick("n", 3), pick("sa", 2), pick("cm", 3), pick("s", 2), pick("pvc", 2), pick("img", 3), pick("cm", 3))
+	case "Service":
+		spec = fmt.Sprintf(`{"selector":{"app":%q}}`, pick("d", 4))
+	case "NetworkPolicy":
+		spec = `{"podSelector":{}}`
+		if rng.IntN(2) == 0 {
+			spec = `{"podSelector":` + selector() + `}`
+		}
+	case "PersistentVolumeClaim":
+		spec = fmt.Sprintf(`{"volumeName":%q}`, pick("pv", 2))
+	case "Ingress":
+		spec = fmt.Sprintf(`{"defaultBackend":{"service":{"name":%q}}}`, pick("svc", 3))
+	case "HorizontalPodAutoscaler":
+		spec = fmt.Sprintf(`{"scaleTargetRef":{"apiVersion":"apps/v1","kind":"Deployment","name":%q}}`, pick("d", 4))
+	case "ConfigMap", "ServiceAccount":
+		if rng.IntN(3) == 0 {
+			owner("apps/v1", "Deployment", pick("d", 4))
+		}
+	}
+	api := o.gvr.Version
+	if o.gvr.Group != "" {
+		api = o.gvr.Group + "/" + o.gvr.Version
+	}
+	return fmt.Sprintf(`{"apiVersion":%q,"kind":%q,"metadata":{%s},"spec":%s,"status":{"phase":%q}}`, api, o.kind, meta, spec, pick("p", 2))
+}
+
+// randFleet is every object the randomized graph may hold, per cluster.
+func randFleet() []randObj {
+	var out []randObj
+	add := func(gvr schema.GroupVersionResource, kind, prefix string, n int, clustered bool) {
+		for _, ns := range []string{"a", "b"} {
+			if clustered && ns == "b" {
+				return
+			}
+			for i := range n {
+				o := randObj{gvr: gvr, kind: kind, ns: ns, name: fmt.Sprintf("%s%d", prefix, i), clustered: clustered}
+				if clustered {
+					o.ns = ""
+				}
+				out = append(out, o)
+			}
+		}
+	}
+	add(deployGVR, "Deployment", "d", 4, false)
+	add(rsGVR, "ReplicaSet", "r", 4, false)
+	add(podsGVR, "Pod", "p", 12, false)
+	add(svcGVR, "Service", "svc", 3, false)
+	add(cmGVR, "ConfigMap", "cm", 2, false) // cm2 is named, never cached
+	add(saGVR, "ServiceAccount", "sa", 1, false)
+	add(pvcGVR, "PersistentVolumeClaim", "pvc", 1, false)
+	add(npGVR, "NetworkPolicy", "np", 1, false)
+	add(ingGVR, "Ingress", "ing", 1, false)
+	add(hpaGVR, "HorizontalPodAutoscaler", "hpa", 1, false)
+	add(nodesGVR, "Node", "n", 2, true)
+	add(pvGVR, "PersistentVolume", "pv", 1, true)
+	return out
+}
+
+// TestRelatedMatchesReference compares Related, which reads each node
+// from its E/ entry, with refRelated, the walk that read every node's
+// object record, on a random graph of two clusters changed over rounds
+// of upserts (new labels, edges, uids) and deletes, batch by batch: from
+// every object, at depths 1 or 3, with or without kinds, for callers
+// who see everything, no Secrets or Pods of cluster c2, or one namespace.
+func TestRelatedMatchesReference(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := s.Reader(ReaderOptions{})
+	t.Cleanup(func() { r.Close() })
+	rng := rand.New(rand.NewPCG(49, 3))
+	fleet := randFleet()
+	clusters := []string{"c1", "c2"}
+	seqs := map[string]*uint64{"c1": new(uint64), "c2": new(uint64)}
+	live := map[string]map[int]string{"c1": {}, "c2": {}} // object index -> uid
+	visibilities := []*query.Visibility{
+		nil,
+		{Grants: []query.Grant{{Except: []schema.GroupResource{{Resource: "secrets"}}}, {Clusters: []string{"c1"}, Resources: []schema.GroupResource{{Resource: "secrets"}}}}},
+		{Grants: []query.Grant{{Clusters: []string{"c1"}}, {Clusters: []string{"c2"}, Except: []schema.GroupResource{{Resource: "pods"}}}}},
+		{Grants: []query.Grant{{Namespaces: []string{"a"}}}},
+	}
+	kindsOpts := [][]string{nil, {"pod", "service", "replicaset"}, {"Deployment", "configmaps", "node"}}
+	compared, big := 0, 0
+	// compare checks Related against refRelated from every object.
+	compare := func(round int) {
+		t.Helper()
+		for _, c := range clusters {
+			for _, o := range fleet {
+				// Six of the 24 combinations of depth, kinds and visibility.
+				for range 6 {
+					depth, kinds, vi := 1+2*rng.IntN(2), kindsOpts[rng.IntN(len(kindsOpts))], rng.IntN(len(visibilities))
+					opt := query.RelatedOptions{GVR: o.gvr, Namespace: o.ns, Name: o.name, Cluster: c, Depth: depth, Kinds: kinds, Visible: visibilities[vi]}
+					got, gerr := r.Related(context.Background(), opt)
+					want, werr := refRelated(r, opt)
+					if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
+						t.Fatalf("round %d, %s %s/%s in %s, depth %d, kinds %v, visibility %d:\nRelated (%v):\n%s\nreference (%v):\n%s",
+							round, o.kind, o.ns, o.name, c, depth, kinds, vi, gerr, fmtGraph(got), werr, fmtGraph(want))
+					}
+					compared++
+					if len(want.Edges) >= 10 && strings.Contains(fmtGraph(want), "selects") {
+						big++
+					}
+				}
+			}
+		}
+	}
+	for round := range 5 {
+		for _, c := range clusters {
+			// Three batches per round; an object may change twice in one.
+			for range 3 {
+				var b []feed.Event
+				for range 25 {
+					i := rng.IntN(len(fleet))
+					o := fleet[i]
+					uid, ok := live[c][i]
+					e := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: stream.ProtoGVR(o.gvr), Kind: o.kind, Namespace: o.ns, Name: o.name,
+						ResourceVersion: fmt.Sprint(round + 1), Namespaced: !o.clustered}
+					if ok && rng.IntN(5) == 0 {
+						e.Type, e.Uid = fleetviewv1.EventType_EVENT_TYPE_DELETE, uid
+						delete(live[c], i)
+					} else {
+						if !ok || rng.IntN(6) == 0 {
+							uid = fmt.Sprintf("%s-%s-%s-%s-%d-%d", c, o.kind, o.ns, o.name, round, rng.IntN(1000))
+						}
+						o.uid = uid
+						e.Type, e.Uid, e.Object = fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, []byte(randBody(rng, o))
+						live[c][i] = uid
+					}
+					*seqs[c]++
+					b = append(b, ev(*seqs[c], e))
+				}
+				if err := s.Apply(context.Background(), c, b, *seqs[c]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		checkReverseValues(t, s)
+		compare(round)
+	}
+	// A store whose R/ values were written before they carried the
+	// source (empty) gives the same answers: the walk reads those sources'
+	// E/ entries.
+	if n := emptyReverseValues(t, s); n == 0 {
+		t.Fatal("no R/ keys to empty")
+	}
+	compare(5)
+	// The comparison meant something: most answers are graphs with
+	// selections, owners and references.
+	if big < compared/8 {
+		t.Fatalf("only %d of %d answers have 10 edges or more with a selection", big, compared)
+	}
+	t.Logf("%d answers compared, %d with 10 edges or more", compared, big)
+}
+
+// checkReverseValues checks that every R/ value is its source's kind and
+// uid as the source's E/ header has them (what the walk's last hop takes
+// instead of reading the E/ entry).
+func checkReverseValues(t *testing.T, s *Store) {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{PrefetchValues: false})
+		defer it.Close()
+		pre := []byte{'R', sep}
+		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			p := bytes.Split(key[len(pre):], []byte{sep})
+			if len(p) != 11 {
+				return fmt.Errorf("R/ key %q: %d parts", key, len(p))
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			kind, uid, ok, err := cutReverseValue(v)
+			if err != nil || !ok {
+				return fmt.Errorf("R/ key %q: value %q: %v", key, v, err)
+			}
+			gvr := schema.GroupVersionResource{Group: string(p[6]), Version: string(p[7]), Resource: string(p[8])}
+			ev, err := get(txn, relKey(string(p[0]), gvr, string(p[9]), string(p[10])))
+			if err != nil {
+				return err
+			}
+			if ev == nil {
+				return fmt.Errorf("R/ key %q: its source has no E/ entry", key)
+			}
+			hd, _, err := cutRelHeader(ev, false)
+			if err != nil {
+				return err
+			}
+			if hd.kind != kind || hd.uid != uid {
+				return fmt.Errorf("R/ key %q: value says %s %s, the E/ header %s %s", key, kind, uid, hd.kind, hd.uid)
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 {
+		t.Fatal("no R/ keys checked")
+	}
+}
+
+// emptyReverseValues rewrites every R/ value empty, as a store written
+// before R/ values carried the source holds them, and returns how many.
+func emptyReverseValues(t *testing.T, s *Store) int {
+	t.Helper()
+	var keys [][]byte
+	err := s.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{})
+		defer it.Close()
+		pre := []byte{'R', sep}
+		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.db.Update(func(txn *bdg.Txn) error {
+			for _, k := range keys {
+				if err := txn.Set(k, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(keys)
+}
