@@ -3,11 +3,14 @@ package ingest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +34,10 @@ func sum(m map[string]uint64) (n uint64) {
 	return n
 }
 
-// readStore opens a Badger state directory (no process may hold it) and
-// lists every pod.
-func readStore(t *testing.T, dir string) ([]query.Object, query.Version, []query.Object) {
+// readStore opens a Badger state directory (no process may hold it),
+// lists every pod, and when counted counts them by cluster, namespace and
+// image.
+func readStore(t *testing.T, dir string, counted bool) ([]query.Object, query.Version, []query.Object, query.Counts) {
 	t.Helper()
 	st, err := badger.Open(badger.Options{Dir: dir, Logger: fixture.Logger(t)})
 	if err != nil {
@@ -46,16 +50,32 @@ func readStore(t *testing.T, dir string) ([]query.Object, query.Version, []query
 	if err != nil {
 		t.Fatal(err)
 	}
+	var counts query.Counts
+	var by []query.Dimension
+	for _, d := range []string{"cluster", "namespace", "image"} {
+		dim, err := query.ParseDimension(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		by = append(by, dim)
+	}
+	if counted {
+		if counts, err = r.Count(context.Background(), query.CountOptions{GVR: benchdata.PodGVR, By: by}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sel, _ := k8slabels.Parse("app=web")
 	return fixture.ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR}), v,
-		fixture.ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR, Labels: sel})
+		fixture.ListAll(t, r, query.ListOptions{GVR: benchdata.PodGVR, Labels: sel}), counts
 }
 
 // checkStore asserts a stopped store equals the streams, including the
-// label index, and returns its objects.
-func checkStore(t *testing.T, dir string, want map[fixture.ObjKey][]byte, targets map[string]uint64) []query.Object {
+// label index and, when counted (serve ran with --count-index), the
+// counters: the count by cluster, namespace and image comes from them and
+// equals a recount of the objects listed. It returns the objects.
+func checkStore(t *testing.T, dir string, want map[fixture.ObjKey][]byte, targets map[string]uint64, counted bool) []query.Object {
 	t.Helper()
-	all, v, web := readStore(t, dir)
+	all, v, web, counts := readStore(t, dir, counted)
 	fixture.CompareWithStream(t, all, want)
 	for c, s := range targets {
 		if v[c] != s {
@@ -69,19 +89,49 @@ func checkStore(t *testing.T, dir string, want map[fixture.ObjKey][]byte, target
 		}
 	}
 	fixture.CompareWithStream(t, web, wantWeb)
+	if !counted {
+		return all
+	}
+	recount := map[string]int64{}
+	for _, o := range all {
+		var pod struct {
+			Metadata struct {
+				Namespace, Name string
+			} `json:"metadata"`
+			Spec struct {
+				Containers []struct{ Image string } `json:"containers"`
+			} `json:"spec"`
+		}
+		if err := json.Unmarshal(o.JSON, &pod); err != nil || len(pod.Spec.Containers) != 1 {
+			t.Fatalf("pod %s/%s of %s: %v (%d containers)", pod.Metadata.Namespace, pod.Metadata.Name, o.Cluster, err, len(pod.Spec.Containers))
+		}
+		recount[o.Cluster+"/"+pod.Metadata.Namespace+"/"+pod.Spec.Containers[0].Image]++
+	}
+	got := map[string]int64{}
+	for _, r := range counts.Rows {
+		got[strings.Join(r.Values, "/")] = r.Count
+	}
+	if counts.Scanned != "counters" || counts.Total != int64(len(all)) || !maps.Equal(got, recount) {
+		t.Fatalf("count by cluster, namespace and image: scanned %q, total %d, %d rows; want counters, %d objects, %d rows as recounted", counts.Scanned, counts.Total, len(got), len(all), len(recount))
+	}
 	return all
 }
 
 // TestMaterializerKill9AndRebuild runs the real binary: `fleetview serve`
-// is killed with SIGKILL several times while it ingests a pre-filled
-// stream, and the store must equal the stream afterwards. Then `fleetview
+// (with --count-index: the counters too) is killed with SIGKILL several
+// times while it ingests a pre-filled stream, and the store must equal
+// the stream afterwards, its counters a recount. Then `fleetview
 // rebuild` (killed once too, then resumed) replays the streams while serve
 // keeps answering, and the next serve start switches to a store identical
 // to the live one.
 func TestMaterializerKill9AndRebuild(t *testing.T) {
 	bin := fixture.BuildFleetview(t)
 	ns, nc, js := fixture.StartMatNATS(t, 0)
-	n := fixture.EnvInt(t, "FV_KILL_EVENTS", 40000)
+	// 20,000 objects (31,000 events): every kill below is taken within
+	// milliseconds of its threshold, so a fifth of the streams (6,000
+	// events) still separates one kill from the next and the last one
+	// from the end; 40,000 showed the same at twice the cost.
+	n := fixture.EnvInt(t, "FV_KILL_EVENTS", 20000)
 	var evs []*fleetviewv1.ResourceEvent
 	for i := range n {
 		evs = append(evs, benchdata.Event("c1", i, 1))
@@ -118,7 +168,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	// middle of ingest whatever the machine's speed.
 	total := sum(targets)
 	for k := uint64(1); k <= 4; k++ {
-		p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+		p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--count-index")
 		threshold := total * k / 5
 		deadline := time.Now().Add(2 * time.Minute)
 		for sum(p.AppliedOrEmpty()) < threshold {
@@ -135,10 +185,10 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 			t.Fatalf("ingest finished before kill #%d: raise FV_KILL_EVENTS", k)
 		}
 	}
-	p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
+	p := fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf, "--count-index")
 	waitApplied(t, 5*time.Minute, p.AppliedOrEmpty, targets)
 	p.Stop(t)
-	live := checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
+	live := checkStore(t, filepath.Join(stateDir, "badger"), want, targets, true)
 
 	// Rebuild while serve keeps answering.
 	p = fixture.StartServe(t, bin, ns.ClientURL(), stateDir, logf)
@@ -174,7 +224,10 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	}
 	rbDone := make(chan error, 1)
 	go func() { rbDone <- rb.Wait() }()
-	fixture.Eventually(t, 60*time.Second, func() error {
+	// Killed once it has applied 3,000 events of c1 (serve answering
+	// meanwhile), polled every few milliseconds, not Eventually's up to
+	// 200 ms, so the kill lands well before its end.
+	rebuilding := func() error {
 		if err := listOK(); err != nil {
 			return fmt.Errorf("serve stopped answering during the rebuild: %w", err)
 		}
@@ -190,7 +243,16 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 			return fmt.Errorf("rebuild has applied %d events of c1", info.AckFloor.Stream)
 		}
 		return nil
-	})
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		err := rebuilding()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not met within 60s: %v", err)
+		}
+	}
 	_ = rb.Process.Signal(syscall.SIGKILL)
 	<-rbDone
 	if _, err := os.Stat(filepath.Join(newDir, "REBUILT")); err == nil {
@@ -207,7 +269,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 		t.Fatalf("serve stopped answering after the rebuild: %v", err)
 	}
 	p.Stop(t)
-	rebuilt := checkStore(t, newDir, want, targets)
+	rebuilt := checkStore(t, newDir, want, targets, false)
 	if len(rebuilt) != len(live) {
 		t.Fatalf("rebuilt store has %d objects, live %d", len(rebuilt), len(live))
 	}
@@ -223,7 +285,7 @@ func TestMaterializerKill9AndRebuild(t *testing.T) {
 	if _, err := os.Stat(newDir); !os.IsNotExist(err) {
 		t.Fatalf("badger.new still there after the switch: %v", err)
 	}
-	checkStore(t, filepath.Join(stateDir, "badger"), want, targets)
+	checkStore(t, filepath.Join(stateDir, "badger"), want, targets, false)
 	b, _ := os.ReadFile(logf.Name())
 	if !bytes.Contains(b, []byte("switched to the rebuilt store")) {
 		t.Fatal("serve did not log the switch to the rebuilt store")

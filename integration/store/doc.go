@@ -7,5 +7,7 @@
 // to Badger's (opensearch_relations_test.go), two serve replicas on one NATS server
 // (replicas_test.go), and three hubs on a NATS JetStream cluster through
 // the stream leader's kill -9, with BenchmarkNATSReplication, the cost of
-// R3 (natscluster_test.go). Shared helpers are in integration/fixture.
+// R3 (natscluster_test.go). The tests that neither stop nor restart
+// OpenSearch share one node (shared_test.go); shared helpers are in
+// integration/fixture.
 package store

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/integration/fixture"
-	itos "github.com/fleetview/fleetview/integration/opensearch"
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/stream"
@@ -80,10 +79,13 @@ func relFleet(cluster string, pods int) []*fleetviewv1.ResourceEvent {
 // applied. Documents of the previous mapping are never read as relating
 // to nothing.
 func TestOpenSearchCountsAndRelationsAgreeWithBadger(t *testing.T) {
-	node := itos.StartTest(t, itos.Options{JVMArgs: []string{"-XX:TieredStopAtLevel=1"}})
+	node := osNode.get(t)
 	ctx := context.Background()
 	// Two groups per aggregation request: every count pages.
-	ost, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, CountPage: 2, Logger: fixture.Logger(t)})
+	// Indices of its own on the shared node (TestServeReroutesResources
+	// has the default ones).
+	ost, err := opensearch.Open(opensearch.Options{Addresses: []string{node.URL()}, IndexPrefix: "rel-", CheckpointIndex: "fleetview-rel-checkpoints",
+		CountPage: 2, Logger: fixture.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

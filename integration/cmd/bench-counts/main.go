@@ -1,17 +1,22 @@
 // Command bench-counts measures counts against the list of the same
-// selection, and the apply rate with the value index against without it,
-// in one run, on the Badger store itself (no NATS, no members: what is
-// measured is the store's read and write paths):
+// selection, and the apply rate with counters and the value index against
+// without them, in one run, on the Badger store itself (no NATS, no
+// members: what is measured is the store's read and write paths):
 //
 //  1. N Pods (~3 KB, benchdata's, with four phases and one or two images)
 //     spread over FV_COUNTS_CLUSTERS clusters are applied, in batches of
-//     1,000, into a store with the value index and into one without it,
-//     alternating FV_COUNTS_ROUNDS times; then a third of them change
-//     phase (an update pass), the same way. Apply rates and their ratio.
-//  2. On the indexed store: counts by cluster x status.phase, by image,
-//     by cluster with app=web, by namespace x label:app, and the list of
-//     the same selection (every page of 500, the baseline), each the
-//     median of FV_COUNTS_REPEAT runs, and their ratio.
+//     1,000, into three stores: with counters and the value index, with
+//     the value index alone, and with neither, in a rotating order,
+//     FV_COUNTS_ROUNDS times; then a third of them are updated keeping
+//     their phase, and a third change phase (update passes), the same
+//     way. Apply rates and their ratios.
+//  2. Counts by cluster x status.phase, by image, by cluster with
+//     app=web, by namespace x label:app, ..., each on the store with
+//     counters (the path its answer names: counters when no selector,
+//     else the indexes) and on the store with the value index alone (the
+//     index path), beside the list of the same selection (every page of
+//     500, the baseline), each the median of FV_COUNTS_REPEAT runs, and
+//     their ratio.
 //
 // Scale: FV_COUNTS_PODS=150000 (the 3 x 50k), FV_COUNTS_CLUSTERS=3,
 // FV_COUNTS_ROUNDS=2, FV_COUNTS_REPEAT=5. It exits 1 when a count exceeds
@@ -149,13 +154,16 @@ func main() {
 		fail("%v", err)
 	}
 
-	// 1. Apply with and without the value index, alternating.
-	var withLoad, withoutLoad, withKeep, withoutKeep, withUpd, withoutUpd []float64
-	var kept *badger.Store
+	// 1. Apply into the three arms, the order rotating each round.
+	const counters, index, none = 0, 1, 2
+	arms := []string{"counters + value index", "value index alone", "neither"}
+	var load, keep, upd [3][]float64
+	var kept [2]*badger.Store // the counters and index arms of the last round
 	for round := range rounds {
-		for _, indexed := range []bool{round%2 == 1, round%2 == 0} {
-			o := badger.Options{Dir: fmt.Sprintf("%s/r%d-%v", tmp, round, indexed), ValueLogGCInterval: -1}
-			if !indexed {
+		for k := range 3 {
+			arm := (round + k) % 3
+			o := badger.Options{Dir: fmt.Sprintf("%s/r%d-%d", tmp, round, arm), ValueLogGCInterval: -1, NoCounters: arm != counters}
+			if arm == none {
 				o.ValueIndex = []badger.IndexedValue{}
 			}
 			s, err := badger.Open(o)
@@ -163,16 +171,11 @@ func main() {
 				fail("%v", err)
 			}
 			seq := map[string]uint64{}
-			load := r.apply(s, 1, false, seq)
-			keep := r.apply(s, 5, true, seq) // rv 5: the phase of rv 1
-			upd := r.apply(s, 2, true, seq)
-			if indexed {
-				withLoad, withKeep, withUpd = append(withLoad, load), append(withKeep, keep), append(withUpd, upd)
-			} else {
-				withoutLoad, withoutKeep, withoutUpd = append(withoutLoad, load), append(withoutKeep, keep), append(withoutUpd, upd)
-			}
-			if indexed && round == rounds-1 {
-				kept = s
+			load[arm] = append(load[arm], r.apply(s, 1, false, seq))
+			keep[arm] = append(keep[arm], r.apply(s, 5, true, seq)) // rv 5: the phase of rv 1
+			upd[arm] = append(upd[arm], r.apply(s, 2, true, seq))
+			if arm != none && round == rounds-1 {
+				kept[arm] = s
 				continue
 			}
 			if err := s.Close(); err != nil {
@@ -180,12 +183,14 @@ func main() {
 			}
 		}
 	}
-	if kept == nil {
-		fail("no indexed store kept")
+	for _, p := range []struct {
+		name string
+		rate [3][]float64
+	}{{"initial load, Pods/s", load}, {"a third updated, phase kept, updates/s", keep}, {"a third updated, phase changed, updates/s", upd}} {
+		c, i, n := medianF(p.rate[counters]), medianF(p.rate[index]), medianF(p.rate[none])
+		fmt.Printf("apply (%s): %s %.0f, %s %.0f, %s %.0f: counters+index / neither %.2f, index / neither %.2f, counters+index / index %.2f\n",
+			p.name, arms[counters], c, arms[index], i, arms[none], n, c/n, i/n, c/i)
 	}
-	fmt.Printf("apply (initial load): %.0f Pods/s with the value index, %.0f without: ratio %.2f\n", medianF(withLoad), medianF(withoutLoad), medianF(withLoad)/medianF(withoutLoad))
-	fmt.Printf("apply (a third updated, phase kept): %.0f updates/s with, %.0f without: ratio %.2f\n", medianF(withKeep), medianF(withoutKeep), medianF(withKeep)/medianF(withoutKeep))
-	fmt.Printf("apply (a third updated, phase changed): %.0f updates/s with, %.0f without: ratio %.2f\n", medianF(withUpd), medianF(withoutUpd), medianF(withUpd)/medianF(withoutUpd))
 
 	// 2. Counts against the list of the same selection, once the store
 	// has settled: Badger compacts in the background after a load, and
@@ -200,7 +205,7 @@ func main() {
 		}
 	}
 	fmt.Printf("store settled: %v\n", settled)
-	rd := kept.Reader(badger.ReaderOptions{})
+	rd, ri := kept[counters].Reader(badger.ReaderOptions{}), kept[index].Reader(badger.ReaderOptions{})
 	ctx := context.Background()
 	dims := func(by ...string) []query.Dimension {
 		out := make([]query.Dimension, len(by))
@@ -226,13 +231,16 @@ func main() {
 		{"cluster x namespace, app=web", query.CountOptions{By: dims("cluster", "namespace"), Labels: web}, 100 * time.Millisecond},
 		{"namespace x label:app", query.CountOptions{By: dims("namespace", "label:app")}, 0},
 		{"cluster x phase, restricted caller", query.CountOptions{By: dims("cluster", "field:status.phase"), Visible: restricted}, 100 * time.Millisecond},
+		{"image, restricted caller", query.CountOptions{By: dims("image"), Visible: restricted}, 200 * time.Millisecond},
+		{"cluster x namespace", query.CountOptions{By: dims("cluster", "namespace")}, 0},
 	}
 	failed := false
 	for _, c := range cases {
 		c.o.GVR = benchdata.PodGVR
-		var counts, lists, countsCPU, listsCPU []time.Duration
+		var counts, lists, countsCPU, listsCPU, idx, idxCPU []time.Duration
 		var total int64
 		var listed int
+		var scanned, idxScanned string
 		for range repeat {
 			start, cpu := time.Now(), cpuTime()
 			res, err := rd.Count(ctx, c.o)
@@ -240,7 +248,17 @@ func main() {
 				fail("count %s: %v", c.name, err)
 			}
 			counts, countsCPU = append(counts, time.Since(start)), append(countsCPU, cpuTime()-cpu)
-			total = res.Total
+			total, scanned = res.Total, res.Scanned
+			start, cpu = time.Now(), cpuTime()
+			ires, err := ri.Count(ctx, c.o)
+			if err != nil {
+				fail("count %s without counters: %v", c.name, err)
+			}
+			idx, idxCPU = append(idx, time.Since(start)), append(idxCPU, cpuTime()-cpu)
+			idxScanned = ires.Scanned
+			if !slices.EqualFunc(res.Rows, ires.Rows, func(a, b query.CountRow) bool { return a.Count == b.Count && slices.Equal(a.Values, b.Values) }) || res.Total != ires.Total {
+				fail("%s: %s and %s disagree: %v / %d against %v / %d", c.name, res.Scanned, ires.Scanned, res.Rows, res.Total, ires.Rows, ires.Total)
+			}
 			start, cpu = time.Now(), cpuTime()
 			listed = 0
 			lo := query.ListOptions{GVR: benchdata.PodGVR, Labels: c.o.Labels, Visible: c.o.Visible, Limit: 500}
@@ -257,10 +275,17 @@ func main() {
 			}
 			lists, listsCPU = append(lists, time.Since(start)), append(listsCPU, cpuTime()-cpu)
 		}
+		unselected := c.o.Labels == nil
+		for _, d := range c.o.By {
+			unselected = unselected && d.Kind != query.DimLabel
+		}
+		if unselected && scanned != "counters" {
+			fail("%s: answered from %s, not counters", c.name, scanned)
+		}
 		if int64(listed) != total {
 			fail("%s: counted %d objects, listed %d", c.name, total, listed)
 		}
-		cm, lm, cc, lc := median(counts), median(lists), median(countsCPU), median(listsCPU)
+		cm, lm, cc, lc, im, ic := median(counts), median(lists), median(countsCPU), median(listsCPU), median(idx), median(idxCPU)
 		verdict := ""
 		if c.target > 0 {
 			// Judged on CPU time: the wall time of a loaded machine is
@@ -271,12 +296,16 @@ func main() {
 				failed = true
 			}
 		}
-		fmt.Printf("count by %s over %d Pods: %v wall, %v CPU; list of the same selection %v wall, %v CPU: ratio %.3f (CPU %.3f)%s\n", c.name, total,
-			cm.Round(100*time.Microsecond), cc.Round(100*time.Microsecond), lm.Round(time.Millisecond), lc.Round(time.Millisecond), float64(cm)/float64(lm), float64(cc)/float64(lc), verdict)
+		fmt.Printf("count by %s over %d Pods (%s): %v wall, %v CPU; without counters (%s) %v wall, %v CPU; list of the same selection %v wall, %v CPU: count / list %.3f (CPU %.3f), without counters / list %.3f%s\n", c.name, total, scanned,
+			cm.Round(10*time.Microsecond), cc.Round(10*time.Microsecond), idxScanned, im.Round(100*time.Microsecond), ic.Round(100*time.Microsecond),
+			lm.Round(time.Millisecond), lc.Round(time.Millisecond), float64(cm)/float64(lm), float64(cc)/float64(lc), float64(im)/float64(lm), verdict)
 	}
 	rd.Close()
-	if err := kept.Close(); err != nil {
-		fail("%v", err)
+	ri.Close()
+	for _, s := range kept {
+		if err := s.Close(); err != nil {
+			fail("%v", err)
+		}
 	}
 	if failed {
 		exit(1)

@@ -36,7 +36,9 @@ func benchHistory(ctx context.Context, js jetstream.JetStream, url, work, bin st
 			}
 			published += uint64(n)
 			syncDisks()
-			up, err := runServe(ctx, bin, url, state, batch, published-uint64(n), n, k, "", false, flags[mode]...)
+			// FV_BENCH_PROFILE and FV_BENCH_HEAP_PROFILE profile the
+			// updates with history on, the slower side.
+			up, err := runServe(ctx, bin, url, state, batch, published-uint64(n), n, k, "", mode == "on", flags[mode]...)
 			if err != nil {
 				return err
 			}
@@ -46,8 +48,8 @@ func benchHistory(ctx context.Context, js jetstream.JetStream, url, work, bin st
 			}
 			res[mode].add = append(res[mode].add, rate(add.fromFirst))
 			res[mode].update = append(res[mode].update, rate(up.fromFirst))
-			fmt.Printf("  round %d history %-3s add %7.0f events/s  update %7.0f events/s  store %5.0f MiB (VmHWM %4.0f MiB)\n",
-				r+1, mode, rate(add.fromFirst), rate(up.fromFirst), float64(size)/(1<<20), float64(up.peakRSS)/1024)
+			fmt.Printf("  round %d history %-3s add %7.0f events/s  update %7.0f events/s  store %5.0f MiB (VmHWM %4.0f MiB, anonymous peak %4.0f MiB, file-backed at the end %4.0f MiB)\n",
+				r+1, mode, rate(add.fromFirst), rate(up.fromFirst), float64(size)/(1<<20), float64(up.peakRSS)/1024, float64(up.peakAnon)/1024, float64(up.endFile)/1024)
 		}
 	}
 	on, off := res["on"], res["off"]

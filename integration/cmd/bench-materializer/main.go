@@ -26,7 +26,7 @@
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
 //	FV_BENCH_ONLY=history (instead of steps 2-6: history on vs off, issue #48: serve with --history-retention 0 and with the
 //	defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores: the adds, then an update of every object; history.go)
-//	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each)
+//	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each; serve's CPU per event printed beside the rate; FV_BENCH_AB_REPLAY=0 skips the replay)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_REPEAT=3 (runs of each Badger apply and replay configuration; their median is printed)
 //	FV_BENCH_OPENSEARCH_FULLTEXT_OBJECT=1 (index the object JSON too) FV_BENCH_OPENSEARCH_REFRESH=0 (no refresh per bulk)

@@ -29,6 +29,11 @@
 // ratios are reported against their targets, not judged (on a shared
 // 2-core machine two runs of the same arm differ by more than margins).
 //
+// FV_REL_STORE=<dir> keeps the store with relations in dir (applied once,
+// without the baseline store or apply rates) and runs 2 to 4 on it: run
+// again, by this build or another (before and after a change to the read
+// path), the reads compare on the same store, alternating.
+//
 // Run: go run ./integration/cmd/bench-relations
 package main
 
@@ -152,22 +157,41 @@ func run() error {
 	rounds, queries := envInt("FV_REL_ROUNDS", 2), envInt("FV_REL_QUERIES", 200)
 	f := fleet{pods: pods, deployments: max(50, pods/100/50*50)}
 	names := make([]string, clusters)
-	loads, updates := make([][]*fleetviewv1.ResourceEvent, clusters), make([][]*fleetviewv1.ResourceEvent, clusters)
 	for c := range clusters {
 		names[c] = fmt.Sprintf("cluster-%02d", c)
-		loads[c] = f.controllers(names[c])
-		for i := range pods {
-			loads[c] = append(loads[c], f.pod(names[c], i, 1))
-			updates[c] = append(updates[c], f.pod(names[c], i, 2))
-		}
 	}
-	total := len(loads[0]) * clusters
 	fmt.Printf("bench-relations: %d clusters x (%d Pods, %d Deployments, ReplicaSets and Services): %d objects; GOMAXPROCS %d\n",
-		clusters, pods, f.deployments, total, runtimeProcs())
+		clusters, pods, f.deployments, (pods+3*f.deployments)*clusters, runtimeProcs())
+	events := func() (loads, updates [][]*fleetviewv1.ResourceEvent) {
+		loads, updates = make([][]*fleetviewv1.ResourceEvent, clusters), make([][]*fleetviewv1.ResourceEvent, clusters)
+		for c := range clusters {
+			loads[c] = f.controllers(names[c])
+			for i := range pods {
+				loads[c] = append(loads[c], f.pod(names[c], i, 1))
+				updates[c] = append(updates[c], f.pod(names[c], i, 2))
+			}
+		}
+		return loads, updates
+	}
+
+	// FV_REL_STORE keeps the store with relations in a directory and
+	// reuses it: the reads of two builds (before and after a change)
+	// alternate on the same store and load, without the applies, and
+	// without the events in memory (a gigabyte at 3 x 50k, which every
+	// garbage collection during the reads would mark).
+	kept, err := keptStore(os.Getenv("FV_REL_STORE"), names, events)
+	if err != nil {
+		return err
+	}
+	if kept != nil {
+		defer kept.Close()
+		return reads(kept, f, names, pods, clusters, queries)
+	}
+	loads, updates := events()
+	total := len(loads[0]) * clusters
 
 	// 1. Apply rates, with relations against without, alternating.
 	rates := map[bool]*[2][]float64{true: {}, false: {}}
-	var kept *badger.Store
 	for r := range rounds {
 		// The arms swap places every round: the second meets the first's
 		// close and removal on the disk.
@@ -216,6 +240,40 @@ func run() error {
 		w, wo := median(rates[true][i]), median(rates[false][i])
 		fmt.Printf("apply %s: with relations %.0f/s, without %.0f/s: ratio %.2f (target >= 0.85)\n", what, w, wo, w/wo)
 	}
+	return reads(kept, f, names, pods, clusters, queries)
+}
+
+// keptStore opens the store kept in dir (empty: none kept), applying the
+// loads and updates with relations first when dir holds no finished one.
+func keptStore(dir string, names []string, events func() (loads, updates [][]*fleetviewv1.ResourceEvent)) (*badger.Store, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	done := dir + "/bench-relations.done"
+	_, err := os.Stat(done)
+	applied := err == nil
+	s, err := badger.Open(badger.Options{Dir: dir, ValueLogGCInterval: -1})
+	if err != nil || applied {
+		return s, err
+	}
+	loads, updates := events()
+	for c := range names {
+		var seq uint64
+		if _, err := apply(s, names[c], loads[c], &seq); err != nil {
+			s.Close()
+			return nil, err
+		}
+		if _, err := apply(s, names[c], updates[c], &seq); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	fmt.Printf("kept the store with relations in %s\n", dir)
+	return s, os.WriteFile(done, nil, 0o644)
+}
+
+// reads is 2 to 4, on the store with relations.
+func reads(kept *badger.Store, f fleet, names []string, pods, clusters, queries int) error {
 
 	// 2. Related of one Deployment, depth 3. FV_REL_CPUPROFILE names a
 	// file for a CPU profile of the reads (2 to 4).

@@ -21,8 +21,8 @@ import (
 	"github.com/fleetview/fleetview/integration/fixture"
 )
 
-// actNarrowPolicy lets alice reach only Pods in namespace shop of member1
-// (and, for the proxy opt-in, Services in shop of member2): whatever the
+// actNarrowPolicy lets alice reach only Pods in namespace adv of member1
+// (and, for the proxy opt-in, Services in adv of member2): whatever the
 // members' RBAC grants her elsewhere, the hub must not forward it.
 const actNarrowPolicy = `rules:
 - groups: [fleet-admins]
@@ -35,21 +35,21 @@ const actNarrowPolicy = `rules:
   verbs: [get, list, watch]
   resources: [pods]
   clusters: [member1]
-  namespaces: [shop]
+  namespaces: [adv]
 - users: [alice]
   verbs: [get]
   resources: [services]
   clusters: [member2]
-  namespaces: [shop]
+  namespaces: [adv]
 `
 
 // TestActThroughAdversarial is issue #43's escaped-separator class on real
 // components: real kube-apiservers with RBAC, the collector binaries with
 // --act-through, a token file, a narrow hub policy and the hub's audit
-// log. alice may reach only Pods in shop of member1 through the hub, while
+// log. alice may reach only Pods in adv of member1 through the hub, while
 // member1's own RBAC lets her read Secrets and delete ConfigMaps in
 // namespace other. For every spelling that once made the hub judge a Pod
-// in shop while the member executed something else (an escaped '/', an
+// in adv while the member executed something else (an escaped '/', an
 // escaped escape, '#', '?', escaped dots, in the version, group, resource,
 // name, subresource and cluster positions), the hub answers 400 before
 // judging or forwarding anything: the Secret's data is in no answer, the
@@ -63,7 +63,7 @@ const actNarrowPolicy = `rules:
 func TestActThroughAdversarial(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	af := startActFleet(t, ctx, true, map[string]string{"member1": "writes,logs,reads", "member2": "writes,logs,reads,proxy"}, func(o *app.UpOptions) {
+	af := startActFleet(t, ctx, "adv", true, map[string]string{"member1": "writes,logs,reads", "member2": "writes,logs,reads,proxy"}, func(o *app.UpOptions) {
 		p := filepath.Join(t.TempDir(), "narrow-policy.yaml")
 		if err := os.WriteFile(p, []byte(actNarrowPolicy), 0o600); err != nil {
 			t.Fatal(err)
@@ -79,7 +79,7 @@ func TestActThroughAdversarial(t *testing.T) {
 	m1 := af.fleet.Cluster("member1").Clientset()
 	// member1: namespace other, where alice's member RBAC may read
 	// Secrets and do anything to ConfigMaps; a Secret and a ConfigMap
-	// there; a Pod web in shop, which the hub lets her reach.
+	// there; a Pod web in adv, which the hub lets her reach.
 	const secretValue = "s3cret-value-of-other"
 	_, err := m1.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "other"}}, metav1.CreateOptions{})
 	check(err)
@@ -94,7 +94,7 @@ func TestActThroughAdversarial(t *testing.T) {
 	check(err)
 	_, err = m1.CoreV1().ConfigMaps("other").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "keep"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{})
 	check(err)
-	_, err = m1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{})
+	_, err = m1.CoreV1().Pods("adv").Create(ctx, fixture.QPod("adv", "web", "web", "node-a"), metav1.CreateOptions{})
 	check(err)
 
 	// No redirect is followed: what the hub answers is what is checked.
@@ -117,22 +117,22 @@ func TestActThroughAdversarial(t *testing.T) {
 		{"escaped escaped slashes in the version", "GET", "/clusters/member1/api/v1%252Fnamespaces%252Fother%252Fsecrets%252Ftop"},
 		{"escaped slashes in the version", "GET", "/clusters/member1/api/v1%2Fnamespaces%2Fother%2Fsecrets%2Ftop"},
 		{"escaped escaped slashes in the group", "GET", "/clusters/member1/apis/x%252F..%252F..%252Fapi%252Fv1%252Fnamespaces%252Fother%252Fsecrets%252Ftop"},
-		{"escaped escaped slashes in the resource", "GET", "/clusters/member1/api/v1/namespaces/shop/pods%252F..%252F..%252Fother%252Fsecrets/top"},
-		{"escaped escaped slashes in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/x%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
-		{"escaped slashes in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/x%2F..%2F..%2F..%2Fother%2Fsecrets%2Ftop"},
-		{"escaped escaped slashes in the namespace", "GET", "/clusters/member1/api/v1/namespaces/shop%252F..%252Fother/secrets/top"},
-		{"escaped escaped slashes in the subresource", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web/log%252F..%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
-		{"escaped dots as segments", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/%2E%2E/%2E%2E/%2E%2E/other/secrets/top"},
-		{"escaped hash in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web%23"},
-		{"escaped escaped hash in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web%2523%2F..%2F..%2F..%2Fother%2Fsecrets%2Ftop"},
-		{"escaped question mark in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web%3Fx=1"},
-		{"escaped escaped question mark in the name", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web%253F%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
-		{"escaped slash in the cluster", "GET", "/clusters/member1%2Fapi%2Fv1%2Fnamespaces%2Fother%2Fsecrets%2Ftop/api/v1/namespaces/shop/pods/web"},
+		{"escaped escaped slashes in the resource", "GET", "/clusters/member1/api/v1/namespaces/adv/pods%252F..%252F..%252Fother%252Fsecrets/top"},
+		{"escaped escaped slashes in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/x%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
+		{"escaped slashes in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/x%2F..%2F..%2F..%2Fother%2Fsecrets%2Ftop"},
+		{"escaped escaped slashes in the namespace", "GET", "/clusters/member1/api/v1/namespaces/adv%252F..%252Fother/secrets/top"},
+		{"escaped escaped slashes in the subresource", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web/log%252F..%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
+		{"escaped dots as segments", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/%2E%2E/%2E%2E/%2E%2E/other/secrets/top"},
+		{"escaped hash in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web%23"},
+		{"escaped escaped hash in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web%2523%2F..%2F..%2F..%2Fother%2Fsecrets%2Ftop"},
+		{"escaped question mark in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web%3Fx=1"},
+		{"escaped escaped question mark in the name", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web%253F%252F..%252F..%252F..%252Fother%252Fsecrets%252Ftop"},
+		{"escaped slash in the cluster", "GET", "/clusters/member1%2Fapi%2Fv1%2Fnamespaces%2Fother%2Fsecrets%2Ftop/api/v1/namespaces/adv/pods/web"},
 		{"deprecated watch prefix", "GET", "/clusters/member1/api/v1/watch/namespaces/other/secrets"},
-		{"delete, escaped escaped slashes in the name", "DELETE", "/clusters/member1/api/v1/namespaces/shop/pods/x%252F..%252F..%252F..%252Fother%252Fconfigmaps%252Fkeep"},
-		{"delete, escaped dots", "DELETE", "/clusters/member1/api/v1/namespaces/shop/pods/%2E%2E/%2E%2E/%2E%2E/other/configmaps/keep"},
-		{"delete, escaped hash", "DELETE", "/clusters/member1/api/v1/namespaces/shop/pods/x%2523%2F..%2F..%2F..%2Fother%2Fconfigmaps%2Fkeep"},
-		{"delete, escaped question mark", "DELETE", "/clusters/member1/api/v1/namespaces/shop/pods/x%253F%252F..%252F..%252F..%252Fother%252Fconfigmaps%252Fkeep"},
+		{"delete, escaped escaped slashes in the name", "DELETE", "/clusters/member1/api/v1/namespaces/adv/pods/x%252F..%252F..%252F..%252Fother%252Fconfigmaps%252Fkeep"},
+		{"delete, escaped dots", "DELETE", "/clusters/member1/api/v1/namespaces/adv/pods/%2E%2E/%2E%2E/%2E%2E/other/configmaps/keep"},
+		{"delete, escaped hash", "DELETE", "/clusters/member1/api/v1/namespaces/adv/pods/x%2523%2F..%2F..%2F..%2Fother%2Fconfigmaps%2Fkeep"},
+		{"delete, escaped question mark", "DELETE", "/clusters/member1/api/v1/namespaces/adv/pods/x%253F%252F..%252F..%252F..%252Fother%252Fconfigmaps%252Fkeep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := send(tc.method, tc.path)
@@ -172,8 +172,8 @@ func TestActThroughAdversarial(t *testing.T) {
 		// The control: alice's own Pod's log reaches member1 (its answer
 		// is the member's error, no kubelet runs the Pod), so the
 		// refusals here are the hub's, not a channel that does not work.
-		{"the control: a log in shop", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web/log", 0,
-			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/shop/pods/web/log", "resource": "pods", "subresource": "log", "namespace": "shop", "name": "web"}},
+		{"the control: a log in adv", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web/log", 0,
+			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/adv/pods/web/log", "resource": "pods", "subresource": "log", "namespace": "adv", "name": "web"}},
 		{"/api/{word} is that version's discovery", "GET", "/clusters/member1/api/secrets", http.StatusNotFound,
 			map[string]any{"kind": "discovery", "verb": "get", "path": "/api/secrets", "resource": "", "namespace": "", "memberStatus": float64(404), "answeredBy": "cache"}},
 		{"/apis/{word} is that group's discovery", "GET", "/clusters/member1/apis/x", http.StatusNotFound,
@@ -189,12 +189,12 @@ func TestActThroughAdversarial(t *testing.T) {
 		// The proxy class: a collector without it answers 501 even with
 		// the hub's --act-through-proxy; member2's collector has it, and
 		// the member decides (alice may not proxy there: its 403).
-		{"node proxy, outside alice's hub grant", "GET", "/clusters/member1/api/v1/nodes/node-a/proxy/run/shop/web/c", http.StatusForbidden,
+		{"node proxy, outside alice's hub grant", "GET", "/clusters/member1/api/v1/nodes/node-a/proxy/run/adv/web/c", http.StatusForbidden,
 			map[string]any{"kind": "resource", "verb": "get", "resource": "nodes", "subresource": "proxy", "memberStatus": float64(0)}},
-		{"pod proxy, collector without the class", "GET", "/clusters/member1/api/v1/namespaces/shop/pods/web/proxy", http.StatusNotImplemented,
-			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/shop/pods/web/proxy", "resource": "pods", "subresource": "proxy", "namespace": "shop", "memberStatus": float64(501)}},
-		{"service proxy, collector with the class", "GET", "/clusters/member2/api/v1/namespaces/shop/services/web/proxy/metrics", http.StatusForbidden,
-			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/shop/services/web/proxy/metrics", "resource": "services", "subresource": "proxy", "namespace": "shop", "memberStatus": float64(403)}},
+		{"pod proxy, collector without the class", "GET", "/clusters/member1/api/v1/namespaces/adv/pods/web/proxy", http.StatusNotImplemented,
+			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/adv/pods/web/proxy", "resource": "pods", "subresource": "proxy", "namespace": "adv", "memberStatus": float64(501)}},
+		{"service proxy, collector with the class", "GET", "/clusters/member2/api/v1/namespaces/adv/services/web/proxy/metrics", http.StatusForbidden,
+			map[string]any{"kind": "resource", "verb": "get", "path": "/api/v1/namespaces/adv/services/web/proxy/metrics", "resource": "services", "subresource": "proxy", "namespace": "adv", "memberStatus": float64(403)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := auditLines(t, af.auditLog)

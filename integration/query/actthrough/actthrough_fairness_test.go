@@ -40,7 +40,7 @@ func TestActThroughFairRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	lim := queryapi.RelayLimits{ClusterRequests: 10, ClusterStreams: 6, CallerRequests: 5, CallerStreams: 3}
-	af := startActFleet(t, ctx, true, map[string]string{"member1": "reads", "member2": "writes,logs,reads"},
+	af := startActFleet(t, ctx, "fair", true, map[string]string{"member1": "reads", "member2": "writes,logs,reads"},
 		func(o *app.UpOptions) { o.ActThroughConcurrency = lim })
 	m2 := af.fleet.Cluster("member2").Clientset()
 	check := func(err error) {
@@ -49,16 +49,16 @@ func TestActThroughFairRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// bob and root may do in member2's shop what alice may.
-	_, err := m2.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fair-edit"},
-		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+	// bob and root may do in member2's fair what alice may.
+	_, err := m2.RbacV1().RoleBindings("fair").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fair-edit"},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fair-editor"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "bob"},
 			{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "root"}}}, metav1.CreateOptions{})
 	check(err)
-	_, err = m2.CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "member"}}, metav1.CreateOptions{})
+	_, err = m2.CoreV1().ConfigMaps("fair").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"mode": "member"}}, metav1.CreateOptions{})
 	check(err)
 
-	base := af.fv.REST + "/clusters/member2/api/v1/namespaces/shop/configmaps"
+	base := af.fv.REST + "/clusters/member2/api/v1/namespaces/fair/configmaps"
 	send := func(token, method, url, body string) *http.Response {
 		t.Helper()
 		var rd io.Reader
@@ -154,11 +154,11 @@ func TestActThroughFairRelay(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("root's create with the streams held: %d %s", resp.StatusCode, b)
 	}
-	if out, err := af.kubectl(ctx, "bob", "--context", "member2", "-n", "shop", "create", "configmap", "bob-made", "--from-literal=by=bob"); err != nil {
+	if out, err := af.kubectl(ctx, "bob", "--context", "member2", "-n", "fair", "create", "configmap", "bob-made", "--from-literal=by=bob"); err != nil {
 		t.Fatalf("bob's kubectl create with the streams held: %v\n%s", err, out)
 	}
 	for name, by := range map[string]string{"root-made": "root", "bob-made": "bob"} {
-		cm, err := m2.CoreV1().ConfigMaps("shop").Get(ctx, name, metav1.GetOptions{})
+		cm, err := m2.CoreV1().ConfigMaps("fair").Get(ctx, name, metav1.GetOptions{})
 		if err != nil || cm.Data["by"] != by {
 			t.Fatalf("ConfigMap %s in member2: %v %v", name, cm, err)
 		}

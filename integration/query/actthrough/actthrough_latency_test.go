@@ -35,16 +35,16 @@ func TestActThroughLatency(t *testing.T) {
 	n := fixture.EnvInt(t, "FV_ACT_SAMPLES", 200)
 	// One caller sends every request here: its rate and its share of
 	// the channel are not what is measured.
-	af := startActFleet(t, ctx, true, map[string]string{"member1": "writes,reads", "member2": "writes,reads"}, func(o *app.UpOptions) {
+	af := startActFleet(t, ctx, "latency", true, map[string]string{"member1": "writes,reads", "member2": "writes,reads"}, func(o *app.UpOptions) {
 		o.ActThroughRate, o.ActThroughBurst = 1e6, 1e6
 		o.ActThroughConcurrency.CallerRequests = 16
 	})
 	m1 := af.fleet.Cluster("member1")
-	if _, err := m1.Clientset().CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "shop"},
+	if _, err := m1.Clientset().CoreV1().ConfigMaps("latency").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: "latency"},
 		Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m1.Clientset().CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "bench", "bench", "node-a"), metav1.CreateOptions{}); err != nil {
+	if _, err := m1.Clientset().CoreV1().Pods("latency").Create(ctx, fixture.QPod("latency", "bench", "bench", "node-a"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	fixture.Eventually(t, 60*time.Second, func() error {
@@ -117,7 +117,7 @@ func TestActThroughLatency(t *testing.T) {
 		slices.Sort(ds)
 		return stats{ds[len(ds)/2], ds[len(ds)*99/100]}
 	}
-	cm := "/api/v1/namespaces/shop/configmaps/bench"
+	cm := "/api/v1/namespaces/latency/configmaps/bench"
 	patch := func(i int) string { return fmt.Sprintf(`{"metadata":{"annotations":{"n":"%d"}}}`, i) }
 	rows := []struct {
 		what          string
@@ -125,8 +125,8 @@ func TestActThroughLatency(t *testing.T) {
 	}{
 		{"Get of an uncached ConfigMap", measure(hub, "GET", cm, nil), measure(member, "GET", cm, nil)},
 		{"merge patch of an uncached ConfigMap", measure(hub, "PATCH", cm, patch), measure(member, "PATCH", cm, patch)},
-		{"merge patch of a cached Pod (read your writes)", measure(hub, "PATCH", "/api/v1/namespaces/shop/pods/bench", patch),
-			measure(member, "PATCH", "/api/v1/namespaces/shop/pods/bench", patch)},
+		{"merge patch of a cached Pod (read your writes)", measure(hub, "PATCH", "/api/v1/namespaces/latency/pods/bench", patch),
+			measure(member, "PATCH", "/api/v1/namespaces/latency/pods/bench", patch)},
 	}
 	for _, r := range rows {
 		t.Logf("%-48s through fleetview p50 %7s p99 %7s | straight to the member p50 %7s p99 %7s | added p50 %7s p99 %7s",

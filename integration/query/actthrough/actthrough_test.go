@@ -61,7 +61,9 @@ const actPolicy = `rules:
 // for its members, the collector binaries of member1 and member2, and
 // kubeconfigs (`fleetview kubeconfig`) for alice and bob.
 type actFleet struct {
-	fleet      *harness.Fleet
+	fleet *harness.Fleet
+	// ns is the test's namespace in the members (grantActRBAC's).
+	ns         string
 	fv         *fixture.Fleetview
 	collectors map[string]*fixture.CollectorProc
 	kubeconfig map[string]string
@@ -74,10 +76,10 @@ type actFleet struct {
 	metricsAddr string
 }
 
-func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classes map[string]string, opts ...func(*app.UpOptions)) *actFleet {
+func startActFleet(t *testing.T, ctx context.Context, ns string, hubActThrough bool, classes map[string]string, opts ...func(*app.UpOptions)) *actFleet {
 	t.Helper()
 	fixture.RequireKubectl(t)
-	fleet := fixture.StartFleet(t, "member1", "member2")
+	fleet := members.Get(t)
 	bin := fixture.BuildFleetview(t)
 	dir := t.TempDir()
 	check := func(err error) {
@@ -94,7 +96,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 	pass := map[string]string{"member1": "member1-secret-0123456789", "member2": "member2-secret-0123456789"}
 	users := write("nats-users", "member1:"+pass["member1"]+"\nmember2:"+pass["member2"]+"\n")
 	natsAddr, natsPort := fixture.FreePort(t)
-	af := &actFleet{fleet: fleet, collectors: map[string]*fixture.CollectorProc{}, kubeconfig: map[string]string{},
+	af := &actFleet{fleet: fleet, ns: ns, collectors: map[string]*fixture.CollectorProc{}, kubeconfig: map[string]string{},
 		cacheDir: filepath.Join(dir, "kubectl-cache"), auditLog: filepath.Join(dir, "audit.log")}
 	// TLS: kubectl sends a bearer token over https only.
 	caPEM, _ := fixture.PKI(t, dir)
@@ -125,7 +127,7 @@ func startActFleet(t *testing.T, ctx context.Context, hubActThrough bool, classe
 	}
 
 	for _, c := range fleet.Clusters() {
-		grantActRBAC(t, ctx, c)
+		grantActRBAC(t, ctx, c, ns)
 	}
 	ckc := filepath.Join(dir, "collector.kubeconfig")
 	check(fleet.WriteKubeconfig(ckc, "collector"))
@@ -187,7 +189,7 @@ func (af *actFleet) kubectl(ctx context.Context, user string, args ...string) (s
 // cached reads an object from the hub's cache (gRPC, as root).
 func (af *actFleet) cached(cluster, group, resource, name string) (map[string]any, error) {
 	v := "v1"
-	resp, err := af.fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Group: group, Version: v, Resource: resource, Namespace: "shop", Name: name, Cluster: cluster})
+	resp, err := af.fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Group: group, Version: v, Resource: resource, Namespace: af.ns, Name: name, Cluster: cluster})
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +229,13 @@ func field(m map[string]any, path ...string) string {
 func TestActThrough(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	af := startActFleet(t, ctx, true, map[string]string{"member1": "writes,reads", "member2": "writes,logs,reads"})
+	// The hub gives a silent collector 3 s (default 15 s: the collector's
+	// keep-alives then come every second) and 3 s to take a request
+	// (default 5 s): the last subtest waits out each once, what the
+	// defaults would make 20 s.
+	af := startActFleet(t, ctx, "shop", true, map[string]string{"member1": "writes,reads", "member2": "writes,logs,reads"}, func(o *app.UpOptions) {
+		o.ActThroughIdleTimeout, o.ActThroughAcceptTimeout = 3*time.Second, 3*time.Second
+	})
 	m1, m2 := af.fleet.Cluster("member1").Clientset(), af.fleet.Cluster("member2").Clientset()
 	check := func(t *testing.T, err error) {
 		t.Helper()
@@ -546,8 +554,8 @@ func TestActThrough(t *testing.T) {
 func TestActThroughOff(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	af := startActFleet(t, ctx, false, map[string]string{"member1": "writes,logs,reads", "member2": "writes,logs,reads"})
-	_, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{})
+	af := startActFleet(t, ctx, "off", false, map[string]string{"member1": "writes,logs,reads", "member2": "writes,logs,reads"})
+	_, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("off").Create(ctx, fixture.QPod("off", "web", "web", "node-a"), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,28 +567,30 @@ func TestActThroughOff(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--context", "member2", "-n", "shop", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
-		{[]string{"--context", "fleet", "-n", "shop", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
-		{[]string{"--context", "member2", "-n", "shop", "get", "events"}, "the server doesn't have a resource type \"events\""},
-		{[]string{"--context", "member2", "-n", "shop", "logs", "web"}, "NotFound"},
+		{[]string{"--context", "member2", "-n", "off", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
+		{[]string{"--context", "fleet", "-n", "off", "label", "pod", "web", "a=b"}, "MethodNotAllowed"},
+		{[]string{"--context", "member2", "-n", "off", "get", "events"}, "the server doesn't have a resource type \"events\""},
+		{[]string{"--context", "member2", "-n", "off", "logs", "web"}, "NotFound"},
 	} {
 		out, err := af.kubectl(ctx, "alice", tc.args...)
 		if err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("kubectl %s: want a failure with %q, got %v\n%s", strings.Join(tc.args, " "), tc.want, err, out)
 		}
 	}
-	p, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+	p, err := af.fleet.Cluster("member2").Clientset().CoreV1().Pods("off").Get(ctx, "web", metav1.GetOptions{})
 	if err != nil || p.Labels["a"] != "" {
 		t.Fatalf("the member changed: %v %v", p.Labels, err)
 	}
 }
 
-// grantActRBAC prepares a member for acting through: namespace shop, the
-// collector may impersonate (and nothing more than its read-all grant),
-// alice may do anything to shop's Pods, Deployments, Events and ConfigMaps
-// (a Role of her own: the bootstrap edit role is filled by the aggregation
-// controller, which does not run here), bob nothing.
-func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster) {
+// grantActRBAC prepares a member for acting through in namespace ns
+// (created here): the collector may impersonate (a ClusterRole and
+// binding named after ns, nothing more than its read-all grant), alice
+// may do anything to ns's Pods, Deployments, Events and ConfigMaps (the
+// Role ns-editor, bound by alice-edit: the bootstrap edit role is filled
+// by the aggregation controller, which does not run here), bob nothing.
+// Its names are ns's own, so tests sharing members do not collide.
+func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster, ns string) {
 	t.Helper()
 	check := func(_ any, err error) {
 		t.Helper()
@@ -589,17 +599,18 @@ func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster) {
 		}
 	}
 	cs := c.Clientset()
-	check(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{}))
-	check(cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
+	impersonate := "fleetview-impersonate-" + ns
+	check(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	check(cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: impersonate},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"users", "groups"}, Verbs: []string{"impersonate"}}}}, metav1.CreateOptions{}))
-	check(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "fleetview-impersonate"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "fleetview-impersonate"},
+	check(cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: impersonate},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: impersonate},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: harness.CollectorUser}}}, metav1.CreateOptions{}))
-	check(cs.RbacV1().Roles("shop").Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "shop-editor"},
+	check(cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ns + "-editor"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"", "apps"}, Verbs: []string{"*"},
 			Resources: []string{"pods", "pods/log", "deployments", "deployments/scale", "events", "configmaps"}}}}, metav1.CreateOptions{}))
-	check(cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+	check(cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: ns + "-editor"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "alice"}}}, metav1.CreateOptions{}))
 }
 
@@ -616,9 +627,9 @@ func grantActRBAC(t *testing.T, ctx context.Context, c *harness.Cluster) {
 func TestActThroughUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	fleet := fixture.StartFleet(t, "member1", "member2")
+	fleet := members.Get(t)
 	for _, c := range fleet.Clusters() {
-		grantActRBAC(t, ctx, c)
+		grantActRBAC(t, ctx, c, "up")
 	}
 	dir := t.TempDir()
 	// root is in system:masters: under member RBAC, the members' own
@@ -641,12 +652,12 @@ func TestActThroughUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range fleet.Clusters() {
-		if _, err := c.Clientset().CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}); err != nil {
+		if _, err := c.Clientset().CoreV1().Pods("up").Create(ctx, fixture.QPod("up", "web", "web", "node-a"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cached := func() (map[string]any, error) {
-		resp, err := fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "shop", Name: "web", Cluster: "member1"})
+		resp, err := fv.Query.Get(fixture.Bearer("admin-token").Ctx(), &fleetviewv1.GetRequest{Version: "v1", Resource: "pods", Namespace: "up", Name: "web", Cluster: "member1"})
 		if err != nil {
 			return nil, err
 		}
@@ -658,7 +669,7 @@ func TestActThroughUp(t *testing.T) {
 	// from the cache (its catalog lists Pods there, member1's mirrored
 	// RBAC lets her read it) there is nothing to wait through.
 	fixture.Eventually(t, 60*time.Second, func() error {
-		req, err := http.NewRequestWithContext(ctx, "GET", fv.REST+"/clusters/member1/api/v1/namespaces/shop/pods/web", nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", fv.REST+"/clusters/member1/api/v1/namespaces/up/pods/web", nil)
 		if err != nil {
 			return err
 		}
@@ -675,7 +686,7 @@ func TestActThroughUp(t *testing.T) {
 		return nil
 	})
 	patch := func(cluster, token, label string) (int, string) {
-		req, err := http.NewRequestWithContext(ctx, "PATCH", fv.REST+"/clusters/"+cluster+"/api/v1/namespaces/shop/pods/web",
+		req, err := http.NewRequestWithContext(ctx, "PATCH", fv.REST+"/clusters/"+cluster+"/api/v1/namespaces/up/pods/web",
 			strings.NewReader(`{"metadata":{"labels":{"`+label+`":"yes"}}}`))
 		if err != nil {
 			t.Fatal(err)
@@ -691,7 +702,7 @@ func TestActThroughUp(t *testing.T) {
 		// A Warning says a write's answer did not wait for the cache.
 		return resp.StatusCode, strings.Join(resp.Header.Values("Warning"), "; ") + string(b)
 	}
-	pods := fleet.Cluster("member1").Clientset().CoreV1().Pods("shop")
+	pods := fleet.Cluster("member1").Clientset().CoreV1().Pods("up")
 	code, body := patch("member1", "alice-token", "alice")
 	if code != http.StatusOK {
 		t.Fatalf("alice's patch: %d %s", code, body)
@@ -713,8 +724,8 @@ func TestActThroughUp(t *testing.T) {
 		t.Fatalf("alice's patch in member2, mapped: %d %s", code, body)
 	}
 	m2 := fleet.Cluster("member2").Clientset()
-	if _, err := m2.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "corp-alice-edit"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},
+	if _, err := m2.RbacV1().RoleBindings("up").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "corp-alice-edit"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "up-editor"},
 		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "corp:alice"}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -725,7 +736,7 @@ func TestActThroughUp(t *testing.T) {
 		}
 		return nil
 	})
-	if p, err := m2.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{}); err != nil || p.Labels["corp-alice"] != "yes" {
+	if p, err := m2.CoreV1().Pods("up").Get(ctx, "web", metav1.GetOptions{}); err != nil || p.Labels["corp-alice"] != "yes" {
 		t.Fatalf("member2: %v %v", p.Labels, err)
 	}
 }

@@ -78,7 +78,7 @@ func TestMemberIdentityMapReserved(t *testing.T) {
 	if err := member.GrantCollectorReadAll(ctx); err != nil {
 		t.Fatal(err)
 	}
-	grantActRBAC(t, ctx, member) // shop; the collector may impersonate; alice edits pods in shop
+	grantActRBAC(t, ctx, member, "shop") // shop; the collector may impersonate; alice edits pods in shop
 	cs := member.Clientset()
 	if _, err := cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "corp-alice-edit"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "shop-editor"},

@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -32,20 +29,12 @@ import (
 // answer to dave is the same throughout.
 func TestMemberRBACForgedObjects(t *testing.T) {
 	ctx := context.Background()
-	fleet := fixture.StartFleet(t, "member1", "member2")
+	fleet := members.Get(t)
 	must := fixture.MustOK(t)
-	reader := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "fv-pod-reader"},
-		Rules: []rbacv1.PolicyRule{{Verbs: []string{"get", "list", "watch"}, APIGroups: []string{""}, Resources: []string{"pods"}}}}
 	dave := rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "dave"}
 	for _, c := range fleet.Clusters() {
-		cs := c.Clientset()
-		for _, ns := range []string{"shop", "payments"} {
-			must(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
-			must(cs.CoreV1().Pods(ns).Create(ctx, fixture.Pod(ns, "web", "web"), metav1.CreateOptions{}))
-		}
-		must(cs.RbacV1().ClusterRoles().Create(ctx, reader, metav1.CreateOptions{}))
-		must(cs.RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dave-pods"},
-			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: reader.Name}, Subjects: []rbacv1.Subject{dave}}, metav1.CreateOptions{}))
+		must(c.Clientset().RbacV1().RoleBindings("shop").Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "dave-pods"},
+			RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: podReader.Name}, Subjects: []rbacv1.Subject{dave}}, metav1.CreateOptions{}))
 	}
 	real, err := fleet.Cluster("member1").Clientset().RbacV1().RoleBindings("shop").Get(ctx, "dave-pods", metav1.GetOptions{})
 	if err != nil {
@@ -65,16 +54,8 @@ func TestMemberRBACForgedObjects(t *testing.T) {
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.NATSHost, o.NATSPort = "127.0.0.1", natsPort
 	o.NATSUsersFile, o.NATSHubPasswordFile = write("nats-users", "member1:"+pass1+"\n"), write("hub-pass", hubPass+"\n")
-	o.Auth.TokenFile = write("tokens", "root-token,root,1,\"system:masters\"\ndave-token,dave,2\n")
-	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", registries, clusters]\n")
-	o.Auth.AuthorizationMode = "member-rbac"
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
+	fv := fixture.MemberRBACHub{Users: []string{"dave"}, Registry: "pods-and-rbac", Kinds: []string{"v1:Pod"}}.Start(t, o, dir)
 	defer fv.Stop(t)
-	if _, err := fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "pods-and-rbac", "v1:Pod",
-		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
-		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding")); err != nil {
-		t.Fatal(err)
-	}
 	daveSees := func(want ...fixture.Ref) {
 		t.Helper()
 		fixture.Eventually(t, 90*time.Second, func() error {

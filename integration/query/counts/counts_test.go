@@ -127,14 +127,14 @@ func TestCountsAgreeWithMembers(t *testing.T) {
 		clusters  []string
 		wantScan  string
 	}{
-		{name: "cluster x phase", by: []string{"cluster", "field:status.phase"}, wantScan: "index"},
-		{name: "image", by: []string{"image"}, wantScan: "index"},
+		{name: "cluster x phase", by: []string{"cluster", "field:status.phase"}, wantScan: "counters"},
+		{name: "image", by: []string{"image"}, wantScan: "counters"},
 		{name: "namespace x app", by: []string{"namespace", "label:app"}, wantScan: "index"},
 		{name: "web by phase", by: []string{"field:status.phase"}, labelSel: "app=web", wantScan: "index"},
 		{name: "not web, image by cluster", by: []string{"image", "cluster"}, labelSel: "app!=web", wantScan: "index"},
-		{name: "one cluster's namespace", by: []string{"cluster", "namespace"}, namespace: "shop", clusters: []string{"member2"}, wantScan: "index"},
+		{name: "one cluster's namespace", by: []string{"cluster", "namespace"}, namespace: "shop", clusters: []string{"member2"}, wantScan: "counters"},
 		{name: "not running by cluster", by: []string{"cluster"}, phaseNot: "Running", wantScan: "objects"},
-		{name: "total alone", wantScan: "index"},
+		{name: "total alone", wantScan: "counters"},
 	}
 	expect := func(tok string, tc int) *fleetviewv1.CountResponse {
 		c := cases[tc]

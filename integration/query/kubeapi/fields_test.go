@@ -26,8 +26,7 @@ import (
 func TestKubeFieldSelectors(t *testing.T) {
 	fixture.RequireKubectl(t)
 	ctx := context.Background()
-	fleet := fixture.StartFleet(t, "member1", "member2")
-	fixture.CreateNS(t, ctx, fleet, "shop")
+	fleet := members.Get(t) // with shop and the CronTab shop/nightly (no spec.size: compares as "")
 	must := fixture.MustOK(t)
 	pods := map[string][][2]string{ // name, node ("" is unscheduled)
 		"member1": {{"web", "node-a"}, {"db", "node-b"}, {"idle", ""}},
@@ -46,7 +45,6 @@ func TestKubeFieldSelectors(t *testing.T) {
 		}
 		p.Status.Phase = corev1.PodRunning
 		must(c.Clientset().CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}))
-		fixture.InstallCronTabs(t, ctx, c, []string{"ct"}, "plain") // no spec.size: compares as ""
 		for i, size := range sizes[name] {
 			ct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
 				"metadata": map[string]any{"name": fmt.Sprintf("sized-%d", i), "namespace": "shop"}, "spec": map[string]any{"size": size}}}

@@ -98,18 +98,20 @@ func asCached(m *metav1.ObjectMeta, cluster string) {
 // JSON is JSON as from the member.
 // Each runs against the hub in process and as the built binary
 // (fixture.Hubs).
+// pbNS holds TestKubeProtobuf's Pods and Deployments on the shared members.
+const pbNS = "pb"
+
 func TestKubeProtobuf(t *testing.T) {
 	ctx := context.Background()
-	fleet := fixture.StartFleet(t, "member1", "member2")
-	fixture.CreateNS(t, ctx, fleet, "shop")
+	fleet := members.Get(t) // with the CronTab shop/nightly
+	fixture.CreateNS(t, ctx, fleet, pbNS)
 	must := fixture.MustOK(t)
 	c1, c2 := fleet.Cluster("member1").Clientset(), fleet.Cluster("member2").Clientset()
-	must(c1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-a"), metav1.CreateOptions{}))
-	must(c1.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "db", "db", "node-b"), metav1.CreateOptions{}))
-	must(c2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", "node-b"), metav1.CreateOptions{}))
-	must(c1.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
-	must(c2.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
-	fixture.InstallCronTabs(t, ctx, fleet.Cluster("member1"), []string{"ct"}, "nightly")
+	must(c1.CoreV1().Pods(pbNS).Create(ctx, fixture.QPod(pbNS, "web", "web", "node-a"), metav1.CreateOptions{}))
+	must(c1.CoreV1().Pods(pbNS).Create(ctx, fixture.QPod(pbNS, "db", "db", "node-b"), metav1.CreateOptions{}))
+	must(c2.CoreV1().Pods(pbNS).Create(ctx, fixture.QPod(pbNS, "web", "web", "node-b"), metav1.CreateOptions{}))
+	must(c1.AppsV1().Deployments(pbNS).Create(ctx, fixture.Deployment(pbNS, "cart"), metav1.CreateOptions{}))
+	must(c2.AppsV1().Deployments(pbNS).Create(ctx, fixture.Deployment(pbNS, "cart"), metav1.CreateOptions{}))
 
 	for _, hub := range fixture.Hubs() {
 		t.Run(hub.Name(), func(t *testing.T) {
@@ -149,7 +151,7 @@ func TestKubeProtobuf(t *testing.T) {
 
 			t.Run("list and get Pods: the member's objects with the cluster annotations", func(t *testing.T) {
 				for _, cluster := range []string{"member1", "member2"} {
-					want, err := member(t, cluster).CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+					want, err := member(t, cluster).CoreV1().Pods(pbNS).List(ctx, metav1.ListOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -161,7 +163,7 @@ func TestKubeProtobuf(t *testing.T) {
 					// Until fleetview holds the member's current Pods (a status
 					// update after the sync is possible).
 					fixture.Eventually(t, 30*time.Second, func() error {
-						if got, err = cs.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{}); err != nil {
+						if got, err = cs.CoreV1().Pods(pbNS).List(ctx, metav1.ListOptions{}); err != nil {
 							return err
 						}
 						if len(got.Items) != len(want.Items) {
@@ -183,7 +185,7 @@ func TestKubeProtobuf(t *testing.T) {
 						t.Fatalf("list resourceVersion %q: want fleetview's token", got.ResourceVersion)
 					}
 					for _, w := range want.Items {
-						p, err := cs.CoreV1().Pods("shop").Get(ctx, w.Name, metav1.GetOptions{})
+						p, err := cs.CoreV1().Pods(pbNS).Get(ctx, w.Name, metav1.GetOptions{})
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -202,7 +204,7 @@ func TestKubeProtobuf(t *testing.T) {
 				wantProtobuf(t, protobufType)
 				var names []string
 				for _, p := range all.Items {
-					if p.Namespace == "shop" {
+					if p.Namespace == pbNS {
 						names = append(names, p.Annotations["fleetview.io/cluster"]+"/"+p.Name)
 					}
 				}
@@ -211,19 +213,19 @@ func TestKubeProtobuf(t *testing.T) {
 					t.Fatalf("fleet view %v, want %v", names, want)
 				}
 				// Paged: limit, continue and remainingItemCount as JSON's.
-				page, err := fvClient(t, "").CoreV1().Pods("shop").List(ctx, metav1.ListOptions{Limit: 2})
+				page, err := fvClient(t, "").CoreV1().Pods(pbNS).List(ctx, metav1.ListOptions{Limit: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(page.Items) != 2 || page.Continue == "" || page.RemainingItemCount == nil || *page.RemainingItemCount != 1 {
 					t.Fatalf("page of 2: %d items, %+v", len(page.Items), page.ListMeta)
 				}
-				last, err := fvClient(t, "").CoreV1().Pods("shop").List(ctx, metav1.ListOptions{Limit: 2, Continue: page.Continue})
+				last, err := fvClient(t, "").CoreV1().Pods(pbNS).List(ctx, metav1.ListOptions{Limit: 2, Continue: page.Continue})
 				if err != nil || len(last.Items) != 1 || last.Continue != "" {
 					t.Fatalf("next page: %v, %+v", err, last)
 				}
 				// A Status in protobuf, decoded by client-go as the member's.
-				_, err = fvClient(t, "/clusters/member1").CoreV1().Pods("shop").Get(ctx, "nosuch", metav1.GetOptions{})
+				_, err = fvClient(t, "/clusters/member1").CoreV1().Pods(pbNS).Get(ctx, "nosuch", metav1.GetOptions{})
 				if !apierrors.IsNotFound(err) {
 					t.Fatalf("get nosuch: %v", err)
 				}
@@ -232,7 +234,7 @@ func TestKubeProtobuf(t *testing.T) {
 
 			t.Run("list and get Deployments", func(t *testing.T) {
 				for _, cluster := range []string{"member1", "member2"} {
-					w, err := member(t, cluster).AppsV1().Deployments("shop").Get(ctx, "cart", metav1.GetOptions{})
+					w, err := member(t, cluster).AppsV1().Deployments(pbNS).Get(ctx, "cart", metav1.GetOptions{})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -242,7 +244,7 @@ func TestKubeProtobuf(t *testing.T) {
 					// the object stays as created.
 					var d *appsv1.Deployment
 					fixture.Eventually(t, 30*time.Second, func() error {
-						if d, err = cs.AppsV1().Deployments("shop").Get(ctx, "cart", metav1.GetOptions{}); err != nil {
+						if d, err = cs.AppsV1().Deployments(pbNS).Get(ctx, "cart", metav1.GetOptions{}); err != nil {
 							return err
 						}
 						if !reflect.DeepEqual(d, w) {
@@ -251,7 +253,7 @@ func TestKubeProtobuf(t *testing.T) {
 						return nil
 					})
 					wantProtobuf(t, protobufType)
-					l, err := cs.AppsV1().Deployments("shop").List(ctx, metav1.ListOptions{})
+					l, err := cs.AppsV1().Deployments(pbNS).List(ctx, metav1.ListOptions{})
 					if err != nil || len(l.Items) != 1 || !reflect.DeepEqual(&l.Items[0], w) {
 						t.Fatalf("list: %v, %+v", err, l)
 					}
@@ -261,18 +263,18 @@ func TestKubeProtobuf(t *testing.T) {
 
 			t.Run("watch Pods", func(t *testing.T) {
 				cs := fvClient(t, "/clusters/member2")
-				l, err := cs.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{})
+				l, err := cs.CoreV1().Pods(pbNS).List(ctx, metav1.ListOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 				defer cancel()
-				w, err := cs.CoreV1().Pods("shop").Watch(wctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion})
+				w, err := cs.CoreV1().Pods(pbNS).Watch(wctx, metav1.ListOptions{ResourceVersion: l.ResourceVersion})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer w.Stop()
-				created, err := c2.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "watched", "watched", "node-w"), metav1.CreateOptions{})
+				created, err := c2.CoreV1().Pods(pbNS).Create(ctx, fixture.QPod(pbNS, "watched", "watched", "node-w"), metav1.CreateOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -306,7 +308,7 @@ func TestKubeProtobuf(t *testing.T) {
 				if !reflect.DeepEqual(p, want) {
 					t.Fatalf("ADDED:\n got %+v\nwant %+v", *p, *want)
 				}
-				if err := c2.CoreV1().Pods("shop").Delete(ctx, "watched", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				if err := c2.CoreV1().Pods(pbNS).Delete(ctx, "watched", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 					t.Fatal(err)
 				}
 				for {

@@ -48,10 +48,10 @@ func installGadgets(t *testing.T, ctx context.Context, c *harness.Cluster, size 
 		t.Fatal(err)
 	}
 	g := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gadget",
-		"metadata": map[string]any{"name": "g1", "namespace": "shop"},
+		"metadata": map[string]any{"name": "g1", "namespace": tableNS},
 		"spec":     map[string]any{"size": size, "owner": "team-" + phase}, "status": map[string]any{"phase": phase}}}
 	fixture.Eventually(t, 60*time.Second, func() error { // until the CRD is established
-		_, err := c.Dynamic().Resource(gadgetsGVR).Namespace("shop").Create(ctx, g, metav1.CreateOptions{})
+		_, err := c.Dynamic().Resource(gadgetsGVR).Namespace(tableNS).Create(ctx, g, metav1.CreateOptions{})
 		return err
 	})
 }
@@ -62,22 +62,28 @@ func installGadgets(t *testing.T, ctx context.Context, c *harness.Cluster, size 
 // (the member's default Name and Age), with and without -o wide; and the
 // Table's cells are the member's own.
 // Both against the hub in process and as the built binary (fixture.Hubs).
+// tableNS holds TestTableAsTheMemberPrints's objects on the shared
+// members: each kind is printed for this namespace only.
+const tableNS = "tables"
+
 func TestTableAsTheMemberPrints(t *testing.T) {
 	fixture.RequireKubectl(t)
 	ctx := context.Background()
-	fleet := fixture.StartFleet(t, "member1", "member2")
-	fixture.CreateNS(t, ctx, fleet, "shop")
+	fleet := members.Get(t) // with the CronTab CRD
+	fixture.CreateNS(t, ctx, fleet, tableNS)
 	must := fixture.MustOK(t)
 	for i, c := range fleet.Clusters() {
 		cs := c.Clientset()
-		must(cs.CoreV1().Pods("shop").Create(ctx, fixture.QPod("shop", "web", "web", fmt.Sprintf("node-%d", i)), metav1.CreateOptions{}))
-		must(cs.AppsV1().Deployments("shop").Create(ctx, fixture.Deployment("shop", "cart"), metav1.CreateOptions{}))
-		must(cs.CoreV1().ConfigMaps("shop").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: "shop"},
+		must(cs.CoreV1().Pods(tableNS).Create(ctx, fixture.QPod(tableNS, "web", "web", fmt.Sprintf("node-%d", i)), metav1.CreateOptions{}))
+		must(cs.AppsV1().Deployments(tableNS).Create(ctx, fixture.Deployment(tableNS, "cart"), metav1.CreateOptions{}))
+		must(cs.CoreV1().ConfigMaps(tableNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "conf", Namespace: tableNS},
 			Data: map[string]string{"a": "1", "b": strings.Repeat("x", i+1)}}, metav1.CreateOptions{}))
-		must(cs.CoreV1().Services("shop").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
+		must(cs.CoreV1().Services(tableNS).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: tableNS},
 			Spec: corev1.ServiceSpec{Selector: fixture.Labels("web"), Ports: []corev1.ServicePort{{Port: 80 + int32(i)}}}}, metav1.CreateOptions{}))
 		installGadgets(t, ctx, c, int64(3+i), []string{"Ready", "Pending"}[i%2])
-		fixture.InstallCronTabs(t, ctx, c, []string{"ct"}, "nightly")
+		ct := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "stable.example.com/v1", "kind": "CronTab",
+			"metadata": map[string]any{"name": "nightly", "namespace": tableNS}, "spec": map[string]any{"cronSpec": "* * * * */5"}}}
+		must(c.Dynamic().Resource(fixture.CronTabsGVR).Namespace(tableNS).Create(ctx, ct, metav1.CreateOptions{}))
 	}
 
 	for _, hub := range fixture.Hubs() {
@@ -113,7 +119,7 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 			for _, kind := range []string{"pods", "deployments", "configmaps", "services", "gadgets", "crontabs"} {
 				for _, wide := range []bool{false, true} {
 					name := kind
-					args := []string{"get", kind, "-n", "shop"}
+					args := []string{"get", kind, "-n", tableNS}
 					if wide {
 						name, args = kind+" -o wide", append(args, "-o", "wide")
 					}
@@ -151,10 +157,10 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 			// kubectl's other habits: each prints through fleetview what it
 			// prints against the members, every member's rows together.
 			for _, args := range [][]string{
-				{"get", "deployments", "-n", "shop", "--sort-by=.metadata.name"},
-				{"get", "configmaps", "-n", "shop", "--chunk-size=0"},
-				{"get", "gadgets", "-n", "shop", "--server-print=false"},
-				{"get", "pods", "-n", "shop", "-o", "custom-columns=NAME:.metadata.name,NODE:.spec.nodeName"},
+				{"get", "deployments", "-n", tableNS, "--sort-by=.metadata.name"},
+				{"get", "configmaps", "-n", tableNS, "--chunk-size=0"},
+				{"get", "gadgets", "-n", tableNS, "--server-print=false"},
+				{"get", "pods", "-n", tableNS, "-o", "custom-columns=NAME:.metadata.name,NODE:.spec.nodeName"},
 			} {
 				t.Run(strings.Join(args[1:], " "), func(t *testing.T) {
 					got := fixture.TableRows(kubectl(t, fvConfig, args...))
@@ -211,8 +217,8 @@ func TestTableAsTheMemberPrints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				member := get(hc, c.URL+"/apis/example.com/v1/namespaces/shop/gadgets")
-				ours := get(http.DefaultClient, fv.REST+"/clusters/member2/apis/example.com/v1/namespaces/shop/gadgets")
+				member := get(hc, c.URL+"/apis/example.com/v1/namespaces/"+tableNS+"/gadgets")
+				ours := get(http.DefaultClient, fv.REST+"/clusters/member2/apis/example.com/v1/namespaces/"+tableNS+"/gadgets")
 				if len(member.Rows) != 1 || len(ours.Rows) != 1 || len(ours.ColumnDefinitions) != len(member.ColumnDefinitions)+1 {
 					t.Fatalf("member %+v, fleetview %+v", member, ours)
 				}

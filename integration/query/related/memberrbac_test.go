@@ -3,16 +3,13 @@ package related
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,23 +56,11 @@ func checkMemberRBACRelated(t *testing.T, ctx context.Context, fleet *harness.Fl
 		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "frank"}}}, metav1.CreateOptions{})
 	must(err)
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		must(os.WriteFile(p, []byte(content), 0o600))
-		return p
-	}
 	o := fixture.UpOptions(t, fleet, filepath.Join(dir, "state"))
 	o.Indexes = app.IndexOptions{Relations: true}
-	o.Auth.TokenFile = write("tokens", "root-token,root,1,\"system:masters\"\nfrank-token,frank,2\n")
-	o.Auth.PolicyFile = write("policy", "rules:\n- users: [root]\n  verbs: [\"*\", registry-admin]\n  resources: [\"*\", secrets, registries, clusters]\n")
-	o.Auth.AuthorizationMode = "member-rbac"
-	fv := fixture.StartUpWith(t, o, grpc.WithTransportCredentials(insecure.NewCredentials()), fixture.Bearer("root-token").Ctx())
+	fv := fixture.MemberRBACHub{Users: []string{"frank"}, Registry: "related-rbac", Kinds: []string{
+		"v1:Pod", "apps/v1:Deployment", "apps/v1:ReplicaSet", "v1:Service", "v1:ConfigMap", "networking.k8s.io/v1:Ingress", "v1:PersistentVolumeClaim"}}.Start(t, o, dir)
 	defer fv.Stop(t)
-	_, err = fv.Registries.ApplyRegistry(fixture.Bearer("root-token").Ctx(), fixture.RegistryRequest(t, "related-rbac",
-		"v1:Pod", "apps/v1:Deployment", "apps/v1:ReplicaSet", "v1:Service", "v1:ConfigMap", "networking.k8s.io/v1:Ingress", "v1:PersistentVolumeClaim",
-		"rbac.authorization.k8s.io/v1:ClusterRole", "rbac.authorization.k8s.io/v1:ClusterRoleBinding",
-		"rbac.authorization.k8s.io/v1:Role", "rbac.authorization.k8s.io/v1:RoleBinding"))
-	must(err)
 	got := func(r *fleetviewv1.RelatedResponse) []string {
 		var out []string
 		for _, e := range r.GetEdges() {
