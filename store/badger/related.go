@@ -121,6 +121,15 @@ type relWalk struct {
 	// open costs less than a Get, which takes and releases every table it
 	// consults; a selection's entries, in key order, cost a few steps each.
 	oit *seeker
+	// strs interns what repeats across keys (edge types, groups,
+	// resources, namespaces, kinds); srcs is expand's buffer of reverse
+	// sources, reused from node to node.
+	strs map[string]string
+	srcs []reverseSource
+	// ids are the nodes' IDs by index in g.Nodes; idBuf builds one to
+	// look it up (linkSeen).
+	ids   []string
+	idBuf []byte
 }
 
 type edgeKey struct {
@@ -137,11 +146,58 @@ type storedSelector struct {
 	gvr  schema.GroupVersionResource
 	name string
 	sel  relations.Selector
+	// eqKey=eqVal is a label the selector requires (eq: it has one), a
+	// map lookup that rules out most of a namespace's selectors for a Pod
+	// before Matches ranges over their labels.
+	eqKey, eqVal string
+	eq           bool
 }
 
 func newRelWalk(txn *bdg.Txn) *relWalk {
 	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[edgeKey]bool{},
-		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}, cands: map[string][]relNode{}}
+		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}, cands: map[string][]relNode{}, strs: map[string]string{}}
+}
+
+// intern returns b as a string, one per distinct value in a walk.
+func (rw *relWalk) intern(b []byte) string {
+	if s, ok := rw.strs[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	rw.strs[s] = s
+	return s
+}
+
+// cutReverseValue is cutReverseValue with the kind interned.
+func (rw *relWalk) cutReverseValue(v []byte) (kind, uid string, ok bool, err error) {
+	if len(v) == 0 {
+		return "", "", false, nil
+	}
+	k, rest, err := cutBytes(v)
+	if err != nil {
+		return "", "", false, err
+	}
+	if uid, rest, err = cutString(rest); err != nil || len(rest) != 0 {
+		return "", "", false, errCorrupt
+	}
+	return rw.intern(k), uid, true, nil
+}
+
+// splitN cuts b at each sep into exactly len(parts) parts, in place;
+// false when b has another number of parts.
+func splitN(b []byte, parts [][]byte) bool {
+	for i := range len(parts) - 1 {
+		j := bytes.IndexByte(b, sep)
+		if j < 0 {
+			return false
+		}
+		parts[i], b = b[:j], b[j+1:]
+	}
+	if bytes.IndexByte(b, sep) >= 0 {
+		return false
+	}
+	parts[len(parts)-1] = b
+	return true
 }
 
 func (rw *relWalk) close() {
@@ -174,17 +230,26 @@ func (rw *relWalk) visible(n query.Node) bool {
 
 // add records n; false when it was already there or the graph is full.
 func (rw *relWalk) add(n relNode) bool {
+	_, added, _ := rw.index(n)
+	return added
+}
+
+// index is n's index in g.Nodes, n recorded first when new (added); ok
+// false when the graph is full.
+func (rw *relWalk) index(n relNode) (i int, added, ok bool) {
 	id := n.nodeID()
-	if _, ok := rw.seen[id]; ok {
-		return false
+	if i, ok := rw.seen[id]; ok {
+		return i, false, true
 	}
 	if len(rw.g.Nodes) >= query.MaxRelatedNodes {
 		rw.g.Truncated = true
-		return false
+		return 0, false, false
 	}
-	rw.seen[id] = len(rw.g.Nodes)
+	i = len(rw.g.Nodes)
+	rw.seen[id] = i
 	rw.g.Nodes = append(rw.g.Nodes, n.Node)
-	return true
+	rw.ids = append(rw.ids, id)
+	return i, true, true
 }
 
 // link records the edge from -> to, one of which is the node being
@@ -199,8 +264,7 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 	if !rw.visible(other.Node) || !rw.o.Follows(other.Kind, other.Resource) {
 		return relNode{}, false
 	}
-	added := rw.add(other)
-	oi, ok := rw.seen[other.nodeID()]
+	oi, added, ok := rw.index(other)
 	if !ok {
 		return relNode{}, false // truncated
 	}
@@ -215,6 +279,38 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 	}
 	// A reference-only node is followed too: what else names it.
 	return other, added
+}
+
+// linkSeen is link(s.typ, s's node, n, true) for a source the answer
+// already holds (false: it does not, link it). A Pod of a walk's last hop
+// is met through each object it names (its Node, ConfigMaps, its
+// ServiceAccount): the node, its ID and its map entry are made once, and
+// the other meetings cost a lookup by an ID built in a buffer.
+func (rw *relWalk) linkSeen(s reverseSource, n relNode) bool {
+	rw.idBuf = appendNodeID(rw.idBuf[:0], n.Cluster, s.gvr.Group, s.kind, s.ns, s.name)
+	oi, ok := rw.seen[string(rw.idBuf)]
+	if !ok {
+		return false
+	}
+	// What link judges, on the same fields.
+	if !rw.visible(query.Node{Cluster: n.Cluster, Group: s.gvr.Group, Resource: s.gvr.Resource, Namespace: s.ns}) || !rw.o.Follows(s.kind, s.gvr.Resource) {
+		return true
+	}
+	k := edgeKey{typ: s.typ, from: oi, to: rw.cur}
+	if !rw.edges[k] {
+		rw.edges[k] = true
+		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: s.typ, From: rw.ids[oi], To: n.nodeID()})
+	}
+	return true
+}
+
+// appendNodeID appends query.Node.ID's form of a node's ID to b.
+func appendNodeID(b []byte, cluster, group, kind, ns, name string) []byte {
+	b = append(append(b, cluster...), '/')
+	b = append(append(b, group...), '/')
+	b = append(append(b, kind...), '/')
+	b = append(append(b, ns...), '/')
+	return append(b, name...)
 }
 
 // expand follows every relation of n and returns the cached nodes it
@@ -266,18 +362,22 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 	}
 	// Incoming: what names n (its children, its referrers).
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
-	var srcs []reverseSource
+	srcs := rw.srcs[:0]
 	if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
-		p := bytes.Split(key[len(pre):], []byte{sep})
-		if len(p) != 6 {
+		// <type>/<group>/<version>/<resource>/<namespace>/<name>, cut in
+		// place: a walk's last hop meets a thousand of these keys (the
+		// Pods on a Node, mounting a namespace's ConfigMap), and all but
+		// the name repeat from key to key (interned).
+		var p [6][]byte
+		if !splitN(key[len(pre):], p[:]) {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
-		s := reverseSource{typ: string(p[0]), gvr: schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])},
-			ns: string(p[4]), name: string(p[5])}
+		s := reverseSource{typ: rw.intern(p[0]), gvr: schema.GroupVersionResource{Group: rw.intern(p[1]), Version: rw.intern(p[2]), Resource: rw.intern(p[3])},
+			ns: rw.intern(p[4]), name: string(p[5])}
 		if last {
 			err := item.Value(func(v []byte) error {
 				var err error
-				s.kind, s.uid, s.known, err = cutReverseValue(v)
+				s.kind, s.uid, s.known, err = rw.cutReverseValue(v)
 				return err
 			})
 			if err != nil {
@@ -289,7 +389,11 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 	}); err != nil {
 		return nil, err
 	}
+	rw.srcs = srcs
 	for _, s := range srcs {
+		if s.known && s.kind != "" && rw.linkSeen(s, n) {
+			continue
+		}
 		src, ok := s.node(n.Cluster)
 		if !ok {
 			var err error

@@ -207,6 +207,7 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &s.sel) }); err != nil {
 				return fmt.Errorf("%w: selector %q: %v", errCorrupt, key, err)
 			}
+			s.eqKey, s.eqVal, s.eq = s.sel.Equality()
 			sels = append(sels, s)
 			return nil
 		}); err != nil {
@@ -216,6 +217,11 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 	}
 	var out []relNode
 	for i := range sels {
+		if sels[i].eq {
+			if v, ok := n.labels[sels[i].eqKey]; !ok || v != sels[i].eqVal {
+				continue
+			}
+		}
 		if !sels[i].sel.Matches(n.labels) {
 			continue
 		}

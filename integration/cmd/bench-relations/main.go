@@ -34,6 +34,9 @@
 // again, by this build or another (before and after a change to the read
 // path), the reads compare on the same store, alternating.
 //
+// FV_REL_ONLY=related or FV_REL_ONLY=lists runs only 2 or only 3 and 4
+// (with FV_REL_CPUPROFILE, a profile of that part alone).
+//
 // Run: go run ./integration/cmd/bench-relations
 package main
 
@@ -291,9 +294,13 @@ func reads(kept *badger.Store, f fleet, names []string, pods, clusters, queries 
 	r := kept.Reader(badger.ReaderOptions{})
 	defer r.Close()
 	ctx := context.Background()
+	only := os.Getenv("FV_REL_ONLY")
+	if only == "lists" {
+		return lists(ctx, r, f, names, pods, clusters, queries)
+	}
 	var lat []time.Duration
 	cpu0 := cpuTime()
-	var nodes int
+	var nodes, edges int
 	for q := range queries {
 		k := q * 7 % f.deployments
 		start := time.Now()
@@ -302,13 +309,13 @@ func reads(kept *badger.Store, f fleet, names []string, pods, clusters, queries 
 			return err
 		}
 		lat = append(lat, time.Since(start))
-		nodes = len(g.Nodes)
+		nodes, edges = len(g.Nodes), len(g.Edges)
 		if want := 1 + 1 + pods/f.deployments + 1 + (clusters - 1); len(g.Nodes) < want {
 			return fmt.Errorf("related of %s: %d nodes, want at least %d", f.deployName(k), len(g.Nodes), want)
 		}
 	}
 	rp50, rcpu := p50(lat), (cpuTime()-cpu0)/time.Duration(queries)
-	fmt.Printf("related depth 3 of one Deployment, every kind (%d nodes: its Pods' Nodes, ConfigMaps and ServiceAccount bring their other Pods): p50 %s, CPU %s per query, over %d (target <= 2ms)\n", nodes, rp50.Round(time.Microsecond), rcpu.Round(time.Microsecond), queries)
+	fmt.Printf("related depth 3 of one Deployment, every kind (%d nodes, %d edges: its Pods' Nodes, ConfigMaps and ServiceAccount bring their other Pods): p50 %s, CPU %s per query, over %d (target <= 2ms)\n", nodes, edges, rp50.Round(time.Microsecond), rcpu.Round(time.Microsecond), queries)
 	// The workload alone: Deployment, ReplicaSet, Pods, Services.
 	lat = lat[:0]
 	cpu0 = cpuTime()
@@ -325,6 +332,14 @@ func reads(kept *badger.Store, f fleet, names []string, pods, clusters, queries 
 	}
 	wp50, wcpu := p50(lat), (cpuTime()-cpu0)/time.Duration(queries)
 	fmt.Printf("related depth 3 of one Deployment, kinds Deployment,ReplicaSet,Pod,Service (%d nodes): p50 %s, CPU %s per query, over %d (target <= 2ms)\n", nodes, wp50.Round(time.Microsecond), wcpu.Round(time.Microsecond), queries)
+	if only == "related" {
+		return nil
+	}
+	return lists(ctx, r, f, names, pods, clusters, queries)
+}
+
+// lists is 3 and 4.
+func lists(ctx context.Context, r *badger.Reader, f fleet, names []string, pods, clusters, queries int) error {
 
 	// 3. ownedBy against the label selector selecting the same Pods.
 	podsGVR := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
