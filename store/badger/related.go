@@ -168,21 +168,6 @@ func (rw *relWalk) intern(b []byte) string {
 	return s
 }
 
-// cutReverseValue is cutReverseValue with the kind interned.
-func (rw *relWalk) cutReverseValue(v []byte) (kind, uid string, ok bool, err error) {
-	if len(v) == 0 {
-		return "", "", false, nil
-	}
-	k, rest, err := cutBytes(v)
-	if err != nil {
-		return "", "", false, err
-	}
-	if uid, rest, err = cutString(rest); err != nil || len(rest) != 0 {
-		return "", "", false, errCorrupt
-	}
-	return rw.intern(k), uid, true, nil
-}
-
 // splitN cuts b at each sep into exactly len(parts) parts, in place;
 // false when b has another number of parts.
 func splitN(b []byte, parts [][]byte) bool {
@@ -281,27 +266,32 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 	return other, added
 }
 
-// linkSeen is link(s.typ, s's node, n, true) for a source the answer
-// already holds (false: it does not, link it). A Pod of a walk's last hop
-// is met through each object it names (its Node, ConfigMaps, its
-// ServiceAccount): the node, its ID and its map entry are made once, and
-// the other meetings cost a lookup by an ID built in a buffer.
-func (rw *relWalk) linkSeen(s reverseSource, n relNode) bool {
-	rw.idBuf = appendNodeID(rw.idBuf[:0], n.Cluster, s.gvr.Group, s.kind, s.ns, s.name)
+// lookup finds a source of kind and name in the answer (ok false: it
+// is not there); the source's kind is kept in s for linkSeen. A Pod of a
+// walk's last hop is met through each object it names (its Node,
+// ConfigMaps, its ServiceAccount): its node, ID and map entry are made
+// once, and the other meetings cost a lookup by an ID built in a buffer
+// from the R/ key and value while the scan is on them.
+func (rw *relWalk) lookup(s reverseSource, kind string, name []byte, n relNode) (int, bool) {
+	b := appendNodeID(rw.idBuf[:0], n.Cluster, s.gvr.Group, kind, s.ns, "")
+	rw.idBuf = append(b, name...)
 	oi, ok := rw.seen[string(rw.idBuf)]
-	if !ok {
-		return false
-	}
+	return oi, ok
+}
+
+// linkSeen is link(s.typ, the source, n, true) for a source the answer
+// holds at index s.seen.
+func (rw *relWalk) linkSeen(s reverseSource, n relNode) {
+	o := rw.g.Nodes[s.seen]
 	// What link judges, on the same fields.
-	if !rw.visible(query.Node{Cluster: n.Cluster, Group: s.gvr.Group, Resource: s.gvr.Resource, Namespace: s.ns}) || !rw.o.Follows(s.kind, s.gvr.Resource) {
-		return true
+	if !rw.visible(query.Node{Cluster: n.Cluster, Group: s.gvr.Group, Resource: s.gvr.Resource, Namespace: s.ns}) || !rw.o.Follows(o.Kind, s.gvr.Resource) {
+		return
 	}
-	k := edgeKey{typ: s.typ, from: oi, to: rw.cur}
+	k := edgeKey{typ: s.typ, from: s.seen, to: rw.cur}
 	if !rw.edges[k] {
 		rw.edges[k] = true
-		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: s.typ, From: rw.ids[oi], To: n.nodeID()})
+		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: s.typ, From: rw.ids[s.seen], To: n.nodeID()})
 	}
-	return true
 }
 
 // appendNodeID appends query.Node.ID's form of a node's ID to b.
@@ -372,17 +362,37 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 		if !splitN(key[len(pre):], p[:]) {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
-		s := reverseSource{typ: rw.intern(p[0]), gvr: schema.GroupVersionResource{Group: rw.intern(p[1]), Version: rw.intern(p[2]), Resource: rw.intern(p[3])},
-			ns: rw.intern(p[4]), name: string(p[5])}
-		if last {
-			err := item.Value(func(v []byte) error {
-				var err error
-				s.kind, s.uid, s.known, err = rw.cutReverseValue(v)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("reverse key %q: %w", key, err)
+		var kind, uid []byte
+		known := false
+		if err := item.Value(func(v []byte) error {
+			if len(v) == 0 {
+				return nil // written before R/ values carried them
 			}
+			var err error
+			if kind, v, err = cutBytes(v); err != nil {
+				return err
+			}
+			if uid, v, err = cutBytes(v); err != nil || len(v) != 0 {
+				return errCorrupt
+			}
+			known = true
+			return nil
+		}); err != nil {
+			return fmt.Errorf("reverse key %q: %w", key, err)
+		}
+		s := reverseSource{typ: rw.intern(p[0]), gvr: schema.GroupVersionResource{Group: rw.intern(p[1]), Version: rw.intern(p[2]), Resource: rw.intern(p[3])},
+			ns: rw.intern(p[4])}
+		if known && len(kind) > 0 {
+			// A source the answer holds: linked in turn below, by its index.
+			if s.seen, s.linked = rw.lookup(s, rw.intern(kind), p[5], n); s.linked {
+				srcs = append(srcs, s)
+				return nil
+			}
+		}
+		s.name = string(p[5])
+		if last && known {
+			// Taken from here, not read (reverseSource.node).
+			s.kind, s.uid, s.known = rw.intern(kind), string(uid), true
 		}
 		srcs = append(srcs, s)
 		return nil
@@ -391,7 +401,8 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 	}
 	rw.srcs = srcs
 	for _, s := range srcs {
-		if s.known && s.kind != "" && rw.linkSeen(s, n) {
+		if s.linked {
+			rw.linkSeen(s, n)
 			continue
 		}
 		src, ok := s.node(n.Cluster)
@@ -425,6 +436,9 @@ type reverseSource struct {
 	gvr           schema.GroupVersionResource
 	kind, uid     string
 	known         bool
+	// linked: the answer holds the source, at index seen (linkSeen).
+	seen   int
+	linked bool
 }
 
 // node is the source as cached would read it, for a node that is not
