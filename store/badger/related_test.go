@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -93,6 +94,11 @@ func relFixture(t *testing.T) (s *Store, r *Reader, seq1 *uint64) {
 	t.Cleanup(func() { s.Close() })
 	r = s.Reader(ReaderOptions{})
 	t.Cleanup(func() { r.Close() })
+	return s, r, relFixtureObjects(t, s)
+}
+
+// relFixtureObjects applies relFixture's objects to s.
+func relFixtureObjects(t *testing.T, s *Store) (seq1 *uint64) {
 	var seq2 uint64
 	seq1 = new(uint64)
 	applyAll(t, s, "c1", seq1,
@@ -103,131 +109,91 @@ func relFixture(t *testing.T) (s *Store, r *Reader, seq1 *uint64) {
 		relObj("c1", cmGVR, "ConfigMap", "cfg", "", `,"data":{}`),
 	)
 	applyAll(t, s, "c2", &seq2, relObj("c2", deployGVR, "Deployment", "web", "", webSelector))
-	return s, r, seq1
+	return seq1
 }
 
-func TestRelated(t *testing.T) {
-	s, r, seq := relFixture(t)
-	seq1 := *seq
-	sel := webSelector
-
-	related := func(gvr schema.GroupVersionResource, name string, depth int, kinds []string, vis *query.Visibility) string {
-		t.Helper()
-		g, err := r.Related(context.Background(), query.RelatedOptions{GVR: gvr, Namespace: "shop", Name: name, Cluster: "c1", Depth: depth, Kinds: kinds, Visible: vis})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmtGraph(g)
-	}
-	noSecrets := &query.Visibility{Grants: []query.Grant{{Except: []schema.GroupResource{{Resource: "secrets"}}}}}
-	podsOnly := &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{{Resource: "pods"}}}}}
-	for _, tc := range []struct {
-		name  string
-		gvr   schema.GroupVersionResource
-		obj   string
-		depth int
-		kinds []string
-		vis   *query.Visibility
-		want  []string
-	}{
-		{"deployment depth 1", deployGVR, "web", 1, nil, nil, []string{
-			"copy c1/Deployment/web -> c2/Deployment/web",
-			"owner c1/ReplicaSet/web-1 -> c1/Deployment/web",
-			"selects c1/Deployment/web -> c1/Pod/web-1-a",
-			"selects c1/Deployment/web -> c1/Pod/web-1-b",
-		}},
-		{"pod depth 1", podsGVR, "web-1-a", 1, nil, nil, []string{
-			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
-			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
-			"references c1/Pod/web-1-a -> c1/Node/n1?",
-			"references c1/Pod/web-1-a -> c1/Secret/db?",
-			"selects c1/Deployment/web -> c1/Pod/web-1-a",
-			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
-			"selects c1/Service/web -> c1/Pod/web-1-a",
-		}},
-		{"configmap depth 1: who mounts it", cmGVR, "cfg", 1, nil, nil, []string{
-			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
-			"references c1/Pod/web-1-b -> c1/ConfigMap/cfg",
-		}},
-		{"configmap depth 2 kinds pod,replicaset", cmGVR, "cfg", 2, []string{"pod", "replicasets"}, nil, []string{
-			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
-			"owner c1/Pod/web-1-b -> c1/ReplicaSet/web-1",
-			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
-			"references c1/Pod/web-1-b -> c1/ConfigMap/cfg",
-			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
-			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-b",
-		}},
-		{"pod without secrets visible", podsGVR, "web-1-a", 1, nil, noSecrets, []string{
-			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
-			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
-			"references c1/Pod/web-1-a -> c1/Node/n1?",
-			"selects c1/Deployment/web -> c1/Pod/web-1-a",
-			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
-			"selects c1/Service/web -> c1/Pod/web-1-a",
-		}},
-		{"pod, only pods visible", podsGVR, "web-1-a", 3, nil, podsOnly, nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got, want := related(tc.gvr, tc.obj, tc.depth, tc.kinds, tc.vis), strings.Join(tc.want, "\n"); got != want {
-				t.Errorf("related:\n%s\nwant\n%s", got, want)
-			}
-		})
-	}
-
-	// Depth 3 from the Deployment reaches the ConfigMap through the Pods.
-	if got := related(deployGVR, "web", 3, nil, nil); !strings.Contains(got, "references c1/Pod/web-1-b -> c1/ConfigMap/cfg") {
-		t.Errorf("depth 3 misses the ConfigMap:\n%s", got)
-	}
-	// Hidden from a caller who sees no Deployments: not found, like a
-	// missing object.
-	if _, err := r.Related(context.Background(), query.RelatedOptions{GVR: deployGVR, Namespace: "shop", Name: "web", Cluster: "c1", Depth: 1, Visible: podsOnly}); err == nil {
-		t.Error("a hidden starting object answered")
-	}
-
-	// Relabeled out of the selectors, a Pod is selected by nothing; deleted,
-	// it leaves its owner and its ConfigMap.
-	applyAll(t, s, "c1", &seq1, podObj("c1", "web-1-a", "other"))
-	if got := related(podsGVR, "web-1-a", 1, []string{"service", "deployment"}, nil); got != "" {
-		t.Errorf("a relabeled Pod is still selected:\n%s", got)
-	}
-	del := relObj("c1", podsGVR, "Pod", "web-1-b", "", "")
-	del.Type, del.Object = fleetviewv1.EventType_EVENT_TYPE_DELETE, nil
-	applyAll(t, s, "c1", &seq1, del)
-	if got, want := related(cmGVR, "cfg", 1, nil, nil), "references c1/Pod/web-1-a -> c1/ConfigMap/cfg"; got != want {
-		t.Errorf("after a delete:\n%s\nwant\n%s", got, want)
-	}
-	// An owner reference removed by an update goes from the reverse index.
-	applyAll(t, s, "c1", &seq1, relObj("c1", rsGVR, "ReplicaSet", "web-1", "", sel))
-	if got := related(deployGVR, "web", 1, []string{"replicaset"}, nil); got != "" {
-		t.Errorf("an orphaned ReplicaSet is still owned:\n%s", got)
-	}
-}
-
-func TestRelatedOptionsInvalid(t *testing.T) {
-	s, err := Open(Options{Dir: t.TempDir()})
+// relFixtureBeforeNameIndex is relFixture's store as a binary before the
+// name index (nameIndexed) left it: no v/, X/ or C/ entries of names, and
+// a value index record without them. Reopened, the names are not complete
+// and a relation field finds its named objects by reading keys.
+func relFixtureBeforeNameIndex(t *testing.T) *Reader {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	r := s.Reader(ReaderOptions{})
-	defer r.Close()
-	for _, tc := range []struct {
-		o    query.RelatedOptions
-		want string
-	}{
-		{query.RelatedOptions{GVR: podsGVR, Name: "a", Depth: 1}, "needs cluster"},
-		{query.RelatedOptions{GVR: podsGVR, Cluster: "c1", Depth: 1}, "needs name"},
-		{query.RelatedOptions{GVR: podsGVR, Name: "a", Cluster: "c1", Depth: 9}, "depth 9"},
-	} {
-		if _, err := r.Related(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%+v: err %v, want %q", tc.o, err, tc.want)
+	relFixtureObjects(t, s)
+	err = s.db.Update(func(txn *bdg.Txn) error {
+		var pres [][]byte
+		for _, gr := range nameIndexed {
+			g := gr.WithVersion("v1")
+			pres = append(pres, valuePrefix(g, nameDimension.IndexName()), counterPrefix(g, nameDimension.IndexName()), resourcePrefix("X", g))
 		}
+		for _, pre := range pres {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+			var keys [][]byte
+			for it.Rewind(); it.Valid(); it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			it.Close()
+			for _, k := range keys {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+		}
+		kept, err := keptIndexes(txn)
+		if err != nil {
+			return err
+		}
+		var old []string
+		for _, n := range kept {
+			if !strings.HasSuffix(n, "/"+nameDimension.IndexName()) {
+				old = append(old, n)
+			}
+		}
+		return txn.Set(valueIndexKey, []byte(strings.Join(old, "\n")))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(Options{Dir: dir}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r := s.Reader(ReaderOptions{})
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// TestRelationFieldList lists by relation field selectors on a store
+// that keeps the names of nameIndexed (found in one range) and on one
+// written before it did (found by reading keys): the same answers.
+func TestRelationFieldList(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reader func(t *testing.T) *Reader
+		byName bool
+	}{
+		{"name index", func(t *testing.T) *Reader { _, r, _ := relFixture(t); return r }, true},
+		{"store written before the name index", relFixtureBeforeNameIndex, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.reader(t)
+			for _, gr := range nameIndexed {
+				if got := r.vindex.answers(gr, nameDimension); got != tc.byName {
+					t.Fatalf("names of %s indexed: %v, want %v", gr, got, tc.byName)
+				}
+			}
+			checkRelationFieldList(t, r)
+		})
 	}
 }
 
-// TestRelationFieldList lists with the relation field selectors.
-func TestRelationFieldList(t *testing.T) {
-	_, r, _ := relFixture(t)
+func checkRelationFieldList(t *testing.T, r *Reader) {
 	list := func(gvr schema.GroupVersionResource, fs string, vis *query.Visibility) string {
 		t.Helper()
 		f, err := query.CompileFields(gvr, fs)

@@ -30,7 +30,7 @@ const maxOwnerDepth = 8
 // Only what vis allows is a start or a step: a relation through an object
 // the caller cannot read selects nothing, so the answer tells nothing of
 // that object.
-func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, clusters map[string]bool, rfs []query.RelationField, vis allower) (map[string]bool, error) {
+func relatedMembers(txn *bdg.Txn, vi *valueIndex, gvr schema.GroupVersionResource, ns string, clusters map[string]bool, rfs []query.RelationField, vis allower) (map[string]bool, error) {
 	kinds, err := readKinds(txn)
 	if err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, cl
 		case query.FieldOwnedBy:
 			for _, gk := range gks {
 				g := kinds.byKind[gk].gvr
-				roots, err := namedObjects(txn, g, ns, rf.Name, clusters)
+				roots, err := namedObjects(txn, vi, g, ns, rf.Name, clusters)
 				if err != nil {
 					return nil, err
 				}
@@ -61,7 +61,7 @@ func relatedMembers(txn *bdg.Txn, gvr schema.GroupVersionResource, ns string, cl
 			defer rw.close()
 			for _, gk := range gks {
 				g := kinds.byKind[gk].gvr
-				roots, err := namedObjects(txn, g, ns, rf.Name, clusters)
+				roots, err := namedObjects(txn, vi, g, ns, rf.Name, clusters)
 				if err != nil {
 					return nil, err
 				}
@@ -175,18 +175,23 @@ func (t kindTable) named(group, kind string) []schema.GroupKind {
 type located struct{ cluster, ns, name string }
 
 // namedObjects are the cached objects of g named name, in ns when set,
-// in clusters (nil: all). Without a namespace it reads every key of the
-// resource in those clusters: the per-cluster index (p/) when clusters
-// are given, so a one-cluster list reads its cluster's keys, not the
-// fleet's.
-func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string, clusters map[string]bool) ([]located, error) {
+// in clusters (nil: all). The value index's names (nameIndexed) give
+// them in one range; else, without a namespace, every key of the
+// resource in those clusters is read: the per-cluster index (p/) when
+// clusters are given, so a one-cluster list reads its cluster's keys, not
+// the fleet's.
+func namedObjects(txn *bdg.Txn, vi *valueIndex, g schema.GroupVersionResource, ns, name string, clusters map[string]bool) ([]located, error) {
 	if g.Version == "" {
 		return nil, nil // a built-in kind no cluster sent
 	}
+	byName := vi.answers(g.GroupResource(), nameDimension)
 	var pres [][]byte
 	switch {
 	case ns != "":
 		pres = [][]byte{append(join("o", g.Group, g.Version, g.Resource, ns, name), sep)}
+	case byName:
+		// <namespace>/<name>/<cluster> after the name.
+		pres = [][]byte{append(append(valuePrefix(g, nameDimension.IndexName()), name...), sep)}
 	case clusters != nil:
 		for c := range clusters {
 			pres = append(pres, clusterPrefix(c, g))
@@ -198,13 +203,13 @@ func namedObjects(txn *bdg.Txn, g schema.GroupVersionResource, ns, name string, 
 	for _, pre := range pres {
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
 		for it.Rewind(); it.Valid(); it.Next() {
-			n, m, c, err := tail(it.Item().Key())
+			n, m, c, err := tailBytes(it.Item().Key())
 			if err != nil {
 				it.Close()
 				return nil, err
 			}
-			if m == name {
-				out = append(out, located{c, n, m})
+			if string(m) == name && (clusters == nil || clusters[string(c)]) {
+				out = append(out, located{string(c), string(n), string(m)})
 			}
 		}
 		it.Close()
@@ -300,7 +305,7 @@ func (l *listScan) relations() error {
 	// sets it), and the list's own too: a relation through an object of
 	// the listed resource the caller cannot see selects nothing either.
 	vis := l.o.Fields.RelationVisibility()
-	m, err := relatedMembers(l.txn, l.o.GVR, ns, l.clusters, rfs, both{vis, l.o.Visible})
+	m, err := relatedMembers(l.txn, l.vi, l.o.GVR, ns, l.clusters, rfs, both{vis, l.o.Visible})
 	if err != nil {
 		return err
 	}

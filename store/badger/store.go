@@ -165,7 +165,7 @@ func Open(o Options) (*Store, error) {
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(),
 		noRelations: o.NoRelations, hist: o.History, histBegun: map[string]bool{}}
-	if err := s.openValueIndex(o.ValueIndex); err != nil {
+	if err := s.openValueIndex(withNameIndex(o.ValueIndex, o.NoRelations)); err != nil {
 		_ = db.Close()
 		return nil, err
 	}

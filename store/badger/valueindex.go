@@ -51,6 +51,45 @@ func DefaultValueIndex() []IndexedValue {
 	}
 }
 
+// nameIndexed are the resources whose names the value index keeps when
+// the store keeps relations: the objects a relation field selector most
+// often names (fleetview.io/ownedBy=Deployment/web, selectedBy=Service/web).
+// Without a namespace such a name has no key of its own (o/ and p/ keys
+// are laid out namespace, then name), so finding it read every object
+// key of the resource in the list's clusters: 500 Deployments at 50k Pods
+// a cluster, half of the ownedBy list's extra cost over a label list
+// (docs/benchmarks/relations.md). Their v/ entries under metadata.name
+// give it in one seek (namedObjects). A few keys per such object, which
+// are about a hundredth of a fleet's Pods.
+var nameIndexed = []schema.GroupResource{
+	{Group: "apps", Resource: "deployments"}, {Group: "apps", Resource: "replicasets"},
+	{Group: "apps", Resource: "statefulsets"}, {Group: "apps", Resource: "daemonsets"},
+	{Group: "batch", Resource: "jobs"}, {Group: "batch", Resource: "cronjobs"},
+	{Resource: "services"},
+}
+
+// nameDimension is the dimension of the name index.
+var nameDimension = query.Dimension{Kind: query.DimField, Key: "metadata.name"}
+
+// withNameIndex is the value index configuration conf (nil: the default)
+// with the names of nameIndexed, unless the store keeps no relations.
+// Like any dimension, on a store that held objects before, they answer
+// only after a rebuild (openValueIndex); until then the names are found
+// by reading the keys, as before.
+func withNameIndex(conf []IndexedValue, noRelations bool) []IndexedValue {
+	if noRelations {
+		return conf
+	}
+	if conf == nil {
+		conf = DefaultValueIndex()
+	}
+	out := slices.Clip(conf)
+	for _, gr := range nameIndexed {
+		out = append(out, IndexedValue{Resource: gr, Dimension: "field:" + nameDimension.Key, Scalar: true})
+	}
+	return out
+}
+
 // valueIndex is the store's value index configuration.
 type valueIndex struct {
 	dims map[schema.GroupResource][]query.Dimension
