@@ -224,6 +224,15 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 	defer it.close()
 	seen := map[relations.Target]bool{t: true}
 	frontier := []relations.Target{t}
+	strs := map[string]string{}
+	intern := func(b []byte) string {
+		if s, ok := strs[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		strs[s] = s
+		return s
+	}
 	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
 		var next []relations.Target
 		for _, o := range frontier {
@@ -235,19 +244,22 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 			// the seeker passes the many that own nothing (a ReplicaSet's
 			// Pods) without a seek each.
 			if err := it.each(pre, func(key []byte, _ *bdg.Item) error {
-				p := bytes.Split(key[len(pre):], []byte{sep})
-				if len(p) != 5 {
+				var p [5][]byte
+				if !splitN(key[len(pre):], p[:]) {
 					return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 				}
-				cgr := schema.GroupResource{Group: string(p[0]), Resource: string(p[2])}
-				if !vis.Allows(cgr, cluster, string(p[3])) {
+				// A level's children share group, resource and namespace.
+				cgr := schema.GroupResource{Group: intern(p[0]), Resource: intern(p[2])}
+				ns := intern(p[3])
+				if !vis.Allows(cgr, cluster, ns) {
 					return nil // neither answered nor followed
 				}
+				name := string(p[4])
 				if cgr == gr {
-					set[memberKey(cluster, string(p[3]), string(p[4]))] = true
+					set[memberKey(cluster, ns, name)] = true
 				}
 				if kind, ok := kinds.byGR[cgr]; ok {
-					c := relations.Target{Group: cgr.Group, Kind: kind, Namespace: string(p[3]), Name: string(p[4])}
+					c := relations.Target{Group: cgr.Group, Kind: kind, Namespace: ns, Name: name}
 					if !seen[c] {
 						seen[c] = true
 						next = append(next, c)

@@ -355,11 +355,8 @@ func lists(ctx context.Context, r *badger.Reader, f fleet, names []string, pods,
 		if err != nil {
 			return err
 		}
-		a, ta, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Fields: fs, Clusters: []string{names[0]}})
-		if err != nil {
-			return err
-		}
-		b, tb, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Labels: ls, Clusters: []string{names[0]}})
+		a, ta, b, tb, err := timedPair(ctx, r, q, query.ListOptions{GVR: podsGVR, Fields: fs, Clusters: []string{names[0]}},
+			query.ListOptions{GVR: podsGVR, Labels: ls, Clusters: []string{names[0]}})
 		if err != nil {
 			return err
 		}
@@ -396,11 +393,8 @@ func fieldList(ctx context.Context, r *badger.Reader, pods, clusters, queries in
 		if err != nil {
 			return err
 		}
-		a, ta, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Fields: fs, Labels: labels.Everything()})
-		if err != nil {
-			return err
-		}
-		b, tb, err := timedList(ctx, r, query.ListOptions{GVR: podsGVR, Labels: ls})
+		a, ta, b, tb, err := timedPair(ctx, r, q, query.ListOptions{GVR: podsGVR, Fields: fs, Labels: labels.Everything()},
+			query.ListOptions{GVR: podsGVR, Labels: ls})
 		if err != nil {
 			return err
 		}
@@ -414,6 +408,26 @@ func fieldList(ctx context.Context, r *badger.Reader, pods, clusters, queries in
 	fmt.Printf("list of one node's %d Pods (0.5%% of the fleet's): field selector spec.nodeName p50 %s, label selector p50 %s: ratio %.2f (target <= 1.5)\n",
 		want, fp.Round(time.Microsecond), lp.Round(time.Microsecond), float64(fp)/float64(lp))
 	return nil
+}
+
+// timedPair times the lists a and b of the same objects, a first when q
+// is even: the first of two lists of the same Pods reads their records
+// from disk (the value log's pages, cold on a store larger than memory
+// gives the page cache), the second finds them cached, so a fixed order
+// charged the first list for both (at 3 x 50k the ownedBy list, always
+// first, measured 1.6 ms against 0.65 ms by label over 30 lists, 0.84
+// against 0.62 ms over 2,000, where the Pods come round again).
+func timedPair(ctx context.Context, r *badger.Reader, q int, a, b query.ListOptions) (ga []string, ta time.Duration, gb []string, tb time.Duration, err error) {
+	if q%2 == 1 {
+		if gb, tb, err = timedList(ctx, r, b); err != nil {
+			return
+		}
+	}
+	if ga, ta, err = timedList(ctx, r, a); err != nil || q%2 == 1 {
+		return
+	}
+	gb, tb, err = timedList(ctx, r, b)
+	return
 }
 
 // timedList lists o and times it: each item as its cluster and the start
