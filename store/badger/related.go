@@ -130,11 +130,26 @@ type relWalk struct {
 	// look it up (linkSeen).
 	ids   []string
 	idBuf []byte
+	types []string
 }
 
+// edgeKey is an edge by its type's number (edgeType) and its nodes'
+// indexes: a walk of a thousand nodes keeps about three thousand, and a
+// key of three integers hashes faster than one with a string.
 type edgeKey struct {
-	typ      string
+	typ      int
 	from, to int
+}
+
+// edgeType numbers the edge types of a walk in the order met.
+func (rw *relWalk) edgeType(typ string) int {
+	for i, t := range rw.types {
+		if t == typ {
+			return i
+		}
+	}
+	rw.types = append(rw.types, typ)
+	return len(rw.types) - 1
 }
 
 type cachedObj struct {
@@ -254,7 +269,7 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 		return relNode{}, false // truncated
 	}
 	// The node being expanded (cur) was added before it was followed.
-	k := edgeKey{typ: typ, from: rw.cur, to: oi}
+	k := edgeKey{typ: rw.edgeType(typ), from: rw.cur, to: oi}
 	if fromFound {
 		k.from, k.to = oi, rw.cur
 	}
@@ -287,7 +302,7 @@ func (rw *relWalk) linkSeen(s reverseSource, n relNode) {
 	if !rw.visible(query.Node{Cluster: n.Cluster, Group: s.gvr.Group, Resource: s.gvr.Resource, Namespace: s.ns}) || !rw.o.Follows(o.Kind, s.gvr.Resource) {
 		return
 	}
-	k := edgeKey{typ: s.typ, from: s.seen, to: rw.cur}
+	k := edgeKey{typ: rw.edgeType(s.typ), from: s.seen, to: rw.cur}
 	if !rw.edges[k] {
 		rw.edges[k] = true
 		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: s.typ, From: rw.ids[s.seen], To: n.nodeID()})
