@@ -128,7 +128,14 @@
 // costs a scan of its bytes for "ownerReferences". K/ maps a kind to its
 // resource for references, which name kinds; it is written once per
 // resource and process. Copies across clusters need no entry: they share
-// the o/ prefix up to the cluster.
+// the o/ prefix up to the cluster. A store keeping relations also keeps,
+// in the value index (v/, X/), the metadata.name of the kinds a relation
+// field selector names most (nameIndexed: Deployments, ReplicaSets,
+// StatefulSets, DaemonSets, Jobs, CronJobs, Services), so
+// fleetview.io/ownedBy=Deployment/web without a namespace finds web in one
+// range (namedObjects), not by reading every Deployment key; a store
+// written before keeps reading the keys until a rebuild (the value index's
+// M/valueindex record says which dimensions are complete).
 //
 // Memory: objects are in Badger's value log, which Badger writes through an
 // mmap; the page recycler (recycle_linux.go) drops those pages once they are

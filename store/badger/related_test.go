@@ -169,6 +169,126 @@ func relFixtureBeforeNameIndex(t *testing.T) *Reader {
 	return r
 }
 
+func TestRelated(t *testing.T) {
+	s, r, seq := relFixture(t)
+	seq1 := *seq
+	sel := webSelector
+
+	related := func(gvr schema.GroupVersionResource, name string, depth int, kinds []string, vis *query.Visibility) string {
+		t.Helper()
+		g, err := r.Related(context.Background(), query.RelatedOptions{GVR: gvr, Namespace: "shop", Name: name, Cluster: "c1", Depth: depth, Kinds: kinds, Visible: vis})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmtGraph(g)
+	}
+	noSecrets := &query.Visibility{Grants: []query.Grant{{Except: []schema.GroupResource{{Resource: "secrets"}}}}}
+	podsOnly := &query.Visibility{Grants: []query.Grant{{Resources: []schema.GroupResource{{Resource: "pods"}}}}}
+	for _, tc := range []struct {
+		name  string
+		gvr   schema.GroupVersionResource
+		obj   string
+		depth int
+		kinds []string
+		vis   *query.Visibility
+		want  []string
+	}{
+		{"deployment depth 1", deployGVR, "web", 1, nil, nil, []string{
+			"copy c1/Deployment/web -> c2/Deployment/web",
+			"owner c1/ReplicaSet/web-1 -> c1/Deployment/web",
+			"selects c1/Deployment/web -> c1/Pod/web-1-a",
+			"selects c1/Deployment/web -> c1/Pod/web-1-b",
+		}},
+		{"pod depth 1", podsGVR, "web-1-a", 1, nil, nil, []string{
+			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
+			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
+			"references c1/Pod/web-1-a -> c1/Node/n1?",
+			"references c1/Pod/web-1-a -> c1/Secret/db?",
+			"selects c1/Deployment/web -> c1/Pod/web-1-a",
+			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
+			"selects c1/Service/web -> c1/Pod/web-1-a",
+		}},
+		{"configmap depth 1: who mounts it", cmGVR, "cfg", 1, nil, nil, []string{
+			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
+			"references c1/Pod/web-1-b -> c1/ConfigMap/cfg",
+		}},
+		{"configmap depth 2 kinds pod,replicaset", cmGVR, "cfg", 2, []string{"pod", "replicasets"}, nil, []string{
+			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
+			"owner c1/Pod/web-1-b -> c1/ReplicaSet/web-1",
+			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
+			"references c1/Pod/web-1-b -> c1/ConfigMap/cfg",
+			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
+			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-b",
+		}},
+		{"pod without secrets visible", podsGVR, "web-1-a", 1, nil, noSecrets, []string{
+			"owner c1/Pod/web-1-a -> c1/ReplicaSet/web-1",
+			"references c1/Pod/web-1-a -> c1/ConfigMap/cfg",
+			"references c1/Pod/web-1-a -> c1/Node/n1?",
+			"selects c1/Deployment/web -> c1/Pod/web-1-a",
+			"selects c1/ReplicaSet/web-1 -> c1/Pod/web-1-a",
+			"selects c1/Service/web -> c1/Pod/web-1-a",
+		}},
+		{"pod, only pods visible", podsGVR, "web-1-a", 3, nil, podsOnly, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, want := related(tc.gvr, tc.obj, tc.depth, tc.kinds, tc.vis), strings.Join(tc.want, "\n"); got != want {
+				t.Errorf("related:\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+
+	// Depth 3 from the Deployment reaches the ConfigMap through the Pods.
+	if got := related(deployGVR, "web", 3, nil, nil); !strings.Contains(got, "references c1/Pod/web-1-b -> c1/ConfigMap/cfg") {
+		t.Errorf("depth 3 misses the ConfigMap:\n%s", got)
+	}
+	// Hidden from a caller who sees no Deployments: not found, like a
+	// missing object.
+	if _, err := r.Related(context.Background(), query.RelatedOptions{GVR: deployGVR, Namespace: "shop", Name: "web", Cluster: "c1", Depth: 1, Visible: podsOnly}); err == nil {
+		t.Error("a hidden starting object answered")
+	}
+
+	// Relabeled out of the selectors, a Pod is selected by nothing; deleted,
+	// it leaves its owner and its ConfigMap.
+	applyAll(t, s, "c1", &seq1, podObj("c1", "web-1-a", "other"))
+	if got := related(podsGVR, "web-1-a", 1, []string{"service", "deployment"}, nil); got != "" {
+		t.Errorf("a relabeled Pod is still selected:\n%s", got)
+	}
+	del := relObj("c1", podsGVR, "Pod", "web-1-b", "", "")
+	del.Type, del.Object = fleetviewv1.EventType_EVENT_TYPE_DELETE, nil
+	applyAll(t, s, "c1", &seq1, del)
+	if got, want := related(cmGVR, "cfg", 1, nil, nil), "references c1/Pod/web-1-a -> c1/ConfigMap/cfg"; got != want {
+		t.Errorf("after a delete:\n%s\nwant\n%s", got, want)
+	}
+	// An owner reference removed by an update goes from the reverse index.
+	applyAll(t, s, "c1", &seq1, relObj("c1", rsGVR, "ReplicaSet", "web-1", "", sel))
+	if got := related(deployGVR, "web", 1, []string{"replicaset"}, nil); got != "" {
+		t.Errorf("an orphaned ReplicaSet is still owned:\n%s", got)
+	}
+}
+
+func TestRelatedOptionsInvalid(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	for _, tc := range []struct {
+		o    query.RelatedOptions
+		want string
+	}{
+		{query.RelatedOptions{GVR: podsGVR, Name: "a", Depth: 1}, "needs cluster"},
+		{query.RelatedOptions{GVR: podsGVR, Cluster: "c1", Depth: 1}, "needs name"},
+		{query.RelatedOptions{GVR: podsGVR, Name: "a", Cluster: "c1", Depth: 9}, "depth 9"},
+	} {
+		if _, err := r.Related(context.Background(), tc.o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: err %v, want %q", tc.o, err, tc.want)
+		}
+	}
+}
+
+// TestRelationFieldList lists with the relation field selectors.
 // TestRelationFieldList lists by relation field selectors on a store
 // that keeps the names of nameIndexed (found in one range) and on one
 // written before it did (found by reading keys): the same answers.
