@@ -345,6 +345,11 @@ func checkRelationFieldList(t *testing.T, r *Reader) {
 		{podsGVR, "fleetview.io/references=Secret/db", "c1/web-1-a c1/web-1-b"},
 		{podsGVR, "fleetview.io/references=ConfigMap/cfg,fleetview.io/ownedBy=Deployment/web", "c1/web-1-a c1/web-1-b"},
 		{podsGVR, "fleetview.io/references=Secret/other", ""},
+		// A name field selector on a resource whose names the value
+		// index keeps reads that index on the first store.
+		{deployGVR, "metadata.name=web", "c1/web c2/web"},
+		{deployGVR, "metadata.name=other", ""},
+		{svcGVR, "metadata.name!=web", ""},
 	} {
 		if got := list(tc.gvr, tc.sel, nil); got != tc.want {
 			t.Errorf("list %s %s = %q, want %q", tc.gvr.Resource, tc.sel, got, tc.want)
