@@ -130,6 +130,7 @@ type relWalk struct {
 	// look it up (linkSeen).
 	ids   []string
 	idBuf []byte
+	// types are the edge types met, numbered by edgeType.
 	types []string
 }
 
@@ -282,8 +283,7 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 }
 
 // lookup finds a source of kind and name in the answer (ok false: it
-// is not there); the source's kind is kept in s for linkSeen. A Pod of a
-// walk's last hop is met through each object it names (its Node,
+// is not there), by its index in g.Nodes. A Pod of a walk's last hop is met through each object it names (its Node,
 // ConfigMaps, its ServiceAccount): its node, ID and map entry are made
 // once, and the other meetings cost a lookup by an ID built in a buffer
 // from the R/ key and value while the scan is on them.
@@ -377,6 +377,8 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 		if !splitN(key[len(pre):], p[:]) {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
+		// The value as cutReverseValue reads it, without copies: most
+		// sources are already in the answer and need neither string.
 		var kind, uid []byte
 		known := false
 		if err := item.Value(func(v []byte) error {
