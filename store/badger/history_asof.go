@@ -15,17 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/rawjson"
 )
-
-// objectUID reads metadata.uid without decoding the object.
-func objectUID(obj []byte) (string, error) {
-	vs, err := rawjson.PathValues(obj, []string{"metadata", "uid"}, nil)
-	if err != nil || len(vs) == 0 {
-		return "", err
-	}
-	return rawjson.String(vs[0])
-}
 
 // uidsOf are the uids the history knows under the object's name.
 func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string) []string {
@@ -75,52 +65,90 @@ func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 }
 
 // uidAt is the uid's state at t from its revisions: the state after the
-// last revision observed at or before t; nil when it did not exist then.
+// last revision observed before the first one observed after t; nil when
+// it did not exist then. It reads the uid's revisions only up to the
+// first that holds the state it needs whole (as stateAt does), and
+// patches back only the revisions after that one, not the older ones.
 func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64) ([]byte, error) {
-	var at []byte
-	err := eachRevision(txn, cluster, gvr, uid, func(_ uint64, r revision, state []byte) (bool, error) {
-		if r.time > t {
-			return false, nil
+	prefix := revPrefix(cluster, gvr, uid)
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
+	defer it.Close()
+	// at is the revision in force at t, then the newer ones its state is
+	// patched back from.
+	var at []seqRev
+	past, newest := false, true
+	for it.Rewind(); it.Valid(); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return nil, err
 		}
-		at = state
-		if r.typ == query.ChangeDeleted {
-			at = nil
+		r, err := decodeRevision(v)
+		if err != nil {
+			return nil, err
 		}
-		return true, nil
-	})
-	return at, err
+		sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
+		if !past && r.time <= t {
+			at = append(at[:0], sr)
+			continue
+		}
+		if !past {
+			past = true
+			if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
+				return nil, nil
+			}
+			if at[0].r.own != nil {
+				return at[0].r.own, nil
+			}
+		}
+		at = append(at, sr)
+		if r.prevWhole {
+			newest = false
+			break
+		}
+	}
+	if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
+		return nil, nil
+	}
+	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
+	if err != nil {
+		return nil, err
+	}
+	return states[0], nil
 }
 
 // objectAt is the object named (cluster, namespace, name) as it was at t,
 // with its Table cells when the stored object is that state (unchanged
 // since t: the member printed them for it); a state rebuilt from the
-// history has none (the history keeps objects, not printed cells).
+// history has none (the history keeps objects, not printed cells). The
+// stored object's uid is the one under the name whose uid entry exists
+// (an entry exists exactly while the object at its key has its uid), so
+// its record is read only when it is the answer or the newest state a
+// rebuild patches back from, and its JSON is not parsed for the uid.
 func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
-	var cur []byte
-	var curUID string
-	if item, err := txn.Get(key); err == nil {
-		if err := item.Value(func(v []byte) error {
-			r, err := decodeRecord(v, false)
-			cur, cells = bytes.Clone(r.json), bytes.Clone(r.cells)
-			return err
-		}); err != nil {
-			return nil, nil, err
-		}
-		if curUID, err = objectUID(cur); err != nil {
-			return nil, nil, err
-		}
-		head, err := headOf(txn, cluster, gvr, curUID)
+	uids := uidsOf(txn, cluster, gvr, ns, name)
+	live := false
+	for _, uid := range uids {
+		u, ok, err := uidEntry(txn, cluster, gvr, uid)
 		if err != nil {
 			return nil, nil, err
 		}
-		if head.seq == 0 || head.time <= t {
-			return cur, cells, nil // unchanged since before t
+		if ok && bytes.Equal(u.obj, key) {
+			if u.head.seq == 0 || u.head.time <= t {
+				return storedRecord(txn, key) // unchanged since before t
+			}
+			live = true
+			break
 		}
-	} else if !errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, nil, err
 	}
-	for _, uid := range uidsOf(txn, cluster, gvr, ns, name) {
+	if !live {
+		// The stored object, if any, has no revision: its uid is not
+		// under the name (n/ is written with a uid's first revision).
+		if obj, cells, err := storedRecord(txn, key); err != nil || obj != nil {
+			return obj, cells, err
+		}
+	}
+	for _, uid := range uids {
 		st, err := uidAt(txn, cluster, gvr, uid, t)
 		if err != nil || st != nil {
 			return st, nil, err
@@ -129,21 +157,39 @@ func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns,
 	return nil, nil, nil
 }
 
-// headOf is the history's head of a live uid.
-func headOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string) (histHead, error) {
-	item, err := txn.Get(uidKey(cluster, gvr, uid))
+// storedRecord is the stored object at key and its Table cells (copies),
+// nil when there is none.
+func storedRecord(txn *bdg.Txn, key []byte) (obj, cells []byte, err error) {
+	item, err := txn.Get(key)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return histHead{}, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return histHead{}, err
+		return nil, nil, err
 	}
-	var u uidState
+	err = item.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		obj, cells = bytes.Clone(r.json), bytes.Clone(r.cells)
+		return err
+	})
+	return obj, cells, err
+}
+
+// uidEntry is the uid's entry in the uid index; ok is false when it has
+// none (no stored object has the uid).
+func uidEntry(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string) (u uidState, ok bool, err error) {
+	item, err := txn.Get(uidKey(cluster, gvr, uid))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return uidState{}, false, nil
+	}
+	if err != nil {
+		return uidState{}, false, err
+	}
 	err = item.Value(func(v []byte) (err error) {
 		u, err = decodeUIDEntry(v, gvr, cluster)
 		return err
 	})
-	return u.head, err
+	return u, err == nil, err
 }
 
 // getAsOf is Get at o.AsOf.
