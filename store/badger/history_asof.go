@@ -69,7 +69,10 @@ func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 // it did not exist then. It reads the uid's revisions only up to the
 // first that holds the state it needs whole (as stateAt does), and
 // patches back only the revisions after that one, not the older ones.
-func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64) ([]byte, error) {
+// stored says the state is the stored object's (the uid's newest
+// revision, which holds none, is the one in force at t): uidAt returns
+// no state then, the caller reads the record.
+func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64) (state []byte, stored bool, err error) {
 	prefix := revPrefix(cluster, gvr, uid)
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 	defer it.Close()
@@ -80,11 +83,11 @@ func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid st
 	for it.Rewind(); it.Valid(); it.Next() {
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
 		if !past && r.time <= t {
@@ -94,10 +97,10 @@ func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid st
 		if !past {
 			past = true
 			if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
-				return nil, nil
+				return nil, false, nil
 			}
 			if at[0].r.own != nil {
-				return at[0].r.own, nil
+				return at[0].r.own, false, nil
 			}
 		}
 		at = append(at, sr)
@@ -106,55 +109,52 @@ func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid st
 			break
 		}
 	}
-	if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
-		return nil, nil
+	switch {
+	case len(at) == 0 || at[0].r.typ == query.ChangeDeleted:
+		return nil, false, nil
+	case len(at) == 1 && newest && at[0].r.own == nil:
+		return nil, true, nil
 	}
 	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return states[0], nil
+	return states[0], false, nil
 }
 
 // objectAt is the object named (cluster, namespace, name) as it was at t,
 // with its Table cells when the stored object is that state (unchanged
 // since t: the member printed them for it); a state rebuilt from the
-// history has none (the history keeps objects, not printed cells). The
-// stored object's uid is the one under the name whose uid entry exists
-// (an entry exists exactly while the object at its key has its uid), so
-// its record is read only when it is the answer or the newest state a
-// rebuild patches back from, and its JSON is not parsed for the uid.
+// history has none (the history keeps objects, not printed cells). It
+// reads the revisions of the uids the history knows under the name; the
+// stored object's record only when it is the answer or the newest state a
+// rebuild patches back from, and no object's JSON for its uid.
 func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
 	uids := uidsOf(txn, cluster, gvr, ns, name)
-	live := false
+	for _, uid := range uids {
+		st, stored, err := uidAt(txn, cluster, gvr, uid, t)
+		switch {
+		case err != nil:
+			return nil, nil, err
+		case stored:
+			return storedRecord(txn, key) // unchanged since before t
+		case st != nil:
+			return st, nil, nil
+		}
+	}
+	// None was there at t. The stored object, if any, was, when it has
+	// no revision (history began after its last change): its uid is not
+	// under the name (n/ is written with a uid's first revision), and an
+	// entry in the uid index exists exactly while the object at its key
+	// has that uid.
 	for _, uid := range uids {
 		u, ok, err := uidEntry(txn, cluster, gvr, uid)
-		if err != nil {
+		if err != nil || ok && bytes.Equal(u.obj, key) {
 			return nil, nil, err
 		}
-		if ok && bytes.Equal(u.obj, key) {
-			if u.head.seq == 0 || u.head.time <= t {
-				return storedRecord(txn, key) // unchanged since before t
-			}
-			live = true
-			break
-		}
 	}
-	if !live {
-		// The stored object, if any, has no revision: its uid is not
-		// under the name (n/ is written with a uid's first revision).
-		if obj, cells, err := storedRecord(txn, key); err != nil || obj != nil {
-			return obj, cells, err
-		}
-	}
-	for _, uid := range uids {
-		st, err := uidAt(txn, cluster, gvr, uid, t)
-		if err != nil || st != nil {
-			return st, nil, err
-		}
-	}
-	return nil, nil, nil
+	return storedRecord(txn, key)
 }
 
 // storedRecord is the stored object at key and its Table cells (copies),
