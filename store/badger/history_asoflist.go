@@ -239,7 +239,7 @@ func (m *asOfMerge) judge(tl []byte) (*query.Object, error) {
 		return nil, err
 	}
 	if !m.sel.Empty() {
-		lbls, err := rawjson.Labels(obj)
+		lbls, err := rawjson.CheckedLabels(obj) // the store's own JSON, checked when stored
 		if err != nil {
 			return nil, err
 		}
