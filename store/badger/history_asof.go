@@ -29,6 +29,38 @@ func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, n
 	return uids
 }
 
+// histIters are iterators over the name index (n/) and the revisions
+// (r/), made once per reader of many objects and sought per object: an
+// as-of list rebuilds objects by the hundred on a few workers, and
+// making an iterator (one per memtable and table level) cost about as
+// much as its seek. Revision values are read as they are met (no
+// prefetch: the family's next values are other objects').
+type histIters struct {
+	names, revs *bdg.Iterator
+}
+
+func newHistIters(txn *bdg.Txn) *histIters {
+	return &histIters{
+		names: txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'n', sep}}),
+		revs:  txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'r', sep}}),
+	}
+}
+
+func (h *histIters) close() {
+	h.names.Close()
+	h.revs.Close()
+}
+
+// uidsOf is uidsOf read through h's name iterator.
+func (h *histIters) uidsOf(cluster string, gvr schema.GroupVersionResource, ns, name string) []string {
+	prefix := namePrefix(cluster, gvr, ns, name)
+	var uids []string
+	for h.names.Seek(prefix); h.names.ValidForPrefix(prefix); h.names.Next() {
+		uids = append(uids, string(h.names.Item().Key()[len(prefix):]))
+	}
+	return uids
+}
+
 // eachRevision calls fn with each kept revision of the uid, oldest first,
 // and the object's state after it.
 func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, fn func(seq uint64, r revision, state []byte) (bool, error)) error {
@@ -72,15 +104,14 @@ func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 // stored says the state is the stored object's (the uid's newest
 // revision, which holds none, is the one in force at t): uidAt returns
 // no state then, the caller reads the record.
-func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64) (state []byte, stored bool, err error) {
+func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64) (state []byte, stored bool, err error) {
 	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
-	defer it.Close()
+	it := h.revs
 	// at is the revision in force at t, then the newer ones its state is
 	// patched back from.
 	var at []seqRev
 	past, newest := false, true
-	for it.Rewind(); it.Valid(); it.Next() {
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
 			return nil, false, err
@@ -129,11 +160,11 @@ func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid st
 // reads the revisions of the uids the history knows under the name; the
 // stored object's record only when it is the answer or the newest state a
 // rebuild patches back from, and no object's JSON for its uid.
-func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
+func objectAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
-	uids := uidsOf(txn, cluster, gvr, ns, name)
+	uids := h.uidsOf(cluster, gvr, ns, name)
 	for _, uid := range uids {
-		st, stored, err := uidAt(txn, cluster, gvr, uid, t)
+		st, stored, err := uidAt(txn, h, cluster, gvr, uid, t)
 		switch {
 		case err != nil:
 			return nil, nil, err
@@ -204,8 +235,10 @@ func (r *Reader) getAsOf(ctx context.Context, o query.GetOptions) (query.Object,
 	out := query.Object{GVR: o.GVR, Checked: true}
 	var found []string
 	err = r.db.View(func(txn *bdg.Txn) error {
+		h := newHistIters(txn)
+		defer h.close()
 		for _, c := range clusters {
-			st, cells, err := objectAt(txn, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
+			st, cells, err := objectAt(txn, h, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
 			if err != nil {
 				return err
 			}

@@ -208,9 +208,12 @@ func (m *asOfMerge) judgeSome() {
 	for w := range workers {
 		wg.Go(func() {
 			// A read-only transaction is safe for concurrent reads; each
-			// worker writes only its own slots.
+			// worker writes only its own slots, through its own
+			// iterators.
+			h := newHistIters(m.txn)
+			defer h.close()
 			for i := w * n / workers; i < (w+1)*n/workers; i++ {
-				out[i].obj, out[i].err = m.judge(out[i].tail)
+				out[i].obj, out[i].err = m.judge(h, out[i].tail)
 			}
 		})
 	}
@@ -220,7 +223,7 @@ func (m *asOfMerge) judgeSome() {
 
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors.
-func (m *asOfMerge) judge(tl []byte) (*query.Object, error) {
+func (m *asOfMerge) judge(h *histIters, tl []byte) (*query.Object, error) {
 	o := m.o
 	ns, name, cluster, err := tail(append(objPrefix(o.GVR), tl...))
 	if err != nil {
@@ -234,7 +237,7 @@ func (m *asOfMerge) judge(tl []byte) (*query.Object, error) {
 			return nil, err
 		}
 	}
-	obj, cells, err := objectAt(m.txn, cluster, o.GVR, ns, name, m.t)
+	obj, cells, err := objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t)
 	if err != nil || obj == nil {
 		return nil, err
 	}
