@@ -12,6 +12,7 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
@@ -96,15 +97,30 @@ func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 	return nil
 }
 
+// What uidAt found of a uid at a time.
+type atFound int
+
+const (
+	atAbsent     atFound = iota // not there then (not yet, or deleted)
+	atState                     // there, in the state returned
+	atStored                    // there, as the stored object is now
+	atUnselected                // there, its labels then not selected
+)
+
 // uidAt is the uid's state at t from its revisions: the state after the
-// last revision observed before the first one observed after t; nil when
-// it did not exist then. It reads the uid's revisions only up to the
-// first that holds the state it needs whole (as stateAt does), and
-// patches back only the revisions after that one, not the older ones.
-// stored says the state is the stored object's (the uid's newest
-// revision, which holds none, is the one in force at t): uidAt returns
-// no state then, the caller reads the record.
-func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64) (state []byte, stored bool, err error) {
+// last revision observed before the first one observed after t. It reads
+// the uid's revisions only up to the first that holds the state it needs
+// whole (as stateAt does), and patches back only the revisions after the
+// one in force at t, not the older ones. When the state is the stored
+// object's (the uid's newest revision, which holds none, is the one in
+// force at t) it says so and the caller reads the record. A selector
+// (nil: none) is matched first against the labels the change feed (t/)
+// kept with the revision in force, so an object its list leaves out is
+// not rebuilt (most, when a list selects a tenth of its resource and
+// nearly every object changed since); without that entry (a baseline
+// revision, one retention kept past the window) the caller matches the
+// rebuilt state.
+func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector) ([]byte, atFound, error) {
 	prefix := revPrefix(cluster, gvr, uid)
 	it := h.revs
 	// at is the revision in force at t, then the newer ones its state is
@@ -114,11 +130,11 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
 		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
-			return nil, false, err
+			return nil, atAbsent, err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
-			return nil, false, err
+			return nil, atAbsent, err
 		}
 		sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
 		if !past && r.time <= t {
@@ -128,10 +144,10 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 		if !past {
 			past = true
 			if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
-				return nil, false, nil
+				return nil, atAbsent, nil
 			}
 			if at[0].r.own != nil {
-				return at[0].r.own, false, nil
+				return at[0].r.own, atState, nil
 			}
 		}
 		at = append(at, sr)
@@ -142,15 +158,45 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 	}
 	switch {
 	case len(at) == 0 || at[0].r.typ == query.ChangeDeleted:
-		return nil, false, nil
+		return nil, atAbsent, nil
 	case len(at) == 1 && newest && at[0].r.own == nil:
-		return nil, true, nil
+		return nil, atStored, nil
+	}
+	if sel != nil && !sel.Empty() {
+		lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
+		if err != nil {
+			return nil, atAbsent, err
+		}
+		if ok && !sel.Matches(labels.Set(lbls)) {
+			return nil, atUnselected, nil
+		}
 	}
 	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
 	if err != nil {
+		return nil, atAbsent, err
+	}
+	return states[0], atState, nil
+}
+
+// changeLabels are the labels of the uid's state after revision sr, as
+// the change feed's entry of that revision (t/) holds them; ok is false
+// when there is no such entry.
+func changeLabels(txn *bdg.Txn, cluster, uid string, sr seqRev) (map[string]string, bool, error) {
+	item, err := txn.Get(timeKey('t', sr.r.time, cluster, sr.seq))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
 		return nil, false, err
 	}
-	return states[0], false, nil
+	var c changeEntry
+	if err := item.Value(func(v []byte) (err error) {
+		c, err = decodeChange(v, true)
+		return err
+	}); err != nil {
+		return nil, false, err
+	}
+	return c.labels, c.uid == uid, nil
 }
 
 // objectAt is the object named (cluster, namespace, name) as it was at t,
@@ -159,19 +205,24 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 // history has none (the history keeps objects, not printed cells). It
 // reads the revisions of the uids the history knows under the name; the
 // stored object's record only when it is the answer or the newest state a
-// rebuild patches back from, and no object's JSON for its uid.
-func objectAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
+// rebuild patches back from, and no object's JSON for its uid. With a
+// selector (nil: none), an object whose labels then the change feed
+// shows it does not match is nil without being rebuilt; the caller
+// matches what is returned.
+func objectAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64, sel labels.Selector) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
 	uids := h.uidsOf(cluster, gvr, ns, name)
 	for _, uid := range uids {
-		st, stored, err := uidAt(txn, h, cluster, gvr, uid, t)
+		st, found, err := uidAt(txn, h, cluster, gvr, uid, t, sel)
 		switch {
 		case err != nil:
 			return nil, nil, err
-		case stored:
+		case found == atStored:
 			return storedRecord(txn, key) // unchanged since before t
-		case st != nil:
+		case found == atState:
 			return st, nil, nil
+		case found == atUnselected:
+			return nil, nil, nil
 		}
 	}
 	// None was there at t. The stored object, if any, was, when it has
@@ -238,7 +289,7 @@ func (r *Reader) getAsOf(ctx context.Context, o query.GetOptions) (query.Object,
 		h := newHistIters(txn)
 		defer h.close()
 		for _, c := range clusters {
-			st, cells, err := objectAt(txn, h, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
+			st, cells, err := objectAt(txn, h, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano(), nil)
 			if err != nil {
 				return err
 			}

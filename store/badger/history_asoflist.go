@@ -237,7 +237,7 @@ func (m *asOfMerge) judge(h *histIters, tl []byte) (*query.Object, error) {
 			return nil, err
 		}
 	}
-	obj, cells, err := objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t)
+	obj, cells, err := objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, m.sel)
 	if err != nil || obj == nil {
 		return nil, err
 	}

@@ -103,10 +103,13 @@ func BenchmarkHistoryRevisions(b *testing.B) {
 // of one Pod (bench-historyapi's case), "churn" after an edit of every
 // tenth Pod, a delete of every fiftieth and 100 new ones, "others" after
 // the same 100 edits as "few" and 20,000 changes of another resource in
-// another cluster, which the as-of list of Pods should not pay for.
+// another cluster, which the as-of list of Pods should not pay for, and
+// "all" after two edits of every Pod (issue #48's churn: 1k changes/s for
+// 10 minutes touch nearly every one of 150k Pods, four times on average),
+// so every Pod of the list is rebuilt.
 func BenchmarkHistoryAsOfList(b *testing.B) {
 	const pods = 6000
-	for _, name := range []string{"few", "churn", "others"} {
+	for _, name := range []string{"few", "churn", "others", "all"} {
 		churn := name == "churn"
 		s, r := openHistory(b, HistoryOptions{})
 		ctx := context.Background()
@@ -139,6 +142,12 @@ func BenchmarkHistoryAsOfList(b *testing.B) {
 			}
 			for i := pods; i < pods+100; i++ {
 				evs = append(evs, next(benchdata.Event("c1", i, 1)))
+			}
+		} else if name == "all" {
+			for rv := 2; rv <= 3; rv++ {
+				for i := range pods {
+					evs = append(evs, next(benchdata.Event("c1", i, rv)))
+				}
 			}
 		} else {
 			for rv := 2; rv <= 101; rv++ {
