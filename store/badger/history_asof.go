@@ -149,6 +149,16 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 			if at[0].r.own != nil {
 				return at[0].r.own, atState, nil
 			}
+			if sel != nil && !sel.Empty() {
+				// Decided before the newer revisions are read.
+				lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
+				if err != nil {
+					return nil, atAbsent, err
+				}
+				if ok && !sel.Matches(labels.Set(lbls)) {
+					return nil, atUnselected, nil
+				}
+			}
 		}
 		at = append(at, sr)
 		if r.prevWhole {
@@ -161,15 +171,6 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 		return nil, atAbsent, nil
 	case len(at) == 1 && newest && at[0].r.own == nil:
 		return nil, atStored, nil
-	}
-	if sel != nil && !sel.Empty() {
-		lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
-		if err != nil {
-			return nil, atAbsent, err
-		}
-		if ok && !sel.Matches(labels.Set(lbls)) {
-			return nil, atUnselected, nil
-		}
 	}
 	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
 	if err != nil {
