@@ -166,3 +166,55 @@ func TestLabelsAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckedLabels: on a well-formed object CheckedLabels answers what
+// Labels does; a malformation before metadata's end is an error, one
+// after it is not read (the object was checked whole when stored).
+func TestCheckedLabels(t *testing.T) {
+	for _, tc := range labelsCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CheckedLabels([]byte(tc.in))
+			if tc.bad {
+				if err != nil && !errors.Is(err, ErrMalformed) {
+					t.Fatalf("CheckedLabels(%q): %v, not ErrMalformed", tc.in, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !maps.Equal(got, tc.want) || (got == nil) != (tc.want == nil) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, in string
+		want     map[string]string
+		bad      bool
+	}{
+		{"metadata first, rest not read", `{"metadata":{"labels":{"a":"b"}},"spec":{"a" 1}}`, map[string]string{"a": "b"}, false},
+		{"bad before metadata", `{"kind":tru,"metadata":{"labels":{"a":"b"}}}`, nil, true},
+		{"bad labels", `{"metadata":{"labels":{"a":1}}}`, nil, true},
+		{"bad in metadata after labels", `{"metadata":{"labels":{},"annotations":{"a":["b"}}}`, nil, true},
+		{"no metadata", `{"kind":"Pod"}`, nil, false},
+		{"a Pod", string(podjson.Pod("c1", 3, 1)), nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := CheckedLabels([]byte(tc.in))
+			if tc.bad != (err != nil) {
+				t.Fatalf("CheckedLabels(%q) = %v, %v; want error %v", tc.in, got, err, tc.bad)
+			}
+			if tc.name == "a Pod" {
+				want, err := Labels([]byte(tc.in))
+				if err != nil || !maps.Equal(got, want) || len(want) == 0 {
+					t.Fatalf("got %v, Labels %v (%v)", got, want, err)
+				}
+				return
+			}
+			if !tc.bad && !maps.Equal(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

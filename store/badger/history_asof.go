@@ -12,20 +12,11 @@ import (
 
 	bdg "github.com/dgraph-io/badger/v4"
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
-	"github.com/fleetview/fleetview/internal/rawjson"
 )
-
-// objectUID reads metadata.uid without decoding the object.
-func objectUID(obj []byte) (string, error) {
-	vs, err := rawjson.PathValues(obj, []string{"metadata", "uid"}, nil)
-	if err != nil || len(vs) == 0 {
-		return "", err
-	}
-	return rawjson.String(vs[0])
-}
 
 // uidsOf are the uids the history knows under the object's name.
 func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string) []string {
@@ -35,6 +26,38 @@ func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, n
 	var uids []string
 	for it.Rewind(); it.Valid(); it.Next() {
 		uids = append(uids, string(it.Item().Key()[len(prefix):]))
+	}
+	return uids
+}
+
+// histIters are iterators over the name index (n/) and the revisions
+// (r/), made once per reader of many objects and sought per object: an
+// as-of list rebuilds objects by the hundred on a few workers, and
+// making an iterator (one per memtable and table level) cost about as
+// much as its seek. Revision values are read as they are met (no
+// prefetch: the family's next values are other objects').
+type histIters struct {
+	names, revs *bdg.Iterator
+}
+
+func newHistIters(txn *bdg.Txn) *histIters {
+	return &histIters{
+		names: txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'n', sep}}),
+		revs:  txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'r', sep}}),
+	}
+}
+
+func (h *histIters) close() {
+	h.names.Close()
+	h.revs.Close()
+}
+
+// uidsOf is uidsOf read through h's name iterator.
+func (h *histIters) uidsOf(cluster string, gvr schema.GroupVersionResource, ns, name string) []string {
+	prefix := namePrefix(cluster, gvr, ns, name)
+	var uids []string
+	for h.names.Seek(prefix); h.names.ValidForPrefix(prefix); h.names.Next() {
+		uids = append(uids, string(h.names.Item().Key()[len(prefix):]))
 	}
 	return uids
 }
@@ -74,76 +97,182 @@ func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 	return nil
 }
 
+// What uidAt found of a uid at a time.
+type atFound int
+
+const (
+	atAbsent     atFound = iota // not there then (not yet, or deleted)
+	atState                     // there, in the state returned
+	atStored                    // there, as the stored object is now
+	atUnselected                // there, its labels then not selected
+)
+
 // uidAt is the uid's state at t from its revisions: the state after the
-// last revision observed at or before t; nil when it did not exist then.
-func uidAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64) ([]byte, error) {
-	var at []byte
-	err := eachRevision(txn, cluster, gvr, uid, func(_ uint64, r revision, state []byte) (bool, error) {
-		if r.time > t {
-			return false, nil
+// last revision observed before the first one observed after t. It reads
+// the uid's revisions only up to the first that holds the state it needs
+// whole (as stateAt does), and patches back only the revisions after the
+// one in force at t, not the older ones. When the state is the stored
+// object's (the uid's newest revision, which holds none, is the one in
+// force at t) it says so and the caller reads the record. A selector
+// (nil: none) is matched first against the labels the change feed (t/)
+// kept with the revision in force, so an object its list leaves out is
+// not rebuilt (most, when a list selects a tenth of its resource and
+// nearly every object changed since); without that entry (a baseline
+// revision, one retention kept past the window) the caller matches the
+// rebuilt state.
+func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector) ([]byte, atFound, error) {
+	prefix := revPrefix(cluster, gvr, uid)
+	it := h.revs
+	// at is the revision in force at t, then the newer ones its state is
+	// patched back from.
+	var at []seqRev
+	past, newest := false, true
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return nil, atAbsent, err
 		}
-		at = state
-		if r.typ == query.ChangeDeleted {
-			at = nil
+		r, err := decodeRevision(v)
+		if err != nil {
+			return nil, atAbsent, err
 		}
-		return true, nil
-	})
-	return at, err
+		sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
+		if !past && r.time <= t {
+			at = append(at[:0], sr)
+			continue
+		}
+		if !past {
+			past = true
+			if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
+				return nil, atAbsent, nil
+			}
+			if at[0].r.own != nil {
+				return at[0].r.own, atState, nil
+			}
+			if sel != nil && !sel.Empty() {
+				// Decided before the newer revisions are read.
+				lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
+				if err != nil {
+					return nil, atAbsent, err
+				}
+				if ok && !sel.Matches(labels.Set(lbls)) {
+					return nil, atUnselected, nil
+				}
+			}
+		}
+		at = append(at, sr)
+		if r.prevWhole {
+			newest = false
+			break
+		}
+	}
+	switch {
+	case len(at) == 0 || at[0].r.typ == query.ChangeDeleted:
+		return nil, atAbsent, nil
+	case len(at) == 1 && newest && at[0].r.own == nil:
+		return nil, atStored, nil
+	}
+	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
+	if err != nil {
+		return nil, atAbsent, err
+	}
+	return states[0], atState, nil
+}
+
+// changeLabels are the labels of the uid's state after revision sr, as
+// the change feed's entry of that revision (t/) holds them; ok is false
+// when there is no such entry.
+func changeLabels(txn *bdg.Txn, cluster, uid string, sr seqRev) (map[string]string, bool, error) {
+	item, err := txn.Get(timeKey('t', sr.r.time, cluster, sr.seq))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var c changeEntry
+	if err := item.Value(func(v []byte) (err error) {
+		c, err = decodeChange(v, true)
+		return err
+	}); err != nil {
+		return nil, false, err
+	}
+	return c.labels, c.uid == uid, nil
 }
 
 // objectAt is the object named (cluster, namespace, name) as it was at t,
 // with its Table cells when the stored object is that state (unchanged
 // since t: the member printed them for it); a state rebuilt from the
-// history has none (the history keeps objects, not printed cells).
-func objectAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64) (obj, cells []byte, err error) {
+// history has none (the history keeps objects, not printed cells). It
+// reads the revisions of the uids the history knows under the name; the
+// stored object's record only when it is the answer or the newest state a
+// rebuild patches back from, and no object's JSON for its uid. With a
+// selector (nil: none), an object whose labels then the change feed
+// shows it does not match is nil without being rebuilt; the caller
+// matches what is returned.
+func objectAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, ns, name string, t int64, sel labels.Selector) (obj, cells []byte, err error) {
 	key := objKey(gvr, ns, name, cluster)
-	var cur []byte
-	var curUID string
-	if item, err := txn.Get(key); err == nil {
-		if err := item.Value(func(v []byte) error {
-			r, err := decodeRecord(v, false)
-			cur, cells = bytes.Clone(r.json), bytes.Clone(r.cells)
-			return err
-		}); err != nil {
+	uids := h.uidsOf(cluster, gvr, ns, name)
+	for _, uid := range uids {
+		st, found, err := uidAt(txn, h, cluster, gvr, uid, t, sel)
+		switch {
+		case err != nil:
 			return nil, nil, err
-		}
-		if curUID, err = objectUID(cur); err != nil {
-			return nil, nil, err
-		}
-		head, err := headOf(txn, cluster, gvr, curUID)
-		if err != nil {
-			return nil, nil, err
-		}
-		if head.seq == 0 || head.time <= t {
-			return cur, cells, nil // unchanged since before t
-		}
-	} else if !errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil, nil, err
-	}
-	for _, uid := range uidsOf(txn, cluster, gvr, ns, name) {
-		st, err := uidAt(txn, cluster, gvr, uid, t)
-		if err != nil || st != nil {
-			return st, nil, err
+		case found == atStored:
+			return storedRecord(txn, key) // unchanged since before t
+		case found == atState:
+			return st, nil, nil
+		case found == atUnselected:
+			return nil, nil, nil
 		}
 	}
-	return nil, nil, nil
+	// None was there at t. The stored object, if any, was, when it has
+	// no revision (history began after its last change): its uid is not
+	// under the name (n/ is written with a uid's first revision), and an
+	// entry in the uid index exists exactly while the object at its key
+	// has that uid.
+	for _, uid := range uids {
+		u, ok, err := uidEntry(txn, cluster, gvr, uid)
+		if err != nil || ok && bytes.Equal(u.obj, key) {
+			return nil, nil, err
+		}
+	}
+	return storedRecord(txn, key)
 }
 
-// headOf is the history's head of a live uid.
-func headOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string) (histHead, error) {
-	item, err := txn.Get(uidKey(cluster, gvr, uid))
+// storedRecord is the stored object at key and its Table cells (copies),
+// nil when there is none.
+func storedRecord(txn *bdg.Txn, key []byte) (obj, cells []byte, err error) {
+	item, err := txn.Get(key)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return histHead{}, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return histHead{}, err
+		return nil, nil, err
 	}
-	var u uidState
+	err = item.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		obj, cells = bytes.Clone(r.json), bytes.Clone(r.cells)
+		return err
+	})
+	return obj, cells, err
+}
+
+// uidEntry is the uid's entry in the uid index; ok is false when it has
+// none (no stored object has the uid).
+func uidEntry(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string) (u uidState, ok bool, err error) {
+	item, err := txn.Get(uidKey(cluster, gvr, uid))
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return uidState{}, false, nil
+	}
+	if err != nil {
+		return uidState{}, false, err
+	}
 	err = item.Value(func(v []byte) (err error) {
 		u, err = decodeUIDEntry(v, gvr, cluster)
 		return err
 	})
-	return u.head, err
+	return u, err == nil, err
 }
 
 // getAsOf is Get at o.AsOf.
@@ -158,8 +287,10 @@ func (r *Reader) getAsOf(ctx context.Context, o query.GetOptions) (query.Object,
 	out := query.Object{GVR: o.GVR, Checked: true}
 	var found []string
 	err = r.db.View(func(txn *bdg.Txn) error {
+		h := newHistIters(txn)
+		defer h.close()
 		for _, c := range clusters {
-			st, cells, err := objectAt(txn, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano())
+			st, cells, err := objectAt(txn, h, c, o.GVR, o.Namespace, o.Name, o.AsOf.UnixNano(), nil)
 			if err != nil {
 				return err
 			}

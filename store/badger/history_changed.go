@@ -14,7 +14,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 )
 
-// The resource's change index (D/, doc.go) answers an as-of list's
+// The resource's change index (J/, doc.go) answers an as-of list's
 // "which of this resource's objects changed since t" from the resource's
 // own changes after t: the fleet's change index (t/) is ordered by time
 // first, so it would make a list of Pods read every change of every
@@ -23,40 +23,109 @@ import (
 // time is the collector's observation: relists, a restarted collector's
 // clock and publishes buffered in an outage do not follow the stream's
 // order), so no sequence bounds the changes after a time exactly.
+//
+// Its keys are ordered by cluster and namespace before the time, so a
+// list limited to a cluster or a namespace reads only that cluster's or
+// namespace's changes after t, and any list reads each (cluster,
+// namespace)'s from t on after one seek. Until 2026-12-07 the index was
+// D/<gvr>/<time>/<namespace>/<name>/<cluster> (time first: a list of one
+// namespace read every cluster's and namespace's changes of the resource
+// after t); a store holding it is reindexed at open (indexChanged).
 
-// changedPrefix is the resource's part of its D/ keys.
+// changedFamily is the index's key family; oldChangedFamily the one of
+// its time-first predecessor, which an open drops.
+const (
+	changedFamily    = 'J'
+	oldChangedFamily = 'D'
+)
+
+// changedPrefix is the resource's part of its J/ keys.
 func changedPrefix(g schema.GroupVersionResource) []byte {
-	return append(join("D", g.Group, g.Version, g.Resource), sep)
+	return append(join(string(rune(changedFamily)), g.Group, g.Version, g.Resource), sep)
 }
 
-// changedKey is D/<group>/<version>/<resource>/<time 8 BE>/<namespace>/<name>/<cluster>,
-// with no value: its end is the object's key tail (as in o/), which is
-// all an as-of list needs, so the index is read from keys alone. Two
-// changes of an object at the same time share the key: the set is the
-// same, and retention, which removes the older changes first, removes it
-// with the first of them, after which neither is after any time in the
-// window.
+// changedKey is J/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name>,
+// with no value: the cluster, namespace and name are the object's key
+// tail (as in o/), which is all an as-of list needs, so the index is read
+// from keys alone. Two changes of an object at the same time share the
+// key: the set is the same, and retention, which removes the older
+// changes first, removes it with the first of them, after which neither
+// is after any time in the window.
 func changedKey(g schema.GroupVersionResource, t int64, cluster, ns, name string) []byte {
-	b := binary.BigEndian.AppendUint64(changedPrefix(g), uint64(t))
-	b = append(append(append(append(append(append(b, sep), ns...), sep), name...), sep), cluster...)
-	return b
+	b := append(append(append(append(changedPrefix(g), cluster...), sep), ns...), sep)
+	b = binary.BigEndian.AppendUint64(b, uint64(t))
+	return append(append(b, sep), name...)
 }
 
-// changedIndexedKey marks a store whose D/ index holds every change the
-// t/ index holds: set when history begins, or once an older store's
-// changes are indexed (indexChanged).
-var changedIndexedKey = []byte{'b', sep, 'D'}
+// splitChangedKey is what changedKey joined, from the key past the
+// resource's prefix. The time may hold the separator byte: it is found
+// by its place after the namespace, and the name after it.
+func splitChangedKey(k []byte) (cluster, ns []byte, t int64, name []byte, err error) {
+	c := bytes.IndexByte(k, sep)
+	if c < 0 {
+		return nil, nil, 0, nil, errCorrupt
+	}
+	n := bytes.IndexByte(k[c+1:], sep)
+	if n < 0 {
+		return nil, nil, 0, nil, errCorrupt
+	}
+	n += c + 1
+	if len(k) < n+1+8+1 || k[n+9] != sep {
+		return nil, nil, 0, nil, errCorrupt
+	}
+	return k[:c], k[c+1 : n], int64(binary.BigEndian.Uint64(k[n+1 : n+9])), k[n+10:], nil
+}
 
-// indexChanged writes the D/ entries of the changes a store recorded
+// changedIndexedKey marks a store whose J/ index holds every change the
+// t/ index holds: set when history begins, or once an older store's
+// changes are indexed (indexChanged). oldChangedIndexedKey was D/'s.
+var (
+	changedIndexedKey    = []byte{'b', sep, changedFamily}
+	oldChangedIndexedKey = []byte{'b', sep, oldChangedFamily}
+)
+
+// indexChanged writes the J/ entries of the changes a store recorded
 // before it kept that index, once, before the store is served (Open: no
-// writer or retention runs yet). The entries count in the history's bytes
-// like the ones the materializer writes.
+// writer or retention runs yet). A store holding the time-first D/ index
+// (or a binary before J/ wrote D/ entries since J/ was made: a
+// downgrade) has D/ dropped and J/ made again from t/. The entries count
+// in the history's bytes like the ones the materializer writes, and the
+// dropped ones leave them.
 func (s *Store) indexChanged() error {
+	var indexed, old bool
 	err := s.db.View(func(txn *bdg.Txn) error {
-		_, err := txn.Get(changedIndexedKey)
-		return err
+		for _, m := range []struct {
+			key []byte
+			set *bool
+		}{{changedIndexedKey, &indexed}, {oldChangedIndexedKey, &old}} {
+			_, err := txn.Get(m.key)
+			if err != nil && !errors.Is(err, bdg.ErrKeyNotFound) {
+				return err
+			}
+			*m.set = err == nil
+		}
+		if !old {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{oldChangedFamily, sep}})
+			defer it.Close()
+			it.Rewind()
+			old = it.Valid()
+		}
+		return nil
 	})
-	if !errors.Is(err, bdg.ErrKeyNotFound) {
+	if err != nil || indexed && !old {
+		return err
+	}
+	// D/'s cluster ends its keys; J/'s follows the resource.
+	if err := s.dropFamily(oldChangedFamily, func(k []byte) []byte { return k[bytes.LastIndexByte(k, sep)+1:] }); err != nil {
+		return err
+	}
+	if err := s.dropFamily(changedFamily, func(k []byte) []byte {
+		parts := bytes.SplitN(k, []byte{sep}, 6) // J, group, version, resource, cluster, rest
+		if len(parts) < 6 {
+			return nil
+		}
+		return parts[4]
+	}); err != nil {
 		return err
 	}
 	added := map[string]int64{}
@@ -92,17 +161,59 @@ func (s *Store) indexChanged() error {
 		return err
 	}
 	return s.db.Update(func(txn *bdg.Txn) error {
-		for c, n := range added {
-			was, err := readInt(txn, addedKey(c))
-			if err != nil {
-				return err
-			}
-			if err := txn.Set(addedKey(c), binary.BigEndian.AppendUint64(nil, uint64(was+n))); err != nil {
-				return err
-			}
+		if err := addHistBytes(txn, added); err != nil {
+			return err
+		}
+		if err := txn.Delete(oldChangedIndexedKey); err != nil {
+			return err
 		}
 		return txn.Set(changedIndexedKey, nil)
 	})
+}
+
+// addHistBytes adds n[cluster] to each cluster's history bytes (h/).
+func addHistBytes(txn *bdg.Txn, n map[string]int64) error {
+	for c, d := range n {
+		was, err := readInt(txn, addedKey(c))
+		if err != nil {
+			return err
+		}
+		if err := txn.Set(addedKey(c), binary.BigEndian.AppendUint64(nil, uint64(was+d))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropFamily deletes every key of a history family whose keys hold no
+// value, taking their bytes from their cluster's history bytes in the
+// same transaction as the deletes (a chunk at a time, so a store of any
+// size; one stopped halfway leaves bytes and keys agreeing).
+func (s *Store) dropFamily(family byte, clusterOf func(k []byte) []byte) error {
+	const chunk = 10000
+	for {
+		done := false
+		err := s.db.Update(func(txn *bdg.Txn) error {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{family, sep}})
+			var keys [][]byte
+			for it.Rewind(); it.Valid() && len(keys) < chunk; it.Next() {
+				keys = append(keys, it.Item().KeyCopy(nil))
+			}
+			it.Close()
+			done = len(keys) < chunk
+			removed := map[string]int64{}
+			for _, k := range keys {
+				removed[string(clusterOf(k))] -= int64(len(k))
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+			return addHistBytes(txn, removed)
+		})
+		if err != nil || done {
+			return err
+		}
+	}
 }
 
 // asOfChanged is an as-of list's changed set, read on its first page and
@@ -155,33 +266,73 @@ func (c *asOfChanged) after(tail []byte) [][]byte {
 
 // changedSince are the tails (sorted, unique) of the list's objects with
 // a change observed after t, and how many index entries it read: the
-// resource's change index (D/) from t on, keys only, one per change of
-// the resource.
+// resource's change index (J/) from t on, keys only. Each (cluster,
+// namespace) of the resource costs a seek to its changes after t and the
+// entry it lands on past them; a cluster or namespace the list leaves out
+// costs at most the entry that leads to the seek past it, not its
+// changes.
 func changedSince(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clusters map[string]bool, t int64) ([][]byte, int, error) {
-	var tails [][]byte
 	prefix := changedPrefix(o.GVR)
+	var wanted []string // sorted; nil: every cluster
+	for c := range clusters {
+		wanted = append(wanted, c)
+	}
+	slices.Sort(wanted)
+	if clusters != nil && len(wanted) == 0 {
+		return nil, 0, nil
+	}
+	after := binary.BigEndian.AppendUint64(nil, uint64(t+1))
+	// seek is the key of group (cluster, namespace)'s changes after t.
+	seek := func(cluster, ns []byte) []byte {
+		b := append(append(append(append(bytes.Clone(prefix), cluster...), sep), ns...), sep)
+		return append(b, after...)
+	}
+	// nextCluster is where the clusters after cluster start: its own
+	// keys all have the separator after its name.
+	nextCluster := func(cluster []byte) []byte {
+		return append(append(bytes.Clone(prefix), cluster...), sep+1)
+	}
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
 	defer it.Close()
+	var tails [][]byte
 	read := 0
-	for it.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), uint64(t+1))); it.Valid(); it.Next() {
+	start := prefix
+	if wanted != nil {
+		start = append(bytes.Clone(prefix), wanted[0]...)
+	}
+	for it.Seek(start); it.Valid(); {
 		if err := ctx.Err(); err != nil {
 			return nil, read, err
 		}
 		read++
-		k := it.Item().Key()
-		if len(k) < len(prefix)+9 {
-			return nil, read, errCorrupt
-		}
-		tl := k[len(prefix)+9:]
-		ns, _, cluster, err := tailBytes(tl)
+		cluster, ns, at, name, err := splitChangedKey(it.Item().Key()[len(prefix):])
 		if err != nil {
 			return nil, read, err
 		}
-		if clusters != nil && !clusters[string(cluster)] || o.Namespace != "" && string(ns) != o.Namespace {
-			continue
+		switch {
+		case wanted != nil && !clusters[string(cluster)]:
+			i, _ := slices.BinarySearch(wanted, string(cluster))
+			if i == len(wanted) {
+				return sortedTails(tails), read, nil
+			}
+			it.Seek(append(bytes.Clone(prefix), wanted[i]...))
+		case o.Namespace != "" && string(ns) < o.Namespace:
+			it.Seek(seek(cluster, []byte(o.Namespace)))
+		case o.Namespace != "" && string(ns) > o.Namespace:
+			it.Seek(nextCluster(cluster))
+		case at <= t:
+			it.Seek(seek(cluster, ns))
+		default:
+			tl := make([]byte, 0, len(ns)+len(name)+len(cluster)+2)
+			tails = append(tails, append(append(append(append(append(tl, ns...), sep), name...), sep), cluster...))
+			it.Next()
 		}
-		tails = append(tails, bytes.Clone(tl))
 	}
+	return sortedTails(tails), read, nil
+}
+
+// sortedTails sorts tails and drops repeats (an object's several changes).
+func sortedTails(tails [][]byte) [][]byte {
 	slices.SortFunc(tails, bytes.Compare)
-	return slices.CompactFunc(tails, bytes.Equal), read, nil
+	return slices.CompactFunc(tails, bytes.Equal)
 }

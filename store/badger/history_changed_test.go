@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -82,9 +81,12 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 		read      int
 		wantTails []string
 	}{
-		{"pods", query.ListOptions{GVR: histPods}, 3, []string{"ns1/p1/c1", "ns2/p4/c2"}},
-		{"pods of c1", query.ListOptions{GVR: histPods, Clusters: []string{"c1"}}, 3, []string{"ns1/p1/c1"}},
-		{"pods of ns2", query.ListOptions{GVR: histPods, Namespace: "ns2"}, 3, []string{"ns2/p4/c2"}},
+		// Each (cluster, namespace) costs the entry its seek starts
+		// from (c1/ns1's first, before t; c2's past c1's), then its
+		// changes after t.
+		{"pods", query.ListOptions{GVR: histPods}, 4, []string{"ns1/p1/c1", "ns2/p4/c2"}},
+		{"pods of c1", query.ListOptions{GVR: histPods, Clusters: []string{"c1"}}, 4, []string{"ns1/p1/c1"}},
+		{"pods of ns2", query.ListOptions{GVR: histPods, Namespace: "ns2"}, 2, []string{"ns2/p4/c2"}},
 		{"configmaps", query.ListOptions{GVR: histConfigMaps}, 200, nil},
 	}
 	for _, tc := range cases {
@@ -189,53 +191,97 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, tk := familyKeys(t, s, 'D'), familyKeys(t, s, 't'); d != tk {
-		t.Errorf("%d D/ entries for %d changes", d, tk)
+	if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk {
+		t.Errorf("%d J/ entries for %d changes", d, tk)
 	}
 
-	// A store kept before the index: no D/ entries, no mark, their bytes
-	// not counted. Opening it indexes its changes.
-	if err := s.db.Update(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'D', sep}})
-		var keys [][]byte
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
-		it.Close()
-		for _, k := range keys {
-			c := string(k[bytes.LastIndexByte(k, sep)+1:])
-			n, err := readInt(txn, addedKey(c))
-			if err != nil {
-				return err
+	// Older stores: opening one makes J/ from its changes (t/), drops
+	// the time-first D/ index a binary before J/ kept (also one that ran
+	// on a store with J/: a downgrade), and keeps the history bytes
+	// counting what is stored.
+	for _, tc := range []struct {
+		name string
+		// old is a D/ key for a J/ key; keepJ leaves J/ in place.
+		old, keepJ bool
+	}{
+		{"before any change index", false, false},
+		{"with the time-first D/ index", true, false},
+		{"downgraded: D/ written beside J/", true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.db.Update(func(txn *bdg.Txn) error {
+				it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{changedFamily, sep}})
+				var keys [][]byte
+				for it.Rewind(); it.Valid(); it.Next() {
+					keys = append(keys, it.Item().KeyCopy(nil))
+				}
+				it.Close()
+				bytesOf := map[string]int64{}
+				for _, k := range keys {
+					parts := bytes.SplitN(k, []byte{sep}, 5) // J, group, version, resource, rest
+					cluster, ns, at, name, err := splitChangedKey(parts[4])
+					if err != nil {
+						return err
+					}
+					if !tc.keepJ {
+						bytesOf[string(cluster)] -= int64(len(k))
+						if err := txn.Delete(k); err != nil {
+							return err
+						}
+					}
+					if tc.old {
+						d := append(bytes.Join(append([][]byte{{oldChangedFamily}}, parts[1:4]...), []byte{sep}), sep)
+						d = binary.BigEndian.AppendUint64(d, uint64(at))
+						d = bytes.Join([][]byte{d, ns, name, cluster}, []byte{sep})
+						bytesOf[string(cluster)] += int64(len(d))
+						if err := txn.Set(d, nil); err != nil {
+							return err
+						}
+					}
+				}
+				if err := addHistBytes(txn, bytesOf); err != nil {
+					return err
+				}
+				if tc.old {
+					if err := txn.Set(oldChangedIndexedKey, nil); err != nil {
+						return err
+					}
+				}
+				if tc.keepJ {
+					return nil
+				}
+				return txn.Delete(changedIndexedKey)
+			}); err != nil {
+				t.Fatal(err)
 			}
-			if err := errors.Join(txn.Set(addedKey(c), binary.BigEndian.AppendUint64(nil, uint64(n-int64(len(k))))), txn.Delete(k)); err != nil {
-				return err
+			if d := familyKeys(t, s, oldChangedFamily); tc.old != (d > 0) {
+				t.Fatalf("%d D/ keys before the open", d)
 			}
-		}
-		return txn.Delete(changedIndexedKey)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	s = open()
-	if d, tk := familyKeys(t, s, 'D'), familyKeys(t, s, 't'); d != tk {
-		t.Errorf("after indexing an older store: %d D/ entries for %d changes", d, tk)
-	}
-	if got, err := s.historyBytes(); err != nil || got != bytesBefore {
-		t.Errorf("history bytes %d after indexing (%v), want %d", got, err, bytesBefore)
-	}
-	r = s.Reader(ReaderOptions{})
-	defer r.Close()
-	if after := list(r); !slices.Equal(after, before) {
-		t.Errorf("as-of lists after indexing an older store:\n%q\nwant\n%q", after, before)
+			s.Close()
+			s = open()
+			if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk {
+				t.Errorf("after indexing an older store: %d J/ entries for %d changes", d, tk)
+			}
+			if d := familyKeys(t, s, oldChangedFamily); d != 0 {
+				t.Errorf("%d D/ entries left", d)
+			}
+			if got, err := s.historyBytes(); err != nil || got != bytesBefore {
+				t.Errorf("history bytes %d after indexing (%v), want %d", got, err, bytesBefore)
+			}
+			r := s.Reader(ReaderOptions{})
+			defer r.Close()
+			if after := list(r); !slices.Equal(after, before) {
+				t.Errorf("as-of lists after indexing an older store:\n%q\nwant\n%q", after, before)
+			}
+		})
 	}
 
 	// Retention removes an entry with its change.
 	if err := s.Retain(ctx, t0.Add(time.Hour+50*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if d, tk := familyKeys(t, s, 'D'), familyKeys(t, s, 't'); d != tk || d == 0 || d >= 209 {
-		t.Errorf("after retention: %d D/ entries for %d changes (209 before)", d, tk)
+	if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk || d == 0 || d >= 209 {
+		t.Errorf("after retention: %d J/ entries for %d changes (209 before)", d, tk)
 	}
 }
 
@@ -254,4 +300,79 @@ func familyKeys(t *testing.T, s *Store, family byte) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestHistoryChangedLimited: an as-of list limited to a cluster or a
+// namespace reads the changes after its time of that cluster or
+// namespace, not the other ones' (100 each here): each (cluster,
+// namespace) it passes costs the one entry its seek starts from.
+func TestHistoryChangedLimited(t *testing.T) {
+	ctx := context.Background()
+	s, r := openHistory(t, HistoryOptions{})
+	seqs := map[string]uint64{}
+	change := func(cluster, ns, name string, rv, at int) {
+		seqs[cluster]++
+		if err := s.Apply(ctx, cluster, []feed.Event{changeEvent(seqs[cluster], cluster, histPods, ns, name, rv, at)}, seqs[cluster]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, g := range [][2]string{{"c1", "ns1"}, {"c1", "ns2"}, {"c2", "ns1"}} {
+		change(g[0], g[1], "a0", 1, 1) // before the as-of time (t0+10s)
+	}
+	change("c1", "ns1", "p1", 1, 11)
+	change("c1", "ns1", "p2", 1, 12)
+	for i := range 100 {
+		change("c1", "ns2", fmt.Sprintf("q%d", i%10), i+1, 11+i)
+		change("c2", "ns1", fmt.Sprintf("q%d", i%10), i+1, 11+i)
+	}
+	asOf := t0.Add(10 * time.Second)
+	for _, tc := range []struct {
+		name    string
+		o       query.ListOptions
+		read    int
+		changed int
+	}{
+		// c1/ns1's first entry (before t), its 2, c1/ns2's first, c2's first.
+		{"ns1 of c1", query.ListOptions{Clusters: []string{"c1"}, Namespace: "ns1"}, 5, 2},
+		// c1/ns1's first and 2, c1/ns2's first, c2/ns1's first and 100.
+		{"ns1", query.ListOptions{Namespace: "ns1"}, 105, 12},
+		// c1/ns1's first and 2, c1/ns2's first and 100, c2's first.
+		{"c1", query.ListOptions{Clusters: []string{"c1"}}, 105, 12},
+		{"c2", query.ListOptions{Clusters: []string{"c2"}}, 101, 10},
+		{"ns2 of c2", query.ListOptions{Clusters: []string{"c2"}, Namespace: "ns2"}, 1, 0},
+		{"c3", query.ListOptions{Clusters: []string{"c3"}}, 0, 0},
+		// Each group's first entry, and its changes after t.
+		{"every cluster and namespace", query.ListOptions{}, 205, 22},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.o.GVR = histPods
+			var tails [][]byte
+			var read int
+			if err := s.db.View(func(txn *bdg.Txn) (err error) {
+				tails, read, err = changedSince(ctx, txn, tc.o, clusterSet(tc.o.Clusters), asOf.UnixNano())
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if read != tc.read || len(tails) != tc.changed {
+				t.Errorf("read %d entries and found %d objects changed, want %d and %d", read, len(tails), tc.read, tc.changed)
+			}
+			// The list as of t: the objects there then, of its clusters
+			// and namespace (a0 of each; p1, p2 and q* came after).
+			tc.o.AsOf = asOf
+			p, err := r.List(ctx, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			for _, g := range [][2]string{{"c1", "ns1"}, {"c1", "ns2"}, {"c2", "ns1"}} {
+				if (tc.o.Clusters == nil || slices.Contains(tc.o.Clusters, g[0])) && (tc.o.Namespace == "" || tc.o.Namespace == g[1]) {
+					want++
+				}
+			}
+			if len(p.Items) != want {
+				t.Errorf("as-of list: %d objects, want %d", len(p.Items), want)
+			}
+		})
+	}
 }

@@ -9,8 +9,11 @@
 //     <= 100 ms;
 //   - one object's 100 revisions (label edits through the apiserver);
 //     target <= 10 ms;
-//   - an as-of list of the N selected Pods (as of the moment before the
-//     edits) against today's list of the same selector, interleaved;
+//   - an as-of list of the selected Pods as of the moment before the
+//     edits ("few": one object to rebuild) and one as of the moment
+//     before a churn ("churn": every FV_HIST_CHURN_EVERY-th Pod, 10 by
+//     default, relabeled and every fiftieth deleted, all to rebuild),
+//     each against today's list of the same selector, interleaved;
 //     target <= 2x.
 //
 // It checks its results: the feed's page is full, the revisions number
@@ -34,11 +37,12 @@ import (
 
 type config struct {
 	pods, revisions, repeat int
+	churnEvery              int
 }
 
 func main() {
 	cfg := config{pods: benchutil.EnvInt("FV_HIST_PODS", 15000), revisions: benchutil.EnvInt("FV_HIST_REVISIONS", 100),
-		repeat: benchutil.EnvInt("FV_HIST_REPEAT", 7)}
+		repeat: benchutil.EnvInt("FV_HIST_REPEAT", 7), churnEvery: benchutil.EnvInt("FV_HIST_CHURN_EVERY", 10)}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg); err != nil {
