@@ -30,13 +30,13 @@
 //	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> uid, time (a resumed watch's replay, in stream order)
 //	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> change: type, gvr, uid, namespace, name, rv, manager, labels
 //	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> the same, deletes only (the recently deleted view)
-//	J/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name> -> "" (a resource's changes by cluster, namespace and time: an as-of list's changed objects)
+//	H/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name> -> "" (a resource's changes by cluster, namespace and time: an as-of list's changed objects)
 //	n/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<uid> -> "" (an object's uids by name, deleted ones too)
 //	h/<cluster>, g/<cluster>                                    -> history bytes added by the materializer, removed by retention
 //	a/<cluster>, m/<cluster>                                    -> seq before the first recorded change, last seq retention removed
 //	b/h, e/h                                                    -> when history began, time through which retention removed
-//	b/J                                                          -> "": J/ holds every change t/ holds (set at open, once an older store's changes are indexed)
-//	D/, b/D: J/'s time-first predecessor (D/<gvr>/<time>/<namespace>/<name>/<cluster>), dropped at open and J/ made from t/
+//	b/H                                                          -> "": H/ holds every change t/ holds (set at open, once an older store's changes are indexed)
+//	D/, b/D: H/'s time-first predecessor (D/<gvr>/<time>/<namespace>/<name>/<cluster>), dropped at open and H/ made from t/
 //
 // The uid index entry carries the object's history head (newest
 // revision's seq, time, reverse patches since the last whole state, rv),

@@ -227,9 +227,9 @@ func applyOthers(b *testing.B, s *Store, cluster string, n, rounds int) {
 	}
 }
 
-// BenchmarkHistoryIndexChanged rebuilds the change index (J/) of a store
+// BenchmarkHistoryIndexChanged rebuilds the change index (H/) of a store
 // holding 20,000 changes (10,000 Pods added, then each updated), as an
-// open does once for a store kept with the time-first D/ index: J/
+// open does once for a store kept with the time-first D/ index: H/
 // dropped and made again from the change feed (t/).
 func BenchmarkHistoryIndexChanged(b *testing.B) {
 	const pods = 10000

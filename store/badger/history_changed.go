@@ -14,7 +14,7 @@ import (
 	"github.com/fleetview/fleetview/internal/query"
 )
 
-// The resource's change index (J/, doc.go) answers an as-of list's
+// The resource's change index (H/, doc.go) answers an as-of list's
 // "which of this resource's objects changed since t" from the resource's
 // own changes after t: the fleet's change index (t/) is ordered by time
 // first, so it would make a list of Pods read every change of every
@@ -35,16 +35,16 @@ import (
 // changedFamily is the index's key family; oldChangedFamily the one of
 // its time-first predecessor, which an open drops.
 const (
-	changedFamily    = 'J'
+	changedFamily    = 'H'
 	oldChangedFamily = 'D'
 )
 
-// changedPrefix is the resource's part of its J/ keys.
+// changedPrefix is the resource's part of its H/ keys.
 func changedPrefix(g schema.GroupVersionResource) []byte {
 	return append(join(string(rune(changedFamily)), g.Group, g.Version, g.Resource), sep)
 }
 
-// changedKey is J/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name>,
+// changedKey is H/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name>,
 // with no value: the cluster, namespace and name are the object's key
 // tail (as in o/), which is all an as-of list needs, so the index is read
 // from keys alone. Two changes of an object at the same time share the
@@ -76,7 +76,7 @@ func splitChangedKey(k []byte) (cluster, ns []byte, t int64, name []byte, err er
 	return k[:c], k[c+1 : n], int64(binary.BigEndian.Uint64(k[n+1 : n+9])), k[n+10:], nil
 }
 
-// changedIndexedKey marks a store whose J/ index holds every change the
+// changedIndexedKey marks a store whose H/ index holds every change the
 // t/ index holds: set when history begins, or once an older store's
 // changes are indexed (indexChanged). oldChangedIndexedKey was D/'s.
 var (
@@ -84,11 +84,11 @@ var (
 	oldChangedIndexedKey = []byte{'b', sep, oldChangedFamily}
 )
 
-// indexChanged writes the J/ entries of the changes a store recorded
+// indexChanged writes the H/ entries of the changes a store recorded
 // before it kept that index, once, before the store is served (Open: no
 // writer or retention runs yet). A store holding the time-first D/ index
-// (or a binary before J/ wrote D/ entries since J/ was made: a
-// downgrade) has D/ dropped and J/ made again from t/. The entries count
+// (or a binary before H/ wrote D/ entries since H/ was made: a
+// downgrade) has D/ dropped and H/ made again from t/. The entries count
 // in the history's bytes like the ones the materializer writes, and the
 // dropped ones leave them.
 func (s *Store) indexChanged() error {
@@ -115,12 +115,12 @@ func (s *Store) indexChanged() error {
 	if err != nil || indexed && !old {
 		return err
 	}
-	// D/'s cluster ends its keys; J/'s follows the resource.
+	// D/'s cluster ends its keys; H/'s follows the resource.
 	if err := s.dropFamily(oldChangedFamily, func(k []byte) []byte { return k[bytes.LastIndexByte(k, sep)+1:] }); err != nil {
 		return err
 	}
 	if err := s.dropFamily(changedFamily, func(k []byte) []byte {
-		parts := bytes.SplitN(k, []byte{sep}, 6) // J, group, version, resource, cluster, rest
+		parts := bytes.SplitN(k, []byte{sep}, 6) // H, group, version, resource, cluster, rest
 		if len(parts) < 6 {
 			return nil
 		}
@@ -266,7 +266,7 @@ func (c *asOfChanged) after(tail []byte) [][]byte {
 
 // changedSince are the tails (sorted, unique) of the list's objects with
 // a change observed after t, and how many index entries it read: the
-// resource's change index (J/) from t on, keys only. Each (cluster,
+// resource's change index (H/) from t on, keys only. Each (cluster,
 // namespace) of the resource costs a seek to its changes after t and the
 // entry it lands on past them; a cluster or namespace the list leaves out
 // costs at most the entry that leads to the seek past it, not its

@@ -192,21 +192,21 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk {
-		t.Errorf("%d J/ entries for %d changes", d, tk)
+		t.Errorf("%d H/ entries for %d changes", d, tk)
 	}
 
-	// Older stores: opening one makes J/ from its changes (t/), drops
-	// the time-first D/ index a binary before J/ kept (also one that ran
-	// on a store with J/: a downgrade), and keeps the history bytes
+	// Older stores: opening one makes H/ from its changes (t/), drops
+	// the time-first D/ index a binary before H/ kept (also one that ran
+	// on a store with H/: a downgrade), and keeps the history bytes
 	// counting what is stored.
 	for _, tc := range []struct {
 		name string
-		// old is a D/ key for a J/ key; keepJ leaves J/ in place.
+		// old is a D/ key for a H/ key; keepJ leaves H/ in place.
 		old, keepJ bool
 	}{
 		{"before any change index", false, false},
 		{"with the time-first D/ index", true, false},
-		{"downgraded: D/ written beside J/", true, true},
+		{"downgraded: D/ written beside H/", true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := s.db.Update(func(txn *bdg.Txn) error {
@@ -218,7 +218,7 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 				it.Close()
 				bytesOf := map[string]int64{}
 				for _, k := range keys {
-					parts := bytes.SplitN(k, []byte{sep}, 5) // J, group, version, resource, rest
+					parts := bytes.SplitN(k, []byte{sep}, 5) // H, group, version, resource, rest
 					cluster, ns, at, name, err := splitChangedKey(parts[4])
 					if err != nil {
 						return err
@@ -260,7 +260,7 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 			s.Close()
 			s = open()
 			if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk {
-				t.Errorf("after indexing an older store: %d J/ entries for %d changes", d, tk)
+				t.Errorf("after indexing an older store: %d H/ entries for %d changes", d, tk)
 			}
 			if d := familyKeys(t, s, oldChangedFamily); d != 0 {
 				t.Errorf("%d D/ entries left", d)
@@ -281,7 +281,7 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d, tk := familyKeys(t, s, changedFamily), familyKeys(t, s, 't'); d != tk || d == 0 || d >= 209 {
-		t.Errorf("after retention: %d J/ entries for %d changes (209 before)", d, tk)
+		t.Errorf("after retention: %d H/ entries for %d changes (209 before)", d, tk)
 	}
 }
 
