@@ -39,13 +39,20 @@ const (
 	revPatch    = 2 // the body is a JSON merge patch against the previous revision
 )
 
-// Keys of the history (doc.go draws them).
+// Keys of the history (doc.go draws them). revPrefix and revKey have the
+// uid in its current form (uidForm); an older binary's keys have its text
+// (textRevPrefix, history_format.go).
 func revPrefix(cluster string, g schema.GroupVersionResource, uid string) []byte {
-	return append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep)
+	return append(join("r", cluster, g.Group, g.Version, g.Resource, string(uidForm(uid))), sep)
 }
 
 func revKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(revPrefix(cluster, g, uid), seq)
+}
+
+// textRevKey is revKey with the uid as text, as an older binary wrote it.
+func textRevKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep), seq)
 }
 
 func feedPrefix(cluster string, g schema.GroupVersionResource) []byte {
@@ -104,11 +111,35 @@ type changeEntry struct {
 	uid, ns, name, rv string
 	manager, op, sub  string
 	labels            map[string]string
+	// format is the t/ value's format as read: 1 (an older binary's: the
+	// uid as text, its f/ value the uid and time, its x/ value a copy of
+	// the t/ one) or 2 (the uid packed, f/ the time only, x/ key only).
+	format byte
 }
+
+const (
+	changeFormatV1 = 1
+	changeFormat   = 2
+)
 
 func encodeChange(c changeEntry) []byte {
 	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
-	b = append(b, 1, byte(c.typ))
+	b = append(b, changeFormat, byte(c.typ))
+	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource} {
+		b = appendString(b, s)
+	}
+	b = appendUID(b, c.uid)
+	for _, s := range []string{c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
+		b = appendString(b, s)
+	}
+	return appendLabels(b, c.labels)
+}
+
+// encodeChangeV1 writes a format 1 t/ value (the tests' stores of an
+// older binary).
+func encodeChangeV1(c changeEntry) []byte {
+	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
+	b = append(b, changeFormatV1, byte(c.typ))
 	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource, c.uid, c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
 		b = appendString(b, s)
 	}
@@ -117,18 +148,30 @@ func encodeChange(c changeEntry) []byte {
 
 func decodeChange(v []byte, withLabels bool) (changeEntry, error) {
 	var c changeEntry
-	if len(v) < 2 || v[0] != 1 {
+	if len(v) < 2 || (v[0] != changeFormat && v[0] != changeFormatV1) {
 		return c, errCorrupt
 	}
-	c.typ = query.ChangeType(v[1])
+	c.format, c.typ = v[0], query.ChangeType(v[1])
 	rest := v[2:]
-	for _, dst := range []*string{&c.gvr.Group, &c.gvr.Version, &c.gvr.Resource, &c.uid, &c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
-		var err error
+	var err error
+	for _, dst := range []*string{&c.gvr.Group, &c.gvr.Version, &c.gvr.Resource} {
 		if *dst, rest, err = cutString(rest); err != nil {
 			return c, err
 		}
 	}
-	var err error
+	if c.format == changeFormat {
+		c.uid, rest, err = cutUID(rest)
+	} else {
+		c.uid, rest, err = cutString(rest)
+	}
+	if err != nil {
+		return c, err
+	}
+	for _, dst := range []*string{&c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
+		if *dst, rest, err = cutString(rest); err != nil {
+			return c, err
+		}
+	}
 	c.labels, _, err = cutLabels(rest, withLabels)
 	return c, err
 }
@@ -180,6 +223,10 @@ type histWriter struct {
 	// own, by key: keepState may have to rewrite one while its batch is
 	// in flight (not in the next batch's snapshot).
 	written map[string][]byte
+	// legacy writes what an older binary wrote (format 3 revisions under
+	// text uids, format 1 changes): the tests' stores of one
+	// (Store.histLegacy).
+	legacy bool
 }
 
 // loadHistory reads the counter and the expiry once per writer: from the
@@ -272,14 +319,17 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 	if head.seq != 0 && old != nil && head.time <= w.hist.expired {
 		// The previous revision is past the window, kept only as the
 		// newest: it goes, and this one is the first kept.
-		if err := w.dropRevision(revKey(w.cluster, gvr, ev.GetUid(), head.seq)); err != nil {
+		if err := w.dropRevision(gvr, ev.GetUid(), head.seq); err != nil {
 			return head, err
 		}
 		keepPrev = false
 	}
 	if keepPrev {
-		var rev []byte
-		r.fwd, rev = mergePatches(old, obj)
+		var rev, fwd []byte
+		fwd, rev = mergePatches(old, obj)
+		if w.hist.legacy {
+			r.fwd = fwd
+		}
 		if rev != nil && int(head.chain)+1 < w.hist.every {
 			r.prev, next.chain = rev, head.chain+1
 		} else {
@@ -296,7 +346,7 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 			// state is this revision's prev), so an as-of read before the
 			// change finds it.
 			base := revision{typ: query.ChangeModified}
-			if err := w.setHist(revKey(w.cluster, gvr, ev.GetUid(), e.Seq-1), encodeRevision(base)); err != nil {
+			if err := w.setHist(w.revKey(gvr, ev.GetUid(), e.Seq-1), w.encodeRevision(base)); err != nil {
 				return head, err
 			}
 		}
@@ -343,22 +393,9 @@ func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head his
 	if err := w.loadHistory(); err != nil {
 		return err
 	}
-	k := revKey(w.cluster, gvr, uid, head.seq)
-	v := w.hist.written[string(k)]
-	if v == nil && w.prev != nil && w.prev.hist != nil {
-		v = w.prev.hist.written[string(k)]
-	}
-	if v == nil {
-		it, err := w.txn.Get(k)
-		if errors.Is(err, bdg.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if v, err = it.ValueCopy(nil); err != nil {
-			return err
-		}
+	k, v, err := w.findRevision(gvr, uid, head.seq)
+	if err != nil || v == nil {
+		return err
 	}
 	r, err := decodeRevision(v)
 	if errors.Is(err, errOldRevision) {
@@ -369,11 +406,56 @@ func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head his
 	}
 	r.own = state
 	w.hist.bytes -= int64(len(k) + len(v))
-	return w.setHist(k, encodeRevision(r))
+	return w.setHist(k, w.encodeRevision(r))
+}
+
+// findRevision is the uid's revision seq, its key and value, as this
+// batch, the batch in flight or the store holds it, under either form of
+// the uid; nil when there is none.
+func (w *writer) findRevision(gvr schema.GroupVersionResource, uid string, seq uint64) (k, v []byte, err error) {
+	keys := [][]byte{revKey(w.cluster, gvr, uid, seq)}
+	if packUID(uid) != nil {
+		keys = append(keys, textRevKey(w.cluster, gvr, uid, seq))
+	}
+	for _, k := range keys {
+		v := w.hist.written[string(k)]
+		if v == nil && w.prev != nil && w.prev.hist != nil {
+			v = w.prev.hist.written[string(k)]
+		}
+		if v != nil {
+			return k, v, nil
+		}
+		it, err := w.txn.Get(k)
+		if errors.Is(err, bdg.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err = it.ValueCopy(nil)
+		return k, v, err
+	}
+	return nil, nil, nil
+}
+
+// revKey and encodeRevision are the writer's: an older binary's forms
+// when legacy.
+func (w *writer) revKey(gvr schema.GroupVersionResource, uid string, seq uint64) []byte {
+	if w.hist.legacy {
+		return textRevKey(w.cluster, gvr, uid, seq)
+	}
+	return revKey(w.cluster, gvr, uid, seq)
+}
+
+func (w *writer) encodeRevision(r revision) []byte {
+	if w.hist.legacy {
+		return encodeRevisionV3(r)
+	}
+	return encodeRevision(r)
 }
 
 func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
-	k, v := revKey(w.cluster, gvr, c.uid, seq), encodeRevision(r)
+	k, v := w.revKey(gvr, c.uid, seq), w.encodeRevision(r)
 	if err := w.setHist(k, v); err != nil {
 		return err
 	}
@@ -383,10 +465,18 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 		}
 		w.hist.written[string(k)] = v
 	}
-	if err := w.setHist(feedKey(w.cluster, gvr, seq), binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))); err != nil {
+	// The f/ value is the time (with it, a replay finds the change's t/
+	// entry, which names the uid); an older binary's led with the uid.
+	fv := binary.BigEndian.AppendUint64(nil, uint64(r.time))
+	cv, xv := encodeChange(c), []byte(nil)
+	if w.hist.legacy {
+		fv = binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))
+		cv = encodeChangeV1(c)
+		xv = cv
+	}
+	if err := w.setHist(feedKey(w.cluster, gvr, seq), fv); err != nil {
 		return err
 	}
-	cv := encodeChange(c)
 	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
 		return err
 	}
@@ -394,22 +484,20 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 		return err
 	}
 	if c.typ == query.ChangeDeleted {
-		return w.setHist(timeKey('x', r.time, w.cluster, seq), cv)
+		// Key only: the t/ entry at the same time, cluster and seq holds it.
+		return w.setHist(timeKey('x', r.time, w.cluster, seq), xv)
 	}
 	return nil
 }
 
 // dropRevision deletes a revision the materializer no longer needs (an
 // expired base) and takes its bytes off the cluster's counter.
-func (w *writer) dropRevision(k []byte) error {
-	it, err := w.txn.Get(k)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
+func (w *writer) dropRevision(gvr schema.GroupVersionResource, uid string, seq uint64) error {
+	k, v, err := w.findRevision(gvr, uid, seq)
+	if err != nil || k == nil {
 		return err
 	}
-	w.hist.bytes -= int64(len(k)) + it.ValueSize()
+	w.hist.bytes -= int64(len(k) + len(v))
 	return w.del(k)
 }
 

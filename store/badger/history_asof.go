@@ -3,7 +3,6 @@ package badger
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,23 +41,22 @@ func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, n
 // eachRevision calls fn with each kept revision of the uid, oldest first,
 // and the object's state after it.
 func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, fn func(seq uint64, r revision, state []byte) (bool, error)) error {
-	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 	var revs []seqRev
-	for it.Rewind(); it.Valid(); it.Next() {
-		v, err := it.Item().ValueCopy(nil)
+	err := scanRevisions(txn, cluster, gvr, uid, 0, true, func(seq uint64, item *bdg.Item) (bool, error) {
+		v, err := item.ValueCopy(nil)
 		if err != nil {
-			it.Close()
-			return err
+			return false, err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
-			it.Close()
-			return err
+			return false, err
 		}
-		revs = append(revs, seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r})
+		revs = append(revs, seqRev{seq, r})
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
-	it.Close()
 	if len(revs) == 0 {
 		return nil
 	}
@@ -240,7 +238,7 @@ func (r *Reader) Revisions(ctx context.Context, o query.RevisionsOptions) (query
 					if err != nil {
 						return false, err
 					}
-					if rv.fwd == nil && prev != nil && rv.typ != query.ChangeDeleted {
+					if rev.Patch == nil && prev != nil && rv.typ != query.ChangeDeleted {
 						// Stored whole (a snapshot's turn, or a change no
 						// exact patch expresses): the patch is made now, by
 						// the library when the store's own cannot.

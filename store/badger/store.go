@@ -112,6 +112,10 @@ type Store struct {
 	// histBegun: the clusters whose history start (beginKey, history_retain.go) is known
 	// to be recorded.
 	histBegun map[string]bool
+	// histLegacy: writers write the history as the binary before its
+	// compact forms did (history_format.go), for the tests that read such
+	// a store.
+	histLegacy bool
 }
 
 // Open opens or creates the store in dir.

@@ -161,7 +161,7 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 		txn = s.db.NewTransaction(true)
 	}
 	w := &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
-		hist: &histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
+		hist: &histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery, legacy: s.histLegacy}}
 	w.ov.hist = w.hist
 	return w, nil
 }
