@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -76,5 +77,64 @@ func TestHistoryBytesPerChange(t *testing.T) {
 				t.Errorf("%d bytes per change, want at most %d", per, tc.limit)
 			}
 		})
+	}
+}
+
+// TestHistoryBytesPerChangeAmortized is TestHistoryBytesPerChange over
+// many changes of each object, so its share of the whole states kept
+// every SnapshotEvery revisions (s2-compressed) is in the figure: 32
+// one-label changes of each Pod, two snapshots each.
+func TestHistoryBytesPerChangeAmortized(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		legacy bool
+		limit  int64
+	}{{"current forms", false, 450}, {"an older binary's (format 3, text uids)", true, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			bytesPerChangeAmortized(t, tc.legacy, tc.limit)
+		})
+	}
+}
+
+func bytesPerChangeAmortized(t *testing.T, legacy bool, limit int64) {
+	const pods, changes = 100, 32
+	s, _ := openHistory(t, HistoryOptions{})
+	s.histLegacy = legacy
+	ctx := context.Background()
+	var evs []feed.Event
+	for i := range pods {
+		evs = append(evs, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)})
+	}
+	if err := s.Apply(ctx, "c1", evs, pods); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.historyBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := uint64(pods)
+	for c := range changes {
+		evs = evs[:0]
+		for i := range pods {
+			e := benchdata.Event("c1", i, 1)
+			rv := fmt.Sprint(c + 2)
+			e.Object = bytes.Replace(e.Object, []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
+			e.Object = bytes.Replace(e.Object, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"`+rv+`"`), 1)
+			e.ResourceVersion, e.ObservedUnixNano = rv, time.Now().UnixNano()
+			seq++
+			evs = append(evs, feed.Event{Seq: seq, Event: e})
+		}
+		if err := s.Apply(ctx, "c1", evs, seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := s.historyBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := (after - before) / (pods * changes)
+	t.Logf("%d bytes of history per one-label change over %d changes of each Pod (SnapshotEvery 16; object %d bytes)", per, changes, len(evs[0].Event.GetObject()))
+	if limit > 0 && per > limit {
+		t.Errorf("%d bytes per change, want at most %d", per, limit)
 	}
 }

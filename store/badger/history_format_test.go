@@ -1,0 +1,382 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/query"
+)
+
+func TestPackUID(t *testing.T) {
+	cases := []struct {
+		uid    string
+		packed bool
+	}{
+		{"0f3c8a52-9b1d-4e6f-a7c2-5d8e9f0a1b2c", true},
+		{"00000000-0000-0000-0000-000000000000", true},
+		{"ffffffff-ffff-ffff-ffff-ffffffffffff", true},
+		{"0F3C8A52-9B1D-4E6F-A7C2-5D8E9F0A1B2C", false}, // upper case would come back lower
+		{"0f3c8a52-9b1d-4e6f-a7c2-5d8e9f0a1b2", false},
+		{"0f3c8a52-9b1d-4e6f-a7c25-d8e9f0a1b2c", false},
+		{"0f3c8a529b1d4e6fa7c25d8e9f0a1b2c----", false},
+		{"0f3c8a52-9b1d-4e6f-a7c2-5d8e9f0a1b2g", false},
+		{"u1", false},
+		{"", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.uid, func(t *testing.T) {
+			p := packUID(tc.uid)
+			if (p != nil) != tc.packed {
+				t.Fatalf("packed %x, want packed %v", p, tc.packed)
+			}
+			form := uidForm(tc.uid)
+			if tc.packed {
+				if len(p) != 17 || p[0] != uidPacked || unpackUID(p) != tc.uid || !bytes.Equal(form, p) {
+					t.Errorf("packed %x, back %q, form %x", p, unpackUID(p), form)
+				}
+			} else if string(form) != tc.uid {
+				t.Errorf("form %q, want the text", form)
+			}
+			// A t/ value's uid field gives the uid back, in either form.
+			back, rest, err := cutUID(append(appendUID(nil, tc.uid), 'x'))
+			if err != nil || back != tc.uid || string(rest) != "x" {
+				t.Errorf("cutUID %q %q %v", back, rest, err)
+			}
+		})
+	}
+}
+
+// randObject is a random JSON object of a few levels, compact, each
+// member's key unique, values strings, numbers, arrays and objects.
+func randObject(rng *rand.Rand, depth int) map[string]any {
+	o := map[string]any{}
+	for i := range rng.IntN(5) + 1 {
+		k := fmt.Sprintf("k%d", rng.IntN(6)+i)
+		switch n := rng.IntN(6); {
+		case n < 2 && depth > 0:
+			o[k] = randObject(rng, depth-1)
+		case n == 2:
+			o[k] = []any{rng.IntN(3), "x"}
+		case n == 3:
+			o[k] = rng.IntN(4)
+		default:
+			o[k] = fmt.Sprintf("v%d", rng.IntN(4))
+		}
+	}
+	return o
+}
+
+// mutate changes, adds and removes members of o, at every level.
+func mutate(rng *rand.Rand, o map[string]any, depth int) map[string]any {
+	out := map[string]any{}
+	for k, v := range o {
+		switch n := rng.IntN(8); {
+		case n == 0: // removed
+		case n == 1:
+			out[k] = fmt.Sprintf("w%d", rng.IntN(4))
+		case n == 2 && depth > 0:
+			out[k] = randObject(rng, depth-1)
+		default:
+			if m, ok := v.(map[string]any); ok {
+				out[k] = mutate(rng, m, depth-1)
+			} else {
+				out[k] = v
+			}
+		}
+	}
+	if rng.IntN(3) == 0 {
+		out[fmt.Sprintf("z%d", rng.IntN(3))] = rng.IntN(5)
+	}
+	return out
+}
+
+// TestForwardFromReverse: the forward patch made from a change's reverse
+// patch and its new state is the one the writer's scan made with it
+// (format 3 stored it), byte for byte, and applies to the old state.
+func TestForwardFromReverse(t *testing.T) {
+	cases := []struct{ name, old, cur string }{
+		{"one label", `{"metadata":{"name":"p","labels":{"app":"web"}},"spec":{}}`, `{"metadata":{"name":"p","labels":{"app":"web2"}},"spec":{}}`},
+		{"added", `{"a":1}`, `{"a":1,"b":{"c":"d"}}`},
+		{"removed", `{"a":1,"b":{"c":"d"}}`, `{"a":1}`},
+		{"object to scalar", `{"a":{"b":1},"c":2}`, `{"a":3,"c":2}`},
+		{"scalar to object", `{"a":3,"c":2}`, `{"a":{"b":1},"c":2}`},
+		{"array", `{"s":{"c":[{"ready":true}]}}`, `{"s":{"c":[{"ready":false}]}}`},
+		{"nothing", `{"a":1}`, `{"a":1}`},
+		{"nested add and remove", `{"m":{"x":{"y":1,"z":2}}}`, `{"m":{"x":{"y":1}},"n":"v"}`},
+	}
+	check := func(t *testing.T, old, cur []byte) bool {
+		t.Helper()
+		pp := newPatchPair(old, cur)
+		if _, err := diffLevel(&pp, old, 0, cur, 0, true); err != nil || pp.rbad {
+			return false // no reverse patch: the state is stored whole
+		}
+		fwd, err := forwardFromReverse(cur, pp.r)
+		if err != nil {
+			t.Fatalf("forwardFromReverse(%s, %s): %v", cur, pp.r, err)
+		}
+		if !bytes.Equal(fwd, pp.f) {
+			t.Fatalf("old %s cur %s rev %s: forward %s, want %s", old, cur, pp.r, fwd, pp.f)
+		}
+		if back, err := rawApplyMergePatch(cur, pp.r); err != nil || !bytes.Equal(back, old) {
+			return true // not stored as a patch (mergePatches applies it)
+		}
+		if got, err := rawApplyMergePatch(old, fwd); err != nil || !bytes.Equal(got, cur) {
+			if pp.fx {
+				t.Fatalf("old %s + forward %s = %s, want %s", old, fwd, got, cur)
+			}
+		}
+		return true
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !check(t, []byte(tc.old), []byte(tc.cur)) {
+				t.Fatalf("no reverse patch for %s -> %s", tc.old, tc.cur)
+			}
+		})
+	}
+	t.Run("random", func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(48, 1))
+		checked := 0
+		for range 5000 {
+			o := randObject(rng, 3)
+			old, _ := json.Marshal(o)
+			cur, _ := json.Marshal(mutate(rng, o, 3))
+			if check(t, old, cur) {
+				checked++
+			}
+		}
+		if checked < 1000 {
+			t.Errorf("only %d of 5000 changes had a reverse patch", checked)
+		}
+	})
+}
+
+func TestRevisionFormats(t *testing.T) {
+	state := bytes.Repeat([]byte(`{"metadata":{"name":"p"},"spec":{"containers":[{"image":"nginx"}]}}`), 20)
+	cases := []struct {
+		name string
+		r    revision
+		v3   bool
+	}{
+		{"patch", revision{typ: query.ChangeModified, time: 7, rv: "9", manager: "kubelet", op: "Update", sub: "status", prev: []byte(`{"a":1}`)}, false},
+		{"whole previous state", revision{typ: query.ChangeModified, time: 7, rv: "9", prev: state, prevWhole: true}, false},
+		{"own state", revision{typ: query.ChangeDeleted, time: 7, rv: "9", prev: []byte("{}"), own: state}, false},
+		{"both", revision{typ: query.ChangeModified, time: 7, prev: state, prevWhole: true, own: state[:100]}, false},
+		{"baseline", revision{typ: query.ChangeModified}, false},
+		{"format 3 with its forward patch", revision{typ: query.ChangeModified, time: 7, rv: "9", fwd: []byte(`{"a":2}`), prev: state, prevWhole: true, own: state}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			enc := encodeRevision
+			if tc.v3 {
+				enc = encodeRevisionV3
+			}
+			v := enc(tc.r)
+			got, err := decodeRevision(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", tc.r) {
+				t.Errorf("decoded\n%+v\nwant\n%+v", got, tc.r)
+			}
+			if !tc.v3 && (tc.r.prevWhole || tc.r.own != nil) && len(v) >= len(tc.r.prev)+len(tc.r.own) {
+				t.Errorf("%d bytes stored for %d bytes of states: not compressed", len(v), len(tc.r.prev)+len(tc.r.own))
+			}
+		})
+	}
+	if _, err := decodeRevision([]byte{revFormat, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, revHasOwn, 0xff, 0xff}); err == nil {
+		t.Error("a corrupt compressed state decoded")
+	}
+}
+
+// uuidOf is a canonical uid for test object n.
+func uuidOf(n int) string { return fmt.Sprintf("0f3c8a52-9b1d-4e6f-a7c2-%012x", n) }
+
+// formatScript is a history that crosses a snapshot (SnapshotEvery 4),
+// deletes, a name taken by a new uid and a uid in text form; legacyUntil
+// is the seq up to which the store writes an older binary's forms.
+func formatScript() []feed.Event {
+	a, c, d, e, f := uuidOf(1), uuidOf(3), uuidOf(4), uuidOf(5), uuidOf(6)
+	return []feed.Event{
+		podUpsert(1, a, "p1", 1, "a", "Pending", 1),
+		podUpsert(2, "u2", "p2", 2, "a", "Pending", 2),
+		podUpsert(3, a, "p1", 3, "b", "Pending", 3),
+		podUpsert(4, a, "p1", 4, "b", "Running", 4),
+		podDelete(5, "u2", "p2", 5, 5),
+		podUpsert(6, c, "p3", 6, "a", "Pending", 6),
+		podUpsert(7, a, "p1", 7, "c", "Running", 7),
+		podUpsert(8, c, "p3", 8, "a", "Running", 8),
+		podUpsert(9, e, "p5", 9, "a", "Pending", 9),
+		podUpsert(10, "u2b", "p2", 10, "a", "Pending", 10),
+		// the switch: the newer binary from here on in the mixed store
+		podUpsert(11, a, "p1", 11, "c", "Failed", 11),
+		podUpsert(12, a, "p1", 12, "d", "Failed", 12),
+		podUpsert(13, c, "p3", 13, "b", "Running", 13),
+		podDelete(14, c, "p3", 14, 14),
+		podUpsert(15, d, "p4", 15, "a", "Pending", 15),
+		podUpsert(16, f, "p5", 16, "b", "Pending", 16), // a new uid takes p5's name
+		podUpsert(17, a, "p1", 17, "e", "Failed", 17),
+		podUpsert(18, d, "p4", 18, "a", "Running", 18),
+		podUpsert(19, a, "p1", 19, "e", "Succeeded", 19),
+		podUpsert(20, "u2b", "p2", 20, "b", "Pending", 20),
+		podDelete(21, a, "p1", 21, 21),
+	}
+}
+
+// historyDump is what the history's reads answer, as text: every object's
+// revisions (with patches), the change feed with objects, the deleted
+// view, a watch's replay.
+func historyDump(t *testing.T, r *Reader) string {
+	t.Helper()
+	ctx := context.Background()
+	var b strings.Builder
+	line := func(rev query.Revision) {
+		fmt.Fprintf(&b, "%d %s %s %s/%s uid=%s rv=%s t=%d %s/%s/%s labels=%v\n  object %s\n  patch %s\n", rev.Seq, rev.Cluster, rev.Type,
+			rev.Namespace, rev.Name, rev.UID, rev.ResourceVersion, rev.Time.UnixNano(), rev.Manager, rev.Operation, rev.Subresource, rev.Labels, rev.Object, rev.Patch)
+	}
+	for _, name := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		b.WriteString("revisions " + name + "\n")
+		for _, rev := range revisionsOf(t, r, name) {
+			line(rev)
+		}
+	}
+	for _, o := range []query.ChangesOptions{{Objects: true}, {Types: []query.ChangeType{query.ChangeDeleted}, Objects: true}, {}} {
+		fmt.Fprintf(&b, "changes %+v\n", o.Types)
+		p, err := r.Changes(ctx, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rev := range p.Changes {
+			line(rev)
+		}
+	}
+	b.WriteString("replay\n")
+	if err := r.ChangesAfter(ctx, "c1", histPods, 0, 100, func(rev query.Revision) error {
+		line(rev)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// storedHistoryBytes sums the keys and values of the history's families,
+// what the byte counters must say.
+func storedHistoryBytes(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var n int64
+	if err := s.db.View(func(txn *bdg.Txn) error {
+		for _, fam := range []byte{'r', 'f', 't', 'x', 'D', 'n'} {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{fam, sep}})
+			for it.Rewind(); it.Valid(); it.Next() {
+				n += int64(len(it.Item().Key())) + it.Item().ValueSize()
+			}
+			it.Close()
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHistoryOlderFormat: a store whose history an older binary wrote
+// (text uids in r/ keys, format 3 revisions with their forward patches,
+// f/ values with the uid, format 1 t/ values, x/ values) reads as one
+// written in the current forms, also when the newer binary continues it
+// (its chains cross from one form to the other), before and after
+// retention, and its byte counters stay exact.
+func TestHistoryOlderFormat(t *testing.T) {
+	script := formatScript()
+	stores := []struct {
+		name        string
+		legacyUntil uint64
+	}{
+		{"current", 0},
+		{"older", 100},
+		{"older then current", 10},
+	}
+	type opened struct {
+		s *Store
+		r *Reader
+	}
+	var open []opened
+	for _, st := range stores {
+		s, r := openHistory(t, HistoryOptions{SnapshotEvery: 4, Retention: time.Hour})
+		if st.legacyUntil > 0 {
+			// A store that kept history before the packed uids has no mark.
+			if err := s.db.Update(func(txn *bdg.Txn) error { return txn.Delete(packedRevsKey) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Batches of up to three, each written by one binary.
+		var batch []feed.Event
+		for i, e := range script {
+			batch = append(batch, e)
+			legacy := e.Seq <= st.legacyUntil
+			if len(batch) == 3 || i == len(script)-1 || legacy != (script[i+1].Seq <= st.legacyUntil) {
+				s.histLegacy = legacy
+				apply(t, s, batch...)
+				batch = nil
+			}
+		}
+		s.histLegacy = false
+		open = append(open, opened{s, r})
+	}
+	// What is stored differs.
+	var textKeys [3]int
+	for i, o := range open {
+		if err := o.s.db.View(func(txn *bdg.Txn) error {
+			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'r', sep}})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				if bytes.Contains(it.Item().Key(), []byte(uuidOf(1))) {
+					textKeys[i]++
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if textKeys[0] != 0 || textKeys[1] == 0 || textKeys[2] == 0 || textKeys[2] >= textKeys[1] {
+		t.Fatalf("p1's revisions under its text uid per store: %v", textKeys)
+	}
+	want := historyDump(t, open[0].r)
+	if !strings.Contains(want, "patch {\"metadata\":{\"resourceVersion\":\"3\",\"labels\":{\"tier\":\"b\"}}}") {
+		t.Fatalf("the dump lacks p1's label change patch:\n%s", want)
+	}
+	check := func(step string) {
+		for i, o := range open {
+			if got := historyDump(t, o.r); got != want {
+				t.Errorf("%s: %s store reads\n%s\nthe current store\n%s", step, stores[i].name, got, want)
+			}
+			counted, err := o.s.historyBytes()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored := storedHistoryBytes(t, o.s); counted != stored {
+				t.Errorf("%s: %s store counts %d history bytes, holds %d", step, stores[i].name, counted, stored)
+			}
+		}
+	}
+	check("written")
+	for _, at := range []int{4, 9, 12, 15, 30} {
+		for _, o := range open {
+			if err := o.s.Retain(context.Background(), t0.Add(time.Hour+time.Duration(at)*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = historyDump(t, open[0].r)
+		check(fmt.Sprintf("retained to %d s", at))
+	}
+}
