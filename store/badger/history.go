@@ -111,6 +111,10 @@ type changeEntry struct {
 	uid, ns, name, rv string
 	manager, op, sub  string
 	labels            map[string]string
+	// labelRef, when set, is the hash of the labels' encoding, interned
+	// in a J/ entry of the change's epoch (history_labels.go): decoded
+	// labels are nil until resolveLabels reads it.
+	labelRef []byte
 	// format is the t/ value's format as read: 1 (an older binary's: the
 	// uid as text, its f/ value the uid and time, its x/ value a copy of
 	// the t/ one) or 2 (the uid packed, f/ the time only, x/ key only).
@@ -122,6 +126,8 @@ const (
 	changeFormat   = 2
 )
 
+// encodeChange writes a format 2 t/ value; the labels inline, or (c.labelRef
+// set) the hash of their J/ entry.
 func encodeChange(c changeEntry) []byte {
 	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
 	b = append(b, changeFormat, byte(c.typ))
@@ -132,7 +138,10 @@ func encodeChange(c changeEntry) []byte {
 	for _, s := range []string{c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
 		b = appendString(b, s)
 	}
-	return appendLabels(b, c.labels)
+	if c.labelRef != nil {
+		return append(append(b, labelsInterned), c.labelRef...)
+	}
+	return appendLabels(append(b, labelsInline), c.labels)
 }
 
 // encodeChangeV1 writes a format 1 t/ value (the tests' stores of an
@@ -170,6 +179,23 @@ func decodeChange(v []byte, withLabels bool) (changeEntry, error) {
 	for _, dst := range []*string{&c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
 		if *dst, rest, err = cutString(rest); err != nil {
 			return c, err
+		}
+	}
+	if c.format == changeFormat {
+		if len(rest) == 0 {
+			return c, errCorrupt
+		}
+		switch rest[0] {
+		case labelsInterned:
+			if len(rest) != 1+labelRefLen {
+				return c, errCorrupt
+			}
+			c.labelRef = rest[1:]
+			return c, nil
+		case labelsInline:
+			rest = rest[1:]
+		default:
+			return c, errCorrupt
 		}
 	}
 	c.labels, _, err = cutLabels(rest, withLabels)
@@ -223,6 +249,9 @@ type histWriter struct {
 	// own, by key: keepState may have to rewrite one while its batch is
 	// in flight (not in the next batch's snapshot).
 	written map[string][]byte
+	// interned are the J/ entries this batch wrote or found
+	// (internLabels): the next batch's snapshot lacks this one's.
+	interned map[string]bool
 	// legacy writes what an older binary wrote (format 3 revisions under
 	// text uids, format 1 changes): the tests' stores of one
 	// (Store.histLegacy).
@@ -468,6 +497,13 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 	// The f/ value is the time (with it, a replay finds the change's t/
 	// entry, which names the uid); an older binary's led with the uid.
 	fv := binary.BigEndian.AppendUint64(nil, uint64(r.time))
+	if !w.hist.legacy {
+		ref, err := w.internLabels(r.time, c.labels)
+		if err != nil {
+			return err
+		}
+		c.labelRef = ref
+	}
 	cv, xv := encodeChange(c), []byte(nil)
 	if w.hist.legacy {
 		fv = binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))

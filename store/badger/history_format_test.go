@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
@@ -275,7 +277,7 @@ func storedHistoryBytes(t *testing.T, s *Store) int64 {
 	t.Helper()
 	var n int64
 	if err := s.db.View(func(txn *bdg.Txn) error {
-		for _, fam := range []byte{'r', 'f', 't', 'x', 'D', 'n'} {
+		for _, fam := range []byte{'r', 'f', 't', 'x', 'D', 'n', 'J'} {
 			it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{fam, sep}})
 			for it.Rewind(); it.Valid(); it.Next() {
 				n += int64(len(it.Item().Key())) + it.Item().ValueSize()
@@ -379,4 +381,96 @@ func TestHistoryOlderFormat(t *testing.T) {
 		want = historyDump(t, open[0].r)
 		check(fmt.Sprintf("retained to %d s", at))
 	}
+}
+
+// storedKeys is how many keys the store holds under prefix.
+func storedKeys(t *testing.T, s *Store, prefix []byte) int {
+	t.Helper()
+	n := 0
+	if err := s.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestHistoryLabelsInterned: a change's labels are kept once per label
+// set and epoch (J/), the feed's label selector and labels read through
+// them, retention removes an epoch's entries with its last change, and
+// the byte counters stay exact.
+func TestHistoryLabelsInterned(t *testing.T) {
+	s, r := openHistory(t, HistoryOptions{Retention: time.Hour})
+	ctx := context.Background()
+	hour := int(time.Hour / time.Second)
+	// Epoch of t0: three pods, two sharing a label set; two hours later:
+	// one of them changed.
+	apply(t, s, podUpsert(1, "u1", "p1", 1, "a", "Pending", 0), podUpsert(2, "u2", "p2", 2, "a", "Pending", 1),
+		podUpsert(3, "u3", "p3", 3, "b", "Pending", 2))
+	apply(t, s, podUpsert(4, "u1", "p1", 4, "a", "Running", 3))
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 2 {
+		t.Fatalf("%d label sets interned, want 2 (tier a, tier b)", got)
+	}
+	apply(t, s, podUpsert(5, "u2", "p2", 5, "c", "Pending", 2*hour))
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 3 {
+		t.Fatalf("%d label sets interned, want 3 (a new epoch)", got)
+	}
+	selected := func(sel string) []uint64 {
+		l, err := labels.Parse(sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := r.Changes(ctx, query.ChangesOptions{Labels: l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seqs []uint64
+		for _, c := range p.Changes {
+			if c.Labels["app"] != "web" || c.Labels["tier"] == "" {
+				t.Errorf("change %d labels %v", c.Seq, c.Labels)
+			}
+			seqs = append(seqs, c.Seq)
+		}
+		return seqs
+	}
+	exact := func(step string) {
+		t.Helper()
+		counted, err := s.historyBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored := storedHistoryBytes(t, s); counted != stored {
+			t.Errorf("%s: %d history bytes counted, %d stored", step, counted, stored)
+		}
+	}
+	if got := selected("tier=a"); !slices.Equal(got, []uint64{1, 2, 4}) {
+		t.Errorf("tier=a: %v", got)
+	}
+	exact("written")
+	// Past the first epoch's changes: its label sets go with them.
+	if err := s.Retain(ctx, t0.Add(time.Hour+time.Duration(hour+10)*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 1 {
+		t.Errorf("%d label sets after retention, want 1", got)
+	}
+	if got := selected("tier=c"); !slices.Equal(got, []uint64{5}) {
+		t.Errorf("tier=c after retention: %v", got)
+	}
+	exact("retained")
+	// A change observed in an epoch retention has (nearly) passed keeps
+	// its labels inline: its epoch's entries may be going.
+	apply(t, s, podUpsert(6, "u3", "p3", 6, "d", "Pending", 4))
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 1 {
+		t.Errorf("%d label sets after a late change, want 1", got)
+	}
+	if got := selected("tier=d"); !slices.Equal(got, []uint64{6}) {
+		t.Errorf("tier=d: %v", got)
+	}
+	exact("late change")
 }

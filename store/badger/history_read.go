@@ -313,12 +313,13 @@ func feedUID(txn *bdg.Txn, cluster string, seq uint64, v []byte) (string, error)
 	if len(v) > 8 {
 		return string(v[:len(v)-8]), nil
 	}
-	c, err := changeAt(txn, timeKey('t', int64(binary.BigEndian.Uint64(v)), cluster, seq), false)
+	c, err := changeAt(txn, timeKey('t', int64(binary.BigEndian.Uint64(v)), cluster, seq), false, nil)
 	return c.uid, err
 }
 
-// changeAt is the change at a t/ key.
-func changeAt(txn *bdg.Txn, tkey []byte, withLabels bool) (changeEntry, error) {
+// changeAt is the change at a t/ key; withLabels, with its labels (read
+// through cache).
+func changeAt(txn *bdg.Txn, tkey []byte, withLabels bool, cache map[string]map[string]string) (changeEntry, error) {
 	var c changeEntry
 	item, err := txn.Get(tkey)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
@@ -331,7 +332,14 @@ func changeAt(txn *bdg.Txn, tkey []byte, withLabels bool) (changeEntry, error) {
 		c, err = decodeChange(v, withLabels)
 		return err
 	})
-	return c, err
+	if err != nil || !withLabels {
+		return c, err
+	}
+	t, cluster, _, err := splitTimeKey(tkey)
+	if err != nil {
+		return c, err
+	}
+	return c, resolveLabels(txn, &c, t, cluster, cache)
 }
 
 // Changes is one page of the fleet's change feed, oldest first. Its
@@ -363,6 +371,7 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 	}
 	sel := o.Labels
 	var lastKey []byte
+	labelSets := map[string]map[string]string{} // J/ entries read, by key
 	err := r.db.View(func(txn *bdg.Txn) error {
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{family, sep}, PrefetchValues: true})
 		defer it.Close()
@@ -390,13 +399,16 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 				// A delete's x/ entry is its key (an older binary's held
 				// the change too): the t/ entry has it.
 				tk := append([]byte{'t'}, k[1:]...)
-				if c, err = changeAt(txn, tk, true); err != nil {
+				if c, err = changeAt(txn, tk, true, labelSets); err != nil {
 					return err
 				}
 			} else if err := it.Item().Value(func(v []byte) (err error) {
 				c, err = decodeChange(v, true)
 				return err
 			}); err != nil {
+				return err
+			}
+			if err := resolveLabels(txn, &c, t, cluster, labelSets); err != nil {
 				return err
 			}
 			if !changeSelected(o, c, cluster, sel) {

@@ -103,10 +103,18 @@ func (s *Store) Retain(ctx context.Context, now time.Time) error {
 			return err
 		}
 		more, err := s.retainSome(cutoff, total)
-		if err != nil || !more {
+		if err != nil {
 			return err
 		}
+		if !more {
+			break
+		}
 	}
+	before, err := s.labelsUnused()
+	if err != nil {
+		return err
+	}
+	return s.retainLabels(before)
 }
 
 // historyBytes is the history's size over all clusters.
