@@ -251,7 +251,7 @@ type histWriter struct {
 	written map[string][]byte
 	// interned are the J/ entries this batch wrote or found
 	// (internLabels): the next batch's snapshot lacks this one's.
-	interned map[string]bool
+	interned map[internRef]bool
 	// legacy writes what an older binary wrote (format 3 revisions under
 	// text uids, format 1 changes): the tests' stores of one
 	// (Store.histLegacy).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -70,7 +71,8 @@ func (w *writer) internLabels(t int64, labels map[string]string) ([]byte, error)
 	_, _ = h.Write(enc)
 	ref := h.Sum(nil)
 	k := internKey(epoch, w.cluster, ref)
-	if w.hist.interned[string(k)] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[string(k)]) {
+	id := internRef{epoch: epoch, hash: binary.BigEndian.Uint64(ref)}
+	if w.hist.interned[id] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[id]) || w.s.interned.has(w.cluster, id) {
 		return ref, nil
 	}
 	item, err := w.txn.Get(k)
@@ -94,10 +96,74 @@ func (w *writer) internLabels(t int64, labels map[string]string) ([]byte, error)
 		}
 	}
 	if w.hist.interned == nil {
-		w.hist.interned = map[string]bool{}
+		w.hist.interned = map[internRef]bool{}
 	}
-	w.hist.interned[string(k)] = true
+	w.hist.interned[id] = true
 	return ref, nil
+}
+
+// internRef names a J/ entry of a cluster.
+type internRef struct {
+	epoch int64
+	hash  uint64
+}
+
+// internCacheMax bounds the J/ entries a store remembers as committed
+// (about 64 bytes each); past it the memory starts over.
+const internCacheMax = 1 << 17
+
+// internCache is the J/ entries known committed, so a change whose label
+// set its object had before reads no J/ key (a Get per change was 4% of
+// an add's CPU: docs/benchmarks/history.md). Filled after a batch's
+// commit succeeded (committed), so it never vouches for an entry a
+// failed batch did not write; retention removes only epochs a writer no
+// longer references (internLabels), so it does not have to be told.
+type internCache struct {
+	mu sync.Mutex
+	m  map[string]map[internRef]struct{} // by cluster
+	n  int
+}
+
+func newInternCache() *internCache {
+	return &internCache{m: map[string]map[internRef]struct{}{}}
+}
+
+func (c *internCache) has(cluster string, id internRef) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.m[cluster][id]
+	return ok
+}
+
+func (c *internCache) add(cluster string, ids map[internRef]bool) {
+	if len(ids) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n+len(ids) > internCacheMax {
+		clear(c.m)
+		c.n = 0
+	}
+	m := c.m[cluster]
+	if m == nil {
+		m = map[internRef]struct{}{}
+		c.m[cluster] = m
+	}
+	for id := range ids {
+		if _, ok := m[id]; !ok {
+			m[id] = struct{}{}
+			c.n++
+		}
+	}
+}
+
+// committed notes, once the writer's batch is durable, the J/ entries it
+// wrote or found.
+func (w *writer) committed() {
+	if w.hist != nil {
+		w.s.interned.add(w.cluster, w.hist.interned)
+	}
 }
 
 // resolveLabels reads the labels c's t/ entry (at time t, of cluster)

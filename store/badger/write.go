@@ -185,7 +185,11 @@ func (w *writer) commit(seq uint64) error {
 	if err := w.setCheckpoint(seq); err != nil {
 		return err
 	}
-	return w.txn.Commit()
+	if err := w.txn.Commit(); err != nil {
+		return err
+	}
+	w.committed()
+	return nil
 }
 
 // apply writes one event and records in it what it replaced (e.Prior).
