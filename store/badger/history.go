@@ -210,6 +210,11 @@ type histHead struct {
 	time  int64
 	chain uint8 // patches since the last snapshot
 	rv    string
+	// labelEpoch is 1 + the epoch in whose J/ entry the object's label
+	// set, as its newest revision had it, is interned (0: none known), so
+	// a change that keeps the labels names the entry without reading it
+	// (history_labels.go).
+	labelEpoch int64
 }
 
 func appendHead(b []byte, h histHead) []byte {
@@ -218,7 +223,11 @@ func appendHead(b []byte, h histHead) []byte {
 	}
 	b = binary.BigEndian.AppendUint64(b, h.seq)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.time))
-	return appendString(append(b, h.chain), h.rv)
+	b = appendString(append(b, h.chain), h.rv)
+	if h.labelEpoch != 0 {
+		b = binary.AppendUvarint(b, uint64(h.labelEpoch))
+	}
+	return b
 }
 
 func cutHead(b []byte) (histHead, error) {
@@ -230,10 +239,17 @@ func cutHead(b []byte) (histHead, error) {
 	}
 	h := histHead{seq: binary.BigEndian.Uint64(b), time: int64(binary.BigEndian.Uint64(b[8:])), chain: b[16]}
 	rv, rest, err := cutString(b[17:])
-	if err != nil || len(rest) != 0 {
+	if err != nil {
 		return histHead{}, errCorrupt
 	}
 	h.rv = rv
+	if len(rest) > 0 { // an older binary's head ends with the rv
+		e, n := binary.Uvarint(rest)
+		if n <= 0 || n != len(rest) {
+			return histHead{}, errCorrupt
+		}
+		h.labelEpoch = int64(e)
+	}
 	return h, nil
 }
 
@@ -327,8 +343,9 @@ func eventTime(e *feed.Event) int64 {
 // another uid) and the uid's head. It returns the head to keep in the uid
 // index. An update that leaves the resourceVersion as it was records
 // nothing. The new revision stores no state (the object's record is its
-// state); it carries the patch back to old, or old whole.
-func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead) (histHead, error) {
+// state); it carries the patch back to old, or old whole. sameLabels: the
+// object's labels are those of its newest revision.
+func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead, sameLabels bool) (histHead, error) {
 	ev := e.Event
 	if head.seq != 0 && head.rv == ev.GetResourceVersion() && old != nil {
 		return head, nil
@@ -380,8 +397,14 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 			}
 		}
 	}
-	return next, w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
-		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls})
+	known := int64(0)
+	if sameLabels {
+		known = head.labelEpoch
+	}
+	var err error
+	next.labelEpoch, err = w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
+		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls}, known)
+	return next, err
 }
 
 // mergePatch is the JSON merge patch from old to cur when it is much
@@ -407,8 +430,9 @@ func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns
 			return err
 		}
 	}
-	return w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
-		rv: r.rv, labels: labels})
+	_, err := w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
+		rv: r.rv, labels: labels}, 0)
+	return err
 }
 
 // keepState stores the state of the uid's newest revision in it (own)
@@ -483,10 +507,14 @@ func (w *writer) encodeRevision(r revision) []byte {
 	return encodeRevision(r)
 }
 
-func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
+// writeRevision writes the revision and the change's feed entries, given
+// the epoch (plus 1) in which the labels are known interned (knownEpoch,
+// 0: not known); it returns the epoch (plus 1) in which they are, 0 when
+// they are inline.
+func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry, knownEpoch int64) (int64, error) {
 	k, v := w.revKey(gvr, c.uid, seq), w.encodeRevision(r)
 	if err := w.setHist(k, v); err != nil {
-		return err
+		return 0, err
 	}
 	if r.own == nil {
 		if w.hist.written == nil {
@@ -497,12 +525,15 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 	// The f/ value is the time (with it, a replay finds the change's t/
 	// entry, which names the uid); an older binary's led with the uid.
 	fv := binary.BigEndian.AppendUint64(nil, uint64(r.time))
+	labelEpoch := int64(0)
 	if !w.hist.legacy {
-		ref, err := w.internLabels(r.time, c.labels)
+		ref, err := w.internLabels(r.time, c.labels, knownEpoch)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		c.labelRef = ref
+		if c.labelRef = ref; ref != nil {
+			labelEpoch = labelEpochOf(r.time) + 1
+		}
 	}
 	cv, xv := encodeChange(c), []byte(nil)
 	if w.hist.legacy {
@@ -511,19 +542,19 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 		xv = cv
 	}
 	if err := w.setHist(feedKey(w.cluster, gvr, seq), fv); err != nil {
-		return err
+		return 0, err
 	}
 	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
-		return err
+		return 0, err
 	}
 	if err := w.setHist(changedKey(gvr, r.time, w.cluster, c.ns, c.name), nil); err != nil {
-		return err
+		return 0, err
 	}
 	if c.typ == query.ChangeDeleted {
 		// Key only: the t/ entry at the same time, cluster and seq holds it.
-		return w.setHist(timeKey('x', r.time, w.cluster, seq), xv)
+		return labelEpoch, w.setHist(timeKey('x', r.time, w.cluster, seq), xv)
 	}
-	return nil
+	return labelEpoch, nil
 }
 
 // dropRevision deletes a revision the materializer no longer needs (an

@@ -474,3 +474,86 @@ func TestHistoryLabelsInterned(t *testing.T) {
 	}
 	exact("late change")
 }
+
+// TestHistoryHead: the uid entry's history head round-trips, with the
+// epoch its labels are interned in and without (as an older binary wrote
+// it: ending with the resourceVersion).
+func TestHistoryHead(t *testing.T) {
+	cases := []histHead{
+		{},
+		{seq: 9, time: 77, chain: 3, rv: "12"},
+		{seq: 9, time: 77, chain: 3, rv: "12", labelEpoch: 493123},
+	}
+	for _, h := range cases {
+		got, err := cutHead(appendHead(nil, h))
+		if err != nil || got != h {
+			t.Errorf("head %+v read back as %+v, %v", h, got, err)
+		}
+	}
+	if _, err := cutHead(append(appendHead(nil, cases[2]), 0x80)); err == nil {
+		t.Error("a head with a truncated epoch read")
+	}
+}
+
+// TestHistoryLabelsKnown: an update that keeps its object's labels names
+// the J/ entry its uid entry says they are in, also in a new process
+// (nothing cached), and the feed reads them.
+func TestHistoryLabelsKnown(t *testing.T) {
+	dir := t.TempDir()
+	h := HistoryOptions{Retention: 24 * time.Hour, MaxBytes: 1 << 30, RetainInterval: -1}
+	open := func() (*Store, *Reader) {
+		s, err := Open(Options{Dir: dir, History: h, ValueLogGCInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, s.Reader(ReaderOptions{})
+	}
+	s, r := open()
+	apply(t, s, podUpsert(1, "u1", "p1", 1, "a", "Pending", 0))
+	r.Close()
+	s.Close()
+	s, r = open()
+	defer func() {
+		r.Close()
+		s.Close()
+	}()
+	head := func() histHead {
+		var u uidState
+		if err := s.db.View(func(txn *bdg.Txn) error {
+			item, err := txn.Get(uidKey("c1", histPods, "u1"))
+			if err != nil {
+				return err
+			}
+			return item.Value(func(v []byte) (err error) {
+				u, err = decodeUIDEntry(v, histPods, "c1")
+				return err
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return u.head
+	}
+	want := labelEpochOf(t0.UnixNano()) + 1
+	if got := head().labelEpoch; got != want {
+		t.Fatalf("head's label epoch %d, want %d", got, want)
+	}
+	apply(t, s, podUpsert(2, "u1", "p1", 2, "a", "Running", 1)) // the same labels
+	apply(t, s, podUpsert(3, "u1", "p1", 3, "b", "Running", 2)) // others
+	if got := head().labelEpoch; got != want {
+		t.Errorf("head's label epoch %d after the changes, want %d", got, want)
+	}
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 2 {
+		t.Errorf("%d label sets, want 2", got)
+	}
+	p, err := r.Changes(context.Background(), query.ChangesOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tiers []string
+	for _, c := range p.Changes {
+		tiers = append(tiers, c.Labels["tier"])
+	}
+	if !slices.Equal(tiers, []string{"a", "a", "b"}) {
+		t.Errorf("the changes' tiers %v", tiers)
+	}
+}

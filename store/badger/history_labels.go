@@ -57,8 +57,10 @@ func internKey(epoch int64, cluster string, ref []byte) []byte {
 
 // internLabels is the reference to labels interned for a change at time
 // t, written now if this batch, the one in flight and the store lack it;
-// nil when the labels stay inline.
-func (w *writer) internLabels(t int64, labels map[string]string) ([]byte, error) {
+// nil when the labels stay inline. knownEpoch (plus 1) is the epoch in
+// which the object's uid entry says these labels are interned: in t's
+// epoch, the entry is not read.
+func (w *writer) internLabels(t int64, labels map[string]string, knownEpoch int64) ([]byte, error) {
 	if len(labels) == 0 {
 		return nil, nil
 	}
@@ -72,7 +74,7 @@ func (w *writer) internLabels(t int64, labels map[string]string) ([]byte, error)
 	ref := h.Sum(nil)
 	k := internKey(epoch, w.cluster, ref)
 	id := internRef{epoch: epoch, hash: binary.BigEndian.Uint64(ref)}
-	if w.hist.interned[id] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[id]) || w.s.interned.has(w.cluster, id) {
+	if knownEpoch == epoch+1 || w.hist.interned[id] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[id]) || w.s.interned.has(w.cluster, id) {
 		return ref, nil
 	}
 	item, err := w.txn.Get(k)

@@ -316,7 +316,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 		return prior, err
 	}
 	if w.hist.on {
-		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head); err != nil {
+		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head, pre.ok && pre.u.metaHash == lh); err != nil {
 			return prior, err
 		}
 	}
