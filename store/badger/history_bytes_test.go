@@ -56,8 +56,8 @@ func TestHistoryBytesPerChange(t *testing.T) {
 					t.Fatal(err)
 				}
 				// An add's revision holds no state: the object's record is it.
-				if add := before / pods; add > 600 && !legacy {
-					t.Errorf("%d bytes of history per add, want at most 600", add)
+				if add := before / pods; add > 420 && !legacy {
+					t.Errorf("%d bytes of history per add, want at most 420", add)
 				} else {
 					t.Logf("%d bytes of history per add", add)
 				}
