@@ -542,8 +542,19 @@ func TestHistoryLabelsKnown(t *testing.T) {
 	if got := head().labelEpoch; got != want {
 		t.Errorf("head's label epoch %d after the changes, want %d", got, want)
 	}
-	if got := storedKeys(t, s, []byte{'J', sep}); got != 2 {
-		t.Errorf("%d label sets, want 2", got)
+	// Another object with the first process's set (the new process
+	// loaded the hour's entries: present, compared, not written again)
+	// and one with a set of its own (absent: written without a read).
+	apply(t, s, podUpsert(4, "u2", "p2", 4, "a", "Pending", 3), podUpsert(5, "u3", "p3", 5, "z", "Pending", 4))
+	if got := storedKeys(t, s, []byte{'J', sep}); got != 3 {
+		t.Errorf("%d label sets, want 3", got)
+	}
+	counted, err := s.historyBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored := storedHistoryBytes(t, s); counted != stored {
+		t.Errorf("%d history bytes counted, %d stored", counted, stored)
 	}
 	p, err := r.Changes(context.Background(), query.ChangesOptions{})
 	if err != nil {
@@ -553,7 +564,34 @@ func TestHistoryLabelsKnown(t *testing.T) {
 	for _, c := range p.Changes {
 		tiers = append(tiers, c.Labels["tier"])
 	}
-	if !slices.Equal(tiers, []string{"a", "a", "b"}) {
+	if !slices.Equal(tiers, []string{"a", "a", "b", "a", "z"}) {
 		t.Errorf("the changes' tiers %v", tiers)
 	}
+}
+
+func TestInternCache(t *testing.T) {
+	c := newInternCache()
+	a, b := internRef{epoch: 5, hash: 1}, internRef{epoch: 5, hash: 2}
+	check := func(step string, id internRef, present, verified, complete, tried bool) {
+		t.Helper()
+		p, v, cm, tr := c.lookup("c1", id)
+		if p != present || v != verified || cm != complete || tr != tried {
+			t.Errorf("%s: %+v present %v verified %v complete %v tried %v", step, id, p, v, cm, tr)
+		}
+	}
+	check("empty", a, false, false, false, false)
+	c.load("c1", 5, []uint64{1})
+	check("loaded", a, true, false, true, true)
+	check("loaded, absent", b, false, false, true, true)
+	c.add("c1", map[internRef]bool{b: true})
+	check("committed", b, true, true, true, true)
+	c.load("c1", 7, nil) // hour 5 is two before: forgotten
+	check("an older hour", a, false, false, false, false)
+	c.load("c1", 8, make([]uint64, internCacheMax+1))
+	check("over the bound", internRef{epoch: 8, hash: 0}, false, false, false, true)
+	c.add("c1", map[internRef]bool{{epoch: 9, hash: 3}: true})
+	for i := range internCacheMax {
+		c.add("c2", map[internRef]bool{{epoch: 9, hash: uint64(i)}: true})
+	}
+	check("after the memory started over", internRef{epoch: 9, hash: 3}, false, false, false, false)
 }

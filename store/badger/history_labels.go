@@ -74,10 +74,27 @@ func (w *writer) internLabels(t int64, labels map[string]string, knownEpoch int6
 	ref := h.Sum(nil)
 	k := internKey(epoch, w.cluster, ref)
 	id := internRef{epoch: epoch, hash: binary.BigEndian.Uint64(ref)}
-	if knownEpoch == epoch+1 || w.hist.interned[id] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[id]) || w.s.interned.has(w.cluster, id) {
+	if knownEpoch == epoch+1 || w.hist.interned[id] || (w.prev != nil && w.prev.hist != nil && w.prev.hist.interned[id]) {
 		return ref, nil
 	}
-	item, err := w.txn.Get(k)
+	present, verified, complete, tried := w.s.interned.lookup(w.cluster, id)
+	if verified {
+		return ref, nil
+	}
+	if !tried {
+		if err := w.loadInterned(epoch); err != nil {
+			return nil, err
+		}
+		present, _, complete, _ = w.s.interned.lookup(w.cluster, id)
+	}
+	var item *bdg.Item
+	var err error
+	if complete && !present {
+		// The process knows every entry of the hour: absent, no read.
+		err = bdg.ErrKeyNotFound
+	} else {
+		item, err = w.txn.Get(k)
+	}
 	switch {
 	case errors.Is(err, bdg.ErrKeyNotFound):
 		if err := w.setHist(k, enc); err != nil {
@@ -110,31 +127,67 @@ type internRef struct {
 	hash  uint64
 }
 
-// internCacheMax bounds the J/ entries a store remembers as committed
-// (about 64 bytes each); past it the memory starts over.
-const internCacheMax = 1 << 17
+// internCacheMax bounds the J/ entries a store remembers (about 64
+// bytes each); past it the memory starts over.
+const internCacheMax = 1 << 19
 
-// internCache is the J/ entries known committed, so a change whose label
-// set its object had before reads no J/ key (a Get per change was 4% of
-// an add's CPU: docs/benchmarks/history.md). Filled after a batch's
-// commit succeeded (committed), so it never vouches for an entry a
-// failed batch did not write; retention removes only epochs a writer no
-// longer references (internLabels), so it does not have to be told.
+// internCache is what a store knows of the J/ entries, so a change reads
+// no J/ key for its labels (a Get per change was 4% of an add's CPU, and
+// most adds' sets are absent: docs/benchmarks/history.md): per cluster,
+// the entries present, verified when a batch of this process committed a
+// reference to it after writing or comparing it (a hash names the set),
+// and the hours whose entries it holds all of (loaded once by a key-only
+// scan, then kept by the batches' commits), in which an entry it does
+// not hold is absent. Filled after a batch's commit succeeded
+// (committed), so it never holds an entry a failed batch did not write;
+// retention removes only hours a writer no longer references
+// (internLabels), so it does not have to be told.
 type internCache struct {
-	mu sync.Mutex
-	m  map[string]map[internRef]struct{} // by cluster
-	n  int
+	mu       sync.Mutex
+	clusters map[string]*clusterInterned
+	n        int
+}
+
+type clusterInterned struct {
+	ids      map[internRef]bool // present; true: verified
+	complete map[int64]bool     // hours loaded; true: ids holds all their entries
 }
 
 func newInternCache() *internCache {
-	return &internCache{m: map[string]map[internRef]struct{}{}}
+	return &internCache{clusters: map[string]*clusterInterned{}}
 }
 
-func (c *internCache) has(cluster string, id internRef) bool {
+func (c *internCache) cluster(name string) *clusterInterned {
+	ci := c.clusters[name]
+	if ci == nil {
+		ci = &clusterInterned{ids: map[internRef]bool{}, complete: map[int64]bool{}}
+		c.clusters[name] = ci
+	}
+	return ci
+}
+
+// lookup says whether the entry is present (verified), whether the cache
+// holds all of its hour's entries (complete), and whether it tried to
+// load them (tried: a load over the bound is not tried again).
+func (c *internCache) lookup(cluster string, id internRef) (present, verified, complete, tried bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.m[cluster][id]
-	return ok
+	ci := c.clusters[cluster]
+	if ci == nil {
+		return false, false, false, false
+	}
+	verified, present = ci.ids[id]
+	complete, tried = ci.complete[id.epoch]
+	return present, verified, complete, tried
+}
+
+// room makes room for more entries: past internCacheMax, everything goes
+// (and with it every hour's completeness).
+func (c *internCache) room(more int) {
+	if c.n+more > internCacheMax {
+		clear(c.clusters)
+		c.n = 0
+	}
 }
 
 func (c *internCache) add(cluster string, ids map[internRef]bool) {
@@ -143,21 +196,64 @@ func (c *internCache) add(cluster string, ids map[internRef]bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.n+len(ids) > internCacheMax {
-		clear(c.m)
-		c.n = 0
-	}
-	m := c.m[cluster]
-	if m == nil {
-		m = map[internRef]struct{}{}
-		c.m[cluster] = m
-	}
+	c.room(len(ids))
+	ci := c.cluster(cluster)
 	for id := range ids {
-		if _, ok := m[id]; !ok {
-			m[id] = struct{}{}
+		if _, ok := ci.ids[id]; !ok {
+			c.n++
+		}
+		ci.ids[id] = true
+	}
+}
+
+// load records the entries of an hour a scan found (all of them, as of
+// the scan's snapshot: the batch in flight, not in it, adds its own when
+// it commits), and forgets the hours before the one before it.
+func (c *internCache) load(cluster string, epoch int64, hashes []uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ci := c.cluster(cluster)
+	for id := range ci.ids {
+		if id.epoch < epoch-1 {
+			delete(ci.ids, id)
+			c.n--
+		}
+	}
+	for e := range ci.complete {
+		if e < epoch-1 {
+			delete(ci.complete, e)
+		}
+	}
+	if c.n+len(hashes) > internCacheMax {
+		ci.complete[epoch] = false // not complete: the entries are read one by one
+		return
+	}
+	for _, h := range hashes {
+		id := internRef{epoch: epoch, hash: h}
+		if _, ok := ci.ids[id]; !ok {
+			ci.ids[id] = false
 			c.n++
 		}
 	}
+	ci.complete[epoch] = true
+}
+
+// loadInterned reads the keys of the cluster's J/ entries of an hour
+// into the store's cache.
+func (w *writer) loadInterned(epoch int64) error {
+	prefix := internKey(epoch, w.cluster, nil)
+	it := w.txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
+	defer it.Close()
+	var hashes []uint64
+	for it.Rewind(); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		if len(k) != len(prefix)+labelRefLen {
+			return errCorrupt
+		}
+		hashes = append(hashes, binary.BigEndian.Uint64(k[len(prefix):]))
+	}
+	w.s.interned.load(w.cluster, epoch, hashes)
+	return nil
 }
 
 // committed notes, once the writer's batch is durable, the J/ entries it
