@@ -26,10 +26,11 @@
 // History (history*.go, docs/history.md), when HistoryOptions are set,
 // written in the same transaction as the object and the checkpoint:
 //
-//	r/<cluster>/<group>/<version>/<resource>/<uid>/<seq 8 BE>   -> 3, type, time, rv, manager, operation, subresource, flags, forward patch, reverse patch or previous state, own state
-//	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> uid, time (a resumed watch's replay, in stream order)
-//	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> change: type, gvr, uid, namespace, name, rv, manager, labels
-//	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> the same, deletes only (the recently deleted view)
+//	r/<cluster>/<group>/<version>/<resource>/<uid17>/<seq 8 BE> -> 4, type, time, rv, manager, operation, subresource, flags, reverse patch or previous state (s2), own state (s2)
+//	f/<cluster>/<group>/<version>/<resource>/<seq 8 BE>         -> time (a resumed watch's replay, in stream order; the t/ entry names the uid)
+//	t/<time 8 BE>/<cluster>/<seq 8 BE>                           -> 2, type, gvr, uid17, namespace, name, rv, manager, operation, subresource, labels inline or their J/ hash
+//	x/<time 8 BE>/<cluster>/<seq 8 BE>                           -> "" (deletes only: the recently deleted view; t/ at the same time, cluster, seq holds the change)
+//	J/<epoch 8 BE>/<cluster>/<hash 8 BE>                         -> a label set the t/ entries of that hour (epoch) and cluster name by hash (history_labels.go)
 //	H/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name> -> "" (a resource's changes by cluster, namespace and time: an as-of list's changed objects)
 //	n/<cluster>/<group>/<version>/<resource>/<namespace>/<name>/<uid> -> "" (an object's uids by name, deleted ones too)
 //	h/<cluster>, g/<cluster>                                    -> history bytes added by the materializer, removed by retention
@@ -37,6 +38,15 @@
 //	b/h, e/h                                                    -> when history began, time through which retention removed
 //	b/H                                                          -> "": H/ holds every change t/ holds (set at open, once an older store's changes are indexed)
 //	D/, b/D: H/'s time-first predecessor (D/<gvr>/<time>/<namespace>/<name>/<cluster>), dropped at open and H/ made from t/
+//	b/r                                                          -> "": every r/ key has the uid as uidForm writes it (set when the store begins its history)
+//
+// uid17 is a canonical (lower-case) UUID packed as the byte 2 and its 16
+// bytes, any other uid its text (history_format.go). What a binary before
+// 2026-12-07 10:00 wrote is read as it is and removed by retention: r/
+// keys with the uid as text (read too while b/r is absent), revisions of
+// format 3 (the forward patch stored, states plain), f/ values of uid and
+// time, t/ values of format 1 (the uid as text, the labels inline) and
+// x/ values repeating them.
 //
 // The uid index entry carries the object's history head (newest
 // revision's seq, time, reverse patches since the last whole state, rv),
@@ -50,7 +60,10 @@
 // whole when the patch is not under half the object, does not give back
 // the exact bytes (rawMergePatchExact vouches for a compact object
 // without applying it), or SnapshotEvery revisions passed since the last
-// whole one. It also carries the forward patch, the change it shows. A
+// whole one (a whole state is s2-compressed). The change it shows, the
+// forward patch, is made when read, from the reverse patch and its state
+// (forwardFromReverse: the bytes the writer's diff would have stored) or
+// from the whole previous state. A
 // delete's revision holds the last state (own), as does the newest
 // revision of an object whose record leaves without a delete (its name
 // reused by a new uid, its resource removed). An added object so costs

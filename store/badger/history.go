@@ -39,13 +39,20 @@ const (
 	revPatch    = 2 // the body is a JSON merge patch against the previous revision
 )
 
-// Keys of the history (doc.go draws them).
+// Keys of the history (doc.go draws them). revPrefix and revKey have the
+// uid in its current form (uidForm); an older binary's keys have its text
+// (textRevPrefix, history_format.go).
 func revPrefix(cluster string, g schema.GroupVersionResource, uid string) []byte {
-	return append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep)
+	return append(join("r", cluster, g.Group, g.Version, g.Resource, string(uidForm(uid))), sep)
 }
 
 func revKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(revPrefix(cluster, g, uid), seq)
+}
+
+// textRevKey is revKey with the uid as text, as an older binary wrote it.
+func textRevKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep), seq)
 }
 
 func feedPrefix(cluster string, g schema.GroupVersionResource) []byte {
@@ -104,11 +111,44 @@ type changeEntry struct {
 	uid, ns, name, rv string
 	manager, op, sub  string
 	labels            map[string]string
+	// labelRef, when set, is the hash of the labels' encoding, interned
+	// in a J/ entry of the change's epoch (history_labels.go): decoded
+	// labels are nil until resolveLabels reads it.
+	labelRef []byte
+	// format is the t/ value's format as read: 1 (an older binary's: the
+	// uid as text, its f/ value the uid and time, its x/ value a copy of
+	// the t/ one) or 2 (the uid packed, f/ the time only, x/ key only).
+	format byte
 }
 
+const (
+	changeFormatV1 = 1
+	changeFormat   = 2
+)
+
+// encodeChange writes a format 2 t/ value; the labels inline, or (c.labelRef
+// set) the hash of their J/ entry.
 func encodeChange(c changeEntry) []byte {
 	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
-	b = append(b, 1, byte(c.typ))
+	b = append(b, changeFormat, byte(c.typ))
+	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource} {
+		b = appendString(b, s)
+	}
+	b = appendUID(b, c.uid)
+	for _, s := range []string{c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
+		b = appendString(b, s)
+	}
+	if c.labelRef != nil {
+		return append(append(b, labelsInterned), c.labelRef...)
+	}
+	return appendLabels(append(b, labelsInline), c.labels)
+}
+
+// encodeChangeV1 writes a format 1 t/ value (the tests' stores of an
+// older binary).
+func encodeChangeV1(c changeEntry) []byte {
+	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
+	b = append(b, changeFormatV1, byte(c.typ))
 	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource, c.uid, c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
 		b = appendString(b, s)
 	}
@@ -117,18 +157,47 @@ func encodeChange(c changeEntry) []byte {
 
 func decodeChange(v []byte, withLabels bool) (changeEntry, error) {
 	var c changeEntry
-	if len(v) < 2 || v[0] != 1 {
+	if len(v) < 2 || (v[0] != changeFormat && v[0] != changeFormatV1) {
 		return c, errCorrupt
 	}
-	c.typ = query.ChangeType(v[1])
+	c.format, c.typ = v[0], query.ChangeType(v[1])
 	rest := v[2:]
-	for _, dst := range []*string{&c.gvr.Group, &c.gvr.Version, &c.gvr.Resource, &c.uid, &c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
-		var err error
+	var err error
+	for _, dst := range []*string{&c.gvr.Group, &c.gvr.Version, &c.gvr.Resource} {
 		if *dst, rest, err = cutString(rest); err != nil {
 			return c, err
 		}
 	}
-	var err error
+	if c.format == changeFormat {
+		c.uid, rest, err = cutUID(rest)
+	} else {
+		c.uid, rest, err = cutString(rest)
+	}
+	if err != nil {
+		return c, err
+	}
+	for _, dst := range []*string{&c.ns, &c.name, &c.rv, &c.manager, &c.op, &c.sub} {
+		if *dst, rest, err = cutString(rest); err != nil {
+			return c, err
+		}
+	}
+	if c.format == changeFormat {
+		if len(rest) == 0 {
+			return c, errCorrupt
+		}
+		switch rest[0] {
+		case labelsInterned:
+			if len(rest) != 1+labelRefLen {
+				return c, errCorrupt
+			}
+			c.labelRef = rest[1:]
+			return c, nil
+		case labelsInline:
+			rest = rest[1:]
+		default:
+			return c, errCorrupt
+		}
+	}
 	c.labels, _, err = cutLabels(rest, withLabels)
 	return c, err
 }
@@ -141,6 +210,11 @@ type histHead struct {
 	time  int64
 	chain uint8 // patches since the last snapshot
 	rv    string
+	// labelEpoch is 1 + the epoch in whose J/ entry the object's label
+	// set, as its newest revision had it, is interned (0: none known), so
+	// a change that keeps the labels names the entry without reading it
+	// (history_labels.go).
+	labelEpoch int64
 }
 
 func appendHead(b []byte, h histHead) []byte {
@@ -149,7 +223,11 @@ func appendHead(b []byte, h histHead) []byte {
 	}
 	b = binary.BigEndian.AppendUint64(b, h.seq)
 	b = binary.BigEndian.AppendUint64(b, uint64(h.time))
-	return appendString(append(b, h.chain), h.rv)
+	b = appendString(append(b, h.chain), h.rv)
+	if h.labelEpoch != 0 {
+		b = binary.AppendUvarint(b, uint64(h.labelEpoch))
+	}
+	return b
 }
 
 func cutHead(b []byte) (histHead, error) {
@@ -161,10 +239,17 @@ func cutHead(b []byte) (histHead, error) {
 	}
 	h := histHead{seq: binary.BigEndian.Uint64(b), time: int64(binary.BigEndian.Uint64(b[8:])), chain: b[16]}
 	rv, rest, err := cutString(b[17:])
-	if err != nil || len(rest) != 0 {
+	if err != nil {
 		return histHead{}, errCorrupt
 	}
 	h.rv = rv
+	if len(rest) > 0 { // an older binary's head ends with the rv
+		e, n := binary.Uvarint(rest)
+		if n <= 0 || n != len(rest) {
+			return histHead{}, errCorrupt
+		}
+		h.labelEpoch = int64(e)
+	}
 	return h, nil
 }
 
@@ -180,6 +265,13 @@ type histWriter struct {
 	// own, by key: keepState may have to rewrite one while its batch is
 	// in flight (not in the next batch's snapshot).
 	written map[string][]byte
+	// interned are the J/ entries this batch wrote or found
+	// (internLabels): the next batch's snapshot lacks this one's.
+	interned map[internRef]bool
+	// legacy writes what an older binary wrote (format 3 revisions under
+	// text uids, format 1 changes): the tests' stores of one
+	// (Store.histLegacy).
+	legacy bool
 }
 
 // loadHistory reads the counter and the expiry once per writer: from the
@@ -251,8 +343,9 @@ func eventTime(e *feed.Event) int64 {
 // another uid) and the uid's head. It returns the head to keep in the uid
 // index. An update that leaves the resourceVersion as it was records
 // nothing. The new revision stores no state (the object's record is its
-// state); it carries the patch back to old, or old whole.
-func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead) (histHead, error) {
+// state); it carries the patch back to old, or old whole. sameLabels: the
+// object's labels are those of its newest revision.
+func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lbls map[string]string, old []byte, head histHead, sameLabels bool) (histHead, error) {
 	ev := e.Event
 	if head.seq != 0 && head.rv == ev.GetResourceVersion() && old != nil {
 		return head, nil
@@ -272,14 +365,17 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 	if head.seq != 0 && old != nil && head.time <= w.hist.expired {
 		// The previous revision is past the window, kept only as the
 		// newest: it goes, and this one is the first kept.
-		if err := w.dropRevision(revKey(w.cluster, gvr, ev.GetUid(), head.seq)); err != nil {
+		if err := w.dropRevision(gvr, ev.GetUid(), head.seq); err != nil {
 			return head, err
 		}
 		keepPrev = false
 	}
 	if keepPrev {
-		var rev []byte
-		r.fwd, rev = mergePatches(old, obj)
+		var rev, fwd []byte
+		fwd, rev = mergePatches(old, obj)
+		if w.hist.legacy {
+			r.fwd = fwd
+		}
 		if rev != nil && int(head.chain)+1 < w.hist.every {
 			r.prev, next.chain = rev, head.chain+1
 		} else {
@@ -296,13 +392,19 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 			// state is this revision's prev), so an as-of read before the
 			// change finds it.
 			base := revision{typ: query.ChangeModified}
-			if err := w.setHist(revKey(w.cluster, gvr, ev.GetUid(), e.Seq-1), encodeRevision(base)); err != nil {
+			if err := w.setHist(w.revKey(gvr, ev.GetUid(), e.Seq-1), w.encodeRevision(base)); err != nil {
 				return head, err
 			}
 		}
 	}
-	return next, w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
-		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls})
+	known := int64(0)
+	if sameLabels {
+		known = head.labelEpoch
+	}
+	var err error
+	next.labelEpoch, err = w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
+		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls}, known)
+	return next, err
 }
 
 // mergePatch is the JSON merge patch from old to cur when it is much
@@ -328,8 +430,9 @@ func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns
 			return err
 		}
 	}
-	return w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
-		rv: r.rv, labels: labels})
+	_, err := w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
+		rv: r.rv, labels: labels}, 0)
+	return err
 }
 
 // keepState stores the state of the uid's newest revision in it (own)
@@ -343,22 +446,9 @@ func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head his
 	if err := w.loadHistory(); err != nil {
 		return err
 	}
-	k := revKey(w.cluster, gvr, uid, head.seq)
-	v := w.hist.written[string(k)]
-	if v == nil && w.prev != nil && w.prev.hist != nil {
-		v = w.prev.hist.written[string(k)]
-	}
-	if v == nil {
-		it, err := w.txn.Get(k)
-		if errors.Is(err, bdg.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if v, err = it.ValueCopy(nil); err != nil {
-			return err
-		}
+	k, v, err := w.findRevision(gvr, uid, head.seq)
+	if err != nil || v == nil {
+		return err
 	}
 	r, err := decodeRevision(v)
 	if errors.Is(err, errOldRevision) {
@@ -369,13 +459,62 @@ func (w *writer) keepState(gvr schema.GroupVersionResource, uid string, head his
 	}
 	r.own = state
 	w.hist.bytes -= int64(len(k) + len(v))
-	return w.setHist(k, encodeRevision(r))
+	return w.setHist(k, w.encodeRevision(r))
 }
 
-func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry) error {
-	k, v := revKey(w.cluster, gvr, c.uid, seq), encodeRevision(r)
+// findRevision is the uid's revision seq, its key and value, as this
+// batch, the batch in flight or the store holds it, under either form of
+// the uid; nil when there is none.
+func (w *writer) findRevision(gvr schema.GroupVersionResource, uid string, seq uint64) (k, v []byte, err error) {
+	keys := [][]byte{revKey(w.cluster, gvr, uid, seq)}
+	if packUID(uid) != nil {
+		keys = append(keys, textRevKey(w.cluster, gvr, uid, seq))
+	}
+	for _, k := range keys {
+		v := w.hist.written[string(k)]
+		if v == nil && w.prev != nil && w.prev.hist != nil {
+			v = w.prev.hist.written[string(k)]
+		}
+		if v != nil {
+			return k, v, nil
+		}
+		it, err := w.txn.Get(k)
+		if errors.Is(err, bdg.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err = it.ValueCopy(nil)
+		return k, v, err
+	}
+	return nil, nil, nil
+}
+
+// revKey and encodeRevision are the writer's: an older binary's forms
+// when legacy.
+func (w *writer) revKey(gvr schema.GroupVersionResource, uid string, seq uint64) []byte {
+	if w.hist.legacy {
+		return textRevKey(w.cluster, gvr, uid, seq)
+	}
+	return revKey(w.cluster, gvr, uid, seq)
+}
+
+func (w *writer) encodeRevision(r revision) []byte {
+	if w.hist.legacy {
+		return encodeRevisionV3(r)
+	}
+	return encodeRevision(r)
+}
+
+// writeRevision writes the revision and the change's feed entries, given
+// the epoch (plus 1) in which the labels are known interned (knownEpoch,
+// 0: not known); it returns the epoch (plus 1) in which they are, 0 when
+// they are inline.
+func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry, knownEpoch int64) (int64, error) {
+	k, v := w.revKey(gvr, c.uid, seq), w.encodeRevision(r)
 	if err := w.setHist(k, v); err != nil {
-		return err
+		return 0, err
 	}
 	if r.own == nil {
 		if w.hist.written == nil {
@@ -383,33 +522,49 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 		}
 		w.hist.written[string(k)] = v
 	}
-	if err := w.setHist(feedKey(w.cluster, gvr, seq), binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))); err != nil {
-		return err
+	// The f/ value is the time (with it, a replay finds the change's t/
+	// entry, which names the uid); an older binary's led with the uid.
+	fv := binary.BigEndian.AppendUint64(nil, uint64(r.time))
+	labelEpoch := int64(0)
+	if !w.hist.legacy {
+		ref, err := w.internLabels(r.time, c.labels, knownEpoch)
+		if err != nil {
+			return 0, err
+		}
+		if c.labelRef = ref; ref != nil {
+			labelEpoch = labelEpochOf(r.time) + 1
+		}
 	}
-	cv := encodeChange(c)
+	cv, xv := encodeChange(c), []byte(nil)
+	if w.hist.legacy {
+		fv = binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))
+		cv = encodeChangeV1(c)
+		xv = cv
+	}
+	if err := w.setHist(feedKey(w.cluster, gvr, seq), fv); err != nil {
+		return 0, err
+	}
 	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
-		return err
+		return 0, err
 	}
 	if err := w.setHist(changedKey(gvr, r.time, w.cluster, c.ns, c.name), nil); err != nil {
-		return err
+		return 0, err
 	}
 	if c.typ == query.ChangeDeleted {
-		return w.setHist(timeKey('x', r.time, w.cluster, seq), cv)
+		// Key only: the t/ entry at the same time, cluster and seq holds it.
+		return labelEpoch, w.setHist(timeKey('x', r.time, w.cluster, seq), xv)
 	}
-	return nil
+	return labelEpoch, nil
 }
 
 // dropRevision deletes a revision the materializer no longer needs (an
 // expired base) and takes its bytes off the cluster's counter.
-func (w *writer) dropRevision(k []byte) error {
-	it, err := w.txn.Get(k)
-	if errors.Is(err, bdg.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
+func (w *writer) dropRevision(gvr schema.GroupVersionResource, uid string, seq uint64) error {
+	k, v, err := w.findRevision(gvr, uid, seq)
+	if err != nil || k == nil {
 		return err
 	}
-	w.hist.bytes -= int64(len(k)) + it.ValueSize()
+	w.hist.bytes -= int64(len(k) + len(v))
 	return w.del(k)
 }
 

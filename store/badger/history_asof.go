@@ -65,23 +65,22 @@ func (h *histIters) uidsOf(cluster string, gvr schema.GroupVersionResource, ns, 
 // eachRevision calls fn with each kept revision of the uid, oldest first,
 // and the object's state after it.
 func eachRevision(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, fn func(seq uint64, r revision, state []byte) (bool, error)) error {
-	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 	var revs []seqRev
-	for it.Rewind(); it.Valid(); it.Next() {
-		v, err := it.Item().ValueCopy(nil)
+	err := scanRevisions(txn, cluster, gvr, uid, 0, true, func(seq uint64, item *bdg.Item) (bool, error) {
+		v, err := item.ValueCopy(nil)
 		if err != nil {
-			it.Close()
-			return err
+			return false, err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
-			it.Close()
-			return err
+			return false, err
 		}
-		revs = append(revs, seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r})
+		revs = append(revs, seqRev{seq, r})
+		return true, nil
+	})
+	if err != nil {
+		return err
 	}
-	it.Close()
 	if len(revs) == 0 {
 		return nil
 	}
@@ -121,49 +120,60 @@ const (
 // revision, one retention kept past the window) the caller matches the
 // rebuilt state.
 func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector) ([]byte, atFound, error) {
-	prefix := revPrefix(cluster, gvr, uid)
+	// An older binary's revisions (the uid as text) come before the
+	// packed ones: both are read, in that order (scanRevisions).
+	text, err := textRevPrefix(txn, cluster, gvr, uid)
+	if err != nil {
+		return nil, atAbsent, err
+	}
 	it := h.revs
 	// at is the revision in force at t, then the newer ones its state is
 	// patched back from.
 	var at []seqRev
 	past, newest := false, true
-	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-		v, err := it.Item().ValueCopy(nil)
-		if err != nil {
-			return nil, atAbsent, err
-		}
-		r, err := decodeRevision(v)
-		if err != nil {
-			return nil, atAbsent, err
-		}
-		sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
-		if !past && r.time <= t {
-			at = append(at[:0], sr)
+scan:
+	for _, prefix := range [][]byte{text, revPrefix(cluster, gvr, uid)} {
+		if prefix == nil {
 			continue
 		}
-		if !past {
-			past = true
-			if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
-				return nil, atAbsent, nil
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return nil, atAbsent, err
 			}
-			if at[0].r.own != nil {
-				return at[0].r.own, atState, nil
+			r, err := decodeRevision(v)
+			if err != nil {
+				return nil, atAbsent, err
 			}
-			if sel != nil && !sel.Empty() {
-				// Decided before the newer revisions are read.
-				lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
-				if err != nil {
-					return nil, atAbsent, err
+			sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
+			if !past && r.time <= t {
+				at = append(at[:0], sr)
+				continue
+			}
+			if !past {
+				past = true
+				if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
+					return nil, atAbsent, nil
 				}
-				if ok && !sel.Matches(labels.Set(lbls)) {
-					return nil, atUnselected, nil
+				if at[0].r.own != nil {
+					return at[0].r.own, atState, nil
+				}
+				if sel != nil && !sel.Empty() {
+					// Decided before the newer revisions are read.
+					lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
+					if err != nil {
+						return nil, atAbsent, err
+					}
+					if ok && !sel.Matches(labels.Set(lbls)) {
+						return nil, atUnselected, nil
+					}
 				}
 			}
-		}
-		at = append(at, sr)
-		if r.prevWhole {
-			newest = false
-			break
+			at = append(at, sr)
+			if r.prevWhole {
+				newest = false
+				break scan
+			}
 		}
 	}
 	switch {
@@ -195,6 +205,9 @@ func changeLabels(txn *bdg.Txn, cluster, uid string, sr seqRev) (map[string]stri
 		c, err = decodeChange(v, true)
 		return err
 	}); err != nil {
+		return nil, false, err
+	}
+	if err := resolveLabels(txn, &c, sr.r.time, cluster, nil); err != nil {
 		return nil, false, err
 	}
 	return c.labels, c.uid == uid, nil
@@ -371,7 +384,7 @@ func (r *Reader) Revisions(ctx context.Context, o query.RevisionsOptions) (query
 					if err != nil {
 						return false, err
 					}
-					if rv.fwd == nil && prev != nil && rv.typ != query.ChangeDeleted {
+					if rev.Patch == nil && prev != nil && rv.typ != query.ChangeDeleted {
 						// Stored whole (a snapshot's turn, or a change no
 						// exact patch expresses): the patch is made now, by
 						// the library when the store's own cannot.

@@ -86,32 +86,30 @@ type seqRev struct {
 // object the store holds), then back through the reverse patches (at
 // most SnapshotEvery of them).
 func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
-	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix, PrefetchValues: true})
 	var revs []seqRev
 	newest := true
-	for it.Seek(revKey(cluster, gvr, uid, seq)); it.Valid(); it.Next() {
-		at := binary.BigEndian.Uint64(it.Item().Key()[len(prefix):])
+	err := scanRevisions(txn, cluster, gvr, uid, seq, true, func(at uint64, item *bdg.Item) (bool, error) {
 		if len(revs) == 0 && at != seq {
-			break
+			return false, nil
 		}
-		v, err := it.Item().ValueCopy(nil)
+		v, err := item.ValueCopy(nil)
 		if err != nil {
-			it.Close()
-			return nil, revision{}, err
+			return false, err
 		}
 		r, err := decodeRevision(v)
 		if err != nil {
-			it.Close()
-			return nil, revision{}, err
+			return false, err
 		}
 		revs = append(revs, seqRev{at, r})
 		if (len(revs) == 1 && r.own != nil) || (len(revs) > 1 && r.prevWhole) {
 			newest = false
-			break
+			return false, nil
 		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, revision{}, err
 	}
-	it.Close()
 	if len(revs) == 0 {
 		return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
 	}
@@ -204,8 +202,8 @@ var errNoRevision = errors.New("revision not in the history")
 func toRevision(cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, rv revision, state []byte, name *[2]string) (query.Revision, error) {
 	out := query.Revision{Change: query.Change{Cluster: cluster, GVR: gvr, UID: uid, Seq: seq, Time: time.Unix(0, rv.time),
 		Type: rv.typ, ResourceVersion: rv.rv, Manager: rv.manager, Operation: rv.op, Subresource: rv.sub}, Object: state}
-	if rv.fwd != nil && rv.typ != query.ChangeDeleted {
-		out.Patch = bytes.Clone(rv.fwd)
+	if p := forwardPatch(rv, state); p != nil {
+		out.Patch = bytes.Clone(p)
 	}
 	lbls, ns, n, err := objectMeta(state)
 	out.Labels, out.Namespace, out.Name = lbls, ns, n
@@ -286,10 +284,10 @@ func (r *Reader) ChangesAfter(ctx context.Context, cluster string, gvr schema.Gr
 			if err != nil {
 				return err
 			}
-			if len(v) < 8 {
-				return errCorrupt
+			uid, err := feedUID(txn, cluster, seq, v)
+			if err != nil {
+				return err
 			}
-			uid := string(v[:len(v)-8])
 			state, rv, err := stateAt(txn, cluster, gvr, uid, seq)
 			if err != nil {
 				return err
@@ -304,6 +302,44 @@ func (r *Reader) ChangesAfter(ctx context.Context, cluster string, gvr schema.Gr
 		}
 		return nil
 	})
+}
+
+// feedUID is the uid of the change an f/ value (v) names: in it (an
+// older binary's, uid and time), else in the change's t/ entry.
+func feedUID(txn *bdg.Txn, cluster string, seq uint64, v []byte) (string, error) {
+	if len(v) < 8 {
+		return "", errCorrupt
+	}
+	if len(v) > 8 {
+		return string(v[:len(v)-8]), nil
+	}
+	c, err := changeAt(txn, timeKey('t', int64(binary.BigEndian.Uint64(v)), cluster, seq), false, nil)
+	return c.uid, err
+}
+
+// changeAt is the change at a t/ key; withLabels, with its labels (read
+// through cache).
+func changeAt(txn *bdg.Txn, tkey []byte, withLabels bool, cache map[string]map[string]string) (changeEntry, error) {
+	var c changeEntry
+	item, err := txn.Get(tkey)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return c, fmt.Errorf("change %x: %w", tkey, errCorrupt)
+	}
+	if err != nil {
+		return c, err
+	}
+	err = item.Value(func(v []byte) (err error) {
+		c, err = decodeChange(v, withLabels)
+		return err
+	})
+	if err != nil || !withLabels {
+		return c, err
+	}
+	t, cluster, _, err := splitTimeKey(tkey)
+	if err != nil {
+		return c, err
+	}
+	return c, resolveLabels(txn, &c, t, cluster, cache)
 }
 
 // Changes is one page of the fleet's change feed, oldest first. Its
@@ -335,6 +371,7 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 	}
 	sel := o.Labels
 	var lastKey []byte
+	labelSets := map[string]map[string]string{} // J/ entries read, by key
 	err := r.db.View(func(txn *bdg.Txn) error {
 		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{family, sep}, PrefetchValues: true})
 		defer it.Close()
@@ -358,10 +395,20 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 				continue
 			}
 			var c changeEntry
-			if err := it.Item().Value(func(v []byte) (err error) {
+			if it.Item().ValueSize() == 0 {
+				// A delete's x/ entry is its key (an older binary's held
+				// the change too): the t/ entry has it.
+				tk := append([]byte{'t'}, k[1:]...)
+				if c, err = changeAt(txn, tk, true, labelSets); err != nil {
+					return err
+				}
+			} else if err := it.Item().Value(func(v []byte) (err error) {
 				c, err = decodeChange(v, true)
 				return err
 			}); err != nil {
+				return err
+			}
+			if err := resolveLabels(txn, &c, t, cluster, labelSets); err != nil {
 				return err
 			}
 			if !changeSelected(o, c, cluster, sel) {
@@ -375,8 +422,8 @@ func (r *Reader) Changes(ctx context.Context, o query.ChangesOptions) (query.Cha
 					return err
 				}
 				rev.Object = state
-				if sr.fwd != nil && sr.typ != query.ChangeDeleted {
-					rev.Patch = bytes.Clone(sr.fwd)
+				if p := forwardPatch(sr, state); p != nil {
+					rev.Patch = bytes.Clone(p)
 				}
 			}
 			page.Changes = append(page.Changes, rev)

@@ -47,10 +47,15 @@ func (w *writer) markBegun() error {
 	return nil
 }
 
-// markStarted records when the store first kept history.
+// markStarted records when the store first kept history, and that its
+// revisions' keys all have the uid in its current form (packedRevsKey):
+// a store that kept history before has a start already.
 func (s *Store) markStarted(now time.Time) error {
 	return s.db.Update(func(txn *bdg.Txn) error {
 		if _, err := txn.Get(beganKey); !errors.Is(err, bdg.ErrKeyNotFound) {
+			return err
+		}
+		if err := txn.Set(packedRevsKey, nil); err != nil {
 			return err
 		}
 		return txn.Set(beganKey, binary.BigEndian.AppendUint64(nil, uint64(now.UnixNano())))
@@ -98,10 +103,18 @@ func (s *Store) Retain(ctx context.Context, now time.Time) error {
 			return err
 		}
 		more, err := s.retainSome(cutoff, total)
-		if err != nil || !more {
+		if err != nil {
 			return err
 		}
+		if !more {
+			break
+		}
 	}
+	before, err := s.labelsUnused()
+	if err != nil {
+		return err
+	}
+	return s.retainLabels(before)
 }
 
 // historyBytes is the history's size over all clusters.
@@ -224,7 +237,10 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 	}
 	if c.typ == query.ChangeDeleted {
 		xkey := append([]byte{'x'}, tkey[1:]...)
-		freed += int64(len(xkey) + len(tval))
+		freed += int64(len(xkey))
+		if c.format == changeFormatV1 {
+			freed += int64(len(tval)) // an older binary's x/ value: a copy of the t/ one
+		}
 		if err := txn.Delete(xkey); err != nil {
 			return 0, err
 		}
@@ -239,7 +255,10 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 		return 0, err
 	}
 	fk := feedKey(cluster, c.gvr, seq)
-	freed += int64(len(fk) + len(c.uid) + 8)
+	freed += int64(len(fk) + 8)
+	if c.format == changeFormatV1 {
+		freed += int64(len(c.uid)) // an older binary's f/ value led with the uid
+	}
 	if err := txn.Delete(fk); err != nil {
 		return 0, err
 	}
@@ -263,10 +282,13 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 	freed += f
 	if !live {
 		// Was it the object's last revision? Then its name leads nowhere.
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: revPrefix(cluster, c.gvr, c.uid)})
-		it.Seek(revKey(cluster, c.gvr, c.uid, seq+1))
-		last := !it.Valid()
-		it.Close()
+		last := true
+		if err := scanRevisions(txn, cluster, c.gvr, c.uid, seq+1, false, func(uint64, *bdg.Item) (bool, error) {
+			last = false
+			return false, nil
+		}); err != nil {
+			return 0, err
+		}
 		if last {
 			nk := nameKey(cluster, c.gvr, c.ns, c.name, c.uid)
 			freed += int64(len(nk))
@@ -282,16 +304,21 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 // keep). A revision's state comes from newer ones, never older, so what
 // is left needs no rewrite.
 func (s *Store) dropRevisions(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64, keep bool) (int64, error) {
-	prefix := revPrefix(cluster, gvr, uid)
-	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
-	defer it.Close()
 	var freed int64
-	for it.Rewind(); it.Valid(); it.Next() {
-		k := it.Item().KeyCopy(nil)
-		if at := binary.BigEndian.Uint64(k[len(prefix):]); at > seq || (keep && at == seq) {
-			break
+	var keys [][]byte
+	err := scanRevisions(txn, cluster, gvr, uid, 0, false, func(at uint64, item *bdg.Item) (bool, error) {
+		if at > seq || (keep && at == seq) {
+			return false, nil
 		}
-		freed += int64(len(k)) + it.Item().ValueSize()
+		k := item.KeyCopy(nil)
+		freed += int64(len(k)) + item.ValueSize()
+		keys = append(keys, k)
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
 		if err := txn.Delete(k); err != nil {
 			return 0, err
 		}

@@ -18,9 +18,9 @@ import (
 // stored whole: a delete's last state, or an object whose current state
 // left the store without a delete (its name reused, its resource
 // removed). fwd is the forward patch from the previous state, the change
-// the revision shows (nil when none was made: the reader makes one).
-// An added object thus costs no copy of itself, and an update a patch
-// each way, not the object.
+// the revision shows, stored by format 3 only: format 4 makes it from
+// the reverse patch when read (forwardPatch). An added object thus costs
+// no copy of itself, and an update one patch, not the object.
 type revision struct {
 	typ             query.ChangeType
 	time            int64
@@ -32,10 +32,16 @@ type revision struct {
 	own             []byte
 }
 
-// revFormat is the value's first byte. Stores written before reverse
-// deltas (forward patches, 1 and 2) are not read: their history must be
-// dropped (docs/history.md).
-const revFormat = 3
+// revFormat is the value's first byte: 4, whole states s2-compressed
+// and no forward patch (made from the reverse one when read:
+// forwardPatch). Format 3 (the same, the states plain and the forward
+// patch stored) is still read; stores written before reverse deltas
+// (forward patches, 1 and 2) are not: their history must be dropped
+// (docs/history.md).
+const (
+	revFormat   = 4
+	revFormatV3 = 3
+)
 
 const (
 	revHasFwd = 1 << iota
@@ -56,43 +62,61 @@ func cutBytes(b []byte) ([]byte, []byte, error) {
 	return b[w : w+int(l)], b[w+int(l):], nil
 }
 
+// encodeRevision writes r in the current format (its fwd is not kept).
 func encodeRevision(r revision) []byte {
-	b := make([]byte, 0, 24+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+7*binary.MaxVarintLen64+len(r.fwd)+len(r.prev)+len(r.own))
-	b = append(b, revFormat, byte(r.typ))
+	prev, own := r.prev, r.own
+	if prev != nil && r.prevWhole {
+		prev = compressState(prev)
+	}
+	if own != nil {
+		own = compressState(own)
+	}
+	return appendRevision(revFormat, r, nil, prev, own)
+}
+
+// encodeRevisionV3 writes r as a format 3 revision (the tests' stores of
+// an older binary).
+func encodeRevisionV3(r revision) []byte {
+	return appendRevision(revFormatV3, r, r.fwd, r.prev, r.own)
+}
+
+func appendRevision(format byte, r revision, fwd, prev, own []byte) []byte {
+	b := make([]byte, 0, 24+len(r.rv)+len(r.manager)+len(r.op)+len(r.sub)+7*binary.MaxVarintLen64+len(fwd)+len(prev)+len(own))
+	b = append(b, format, byte(r.typ))
 	b = binary.BigEndian.AppendUint64(b, uint64(r.time))
 	for _, s := range []string{r.rv, r.manager, r.op, r.sub} {
 		b = appendString(b, s)
 	}
 	var flags byte
-	if r.fwd != nil {
+	if fwd != nil {
 		flags |= revHasFwd
 	}
-	if r.prev != nil {
+	if prev != nil {
 		flags |= revHasPrev
 		if r.prevWhole {
 			flags |= revPrevWhole
 		}
 	}
-	if r.own != nil {
+	if own != nil {
 		flags |= revHasOwn
 	}
 	b = append(b, flags)
-	if r.fwd != nil {
-		b = appendBytes(b, r.fwd)
+	if fwd != nil {
+		b = appendBytes(b, fwd)
 	}
-	if r.prev != nil {
-		b = appendBytes(b, r.prev)
+	if prev != nil {
+		b = appendBytes(b, prev)
 	}
-	return append(b, r.own...)
+	return append(b, own...)
 }
 
-// decodeRevision reads what encodeRevision wrote; its byte fields point
-// into v.
+// decodeRevision reads what encodeRevision (or encodeRevisionV3) wrote;
+// a format 3 revision's byte fields point into v.
 func decodeRevision(v []byte) (revision, error) {
 	if len(v) > 0 && (v[0] == 1 || v[0] == 2) {
 		return revision{}, errOldRevision
 	}
-	if len(v) < 11 || v[0] != revFormat {
+	if len(v) < 11 || (v[0] != revFormat && v[0] != revFormatV3) {
 		return revision{}, errCorrupt
 	}
 	r := revision{typ: query.ChangeType(v[1]), time: int64(binary.BigEndian.Uint64(v[2:10]))}
@@ -122,6 +146,18 @@ func decodeRevision(v []byte) (revision, error) {
 	}
 	if flags&revHasOwn != 0 {
 		r.own = rest
+	}
+	if v[0] == revFormat {
+		if r.prev != nil && r.prevWhole {
+			if r.prev, err = decompressState(r.prev); err != nil {
+				return revision{}, err
+			}
+		}
+		if r.own != nil {
+			if r.own, err = decompressState(r.own); err != nil {
+				return revision{}, err
+			}
+		}
 	}
 	return r, nil
 }

@@ -112,6 +112,12 @@ type Store struct {
 	// histBegun: the clusters whose history start (beginKey, history_retain.go) is known
 	// to be recorded.
 	histBegun map[string]bool
+	// histLegacy: writers write the history as the binary before its
+	// compact forms did (history_format.go), for the tests that read such
+	// a store.
+	histLegacy bool
+	// interned: the history's label sets known committed (history_labels.go)
+	interned *internCache
 }
 
 // Open opens or creates the store in dir.
@@ -164,7 +170,7 @@ func Open(o Options) (*Store, error) {
 		o.History.RetainInterval = time.Minute
 	}
 	s := &Store{db: db, log: o.Logger, flights: map[string]*flight{}, written: newKeyFilter(), fresh: map[string]bool{}, slabs: newSlabPools(),
-		noRelations: o.NoRelations, hist: o.History, histBegun: map[string]bool{}}
+		noRelations: o.NoRelations, hist: o.History, histBegun: map[string]bool{}, interned: newInternCache()}
 	if err := s.openValueIndex(withNameIndex(o.ValueIndex, o.NoRelations)); err != nil {
 		_ = db.Close()
 		return nil, err
@@ -355,6 +361,9 @@ func (p *prepared) Commit() <-chan error {
 	f := &flight{ov: p.w.ov, done: make(chan struct{}), next: p.s.db.NewTransaction(true)}
 	p.s.setFlight(p.w.cluster, f)
 	p.w.txn.CommitWith(func(err error) {
+		if err == nil {
+			p.w.committed()
+		}
 		p.w.slab.release()
 		f.err = err
 		close(f.done)

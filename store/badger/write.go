@@ -161,7 +161,7 @@ func (s *Store) newWriter(ctx context.Context, cluster string, prev *overlay, tx
 		txn = s.db.NewTransaction(true)
 	}
 	w := &writer{s: s, cluster: cluster, txn: txn, ov: newOverlay(), prev: prev, known: known,
-		hist: &histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery}}
+		hist: &histWriter{on: s.hist.enabled(), every: s.hist.SnapshotEvery, legacy: s.histLegacy}}
 	w.ov.hist = w.hist
 	return w, nil
 }
@@ -185,7 +185,11 @@ func (w *writer) commit(seq uint64) error {
 	if err := w.setCheckpoint(seq); err != nil {
 		return err
 	}
-	return w.txn.Commit()
+	if err := w.txn.Commit(); err != nil {
+		return err
+	}
+	w.committed()
+	return nil
 }
 
 // apply writes one event and records in it what it replaced (e.Prior).
@@ -312,7 +316,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 		return prior, err
 	}
 	if w.hist.on {
-		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head); err != nil {
+		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head, pre.ok && pre.u.metaHash == lh); err != nil {
 			return prior, err
 		}
 	}
