@@ -45,54 +45,17 @@ var (
 
 // extractPod is Extract of a Pod in namespace ns, or errFallback.
 func extractPod(ns string, obj []byte) (Relations, error) {
-	var r Relations
-	add := func(t EdgeType, group, kind, name string) {
-		if name == "" {
-			return
-		}
-		tns := ns
-		if ClusterScoped(group, kind) {
-			tns = ""
-		}
-		r.Refs = append(r.Refs, Ref{Type: t, Target: Target{Group: group, Kind: kind, Namespace: tns, Name: name}})
-	}
-	// ref reads {"<key>": "<name>"} at b[i] and adds a reference to it.
-	ref := func(keys []string, kind string) func(int, int) (int, error) {
-		return func(_, i int) (int, error) {
-			return members(obj, i, keys, nil, func(_, j int) (int, error) {
-				name, end, err := str(obj, j)
-				add(References, "", kind, name)
-				return end, err
-			})
-		}
-	}
+	p := podReader{b: obj, ns: ns, refs: make([]Ref, 0, 8)}
 	end, err := members(obj, 0, topKeys, nil, func(k, i int) (int, error) {
 		switch k {
 		case 0:
 			kind, end, err := str(obj, i)
-			r.Kind = kind
+			p.kind = kind
 			return end, err
 		case 1:
-			return members(obj, i, metaKeys, nil, func(k, i int) (int, error) {
-				if k == 0 {
-					_, end, err := str(obj, i)
-					return end, err
-				}
-				return elements(obj, i, func(i int) (int, error) {
-					var o [3]string
-					end, err := members(obj, i, ownerKeys, nil, func(k, i int) (int, error) {
-						s, end, err := str(obj, i)
-						o[k] = s
-						return end, err
-					})
-					if o[1] != "" {
-						add(Owner, groupOf(o[0]), o[1], o[2])
-					}
-					return end, err
-				})
-			})
+			return members(obj, i, metaKeys, nil, p.meta)
 		}
-		return podSpec(obj, i, add, ref)
+		return p.spec(i)
 	})
 	if err != nil {
 		return Relations{}, err
@@ -100,73 +63,125 @@ func extractPod(ns string, obj []byte) (Relations, error) {
 	if i := rawjson.SkipSpace(obj, end); i != len(obj) {
 		return Relations{}, errFallback
 	}
-	r.Refs = dedupe(r.Refs)
+	r := Relations{Kind: p.kind, Refs: dedupe(p.refs)}
+	if len(r.Refs) == 0 {
+		r.Refs = nil // as encoding/json's path leaves it
+	}
 	return r, nil
 }
 
-// podSpec reads a Pod's spec at obj[i].
-func podSpec(obj []byte, i int, add func(t EdgeType, group, kind, name string), ref func([]string, string) func(int, int) (int, error)) (int, error) {
-	return members(obj, i, podSpecKeys, otherSpecKeys, func(k, i int) (int, error) {
+// podReader is extractPod's state: the object, its namespace, and what
+// it read so far.
+type podReader struct {
+	b    []byte
+	ns   string
+	kind string
+	refs []Ref
+}
+
+func (p *podReader) add(t EdgeType, group, kind, name string) {
+	if name == "" {
+		return
+	}
+	tns := p.ns
+	if ClusterScoped(group, kind) {
+		tns = ""
+	}
+	p.refs = append(p.refs, Ref{Type: t, Target: Target{Group: group, Kind: kind, Namespace: tns, Name: name}})
+}
+
+// meta reads metadata's member k at b[i].
+func (p *podReader) meta(k, i int) (int, error) {
+	if k == 0 {
+		_, end, err := str(p.b, i)
+		return end, err
+	}
+	return elements(p.b, i, func(i int) (int, error) {
+		var o [3]string
+		end, err := members(p.b, i, ownerKeys, nil, func(k, i int) (int, error) {
+			s, end, err := str(p.b, i)
+			o[k] = s
+			return end, err
+		})
+		if o[1] != "" {
+			p.add(Owner, groupOf(o[0]), o[1], o[2])
+		}
+		return end, err
+	})
+}
+
+// ref reads {"<keys[0]>": "<name>"} at b[i] and adds a reference to the
+// kind's object of that name.
+func (p *podReader) ref(i int, keys []string, kind string) (int, error) {
+	return members(p.b, i, keys, nil, func(_, j int) (int, error) {
+		name, end, err := str(p.b, j)
+		p.add(References, "", kind, name)
+		return end, err
+	})
+}
+
+// cmOrSecret reads a {configMap..., secret...}-like object's member k (0:
+// a ConfigMap's reference, 1: a Secret's) at b[i].
+func (p *podReader) cmOrSecret(k, i int) (int, error) {
+	if k == 0 {
+		return p.ref(i, nameKeys, "ConfigMap")
+	}
+	return p.ref(i, nameKeys, "Secret")
+}
+
+// spec reads a Pod's spec at b[i].
+func (p *podReader) spec(i int) (int, error) {
+	b := p.b
+	return members(b, i, podSpecKeys, otherSpecKeys, func(k, i int) (int, error) {
 		switch k {
 		case 0, 1:
-			name, end, err := str(obj, i)
+			name, end, err := str(b, i)
 			if k == 0 {
-				add(References, "", "Node", name)
+				p.add(References, "", "Node", name)
 			} else {
-				add(References, "", "ServiceAccount", name)
+				p.add(References, "", "ServiceAccount", name)
 			}
 			return end, err
 		case 2:
-			return elements(obj, i, func(i int) (int, error) {
-				return members(obj, i, volumeKeys, nil, func(k, i int) (int, error) {
-					switch k {
-					case 0:
-						return ref(nameKeys, "ConfigMap")(0, i)
-					case 1:
-						return ref(secretKeys, "Secret")(0, i)
-					case 2:
-						return ref(claimKeys, "PersistentVolumeClaim")(0, i)
-					}
-					return members(obj, i, projKeys, nil, func(_, i int) (int, error) {
-						return elements(obj, i, func(i int) (int, error) {
-							return members(obj, i, sourceKeys, nil, func(k, i int) (int, error) {
-								if k == 0 {
-									return ref(nameKeys, "ConfigMap")(0, i)
-								}
-								return ref(nameKeys, "Secret")(0, i)
-							})
-						})
-					})
-				})
-			})
+			return elements(b, i, p.volume)
 		case 3, 4, 5:
-			return elements(obj, i, func(i int) (int, error) {
-				return members(obj, i, containerKeys, nil, func(k, i int) (int, error) {
-					if k == 0 {
-						return elements(obj, i, func(i int) (int, error) {
-							return members(obj, i, envFromKeys, nil, func(k, i int) (int, error) {
-								if k == 0 {
-									return ref(nameKeys, "ConfigMap")(0, i)
-								}
-								return ref(nameKeys, "Secret")(0, i)
-							})
-						})
-					}
-					return elements(obj, i, func(i int) (int, error) {
-						return members(obj, i, envKeys, nil, func(_, i int) (int, error) {
-							return members(obj, i, valueFromKeys, nil, func(k, i int) (int, error) {
-								if k == 0 {
-									return ref(nameKeys, "ConfigMap")(0, i)
-								}
-								return ref(nameKeys, "Secret")(0, i)
-							})
-						})
-					})
-				})
+			return elements(b, i, p.container)
+		}
+		return elements(b, i, func(i int) (int, error) { return p.ref(i, nameKeys, "Secret") })
+	})
+}
+
+// volume reads one element of spec.volumes at b[i].
+func (p *podReader) volume(i int) (int, error) {
+	return members(p.b, i, volumeKeys, nil, func(k, i int) (int, error) {
+		switch k {
+		case 0:
+			return p.ref(i, nameKeys, "ConfigMap")
+		case 1:
+			return p.ref(i, secretKeys, "Secret")
+		case 2:
+			return p.ref(i, claimKeys, "PersistentVolumeClaim")
+		}
+		return members(p.b, i, projKeys, nil, func(_, i int) (int, error) {
+			return elements(p.b, i, func(i int) (int, error) {
+				return members(p.b, i, sourceKeys, nil, p.cmOrSecret)
+			})
+		})
+	})
+}
+
+// container reads one container at b[i]: its envFrom and env.
+func (p *podReader) container(i int) (int, error) {
+	return members(p.b, i, containerKeys, nil, func(k, i int) (int, error) {
+		if k == 0 {
+			return elements(p.b, i, func(i int) (int, error) {
+				return members(p.b, i, envFromKeys, nil, p.cmOrSecret)
 			})
 		}
-		return elements(obj, i, func(i int) (int, error) {
-			return ref(nameKeys, "Secret")(0, i)
+		return elements(p.b, i, func(i int) (int, error) {
+			return members(p.b, i, envKeys, nil, func(_, i int) (int, error) {
+				return members(p.b, i, valueFromKeys, nil, p.cmOrSecret)
+			})
 		})
 	})
 }

@@ -81,7 +81,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		if doc, kind, uid, err = relDoc(obj, spec); err != nil {
 			return err // checked by the materializer: not reached
 		}
-		h = fnv1a(fnv1a(fnvOffset, gr.String()), string(doc))
+		h = fnv1aBytes(fnv1a(fnvOffset, gr.String()), doc)
 		if !kindKnown && kind != "" {
 			if err := w.set(kindKey(gvr.Group, kind), encodeKind(gvr, ns == "")); err != nil {
 				return err
