@@ -109,7 +109,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		}
 	}
 	var rel relations.Relations
-	var nv []byte
+	var nv, sel []byte
 	if read {
 		var err error
 		if rel, err = relations.Extract(gr, ns, doc); err != nil {
@@ -120,7 +120,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 			rel = relations.Relations{}
 		}
 		// Kept even when empty: the hash spares the next update a decode.
-		if nv, err = encodeRelations(head, rel); err != nil {
+		if nv, sel, err = encodeRelations(head, rel); err != nil {
 			return err
 		}
 	}
@@ -134,7 +134,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		w.rels()[string(fkey)] = relState{gone: true}
 		return w.del(fkey)
 	}
-	if err := w.rewriteEdges(gvr, ns, name, old, nv); err != nil {
+	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, rel.Refs, sel); err != nil {
 		return err
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
