@@ -78,10 +78,10 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 	var kind, uid string
 	if read {
 		var err error
-		if doc, kind, uid, err = relDoc(obj, spec); err != nil {
+		if doc, kind, uid, err = w.relDoc.build(obj, spec); err != nil {
 			return err // checked by the materializer: not reached
 		}
-		h = fnv1a(fnv1a(fnvOffset, gr.String()), string(doc))
+		h = fnv1aBytes(fnv1a(fnvOffset, gr.String()), doc)
 		if !kindKnown && kind != "" {
 			if err := w.set(kindKey(gvr.Group, kind), encodeKind(gvr, ns == "")); err != nil {
 				return err
@@ -109,7 +109,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		}
 	}
 	var rel relations.Relations
-	var nv []byte
+	var nv, sel []byte
 	if read {
 		var err error
 		if rel, err = relations.Extract(gr, ns, doc); err != nil {
@@ -120,7 +120,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 			rel = relations.Relations{}
 		}
 		// Kept even when empty: the hash spares the next update a decode.
-		if nv, err = encodeRelations(head, rel); err != nil {
+		if nv, sel, err = encodeRelations(head, rel); err != nil {
 			return err
 		}
 	}
@@ -134,7 +134,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		w.rels()[string(fkey)] = relState{gone: true}
 		return w.del(fkey)
 	}
-	if err := w.rewriteEdges(gvr, ns, name, old, nv); err != nil {
+	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, rel.Refs, sel); err != nil {
 		return err
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
@@ -151,8 +151,21 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 // It also returns the object's kind and metadata.uid (what a Related node
 // shows), read on the way.
 func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {
-	var kindV, owners, spec []byte
-	var seenKind, seenMeta, seenSpec bool
+	var b relDocBuf
+	return b.build(obj, withSpec)
+}
+
+// relDocBuf holds the buffers relDoc builds in, which a writer reuses
+// from one object to the next: the document is read (hashed, extracted)
+// before the next is built, and nothing keeps it. Allocating them for
+// every object was a third of what relDoc cost an initial load.
+type relDocBuf struct{ doc, spec []byte }
+
+// build is relDoc, in b's buffers.
+func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {
+	var kindV, owners []byte
+	spec := b.spec[:0]
+	var seenKind, seenMeta, seenSpec, hasSpec bool
 	_, err = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
 		var end int
 		var err error
@@ -165,8 +178,9 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 			seenSpec = true
 			if withSpec && m.ValueStart < len(obj) && obj[m.ValueStart] == '{' {
 				spec, end, err = appendSpec(spec[:0], obj, m.ValueStart)
+				hasSpec = true
 			} else {
-				spec = nil
+				hasSpec = false
 				end, err = rawjson.SkipValue(obj, m.ValueStart)
 			}
 		case "metadata":
@@ -194,10 +208,11 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 		}
 		return end, nil
 	})
+	b.spec = spec
 	if err != nil && !errors.Is(err, errStopScan) {
 		return nil, "", "", err
 	}
-	doc = append(doc, `{"kind":`...)
+	doc = append(b.doc[:0], `{"kind":`...)
 	if len(kindV) > 0 && kindV[0] == '"' {
 		doc = append(doc, kindV...)
 		kind, _ = rawjson.String(kindV)
@@ -207,18 +222,33 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 	if len(owners) > 0 && owners[0] == '[' {
 		doc = append(append(append(doc, `,"metadata":{"ownerReferences":`...), owners...), '}')
 	}
-	if spec != nil {
+	if hasSpec {
 		doc = append(append(doc, `,"spec":`...), spec...)
 	}
-	return append(doc, '}'), kind, uid, nil
+	doc = append(doc, '}')
+	b.doc = doc
+	return doc, kind, uid, nil
 }
 
-// specMembers are the spec members relations.Extract reads; containers
-// (the bulk of a Pod's spec) are kept as their envFrom and env alone.
-var specMembers = map[string]bool{"selector": true, "podSelector": true, "nodeName": true, "serviceAccountName": true,
-	"volumes": true, "imagePullSecrets": true, "volumeName": true, "defaultBackend": true, "rules": true, "scaleTargetRef": true}
+// isSpecMember reports whether key is a spec member relations.Extract
+// reads; containers (the bulk of a Pod's spec) are kept as their envFrom
+// and env alone.
+func isSpecMember(key []byte) bool {
+	switch string(key) {
+	case "selector", "podSelector", "nodeName", "serviceAccountName", "volumes", "imagePullSecrets",
+		"volumeName", "defaultBackend", "rules", "scaleTargetRef":
+		return true
+	}
+	return false
+}
 
-var containerLists = map[string]bool{"containers": true, "initContainers": true, "ephemeralContainers": true}
+func isContainerList(key []byte) bool {
+	switch string(key) {
+	case "containers", "initContainers", "ephemeralContainers":
+		return true
+	}
+	return false
+}
 
 // appendSpec appends to doc the members of the spec object at b[i] that
 // relations read, and returns the offset past the spec: a Pod's spec
@@ -226,26 +256,27 @@ var containerLists = map[string]bool{"containers": true, "initContainers": true,
 func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 	doc = append(doc, '{')
 	first := true
-	member := func(key, v []byte) {
+	key := func(k []byte) {
 		if !first {
 			doc = append(doc, ',')
 		}
 		first = false
-		doc = append(append(append(append(doc, '"'), key...), `":`...), v...)
+		doc = append(append(append(doc, '"'), k...), `":`...)
 	}
 	end, err := rawjson.EachMember(b, i, func(m rawjson.Member) (int, error) {
 		switch {
-		case specMembers[string(m.Key)]:
+		case isSpecMember(m.Key):
 			end, err := rawjson.SkipValue(b, m.ValueStart)
 			if err == nil {
-				member(m.Key, b[m.ValueStart:end])
+				key(m.Key)
+				doc = append(doc, b[m.ValueStart:end]...)
 			}
 			return end, err
-		case containerLists[string(m.Key)] && m.ValueStart < len(b) && b[m.ValueStart] == '[':
-			out, end, err := containerRefs(b, m.ValueStart)
-			if err == nil {
-				member(m.Key, out)
-			}
+		case isContainerList(m.Key) && m.ValueStart < len(b) && b[m.ValueStart] == '[':
+			key(m.Key)
+			var end int
+			var err error
+			doc, end, err = containerRefs(doc, b, m.ValueStart)
 			return end, err
 		}
 		return rawjson.SkipValue(b, m.ValueStart)
@@ -253,10 +284,10 @@ func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 	return append(doc, '}'), end, err
 }
 
-// containerRefs is the containers array at b[i] with each container's
-// envFrom and env only, and the offset past the array.
-func containerRefs(b []byte, i int) ([]byte, int, error) {
-	out := []byte{'['}
+// containerRefs appends to out the containers array at b[i] with each
+// container's envFrom and env only, and returns the offset past the array.
+func containerRefs(out, b []byte, i int) ([]byte, int, error) {
+	out = append(out, '[')
 	i = rawjson.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
 		return append(out, ']'), i + 1, nil

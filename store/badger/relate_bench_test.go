@@ -35,3 +35,40 @@ func BenchmarkApplyRelations(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLoadRelations is an initial load: 15,000 benchdata Pods into an
+// empty store, in batches of 1,000, with the relationship index and
+// without it (what bench-relations' load ratio compares, without NATS or
+// the reads). Opening, the events and closing are not timed. Profile one
+// arm at a time: go test -bench 'LoadRelations/relations=true'
+// -cpuprofile ...
+func BenchmarkLoadRelations(b *testing.B) {
+	const pods = 15000
+	for _, with := range []bool{true, false} {
+		b.Run(fmt.Sprintf("relations=%v", with), func(b *testing.B) {
+			for n := 0; n < b.N; n++ {
+				b.StopTimer()
+				s, err := Open(Options{Dir: b.TempDir(), NoRelations: !with, ValueLogGCInterval: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				evs := make([]feed.Event, pods)
+				for i := range evs {
+					evs[i] = feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)}
+				}
+				b.StartTimer()
+				for i := 0; i < pods; i += 1000 {
+					if err := s.Apply(context.Background(), "c1", evs[i:i+1000], evs[i+999].Seq); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*pods), "us/Pod")
+		})
+	}
+}

@@ -33,7 +33,7 @@ var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'o', relations.Refe
 // relHeader is an E/ value's header. Each part is self-delimiting, so an
 // old value that starts with the header has this header.
 func relHeader(h uint64, kind, uid string, lbls map[string]string) []byte {
-	b := make([]byte, 0, 8+len(kind)+len(uid)+labelsLen(lbls)+2*binary.MaxVarintLen64+96)
+	b := make([]byte, 0, 8+len(kind)+len(uid)+labelsLen(lbls)+2*binary.MaxVarintLen64)
 	b = binary.BigEndian.AppendUint64(b, h)
 	b = appendString(appendString(b, kind), uid)
 	return appendLabels(b, lbls)
@@ -63,27 +63,33 @@ func cutRelHeader(b []byte, withLabels bool) (relHead, []byte, error) {
 	return hd, b, err
 }
 
-// encodeRelations is an E/ value: head (relHeader), then rel's edges.
-func encodeRelations(head []byte, rel relations.Relations) ([]byte, error) {
-	b := binary.AppendUvarint(head, uint64(len(rel.Refs)))
+// encodeRelations is an E/ value: head (relHeader), then rel's edges; sel
+// is the selector's JSON at its end (empty: none).
+func encodeRelations(head []byte, rel relations.Relations) (v, sel []byte, err error) {
+	n := len(head) + binary.MaxVarintLen64
+	for _, r := range rel.Refs {
+		n += 1 + len(r.Target.Group) + len(r.Target.Kind) + len(r.Target.Namespace) + len(r.Target.Name) + 4*binary.MaxVarintLen64
+	}
+	b := binary.AppendUvarint(append(make([]byte, 0, n), head...), uint64(len(rel.Refs)))
 	for _, r := range rel.Refs {
 		c, ok := edgeCodes[r.Type]
 		if !ok {
-			return nil, fmt.Errorf("edge type %q cannot be stored", r.Type)
+			return nil, nil, fmt.Errorf("edge type %q cannot be stored", r.Type)
 		}
 		b = append(b, c)
 		for _, s := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
 			b = appendString(b, s)
 		}
 	}
-	if rel.Selector != nil {
-		sel, err := json.Marshal(rel.Selector)
-		if err != nil {
-			return nil, err
-		}
-		b = append(b, sel...)
+	if rel.Selector == nil {
+		return b, nil, nil
 	}
-	return b, nil
+	js, err := json.Marshal(rel.Selector)
+	if err != nil {
+		return nil, nil, err
+	}
+	b = append(b, js...)
+	return b, b[len(b)-len(js):], nil
 }
 
 // decodeRelations reads a whole E/ value's edges.
@@ -176,18 +182,12 @@ func cutReverseValue(v []byte) (kind, uid string, ok bool, err error) {
 }
 
 // rewriteEdges replaces the R/ and Q/ entries of the E/ value old (nil:
-// none) by those of nv, writing only what differs: an update that changes
-// what the relations are read from but not the edges nor the kind and
-// uid (a container's image, a Pod's labels) writes no R/ or Q/ key.
-func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old, nv []byte) error {
-	hd, rest, err := cutRelHeader(nv, false)
-	if err != nil {
-		return err
-	}
-	refs, sel, err := cutRefs(rest)
-	if err != nil {
-		return err
-	}
+// none) by those of the new value: its header's kind and uid, its refs and
+// its selector's JSON (empty: none), as relate has them, not read back
+// from the value it encoded. It writes only what differs: an update that
+// changes what the relations are read from but not the edges nor the kind
+// and uid (a container's image, a Pod's labels) writes no R/ or Q/ key.
+func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, sel []byte) error {
 	var oldRefs []relations.Ref
 	var oldSel []byte
 	sameSource := false
@@ -199,7 +199,7 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 		if err != nil {
 			return fmt.Errorf("relations of %s %s/%s: %w", gvr, ns, name, err)
 		}
-		sameSource = ohd.kind == hd.kind && ohd.uid == hd.uid
+		sameSource = ohd.kind == kind && ohd.uid == uid
 	}
 	for _, r := range oldRefs {
 		if !slices.Contains(refs, r) {
@@ -212,7 +212,7 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 	for _, r := range refs {
 		if !sameSource || !slices.Contains(oldRefs, r) {
 			if rv == nil {
-				rv = reverseValue(hd.kind, hd.uid)
+				rv = reverseValue(kind, uid)
 			}
 			if err := w.set(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name), rv); err != nil {
 				return err

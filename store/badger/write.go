@@ -94,6 +94,8 @@ type writer struct {
 	// writer would keep the writer alive, its prev overlay with it, and
 	// so every overlay (and object JSON) the store ever wrote.
 	hist *histWriter
+	// relDoc: the buffers relate builds its documents in (relate.go).
+	relDoc relDocBuf
 }
 
 func (w *writer) set(k, v []byte) error {

@@ -8,7 +8,10 @@
 //     applied in batches of 1,000 into a store keeping relations and into
 //     one without them (badger.Options.NoRelations), alternating
 //     FV_REL_ROUNDS times; then every Pod is updated (a status change: its
-//     relations unchanged). Apply rates and their ratio (target >= 0.85).
+//     relations unchanged). Apply rates and their ratio (target >= 0.85),
+//     and the process's CPU time per object in each arm (steadier than
+//     the rates on a loaded machine). FV_REL_APPLYPROFILE=<prefix> writes
+//     a CPU profile of each arm's applies in the last round.
 //  2. On the store with relations: Related of one Deployment, depth 3
 //     (Deployment -> ReplicaSet -> Pods -> Service, ConfigMaps, Node,
 //     ServiceAccount, the copies in the other clusters, and what else
@@ -195,6 +198,11 @@ func run() error {
 
 	// 1. Apply rates, with relations against without, alternating.
 	rates := map[bool]*[2][]float64{true: {}, false: {}}
+	// The process's CPU time per object, each arm's: on a loaded machine
+	// wall-clock rates vary between rounds by more than the margin, CPU
+	// time far less. Badger's background work (flushes, compactions) is
+	// counted in whichever phase it runs.
+	cpus := map[bool]*[2][]float64{true: {}, false: {}}
 	for r := range rounds {
 		// The arms swap places every round: the second meets the first's
 		// close and removal on the disk.
@@ -211,22 +219,42 @@ func run() error {
 			if err != nil {
 				return err
 			}
-			var load, update time.Duration
+			// FV_REL_APPLYPROFILE=<prefix>: a CPU profile of each arm's
+			// applies in the last round, <prefix>-with.prof and
+			// <prefix>-without.prof.
+			stopProfile := func() {}
+			if prefix := os.Getenv("FV_REL_APPLYPROFILE"); prefix != "" && r == rounds-1 {
+				pf, err := os.Create(fmt.Sprintf("%s-%s.prof", prefix, map[bool]string{true: "with", false: "without"}[with]))
+				if err != nil {
+					return err
+				}
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				stopProfile = func() { pprof.StopCPUProfile(); pf.Close() }
+			}
+			var load, update, loadCPU, updateCPU time.Duration
 			for c := range clusters {
 				var seq uint64
+				c0 := cpuTime()
 				d, err := apply(s, names[c], loads[c], &seq)
 				if err != nil {
 					return err
 				}
-				load += d
+				c1 := cpuTime()
+				load, loadCPU = load+d, loadCPU+c1-c0
 				if d, err = apply(s, names[c], updates[c], &seq); err != nil {
 					return err
 				}
-				update += d
+				update, updateCPU = update+d, updateCPU+cpuTime()-c1
 			}
+			stopProfile()
 			rates[with][0] = append(rates[with][0], float64(total)/load.Seconds())
 			rates[with][1] = append(rates[with][1], float64(pods*clusters)/update.Seconds())
-			fmt.Printf("  round %d relations=%v: load %.0f objects/s, update %.0f Pods/s\n", r+1, with, float64(total)/load.Seconds(), float64(pods*clusters)/update.Seconds())
+			cpus[with][0] = append(cpus[with][0], float64(loadCPU.Microseconds())/float64(total))
+			cpus[with][1] = append(cpus[with][1], float64(updateCPU.Microseconds())/float64(pods*clusters))
+			fmt.Printf("  round %d relations=%v: load %.0f objects/s (CPU %.1f us/object), update %.0f Pods/s (CPU %.1f us/Pod)\n", r+1, with,
+				float64(total)/load.Seconds(), float64(loadCPU.Microseconds())/float64(total), float64(pods*clusters)/update.Seconds(), float64(updateCPU.Microseconds())/float64(pods*clusters))
 			if with && r == rounds-1 {
 				kept = s
 				defer os.RemoveAll(dir)
@@ -242,6 +270,8 @@ func run() error {
 	for i, what := range []string{"load", "update"} {
 		w, wo := median(rates[true][i]), median(rates[false][i])
 		fmt.Printf("apply %s: with relations %.0f/s, without %.0f/s: ratio %.2f (target >= 0.85)\n", what, w, wo, w/wo)
+		cw, cwo := median(cpus[true][i]), median(cpus[false][i])
+		fmt.Printf("apply %s CPU: with relations %.1f us, without %.1f us per object: ratio (without/with) %.2f\n", what, cw, cwo, cwo/cw)
 	}
 	return reads(kept, f, names, pods, clusters, queries)
 }
