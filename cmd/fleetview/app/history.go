@@ -30,6 +30,11 @@ type HistoryOptions struct {
 	// stream before the materializer records each. 0:
 	// stream.DefaultHistoryDepth (options built in code).
 	StreamDepth int
+	// RetainInterval is how often the store removes what fell out of the
+	// window; 0: the store's default (a minute). No flag: options built
+	// in code set it, so that a test whose window must pass waits
+	// seconds for the removal, not up to a minute.
+	RetainInterval time.Duration
 }
 
 // AddFlags registers the flags.
@@ -52,6 +57,9 @@ func (o *HistoryOptions) Validate() []error {
 	if o.StreamDepth < 0 || o.StreamDepth > stream.MaxHistoryDepth {
 		errs = append(errs, fmt.Errorf("%w: --history-stream-depth %d: must be between 0 and %d", ErrInvalidOptions, o.StreamDepth, stream.MaxHistoryDepth))
 	}
+	if o.RetainInterval < 0 {
+		errs = append(errs, fmt.Errorf("%w: history RetainInterval %s: must not be negative (the store would never remove what falls out of the window)", ErrInvalidOptions, o.RetainInterval))
+	}
 	return errs
 }
 
@@ -73,7 +81,7 @@ func (o HistoryOptions) badger() badger.HistoryOptions {
 	if !o.on() {
 		return badger.HistoryOptions{}
 	}
-	return badger.HistoryOptions{Retention: o.Retention, MaxBytes: o.MaxBytes}
+	return badger.HistoryOptions{Retention: o.Retention, MaxBytes: o.MaxBytes, RetainInterval: o.RetainInterval}
 }
 
 // on: history is asked for and has room.

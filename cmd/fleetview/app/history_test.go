@@ -63,3 +63,37 @@ func TestHistoryOptions(t *testing.T) {
 		})
 	}
 }
+
+// RetainInterval has no flag: options built in code set it, and the
+// store gets it as they set it; a negative one (the store's "no loop")
+// is refused, since serve never removes what falls out of the window
+// by hand.
+func TestHistoryRetainInterval(t *testing.T) {
+	cases := []struct {
+		name     string
+		interval time.Duration
+		wantErr  bool
+	}{
+		{"0: the store's default", 0, false},
+		{"a second", time.Second, false},
+		{"negative", -time.Second, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := HistoryOptions{Enabled: true, Retention: time.Hour, MaxBytes: 1 << 20, RetainInterval: tc.interval}
+			errs := o.Validate()
+			if tc.wantErr {
+				if len(errs) != 1 || !errors.Is(errs[0], ErrInvalidOptions) || !strings.Contains(errs[0].Error(), "RetainInterval -1s") {
+					t.Fatalf("errors %v, want one naming RetainInterval -1s", errs)
+				}
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatalf("errors %v", errs)
+			}
+			if got := o.badger().RetainInterval; got != tc.interval {
+				t.Errorf("the store's RetainInterval %s, want %s", got, tc.interval)
+			}
+		})
+	}
+}
