@@ -41,20 +41,8 @@ func TestHistoryBytesPerChange(t *testing.T) {
 				name += ", older binary"
 			}
 			t.Run(name, func(t *testing.T) {
-				s, _ := openHistory(t, HistoryOptions{})
-				s.histLegacy = legacy
+				s, evs, before := addPods(t, legacy, pods)
 				ctx := context.Background()
-				var evs []feed.Event
-				for i := range pods {
-					evs = append(evs, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)})
-				}
-				if err := s.Apply(ctx, "c1", evs, pods); err != nil {
-					t.Fatal(err)
-				}
-				before, err := s.historyBytes()
-				if err != nil {
-					t.Fatal(err)
-				}
 				// An add's revision holds no state: the object's record is it.
 				if add := before / pods; add > 420 && !legacy {
 					t.Errorf("%d bytes of history per add, want at most 420", add)
@@ -107,20 +95,8 @@ func TestHistoryBytesPerChangeAmortized(t *testing.T) {
 
 func bytesPerChangeAmortized(t *testing.T, legacy bool, limit int64) {
 	const pods, changes = 100, 32
-	s, _ := openHistory(t, HistoryOptions{})
-	s.histLegacy = legacy
+	s, evs, before := addPods(t, legacy, pods)
 	ctx := context.Background()
-	var evs []feed.Event
-	for i := range pods {
-		evs = append(evs, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)})
-	}
-	if err := s.Apply(ctx, "c1", evs, pods); err != nil {
-		t.Fatal(err)
-	}
-	before, err := s.historyBytes()
-	if err != nil {
-		t.Fatal(err)
-	}
 	seq := uint64(pods)
 	for c := range changes {
 		evs = evs[:0]
@@ -146,4 +122,25 @@ func bytesPerChangeAmortized(t *testing.T, legacy bool, limit int64) {
 	if limit > 0 && per > limit {
 		t.Errorf("%d bytes per change, want at most %d", per, limit)
 	}
+}
+
+// addPods opens a store keeping history (in an older binary's forms when
+// legacy), adds n benchdata Pods to cluster c1, and returns the events
+// and the history bytes they cost.
+func addPods(t *testing.T, legacy bool, n int) (*Store, []feed.Event, int64) {
+	t.Helper()
+	s, _ := openHistory(t, HistoryOptions{})
+	s.histLegacy = legacy
+	var evs []feed.Event
+	for i := range n {
+		evs = append(evs, feed.Event{Seq: uint64(i + 1), Event: benchdata.Event("c1", i, 1)})
+	}
+	if err := s.Apply(context.Background(), "c1", evs, uint64(n)); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.historyBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, evs, before
 }

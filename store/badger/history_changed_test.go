@@ -288,18 +288,7 @@ func TestHistoryAsOfReadsOwnChanges(t *testing.T) {
 // familyKeys counts the keys of a family.
 func familyKeys(t *testing.T, s *Store, family byte) int {
 	t.Helper()
-	n := 0
-	if err := s.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{family, sep}})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return storedKeys(t, s, []byte{family, sep})
 }
 
 // TestHistoryChangedLimited: an as-of list limited to a cluster or a
