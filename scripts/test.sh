@@ -129,7 +129,7 @@ fuzz_targets='
 ./internal/kubepath FuzzCanonical 8
 ./internal/relations FuzzExtractPod 6
 '
-log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, and the Kubernetes API path the hub judges against the one the member executes (about 74 s)"
+log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, the Kubernetes API path the hub judges against the one the member executes, and a Pod's relation fields (about 82 s)"
 while read -r pkg target secs; do
 	[ -n "$pkg" ] || continue
 	echo "fuzz $pkg $target (${secs}s)"
