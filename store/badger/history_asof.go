@@ -38,13 +38,29 @@ func uidsOf(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, ns, n
 // prefetch: the family's next values are other objects').
 type histIters struct {
 	names, revs *bdg.Iterator
+	// allPacked: the store's r/ keys all have the packed uid form
+	// (packedRevsKey), read once for the snapshot, not per object.
+	allPacked bool
 }
 
 func newHistIters(txn *bdg.Txn) *histIters {
+	// A failed read leaves allPacked false: both forms are then sought,
+	// which costs a seek, never an answer.
+	_, err := txn.Get(packedRevsKey)
 	return &histIters{
-		names: txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'n', sep}}),
-		revs:  txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'r', sep}}),
+		names:     txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'n', sep}}),
+		revs:      txn.NewIterator(bdg.IteratorOptions{Prefix: []byte{'r', sep}}),
+		allPacked: err == nil,
 	}
+}
+
+// textRevPrefix is textRevPrefix (history_format.go) with the store's
+// form read once.
+func (h *histIters) textRevPrefix(cluster string, g schema.GroupVersionResource, uid string) []byte {
+	if h.allPacked || packUID(uid) == nil {
+		return nil
+	}
+	return textRevPrefixOf(cluster, g, uid)
 }
 
 func (h *histIters) close() {
@@ -122,10 +138,7 @@ const (
 func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector) ([]byte, atFound, error) {
 	// An older binary's revisions (the uid as text) come before the
 	// packed ones: both are read, in that order (scanRevisions).
-	text, err := textRevPrefix(txn, cluster, gvr, uid)
-	if err != nil {
-		return nil, atAbsent, err
-	}
+	text := h.textRevPrefix(cluster, gvr, uid)
 	it := h.revs
 	// at is the revision in force at t, then the newer ones its state is
 	// patched back from.

@@ -138,7 +138,7 @@ func textRevPrefix(txn *bdg.Txn, cluster string, g schema.GroupVersionResource, 
 	} else if !errors.Is(err, bdg.ErrKeyNotFound) {
 		return nil, err
 	}
-	return append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep), nil
+	return textRevPrefixOf(cluster, g, uid), nil
 }
 
 // scanRevisions calls fn with the uid's revisions from seq from on, in

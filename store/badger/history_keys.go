@@ -19,7 +19,12 @@ func revKey(cluster string, g schema.GroupVersionResource, uid string, seq uint6
 
 // textRevKey is revKey with the uid as text, as an older binary wrote it.
 func textRevKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep), seq)
+	return binary.BigEndian.AppendUint64(textRevPrefixOf(cluster, g, uid), seq)
+}
+
+// textRevPrefixOf is revPrefix with the uid as text.
+func textRevPrefixOf(cluster string, g schema.GroupVersionResource, uid string) []byte {
+	return append(join("r", cluster, g.Group, g.Version, g.Resource, uid), sep)
 }
 
 func feedPrefix(cluster string, g schema.GroupVersionResource) []byte {
