@@ -113,6 +113,11 @@ type Collector struct {
 	// awaiting: a resource waits for NATS to be reachable again to relist
 	// (reconnect.go).
 	awaiting atomic.Bool
+	// inflight maps each unacknowledged watch publish (*nats.Msg) to the
+	// event it belongs to (*ackEntry), so its outcome moves the scope's
+	// acknowledged resourceVersion (resume.go). A list's publishes are
+	// not in it: a failed list relists.
+	inflight sync.Map
 	// pacer keeps the unacknowledged publishes to what the hub
 	// acknowledges within its target latency.
 	pacer   *pacer
@@ -227,7 +232,12 @@ func New(cfg Config) (*Collector, error) {
 	c.info = c.baseInfo()
 	jsOpts := []jetstream.JetStreamOpt{
 		jetstream.WithPublishAsyncErrHandler(c.onPublishError),
-		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) { c.pacer.done(msg, false) }),
+		jetstream.WithPublishAsyncAckHandler(func(_ jetstream.JetStream, msg *nats.Msg, _ *jetstream.PubAck) {
+			c.pacer.done(msg, false)
+			if e, ok := c.inflight.LoadAndDelete(msg); ok {
+				e.(*ackEntry).resolve(true)
+			}
+		}),
 		// The most unacknowledged publishes; the pacer keeps them to
 		// what the hub acknowledges within pacerTarget. With 4,096, a
 		// registry applied to 2,000 clusters of 500 objects put all 1M
@@ -357,8 +367,19 @@ func (c *Collector) publish(ctx context.Context, msg *nats.Msg) error {
 	if err := c.pacer.acquire(ctx, msg); err != nil {
 		return fmt.Errorf("publish %s: %w", msg.Subject, err)
 	}
+	e := ackEntryFrom(ctx)
+	if e != nil {
+		e.add(msg)
+		c.inflight.Store(msg, e)
+	}
 	_, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(c.cfg.PublishAckTimeout))
 	if err != nil {
+		if e != nil {
+			// Failed at once (past the reconnect buffer, say): it must
+			// not count as acknowledged, and the watch resumes.
+			c.inflight.Delete(msg)
+			e.resolve(false)
+		}
 		c.pacer.abandon(msg)
 		c.m.publishErrors.Add(1)
 		return fmt.Errorf("publish %s: %w", msg.Subject, err)
@@ -407,6 +428,22 @@ func (c *Collector) awaitAcks(ctx context.Context) error {
 	}
 }
 
+// awaitConnected returns once the NATS connection is up, or ctx ended.
+func (c *Collector) awaitConnected(ctx context.Context) error {
+	t := time.NewTicker(reconnectPoll)
+	defer t.Stop()
+	for c.cfg.NATS != nil && !c.cfg.NATS.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+func (c *Collector) ackTimeout() time.Duration { return c.cfg.PublishAckTimeout }
+
 // maxPayload is the largest message the connected server accepts.
 func (c *Collector) maxPayload() int64 { return c.cfg.NATS.MaxPayload() }
 
@@ -434,6 +471,10 @@ func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err err
 	if perr != nil || ps.Control {
 		return
 	}
+	var e *ackEntry
+	if v, ok := c.inflight.LoadAndDelete(msg); ok {
+		e = v.(*ackEntry)
+	}
 	c.mu.Lock()
 	r := c.running[ps.GVR]
 	c.mu.Unlock()
@@ -443,10 +484,14 @@ func (c *Collector) onPublishError(_ jetstream.JetStream, msg *nats.Msg, err err
 		c.m.quotaRefused.Add(1)
 		c.log.Error("publish refused: the cluster's stream is full; its objects are cached incompletely until the hub's --stream-max-bytes is raised or registries select fewer objects",
 			"stream", stream.StreamName(c.cfg.Cluster), "subject", msg.Subject, "err", qe)
+	} else if e != nil {
+		c.log.Warn("publish not acknowledged; the watch resumes from its last acknowledged resourceVersion", "subject", msg.Subject, "err", err)
 	} else {
 		c.log.Warn("publish not acknowledged; relisting", "subject", msg.Subject, "err", err)
 	}
 	if r != nil {
-		r.rs.publishFailed(ps.UID, msg.Header, err)
+		r.rs.publishFailed(ps.UID, msg.Header, err, e)
+	} else if e != nil {
+		e.resolve(false)
 	}
 }

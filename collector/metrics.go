@@ -17,6 +17,11 @@ import (
 // PrometheusCollector exports the same values.
 type metrics struct {
 	upserts, tombstones, unchanged, refused, publishErrors, relists atomic.Int64
+	// resumes: watches resumed from their last acknowledged
+	// resourceVersion after a failed publish (resume.go); resumeExpired:
+	// those the member answered 410 Gone, which relisted, coalescing the
+	// changes since that resourceVersion.
+	resumes, resumeExpired atomic.Int64
 	// quotaRefused: publishes the stream refused for its byte quota (also
 	// counted in publishErrors).
 	quotaRefused atomic.Int64
@@ -81,6 +86,8 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 		publishErrors:   d("fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (each leads to a relist)."),
 		quotaRefused:    d("fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes)."),
 		relists:         d("fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error)."),
+		resumes:         d("fleetview_collector_watch_resumes_total", "Watches resumed from their last acknowledged resourceVersion after a publish failed (a NATS outage), so the member replays every change since."),
+		resumeExpired:   d("fleetview_collector_resume_expired_total", "Resumes the member refused with 410 Gone (the last acknowledged resourceVersion left its watch window): the resource relisted, and its changes since that resourceVersion reached the stream as one state each."),
 		hubQuotaRefused: d("fleetview_collector_hub_quota_refused_total", hubQuotaHelp),
 		window:          d("fleetview_collector_publish_window", "Publishes the collector may leave unacknowledged now: it shrinks while the hub acknowledges slower than its target latency (1 s) and grows back, up to 256."),
 		// Per resource the registries select, never per object.
@@ -91,12 +98,13 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 type promCollector struct {
 	c                                                                                              *Collector
 	upserts, tombstones, unchanged, refused, publishErrors, quotaRefused, hubQuotaRefused, relists *prometheus.Desc
+	resumes, resumeExpired                                                                         *prometheus.Desc
 	objects, window                                                                                *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (p *promCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.hubQuotaRefused, p.relists, p.objects, p.window} {
+	for _, d := range []*prometheus.Desc{p.upserts, p.tombstones, p.unchanged, p.refused, p.publishErrors, p.quotaRefused, p.hubQuotaRefused, p.relists, p.resumes, p.resumeExpired, p.objects, p.window} {
 		ch <- d
 	}
 }
@@ -111,7 +119,7 @@ func (p *promCollector) Collect(ch chan<- prometheus.Metric) {
 		{p.upserts, m.upserts.Load()}, {p.tombstones, m.tombstones.Load()}, {p.unchanged, m.unchanged.Load()},
 		{p.refused, m.refused.Load()}, {p.publishErrors, m.publishErrors.Load()}, {p.quotaRefused, m.quotaRefused.Load()},
 		{p.hubQuotaRefused, m.hubQuotaRefused.Load()},
-		{p.relists, m.relists.Load()},
+		{p.relists, m.relists.Load()}, {p.resumes, m.resumes.Load()}, {p.resumeExpired, m.resumeExpired.Load()},
 	} {
 		ch <- prometheus.MustNewConstMetric(v.d, prometheus.CounterValue, float64(v.n))
 	}

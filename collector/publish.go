@@ -32,8 +32,9 @@ import (
 // that moment). The relist after the reconnection still repairs a
 // publish lost in flight when the server died; republishing a version
 // the stream already holds records nothing new.
-func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
-	if qe := stream.QuotaError(err); qe != nil {
+func (s *resourceSync) publishFailed(uid string, h nats.Header, err error, e *ackEntry) {
+	qe := stream.QuotaError(err)
+	if qe != nil {
 		s.quotaErr.Store(&qe)
 	}
 	switch h.Get(stream.HdrType) {
@@ -43,6 +44,13 @@ func (s *resourceSync) publishFailed(uid string, h nats.Header, err error) {
 		// Only if it is still the version that failed: a newer one has
 		// its own acknowledgement (or failure) coming.
 		s.ledger.unknown(uid, h.Get(stream.HdrRV))
+	}
+	if e != nil && qe == nil {
+		// A watch's publish: the watch resumes from the last
+		// acknowledged resourceVersion once NATS is reachable
+		// (resume.go), so the member replays each change since.
+		e.resolve(false)
+		return
 	}
 	if errors.Is(err, jetstream.ErrAsyncPublishTimeout) && s.pub.awaitReconnect(s) {
 		return

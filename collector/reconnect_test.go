@@ -100,7 +100,7 @@ func TestRelistWaitsForReconnect(t *testing.T) {
 	hdr.Set(stream.HdrType, fleetviewv1.EventType_EVENT_TYPE_UPSERT.String())
 
 	// Connected: a timeout relists at once.
-	s.publishFailed("u1", hdr, timeout)
+	s.publishFailed("u1", hdr, timeout, nil)
 	if !relistAsked(s) {
 		t.Fatal("a timeout while connected did not relist")
 	}
@@ -122,7 +122,7 @@ func TestRelistWaitsForReconnect(t *testing.T) {
 		{"another failure relists", errors.New("nats: no responders available for request"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s.publishFailed("u1", hdr, tc.err)
+			s.publishFailed("u1", hdr, tc.err, nil)
 			if got := relistAsked(s); got != tc.relist {
 				t.Fatalf("relist asked %v, want %v", got, tc.relist)
 			}

@@ -95,6 +95,11 @@ type publisher interface {
 	// awaitReconnect reports whether NATS is unreachable now, and if so
 	// has s relist once it is reachable again (see publishFailed).
 	awaitReconnect(s *resourceSync) bool
+	// awaitConnected returns once NATS is reachable (or ctx ends): a
+	// watch resumes then (resume.go).
+	awaitConnected(ctx context.Context) error
+	// ackTimeout is the publishes' acknowledgement timeout.
+	ackTimeout() time.Duration
 	flush(ctx context.Context) error
 	maxPayload() int64
 	statusChanged()
@@ -121,6 +126,10 @@ const (
 
 // errRelist ends a watch phase so the resource lists and reconciles again.
 var errRelist = errors.New("relist requested")
+
+// errResume ends one watch of a scope after a publish of it failed: the
+// scope resumes from its last acknowledged resourceVersion (resume.go).
+var errResume = errors.New("resume requested")
 
 // resourceSync mirrors one resource of the member cluster into the stream.
 // It does not use a client-go Reflector: a reflector hands its store the

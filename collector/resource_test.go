@@ -33,11 +33,13 @@ func (r *recorder) publish(_ context.Context, m *nats.Msg) error {
 	r.msgs = append(r.msgs, m)
 	return nil
 }
-func (r *recorder) flush(context.Context) error       { return nil }
-func (r *recorder) maxPayload() int64                 { return r.max }
-func (r *recorder) statusChanged()                    { r.changed++ }
-func (r *recorder) syncChanged()                      {}
-func (r *recorder) awaitReconnect(*resourceSync) bool { return false }
+func (r *recorder) flush(context.Context) error          { return nil }
+func (r *recorder) maxPayload() int64                    { return r.max }
+func (r *recorder) statusChanged()                       { r.changed++ }
+func (r *recorder) syncChanged()                         {}
+func (r *recorder) awaitReconnect(*resourceSync) bool    { return false }
+func (r *recorder) awaitConnected(context.Context) error { return nil }
+func (r *recorder) ackTimeout() time.Duration            { return time.Second }
 
 // take returns "TYPE ns/name uid rv" per recorded message and clears them.
 func (r *recorder) take() []string {
@@ -131,7 +133,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	rec.take()
 	// The upsert of u1 was never acknowledged: relisted, it is published
 	// again even though its version did not change.
-	s.publishFailed("u1", msgs[0].Header, nil)
+	s.publishFailed("u1", msgs[0].Header, nil, nil)
 	select {
 	case <-s.relist:
 	default:
@@ -142,7 +144,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	}
 	expect(t, "after a lost upsert", rec.take(), "UPSERT ns/a u1 1")
 	// Same, but the object is gone by the relist: the sweep still knows it.
-	s.publishFailed("u2", msgs[1].Header, nil)
+	s.publishFailed("u2", msgs[1].Header, nil, nil)
 	if err := s.sweep(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +165,7 @@ func TestResourceSyncLostPublishes(t *testing.T) {
 	del.Header.Set(stream.HdrNamespace, "ns")
 	del.Header.Set(stream.HdrName, "a")
 	del.Header.Set(stream.HdrRV, "5")
-	s.publishFailed("u1", del.Header, nil)
+	s.publishFailed("u1", del.Header, nil, nil)
 	if err := s.sweep(ctx, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func TestResourceSyncQuotaRefusal(t *testing.T) {
 			}
 			h := rec.msgs[0].Header
 			rec.take()
-			s.publishFailed("u1", h, tc.err)
+			s.publishFailed("u1", h, tc.err, nil)
 			select {
 			case <-s.relist:
 			default:

@@ -77,7 +77,7 @@ func TestTableWatch(t *testing.T) {
 		`{"type":"ADDED","object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"uid":"u2","namespace":"ns","name":"b","resourceVersion":"14"}}}`,
 		`{"type":"DELETED","object":` + table("", tableRowJSON("u1", "a", "15", `["a","10.0.0.2"]`)) + `}`,
 	}
-	rv, got, err := s.consume(context.Background(), strings.NewReader(strings.Join(lines, "\n")+"\n"), "10")
+	rv, got, err := s.consume(context.Background(), strings.NewReader(strings.Join(lines, "\n")+"\n"), "10", newAckTrack("10"))
 	if err != nil || !got || rv != "15" {
 		t.Fatalf("consume = %q, %v, %v; want 15, true, nil", rv, got, err)
 	}
@@ -100,7 +100,7 @@ func TestTableWatch(t *testing.T) {
 		{`{"type":"ADDED","object":` + table("", `{"cells":["c"]}`) + `}`, "without its object"},
 		{`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","code":410,"reason":"Expired","message":"too old"}}`, errRelist.Error()},
 	} {
-		_, _, err := s.consume(context.Background(), strings.NewReader(tc.line+"\n"), "19")
+		_, _, err := s.consume(context.Background(), strings.NewReader(tc.line+"\n"), "19", newAckTrack("19"))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Fatalf("consume(%s) = %v, want an error with %q", tc.line, err, tc.want)
 		}

@@ -14,12 +14,40 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
-// watchScope watches one scope from rv, resuming after a closed watch and
-// retrying while the apiserver is unreachable. It returns errRelist when the
-// watch cannot resume (410 Gone) and an error when a publish failed.
+// watchScope watches one scope from rv (the list's), resuming after a
+// closed watch and retrying while the apiserver is unreachable. After a
+// failed publish it resumes from the resourceVersion of the last event
+// whose publishes were all acknowledged, once NATS is reachable (resume.go).
+// It returns errRelist when the watch cannot resume (410 Gone) and an
+// error when the resource must be listed again for another reason.
 func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
+	t := newAckTrack(rv)
+	for {
+		wctx, cancel := context.WithCancelCause(ctx)
+		t.setCancel(cancel)
+		err := s.watchFrom(wctx, ns, rv, t)
+		failed := errors.Is(context.Cause(wctx), errResume)
+		cancel(nil)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if !failed {
+			return err
+		}
+		s.log.Warn("a publish of the watch failed; resuming from the last acknowledged resourceVersion once NATS is reachable",
+			"namespace", ns, "acked", t.ackedRV(), "read", t.lastRead, "err", err)
+		if rv, err = s.resume(ctx, ns, t); err != nil {
+			return err
+		}
+	}
+}
+
+// watchFrom is one epoch of watchScope: it watches from rv until the watch
+// cannot resume by itself, or t's cancel ends ctx.
+func (s *resourceSync) watchFrom(ctx context.Context, ns, rv string, t *ackTrack) error {
 	b := backoff{max: 10 * time.Second}
 	for {
 		body, err := s.raw.Get().AbsPath(s.path(ns)...).SetHeader("Accept", tableAccept).
@@ -31,7 +59,7 @@ func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
 				return ctx.Err()
 			}
 			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				return errRelist
+				return s.expired(ns, rv, t)
 			}
 			s.log.Warn("watch failed; retrying", "namespace", ns, "err", err)
 			if !b.wait(ctx) {
@@ -40,8 +68,12 @@ func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
 			continue
 		}
 		var got bool
-		rv, got, err = s.consume(ctx, body, rv)
+		from := rv
+		rv, got, err = s.consume(ctx, body, rv, t)
 		body.Close()
+		if errors.Is(err, errRelist) && rv == from {
+			return s.expired(ns, rv, t)
+		}
 		if err != nil {
 			return err
 		}
@@ -49,6 +81,21 @@ func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
 			b.reset()
 		}
 	}
+}
+
+// expired is the member's 410 for rv: the resource relists. When rv is the
+// one a resume after a failed publish started from, the changes since it
+// are coalesced by that relist, so it is logged and counted.
+func (s *resourceSync) expired(ns, rv string, t *ackTrack) error {
+	t.mu.Lock()
+	from, read := t.resumedFrom, t.lastRead
+	t.mu.Unlock()
+	if from != "" && rv == from {
+		s.m.resumeExpired.Add(1)
+		s.log.Warn("the last acknowledged resourceVersion left the member's watch window (410 Gone); relisting: the changes since reach the stream as one state per object",
+			"namespace", ns, "resumeFrom", rv, "lastRead", read)
+	}
+	return errRelist
 }
 
 // watchEvent is one line of a watch response: the object is the resource's
@@ -61,7 +108,7 @@ type watchEvent struct {
 // consume publishes the events of one watch response until it ends. The
 // body is closed by the caller; a cancelled ctx makes the transport end
 // the read.
-func (s *resourceSync) consume(ctx context.Context, body io.Reader, rv string) (string, bool, error) {
+func (s *resourceSync) consume(ctx context.Context, body io.Reader, rv string, t *ackTrack) (string, bool, error) {
 	got := false
 	dec := json.NewDecoder(body)
 	for {
@@ -102,24 +149,57 @@ func (s *resourceSync) consume(ctx context.Context, body io.Reader, rv string) (
 		if err != nil {
 			return rv, got, fmt.Errorf("watch %s: %s event: %w", s.w.gvr, ev.Type, err)
 		}
-		switch ev.Type {
-		case "ADDED", "MODIFIED":
-			if err := s.upsert(ctx, m, obj, cells, 0); err != nil {
-				return rv, got, err
-			}
-		case "DELETED":
-			if err := s.removeRef(ctx, m.uid, m.rv, objRef{rv: m.rv, ns: m.namespace, name: m.name}); err != nil {
-				return rv, got, err
-			}
-		case "BOOKMARK":
-		default:
-			return rv, got, fmt.Errorf("watch %s: unknown event type %q", s.w.gvr, ev.Type)
+		if err := s.apply(ctx, ev.Type, m, obj, cells, t); err != nil {
+			return rv, got, err
 		}
 		if m.rv != "" {
 			rv = m.rv
 		}
 	}
 }
+
+// apply publishes one watch event as an entry of t, so its
+// acknowledgement moves the scope's resume point; a replayed version the
+// stream already holds is only recorded (ackTrack.replayed).
+func (s *resourceSync) apply(ctx context.Context, typ string, m objMeta, obj, cells []byte, t *ackTrack) error {
+	e := t.begin(m.uid, m.rv)
+	defer e.finish()
+	ectx := withAckEntry(ctx, e)
+	switch typ {
+	case "ADDED", "MODIFIED":
+		skip, err := t.replayed(ctx, m.uid, upsertType, m.rv, s.lastStored)
+		if err != nil {
+			t.fail()
+			return err
+		}
+		if skip {
+			s.ledger.put(m, 0)
+			return nil
+		}
+		return s.upsert(ectx, m, obj, cells, 0)
+	case "DELETED":
+		ref := objRef{rv: m.rv, ns: m.namespace, name: m.name}
+		skip, err := t.replayed(ctx, m.uid, deleteType, m.rv, s.lastStored)
+		if err != nil {
+			t.fail()
+			return err
+		}
+		if skip {
+			s.ledger.remove(m.uid, ref)
+			return nil
+		}
+		return s.removeRef(ectx, m.uid, m.rv, ref)
+	case "BOOKMARK":
+		return nil
+	}
+	return fmt.Errorf("watch %s: unknown event type %q", s.w.gvr, typ)
+}
+
+// The header types of object messages (stream.HdrType).
+var (
+	upsertType = fleetviewv1.EventType_EVENT_TYPE_UPSERT.String()
+	deleteType = fleetviewv1.EventType_EVENT_TYPE_DELETE.String()
+)
 
 // watchObject returns the object of a watch event and its cells: the
 // object itself, or the one row of a Table (whose first event also

@@ -1,0 +1,430 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fleetview/fleetview/internal/stream"
+)
+
+// watchMember is a member apiserver's watch of configmaps: a log of events
+// with increasing resourceVersions, replayed after the requested one and
+// then streamed as they are added. A resourceVersion below compacted is
+// answered 410 Gone, as an apiserver answers one past its watch window.
+type watchMember struct {
+	mu        sync.Mutex
+	events    []memberEvent
+	compacted int
+	changed   chan struct{}
+	// from is the resourceVersion of each watch request, in order.
+	from []string
+}
+
+type memberEvent struct {
+	typ, uid, name string
+	rv             int
+}
+
+func newWatchMember() *watchMember { return &watchMember{changed: make(chan struct{})} }
+
+// add appends an event at the next resourceVersion and returns it.
+func (m *watchMember) add(typ, uid, name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rv := 1
+	if n := len(m.events); n > 0 {
+		rv = m.events[n-1].rv + 1
+	}
+	m.events = append(m.events, memberEvent{typ, uid, name, rv})
+	close(m.changed)
+	m.changed = make(chan struct{})
+	return rv
+}
+
+func (m *watchMember) compact() {
+	m.mu.Lock()
+	m.compacted = m.events[len(m.events)-1].rv
+	m.mu.Unlock()
+}
+
+func (m *watchMember) requests() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.from)
+}
+
+func (m *watchMember) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	from, err := strconv.Atoi(r.URL.Query().Get("resourceVersion"))
+	if err != nil || r.URL.Query().Get("watch") != "true" {
+		http.Error(w, "a watch with a resourceVersion only", http.StatusBadRequest)
+		return
+	}
+	m.mu.Lock()
+	m.from = append(m.from, strconv.Itoa(from))
+	gone := from < m.compacted
+	m.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if gone {
+		w.WriteHeader(http.StatusGone)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version: %d","reason":"Expired","code":410}`, from)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	next := from
+	for {
+		m.mu.Lock()
+		var out []memberEvent
+		for _, e := range m.events {
+			if e.rv > next {
+				out = append(out, e)
+			}
+		}
+		changed := m.changed
+		m.mu.Unlock()
+		for _, e := range out {
+			fmt.Fprintf(w, `{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"uid":%q,"namespace":"ns","name":%q,"resourceVersion":"%d"}}}`+"\n", e.typ, e.uid, e.name, e.rv)
+			next = e.rv
+		}
+		w.(http.Flusher).Flush()
+		select {
+		case <-changed:
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// storedSeq is "TYPE rv" of every message the stream holds for uid, in
+// stream order.
+func storedSeq(ctx context.Context, st jetstream.Stream, gvrUID string) []string {
+	info, err := st.Info(ctx)
+	if err != nil {
+		return []string{"error: " + err.Error()}
+	}
+	var out []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		if m.Subject == gvrUID {
+			out = append(out, strings.TrimPrefix(m.Header.Get(stream.HdrType), "EVENT_TYPE_")+" "+m.Header.Get(stream.HdrRV))
+		}
+	}
+	return out
+}
+
+// TestWatchResumesFromAcknowledged: the member's changes made while the
+// collector's NATS is down reach the stream each as its own message, in
+// the member's order and once, whether the publishes waited in the
+// reconnect buffer and timed out or failed at once past its bound: the
+// watch resumes from its last acknowledged resourceVersion once NATS is
+// back, and the versions the buffer delivered are not published again.
+// A resume the member answers 410 Gone relists, counted.
+func TestWatchResumesFromAcknowledged(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	cases := []struct {
+		name string
+		// buffer is the connection's reconnect buffer: 1 byte makes every
+		// publish of the outage fail at once.
+		buffer int
+		// expire compacts the member's log past the acknowledged
+		// resourceVersion while NATS is down.
+		expire bool
+	}{
+		{"publishes held in the reconnect buffer time out", 1 << 20, false},
+		{"publishes past the reconnect buffer fail at once", 1, false},
+		{"the acknowledged resourceVersion left the watch window", 1, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			srv := startJS(t, -1, dir)
+			_, p, err := net.SplitHostPort(srv.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			port, err := strconv.Atoi(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.ReconnectBufSize(tc.buffer))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+
+			member := newWatchMember()
+			hs := httptest.NewServer(member)
+			defer hs.Close()
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			rc := &rest.Config{Host: hs.URL, Transport: tr}
+			c, err := New(Config{Cluster: "m1", REST: rc, NATS: nc, PublishAckTimeout: 300 * time.Millisecond,
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, _, err := stream.EnsureStream(ctx, c.js, "m1", 1, 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs, err := kubernetes.NewForConfig(rc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := newResourceSync(resourceSyncConfig{cluster: "m1", w: want{gvr: configMapsGVR, kind: "ConfigMap", namespaced: true},
+				raw: cs.CoreV1().RESTClient(), js: c.js, pub: c, log: c.log, ttl: stream.DefaultTombstoneTTL, m: c.m})
+			c.running[configMapsGVR] = &runningSync{rs: s}
+
+			// What the member did before the outage, published and
+			// acknowledged.
+			var web []string
+			add := func(typ, uid, name string) {
+				rv := member.add(typ, uid, name)
+				if uid == "u1" {
+					web = append(web, map[string]string{"ADDED": "UPSERT", "MODIFIED": "UPSERT", "DELETED": "DELETE"}[typ]+" "+strconv.Itoa(rv))
+				}
+			}
+			add("ADDED", "u1", "web")
+			add("ADDED", "u2", "gone")
+			add("MODIFIED", "u1", "web")
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() { done <- s.watchScope(wctx, "", "0") }()
+			defer func() {
+				cancel()
+				<-done
+			}()
+			u1 := stream.ObjectSubject("m1", configMapsGVR, "u1")
+			eventually(t, "the changes before the outage stored", func() bool {
+				return slices.Equal(storedSeq(ctx, st, u1), web)
+			})
+			acked := strconv.Itoa(member.events[len(member.events)-1].rv)
+
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			eventually(t, "the client sees the server gone", func() bool { return !nc.IsConnected() })
+			// Half the changes while the watch still publishes, the rest
+			// after a publish failed (the watch stopped until NATS is back).
+			for i := range 3 {
+				add("MODIFIED", "u1", "web")
+				if i == 0 {
+					eventually(t, "a publish failed", func() bool { return c.m.publishErrors.Load() > 0 })
+				}
+			}
+			add("DELETED", "u2", "gone")
+			add("MODIFIED", "u1", "web")
+			if tc.expire {
+				member.compact()
+			}
+			srv = startJS(t, port, dir)
+			defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+
+			if tc.expire {
+				select {
+				case err := <-done:
+					if !errors.Is(err, errRelist) {
+						t.Fatalf("watch ended with %v, want a relist", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("the expired resume did not relist")
+				}
+				done <- nil // for the deferred wait
+				if n := c.m.resumeExpired.Load(); n != 1 {
+					t.Fatalf("resume_expired %d, want 1", n)
+				}
+				return
+			}
+			eventually(t, "every change of web stored", func() bool {
+				got := storedSeq(ctx, st, u1)
+				return len(got) > 0 && got[len(got)-1] == web[len(web)-1]
+			})
+			if got := storedSeq(ctx, st, u1); !slices.Equal(got, web) {
+				t.Fatalf("stream holds %v for web, want the member's sequence %v", got, web)
+			}
+			u2 := storedSeq(ctx, st, stream.ObjectSubject("m1", configMapsGVR, "u2"))
+			eventually(t, "gone's delete stored", func() bool {
+				u2 = storedSeq(ctx, st, stream.ObjectSubject("m1", configMapsGVR, "u2"))
+				return len(u2) == 2
+			})
+			if want := []string{"UPSERT 2", "DELETE 7"}; !slices.Equal(u2, want) {
+				t.Fatalf("stream holds %v for gone, want %v", u2, want)
+			}
+			if !slices.Contains(member.requests(), acked) {
+				t.Fatalf("watch requests from %v, none from the acknowledged resourceVersion %s", member.requests(), acked)
+			}
+			if n := c.m.resumes.Load(); n < 1 {
+				t.Fatalf("resumes %d, want at least 1", n)
+			}
+			if n := c.m.resumeExpired.Load() + c.m.relists.Load(); n != 0 {
+				t.Fatalf("%d relists, want none", n)
+			}
+		})
+	}
+}
+
+// TestAckTrack: the resume point moves over an event only once it and
+// every event before it were acknowledged (a bookmark or an unchanged
+// object publishes nothing and waits its turn); a failure stops it and
+// ends the watch; a late outcome from before a resume changes nothing.
+func TestAckTrack(t *testing.T) {
+	msg := func(uid, rv string) *nats.Msg {
+		m := nats.NewMsg(stream.ObjectSubject("m1", configMapsGVR, uid))
+		m.Header.Set(stream.HdrType, upsertType)
+		m.Header.Set(stream.HdrRV, rv)
+		return m
+	}
+	type step struct {
+		do    string // begin (rv), pub, ack, fail (entry i), finish
+		i     int
+		rv    string
+		acked string
+	}
+	cases := []struct {
+		name      string
+		steps     []step
+		cancelled bool
+	}{
+		{"in order", []step{{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"finish", 0, "", "1"}, {"ack", 0, "", "2"}}, false},
+		{"acknowledged out of order", []step{
+			{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"finish", 0, "", "1"},
+			{"begin", 1, "3", "1"}, {"pub", 1, "", "1"}, {"finish", 1, "", "1"},
+			{"ack", 1, "", "1"}, {"ack", 0, "", "3"}}, false},
+		{"a bookmark waits for the publishes before it", []step{
+			{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"finish", 0, "", "1"},
+			{"begin", 1, "9", "1"}, {"finish", 1, "", "1"},
+			{"ack", 0, "", "9"}}, false},
+		{"an open event is not acknowledged", []step{
+			{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"ack", 0, "", "1"}, {"finish", 0, "", "2"}}, false},
+		{"two publishes of one event", []step{
+			{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"pub", 0, "", "1"}, {"finish", 0, "", "1"},
+			{"ack", 0, "", "1"}, {"ack", 0, "", "2"}}, false},
+		{"a failure stops the resume point", []step{
+			{"begin", 0, "2", "1"}, {"pub", 0, "", "1"}, {"finish", 0, "", "1"},
+			{"begin", 1, "3", "1"}, {"pub", 1, "", "1"}, {"finish", 1, "", "1"},
+			{"fail", 0, "", "1"}, {"ack", 1, "", "1"}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newAckTrack("1")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			tr.setCancel(cancel)
+			var es []*ackEntry
+			for k, st := range tc.steps {
+				switch st.do {
+				case "begin":
+					es = append(es, tr.begin("u", st.rv))
+				case "pub":
+					es[st.i].add(msg("u", es[st.i].rv))
+				case "ack":
+					es[st.i].resolve(true)
+				case "fail":
+					es[st.i].resolve(false)
+				case "finish":
+					es[st.i].finish()
+				}
+				if got := tr.ackedRV(); got != st.acked {
+					t.Fatalf("step %d (%s %d): acknowledged %q, want %q", k, st.do, st.i, got, st.acked)
+				}
+			}
+			if got := errors.Is(context.Cause(ctx), errResume); got != tc.cancelled {
+				t.Fatalf("watch ended %v, want %v", got, tc.cancelled)
+			}
+			if !tc.cancelled {
+				return
+			}
+			// A resume drops what was in flight; its late outcome is ignored.
+			if rv := tr.rebase(); rv != "1" {
+				t.Fatalf("resumed from %q, want 1", rv)
+			}
+			es[1].resolve(true)
+			if got := tr.ackedRV(); got != "1" {
+				t.Fatalf("a late acknowledgement moved the resume point to %q", got)
+			}
+		})
+	}
+}
+
+// TestReplayed: after a resume, a replayed version is skipped when the
+// stream holds it or a later version published in the same window (a
+// version lost in flight while a later one was stored cannot be put back
+// in its place), and published otherwise.
+func TestReplayed(t *testing.T) {
+	cases := []struct {
+		name      string
+		published []string // the versions of u1 published after the resume point
+		stored    string   // what the stream's last message of u1 is ("": none)
+		replay    []string
+		skipped   []string
+	}{
+		{"none stored", []string{"3", "4"}, "", []string{"3", "4", "5"}, nil},
+		{"only older stored", []string{"3", "4"}, "2", []string{"3", "4", "5"}, nil},
+		{"all stored from the buffer", []string{"3", "4"}, "4", []string{"3", "4", "5"}, []string{"3", "4"}},
+		{"the first lost in flight, the second stored", []string{"3", "4", "5"}, "4", []string{"3", "4", "5", "6"}, []string{"3", "4"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newAckTrack("2")
+			e := tr.begin("u1", tc.published[0])
+			for _, rv := range tc.published {
+				m := nats.NewMsg(stream.ObjectSubject("m1", configMapsGVR, "u1"))
+				m.Header.Set(stream.HdrType, upsertType)
+				m.Header.Set(stream.HdrRV, rv)
+				e.add(m)
+			}
+			tr.rebase()
+			asked := 0
+			stored := func(_ context.Context, uid string) (string, string, bool, error) {
+				asked++
+				if uid != "u1" {
+					t.Fatalf("asked for %s", uid)
+				}
+				return upsertType, tc.stored, tc.stored != "", nil
+			}
+			var skipped []string
+			for _, rv := range tc.replay {
+				skip, err := tr.replayed(context.Background(), "u1", upsertType, rv, stored)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if skip {
+					skipped = append(skipped, rv)
+				}
+			}
+			if !slices.Equal(skipped, tc.skipped) {
+				t.Fatalf("skipped %v, want %v", skipped, tc.skipped)
+			}
+			if asked != 1 {
+				t.Fatalf("the stream was asked %d times, want once", asked)
+			}
+			if skip, _ := tr.replayed(context.Background(), "u2", upsertType, "9", stored); skip || asked != 1 {
+				t.Fatal("an object not in doubt was skipped or looked up")
+			}
+		})
+	}
+}
