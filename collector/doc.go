@@ -36,15 +36,23 @@
 // follows the hub's throughput, not the number of clusters.
 //
 // Failures never lose an event silently: a publish that fails or is not
-// acknowledged forgets the object (or, for a tombstone, remembers it again)
-// and relists. During a NATS outage the publishes wait, in order, in the
-// connection's bounded reconnect buffer, and an acknowledgement timed out
-// meanwhile relists only once NATS is back (reconnect.go), so the watch
-// keeps feeding the buffer and each change reaches the stream; past the
-// buffer's bound a publish fails and the resource relists at once. A
-// relist publishes each object's state at that moment, so the changes
-// made until it are coalesced (the history cannot record them,
-// docs/history.md, "What it cannot know"). The stream's depth (the
+// acknowledged forgets the object (or, for a tombstone, remembers it again).
+// A list's failure relists. A watch's failure (issue #48, resume.go) ends
+// that watch scope: each scope follows the resourceVersion of its last
+// event whose publishes were all acknowledged, in event order (a bookmark
+// or an unchanged object counts once all before it did), and once NATS is
+// reachable again it resumes from there, so the member replays every
+// change since — whether the failed publishes waited in the connection's
+// bounded reconnect buffer and timed out or failed at once past its bound.
+// Before it resumes, a SYNCED marker acknowledged after everything sent
+// makes sure the buffer reached the stream; a replayed version the stream
+// already holds, or older than one it holds, is not published again (the
+// stream's last message of the object is read once per object in doubt),
+// so nothing is stored twice or out of order. Only a 410 Gone for the
+// acknowledged resourceVersion relists, logged at warn and counted
+// (fleetview_collector_resume_expired_total): the changes since are then
+// coalesced into the state the list publishes (the history cannot record
+// them, docs/history.md, "What it cannot know"). The stream's depth (the
 // messages kept per object) is the hub's: with history on it keeps
 // several, so changes published back to back all reach the hub; the
 // collector creates a stream with Config.StreamDepth (1 unless `up` says

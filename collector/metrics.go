@@ -83,7 +83,7 @@ func (c *Collector) PrometheusCollector() prometheus.Collector {
 		tombstones:      d("fleetview_collector_tombstones_total", "Tombstones published."),
 		unchanged:       d("fleetview_collector_unchanged_total", "Listed objects not republished because the stream already held their version."),
 		refused:         d("fleetview_collector_refused_objects_total", "Objects refused because they exceed the NATS max payload."),
-		publishErrors:   d("fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (each leads to a relist)."),
+		publishErrors:   d("fleetview_collector_publish_errors_total", "Publishes that failed or were not acknowledged (a list's leads to a relist, a watch's to a resume from its last acknowledged resourceVersion)."),
 		quotaRefused:    d("fleetview_collector_quota_refused_total", "Publishes refused because the cluster's stream reached its byte quota (--stream-max-bytes)."),
 		relists:         d("fleetview_collector_relists_total", "Relists (after a watch could not resume, a lost publish or an error)."),
 		resumes:         d("fleetview_collector_watch_resumes_total", "Watches resumed from their last acknowledged resourceVersion after a publish failed (a NATS outage), so the member replays every change since."),

@@ -26,7 +26,7 @@ func TestPrometheusCollectorsShareARegistry(t *testing.T) {
 # TYPE fleetview_collector_upserts_total counter
 fleetview_collector_upserts_total{cluster="m1"} 10
 fleetview_collector_upserts_total{cluster="m2"} 20
-# HELP fleetview_collector_publish_errors_total Publishes that failed or were not acknowledged (each leads to a relist).
+# HELP fleetview_collector_publish_errors_total Publishes that failed or were not acknowledged (a list's leads to a relist, a watch's to a resume from its last acknowledged resourceVersion).
 # TYPE fleetview_collector_publish_errors_total counter
 fleetview_collector_publish_errors_total{cluster="m1"} 0
 fleetview_collector_publish_errors_total{cluster="m2"} 1

@@ -15,23 +15,22 @@ import (
 )
 
 // publishFailed is called for a publish that was not acknowledged. A lost
-// upsert marks the object's version unknown, so the relist publishes it
-// again (or, if it is gone by then, tombstones it); a lost tombstone puts
-// the object back, so the relist (which will not find it) tombstones it
-// again. Either way nothing is lost, only retried. Objects are never simply
-// forgotten: an object the collector no longer knows of could not be
-// tombstoned, and its last published version would stay in the stream.
+// upsert marks the object's version unknown, so the next list or replay
+// publishes it again (or, if it is gone by then, tombstones it); a lost
+// tombstone puts the object back, so the next list (which will not find
+// it) tombstones it again. Either way nothing is lost, only retried.
+// Objects are never simply forgotten: an object the collector no longer
+// knows of could not be tombstoned, and its last published version would
+// stay in the stream.
 //
-// An acknowledgement that timed out while NATS is unreachable (the hub
-// that embeds it killed, say) waits for the reconnection to relist
-// (awaitReconnect): the publishes made meanwhile sit in order in the
-// connection's reconnect buffer, which nats.go sends first when it
-// reconnects, and the watch goes on adding each change to it. Relisting
-// at once would end the watch, and the changes made until the list would
-// reach the stream as one (a relist publishes each object's state at
-// that moment). The relist after the reconnection still repairs a
-// publish lost in flight when the server died; republishing a version
-// the stream already holds records nothing new.
+// A watch's publish (e, its event) ends the watch, which resumes from its
+// last acknowledged resourceVersion once NATS is reachable (resume.go):
+// the member replays each change since, none coalesced. A list's publish
+// relists; one whose acknowledgement timed out while NATS is unreachable
+// waits for the reconnection to relist (awaitReconnect), the list's later
+// publishes sitting in order in the connection's reconnect buffer
+// meanwhile. A refusal for the stream's byte quota relists in either case
+// (relistCause backs it off).
 func (s *resourceSync) publishFailed(uid string, h nats.Header, err error, e *ackEntry) {
 	qe := stream.QuotaError(err)
 	if qe != nil {

@@ -23,8 +23,9 @@ func (c *Collector) awaitReconnect(s *resourceSync) bool {
 	return true
 }
 
-// relistOnReconnect asks every resource whose publishes timed out while
-// NATS was unreachable to relist once it is reachable again: by then the
+// relistOnReconnect asks every resource whose list's publishes timed out
+// while NATS was unreachable to relist once it is reachable again (a
+// watch's resume instead: resume.go): by then the
 // reconnect buffer has been sent, in order, so the relist only repairs
 // what was lost in flight when the server died. Only a flag is read while
 // nothing waits, so the poll costs nothing per resource then.

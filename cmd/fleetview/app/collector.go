@@ -98,7 +98,7 @@ func (o *CollectorOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.APIRecheck, "api-recheck-interval", 30*time.Second, "how often selected resources the cluster does not serve (e.g. CRD not installed) are looked up again")
 	fs.DurationVar(&o.DiscoveryInterval, "discovery-interval", 5*time.Second, "how often the cluster's discovery is read again while a registry selecting it has a wildcard selector, so a CRD installed or removed is cached or dropped within this time")
 	fs.Int64Var(&o.PageSize, "page-size", collector.DefaultPageSize, "list page size; pages are streamed object by object, so memory does not grow with it, and bigger pages cost the apiserver fewer requests but more work per request")
-	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it the collector relists after reconnecting")
+	fs.IntVar(&o.ReconnectBuffer, "nats-reconnect-buffer", 64<<20, "bytes of publishes buffered while NATS is unreachable; beyond it a watch stops and resumes from its last acknowledged resourceVersion after reconnecting")
 	fs.BoolVar(&o.Compression, "apiserver-compression", false, "ask the member apiserver for gzip-compressed responses (worth it only across slow links: it costs both sides CPU)")
 	fs.IntVar(&o.GCPercent, "gc-percent", 50, "Go GC target percentage (GOGC; the environment variable wins): the collector's heap is mostly its per-object index, so a lower target trades a little CPU for less memory")
 	o.MetricsOptions.AddFlags(fs)
