@@ -374,10 +374,9 @@ func (c *Collector) publish(ctx context.Context, msg *nats.Msg) error {
 	}
 	_, err := c.js.PublishMsgAsync(msg, jetstream.WithStallWait(c.cfg.PublishAckTimeout))
 	if err != nil {
-		if e != nil {
+		if _, ok := c.inflight.LoadAndDelete(msg); ok {
 			// Failed at once (past the reconnect buffer, say): it must
 			// not count as acknowledged, and the watch resumes.
-			c.inflight.Delete(msg)
 			e.resolve(false)
 		}
 		c.pacer.abandon(msg)

@@ -337,11 +337,13 @@ func (s *resourceSync) resume(ctx context.Context, ns string, t *ackTrack) (stri
 		if err == nil {
 			break
 		}
+		s.setErr(err)
 		s.log.Warn("resume: the stream is not answering yet; retrying", "namespace", ns, "err", err)
 		if !b.wait(ctx) {
 			return "", ctx.Err()
 		}
 	}
+	s.setErr(nil)
 	rv := t.rebase()
 	s.m.resumes.Add(1)
 	return rv, nil

@@ -25,6 +25,9 @@ import (
 // error when the resource must be listed again for another reason.
 func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
 	t := newAckTrack(rv)
+	// b spaces resumes that acknowledged nothing: NATS reachable but
+	// refusing the replay would otherwise be asked again at once.
+	b := backoff{max: 10 * time.Second}
 	for {
 		wctx, cancel := context.WithCancelCause(ctx)
 		t.setCancel(cancel)
@@ -37,8 +40,14 @@ func (s *resourceSync) watchScope(ctx context.Context, ns, rv string) error {
 		if !failed {
 			return err
 		}
+		acked := t.ackedRV()
 		s.log.Warn("a publish of the watch failed; resuming from the last acknowledged resourceVersion once NATS is reachable",
-			"namespace", ns, "acked", t.ackedRV(), "read", t.lastRead, "err", err)
+			"namespace", ns, "acked", acked, "read", t.lastRead, "err", err)
+		if acked != rv {
+			b.reset()
+		} else if !b.wait(ctx) {
+			return ctx.Err()
+		}
 		if rv, err = s.resume(ctx, ns, t); err != nil {
 			return err
 		}
