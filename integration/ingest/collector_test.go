@@ -376,15 +376,17 @@ func TestCollector(t *testing.T) {
 		e := fixture.StartNATS(t)
 		// kn buffers up to the default 64 MiB while NATS is down; kn2 has a
 		// reconnect buffer smaller than one ConfigMap's message, so its
-		// first publish during the outage overflows and it must fall back
-		// to relist + reconcile. (A larger one would hold what the
+		// first publish during the outage overflows and its watch must
+		// resume from its last acknowledged resourceVersion once NATS is
+		// back (collector/resume.go). (A larger one would hold what the
 		// collector sends during an outage: its pacer stops at its window
 		// of publishes awaiting acknowledgement, 2 to 256.)
 		const cl, cl2, ns = "kn", "kn2", "natsrestart"
 		createNamespaces(t, cs, ns)
 		e.Apply(t, fixture.RegistryFor("n", []string{cl, cl2}, fixture.Sel("v1", "ConfigMap", ns)))
 		p := ce.Start(t, cl, e.URL)
-		p2 := ce.Start(t, cl2, e.URL, "--nats-reconnect-buffer", "256")
+		metrics2 := fixture.FreeAddr(t)
+		p2 := ce.Start(t, cl2, e.URL, "--nats-reconnect-buffer", "256", "--metrics-addr", metrics2)
 		waitConverged(t, e, c, cl, configMapsGVR, 0, p, ns)
 		waitConverged(t, e, c, cl2, configMapsGVR, 0, p2, ns)
 		ch := startChurn(cs, ns, 80, 3)
@@ -420,10 +422,18 @@ func TestCollector(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.Counters == nil || rec.Counters.PublishErrors == 0 || rec.Counters.Relists == 0 {
-			t.Fatalf("%s: counters %+v: the overflow path (publish error -> relist) was not exercised", cl2, rec.Counters)
+		fams, err := fixture.Scrape(metrics2)
+		if err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("%d churn ops across a NATS restart; both streams equal the cluster; %s overflowed: %+v", ops, cl2, *rec.Counters)
+		var resumes float64
+		for _, m := range fixture.Series(fams, "fleetview_collector_watch_resumes_total", map[string]string{"cluster": cl2}) {
+			resumes += m.GetCounter().GetValue()
+		}
+		if rec.Counters == nil || rec.Counters.PublishErrors == 0 || resumes == 0 {
+			t.Fatalf("%s: counters %+v, %v resumes: the overflow path (publish error -> resume) was not exercised", cl2, rec.Counters, resumes)
+		}
+		t.Logf("%d churn ops across a NATS restart; both streams equal the cluster; %s overflowed: %+v, %v resumes", ops, cl2, *rec.Counters, resumes)
 	})
 
 	t.Run("cluster info from a ConfigMap drives ClusterAffinity", func(t *testing.T) {
