@@ -153,6 +153,10 @@ type resourceSync struct {
 	// quotaErr is the last publish refusal for the stream's byte quota
 	// since the last relist (stream.ErrQuotaExceeded).
 	quotaErr atomic.Pointer[error]
+	// stream is the cluster's stream as a resume last read it
+	// (lastStored), kept so a replay asks one request per object.
+	streamMu sync.Mutex
+	stream   jetstream.Stream
 	// columns are the resource's Table columns (table.go).
 	columns atomic.Pointer[[]inventory.Column]
 }

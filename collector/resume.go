@@ -298,9 +298,17 @@ func ackEntryFrom(ctx context.Context) *ackEntry {
 
 // lastStored is a storedFunc on the cluster's stream.
 func (s *resourceSync) lastStored(ctx context.Context, uid string) (string, string, bool, error) {
-	st, err := s.js.Stream(ctx, stream.StreamName(s.cluster))
-	if err != nil {
-		return "", "", false, fmt.Errorf("resume %s: %w", s.w.gvr, err)
+	s.streamMu.Lock()
+	st := s.stream
+	s.streamMu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = s.js.Stream(ctx, stream.StreamName(s.cluster)); err != nil {
+			return "", "", false, fmt.Errorf("resume %s: %w", s.w.gvr, err)
+		}
+		s.streamMu.Lock()
+		s.stream = st
+		s.streamMu.Unlock()
 	}
 	m, err := st.GetLastMsgForSubject(ctx, stream.ObjectSubject(s.cluster, s.w.gvr, uid))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
