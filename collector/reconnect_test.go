@@ -62,9 +62,9 @@ func relistAsked(s *resourceSync) bool {
 // publishes wait in the connection's reconnect buffer, in order and up to
 // its bound, and an acknowledgement timeout does not relist until the
 // connection is back; then the buffer reaches the stream first, in order,
-// and the relist is asked for. Past the bound a publish fails at once,
-// which ends the watch and relists (the coalescing fallback). Other
-// publish failures relist at once, as before.
+// and the relist is asked for. Past the bound a publish fails at once.
+// Other publish failures relist at once. This is a list's publish (no
+// watch event): a watch's resumes instead (TestWatchResumesFromAcknowledged).
 func TestRelistWaitsForReconnect(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
