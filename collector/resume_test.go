@@ -25,35 +25,36 @@ import (
 	"github.com/fleetview/fleetview/internal/stream"
 )
 
-// watchMember is a member apiserver's watch of configmaps: a log of events
-// with increasing resourceVersions, replayed after the requested one and
-// then streamed as they are added. A resourceVersion below compacted is
+// watchMember is a member apiserver's watch of configmaps per namespace: a
+// log of events with increasing resourceVersions, replayed after the
+// requested one (those of the request's namespace) and then streamed as
+// they are added. A resourceVersion below compacted is
 // answered 410 Gone, as an apiserver answers one past its watch window.
 type watchMember struct {
 	mu        sync.Mutex
 	events    []memberEvent
 	compacted int
 	changed   chan struct{}
-	// from is the resourceVersion of each watch request, in order.
+	// from is "namespace:resourceVersion" of each watch request, in order.
 	from []string
 }
 
 type memberEvent struct {
-	typ, uid, name string
-	rv             int
+	typ, ns, uid, name string
+	rv                 int
 }
 
 func newWatchMember() *watchMember { return &watchMember{changed: make(chan struct{})} }
 
 // add appends an event at the next resourceVersion and returns it.
-func (m *watchMember) add(typ, uid, name string) int {
+func (m *watchMember) add(typ, ns, uid, name string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	rv := 1
 	if n := len(m.events); n > 0 {
 		rv = m.events[n-1].rv + 1
 	}
-	m.events = append(m.events, memberEvent{typ, uid, name, rv})
+	m.events = append(m.events, memberEvent{typ, ns, uid, name, rv})
 	close(m.changed)
 	m.changed = make(chan struct{})
 	return rv
@@ -77,8 +78,9 @@ func (m *watchMember) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a watch with a resourceVersion only", http.StatusBadRequest)
 		return
 	}
+	ns, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/api/v1/namespaces/"), "/")
 	m.mu.Lock()
-	m.from = append(m.from, strconv.Itoa(from))
+	m.from = append(m.from, ns+":"+strconv.Itoa(from))
 	gone := from < m.compacted
 	m.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
@@ -94,14 +96,14 @@ func (m *watchMember) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		m.mu.Lock()
 		var out []memberEvent
 		for _, e := range m.events {
-			if e.rv > next {
+			if e.rv > next && e.ns == ns {
 				out = append(out, e)
 			}
 		}
 		changed := m.changed
 		m.mu.Unlock()
 		for _, e := range out {
-			fmt.Fprintf(w, `{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"uid":%q,"namespace":"ns","name":%q,"resourceVersion":"%d"}}}`+"\n", e.typ, e.uid, e.name, e.rv)
+			fmt.Fprintf(w, `{"type":%q,"object":{"kind":"ConfigMap","apiVersion":"v1","metadata":{"uid":%q,"namespace":%q,"name":%q,"resourceVersion":"%d"}}}`+"\n", e.typ, e.uid, e.ns, e.name, e.rv)
 			next = e.rv
 		}
 		w.(http.Flusher).Flush()
@@ -140,9 +142,10 @@ func storedSeq(ctx context.Context, st jetstream.Stream, gvrUID string) []string
 // collector's NATS is down reach the stream each as its own message, in
 // the member's order and once, whether the publishes waited in the
 // reconnect buffer and timed out or failed at once past its bound: the
-// watch resumes from its last acknowledged resourceVersion once NATS is
-// back, and the versions the buffer delivered are not published again.
-// A resume the member answers 410 Gone relists, counted.
+// watch of each namespace scope resumes from its own last acknowledged
+// resourceVersion once NATS is back, and the versions the buffer delivered
+// are not published again. A resume the member answers 410 Gone relists,
+// counted.
 func TestWatchResumesFromAcknowledged(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	cases := []struct {
@@ -196,7 +199,8 @@ func TestWatchResumesFromAcknowledged(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s := newResourceSync(resourceSyncConfig{cluster: "m1", w: want{gvr: configMapsGVR, kind: "ConfigMap", namespaced: true},
+			// Two namespace scopes, a watch each: web in a, gone in b.
+			s := newResourceSync(resourceSyncConfig{cluster: "m1", w: want{gvr: configMapsGVR, kind: "ConfigMap", namespaced: true, namespaces: []string{"a", "b"}},
 				raw: cs.CoreV1().RESTClient(), js: c.js, pub: c, log: c.log, ttl: stream.DefaultTombstoneTTL, m: c.m})
 			c.running[configMapsGVR] = &runningSync{rs: s}
 
@@ -204,7 +208,8 @@ func TestWatchResumesFromAcknowledged(t *testing.T) {
 			// acknowledged.
 			var web []string
 			add := func(typ, uid, name string) {
-				rv := member.add(typ, uid, name)
+				ns := map[string]string{"u1": "a", "u2": "b"}[uid]
+				rv := member.add(typ, ns, uid, name)
 				if uid == "u1" {
 					web = append(web, map[string]string{"ADDED": "UPSERT", "MODIFIED": "UPSERT", "DELETED": "DELETE"}[typ]+" "+strconv.Itoa(rv))
 				}
@@ -213,17 +218,24 @@ func TestWatchResumesFromAcknowledged(t *testing.T) {
 			add("ADDED", "u2", "gone")
 			add("MODIFIED", "u1", "web")
 			wctx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- s.watchScope(wctx, "", "0") }()
+			done := make(chan error, 2)
+			for _, ns := range s.scopes() {
+				go func() { done <- s.watchScope(wctx, ns, "0") }()
+			}
+			ended := 0
 			defer func() {
 				cancel()
-				<-done
+				for ; ended < 2; ended++ {
+					<-done
+				}
 			}()
 			u1 := stream.ObjectSubject("m1", configMapsGVR, "u1")
 			eventually(t, "the changes before the outage stored", func() bool {
 				return slices.Equal(storedSeq(ctx, st, u1), web)
 			})
-			acked := strconv.Itoa(member.events[len(member.events)-1].rv)
+			// Each scope's last acknowledged resourceVersion: web's
+			// modification in a, gone's creation in b.
+			acked := []string{"a:3", "b:2"}
 
 			srv.Shutdown()
 			srv.WaitForShutdown()
@@ -245,17 +257,20 @@ func TestWatchResumesFromAcknowledged(t *testing.T) {
 			defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 
 			if tc.expire {
-				select {
-				case err := <-done:
-					if !errors.Is(err, errRelist) {
-						t.Fatalf("watch ended with %v, want a relist", err)
+				// Both scopes published in the outage, and both resume
+				// points left the window.
+				for ; ended < 2; ended++ {
+					select {
+					case err := <-done:
+						if !errors.Is(err, errRelist) {
+							t.Fatalf("watch ended with %v, want a relist", err)
+						}
+					case <-time.After(10 * time.Second):
+						t.Fatal("the expired resume did not relist")
 					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("the expired resume did not relist")
 				}
-				done <- nil // for the deferred wait
-				if n := c.m.resumeExpired.Load(); n != 1 {
-					t.Fatalf("resume_expired %d, want 1", n)
+				if n := c.m.resumeExpired.Load(); n != 2 {
+					t.Fatalf("resume_expired %d, want 2", n)
 				}
 				return
 			}
@@ -274,11 +289,28 @@ func TestWatchResumesFromAcknowledged(t *testing.T) {
 			if want := []string{"UPSERT 2", "DELETE 7"}; !slices.Equal(u2, want) {
 				t.Fatalf("stream holds %v for gone, want %v", u2, want)
 			}
-			if !slices.Contains(member.requests(), acked) {
-				t.Fatalf("watch requests from %v, none from the acknowledged resourceVersion %s", member.requests(), acked)
+			// a resumed (its publish failed before the rest of the
+			// outage's changes); b did if its delete failed rather than
+			// being acknowledged from the buffer, which a one-byte buffer
+			// cannot hold. Every resume is from the scope's acknowledged
+			// resourceVersion (the member never ends a watch here).
+			reqs := member.requests()
+			for _, r := range reqs {
+				if !strings.HasSuffix(r, ":0") && !slices.Contains(acked, r) {
+					t.Fatalf("watch requests %v: %s is not from an acknowledged resourceVersion %v", reqs, r, acked)
+				}
 			}
-			if n := c.m.resumes.Load(); n < 1 {
-				t.Fatalf("resumes %d, want at least 1", n)
+			mustResume := acked[:1]
+			if tc.buffer == 1 {
+				mustResume = acked
+			}
+			for _, a := range mustResume {
+				if !slices.Contains(reqs, a) {
+					t.Fatalf("watch requests %v, none from the acknowledged resourceVersion %s", reqs, a)
+				}
+			}
+			if n := c.m.resumes.Load(); n < int64(len(mustResume)) {
+				t.Fatalf("resumes %d, want at least %d", n, len(mustResume))
 			}
 			if n := c.m.resumeExpired.Load() + c.m.relists.Load(); n != 0 {
 				t.Fatalf("%d relists, want none", n)
