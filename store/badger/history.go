@@ -107,12 +107,15 @@ func (w *writer) setHist(k, v []byte) error {
 	return w.set(k, v)
 }
 
-// saveHistory writes the cluster's counter with the checkpoint.
+// saveHistory writes the cluster's counter with the checkpoint, in the
+// room kept for both (ckptRoomEntries): through room, a batch committed
+// in prefixes (Store.Apply) was refused the counter once the prefix had
+// filled the transaction, and failed with ErrTxnTooBig.
 func (w *writer) saveHistory() error {
 	if !w.hist.loaded {
 		return nil
 	}
-	return w.set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes)))
+	return w.count(w.txn.Set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes))))
 }
 
 // eventTime is when the collector observed the event; an event without a
