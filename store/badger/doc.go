@@ -53,6 +53,12 @@
 // so an update learns how to record itself from the entry it reads anyway;
 // it reads the previous object's JSON to make the patches (for a whole
 // batch before it is applied, several reads in flight: history_prefetch.go).
+// The same parallel workers make, before the batch's serial apply, what of
+// each upsert's history depends only on the event and that JSON: the
+// patches, the previous state compressed when no patch will do, the
+// change's keys and t/ body (history_pre.go); an upsert whose previous
+// state an earlier event of the batch wrote makes them on the serial path,
+// byte for byte the same (TestHistoryPreStage).
 // Revisions are
 // reverse deltas: the newest revision of a live object stores no state
 // (the o/ record is it), and each revision carries what rebuilds the

@@ -107,12 +107,15 @@ func (w *writer) setHist(k, v []byte) error {
 	return w.set(k, v)
 }
 
-// saveHistory writes the cluster's counter with the checkpoint.
+// saveHistory writes the cluster's counter with the checkpoint, in the
+// room kept for both (ckptRoomEntries): through room, a batch committed
+// in prefixes (Store.Apply) was refused the counter once the prefix had
+// filled the transaction, and failed with ErrTxnTooBig.
 func (w *writer) saveHistory() error {
 	if !w.hist.loaded {
 		return nil
 	}
-	return w.set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes)))
+	return w.count(w.txn.Set(addedKey(w.cluster), binary.BigEndian.AppendUint64(nil, uint64(w.hist.bytes))))
 }
 
 // eventTime is when the collector observed the event; an event without a
@@ -156,9 +159,18 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		}
 		keepPrev = false
 	}
+	// The pre-stage's patches hold when made against this very old: the
+	// snapshot's JSON, not what an earlier event of the batch wrote.
+	pre := w.pre[e]
+	patched := pre != nil && pre.patched && sameSlice(pre.old, old)
+	var packed []byte // old s2-compressed, when the revision keeps it whole
 	if keepPrev {
 		var rev, fwd []byte
-		fwd, rev = mergePatches(old, obj)
+		if patched {
+			fwd, rev = pre.fwd, pre.rev
+		} else {
+			fwd, rev = mergePatches(old, obj)
+		}
 		if w.hist.legacy {
 			r.fwd = fwd
 		}
@@ -166,10 +178,20 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 			r.prev, next.chain = rev, head.chain+1
 		} else {
 			r.prev, r.prevWhole = old, true
+			if patched {
+				packed = pre.whole
+			}
 		}
 	}
 	if head.seq == 0 {
-		if err := w.setHist(nameKey(w.cluster, gvr, ev.GetNamespace(), ev.GetName(), ev.GetUid()), nil); err != nil {
+		nk := []byte(nil)
+		if pre != nil {
+			nk = pre.name
+		}
+		if nk == nil {
+			nk = nameKey(w.cluster, gvr, ev.GetNamespace(), ev.GetName(), ev.GetUid())
+		}
+		if err := w.setHist(nk, nil); err != nil {
 			return head, err
 		}
 		if old != nil && e.Seq > 1 {
@@ -187,9 +209,16 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 	if sameLabels {
 		known = head.labelEpoch
 	}
+	c := changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
+		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls}
+	var ck changeKeys
+	if pre != nil && pre.keyed && pre.time == r.time {
+		ck = pre.keys
+	} else {
+		ck = w.changeKeysOf(gvr, e.Seq, r.time, c)
+	}
 	var err error
-	next.labelEpoch, err = w.writeRevision(gvr, e.Seq, r, changeEntry{typ: typ, gvr: gvr, uid: ev.GetUid(), ns: ev.GetNamespace(),
-		name: ev.GetName(), rv: r.rv, manager: r.manager, op: r.op, sub: r.sub, labels: lbls}, known)
+	next.labelEpoch, err = w.writeRevision(r, c, ck, packed, known)
 	return next, err
 }
 
@@ -216,8 +245,8 @@ func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns
 			return err
 		}
 	}
-	_, err := w.writeRevision(gvr, e.Seq, r, changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name,
-		rv: r.rv, labels: labels}, 0)
+	c := changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name, rv: r.rv, labels: labels}
+	_, err := w.writeRevision(r, c, w.changeKeysOf(gvr, e.Seq, r.time, c), nil, 0)
 	return err
 }
 
@@ -293,12 +322,13 @@ func (w *writer) encodeRevision(r revision) []byte {
 	return encodeRevision(r)
 }
 
-// writeRevision writes the revision and the change's feed entries, given
-// the epoch (plus 1) in which the labels are known interned (knownEpoch,
-// 0: not known); it returns the epoch (plus 1) in which they are, 0 when
-// they are inline.
-func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r revision, c changeEntry, knownEpoch int64) (int64, error) {
-	k, v := w.revKey(gvr, c.uid, seq), w.encodeRevision(r)
+// writeRevision writes the revision and the change's feed entries under
+// ck (changeKeysOf), given r's previous state compressed (packed, nil: not
+// made), and the epoch (plus 1) in which the labels are known interned
+// (knownEpoch, 0: not known); it returns the epoch (plus 1) in which they
+// are, 0 when they are inline.
+func (w *writer) writeRevision(r revision, c changeEntry, ck changeKeys, packed []byte, knownEpoch int64) (int64, error) {
+	k, v := ck.rev, w.encodePacked(r, packed)
 	if err := w.setHist(k, v); err != nil {
 		return 0, err
 	}
@@ -321,24 +351,29 @@ func (w *writer) writeRevision(gvr schema.GroupVersionResource, seq uint64, r re
 			labelEpoch = labelEpochOf(r.time) + 1
 		}
 	}
-	cv, xv := encodeChange(c), []byte(nil)
+	var cv, xv []byte
+	if ck.body != nil {
+		cv = appendChange(c, ck.body)
+	} else {
+		cv = encodeChange(c)
+	}
 	if w.hist.legacy {
 		fv = binary.BigEndian.AppendUint64([]byte(c.uid), uint64(r.time))
 		cv = encodeChangeV1(c)
 		xv = cv
 	}
-	if err := w.setHist(feedKey(w.cluster, gvr, seq), fv); err != nil {
+	if err := w.setHist(ck.feed, fv); err != nil {
 		return 0, err
 	}
-	if err := w.setHist(timeKey('t', r.time, w.cluster, seq), cv); err != nil {
+	if err := w.setHist(ck.t, cv); err != nil {
 		return 0, err
 	}
-	if err := w.setHist(changedKey(gvr, r.time, w.cluster, c.ns, c.name), nil); err != nil {
+	if err := w.setHist(ck.changed, nil); err != nil {
 		return 0, err
 	}
 	if c.typ == query.ChangeDeleted {
 		// Key only: the t/ entry at the same time, cluster and seq holds it.
-		return labelEpoch, w.setHist(timeKey('x', r.time, w.cluster, seq), xv)
+		return labelEpoch, w.setHist(timeKey('x', r.time, w.cluster, ck.seq), xv)
 	}
 	return labelEpoch, nil
 }

@@ -37,8 +37,14 @@ const (
 // encodeChange writes a format 2 t/ value; the labels inline, or (c.labelRef
 // set) the hash of their J/ entry.
 func encodeChange(c changeEntry) []byte {
-	b := make([]byte, 0, 64+len(c.uid)+len(c.ns)+len(c.name)+labelsLen(c.labels))
-	b = append(b, changeFormat, byte(c.typ))
+	return appendChange(c, changeBody(nil, c))
+}
+
+// changeBody appends the part of a format 2 t/ value between the change's
+// type and its labels: the resource, uid (packed), name, resourceVersion
+// and manager, all the event's own, so the batch's parallel pre-stage
+// makes it (history_pre.go) and the serial apply only copies it.
+func changeBody(b []byte, c changeEntry) []byte {
 	for _, s := range []string{c.gvr.Group, c.gvr.Version, c.gvr.Resource} {
 		b = appendString(b, s)
 	}
@@ -46,6 +52,17 @@ func encodeChange(c changeEntry) []byte {
 	for _, s := range []string{c.ns, c.name, c.rv, c.manager, c.op, c.sub} {
 		b = appendString(b, s)
 	}
+	return b
+}
+
+// appendChange is the t/ value of c whose body (changeBody) is made.
+func appendChange(c changeEntry, body []byte) []byte {
+	n := 3 + len(body) + labelRefLen
+	if c.labelRef == nil {
+		n = 3 + len(body) + labelsLen(c.labels)
+	}
+	b := make([]byte, 0, n)
+	b = append(append(b, changeFormat, byte(c.typ)), body...)
 	if c.labelRef != nil {
 		return append(append(b, labelsInterned), c.labelRef...)
 	}

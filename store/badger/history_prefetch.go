@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
@@ -16,22 +17,32 @@ import (
 // flight at once. The reads are random value-log reads whose pages the
 // recycler dropped: on one goroutine each update waited for its own
 // (measured: docs/benchmarks/history.md), several in flight overlap the
-// waits, and the CPU they use is a record's decode and a copy.
+// waits, and the CPU they use is a record's decode and a copy. The same
+// workers make the history's patches (history_pre.go): CPU, which on
+// two cores gains from two of them and loses nothing from eight.
 const prefetchWorkers = 8
 
 // prefetchPrevious reads, before the batch is applied, the stored JSON of
 // every object the batch's upserts may replace, several at once, so the
 // history's patches (currentJSON) do not wait for the value log one
-// update at a time. It only reads: a key this batch or the batch in
-// flight wrote is answered by their overlays first (currentJSON), and a
-// key known absent (an add) is not read. It runs before the batch's first
-// write, so the transaction's pending writes are not being changed while
-// its Gets run (Badger's Txn tracks reads under its own lock).
+// update at a time; and makes, on the same workers, what of each upsert's
+// history depends only on the event and that JSON (history_pre.go). It
+// only reads: a key this batch or the batch in flight wrote is answered
+// by their overlays first (currentJSON), and a key known absent (an add)
+// is not read. It runs before the batch's first write, so the
+// transaction's pending writes are not being changed while its Gets run
+// (Badger's Txn tracks reads under its own lock).
 func (w *writer) prefetchPrevious(events []feed.Event) error {
 	if !w.hist.on {
 		return nil
 	}
-	var keys [][]byte
+	type job struct {
+		e      *feed.Event
+		key    []byte // nil: not read
+		absent bool   // known not stored
+	}
+	var jobs []job
+	reads := 0
 	seen := map[string]bool{}
 	for i := range events {
 		ev := events[i].Event
@@ -39,37 +50,49 @@ func (w *writer) prefetchPrevious(events []feed.Event) error {
 			continue
 		}
 		key := objKey(stream.GVR(ev.GetGvr()), ev.GetNamespace(), ev.GetName(), w.cluster)
-		if _, known := w.unread(key); known || seen[string(key)] {
-			continue
+		j := job{e: &events[i]}
+		if st, known := w.unread(key); known {
+			j.absent = st.gone
+		} else if !seen[string(key)] {
+			seen[string(key)] = true
+			j.key = key
+			reads++
 		}
-		seen[string(key)] = true
-		keys = append(keys, key)
+		if j.key != nil || !w.s.histSerial {
+			jobs = append(jobs, j)
+		}
 	}
-	if len(keys) < 2 {
-		return nil // one read gains nothing from a goroutine
+	if len(jobs) < 2 {
+		return nil // one event gains nothing from a goroutine
 	}
-	out := make([][]byte, len(keys))
-	errs := make([]error, len(keys))
+	pres := make([]histPre, len(jobs))
+	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(prefetchWorkers, len(keys)) {
+	var next atomic.Int64
+	for range min(prefetchWorkers, len(jobs)) {
 		wg.Go(func() {
-			for i := range next {
-				out[i], errs[i] = storedJSON(w.txn, keys[i])
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(jobs) {
+					return
+				}
+				errs[i] = w.preHistory(jobs[i].e, jobs[i].key, jobs[i].absent, &pres[i])
 			}
 		})
 	}
-	for i := range keys {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	w.fetched = make(map[string][]byte, len(keys))
-	for i, k := range keys {
-		w.fetched[string(k)] = out[i]
+	if reads > 0 {
+		w.fetched = make(map[string][]byte, reads)
+	}
+	w.pre = make(map[*feed.Event]*histPre, len(jobs))
+	for i, j := range jobs {
+		if j.key != nil {
+			w.fetched[string(j.key)] = pres[i].old
+		}
+		w.pre[j.e] = &pres[i]
 	}
 	return nil
 }

@@ -116,6 +116,8 @@ type Store struct {
 	// compact forms did (history_format.go), for the tests that read such
 	// a store.
 	histLegacy bool
+	// histSerial: the history's pre-stage only reads (history_pre.go; tests).
+	histSerial bool
 	// interned: the history's label sets known committed (history_labels.go)
 	interned *internCache
 }

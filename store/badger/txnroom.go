@@ -12,8 +12,9 @@ type txnBudget struct{ n, size int64 }
 
 const (
 	// ckptRoomEntries and ckptRoomBytes are kept free for a transaction's
-	// checkpoint.
-	ckptRoomEntries = 2
+	// checkpoint, the history's byte counter written with it
+	// (saveHistory), and the entry Badger counts for every transaction.
+	ckptRoomEntries = 3
 	ckptRoomBytes   = 256
 	// valueThreshold is the store's (Open: WithValueThreshold).
 	valueThreshold = 1 << 10

@@ -83,6 +83,9 @@ type writer struct {
 	// fetched: the stored JSON of objects the batch's upserts replace,
 	// read ahead by prefetchPrevious (nil: none stored), for the history.
 	fetched map[string][]byte
+	// pre: what prefetchPrevious made of each upsert's history, by event
+	// (history_pre.go).
+	pre map[*feed.Event]*histPre
 	// cnt: the transaction's counter changes, written at its commit
 	// (counters.go).
 	cnt map[string]int64
