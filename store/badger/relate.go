@@ -72,18 +72,20 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 	_, kindKnown := w.s.kinds.Load(kindSeen{gvr})
 	gr := gvr.GroupResource()
 	spec := relations.HasSpecRelations(gr)
-	read := !kindKnown || spec || bytes.Contains(obj, []byte(`"ownerReferences"`))
-	var doc []byte
-	var h uint64
-	var kind, uid string
+	read := !kindKnown || spec || bytes.Contains(obj, ownerRefsMember)
+	var rd *relRead
+	var doc []byte // rd's document, when this goroutine read it
 	if read {
-		var err error
-		if doc, kind, uid, err = w.relDoc.build(obj, spec); err != nil {
-			return err // checked by the materializer: not reached
+		// Read ahead by the batch's workers (relate_pre.go), else here.
+		if rd = w.preRead(gvr, ns, name, obj); rd == nil {
+			rd = &relRead{}
+			doc = w.relDoc.readHeader(rd, gr, obj, spec)
 		}
-		h = fnv1aBytes(fnv1a(fnvOffset, gr.String()), doc)
-		if !kindKnown && kind != "" {
-			if err := w.set(kindKey(gvr.Group, kind), encodeKind(gvr, ns == "")); err != nil {
+		if rd.err != nil {
+			return rd.err // checked by the materializer: not reached
+		}
+		if !kindKnown && rd.kind != "" {
+			if err := w.set(kindKey(gvr.Group, rd.kind), encodeKind(gvr, ns == "")); err != nil {
 				return err
 			}
 			w.s.kinds.Store(kindSeen{gvr}, true)
@@ -102,27 +104,44 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		if gvr != podsGVR {
 			lbls = nil
 		}
-		head = relHeader(h, kind, uid, lbls)
+		head = relHeader(rd.h, rd.kind, rd.uid, lbls)
 		// The header is self-delimiting: a prefix is the same header.
 		if bytes.HasPrefix(old, head) {
 			return nil // what relations come from, and the node, did not change
 		}
 	}
-	var rel relations.Relations
 	var nv, sel []byte
+	var kind, uid string
+	var refs []relations.Ref
+	var rkeys [][]byte
 	if read {
-		var err error
-		if rel, err = relations.Extract(gr, ns, doc); err != nil {
+		if !rd.extracted {
+			if doc == nil { // read ahead without its edges: read again
+				x := relRead{}
+				doc = w.relDoc.readHeader(&x, gr, obj, spec)
+				if x.err != nil {
+					return x.err
+				}
+			}
+			x := *rd // not changed in place: the read-ahead result may be taken again (an event applied again)
+			x.extract(w.cluster, gvr, ns, name, doc, false)
+			rd = &x
+		}
+		if rd.extErr != nil {
 			// The object is stored all the same, relating to nothing: a
 			// selector the member's apiserver accepted but this reader
 			// cannot is no reason to drop the object.
-			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", err)
-			rel = relations.Relations{}
+			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", rd.extErr)
+		}
+		if rd.encErr != nil {
+			return rd.encErr
 		}
 		// Kept even when empty: the hash spares the next update a decode.
-		if nv, sel, err = encodeRelations(head, rel); err != nil {
-			return err
+		nv = append(append(make([]byte, 0, len(head)+len(rd.edges)), head...), rd.edges...)
+		if rd.selLen > 0 {
+			sel = nv[len(nv)-rd.selLen:]
 		}
+		kind, uid, refs, rkeys = rd.kind, rd.uid, rd.rel.Refs, rd.rkeys
 	}
 	if bytes.Equal(old, nv) {
 		return nil
@@ -134,7 +153,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		w.rels()[string(fkey)] = relState{gone: true}
 		return w.del(fkey)
 	}
-	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, rel.Refs, sel); err != nil {
+	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, refs, rkeys, sel); err != nil {
 		return err
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
@@ -159,7 +178,13 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 // from one object to the next: the document is read (hashed, extracted)
 // before the next is built, and nothing keeps it. Allocating them for
 // every object was a third of what relDoc cost an initial load.
-type relDocBuf struct{ doc, spec []byte }
+//
+// pre is the batch's read-ahead (relate_pre.go), kept here, with the
+// writer's other relate state.
+type relDocBuf struct {
+	doc, spec []byte
+	pre       *relPrepass
+}
 
 // build is relDoc, in b's buffers.
 func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {

@@ -184,10 +184,10 @@ func cutReverseValue(v []byte) (kind, uid string, ok bool, err error) {
 // rewriteEdges replaces the R/ and Q/ entries of the E/ value old (nil:
 // none) by those of the new value: its header's kind and uid, its refs and
 // its selector's JSON (empty: none), as relate has them, not read back
-// from the value it encoded. It writes only what differs: an update that
+// from the value it encoded; rkeys, when not nil, are the refs' R/ keys. It writes only what differs: an update that
 // changes what the relations are read from but not the edges nor the kind
 // and uid (a container's image, a Pod's labels) writes no R/ or Q/ key.
-func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, sel []byte) error {
+func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, rkeys [][]byte, sel []byte) error {
 	var oldRefs []relations.Ref
 	var oldSel []byte
 	sameSource := false
@@ -209,12 +209,18 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 		}
 	}
 	var rv []byte
-	for _, r := range refs {
+	for i, r := range refs {
 		if !sameSource || !slices.Contains(oldRefs, r) {
 			if rv == nil {
 				rv = reverseValue(kind, uid)
 			}
-			if err := w.set(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name), rv); err != nil {
+			var k []byte
+			if rkeys != nil {
+				k = rkeys[i] // built ahead (relate_pre.go)
+			} else {
+				k = reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name)
+			}
+			if err := w.set(k, rv); err != nil {
 				return err
 			}
 		}
