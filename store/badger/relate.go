@@ -502,7 +502,8 @@ func (w *writer) rels() map[string]relState {
 }
 
 // relations is the stored E/ value at fkey (nil: none), newest first from
-// this batch, the batch in flight, then the snapshot.
+// this batch, the batch in flight, then the snapshot (read ahead by
+// relatePrepass, or now).
 func (w *writer) relations(fkey []byte) ([]byte, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
@@ -510,6 +511,11 @@ func (w *writer) relations(fkey []byte) ([]byte, error) {
 		}
 		if st, ok := o.rels[string(fkey)]; ok {
 			return st.v, nil
+		}
+	}
+	if pp := w.relDoc.pre; pp != nil {
+		if v, ok := pp.stored[string(fkey)]; ok {
+			return v, nil // read ahead (storedRelations)
 		}
 	}
 	it, err := w.txn.Get(fkey)

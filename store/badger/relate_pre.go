@@ -2,10 +2,12 @@ package badger
 
 import (
 	"bytes"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
+	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/feed"
@@ -126,6 +128,11 @@ type relPrepass struct {
 	byObj map[objRef]*relPre // not changed once the workers start
 	stop  atomic.Bool
 	wg    sync.WaitGroup
+	// stored: the E/ values of the updates' objects in the transaction's
+	// snapshot, read before the loop (nil value: none); relations reads
+	// the overlays first, which hold what this batch and the one in
+	// flight wrote since.
+	stored map[string][]byte
 }
 
 // relatePrepass starts reading the relations of the batch's upserts on
@@ -142,6 +149,7 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 		return func() {}
 	}
 	var order []*relPre
+	var fkeys [][]byte
 	byObj := map[objRef]*relPre{}
 	for i := range events {
 		ev := events[i].Event
@@ -159,6 +167,9 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 		p := &relPre{gvr: gvr, ns: ns, name: name, obj: obj, withEdges: known && st.gone, done: make(chan struct{})}
 		byObj[ref] = p
 		order = append(order, p)
+		if !known {
+			fkeys = append(fkeys, relKey(w.cluster, gvr, ns, name))
+		}
 	}
 	if len(order) < 2 {
 		return func() {}
@@ -180,6 +191,7 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 			}
 		})
 	}
+	pp.stored = w.storedRelations(fkeys)
 	w.relDoc.pre = pp
 	return func() {
 		pp.stop.Store(true)
@@ -207,4 +219,41 @@ func (w *writer) preRead(gvr schema.GroupVersionResource, ns, name string, obj [
 		<-p.done
 	}
 	return p.rd
+}
+
+// storedRelations reads the E/ values at fkeys from the transaction's
+// snapshot, several at once, before the batch's first write (as
+// prefetchPrevious does, and for the same reason): an update reads its
+// object's E/ entry to learn whether its relations changed, and at a
+// hundred thousand objects that entry is in no memtable. A read that
+// fails is left to relate, which reads it again. nil: fewer than two.
+func (w *writer) storedRelations(fkeys [][]byte) map[string][]byte {
+	if len(fkeys) < 2 {
+		return nil
+	}
+	out := make([][]byte, len(fkeys))
+	found := make([]bool, len(fkeys))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(prefetchWorkers, len(fkeys)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(fkeys); i = int(next.Add(1)) - 1 {
+				it, err := w.txn.Get(fkeys[i])
+				if errors.Is(err, bdg.ErrKeyNotFound) {
+					found[i] = true
+				} else if err == nil {
+					out[i], err = it.ValueCopy(nil)
+					found[i] = err == nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[string][]byte, len(fkeys))
+	for i, k := range fkeys {
+		if found[i] {
+			m[string(k)] = out[i]
+		}
+	}
+	return m
 }
