@@ -144,7 +144,10 @@
 // did not change (a status update) costs a read of its E/ entry, a small
 // value the LSM tree keeps; one that changes the header or some edges
 // (a relabeled Pod) rewrites the E/ entry and only the R/ and Q/ keys
-// that changed. The E/ value's layout changed on 2026-12-07 (the header):
+// that changed. What depends on the new object alone (its relations'
+// document, hash, edges, an add's R/ keys) is read by workers while the
+// batch's loop applies it, and the updates' E/ entries before the loop,
+// several at once (relate_pre.go). The E/ value's layout changed on 2026-12-07 (the header):
 // a store kept with relations before then is rebuilt (fleetview rebuild)
 // before it is served again. A kind with neither (most ConfigMaps, Nodes)
 // costs a scan of its bytes for "ownerReferences". K/ maps a kind to its
