@@ -46,7 +46,16 @@ const (
 // (g, ns, name) to t. typ is Owner or References (encodeRelations
 // stores no other).
 func reverseKey(cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
-	b := make([]byte, 0, 11+len(cluster)+len(t.Group)+len(t.Kind)+len(t.Namespace)+len(t.Name)+len(g.Group)+len(g.Version)+len(g.Resource)+len(ns)+len(name))
+	return appendReverseKey(make([]byte, 0, reverseKeyLen(cluster, t, g, ns, name)), cluster, t, typ, g, ns, name)
+}
+
+// reverseKeyLen is at least the length of reverseKey's key.
+func reverseKeyLen(cluster string, t relations.Target, g schema.GroupVersionResource, ns, name string) int {
+	return 11 + len(cluster) + len(t.Group) + len(t.Kind) + len(t.Namespace) + len(t.Name) + len(g.Group) + len(g.Version) + len(g.Resource) + len(ns) + len(name)
+}
+
+// appendReverseKey appends reverseKey's key to b.
+func appendReverseKey(b []byte, cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
 	b = append(b, 'R', sep)
 	for _, s := range []string{cluster, t.Group, t.Kind, t.Namespace, t.Name} {
 		b = append(append(b, s...), sep)

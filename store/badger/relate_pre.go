@@ -77,9 +77,17 @@ func (rd *relRead) extract(cluster string, gvr schema.GroupVersionResource, ns, 
 	}
 	rd.selLen = len(sel)
 	if withKeys {
+		// In one buffer: a Pod has five.
+		n := 0
+		for _, r := range rel.Refs {
+			n += reverseKeyLen(cluster, r.Target, gvr, ns, name)
+		}
+		buf := make([]byte, 0, n)
 		rd.rkeys = make([][]byte, len(rel.Refs))
 		for i, r := range rel.Refs {
-			rd.rkeys[i] = reverseKey(cluster, r.Target, r.Type, gvr, ns, name)
+			start := len(buf)
+			buf = appendReverseKey(buf, cluster, r.Target, r.Type, gvr, ns, name)
+			rd.rkeys[i] = buf[start:len(buf):len(buf)]
 		}
 	}
 }
@@ -151,6 +159,7 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 	var order []*relPre
 	var fkeys [][]byte
 	byObj := map[objRef]*relPre{}
+	entries := make([]relPre, len(events)) // one allocation, not one per upsert
 	for i := range events {
 		ev := events[i].Event
 		obj := ev.GetObject()
@@ -164,7 +173,8 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 		gvr := stream.GVR(ev.GetGvr())
 		ns, name := ev.GetNamespace(), ev.GetName()
 		st, known := w.unread(objKey(gvr, ns, name, w.cluster))
-		p := &relPre{gvr: gvr, ns: ns, name: name, obj: obj, withEdges: known && st.gone, done: make(chan struct{})}
+		p := &entries[i]
+		p.gvr, p.ns, p.name, p.obj, p.withEdges, p.done = gvr, ns, name, obj, known && st.gone, make(chan struct{})
 		byObj[ref] = p
 		order = append(order, p)
 		if !known {
