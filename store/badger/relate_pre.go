@@ -145,7 +145,7 @@ type relPrepass struct {
 
 // relatePrepass starts reading the relations of the batch's upserts on
 // GOMAXPROCS workers, in event order, while the loop applies the events;
-// relate takes each result (relPrepass.take), or reads the object itself
+// relate takes each result (preRead), or reads the object itself
 // when no worker has begun it. An add (the object's key known absent:
 // unread) is read whole, edges and R/ keys; any other upsert only its
 // header, which most updates leave as it was. The returned function
