@@ -144,7 +144,7 @@ type relPrepass struct {
 }
 
 // relatePrepass starts reading the relations of the batch's upserts on
-// GOMAXPROCS workers, in event order, while the loop applies the events;
+// GOMAXPROCS-1 workers (at least one), in event order, while the loop applies the events;
 // relate takes each result (preRead), or reads the object itself
 // when no worker has begun it. An add (the object's key known absent:
 // unread) is read whole, edges and R/ keys; any other upsert only its
@@ -186,7 +186,10 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 	}
 	pp := &relPrepass{byObj: byObj}
 	var next atomic.Int64
-	for range min(runtime.GOMAXPROCS(0), len(order)) {
+	// One core is the loop's: a worker reads an object in a fraction of
+	// the time the loop applies it, so GOMAXPROCS-1 keep ahead of it
+	// without taking the loop's core (on two cores, one).
+	for range min(max(1, runtime.GOMAXPROCS(0)-1), len(order)) {
 		pp.wg.Go(func() {
 			var b relDocBuf
 			for !pp.stop.Load() {
