@@ -14,7 +14,9 @@
 //	u/<cluster>/<group>/<version>/<resource>/<uid>               -> 0x01, namespace, name, hash of the labels
 //	c/<cluster>                                                   -> last applied stream sequence (user meta countedMeta: counters kept with it)
 //	E/<cluster>/<group>/<version>/<resource>/<namespace>/<name>  -> hash, kind, uid, a Pod's labels; the object's owner and reference edges, its selector
-//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> the source's kind, uid (empty before 2026-12-07 05:00)
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<code><group>/<version>/<resource>/[<namespace>/]<name> -> the source's kind, uid (packed: appendUID)
+//	  (code: one byte, the edge's type and whether the source's namespace is the target's, then left out; before 2026-12-07 13:00
+//	  .../<tname>/<type>/<group>/<version>/<resource>/<namespace>/<name> -> kind, uid as text, empty before 05:00; both read)
 //	Q/<cluster>/<namespace>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
 //	K/<group>/<kind>                                              -> version, resource, cluster-scoped
 //	v/<group>/<version>/<resource>/<dimension>/<value>/<namespace>/<name>/<cluster> -> ""
@@ -133,7 +135,13 @@
 // repeats the source's kind and uid, so the last hop of a walk reads no
 // E/ entry for the sources it finds there (relate_edges.go: values
 // written before 2026-12-07 05:00 are empty, and those sources are read
-// from their E/ entries; no rebuild is needed); Q/ holds each
+// from their E/ entries; no rebuild is needed). R/ keys written before
+// 2026-12-07 13:00 spell the edge type out and repeat the source's
+// namespace (oldReverseKey): both forms are read, each E/ edge's type
+// byte says which form its R/ key has ('o', 'r': the older; 'O', 'R'),
+// and an edge rewritten is written in the current form, its older key
+// deleted; no rebuild is needed, but a binary from before cannot read
+// the E/ entries of this one. Q/ holds each
 // selector once, under its cluster and namespace, so "what selects this
 // Pod" scans the selectors of one namespace of one cluster, and "which Pods
 // does it select" is a label-index lookup at read time. Selectors are not
@@ -142,7 +150,10 @@
 // did not change (a status update) costs a read of its E/ entry, a small
 // value the LSM tree keeps; one that changes the header or some edges
 // (a relabeled Pod) rewrites the E/ entry and only the R/ and Q/ keys
-// that changed. The E/ value's layout changed on 2026-12-07 (the header):
+// that changed. What depends on the new object alone (its relations'
+// document, hash, edges, an add's R/ keys) is read by workers while the
+// batch's loop applies it, and the updates' E/ entries before the loop,
+// several at once (relate_pre.go). The E/ value's layout changed on 2026-12-07 (the header):
 // a store kept with relations before then is rebuilt (fleetview rebuild)
 // before it is served again. A kind with neither (most ConfigMaps, Nodes)
 // costs a scan of its bytes for "ownerReferences". K/ maps a kind to its

@@ -15,7 +15,7 @@ import (
 // The relationship key families (doc.go):
 //
 //	E/<cluster>/<group>/<version>/<resource>/<ns>/<name>  -> the object's relations (encodeRelations)
-//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> -> the source's kind, uid (reverseValue)
+//	R/<cluster>/<tgroup>/<tkind>/<tns>/<tname>/<code><group>/<version>/<resource>/[<ns>/]<name> -> the source's kind, uid (reverseValue)
 //	Q/<cluster>/<ns>/<group>/<version>/<resource>/<name>  -> the object's label selector (JSON)
 //	K/<group>/<kind>                                       -> version, resource, cluster-scoped
 
@@ -27,8 +27,112 @@ func reversePrefix(cluster string, t relations.Target) []byte {
 	return append(join("R", cluster, t.Group, t.Kind, t.Namespace, t.Name), sep)
 }
 
+// An R/ key's source part starts with one byte, its code: the edge's
+// type, and whether the source's namespace is the target's (a Pod's
+// owner, ConfigMaps, ServiceAccount), and then left out. Keys written
+// before 2026-12-07 13:00 (oldReverseKey) spell the type out, repeat the
+// namespace, and their value holds the uid as text; both forms are read
+// (cutReverseKey), and an E/ entry says per edge which form its R/ key
+// has (relate_edges.go), so the writer deletes the key that exists. The
+// codes are below the letters the older form's type words begin with.
+const (
+	revOwnerSameNS byte = 1 + iota
+	revOwnerOwnNS
+	revRefSameNS
+	revRefOwnNS
+)
+
+// reverseKey is the R/ key of an edge of type typ from the object at
+// (g, ns, name) to t. typ is Owner or References (encodeRelations
+// stores no other).
 func reverseKey(cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
+	return appendReverseKey(make([]byte, 0, reverseKeyLen(cluster, t, g, ns, name)), cluster, t, typ, g, ns, name)
+}
+
+// reverseKeyLen is at least the length of reverseKey's key.
+func reverseKeyLen(cluster string, t relations.Target, g schema.GroupVersionResource, ns, name string) int {
+	return 11 + len(cluster) + len(t.Group) + len(t.Kind) + len(t.Namespace) + len(t.Name) + len(g.Group) + len(g.Version) + len(g.Resource) + len(ns) + len(name)
+}
+
+// appendReverseKey appends reverseKey's key to b.
+func appendReverseKey(b []byte, cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
+	b = append(b, 'R', sep)
+	for _, s := range []string{cluster, t.Group, t.Kind, t.Namespace, t.Name} {
+		b = append(append(b, s...), sep)
+	}
+	code := revRefSameNS
+	if typ == relations.Owner {
+		code = revOwnerSameNS
+	}
+	if ns != t.Namespace {
+		code++
+	}
+	b = append(b, code)
+	b = append(append(append(append(append(append(b, g.Group...), sep), g.Version...), sep), g.Resource...), sep)
+	if ns != t.Namespace {
+		b = append(append(b, ns...), sep)
+	}
+	return append(b, name...)
+}
+
+// oldReverseKey is the R/ key of the form before reverseKey's.
+func oldReverseKey(cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
 	return join("R", cluster, t.Group, t.Kind, t.Namespace, t.Name, string(typ), g.Group, g.Version, g.Resource, ns, name)
+}
+
+// reverseParts is an R/ key's source, cut in place from the key.
+type reverseParts struct {
+	typ                      relations.EdgeType
+	group, version, resource []byte
+	ns, name                 []byte
+	// old: the key has the form before reverseKey's (and so its value).
+	old bool
+}
+
+var ownerWord, referencesWord = []byte(relations.Owner), []byte(relations.References)
+
+// cutReverseKey cuts an R/ key's source part (what follows its target's
+// prefix, reversePrefix) of either form; tns is the target's namespace.
+// ok false: not an R/ key's source.
+func cutReverseKey(rest, tns []byte) (p reverseParts, ok bool) {
+	if len(rest) == 0 {
+		return p, false
+	}
+	switch code := rest[0]; code {
+	case revOwnerSameNS, revOwnerOwnNS, revRefSameNS, revRefOwnNS:
+		p.typ = relations.References
+		if code <= revOwnerOwnNS {
+			p.typ = relations.Owner
+		}
+		if code == revOwnerSameNS || code == revRefSameNS {
+			var parts [4][]byte
+			if !splitN(rest[1:], parts[:]) {
+				return p, false
+			}
+			p.group, p.version, p.resource, p.ns, p.name = parts[0], parts[1], parts[2], tns, parts[3]
+			return p, true
+		}
+		var parts [5][]byte
+		if !splitN(rest[1:], parts[:]) {
+			return p, false
+		}
+		p.group, p.version, p.resource, p.ns, p.name = parts[0], parts[1], parts[2], parts[3], parts[4]
+		return p, true
+	}
+	var parts [6][]byte
+	if !splitN(rest, parts[:]) {
+		return p, false
+	}
+	switch {
+	case bytes.Equal(parts[0], ownerWord):
+		p.typ = relations.Owner
+	case bytes.Equal(parts[0], referencesWord):
+		p.typ = relations.References
+	default:
+		return p, false
+	}
+	p.group, p.version, p.resource, p.ns, p.name, p.old = parts[1], parts[2], parts[3], parts[4], parts[5], true
+	return p, true
 }
 
 func selectorPrefix(cluster, ns string) []byte { return append(join("Q", cluster, ns), sep) }
@@ -72,18 +176,20 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 	_, kindKnown := w.s.kinds.Load(kindSeen{gvr})
 	gr := gvr.GroupResource()
 	spec := relations.HasSpecRelations(gr)
-	read := !kindKnown || spec || bytes.Contains(obj, []byte(`"ownerReferences"`))
-	var doc []byte
-	var h uint64
-	var kind, uid string
+	read := !kindKnown || spec || bytes.Contains(obj, ownerRefsMember)
+	var rd *relRead
+	var doc []byte // rd's document, when this goroutine read it
 	if read {
-		var err error
-		if doc, kind, uid, err = w.relDoc.build(obj, spec); err != nil {
-			return err // checked by the materializer: not reached
+		// Read ahead by the batch's workers (relate_pre.go), else here.
+		if rd = w.preRead(gvr, ns, name, obj); rd == nil {
+			rd = &relRead{}
+			doc = w.relDoc.readHeader(rd, gr, obj, spec)
 		}
-		h = fnv1aBytes(fnv1a(fnvOffset, gr.String()), doc)
-		if !kindKnown && kind != "" {
-			if err := w.set(kindKey(gvr.Group, kind), encodeKind(gvr, ns == "")); err != nil {
+		if rd.err != nil {
+			return rd.err // checked by the materializer: not reached
+		}
+		if !kindKnown && rd.kind != "" {
+			if err := w.set(kindKey(gvr.Group, rd.kind), encodeKind(gvr, ns == "")); err != nil {
 				return err
 			}
 			w.s.kinds.Store(kindSeen{gvr}, true)
@@ -102,27 +208,44 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		if gvr != podsGVR {
 			lbls = nil
 		}
-		head = relHeader(h, kind, uid, lbls)
+		head = relHeader(rd.h, rd.kind, rd.uid, lbls)
 		// The header is self-delimiting: a prefix is the same header.
 		if bytes.HasPrefix(old, head) {
 			return nil // what relations come from, and the node, did not change
 		}
 	}
-	var rel relations.Relations
 	var nv, sel []byte
+	var kind, uid string
+	var refs []relations.Ref
+	var rkeys [][]byte
 	if read {
-		var err error
-		if rel, err = relations.Extract(gr, ns, doc); err != nil {
+		if !rd.extracted {
+			if doc == nil { // read ahead without its edges: read again
+				x := relRead{}
+				doc = w.relDoc.readHeader(&x, gr, obj, spec)
+				if x.err != nil {
+					return x.err
+				}
+			}
+			x := *rd // not changed in place: the read-ahead result may be taken again (an event applied again)
+			x.extract(w.cluster, gvr, ns, name, doc, false)
+			rd = &x
+		}
+		if rd.extErr != nil {
 			// The object is stored all the same, relating to nothing: a
 			// selector the member's apiserver accepted but this reader
 			// cannot is no reason to drop the object.
-			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", err)
-			rel = relations.Relations{}
+			w.s.log.Warn("object stored without its relations", "cluster", w.cluster, "resource", gvr.String(), "namespace", ns, "name", name, "err", rd.extErr)
+		}
+		if rd.encErr != nil {
+			return rd.encErr
 		}
 		// Kept even when empty: the hash spares the next update a decode.
-		if nv, sel, err = encodeRelations(head, rel); err != nil {
-			return err
+		nv = append(append(make([]byte, 0, len(head)+len(rd.edges)), head...), rd.edges...)
+		if rd.selLen > 0 {
+			sel = nv[len(nv)-rd.selLen:]
 		}
+		kind, uid, refs, rkeys = rd.kind, rd.uid, rd.rel.Refs, rd.rkeys
 	}
 	if bytes.Equal(old, nv) {
 		return nil
@@ -134,7 +257,7 @@ func (w *writer) relate(gvr schema.GroupVersionResource, ns, name string, obj []
 		w.rels()[string(fkey)] = relState{gone: true}
 		return w.del(fkey)
 	}
-	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, rel.Refs, sel); err != nil {
+	if err := w.rewriteEdges(gvr, ns, name, old, kind, uid, refs, rkeys, sel); err != nil {
 		return err
 	}
 	w.rels()[string(fkey)] = relState{v: nv}
@@ -159,7 +282,13 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 // from one object to the next: the document is read (hashed, extracted)
 // before the next is built, and nothing keeps it. Allocating them for
 // every object was a third of what relDoc cost an initial load.
-type relDocBuf struct{ doc, spec []byte }
+//
+// pre is the batch's read-ahead (relate_pre.go), kept here, with the
+// writer's other relate state.
+type relDocBuf struct {
+	doc, spec []byte
+	pre       *relPrepass
+}
 
 // build is relDoc, in b's buffers.
 func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {
@@ -363,8 +492,8 @@ func (w *writer) dropRelations(gvr schema.GroupVersionResource, ns, name string,
 	if err != nil {
 		return fmt.Errorf("relations of %s %s/%s: %w", gvr, ns, name, err)
 	}
-	for _, r := range rel.Refs {
-		if err := w.del(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
+	for i, r := range rel.Refs {
+		if err := w.del(reverseKeyOf(rel.old(i), w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
 			return err
 		}
 	}
@@ -382,7 +511,8 @@ func (w *writer) rels() map[string]relState {
 }
 
 // relations is the stored E/ value at fkey (nil: none), newest first from
-// this batch, the batch in flight, then the snapshot.
+// this batch, the batch in flight, then the snapshot (read ahead by
+// relatePrepass, or now).
 func (w *writer) relations(fkey []byte) ([]byte, error) {
 	for _, o := range []*overlay{w.ov, w.prev} {
 		if o == nil {
@@ -390,6 +520,11 @@ func (w *writer) relations(fkey []byte) ([]byte, error) {
 		}
 		if st, ok := o.rels[string(fkey)]; ok {
 			return st.v, nil
+		}
+	}
+	if pp := w.relDoc.pre; pp != nil {
+		if v, ok := pp.stored[string(fkey)]; ok {
+			return v, nil // read ahead (storedRelations)
 		}
 	}
 	it, err := w.txn.Get(fkey)

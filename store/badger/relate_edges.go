@@ -17,7 +17,9 @@ import (
 //	hash of what the relations were read from (relDoc), 8 bytes BE
 //	kind, uid (length-prefixed), labels (appendLabels; a Pod's only)
 //	the refs: a count, then each a type byte and four length-prefixed
-//	strings (group, kind, namespace, name)
+//	strings (group, kind, namespace, name); the type byte also says which
+//	form the edge's R/ key has: 'O', 'R' reverseKey's, 'o', 'r' (written
+//	before 2026-12-07 13:00) oldReverseKey's
 //	the selector's JSON (empty: none)
 //
 // The header is what a Related node shows of the object and what its
@@ -28,7 +30,24 @@ import (
 // it is cached. A Pod's five references take ~100 bytes where JSON took
 // ~400, and every Pod has an entry.
 
-var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}
+var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'O', relations.References: 'R'}
+
+// storedRelations is an E/ value's edges as stored: the relations, and
+// per ref whether its R/ key has the older form (oldReverseKey).
+type storedRelations struct {
+	relations.Relations
+	oldForm []bool // nil: every key has reverseKey's form
+}
+
+func (r storedRelations) old(i int) bool { return r.oldForm != nil && r.oldForm[i] }
+
+// reverseKeyOf is the R/ key of the form old says.
+func reverseKeyOf(old bool, cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
+	if old {
+		return oldReverseKey(cluster, t, typ, g, ns, name)
+	}
+	return reverseKey(cluster, t, typ, g, ns, name)
+}
 
 // relHeader is an E/ value's header. Each part is self-delimiting, so an
 // old value that starts with the header has this header.
@@ -93,22 +112,22 @@ func encodeRelations(head []byte, rel relations.Relations) (v, sel []byte, err e
 }
 
 // decodeRelations reads a whole E/ value's edges.
-func decodeRelations(b []byte) (relations.Relations, error) {
+func decodeRelations(b []byte) (storedRelations, error) {
 	_, rest, err := cutRelHeader(b, false)
 	if err != nil {
-		return relations.Relations{}, err
+		return storedRelations{}, err
 	}
 	return decodeEdges(rest)
 }
 
 // decodeEdges reads the edges that follow an E/ value's header.
-func decodeEdges(b []byte) (relations.Relations, error) {
-	var rel relations.Relations
-	refs, sel, err := cutRefs(b)
+func decodeEdges(b []byte) (storedRelations, error) {
+	var rel storedRelations
+	refs, old, sel, err := cutRefs(b)
 	if err != nil {
 		return rel, err
 	}
-	rel.Refs = refs
+	rel.Refs, rel.oldForm = refs, old
 	if len(sel) > 0 {
 		rel.Selector = &relations.Selector{}
 		if err := json.Unmarshal(sel, rel.Selector); err != nil {
@@ -118,37 +137,43 @@ func decodeEdges(b []byte) (relations.Relations, error) {
 	return rel, nil
 }
 
-// cutRefs reads the refs that follow an E/ value's header and returns the
-// selector's JSON after them (empty: none).
-func cutRefs(b []byte) ([]relations.Ref, []byte, error) {
+// cutRefs reads the refs that follow an E/ value's header and returns,
+// per ref, whether its R/ key has the older form (nil: none has), and
+// the selector's JSON after them (empty: none).
+func cutRefs(b []byte) (refs []relations.Ref, old []bool, sel []byte, err error) {
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)) {
-		return nil, nil, errCorrupt
+		return nil, nil, nil, errCorrupt
 	}
 	b = b[w:]
-	refs := make([]relations.Ref, n)
+	refs = make([]relations.Ref, n)
 	for i := range refs {
 		if len(b) == 0 {
-			return nil, nil, errCorrupt
+			return nil, nil, nil, errCorrupt
 		}
 		r := &refs[i]
 		switch b[0] {
-		case 'o':
+		case 'O', 'o':
 			r.Type = relations.Owner
-		case 'r':
+		case 'R', 'r':
 			r.Type = relations.References
 		default:
-			return nil, nil, errCorrupt
+			return nil, nil, nil, errCorrupt
+		}
+		if b[0] == 'o' || b[0] == 'r' {
+			if old == nil {
+				old = make([]bool, n)
+			}
+			old[i] = true
 		}
 		b = b[1:]
 		for _, dst := range []*string{&r.Target.Group, &r.Target.Kind, &r.Target.Namespace, &r.Target.Name} {
-			var err error
 			if *dst, b, err = cutString(b); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 	}
-	return refs, b, nil
+	return refs, old, b, nil
 }
 
 // An R/ value (reverseValue) is the source's kind and uid, as its E/
@@ -158,63 +183,104 @@ func cutRefs(b []byte) ([]relations.Ref, []byte, error) {
 // not expanded, so the walk takes them from the keys it scans and reads
 // no E/ entry for them. The value changes with the source's header kind
 // or uid (a name reused by a new uid), and then every R/ key of the
-// source is rewritten. R/ values written before 2026-12-07 are empty: the
-// walk reads such a source from its E/ entry, as before.
+// source is rewritten. The uid is packed (appendUID: 17 bytes for a
+// UUID); a key of the older form (oldReverseKey) has it as text, and
+// before 2026-12-07 05:00 an empty value: the walk reads such a source
+// from its E/ entry.
 
 // reverseValue is an R/ value: the source's kind and uid.
 func reverseValue(kind, uid string) []byte {
-	return appendString(appendString(make([]byte, 0, len(kind)+len(uid)+4), kind), uid)
+	return appendUID(appendString(make([]byte, 0, len(kind)+len(uid)+4), kind), uid)
 }
 
-// cutReverseValue reads an R/ value; ok false when it is empty (written
-// before R/ values carried the source).
-func cutReverseValue(v []byte) (kind, uid string, ok bool, err error) {
-	if len(v) == 0 {
-		return "", "", false, nil
-	}
-	if kind, v, err = cutString(v); err != nil {
+// cutReverseValue reads an R/ value of a key of the form old says; ok
+// false when it is empty (an older key's written before R/ values carried
+// the source).
+func cutReverseValue(v []byte, old bool) (kind, uid string, ok bool, err error) {
+	k, u, ok, err := cutReverseValueBytes(v, old)
+	if !ok || err != nil {
 		return "", "", false, err
 	}
-	if uid, v, err = cutString(v); err != nil || len(v) != 0 {
-		return "", "", false, errCorrupt
+	return string(k), uidText(u, old), true, nil
+}
+
+// cutReverseValueBytes is cutReverseValue in place: uid is as stored,
+// uidText makes it the uid.
+func cutReverseValueBytes(v []byte, old bool) (kind, uid []byte, ok bool, err error) {
+	if len(v) == 0 && old {
+		return nil, nil, false, nil
 	}
-	return kind, uid, true, nil
+	if kind, v, err = cutBytes(v); err != nil {
+		return nil, nil, false, err
+	}
+	if old {
+		if uid, v, err = cutBytes(v); err != nil || len(v) != 0 {
+			return nil, nil, false, errCorrupt
+		}
+		return kind, uid, true, nil
+	}
+	if _, rest, err := cutUID(v); err != nil || len(rest) != 0 {
+		return nil, nil, false, errCorrupt
+	}
+	return kind, v, true, nil
+}
+
+// uidText is the uid an R/ value holds as uid (cutReverseValueBytes).
+func uidText(uid []byte, old bool) string {
+	if old {
+		return string(uid)
+	}
+	s, _, _ := cutUID(uid) // checked by cutReverseValueBytes
+	return s
 }
 
 // rewriteEdges replaces the R/ and Q/ entries of the E/ value old (nil:
 // none) by those of the new value: its header's kind and uid, its refs and
 // its selector's JSON (empty: none), as relate has them, not read back
-// from the value it encoded. It writes only what differs: an update that
-// changes what the relations are read from but not the edges nor the kind
-// and uid (a container's image, a Pod's labels) writes no R/ or Q/ key.
-func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, sel []byte) error {
-	var oldRefs []relations.Ref
+// from the value it encoded; rkeys, when not nil, are the refs' R/ keys.
+// It writes only what differs: an update that changes what the relations
+// are read from but not the edges nor the kind and uid (a container's
+// image, a Pod's labels) writes no R/ or Q/ key. An old edge whose R/ key
+// has the older form is rewritten in the current one, as the new E/ value
+// says.
+func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, rkeys [][]byte, sel []byte) error {
+	var oldRel storedRelations
 	var oldSel []byte
 	sameSource := false
 	if old != nil {
 		ohd, orest, err := cutRelHeader(old, false)
 		if err == nil {
-			oldRefs, oldSel, err = cutRefs(orest)
+			oldRel.Refs, oldRel.oldForm, oldSel, err = cutRefs(orest)
 		}
 		if err != nil {
 			return fmt.Errorf("relations of %s %s/%s: %w", gvr, ns, name, err)
 		}
 		sameSource = ohd.kind == kind && ohd.uid == uid
 	}
-	for _, r := range oldRefs {
-		if !slices.Contains(refs, r) {
-			if err := w.del(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
+	kept := func(r relations.Ref) bool { // r has its R/ key, of the current form
+		i := slices.Index(oldRel.Refs, r)
+		return i >= 0 && !oldRel.old(i)
+	}
+	for i, r := range oldRel.Refs {
+		if oldRel.old(i) || !slices.Contains(refs, r) {
+			if err := w.del(reverseKeyOf(oldRel.old(i), w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
 				return err
 			}
 		}
 	}
 	var rv []byte
-	for _, r := range refs {
-		if !sameSource || !slices.Contains(oldRefs, r) {
+	for i, r := range refs {
+		if !sameSource || !kept(r) {
 			if rv == nil {
 				rv = reverseValue(kind, uid)
 			}
-			if err := w.set(reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name), rv); err != nil {
+			var k []byte
+			if rkeys != nil {
+				k = rkeys[i] // built ahead (relate_pre.go)
+			} else {
+				k = reverseKey(w.cluster, r.Target, r.Type, gvr, ns, name)
+			}
+			if err := w.set(k, rv); err != nil {
 				return err
 			}
 		}

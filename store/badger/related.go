@@ -368,13 +368,14 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 	// Incoming: what names n (its children, its referrers).
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
 	srcs := rw.srcs[:0]
+	tns := []byte(n.Namespace)
 	if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
-		// <type>/<group>/<version>/<resource>/<namespace>/<name>, cut in
-		// place: a walk's last hop meets a thousand of these keys (the
-		// Pods on a Node, mounting a namespace's ConfigMap), and all but
-		// the name repeat from key to key (interned).
-		var p [6][]byte
-		if !splitN(key[len(pre):], p[:]) {
+		// The source, cut in place (cutReverseKey): a walk's last hop
+		// meets a thousand of these keys (the Pods on a Node, mounting a
+		// namespace's ConfigMap), and all but the name repeat from key to
+		// key (interned).
+		p, ok := cutReverseKey(key[len(pre):], tns)
+		if !ok {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
 		// The value as cutReverseValue reads it, without copies: most
@@ -382,34 +383,25 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 		var kind, uid []byte
 		known := false
 		if err := item.Value(func(v []byte) error {
-			if len(v) == 0 {
-				return nil // written before R/ values carried them
-			}
 			var err error
-			if kind, v, err = cutBytes(v); err != nil {
-				return err
-			}
-			if uid, v, err = cutBytes(v); err != nil || len(v) != 0 {
-				return errCorrupt
-			}
-			known = true
-			return nil
+			kind, uid, known, err = cutReverseValueBytes(v, p.old)
+			return err
 		}); err != nil {
 			return fmt.Errorf("reverse key %q: %w", key, err)
 		}
-		s := reverseSource{typ: rw.intern(p[0]), gvr: schema.GroupVersionResource{Group: rw.intern(p[1]), Version: rw.intern(p[2]), Resource: rw.intern(p[3])},
-			ns: rw.intern(p[4])}
+		s := reverseSource{typ: string(p.typ), gvr: schema.GroupVersionResource{Group: rw.intern(p.group), Version: rw.intern(p.version), Resource: rw.intern(p.resource)},
+			ns: rw.intern(p.ns)}
 		if known && len(kind) > 0 {
 			// A source the answer holds: linked in turn below, by its index.
-			if s.seen, s.linked = rw.lookup(s, rw.intern(kind), p[5], n); s.linked {
+			if s.seen, s.linked = rw.lookup(s, rw.intern(kind), p.name, n); s.linked {
 				srcs = append(srcs, s)
 				return nil
 			}
 		}
-		s.name = string(p[5])
+		s.name = string(p.name)
 		if last && known {
 			// Taken from here, not read (reverseSource.node).
-			s.kind, s.uid, s.known = rw.intern(kind), string(uid), true
+			s.kind, s.uid, s.known = rw.intern(kind), uidText(uid, p.old), true
 		}
 		srcs = append(srcs, s)
 		return nil

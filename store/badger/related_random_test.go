@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/relations"
 	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
@@ -183,7 +185,8 @@ func TestRelatedMatchesReference(t *testing.T) {
 			}
 		}
 	}
-	for round := range 5 {
+	batches := func(round int) {
+		t.Helper()
 		for _, c := range clusters {
 			// Three batches per round; an object may change twice in one.
 			for range 3 {
@@ -214,15 +217,32 @@ func TestRelatedMatchesReference(t *testing.T) {
 			}
 		}
 		checkReverseValues(t, s)
+	}
+	for round := range 5 {
+		batches(round)
+		compare(round)
+	}
+	// A store whose R/ keys have the form before 2026-12-07 13:00 (the
+	// edge type spelled out, the source's namespace repeated, the uid as
+	// text) gives the same answers; changed by this binary, its old keys
+	// are replaced, none left behind (checkReverseValues), and the
+	// answers stay the same with both forms in the store.
+	if n := toOldReverseForm(t, s, false); n == 0 {
+		t.Fatal("no R/ keys to rewrite")
+	}
+	checkReverseValues(t, s)
+	compare(5)
+	for round := 6; round < 8; round++ {
+		batches(round)
 		compare(round)
 	}
 	// A store whose R/ values were written before they carried the
 	// source (empty) gives the same answers: the walk reads those sources'
 	// E/ entries.
-	if n := emptyReverseValues(t, s); n == 0 {
+	if n := toOldReverseForm(t, s, true); n == 0 {
 		t.Fatal("no R/ keys to empty")
 	}
-	compare(5)
+	compare(8)
 	// The comparison meant something: most answers are graphs with
 	// selections, owners and references.
 	if big < compared/8 {
@@ -231,37 +251,69 @@ func TestRelatedMatchesReference(t *testing.T) {
 	t.Logf("%d answers compared, %d with 10 edges or more", compared, big)
 }
 
-// checkReverseValues checks that every R/ value is its source's kind and
-// uid as the source's E/ header has them (what the walk's last hop takes
-// instead of reading the E/ entry).
+// checkReverseValues checks that every R/ key, of either form, is an
+// edge its source's E/ entry holds, with the form the entry says, and
+// its value the source's kind and uid as the E/ header has them (what
+// the walk's last hop takes instead of reading the E/ entry); and that
+// every edge of an E/ entry has its R/ key.
 func checkReverseValues(t *testing.T, s *Store) {
 	t.Helper()
-	n := 0
+	n, empty := 0, 0
 	err := s.db.View(func(txn *bdg.Txn) error {
-		it := txn.NewIterator(bdg.IteratorOptions{PrefetchValues: false})
+		edges := map[string]bool{} // R/ keys the E/ entries name
+		it := txn.NewIterator(bdg.IteratorOptions{})
 		defer it.Close()
-		pre := []byte{'R', sep}
+		pre := []byte{'E', sep}
 		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			p := bytes.Split(key[len(pre):], []byte{sep})
-			if len(p) != 11 {
-				return fmt.Errorf("R/ key %q: %d parts", key, len(p))
+			var p [6][]byte
+			if !splitN(it.Item().Key()[len(pre):], p[:]) {
+				return fmt.Errorf("E/ key %q", it.Item().Key())
 			}
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			kind, uid, ok, err := cutReverseValue(v)
-			if err != nil || !ok {
-				return fmt.Errorf("R/ key %q: value %q: %v", key, v, err)
-			}
-			gvr := schema.GroupVersionResource{Group: string(p[6]), Version: string(p[7]), Resource: string(p[8])}
-			ev, err := get(txn, relKey(string(p[0]), gvr, string(p[9]), string(p[10])))
+			rel, err := decodeRelations(v)
 			if err != nil {
 				return err
 			}
-			if ev == nil {
-				return fmt.Errorf("R/ key %q: its source has no E/ entry", key)
+			gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
+			for i, r := range rel.Refs {
+				edges[string(reverseKeyOf(rel.old(i), string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])))] = true
+			}
+		}
+		pre = []byte{'R', sep}
+		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			var p [6][]byte
+			if !splitFirst(key[len(pre):], p[:]) {
+				return fmt.Errorf("R/ key %q", key)
+			}
+			src, ok := cutReverseKey(p[5], p[3])
+			if !ok {
+				return fmt.Errorf("R/ key %q: no source", key)
+			}
+			if !edges[string(key)] {
+				return fmt.Errorf("R/ key %q (older form %v): no E/ entry has its edge", key, src.old)
+			}
+			delete(edges, string(key))
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			kind, uid, ok, err := cutReverseValue(v, src.old)
+			if err != nil {
+				return fmt.Errorf("R/ key %q: value %q: %v", key, v, err)
+			}
+			n++
+			if !ok {
+				empty++
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: string(src.group), Version: string(src.version), Resource: string(src.resource)}
+			ev, err := get(txn, relKey(string(p[0]), gvr, string(src.ns), string(src.name)))
+			if err != nil {
+				return err
 			}
 			hd, _, err := cutRelHeader(ev, false)
 			if err != nil {
@@ -270,36 +322,99 @@ func checkReverseValues(t *testing.T, s *Store) {
 			if hd.kind != kind || hd.uid != uid {
 				return fmt.Errorf("R/ key %q: value says %s %s, the E/ header %s %s", key, kind, uid, hd.kind, hd.uid)
 			}
-			n++
+		}
+		for k := range edges {
+			return fmt.Errorf("edge %q of an E/ entry has no R/ key", k)
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n == 0 {
-		t.Fatal("no R/ keys checked")
+	if n == empty {
+		t.Fatalf("%d R/ keys, %d with an empty value: none checked", n, empty)
 	}
 }
 
-// emptyReverseValues rewrites every R/ value empty, as a store written
-// before R/ values carried the source holds them, and returns how many.
-func emptyReverseValues(t *testing.T, s *Store) int {
+// toOldReverseForm rewrites the store's relations as a binary before
+// 2026-12-07 13:00 wrote them: every R/ key of the current form in the
+// older form (oldReverseKey), its value the kind and uid as text (empty
+// when empty: before 2026-12-07 05:00), and each E/ entry's edges with
+// the older type bytes; it returns how many R/ keys it rewrote or
+// emptied.
+func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 	t.Helper()
-	var keys [][]byte
+	type kv struct{ k, v []byte }
+	var dels [][]byte
+	var sets []kv
 	err := s.db.View(func(txn *bdg.Txn) error {
 		it := txn.NewIterator(bdg.IteratorOptions{})
 		defer it.Close()
 		pre := []byte{'R', sep}
 		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
+			key := it.Item().KeyCopy(nil)
+			var p [6][]byte
+			if !splitFirst(key[len(pre):], p[:]) {
+				return fmt.Errorf("R/ key %q", key)
+			}
+			src, ok := cutReverseKey(p[5], p[3])
+			if !ok {
+				return fmt.Errorf("R/ key %q: no source", key)
+			}
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			kind, uid, known, err := cutReverseValue(v, src.old)
+			if err != nil {
+				return err
+			}
+			var ov []byte
+			if known && !empty {
+				ov = appendString(appendString(nil, kind), uid)
+			}
+			target := relations.Target{Group: string(p[1]), Kind: string(p[2]), Namespace: string(p[3]), Name: string(p[4])}
+			gvr := schema.GroupVersionResource{Group: string(src.group), Version: string(src.version), Resource: string(src.resource)}
+			ok2 := oldReverseKey(string(p[0]), target, src.typ, gvr, string(src.ns), string(src.name))
+			if !src.old {
+				dels = append(dels, key)
+			}
+			sets = append(sets, kv{ok2, ov})
+		}
+		pre = []byte{'E', sep}
+		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			_, rest, err := cutRelHeader(v, false)
+			if err != nil {
+				return err
+			}
+			refs, _, sel, err := cutRefs(rest)
+			if err != nil {
+				return err
+			}
+			nv := binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(refs)))
+			for _, r := range refs {
+				nv = append(nv, map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}[r.Type])
+				for _, x := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
+					nv = appendString(nv, x)
+				}
+			}
+			sets = append(sets, kv{it.Item().KeyCopy(nil), append(nv, sel...)})
 		}
 		return nil
 	})
 	if err == nil {
 		err = s.db.Update(func(txn *bdg.Txn) error {
-			for _, k := range keys {
-				if err := txn.Set(k, nil); err != nil {
+			for _, k := range dels {
+				if err := txn.Delete(k); err != nil {
+					return err
+				}
+			}
+			for _, e := range sets {
+				if err := txn.Set(e.k, e.v); err != nil {
 					return err
 				}
 			}
@@ -309,5 +424,11 @@ func emptyReverseValues(t *testing.T, s *Store) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(keys)
+	n := 0
+	for _, e := range sets {
+		if e.k[0] == 'R' {
+			n++
+		}
+	}
+	return n
 }

@@ -245,11 +245,11 @@ func (rw *refWalk) expand(n refNode) ([]refNode, error) {
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
 	var srcs [][]string
 	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
-		p := bytes.Split(key[len(pre):], []byte{sep})
-		if len(p) != 6 {
+		p, ok := cutReverseKey(key[len(pre):], []byte(n.Namespace))
+		if !ok {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
-		srcs = append(srcs, []string{string(p[0]), string(p[1]), string(p[2]), string(p[3]), string(p[4]), string(p[5])})
+		srcs = append(srcs, []string{string(p.typ), string(p.group), string(p.version), string(p.resource), string(p.ns), string(p.name)})
 		return nil
 	}); err != nil {
 		return nil, err

@@ -236,25 +236,31 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 	for d := 0; d < maxOwnerDepth && len(frontier) > 0; d++ {
 		var next []relations.Target
 		for _, o := range frontier {
-			pre := append(append(reversePrefix(cluster, o), relations.Owner...), sep)
+			pre := reversePrefix(cluster, o)
+			tns := []byte(o.Namespace)
 			// One iterator, sought to each owner: creating one per owner
 			// (a Deployment's hundred Pods are owners too) cost more than
 			// the scans. The owners of one level of one kind come in key
 			// order (an owner's R/ keys are), and so do their prefixes:
 			// the seeker passes the many that own nothing (a ReplicaSet's
-			// Pods) without a seek each.
+			// Pods) without a seek each. The owner keys of both forms
+			// (cutReverseKey) are under the owner's prefix, with its
+			// few references.
 			if err := it.each(pre, func(key []byte, _ *bdg.Item) error {
-				var p [5][]byte
-				if !splitN(key[len(pre):], p[:]) {
+				p, ok := cutReverseKey(key[len(pre):], tns)
+				if !ok {
 					return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 				}
+				if p.typ != relations.Owner {
+					return nil
+				}
 				// A level's children share group, resource and namespace.
-				cgr := schema.GroupResource{Group: intern(p[0]), Resource: intern(p[2])}
-				ns := intern(p[3])
+				cgr := schema.GroupResource{Group: intern(p.group), Resource: intern(p.resource)}
+				ns := intern(p.ns)
 				if !vis.Allows(cgr, cluster, ns) {
 					return nil // neither answered nor followed
 				}
-				name := string(p[4])
+				name := string(p.name)
 				if cgr == gr {
 					set[memberKey(cluster, ns, name)] = true
 				}
@@ -278,28 +284,46 @@ func ownedBelow(txn *bdg.Txn, kinds kindTable, gr schema.GroupResource, cluster 
 // referrers adds to set the objects of gr in cluster whose spec names the
 // object of gk called name (in ns when set).
 func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool, targetVisible func(ns string) bool) error {
-	pre := append(join("R", cluster, gk.Group, gk.Kind), sep)
+	kindPre := append(join("R", cluster, gk.Group, gk.Kind), sep)
+	pre := kindPre
 	if ns != "" || relations.ClusterScoped(gk.Group, gk.Kind) {
-		pre = append(reversePrefix(cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: ns, Name: name}), relations.References...)
-		pre = append(pre, sep)
+		pre = reversePrefix(cluster, relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: ns, Name: name})
 	}
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
 	defer it.Close()
 	for it.Rewind(); it.Valid(); it.Next() {
-		// <tns>/<tname>/<type>/<group>/<version>/<resource>/<ns>/<name> after the kind.
+		// <tns>/<tname>/ after the kind, then the source (cutReverseKey).
 		k := it.Item().Key()
-		p := bytes.Split(k[len(join("R", cluster, gk.Group, gk.Kind))+1:], []byte{sep})
-		if len(p) != 8 {
+		var t [3][]byte
+		if !splitFirst(k[len(kindPre):], t[:]) {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, k)
 		}
-		if string(p[1]) != name || string(p[2]) != string(relations.References) || !targetVisible(string(p[0])) {
+		if string(t[1]) != name || !targetVisible(string(t[0])) {
 			continue
 		}
-		if (schema.GroupResource{Group: string(p[3]), Resource: string(p[5])}) == gr {
-			set[memberKey(cluster, string(p[6]), string(p[7]))] = true
+		p, ok := cutReverseKey(t[2], t[0])
+		if !ok {
+			return fmt.Errorf("%w: reverse key %q", errCorrupt, k)
+		}
+		if p.typ == relations.References && (schema.GroupResource{Group: string(p.group), Resource: string(p.resource)}) == gr {
+			set[memberKey(cluster, string(p.ns), string(p.name))] = true
 		}
 	}
 	return nil
+}
+
+// splitFirst cuts b at its first len(parts)-1 seps, in place: the last
+// part is the rest; false when b has fewer.
+func splitFirst(b []byte, parts [][]byte) bool {
+	for i := range len(parts) - 1 {
+		j := bytes.IndexByte(b, sep)
+		if j < 0 {
+			return false
+		}
+		parts[i], b = b[:j], b[j+1:]
+	}
+	parts[len(parts)-1] = b
+	return true
 }
 
 // relations resolves the list's relation field requirements, if any, to

@@ -268,6 +268,7 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 	if err := w.prefetchPrevious(events); err != nil {
 		return err
 	}
+	defer w.relatePrepass(events)()
 	var applied uint64
 	for i := 0; i < len(events); i++ {
 		if err := ctx.Err(); err != nil {
@@ -319,6 +320,7 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event
 		w.discard()
 		return nil, err
 	}
+	defer w.relatePrepass(events)()
 	for i := range events {
 		e := &events[i]
 		if err := ctx.Err(); err != nil {

@@ -1,0 +1,272 @@
+package badger
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/relations"
+	"github.com/fleetview/fleetview/internal/stream"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// A batch is applied on one goroutine (Prepare, Apply), and half of what
+// the relationship index added to it was reading the new objects:
+// relDoc's pass over the JSON, the Pod reader, the edges' encoding and
+// their R/ keys (measured: docs/benchmarks/relations.md). None of that
+// depends on the store, only on the object, so the batch's upserts are
+// read by workers (relatePrepass) while the loop applies the events, and
+// relate takes the result for its object instead of reading it. The
+// results are made by the very functions relate calls without them
+// (relReadOf), so what is written is the same bytes either way
+// (TestRelatePrepassSameBytes).
+
+// relRead is what relate reads from an object's new JSON alone.
+type relRead struct {
+	err       error // the JSON could not be read (relDoc)
+	h         uint64
+	kind, uid string
+	// extracted: rel, edges (and rkeys) are set; relate extracts them
+	// itself otherwise (an update: most keep their header, and need none).
+	extracted bool
+	rel       relations.Relations
+	// extErr is why the relations could not be read; rel is then empty
+	// (the object relates to nothing, relate logs it).
+	extErr error
+	// edges is the E/ value after its header (encodeEdges), selLen the
+	// length of the selector's JSON at its end; encErr: not encodable.
+	edges  []byte
+	selLen int
+	encErr error
+	// rkeys are the R/ keys of rel.Refs, one each (nil: relate builds
+	// them).
+	rkeys [][]byte
+}
+
+// readHeader reads what an E/ header is made of: the hash of the
+// relations' document, kind and uid. It returns the document, valid
+// until b's next build.
+func (b *relDocBuf) readHeader(rd *relRead, gr schema.GroupResource, obj []byte, spec bool) []byte {
+	doc, kind, uid, err := b.build(obj, spec)
+	if err != nil {
+		rd.err = err
+		return nil
+	}
+	rd.h, rd.kind, rd.uid = fnv1aBytes(fnv1a(fnvOffset, gr.String()), doc), kind, uid
+	return doc
+}
+
+// extract reads the relations of doc (the object's document, readHeader's)
+// into rd and encodes them; withKeys also builds their R/ keys.
+func (rd *relRead) extract(cluster string, gvr schema.GroupVersionResource, ns, name string, doc []byte, withKeys bool) {
+	rd.extracted = true
+	rel, err := relations.Extract(gvr.GroupResource(), ns, doc)
+	if err != nil {
+		rd.extErr, rel = err, relations.Relations{}
+	}
+	rd.rel = rel
+	var sel []byte
+	if rd.edges, sel, rd.encErr = encodeRelations(nil, rel); rd.encErr != nil {
+		return
+	}
+	rd.selLen = len(sel)
+	if withKeys {
+		// In one buffer: a Pod has five.
+		n := 0
+		for _, r := range rel.Refs {
+			n += reverseKeyLen(cluster, r.Target, gvr, ns, name)
+		}
+		buf := make([]byte, 0, n)
+		rd.rkeys = make([][]byte, len(rel.Refs))
+		for i, r := range rel.Refs {
+			start := len(buf)
+			buf = appendReverseKey(buf, cluster, r.Target, r.Type, gvr, ns, name)
+			rd.rkeys[i] = buf[start:len(buf):len(buf)]
+		}
+	}
+}
+
+// relReadOf is everything relate reads from obj alone: its header, and
+// (withEdges) its relations encoded. nil when relate would not read obj
+// (its kind is indexed, names nothing in its spec and obj has no owner).
+func (s *Store) relReadOf(b *relDocBuf, cluster string, gvr schema.GroupVersionResource, ns, name string, obj []byte, withEdges bool) *relRead {
+	gr := gvr.GroupResource()
+	spec := relations.HasSpecRelations(gr)
+	if _, known := s.kinds.Load(kindSeen{gvr}); known && !spec && !bytes.Contains(obj, ownerRefsMember) {
+		return nil
+	}
+	rd := &relRead{}
+	doc := b.readHeader(rd, gr, obj, spec)
+	if rd.err == nil && withEdges {
+		rd.extract(cluster, gvr, ns, name, doc, true)
+	}
+	return rd
+}
+
+var ownerRefsMember = []byte(`"ownerReferences"`)
+
+// relPre is one upsert of the batch, read ahead.
+type relPre struct {
+	gvr       schema.GroupVersionResource
+	ns, name  string
+	obj       []byte
+	withEdges bool
+	// claimed by a worker or the loop (0: not yet); done is closed once
+	// rd is set.
+	claimed atomic.Bool
+	done    chan struct{}
+	rd      *relRead
+}
+
+// objRef names an object's bytes: the event's, the same slice relate
+// is given.
+type objRef struct {
+	p *byte
+	n int
+}
+
+// relPrepass is a batch's upserts being read ahead (relatePrepass).
+type relPrepass struct {
+	byObj map[objRef]*relPre // not changed once the workers start
+	stop  atomic.Bool
+	wg    sync.WaitGroup
+	// stored: the E/ values of the updates' objects in the transaction's
+	// snapshot, read before the loop (nil value: none); relations reads
+	// the overlays first, which hold what this batch and the one in
+	// flight wrote since.
+	stored map[string][]byte
+}
+
+// relatePrepass starts reading the relations of the batch's upserts on
+// GOMAXPROCS-1 workers (at least one), in event order, while the loop applies the events;
+// relate takes each result (preRead), or reads the object itself
+// when no worker has begun it. An add (the object's key known absent:
+// unread) is read whole, edges and R/ keys; any other upsert only its
+// header, which most updates leave as it was. The returned function
+// stops the workers and waits for them; the batch calls it when its loop
+// is done (a result not taken is dropped).
+func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
+	w.relDoc.pre = nil
+	if w.s.noRelations {
+		return func() {}
+	}
+	var order []*relPre
+	var fkeys [][]byte
+	byObj := map[objRef]*relPre{}
+	entries := make([]relPre, len(events)) // one allocation, not one per upsert
+	for i := range events {
+		ev := events[i].Event
+		obj := ev.GetObject()
+		if ev.GetType() != fleetviewv1.EventType_EVENT_TYPE_UPSERT || len(obj) == 0 {
+			continue
+		}
+		ref := objRef{&obj[0], len(obj)}
+		if _, dup := byObj[ref]; dup {
+			continue // relate checks the names: a second event of the same bytes reads them itself
+		}
+		gvr := stream.GVR(ev.GetGvr())
+		ns, name := ev.GetNamespace(), ev.GetName()
+		st, known := w.unread(objKey(gvr, ns, name, w.cluster))
+		p := &entries[i]
+		p.gvr, p.ns, p.name, p.obj, p.withEdges, p.done = gvr, ns, name, obj, known && st.gone, make(chan struct{})
+		byObj[ref] = p
+		order = append(order, p)
+		if !known {
+			fkeys = append(fkeys, relKey(w.cluster, gvr, ns, name))
+		}
+	}
+	if len(order) < 2 {
+		return func() {}
+	}
+	pp := &relPrepass{byObj: byObj}
+	var next atomic.Int64
+	// One core is the loop's: a worker reads an object in a fraction of
+	// the time the loop applies it, so GOMAXPROCS-1 keep ahead of it
+	// without taking the loop's core (on two cores, one).
+	for range min(max(1, runtime.GOMAXPROCS(0)-1), len(order)) {
+		pp.wg.Go(func() {
+			var b relDocBuf
+			for !pp.stop.Load() {
+				i := int(next.Add(1)) - 1
+				if i >= len(order) {
+					return
+				}
+				if p := order[i]; p.claimed.CompareAndSwap(false, true) {
+					p.rd = w.s.relReadOf(&b, w.cluster, p.gvr, p.ns, p.name, p.obj, p.withEdges)
+					close(p.done)
+				}
+			}
+		})
+	}
+	pp.stored = w.storedRelations(fkeys)
+	w.relDoc.pre = pp
+	return func() {
+		pp.stop.Store(true)
+		pp.wg.Wait()
+		w.relDoc.pre = nil
+	}
+}
+
+// preRead is the read-ahead result for the object at (gvr, ns, name)
+// whose new JSON is obj, made now on the loop's goroutine (in w.relDoc)
+// when no worker has begun it; nil when the batch has none for it.
+func (w *writer) preRead(gvr schema.GroupVersionResource, ns, name string, obj []byte) *relRead {
+	pp := w.relDoc.pre
+	if pp == nil || len(obj) == 0 {
+		return nil
+	}
+	p := pp.byObj[objRef{&obj[0], len(obj)}]
+	if p == nil || p.gvr != gvr || p.ns != ns || p.name != name {
+		return nil
+	}
+	if p.claimed.CompareAndSwap(false, true) {
+		p.rd = w.s.relReadOf(&w.relDoc, w.cluster, gvr, ns, name, obj, p.withEdges)
+		close(p.done)
+	} else {
+		<-p.done
+	}
+	return p.rd
+}
+
+// storedRelations reads the E/ values at fkeys from the transaction's
+// snapshot, several at once, before the batch's first write (as
+// prefetchPrevious does, and for the same reason): an update reads its
+// object's E/ entry to learn whether its relations changed, and at a
+// hundred thousand objects that entry is in no memtable. A read that
+// fails is left to relate, which reads it again. nil: fewer than two.
+func (w *writer) storedRelations(fkeys [][]byte) map[string][]byte {
+	if len(fkeys) < 2 {
+		return nil
+	}
+	out := make([][]byte, len(fkeys))
+	found := make([]bool, len(fkeys))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(prefetchWorkers, len(fkeys)) {
+		wg.Go(func() {
+			for i := int(next.Add(1)) - 1; i < len(fkeys); i = int(next.Add(1)) - 1 {
+				it, err := w.txn.Get(fkeys[i])
+				if errors.Is(err, bdg.ErrKeyNotFound) {
+					found[i] = true
+				} else if err == nil {
+					out[i], err = it.ValueCopy(nil)
+					found[i] = err == nil
+				}
+			}
+		})
+	}
+	wg.Wait()
+	m := make(map[string][]byte, len(fkeys))
+	for i, k := range fkeys {
+		if found[i] {
+			m[string(k)] = out[i]
+		}
+	}
+	return m
+}
