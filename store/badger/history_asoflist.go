@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/labels"
@@ -117,6 +118,7 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 	}
 	kept := l.page.Items
 	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters}
+	defer m.close()
 	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
 	var lastTail []byte
 	for i := 0; ; {
@@ -167,6 +169,17 @@ type asOfMerge struct {
 	// selected the pre-check halves the CPU). Each batch's answer
 	// decides the next batch's.
 	lax bool
+	// iters are the workers' iterators, made on the first batch and kept
+	// for the page's later ones (close): making one costs about as much
+	// as a few objects' rebuilds.
+	iters []*histIters
+}
+
+func (m *asOfMerge) close() {
+	for _, h := range m.iters {
+		h.close()
+	}
+	m.iters = nil
 }
 
 type rebuilt struct {
@@ -211,19 +224,25 @@ func (m *asOfMerge) judgeSome() {
 	}
 	m.changed = m.changed[n:]
 	workers := min(runtime.GOMAXPROCS(0), maxFetchWorkers, (n+7)/8)
+	for len(m.iters) < workers {
+		m.iters = append(m.iters, newHistIters(m.txn))
+	}
 	sel := m.sel
 	if m.lax {
 		sel = nil
 	}
+	// Objects are taken one at a time, not in equal shares: their costs
+	// differ (revisions to read and patch, a record or none), and a batch
+	// waits for its slowest worker.
+	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			// A read-only transaction is safe for concurrent reads; each
-			// worker writes only its own slots, through its own
+			// worker writes only the slots it took, through its own
 			// iterators.
-			h := newHistIters(m.txn)
-			defer h.close()
-			for i := w * n / workers; i < (w+1)*n/workers; i++ {
+			h := m.iters[w]
+			for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
 				out[i].obj, out[i].err = m.judge(h, sel, out[i].tail)
 			}
 		})
