@@ -160,7 +160,7 @@ func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 			case string(nx.prev) == "{}":
 				states[i] = states[i+1]
 			default:
-				st, err := rawApplyMergePatch(states[i+1], nx.prev)
+				st, err := applyReverse(states[i+1], nx.prev)
 				if err != nil {
 					return nil, fmt.Errorf("revision %s/%d: %w", uid, revs[i].seq, err)
 				}
