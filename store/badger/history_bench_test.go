@@ -111,8 +111,11 @@ func BenchmarkHistoryRevisions(b *testing.B) {
 // so every Pod of the list is rebuilt; "all/tenth" the same selecting a
 // tenth (shard=s3), as the 15k Pods of 150k.
 func BenchmarkHistoryAsOfList(b *testing.B) {
-	const pods = 6000
 	for _, name := range []string{"few", "churn", "others", "all", "each"} {
+		pods := 6000
+		if name == "each" {
+			pods = 15000 // the and bench-historyapi's scale
+		}
 		churn := name == "churn"
 		s, r := openHistory(b, HistoryOptions{})
 		ctx := context.Background()
