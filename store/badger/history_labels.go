@@ -307,7 +307,9 @@ func (p *labelPins) unpin(epochs map[int64]bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for e := range epochs {
-		if p.pinned[e]--; p.pinned[e] <= 0 {
+		if n, ok := p.pinned[e]; n > 1 {
+			p.pinned[e] = n - 1
+		} else if ok {
 			delete(p.pinned, e)
 		}
 		if p.watching {

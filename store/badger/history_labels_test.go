@@ -105,3 +105,51 @@ func TestHistoryLabelsRetainedInFlight(t *testing.T) {
 		})
 	}
 }
+
+// TestLabelPins: retention removes no epoch a batch pinned, nor one a
+// batch released while retention looked (it committed after the
+// snapshot that found the epoch unused), and from then on refuses pins
+// below what it may remove.
+func TestLabelPins(t *testing.T) {
+	cases := []struct {
+		name string
+		// pinned before the pass, released during it, before given to
+		// settle, then the epoch retention may remove before and whether
+		// a pin of epoch 6 is taken after.
+		pinned, released []int64
+		before, want     int64
+		pin6             bool
+	}{
+		{"nothing in flight", nil, nil, 7, 7, false},
+		{"a batch in flight", []int64{5}, nil, 7, 5, false},
+		{"a batch committed during the pass", []int64{5}, []int64{5}, 7, 5, false},
+		{"pins above what goes", []int64{8}, nil, 7, 7, false},
+		{"nothing to remove", nil, nil, 0, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var p labelPins
+			for _, e := range tc.pinned {
+				if !p.pin(e) {
+					t.Fatalf("pin %d refused before any pass", e)
+				}
+			}
+			p.watch()
+			for _, e := range tc.released {
+				p.unpin(map[int64]bool{e: true})
+			}
+			if got := p.settle(tc.before); got != tc.want {
+				t.Errorf("settle(%d) = %d, want %d", tc.before, got, tc.want)
+			}
+			if got := p.pin(6); got != tc.pin6 {
+				t.Errorf("pin 6 after the pass: %v, want %v", got, tc.pin6)
+			}
+			// Released after the pass: the next pass does not hold it.
+			p.unpin(map[int64]bool{5: true, 6: true, 8: true})
+			p.watch()
+			if got := p.settle(tc.before); got != tc.before {
+				t.Errorf("the next pass: settle(%d) = %d", tc.before, got)
+			}
+		})
+	}
+}
