@@ -275,18 +275,27 @@ func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.
 			return nil, err
 		}
 	}
-	obj, cells, err := objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, sel)
-	if err != nil || obj == nil {
-		return nil, err
-	}
-	if !m.sel.Empty() {
-		lbls, err := rawjson.CheckedLabels(obj) // the store's own JSON, checked when stored
-		if err != nil {
+	var obj, cells []byte
+	var lbls map[string]string
+	found := false
+	if sel == nil || sel.Empty() {
+		// No pre-check to make: the record first (recordAt).
+		if obj, cells, lbls, found, err = recordAt(m.txn, h, objKey(o.GVR, ns, name, cluster), cluster, o.GVR, m.t, !m.sel.Empty()); err != nil {
 			return nil, err
 		}
-		if !m.sel.Matches(labels.Set(lbls)) {
-			return nil, nil
+	}
+	if !found {
+		if obj, cells, err = objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, sel); err != nil || obj == nil {
+			return nil, err
 		}
+		if !m.sel.Empty() {
+			if lbls, err = rawjson.CheckedLabels(obj); err != nil { // the store's own JSON, checked when stored
+				return nil, err
+			}
+		}
+	}
+	if !m.sel.Empty() && !m.sel.Matches(labels.Set(lbls)) {
+		return nil, nil
 	}
 	if ok, err := o.Fields.Matches(ns, name, obj); err != nil || !ok {
 		return nil, err
