@@ -260,7 +260,8 @@ func (m *asOfMerge) judgeSome() {
 
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors; sel, when
-// set, is pre-checked before a rebuild (objectAt).
+// set, is pre-checked before a rebuild (objectAt), else the object's
+// record is read first (recordAt).
 func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.Object, error) {
 	o := m.o
 	ns, name, cluster, err := tail(append(objPrefix(o.GVR), tl...))
