@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"maps"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -25,7 +26,7 @@ import (
 // whole needs no record (its uid is all it reads from it).
 func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels bool) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
 	item, err := txn.Get(key)
-	if err == bdg.ErrKeyNotFound {
+	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return nil, nil, nil, false, nil
 	}
 	if err != nil {
