@@ -54,6 +54,8 @@ type histWriter struct {
 	// interned are the J/ entries this batch wrote or found
 	// (internLabels): the next batch's snapshot lacks this one's.
 	interned map[internRef]bool
+	// pins are the epochs whose J/ entries the batch names (labelPins).
+	pins map[int64]bool
 	// legacy writes what an older binary wrote (format 3 revisions under
 	// text uids, format 1 changes): the tests' stores of one
 	// (Store.histLegacy).

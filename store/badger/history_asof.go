@@ -135,7 +135,11 @@ const (
 // nearly every object changed since); without that entry (a baseline
 // revision, one retention kept past the window) the caller matches the
 // rebuilt state.
-func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector) ([]byte, atFound, error) {
+//
+// key, when set, is the object's record: the newest state a rebuild
+// patches back from is read from it, without the uid index, when the
+// record was written by the newest revision's event (its seq).
+func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector, key []byte) ([]byte, atFound, error) {
 	// An older binary's revisions (the uid as text) come before the
 	// packed ones: both are read, in that order (scanRevisions).
 	text := h.textRevPrefix(cluster, gvr, uid)
@@ -195,11 +199,52 @@ scan:
 	case len(at) == 1 && newest && at[0].r.own == nil:
 		return nil, atStored, nil
 	}
+	if newest && key != nil && at[len(at)-1].r.own == nil {
+		// The record's JSON is patched back inside the read, not copied
+		// first (a rebuilt object's state is a new buffer anyway).
+		var st []byte
+		ok, err := withRecord(txn, key, at[len(at)-1].seq, func(cur []byte) error {
+			states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, true, cur)
+			if err != nil {
+				return err
+			}
+			if st = states[0]; len(st) > 0 && &st[0] == &cur[0] {
+				st = bytes.Clone(st) // no patch changed it: the record's own bytes
+			}
+			return nil
+		})
+		if err != nil || ok {
+			return st, atState, err
+		}
+	}
 	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
 	if err != nil {
 		return nil, atAbsent, err
 	}
 	return states[0], atState, nil
+}
+
+// withRecord calls fn with the JSON of the record at key, valid during
+// the call, when the record was written by the event of stream sequence
+// seq; ok is false when it was not (or there is none), and fn is not
+// called.
+func withRecord(txn *bdg.Txn, key []byte, seq uint64, fn func(json []byte) error) (ok bool, err error) {
+	item, err := txn.Get(key)
+	if errors.Is(err, bdg.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	err = item.Value(func(v []byte) error {
+		r, err := decodeRecord(v, false)
+		if err != nil || r.seq != seq {
+			return err
+		}
+		ok = true
+		return fn(r.json)
+	})
+	return ok, err
 }
 
 // changeLabels are the labels of the uid's state after revision sr, as
@@ -240,7 +285,7 @@ func objectAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersio
 	key := objKey(gvr, ns, name, cluster)
 	uids := h.uidsOf(cluster, gvr, ns, name)
 	for _, uid := range uids {
-		st, found, err := uidAt(txn, h, cluster, gvr, uid, t, sel)
+		st, found, err := uidAt(txn, h, cluster, gvr, uid, t, sel, key)
 		switch {
 		case err != nil:
 			return nil, nil, err

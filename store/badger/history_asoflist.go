@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/labels"
@@ -117,6 +118,7 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 	}
 	kept := l.page.Items
 	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters}
+	defer m.close()
 	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
 	var lastTail []byte
 	for i := 0; ; {
@@ -167,6 +169,17 @@ type asOfMerge struct {
 	// selected the pre-check halves the CPU). Each batch's answer
 	// decides the next batch's.
 	lax bool
+	// iters are the workers' iterators, made on the first batch and kept
+	// for the page's later ones (close): making one costs about as much
+	// as a few objects' rebuilds.
+	iters []*histIters
+}
+
+func (m *asOfMerge) close() {
+	for _, h := range m.iters {
+		h.close()
+	}
+	m.iters = nil
 }
 
 type rebuilt struct {
@@ -211,19 +224,25 @@ func (m *asOfMerge) judgeSome() {
 	}
 	m.changed = m.changed[n:]
 	workers := min(runtime.GOMAXPROCS(0), maxFetchWorkers, (n+7)/8)
+	for len(m.iters) < workers {
+		m.iters = append(m.iters, newHistIters(m.txn))
+	}
 	sel := m.sel
 	if m.lax {
 		sel = nil
 	}
+	// Objects are taken one at a time, not in equal shares: their costs
+	// differ (revisions to read and patch, a record or none), and a batch
+	// waits for its slowest worker.
+	var taken atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			// A read-only transaction is safe for concurrent reads; each
-			// worker writes only its own slots, through its own
+			// worker writes only the slots it took, through its own
 			// iterators.
-			h := newHistIters(m.txn)
-			defer h.close()
-			for i := w * n / workers; i < (w+1)*n/workers; i++ {
+			h := m.iters[w]
+			for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
 				out[i].obj, out[i].err = m.judge(h, sel, out[i].tail)
 			}
 		})
@@ -241,7 +260,8 @@ func (m *asOfMerge) judgeSome() {
 
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors; sel, when
-// set, is pre-checked before a rebuild (objectAt).
+// set, is pre-checked before a rebuild (objectAt), else the object's
+// record is read first (recordAt).
 func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.Object, error) {
 	o := m.o
 	ns, name, cluster, err := tail(append(objPrefix(o.GVR), tl...))
@@ -256,18 +276,27 @@ func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.
 			return nil, err
 		}
 	}
-	obj, cells, err := objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, sel)
-	if err != nil || obj == nil {
-		return nil, err
-	}
-	if !m.sel.Empty() {
-		lbls, err := rawjson.CheckedLabels(obj) // the store's own JSON, checked when stored
-		if err != nil {
+	var obj, cells []byte
+	var lbls map[string]string
+	found := false
+	if sel == nil || sel.Empty() {
+		// No pre-check to make: the record first (recordAt).
+		if obj, cells, lbls, found, err = recordAt(m.txn, h, objKey(o.GVR, ns, name, cluster), cluster, o.GVR, m.t, !m.sel.Empty()); err != nil {
 			return nil, err
 		}
-		if !m.sel.Matches(labels.Set(lbls)) {
-			return nil, nil
+	}
+	if !found {
+		if obj, cells, err = objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, sel); err != nil || obj == nil {
+			return nil, err
 		}
+		if !m.sel.Empty() {
+			if lbls, err = rawjson.CheckedLabels(obj); err != nil { // the store's own JSON, checked when stored
+				return nil, err
+			}
+		}
+	}
+	if !m.sel.Empty() && !m.sel.Matches(labels.Set(lbls)) {
+		return nil, nil
 	}
 	if ok, err := o.Fields.Matches(ns, name, obj); err != nil || !ok {
 		return nil, err

@@ -111,8 +111,11 @@ func BenchmarkHistoryRevisions(b *testing.B) {
 // so every Pod of the list is rebuilt; "all/tenth" the same selecting a
 // tenth (shard=s3), as the 15k Pods of 150k.
 func BenchmarkHistoryAsOfList(b *testing.B) {
-	const pods = 6000
-	for _, name := range []string{"few", "churn", "others", "all"} {
+	for _, name := range []string{"few", "churn", "others", "all", "each"} {
+		pods := 6000
+		if name == "each" {
+			pods = 15000 // the and bench-historyapi's scale
+		}
 		churn := name == "churn"
 		s, r := openHistory(b, HistoryOptions{})
 		ctx := context.Background()
@@ -152,6 +155,16 @@ func BenchmarkHistoryAsOfList(b *testing.B) {
 					evs = append(evs, next(benchdata.Event("c1", i, rv)))
 				}
 			}
+		} else if name == "each" {
+			// The API benchmark's churn (bench-historyapi,
+			// FV_HIST_CHURN_EVERY=1): every Pod changed once since, every
+			// fiftieth deleted, every Pod selected.
+			for i := range pods {
+				evs = append(evs, next(benchdata.Event("c1", i, 2)))
+			}
+			for i := 25; i < pods; i += 50 {
+				evs = append(evs, next(benchdata.Delete("c1", i, 3)))
+			}
 		} else {
 			for rv := 2; rv <= 101; rv++ {
 				evs = append(evs, next(benchdata.Event("c1", 0, rv)))
@@ -165,6 +178,9 @@ func BenchmarkHistoryAsOfList(b *testing.B) {
 			b.Fatal(err) // the first list reads the value log cold: neither case pays it
 		}
 		selectors := []struct{ name, sel string }{{"", "tier=frontend"}}
+		if name == "each" {
+			selectors[0].sel = "tier"
+		}
 		if name == "all" {
 			// A tenth selected: the 15k of 150k.
 			selectors = append(selectors, struct{ name, sel string }{"/tenth", "shard=s3"})

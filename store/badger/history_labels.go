@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"sync"
 	"time"
 
@@ -24,9 +25,12 @@ import (
 // it removed every change of the epoch (retainLabels): entries need no
 // count of their users. A change whose epoch retention may be about to
 // remove (it ends within labelEpoch of the expiry the batch read) keeps
-// its labels inline, so an entry is not referenced after its removal
-// unless retention advanced more than an epoch while one batch was
-// being made.
+// its labels inline. That alone does not hold against a batch made while
+// retention runs (the store detects no conflicts: the batch does not see
+// retention's commits, nor retention the batch's changes): a batch pins
+// the epochs it names until it is done, and retention spares the pinned
+// ones and, from then on, refuses pins below the epochs it removes
+// (labelPins).
 
 const (
 	// labelEpoch is how long a J/ entry serves: a label set in use is
@@ -66,7 +70,7 @@ func (w *writer) internLabels(t int64, labels map[string]string, knownEpoch int6
 	}
 	enc := appendLabels(nil, labels)
 	epoch := labelEpochOf(t)
-	if len(enc) < minInterned || (epoch+1)*labelEpoch <= w.hist.expired+labelEpoch {
+	if len(enc) < minInterned || (epoch+1)*labelEpoch <= w.hist.expired+labelEpoch || !w.pinLabels(epoch) {
 		return nil, nil
 	}
 	h := fnv.New64a()
@@ -146,6 +150,7 @@ type internCache struct {
 	mu       sync.Mutex
 	clusters map[string]*clusterInterned
 	n        int
+	pins     labelPins
 }
 
 type clusterInterned struct {
@@ -257,11 +262,106 @@ func (w *writer) loadInterned(epoch int64) error {
 }
 
 // committed notes, once the writer's batch is durable, the J/ entries it
-// wrote or found.
+// wrote or found, and releases the epochs it pinned (its changes name
+// them in the store now).
 func (w *writer) committed() {
 	if w.hist != nil {
 		w.s.interned.add(w.cluster, w.hist.interned)
 	}
+	w.unpinLabels()
+}
+
+// labelPins keeps retention from removing the J/ entries of an epoch a
+// batch not yet committed names (it read, wrote or assumed them before
+// retention looked for the epochs no change names: labelsUnused reads
+// committed changes only). A batch pins an epoch before it names one;
+// retention, between watch and settle, sees the epochs pinned, and those
+// released in between (a batch that committed after labelsUnused's
+// snapshot), and removes none of them; from settle on a pin below what it
+// removes is refused (the change keeps its labels inline).
+type labelPins struct {
+	// pass serializes retention passes (Retain): their counters are read
+	// and written without conflict detection, and one watch at a time.
+	pass     sync.Mutex
+	mu       sync.Mutex
+	floor    int64         // pins below it are refused
+	pinned   map[int64]int // epoch: batches that pinned it
+	watching bool
+	released int64 // the lowest epoch released while watching
+}
+
+func (p *labelPins) pin(epoch int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if epoch < p.floor {
+		return false
+	}
+	if p.pinned == nil {
+		p.pinned = map[int64]int{}
+	}
+	p.pinned[epoch]++
+	return true
+}
+
+func (p *labelPins) unpin(epochs map[int64]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for e := range epochs {
+		if n, ok := p.pinned[e]; n > 1 {
+			p.pinned[e] = n - 1
+		} else if ok {
+			delete(p.pinned, e)
+		}
+		if p.watching {
+			p.released = min(p.released, e)
+		}
+	}
+}
+
+// watch begins a retention pass's look at the pins, before it reads which
+// epochs the committed changes name.
+func (p *labelPins) watch() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.watching, p.released = true, math.MaxInt64
+}
+
+// settle ends the look: retention may remove the epochs before the one it
+// returns, given that no committed change names one before before.
+func (p *labelPins) settle(before int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.floor = max(p.floor, before)
+	for e := range p.pinned {
+		before = min(before, e)
+	}
+	p.watching = false
+	return min(before, p.released)
+}
+
+// pinLabels pins epoch for the writer's batch (once per batch and
+// epoch); false: retention is removing it, the labels stay inline.
+func (w *writer) pinLabels(epoch int64) bool {
+	if w.hist.pins[epoch] {
+		return true
+	}
+	if !w.s.interned.pins.pin(epoch) {
+		return false
+	}
+	if w.hist.pins == nil {
+		w.hist.pins = map[int64]bool{}
+	}
+	w.hist.pins[epoch] = true
+	return true
+}
+
+// unpinLabels releases the batch's pins: it committed, or it is dropped.
+func (w *writer) unpinLabels() {
+	if w.hist == nil || len(w.hist.pins) == 0 {
+		return
+	}
+	w.s.interned.pins.unpin(w.hist.pins)
+	w.hist.pins = nil
 }
 
 // resolveLabels reads the labels c's t/ entry (at time t, of cluster)

@@ -125,6 +125,13 @@ func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid 
 // successor. newest says revs ends with the uid's newest revision; else
 // the last one's state is not needed (it holds its predecessor's whole).
 func resolveStates(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool) ([][]byte, error) {
+	return resolveStatesFrom(txn, cluster, gvr, uid, revs, newest, nil)
+}
+
+// resolveStatesFrom is resolveStates given the newest revision's state
+// (cur, when not nil: the caller read the object's record already); a
+// state it returns may be cur itself.
+func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool, cur []byte) ([][]byte, error) {
 	states := make([][]byte, len(revs))
 	for i := len(revs) - 1; i >= 0; i-- {
 		r := revs[i].r
@@ -132,7 +139,9 @@ func resolveStates(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource
 		case r.own != nil:
 			states[i] = r.own
 		case i == len(revs)-1:
-			if newest {
+			if newest && cur != nil {
+				states[i] = cur
+			} else if newest {
 				cur, err := currentState(txn, cluster, gvr, uid, revs[i].seq)
 				if err != nil {
 					return nil, err
@@ -151,7 +160,7 @@ func resolveStates(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource
 			case string(nx.prev) == "{}":
 				states[i] = states[i+1]
 			default:
-				st, err := rawApplyMergePatch(states[i+1], nx.prev)
+				st, err := applyReverse(states[i+1], nx.prev)
 				if err != nil {
 					return nil, fmt.Errorf("revision %s/%d: %w", uid, revs[i].seq, err)
 				}

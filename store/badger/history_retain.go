@@ -93,6 +93,9 @@ func (s *Store) Retain(ctx context.Context, now time.Time) error {
 	if !s.hist.enabled() {
 		return nil
 	}
+	pins := &s.interned.pins
+	pins.pass.Lock()
+	defer pins.pass.Unlock()
 	cutoff := now.Add(-s.hist.Retention).UnixNano()
 	for {
 		if err := ctx.Err(); err != nil {
@@ -110,7 +113,9 @@ func (s *Store) Retain(ctx context.Context, now time.Time) error {
 			break
 		}
 	}
+	pins.watch()
 	before, err := s.labelsUnused()
+	before = pins.settle(before)
 	if err != nil {
 		return err
 	}

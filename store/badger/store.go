@@ -264,7 +264,10 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 	if err != nil {
 		return err
 	}
-	defer func() { w.txn.Discard() }()
+	defer func() {
+		w.txn.Discard()
+		w.unpinLabels()
+	}()
 	if err := w.prefetchPrevious(events); err != nil {
 		return err
 	}
@@ -367,6 +370,8 @@ func (p *prepared) Commit() <-chan error {
 	p.w.txn.CommitWith(func(err error) {
 		if err == nil {
 			p.w.committed()
+		} else {
+			p.w.unpinLabels()
 		}
 		p.w.slab.release()
 		f.err = err

@@ -145,6 +145,7 @@ func (w *writer) count(err error) error {
 func (w *writer) discard() {
 	w.txn.Discard()
 	w.slab.release()
+	w.unpinLabels()
 }
 
 // renew starts the next transaction after a commit.

@@ -1,0 +1,165 @@
+package badger
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	bdg "github.com/dgraph-io/badger/v4"
+
+	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/rawjson"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
+)
+
+// TestHistoryRecordAt: what an as-of list reads from an object's record
+// first (recordAt) is what objectAt rebuilds, and its labels are the
+// rebuilt state's, for every object at every time of a random sequence
+// of adds, label and status edits (a label set, changed, added, removed,
+// all removed), deletes, re-creates and unchanged deliveries, with a
+// whole state every third revision; and it answers for many.
+func TestHistoryRecordAt(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openHistory(t, HistoryOptions{SnapshotEvery: 3})
+	rng := rand.New(rand.NewPCG(48, 9))
+	type state struct {
+		uid    string
+		labels string // the labels member's value
+		phase  string
+		rv     int
+	}
+	jsonOf := func(name string, st state) []byte {
+		return fmt.Appendf(nil, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":%q,"namespace":"ns","uid":%q,"resourceVersion":"%d","labels":%s},"spec":{"nodeName":"node-1"},"status":{"phase":%q}}`,
+			name, st.uid, st.rv, st.labels, st.phase)
+	}
+	labelSets := []string{`{}`, `{"tier":"a"}`, `{"tier":"b"}`, `{"tier":"a","churned":"yes"}`, `{"tier":"a\"q","x":"1"}`, `{"app":"web","tier":"b","churned":"yes"}`}
+	live := map[string]state{}
+	names := map[string]bool{}
+	for i := range 400 {
+		name := fmt.Sprintf("p%02d", rng.IntN(16))
+		names[name] = true
+		cur, ok := live[name]
+		e := &fleetviewv1.ResourceEvent{Cluster: "c1", Gvr: &fleetviewv1.GroupVersionResource{Version: "v1", Resource: "pods"}, Kind: "Pod",
+			Namespace: "ns", Name: name, ResourceVersion: fmt.Sprint(i + 1), ObservedUnixNano: t0.Add(time.Duration(i+1) * time.Second).UnixNano(), Namespaced: true,
+			Type: fleetviewv1.EventType_EVENT_TYPE_UPSERT}
+		switch n := rng.IntN(10); {
+		case ok && n == 0:
+			e.Uid, e.Type = cur.uid, fleetviewv1.EventType_EVENT_TYPE_DELETE
+			delete(live, name)
+		case ok && n == 1: // delivered again unchanged
+			e.Uid, e.Object, e.ResourceVersion = cur.uid, jsonOf(name, cur), fmt.Sprint(cur.rv)
+		default:
+			st := state{uid: fmt.Sprintf("u%d", i), labels: labelSets[rng.IntN(len(labelSets))], phase: []string{"Pending", "Running"}[rng.IntN(2)], rv: i + 1}
+			if ok {
+				st.uid = cur.uid
+				if n < 5 {
+					st.labels = cur.labels // a status edit
+				}
+			}
+			e.Uid, e.Object = st.uid, jsonOf(name, st)
+			live[name] = st
+		}
+		if err := s.Apply(ctx, "c1", []feed.Event{{Seq: uint64(i + 1), Event: e}}, uint64(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answered, present := 0, 0
+	if err := s.db.View(func(txn *bdg.Txn) error {
+		h := newHistIters(txn)
+		defer h.close()
+		for at := 0; at <= 410; at += 3 {
+			ts := t0.Add(time.Duration(at) * time.Second).UnixNano()
+			for name := range names {
+				want, wantCells, err := objectAt(txn, h, "c1", histPods, "ns", name, ts, nil)
+				if err != nil {
+					return err
+				}
+				if want != nil {
+					present++
+				}
+				for _, withLabels := range []bool{false, true} {
+					got, cells, lbls, ok, err := recordAt(txn, h, objKey(histPods, "ns", name, "c1"), "c1", histPods, ts, withLabels)
+					if err != nil {
+						return fmt.Errorf("%s at %d: %w", name, at, err)
+					}
+					if !ok {
+						continue
+					}
+					answered++
+					if !bytes.Equal(got, want) || !bytes.Equal(cells, wantCells) {
+						t.Errorf("%s at t0+%ds: record first %s, rebuilt %s", name, at, got, want)
+					}
+					if !withLabels {
+						continue
+					}
+					wl, err := rawjson.CheckedLabels(want)
+					if err != nil {
+						return err
+					}
+					if len(wl) == 0 {
+						wl = nil
+					}
+					if len(lbls) == 0 {
+						lbls = nil
+					}
+					if !maps.Equal(lbls, wl) {
+						t.Errorf("%s at t0+%ds: labels %v, the state's %v", name, at, lbls, wl)
+					}
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Twice each: with labels and without. Deletes, re-creates and
+	// deliveries after the newest revision leave about 60% to objectAt.
+	if answered/2 < present/4 {
+		t.Errorf("the record answered %d times of %d", answered/2, present)
+	}
+}
+
+// TestLabelsBefore: the labels of a state before reverse patches, from
+// the labels after them and the patches' label edits; a patch that does
+// more than edit labels (a state kept whole, labels or metadata replaced
+// or removed, an escaped key) leaves them to be read from the state.
+func TestLabelsBefore(t *testing.T) {
+	rev := func(prev string, whole bool) seqRev {
+		return seqRev{r: revision{prev: []byte(prev), prevWhole: whole}}
+	}
+	now := map[string]string{"tier": "a", "churned": "yes"}
+	cases := []struct {
+		name    string
+		patches []seqRev // newer revisions, oldest first
+		want    map[string]string
+		ok      bool
+	}{
+		{"no label edit", []seqRev{rev(`{"metadata":{"resourceVersion":"1"},"status":{"phase":"Pending"}}`, false)}, now, true},
+		{"added since", []seqRev{rev(`{"metadata":{"labels":{"churned":null}}}`, false)}, map[string]string{"tier": "a"}, true},
+		{"changed twice", []seqRev{rev(`{"metadata":{"labels":{"tier":"c"}}}`, false), rev(`{"metadata":{"labels":{"tier":"b","churned":null}}}`, false)},
+			map[string]string{"tier": "c"}, true},
+		{"escaped value", []seqRev{rev(`{"metadata":{"labels":{"tier":"a\"q"}}}`, false)}, map[string]string{"tier": `a"q`, "churned": "yes"}, true},
+		{"same state", []seqRev{rev(`{}`, false)}, now, true},
+		{"escaped key", []seqRev{rev(`{"metadata":{"labels":{"t\u0069er":"b"}}}`, false)}, nil, false},
+		{"labels replaced", []seqRev{rev(`{"metadata":{"labels":null}}`, false)}, nil, false},
+		{"metadata replaced", []seqRev{rev(`{"metadata":null}`, false)}, nil, false},
+		{"kept whole", []seqRev{rev(`{"metadata":{}}`, true)}, nil, false},
+		{"a number", []seqRev{rev(`{"metadata":{"labels":{"tier":1}}}`, false)}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			before := maps.Clone(now)
+			got, ok := labelsBefore(now, append([]seqRev{{}}, tc.patches...))
+			if ok != tc.ok || ok && !maps.Equal(got, tc.want) {
+				t.Errorf("labels %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+			if !maps.Equal(now, before) {
+				t.Errorf("the labels after were changed: %v", now)
+			}
+		})
+	}
+}
