@@ -39,7 +39,7 @@ func keyTail(key, ns, name, cluster []byte) []byte {
 }
 
 // listAsOf is List at o.AsOf. An object whose resource's change index
-// (D/, history_changed.go) holds no change after the as-of time is what
+// (H/, history_changed.go) holds no change after the as-of time is what
 // its current record says: those are read by List's own scan (its label,
 // value or cluster index, its parallel reads, the record's labels), so an
 // as-of list costs today's list plus one pass over the resource's changes
@@ -47,7 +47,7 @@ func keyTail(key, ns, name, cluster []byte) []byte {
 // changes name: deleted since (its last state), changed since (its state
 // then, from its revisions), created since (left out). The two sequences
 // are merged in key order. Every revision after the window's start has
-// its D/ entry (retention removes it with the change, oldest first, and
+// its H/ entry (retention removes it with the change, oldest first, and
 // moves the start past them), so the index misses no change after an
 // as-of time in the window.
 //
