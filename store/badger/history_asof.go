@@ -3,7 +3,6 @@ package badger
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -140,58 +139,34 @@ const (
 // patches back from is read from it, without the uid index, when the
 // record was written by the newest revision's event (its seq).
 func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionResource, uid string, t int64, sel labels.Selector, key []byte) ([]byte, atFound, error) {
-	// An older binary's revisions (the uid as text) come before the
-	// packed ones: both are read, in that order (scanRevisions).
-	text := h.textRevPrefix(cluster, gvr, uid)
-	it := h.revs
-	// at is the revision in force at t, then the newer ones its state is
-	// patched back from.
-	var at []seqRev
-	past, newest := false, true
-scan:
-	for _, prefix := range [][]byte{text, revPrefix(cluster, gvr, uid)} {
-		if prefix == nil {
-			continue
-		}
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
-			v, err := it.Item().ValueCopy(nil)
+	// Decided from the revision in force alone, before the newer ones
+	// are read: deleted then, its own state kept whole, or left out by
+	// the selector on the labels the change feed kept with it.
+	var early []byte
+	found := atState
+	stopped := false
+	at, newest, err := h.revisionsAt(cluster, gvr, uid, t, func(a seqRev) (bool, error) {
+		switch {
+		case a.r.typ == query.ChangeDeleted:
+			found, stopped = atAbsent, true
+		case a.r.own != nil:
+			early, stopped = a.r.own, true
+		case sel != nil && !sel.Empty():
+			lbls, ok, err := changeLabels(txn, cluster, uid, a)
 			if err != nil {
-				return nil, atAbsent, err
+				return true, err
 			}
-			r, err := decodeRevision(v)
-			if err != nil {
-				return nil, atAbsent, err
-			}
-			sr := seqRev{binary.BigEndian.Uint64(it.Item().Key()[len(prefix):]), r}
-			if !past && r.time <= t {
-				at = append(at[:0], sr)
-				continue
-			}
-			if !past {
-				past = true
-				if len(at) == 0 || at[0].r.typ == query.ChangeDeleted {
-					return nil, atAbsent, nil
-				}
-				if at[0].r.own != nil {
-					return at[0].r.own, atState, nil
-				}
-				if sel != nil && !sel.Empty() {
-					// Decided before the newer revisions are read.
-					lbls, ok, err := changeLabels(txn, cluster, uid, at[0])
-					if err != nil {
-						return nil, atAbsent, err
-					}
-					if ok && !sel.Matches(labels.Set(lbls)) {
-						return nil, atUnselected, nil
-					}
-				}
-			}
-			at = append(at, sr)
-			if r.prevWhole {
-				newest = false
-				break scan
+			if ok && !sel.Matches(labels.Set(lbls)) {
+				found, stopped = atUnselected, true
 			}
 		}
+		return stopped, nil
+	})
+	if err != nil {
+		return nil, atAbsent, err
+	}
+	if stopped {
+		return early, found, nil
 	}
 	switch {
 	case len(at) == 0 || at[0].r.typ == query.ChangeDeleted:

@@ -41,7 +41,7 @@ func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema
 		if !found {
 			return nil
 		}
-		at, newest, err := h.revisionsAt(cluster, gvr, uid, t)
+		at, newest, err := h.revisionsAt(cluster, gvr, uid, t, nil)
 		if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
 			return err // not there at t by its revisions, or the record is not the newest revision's state
 		}
@@ -106,8 +106,10 @@ func recordUID(r record) (string, bool) {
 // in force at t, then the newer ones its state is patched back from, up
 // to the first holding the state before it whole; newest says at ends
 // with the uid's newest revision. at is nil when no revision of the uid
-// is in force at t.
-func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource, uid string, t int64) (at []seqRev, newest bool, err error) {
+// is in force at t. first, when not nil, is told the revision in force
+// as soon as the first newer one is met: when it says stop, nothing more
+// is read and at is nil (uidAt decides some objects from it alone).
+func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource, uid string, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
 	it := h.revs
 	past := false
 	for _, prefix := range [][]byte{h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid)} {
@@ -132,6 +134,11 @@ func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource,
 				past = true
 				if len(at) == 0 {
 					return nil, false, nil
+				}
+				if first != nil {
+					if stop, err := first(at[0]); stop || err != nil {
+						return nil, false, err
+					}
 				}
 			}
 			at = append(at, sr)
