@@ -2,14 +2,12 @@ package badger
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"testing"
 
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/fleetview/fleetview/internal/feed"
-	"github.com/fleetview/fleetview/internal/stream"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -87,20 +85,8 @@ func TestRelatePrepassSameBytes(t *testing.T) {
 					twice++
 				}
 				inBatch[i] = true
-				o := fleet[i]
-				uid, ok := live[c][i]
-				e := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: stream.ProtoGVR(o.gvr), Kind: o.kind, Namespace: o.ns, Name: o.name,
-					ResourceVersion: fmt.Sprint(round + 1), Namespaced: !o.clustered}
-				if ok && rng.IntN(6) == 0 {
-					e.Type, e.Uid = fleetviewv1.EventType_EVENT_TYPE_DELETE, uid
-					delete(live[c], i)
-				} else {
-					if !ok || rng.IntN(6) == 0 {
-						uid = fmt.Sprintf("%s-%s-%s-%s-%d-%d", c, o.kind, o.ns, o.name, round, rng.IntN(1000))
-					}
-					o.uid = uid
-					e.Type, e.Uid, e.Object = fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, []byte(randBody(rng, o))
-					live[c][i] = uid
+				e := randEvent(rng, c, fleet, live[c], i, round, 6)
+				if e.Type == fleetviewv1.EventType_EVENT_TYPE_UPSERT {
 					upserts++
 				}
 				b = append(b, e)

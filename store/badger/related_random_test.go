@@ -42,6 +42,29 @@ var (
 
 // randBody is a random JSON body for o (its metadata then spec), naming
 // objects that may or may not be cached.
+// randEvent is a random change, in cluster c at round, of fleet's object
+// i: a delete one time in delOneIn when live (object index -> uid) holds
+// it, else an upsert, under a new uid when it is absent or one time in
+// six. live follows the event.
+func randEvent(rng *rand.Rand, c string, fleet []randObj, live map[int]string, i, round, delOneIn int) *fleetviewv1.ResourceEvent {
+	o := fleet[i]
+	uid, ok := live[i]
+	e := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: stream.ProtoGVR(o.gvr), Kind: o.kind, Namespace: o.ns, Name: o.name,
+		ResourceVersion: fmt.Sprint(round + 1), Namespaced: !o.clustered}
+	if ok && rng.IntN(delOneIn) == 0 {
+		e.Type, e.Uid = fleetviewv1.EventType_EVENT_TYPE_DELETE, uid
+		delete(live, i)
+		return e
+	}
+	if !ok || rng.IntN(6) == 0 {
+		uid = fmt.Sprintf("%s-%s-%s-%s-%d-%d", c, o.kind, o.ns, o.name, round, rng.IntN(1000))
+	}
+	o.uid = uid
+	e.Type, e.Uid, e.Object = fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, []byte(randBody(rng, o))
+	live[i] = uid
+	return e
+}
+
 func randBody(rng *rand.Rand, o randObj) string {
 	pick := func(prefix string, n int) string { return fmt.Sprintf("%s%d", prefix, rng.IntN(n)) }
 	lbls := fmt.Sprintf(`"labels":{"app":%q`, pick("d", 4))
@@ -192,22 +215,7 @@ func TestRelatedMatchesReference(t *testing.T) {
 			for range 3 {
 				var b []feed.Event
 				for range 25 {
-					i := rng.IntN(len(fleet))
-					o := fleet[i]
-					uid, ok := live[c][i]
-					e := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: stream.ProtoGVR(o.gvr), Kind: o.kind, Namespace: o.ns, Name: o.name,
-						ResourceVersion: fmt.Sprint(round + 1), Namespaced: !o.clustered}
-					if ok && rng.IntN(5) == 0 {
-						e.Type, e.Uid = fleetviewv1.EventType_EVENT_TYPE_DELETE, uid
-						delete(live[c], i)
-					} else {
-						if !ok || rng.IntN(6) == 0 {
-							uid = fmt.Sprintf("%s-%s-%s-%s-%d-%d", c, o.kind, o.ns, o.name, round, rng.IntN(1000))
-						}
-						o.uid = uid
-						e.Type, e.Uid, e.Object = fleetviewv1.EventType_EVENT_TYPE_UPSERT, uid, []byte(randBody(rng, o))
-						live[c][i] = uid
-					}
+					e := randEvent(rng, c, fleet, live[c], rng.IntN(len(fleet)), round, 5)
 					*seqs[c]++
 					b = append(b, ev(*seqs[c], e))
 				}
