@@ -5,6 +5,11 @@
 // holds, Kind its registration as the default store; it never imports the
 // set's internals, only package store's interface.
 //
+// The write path: a batch's transaction and its upserts (write.go), what an
+// upsert reads of the object it replaces (write_previous.go: the overlays of
+// this batch and the one in flight, the uid index, the record), and deletes
+// by uid and of a removed resource (write_delete.go).
+//
 // Key layout (\x00-separated, so byte order is namespace, name, cluster order):
 //
 //	o/<group>/<version>/<resource>/<namespace>/<name>/<cluster>  -> seq, labels, Table cells, row spans, object JSON
