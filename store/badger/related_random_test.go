@@ -290,25 +290,11 @@ func checkReverseValues(t *testing.T, s *Store) {
 				edges[string(reverseKeyOf(rel.old(i), string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])))] = true
 			}
 		}
-		pre = []byte{'R', sep}
-		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			var p [6][]byte
-			if !splitFirst(key[len(pre):], p[:]) {
-				return fmt.Errorf("R/ key %q", key)
-			}
-			src, ok := cutReverseKey(p[5], p[3])
-			if !ok {
-				return fmt.Errorf("R/ key %q: no source", key)
-			}
+		err := eachReverseKey(it, func(key []byte, p *[6][]byte, src reverseParts, v []byte) error {
 			if !edges[string(key)] {
 				return fmt.Errorf("R/ key %q (older form %v): no E/ entry has its edge", key, src.old)
 			}
 			delete(edges, string(key))
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
 			kind, uid, ok, err := cutReverseValue(v, src.old)
 			if err != nil {
 				return fmt.Errorf("R/ key %q: value %q: %v", key, v, err)
@@ -316,7 +302,7 @@ func checkReverseValues(t *testing.T, s *Store) {
 			n++
 			if !ok {
 				empty++
-				continue
+				return nil
 			}
 			gvr := schema.GroupVersionResource{Group: string(src.group), Version: string(src.version), Resource: string(src.resource)}
 			ev, err := get(txn, relKey(string(p[0]), gvr, string(src.ns), string(src.name)))
@@ -330,6 +316,10 @@ func checkReverseValues(t *testing.T, s *Store) {
 			if hd.kind != kind || hd.uid != uid {
 				return fmt.Errorf("R/ key %q: value says %s %s, the E/ header %s %s", key, kind, uid, hd.kind, hd.uid)
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		for k := range edges {
 			return fmt.Errorf("edge %q of an E/ entry has no R/ key", k)
@@ -342,6 +332,31 @@ func checkReverseValues(t *testing.T, s *Store) {
 	if n == empty {
 		t.Fatalf("%d R/ keys, %d with an empty value: none checked", n, empty)
 	}
+}
+
+// eachReverseKey calls fn with every R/ key of it, its parts (splitFirst),
+// its source (cutReverseKey) and a copy of its value.
+func eachReverseKey(it *bdg.Iterator, fn func(key []byte, p *[6][]byte, src reverseParts, v []byte) error) error {
+	pre := []byte{'R', sep}
+	for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+		key := it.Item().KeyCopy(nil)
+		var p [6][]byte
+		if !splitFirst(key[len(pre):], p[:]) {
+			return fmt.Errorf("R/ key %q", key)
+		}
+		src, ok := cutReverseKey(p[5], p[3])
+		if !ok {
+			return fmt.Errorf("R/ key %q: no source", key)
+		}
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(key, &p, src, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // toOldReverseForm rewrites the store's relations as a binary before
@@ -358,21 +373,7 @@ func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 	err := s.db.View(func(txn *bdg.Txn) error {
 		it := txn.NewIterator(bdg.IteratorOptions{})
 		defer it.Close()
-		pre := []byte{'R', sep}
-		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			var p [6][]byte
-			if !splitFirst(key[len(pre):], p[:]) {
-				return fmt.Errorf("R/ key %q", key)
-			}
-			src, ok := cutReverseKey(p[5], p[3])
-			if !ok {
-				return fmt.Errorf("R/ key %q: no source", key)
-			}
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
+		err := eachReverseKey(it, func(key []byte, p *[6][]byte, src reverseParts, v []byte) error {
 			kind, uid, known, err := cutReverseValue(v, src.old)
 			if err != nil {
 				return err
@@ -388,8 +389,12 @@ func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 				dels = append(dels, key)
 			}
 			sets = append(sets, kv{ok2, ov})
+			return nil
+		})
+		if err != nil {
+			return err
 		}
-		pre = []byte{'E', sep}
+		pre := []byte{'E', sep}
 		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
