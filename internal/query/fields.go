@@ -2,6 +2,7 @@ package query
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -163,12 +164,25 @@ func checkPath(field string) error {
 	return nil
 }
 
-// String renders the selector canonically.
+// String renders the selector canonically: its terms rendered one by one
+// and then sorted. fields.Selector's own String keeps the order in which
+// ParseSelector sorted the terms as written, and a term renders apart from
+// how it was written ("a==" is "a="), so it is not a fixed point:
+// "a=0,a==" renders "a=0,a=", which renders "a=,a=0".
 func (f *FieldFilter) String() string {
 	if f == nil {
 		return ""
 	}
-	return f.sel.String()
+	terms := make([]string, len(f.reqs))
+	for i, r := range f.reqs {
+		if r.Operator == selection.NotEquals {
+			terms[i] = fields.OneTermNotEqualSelector(r.Field, r.Value).String()
+		} else {
+			terms[i] = fields.OneTermEqualSelector(r.Field, r.Value).String()
+		}
+	}
+	sort.Strings(terms)
+	return strings.Join(terms, ",")
 }
 
 // NeedsObject reports whether matching reads more than namespace and name.

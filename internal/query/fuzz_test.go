@@ -119,6 +119,7 @@ func FuzzCompileFields(f *testing.F) {
 		{2, "spec..x=1"},
 		{2, "spec.containers[0].image=a"},
 		{1, "status.phase notin (a)"},
+		{0, "00=,0=0,0=="},
 	} {
 		f.Add(tc.gvr, tc.sel)
 	}
