@@ -79,28 +79,12 @@ type serveRun struct {
 // profiles and traces are taken.
 func runServe(ctx context.Context, bin, natsURL, state string, batch int, from uint64, n, k int, cgroup string, profiles bool, flags ...string) (serveRun, error) {
 	var r serveRun
-	metrics := freeAddr()
-	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--nats-url", natsURL, "--state-dir", state,
-		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch)}, flags...)...)
-	serveLog, err := os.Create(state + ".log")
+	start := time.Now()
+	serve, metrics, stop, err := startServe(ctx, bin, natsURL, state, batch, cgroup, flags...)
 	if err != nil {
 		return r, err
 	}
-	defer serveLog.Close()
-	serve.Stdout, serve.Stderr = serveLog, serveLog
-	start := time.Now()
-	if err := serve.Start(); err != nil {
-		return r, err
-	}
-	defer func() {
-		_ = serve.Process.Signal(syscall.SIGTERM)
-		_ = serve.Wait()
-	}()
-	if cgroup != "" {
-		if err := benchutil.JoinCgroup(cgroup, serve.Process.Pid); err != nil {
-			return r, err
-		}
-	}
+	defer stop()
 	var firstAt time.Time
 	var cpuAt time.Duration
 	if profiles {
@@ -142,6 +126,36 @@ func runServe(ctx context.Context, bin, natsURL, state string, batch int, from u
 		}
 	}
 	return r, nil
+}
+
+// startServe starts fleetview serve on state (in the memory cgroup, when
+// set) and returns it, its metrics address, and stop, which ends it and
+// waits for it.
+func startServe(ctx context.Context, bin, natsURL, state string, batch int, cgroup string, flags ...string) (*exec.Cmd, string, func(), error) {
+	metrics := freeAddr()
+	serve := exec.CommandContext(ctx, bin, append([]string{"serve", "--nats-url", natsURL, "--state-dir", state,
+		"--grpc-addr", freeAddr(), "--http-addr", freeAddr(), "--metrics-addr", metrics, "--batch-size", strconv.Itoa(batch)}, flags...)...)
+	serveLog, err := os.Create(state + ".log")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	serve.Stdout, serve.Stderr = serveLog, serveLog
+	if err := serve.Start(); err != nil {
+		serveLog.Close()
+		return nil, "", nil, err
+	}
+	stop := func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		_ = serve.Wait()
+		serveLog.Close()
+	}
+	if cgroup != "" {
+		if err := benchutil.JoinCgroup(cgroup, serve.Process.Pid); err != nil {
+			stop()
+			return nil, "", nil, err
+		}
+	}
+	return serve, metrics, stop, nil
 }
 
 // syncDisks writes dirty pages out and says how long it took.

@@ -26,6 +26,9 @@
 //	FV_BENCH_HEAP_PROFILE=heap.prof (serve's heap once everything is applied)
 //	FV_BENCH_ONLY=history (instead of steps 2-6: history on vs off, issue #48: serve with --history-retention 0 and with the
 //	defaults, alternating, FV_BENCH_REPEAT times each, into fresh stores: the adds, then an update of every object; history.go)
+//	FV_BENCH_ONLY=history-churn (instead of steps 2-6: issue #48's own workload, churn.go: serve with history off and on,
+//	alternating FV_BENCH_REPEAT (1) times each, catches up with the streams, then takes FV_BENCH_CHURN_RATE (1000) updates a
+//	second for FV_BENCH_CHURN_SECONDS (600); the issue's scale is FV_BENCH_EVENTS=150000 FV_BENCH_CLUSTERS=3)
 //	FV_BENCH_AB=/path/to/other/fleetview (instead of steps 2-6: apply and replay of the same stream by FV_BENCH_BIN and this binary, alternating, FV_BENCH_AB_ROUNDS=3 times each; serve's CPU per event printed beside the rate; FV_BENCH_AB_REPLAY=0 skips the replay)
 //	FV_BENCH_CGROUP_MB=850 (memory limit of the second serve run, in a memory cgroup; 0 skips that run)
 //	FV_BENCH_REPEAT=3 (runs of each Badger apply and replay configuration; their median is printed)
@@ -170,6 +173,21 @@ func run(ctx context.Context) error {
 		}
 		return benchHistory(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, uint64(n), 1)
 	}
+	if os.Getenv("FV_BENCH_ONLY") == "history-churn" {
+		repeat, err := envInt("FV_BENCH_REPEAT", 1)
+		if err != nil || repeat == 0 {
+			return fmt.Errorf("FV_BENCH_REPEAT: want a positive integer")
+		}
+		rate, err := envInt("FV_BENCH_CHURN_RATE", 1000)
+		if err != nil || rate == 0 {
+			return fmt.Errorf("FV_BENCH_CHURN_RATE: want a positive integer (updates per second)")
+		}
+		secs, err := envInt("FV_BENCH_CHURN_SECONDS", 600)
+		if err != nil || secs == 0 {
+			return fmt.Errorf("FV_BENCH_CHURN_SECONDS: want a positive integer")
+		}
+		return benchHistoryChurn(ctx, js, ns.ClientURL(), work, bin, batch, n, k, repeat, rate, secs, uint64(n))
+	}
 	if other := os.Getenv("FV_BENCH_AB"); other != "" {
 		return benchAB(ctx, ns.ClientURL(), work, bin, other, batch, n, k)
 	}
@@ -294,17 +312,11 @@ func publish(js jetstream.JetStream, n, k, rv int, what string) error {
 	subjects, payloads := make([]string, n), make([][]byte, n)
 	var bytesTotal int
 	for i := range n {
-		cluster := clusterName(i % k)
-		ev := benchdata.Event(cluster, i, rv)
-		if rv > 1 && i%10 == 0 {
-			ev.Object = bytes.Replace(ev.Object, []byte(`"tier":"`), []byte(`"tier":"v`+strconv.Itoa(rv)+`-`), 1)
-		}
-		b, err := stream.Encode(ev)
-		if err != nil {
+		var err error
+		if subjects[i], payloads[i], err = podMessage(i, k, rv); err != nil {
 			return err
 		}
-		subjects[i], payloads[i] = stream.ObjectSubject(cluster, benchdata.PodGVR, ev.GetUid()), b
-		bytesTotal += len(b)
+		bytesTotal += len(payloads[i])
 	}
 	start := time.Now()
 	for i := range n {
@@ -319,6 +331,21 @@ func publish(js jetstream.JetStream, n, k, rv int, what string) error {
 	}
 	report(what, n, time.Since(start), fmt.Sprintf("avg payload %d B", bytesTotal/n))
 	return nil
+}
+
+// podMessage is the subject and payload of Pod i at resourceVersion rv,
+// in stream i % k (at rv > 1, one Pod in ten with its tier label changed).
+func podMessage(i, k, rv int) (string, []byte, error) {
+	cluster := clusterName(i % k)
+	ev := benchdata.Event(cluster, i, rv)
+	if rv > 1 && i%10 == 0 {
+		ev.Object = bytes.Replace(ev.Object, []byte(`"tier":"`), []byte(`"tier":"v`+strconv.Itoa(rv)+`-`), 1)
+	}
+	b, err := stream.Encode(ev)
+	if err != nil {
+		return "", nil, err
+	}
+	return stream.ObjectSubject(cluster, benchdata.PodGVR, ev.GetUid()), b, nil
 }
 
 // fetchTo saves the body of a GET to a file.
