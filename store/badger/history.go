@@ -153,10 +153,6 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		manager: ev.GetManager(), op: ev.GetOperation(), sub: ev.GetSubresource()}
 	next := histHead{seq: e.Seq, time: r.time, rv: r.rv}
 	keepPrev := old != nil
-	// prevSeq names, in the change's H/ value, the uid's revision before
-	// this one; 0 when that is not the head's (none, a baseline, dropped
-	// as expired): an as-of read then seeks the revisions.
-	prevSeq := uint64(0)
 	if head.seq != 0 && old != nil && head.time <= w.hist.expired {
 		// The previous revision is past the window, kept only as the
 		// newest: it goes, and this one is the first kept.
@@ -171,7 +167,6 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 	patched := pre != nil && pre.patched && sameSlice(pre.old, old)
 	var packed []byte // old s2-compressed, when the revision keeps it whole
 	if keepPrev {
-		prevSeq = head.seq
 		var rev, fwd []byte
 		if patched {
 			fwd, rev = pre.fwd, pre.rev
@@ -225,7 +220,7 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 		ck = w.changeKeysOf(gvr, e.Seq, r.time, c)
 	}
 	var err error
-	next.labelEpoch, err = w.writeRevision(r, c, ck, packed, known, prevSeq)
+	next.labelEpoch, err = w.writeRevision(r, c, ck, packed, known)
 	return next, err
 }
 
@@ -253,7 +248,7 @@ func (w *writer) recordDelete(gvr schema.GroupVersionResource, e *feed.Event, ns
 		}
 	}
 	c := changeEntry{typ: query.ChangeDeleted, gvr: gvr, uid: ev.GetUid(), ns: ns, name: name, rv: r.rv, labels: labels}
-	_, err := w.writeRevision(r, c, w.changeKeysOf(gvr, e.Seq, r.time, c), nil, 0, head.seq)
+	_, err := w.writeRevision(r, c, w.changeKeysOf(gvr, e.Seq, r.time, c), nil, 0)
 	return err
 }
 
@@ -332,11 +327,9 @@ func (w *writer) encodeRevision(r revision) []byte {
 // writeRevision writes the revision and the change's feed entries under
 // ck (changeKeysOf), given r's previous state compressed (packed, nil: not
 // made), and the epoch (plus 1) in which the labels are known interned
-// (knownEpoch, 0: not known), and the seq of the uid's revision before
-// it (prevSeq, 0: none or not known), which its H/ value carries
-// (changedValue); it returns the epoch (plus 1) in which they are, 0
-// when they are inline.
-func (w *writer) writeRevision(r revision, c changeEntry, ck changeKeys, packed []byte, knownEpoch int64, prevSeq uint64) (int64, error) {
+// (knownEpoch, 0: not known); it returns the epoch (plus 1) in which they
+// are, 0 when they are inline.
+func (w *writer) writeRevision(r revision, c changeEntry, ck changeKeys, packed []byte, knownEpoch int64) (int64, error) {
 	k, v := ck.rev, w.encodePacked(r, packed)
 	if err := w.setHist(k, v); err != nil {
 		return 0, err
@@ -377,11 +370,7 @@ func (w *writer) writeRevision(r revision, c changeEntry, ck changeKeys, packed 
 	if err := w.setHist(ck.t, cv); err != nil {
 		return 0, err
 	}
-	var hv []byte // an older binary's H/ value: none
-	if !w.hist.legacy {
-		hv = changedValue(ck.seq, prevSeq)
-	}
-	if err := w.setHist(ck.changed, hv); err != nil {
+	if err := w.setHist(ck.changed, nil); err != nil {
 		return 0, err
 	}
 	if c.typ == query.ChangeDeleted {

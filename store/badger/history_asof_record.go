@@ -23,10 +23,8 @@ import (
 // the caller asks objectAt. With every object of a list changed since t
 // (an as-of list of a churned resource), this is the path of nearly all.
 // lbls is nil when wantLabels is false. A chain that reaches a state kept
-// whole needs no record (its uid is all it reads from it). links are the
-// H/ values of the object's changes after t (revisionsLinked); the
-// zero value names none.
-func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels bool, links tailLinks) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
+// whole needs no record (its uid is all it reads from it).
+func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels bool) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
 	item, err := txn.Get(key)
 	if errors.Is(err, bdg.ErrKeyNotFound) {
 		return nil, nil, nil, false, nil
@@ -43,10 +41,7 @@ func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema
 		if !found {
 			return nil
 		}
-		at, newest, linked, err := h.revisionsLinked(txn, cluster, gvr, uid, t, r.seq, links)
-		if err == nil && !linked {
-			at, newest, err = h.revisionsAt(cluster, gvr, uid, t, nil)
-		}
+		at, newest, err := h.revisionsAt(cluster, gvr, uid, t, nil)
 		if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
 			return err // not there at t by its revisions, or the record is not the newest revision's state
 		}
@@ -153,82 +148,6 @@ func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource,
 		}
 	}
 	return at, true, nil
-}
-
-// revisionsLinked is revisionsAt(cluster, gvr, uid, t, nil) read by key:
-// the revisions the H/ values of the object's changes after t name
-// (links), from the record's (seq newest) back through each change's
-// predecessor to the first not changed after t, the one in force at t,
-// then read forward as revisionsAt reads them, one point read each
-// instead of a seek and a walk. ok is false when the links cannot vouch
-// for the same answer, and the caller seeks: an entry without a value
-// (an older binary's), the record not written by a linked change (an
-// unchanged delivery rewrote it), a change after t not on the record
-// uid's chain (another uid under the name since t, a revision observed
-// after t before one observed earlier: revisionsAt begins at the first
-// observed after t in stream order), a predecessor unknown (0: created
-// since, a baseline or an expired one dropped) or itself after t (its
-// change shares an H/ key with a later one of the same time), a
-// revision missing, or r/ keys of the text form possible (textRevPrefix).
-func (h *histIters) revisionsLinked(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, t int64, newestSeq uint64, links tailLinks) (at []seqRev, newest, ok bool, err error) {
-	if links.bare > 0 || len(links.links) == 0 || h.textRevPrefix(cluster, gvr, uid) != nil {
-		return nil, false, false, nil
-	}
-	ls := links.links
-	prev := func(seq uint64) (uint64, bool) {
-		for _, l := range ls {
-			if l.seq == seq {
-				return l.prev, true
-			}
-		}
-		return 0, false
-	}
-	// The chain, newest first: each change after t on the record's uid.
-	chain := make([]uint64, 0, len(ls))
-	s := newestSeq
-	for {
-		p, found := prev(s)
-		if !found {
-			break
-		}
-		if chain = append(chain, s); p == 0 || len(chain) > len(ls) {
-			return nil, false, false, nil
-		}
-		s = p
-	}
-	if len(chain) != len(ls) {
-		return nil, false, false, nil
-	}
-	read := func(seq uint64) (seqRev, bool, error) {
-		item, err := txn.Get(revKey(cluster, gvr, uid, seq))
-		if errors.Is(err, bdg.ErrKeyNotFound) {
-			return seqRev{}, false, nil
-		}
-		if err != nil {
-			return seqRev{}, false, err
-		}
-		v, err := item.ValueCopy(nil)
-		if err != nil {
-			return seqRev{}, false, err
-		}
-		r, err := decodeRevision(v)
-		return seqRev{seq, r}, err == nil, err
-	}
-	first, found, err := read(s)
-	if err != nil || !found || first.r.time > t {
-		return nil, false, false, err
-	}
-	at = append(make([]seqRev, 0, len(chain)+1), first)
-	for i := len(chain) - 1; i >= 0; i-- {
-		sr, found, err := read(chain[i])
-		if err != nil || !found {
-			return nil, false, false, err
-		}
-		if at = append(at, sr); sr.r.prevWhole {
-			return at, false, true, nil
-		}
-	}
-	return at, true, true, nil
 }
 
 // labelsBefore are the labels of at[0]'s state, given now, those of the

@@ -82,7 +82,7 @@ func TestHistoryRecordAt(t *testing.T) {
 					present++
 				}
 				for _, withLabels := range []bool{false, true} {
-					got, cells, lbls, ok, err := recordAt(txn, h, objKey(histPods, "ns", name, "c1"), "c1", histPods, ts, withLabels, tailLinks{})
+					got, cells, lbls, ok, err := recordAt(txn, h, objKey(histPods, "ns", name, "c1"), "c1", histPods, ts, withLabels)
 					if err != nil {
 						return fmt.Errorf("%s at %d: %w", name, at, err)
 					}

@@ -100,10 +100,7 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 	if err != nil {
 		return query.Page{}, err
 	}
-	changed, links := cs.after(after)
-	if r.seekRevisions {
-		links = make([]tailLinks, len(changed))
-	}
+	changed := cs.after(after)
 	l.asOf = &asOfScan{changed: cs.set}
 	start := l.prefix
 	if after != nil {
@@ -120,7 +117,7 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 		return query.Page{}, err
 	}
 	kept := l.page.Items
-	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, links: links, clusters: l.clusters}
+	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters}
 	defer m.close()
 	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
 	var lastTail []byte
@@ -162,9 +159,8 @@ type asOfMerge struct {
 	t        int64
 	sel      labels.Selector
 	clusters map[string]bool
-	changed  [][]byte    // tails still to judge
-	links    []tailLinks // their H/ values (parallel)
-	judged   []rebuilt   // judged, in order; a nil obj did not match
+	changed  [][]byte  // tails still to judge
+	judged   []rebuilt // judged, in order; a nil obj did not match
 	next     *rebuilt
 	// lax turns off the selector's pre-check (objectAt): it costs a
 	// point read per object and saves a rebuild, several reads and
@@ -223,11 +219,10 @@ func (m *asOfMerge) peek() (*rebuilt, error) {
 func (m *asOfMerge) judgeSome() {
 	n := min(len(m.changed), judgeBatch)
 	out := make([]rebuilt, n)
-	links := m.links[:n]
 	for i := range out {
 		out[i].tail = m.changed[i]
 	}
-	m.changed, m.links = m.changed[n:], m.links[n:]
+	m.changed = m.changed[n:]
 	workers := min(runtime.GOMAXPROCS(0), maxFetchWorkers, (n+7)/8)
 	for len(m.iters) < workers {
 		m.iters = append(m.iters, newHistIters(m.txn))
@@ -248,7 +243,7 @@ func (m *asOfMerge) judgeSome() {
 			// iterators.
 			h := m.iters[w]
 			for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
-				out[i].obj, out[i].err = m.judge(h, sel, out[i].tail, links[i])
+				out[i].obj, out[i].err = m.judge(h, sel, out[i].tail)
 			}
 		})
 	}
@@ -266,9 +261,8 @@ func (m *asOfMerge) judgeSome() {
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors; sel, when
 // set, is pre-checked before a rebuild (objectAt), else the object's
-// record is read first (recordAt), its revisions by the keys its changes'
-// H/ values (links) name when they name them all.
-func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte, links tailLinks) (*query.Object, error) {
+// record is read first (recordAt).
+func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.Object, error) {
 	o := m.o
 	ns, name, cluster, err := tail(append(objPrefix(o.GVR), tl...))
 	if err != nil {
@@ -287,7 +281,7 @@ func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte, links ta
 	found := false
 	if sel == nil || sel.Empty() {
 		// No pre-check to make: the record first (recordAt).
-		if obj, cells, lbls, found, err = recordAt(m.txn, h, objKey(o.GVR, ns, name, cluster), cluster, o.GVR, m.t, !m.sel.Empty(), links); err != nil {
+		if obj, cells, lbls, found, err = recordAt(m.txn, h, objKey(o.GVR, ns, name, cluster), cluster, o.GVR, m.t, !m.sel.Empty()); err != nil {
 			return nil, err
 		}
 	}

@@ -44,52 +44,17 @@ func changedPrefix(g schema.GroupVersionResource) []byte {
 	return append(join(string(rune(changedFamily)), g.Group, g.Version, g.Resource), sep)
 }
 
-// changedKey is H/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name>:
-// the cluster, namespace and name are the object's key tail (as in o/),
-// which is all an as-of list needs to know which objects changed. Two
-// changes of an object at the same time share the key: the set is the
-// same, and retention, which removes the older changes first, removes it
-// with the first of them, after which neither is after any time in the
-// window. Its value (changedValue) is what saves the rebuild a seek.
+// changedKey is H/<group>/<version>/<resource>/<cluster>/<namespace>/<time 8 BE>/<name>,
+// with no value: the cluster, namespace and name are the object's key
+// tail (as in o/), which is all an as-of list needs, so the index is read
+// from keys alone. Two changes of an object at the same time share the
+// key: the set is the same, and retention, which removes the older
+// changes first, removes it with the first of them, after which neither
+// is after any time in the window.
 func changedKey(g schema.GroupVersionResource, t int64, cluster, ns, name string) []byte {
 	b := append(append(append(append(changedPrefix(g), cluster...), sep), ns...), sep)
 	b = binary.BigEndian.AppendUint64(b, uint64(t))
 	return append(append(b, sep), name...)
-}
-
-// changedValue is an H/ entry's value: the change's stream sequence and
-// that of the uid's revision before it (0: none, or not the uid's head),
-// 8 bytes BE each. With them an as-of list rebuilding a changed object
-// reads its revisions by key (revisionsLinked), where it sought the
-// uid's first revision and walked them (half of a rebuild's time when
-// every object changed: docs/benchmarks/history.md). A binary before
-// 2026-12-07 15:00 wrote no value; such an entry, or one of another
-// length, names no revisions (the rebuild seeks, as before).
-func changedValue(seq, prev uint64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, changedValueLen), seq), prev)
-}
-
-const changedValueLen = 16
-
-// changeLink is what an H/ value says: a change's seq and the seq of the
-// uid's revision before it.
-type changeLink struct{ seq, prev uint64 }
-
-// parseChangedValue is the link an H/ value carries; ok is false for an
-// older binary's empty value (or any other length).
-func parseChangedValue(v []byte) (changeLink, bool) {
-	if len(v) != changedValueLen {
-		return changeLink{}, false
-	}
-	return changeLink{binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])}, true
-}
-
-// tailLinks are the H/ values of one object's changes after an as-of
-// time: the links the values carry, and how many of its entries carried
-// none (bare: an older binary's).
-type tailLinks struct {
-	links []changeLink
-	bare  int
 }
 
 // splitChangedKey is what changedKey joined, from the key past the
@@ -257,7 +222,6 @@ func (s *Store) dropFamily(family byte, clusterOf func(k []byte) []byte) error {
 type asOfChanged struct {
 	key   string          // the list it answers (changedFor)
 	tails [][]byte        // sorted, unique
-	links []tailLinks     // each tail's H/ values
 	set   map[string]bool // the same tails, for the scan to leave out
 }
 
@@ -276,11 +240,11 @@ func changedAfter(ctx context.Context, snap *snapshot, o query.ListOptions, clus
 	if c := snap.asOf; c != nil && c.key == key {
 		return c, nil
 	}
-	tails, links, _, err := changedLinked(ctx, snap.txn, o, clusters, t)
+	tails, _, err := changedSince(ctx, snap.txn, o, clusters, t)
 	if err != nil {
 		return nil, err
 	}
-	c := &asOfChanged{key: key, tails: tails, links: links, set: make(map[string]bool, len(tails))}
+	c := &asOfChanged{key: key, tails: tails, set: make(map[string]bool, len(tails))}
 	for _, tl := range tails {
 		c.set[string(tl)] = true
 	}
@@ -288,16 +252,16 @@ func changedAfter(ctx context.Context, snap *snapshot, o query.ListOptions, clus
 	return c, nil
 }
 
-// after is the part of the set past a cursor's tail, and its links.
-func (c *asOfChanged) after(tail []byte) ([][]byte, []tailLinks) {
+// after is the part of the set past a cursor's tail.
+func (c *asOfChanged) after(tail []byte) [][]byte {
 	if tail == nil {
-		return c.tails, c.links
+		return c.tails
 	}
 	i, found := slices.BinarySearchFunc(c.tails, tail, bytes.Compare)
 	if found {
 		i++
 	}
-	return c.tails[i:], c.links[i:]
+	return c.tails[i:]
 }
 
 // changedSince are the tails (sorted, unique) of the list's objects with
@@ -308,13 +272,6 @@ func (c *asOfChanged) after(tail []byte) ([][]byte, []tailLinks) {
 // costs at most the entry that leads to the seek past it, not its
 // changes.
 func changedSince(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clusters map[string]bool, t int64) ([][]byte, int, error) {
-	tails, _, read, err := changedLinked(ctx, txn, o, clusters, t)
-	return tails, read, err
-}
-
-// changedLinked is changedSince with each tail's H/ values (links,
-// parallel to tails).
-func changedLinked(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clusters map[string]bool, t int64) ([][]byte, []tailLinks, int, error) {
 	prefix := changedPrefix(o.GVR)
 	var wanted []string // sorted; nil: every cluster
 	for c := range clusters {
@@ -322,7 +279,7 @@ func changedLinked(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clust
 	}
 	slices.Sort(wanted)
 	if clusters != nil && len(wanted) == 0 {
-		return nil, nil, 0, nil
+		return nil, 0, nil
 	}
 	after := binary.BigEndian.AppendUint64(nil, uint64(t+1))
 	// seek is the key of group (cluster, namespace)'s changes after t.
@@ -337,7 +294,7 @@ func changedLinked(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clust
 	}
 	it := txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})
 	defer it.Close()
-	var found []changedEntry
+	var tails [][]byte
 	read := 0
 	start := prefix
 	if wanted != nil {
@@ -345,19 +302,18 @@ func changedLinked(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clust
 	}
 	for it.Seek(start); it.Valid(); {
 		if err := ctx.Err(); err != nil {
-			return nil, nil, read, err
+			return nil, read, err
 		}
 		read++
 		cluster, ns, at, name, err := splitChangedKey(it.Item().Key()[len(prefix):])
 		if err != nil {
-			return nil, nil, read, err
+			return nil, read, err
 		}
 		switch {
 		case wanted != nil && !clusters[string(cluster)]:
 			i, _ := slices.BinarySearch(wanted, string(cluster))
 			if i == len(wanted) {
-				tails, links := sortedLinked(found)
-				return tails, links, read, nil
+				return sortedTails(tails), read, nil
 			}
 			it.Seek(append(bytes.Clone(prefix), wanted[i]...))
 		case o.Namespace != "" && string(ns) < o.Namespace:
@@ -368,46 +324,15 @@ func changedLinked(ctx context.Context, txn *bdg.Txn, o query.ListOptions, clust
 			it.Seek(seek(cluster, ns))
 		default:
 			tl := make([]byte, 0, len(ns)+len(name)+len(cluster)+2)
-			e := changedEntry{tail: append(append(append(append(append(tl, ns...), sep), name...), sep), cluster...)}
-			// The value is inline (16 bytes or none): no value log read.
-			if err := it.Item().Value(func(v []byte) error {
-				e.link, e.linked = parseChangedValue(v)
-				return nil
-			}); err != nil {
-				return nil, nil, read, err
-			}
-			found = append(found, e)
+			tails = append(tails, append(append(append(append(append(tl, ns...), sep), name...), sep), cluster...))
 			it.Next()
 		}
 	}
-	tails, links := sortedLinked(found)
-	return tails, links, read, nil
+	return sortedTails(tails), read, nil
 }
 
-// changedEntry is one H/ entry after the as-of time: its object's tail
-// and its value's link (linked false: none).
-type changedEntry struct {
-	tail   []byte
-	link   changeLink
-	linked bool
-}
-
-// sortedLinked are the entries' tails sorted, each once (an object's
-// several changes), and each tail's links.
-func sortedLinked(es []changedEntry) ([][]byte, []tailLinks) {
-	slices.SortFunc(es, func(a, b changedEntry) int { return bytes.Compare(a.tail, b.tail) })
-	var tails [][]byte
-	var links []tailLinks
-	for i, e := range es {
-		if i == 0 || !bytes.Equal(e.tail, es[i-1].tail) {
-			tails, links = append(tails, e.tail), append(links, tailLinks{})
-		}
-		l := &links[len(links)-1]
-		if e.linked {
-			l.links = append(l.links, e.link)
-		} else {
-			l.bare++
-		}
-	}
-	return tails, links
+// sortedTails sorts tails and drops repeats (an object's several changes).
+func sortedTails(tails [][]byte) [][]byte {
+	slices.SortFunc(tails, bytes.Compare)
+	return slices.CompactFunc(tails, bytes.Equal)
 }

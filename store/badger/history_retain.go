@@ -256,14 +256,6 @@ func (s *Store) removeChange(txn *bdg.Txn, tkey, tval []byte, cluster string, se
 	}
 	dk := changedKey(c.gvr, t, cluster, c.ns, c.name)
 	freed += int64(len(dk))
-	// Its value (changedValue) counted when written; an older binary's
-	// has none. Two changes sharing the key (the same time) were counted
-	// twice and the second finds it gone: it frees the key only.
-	if item, err := txn.Get(dk); err == nil {
-		freed += item.ValueSize()
-	} else if !errors.Is(err, bdg.ErrKeyNotFound) {
-		return 0, err
-	}
 	if err := txn.Delete(dk); err != nil {
 		return 0, err
 	}

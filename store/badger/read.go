@@ -94,9 +94,6 @@ type Reader struct {
 	// ErrNotKept rather than empty answers.
 	noRelations bool
 	now         func() time.Time
-	// seekRevisions: an as-of list's rebuilds seek each object's
-	// revisions, as before the H/ values named them (tests' reference).
-	seekRevisions bool
 
 	mu     sync.Mutex
 	snaps  *query.Snapshots[*snapshot] // by id, with the quota
