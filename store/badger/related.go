@@ -19,7 +19,9 @@ var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 // names it (R/), the Pods its selector selects (the label index, or the
 // cluster's Pods of the namespace for a selector without an equality),
 // for a Pod the selectors of its namespace that select it (Q/), and the
-// copies of the starting object in other clusters (its o/ prefix).
+// copies of the starting object in other clusters (its o/ prefix). An
+// object every Pod of its namespace names (relations.Shared) is answered
+// but not followed, unless the walk starts from it.
 func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph, error) {
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
@@ -48,6 +50,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 			var next []relNode
 			last := d == o.Depth-1
 			for _, n := range frontier {
+				if d > 0 && relations.Shared(n.Group, n.Kind, n.Name) {
+					continue // shown, not walked through (relations.Shared)
+				}
 				found, err := rw.expand(n, last)
 				if err != nil {
 					return err

@@ -99,8 +99,18 @@ func randBody(rng *rand.Rand, o randObj) string {
 		spec = `{"selector":` + selector() + `}`
 	case "Pod":
 		owner("apps/v1", "ReplicaSet", pick("r", 4))
-		spec = fmt.Sprintf(`{"nodeName":%q,"serviceAccountName":%q,"volumes":[{"name":"a","configMap":{"name":%q}},{"name":"b","secret":{"secretName":%q}},{"name":"c","persistentVolumeClaim":{"claimName":%q}}],"containers":[{"name":"x","image":%q,"envFrom":[{"configMapRef":{"name":%q}}]}]}`,
-			pick("n", 3), pick("sa", 2), pick("cm", 3), pick("s", 2), pick("pvc", 2), pick("img", 3), pick("cm", 3))
+		// Most Pods name the namespace's shared objects (relations.Shared),
+		// as a service-account token's volume and a Pod naming no
+		// ServiceAccount do.
+		sa, root := pick("sa", 2), ""
+		if rng.IntN(3) > 0 {
+			sa = "default"
+		}
+		if rng.IntN(4) > 0 {
+			root = `,{"name":"t","projected":{"sources":[{"configMap":{"name":"kube-root-ca.crt"}}]}}`
+		}
+		spec = fmt.Sprintf(`{"nodeName":%q,"serviceAccountName":%q,"volumes":[{"name":"a","configMap":{"name":%q}},{"name":"b","secret":{"secretName":%q}},{"name":"c","persistentVolumeClaim":{"claimName":%q}}%s],"containers":[{"name":"x","image":%q,"envFrom":[{"configMapRef":{"name":%q}}]}]}`,
+			pick("n", 3), sa, pick("cm", 3), pick("s", 2), pick("pvc", 2), root, pick("img", 3), pick("cm", 3))
 	case "Service":
 		spec = fmt.Sprintf(`{"selector":{"app":%q}}`, pick("d", 4))
 	case "NetworkPolicy":
@@ -155,6 +165,10 @@ func randFleet() []randObj {
 	add(hpaGVR, "HorizontalPodAutoscaler", "hpa", 1, false)
 	add(nodesGVR, "Node", "n", 2, true)
 	add(pvGVR, "PersistentVolume", "pv", 1, true)
+	// The shared objects (relations.Shared): cached in namespace a, only
+	// named in b.
+	out = append(out, randObj{gvr: cmGVR, kind: "ConfigMap", ns: "a", name: "kube-root-ca.crt"},
+		randObj{gvr: saGVR, kind: "ServiceAccount", ns: "a", name: "default"})
 	return out
 }
 

@@ -21,7 +21,9 @@ import (
 // names it (R/), the Pods its selector selects (the label index, or the
 // cluster's Pods of the namespace for a selector without an equality),
 // for a Pod the selectors of its namespace that select it (Q/), and the
-// copies of the starting object in other clusters (its o/ prefix).
+// copies of the starting object in other clusters (its o/ prefix). An
+// object every Pod of its namespace names (relations.Shared) is answered
+// but not followed, unless the walk starts from it.
 func refRelated(r *Reader, o query.RelatedOptions) (query.Graph, error) {
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
@@ -49,6 +51,9 @@ func refRelated(r *Reader, o query.RelatedOptions) (query.Graph, error) {
 		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
 			var next []refNode
 			for _, n := range frontier {
+				if d > 0 && relations.Shared(n.Group, n.Kind, n.Name) {
+					continue // a leaf unless the start (since 2026-12-07 15:00)
+				}
 				found, err := rw.expand(n)
 				if err != nil {
 					return err
