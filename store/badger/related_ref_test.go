@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -266,6 +267,33 @@ func (rw *refWalk) expand(n refNode) ([]refNode, error) {
 		}
 		if ok {
 			keep(rw.link(s[0], src, n, true))
+		}
+	}
+	// The start, a shared object (relations.Shared): the Pods of its
+	// namespace whose E/ entries name it (since 2026-12-07 15:00 their R/
+	// keys are not written).
+	if len(rw.g.Nodes) > 0 && rw.g.Nodes[0].ID() == n.ID() && relations.Shared(n.Group, n.Kind, n.Name) && n.Namespace != "" &&
+		rw.o.Follows("Pod", podsGVR.Resource) {
+		pods, err := rw.selected(n.Cluster, &relations.Selector{Kind: "Pod", Namespace: n.Namespace})
+		if err != nil {
+			return nil, err
+		}
+		t := relations.Ref{Type: relations.References, Target: relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name}}
+		for _, p := range pods {
+			fv, err := rw.value(relKey(p.Cluster, p.gvr, p.Namespace, p.Name))
+			if err != nil || fv == nil {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			rel, err := decodeRelations(fv)
+			if err != nil {
+				return nil, err
+			}
+			if slices.Contains(rel.Refs, t) {
+				keep(rw.link(string(relations.References), p, n, true))
+			}
 		}
 	}
 	// A Pod: the selectors of its namespace that select it.
