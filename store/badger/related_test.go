@@ -506,4 +506,38 @@ func TestRelatedSharedObjects(t *testing.T) {
 			}
 		})
 	}
+	// The relation field selector finds the Pods naming a shared object
+	// though they have no R/ key for it (sharedReferrers), in a namespace
+	// or in all, and only those a caller may see.
+	for _, c := range []struct {
+		fields string
+		vis    *query.Visibility
+		want   string
+	}{
+		{"fleetview.io/references=ConfigMap/kube-root-ca.crt", nil, "api-0 db-0 web-0"},
+		{"fleetview.io/references=ServiceAccount/default", nil, "api-0 web-0"},
+		{"fleetview.io/references=ServiceAccount/default", &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"other"}}}}, ""},
+		{"fleetview.io/references=ConfigMap/web-config", nil, "db-0 web-0"},
+	} {
+		f, err := query.CompileFields(podsGVR, c.fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{"", "shop"} {
+			p, err := r.List(context.Background(), query.ListOptions{GVR: podsGVR, Namespace: ns, Fields: f, Visible: c.vis})
+			if err != nil {
+				t.Fatalf("%s: %v", c.fields, err)
+			}
+			var got []string
+			for _, o := range p.Items {
+				_, name, _ := strings.Cut(string(o.JSON), `"name":"`)
+				name, _, _ = strings.Cut(name, `"`)
+				got = append(got, name)
+			}
+			slices.Sort(got)
+			if g := strings.Join(got, " "); g != c.want {
+				t.Errorf("%s in %q: %q, want %q", c.fields, ns, g, c.want)
+			}
+		}
+	}
 }
