@@ -59,13 +59,15 @@ func relFleet(cluster string, pods int) []*fleetviewv1.ResourceEvent {
 		relEvent(cluster, relRS, "ReplicaSet", "shop", "web-1", `,"labels":{"app":"web"}`+ownerRef("Deployment", "web"), sel),
 		relEvent(cluster, relSvc, "Service", "shop", "web", "", `,"spec":{"selector":{"app":"web"}}`),
 		relEvent(cluster, relCM, "ConfigMap", "shop", "cfg", "", `,"data":{}`),
+		// Named by every web Pod (relations.Shared): answered, not walked through.
+		relEvent(cluster, relCM, "ConfigMap", "shop", "kube-root-ca.crt", "", `,"data":{}`),
 		relEvent(cluster, relPods, "Pod", "shop", "api-0", `,"labels":{"app":"api"}`, `,"spec":{"nodeName":"n2","containers":[{"name":"a","image":"api:1"}]},"status":{"phase":"Running"}`),
 		relEvent(cluster, relPods, "Pod", "ops", "tool", "", `,"spec":{"containers":[{"name":"a","image":"busybox"},{"name":"b","image":"nginx:1"}]},"status":{"phase":"Succeeded"}`),
 	}
 	for i := range pods {
 		phase := []string{"Running", "Pending", "Running"}[i%3]
 		evs = append(evs, relEvent(cluster, relPods, "Pod", "shop", fmt.Sprintf("web-1-%d", i), fmt.Sprintf(`,"labels":{"app":"web","tier":"t%d"}`, i%2)+ownerRef("ReplicaSet", "web-1"),
-			fmt.Sprintf(`,"spec":{"nodeName":"n%d","volumes":[{"name":"c","configMap":{"name":"cfg"}},{"name":"s","secret":{"secretName":"db"}}],"containers":[{"name":"a","image":"nginx:%d"}]},"status":{"phase":%q}`, i%2, 1+i%2, phase)))
+			fmt.Sprintf(`,"spec":{"nodeName":"n%d","serviceAccountName":"default","volumes":[{"name":"c","configMap":{"name":"cfg"}},{"name":"s","secret":{"secretName":"db"}},{"name":"t","projected":{"sources":[{"configMap":{"name":"kube-root-ca.crt"}}]}}],"containers":[{"name":"a","image":"nginx:%d"}]},"status":{"phase":%q}`, i%2, 1+i%2, phase)))
 	}
 	return evs
 }
@@ -198,6 +200,7 @@ func TestOpenSearchCountsAndRelationsAgreeWithBadger(t *testing.T) {
 			depth int
 		}{
 			{relDeploy, "web", 3}, {relRS, "web-1", 2}, {relPods, "web-1-0", 2}, {relSvc, "web", 1}, {relCM, "cfg", 2}, {relPods, "api-0", 1},
+			{relCM, "kube-root-ca.crt", 1}, {relCM, "kube-root-ca.crt", 3},
 		}
 		for _, c := range callers {
 			for _, s := range starts {
@@ -226,7 +229,8 @@ func TestOpenSearchCountsAndRelationsAgreeWithBadger(t *testing.T) {
 	t.Run("relation field selectors", func(t *testing.T) {
 		for _, c := range callers {
 			for _, sel := range []string{"fleetview.io/ownedBy=Deployment/web", "fleetview.io/ownedBy=ReplicaSet/web-1", "fleetview.io/selectedBy=Service/web",
-				"fleetview.io/references=Secret/db", "fleetview.io/references=configmap/cfg"} {
+				"fleetview.io/references=Secret/db", "fleetview.io/references=configmap/cfg",
+				"fleetview.io/references=configmap/kube-root-ca.crt", "fleetview.io/references=serviceaccount/default"} {
 				t.Run(c.name+" "+sel, func(t *testing.T) {
 					f, err := query.CompileFields(relPods, sel)
 					if err != nil {

@@ -12,4 +12,9 @@
 // resolving them against current labels at read time costs one label-index
 // lookup, while edges kept per Pod would cost every selector of the
 // namespace on every Pod change.
+//
+// Shared names the objects every Pod of a namespace names by default
+// (kube-root-ca.crt, the default ServiceAccount): a relation walk answers
+// them but does not walk through them to every other Pod of the
+// namespace, unless it starts from one (docs/api.md, Relations).
 package relations

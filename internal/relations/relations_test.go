@@ -112,3 +112,24 @@ func TestSelectorMatches(t *testing.T) {
 		t.Error("Exists is no equality")
 	}
 }
+
+func TestShared(t *testing.T) {
+	for _, c := range []struct {
+		group, kind, name string
+		want              bool
+	}{
+		{"", "ConfigMap", "kube-root-ca.crt", true},
+		{"", "ServiceAccount", "default", true},
+		{"", "ConfigMap", "default", false},
+		{"", "ServiceAccount", "kube-root-ca.crt", false},
+		{"", "ConfigMap", "web-config", false},
+		{"", "ServiceAccount", "web", false},
+		{"example.com", "ConfigMap", "kube-root-ca.crt", false},
+		{"", "Secret", "default", false},
+		{"", "Node", "default", false},
+	} {
+		if got := Shared(c.group, c.kind, c.name); got != c.want {
+			t.Errorf("Shared(%q, %q, %q) = %v, want %v", c.group, c.kind, c.name, got, c.want)
+		}
+	}
+}

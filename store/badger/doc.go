@@ -146,7 +146,14 @@
 // byte says which form its R/ key has ('o', 'r': the older; 'O', 'R'),
 // and an edge rewritten is written in the current form, its older key
 // deleted; no rebuild is needed, but a binary from before cannot read
-// the E/ entries of this one. Q/ holds each
+// the E/ entries of this one. A Pod's reference to an object every Pod of
+// its namespace names (relations.Shared: kube-root-ca.crt, the default
+// ServiceAccount) has no R/ key (type byte 'S', since 2026-12-07 15:00):
+// a walk shows such an object but does not go through it to every other
+// Pod of the namespace, so only a walk starting from it needs its
+// referrers, and finds them among the namespace's Pods' E/ entries
+// (relWalk.sharedReferrers); keys written before are read, and deleted
+// when their Pod's edges are rewritten. Q/ holds each
 // selector once, under its cluster and namespace, so "what selects this
 // Pod" scans the selectors of one namespace of one cluster, and "which Pods
 // does it select" is a label-index lookup at read time. Selectors are not

@@ -493,6 +493,9 @@ func (w *writer) dropRelations(gvr schema.GroupVersionResource, ns, name string,
 		return fmt.Errorf("relations of %s %s/%s: %w", gvr, ns, name, err)
 	}
 	for i, r := range rel.Refs {
+		if !rel.keyed(i) {
+			continue
+		}
 		if err := w.del(reverseKeyOf(rel.old(i), w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
 			return err
 		}

@@ -19,7 +19,8 @@ import (
 //	the refs: a count, then each a type byte and four length-prefixed
 //	strings (group, kind, namespace, name); the type byte also says which
 //	form the edge's R/ key has: 'O', 'R' reverseKey's, 'o', 'r' (written
-//	before 2026-12-07 13:00) oldReverseKey's
+//	before 2026-12-07 13:00) oldReverseKey's, 'S' none (a Pod's reference
+//	to a shared object, unkeyed; since 2026-12-07 15:00)
 //	the selector's JSON (empty: none)
 //
 // The header is what a Related node shows of the object and what its
@@ -32,14 +33,39 @@ import (
 
 var edgeCodes = map[relations.EdgeType]byte{relations.Owner: 'O', relations.References: 'R'}
 
-// storedRelations is an E/ value's edges as stored: the relations, and
-// per ref whether its R/ key has the older form (oldReverseKey).
-type storedRelations struct {
-	relations.Relations
-	oldForm []bool // nil: every key has reverseKey's form
+// sharedCode is the type byte of a reference without an R/ key (unkeyed).
+const sharedCode = 'S'
+
+// unkeyed reports whether the edge ref of an object of gvr has no R/ key:
+// a Pod's reference to an object every Pod of its namespace names
+// (relations.Shared). A walk does not go through such an object to what
+// else names it, so the key would be read only by a walk that starts
+// from it, which finds the Pods naming it among its namespace's Pods
+// (relWalk.sharedReferrers); a Pod's R/ keys were five in a benchdata
+// Pod, four now.
+func unkeyed(gvr schema.GroupVersionResource, ref relations.Ref) bool {
+	return ref.Type == relations.References && gvr == podsGVR && relations.Shared(ref.Target.Group, ref.Target.Kind, ref.Target.Name)
 }
 
-func (r storedRelations) old(i int) bool { return r.oldForm != nil && r.oldForm[i] }
+// refForms are the type bytes of an E/ value's refs as stored, which say
+// which R/ key each has; nil: every ref has reverseKey's.
+type refForms []byte
+
+// old: the ref's R/ key has the older form (oldReverseKey).
+func (f refForms) old(i int) bool { return f != nil && (f[i] == 'o' || f[i] == 'r') }
+
+// keyed: the ref has an R/ key (not unkeyed when written).
+func (f refForms) keyed(i int) bool { return f == nil || f[i] != sharedCode }
+
+// storedRelations is an E/ value's edges as stored: the relations, and
+// per ref which R/ key it has.
+type storedRelations struct {
+	relations.Relations
+	forms refForms
+}
+
+func (r storedRelations) old(i int) bool   { return r.forms.old(i) }
+func (r storedRelations) keyed(i int) bool { return r.forms.keyed(i) }
 
 // reverseKeyOf is the R/ key of the form old says.
 func reverseKeyOf(old bool, cluster string, t relations.Target, typ relations.EdgeType, g schema.GroupVersionResource, ns, name string) []byte {
@@ -82,9 +108,9 @@ func cutRelHeader(b []byte, withLabels bool) (relHead, []byte, error) {
 	return hd, b, err
 }
 
-// encodeRelations is an E/ value: head (relHeader), then rel's edges; sel
-// is the selector's JSON at its end (empty: none).
-func encodeRelations(head []byte, rel relations.Relations) (v, sel []byte, err error) {
+// encodeRelations is an E/ value of an object of gvr: head (relHeader),
+// then rel's edges; sel is the selector's JSON at its end (empty: none).
+func encodeRelations(gvr schema.GroupVersionResource, head []byte, rel relations.Relations) (v, sel []byte, err error) {
 	n := len(head) + binary.MaxVarintLen64
 	for _, r := range rel.Refs {
 		n += 1 + len(r.Target.Group) + len(r.Target.Kind) + len(r.Target.Namespace) + len(r.Target.Name) + 4*binary.MaxVarintLen64
@@ -94,6 +120,9 @@ func encodeRelations(head []byte, rel relations.Relations) (v, sel []byte, err e
 		c, ok := edgeCodes[r.Type]
 		if !ok {
 			return nil, nil, fmt.Errorf("edge type %q cannot be stored", r.Type)
+		}
+		if unkeyed(gvr, r) {
+			c = sharedCode
 		}
 		b = append(b, c)
 		for _, s := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
@@ -123,11 +152,11 @@ func decodeRelations(b []byte) (storedRelations, error) {
 // decodeEdges reads the edges that follow an E/ value's header.
 func decodeEdges(b []byte) (storedRelations, error) {
 	var rel storedRelations
-	refs, old, sel, err := cutRefs(b)
+	refs, forms, sel, err := cutRefs(b)
 	if err != nil {
 		return rel, err
 	}
-	rel.Refs, rel.oldForm = refs, old
+	rel.Refs, rel.forms = refs, forms
 	if len(sel) > 0 {
 		rel.Selector = &relations.Selector{}
 		if err := json.Unmarshal(sel, rel.Selector); err != nil {
@@ -138,9 +167,9 @@ func decodeEdges(b []byte) (storedRelations, error) {
 }
 
 // cutRefs reads the refs that follow an E/ value's header and returns,
-// per ref, whether its R/ key has the older form (nil: none has), and
-// the selector's JSON after them (empty: none).
-func cutRefs(b []byte) (refs []relations.Ref, old []bool, sel []byte, err error) {
+// per ref, its type byte (nil: every ref's R/ key has reverseKey's form),
+// and the selector's JSON after them (empty: none).
+func cutRefs(b []byte) (refs []relations.Ref, forms refForms, sel []byte, err error) {
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)) {
 		return nil, nil, nil, errCorrupt
@@ -155,16 +184,19 @@ func cutRefs(b []byte) (refs []relations.Ref, old []bool, sel []byte, err error)
 		switch b[0] {
 		case 'O', 'o':
 			r.Type = relations.Owner
-		case 'R', 'r':
+		case 'R', 'r', sharedCode:
 			r.Type = relations.References
 		default:
 			return nil, nil, nil, errCorrupt
 		}
-		if b[0] == 'o' || b[0] == 'r' {
-			if old == nil {
-				old = make([]bool, n)
+		if b[0] != 'O' && b[0] != 'R' {
+			if forms == nil {
+				forms = make(refForms, n)
+				for j := range forms {
+					forms[j] = 'O' // a current key; only old and keyed read it
+				}
 			}
-			old[i] = true
+			forms[i] = b[0]
 		}
 		b = b[1:]
 		for _, dst := range []*string{&r.Target.Group, &r.Target.Kind, &r.Target.Namespace, &r.Target.Name} {
@@ -173,7 +205,7 @@ func cutRefs(b []byte) (refs []relations.Ref, old []bool, sel []byte, err error)
 			}
 		}
 	}
-	return refs, old, b, nil
+	return refs, forms, b, nil
 }
 
 // An R/ value (reverseValue) is the source's kind and uid, as its E/
@@ -242,7 +274,7 @@ func uidText(uid []byte, old bool) string {
 // are read from but not the edges nor the kind and uid (a container's
 // image, a Pod's labels) writes no R/ or Q/ key. An old edge whose R/ key
 // has the older form is rewritten in the current one, as the new E/ value
-// says.
+// says; an unkeyed edge has none, and an old key of one is deleted.
 func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, old []byte, kind, uid string, refs []relations.Ref, rkeys [][]byte, sel []byte) error {
 	var oldRel storedRelations
 	var oldSel []byte
@@ -250,7 +282,7 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 	if old != nil {
 		ohd, orest, err := cutRelHeader(old, false)
 		if err == nil {
-			oldRel.Refs, oldRel.oldForm, oldSel, err = cutRefs(orest)
+			oldRel.Refs, oldRel.forms, oldSel, err = cutRefs(orest)
 		}
 		if err != nil {
 			return fmt.Errorf("relations of %s %s/%s: %w", gvr, ns, name, err)
@@ -259,10 +291,13 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 	}
 	kept := func(r relations.Ref) bool { // r has its R/ key, of the current form
 		i := slices.Index(oldRel.Refs, r)
-		return i >= 0 && !oldRel.old(i)
+		return i >= 0 && oldRel.keyed(i) && !oldRel.old(i)
 	}
 	for i, r := range oldRel.Refs {
-		if oldRel.old(i) || !slices.Contains(refs, r) {
+		if !oldRel.keyed(i) {
+			continue
+		}
+		if oldRel.old(i) || unkeyed(gvr, r) || !slices.Contains(refs, r) {
 			if err := w.del(reverseKeyOf(oldRel.old(i), w.cluster, r.Target, r.Type, gvr, ns, name)); err != nil {
 				return err
 			}
@@ -270,6 +305,9 @@ func (w *writer) rewriteEdges(gvr schema.GroupVersionResource, ns, name string, 
 	}
 	var rv []byte
 	for i, r := range refs {
+		if unkeyed(gvr, r) {
+			continue
+		}
 		if !sameSource || !kept(r) {
 			if rv == nil {
 				rv = reverseValue(kind, uid)

@@ -72,7 +72,7 @@ func (rd *relRead) extract(cluster string, gvr schema.GroupVersionResource, ns, 
 	}
 	rd.rel = rel
 	var sel []byte
-	if rd.edges, sel, rd.encErr = encodeRelations(nil, rel); rd.encErr != nil {
+	if rd.edges, sel, rd.encErr = encodeRelations(gvr, nil, rel); rd.encErr != nil {
 		return
 	}
 	rd.selLen = len(sel)
@@ -85,6 +85,9 @@ func (rd *relRead) extract(cluster string, gvr schema.GroupVersionResource, ns, 
 		buf := make([]byte, 0, n)
 		rd.rkeys = make([][]byte, len(rel.Refs))
 		for i, r := range rel.Refs {
+			if unkeyed(gvr, r) {
+				continue // none (rewriteEdges)
+			}
 			start := len(buf)
 			buf = appendReverseKey(buf, cluster, r.Target, r.Type, gvr, ns, name)
 			rd.rkeys[i] = buf[start:len(buf):len(buf)]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -19,7 +20,9 @@ var podsGVR = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 // names it (R/), the Pods its selector selects (the label index, or the
 // cluster's Pods of the namespace for a selector without an equality),
 // for a Pod the selectors of its namespace that select it (Q/), and the
-// copies of the starting object in other clusters (its o/ prefix).
+// copies of the starting object in other clusters (its o/ prefix). An
+// object every Pod of its namespace names (relations.Shared) is answered
+// but not followed, unless the walk starts from it.
 func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph, error) {
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
@@ -48,6 +51,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 			var next []relNode
 			last := d == o.Depth-1
 			for _, n := range frontier {
+				if d > 0 && relations.Shared(n.Group, n.Kind, n.Name) {
+					continue // shown, not walked through (relations.Shared)
+				}
 				found, err := rw.expand(n, last)
 				if err != nil {
 					return err
@@ -425,6 +431,17 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 			keep(rw.link(s.typ, src, n, true))
 		}
 	}
+	// The start, a shared object: the Pods naming it, which have no R/
+	// key for it (unkeyed).
+	if rw.cur == 0 && relations.Shared(n.Group, n.Kind, n.Name) && rw.o.Follows("Pod", podsGVR.Resource) {
+		pods, err := rw.sharedReferrers(n)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pods {
+			keep(rw.link(string(relations.References), p, n, true))
+		}
+	}
 	// A Pod: the selectors of its namespace that select it.
 	if n.Group == "" && n.Kind == "Pod" {
 		sels, err := rw.selecting(n)
@@ -489,4 +506,33 @@ func (rw *relWalk) copies(root relNode) error {
 		}
 	}
 	return nil
+}
+
+// sharedReferrers are the cached Pods of n's cluster and namespace whose
+// E/ entries name n, a shared object (relations.Shared), in key order.
+// A Pod's reference to it has no R/ key (unkeyed), so it is found here,
+// by the walk that starts from it, the only one that follows it.
+func (rw *relWalk) sharedReferrers(n relNode) ([]relNode, error) {
+	if n.Namespace == "" {
+		return nil, nil
+	}
+	cands, err := rw.candidates(n.Cluster, &relations.Selector{Kind: "Pod", Namespace: n.Namespace})
+	if err != nil {
+		return nil, err
+	}
+	t := relations.Ref{Type: relations.References, Target: relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name}}
+	var out []relNode
+	for _, p := range cands {
+		if p.edges == nil {
+			continue
+		}
+		refs, _, _, err := cutRefs(p.edges)
+		if err != nil {
+			return nil, fmt.Errorf("relations of %s: %w", p.ID(), err)
+		}
+		if slices.Contains(refs, t) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
 }

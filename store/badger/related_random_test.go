@@ -99,8 +99,18 @@ func randBody(rng *rand.Rand, o randObj) string {
 		spec = `{"selector":` + selector() + `}`
 	case "Pod":
 		owner("apps/v1", "ReplicaSet", pick("r", 4))
-		spec = fmt.Sprintf(`{"nodeName":%q,"serviceAccountName":%q,"volumes":[{"name":"a","configMap":{"name":%q}},{"name":"b","secret":{"secretName":%q}},{"name":"c","persistentVolumeClaim":{"claimName":%q}}],"containers":[{"name":"x","image":%q,"envFrom":[{"configMapRef":{"name":%q}}]}]}`,
-			pick("n", 3), pick("sa", 2), pick("cm", 3), pick("s", 2), pick("pvc", 2), pick("img", 3), pick("cm", 3))
+		// Most Pods name the namespace's shared objects (relations.Shared),
+		// as a service-account token's volume and a Pod naming no
+		// ServiceAccount do.
+		sa, root := pick("sa", 2), ""
+		if rng.IntN(3) > 0 {
+			sa = "default"
+		}
+		if rng.IntN(4) > 0 {
+			root = `,{"name":"t","projected":{"sources":[{"configMap":{"name":"kube-root-ca.crt"}}]}}`
+		}
+		spec = fmt.Sprintf(`{"nodeName":%q,"serviceAccountName":%q,"volumes":[{"name":"a","configMap":{"name":%q}},{"name":"b","secret":{"secretName":%q}},{"name":"c","persistentVolumeClaim":{"claimName":%q}}%s],"containers":[{"name":"x","image":%q,"envFrom":[{"configMapRef":{"name":%q}}]}]}`,
+			pick("n", 3), sa, pick("cm", 3), pick("s", 2), pick("pvc", 2), root, pick("img", 3), pick("cm", 3))
 	case "Service":
 		spec = fmt.Sprintf(`{"selector":{"app":%q}}`, pick("d", 4))
 	case "NetworkPolicy":
@@ -155,6 +165,10 @@ func randFleet() []randObj {
 	add(hpaGVR, "HorizontalPodAutoscaler", "hpa", 1, false)
 	add(nodesGVR, "Node", "n", 2, true)
 	add(pvGVR, "PersistentVolume", "pv", 1, true)
+	// The shared objects (relations.Shared): cached in namespace a, only
+	// named in b.
+	out = append(out, randObj{gvr: cmGVR, kind: "ConfigMap", ns: "a", name: "kube-root-ca.crt"},
+		randObj{gvr: saGVR, kind: "ServiceAccount", ns: "a", name: "default"})
 	return out
 }
 
@@ -235,6 +249,17 @@ func TestRelatedMatchesReference(t *testing.T) {
 	// text) gives the same answers; changed by this binary, its old keys
 	// are replaced, none left behind (checkReverseValues), and the
 	// answers stay the same with both forms in the store.
+	// A store written before 2026-12-07 15:00 has an R/ key of the
+	// current form for every Pod's reference to a shared object, and the
+	// type byte 'R': the same answers, and rewritten by this binary, the
+	// keys are deleted (checkReverseValues).
+	if n := toKeyedShared(t, s); n == 0 {
+		t.Fatal("no unkeyed edges to key")
+	}
+	checkReverseValues(t, s)
+	compare(5)
+	batches(5)
+	compare(5)
 	if n := toOldReverseForm(t, s, false); n == 0 {
 		t.Fatal("no R/ keys to rewrite")
 	}
@@ -263,7 +288,8 @@ func TestRelatedMatchesReference(t *testing.T) {
 // edge its source's E/ entry holds, with the form the entry says, and
 // its value the source's kind and uid as the E/ header has them (what
 // the walk's last hop takes instead of reading the E/ entry); and that
-// every edge of an E/ entry has its R/ key.
+// every edge of an E/ entry has its R/ key, but for a Pod's references to
+// shared objects (unkeyed), which have none.
 func checkReverseValues(t *testing.T, s *Store) {
 	t.Helper()
 	n, empty := 0, 0
@@ -287,6 +313,12 @@ func checkReverseValues(t *testing.T, s *Store) {
 			}
 			gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
 			for i, r := range rel.Refs {
+				if !rel.keyed(i) {
+					if !unkeyed(gvr, r) {
+						return fmt.Errorf("E/ key %q: edge %v unkeyed", it.Item().Key(), r)
+					}
+					continue
+				}
 				edges[string(reverseKeyOf(rel.old(i), string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])))] = true
 			}
 		}
@@ -363,8 +395,9 @@ func eachReverseKey(it *bdg.Iterator, fn func(key []byte, p *[6][]byte, src reve
 // 2026-12-07 13:00 wrote them: every R/ key of the current form in the
 // older form (oldReverseKey), its value the kind and uid as text (empty
 // when empty: before 2026-12-07 05:00), and each E/ entry's edges with
-// the older type bytes; it returns how many R/ keys it rewrote or
-// emptied.
+// the older type bytes, a Pod's reference to a shared object (unkeyed)
+// with the R/ key the older binary wrote for it; it returns how many R/
+// keys it rewrote or emptied.
 func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 	t.Helper()
 	type kv struct{ k, v []byte }
@@ -400,16 +433,28 @@ func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 			if err != nil {
 				return err
 			}
-			_, rest, err := cutRelHeader(v, false)
+			hd, rest, err := cutRelHeader(v, false)
 			if err != nil {
 				return err
 			}
-			refs, _, sel, err := cutRefs(rest)
+			refs, forms, sel, err := cutRefs(rest)
 			if err != nil {
 				return err
+			}
+			var p [6][]byte
+			if !splitN(it.Item().Key()[2:], p[:]) {
+				return fmt.Errorf("E/ key %q", it.Item().Key())
 			}
 			nv := binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(refs)))
-			for _, r := range refs {
+			for i, r := range refs {
+				if !forms.keyed(i) {
+					var ov []byte
+					if !empty {
+						ov = appendString(appendString(nil, hd.kind), hd.uid)
+					}
+					gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
+					sets = append(sets, kv{oldReverseKey(string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])), ov})
+				}
 				nv = append(nv, map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}[r.Type])
 				for _, x := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
 					nv = appendString(nv, x)
@@ -442,6 +487,76 @@ func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 		if e.k[0] == 'R' {
 			n++
 		}
+	}
+	return n
+}
+
+// toKeyedShared rewrites the store's unkeyed edges (a Pod's references
+// to shared objects) as a binary before 2026-12-07 15:00 wrote them: the
+// type byte 'R' and an R/ key of the current form (reverseKey) whose value
+// is the Pod's kind and uid; it returns how many edges it rewrote.
+func toKeyedShared(t *testing.T, s *Store) int {
+	t.Helper()
+	type kv struct{ k, v []byte }
+	var sets []kv
+	n := 0
+	err := s.db.View(func(txn *bdg.Txn) error {
+		it := txn.NewIterator(bdg.IteratorOptions{})
+		defer it.Close()
+		pre := []byte{'E', sep}
+		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			hd, rest, err := cutRelHeader(v, false)
+			if err != nil {
+				return err
+			}
+			refs, forms, sel, err := cutRefs(rest)
+			if err != nil {
+				return err
+			}
+			var p [6][]byte
+			if !splitN(it.Item().Key()[2:], p[:]) {
+				return fmt.Errorf("E/ key %q", it.Item().Key())
+			}
+			gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
+			nv := binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(refs)))
+			changed := false
+			for i, r := range refs {
+				c := edgeCodes[r.Type]
+				switch {
+				case forms.old(i):
+					c = forms[i]
+				case !forms.keyed(i):
+					changed = true
+					n++
+					sets = append(sets, kv{reverseKey(string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])), reverseValue(hd.kind, hd.uid)})
+				}
+				nv = append(nv, c)
+				for _, x := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
+					nv = appendString(nv, x)
+				}
+			}
+			if changed {
+				sets = append(sets, kv{it.Item().KeyCopy(nil), append(nv, sel...)})
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.db.Update(func(txn *bdg.Txn) error {
+			for _, e := range sets {
+				if err := txn.Set(e.k, e.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	return n
 }

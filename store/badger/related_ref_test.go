@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,7 +22,9 @@ import (
 // names it (R/), the Pods its selector selects (the label index, or the
 // cluster's Pods of the namespace for a selector without an equality),
 // for a Pod the selectors of its namespace that select it (Q/), and the
-// copies of the starting object in other clusters (its o/ prefix).
+// copies of the starting object in other clusters (its o/ prefix). An
+// object every Pod of its namespace names (relations.Shared) is answered
+// but not followed, unless the walk starts from it.
 func refRelated(r *Reader, o query.RelatedOptions) (query.Graph, error) {
 	if err := o.Validate(); err != nil {
 		return query.Graph{}, err
@@ -49,6 +52,9 @@ func refRelated(r *Reader, o query.RelatedOptions) (query.Graph, error) {
 		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
 			var next []refNode
 			for _, n := range frontier {
+				if d > 0 && relations.Shared(n.Group, n.Kind, n.Name) {
+					continue // a leaf unless the start (since 2026-12-07 15:00)
+				}
 				found, err := rw.expand(n)
 				if err != nil {
 					return err
@@ -261,6 +267,33 @@ func (rw *refWalk) expand(n refNode) ([]refNode, error) {
 		}
 		if ok {
 			keep(rw.link(s[0], src, n, true))
+		}
+	}
+	// The start, a shared object (relations.Shared): the Pods of its
+	// namespace whose E/ entries name it (since 2026-12-07 15:00 their R/
+	// keys are not written).
+	if len(rw.g.Nodes) > 0 && rw.g.Nodes[0].ID() == n.ID() && relations.Shared(n.Group, n.Kind, n.Name) && n.Namespace != "" &&
+		rw.o.Follows("Pod", podsGVR.Resource) {
+		pods, err := rw.selected(n.Cluster, &relations.Selector{Kind: "Pod", Namespace: n.Namespace})
+		if err != nil {
+			return nil, err
+		}
+		t := relations.Ref{Type: relations.References, Target: relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name}}
+		for _, p := range pods {
+			fv, err := rw.value(relKey(p.Cluster, p.gvr, p.Namespace, p.Name))
+			if err != nil || fv == nil {
+				if err != nil {
+					return nil, err
+				}
+				continue
+			}
+			rel, err := decodeRelations(fv)
+			if err != nil {
+				return nil, err
+			}
+			if slices.Contains(rel.Refs, t) {
+				keep(rw.link(string(relations.References), p, n, true))
+			}
 		}
 	}
 	// A Pod: the selectors of its namespace that select it.

@@ -439,3 +439,105 @@ func checkRelationFieldList(t *testing.T, r *Reader) {
 		}
 	}
 }
+
+// TestRelatedSharedObjects: the objects every Pod of a namespace names
+// (relations.Shared: kube-root-ca.crt, the default ServiceAccount) are
+// answered as related to the Pods that name them, and not walked
+// through to every other Pod of the namespace; from one of them, what
+// names it is answered as for any object.
+func TestRelatedSharedObjects(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	pod := func(name, app, sa, cm string) *fleetviewv1.ResourceEvent {
+		return relObj("c1", podsGVR, "Pod", name, fmt.Sprintf(`,"labels":{"app":%q}`, app),
+			fmt.Sprintf(`,"spec":{"serviceAccountName":%q,"volumes":[{"name":"t","projected":{"sources":[{"configMap":{"name":"kube-root-ca.crt"}}]}},{"name":"c","configMap":{"name":%q}}],"containers":[{"name":"a","image":"x"}]}`, sa, cm))
+	}
+	var seq uint64
+	applyAll(t, s, "c1", &seq,
+		relObj("c1", deployGVR, "Deployment", "web", "", `,"spec":{"selector":{"matchLabels":{"app":"web"}}}`),
+		relObj("c1", cmGVR, "ConfigMap", "kube-root-ca.crt", "", ""),
+		pod("web-0", "web", "default", "web-config"),
+		pod("api-0", "api", "default", "api-config"),
+		pod("db-0", "db", "db", "web-config"))
+	for _, c := range []struct {
+		name  string
+		gvr   schema.GroupVersionResource
+		obj   string
+		depth int
+		want  string
+	}{
+		{"from the Deployment, kube-root-ca.crt and default shown, not walked through", deployGVR, "web", 3,
+			"references c1/Pod/db-0 -> c1/ConfigMap/web-config?\n" +
+				"references c1/Pod/web-0 -> c1/ConfigMap/kube-root-ca.crt\n" +
+				"references c1/Pod/web-0 -> c1/ConfigMap/web-config?\n" +
+				"references c1/Pod/web-0 -> c1/ServiceAccount/default?\n" +
+				"selects c1/Deployment/web -> c1/Pod/web-0"},
+		{"from kube-root-ca.crt, every Pod naming it", cmGVR, "kube-root-ca.crt", 1,
+			"references c1/Pod/api-0 -> c1/ConfigMap/kube-root-ca.crt\n" +
+				"references c1/Pod/db-0 -> c1/ConfigMap/kube-root-ca.crt\n" +
+				"references c1/Pod/web-0 -> c1/ConfigMap/kube-root-ca.crt"},
+		{"from a Pod, depth 2: the other Pods of web-config, not of kube-root-ca.crt", podsGVR, "web-0", 2,
+			"references c1/Pod/db-0 -> c1/ConfigMap/web-config?\n" +
+				"references c1/Pod/web-0 -> c1/ConfigMap/kube-root-ca.crt\n" +
+				"references c1/Pod/web-0 -> c1/ConfigMap/web-config?\n" +
+				"references c1/Pod/web-0 -> c1/ServiceAccount/default?\n" +
+				"selects c1/Deployment/web -> c1/Pod/web-0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opt := query.RelatedOptions{GVR: c.gvr, Namespace: "shop", Name: c.obj, Cluster: "c1", Depth: c.depth}
+			g, err := r.Related(context.Background(), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fmtGraph(g); got != c.want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, c.want)
+			}
+			ref, err := refRelated(r, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := fmtGraph(g), fmtGraph(ref); got != want {
+				t.Errorf("reference differs:\n%s", want)
+			}
+		})
+	}
+	// The relation field selector finds the Pods naming a shared object
+	// though they have no R/ key for it (sharedReferrers), in a namespace
+	// or in all, and only those a caller may see.
+	for _, c := range []struct {
+		fields string
+		vis    *query.Visibility
+		want   string
+	}{
+		{"fleetview.io/references=ConfigMap/kube-root-ca.crt", nil, "api-0 db-0 web-0"},
+		{"fleetview.io/references=ServiceAccount/default", nil, "api-0 web-0"},
+		{"fleetview.io/references=ServiceAccount/default", &query.Visibility{Grants: []query.Grant{{Namespaces: []string{"other"}}}}, ""},
+		{"fleetview.io/references=ConfigMap/web-config", nil, "db-0 web-0"},
+	} {
+		f, err := query.CompileFields(podsGVR, c.fields)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ns := range []string{"", "shop"} {
+			p, err := r.List(context.Background(), query.ListOptions{GVR: podsGVR, Namespace: ns, Fields: f, Visible: c.vis})
+			if err != nil {
+				t.Fatalf("%s: %v", c.fields, err)
+			}
+			var got []string
+			for _, o := range p.Items {
+				_, name, _ := strings.Cut(string(o.JSON), `"name":"`)
+				name, _, _ = strings.Cut(name, `"`)
+				got = append(got, name)
+			}
+			slices.Sort(got)
+			if g := strings.Join(got, " "); g != c.want {
+				t.Errorf("%s in %q: %q, want %q", c.fields, ns, g, c.want)
+			}
+		}
+	}
+}

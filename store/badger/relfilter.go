@@ -309,6 +309,49 @@ func referrers(txn *bdg.Txn, gr schema.GroupResource, cluster string, gk schema.
 			set[memberKey(cluster, string(p.ns), string(p.name))] = true
 		}
 	}
+	if gr == podsGVR.GroupResource() && relations.Shared(gk.Group, gk.Kind, name) {
+		return sharedReferrers(txn, cluster, gk, ns, name, set, targetVisible)
+	}
+	return nil
+}
+
+// sharedReferrers adds to set the Pods of cluster (in ns when set) whose
+// E/ entries name the shared object of gk called name in their own
+// namespace: a Pod's reference to it has no R/ key (unkeyed).
+func sharedReferrers(txn *bdg.Txn, cluster string, gk schema.GroupKind, ns, name string, set map[string]bool, targetVisible func(ns string) bool) error {
+	pre := append(join("E", cluster, podsGVR.Group, podsGVR.Version, podsGVR.Resource), sep)
+	base := len(pre) // <ns>/<name> follow
+	if ns != "" {
+		pre = append(append(pre, ns...), sep)
+	}
+	it := txn.NewIterator(bdg.IteratorOptions{Prefix: pre})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		k := it.Item().Key()
+		var p [2][]byte
+		if !splitN(k[base:], p[:]) || (ns != "" && string(p[0]) != ns) {
+			return fmt.Errorf("%w: relations key %q", errCorrupt, k)
+		}
+		pns := string(p[0])
+		if !targetVisible(pns) {
+			continue
+		}
+		t := relations.Ref{Type: relations.References, Target: relations.Target{Group: gk.Group, Kind: gk.Kind, Namespace: pns, Name: name}}
+		err := it.Item().Value(func(v []byte) error {
+			_, rest, err := cutRelHeader(v, false)
+			if err != nil {
+				return err
+			}
+			refs, _, _, err := cutRefs(rest)
+			if err == nil && slices.Contains(refs, t) {
+				set[memberKey(cluster, pns, string(p[1]))] = true
+			}
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("relations key %q: %w", k, err)
+		}
+	}
 	return nil
 }
 

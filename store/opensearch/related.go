@@ -101,6 +101,10 @@ func (s *Store) Related(ctx context.Context, o query.RelatedOptions) (query.Grap
 	}
 	frontier := []osNode{root}
 	for d := 0; d < o.Depth && len(frontier) > 0 && !w.g.Truncated; d++ {
+		if d > 0 {
+			// Shown, not walked through, as on Badger (relations.Shared).
+			frontier = slices.DeleteFunc(frontier, func(n osNode) bool { return relations.Shared(n.Group, n.Kind, n.Name) })
+		}
 		if frontier, err = w.expand(ctx, frontier); err != nil {
 			return query.Graph{}, err
 		}

@@ -15,7 +15,9 @@
 //  2. On the store with relations: Related of one Deployment, depth 3
 //     (Deployment -> ReplicaSet -> Pods -> Service, ConfigMaps, Node,
 //     ServiceAccount, the copies in the other clusters, and what else
-//     those name), p50 over FV_REL_QUERIES Deployments, every kind and
+//     those name; kube-root-ca.crt, which every Pod of the namespace
+//     names, is answered but not walked through: relations.Shared), p50
+//     over FV_REL_QUERIES Deployments, every kind and
 //     then the workload's kinds only (target <= 2 ms).
 //  3. The Pods of one Deployment (1% of one cluster's Pods): the list with
 //     fleetview.io/ownedBy=Deployment/<name> against the list with the

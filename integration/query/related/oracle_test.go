@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/fleetview/fleetview/internal/relations"
 )
 
 // edge is "type from -> to" with nodes as cluster/group/kind/ns/name,
@@ -177,7 +179,10 @@ func memberEdges(t *testing.T, ctx context.Context, cluster string, cs kubernete
 
 // expectRelated is the answer for start to depth over edges: every edge
 // of a node less than depth hops away, where only nodes visible are
-// followed or named, plus the copies of start (copies, visible ones).
+// followed or named, and an object every Pod of its namespace names
+// (relations.Shared: kube-root-ca.crt, the default ServiceAccount) is
+// named but not followed unless it is start, plus the copies of start
+// (copies, visible ones).
 func expectRelated(edges []edge, start string, depth int, visible func(id string) bool, copies []string) []string {
 	dist := map[string]int{start: 0}
 	frontier := []string{start}
@@ -203,7 +208,9 @@ func expectRelated(edges []edge, start string, depth int, visible func(id string
 				got = append(got, e.String())
 				if _, ok := dist[other]; !ok {
 					dist[other] = d + 1
-					next = append(next, other)
+					if !shared(other) {
+						next = append(next, other)
+					}
 				}
 			}
 		}
@@ -216,6 +223,12 @@ func expectRelated(edges []edge, start string, depth int, visible func(id string
 	}
 	slices.Sort(got)
 	return slices.Compact(got)
+}
+
+// shared reports whether the node id is one relations.Shared names.
+func shared(id string) bool {
+	p := strings.Split(id, "/")
+	return len(p) == 5 && relations.Shared(p[1], p[2], p[4])
 }
 
 func fmtEdges(es []string) string {
