@@ -427,42 +427,21 @@ func toOldReverseForm(t *testing.T, s *Store, empty bool) int {
 		if err != nil {
 			return err
 		}
-		pre := []byte{'E', sep}
-		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			hd, rest, err := cutRelHeader(v, false)
-			if err != nil {
-				return err
-			}
-			refs, forms, sel, err := cutRefs(rest)
-			if err != nil {
-				return err
-			}
-			var p [6][]byte
-			if !splitN(it.Item().Key()[2:], p[:]) {
-				return fmt.Errorf("E/ key %q", it.Item().Key())
-			}
-			nv := binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(refs)))
-			for i, r := range refs {
-				if !forms.keyed(i) {
+		return eachEdgeEntry(it, func(e *edgeEntry) error {
+			nv := e.head
+			for i, r := range e.refs {
+				if !e.forms.keyed(i) {
 					var ov []byte
 					if !empty {
-						ov = appendString(appendString(nil, hd.kind), hd.uid)
+						ov = appendString(appendString(nil, e.hd.kind), e.hd.uid)
 					}
-					gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
-					sets = append(sets, kv{oldReverseKey(string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])), ov})
+					sets = append(sets, kv{oldReverseKey(string(e.p[0]), r.Target, r.Type, e.gvr(), string(e.p[4]), string(e.p[5])), ov})
 				}
-				nv = append(nv, map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}[r.Type])
-				for _, x := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
-					nv = appendString(nv, x)
-				}
+				nv = appendEdge(nv, map[relations.EdgeType]byte{relations.Owner: 'o', relations.References: 'r'}[r.Type], r.Target)
 			}
-			sets = append(sets, kv{it.Item().KeyCopy(nil), append(nv, sel...)})
-		}
-		return nil
+			sets = append(sets, kv{e.key, append(nv, e.sel...)})
+			return nil
+		})
 	})
 	if err == nil {
 		err = s.db.Update(func(txn *bdg.Txn) error {
@@ -503,47 +482,26 @@ func toKeyedShared(t *testing.T, s *Store) int {
 	err := s.db.View(func(txn *bdg.Txn) error {
 		it := txn.NewIterator(bdg.IteratorOptions{})
 		defer it.Close()
-		pre := []byte{'E', sep}
-		for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			hd, rest, err := cutRelHeader(v, false)
-			if err != nil {
-				return err
-			}
-			refs, forms, sel, err := cutRefs(rest)
-			if err != nil {
-				return err
-			}
-			var p [6][]byte
-			if !splitN(it.Item().Key()[2:], p[:]) {
-				return fmt.Errorf("E/ key %q", it.Item().Key())
-			}
-			gvr := schema.GroupVersionResource{Group: string(p[1]), Version: string(p[2]), Resource: string(p[3])}
-			nv := binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(refs)))
+		return eachEdgeEntry(it, func(e *edgeEntry) error {
+			nv := e.head
 			changed := false
-			for i, r := range refs {
+			for i, r := range e.refs {
 				c := edgeCodes[r.Type]
 				switch {
-				case forms.old(i):
-					c = forms[i]
-				case !forms.keyed(i):
+				case e.forms.old(i):
+					c = e.forms[i]
+				case !e.forms.keyed(i):
 					changed = true
 					n++
-					sets = append(sets, kv{reverseKey(string(p[0]), r.Target, r.Type, gvr, string(p[4]), string(p[5])), reverseValue(hd.kind, hd.uid)})
+					sets = append(sets, kv{reverseKey(string(e.p[0]), r.Target, r.Type, e.gvr(), string(e.p[4]), string(e.p[5])), reverseValue(e.hd.kind, e.hd.uid)})
 				}
-				nv = append(nv, c)
-				for _, x := range []string{r.Target.Group, r.Target.Kind, r.Target.Namespace, r.Target.Name} {
-					nv = appendString(nv, x)
-				}
+				nv = appendEdge(nv, c, r.Target)
 			}
 			if changed {
-				sets = append(sets, kv{it.Item().KeyCopy(nil), append(nv, sel...)})
+				sets = append(sets, kv{e.key, append(nv, e.sel...)})
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err == nil {
 		err = s.db.Update(func(txn *bdg.Txn) error {
@@ -559,4 +517,57 @@ func toKeyedShared(t *testing.T, s *Store) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// edgeEntry is one E/ entry cut into its parts, for the rewrites into
+// older forms: p is the key's cluster, group, version, resource,
+// namespace and name; head the value up to its edges, with their count.
+type edgeEntry struct {
+	key   []byte
+	p     [6][]byte
+	hd    relHead
+	head  []byte
+	refs  []relations.Ref
+	forms refForms
+	sel   []byte
+}
+
+func (e *edgeEntry) gvr() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: string(e.p[1]), Version: string(e.p[2]), Resource: string(e.p[3])}
+}
+
+// eachEdgeEntry calls fn with each E/ entry it walks, cut.
+func eachEdgeEntry(it *bdg.Iterator, fn func(*edgeEntry) error) error {
+	pre := []byte{'E', sep}
+	for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+		v, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		e := edgeEntry{key: it.Item().KeyCopy(nil)}
+		var rest []byte
+		if e.hd, rest, err = cutRelHeader(v, false); err != nil {
+			return err
+		}
+		if e.refs, e.forms, e.sel, err = cutRefs(rest); err != nil {
+			return err
+		}
+		if !splitN(e.key[2:], e.p[:]) {
+			return fmt.Errorf("E/ key %q", e.key)
+		}
+		e.head = binary.AppendUvarint(bytes.Clone(v[:len(v)-len(rest)]), uint64(len(e.refs)))
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// appendEdge appends one edge of an E/ value: its type byte and target.
+func appendEdge(b []byte, code byte, t relations.Target) []byte {
+	b = append(b, code)
+	for _, x := range []string{t.Group, t.Kind, t.Namespace, t.Name} {
+		b = appendString(b, x)
+	}
+	return b
 }
