@@ -126,7 +126,8 @@
 // Pod's bytes. Search reads it instead of the objects, and reads an object
 // only to confirm a candidate.
 //
-// The relationship index (relate.go, read by related.go, related_read.go
+// The relationship index (relate.go; its keys in relate_keys.go, the part
+// of an object relations are read from in relate_doc.go; read by related.go, related_read.go
 // and relfilter.go through seeker.go) is kept by every upsert and delete from what internal/relations reads in
 // the object: E/ holds an object's outgoing edges (owner references and
 // the objects its spec names, by group, kind, namespace and name, as
