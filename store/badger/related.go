@@ -46,21 +46,22 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 		if err := rw.copies(root); err != nil {
 			return err
 		}
-		frontier := []relNode{root}
+		// The levels alternate between two buffers: a level's frontier is
+		// done with once the next is found.
+		frontier, next := []relNode{root}, []relNode(nil)
 		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
-			var next []relNode
+			next = next[:0]
 			last := d == o.Depth-1
 			for _, n := range frontier {
 				if d > 0 && relations.Shared(n.Group, n.Kind, n.Name) {
 					continue // shown, not walked through (relations.Shared)
 				}
-				found, err := rw.expand(n, last)
-				if err != nil {
+				var err error
+				if next, err = rw.expand(n, next, last); err != nil {
 					return err
 				}
-				next = append(next, found...)
 			}
-			frontier = next
+			frontier, next = next, frontier
 		}
 		g = rw.g
 		return nil
@@ -107,9 +108,9 @@ type relWalk struct {
 	g     query.Graph
 	seen  map[string]int // node ID -> index in g.Nodes
 	kinds map[schema.GroupKind]kindInfo
-	// edges are the answer's edges by type and node indexes: hashing two
-	// ints costs less than hashing two node IDs.
-	edges map[edgeKey]bool
+	// edges are the answer's edges by type and node indexes (packEdge):
+	// hashing one integer costs less than hashing two node IDs.
+	edges map[uint64]struct{}
 	// cands memoizes the candidates of selected by cluster and range: a
 	// Deployment, its ReplicaSet and its Service select the same Pods.
 	cands map[string][]relNode
@@ -128,10 +129,10 @@ type relWalk struct {
 	// consults; a selection's entries, in key order, cost a few steps each.
 	oit *seeker
 	// strs interns what repeats across keys (edge types, groups,
-	// resources, namespaces, kinds); srcs is expand's buffer of reverse
-	// sources, reused from node to node.
+	// resources, namespaces, kinds); run is expand's state of the R/ keys
+	// of the node expanded, reused from node to node.
 	strs map[string]string
-	srcs []reverseSource
+	run  reverseRun
 	// ids are the nodes' IDs by index in g.Nodes; idBuf builds one to
 	// look it up (linkSeen).
 	ids   []string
@@ -140,13 +141,15 @@ type relWalk struct {
 	types []string
 }
 
-// edgeKey is an edge by its type's number (edgeType) and its nodes'
-// indexes: a walk of a thousand nodes keeps about three thousand, and a
-// key of three integers hashes faster than one with a string.
-type edgeKey struct {
-	typ      int
-	from, to int
+// packEdge is an edge as one integer: its type's number (edgeType) and
+// its nodes' indexes in g.Nodes, which MaxRelatedNodes keeps below 2^24
+// (the constant below fails the build if it grows past). A walk of a thousand nodes keeps about three thousand
+// edges, and an integer key hashes faster than a struct.
+func packEdge(typ, from, to int) uint64 {
+	return uint64(typ)<<48 | uint64(from)<<24 | uint64(to)
 }
+
+const _ uint32 = 1<<24 - 1 - query.MaxRelatedNodes
 
 // edgeType numbers the edge types of a walk in the order met.
 func (rw *relWalk) edgeType(typ string) int {
@@ -176,7 +179,7 @@ type storedSelector struct {
 }
 
 func newRelWalk(txn *bdg.Txn) *relWalk {
-	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[edgeKey]bool{},
+	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[uint64]struct{}{},
 		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}, cands: map[string][]relNode{}, strs: map[string]string{}}
 }
 
@@ -276,42 +279,106 @@ func (rw *relWalk) link(typ string, from, to relNode, fromFound bool) (relNode, 
 		return relNode{}, false // truncated
 	}
 	// The node being expanded (cur) was added before it was followed.
-	k := edgeKey{typ: rw.edgeType(typ), from: rw.cur, to: oi}
+	k := packEdge(rw.edgeType(typ), rw.cur, oi)
 	if fromFound {
-		k.from, k.to = oi, rw.cur
+		k = packEdge(rw.edgeType(typ), oi, rw.cur)
 	}
-	if !rw.edges[k] {
-		rw.edges[k] = true
+	if _, ok := rw.edges[k]; !ok {
+		rw.edges[k] = struct{}{}
 		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: typ, From: from.nodeID(), To: to.nodeID()})
 	}
 	// A reference-only node is followed too: what else names it.
 	return other, added
 }
 
-// lookup finds a source of kind and name in the answer (ok false: it
-// is not there), by its index in g.Nodes. A Pod of a walk's last hop is met through each object it names (its Node,
-// ConfigMaps, its ServiceAccount): its node, ID and map entry are made
-// once, and the other meetings cost a lookup by an ID built in a buffer
-// from the R/ key and value while the scan is on them.
-func (rw *relWalk) lookup(s reverseSource, kind string, name []byte, n relNode) (int, bool) {
-	b := appendNodeID(rw.idBuf[:0], n.Cluster, s.gvr.Group, kind, s.ns, "")
-	rw.idBuf = append(b, name...)
-	oi, ok := rw.seen[string(rw.idBuf)]
-	return oi, ok
+// reverseRun is what the R/ keys of one target repeat from key to key:
+// a walk's last hop meets a thousand of them (the Pods on a Node, those
+// mounting a namespace's ConfigMap), and all of them but the name are
+// the same as the key before (the same edge type, resource and
+// namespace) and their values name the same kind. Those parts are cut,
+// interned and judged once per run of equal ones (cutSource, sourceID),
+// not once per key.
+type reverseRun struct {
+	cluster string
+	tns     []byte
+	// prefix is the last key's source part up to its name (nil: none
+	// yet); typ, gvr, ns and old are cut from it.
+	prefix  []byte
+	typ     string
+	typNum  int
+	gvr     schema.GroupVersionResource
+	ns      string
+	old     bool
+	visible bool
+	// kind is the last value's kind (kindOK: set), id the ID of its
+	// source up to the name, and follows whether that kind is kept.
+	kind    []byte
+	kindOK  bool
+	id      []byte
+	follows bool
 }
 
-// linkSeen is link(s.typ, the source, n, true) for a source the answer
-// holds at index s.seen.
-func (rw *relWalk) linkSeen(s reverseSource, n relNode) {
-	o := rw.g.Nodes[s.seen]
-	// What link judges, on the same fields.
-	if !rw.visible(query.Node{Cluster: n.Cluster, Group: s.gvr.Group, Resource: s.gvr.Resource, Namespace: s.ns}) || !rw.o.Follows(o.Kind, s.gvr.Resource) {
+// start begins the run of a target's R/ keys in cluster and namespace ns.
+func (r *reverseRun) start(cluster, ns string) {
+	r.cluster, r.tns = cluster, append(r.tns[:0], ns...)
+	r.prefix, r.kindOK = r.prefix[:0], false
+}
+
+// cutSource cuts an R/ key's source part (what follows reversePrefix)
+// into the run, and returns the source's name; ok false as cutReverseKey.
+// A key whose part before its name equals the last key's is cut by
+// finding its last separator: the name after it holds none, as
+// cutReverseKey would require.
+func (rw *relWalk) cutSource(rest []byte) (name []byte, ok bool) {
+	r := &rw.run
+	j := bytes.LastIndexByte(rest, sep)
+	if j >= 0 && len(r.prefix) > 0 && bytes.Equal(rest[:j+1], r.prefix) {
+		return rest[j+1:], true
+	}
+	p, ok := cutReverseKey(rest, r.tns)
+	if !ok {
+		r.prefix = r.prefix[:0]
+		return nil, false
+	}
+	r.prefix = append(r.prefix[:0], rest[:j+1]...)
+	r.typ = string(p.typ)
+	r.typNum = rw.edgeType(r.typ)
+	r.gvr = schema.GroupVersionResource{Group: rw.intern(p.group), Version: rw.intern(p.version), Resource: rw.intern(p.resource)}
+	r.ns, r.old = rw.intern(p.ns), p.old
+	// What link judges of the source, on the same fields.
+	r.visible = rw.visible(query.Node{Cluster: r.cluster, Group: r.gvr.Group, Resource: r.gvr.Resource, Namespace: r.ns})
+	r.kindOK = false
+	return p.name, true
+}
+
+// sourceID is the ID of the run's source of kind and name, built in a
+// buffer valid until the next call: a Pod of a walk's last hop is met
+// through each object it names (its Node, ConfigMaps, ServiceAccount),
+// and its node, ID and map entry are made once; the other meetings cost
+// a lookup by this ID.
+func (rw *relWalk) sourceID(kind, name []byte) []byte {
+	r := &rw.run
+	if !r.kindOK || !bytes.Equal(kind, r.kind) {
+		r.kind, r.kindOK = append(r.kind[:0], kind...), true
+		k := rw.intern(kind)
+		r.id = appendNodeID(r.id[:0], r.cluster, r.gvr.Group, k, r.ns, "")
+		r.follows = rw.o.Follows(k, r.gvr.Resource)
+	}
+	rw.idBuf = append(append(rw.idBuf[:0], r.id...), name...)
+	return rw.idBuf
+}
+
+// linkSeen is link(the run's type, the source, the node being expanded,
+// true) for a source of the run's kind the answer holds at index oi.
+func (rw *relWalk) linkSeen(oi int) {
+	r := &rw.run
+	if !r.visible || !r.follows {
 		return
 	}
-	k := edgeKey{typ: rw.edgeType(s.typ), from: s.seen, to: rw.cur}
-	if !rw.edges[k] {
-		rw.edges[k] = true
-		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: s.typ, From: rw.ids[s.seen], To: n.nodeID()})
+	k := packEdge(r.typNum, oi, rw.cur)
+	if _, ok := rw.edges[k]; !ok {
+		rw.edges[k] = struct{}{}
+		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: r.typ, From: rw.ids[oi], To: rw.ids[rw.cur]})
 	}
 }
 
@@ -324,15 +391,14 @@ func appendNodeID(b []byte, cluster, group, kind, ns, name string) []byte {
 	return append(b, name...)
 }
 
-// expand follows every relation of n and returns the cached nodes it
-// found first. On the last hop (last) what it finds is not expanded in
-// turn: a source found through an R/ key is taken from the key and its
-// value (reverseNode), not read.
-func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
+// expand follows every relation of n and appends to next the cached
+// nodes it found first. On the last hop (last) what it finds is not
+// expanded in turn, and so not appended: a source found through an R/
+// key is taken from the key and its value (reverseNode), not read.
+func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, error) {
 	rw.cur = rw.seen[n.nodeID()]
-	var next []relNode
 	keep := func(m relNode, ok bool) {
-		if ok {
+		if ok && !last {
 			next = append(next, m)
 		}
 	}
@@ -362,25 +428,25 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 			keep(rw.link(string(ref.Type), n, t, false))
 		}
 		if rel.Selector != nil && rw.o.Follows("Pod", podsGVR.Resource) {
-			pods, err := rw.selected(n.Cluster, rel.Selector)
+			// selected's Pods, judged in place among the candidates.
+			cands, err := rw.candidates(n.Cluster, rel.Selector)
 			if err != nil {
 				return nil, err
 			}
-			for _, p := range pods {
-				keep(rw.link(query.EdgeSelects, n, p, false))
+			for i := range cands {
+				if rel.Selector.Matches(cands[i].labels) {
+					keep(rw.link(query.EdgeSelects, n, cands[i], false))
+				}
 			}
 		}
 	}
-	// Incoming: what names n (its children, its referrers).
+	// Incoming: what names n (its children, its referrers), each R/ key
+	// linked while the scan is on it, in key order.
 	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
-	srcs := rw.srcs[:0]
-	tns := []byte(n.Namespace)
+	run := &rw.run
+	run.start(n.Cluster, n.Namespace)
 	if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
-		// The source, cut in place (cutReverseKey): a walk's last hop
-		// meets a thousand of these keys (the Pods on a Node, mounting a
-		// namespace's ConfigMap), and all but the name repeat from key to
-		// key (interned).
-		p, ok := cutReverseKey(key[len(pre):], tns)
+		name, ok := rw.cutSource(key[len(pre):])
 		if !ok {
 			return fmt.Errorf("%w: reverse key %q", errCorrupt, key)
 		}
@@ -390,46 +456,36 @@ func (rw *relWalk) expand(n relNode, last bool) ([]relNode, error) {
 		known := false
 		if err := item.Value(func(v []byte) error {
 			var err error
-			kind, uid, known, err = cutReverseValueBytes(v, p.old)
+			kind, uid, known, err = cutReverseValueBytes(v, run.old)
 			return err
 		}); err != nil {
 			return fmt.Errorf("reverse key %q: %w", key, err)
 		}
-		s := reverseSource{typ: string(p.typ), gvr: schema.GroupVersionResource{Group: rw.intern(p.group), Version: rw.intern(p.version), Resource: rw.intern(p.resource)},
-			ns: rw.intern(p.ns)}
 		if known && len(kind) > 0 {
-			// A source the answer holds: linked in turn below, by its index.
-			if s.seen, s.linked = rw.lookup(s, rw.intern(kind), p.name, n); s.linked {
-				srcs = append(srcs, s)
+			// A source the answer holds: linked by its index.
+			if oi, ok := rw.seen[string(rw.sourceID(kind, name))]; ok {
+				rw.linkSeen(oi)
 				return nil
 			}
 		}
-		s.name = string(p.name)
+		s := reverseSource{typ: run.typ, gvr: run.gvr, ns: run.ns, name: string(name)}
 		if last && known {
 			// Taken from here, not read (reverseSource.node).
-			s.kind, s.uid, s.known = rw.intern(kind), uidText(uid, p.old), true
-		}
-		srcs = append(srcs, s)
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	rw.srcs = srcs
-	for _, s := range srcs {
-		if s.linked {
-			rw.linkSeen(s, n)
-			continue
+			s.kind, s.uid, s.known = rw.intern(kind), uidText(uid, run.old), true
 		}
 		src, ok := s.node(n.Cluster)
 		if !ok {
 			var err error
 			if src, ok, err = rw.cached(n.Cluster, s.gvr, s.ns, s.name); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		if ok {
 			keep(rw.link(s.typ, src, n, true))
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	// The start, a shared object: the Pods naming it, which have no R/
 	// key for it (unkeyed).
@@ -462,9 +518,6 @@ type reverseSource struct {
 	gvr           schema.GroupVersionResource
 	kind, uid     string
 	known         bool
-	// linked: the answer holds the source, at index seen (linkSeen).
-	seen   int
-	linked bool
 }
 
 // node is the source as cached would read it, for a node that is not
