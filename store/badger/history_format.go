@@ -104,6 +104,24 @@ func appendUID(b []byte, uid string) []byte {
 	return appendString(append(b, 0), uid)
 }
 
+// skipUID is cutUID without the uid's text: what follows it.
+func skipUID(b []byte) ([]byte, error) {
+	if len(b) == 0 {
+		return nil, errCorrupt
+	}
+	switch b[0] {
+	case uidPacked:
+		if len(b) < 17 {
+			return nil, errCorrupt
+		}
+		return b[17:], nil
+	case 0:
+		_, rest, err := cutBytes(b[1:])
+		return rest, err
+	}
+	return nil, errCorrupt
+}
+
 func cutUID(b []byte) (string, []byte, error) {
 	if len(b) == 0 {
 		return "", nil, errCorrupt

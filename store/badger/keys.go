@@ -29,6 +29,18 @@ func join(parts ...string) []byte {
 	return b
 }
 
+// appendJoin is join appending to b: a caller that looks keys up in a
+// buffer it reuses allocates none.
+func appendJoin(b []byte, parts ...string) []byte {
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, sep)
+		}
+		b = append(b, p...)
+	}
+	return b
+}
+
 func gvrParts(g schema.GroupVersionResource) []string {
 	return []string{g.Group, g.Version, g.Resource}
 }

@@ -170,12 +170,23 @@ func decodeEdges(b []byte) (storedRelations, error) {
 // per ref, its type byte (nil: every ref's R/ key has reverseKey's form),
 // and the selector's JSON after them (empty: none).
 func cutRefs(b []byte) (refs []relations.Ref, forms refForms, sel []byte, err error) {
+	return cutRefsInto(nil, b, func(s []byte) string { return string(s) })
+}
+
+// cutRefsInto is cutRefs appending the refs to buf[:0], each of their
+// strings made by str: a Related walk reads a hundred Pods' refs that
+// name the same few objects, and interns them.
+func cutRefsInto(buf []relations.Ref, b []byte, str func([]byte) string) (refs []relations.Ref, forms refForms, sel []byte, err error) {
 	n, w := binary.Uvarint(b)
 	if w <= 0 || n > uint64(len(b)) {
 		return nil, nil, nil, errCorrupt
 	}
 	b = b[w:]
-	refs = make([]relations.Ref, n)
+	if buf == nil {
+		refs = make([]relations.Ref, n)
+	} else {
+		refs = slices.Grow(buf[:0], int(n))[:n]
+	}
 	for i := range refs {
 		if len(b) == 0 {
 			return nil, nil, nil, errCorrupt
@@ -200,9 +211,11 @@ func cutRefs(b []byte) (refs []relations.Ref, forms refForms, sel []byte, err er
 		}
 		b = b[1:]
 		for _, dst := range []*string{&r.Target.Group, &r.Target.Kind, &r.Target.Namespace, &r.Target.Name} {
-			if *dst, b, err = cutString(b); err != nil {
+			var v []byte
+			if v, b, err = cutBytes(b); err != nil {
 				return nil, nil, nil, err
 			}
+			*dst = str(v)
 		}
 	}
 	return refs, forms, b, nil
@@ -251,7 +264,8 @@ func cutReverseValueBytes(v []byte, old bool) (kind, uid []byte, ok bool, err er
 		}
 		return kind, uid, true, nil
 	}
-	if _, rest, err := cutUID(v); err != nil || len(rest) != 0 {
+	// Checked, not decoded: most sources are in the answer already.
+	if rest, err := skipUID(v); err != nil || len(rest) != 0 {
 		return nil, nil, false, errCorrupt
 	}
 	return kind, v, true, nil

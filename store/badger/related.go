@@ -3,6 +3,7 @@ package badger
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -133,6 +134,10 @@ type relWalk struct {
 	// of the node expanded, reused from node to node.
 	strs map[string]string
 	run  reverseRun
+	// refs is edgesOf's buffer, reused from node to node; keyBuf and
+	// relBuf cached's and read's keys.
+	refs           []relations.Ref
+	keyBuf, relBuf []byte
 	// ids are the nodes' IDs by index in g.Nodes; idBuf builds one to
 	// look it up (linkSeen).
 	ids   []string
@@ -406,11 +411,11 @@ func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, erro
 	// selects, from the E/ entry the node was read from (cached); a node
 	// read from its record, or a reference, has none.
 	if n.edges != nil {
-		rel, err := decodeEdges(n.edges)
+		refs, sel, err := rw.edgesOf(n.edges)
 		if err != nil {
 			return nil, fmt.Errorf("relations of %s: %w", n.ID(), err)
 		}
-		for _, ref := range rel.Refs {
+		for _, ref := range refs {
 			// A kind not asked for is dropped by link: not read. The kind
 			// index maps the reference's kind to the resource whose objects
 			// have that kind, so the node read would have the same kind
@@ -427,14 +432,14 @@ func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, erro
 			}
 			keep(rw.link(string(ref.Type), n, t, false))
 		}
-		if rel.Selector != nil && rw.o.Follows("Pod", podsGVR.Resource) {
+		if sel != nil && rw.o.Follows("Pod", podsGVR.Resource) {
 			// selected's Pods, judged in place among the candidates.
-			cands, err := rw.candidates(n.Cluster, rel.Selector)
+			cands, err := rw.candidates(n.Cluster, sel)
 			if err != nil {
 				return nil, err
 			}
 			for i := range cands {
-				if rel.Selector.Matches(cands[i].labels) {
+				if sel.Matches(cands[i].labels) {
 					keep(rw.link(query.EdgeSelects, n, cands[i], false))
 				}
 			}
@@ -509,6 +514,24 @@ func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, erro
 		}
 	}
 	return next, nil
+}
+
+// edgesOf is decodeEdges for a walk: the refs (valid until the next
+// call) with their strings interned, and the selector (nil: none).
+func (rw *relWalk) edgesOf(b []byte) ([]relations.Ref, *relations.Selector, error) {
+	refs, _, sel, err := cutRefsInto(rw.refs, b, rw.intern)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw.refs = refs
+	if len(sel) == 0 {
+		return refs, nil, nil
+	}
+	s := &relations.Selector{}
+	if err := json.Unmarshal(sel, s); err != nil {
+		return nil, nil, fmt.Errorf("%w: selector: %v", errCorrupt, err)
+	}
+	return refs, s, nil
 }
 
 // reverseSource is the source of an R/ key: its edge type and object,

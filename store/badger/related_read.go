@@ -22,7 +22,9 @@ import (
 // cached reads the object at its primary key as a node (ok false: the
 // store does not hold it).
 func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
-	key := objKey(gvr, ns, name, cluster)
+	// objKey, built in a buffer: most calls find the object memoized.
+	rw.keyBuf = appendJoin(rw.keyBuf[:0], "o", gvr.Group, gvr.Version, gvr.Resource, ns, name, cluster)
+	key := rw.keyBuf
 	if c, ok := rw.objs[string(key)]; ok {
 		return c.n, c.ok, nil
 	}
@@ -42,7 +44,8 @@ func (rw *relWalk) cached(cluster string, gvr schema.GroupVersionResource, ns, n
 // from its record.
 func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResource, ns, name string) (relNode, bool, error) {
 	n := relNode{Node: query.Node{Cluster: cluster, Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Namespace: ns, Name: name, Cached: true}, gvr: gvr}
-	if it := rw.item(relKey(cluster, gvr, ns, name)); it != nil {
+	rw.relBuf = appendJoin(rw.relBuf[:0], "E", cluster, gvr.Group, gvr.Version, gvr.Resource, ns, name) // relKey
+	if it := rw.item(rw.relBuf); it != nil {
 		v, err := it.ValueCopy(nil)
 		if err != nil {
 			return n, false, err
