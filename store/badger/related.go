@@ -318,6 +318,7 @@ type reverseRun struct {
 	// kind is the last value's kind (kindOK: set), id the ID of its
 	// source up to the name, and follows whether that kind is kept.
 	kind    []byte
+	kindStr string
 	kindOK  bool
 	id      []byte
 	follows bool
@@ -365,9 +366,9 @@ func (rw *relWalk) sourceID(kind, name []byte) []byte {
 	r := &rw.run
 	if !r.kindOK || !bytes.Equal(kind, r.kind) {
 		r.kind, r.kindOK = append(r.kind[:0], kind...), true
-		k := rw.intern(kind)
-		r.id = appendNodeID(r.id[:0], r.cluster, r.gvr.Group, k, r.ns, "")
-		r.follows = rw.o.Follows(k, r.gvr.Resource)
+		r.kindStr = rw.intern(kind)
+		r.id = appendNodeID(r.id[:0], r.cluster, r.gvr.Group, r.kindStr, r.ns, "")
+		r.follows = rw.o.Follows(r.kindStr, r.gvr.Resource)
 	}
 	rw.idBuf = append(append(rw.idBuf[:0], r.id...), name...)
 	return rw.idBuf
@@ -385,6 +386,31 @@ func (rw *relWalk) linkSeen(oi int) {
 		rw.edges[k] = struct{}{}
 		rw.g.Edges = append(rw.g.Edges, query.Edge{Type: r.typ, From: rw.ids[oi], To: rw.ids[rw.cur]})
 	}
+}
+
+// linkNew is link(the run's type, the source, the node being expanded,
+// true) for a source of the run's kind the answer does not hold, at the
+// last hop: its node is taken from the R/ key and value
+// (reverseSource.node), and its ID is the one sourceID built; its name
+// is the ID's end.
+func (rw *relWalk) linkNew(name []byte, uid string) {
+	r := &rw.run
+	if !r.visible || !r.follows {
+		return
+	}
+	if len(rw.g.Nodes) >= query.MaxRelatedNodes {
+		rw.g.Truncated = true
+		return
+	}
+	id := string(rw.idBuf)
+	oi := len(rw.g.Nodes)
+	rw.seen[id] = oi
+	rw.g.Nodes = append(rw.g.Nodes, query.Node{Cluster: r.cluster, Group: r.gvr.Group, Version: r.gvr.Version, Resource: r.gvr.Resource,
+		Kind: r.kindStr, Namespace: r.ns, Name: id[len(id)-len(name):], UID: uid, Cached: true})
+	rw.ids = append(rw.ids, id)
+	// New, so is its edge; kept for a later meeting of the same source.
+	rw.edges[packEdge(r.typNum, oi, rw.cur)] = struct{}{}
+	rw.g.Edges = append(rw.g.Edges, query.Edge{Type: r.typ, From: id, To: rw.ids[rw.cur]})
 }
 
 // appendNodeID appends query.Node.ID's form of a node's ID to b.
@@ -470,6 +496,10 @@ func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, erro
 			// A source the answer holds: linked by its index.
 			if oi, ok := rw.seen[string(rw.sourceID(kind, name))]; ok {
 				rw.linkSeen(oi)
+				return nil
+			}
+			if last {
+				rw.linkNew(name, uidText(uid, run.old))
 				return nil
 			}
 		}
