@@ -120,7 +120,7 @@ type relWalk struct {
 	// objs memoizes cached (a Pod's ReplicaSet, ConfigMaps and Node are
 	// met once per Pod), sels the selectors of a namespace.
 	objs map[string]cachedObj
-	sels map[string][]storedSelector
+	sels map[string]*nsSelectors
 	// it serves every prefix scan of the walk: creating a Badger iterator
 	// costs more than a seek, and a seeker takes rising prefixes (a
 	// namespace's Pods, most of which nothing names) without a seek each.
@@ -135,9 +135,11 @@ type relWalk struct {
 	strs map[string]string
 	run  reverseRun
 	// refs is edgesOf's buffer, reused from node to node; keyBuf and
-	// relBuf cached's and read's keys.
+	// relBuf cached's and read's keys; selIdx and selOut selecting's.
 	refs           []relations.Ref
 	keyBuf, relBuf []byte
+	selIdx         []int
+	selOut         []relNode
 	// ids are the nodes' IDs by index in g.Nodes; idBuf builds one to
 	// look it up (linkSeen).
 	ids   []string
@@ -176,16 +178,16 @@ type storedSelector struct {
 	gvr  schema.GroupVersionResource
 	name string
 	sel  relations.Selector
-	// eqKey=eqVal is a label the selector requires (eq: it has one), a
-	// map lookup that rules out most of a namespace's selectors for a Pod
-	// before Matches ranges over their labels.
+	// eqKey=eqVal is a label the selector requires (eq: it has one), by
+	// which nsSelectors finds the few that may select a Pod before
+	// Matches ranges over their labels.
 	eqKey, eqVal string
 	eq           bool
 }
 
 func newRelWalk(txn *bdg.Txn) *relWalk {
 	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[uint64]struct{}{},
-		objs: map[string]cachedObj{}, sels: map[string][]storedSelector{}, cands: map[string][]relNode{}, strs: map[string]string{}}
+		objs: map[string]cachedObj{}, sels: map[string]*nsSelectors{}, cands: map[string][]relNode{}, strs: map[string]string{}}
 }
 
 // intern returns b as a string, one per distinct value in a walk.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	bdg "github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -194,13 +195,27 @@ func (rw *relWalk) candidates(cluster string, s *relations.Selector) ([]relNode,
 	return out, nil
 }
 
+// nsSelectors are the selectors of a namespace and cluster (Q/), read
+// once per walk, and an index of them by the label each requires: a Pod
+// is judged against the few that require one of its labels, not every
+// selector of its namespace (30 at the benchmark's scale).
+type nsSelectors struct {
+	sels []storedSelector
+	// byEq: the selectors requiring eqKey=eqVal, by key and value, as
+	// indexes into sels, rising; other the ones requiring none.
+	byEq  map[string]map[string][]int
+	other []int
+}
+
 // selecting are the cached objects whose selector selects the Pod n: the
 // selectors of its namespace and cluster (read once per walk), each
-// judged on its labels.
+// judged on its labels, in the order of their keys. The slice is valid
+// until the next call.
 func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 	pre := selectorPrefix(n.Cluster, n.Namespace)
-	sels, ok := rw.sels[string(pre)]
+	ns, ok := rw.sels[string(pre)]
 	if !ok {
+		ns = &nsSelectors{byEq: map[string]map[string][]int{}}
 		if err := rw.each(pre, func(key []byte, item *bdg.Item) error {
 			p := bytes.Split(key[len(pre):], []byte{sep})
 			if len(p) != 4 {
@@ -211,24 +226,43 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 				return fmt.Errorf("%w: selector %q: %v", errCorrupt, key, err)
 			}
 			s.eqKey, s.eqVal, s.eq = s.sel.Equality()
-			sels = append(sels, s)
+			i := len(ns.sels)
+			ns.sels = append(ns.sels, s)
+			if !s.eq {
+				ns.other = append(ns.other, i)
+				return nil
+			}
+			vals := ns.byEq[s.eqKey]
+			if vals == nil {
+				vals = map[string][]int{}
+				ns.byEq[s.eqKey] = vals
+			}
+			vals[s.eqVal] = append(vals[s.eqVal], i)
 			return nil
 		}); err != nil {
 			return nil, err
 		}
-		rw.sels[string(pre)] = sels
+		rw.sels[string(pre)] = ns
 	}
-	var out []relNode
-	for i := range sels {
-		if sels[i].eq {
-			if v, ok := n.labels[sels[i].eqKey]; !ok || v != sels[i].eqVal {
-				continue
-			}
+	// The candidates, in sels' order: each list rises, and more than one
+	// is merged by sorting.
+	idx, lists := append(rw.selIdx[:0], ns.other...), min(len(ns.other), 1)
+	for k, vals := range ns.byEq {
+		if v, ok := n.labels[k]; ok && len(vals[v]) > 0 {
+			idx, lists = append(idx, vals[v]...), lists+1
 		}
-		if !sels[i].sel.Matches(n.labels) {
+	}
+	if lists > 1 {
+		slices.Sort(idx)
+	}
+	rw.selIdx = idx
+	out := rw.selOut[:0]
+	for _, i := range idx {
+		sel := &ns.sels[i]
+		if !sel.sel.Matches(n.labels) {
 			continue
 		}
-		s, ok, err := rw.cached(n.Cluster, sels[i].gvr, n.Namespace, sels[i].name)
+		s, ok, err := rw.cached(n.Cluster, sel.gvr, n.Namespace, sel.name)
 		if err != nil {
 			return nil, err
 		}
@@ -236,6 +270,7 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 			out = append(out, s)
 		}
 	}
+	rw.selOut = out
 	return out, nil
 }
 
