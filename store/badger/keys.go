@@ -235,6 +235,12 @@ func cutString(b []byte) (string, []byte, error) {
 
 // cutLabels reads what appendLabels wrote (into a map when withLabels).
 func cutLabels(b []byte, withLabels bool) (map[string]string, []byte, error) {
+	return cutLabelsWith(b, withLabels, func(s []byte) string { return string(s) })
+}
+
+// cutLabelsWith is cutLabels making each key and value by str: a Related
+// walk reads a hundred Pods whose labels mostly repeat, and interns them.
+func cutLabelsWith(b []byte, withLabels bool, str func([]byte) string) (map[string]string, []byte, error) {
 	n, w := binary.Uvarint(b)
 	if w <= 0 {
 		return nil, nil, errCorrupt
@@ -246,15 +252,15 @@ func cutLabels(b []byte, withLabels bool) (map[string]string, []byte, error) {
 	}
 	for i := uint64(0); i < n; i++ {
 		if withLabels {
-			var k, v string
+			var k, v []byte
 			var err error
-			if k, b, err = cutString(b); err != nil {
+			if k, b, err = cutBytes(b); err != nil {
 				return nil, nil, err
 			}
-			if v, b, err = cutString(b); err != nil {
+			if v, b, err = cutBytes(b); err != nil {
 				return nil, nil, err
 			}
-			labels[k] = v
+			labels[str(k)] = str(v)
 			continue
 		}
 		for range 2 {

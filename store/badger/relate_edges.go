@@ -93,18 +93,25 @@ type relHead struct {
 // cutRelHeader reads an E/ value's header (its labels only when
 // withLabels) and returns the edges after it.
 func cutRelHeader(b []byte, withLabels bool) (relHead, []byte, error) {
+	return cutRelHeaderWith(b, withLabels, func(s []byte) string { return string(s) })
+}
+
+// cutRelHeaderWith is cutRelHeader making the kind and the labels' keys
+// and values by str (a Related walk interns them; uids do not repeat).
+func cutRelHeaderWith(b []byte, withLabels bool, str func([]byte) string) (relHead, []byte, error) {
 	var hd relHead
 	if len(b) < 8 {
 		return hd, nil, errCorrupt
 	}
-	var err error
-	if hd.kind, b, err = cutString(b[8:]); err != nil {
+	kind, b, err := cutBytes(b[8:])
+	if err != nil {
 		return hd, nil, err
 	}
+	hd.kind = str(kind)
 	if hd.uid, b, err = cutString(b); err != nil {
 		return hd, nil, err
 	}
-	hd.labels, b, err = cutLabels(b, withLabels)
+	hd.labels, b, err = cutLabelsWith(b, withLabels, str)
 	return hd, b, err
 }
 

@@ -51,7 +51,7 @@ func (rw *relWalk) read(key []byte, cluster string, gvr schema.GroupVersionResou
 		if err != nil {
 			return n, false, err
 		}
-		hd, edges, err := cutRelHeader(v, gvr == podsGVR)
+		hd, edges, err := cutRelHeaderWith(v, gvr == podsGVR, rw.intern)
 		if err != nil {
 			return n, false, fmt.Errorf("relations of %s: %w", n.ID(), err)
 		}
@@ -166,30 +166,27 @@ func (rw *relWalk) candidates(cluster string, s *relations.Selector) ([]relNode,
 	if c, ok := rw.cands[memo]; ok {
 		return c, nil
 	}
-	var keys [][]byte
-	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
-		if !eq {
-			keys = append(keys, bytes.Clone(key))
-		} else if _, _, c, err := tailBytes(key); err == nil && string(c) == cluster {
-			keys = append(keys, bytes.Clone(key))
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
+	// Each read while the scan is on its key: cached reads with the
+	// other iterator.
 	var out []relNode
-	for _, key := range keys {
-		ns, name, _, err := tail(key)
-		if err != nil {
-			return nil, err
+	if err := rw.each(pre, func(key []byte, _ *bdg.Item) error {
+		ns, name, c, err := tailBytes(key)
+		if eq && (err != nil || string(c) != cluster) {
+			return nil
 		}
-		p, ok, err := rw.cached(cluster, podsGVR, ns, name)
 		if err != nil {
-			return nil, err
+			return err
+		}
+		p, ok, err := rw.cached(cluster, podsGVR, rw.intern(ns), string(name))
+		if err != nil {
+			return err
 		}
 		if ok {
 			out = append(out, p)
 		}
+		return nil
+	}); err != nil {
+		return nil, err
 	}
 	rw.cands[memo] = out
 	return out, nil
