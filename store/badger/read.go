@@ -98,6 +98,8 @@ type Reader struct {
 	mu     sync.Mutex
 	snaps  *query.Snapshots[*snapshot] // by id, with the quota
 	closed bool
+	// walks are Related's walks between calls (Reader.walk).
+	walks sync.Pool
 }
 
 type snapshot struct {

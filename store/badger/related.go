@@ -33,9 +33,9 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 	}
 	var g query.Graph
 	err := r.db.View(func(txn *bdg.Txn) error {
-		rw := newRelWalk(txn)
+		rw := r.walk(txn)
 		rw.o = o
-		defer rw.close()
+		defer r.done(rw)
 		root, ok, err := rw.cached(o.Cluster, o.GVR, o.Namespace, o.Name)
 		if err != nil {
 			return err
@@ -49,7 +49,8 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 		}
 		// The levels alternate between two buffers: a level's frontier is
 		// done with once the next is found.
-		frontier, next := []relNode{root}, []relNode(nil)
+		frontier, next := append(rw.front[:0], root), rw.next
+		defer func() { rw.front, rw.next = frontier, next }()
 		for d := 0; d < o.Depth && len(frontier) > 0 && !rw.g.Truncated; d++ {
 			next = next[:0]
 			last := d == o.Depth-1
@@ -64,10 +65,58 @@ func (r *Reader) Related(_ context.Context, o query.RelatedOptions) (query.Graph
 			}
 			frontier, next = next, frontier
 		}
-		g = rw.g
+		g = rw.answer()
 		return nil
 	})
 	return g, err
+}
+
+// walk is a walk for txn, one of an earlier call (Reader.walks) when
+// there is one: a deep walk's maps and buffers grow to thousands of
+// entries, which a new walk would grow again.
+func (r *Reader) walk(txn *bdg.Txn) *relWalk {
+	rw, _ := r.walks.Get().(*relWalk)
+	if rw == nil {
+		return newRelWalk(txn)
+	}
+	rw.txn = txn
+	return rw
+}
+
+// done closes rw and keeps it for a later call, emptied: its maps keep
+// their room, its buffers their capacity, and nothing of its answer.
+func (r *Reader) done(rw *relWalk) {
+	rw.close()
+	rw.o, rw.txn, rw.it, rw.oit, rw.cur = query.RelatedOptions{}, nil, nil, nil, 0
+	clear(rw.seen)
+	clear(rw.kinds)
+	clear(rw.edges)
+	clear(rw.cands)
+	clear(rw.objs)
+	clear(rw.sels)
+	clear(rw.strs)
+	clear(rw.g.Nodes)
+	clear(rw.g.Edges)
+	clear(rw.ids)
+	clear(rw.front)
+	clear(rw.next)
+	clear(rw.selOut)
+	rw.g = query.Graph{Nodes: rw.g.Nodes[:0], Edges: rw.g.Edges[:0]}
+	rw.ids, rw.types, rw.front, rw.next, rw.selOut = rw.ids[:0], rw.types[:0], rw.front[:0], rw.next[:0], rw.selOut[:0]
+	r.walks.Put(rw)
+}
+
+// answer is the walk's graph, copied out of the buffers a later walk
+// reuses; nil slices when empty, as a walk of its own would leave them.
+func (rw *relWalk) answer() query.Graph {
+	g := query.Graph{Truncated: rw.g.Truncated}
+	if len(rw.g.Nodes) > 0 {
+		g.Nodes = slices.Clone(rw.g.Nodes)
+	}
+	if len(rw.g.Edges) > 0 {
+		g.Edges = slices.Clone(rw.g.Edges)
+	}
+	return g
 }
 
 // relNode is a node and what expanding it needs.
@@ -146,6 +195,8 @@ type relWalk struct {
 	idBuf []byte
 	// types are the edge types met, numbered by edgeType.
 	types []string
+	// front and next are the buffers of Related's levels.
+	front, next []relNode
 }
 
 // packEdge is an edge as one integer: its type's number (edgeType) and
