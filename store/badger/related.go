@@ -184,11 +184,12 @@ type relWalk struct {
 	strs map[string]string
 	run  reverseRun
 	// refs is edgesOf's buffer, reused from node to node; keyBuf and
-	// relBuf cached's and read's keys; selIdx and selOut selecting's.
-	refs           []relations.Ref
-	keyBuf, relBuf []byte
-	selIdx         []int
-	selOut         []relNode
+	// relBuf cached's and read's keys, preBuf expand's and selecting's
+	// prefixes; selIdx and selOut selecting's.
+	refs                   []relations.Ref
+	keyBuf, relBuf, preBuf []byte
+	selIdx                 []int
+	selOut                 []relNode
 	// ids are the nodes' IDs by index in g.Nodes; idBuf builds one to
 	// look it up (linkSeen).
 	ids   []string
@@ -201,8 +202,9 @@ type relWalk struct {
 
 // packEdge is an edge as one integer: its type's number (edgeType) and
 // its nodes' indexes in g.Nodes, which MaxRelatedNodes keeps below 2^24
-// (the constant below fails the build if it grows past). A walk of a thousand nodes keeps about three thousand
-// edges, and an integer key hashes faster than a struct.
+// (the constant below fails the build if it grows past). A walk of a
+// thousand nodes keeps about three thousand edges, and an integer key
+// hashes faster than a struct.
 func packEdge(typ, from, to int) uint64 {
 	return uint64(typ)<<48 | uint64(from)<<24 | uint64(to)
 }
@@ -526,7 +528,8 @@ func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, erro
 	}
 	// Incoming: what names n (its children, its referrers), each R/ key
 	// linked while the scan is on it, in key order.
-	pre := reversePrefix(n.Cluster, relations.Target{Group: n.Group, Kind: n.Kind, Namespace: n.Namespace, Name: n.Name})
+	rw.preBuf = append(appendJoin(rw.preBuf[:0], "R", n.Cluster, n.Group, n.Kind, n.Namespace, n.Name), sep) // reversePrefix
+	pre := rw.preBuf
 	run := &rw.run
 	run.start(n.Cluster, n.Namespace)
 	if err := rw.each(pre, func(key []byte, item *bdg.Item) error {

@@ -209,7 +209,8 @@ type nsSelectors struct {
 // judged on its labels, in the order of their keys. The slice is valid
 // until the next call.
 func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
-	pre := selectorPrefix(n.Cluster, n.Namespace)
+	rw.preBuf = append(appendJoin(rw.preBuf[:0], "Q", n.Cluster, n.Namespace), sep) // selectorPrefix
+	pre := rw.preBuf
 	ns, ok := rw.sels[string(pre)]
 	if !ok {
 		ns = &nsSelectors{byEq: map[string]map[string][]int{}}
