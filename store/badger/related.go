@@ -198,6 +198,9 @@ type relWalk struct {
 	types []string
 	// front and next are the buffers of Related's levels.
 	front, next []relNode
+	// selectors are the selectors decoded by their JSON (selector), kept
+	// from walk to walk (Reader.done), at most maxSelectors.
+	selectors map[string]*relations.Selector
 }
 
 // packEdge is an edge as one integer: its type's number (edgeType) and
@@ -240,7 +243,8 @@ type storedSelector struct {
 
 func newRelWalk(txn *bdg.Txn) *relWalk {
 	return &relWalk{txn: txn, seen: map[string]int{}, kinds: map[schema.GroupKind]kindInfo{}, edges: map[uint64]struct{}{},
-		objs: map[string]cachedObj{}, sels: map[string]*nsSelectors{}, cands: map[string][]relNode{}, strs: map[string]string{}}
+		objs: map[string]cachedObj{}, sels: map[string]*nsSelectors{}, cands: map[string][]relNode{}, strs: map[string]string{},
+		selectors: map[string]*relations.Selector{}}
 }
 
 // intern returns b as a string, one per distinct value in a walk.
@@ -613,11 +617,34 @@ func (rw *relWalk) edgesOf(b []byte) ([]relations.Ref, *relations.Selector, erro
 	if len(sel) == 0 {
 		return refs, nil, nil
 	}
-	s := &relations.Selector{}
-	if err := json.Unmarshal(sel, s); err != nil {
+	s, err := rw.selector(sel)
+	if err != nil {
 		return nil, nil, fmt.Errorf("%w: selector: %v", errCorrupt, err)
 	}
 	return refs, s, nil
+}
+
+// maxSelectors bounds relWalk.selectors.
+const maxSelectors = 4096
+
+// selector is the selector whose JSON is b, decoded once per walk and
+// kept for later walks (relWalk.selectors): a Pod's walk reads the 30
+// selectors of its namespace, which decoding cost more than reading. A
+// decoded selector is only read (Matches, Equality), never changed, so
+// one serves every walk that meets the same JSON.
+func (rw *relWalk) selector(b []byte) (*relations.Selector, error) {
+	if s, ok := rw.selectors[string(b)]; ok {
+		return s, nil
+	}
+	s := &relations.Selector{}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, err
+	}
+	if len(rw.selectors) >= maxSelectors {
+		clear(rw.selectors)
+	}
+	rw.selectors[string(b)] = s
+	return s, nil
 }
 
 // reverseSource is the source of an R/ key: its edge type and object,

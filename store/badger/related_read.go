@@ -7,7 +7,6 @@ package badger
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -220,7 +219,13 @@ func (rw *relWalk) selecting(n relNode) ([]relNode, error) {
 				return fmt.Errorf("%w: selector key %q", errCorrupt, key)
 			}
 			s := storedSelector{gvr: schema.GroupVersionResource{Group: string(p[0]), Version: string(p[1]), Resource: string(p[2])}, name: string(p[3])}
-			if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &s.sel) }); err != nil {
+			if err := item.Value(func(v []byte) error {
+				sel, err := rw.selector(v)
+				if err == nil {
+					s.sel = *sel
+				}
+				return err
+			}); err != nil {
 				return fmt.Errorf("%w: selector %q: %v", errCorrupt, key, err)
 			}
 			s.eqKey, s.eqVal, s.eq = s.sel.Equality()
