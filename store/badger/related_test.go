@@ -3,6 +3,7 @@ package badger
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -539,5 +540,66 @@ func TestRelatedSharedObjects(t *testing.T) {
 				t.Errorf("%s in %q: %q, want %q", c.fields, ns, g, c.want)
 			}
 		}
+	}
+}
+
+// TestRelatedTruncatedAndReused: a walk that passes query.MaxRelatedNodes
+// at its last hop (the sources of one R/ run, added from their keys)
+// stops there as the reference does, says so, and the walks a Reader
+// keeps between calls (Reader.walks) answer every later call, a large
+// or a small one, as a walk of its own would.
+func TestRelatedTruncatedAndReused(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	r := s.Reader(ReaderOptions{})
+	defer r.Close()
+	var seq uint64
+	// Every Pod names ConfigMap cfg and runs on node n1: one R/ run of
+	// 2,100 sources for each.
+	pods := make([]*fleetviewv1.ResourceEvent, 2100)
+	for i := range pods {
+		pods[i] = podObj("c1", fmt.Sprintf("p%04d", i), "web")
+	}
+	applyAll(t, s, "c1", &seq, pods...)
+	applyAll(t, s, "c1", &seq, relObj("c1", cmGVR, "ConfigMap", "cfg", "", ""),
+		relObj("c1", deployGVR, "Deployment", "web", "", `,"spec":{"selector":{"matchLabels":{"app":"web"}}}`))
+	for _, c := range []struct {
+		name      string
+		gvr       schema.GroupVersionResource
+		obj       string
+		depth     int
+		kinds     []string
+		truncated bool
+	}{
+		{"from the ConfigMap, depth 1: past the bound at the last hop", cmGVR, "cfg", 1, nil, true},
+		{"from a Pod, depth 2: past the bound at the last hop", podsGVR, "p0007", 2, nil, true},
+		{"from the Deployment, depth 1: its 2,100 Pods selected", deployGVR, "web", 1, nil, true},
+		{"the same walk again, on a kept walk", cmGVR, "cfg", 1, nil, true},
+		{"a small walk after the large ones", podsGVR, "p0001", 1, nil, false},
+		{"kinds that leave the Pods out", cmGVR, "cfg", 2, []string{"configmaps"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opt := query.RelatedOptions{GVR: c.gvr, Namespace: "shop", Name: c.obj, Cluster: "c1", Depth: c.depth, Kinds: c.kinds}
+			g, err := r.Related(context.Background(), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := refRelated(r, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(g, want) {
+				t.Fatalf("Related differs from the reference:\n%s\nreference:\n%s", fmtGraph(g), fmtGraph(want))
+			}
+			if g.Truncated != c.truncated {
+				t.Errorf("truncated %v, want %v", g.Truncated, c.truncated)
+			}
+			if c.truncated && len(g.Nodes) != query.MaxRelatedNodes {
+				t.Errorf("%d nodes, want %d", len(g.Nodes), query.MaxRelatedNodes)
+			}
+		})
 	}
 }
