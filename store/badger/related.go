@@ -484,7 +484,8 @@ func appendNodeID(b []byte, cluster, group, kind, ns, name string) []byte {
 // expand follows every relation of n and appends to next the cached
 // nodes it found first. On the last hop (last) what it finds is not
 // expanded in turn, and so not appended: a source found through an R/
-// key is taken from the key and its value (reverseNode), not read.
+// key is taken from the key and its value (linkNew, reverseSource.node),
+// not read.
 func (rw *relWalk) expand(n relNode, next []relNode, last bool) ([]relNode, error) {
 	rw.cur = rw.seen[n.nodeID()]
 	keep := func(m relNode, ok bool) {
