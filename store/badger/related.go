@@ -88,22 +88,36 @@ func (r *Reader) walk(txn *bdg.Txn) *relWalk {
 func (r *Reader) done(rw *relWalk) {
 	rw.close()
 	rw.o, rw.txn, rw.it, rw.oit, rw.cur = query.RelatedOptions{}, nil, nil, nil, 0
-	clear(rw.seen)
-	clear(rw.kinds)
-	clear(rw.edges)
-	clear(rw.cands)
-	clear(rw.objs)
-	clear(rw.sels)
-	clear(rw.strs)
-	clear(rw.g.Nodes)
-	clear(rw.g.Edges)
-	clear(rw.ids)
-	clear(rw.front)
-	clear(rw.next)
-	clear(rw.selOut)
-	rw.g = query.Graph{Nodes: rw.g.Nodes[:0], Edges: rw.g.Edges[:0]}
-	rw.ids, rw.types, rw.front, rw.next, rw.selOut = rw.ids[:0], rw.types[:0], rw.front[:0], rw.next[:0], rw.selOut[:0]
+	rw.seen, rw.kinds, rw.edges = emptied(rw.seen), emptied(rw.kinds), emptied(rw.edges)
+	rw.cands, rw.objs, rw.sels, rw.strs = emptied(rw.cands), emptied(rw.objs), emptied(rw.sels), emptied(rw.strs)
+	rw.g = query.Graph{Nodes: cut(rw.g.Nodes), Edges: cut(rw.g.Edges)}
+	rw.ids, rw.front, rw.next, rw.selOut, rw.types = cut(rw.ids), cut(rw.front), cut(rw.next), cut(rw.selOut), rw.types[:0]
 	r.walks.Put(rw)
+}
+
+// maxKept bounds what a kept walk keeps: emptying a map costs its room,
+// which every later call would pay, so a walk much larger than most
+// (ten thousand edges among its 2,000 nodes) leaves those of its maps
+// and buffers to the collector.
+const maxKept = 8192
+
+// emptied is m emptied, or a new map when m held more than maxKept.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > maxKept {
+		return map[K]V{}
+	}
+	clear(m)
+	return m
+}
+
+// cut is s emptied (its elements zeroed: nothing of the answer kept), or
+// nil when it held more than maxKept.
+func cut[E any](s []E) []E {
+	if len(s) > maxKept {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 // answer is the walk's graph, copied out of the buffers a later walk
