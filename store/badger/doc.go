@@ -89,7 +89,8 @@
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of
 // one cluster cost that cluster's objects, not the fleet's. The uid index entry carries a hash of the
-// object's labels, so an update that keeps them (events name the uid)
+// object's labels (and search text, and when relations are kept its E/
+// header: relMetaHash), so an update that keeps them (events name the uid)
 // learns what it replaces from a small LSM value instead of the object's
 // record in the value log; an entry exists exactly while the object at its
 // key has its uid.
@@ -159,14 +160,19 @@
 // Pod" scans the selectors of one namespace of one cluster, and "which Pods
 // does it select" is a label-index lookup at read time. Selectors are not
 // turned into edges: those would have to be rewritten for every selector
-// of the namespace on every Pod change. An update whose edges and selector
-// did not change (a status update) costs a read of its E/ entry, a small
-// value the LSM tree keeps; one that changes the header or some edges
+// of the namespace on every Pod change. An update whose E/ header did
+// not change (a status update) reads no E/ entry: the uid entry it reads
+// anyway has the header's hash mixed into its own (relMetaHash, since
+// 2026-12-07 19:00; an entry with the plain hash, an older binary's or
+// a store's without relations, costs the E/ read as before, and an older
+// binary reading the mixed hash takes it for a label change: a read of
+// the record). One that changes the header or some edges
 // (a relabeled Pod) rewrites the E/ entry and only the R/ and Q/ keys
 // that changed. What depends on the new object alone (its relations'
 // document, hash, edges, an add's R/ keys) is read by workers while the
-// batch's loop applies it, and the updates' E/ entries before the loop,
-// several at once (relate_pre.go). The E/ value's layout changed on 2026-12-07 (the header):
+// batch's loop applies it (relate_pre.go). The header's hash is xxhash
+// (relDocHash; FNV-1a before 2026-12-07 19:00: such an entry is
+// rewritten on its object's first update). The E/ value's layout changed on 2026-12-07 (the header):
 // a store kept with relations before then is rebuilt (fleetview rebuild)
 // before it is served again. A kind with neither (most ConfigMaps, Nodes)
 // costs a scan of its bytes for "ownerReferences". K/ maps a kind to its

@@ -365,15 +365,6 @@ func fnv1a(h uint64, s string) uint64 {
 	return h
 }
 
-// fnv1aBytes is fnv1a of b, without copying b into a string (an E/
-// header's hash covers ~600 bytes of a Pod).
-func fnv1aBytes(h uint64, b []byte) uint64 {
-	for _, c := range b {
-		h = (h ^ uint64(c)) * fnvPrime
-	}
-	return h
-}
-
 // mix64 is SplitMix64's finalizer: it spreads every input bit over the
 // output, so sums of mixed pair hashes do not cancel out.
 func mix64(h uint64) uint64 {

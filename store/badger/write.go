@@ -223,6 +223,13 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	key := objKey(gvr, ns, name, w.cluster)
 	ukey := uidKey(w.cluster, gvr, uid)
 	lh := metaHash(lbls, text)
+	// The relations are read first: the uid entry's hash covers them
+	// (relMetaHash), so an update that keeps them reads no E/ entry.
+	ru, err := w.relReadFor(gvr, ns, name, ev.GetObject())
+	if err != nil {
+		return feed.Prior{}, err // checked by the materializer: not reached
+	}
+	uh := ru.metaHash(lh)
 	var head histHead
 	var oldJSON []byte
 	var pre *uidLookup
@@ -246,7 +253,7 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 		}
 		head = u.head
 	}
-	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh, pre)
+	old, exists, err := w.previous(gvr, key, ukey, uid, lbls, lh, uh, pre, &ru)
 	if err != nil {
 		return feed.Prior{}, err
 	}
@@ -313,17 +320,17 @@ func (w *writer) upsert(gvr schema.GroupVersionResource, e *feed.Event) (feed.Pr
 	if err := w.indexValues(gvr, key, ev.GetObject(), exists); err != nil {
 		return prior, err
 	}
-	if err := w.relate(gvr, ns, name, ev.GetObject(), lbls, exists); err != nil {
+	if err := w.relate(gvr, ns, name, ev.GetObject(), lbls, exists, &ru); err != nil {
 		return prior, err
 	}
 	if w.hist.on {
-		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head, pre.ok && pre.u.metaHash == lh); err != nil {
+		if head, err = w.recordUpsert(gvr, e, lbls, oldJSON, head, pre.ok && (pre.u.metaHash == lh || pre.u.metaHash == uh || old.sameMeta)); err != nil {
 			return prior, err
 		}
 	}
-	if err := w.set(ukey, encodeUIDEntry(ns, name, lh, head, w.slab.alloc)); err != nil {
+	if err := w.set(ukey, encodeUIDEntry(ns, name, uh, head, w.slab.alloc)); err != nil {
 		return prior, err
 	}
-	w.ov.uids[string(ukey)] = uidState{obj: key, metaHash: lh, head: head}
+	w.ov.uids[string(ukey)] = uidState{obj: key, metaHash: uh, head: head}
 	return prior, nil
 }

@@ -16,12 +16,13 @@ type uidLookup struct {
 }
 
 // previous is the object at key that an upsert of the uid at ukey, with
-// labels lbls (lh their metaHash with the search text), replaces. An
+// labels lbls (lh their metaHash with the search text; uh what the uid
+// entry keeps, with the relations ru: relUpsert.metaHash), replaces. An
 // update that keeps its labels and annotations (most do: status changes)
 // learns that from the uid index, a
 // small value the LSM tree keeps, and does not read the object's record
 // from the value log, whose pages the recycler dropped long ago.
-func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh uint64, pre *uidLookup) (objState, bool, error) {
+func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid string, lbls map[string]string, lh, uh uint64, pre *uidLookup, ru *relUpsert) (objState, bool, error) {
 	if st, ok := w.unread(key); ok {
 		return st, !st.gone, nil
 	}
@@ -36,7 +37,18 @@ func (w *writer) previous(gvr schema.GroupVersionResource, key, ukey []byte, uid
 		}
 	}
 	if ok && bytes.Equal(u.obj, key) {
-		if u.metaHash == lh {
+		same := u.metaHash == lh // an entry without the relations' hash
+		if ru.read && !same {
+			if u.metaHash == uh {
+				same, ru.same = true, true
+			} else {
+				var err error
+				if same, err = w.sameMetaByRelations(ru, lh, u.metaHash); err != nil {
+					return objState{}, false, err
+				}
+			}
+		}
+		if same {
 			return objState{uid: uid, labels: lbls, sameMeta: true}, true, nil
 		}
 		st, exists, err := w.stored(key, false) // the labels changed: read the old ones
