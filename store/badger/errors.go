@@ -18,3 +18,7 @@ var errOldRevision = fmt.Errorf("history revision of an earlier format (forward 
 // errUIDRead stops recordUID's walk of a record's metadata at the uid;
 // never returned.
 var errUIDRead = errors.New("uid read")
+
+// errTailCopied stops applyReverse's walk of a document's top level once
+// the rest is copied as it is (compactTail); never returned.
+var errTailCopied = errors.New("tail copied")
