@@ -118,7 +118,11 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 		return query.Page{}, err
 	}
 	kept := l.page.Items
-	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters}
+	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters, need: len(changed)}
+	if more && len(kept) > 0 {
+		last := l.asOf.tails[len(kept)-1]
+		m.need, _ = slices.BinarySearchFunc(changed, last, bytes.Compare)
+	}
 	defer m.close()
 	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
 	var lastTail []byte
@@ -178,8 +182,10 @@ type asOfMerge struct {
 	// for the page's later ones (close): making one costs about as much
 	// as a few objects' rebuilds.
 	iters []*histIters
-	// batch is the size of the last batch judged.
-	batch int
+	// need bounds how many of changed the page may still take: those
+	// before the scan's last object when the scan filled the page (the
+	// page ends there at the latest), else all.
+	need int
 }
 
 func (m *asOfMerge) close() {
@@ -195,14 +201,17 @@ type rebuilt struct {
 	err  error
 }
 
-// judgeBatch bounds the changed objects rebuilt together at first: each
-// is a few reads of its revisions (most of a churned list's time), so
-// they are read in parallel like List's candidates (drain), and a short
-// page rebuilds little beyond its end. A batch read from the records
-// (judgeByRecord) is twice the one before, up to maxJudgeBatch and the
-// room left in the page: its reads go in key and uid order, and step
-// from one object to the next instead of seeking once the batch is
-// dense among the resource's keys (a long list of a churned resource).
+// judgeBatch bounds the changed objects rebuilt together with the
+// selector's pre-check, and the first batch: each is a few reads of its
+// revisions (most of a churned list's time), so they are read in
+// parallel like List's candidates (drain), and a short page rebuilds
+// little beyond its end. A batch read from the records (judgeByRecord)
+// takes every changed object the page may still need, up to the room
+// left in it and maxJudgeBatch (a bound on the record copies it holds):
+// its reads go in key and uid order and step from one object to the next
+// instead of seeking where the batch is dense among the resource's keys
+// (a long list of a churned resource), which a batch of all it needs is
+// as far as the page allows.
 const judgeBatch, maxJudgeBatch = 64, 1 << 14
 
 // peek is the next match, nil when none is left; room is how many more
@@ -233,13 +242,14 @@ func (m *asOfMerge) judgeSome(room int) {
 	byRecord := m.lax || m.sel == nil || m.sel.Empty()
 	n := judgeBatch
 	if byRecord {
-		n = max(n, min(2*m.batch, maxJudgeBatch))
+		n = min(m.need, maxJudgeBatch)
 		if room > 0 {
-			n = max(judgeBatch, min(n, room))
+			n = min(n, room)
 		}
+		n = max(n, judgeBatch)
 	}
 	n = min(n, len(m.changed))
-	m.batch = n
+	m.need = max(m.need-n, 0)
 	out := make([]rebuilt, n)
 	for i := range out {
 		out[i].tail = m.changed[i]
@@ -392,11 +402,14 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 			}
 		}
 	})
-	slices.SortFunc(jobs, func(a, b recordJob) int { return bytes.Compare(a.order, b.order) })
-	inShares(len(jobs), workers, func(w, lo, hi int) {
+	byUID := make([]*recordJob, len(jobs))
+	for i := range jobs {
+		byUID[i] = &jobs[i]
+	}
+	slices.SortFunc(byUID, func(a, b *recordJob) int { return bytes.Compare(a.order, b.order) })
+	inShares(len(byUID), workers, func(w, lo, hi int) {
 		h := m.iters[w]
-		for i := lo; i < hi; i++ {
-			j := &jobs[i]
+		for _, j := range byUID[lo:hi] {
 			o := &out[j.slot]
 			if o.err != nil {
 				continue
