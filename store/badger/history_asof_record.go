@@ -41,7 +41,7 @@ func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema
 		if !found {
 			return nil
 		}
-		obj, cells, lbls, ok, err = fromRecord(txn, h, r, uid, cluster, gvr, t, wantLabels, false)
+		obj, cells, lbls, ok, err = fromRecord(txn, h, r, uid, nil, cluster, gvr, t, wantLabels, false)
 		return err
 	})
 	if err != nil || !ok {
@@ -50,11 +50,15 @@ func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema
 	return obj, cells, lbls, true, nil
 }
 
-// fromRecord is recordAt given the record r, which names uid; owned
-// says r's bytes are the caller's to keep (a copy it made), so the
-// answer may be them, else what it returns of them is copied.
-func fromRecord(txn *bdg.Txn, h *histIters, r record, uid, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels, owned bool) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
-	at, newest, err := h.revisionsAt(cluster, gvr, uid, t, nil)
+// fromRecord is recordAt given the record r, which names uid, and the
+// uid's revPrefix (nil: made here); owned says r's bytes are the
+// caller's to keep (a copy it made), so the answer may be them, else
+// what it returns of them is copied.
+func fromRecord(txn *bdg.Txn, h *histIters, r record, uid string, prefix []byte, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels, owned bool) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
+	if prefix == nil {
+		prefix = revPrefix(cluster, gvr, uid)
+	}
+	at, newest, err := h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), prefix, t, nil)
 	if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
 		return nil, nil, nil, false, err // not there at t by its revisions, or the record is not the newest revision's state
 	}
@@ -126,10 +130,16 @@ func recordUID(r record) (string, bool) {
 // as soon as the first newer one is met: when it says stop, nothing more
 // is read and at is nil (uidAt decides some objects from it alone).
 func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource, uid string, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
+	return h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid), t, first)
+}
+
+// revisionsUnder is revisionsAt given the uid's revision prefixes: text,
+// the older form's (nil: none to read), and rev, revPrefix's.
+func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
 	s := h.revs
 	it := s.it
 	past := false
-	for _, prefix := range [][]byte{h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid)} {
+	for _, prefix := range [2][]byte{text, rev} {
 		if prefix == nil {
 			continue
 		}

@@ -382,6 +382,8 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 	inShares(len(jobs), workers, func(w, lo, hi int) {
 		s := m.iters[w].objSeeker(m.txn, objBase)
 		var key []byte
+		var base []byte // revBase of baseOf
+		baseOf := ""
 		for i := lo; i < hi; i++ {
 			j := &jobs[i]
 			key = append(append(key[:0], objBase...), out[j.slot].tail...)
@@ -398,7 +400,10 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				continue
 			}
 			if uid, ok := recordUID(j.rec); ok {
-				j.uid, j.order = uid, revPrefix(j.cluster, g, uid)
+				if base == nil || baseOf != j.cluster {
+					base, baseOf = revBase(j.cluster, g), j.cluster
+				}
+				j.uid, j.order = uid, revPrefixIn(base, uid)
 			}
 		}
 	})
@@ -415,7 +420,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				continue
 			}
 			if j.order != nil {
-				obj, cells, lbls, found, err := fromRecord(m.txn, h, j.rec, j.uid, j.cluster, g, m.t, wantLabels, true)
+				obj, cells, lbls, found, err := fromRecord(m.txn, h, j.rec, j.uid, j.order, j.cluster, g, m.t, wantLabels, true)
 				if err != nil || found {
 					if o.err = err; err == nil {
 						o.obj, o.err = m.matched(j.ns, j.name, j.cluster, obj, cells, lbls)
