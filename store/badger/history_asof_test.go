@@ -102,8 +102,9 @@ func TestHistoryAsOfPagesPinned(t *testing.T) {
 // namespace, one cluster and a restricted caller. A relation field
 // selector (an answer for now only) is refused naming the field. At the
 // larger scale (UUIDs, packed in r/ keys) a list's changed objects fill
-// several batches of the merge, from the records (judgeByRecord, whose
-// batches grow) and with the selector's pre-check.
+// several batches of the merge, from the records (judgeByRecord: the
+// first of 64, then all the page may still need, bounded by its room)
+// and with the selector's pre-check.
 func TestHistoryAsOfListRandomized(t *testing.T) {
 	for _, sc := range []struct {
 		name          string
