@@ -1,6 +1,7 @@
 package badger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/query"
 	"github.com/fleetview/fleetview/internal/testing/benchdata"
+	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
 // BenchmarkHistoryAsOfListFlushed is BenchmarkHistoryAsOfList's "each"
@@ -20,8 +22,30 @@ import (
 // again: its keys in tables on disk, not in memtables, as a hub's are
 // after a while (bench-historyapi's), where a seek positions an
 // iterator in every table and level and a point read passes most by
-// their bloom filters.
+// their bloom filters. The change is a new status ("status": the
+// reverse patch's last member is the Pod's last) or a label added
+// ("relabel", as bench-historyapi's churn: the patch ends in the
+// metadata).
 func BenchmarkHistoryAsOfListFlushed(b *testing.B) {
+	relabeled := func(i int) *fleetviewv1.ResourceEvent {
+		e := benchdata.Event("c1", i, 1)
+		e.ResourceVersion = "2"
+		e.Object = bytes.Replace(e.Object, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"2"`), 1)
+		e.Object = bytes.Replace(e.Object, []byte(`"labels":{`), []byte(`"labels":{"churned":"yes",`), 1)
+		return e
+	}
+	for _, change := range []struct {
+		name  string
+		event func(i int) *fleetviewv1.ResourceEvent
+	}{
+		{"status", func(i int) *fleetviewv1.ResourceEvent { return benchdata.Event("c1", i, 2) }},
+		{"relabel", relabeled},
+	} {
+		b.Run(change.name, func(b *testing.B) { asOfListFlushed(b, change.event) })
+	}
+}
+
+func asOfListFlushed(b *testing.B, changed func(i int) *fleetviewv1.ResourceEvent) {
 	const pods = 15000
 	dir := b.TempDir()
 	opts := Options{Dir: dir, History: HistoryOptions{Retention: 24 * time.Hour, MaxBytes: 1 << 30, RetainInterval: -1}, ValueLogGCInterval: -1}
@@ -54,7 +78,7 @@ func BenchmarkHistoryAsOfListFlushed(b *testing.B) {
 	asOf := time.Now()
 	for i := range pods {
 		seq++
-		evs = append(evs, feed.Event{Seq: seq, Event: benchdata.Event("c1", i, 2)})
+		evs = append(evs, feed.Event{Seq: seq, Event: changed(i)})
 	}
 	for i := 25; i < pods; i += 50 {
 		seq++

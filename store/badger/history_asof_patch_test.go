@@ -38,6 +38,20 @@ func TestApplyReverse(t *testing.T) {
 		{"not an object", `[1]`, `{"a":1}`},
 		{"truncated", `{"a":{"b":1}`, `{"a":{"b":2}}`},
 		{"patch not an object", `{"a":1}`, `[1]`},
+		// The tail after the patch's last member copied as it is
+		// (compactTail), or walked when a walk would drop a byte of it.
+		{"tail copied", `{"m":{"r":"1","l":{"a":"b"}},"s":{"x":[1,{"y":"z"}]},"t":"u"}`, `{"m":{"r":"2"}}`},
+		{"tail after removals", `{"a":1,"b":2,"c":{"d":3}}`, `{"a":null,"b":null}`},
+		{"everything removed", `{"a":1}`, `{"a":null}`},
+		{"tail empty", `{"a":1,"b":2}`, `{"b":3}`},
+		{"trailing newline", "{\"a\":1,\"b\":{\"c\":2}}\n", `{"a":3}`},
+		{"space in a tail string", `{"a":1,"b":"x y","c":2}`, `{"a":3}`},
+		{"space after the value", `{"a":1 ,"b":2}`, `{"a":3}`},
+		{"space before the brace", `{"a":1,"b":2 }`, `{"a":3}`},
+		{"tab in the tail", "{\"a\":1,\t\"b\":2}", `{"a":3}`},
+		{"duplicate in the tail", `{"a":1,"b":2,"a":4}`, `{"a":3}`},
+		{"patch adds after meeting", `{"a":1,"b":2}`, `{"a":3,"z":4}`},
+		{"unicode in the tail", `{"a":1,"b":"é✓","c":[true,null]}`, `{"a":{"x":1}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { same(t, []byte(tc.doc), []byte(tc.patch)) })
@@ -78,20 +92,36 @@ func TestApplyReverse(t *testing.T) {
 }
 
 // BenchmarkApplyReverse: a Pod's state before a change, from its state
-// after and the reverse patch, by both appliers.
+// after and the reverse patch, by both appliers: a status change (the
+// patch's last member is the Pod's last) and a relabel (the patch ends
+// in the metadata: spec and status are copied as they are).
 func BenchmarkApplyReverse(b *testing.B) {
-	old, cur := benchdata.Pod("c1", 7, 1), benchdata.Pod("c1", 7, 2)
-	_, rev := mergePatches(old, cur)
-	for _, f := range []struct {
-		name  string
-		apply func(doc, patch []byte) ([]byte, error)
-	}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}} {
-		b.Run(f.name, func(b *testing.B) {
-			for range b.N {
-				if _, err := f.apply(cur, rev); err != nil {
-					b.Fatal(err)
+	relabeled := func(pod []byte) []byte {
+		pod = bytes.Replace(pod, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"2"`), 1)
+		return bytes.Replace(pod, []byte(`"shard":"s7"`), []byte(`"shard":"s7","churned":"yes"`), 1)
+	}
+	for _, c := range []struct {
+		name     string
+		old, cur []byte
+	}{
+		{"status", benchdata.Pod("c1", 7, 1), benchdata.Pod("c1", 7, 2)},
+		{"relabel", benchdata.Pod("c1", 7, 1), relabeled(benchdata.Pod("c1", 7, 1))},
+	} {
+		_, rev := mergePatches(c.old, c.cur)
+		if rev == nil {
+			b.Fatalf("%s: no reverse patch", c.name)
+		}
+		for _, f := range []struct {
+			name  string
+			apply func(doc, patch []byte) ([]byte, error)
+		}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}} {
+			b.Run(c.name+"/"+f.name, func(b *testing.B) {
+				for range b.N {
+					if got, err := f.apply(c.cur, rev); err != nil || !bytes.Equal(got, c.old) {
+						b.Fatalf("%s, %v", got, err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -41,43 +41,56 @@ func recordAt(txn *bdg.Txn, h *histIters, key []byte, cluster string, gvr schema
 		if !found {
 			return nil
 		}
-		at, newest, err := h.revisionsAt(cluster, gvr, uid, t, nil)
-		if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
-			return err // not there at t by its revisions, or the record is not the newest revision's state
-		}
-		if newest && len(at) == 1 {
-			// Unchanged since t: the record is the answer.
-			obj, cells, lbls, ok = bytes.Clone(r.json), bytes.Clone(r.cells), r.labels, true
-			return nil
-		}
-		known := false
-		if wantLabels && newest {
-			lbls, known = labelsBefore(r.labels, at)
-		}
-		var cur []byte
-		if newest {
-			cur = r.json
-		}
-		states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur)
-		if err != nil {
-			return err
-		}
-		if obj = states[0]; newest && len(obj) > 0 && &obj[0] == &r.json[0] {
-			obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
-		}
-		if wantLabels && !known {
-			// A state kept whole on the way back: its labels are read.
-			if lbls, err = rawjson.CheckedLabels(obj); err != nil {
-				return err
-			}
-		}
-		ok = true
-		return nil
+		obj, cells, lbls, ok, err = fromRecord(txn, h, r, uid, nil, cluster, gvr, t, wantLabels, false)
+		return err
 	})
 	if err != nil || !ok {
 		return nil, nil, nil, false, err
 	}
 	return obj, cells, lbls, true, nil
+}
+
+// fromRecord is recordAt given the record r, which names uid, and the
+// uid's revPrefix (nil: made here); owned says r's bytes are the
+// caller's to keep (a copy it made), so the answer may be them, else
+// what it returns of them is copied.
+func fromRecord(txn *bdg.Txn, h *histIters, r record, uid string, prefix []byte, cluster string, gvr schema.GroupVersionResource, t int64, wantLabels, owned bool) (obj, cells []byte, lbls map[string]string, ok bool, err error) {
+	if prefix == nil {
+		prefix = revPrefix(cluster, gvr, uid)
+	}
+	at, newest, err := h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), prefix, t, nil)
+	if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
+		return nil, nil, nil, false, err // not there at t by its revisions, or the record is not the newest revision's state
+	}
+	if newest && len(at) == 1 {
+		// Unchanged since t: the record is the answer.
+		if owned {
+			return r.json, r.cells, r.labels, true, nil
+		}
+		return bytes.Clone(r.json), bytes.Clone(r.cells), r.labels, true, nil
+	}
+	known := false
+	if wantLabels && newest {
+		lbls, known = labelsBefore(r.labels, at)
+	}
+	var cur []byte
+	if newest {
+		cur = r.json
+	}
+	states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
+	if obj = states[0]; !owned && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
+		obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
+	}
+	if wantLabels && !known {
+		// A state kept whole on the way back: its labels are read.
+		if lbls, err = rawjson.CheckedLabels(obj); err != nil {
+			return nil, nil, nil, false, err
+		}
+	}
+	return obj, nil, lbls, true, nil
 }
 
 // recordUID is metadata.uid of the record's object, read through its
@@ -91,11 +104,18 @@ func recordUID(r record) (string, bool) {
 	var uid []byte
 	_, err := rawjson.EachMember(r.json, md.Start, func(m rawjson.Member) (int, error) {
 		end, err := rawjson.SkipValue(r.json, m.ValueStart)
-		if err == nil && uid == nil && string(m.Key) == "uid" && r.json[m.ValueStart] == '"' {
+		if err == nil && string(m.Key) == "uid" && r.json[m.ValueStart] == '"' {
+			// The first string uid is the answer: the members after it
+			// (a Pod's managedFields, most of its metadata's bytes) are
+			// not read, as FindRowSpans stops after the metadata.
 			uid = r.json[m.ValueStart+1 : end-1]
+			return end, errUIDRead
 		}
 		return end, err
 	})
+	if errors.Is(err, errUIDRead) {
+		err = nil
+	}
 	if err != nil || len(uid) == 0 || bytes.IndexByte(uid, '\\') >= 0 {
 		return "", false
 	}
@@ -110,13 +130,20 @@ func recordUID(r record) (string, bool) {
 // as soon as the first newer one is met: when it says stop, nothing more
 // is read and at is nil (uidAt decides some objects from it alone).
 func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource, uid string, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
-	it := h.revs
+	return h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid), t, first)
+}
+
+// revisionsUnder is revisionsAt given the uid's revision prefixes: text,
+// the older form's (nil: none to read), and rev, revPrefix's.
+func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
+	s := h.revs
+	it := s.it
 	past := false
-	for _, prefix := range [][]byte{h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid)} {
+	for _, prefix := range [2][]byte{text, rev} {
 		if prefix == nil {
 			continue
 		}
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		for s.seek(prefix); it.ValidForPrefix(prefix); s.next() {
 			v, err := it.Item().ValueCopy(nil)
 			if err != nil {
 				return nil, false, err

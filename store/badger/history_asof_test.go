@@ -97,11 +97,32 @@ func TestHistoryAsOfPagesPinned(t *testing.T) {
 // or before the as-of time) over a random sequence of adds, updates,
 // deletes, re-creates and objects delivered again unchanged in two
 // clusters and two namespaces, at several times (between changes and at
-// a change's own time), whole and in pages of 3, with a label selector
-// the index answers, one it does not, a namespace, one cluster and a
-// restricted caller. A relation field selector (an answer for now only)
-// is refused naming the field.
+// a change's own time), whole and in pages, with a label selector the
+// index answers, one it does not, one every object matches, a
+// namespace, one cluster and a restricted caller. A relation field
+// selector (an answer for now only) is refused naming the field. At the
+// larger scale (UUIDs, packed in r/ keys) a list's changed objects fill
+// several batches of the merge, from the records (judgeByRecord: the
+// first of 64, then all the page may still need, bounded by its room)
+// and with the selector's pre-check.
 func TestHistoryAsOfListRandomized(t *testing.T) {
+	for _, sc := range []struct {
+		name          string
+		names, events int
+		uuids         bool
+		at            []int
+		limits        []int64
+	}{
+		{"small", 12, 240, false, []int{1, 37, 90, 91, 150, 239, 240, 300}, []int64{0, 3}},
+		{"batches", 160, 2400, true, []int{1, 600, 1201, 2000, 2400}, []int64{0, 70, 1000}},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			asOfListRandomized(t, sc.names, sc.events, sc.uuids, sc.at, sc.limits)
+		})
+	}
+}
+
+func asOfListRandomized(t *testing.T, names, events int, uuids bool, times []int, limits []int64) {
 	ctx := context.Background()
 	s, r := openHistory(t, HistoryOptions{SnapshotEvery: 3})
 	rng := rand.New(rand.NewPCG(48, 7))
@@ -120,10 +141,10 @@ func TestHistoryAsOfListRandomized(t *testing.T) {
 			name, ns, st.uid, st.rv, st.tier)
 	}
 	live := map[string]state{}
-	var events []event
+	var evs []event
 	seqs := map[string]uint64{}
-	for i := range 240 {
-		c, ns, name := []string{"c1", "c2"}[rng.IntN(2)], []string{"ns1", "ns2"}[rng.IntN(2)], fmt.Sprintf("p%02d", rng.IntN(12))
+	for i := range events {
+		c, ns, name := []string{"c1", "c2"}[rng.IntN(2)], []string{"ns1", "ns2"}[rng.IntN(2)], fmt.Sprintf("p%03d", rng.IntN(names))
 		key := c + "/" + ns + "/" + name
 		cur, ok := live[key]
 		e := &fleetviewv1.ResourceEvent{Cluster: c, Gvr: &fleetviewv1.GroupVersionResource{Version: "v1", Resource: "pods"}, Kind: "Pod",
@@ -139,6 +160,9 @@ func TestHistoryAsOfListRandomized(t *testing.T) {
 			ev.st = cur
 		case !ok || rng.IntN(4) > 0:
 			st := state{uid: fmt.Sprintf("u%d", i), tier: []string{"a", "b", "c"}[rng.IntN(3)], rv: i + 1}
+			if uuids {
+				st.uid = fmt.Sprintf("%08x-0000-4000-8000-%012x", rng.Uint32(), i)
+			}
 			if ok {
 				st.uid = cur.uid
 			}
@@ -153,12 +177,12 @@ func TestHistoryAsOfListRandomized(t *testing.T) {
 		if err := s.Apply(ctx, c, []feed.Event{{Seq: seqs[c], Event: e}}, seqs[c]); err != nil {
 			t.Fatal(err)
 		}
-		events = append(events, ev)
+		evs = append(evs, ev)
 	}
 	// want is the naive answer: every object's last event at or before at.
 	want := func(at int, keep func(key string, st state) bool) []string {
 		last := map[string]event{}
-		for _, e := range events {
+		for _, e := range evs {
 			if e.at <= at {
 				last[e.key] = e
 			}
@@ -189,6 +213,7 @@ func TestHistoryAsOfListRandomized(t *testing.T) {
 		{"everything", query.ListOptions{}, func(string, state) bool { return true }},
 		{"tier=a (label index)", query.ListOptions{Labels: selectors("tier=a")}, func(_ string, st state) bool { return st.tier == "a" }},
 		{"tier!=a", query.ListOptions{Labels: selectors("tier!=a")}, func(_ string, st state) bool { return st.tier != "a" }},
+		{"tier (every object)", query.ListOptions{Labels: selectors("tier")}, func(string, state) bool { return true }},
 		{"namespace ns2", query.ListOptions{Namespace: "ns2"}, func(key string, _ state) bool { return strings.Contains(key, "/ns2/") }},
 		{"cluster c2, tier in (b)", query.ListOptions{Clusters: []string{"c2"}, Labels: selectors("tier in (b)")}, func(key string, st state) bool {
 			return strings.HasPrefix(key, "c2/") && st.tier == "b"
@@ -204,15 +229,15 @@ func TestHistoryAsOfListRandomized(t *testing.T) {
 	if _, err := r.List(ctx, query.ListOptions{GVR: histPods, AsOf: t0.Add(time.Minute), Fields: rel}); !errors.Is(err, query.ErrInvalid) || !strings.Contains(err.Error(), "fleetview.io/ownedBy") {
 		t.Errorf("an as-of list with a relation field: %v, want invalid naming the field", err)
 	}
-	for _, at := range []int{1, 37, 90, 91, 150, 239, 240, 300} {
+	for _, at := range times {
 		for _, tc := range cases {
-			for _, limit := range []int64{0, 3} {
+			for _, limit := range limits {
 				o := tc.o
 				o.GVR, o.AsOf, o.Limit = histPods, t0.Add(time.Duration(at)*time.Second), limit
 				var got []string
 				for pages := 0; ; pages++ {
-					if pages > 100 {
-						t.Fatalf("%s at %d: more than 100 pages", tc.name, at)
+					if pages > 4*names+1 {
+						t.Fatalf("%s at %d: more than %d pages", tc.name, at, 4*names+1)
 					}
 					p, err := r.List(ctx, o)
 					if err != nil {

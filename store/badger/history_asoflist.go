@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -117,12 +118,20 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 		return query.Page{}, err
 	}
 	kept := l.page.Items
-	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters}
+	m := asOfMerge{o: o, txn: p.snap.txn, t: t, sel: l.sel, changed: changed, clusters: l.clusters, need: len(changed)}
+	if more && len(kept) > 0 {
+		last := l.asOf.tails[len(kept)-1]
+		m.need, _ = slices.BinarySearchFunc(changed, last, bytes.Compare)
+	}
 	defer m.close()
 	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
 	var lastTail []byte
 	for i := 0; ; {
-		next, err := m.peek()
+		room := 0
+		if o.Limit > 0 {
+			room = int(o.Limit) - len(page.Items) + 1
+		}
+		next, err := m.peek(room)
 		if err != nil {
 			return query.Page{}, err
 		}
@@ -173,6 +182,10 @@ type asOfMerge struct {
 	// for the page's later ones (close): making one costs about as much
 	// as a few objects' rebuilds.
 	iters []*histIters
+	// need bounds how many of changed the page may still take: those
+	// before the scan's last object when the scan filled the page (the
+	// page ends there at the latest), else all.
+	need int
 }
 
 func (m *asOfMerge) close() {
@@ -188,20 +201,28 @@ type rebuilt struct {
 	err  error
 }
 
-// judgeBatch bounds the changed objects rebuilt together: each is a few
-// point reads of its revisions (most of a churned list's time), so they
-// are read in parallel like List's candidates (drain), and a short page
-// rebuilds little beyond its end.
-const judgeBatch = 64
+// judgeBatch bounds the changed objects rebuilt together with the
+// selector's pre-check, and the first batch: each is a few reads of its
+// revisions (most of a churned list's time), so they are read in
+// parallel like List's candidates (drain), and a short page rebuilds
+// little beyond its end. A batch read from the records (judgeByRecord)
+// takes every changed object the page may still need, up to the room
+// left in it and maxJudgeBatch (a bound on the record copies it holds):
+// its reads go in key and uid order and step from one object to the next
+// instead of seeking where the batch is dense among the resource's keys
+// (a long list of a churned resource), which a batch of all it needs is
+// as far as the page allows.
+const judgeBatch, maxJudgeBatch = 64, 1 << 14
 
-// peek is the next match, nil when none is left.
-func (m *asOfMerge) peek() (*rebuilt, error) {
+// peek is the next match, nil when none is left; room is how many more
+// the page takes (0: no bound).
+func (m *asOfMerge) peek(room int) (*rebuilt, error) {
 	for m.next == nil {
 		if len(m.judged) == 0 {
 			if len(m.changed) == 0 {
 				return nil, nil
 			}
-			m.judgeSome()
+			m.judgeSome(room)
 		}
 		j := &m.judged[0]
 		m.judged = m.judged[1:]
@@ -215,9 +236,20 @@ func (m *asOfMerge) peek() (*rebuilt, error) {
 	return m.next, nil
 }
 
-// judgeSome judges the next batch of changed tails.
-func (m *asOfMerge) judgeSome() {
-	n := min(len(m.changed), judgeBatch)
+// judgeSome judges the next batch of changed tails, room the page's
+// (peek).
+func (m *asOfMerge) judgeSome(room int) {
+	byRecord := m.lax || m.sel == nil || m.sel.Empty()
+	n := judgeBatch
+	if byRecord {
+		n = min(m.need, maxJudgeBatch)
+		if room > 0 {
+			n = min(n, room)
+		}
+		n = max(n, judgeBatch)
+	}
+	n = min(n, len(m.changed))
+	m.need = max(m.need-n, 0)
 	out := make([]rebuilt, n)
 	for i := range out {
 		out[i].tail = m.changed[i]
@@ -227,27 +259,27 @@ func (m *asOfMerge) judgeSome() {
 	for len(m.iters) < workers {
 		m.iters = append(m.iters, newHistIters(m.txn))
 	}
-	sel := m.sel
-	if m.lax {
-		sel = nil
+	if byRecord {
+		m.judgeByRecord(out, workers)
+	} else {
+		// Objects are taken one at a time, not in equal shares: their
+		// costs differ (a selector's pre-check may spare a rebuild), and
+		// a batch waits for its slowest worker.
+		var taken atomic.Int64
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				// A read-only transaction is safe for concurrent reads;
+				// each worker writes only the slots it took, through its
+				// own iterators.
+				h := m.iters[w]
+				for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
+					out[i].obj, out[i].err = m.judge(h, m.sel, out[i].tail)
+				}
+			})
+		}
+		wg.Wait()
 	}
-	// Objects are taken one at a time, not in equal shares: their costs
-	// differ (revisions to read and patch, a record or none), and a batch
-	// waits for its slowest worker.
-	var taken atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			// A read-only transaction is safe for concurrent reads; each
-			// worker writes only the slots it took, through its own
-			// iterators.
-			h := m.iters[w]
-			for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
-				out[i].obj, out[i].err = m.judge(h, sel, out[i].tail)
-			}
-		})
-	}
-	wg.Wait()
 	m.judged = out
 	matched := 0
 	for _, j := range out {
@@ -260,46 +292,153 @@ func (m *asOfMerge) judgeSome() {
 
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors; sel, when
-// set, is pre-checked before a rebuild (objectAt), else the object's
-// record is read first (recordAt).
+// set, is pre-checked before a rebuild (objectAt).
 func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.Object, error) {
-	o := m.o
-	ns, name, cluster, err := tail(append(objPrefix(o.GVR), tl...))
-	if err != nil {
+	ns, name, cluster, ok, err := m.admits(tl)
+	if err != nil || !ok {
 		return nil, err
 	}
+	return m.fromHistory(h, sel, ns, name, cluster)
+}
+
+// admits parses tail and judges what its key alone decides: the list's
+// clusters, the caller's visibility, a field selector on the name.
+func (m *asOfMerge) admits(tl []byte) (ns, name, cluster string, ok bool, err error) {
+	o := m.o
+	if ns, name, cluster, err = tail(append(objPrefix(o.GVR), tl...)); err != nil {
+		return "", "", "", false, err
+	}
 	if m.clusters != nil && !m.clusters[cluster] || !o.Visible.Allows(o.GVR.GroupResource(), cluster, ns) {
-		return nil, nil
+		return "", "", "", false, nil
 	}
 	if o.Fields != nil && !o.Fields.NeedsObject() {
 		if ok, err := o.Fields.Matches(ns, name, nil); err != nil || !ok {
-			return nil, err
+			return "", "", "", false, err
 		}
 	}
-	var obj, cells []byte
+	return ns, name, cluster, true, nil
+}
+
+// fromHistory is the object (ns, name, cluster) at the as-of time read
+// from the name's revisions (objectAt), sel pre-checked when set, and
+// matched.
+func (m *asOfMerge) fromHistory(h *histIters, sel labels.Selector, ns, name, cluster string) (*query.Object, error) {
+	obj, cells, err := objectAt(m.txn, h, cluster, m.o.GVR, ns, name, m.t, sel)
+	if err != nil || obj == nil {
+		return nil, err
+	}
 	var lbls map[string]string
-	found := false
-	if sel == nil || sel.Empty() {
-		// No pre-check to make: the record first (recordAt).
-		if obj, cells, lbls, found, err = recordAt(m.txn, h, objKey(o.GVR, ns, name, cluster), cluster, o.GVR, m.t, !m.sel.Empty()); err != nil {
+	if !m.sel.Empty() {
+		if lbls, err = rawjson.CheckedLabels(obj); err != nil { // the store's own JSON, checked when stored
 			return nil, err
 		}
 	}
-	if !found {
-		if obj, cells, err = objectAt(m.txn, h, cluster, o.GVR, ns, name, m.t, sel); err != nil || obj == nil {
-			return nil, err
-		}
-		if !m.sel.Empty() {
-			if lbls, err = rawjson.CheckedLabels(obj); err != nil { // the store's own JSON, checked when stored
-				return nil, err
-			}
-		}
-	}
+	return m.matched(ns, name, cluster, obj, cells, lbls)
+}
+
+// matched is the object when it matches the list's selectors (lbls its
+// labels, read when the list has a label selector), else nil.
+func (m *asOfMerge) matched(ns, name, cluster string, obj, cells []byte, lbls map[string]string) (*query.Object, error) {
 	if !m.sel.Empty() && !m.sel.Matches(labels.Set(lbls)) {
 		return nil, nil
 	}
-	if ok, err := o.Fields.Matches(ns, name, obj); err != nil || !ok {
+	if ok, err := m.o.Fields.Matches(ns, name, obj); err != nil || !ok {
 		return nil, err
 	}
-	return &query.Object{Cluster: cluster, GVR: o.GVR, JSON: obj, Cells: cells, Checked: true}, nil
+	return &query.Object{Cluster: cluster, GVR: m.o.GVR, JSON: obj, Cells: cells, Checked: true}, nil
+}
+
+// recordJob is one changed object on judgeByRecord's way.
+type recordJob struct {
+	slot              int // in the batch
+	ns, name, cluster string
+	rec               record // its value copied, when read
+	uid               string
+	// order is the uid's revision prefix (r/): the rebuilds' order; nil
+	// when the record does not name the uid (none, or no uid read), and
+	// the name's revisions answer (objectAt).
+	order []byte
+}
+
+// judgeByRecord judges out's tails from their records first (recordAt,
+// objectAt when the record cannot answer), in two passes over equal
+// shares of the batch: the records read in key order, then each object
+// rebuilt in the order of its uid's revisions (r/ keys are by uid), so
+// that each worker's seekers only move forward: where the batch is
+// dense among the resource's objects and revisions (a list of a
+// resource that every object changed), the next one is a few Next
+// away, not a seek in every table (BenchmarkHistoryAsOfListFlushed).
+func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
+	jobs := make([]recordJob, 0, len(out))
+	for i := range out {
+		ns, name, cluster, ok, err := m.admits(out[i].tail)
+		if out[i].err = err; ok {
+			jobs = append(jobs, recordJob{slot: i, ns: ns, name: name, cluster: cluster})
+		}
+	}
+	g := m.o.GVR
+	objBase := objPrefix(g)
+	wantLabels := !m.sel.Empty()
+	inShares(len(jobs), workers, func(w, lo, hi int) {
+		s := m.iters[w].objSeeker(m.txn, objBase)
+		var key []byte
+		var base []byte // revBase of baseOf
+		baseOf := ""
+		for i := lo; i < hi; i++ {
+			j := &jobs[i]
+			key = append(append(key[:0], objBase...), out[j.slot].tail...)
+			item := s.item(key)
+			if item == nil {
+				continue
+			}
+			v, err := item.ValueCopy(nil)
+			if err == nil {
+				j.rec, err = decodeRecord(v, wantLabels)
+			}
+			if err != nil {
+				out[j.slot].err = err
+				continue
+			}
+			if uid, ok := recordUID(j.rec); ok {
+				if base == nil || baseOf != j.cluster {
+					base, baseOf = revBase(j.cluster, g), j.cluster
+				}
+				j.uid, j.order = uid, revPrefixIn(base, uid)
+			}
+		}
+	})
+	byUID := make([]*recordJob, len(jobs))
+	for i := range jobs {
+		byUID[i] = &jobs[i]
+	}
+	slices.SortFunc(byUID, func(a, b *recordJob) int { return bytes.Compare(a.order, b.order) })
+	inShares(len(byUID), workers, func(w, lo, hi int) {
+		h := m.iters[w]
+		for _, j := range byUID[lo:hi] {
+			o := &out[j.slot]
+			if o.err != nil {
+				continue
+			}
+			if j.order != nil {
+				obj, cells, lbls, found, err := fromRecord(m.txn, h, j.rec, j.uid, j.order, j.cluster, g, m.t, wantLabels, true)
+				if err != nil || found {
+					if o.err = err; err == nil {
+						o.obj, o.err = m.matched(j.ns, j.name, j.cluster, obj, cells, lbls)
+					}
+					continue
+				}
+			}
+			o.obj, o.err = m.fromHistory(h, nil, j.ns, j.name, j.cluster)
+		}
+	})
+}
+
+// inShares calls f on workers goroutines, each with its own contiguous
+// share [lo, hi) of n, and waits for them.
+func inShares(n, workers int, f func(w, lo, hi int)) {
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() { f(w, w*n/workers, (w+1)*n/workers) })
+	}
+	wg.Wait()
 }

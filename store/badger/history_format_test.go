@@ -49,6 +49,10 @@ func TestPackUID(t *testing.T) {
 			} else if string(form) != tc.uid {
 				t.Errorf("form %q, want the text", form)
 			}
+			// The as-of batch's revision prefix is revPrefix's.
+			if got, want := revPrefixIn(revBase("c1", histPods), tc.uid), revPrefix("c1", histPods, tc.uid); !bytes.Equal(got, want) {
+				t.Errorf("revPrefixIn %q, revPrefix %q", got, want)
+			}
 			// A t/ value's uid field gives the uid back, in either form.
 			back, rest, err := cutUID(append(appendUID(nil, tc.uid), 'x'))
 			if err != nil || back != tc.uid || string(rest) != "x" {

@@ -13,6 +13,25 @@ func revPrefix(cluster string, g schema.GroupVersionResource, uid string) []byte
 	return append(join("r", cluster, g.Group, g.Version, g.Resource, string(uidForm(uid))), sep)
 }
 
+// revBase is the part of revPrefix before the uid: the cluster's and
+// resource's, made once for many uids (revPrefixIn).
+func revBase(cluster string, g schema.GroupVersionResource) []byte {
+	return append(join("r", cluster, g.Group, g.Version, g.Resource), sep)
+}
+
+// revPrefixIn is revPrefix of uid under base (revBase), in one
+// allocation.
+func revPrefixIn(base []byte, uid string) []byte {
+	p := make([]byte, 0, len(base)+len(uid)+1)
+	p = append(p, base...)
+	if u := packUID(uid); u != nil {
+		p = append(p, u...)
+	} else {
+		p = append(p, uid...)
+	}
+	return append(p, sep)
+}
+
 func revKey(cluster string, g schema.GroupVersionResource, uid string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(revPrefix(cluster, g, uid), seq)
 }

@@ -28,6 +28,13 @@ func newSeeker(txn *bdg.Txn) *seeker {
 	return &seeker{it: txn.NewIterator(bdg.IteratorOptions{})}
 }
 
+// newSeekerIn is a seeker over the keys under prefix, for targets under
+// it: past its last key the iterator is invalid, which says, as at the
+// end of the store, that no key lies at or after lo.
+func newSeekerIn(txn *bdg.Txn, prefix []byte) *seeker {
+	return &seeker{it: txn.NewIterator(bdg.IteratorOptions{Prefix: prefix})}
+}
+
 func (s *seeker) close() { s.it.Close() }
 
 // seek moves to the first key at or after t.
