@@ -174,7 +174,10 @@ func (w *writer) recordUpsert(gvr schema.GroupVersionResource, e *feed.Event, lb
 			fwd, rev = mergePatches(old, obj)
 		}
 		if w.hist.legacy {
-			r.fwd = fwd
+			// The older binary kept a patch only with its forward one.
+			if r.fwd = fwd; fwd == nil {
+				rev = nil
+			}
 		}
 		if rev != nil && int(head.chain)+1 < w.hist.every {
 			r.prev, next.chain = rev, head.chain+1

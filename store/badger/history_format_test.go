@@ -119,6 +119,9 @@ func TestForwardFromReverse(t *testing.T) {
 		{"array", `{"s":{"c":[{"ready":true}]}}`, `{"s":{"c":[{"ready":false}]}}`},
 		{"nothing", `{"a":1}`, `{"a":1}`},
 		{"nested add and remove", `{"m":{"x":{"y":1,"z":2}}}`, `{"m":{"x":{"y":1}},"n":"v"}`},
+		// A label whose key sorts first: no forward patch gives the
+		// bytes back, the reverse one does.
+		{"added before kept", `{"metadata":{"labels":{"app":"web"},"rv":"1"}}`, `{"metadata":{"labels":{"aaa":"x","app":"web"},"rv":"2"}}`},
 	}
 	check := func(t *testing.T, old, cur []byte) bool {
 		t.Helper()

@@ -46,6 +46,9 @@ func rawMergePatchExact(old, cur []byte) ([]byte, bool, error) {
 	if _, err := diffLevel(&pp, old, 0, cur, 0, true); err != nil {
 		return nil, false, err
 	}
+	if pp.forder {
+		return nil, false, errNoPatch
+	}
 	return pp.f, pp.fx, nil
 }
 
@@ -55,11 +58,14 @@ func rawMergePatchExact(old, cur []byte) ([]byte, bool, error) {
 // newer one). fx and rx say whether each is known exact without applying
 // it (rawMergePatchExact's conditions, for cur and old); rbad that no
 // reverse patch expresses the change (a member removed before a kept one,
-// or an old value holding a null).
+// or an old value holding a null); forder that the forward patch, applied,
+// would not give back cur (a member added before a kept one comes last),
+// while the reverse one still can: it removes the added member in place.
 type patchPair struct {
 	f, r       []byte
 	fx, rx     bool
 	rbad       bool
+	forder     bool
 	fn, rn     int // members written at the current level
 	fbuf, rbuf [128]byte
 }
@@ -76,14 +82,17 @@ func hasNull(v []byte) bool {
 
 // mergePatches are the forward and reverse merge patches between old and
 // cur, each nil when it is not much smaller than its target or does not
-// give back the target's exact bytes. One scan makes both.
+// give back the target's exact bytes. One scan makes both. A member added
+// before kept ones (a label whose key sorts before the others': the API
+// server writes maps sorted) has a reverse patch and no forward one; the
+// revision keeps the reverse patch and shows a forward one made when read.
 func mergePatches(old, cur []byte) (fwd, rev []byte) {
 	pp := newPatchPair(old, cur)
 	pp.f, pp.r = pp.fbuf[:0], pp.rbuf[:0]
 	if _, err := diffLevel(&pp, old, 0, cur, 0, true); err != nil {
 		return nil, nil
 	}
-	if 2*len(pp.f) <= len(cur) {
+	if 2*len(pp.f) <= len(cur) && !pp.forder {
 		if pp.fx {
 			fwd = pp.f
 		} else if back, err := rawApplyMergePatch(old, pp.f); err == nil && bytes.Equal(back, cur) {
@@ -105,7 +114,7 @@ func mergePatches(old, cur []byte) (fwd, rev []byte) {
 // the one at cur[ci] and reports whether they differ. It clears pp.fx and
 // pp.rx when this level breaks a condition of rawMergePatchExact (for cur
 // and for old). errNoPatch when no forward merge patch expresses the
-// change.
+// change; pp.forder when only applying it would misplace an added member.
 func diffLevel(pp *patchPair, old []byte, oi int, cur []byte, ci int, top bool) (bool, error) {
 	var obuf, cbuf [32]rawjson.Member
 	om, oend, err := rawjson.Members(old, oi, obuf[:0])
@@ -150,7 +159,9 @@ func diffLevel(pp *patchPair, old []byte, oi int, cur []byte, ci int, top bool) 
 			continue
 		}
 		if added {
-			return false, errNoPatch // an added member before a kept one: applied, it would come last
+			// An added member before a kept one: the forward patch,
+			// applied, would put it last; the reverse one removes it.
+			pp.forder, pp.fx = true, false
 		}
 		used[j] = true
 		if j < lastJ {

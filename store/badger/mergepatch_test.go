@@ -2,6 +2,7 @@ package badger
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -121,4 +122,55 @@ func BenchmarkMergePatch(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMergePatchesReverseOnly: a change no forward patch gives back
+// exactly (a member added before kept ones) keeps its reverse patch,
+// which gives back the older bytes; the others keep both or neither.
+func TestMergePatchesReverseOnly(t *testing.T) {
+	pod := string(benchdata.Pod("c1", 7, 1))
+	cases := []struct {
+		name, old, cur string
+		fwd, rev       bool
+	}{
+		{"value changed", pod, strings.Replace(pod, `"tier":"`, `"tier":"x`, 1), true, true},
+		{"label added last", pod, strings.Replace(pod, `"shard":"s7"`, `"shard":"s7","zzz":"x"`, 1), true, true},
+		{"label added first", pod, strings.Replace(pod, `"labels":{`, `"labels":{"aaa":"x",`, 1), false, true},
+		{"added first, nested", `{"m":{"l":{"b":"1"},"r":"1"},"s":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, `{"m":{"l":{"a":"0","b":"1"},"r":"2"},"s":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, false, true},
+		{"added object holding a null", `{"a":1,"s":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, `{"a":1,"b":{"c":null},"s":"xxxxxxxxxxxxxxxxxxxxxxxx"}`, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.old == tc.cur {
+				t.Fatal("the case changes nothing")
+			}
+			fwd, rev := mergePatches([]byte(tc.old), []byte(tc.cur))
+			if (fwd != nil) != tc.fwd || (rev != nil) != tc.rev {
+				t.Fatalf("forward %s, reverse %s; want forward %v, reverse %v", fwd, rev, tc.fwd, tc.rev)
+			}
+			if rev != nil {
+				if back, err := rawApplyMergePatch([]byte(tc.cur), rev); err != nil || string(back) != tc.old {
+					t.Errorf("reverse %s applied: %s, %v; want %s", rev, back, err, tc.old)
+				}
+				// The change shown, made from the reverse patch, is the
+				// change by RFC 7386.
+				shown, err := forwardFromReverse([]byte(tc.cur), rev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := jsonpatch.CreateMergePatch([]byte(tc.old), []byte(tc.cur))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !jsonpatch.Equal(shown, want) {
+					t.Errorf("shown %s, want %s", shown, want)
+				}
+			}
+			if fwd != nil {
+				if back, err := rawApplyMergePatch([]byte(tc.old), fwd); err != nil || string(back) != tc.cur {
+					t.Errorf("forward %s applied: %s, %v", fwd, back, err)
+				}
+			}
+		})
+	}
 }
