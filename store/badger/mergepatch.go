@@ -17,9 +17,10 @@ import (
 // own bytes. A patch is applied the same way (rawApplyMergePatch): the
 // members in the document's order, each unchanged value its own bytes,
 // the added ones last. A change that a patch applied so would not give
-// back exactly (a member added before others, an added object holding a
-// null, which RFC 7386 would drop) is errNoPatch, and the revision is a
-// snapshot.
+// back exactly (an added object holding a null, which RFC 7386 would
+// drop) is errNoPatch, and the revision is a snapshot. A member added
+// before others has no exact forward patch but an exact reverse one (it
+// removes the member in place), which is what a revision keeps.
 
 var errNoPatch = errors.New("no merge patch expresses the change")
 
