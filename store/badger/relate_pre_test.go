@@ -55,15 +55,7 @@ func storeContents(t *testing.T, s *Store) map[string]string {
 // upserts (new labels, edges, uids), deletes, an object changed twice in
 // a batch and an event sent twice (the same bytes).
 func TestRelatePrepassSameBytes(t *testing.T) {
-	open := func() *Store {
-		s, err := Open(Options{Dir: t.TempDir(), ValueLogGCInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	viaApply, viaPrepare, without := open(), open(), open()
+	viaApply, viaPrepare, without := openQuiet(t), openQuiet(t), openQuiet(t)
 	rng := rand.New(rand.NewPCG(49, 7))
 	fleet := randFleet()
 	clusters := []string{"c1", "c2"}
@@ -137,4 +129,16 @@ func TestRelatePrepassSameBytes(t *testing.T) {
 		t.Fatalf("%d upserts, %d objects changed twice in a batch, %d events sent twice", upserts, twice, resent)
 	}
 	t.Logf("%d upserts, %d objects changed twice in a batch, %d events sent twice", upserts, twice, resent)
+}
+
+// openQuiet opens a store in a temporary directory, closed when the test
+// ends, with no value log collection to run beside the test's writes.
+func openQuiet(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: t.TempDir(), ValueLogGCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

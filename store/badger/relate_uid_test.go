@@ -111,15 +111,7 @@ func setUIDHashes(t *testing.T, s *Store, rng *rand.Rand) (plain, other int) {
 // relationship entries (l/ s/ E/ but the empty ones, R/ Q/) are, key for key, those of a
 // store the live objects were applied to once.
 func TestUIDEntryVouchesForRelations(t *testing.T) {
-	open := func() *Store {
-		s, err := Open(Options{Dir: t.TempDir(), ValueLogGCInterval: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	s := open()
+	s := openQuiet(t)
 	rng := rand.New(rand.NewPCG(49, 11))
 	fleet := randFleet()
 	clusters := []string{"c1", "c2"}
@@ -174,7 +166,7 @@ func TestUIDEntryVouchesForRelations(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ref := open()
+		ref := openQuiet(t)
 		for _, c := range clusters {
 			var evs []feed.Event
 			for i, l := range live[c] {
