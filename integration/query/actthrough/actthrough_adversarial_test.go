@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -160,6 +161,16 @@ func TestActThroughAdversarial(t *testing.T) {
 	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != "/clusters/member1/api/v1/namespaces/secrets" {
 		t.Fatalf("a double slash: %d to %q, want the mux's 307 to the cleaned path", resp.StatusCode, resp.Header.Get("Location"))
 	}
+
+	// The Kubernetes API's catalog may trail the inventory's readiness
+	// (startActFleet waits for that): until it knows member2, a request
+	// there is the cache's (404 for a subresource), not forwarded.
+	fixture.Eventually(t, 30*time.Second, func() error {
+		if code, body := send("GET", "/clusters/member2/api/v1/namespaces/adv/services/web/proxy/metrics"); code == http.StatusNotFound {
+			return fmt.Errorf("member2 not in the hub's catalog yet: %d %s", code, body)
+		}
+		return nil
+	})
 
 	// Discovery-shaped paths: discovery only in discovery's shapes,
 	// counted and audited as what they are.
