@@ -128,7 +128,9 @@
 // only to confirm a candidate.
 //
 // The relationship index (relate.go; its keys in relate_keys.go, the part
-// of an object relations are read from in relate_doc.go; read by related.go, related_read.go
+// of an object relations are read from in relate_doc.go; read by related.go (the walk's
+// levels and expand; its state, kept between calls, in related_walk.go;
+// the last hop's runs of R/ keys in related_reverse.go), related_read.go
 // and relfilter.go through seeker.go) is kept by every upsert and delete from what internal/relations reads in
 // the object: E/ holds an object's outgoing edges (owner references and
 // the objects its spec names, by group, kind, namespace and name, as
