@@ -43,6 +43,19 @@ type RelatedOptions struct {
 	Visible *Visibility
 }
 
+// Sees reports whether the caller may see node n (Visible). A node of
+// an unknown resource is not seen: the caller's grants cannot be judged.
+// Every backend's walk asks this one question.
+func (o *RelatedOptions) Sees(n Node) bool {
+	if o.Visible == nil {
+		return true
+	}
+	if n.Resource == "" {
+		return false
+	}
+	return o.Visible.Allows(schema.GroupResource{Group: n.Group, Resource: n.Resource}, n.Cluster, n.Namespace)
+}
+
 // Validate checks the options, naming the field at fault.
 func (o *RelatedOptions) Validate() error {
 	switch {

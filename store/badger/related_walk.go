@@ -246,15 +246,7 @@ func (rw *relWalk) each(prefix []byte, f func(key []byte, it *bdg.Item) error) e
 	return rw.it.each(prefix, f)
 }
 
-func (rw *relWalk) visible(n query.Node) bool {
-	if rw.o.Visible == nil {
-		return true
-	}
-	if n.Resource == "" {
-		return false // unknown resource: the caller's grants cannot be judged
-	}
-	return rw.o.Visible.Allows(schema.GroupResource{Group: n.Group, Resource: n.Resource}, n.Cluster, n.Namespace)
-}
+func (rw *relWalk) visible(n query.Node) bool { return rw.o.Sees(n) }
 
 // add records n; false when it was already there or the graph is full.
 func (rw *relWalk) add(n relNode) bool {

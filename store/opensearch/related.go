@@ -121,15 +121,7 @@ type osWalk struct {
 	kinds map[schema.GroupKind]string // resources of referenced kinds
 }
 
-func (w *osWalk) visible(n query.Node) bool {
-	if w.o.Visible == nil {
-		return true
-	}
-	if n.Resource == "" {
-		return false // unknown resource: the caller's grants cannot be judged
-	}
-	return w.o.Visible.Allows(schema.GroupResource{Group: n.Group, Resource: n.Resource}, n.Cluster, n.Namespace)
-}
+func (w *osWalk) visible(n query.Node) bool { return w.o.Sees(n) }
 
 func (w *osWalk) add(n osNode) bool {
 	if _, ok := w.seen[n.ID()]; ok {
