@@ -68,10 +68,9 @@ type Options struct {
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
 	l0Tables int
-	// compression is the LSM blocks' (options.None unless a test
-	// measures another: docs/benchmarks/history.md). Each table records
-	// its own, so a store's tables may differ.
-	compression options.CompressionType
+	// compression, when set, replaces lsmCompression's choice (tests
+	// measuring each: TestHistoryDiskBytesPerChange).
+	compression *options.CompressionType
 	// unaware makes the store write as a binary that predates the
 	// counters (tests): it neither keeps nor stamps them, nor touches
 	// their marker.
@@ -211,13 +210,30 @@ func badgerOptions(o Options) bdg.Options {
 		WithValueThreshold(1 << 10).
 		WithValueLogFileSize(o.ValueLogFileSize).
 		WithNumCompactors(2).
-		// The LSM holds keys, label sets and value pointers: compressing
-		// its blocks costs CPU and saves little.
-		WithCompression(o.compression).
+		WithCompression(lsmCompression(o)).
 		// One writer per cluster stream, and streams write disjoint keys
 		// (the cluster is in every key): conflict tracking is pure cost.
 		WithDetectConflicts(false)
 	return opts
+}
+
+// lsmCompression is how the LSM's table blocks are compressed. Without
+// history the LSM holds keys, label sets and value pointers, a small
+// part of the store beside the value log: compressing its blocks saved
+// little and cost an update about a fifth more CPU. With history it
+// holds every change's revision, feed and index entries, which ZSTD
+// (level 1) writes in about a third of their bytes, at no measured cost
+// to ingest or reads (docs/benchmarks/history.md, 2026-12-07 21:10).
+// Each table records its own compression (Badger's manifest), so a
+// store written either way, or both, reads the same.
+func lsmCompression(o Options) options.CompressionType {
+	if o.compression != nil {
+		return *o.compression
+	}
+	if o.History.enabled() {
+		return options.ZSTD
+	}
+	return options.None
 }
 
 // Close stops the page recycler and the value-log GC, then flushes and
