@@ -194,7 +194,10 @@
 // on disk, so the page cache does not grow with everything ever written;
 // a batch's records are carved from reused chunks (slab.go) until its
 // commit is done, not allocated one per event.
-// Disk: every update leaves the object's previous JSON behind in the value
+// Disk: a store keeping history compresses its LSM tables with ZSTD
+// (lsmCompression: its revisions and feed entries in about a third of
+// their bytes), one without leaves them plain; each table records its own.
+// Every update leaves the object's previous JSON behind in the value
 // log; the store runs Badger's value-log GC every ValueLogGCInterval
 // (valuelog_gc.go), rewriting a file once half of it is superseded.
 // Badger itself comes from third_party/badger: upstream v4.9.6 with a small

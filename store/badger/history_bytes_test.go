@@ -14,7 +14,9 @@ import (
 // TestHistoryBytesPerChange measures the history's bytes per change of a
 // realistic Pod (benchdata): a one-label change and a status change cost
 // a patch each way and the feed entries, not an object, and an added
-// object no copy of itself (docs/benchmarks/history.md).
+// object no copy of itself (docs/benchmarks/history.md). These are the
+// logical bytes (keys and values, what MaxBytes bounds); what a change
+// costs on disk is TestHistoryDiskBytesPerChange's.
 func TestHistoryBytesPerChange(t *testing.T) {
 	const pods = 200
 	cases := []struct {

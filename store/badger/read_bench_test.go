@@ -18,13 +18,19 @@ import (
 // in transactions of 1000 so that any size fits Badger's limit.
 const benchPods = 3000
 
-func benchReader(b *testing.B) *Reader {
+func benchReader(b *testing.B) *Reader { return benchReaderOf(b, false) }
+
+// benchReaderOf is benchReader; flushed: the store is closed and opened
+// again after the adds, so the reads find the keys in tables on disk
+// (through the block cache, and for a compressed table its
+// decompression), not in memtables.
+func benchReaderOf(b *testing.B, flushed bool) *Reader {
 	b.Helper()
-	s, err := Open(Options{Dir: b.TempDir()})
+	o := Options{Dir: b.TempDir()}
+	s, err := Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { s.Close() })
 	for _, c := range []string{"c1", "c2"} {
 		evs := make([]feed.Event, benchPods)
 		for i := range evs {
@@ -37,6 +43,15 @@ func benchReader(b *testing.B) *Reader {
 			}
 		}
 	}
+	if flushed {
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
+		if s, err = Open(o); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Cleanup(func() { s.Close() })
 	r := s.Reader(ReaderOptions{})
 	b.Cleanup(func() { r.Close() })
 	return r
@@ -44,8 +59,14 @@ func benchReader(b *testing.B) *Reader {
 
 // BenchmarkReads guards the read paths against per-item allocations: each
 // op reads every page of one list or search.
-func BenchmarkReads(b *testing.B) {
-	r := benchReader(b)
+func BenchmarkReads(b *testing.B) { benchReads(b, benchReader(b)) }
+
+// BenchmarkReadsFlushed is BenchmarkReads from tables on disk
+// (benchReaderOf): what the LSM's block compression changes
+// (docs/benchmarks/history.md).
+func BenchmarkReadsFlushed(b *testing.B) { benchReads(b, benchReaderOf(b, true)) }
+
+func benchReads(b *testing.B, r *Reader) {
 	ctx := context.Background()
 	web, _ := labels.Parse("app=web")
 	tier, _ := labels.Parse("tier!=frontend")

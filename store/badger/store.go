@@ -68,6 +68,9 @@ type Options struct {
 	// compaction (tests: 1 has compaction, and with it the value log's
 	// discard statistics, follow each flush).
 	l0Tables int
+	// compression, when set, replaces lsmCompression's choice (tests
+	// measuring each: TestHistoryDiskBytesPerChange).
+	compression *options.CompressionType
 	// unaware makes the store write as a binary that predates the
 	// counters (tests): it neither keeps nor stamps them, nor touches
 	// their marker.
@@ -127,41 +130,10 @@ func Open(o Options) (*Store, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.MemTableSize <= 0 {
-		o.MemTableSize = 64 << 20
-	}
-	if o.ValueLogFileSize <= 0 {
-		o.ValueLogFileSize = 256 << 20
-	}
 	if o.ValueLogGCInterval == 0 {
 		o.ValueLogGCInterval = 10 * time.Minute
 	}
-	l0, l0Stall := cmp.Or(o.l0Tables, 10), 20
-	if o.BulkLoad {
-		l0, l0Stall = 20, 40
-	}
-	opts := bdg.DefaultOptions(o.Dir).
-		WithLogger(nil).
-		WithNumVersionsToKeep(1).
-		// Objects live on disk; these bound what Badger keeps in memory:
-		// at most NumMemtables memtables of MemTableSize (keys, labels
-		// and value pointers: object JSON above ValueThreshold goes to the
-		// value log), a block cache and an index cache (table indices and
-		// bloom filters beyond it are read from disk).
-		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(l0).WithNumLevelZeroTablesStall(l0Stall).
-		WithNumMemtables(3).
-		WithBlockCacheSize(64 << 20).
-		WithIndexCacheSize(32 << 20).
-		WithValueThreshold(1 << 10).
-		WithValueLogFileSize(o.ValueLogFileSize).
-		WithNumCompactors(2).
-		// The LSM holds keys, label sets and value pointers: compressing
-		// its blocks costs CPU and saves little.
-		WithCompression(options.None).
-		// One writer per cluster stream, and streams write disjoint keys
-		// (the cluster is in every key): conflict tracking is pure cost.
-		WithDetectConflicts(false)
-	db, err := bdg.Open(opts)
+	db, err := bdg.Open(badgerOptions(o))
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
@@ -208,6 +180,60 @@ func Open(o Options) (*Store, error) {
 		wg.Wait()
 	}
 	return s, nil
+}
+
+// badgerOptions are the Badger options of a store opened with o (its
+// defaults applied).
+func badgerOptions(o Options) bdg.Options {
+	if o.MemTableSize <= 0 {
+		o.MemTableSize = 64 << 20
+	}
+	if o.ValueLogFileSize <= 0 {
+		o.ValueLogFileSize = 256 << 20
+	}
+	l0, l0Stall := cmp.Or(o.l0Tables, 10), 20
+	if o.BulkLoad {
+		l0, l0Stall = 20, 40
+	}
+	opts := bdg.DefaultOptions(o.Dir).
+		WithLogger(nil).
+		WithNumVersionsToKeep(1).
+		// Objects live on disk; these bound what Badger keeps in memory:
+		// at most NumMemtables memtables of MemTableSize (keys, labels
+		// and value pointers: object JSON above ValueThreshold goes to the
+		// value log), a block cache and an index cache (table indices and
+		// bloom filters beyond it are read from disk).
+		WithMemTableSize(o.MemTableSize).WithNumLevelZeroTables(l0).WithNumLevelZeroTablesStall(l0Stall).
+		WithNumMemtables(3).
+		WithBlockCacheSize(64 << 20).
+		WithIndexCacheSize(32 << 20).
+		WithValueThreshold(1 << 10).
+		WithValueLogFileSize(o.ValueLogFileSize).
+		WithNumCompactors(2).
+		WithCompression(lsmCompression(o)).
+		// One writer per cluster stream, and streams write disjoint keys
+		// (the cluster is in every key): conflict tracking is pure cost.
+		WithDetectConflicts(false)
+	return opts
+}
+
+// lsmCompression is how the LSM's table blocks are compressed. Without
+// history the LSM holds keys, label sets and value pointers, a small
+// part of the store beside the value log: compressing its blocks saved
+// little and cost an update about a fifth more CPU. With history it
+// holds every change's revision, feed and index entries, which ZSTD
+// (level 1) writes in about a third of their bytes, at no measured cost
+// to ingest or reads (docs/benchmarks/history.md, 2026-12-07 21:10).
+// Each table records its own compression (Badger's manifest), so a
+// store written either way, or both, reads the same.
+func lsmCompression(o Options) options.CompressionType {
+	if o.compression != nil {
+		return *o.compression
+	}
+	if o.History.enabled() {
+		return options.ZSTD
+	}
+	return options.None
 }
 
 // Close stops the page recycler and the value-log GC, then flushes and
