@@ -53,71 +53,118 @@ func TestHistoryWholeStatePolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, r := openHistory(t, HistoryOptions{SnapshotEvery: tc.every})
-			every := s.hist.SnapshotEvery
-			ctx := context.Background()
-			var want [][]byte
-			for c := 0; c <= tc.changes; c++ {
-				e := benchdata.Event("c1", 0, c+1)
-				if c > 0 {
-					e.Object = bytes.Replace(tc.object(c), []byte(`"resourceVersion":"1"`), fmt.Appendf(nil, `"resourceVersion":"%d"`, c+1), 1)
-				}
-				e.ObservedUnixNano = t0.Add(time.Duration(c) * time.Second).UnixNano()
-				want = append(want, e.Object)
-				if err := s.Apply(ctx, "c1", []feed.Event{{Seq: uint64(c + 1), Event: e}}, uint64(c+1)); err != nil {
-					t.Fatal(err)
-				}
-			}
-			var kinds strings.Builder
-			var runs []int
-			run, runBytes := 0, 0
-			if err := s.db.View(func(txn *bdg.Txn) error {
-				return eachRevision(txn, "c1", benchdata.PodGVR, benchdata.UID("c1", 0), func(_ uint64, rv revision, _ []byte) (bool, error) {
-					switch {
-					case rv.prev == nil:
-						kinds.WriteByte('f')
-					case rv.prevWhole:
-						kinds.WriteByte('s')
-						runs = append(runs, run)
-						run, runBytes = 0, 0
-					default:
-						kinds.WriteByte('p')
-						run++
-						runBytes += len(rv.prev)
-						if run > every-1 {
-							return false, fmt.Errorf("%d patches in a row, SnapshotEvery %d", run, every)
-						}
-						if runBytes > 3*len(pod) {
-							return false, fmt.Errorf("%d bytes of patches in a row, the object %d", runBytes, len(pod))
-						}
-					}
-					return true, nil
-				})
-			}); err != nil {
-				t.Fatalf("%v; stored kinds %s", err, kinds.String())
-			}
+			want := applyChanges(t, s, 0, tc.changes, tc.object)
+			kinds, runs := chainRuns(t, s, s.hist.SnapshotEvery, len(pod))
 			if len(runs) == 0 {
-				t.Fatalf("no whole state in %d changes: %s", tc.changes, kinds.String())
+				t.Fatalf("no whole state in %d changes: %s", tc.changes, kinds)
 			}
 			for _, n := range runs {
 				if n > tc.maxRun || (tc.wantRun > 0 && n != tc.wantRun) {
-					t.Fatalf("chains of %v patches, want %d (at most %d): %s", runs, tc.wantRun, tc.maxRun, kinds.String())
+					t.Fatalf("chains of %v patches, want %d (at most %d): %s", runs, tc.wantRun, tc.maxRun, kinds)
 				}
 			}
 			t.Logf("%d changes: chains of %v patches between whole states", tc.changes, runs)
-			e := benchdata.Event("c1", 0, 1)
-			p, err := r.Revisions(ctx, query.RevisionsOptions{Object: query.GetOptions{GVR: benchdata.PodGVR, Cluster: "c1", Namespace: e.GetNamespace(), Name: e.GetName()}, Limit: int64(len(want))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(p.Revisions) != len(want) {
-				t.Fatalf("%d revisions, want %d", len(p.Revisions), len(want))
-			}
-			for i, rev := range p.Revisions {
-				if !bytes.Equal(rev.Object, want[i]) {
-					t.Fatalf("revision %d reads\n%s\nwant\n%s", i, rev.Object, want[i])
+			checkRevisions(t, r, want)
+		})
+	}
+}
+
+// TestHistoryChainFromOlderHeads: a store whose uid entries a writer
+// with a whole state every 16th revision left (its chain byte counted
+// patches, as every binary's before 2026-12-07 22:00 did) goes on with
+// the chain the byte says, read as that many small patches, up to the
+// cap of 128; every revision reads back.
+func TestHistoryChainFromOlderHeads(t *testing.T) {
+	pod := benchdata.Pod("c1", 0, 1)
+	relabel := func(c int) []byte {
+		return bytes.Replace(pod, []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
+	}
+	s, r := openHistory(t, HistoryOptions{SnapshotEvery: 16})
+	want := applyChanges(t, s, 0, 20, relabel)
+	s.hist.SnapshotEvery = defaultSnapshotEvery // the newer binary, on the same store
+	want = append(want, applyChanges(t, s, 21, 150, relabel)...)
+	kinds, runs := chainRuns(t, s, defaultSnapshotEvery, len(pod))
+	// 15 patches and a whole state by the older rule; then the chain of
+	// 4 goes on to 127.
+	if fmt.Sprint(runs) != "[15 127]" {
+		t.Fatalf("chains of %v patches, want [15 127]: %s", runs, kinds)
+	}
+	checkRevisions(t, r, want)
+}
+
+// applyChanges applies changes from..to of benchdata Pod 0 (0: its add),
+// change c's object object(c) at resourceVersion c+1, one batch each, and
+// returns their objects.
+func applyChanges(t *testing.T, s *Store, from, to int, object func(c int) []byte) [][]byte {
+	t.Helper()
+	var want [][]byte
+	for c := from; c <= to; c++ {
+		e := benchdata.Event("c1", 0, c+1)
+		if c > 0 {
+			e.Object = bytes.Replace(object(c), []byte(`"resourceVersion":"1"`), fmt.Appendf(nil, `"resourceVersion":"%d"`, c+1), 1)
+		}
+		e.ObservedUnixNano = t0.Add(time.Duration(c) * time.Second).UnixNano()
+		want = append(want, e.Object)
+		if err := s.Apply(context.Background(), "c1", []feed.Event{{Seq: uint64(c + 1), Event: e}}, uint64(c+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return want
+}
+
+// chainRuns are Pod 0's stored revision kinds (storedKinds' letters) and
+// the lengths of its chains of reverse patches that end in a whole
+// state; it fails the test at a chain longer than every-1 patches or
+// holding more than three times size bytes of them.
+func chainRuns(t *testing.T, s *Store, every, size int) (string, []int) {
+	t.Helper()
+	var kinds strings.Builder
+	var runs []int
+	run, runBytes := 0, 0
+	if err := s.db.View(func(txn *bdg.Txn) error {
+		return eachRevision(txn, "c1", benchdata.PodGVR, benchdata.UID("c1", 0), func(_ uint64, rv revision, _ []byte) (bool, error) {
+			switch {
+			case rv.prev == nil:
+				kinds.WriteByte('f')
+			case rv.prevWhole:
+				kinds.WriteByte('s')
+				runs = append(runs, run)
+				run, runBytes = 0, 0
+			default:
+				kinds.WriteByte('p')
+				run++
+				runBytes += len(rv.prev)
+				if run > every-1 {
+					return false, fmt.Errorf("%d patches in a row, SnapshotEvery %d", run, every)
+				}
+				if runBytes > 3*size {
+					return false, fmt.Errorf("%d bytes of patches in a row, the object %d", runBytes, size)
 				}
 			}
+			return true, nil
 		})
+	}); err != nil {
+		t.Fatalf("%v; stored kinds %s", err, kinds.String())
+	}
+	return kinds.String(), runs
+}
+
+// checkRevisions fails the test unless Pod 0's revisions read back as
+// want, oldest first.
+func checkRevisions(t *testing.T, r *Reader, want [][]byte) {
+	t.Helper()
+	e := benchdata.Event("c1", 0, 1)
+	p, err := r.Revisions(context.Background(), query.RevisionsOptions{Object: query.GetOptions{GVR: benchdata.PodGVR, Cluster: "c1", Namespace: e.GetNamespace(), Name: e.GetName()}, Limit: int64(len(want))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Revisions) != len(want) {
+		t.Fatalf("%d revisions, want %d", len(p.Revisions), len(want))
+	}
+	for i, rev := range p.Revisions {
+		if !bytes.Equal(rev.Object, want[i]) {
+			t.Fatalf("revision %d reads\n%s\nwant\n%s", i, rev.Object, want[i])
+		}
 	}
 }
 
