@@ -72,8 +72,11 @@
 // state before it from its own: a reverse merge patch, or that state
 // whole when the patch is not under half the object, does not give back
 // the exact bytes (rawMergePatchExact vouches for a compact object
-// without applying it), or SnapshotEvery revisions passed since the last
-// whole one (a whole state is s2-compressed). The change it shows, the
+// without applying it), or the reverse patches since the last whole one
+// would reach twice the object's bytes or SnapshotEvery revisions
+// (chainCost; a whole state is s2-compressed; before 2026-12-07 22:00
+// every 16th revision kept one: readers find the nearest whole state
+// wherever it is). The change it shows, the
 // forward patch, is made when read, from the reverse patch and its state
 // (forwardFromReverse: the bytes the writer's diff would have stored) or
 // from the whole previous state. A

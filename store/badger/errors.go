@@ -22,3 +22,7 @@ var errUIDRead = errors.New("uid read")
 // errTailCopied stops applyReverse's walk of a document's top level once
 // the rest is copied as it is (compactTail); never returned.
 var errTailCopied = errors.New("tail copied")
+
+// errBadOption is an Options field out of its range; the message names
+// the field.
+var errBadOption = errors.New("invalid store option")

@@ -30,7 +30,9 @@ const historyFamilies = "rftxJHnhgabe"
 // logical bytes of each family the history counts
 // (docs/benchmarks/history.md).
 func TestHistoryDiskBytesPerChange(t *testing.T) {
-	const pods, changes = 400, 32
+	// 256 changes of each Pod: two whole chains of 127 one-label
+	// changes (chainCost), so their whole states are in the figure.
+	const pods, changes = 100, 256
 	none := options.None
 	cases := []struct {
 		name string
@@ -41,11 +43,13 @@ func TestHistoryDiskBytesPerChange(t *testing.T) {
 		// change, at most; 0: printed only.
 		limit int64
 	}{
-		// 404 measured 2026-12-07 (LSM 278, value log 126: the whole
-		// states every SnapshotEvery revisions); Snappy 249 (123 + 126).
+		// 288 measured 2026-12-07 22:00 (LSM 273, value log 15: a whole
+		// state every 128th revision, chainCost); 396 with one every 16th
+		// (271 + 125; 404 at 400 Pods x 32 changes).
 		{"no compression", &none, 0},
-		// 212 measured 2026-12-07 (LSM 86, value log 126).
-		{"the store's (ZSTD with history)", nil, 250},
+		// 97 measured 2026-12-07 22:00 (LSM 82, value log 15); 209 with a
+		// whole state every 16th revision (84 + 125).
+		{"the store's (ZSTD with history)", nil, 105},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

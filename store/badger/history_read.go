@@ -84,7 +84,7 @@ type seqRev struct {
 // forward from it to the first newer revision that holds the state
 // before it whole (or its own), or to the newest (whose state is the
 // object the store holds), then back through the reverse patches (at
-// most SnapshotEvery of them).
+// most SnapshotEvery-1 of them, fewer when they are large: chainCost).
 func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
 	var revs []seqRev
 	newest := true

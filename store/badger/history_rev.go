@@ -13,8 +13,9 @@ import (
 // stores no state, its state is the object the store holds (o/); an older
 // one's state is its successor's state patched back by the successor's
 // prev (a reverse merge patch), or prev itself when prevWhole (a
-// snapshot, at least every SnapshotEvery revisions, so any state reads
-// with few patch applications). own, when set, is the revision's state
+// snapshot, kept when the patches since the last one reach twice the
+// object's bytes or SnapshotEvery revisions, chainCost, so any state
+// reads with a bounded number of patch applications). own, when set, is the revision's state
 // stored whole: a delete's last state, or an object whose current state
 // left the store without a delete (its name reused, its resource
 // removed). fwd is the forward patch from the previous state, the change

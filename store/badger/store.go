@@ -133,12 +133,15 @@ func Open(o Options) (*Store, error) {
 	if o.ValueLogGCInterval == 0 {
 		o.ValueLogGCInterval = 10 * time.Minute
 	}
+	if o.History.SnapshotEvery > maxSnapshotEvery {
+		return nil, fmt.Errorf("%w: HistoryOptions.SnapshotEvery is %d, at most %d", errBadOption, o.History.SnapshotEvery, maxSnapshotEvery)
+	}
 	db, err := bdg.Open(badgerOptions(o))
 	if err != nil {
 		return nil, fmt.Errorf("open badger store %s: %w", o.Dir, err)
 	}
 	if o.History.SnapshotEvery <= 0 {
-		o.History.SnapshotEvery = 16
+		o.History.SnapshotEvery = defaultSnapshotEvery
 	}
 	if o.History.RetainInterval == 0 {
 		o.History.RetainInterval = time.Minute
