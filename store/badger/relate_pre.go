@@ -186,6 +186,12 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 		byObj[ref] = p
 		order = append(order, p)
 	}
+	if w.ov.rels == nil && len(order) > 0 {
+		// Sized for the batch's upserts, each of which may note its E/
+		// entry: grown entry by entry, the map was rehashed at every
+		// doubling, on the loop.
+		w.ov.rels = make(map[string]relState, len(order))
+	}
 	if len(order) < 2 {
 		return func() {}
 	}
