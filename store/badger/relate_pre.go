@@ -152,8 +152,9 @@ type relPrepass struct {
 // relatePrepass starts reading the relations of the batch's upserts on
 // GOMAXPROCS-1 workers (at least one), in event order, while the loop applies the events;
 // relate takes each result (preRead), or reads the object itself
-// when no worker has begun it. An add (the object's key known absent:
-// unread) is read whole, edges and R/ keys; any other upsert only its
+// when no worker has begun it. An add (the object's key known absent
+// when the batch began: absentBefore) is read whole, edges and R/ keys;
+// any other upsert only its
 // header, which most updates leave as it was: their E/ entries are not
 // read at all (the uid entry vouches for the header: relMetaHash), and
 // the few whose header changed read theirs on the loop. The returned function
