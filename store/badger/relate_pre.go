@@ -125,10 +125,9 @@ var ownerRefsMember = []byte(`"ownerReferences"`)
 
 // relPre is one upsert of the batch, read ahead.
 type relPre struct {
-	gvr       schema.GroupVersionResource
-	ns, name  string
-	obj       []byte
-	withEdges bool
+	gvr      schema.GroupVersionResource
+	ns, name string
+	obj      []byte
 	// claimed by a worker or the loop (0: not yet); done is closed once
 	// rd is set.
 	claimed atomic.Bool
@@ -153,8 +152,9 @@ type relPrepass struct {
 // relatePrepass starts reading the relations of the batch's upserts on
 // GOMAXPROCS-1 workers (at least one), in event order, while the loop applies the events;
 // relate takes each result (preRead), or reads the object itself
-// when no worker has begun it. An add (the object's key known absent:
-// unread) is read whole, edges and R/ keys; any other upsert only its
+// when no worker has begun it. An add (the object's key known absent
+// when the batch began: absentBefore) is read whole, edges and R/ keys;
+// any other upsert only its
 // header, which most updates leave as it was: their E/ entries are not
 // read at all (the uid entry vouches for the header: relMetaHash), and
 // the few whose header changed read theirs on the loop. The returned function
@@ -165,8 +165,10 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 	if w.s.noRelations {
 		return func() {}
 	}
-	var order []*relPre
-	byObj := map[objRef]*relPre{}
+	// Sized for the batch: grown entry by entry, both were regrown on
+	// the loop before a worker started.
+	order := make([]*relPre, 0, len(events))
+	byObj := make(map[objRef]*relPre, len(events))
 	entries := make([]relPre, len(events)) // one allocation, not one per upsert
 	for i := range events {
 		ev := events[i].Event
@@ -178,13 +180,16 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 		if _, dup := byObj[ref]; dup {
 			continue // relate checks the names: a second event of the same bytes reads them itself
 		}
-		gvr := stream.GVR(ev.GetGvr())
-		ns, name := ev.GetNamespace(), ev.GetName()
-		st, known := w.unread(objKey(gvr, ns, name, w.cluster))
 		p := &entries[i]
-		p.gvr, p.ns, p.name, p.obj, p.withEdges, p.done = gvr, ns, name, obj, known && st.gone, make(chan struct{})
+		p.gvr, p.ns, p.name, p.obj, p.done = stream.GVR(ev.GetGvr()), ev.GetNamespace(), ev.GetName(), obj, make(chan struct{})
 		byObj[ref] = p
 		order = append(order, p)
+	}
+	if w.ov.rels == nil && len(order) > 0 {
+		// Sized for the batch's upserts, each of which may note its E/
+		// entry: grown entry by entry, the map was rehashed at every
+		// doubling, on the loop.
+		w.ov.rels = make(map[string]relState, len(order))
 	}
 	if len(order) < 2 {
 		return func() {}
@@ -203,7 +208,7 @@ func (w *writer) relatePrepass(events []feed.Event) (stop func()) {
 					return
 				}
 				if p := order[i]; p.claimed.CompareAndSwap(false, true) {
-					p.rd = w.s.relReadOf(&b, w.cluster, p.gvr, p.ns, p.name, p.obj, p.withEdges)
+					p.rd = w.s.relReadOf(&b, w.cluster, p.gvr, p.ns, p.name, p.obj, w.absentBefore(p.gvr, p.ns, p.name))
 					close(p.done)
 				}
 			}
@@ -230,10 +235,28 @@ func (w *writer) preRead(gvr schema.GroupVersionResource, ns, name string, obj [
 		return nil
 	}
 	if p.claimed.CompareAndSwap(false, true) {
-		p.rd = w.s.relReadOf(&w.relDoc, w.cluster, gvr, ns, name, obj, p.withEdges)
+		p.rd = w.s.relReadOf(&w.relDoc, w.cluster, gvr, ns, name, obj, w.absentBefore(gvr, ns, name))
 		close(p.done)
 	} else {
 		<-p.done
 	}
 	return p.rd
+}
+
+// absentBefore reports whether the object at (gvr, ns, name) was known
+// absent when the batch began (an add, read whole ahead): unread as it
+// answered before the loop applied anything, from the batch in flight
+// and the filter of written keys. This batch's overlay is left out: it
+// was empty then, and the loop writes it while the workers call this.
+// It was decided on the loop for every upsert before the workers began,
+// a microsecond a Pod of the loop's time (its key and the filter's
+// lock); the workers decide it now, the same way.
+func (w *writer) absentBefore(gvr schema.GroupVersionResource, ns, name string) bool {
+	key := objKey(gvr, ns, name, w.cluster)
+	if w.prev != nil {
+		if st, ok := w.prev.objs[string(key)]; ok {
+			return st.gone
+		}
+	}
+	return w.known != nil && !w.known.mayHave(key)
 }

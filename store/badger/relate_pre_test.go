@@ -8,6 +8,7 @@ import (
 	bdg "github.com/dgraph-io/badger/v4"
 
 	"github.com/fleetview/fleetview/internal/feed"
+	"github.com/fleetview/fleetview/internal/testing/benchdata"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -133,7 +134,7 @@ func TestRelatePrepassSameBytes(t *testing.T) {
 
 // openQuiet opens a store in a temporary directory, closed when the test
 // ends, with no value log collection to run beside the test's writes.
-func openQuiet(t *testing.T) *Store {
+func openQuiet(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(Options{Dir: t.TempDir(), ValueLogGCInterval: -1})
 	if err != nil {
@@ -141,4 +142,22 @@ func openQuiet(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// BenchmarkRelReadOf is what the read-ahead workers do for an added
+// benchdata Pod (relReadOf with its edges): relDoc's pass, the header's
+// hash, relations.Extract, the E/ edges and the R/ keys. It runs beside
+// the apply loop, so it is the load's CPU more than its rate.
+func BenchmarkRelReadOf(b *testing.B) {
+	s := openQuiet(b)
+	s.kinds.Store(kindSeen{podsGVR}, true)
+	ev := benchdata.Event("c1", 7, 1)
+	var buf relDocBuf
+	b.SetBytes(int64(len(ev.Object)))
+	for b.Loop() {
+		rd := s.relReadOf(&buf, "c1", podsGVR, ev.Namespace, ev.Name, ev.Object, true)
+		if rd == nil || rd.err != nil || rd.extErr != nil || len(rd.rkeys) == 0 {
+			b.Fatal("not read whole")
+		}
+	}
 }
