@@ -114,16 +114,7 @@ func bytesPerChangeAmortized(t *testing.T, legacy bool, limit int64) {
 	ctx := context.Background()
 	seq := uint64(pods)
 	for c := range changes {
-		evs = evs[:0]
-		for i := range pods {
-			e := benchdata.Event("c1", i, 1)
-			rv := fmt.Sprint(c + 2)
-			e.Object = bytes.Replace(e.Object, []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
-			e.Object = bytes.Replace(e.Object, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"`+rv+`"`), 1)
-			e.ResourceVersion, e.ObservedUnixNano = rv, time.Now().UnixNano()
-			seq++
-			evs = append(evs, feed.Event{Seq: seq, Event: e})
-		}
+		evs, seq = labelRound(evs[:0], pods, c, seq)
 		if err := s.Apply(ctx, "c1", evs, seq); err != nil {
 			t.Fatal(err)
 		}
@@ -158,4 +149,20 @@ func addPods(t *testing.T, legacy bool, n int) (*Store, []feed.Event, int64) {
 		t.Fatal(err)
 	}
 	return s, evs, before
+}
+
+// labelRound appends round c of the one-label changes to evs: every one
+// of the pods benchdata Pods relabeled (app: web -> web<c>) at
+// resourceVersion c+2, numbered after seq; it returns the last seq.
+func labelRound(evs []feed.Event, pods, c int, seq uint64) ([]feed.Event, uint64) {
+	for i := range pods {
+		e := benchdata.Event("c1", i, 1)
+		rv := fmt.Sprint(c + 2)
+		e.Object = bytes.Replace(e.Object, []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
+		e.Object = bytes.Replace(e.Object, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"`+rv+`"`), 1)
+		e.ResourceVersion, e.ObservedUnixNano = rv, time.Now().UnixNano()
+		seq++
+		evs = append(evs, feed.Event{Seq: seq, Event: e})
+	}
+	return evs, seq
 }

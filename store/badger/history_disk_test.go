@@ -1,9 +1,7 @@
 package badger
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
@@ -143,16 +141,7 @@ func measureDisk(t *testing.T, history bool, comp *options.CompressionType, pods
 	}
 	seq := uint64(pods)
 	for c := range changes {
-		evs = evs[:0]
-		for i := range pods {
-			e := benchdata.Event("c1", i, 1)
-			rv := fmt.Sprint(c + 2)
-			e.Object = bytes.Replace(e.Object, []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
-			e.Object = bytes.Replace(e.Object, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"`+rv+`"`), 1)
-			e.ResourceVersion, e.ObservedUnixNano = rv, time.Now().UnixNano()
-			seq++
-			evs = append(evs, feed.Event{Seq: seq, Event: e})
-		}
+		evs, seq = labelRound(evs[:0], pods, c, seq)
 		if err := s.Apply(ctx, "c1", evs, seq); err != nil {
 			t.Fatal(err)
 		}
