@@ -124,7 +124,14 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 		m.need, _ = slices.BinarySearchFunc(changed, last, bytes.Compare)
 	}
 	defer m.close()
-	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, len(kept)+min(len(changed), 64))}
+	// Room for every changed object the page may take: with every object
+	// changed since, the page is nearly all of them, and growing it by
+	// doubling copied it about twice.
+	room := len(kept) + min(len(changed), m.need+1)
+	if o.Limit > 0 {
+		room = min(room, int(o.Limit))
+	}
+	page := query.Page{Version: l.page.Version, Items: make([]query.Object, 0, room)}
 	var lastTail []byte
 	for i := 0; ; {
 		room := 0
@@ -305,7 +312,9 @@ func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.
 // clusters, the caller's visibility, a field selector on the name.
 func (m *asOfMerge) admits(tl []byte) (ns, name, cluster string, ok bool, err error) {
 	o := m.o
-	if ns, name, cluster, err = tail(append(objPrefix(o.GVR), tl...)); err != nil {
+	// A tail is a key's end from its namespace on: tail reads it as it
+	// reads the whole key (no object prefix made and joined per object).
+	if ns, name, cluster, err = tail(tl); err != nil {
 		return "", "", "", false, err
 	}
 	if m.clusters != nil && !m.clusters[cluster] || !o.Visible.Allows(o.GVR.GroupResource(), cluster, ns) {
@@ -350,7 +359,8 @@ func (m *asOfMerge) matched(ns, name, cluster string, obj, cells []byte, lbls ma
 
 // recordJob is one changed object on judgeByRecord's way.
 type recordJob struct {
-	slot              int // in the batch
+	slot              int  // in the batch
+	skip              bool // not in the list by its key (admits), or failed
 	ns, name, cluster string
 	rec               record // its value copied, when read
 	uid               string
@@ -369,13 +379,9 @@ type recordJob struct {
 // resource that every object changed), the next one is a few Next
 // away, not a seek in every table (BenchmarkHistoryAsOfListFlushed).
 func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
-	jobs := make([]recordJob, 0, len(out))
-	for i := range out {
-		ns, name, cluster, ok, err := m.admits(out[i].tail)
-		if out[i].err = err; ok {
-			jobs = append(jobs, recordJob{slot: i, ns: ns, name: name, cluster: cluster})
-		}
-	}
+	// One job per tail, judged by its key in the records' pass (admits:
+	// about 0.2 µs an object, on the workers rather than before them).
+	jobs := make([]recordJob, len(out))
 	g := m.o.GVR
 	objBase := objPrefix(g)
 	wantLabels := !m.sel.Empty()
@@ -386,6 +392,13 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 		baseOf := ""
 		for i := lo; i < hi; i++ {
 			j := &jobs[i]
+			j.slot = i
+			ns, name, cluster, ok, err := m.admits(out[i].tail)
+			if out[i].err = err; !ok {
+				j.skip = true
+				continue
+			}
+			j.ns, j.name, j.cluster = ns, name, cluster
 			key = append(append(key[:0], objBase...), out[j.slot].tail...)
 			item := s.item(key)
 			if item == nil {
@@ -407,9 +420,11 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 			}
 		}
 	})
-	byUID := make([]*recordJob, len(jobs))
+	byUID := make([]*recordJob, 0, len(jobs))
 	for i := range jobs {
-		byUID[i] = &jobs[i]
+		if !jobs[i].skip {
+			byUID = append(byUID, &jobs[i])
+		}
 	}
 	slices.SortFunc(byUID, func(a, b *recordJob) int { return bytes.Compare(a.order, b.order) })
 	inShares(len(byUID), workers, func(w, lo, hi int) {
