@@ -137,9 +137,11 @@ func TestApplyReverse(t *testing.T) {
 }
 
 // BenchmarkApplyReverse: a Pod's state before a change, from its state
-// after and the reverse patch, by both appliers: a status change (the
-// patch's last member is the Pod's last) and a relabel (the patch ends
-// in the metadata: spec and status are copied as they are).
+// after and the reverse patch, by both appliers and by applyReverseIn
+// given the metadata's span (as the record's row spans give it): a
+// status change (the patch's last member is the Pod's last) and a
+// relabel (the patch ends in the metadata: spec and status are copied as
+// they are).
 func BenchmarkApplyReverse(b *testing.B) {
 	relabeled := func(pod []byte) []byte {
 		pod = bytes.Replace(pod, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"2"`), 1)
@@ -156,10 +158,15 @@ func BenchmarkApplyReverse(b *testing.B) {
 		if rev == nil {
 			b.Fatalf("%s: no reverse patch", c.name)
 		}
+		row, err := rawjson.FindRowSpans(c.cur, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		withSpan := func(doc, patch []byte) ([]byte, error) { return applyReverseIn(doc, patch, row.Metadata) }
 		for _, f := range []struct {
 			name  string
 			apply func(doc, patch []byte) ([]byte, error)
-		}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}} {
+		}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}, {"applyReverseIn", withSpan}} {
 			b.Run(c.name+"/"+f.name, func(b *testing.B) {
 				for range b.N {
 					if got, err := f.apply(c.cur, rev); err != nil || !bytes.Equal(got, c.old) {
