@@ -200,9 +200,9 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 // is false when a patch says more than label edits (a state kept whole,
 // labels or metadata replaced or removed, an escaped key). owned says now
 // is the caller's to change (a record's labels decoded for it, not read
-// again after this): the edits are made in it, not in a copy, which cost
-// a relabelled list's rebuild about a tenth of its time (maps.Clone;
-// docs/benchmarks/history.md); with ok false it is then left half-edited.
+// again after this): the edits are made in it, not in a copy (a map
+// allocated per object of a relabelled list); with ok false it is then
+// left half-edited.
 func labelsBefore(now map[string]string, at []seqRev, owned bool) (map[string]string, bool) {
 	lbls := now
 	copied := owned

@@ -214,7 +214,7 @@ type rebuilt struct {
 // parallel like List's candidates (drain), and a short page rebuilds
 // little beyond its end. A batch read from the records (judgeByRecord)
 // takes every changed object the page may still need, up to the room
-// left in it and maxJudgeBatch (a bound on the record copies it holds):
+// left in it and maxJudgeBatch (a bound on the revisions it holds):
 // its reads go in key and uid order and step from one object to the next
 // instead of seeking where the batch is dense among the resource's keys
 // (a long list of a churned resource), which a batch of all it needs is
