@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fleetview/fleetview/internal/query"
+	"github.com/fleetview/fleetview/internal/rawjson"
 )
 
 // uidsOf are the uids the history knows under the object's name.
@@ -199,7 +200,7 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 		// first (a rebuilt object's state is a new buffer anyway).
 		var st []byte
 		ok, err := withRecord(txn, key, at[len(at)-1].seq, func(cur []byte) error {
-			states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, true, cur)
+			states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, true, cur, rawjson.Span{})
 			if err != nil {
 				return err
 			}

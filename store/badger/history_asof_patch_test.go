@@ -6,13 +6,16 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/fleetview/fleetview/internal/rawjson"
 	"github.com/fleetview/fleetview/internal/testing/benchdata"
 )
 
 // TestApplyReverse: applyReverse gives rawApplyMergePatch's result byte
 // for byte, or fails where it fails: for reverse patches the writer makes
 // (mergePatches), for patches that touch members the document lacks, and
-// for documents that are not objects.
+// for documents that are not objects. So does applyReverseIn given the
+// span of any top-level object value of the document (the record's
+// metadata, as its row spans say), and given a span that is not one.
 func TestApplyReverse(t *testing.T) {
 	same := func(t *testing.T, doc, patch []byte) {
 		t.Helper()
@@ -20,6 +23,18 @@ func TestApplyReverse(t *testing.T) {
 		got, err := applyReverse(doc, patch)
 		if (werr != nil) != (err != nil) || !bytes.Equal(got, want) {
 			t.Fatalf("doc %s patch %s: %s, %v; want %s, %v", doc, patch, got, err, want, werr)
+		}
+		spans := []rawjson.Span{{Start: 0, End: len(doc)}, {Start: 1, End: 2}, {Start: len(doc), End: len(doc) + 2}}
+		if ms, _, err := rawjson.Members(doc, 0, nil); err == nil {
+			for _, m := range ms {
+				spans = append(spans, rawjson.Span{Start: m.ValueStart, End: m.ValueEnd})
+			}
+		}
+		for _, md := range spans {
+			got, err := applyReverseIn(doc, patch, md)
+			if (werr != nil) != (err != nil) || !bytes.Equal(got, want) {
+				t.Fatalf("doc %s patch %s span %v: %s, %v; want %s, %v", doc, patch, md, got, err, want, werr)
+			}
 		}
 	}
 	cases := []struct{ name, doc, patch string }{
@@ -52,6 +67,22 @@ func TestApplyReverse(t *testing.T) {
 		{"duplicate in the tail", `{"a":1,"b":2,"a":4}`, `{"a":3}`},
 		{"patch adds after meeting", `{"a":1,"b":2}`, `{"a":3,"z":4}`},
 		{"unicode in the tail", `{"a":1,"b":"é✓","c":[true,null]}`, `{"a":{"x":1}}`},
+		// A known metadata span (applyReverseIn): its rest copied once the
+		// patch's members in it are met, or passed over when not patched.
+		{"metadata relabel", `{"kind":"Pod","metadata":{"name":"a","labels":{"c":"y","s":"y"},"managedFields":[{"f":{"f:labels":{}}}]},"spec":{"x":[1]}}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"metadata last", `{"kind":"Pod","metadata":{"name":"a","labels":{"c":"y"},"uid":"u"}}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"metadata rest empty", `{"metadata":{"name":"a","labels":{"c":"y"}},"s":1}`, `{"metadata":{"labels":{"c":"z"}}}`},
+		{"metadata rest with a space", `{"metadata":{"labels":{"c":"y"}, "n":1},"s":1}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"metadata rest with a space in a string", `{"metadata":{"labels":{"c":"y"},"n":"a b"},"s":1}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"top tail with a space", `{"metadata":{"labels":{"c":"y"},"n":1},"s": 1}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"metadata duplicate in the rest", `{"metadata":{"labels":{"c":"y"},"labels":{"c":"w"}},"s":1}`, `{"metadata":{"labels":{"c":null}}}`},
+		{"metadata all removed", `{"metadata":{"labels":{"c":"y"}},"s":1}`, `{"metadata":{"labels":null}}`},
+		{"metadata member added", `{"metadata":{"labels":{"c":"y"},"n":1},"s":1}`, `{"metadata":{"labels":{"c":null},"z":2}}`},
+		{"metadata removed", `{"a":1,"metadata":{"labels":{"c":"y"}},"s":1}`, `{"metadata":null}`},
+		{"metadata replaced", `{"metadata":{"labels":{"c":"y"}},"s":1}`, `{"metadata":"x"}`},
+		{"status past metadata", `{"kind":"Pod","metadata":{"name":"a","managedFields":[{"f":"}"}]},"status":{"phase":"Running"}}`, `{"status":{"phase":"Pending"}}`},
+		{"metadata and status", `{"metadata":{"labels":{"c":"y"},"n":1},"spec":{},"status":{"p":"R"}}`, `{"metadata":{"labels":{"c":null}},"status":{"p":"P"}}`},
+		{"trailing newline after metadata", "{\"metadata\":{\"labels\":{\"c\":\"y\"},\"n\":1},\"s\":1}\n", `{"metadata":{"labels":{"c":null}}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) { same(t, []byte(tc.doc), []byte(tc.patch)) })
@@ -80,23 +111,37 @@ func TestApplyReverse(t *testing.T) {
 	})
 	t.Run("pods", func(t *testing.T) {
 		for i := range 50 {
-			old, cur := benchdata.Pod("c1", i, 1), benchdata.Pod("c1", i, 2)
-			_, rev := mergePatches(old, cur)
-			if rev == nil {
-				t.Fatalf("pod %d: no reverse patch", i)
-			}
-			same(t, cur, rev)
-			if got, err := applyReverse(cur, rev); err != nil || !bytes.Equal(got, old) {
-				t.Fatalf("pod %d: patched back to %s, %v", i, got, err)
+			for _, c := range []struct {
+				name     string
+				old, cur []byte
+			}{
+				{"status", benchdata.Pod("c1", i, 1), benchdata.Pod("c1", i, 2)},
+				// bench-historyapi's churn: a label added before the others.
+				{"relabel", benchdata.Pod("c1", i, 1), bytes.Replace(benchdata.Pod("c1", i, 1), []byte(`"labels":{`), []byte(`"labels":{"a-churned":"yes",`), 1)},
+			} {
+				_, rev := mergePatches(c.old, c.cur)
+				if rev == nil {
+					t.Fatalf("pod %d, %s: no reverse patch", i, c.name)
+				}
+				same(t, c.cur, rev)
+				row, err := rawjson.FindRowSpans(c.cur, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, err := applyReverseIn(c.cur, rev, row.Metadata); err != nil || !bytes.Equal(got, c.old) {
+					t.Fatalf("pod %d, %s: patched back to %s, %v", i, c.name, got, err)
+				}
 			}
 		}
 	})
 }
 
 // BenchmarkApplyReverse: a Pod's state before a change, from its state
-// after and the reverse patch, by both appliers: a status change (the
-// patch's last member is the Pod's last) and a relabel (the patch ends
-// in the metadata: spec and status are copied as they are).
+// after and the reverse patch, by both appliers and by applyReverseIn
+// given the metadata's span (as the record's row spans give it): a
+// status change (the patch's last member is the Pod's last) and a
+// relabel (the patch ends in the metadata: spec and status are copied as
+// they are).
 func BenchmarkApplyReverse(b *testing.B) {
 	relabeled := func(pod []byte) []byte {
 		pod = bytes.Replace(pod, []byte(`"resourceVersion":"1"`), []byte(`"resourceVersion":"2"`), 1)
@@ -113,10 +158,15 @@ func BenchmarkApplyReverse(b *testing.B) {
 		if rev == nil {
 			b.Fatalf("%s: no reverse patch", c.name)
 		}
+		row, err := rawjson.FindRowSpans(c.cur, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		withSpan := func(doc, patch []byte) ([]byte, error) { return applyReverseIn(doc, patch, row.Metadata) }
 		for _, f := range []struct {
 			name  string
 			apply func(doc, patch []byte) ([]byte, error)
-		}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}} {
+		}{{"rawApplyMergePatch", rawApplyMergePatch}, {"applyReverse", applyReverse}, {"applyReverseIn", withSpan}} {
 			b.Run(c.name+"/"+f.name, func(b *testing.B) {
 				for range b.N {
 					if got, err := f.apply(c.cur, rev); err != nil || !bytes.Equal(got, c.old) {
@@ -124,6 +174,31 @@ func BenchmarkApplyReverse(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestHasSpaceOrControl: the word-at-a-time look for a byte up to a
+// space agrees with a byte-at-a-time one, wherever the byte lies (each
+// of the 32-, 8- and 1-byte steps) and whatever the bytes around it
+// (ASCII, UTF-8's high bytes).
+func TestHasSpaceOrControl(t *testing.T) {
+	rng := rand.New(rand.NewPCG(48, 3))
+	alphabet := []byte("a{}\",:0\x7f\x80\xc3\xa9\xff !\x00\t\n\r\x1f")
+	for range 20000 {
+		b := make([]byte, rng.IntN(100))
+		for i := range b {
+			b[i] = alphabet[rng.IntN(8)] // no byte up to a space
+			if rng.IntN(len(b)*2+1) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+		}
+		want := false
+		for _, c := range b {
+			want = want || c <= ' '
+		}
+		if got := hasSpaceOrControl(b); got != want {
+			t.Fatalf("%q: %v, want %v", b, got, want)
 		}
 	}
 }

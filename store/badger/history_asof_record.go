@@ -59,38 +59,56 @@ func fromRecord(txn *bdg.Txn, h *histIters, r record, uid string, prefix []byte,
 		prefix = revPrefix(cluster, gvr, uid)
 	}
 	at, newest, err := h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), prefix, t, nil)
-	if err != nil || len(at) == 0 || at[0].r.typ == query.ChangeDeleted || newest && at[len(at)-1].seq != r.seq {
-		return nil, nil, nil, false, err // not there at t by its revisions, or the record is not the newest revision's state
+	if err != nil || !recordAnswers(at, newest, r.seq) {
+		return nil, nil, nil, false, err
 	}
+	obj, cells, lbls, err = fromRecordAt(txn, r, uid, cluster, gvr, at, newest, wantLabels, owned, owned)
+	return obj, cells, lbls, err == nil, err
+}
+
+// recordAnswers says whether the uid's revisions at t (revisionsUnder)
+// and its record, written by the event of stream sequence seq, give its
+// state then: it was there at t, and the record is the newest
+// revision's state when the rebuild patches back from it.
+func recordAnswers(at []seqRev, newest bool, seq uint64) bool {
+	return len(at) > 0 && at[0].r.typ != query.ChangeDeleted && (!newest || at[len(at)-1].seq == seq)
+}
+
+// fromRecordAt is fromRecord given the uid's revisions at t, for which
+// recordAnswers holds; ownJSON and ownLabels say r's bytes and its
+// labels are the caller's to keep (a copy it made; labels decoded for
+// it), else what it returns of them is copied.
+func fromRecordAt(txn *bdg.Txn, r record, uid, cluster string, gvr schema.GroupVersionResource, at []seqRev, newest, wantLabels, ownJSON, ownLabels bool) (obj, cells []byte, lbls map[string]string, err error) {
 	if newest && len(at) == 1 {
 		// Unchanged since t: the record is the answer.
-		if owned {
-			return r.json, r.cells, r.labels, true, nil
+		if ownJSON {
+			return r.json, r.cells, r.labels, nil
 		}
-		return bytes.Clone(r.json), bytes.Clone(r.cells), r.labels, true, nil
+		return bytes.Clone(r.json), bytes.Clone(r.cells), r.labels, nil
 	}
 	known := false
 	if wantLabels && newest {
-		lbls, known = labelsBefore(r.labels, at)
+		lbls, known = labelsBefore(r.labels, at, ownLabels)
 	}
 	var cur []byte
+	var md rawjson.Span
 	if newest {
-		cur = r.json
+		cur, md = r.json, r.row.Metadata
 	}
-	states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur)
+	states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
 	if err != nil {
-		return nil, nil, nil, false, err
+		return nil, nil, nil, err
 	}
-	if obj = states[0]; !owned && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
+	if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
 		obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
 	}
 	if wantLabels && !known {
 		// A state kept whole on the way back: its labels are read.
 		if lbls, err = rawjson.CheckedLabels(obj); err != nil {
-			return nil, nil, nil, false, err
+			return nil, nil, nil, err
 		}
 	}
-	return obj, nil, lbls, true, nil
+	return obj, nil, lbls, nil
 }
 
 // recordUID is metadata.uid of the record's object, read through its
@@ -180,10 +198,14 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 // labelsBefore are the labels of at[0]'s state, given now, those of the
 // newest's: each reverse patch's label changes undone, newest first; ok
 // is false when a patch says more than label edits (a state kept whole,
-// labels or metadata replaced or removed, an escaped key).
-func labelsBefore(now map[string]string, at []seqRev) (map[string]string, bool) {
+// labels or metadata replaced or removed, an escaped key). owned says now
+// is the caller's to change (a record's labels decoded for it, not read
+// again after this): the edits are made in it, not in a copy (a map
+// allocated per object of a relabelled list); with ok false it is then
+// left half-edited.
+func labelsBefore(now map[string]string, at []seqRev, owned bool) (map[string]string, bool) {
 	lbls := now
-	copied := false
+	copied := owned
 	for i := len(at) - 1; i >= 1; i-- {
 		p := at[i].r.prev
 		if at[i].r.prevWhole || p == nil {
@@ -199,9 +221,9 @@ func labelsBefore(now map[string]string, at []seqRev) (map[string]string, bool) 
 		for _, e := range edits {
 			if !copied {
 				lbls, copied = maps.Clone(lbls), true
-				if lbls == nil {
-					lbls = map[string]string{}
-				}
+			}
+			if lbls == nil {
+				lbls = map[string]string{}
 			}
 			if e.remove {
 				delete(lbls, e.key)

@@ -151,15 +151,23 @@ func TestLabelsBefore(t *testing.T) {
 		{"a number", []seqRev{rev(`{"metadata":{"labels":{"tier":1}}}`, false)}, nil, false},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			before := maps.Clone(now)
-			got, ok := labelsBefore(now, append([]seqRev{{}}, tc.patches...))
-			if ok != tc.ok || ok && !maps.Equal(got, tc.want) {
-				t.Errorf("labels %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
-			}
-			if !maps.Equal(now, before) {
-				t.Errorf("the labels after were changed: %v", now)
-			}
-		})
+		for _, owned := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/owned=%v", tc.name, owned), func(t *testing.T) {
+				in := maps.Clone(now)
+				got, ok := labelsBefore(in, append([]seqRev{{}}, tc.patches...), owned)
+				if ok != tc.ok || ok && !maps.Equal(got, tc.want) {
+					t.Errorf("labels %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+				}
+				if !owned && !maps.Equal(in, now) {
+					t.Errorf("the labels after were changed: %v", in)
+				}
+			})
+		}
 	}
+	t.Run("none after, owned", func(t *testing.T) {
+		got, ok := labelsBefore(nil, []seqRev{{}, rev(`{"metadata":{"labels":{"tier":"a"}}}`, false)}, true)
+		if !ok || !maps.Equal(got, map[string]string{"tier": "a"}) {
+			t.Errorf("labels %v, %v; want tier=a", got, ok)
+		}
+	})
 }

@@ -125,13 +125,14 @@ func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid 
 // successor. newest says revs ends with the uid's newest revision; else
 // the last one's state is not needed (it holds its predecessor's whole).
 func resolveStates(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool) ([][]byte, error) {
-	return resolveStatesFrom(txn, cluster, gvr, uid, revs, newest, nil)
+	return resolveStatesFrom(txn, cluster, gvr, uid, revs, newest, nil, rawjson.Span{})
 }
 
 // resolveStatesFrom is resolveStates given the newest revision's state
-// (cur, when not nil: the caller read the object's record already); a
-// state it returns may be cur itself.
-func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool, cur []byte) ([][]byte, error) {
+// (cur, when not nil: the caller read the object's record already, and
+// curMeta, when not zero, is where the record's row spans put cur's
+// metadata: applyReverseIn); a state it returns may be cur itself.
+func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool, cur []byte, curMeta rawjson.Span) ([][]byte, error) {
 	states := make([][]byte, len(revs))
 	for i := len(revs) - 1; i >= 0; i-- {
 		r := revs[i].r
@@ -160,7 +161,11 @@ func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 			case string(nx.prev) == "{}":
 				states[i] = states[i+1]
 			default:
-				st, err := applyReverse(states[i+1], nx.prev)
+				var md rawjson.Span
+				if i+1 == len(revs)-1 && newest && cur != nil {
+					md = curMeta // states[i+1] is cur
+				}
+				st, err := applyReverseIn(states[i+1], nx.prev, md)
 				if err != nil {
 					return nil, fmt.Errorf("revision %s/%d: %w", uid, revs[i].seq, err)
 				}
