@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -124,10 +123,6 @@ type Store struct {
 	histSerial bool
 	// interned: the history's label sets known committed (history_labels.go)
 	interned *internCache
-	// writesPerEvent is what the last batch wrote per event, in
-	// sixteenths (0: none yet), which sizes the next batch's transaction
-	// (txnroom.go: reserveWrites).
-	writesPerEvent atomic.Uint64
 }
 
 // Open opens or creates the store in dir.
@@ -302,8 +297,6 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 		w.txn.Discard()
 		w.unpinLabels()
 	}()
-	w.reserveWrites(len(events))
-	split := false
 	if err := w.prefetchPrevious(events); err != nil {
 		return err
 	}
@@ -319,7 +312,6 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 				return err
 			}
 			w.renew()
-			split = true
 			i--
 			applied = 0
 			continue
@@ -340,9 +332,6 @@ func (s *Store) Apply(ctx context.Context, cluster string, events []feed.Event, 
 		}
 		applied = events[i].Seq
 	}
-	if !split {
-		w.noteWrites(len(events))
-	}
 	return w.commit(lastSeq)
 }
 
@@ -359,7 +348,6 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event
 		return nil, err
 	}
 	w.slab = &slab{pools: s.slabs}
-	w.reserveWrites(len(events))
 	if err := w.prefetchPrevious(events); err != nil {
 		w.discard()
 		return nil, err
@@ -386,7 +374,6 @@ func (s *Store) Prepare(ctx context.Context, cluster string, events []feed.Event
 			return nil, fmt.Errorf("apply seq %d: %w", e.Seq, err)
 		}
 	}
-	w.noteWrites(len(events))
 	if err := w.setCheckpoint(lastSeq); err != nil {
 		w.discard()
 		return nil, err

@@ -55,27 +55,3 @@ func (w *writer) reserve(n, size int64) error {
 	w.budget.size += size
 	return nil
 }
-
-// reserveWrites sizes the transaction's table of pending writes
-// (Badger's ReserveWrites) for a batch of n events, at the writes per
-// event of the store's last batch. Grown entry by entry, the table was
-// rehashed at each doubling on the batch's goroutine, and the more
-// entries an object has (an add with relations has five more), the
-// more that cost (measured: docs/benchmarks/relations.md). A batch
-// that writes more than the last is grown from there as before; one
-// that writes fewer leaves part of the table unused until its commit.
-func (w *writer) reserveWrites(n int) {
-	if per := w.s.writesPerEvent.Load(); per > 0 && n > 0 {
-		w.txn.ReserveWrites(int(per*uint64(n)/16) + ckptRoomEntries)
-	}
-}
-
-// noteWrites records the writes per event of a batch of n events applied
-// in one transaction, for the next batch's reserveWrites; a sixteenth
-// more, so that the next batch of the same kind does not grow its
-// table for the last few entries.
-func (w *writer) noteWrites(n int) {
-	if n > 0 && w.writes > 0 {
-		w.s.writesPerEvent.Store(uint64(w.writes)*17/uint64(n) + 1)
-	}
-}

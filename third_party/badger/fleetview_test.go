@@ -3,15 +3,13 @@
  * SPDX-License-Identifier: Apache-2.0
  */
 
-// fleetview patch: tests of Entry.WithValueThreshold and
-// Txn.ReserveWrites (not an upstream file; the fork check ignores test
-// files, CI runs this one).
+// fleetview patch: tests of Entry.WithValueThreshold (not an upstream
+// file; the fork check ignores test files, CI runs this one).
 
 package badger
 
 import (
 	"bytes"
-	"fmt"
 	"testing"
 )
 
@@ -80,78 +78,4 @@ func TestFleetviewEntryValueThreshold(t *testing.T) {
 	}
 	defer db.Close()
 	check("reopened")
-}
-
-// TestFleetviewTxnReserveWrites: a transaction sized before its first
-// entry holds, commits and reads back the same entries as one that is
-// not, also past the size it reserved, and a reservation after the
-// first entry, on a read-only transaction or beyond the transaction's
-// limit keeps what the transaction holds.
-func TestFleetviewTxnReserveWrites(t *testing.T) {
-	db, err := Open(DefaultOptions(t.TempDir()).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	cases := []struct {
-		name    string
-		reserve int
-		after   bool // reserve after the first entry
-		entries int
-	}{
-		{"none", 0, false, 100},
-		{"exact", 100, false, 100},
-		{"short", 10, false, 100},
-		{"past the limit", 1 << 40, false, 100},
-		{"negative", -5, false, 100},
-		{"after an entry", 1000, true, 100},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			txn := db.NewTransaction(true)
-			defer txn.Discard()
-			key := func(i int) []byte { return []byte(fmt.Sprintf("%s/%04d", c.name, i)) }
-			if !c.after {
-				txn.ReserveWrites(c.reserve)
-			}
-			for i := 0; i < c.entries; i++ {
-				if err := txn.Set(key(i), key(i)); err != nil {
-					t.Fatal(err)
-				}
-				if i == 0 && c.after {
-					txn.ReserveWrites(c.reserve)
-				}
-			}
-			if got := len(txn.pendingWrites); got != c.entries {
-				t.Fatalf("%d pending writes, want %d", got, c.entries)
-			}
-			if err := txn.Commit(); err != nil {
-				t.Fatal(err)
-			}
-			if err := db.View(func(txn *Txn) error {
-				for i := 0; i < c.entries; i++ {
-					item, err := txn.Get(key(i))
-					if err != nil {
-						return fmt.Errorf("%s: %w", key(i), err)
-					}
-					v, err := item.ValueCopy(nil)
-					if err != nil {
-						return err
-					}
-					if !bytes.Equal(v, key(i)) {
-						t.Errorf("%s reads back %q", key(i), v)
-					}
-				}
-				return nil
-			}); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	ro := db.NewTransaction(false)
-	defer ro.Discard()
-	ro.ReserveWrites(10)
-	if ro.pendingWrites != nil {
-		t.Error("a read-only transaction got a table of pending writes")
-	}
 }

@@ -808,23 +808,6 @@ func (db *DB) newTransaction(update, isManaged bool) *Txn {
 	return txn
 }
 
-// ReserveWrites (fleetview patch) sizes the table of an update
-// transaction's pending writes for n entries, before its first: a table
-// that grows entry by entry is rehashed at every doubling, and a
-// transaction of thousands of entries paid for that on the caller's
-// goroutine. n is capped at the most entries a transaction may hold;
-// a read-only transaction, one that holds entries already or n <= 0 is
-// left as it is.
-func (txn *Txn) ReserveWrites(n int) {
-	if !txn.update || len(txn.pendingWrites) > 0 || n <= 0 {
-		return
-	}
-	if int64(n) > txn.db.opt.maxBatchCount {
-		n = int(txn.db.opt.maxBatchCount)
-	}
-	txn.pendingWrites = make(map[string]*Entry, n)
-}
-
 // View executes a function creating and managing a read-only transaction for the user. Error
 // returned by the function is relayed by the View method.
 // If View is used with managed transactions, it would assume a read timestamp of MaxUint64.
