@@ -17,8 +17,9 @@ import (
 
 // A batch is applied on one goroutine (Prepare, Apply), and half of what
 // the relationship index added to it was reading the new objects:
-// relDoc's pass over the JSON, the Pod reader, the edges' encoding and
-// their R/ keys (measured: docs/benchmarks/relations.md). None of that
+// relDoc's pass over the JSON (which reads an added Pod's references on
+// the way: relations.PodScan), the edges' encoding and their R/ keys
+// (measured: docs/benchmarks/relations.md). None of that
 // depends on the store, only on the object, so the batch's upserts are
 // read by workers (relatePrepass) while the loop applies the events, and
 // relate takes the result for its object instead of reading it. The
