@@ -110,7 +110,7 @@ bash scripts/check-docs.sh
 
 # Every parser that reads network input, fuzzed for a bounded time:
 # "package target seconds", one per line, since go test -fuzz takes
-# one target per package per run. About 82 s of fuzzing in all. The seeds
+# one target per package per run. About 88 s of fuzzing in all. The seeds
 # (f.Add, and internal/rawjson/testdata) run with go test below too; these
 # runs look for new inputs on every full run, and a failing input is
 # written to the package's testdata/fuzz for the fix.
@@ -128,8 +128,9 @@ fuzz_targets='
 ./internal/stream FuzzUnmarshalEvent 6
 ./internal/kubepath FuzzCanonical 8
 ./internal/relations FuzzExtractPod 6
+./store/badger FuzzRelScanPod 6
 '
-log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, the Kubernetes API path the hub judges against the one the member executes, and a Pod's relation fields (about 82 s)"
+log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, the Kubernetes API path the hub judges against the one the member executes, a Pod's relation fields, and the store's one pass over them (about 88 s)"
 while read -r pkg target secs; do
 	[ -n "$pkg" ] || continue
 	echo "fuzz $pkg $target (${secs}s)"

@@ -6,7 +6,8 @@
 // a NetworkPolicy's), read from the object's JSON when it is applied.
 //
 // It is pure: no store, no I/O. Stores call Extract as they apply an
-// object and keep the result (store/badger: key families f/, r/, q/, k/),
+// object (or, for an added Pod, hand PodScan the values their own walk of
+// it meets) and keep the result (store/badger: key families f/, r/, q/, k/),
 // so a relationship question reads indexes instead of decoding objects.
 // Selectors are kept as selectors, not as edges to the Pods they select:
 // resolving them against current labels at read time costs one label-index

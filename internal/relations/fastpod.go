@@ -131,24 +131,27 @@ func (p *podReader) cmOrSecret(k, i int) (int, error) {
 
 // spec reads a Pod's spec at b[i].
 func (p *podReader) spec(i int) (int, error) {
+	return members(p.b, i, podSpecKeys, otherSpecKeys, p.specMember)
+}
+
+// specMember reads a Pod spec's member podSpecKeys[k] at b[i].
+func (p *podReader) specMember(k, i int) (int, error) {
 	b := p.b
-	return members(b, i, podSpecKeys, otherSpecKeys, func(k, i int) (int, error) {
-		switch k {
-		case 0, 1:
-			name, end, err := str(b, i)
-			if k == 0 {
-				p.add(References, "", "Node", name)
-			} else {
-				p.add(References, "", "ServiceAccount", name)
-			}
-			return end, err
-		case 2:
-			return elements(b, i, p.volume)
-		case 3, 4, 5:
-			return elements(b, i, p.container)
+	switch k {
+	case 0, 1:
+		name, end, err := str(b, i)
+		if k == 0 {
+			p.add(References, "", "Node", name)
+		} else {
+			p.add(References, "", "ServiceAccount", name)
 		}
-		return elements(b, i, func(i int) (int, error) { return p.ref(i, nameKeys, "Secret") })
-	})
+		return end, err
+	case 2:
+		return elements(b, i, p.volume)
+	case 3, 4, 5:
+		return elements(b, i, p.container)
+	}
+	return elements(b, i, func(i int) (int, error) { return p.ref(i, nameKeys, "Secret") })
 }
 
 // volume reads one element of spec.volumes at b[i].
@@ -172,16 +175,19 @@ func (p *podReader) volume(i int) (int, error) {
 
 // container reads one container at b[i]: its envFrom and env.
 func (p *podReader) container(i int) (int, error) {
-	return members(p.b, i, containerKeys, nil, func(k, i int) (int, error) {
-		if k == 0 {
-			return elements(p.b, i, func(i int) (int, error) {
-				return members(p.b, i, envFromKeys, nil, p.cmOrSecret)
-			})
-		}
+	return members(p.b, i, containerKeys, nil, p.containerMember)
+}
+
+// containerMember reads a container's member containerKeys[k] at b[i].
+func (p *podReader) containerMember(k, i int) (int, error) {
+	if k == 0 {
 		return elements(p.b, i, func(i int) (int, error) {
-			return members(p.b, i, envKeys, nil, func(_, i int) (int, error) {
-				return members(p.b, i, valueFromKeys, nil, p.cmOrSecret)
-			})
+			return members(p.b, i, envFromKeys, nil, p.cmOrSecret)
+		})
+	}
+	return elements(p.b, i, func(i int) (int, error) {
+		return members(p.b, i, envKeys, nil, func(_, i int) (int, error) {
+			return members(p.b, i, valueFromKeys, nil, p.cmOrSecret)
 		})
 	})
 }

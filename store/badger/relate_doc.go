@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fleetview/fleetview/internal/rawjson"
+	"github.com/fleetview/fleetview/internal/relations"
 )
 
 // relDoc is the part of obj relations are read from, as a small document
@@ -30,17 +31,31 @@ func relDoc(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error)
 // writer's other relate state.
 type relDocBuf struct {
 	doc, spec []byte
+	scan      relations.PodScan
 	pre       *relPrepass
 }
 
 // build is relDoc, in b's buffers.
 func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid string, err error) {
-	var kindV, owners []byte
+	doc, _, kind, uid, err = b.buildScan(obj, withSpec, nil)
+	return doc, kind, uid, err
+}
+
+// buildScan is build that also hands scan (when not nil: a Pod's, reset
+// for obj) every value the document keeps of metadata and spec, which it
+// reads in place (relations.PodScan): the document need not be read
+// again. kindV is the object's kind value (nil: none), for
+// scan.Relations.
+func (b *relDocBuf) buildScan(obj []byte, withSpec bool, scan *relations.PodScan) (doc, kindV []byte, kind, uid string, err error) {
+	var owners []byte
 	spec := b.spec[:0]
 	var seenKind, seenMeta, seenSpec, hasSpec bool
 	_, err = rawjson.EachMember(obj, 0, func(m rawjson.Member) (int, error) {
 		var end int
 		var err error
+		if scan != nil {
+			scan.Top(m.Key)
+		}
 		switch string(m.Key) {
 		case "kind":
 			if end, err = rawjson.SkipValue(obj, m.ValueStart); err == nil {
@@ -49,7 +64,7 @@ func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid stri
 		case "spec":
 			seenSpec = true
 			if withSpec && m.ValueStart < len(obj) && obj[m.ValueStart] == '{' {
-				spec, end, err = appendSpec(spec[:0], obj, m.ValueStart)
+				spec, end, err = appendSpec(spec[:0], obj, m.ValueStart, scan)
 				hasSpec = true
 			} else {
 				hasSpec = false
@@ -58,7 +73,13 @@ func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid stri
 		case "metadata":
 			seenMeta = true
 			end, err = rawjson.EachMember(obj, m.ValueStart, func(mm rawjson.Member) (int, error) {
-				e, err := rawjson.SkipValue(obj, mm.ValueStart)
+				var e int
+				var err error
+				if scan != nil && string(mm.Key) == "ownerReferences" {
+					e, err = scan.Owners(mm.ValueStart)
+				} else {
+					e, err = rawjson.SkipValue(obj, mm.ValueStart)
+				}
 				if err == nil {
 					switch string(mm.Key) {
 					case "ownerReferences":
@@ -82,7 +103,7 @@ func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid stri
 	})
 	b.spec = spec
 	if err != nil && !errors.Is(err, errStopScan) {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
 	doc = append(b.doc[:0], `{"kind":`...)
 	if len(kindV) > 0 && kindV[0] == '"' {
@@ -99,7 +120,7 @@ func (b *relDocBuf) build(obj []byte, withSpec bool) (doc []byte, kind, uid stri
 	}
 	doc = append(doc, '}')
 	b.doc = doc
-	return doc, kind, uid, nil
+	return doc, kindV, kind, uid, nil
 }
 
 // isSpecMember reports whether key is a spec member relations.Extract
@@ -124,8 +145,9 @@ func isContainerList(key []byte) bool {
 
 // appendSpec appends to doc the members of the spec object at b[i] that
 // relations read, and returns the offset past the spec: a Pod's spec
-// shrinks to about a fifth, and so does its decode.
-func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
+// shrinks to about a fifth, and so does its decode. scan (nil: none) reads
+// the members kept (buildScan).
+func appendSpec(doc, b []byte, i int, scan *relations.PodScan) ([]byte, int, error) {
 	doc = append(doc, '{')
 	first := true
 	key := func(k []byte) {
@@ -138,7 +160,13 @@ func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 	end, err := rawjson.EachMember(b, i, func(m rawjson.Member) (int, error) {
 		switch {
 		case isSpecMember(m.Key):
-			end, err := rawjson.SkipValue(b, m.ValueStart)
+			var end int
+			var err error
+			if scan != nil {
+				end, err = scan.SpecMember(m.Key, m.ValueStart)
+			} else {
+				end, err = rawjson.SkipValue(b, m.ValueStart)
+			}
 			if err == nil {
 				key(m.Key)
 				doc = append(doc, b[m.ValueStart:end]...)
@@ -146,9 +174,12 @@ func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 			return end, err
 		case isContainerList(m.Key) && m.ValueStart < len(b) && b[m.ValueStart] == '[':
 			key(m.Key)
+			if scan != nil {
+				scan.ContainerList(m.Key)
+			}
 			var end int
 			var err error
-			doc, end, err = containerRefs(doc, b, m.ValueStart)
+			doc, end, err = containerRefs(doc, b, m.ValueStart, scan)
 			return end, err
 		}
 		return rawjson.SkipValue(b, m.ValueStart)
@@ -157,8 +188,9 @@ func appendSpec(doc, b []byte, i int) ([]byte, int, error) {
 }
 
 // containerRefs appends to out the containers array at b[i] with each
-// container's envFrom and env only, and returns the offset past the array.
-func containerRefs(out, b []byte, i int) ([]byte, int, error) {
+// container's envFrom and env only, and returns the offset past the array;
+// scan (nil: none) reads those.
+func containerRefs(out, b []byte, i int, scan *relations.PodScan) ([]byte, int, error) {
 	out = append(out, '[')
 	i = rawjson.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == ']' {
@@ -173,9 +205,19 @@ func containerRefs(out, b []byte, i int) ([]byte, int, error) {
 		var err error
 		if i < len(b) && b[i] == '{' {
 			n := 0
+			if scan != nil {
+				scan.Container()
+			}
 			end, err = rawjson.EachMember(b, i, func(m rawjson.Member) (int, error) {
-				e, err := rawjson.SkipValue(b, m.ValueStart)
-				if err == nil && (string(m.Key) == "envFrom" || string(m.Key) == "env") {
+				env := string(m.Key) == "envFrom" || string(m.Key) == "env"
+				var e int
+				var err error
+				if scan != nil && env {
+					e, err = scan.ContainerMember(m.Key, m.ValueStart)
+				} else {
+					e, err = rawjson.SkipValue(b, m.ValueStart)
+				}
+				if err == nil && env {
 					if n > 0 {
 						out = append(out, ',')
 					}

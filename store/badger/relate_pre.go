@@ -17,8 +17,9 @@ import (
 
 // A batch is applied on one goroutine (Prepare, Apply), and half of what
 // the relationship index added to it was reading the new objects:
-// relDoc's pass over the JSON, the Pod reader, the edges' encoding and
-// their R/ keys (measured: docs/benchmarks/relations.md). None of that
+// relDoc's pass over the JSON (which reads an added Pod's references on
+// the way: relations.PodScan), the edges' encoding and their R/ keys
+// (measured: docs/benchmarks/relations.md). None of that
 // depends on the store, only on the object, so the batch's upserts are
 // read by workers (relatePrepass) while the loop applies the events, and
 // relate takes the result for its object instead of reading it. The
@@ -74,8 +75,14 @@ func relDocHash(gr schema.GroupResource, doc []byte) uint64 {
 // extract reads the relations of doc (the object's document, readHeader's)
 // into rd and encodes them; withKeys also builds their R/ keys.
 func (rd *relRead) extract(cluster string, gvr schema.GroupVersionResource, ns, name string, doc []byte, withKeys bool) {
-	rd.extracted = true
 	rel, err := relations.Extract(gvr.GroupResource(), ns, doc)
+	rd.encode(cluster, gvr, ns, name, rel, err, withKeys)
+}
+
+// encode is extract of the relations rel that doc has (err: it has
+// none it can say).
+func (rd *relRead) encode(cluster string, gvr schema.GroupVersionResource, ns, name string, rel relations.Relations, err error, withKeys bool) {
+	rd.extracted = true
 	if err != nil {
 		rd.extErr, rel = err, relations.Relations{}
 	}
@@ -114,6 +121,25 @@ func (s *Store) relReadOf(b *relDocBuf, cluster string, gvr schema.GroupVersionR
 		return nil
 	}
 	rd := &relRead{}
+	if withEdges && gr == podsGVR.GroupResource() {
+		// A Pod's references read in the pass that builds its document
+		// (relations.PodScan), the document read again only when the
+		// scan cannot say.
+		b.scan.Reset(obj, ns)
+		doc, kindV, kind, uid, err := b.buildScan(obj, spec, &b.scan)
+		if err != nil {
+			rd.err = err
+			return rd
+		}
+		rd.h, rd.kind, rd.uid = relDocHash(gr, doc), kind, uid
+		if rel, ok := b.scan.Relations(kindV); ok {
+			rd.encode(cluster, gvr, ns, name, rel, nil, true)
+		} else {
+			rd.extract(cluster, gvr, ns, name, doc, true)
+		}
+		b.scan.Reset(nil, "") // not kept past the object
+		return rd
+	}
 	doc := b.readHeader(rd, gr, obj, spec)
 	if rd.err == nil && withEdges {
 		rd.extract(cluster, gvr, ns, name, doc, true)

@@ -145,8 +145,9 @@ func openQuiet(t testing.TB) *Store {
 }
 
 // BenchmarkRelReadOf is what the read-ahead workers do for an added
-// benchdata Pod (relReadOf with its edges): relDoc's pass, the header's
-// hash, relations.Extract, the E/ edges and the R/ keys. It runs beside
+// benchdata Pod (relReadOf with its edges): relDoc's pass, which reads the
+// references too (relations.PodScan), the header's hash, the E/ edges and
+// the R/ keys. It runs beside
 // the apply loop, so it is the load's CPU more than its rate.
 func BenchmarkRelReadOf(b *testing.B) {
 	s := openQuiet(b)
