@@ -244,7 +244,31 @@ type labelEdit struct {
 // false when the patch replaces or removes metadata or labels whole, or
 // a key or value is not a plain string.
 func labelEdits(patch []byte) ([]labelEdit, bool) {
-	var edits []labelEdit
+	var buf [4]rawLabelEdit
+	raw, ok := appendRawLabelEdits(buf[:0], patch)
+	if !ok {
+		return nil, false
+	}
+	edits := make([]labelEdit, len(raw))
+	for i, e := range raw {
+		edits[i] = labelEdit{key: string(e.key), value: string(e.value), remove: e.remove}
+	}
+	return edits, true
+}
+
+// rawLabelEdit is a labelEdit read in place: key and value are the
+// patch's own bytes (value unquoted; a key or value with an escape is
+// not read so).
+type rawLabelEdit struct {
+	key, value []byte
+	remove     bool
+}
+
+// appendRawLabelEdits appends the members of a merge patch's
+// metadata.labels to dst, in the patch's order; ok is false when the
+// patch replaces or removes metadata or labels whole, or a key or value
+// is not a plain string without escapes.
+func appendRawLabelEdits(dst []rawLabelEdit, patch []byte) ([]rawLabelEdit, bool) {
 	ok := true
 	_, err := rawjson.EachMember(patch, 0, func(m rawjson.Member) (int, error) {
 		end, err := rawjson.SkipValue(patch, m.ValueStart)
@@ -274,13 +298,16 @@ func labelEdits(patch []byte) ([]labelEdit, bool) {
 				case bytes.IndexByte(l.Key, '\\') >= 0:
 					ok = false
 				case string(v) == "null":
-					edits = append(edits, labelEdit{key: string(l.Key), remove: true})
+					dst = append(dst, rawLabelEdit{key: l.Key, remove: true})
+				case v[0] == '"' && len(v) >= 2 && bytes.IndexByte(v, '\\') < 0:
+					dst = append(dst, rawLabelEdit{key: l.Key, value: v[1 : len(v)-1]})
 				case v[0] == '"':
+					// An escape: its value is the decoded string.
 					s, err := rawjson.String(v)
 					if err != nil {
 						return 0, err
 					}
-					edits = append(edits, labelEdit{key: string(l.Key), value: s})
+					dst = append(dst, rawLabelEdit{key: l.Key, value: []byte(s)})
 				default:
 					ok = false
 				}
@@ -290,5 +317,106 @@ func labelEdits(patch []byte) ([]labelEdit, bool) {
 		})
 		return end, err
 	})
-	return edits, ok && err == nil
+	return dst, ok && err == nil
+}
+
+// labelsThen are the labels of at[0]'s state (labelsBefore) seen through
+// the newest state's labels as its record encodes them (raw: the labels
+// part of the record, recordLabels) and the reverse patches' label edits,
+// without a map: an as-of list's selector looks up a key or two of each
+// changed object, and decoding every label into a map and editing it cost
+// more than the rebuild's patch (the hub's profile, docs/benchmarks/
+// history.md). It is a labels.Labels for a selector's Matches.
+type labelsThen struct {
+	raw []byte
+	// edits in the order labelsBefore applies them: the last one naming
+	// a key decides it.
+	edits []rawLabelEdit
+}
+
+// set makes l the labels of at[0]'s state given raw, the
+// newest state's encoded labels, reusing l's edits; ok is false when
+// labelsBefore could not tell them (a state kept whole on the way back,
+// labels or metadata replaced or removed, an escaped key).
+func (l *labelsThen) set(raw []byte, at []seqRev) bool {
+	l.raw, l.edits = raw, l.edits[:0]
+	for i := len(at) - 1; i >= 1; i-- {
+		p := at[i].r.prev
+		if at[i].r.prevWhole || p == nil {
+			return false
+		}
+		if string(p) == "{}" {
+			continue
+		}
+		var ok bool
+		if l.edits, ok = appendRawLabelEdits(l.edits, p); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup is the label's value then, and whether it was there.
+func (l *labelsThen) Lookup(key string) (string, bool) {
+	for i := len(l.edits) - 1; i >= 0; i-- {
+		if e := &l.edits[i]; string(e.key) == key {
+			if e.remove {
+				return "", false
+			}
+			return string(e.value), true
+		}
+	}
+	v, ok := rawLabel(l.raw, key)
+	if !ok {
+		return "", false
+	}
+	return string(v), true
+}
+
+func (l *labelsThen) Has(key string) bool {
+	_, ok := l.Lookup(key)
+	return ok
+}
+
+func (l *labelsThen) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
+}
+
+// recordLabels is the labels part of a record's value (cutLabels reads
+// it), not decoded.
+func recordLabels(v []byte) ([]byte, error) {
+	if len(v) < 8 {
+		return nil, errCorrupt
+	}
+	_, rest, err := cutLabels(v[8:], false)
+	if err != nil {
+		return nil, err
+	}
+	return v[8 : len(v)-len(rest)], nil
+}
+
+// rawLabel is the value of key among a record's encoded labels
+// (recordLabels), read in place; ok is false when key is not there or
+// the labels do not decode.
+func rawLabel(raw []byte, key string) (value []byte, ok bool) {
+	n, w := binary.Uvarint(raw)
+	if w <= 0 {
+		return nil, false
+	}
+	b := raw[w:]
+	for range n {
+		var k, v []byte
+		var err error
+		if k, b, err = cutBytes(b); err != nil {
+			return nil, false
+		}
+		if v, b, err = cutBytes(b); err != nil {
+			return nil, false
+		}
+		if string(k) == key {
+			return v, true
+		}
+	}
+	return nil, false
 }

@@ -351,6 +351,12 @@ func (m *asOfMerge) matched(ns, name, cluster string, obj, cells []byte, lbls ma
 	if !m.sel.Empty() && !m.sel.Matches(labels.Set(lbls)) {
 		return nil, nil
 	}
+	return m.matchedFields(ns, name, cluster, obj, cells)
+}
+
+// matchedFields is matched for an object whose labels are known to
+// match the list's label selector.
+func (m *asOfMerge) matchedFields(ns, name, cluster string, obj, cells []byte) (*query.Object, error) {
 	if ok, err := m.o.Fields.Matches(ns, name, obj); err != nil || !ok {
 		return nil, err
 	}
@@ -456,6 +462,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 	inShares(len(jobs), workers, func(w, lo, hi int) {
 		s := m.iters[w].objSeeker(m.txn, objBase)
 		var key []byte
+		var then labelsThen // its edits reused from one object to the next
 		for i := lo; i < hi; i++ {
 			j, o := &jobs[i], &out[i]
 			if j.skip || j.at == nil || o.err != nil {
@@ -468,19 +475,48 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				continue
 			}
 			o.err = item.Value(func(v []byte) error {
-				r, err := decodeRecord(v, wantLabels)
+				r, err := decodeRecord(v, false)
 				if err != nil {
 					return err
 				}
 				if r.seq != j.seq {
 					return fmt.Errorf("as-of list: the record of %s/%s in %s changed in the snapshot between two reads: %w", j.ns, j.name, j.cluster, errCorrupt)
 				}
+				// The selector is matched on the labels then as the
+				// record's encoded labels and the reverse patches' label
+				// edits tell them, before a rebuild and without a map; an
+				// object it leaves out is not rebuilt. When they cannot
+				// tell (a state kept whole on the way back), the labels
+				// are decoded and the rebuilt state's read (fromRecordAt).
+				labelsRead := wantLabels
+				if wantLabels && j.newest {
+					raw, err := recordLabels(v)
+					if err != nil {
+						return err
+					}
+					if then.set(raw, j.at) {
+						if !m.sel.Matches(&then) {
+							return nil
+						}
+						labelsRead = false
+					}
+				}
+				if labelsRead && j.newest { // labelsBefore edits them
+					if r.labels, _, err = cutLabels(v[8:], true); err != nil {
+						return err
+					}
+				}
 				// The record's bytes are valid during the read only: what
 				// is returned of them is copied; its labels are decoded
 				// for this object, its own.
-				obj, cells, lbls, err := fromRecordAt(m.txn, r, j.uid, j.cluster, g, j.at, j.newest, wantLabels, false, true)
-				if err == nil {
+				obj, cells, lbls, err := fromRecordAt(m.txn, r, j.uid, j.cluster, g, j.at, j.newest, labelsRead, false, true)
+				if err != nil {
+					return err
+				}
+				if labelsRead {
 					o.obj, err = m.matched(j.ns, j.name, j.cluster, obj, cells, lbls)
+				} else {
+					o.obj, err = m.matchedFields(j.ns, j.name, j.cluster, obj, cells)
 				}
 				return err
 			})
