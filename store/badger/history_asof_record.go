@@ -151,6 +151,12 @@ func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource,
 	return h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid), t, first)
 }
 
+// keep is sr, read into h's scratch, read again from a copy in h's arena.
+func (h *histIters) keep(sr seqRev) (seqRev, error) {
+	r, err := decodeRevisionOf(h.ar.clone(h.scratch), false)
+	return seqRev{sr.seq, r}, err
+}
+
 // revisionsUnder is revisionsAt given the uid's revision prefixes: text,
 // the older form's (nil: none to read), and rev, revPrefix's.
 func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
@@ -162,11 +168,23 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 			continue
 		}
 		for s.seek(prefix); it.ValidForPrefix(prefix); s.next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return nil, false, err
-			}
-			r, err := decodeRevision(v)
+			// A revision in force at t may be followed by another: its
+			// value is read into h's scratch until the first one after
+			// t shows it is the one, and only then copied to keep (the
+			// revisions kept go to h's arena, not an allocation each).
+			var r revision
+			err := it.Item().Value(func(v []byte) error {
+				if !past && (len(v) < 10 || int64(binary.BigEndian.Uint64(v[2:10])) <= t) {
+					// decodeRevision's time, or a value it refuses.
+					h.scratch = append(h.scratch[:0], v...)
+					v = h.scratch
+				} else {
+					v = h.ar.clone(v)
+				}
+				var err error
+				r, err = decodeRevisionOf(v, false)
+				return err
+			})
 			if err != nil {
 				return nil, false, err
 			}
@@ -180,6 +198,9 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 				if len(at) == 0 {
 					return nil, false, nil
 				}
+				if at[0], err = h.keep(at[0]); err != nil {
+					return nil, false, err
+				}
 				if first != nil {
 					if stop, err := first(at[0]); stop || err != nil {
 						return nil, false, err
@@ -187,9 +208,14 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 				}
 			}
 			at = append(at, sr)
-			if r.prevWhole {
+			if sr.r.prevWhole {
 				return at, false, nil
 			}
+		}
+	}
+	if !past && len(at) > 0 {
+		if at[0], err = h.keep(at[0]); err != nil {
+			return nil, false, err
 		}
 	}
 	return at, true, nil

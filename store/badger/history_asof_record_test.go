@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -149,8 +151,38 @@ func TestLabelsBefore(t *testing.T) {
 		{"metadata replaced", []seqRev{rev(`{"metadata":null}`, false)}, nil, false},
 		{"kept whole", []seqRev{rev(`{"metadata":{}}`, true)}, nil, false},
 		{"a number", []seqRev{rev(`{"metadata":{"labels":{"tier":1}}}`, false)}, nil, false},
+		{"a key twice", []seqRev{rev(`{"metadata":{"labels":{"tier":"b","tier":"c"}}}`, false)}, map[string]string{"tier": "c", "churned": "yes"}, true},
+		{"removed, then set", []seqRev{rev(`{"metadata":{"labels":{"tier":null,"new":"x"}}}`, false), rev(`{"metadata":{"labels":{"tier":"b","churned":null}}}`, false)},
+			map[string]string{"new": "x"}, true},
 	}
 	for _, tc := range cases {
+		// labelsThen tells the same labels, read in place from the
+		// record's encoded labels, for every key either side holds and
+		// one neither does.
+		t.Run(tc.name+"/in place", func(t *testing.T) {
+			var l labelsThen
+			raw := appendLabels(nil, now)
+			if ok := l.set(raw, append([]seqRev{{}}, tc.patches...)); ok != tc.ok {
+				t.Fatalf("set: %v, want %v", ok, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			for _, k := range append(slices.Collect(maps.Keys(now)), slices.Collect(maps.Keys(tc.want))...) {
+				v, ok := l.Lookup(k)
+				wv, wok := tc.want[k]
+				if v != wv || ok != wok || l.Has(k) != wok || l.Get(k) != wv {
+					t.Errorf("label %q: %q, %v; want %q, %v", k, v, ok, wv, wok)
+				}
+			}
+			if l.Has("absent") {
+				t.Error(`"absent" is there`)
+			}
+			sel := labels.SelectorFromSet(tc.want)
+			if len(tc.want) > 0 && !sel.Matches(&l) {
+				t.Errorf("%v does not match its own labels", sel)
+			}
+		})
 		for _, owned := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/owned=%v", tc.name, owned), func(t *testing.T) {
 				in := maps.Clone(now)
