@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -62,7 +63,7 @@ func fromRecord(txn *bdg.Txn, h *histIters, r record, uid string, prefix []byte,
 	if err != nil || !recordAnswers(at, newest, r.seq) {
 		return nil, nil, nil, false, err
 	}
-	obj, cells, lbls, err = fromRecordAt(txn, r, uid, cluster, gvr, at, newest, wantLabels, owned, owned)
+	obj, cells, lbls, err = fromRecordAt(txn, &h.ar, r, uid, cluster, gvr, at, newest, wantLabels, owned, owned)
 	return obj, cells, lbls, err == nil, err
 }
 
@@ -77,8 +78,9 @@ func recordAnswers(at []seqRev, newest bool, seq uint64) bool {
 // fromRecordAt is fromRecord given the uid's revisions at t, for which
 // recordAnswers holds; ownJSON and ownLabels say r's bytes and its
 // labels are the caller's to keep (a copy it made; labels decoded for
-// it), else what it returns of them is copied.
-func fromRecordAt(txn *bdg.Txn, r record, uid, cluster string, gvr schema.GroupVersionResource, at []seqRev, newest, wantLabels, ownJSON, ownLabels bool) (obj, cells []byte, lbls map[string]string, err error) {
+// it), else what it returns of them is copied; ar, when set, holds a
+// state rebuilt by one patch.
+func fromRecordAt(txn *bdg.Txn, ar *arena, r record, uid, cluster string, gvr schema.GroupVersionResource, at []seqRev, newest, wantLabels, ownJSON, ownLabels bool) (obj, cells []byte, lbls map[string]string, err error) {
 	if newest && len(at) == 1 {
 		// Unchanged since t: the record is the answer.
 		if ownJSON {
@@ -90,17 +92,29 @@ func fromRecordAt(txn *bdg.Txn, r record, uid, cluster string, gvr schema.GroupV
 	if wantLabels && newest {
 		lbls, known = labelsBefore(r.labels, at, ownLabels)
 	}
-	var cur []byte
-	var md rawjson.Span
-	if newest {
-		cur, md = r.json, r.row.Metadata
-	}
-	states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
-		obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
+	if nx := at[len(at)-1].r; ar != nil && newest && len(at) == 2 && at[0].r.own == nil && nx.own == nil &&
+		nx.prev != nil && !nx.prevWhole && string(nx.prev) != "{}" {
+		// One reverse patch back from the record (every object of a
+		// list changed once since t): resolveStatesFrom's patch, made in
+		// ar.
+		st, err := applyReverseTo(ar.room(len(r.json)+len(nx.prev)), r.json, nx.prev, r.row.Metadata)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("revision %s/%d: %w", uid, at[0].seq, err)
+		}
+		obj = ar.kept(st)
+	} else {
+		var cur []byte
+		var md rawjson.Span
+		if newest {
+			cur, md = r.json, r.row.Metadata
+		}
+		states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
+			obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
+		}
 	}
 	if wantLabels && !known {
 		// A state kept whole on the way back: its labels are read.
@@ -149,6 +163,29 @@ func recordUID(r record) (string, bool) {
 // is read and at is nil (uidAt decides some objects from it alone).
 func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource, uid string, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
 	return h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid), t, first)
+}
+
+// room is an empty buffer with room for n bytes at the end of a's
+// chunk, for a copy made by appends that kept takes into the chunk.
+func (a *arena) room(n int) []byte {
+	if n > arenaMost/4 {
+		return make([]byte, 0, n)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.next = min(max(a.next*2, arenaFirst), arenaMost)
+		a.buf = make([]byte, 0, a.next)
+	}
+	return a.buf[len(a.buf) : len(a.buf) : len(a.buf)+n]
+}
+
+// kept is b, appended in room's buffer, made part of a's chunk when it
+// is still there (an append past the room moved it), and full: appending
+// to it copies, never overwrites what the chunk holds next.
+func (a *arena) kept(b []byte) []byte {
+	if n := len(a.buf); len(b) > 0 && cap(a.buf) > n && &b[0] == &a.buf[:n+1][n] {
+		a.buf = a.buf[:n+len(b)]
+	}
+	return b[:len(b):len(b)]
 }
 
 // keep is sr, read into h's scratch, read again from a copy in h's arena.

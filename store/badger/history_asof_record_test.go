@@ -203,3 +203,40 @@ func TestLabelsBefore(t *testing.T) {
 		}
 	})
 }
+
+// TestArenaRoom: what is appended in room's buffer and kept stays in the
+// chunk, full, and the next room starts after it; an append past the
+// room moves the copy out, and the chunk does not take it.
+func TestArenaRoom(t *testing.T) {
+	cases := []struct {
+		name      string
+		room      int
+		write     string
+		inChunk   bool
+		usedAfter int // of the chunk, after kept
+	}{
+		{"within", 8, "abcdef", true, 6},
+		{"exactly", 6, "abcdef", true, 6},
+		{"past the room", 4, "abcdef", false, 0},
+		{"empty", 4, "", false, 0},
+		{"over a quarter chunk", arenaMost/4 + 1, "abc", false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var a arena
+			b := append(a.room(tc.room), tc.write...)
+			got := a.kept(b)
+			if string(got) != tc.write || cap(got) != len(got) {
+				t.Fatalf("kept %q (cap %d), want %q, full", got, cap(got), tc.write)
+			}
+			inChunk := len(got) > 0 && len(a.buf) > 0 && &got[0] == &a.buf[0]
+			if inChunk != tc.inChunk || len(a.buf) != tc.usedAfter {
+				t.Fatalf("in the chunk %v with %d bytes used, want %v, %d", inChunk, len(a.buf), tc.inChunk, tc.usedAfter)
+			}
+			next := a.kept(append(a.room(3), "xyz"...))
+			if string(got) != tc.write || string(next) != "xyz" {
+				t.Errorf("after the next room: %q, %q", got, next)
+			}
+		})
+	}
+}

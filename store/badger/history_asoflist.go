@@ -517,7 +517,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				// The record's bytes are valid during the read only: what
 				// is returned of them is copied; its labels are decoded
 				// for this object, its own.
-				obj, cells, lbls, err := fromRecordAt(m.txn, r, j.uid, j.cluster, g, j.at, j.newest, labelsRead, false, true)
+				obj, cells, lbls, err := fromRecordAt(m.txn, &m.iters[w].ar, r, j.uid, j.cluster, g, j.at, j.newest, labelsRead, false, true)
 				if err != nil {
 					return err
 				}
