@@ -240,3 +240,32 @@ func TestArenaRoom(t *testing.T) {
 		})
 	}
 }
+
+// TestMergeSorted: the as-of rebuild's per-worker sorted shares merged
+// into one order, as one sort of the whole would give.
+func TestMergeSorted(t *testing.T) {
+	cases := []struct {
+		name  string
+		lists [][]int
+	}{
+		{"none", nil},
+		{"empty lists", [][]int{{}, {}}},
+		{"one", [][]int{{1, 3, 5}}},
+		{"interleaved", [][]int{{1, 4, 7}, {2, 5, 8}, {0, 3, 6, 9}}},
+		{"one empty", [][]int{{}, {2, 2, 3}}},
+		{"ties across lists", [][]int{{1, 1, 2}, {1, 2, 2}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []int
+			for _, l := range tc.lists {
+				want = append(want, l...)
+			}
+			slices.Sort(want)
+			got := mergeSorted(slices.Clone(tc.lists), func(a, b int) int { return a - b })
+			if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Errorf("merged %v, want %v", got, want)
+			}
+		})
+	}
+}

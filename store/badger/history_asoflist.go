@@ -407,7 +407,21 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 	g := m.o.GVR
 	objBase := objPrefix(g)
 	wantLabels := !m.sel.Empty()
+	// Each worker sorts its share's jobs by uid (sorted[w]), merged after:
+	// a sort of the whole batch was a few milliseconds of a churned list
+	// on one core while the other waited.
+	sorted := make([][]*recordJob, workers)
 	inShares(len(jobs), workers, func(w, lo, hi int) {
+		defer func() {
+			mine := make([]*recordJob, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				if !jobs[i].skip {
+					mine = append(mine, &jobs[i])
+				}
+			}
+			slices.SortFunc(mine, byOrder)
+			sorted[w] = mine
+		}()
 		s := m.iters[w].objSeeker(m.txn, objBase)
 		var key []byte
 		var base []byte // revBase of baseOf
@@ -445,13 +459,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 			}
 		}
 	})
-	byUID := make([]*recordJob, 0, len(jobs))
-	for i := range jobs {
-		if !jobs[i].skip {
-			byUID = append(byUID, &jobs[i])
-		}
-	}
-	slices.SortFunc(byUID, func(a, b *recordJob) int { return bytes.Compare(a.order, b.order) })
+	byUID := mergeSorted(sorted, byOrder)
 	inShares(len(byUID), workers, func(w, lo, hi int) {
 		h := m.iters[w]
 		for _, j := range byUID[lo:hi] {
@@ -530,6 +538,28 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 			})
 		}
 	})
+}
+
+func byOrder(a, b *recordJob) int { return bytes.Compare(a.order, b.order) }
+
+// mergeSorted is the sorted lists merged into one sorted by cmp.
+func mergeSorted[T any](lists [][]T, cmp func(a, b T) int) []T {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]T, 0, n)
+	for len(out) < n {
+		least := -1
+		for i, l := range lists {
+			if len(l) > 0 && (least < 0 || cmp(l[0], lists[least][0]) < 0) {
+				least = i
+			}
+		}
+		out = append(out, lists[least][0])
+		lists[least] = lists[least][1:]
+	}
+	return out
 }
 
 // inShares calls f on workers goroutines, each with its own contiguous
