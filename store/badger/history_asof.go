@@ -47,6 +47,26 @@ type histIters struct {
 	// allPacked: the store's r/ keys all have the packed uid form
 	// (packedRevsKey), read once for the snapshot, not per object.
 	allPacked bool
+	// ar holds the revision values revisionsUnder keeps (their states
+	// and patches are slices of them), scratch the one it is reading;
+	// interned the namespaces and clusters of an as-of list's tails
+	// (admits): a few strings shared by thousands of objects.
+	ar       arena
+	scratch  []byte
+	interned map[string]string
+}
+
+// intern is b as a string, one per distinct b for h's life.
+func (h *histIters) intern(b []byte) string {
+	if s, ok := h.interned[string(b)]; ok {
+		return s
+	}
+	if h.interned == nil {
+		h.interned = map[string]string{}
+	}
+	s := string(b)
+	h.interned[s] = s
+	return s
 }
 
 func newHistIters(txn *bdg.Txn) *histIters {

@@ -34,11 +34,17 @@ func applyReverse(doc, patch []byte) ([]byte, error) {
 // metadata's bytes, nor a status change its metadata. The same result as
 // applyReverse, byte for byte (TestApplyReverse), when md is doc's.
 func applyReverseIn(doc, patch []byte, md rawjson.Span) ([]byte, error) {
+	return applyReverseTo(make([]byte, 0, len(doc)+len(patch)), doc, patch, md)
+}
+
+// applyReverseTo is applyReverseIn appending the result to dst (an as-of
+// list's arena: a rebuilt object is not an allocation of its own).
+func applyReverseTo(dst, doc, patch []byte, md rawjson.Span) ([]byte, error) {
 	w := reverseWalk{doc: doc, known: md, cleanFrom: -1}
 	if md.Start <= 0 || md.End > len(doc) || md.End-md.Start < 2 || doc[md.Start] != '{' || doc[md.End-1] != '}' {
 		w.known = rawjson.Span{}
 	}
-	out, _, err := w.at(make([]byte, 0, len(doc)+len(patch)), 0, patch, 0, true, 0)
+	out, _, err := w.at(dst, 0, patch, 0, true, 0)
 	return out, err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
 
 	bdg "github.com/dgraph-io/badger/v4"
@@ -62,7 +63,7 @@ func fromRecord(txn *bdg.Txn, h *histIters, r record, uid string, prefix []byte,
 	if err != nil || !recordAnswers(at, newest, r.seq) {
 		return nil, nil, nil, false, err
 	}
-	obj, cells, lbls, err = fromRecordAt(txn, r, uid, cluster, gvr, at, newest, wantLabels, owned, owned)
+	obj, cells, lbls, err = fromRecordAt(txn, &h.ar, r, uid, cluster, gvr, at, newest, wantLabels, owned, owned)
 	return obj, cells, lbls, err == nil, err
 }
 
@@ -77,8 +78,9 @@ func recordAnswers(at []seqRev, newest bool, seq uint64) bool {
 // fromRecordAt is fromRecord given the uid's revisions at t, for which
 // recordAnswers holds; ownJSON and ownLabels say r's bytes and its
 // labels are the caller's to keep (a copy it made; labels decoded for
-// it), else what it returns of them is copied.
-func fromRecordAt(txn *bdg.Txn, r record, uid, cluster string, gvr schema.GroupVersionResource, at []seqRev, newest, wantLabels, ownJSON, ownLabels bool) (obj, cells []byte, lbls map[string]string, err error) {
+// it), else what it returns of them is copied; ar, when set, holds a
+// state rebuilt by one patch.
+func fromRecordAt(txn *bdg.Txn, ar *arena, r record, uid, cluster string, gvr schema.GroupVersionResource, at []seqRev, newest, wantLabels, ownJSON, ownLabels bool) (obj, cells []byte, lbls map[string]string, err error) {
 	if newest && len(at) == 1 {
 		// Unchanged since t: the record is the answer.
 		if ownJSON {
@@ -90,17 +92,29 @@ func fromRecordAt(txn *bdg.Txn, r record, uid, cluster string, gvr schema.GroupV
 	if wantLabels && newest {
 		lbls, known = labelsBefore(r.labels, at, ownLabels)
 	}
-	var cur []byte
-	var md rawjson.Span
-	if newest {
-		cur, md = r.json, r.row.Metadata
-	}
-	states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
-		obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
+	if nx := at[len(at)-1].r; ar != nil && newest && len(at) == 2 && at[0].r.own == nil && nx.own == nil &&
+		nx.prev != nil && !nx.prevWhole && string(nx.prev) != "{}" {
+		// One reverse patch back from the record (every object of a
+		// list changed once since t): resolveStatesFrom's patch, made in
+		// ar.
+		st, err := applyReverseTo(ar.room(len(r.json)+len(nx.prev)), r.json, nx.prev, r.row.Metadata)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("revision %s/%d: %w", uid, at[0].seq, err)
+		}
+		obj = ar.kept(st)
+	} else {
+		var cur []byte
+		var md rawjson.Span
+		if newest {
+			cur, md = r.json, r.row.Metadata
+		}
+		states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
+			obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
+		}
 	}
 	if wantLabels && !known {
 		// A state kept whole on the way back: its labels are read.
@@ -151,6 +165,35 @@ func (h *histIters) revisionsAt(cluster string, gvr schema.GroupVersionResource,
 	return h.revisionsUnder(h.textRevPrefix(cluster, gvr, uid), revPrefix(cluster, gvr, uid), t, first)
 }
 
+// room is an empty buffer with room for n bytes at the end of a's
+// chunk, for a copy made by appends that kept takes into the chunk.
+func (a *arena) room(n int) []byte {
+	if n > arenaMost/4 {
+		return make([]byte, 0, n)
+	}
+	if cap(a.buf)-len(a.buf) < n {
+		a.next = min(max(a.next*2, arenaFirst), arenaMost)
+		a.buf = make([]byte, 0, a.next)
+	}
+	return a.buf[len(a.buf) : len(a.buf) : len(a.buf)+n]
+}
+
+// kept is b, appended in room's buffer, made part of a's chunk when it
+// is still there (an append past the room moved it), and full: appending
+// to it copies, never overwrites what the chunk holds next.
+func (a *arena) kept(b []byte) []byte {
+	if n := len(a.buf); len(b) > 0 && cap(a.buf) > n && &b[0] == &a.buf[:n+1][n] {
+		a.buf = a.buf[:n+len(b)]
+	}
+	return b[:len(b):len(b)]
+}
+
+// keep is sr, read into h's scratch, read again from a copy in h's arena.
+func (h *histIters) keep(sr seqRev) (seqRev, error) {
+	r, err := decodeRevisionOf(h.ar.clone(h.scratch), false)
+	return seqRev{sr.seq, r}, err
+}
+
 // revisionsUnder is revisionsAt given the uid's revision prefixes: text,
 // the older form's (nil: none to read), and rev, revPrefix's.
 func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev) (stop bool, err error)) (at []seqRev, newest bool, err error) {
@@ -162,11 +205,23 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 			continue
 		}
 		for s.seek(prefix); it.ValidForPrefix(prefix); s.next() {
-			v, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return nil, false, err
-			}
-			r, err := decodeRevision(v)
+			// A revision in force at t may be followed by another: its
+			// value is read into h's scratch until the first one after
+			// t shows it is the one, and only then copied to keep (the
+			// revisions kept go to h's arena, not an allocation each).
+			var r revision
+			err := it.Item().Value(func(v []byte) error {
+				if !past && (len(v) < 10 || int64(binary.BigEndian.Uint64(v[2:10])) <= t) {
+					// decodeRevision's time, or a value it refuses.
+					h.scratch = append(h.scratch[:0], v...)
+					v = h.scratch
+				} else {
+					v = h.ar.clone(v)
+				}
+				var err error
+				r, err = decodeRevisionOf(v, false)
+				return err
+			})
 			if err != nil {
 				return nil, false, err
 			}
@@ -180,6 +235,9 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 				if len(at) == 0 {
 					return nil, false, nil
 				}
+				if at[0], err = h.keep(at[0]); err != nil {
+					return nil, false, err
+				}
 				if first != nil {
 					if stop, err := first(at[0]); stop || err != nil {
 						return nil, false, err
@@ -187,9 +245,14 @@ func (h *histIters) revisionsUnder(text, rev []byte, t int64, first func(seqRev)
 				}
 			}
 			at = append(at, sr)
-			if r.prevWhole {
+			if sr.r.prevWhole {
 				return at, false, nil
 			}
+		}
+	}
+	if !past && len(at) > 0 {
+		if at[0], err = h.keep(at[0]); err != nil {
+			return nil, false, err
 		}
 	}
 	return at, true, nil
@@ -244,7 +307,31 @@ type labelEdit struct {
 // false when the patch replaces or removes metadata or labels whole, or
 // a key or value is not a plain string.
 func labelEdits(patch []byte) ([]labelEdit, bool) {
-	var edits []labelEdit
+	var buf [4]rawLabelEdit
+	raw, ok := appendRawLabelEdits(buf[:0], patch)
+	if !ok {
+		return nil, false
+	}
+	edits := make([]labelEdit, len(raw))
+	for i, e := range raw {
+		edits[i] = labelEdit{key: string(e.key), value: string(e.value), remove: e.remove}
+	}
+	return edits, true
+}
+
+// rawLabelEdit is a labelEdit read in place: key and value are the
+// patch's own bytes (value unquoted; a key or value with an escape is
+// not read so).
+type rawLabelEdit struct {
+	key, value []byte
+	remove     bool
+}
+
+// appendRawLabelEdits appends the members of a merge patch's
+// metadata.labels to dst, in the patch's order; ok is false when the
+// patch replaces or removes metadata or labels whole, or a key or value
+// is not a plain string without escapes.
+func appendRawLabelEdits(dst []rawLabelEdit, patch []byte) ([]rawLabelEdit, bool) {
 	ok := true
 	_, err := rawjson.EachMember(patch, 0, func(m rawjson.Member) (int, error) {
 		end, err := rawjson.SkipValue(patch, m.ValueStart)
@@ -274,13 +361,16 @@ func labelEdits(patch []byte) ([]labelEdit, bool) {
 				case bytes.IndexByte(l.Key, '\\') >= 0:
 					ok = false
 				case string(v) == "null":
-					edits = append(edits, labelEdit{key: string(l.Key), remove: true})
+					dst = append(dst, rawLabelEdit{key: l.Key, remove: true})
+				case v[0] == '"' && len(v) >= 2 && bytes.IndexByte(v, '\\') < 0:
+					dst = append(dst, rawLabelEdit{key: l.Key, value: v[1 : len(v)-1]})
 				case v[0] == '"':
+					// An escape: its value is the decoded string.
 					s, err := rawjson.String(v)
 					if err != nil {
 						return 0, err
 					}
-					edits = append(edits, labelEdit{key: string(l.Key), value: s})
+					dst = append(dst, rawLabelEdit{key: l.Key, value: []byte(s)})
 				default:
 					ok = false
 				}
@@ -290,5 +380,106 @@ func labelEdits(patch []byte) ([]labelEdit, bool) {
 		})
 		return end, err
 	})
-	return edits, ok && err == nil
+	return dst, ok && err == nil
+}
+
+// labelsThen are the labels of at[0]'s state (labelsBefore) seen through
+// the newest state's labels as its record encodes them (raw: the labels
+// part of the record, recordLabels) and the reverse patches' label edits,
+// without a map: an as-of list's selector looks up a key or two of each
+// changed object, and decoding every label into a map and editing it cost
+// more than the rebuild's patch (the hub's profile, docs/benchmarks/
+// history.md). It is a labels.Labels for a selector's Matches.
+type labelsThen struct {
+	raw []byte
+	// edits in the order labelsBefore applies them: the last one naming
+	// a key decides it.
+	edits []rawLabelEdit
+}
+
+// set makes l the labels of at[0]'s state given raw, the
+// newest state's encoded labels, reusing l's edits; ok is false when
+// labelsBefore could not tell them (a state kept whole on the way back,
+// labels or metadata replaced or removed, an escaped key).
+func (l *labelsThen) set(raw []byte, at []seqRev) bool {
+	l.raw, l.edits = raw, l.edits[:0]
+	for i := len(at) - 1; i >= 1; i-- {
+		p := at[i].r.prev
+		if at[i].r.prevWhole || p == nil {
+			return false
+		}
+		if string(p) == "{}" {
+			continue
+		}
+		var ok bool
+		if l.edits, ok = appendRawLabelEdits(l.edits, p); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup is the label's value then, and whether it was there.
+func (l *labelsThen) Lookup(key string) (string, bool) {
+	for i := len(l.edits) - 1; i >= 0; i-- {
+		if e := &l.edits[i]; string(e.key) == key {
+			if e.remove {
+				return "", false
+			}
+			return string(e.value), true
+		}
+	}
+	v, ok := rawLabel(l.raw, key)
+	if !ok {
+		return "", false
+	}
+	return string(v), true
+}
+
+func (l *labelsThen) Has(key string) bool {
+	_, ok := l.Lookup(key)
+	return ok
+}
+
+func (l *labelsThen) Get(key string) string {
+	v, _ := l.Lookup(key)
+	return v
+}
+
+// recordLabels is the labels part of a record's value (cutLabels reads
+// it), not decoded.
+func recordLabels(v []byte) ([]byte, error) {
+	if len(v) < 8 {
+		return nil, errCorrupt
+	}
+	_, rest, err := cutLabels(v[8:], false)
+	if err != nil {
+		return nil, err
+	}
+	return v[8 : len(v)-len(rest)], nil
+}
+
+// rawLabel is the value of key among a record's encoded labels
+// (recordLabels), read in place; ok is false when key is not there or
+// the labels do not decode.
+func rawLabel(raw []byte, key string) (value []byte, ok bool) {
+	n, w := binary.Uvarint(raw)
+	if w <= 0 {
+		return nil, false
+	}
+	b := raw[w:]
+	for range n {
+		var k, v []byte
+		var err error
+		if k, b, err = cutBytes(b); err != nil {
+			return nil, false
+		}
+		if v, b, err = cutBytes(b); err != nil {
+			return nil, false
+		}
+		if string(k) == key {
+			return v, true
+		}
+	}
+	return nil, false
 }

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	bdg "github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/fleetview/fleetview/internal/feed"
 	"github.com/fleetview/fleetview/internal/rawjson"
@@ -149,8 +151,38 @@ func TestLabelsBefore(t *testing.T) {
 		{"metadata replaced", []seqRev{rev(`{"metadata":null}`, false)}, nil, false},
 		{"kept whole", []seqRev{rev(`{"metadata":{}}`, true)}, nil, false},
 		{"a number", []seqRev{rev(`{"metadata":{"labels":{"tier":1}}}`, false)}, nil, false},
+		{"a key twice", []seqRev{rev(`{"metadata":{"labels":{"tier":"b","tier":"c"}}}`, false)}, map[string]string{"tier": "c", "churned": "yes"}, true},
+		{"removed, then set", []seqRev{rev(`{"metadata":{"labels":{"tier":null,"new":"x"}}}`, false), rev(`{"metadata":{"labels":{"tier":"b","churned":null}}}`, false)},
+			map[string]string{"new": "x"}, true},
 	}
 	for _, tc := range cases {
+		// labelsThen tells the same labels, read in place from the
+		// record's encoded labels, for every key either side holds and
+		// one neither does.
+		t.Run(tc.name+"/in place", func(t *testing.T) {
+			var l labelsThen
+			raw := appendLabels(nil, now)
+			if ok := l.set(raw, append([]seqRev{{}}, tc.patches...)); ok != tc.ok {
+				t.Fatalf("set: %v, want %v", ok, tc.ok)
+			}
+			if !tc.ok {
+				return
+			}
+			for _, k := range append(slices.Collect(maps.Keys(now)), slices.Collect(maps.Keys(tc.want))...) {
+				v, ok := l.Lookup(k)
+				wv, wok := tc.want[k]
+				if v != wv || ok != wok || l.Has(k) != wok || l.Get(k) != wv {
+					t.Errorf("label %q: %q, %v; want %q, %v", k, v, ok, wv, wok)
+				}
+			}
+			if l.Has("absent") {
+				t.Error(`"absent" is there`)
+			}
+			sel := labels.SelectorFromSet(tc.want)
+			if len(tc.want) > 0 && !sel.Matches(&l) {
+				t.Errorf("%v does not match its own labels", sel)
+			}
+		})
 		for _, owned := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/owned=%v", tc.name, owned), func(t *testing.T) {
 				in := maps.Clone(now)
@@ -170,4 +202,70 @@ func TestLabelsBefore(t *testing.T) {
 			t.Errorf("labels %v, %v; want tier=a", got, ok)
 		}
 	})
+}
+
+// TestArenaRoom: what is appended in room's buffer and kept stays in the
+// chunk, full, and the next room starts after it; an append past the
+// room moves the copy out, and the chunk does not take it.
+func TestArenaRoom(t *testing.T) {
+	cases := []struct {
+		name      string
+		room      int
+		write     string
+		inChunk   bool
+		usedAfter int // of the chunk, after kept
+	}{
+		{"within", 8, "abcdef", true, 6},
+		{"exactly", 6, "abcdef", true, 6},
+		{"past the room", 4, "abcdef", false, 0},
+		{"empty", 4, "", false, 0},
+		{"over a quarter chunk", arenaMost/4 + 1, "abc", false, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var a arena
+			b := append(a.room(tc.room), tc.write...)
+			got := a.kept(b)
+			if string(got) != tc.write || cap(got) != len(got) {
+				t.Fatalf("kept %q (cap %d), want %q, full", got, cap(got), tc.write)
+			}
+			inChunk := len(got) > 0 && len(a.buf) > 0 && &got[0] == &a.buf[0]
+			if inChunk != tc.inChunk || len(a.buf) != tc.usedAfter {
+				t.Fatalf("in the chunk %v with %d bytes used, want %v, %d", inChunk, len(a.buf), tc.inChunk, tc.usedAfter)
+			}
+			next := a.kept(append(a.room(3), "xyz"...))
+			if string(got) != tc.write || string(next) != "xyz" {
+				t.Errorf("after the next room: %q, %q", got, next)
+			}
+		})
+	}
+}
+
+// TestMergeSorted: the as-of rebuild's per-worker sorted shares merged
+// into one order, as one sort of the whole would give.
+func TestMergeSorted(t *testing.T) {
+	cases := []struct {
+		name  string
+		lists [][]int
+	}{
+		{"none", nil},
+		{"empty lists", [][]int{{}, {}}},
+		{"one", [][]int{{1, 3, 5}}},
+		{"interleaved", [][]int{{1, 4, 7}, {2, 5, 8}, {0, 3, 6, 9}}},
+		{"one empty", [][]int{{}, {2, 2, 3}}},
+		{"ties across lists", [][]int{{1, 1, 2}, {1, 2, 2}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []int
+			for _, l := range tc.lists {
+				want = append(want, l...)
+			}
+			slices.Sort(want)
+			got := mergeSorted(slices.Clone(tc.lists), func(a, b int) int { return a - b })
+			if !slices.Equal(got, want) && len(got)+len(want) > 0 {
+				t.Errorf("merged %v, want %v", got, want)
+			}
+		})
+	}
 }

@@ -159,7 +159,7 @@ func (r *Reader) listAsOf(ctx context.Context, o query.ListOptions) (query.Page,
 			i++
 			continue
 		}
-		page.Items, lastTail = append(page.Items, *next.obj), next.tail
+		page.Items, lastTail = append(page.Items, next.obj), next.tail
 		m.next = nil
 	}
 	returned := p.cur.N + int64(len(page.Items))
@@ -176,7 +176,7 @@ type asOfMerge struct {
 	sel      labels.Selector
 	clusters map[string]bool
 	changed  [][]byte  // tails still to judge
-	judged   []rebuilt // judged, in order; a nil obj did not match
+	judged   []rebuilt // judged, in order; one not ok did not match
 	next     *rebuilt
 	// lax turns off the selector's pre-check (objectAt): it costs a
 	// point read per object and saves a rebuild, several reads and
@@ -202,9 +202,12 @@ func (m *asOfMerge) close() {
 	m.iters = nil
 }
 
+// rebuilt is a changed object judged: obj when ok (held here, not
+// allocated one by one: a churned list's are thousands).
 type rebuilt struct {
 	tail []byte
-	obj  *query.Object
+	obj  query.Object
+	ok   bool
 	err  error
 }
 
@@ -236,7 +239,7 @@ func (m *asOfMerge) peek(room int) (*rebuilt, error) {
 		if j.err != nil {
 			return nil, j.err
 		}
-		if j.obj != nil {
+		if j.ok {
 			m.next = j
 		}
 	}
@@ -281,7 +284,7 @@ func (m *asOfMerge) judgeSome(room int) {
 				// own iterators.
 				h := m.iters[w]
 				for i := int(taken.Add(1)) - 1; i < n; i = int(taken.Add(1)) - 1 {
-					out[i].obj, out[i].err = m.judge(h, m.sel, out[i].tail)
+					out[i].obj, out[i].ok, out[i].err = m.judge(h, m.sel, out[i].tail)
 				}
 			})
 		}
@@ -290,7 +293,7 @@ func (m *asOfMerge) judgeSome(room int) {
 	m.judged = out
 	matched := 0
 	for _, j := range out {
-		if j.obj != nil {
+		if j.ok {
 			matched++
 		}
 	}
@@ -300,23 +303,27 @@ func (m *asOfMerge) judgeSome(room int) {
 // judge is the object at tail as it was at the as-of time when it was
 // there, the caller may see it and it matches the selectors; sel, when
 // set, is pre-checked before a rebuild (objectAt).
-func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (*query.Object, error) {
-	ns, name, cluster, ok, err := m.admits(tl)
+func (m *asOfMerge) judge(h *histIters, sel labels.Selector, tl []byte) (query.Object, bool, error) {
+	ns, name, cluster, ok, err := m.admits(h, tl)
 	if err != nil || !ok {
-		return nil, err
+		return query.Object{}, false, err
 	}
 	return m.fromHistory(h, sel, ns, name, cluster)
 }
 
 // admits parses tail and judges what its key alone decides: the list's
-// clusters, the caller's visibility, a field selector on the name.
-func (m *asOfMerge) admits(tl []byte) (ns, name, cluster string, ok bool, err error) {
+// clusters, the caller's visibility, a field selector on the name. Its
+// namespace and cluster are h's interned strings.
+func (m *asOfMerge) admits(h *histIters, tl []byte) (ns, name, cluster string, ok bool, err error) {
 	o := m.o
-	// A tail is a key's end from its namespace on: tail reads it as it
-	// reads the whole key (no object prefix made and joined per object).
-	if ns, name, cluster, err = tail(tl); err != nil {
+	// A tail is a key's end from its namespace on: tailBytes reads it as
+	// it reads the whole key (no object prefix made and joined per
+	// object).
+	nsb, nameb, cb, err := tailBytes(tl)
+	if err != nil {
 		return "", "", "", false, err
 	}
+	ns, name, cluster = h.intern(nsb), string(nameb), h.intern(cb)
 	if m.clusters != nil && !m.clusters[cluster] || !o.Visible.Allows(o.GVR.GroupResource(), cluster, ns) {
 		return "", "", "", false, nil
 	}
@@ -331,30 +338,37 @@ func (m *asOfMerge) admits(tl []byte) (ns, name, cluster string, ok bool, err er
 // fromHistory is the object (ns, name, cluster) at the as-of time read
 // from the name's revisions (objectAt), sel pre-checked when set, and
 // matched.
-func (m *asOfMerge) fromHistory(h *histIters, sel labels.Selector, ns, name, cluster string) (*query.Object, error) {
+func (m *asOfMerge) fromHistory(h *histIters, sel labels.Selector, ns, name, cluster string) (query.Object, bool, error) {
 	obj, cells, err := objectAt(m.txn, h, cluster, m.o.GVR, ns, name, m.t, sel)
 	if err != nil || obj == nil {
-		return nil, err
+		return query.Object{}, false, err
 	}
 	var lbls map[string]string
 	if !m.sel.Empty() {
 		if lbls, err = rawjson.CheckedLabels(obj); err != nil { // the store's own JSON, checked when stored
-			return nil, err
+			return query.Object{}, false, err
 		}
 	}
 	return m.matched(ns, name, cluster, obj, cells, lbls)
 }
 
 // matched is the object when it matches the list's selectors (lbls its
-// labels, read when the list has a label selector), else nil.
-func (m *asOfMerge) matched(ns, name, cluster string, obj, cells []byte, lbls map[string]string) (*query.Object, error) {
+// labels, read when the list has a label selector); ok is false when it
+// does not.
+func (m *asOfMerge) matched(ns, name, cluster string, obj, cells []byte, lbls map[string]string) (query.Object, bool, error) {
 	if !m.sel.Empty() && !m.sel.Matches(labels.Set(lbls)) {
-		return nil, nil
+		return query.Object{}, false, nil
 	}
+	return m.matchedFields(ns, name, cluster, obj, cells)
+}
+
+// matchedFields is matched for an object whose labels are known to
+// match the list's label selector.
+func (m *asOfMerge) matchedFields(ns, name, cluster string, obj, cells []byte) (query.Object, bool, error) {
 	if ok, err := m.o.Fields.Matches(ns, name, obj); err != nil || !ok {
-		return nil, err
+		return query.Object{}, false, err
 	}
-	return &query.Object{Cluster: cluster, GVR: m.o.GVR, JSON: obj, Cells: cells, Checked: true}, nil
+	return query.Object{Cluster: cluster, GVR: m.o.GVR, JSON: obj, Cells: cells, Checked: true}, true, nil
 }
 
 // recordJob is one changed object on judgeByRecord's way.
@@ -393,7 +407,21 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 	g := m.o.GVR
 	objBase := objPrefix(g)
 	wantLabels := !m.sel.Empty()
+	// Each worker sorts its share's jobs by uid (sorted[w]), merged after:
+	// a sort of the whole batch was a few milliseconds of a churned list
+	// on one core while the other waited.
+	sorted := make([][]*recordJob, workers)
 	inShares(len(jobs), workers, func(w, lo, hi int) {
+		defer func() {
+			mine := make([]*recordJob, 0, hi-lo)
+			for i := lo; i < hi; i++ {
+				if !jobs[i].skip {
+					mine = append(mine, &jobs[i])
+				}
+			}
+			slices.SortFunc(mine, byOrder)
+			sorted[w] = mine
+		}()
 		s := m.iters[w].objSeeker(m.txn, objBase)
 		var key []byte
 		var base []byte // revBase of baseOf
@@ -401,7 +429,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 		for i := lo; i < hi; i++ {
 			j := &jobs[i]
 			j.slot = i
-			ns, name, cluster, ok, err := m.admits(out[i].tail)
+			ns, name, cluster, ok, err := m.admits(m.iters[w], out[i].tail)
 			if out[i].err = err; !ok {
 				j.skip = true
 				continue
@@ -431,13 +459,7 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 			}
 		}
 	})
-	byUID := make([]*recordJob, 0, len(jobs))
-	for i := range jobs {
-		if !jobs[i].skip {
-			byUID = append(byUID, &jobs[i])
-		}
-	}
-	slices.SortFunc(byUID, func(a, b *recordJob) int { return bytes.Compare(a.order, b.order) })
+	byUID := mergeSorted(sorted, byOrder)
 	inShares(len(byUID), workers, func(w, lo, hi int) {
 		h := m.iters[w]
 		for _, j := range byUID[lo:hi] {
@@ -450,12 +472,13 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				}
 			}
 			j.skip = true
-			o.obj, o.err = m.fromHistory(h, nil, j.ns, j.name, j.cluster)
+			o.obj, o.ok, o.err = m.fromHistory(h, nil, j.ns, j.name, j.cluster)
 		}
 	})
 	inShares(len(jobs), workers, func(w, lo, hi int) {
 		s := m.iters[w].objSeeker(m.txn, objBase)
 		var key []byte
+		var then labelsThen // its edits reused from one object to the next
 		for i := lo; i < hi; i++ {
 			j, o := &jobs[i], &out[i]
 			if j.skip || j.at == nil || o.err != nil {
@@ -468,24 +491,75 @@ func (m *asOfMerge) judgeByRecord(out []rebuilt, workers int) {
 				continue
 			}
 			o.err = item.Value(func(v []byte) error {
-				r, err := decodeRecord(v, wantLabels)
+				r, err := decodeRecord(v, false)
 				if err != nil {
 					return err
 				}
 				if r.seq != j.seq {
 					return fmt.Errorf("as-of list: the record of %s/%s in %s changed in the snapshot between two reads: %w", j.ns, j.name, j.cluster, errCorrupt)
 				}
+				// The selector is matched on the labels then as the
+				// record's encoded labels and the reverse patches' label
+				// edits tell them, before a rebuild and without a map; an
+				// object it leaves out is not rebuilt. When they cannot
+				// tell (a state kept whole on the way back), the labels
+				// are decoded and the rebuilt state's read (fromRecordAt).
+				labelsRead := wantLabels
+				if wantLabels && j.newest {
+					raw, err := recordLabels(v)
+					if err != nil {
+						return err
+					}
+					if then.set(raw, j.at) {
+						if !m.sel.Matches(&then) {
+							return nil
+						}
+						labelsRead = false
+					}
+				}
+				if labelsRead && j.newest { // labelsBefore edits them
+					if r.labels, _, err = cutLabels(v[8:], true); err != nil {
+						return err
+					}
+				}
 				// The record's bytes are valid during the read only: what
 				// is returned of them is copied; its labels are decoded
 				// for this object, its own.
-				obj, cells, lbls, err := fromRecordAt(m.txn, r, j.uid, j.cluster, g, j.at, j.newest, wantLabels, false, true)
-				if err == nil {
-					o.obj, err = m.matched(j.ns, j.name, j.cluster, obj, cells, lbls)
+				obj, cells, lbls, err := fromRecordAt(m.txn, &m.iters[w].ar, r, j.uid, j.cluster, g, j.at, j.newest, labelsRead, false, true)
+				if err != nil {
+					return err
+				}
+				if labelsRead {
+					o.obj, o.ok, err = m.matched(j.ns, j.name, j.cluster, obj, cells, lbls)
+				} else {
+					o.obj, o.ok, err = m.matchedFields(j.ns, j.name, j.cluster, obj, cells)
 				}
 				return err
 			})
 		}
 	})
+}
+
+func byOrder(a, b *recordJob) int { return bytes.Compare(a.order, b.order) }
+
+// mergeSorted is the sorted lists merged into one sorted by cmp.
+func mergeSorted[T any](lists [][]T, cmp func(a, b T) int) []T {
+	n := 0
+	for _, l := range lists {
+		n += len(l)
+	}
+	out := make([]T, 0, n)
+	for len(out) < n {
+		least := -1
+		for i, l := range lists {
+			if len(l) > 0 && (least < 0 || cmp(l[0], lists[least][0]) < 0) {
+				least = i
+			}
+		}
+		out = append(out, lists[least][0])
+		lists[least] = lists[least][1:]
+	}
+	return out
 }
 
 // inShares calls f on workers goroutines, each with its own contiguous

@@ -113,7 +113,13 @@ func appendRevision(format byte, r revision, fwd, prev, own []byte) []byte {
 
 // decodeRevision reads what encodeRevision (or encodeRevisionV3) wrote;
 // a format 3 revision's byte fields point into v.
-func decodeRevision(v []byte) (revision, error) {
+func decodeRevision(v []byte) (revision, error) { return decodeRevisionOf(v, true) }
+
+// decodeRevisionOf is decodeRevision, reading the revision's resource
+// version, manager, operation and subresource only when meta is set: a
+// rebuild reads none of them, and they were three or four strings made
+// per revision read.
+func decodeRevisionOf(v []byte, meta bool) (revision, error) {
 	if len(v) > 0 && (v[0] == 1 || v[0] == 2) {
 		return revision{}, errOldRevision
 	}
@@ -124,6 +130,12 @@ func decodeRevision(v []byte) (revision, error) {
 	rest := v[10:]
 	for _, dst := range []*string{&r.rv, &r.manager, &r.op, &r.sub} {
 		var err error
+		if !meta {
+			if _, rest, err = cutBytes(rest); err != nil {
+				return revision{}, err
+			}
+			continue
+		}
 		if *dst, rest, err = cutString(rest); err != nil {
 			return revision{}, err
 		}

@@ -140,6 +140,22 @@ func run(ctx context.Context, cfg config) error {
 	churnURL := selected + "&asOf=" + url.QueryEscape(t0.Format(time.RFC3339Nano))
 	feedWant := min(500, cfg.pods+cfg.revisions)
 	var feed, revs, asOf, churned, today []time.Duration
+	// The hub's CPU over each kind of list, summed over the rounds: on a
+	// shared machine the wall figures swing with the load, the CPU a list
+	// costs the hub much less.
+	var cpuChurned, cpuToday time.Duration
+	hubCPU := func(sum *time.Duration, f func() error) error {
+		before, err := benchutil.ProcessCPU(hub.Pid())
+		if err != nil {
+			return err
+		}
+		if err := f(); err != nil {
+			return err
+		}
+		after, err := benchutil.ProcessCPU(hub.Pid())
+		*sum += after - before
+		return err
+	}
 	for range cfg.repeat {
 		d, err := timed(ctx, feedURL, "changes", feedWant)
 		if err != nil {
@@ -154,11 +170,11 @@ func run(ctx context.Context, cfg config) error {
 			return fmt.Errorf("as-of list: %w", err)
 		}
 		asOf = append(asOf, d)
-		if d, err = timed(ctx, churnURL, "items", cfg.pods); err != nil {
+		if err := hubCPU(&cpuChurned, func() (err error) { d, err = timed(ctx, churnURL, "items", cfg.pods); return err }); err != nil {
 			return fmt.Errorf("as-of list before the churn: %w", err)
 		}
 		churned = append(churned, d)
-		if d, err = timed(ctx, selected, "items", left); err != nil {
+		if err := hubCPU(&cpuToday, func() (err error) { d, err = timed(ctx, selected, "items", left); return err }); err != nil {
 			return fmt.Errorf("list: %w", err)
 		}
 		today = append(today, d)
@@ -185,6 +201,13 @@ func run(ctx context.Context, cfg config) error {
 	}
 	vsToday(fmt.Sprintf("as-of list of %d selected Pods, few", left), asOf)
 	vsToday(fmt.Sprintf("as-of list of %d selected Pods, churn", cfg.pods), churned)
+	perList := func(d time.Duration) time.Duration {
+		return (d / time.Duration(cfg.repeat)).Round(100 * time.Microsecond)
+	}
+	if cpuToday > 0 {
+		fmt.Printf("  %-44s %8s a list vs today's list %8s: %.2fx (hub CPU, %s ticks)\n", "hub CPU, as-of list churn",
+			perList(cpuChurned), perList(cpuToday), float64(cpuChurned)/float64(cpuToday), benchutil.ClockTick)
+	}
 	return nil
 }
 
