@@ -70,6 +70,14 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	budget := h.lists.budgeted(p)
 	if budget {
 		lr.Limit = h.lists.firstRead(p)
+		if !p.proto {
+			// A streamed answer writes each read before the next: the
+			// store copies the next read into the memory of those
+			// written (streamList says when) rather than new memory,
+			// the garbage that grew the hub's heap in a whole-fleet
+			// listing (docs/benchmarks/query.md).
+			ctx = query.WithReuse(ctx, &query.Reuse{})
+		}
 	}
 	resp, err := h.query.List(ctx, lr, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {
