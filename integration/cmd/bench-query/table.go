@@ -5,7 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +133,14 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 		return err
 	}
 	rss := startRSSSampler()
+	// FV_BENCH_KUBECTL_MEMPROFILE=file: heap profiles at the start and
+	// the end of the kubectl runs (file.start, file.end), whose
+	// difference (go tool pprof -sample_index=alloc_space -base) is what
+	// they allocated in this process: what drives the RSS row.
+	memProfile := os.Getenv("FV_BENCH_KUBECTL_MEMPROFILE")
+	if err := writeHeapProfile(memProfile, "start"); err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -151,8 +162,30 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 			baseName: fmt.Sprintf("%d parallel kubectl against the members", len(k.contexts)), target: c.target})
 	}
 	steady, peak, live, goal := rss.stop()
+	if memProfile != "" {
+		runtime.GC() // the allocs profile is as of the last collection
+	}
+	if err := writeHeapProfile(memProfile, "end"); err != nil {
+		return err
+	}
 	b.rows = append(b.rows, row{name: "(e) hub RSS (this process: the hub in-process, beside the benchmark's own heap) during the kubectl runs above: peak vs steady before them; Go heap live at the start and the GC's highest heap goal",
 		fvNote:  fmt.Sprintf("peak %.0f MiB, steady %.0f MiB: +%.0f MiB; heap live %.0f MiB, goal up to %.0f MiB", peak, steady, peak-steady, live, goal),
 		noRatio: true, rssGrowthMB: peak - steady, targetRSSGrowthMB: 200})
 	return nil
+}
+
+// writeHeapProfile writes the heap profile to base.suffix (no base: none).
+func writeHeapProfile(base, suffix string) error {
+	if base == "" {
+		return nil
+	}
+	f, err := os.Create(base + "." + suffix)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
