@@ -82,6 +82,8 @@ func benchReads(b *testing.B, r *Reader) {
 		{name: "List/paged500", list: &query.ListOptions{Limit: 500}},
 		{name: "List/paged500reused", list: &query.ListOptions{Limit: 500}, reuse: true},
 		{name: "List/labelIndex", list: &query.ListOptions{Labels: web}},
+		{name: "List/labelIndexPaged100", list: &query.ListOptions{Labels: web, Limit: 100}},
+		{name: "List/labelIndexPaged100reused", list: &query.ListOptions{Labels: web, Limit: 100}, reuse: true},
 		{name: "List/labelScan", list: &query.ListOptions{Labels: tier, Limit: 500}},
 		{name: "List/oneCluster", list: &query.ListOptions{Clusters: []string{"c2"}, Limit: 500}},
 		{name: "Search/paged100", search: &query.SearchOptions{Text: "web-00001", Limit: 100}},
