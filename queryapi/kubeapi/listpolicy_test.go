@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,5 +300,37 @@ func TestListPolicyValidate(t *testing.T) {
 		if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInvalidListPolicy)) {
 			t.Errorf("%+v: %v", tc.p, err)
 		}
+	}
+}
+
+// TestListReuseAcrossAnswers: a finished streamed answer's memory serves
+// the next answer's reads (the handler keeps its Reuse), and both answers
+// are whole and exact. The collector is off and one P runs, so the pool
+// the Reuse waits in keeps it (a collection may drop it: memory, not
+// correctness).
+func TestListReuseAcrossAnswers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	q := &pagingQuery{n: 12_000}
+	h := New(q, fakeCatalog(), nil, nil)
+	var chunks []int
+	for i := range 2 {
+		r := httptest.NewRequest("GET", "/api/v1/pods?limit=500", nil)
+		r.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		a := decodeAnswer(t, w.Body.Bytes(), true)
+		if len(a.names) != q.n {
+			t.Fatalf("answer %d: %d rows, want %d", i, len(a.names), q.n)
+		}
+		for j, n := range a.names {
+			if want := fmt.Sprintf("p%06d", j); n != want {
+				t.Fatalf("answer %d: row %d is %s, want %s", i, j, n, want)
+			}
+		}
+		chunks = append(chunks, len(q.lent))
+	}
+	if chunks[0] == 0 || chunks[1] != chunks[0] {
+		t.Fatalf("distinct chunks after each answer %v: the second answer made new ones", chunks)
 	}
 }
