@@ -204,6 +204,10 @@ func (q *queryService) list(ctx context.Context, req *fleetviewv1.ListRequest) (
 	}
 	o := f.listOptions()
 	o.Limit, o.Continue, o.Visible, o.Client, o.AsOf = q.limits.pageLimit(req.GetLimit()), cur, vis, clientOf(ctx), asOf
+	// An in-process caller that writes each page before it reads the
+	// next (the Kubernetes API's streamed list) lends the store its
+	// written pages' memory; the answer built here shares the objects.
+	o.Reuse = query.ReuseFrom(ctx)
 	page, err := q.reader.List(ctx, o)
 	if err != nil {
 		return nil, err

@@ -104,6 +104,10 @@ type ListOptions struct {
 	// AsOf, when set, lists the objects as they were at that time, from
 	// the history (issue #48): selectors apply to that state.
 	AsOf time.Time
+	// Reuse, when set, lends the page's object copies memory that earlier
+	// pages of the same answer used (its caller has written them); nil:
+	// the page's objects are the caller's to keep. A backend may ignore it.
+	Reuse *Reuse
 }
 
 // LabelSelector is the label selector to apply: Labels, or everything when

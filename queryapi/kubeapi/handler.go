@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -60,6 +61,9 @@ type Handler struct {
 	actSlots *relaySlots
 	// lists says how many objects one list answer holds (listpolicy.go).
 	lists ListPolicy
+	// reuses holds the *query.Reuse of finished list answers, so the
+	// next answer's reads copy into memory already made (serveList).
+	reuses sync.Pool
 }
 
 // Option configures a Handler.

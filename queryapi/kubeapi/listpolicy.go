@@ -132,11 +132,15 @@ func (h *Handler) streamList(ctx context.Context, w http.ResponseWriter, c cache
 	rv := first.GetResourceVersion()
 	resp, read := first, int64(0)
 	first = nil
+	reuse := query.ReuseFrom(ctx)
 	for {
 		if err := lb.add(resp.GetRawItems(), resp.GetRawCells(), resp.GetRawRowSpans()); err != nil {
 			return // the client is gone
 		}
 		read += int64(len(resp.GetRawItems()))
+		// add copied every object of resp into the answer: the next
+		// read may reuse their memory (nothing reads resp's items again).
+		reuse.Written()
 		if resp.GetContinue() == "" || read >= h.lists.BudgetObjects || lb.cw.written() >= h.lists.BudgetBytes {
 			break
 		}

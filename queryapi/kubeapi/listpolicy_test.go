@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fleetview/fleetview/internal/query"
 	fleetviewv1 "github.com/fleetview/fleetview/proto/fleetview/v1"
 )
 
@@ -23,15 +26,41 @@ import (
 // and each call's resourceVersion numbered, so an answer built of several
 // reads shows which read's it carries. failAt makes that call (1-based)
 // fail.
+//
+// A read whose context carries a query.Reuse copies its items into the
+// chunks it lends, as the store does, so an answer that wrote an item
+// after saying it was written (Written) shows another item in its place;
+// lent counts the lends of each chunk, reuses the reads given a Reuse.
 type pagingQuery struct {
 	fakeQuery
 	n      int
 	failAt int
 	calls  []*fleetviewv1.ListRequest
+	lent   map[*byte]int
+	reuses int
 }
 
-func (q *pagingQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...grpc.CallOption) (*fleetviewv1.ListResponse, error) {
+func (q *pagingQuery) List(ctx context.Context, in *fleetviewv1.ListRequest, _ ...grpc.CallOption) (*fleetviewv1.ListResponse, error) {
 	q.calls = append(q.calls, in)
+	reuse := query.ReuseFrom(ctx)
+	var chunk []byte
+	keep := func(b []byte) []byte {
+		if reuse == nil {
+			return b
+		}
+		if cap(chunk)-len(chunk) < len(b) {
+			chunk = reuse.Chunk()
+			if q.lent == nil {
+				q.lent = map[*byte]int{}
+			}
+			q.lent[&chunk[:1][0]]++
+		}
+		chunk = append(chunk, b...)
+		return chunk[len(chunk)-len(b) : len(chunk) : len(chunk)]
+	}
+	if reuse != nil {
+		q.reuses++
+	}
 	if len(q.calls) == q.failAt {
 		return nil, status.Error(codes.OutOfRange, "continue: expired")
 	}
@@ -48,8 +77,8 @@ func (q *pagingQuery) List(_ context.Context, in *fleetviewv1.ListRequest, _ ...
 	}
 	resp := &fleetviewv1.ListResponse{ResourceVersion: fmt.Sprintf("rv%d", len(q.calls))}
 	for i := from; i < to; i++ {
-		resp.RawItems = append(resp.RawItems, fmt.Appendf(nil, `{"metadata":{"name":"p%06d","namespace":"shop","creationTimestamp":"2026-01-01T00:00:00Z","annotations":{"fleetview.io/cluster":"member1"}}}`, i))
-		resp.RawCells = append(resp.RawCells, fmt.Appendf(nil, `["p%06d","1/1","Running","0","3h","10.0.0.1","node-a"]`, i))
+		resp.RawItems = append(resp.RawItems, keep(fmt.Appendf(nil, `{"metadata":{"name":"p%06d","namespace":"shop","creationTimestamp":"2026-01-01T00:00:00Z","annotations":{"fleetview.io/cluster":"member1"}}}`, i)))
+		resp.RawCells = append(resp.RawCells, keep(fmt.Appendf(nil, `["p%06d","1/1","Running","0","3h","10.0.0.1","node-a"]`, i)))
 	}
 	if to < q.n {
 		resp.Continue = fmt.Sprintf("c%d", to)
@@ -177,6 +206,20 @@ func TestListPolicy(t *testing.T) {
 					t.Fatalf("a continued read names a version: %v", c)
 				}
 			}
+			// A streamed answer lends every read its written reads'
+			// memory (the names above are intact: none was reused before
+			// it was written); a strict one lends none.
+			if streamed := tc.reads > 1; streamed {
+				again := 0
+				for _, n := range q.lent {
+					again += n - 1
+				}
+				if q.reuses != len(q.calls) || again == 0 {
+					t.Errorf("%d of %d reads given a Reuse, %d chunks lent again: want every read, some", q.reuses, len(q.calls), again)
+				}
+			} else if tc.policy.Strict && q.reuses != 0 {
+				t.Errorf("strict paging gave %d reads a Reuse", q.reuses)
+			}
 		})
 	}
 }
@@ -257,5 +300,37 @@ func TestListPolicyValidate(t *testing.T) {
 		if (err != nil) != tc.bad || (err != nil && !errors.Is(err, ErrInvalidListPolicy)) {
 			t.Errorf("%+v: %v", tc.p, err)
 		}
+	}
+}
+
+// TestListReuseAcrossAnswers: a finished streamed answer's memory serves
+// the next answer's reads (the handler keeps its Reuse), and both answers
+// are whole and exact. The collector is off and one P runs, so the pool
+// the Reuse waits in keeps it (a collection may drop it: memory, not
+// correctness).
+func TestListReuseAcrossAnswers(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	q := &pagingQuery{n: 12_000}
+	h := New(q, fakeCatalog(), nil, nil)
+	var chunks []int
+	for i := range 2 {
+		r := httptest.NewRequest("GET", "/api/v1/pods?limit=500", nil)
+		r.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		a := decodeAnswer(t, w.Body.Bytes(), true)
+		if len(a.names) != q.n {
+			t.Fatalf("answer %d: %d rows, want %d", i, len(a.names), q.n)
+		}
+		for j, n := range a.names {
+			if want := fmt.Sprintf("p%06d", j); n != want {
+				t.Fatalf("answer %d: row %d is %s, want %s", i, j, n, want)
+			}
+		}
+		chunks = append(chunks, len(q.lent))
+	}
+	if chunks[0] == 0 || chunks[1] != chunks[0] {
+		t.Fatalf("distinct chunks after each answer %v: the second answer made new ones", chunks)
 	}
 }

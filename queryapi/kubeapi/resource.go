@@ -70,6 +70,24 @@ func (h *Handler) serveList(ctx context.Context, w http.ResponseWriter, req *req
 	budget := h.lists.budgeted(p)
 	if budget {
 		lr.Limit = h.lists.firstRead(p)
+		if !p.proto {
+			// A streamed answer writes each read before the next: the
+			// store copies the next read into the memory of those
+			// written (streamList says when) rather than new memory,
+			// the garbage that grew the hub's heap in a whole-fleet
+			// listing (docs/benchmarks/query.md). The answer is written
+			// whole when serveList returns (the query client answers
+			// synchronously), so its memory serves the next answer.
+			reuse, _ := h.reuses.Get().(*query.Reuse)
+			if reuse == nil {
+				reuse = &query.Reuse{}
+			}
+			defer func() {
+				reuse.Written()
+				h.reuses.Put(reuse)
+			}()
+			ctx = query.WithReuse(ctx, reuse)
+		}
 	}
 	resp, err := h.query.List(ctx, lr, grpc.MaxCallRecvMsgSize(1<<30))
 	if err != nil {

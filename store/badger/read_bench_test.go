@@ -74,10 +74,16 @@ func benchReads(b *testing.B, r *Reader) {
 		name   string
 		list   *query.ListOptions
 		search *query.SearchOptions
+		// reuse: the pages are read as a streamed answer reads them, each
+		// written (query.Reuse.Written) before the next is read.
+		reuse bool
 	}{
 		{name: "List/all", list: &query.ListOptions{}},
 		{name: "List/paged500", list: &query.ListOptions{Limit: 500}},
+		{name: "List/paged500reused", list: &query.ListOptions{Limit: 500}, reuse: true},
 		{name: "List/labelIndex", list: &query.ListOptions{Labels: web}},
+		{name: "List/labelIndexPaged100", list: &query.ListOptions{Labels: web, Limit: 100}},
+		{name: "List/labelIndexPaged100reused", list: &query.ListOptions{Labels: web, Limit: 100}, reuse: true},
 		{name: "List/labelScan", list: &query.ListOptions{Labels: tier, Limit: 500}},
 		{name: "List/oneCluster", list: &query.ListOptions{Clusters: []string{"c2"}, Limit: 500}},
 		{name: "Search/paged100", search: &query.SearchOptions{Text: "web-00001", Limit: 100}},
@@ -89,11 +95,15 @@ func benchReads(b *testing.B, r *Reader) {
 				if tc.list != nil {
 					o := *tc.list
 					o.GVR = benchdata.PodGVR
+					if tc.reuse {
+						o.Reuse = &query.Reuse{}
+					}
 					for {
 						p, err := r.List(ctx, o)
 						if err != nil {
 							b.Fatal(err)
 						}
+						o.Reuse.Written()
 						if o.Continue = p.Continue; o.Continue == "" {
 							break
 						}

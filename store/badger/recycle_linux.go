@@ -50,6 +50,13 @@ type pageRecycler struct {
 	fds  map[string]*os.File
 	vec  []byte
 	page int64
+	// br and fields are each pass's reader of /proc/self/maps and a
+	// line's fields, kept: a new 64 KiB reader and a field slice per
+	// line every 100 ms were garbage an idle hub made at ~0.7 MB/s, which
+	// grew its heap to the collector's goal beside whatever it served
+	// (docs/benchmarks/query.md).
+	br     *bufio.Reader
+	fields [][]byte
 }
 
 func newPageRecycler(dir string) *pageRecycler {
@@ -139,9 +146,14 @@ func (r *pageRecycler) vlogMappings() ([]mapping, error) {
 	}
 	defer f.Close()
 	var out []mapping
-	br := bufio.NewReaderSize(f, 64<<10)
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(f, 64<<10)
+	} else {
+		r.br.Reset(f)
+	}
+	defer r.br.Reset(nil) // holds no closed file between passes
 	for {
-		line, err := br.ReadSlice('\n')
+		line, err := r.br.ReadSlice('\n')
 		if m, ok := r.parseMapping(line); ok {
 			out = append(out, m)
 		}
@@ -160,7 +172,8 @@ func (r *pageRecycler) vlogMappings() ([]mapping, error) {
 // "start-end perms offset dev inode path", where the path is the rest of
 // the line (it may hold spaces) and a deleted file's ends in " (deleted)".
 func (r *pageRecycler) parseMapping(line []byte) (mapping, bool) {
-	fields := bytes.Fields(line)
+	r.fields = appendFields(r.fields[:0], line)
+	fields := r.fields
 	if len(fields) < 6 || len(fields[1]) < 4 || fields[1][3] != 's' {
 		return mapping{}, false
 	}
@@ -186,6 +199,26 @@ func (r *pageRecycler) parseMapping(line []byte) (mapping, bool) {
 		return mapping{}, false
 	}
 	return mapping{path: path, start: uintptr(start), end: uintptr(end)}, true
+}
+
+// appendFields appends the fields of line separated by ASCII spaces and
+// tabs (the separators of /proc/self/maps) to dst.
+func appendFields(dst [][]byte, line []byte) [][]byte {
+	start := -1
+	for i, c := range line {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' {
+			if start >= 0 {
+				dst = append(dst, line[start:i])
+				start = -1
+			}
+		} else if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		dst = append(dst, line[start:])
+	}
+	return dst
 }
 
 func (r *pageRecycler) pass() error {

@@ -12,6 +12,8 @@
 //	FV_BENCH_EVENTS_PER_SEC=1000 FV_BENCH_WATCH_SECONDS=20
 //	FV_BENCH_STRICT_LISTS=1 (the hub's --list-page-policy=strict: the
 //	baseline of the kubectl and RSS rows under the list budget)
+//	FV_BENCH_KUBECTL_MEMPROFILE=file (heap profiles around the kubectl
+//	runs, file.start and file.end: what they allocated in this process)
 package main
 
 import (

@@ -5,7 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,23 +35,40 @@ func decodeTables(bodies [][]byte) (int, error) {
 	return n, nil
 }
 
-// kubectlRun runs kubectl and returns its output as one body.
+// kubectlRun runs kubectl and counts the lines of its output as they
+// come, holding none of them; its one body is that count (countLines).
+// The whole output (13 MB for 150k rows, read into a buffer grown by
+// doubling, twice per pass with the members' three) was garbage in this
+// process, where the hub runs: the RSS row counted it as the hub's.
 func kubectlRun(ctx context.Context, args ...string) ([][]byte, error) {
-	out, err := exec.CommandContext(ctx, kubectlBin, args...).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return nil, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, ee.Stderr)
-		}
-		return nil, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	var lines lineCounter
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, kubectlBin, args...)
+	cmd.Stdout, cmd.Stderr = &lines, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, stderr.Bytes())
 	}
-	return [][]byte{out}, nil
+	return [][]byte{strconv.AppendInt(nil, int64(lines), 10)}, nil
 }
 
-// countLines counts kubectl's rows (--no-headers: one per object).
+// lineCounter counts the lines written to it.
+type lineCounter int
+
+func (c *lineCounter) Write(p []byte) (int, error) {
+	*c += lineCounter(bytes.Count(p, []byte{'\n'}))
+	return len(p), nil
+}
+
+// countLines sums kubectl's rows (--no-headers: one per object) as
+// kubectlRun counted them.
 func countLines(bodies [][]byte) (int, error) {
 	n := 0
 	for _, b := range bodies {
-		n += bytes.Count(b, []byte{'\n'})
+		c, err := strconv.Atoi(string(b))
+		if err != nil {
+			return 0, fmt.Errorf("not a line count: %q", b)
+		}
+		n += c
 	}
 	return n, nil
 }
@@ -130,6 +151,14 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 		return err
 	}
 	rss := startRSSSampler()
+	// FV_BENCH_KUBECTL_MEMPROFILE=file: heap profiles at the start and
+	// the end of the kubectl runs (file.start, file.end), whose
+	// difference (go tool pprof -sample_index=alloc_space -base) is what
+	// they allocated in this process: what drives the RSS row.
+	memProfile := os.Getenv("FV_BENCH_KUBECTL_MEMPROFILE")
+	if err := writeHeapProfile(memProfile, "start"); err != nil {
+		return err
+	}
 	for _, c := range []struct {
 		name   string
 		args   []string
@@ -151,8 +180,30 @@ func (b *bench) tables(ctx context.Context, eps []endpoint, fv endpoint, k kubec
 			baseName: fmt.Sprintf("%d parallel kubectl against the members", len(k.contexts)), target: c.target})
 	}
 	steady, peak, live, goal := rss.stop()
+	if memProfile != "" {
+		runtime.GC() // the allocs profile is as of the last collection
+	}
+	if err := writeHeapProfile(memProfile, "end"); err != nil {
+		return err
+	}
 	b.rows = append(b.rows, row{name: "(e) hub RSS (this process: the hub in-process, beside the benchmark's own heap) during the kubectl runs above: peak vs steady before them; Go heap live at the start and the GC's highest heap goal",
 		fvNote:  fmt.Sprintf("peak %.0f MiB, steady %.0f MiB: +%.0f MiB; heap live %.0f MiB, goal up to %.0f MiB", peak, steady, peak-steady, live, goal),
 		noRatio: true, rssGrowthMB: peak - steady, targetRSSGrowthMB: 200})
 	return nil
+}
+
+// writeHeapProfile writes the heap profile to base.suffix (no base: none).
+func writeHeapProfile(base, suffix string) error {
+	if base == "" {
+		return nil
+	}
+	f, err := os.Create(base + "." + suffix)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
