@@ -37,7 +37,13 @@ func applyReverseChain(doc []byte, patches [][]byte, md rawjson.Span) ([]byte, e
 		c.w.known = rawjson.Span{}
 	}
 	longest := 0
-	c.ps = make([]chainPatch, 0, 4*len(patches))
+	// Sized for a patch of two members at each of three levels (a
+	// Pod's label and resourceVersion under its metadata) to start with:
+	// a level's scratch is popped before the next one's is pushed.
+	n := 2*len(patches) + 8
+	c.ps = make([]chainPatch, 0, 2*n)
+	c.pm, c.used, c.offs = make([]rawjson.Member, 0, n), make([]bool, 0, n), make([]int, 0, 2*n)
+	c.keys = make([][]byte, 0, 8)
 	for _, p := range patches {
 		c.ps = append(c.ps, chainPatch{b: p})
 		longest = max(longest, len(p))

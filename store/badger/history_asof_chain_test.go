@@ -352,3 +352,57 @@ func TestResolveFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkApplyReverseChain: a Pod patched back through 127 reverse
+// patches (its app label and resourceVersion changed each time: the
+// longest chain the whole-state policy leaves, chainCost), one by one
+// (applyReverseIn, as resolveStatesFrom applies them) and in one walk
+// (applyReverseChain, as resolveFirst does), both given the metadata's
+// span as the record's row spans give it.
+func BenchmarkApplyReverseChain(b *testing.B) {
+	const n = 127
+	state := func(c int) []byte {
+		pod := bytes.Replace(benchdata.Pod("c1", 7, 1), []byte(`"app":"web"`), fmt.Appendf(nil, `"app":"web%d"`, c), 1)
+		return bytes.Replace(pod, []byte(`"resourceVersion":"1"`), fmt.Appendf(nil, `"resourceVersion":"%d"`, c+1), 1)
+	}
+	cur := state(n)
+	var ps [][]byte
+	for k := n; k > 0; k-- {
+		_, rev := mergePatches(state(k-1), state(k))
+		if rev == nil {
+			b.Fatalf("change %d: no reverse patch", k)
+		}
+		ps = append(ps, rev)
+	}
+	row, err := rawjson.FindRowSpans(cur, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	want := state(0)
+	for _, f := range []struct {
+		name  string
+		apply func() ([]byte, error)
+	}{
+		{"one-by-one", func() ([]byte, error) {
+			doc, md := cur, row.Metadata
+			for _, p := range ps {
+				var err error
+				if doc, err = applyReverseIn(doc, p, md); err != nil {
+					return nil, err
+				}
+				md = rawjson.Span{}
+			}
+			return doc, nil
+		}},
+		{"chain", func() ([]byte, error) { return applyReverseChain(cur, ps, row.Metadata) }},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if got, err := f.apply(); err != nil || !bytes.Equal(got, want) {
+					b.Fatalf("%s, %v", got, err)
+				}
+			}
+		})
+	}
+}
