@@ -84,7 +84,8 @@ type seqRev struct {
 // forward from it to the first newer revision that holds the state
 // before it whole (or its own), or to the newest (whose state is the
 // object the store holds), then back through the reverse patches (at
-// most SnapshotEvery-1 of them, fewer when they are large: chainCost).
+// most SnapshotEvery-1 of them, fewer when they are large: chainCost),
+// applied in one walk (resolveFirst).
 func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
 	var revs []seqRev
 	newest := true
@@ -189,10 +190,11 @@ func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 func resolveFirst(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool, cur []byte, curMeta rawjson.Span) ([]byte, error) {
 	var base []byte
 	var md rawjson.Span
-	var pbuf [8][]byte
-	patches := pbuf[:0] // newest first: the order they apply in
+	// Newest first: the order they apply in. A revision is a large
+	// struct: read in place, not copied, 128 a chain.
+	patches := make([][]byte, 0, len(revs))
 	for i := len(revs) - 1; i >= 0; i-- {
-		r := revs[i].r
+		r := &revs[i].r
 		switch {
 		case r.own != nil:
 			base, md, patches = r.own, rawjson.Span{}, patches[:0]
@@ -207,7 +209,7 @@ func resolveFirst(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource,
 				base = st
 			}
 		default:
-			nx := revs[i+1].r
+			nx := &revs[i+1].r
 			switch {
 			case nx.prev == nil:
 				return nil, fmt.Errorf("revision %s/%d: no state before %d: %w", uid, revs[i].seq, revs[i+1].seq, errCorrupt)
