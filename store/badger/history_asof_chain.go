@@ -38,25 +38,29 @@ func applyReverseChain(doc []byte, patches [][]byte, md rawjson.Span) ([]byte, e
 	}
 	longest := 0
 	// Sized for a patch of two members at each of three levels (a
-	// Pod's label and resourceVersion under its metadata) to start with:
-	// a level's scratch is popped before the next one's is pushed.
+	// Pod's label and resourceVersion under its metadata) to start
+	// with. The scratch holds offsets, no pointers: a 127-patch chain's
+	// is tens of KB, which the collector then need not scan.
 	n := 2*len(patches) + 8
-	c.ps = make([]chainPatch, 0, 2*n)
-	c.pm, c.used, c.offs = make([]rawjson.Member, 0, n), make([]bool, 0, n), make([]int, 0, 2*n)
+	c.srcs = patches
+	c.ps = make([]chainPatch, 0, 3*len(patches)+8)
+	c.pm, c.used, c.offs = make([]chainMember, 0, 2*n), make([]bool, 0, 2*n), make([]int, 0, 3*len(patches)+8)
 	c.keys = make([][]byte, 0, 8)
-	for _, p := range patches {
-		c.ps = append(c.ps, chainPatch{b: p})
+	for i, p := range patches {
+		c.ps = append(c.ps, chainPatch{src: i})
 		longest = max(longest, len(p))
 	}
 	out, _, err := c.level(make([]byte, 0, len(doc)+longest), doc, 0, 0, len(patches), true, true, 0)
 	return out, err
 }
 
-// chainPatch is one patch's object at b[at], at some level.
-type chainPatch struct {
-	b  []byte
-	at int
-}
+// chainPatch is one patch's object at some level: at
+// chainApply.srcs[src][at].
+type chainPatch struct{ src, at int }
+
+// chainMember is a member of a patch's object, as offsets into the
+// patch: its key's bytes and its value's.
+type chainMember struct{ ks, ke, vs, ve int }
 
 // chainApply is one applyReverseChain: the document (w, with what is
 // known of it) and the levels' scratch, each a stack a level pushes on
@@ -67,8 +71,9 @@ type chainPatch struct {
 // patches.
 type chainApply struct {
 	w    reverseWalk
+	srcs [][]byte // the patches
 	ps   []chainPatch
-	pm   []rawjson.Member
+	pm   []chainMember
 	used []bool
 	offs []int
 	keys [][]byte
@@ -97,11 +102,17 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 	defer func() {
 		c.offs, c.pm, c.used, c.keys = c.offs[:o0], c.pm[:k0], c.used[:k0], c.keys[:key0]
 	}()
+	var mbuf [32]rawjson.Member
 	for i := p0; i < p1; i++ {
 		c.offs = append(c.offs, len(c.pm))
-		var err error
-		if c.pm, _, err = rawjson.Members(c.ps[i].b, c.ps[i].at, c.pm); err != nil {
+		b := c.srcs[c.ps[i].src]
+		ms, _, err := rawjson.Members(b, c.ps[i].at, mbuf[:0])
+		if err != nil {
 			return nil, 0, err
+		}
+		for _, m := range ms {
+			ks := m.Start + 1 // the key's bytes follow its quote
+			c.pm = append(c.pm, chainMember{ks: ks, ke: ks + len(m.Key), vs: m.ValueStart, ve: m.ValueEnd})
 		}
 	}
 	c.offs = append(c.offs, len(c.pm))
@@ -109,15 +120,19 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 		c.used = append(c.used, false)
 	}
 	left := len(c.pm) - k0 // the patches' members not met yet
-	for j := k0; j < len(c.pm); j++ {
-		if !hasKey(c.keys[key0:], c.pm[j].Key) {
-			c.keys = append(c.keys, c.pm[j].Key)
+	for i := range m {
+		b := c.srcs[c.ps[p0+i].src]
+		for j := c.offs[o0+i]; j < c.offs[o0+i+1]; j++ {
+			if k := b[c.pm[j].ks:c.pm[j].ke]; !hasKey(c.keys[key0:], k) {
+				c.keys = append(c.keys, k)
+			}
 		}
 	}
 	// find is the first member of patch i named key that no member met.
 	find := func(i int, key []byte) int {
+		b := c.srcs[c.ps[p0+i].src]
 		for j := c.offs[o0+i]; j < c.offs[o0+i+1]; j++ {
-			if !c.used[j] && bytes.Equal(c.pm[j].Key, key) {
+			if !c.used[j] && bytes.Equal(b[c.pm[j].ks:c.pm[j].ke], key) {
 				return j
 			}
 		}
@@ -164,16 +179,16 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 			}
 			c.used[j] = true
 			left--
-			p := c.ps[p0+i]
-			pm := c.pm[j]
-			pv := p.b[pm.ValueStart:pm.ValueEnd]
+			src := c.ps[p0+i].src
+			b, pm := c.srcs[src], c.pm[j]
+			pv := b[pm.vs:pm.ve]
 			switch {
 			case string(pv) == "null":
 				alive = false
 			case pv[0] == '{' && isObj:
-				c.ps = append(c.ps, chainPatch{b: p.b, at: pm.ValueStart})
+				c.ps = append(c.ps, chainPatch{src: src, at: pm.vs})
 			default:
-				vsrc, vat, vend, isObj = p.b, pm.ValueStart, pm.ValueEnd, pv[0] == '{'
+				vsrc, vat, vend, isObj = b, pm.vs, pm.ve, pv[0] == '{'
 				c.ps = c.ps[:mark]
 			}
 		}
@@ -256,7 +271,8 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 func (c *chainApply) added(p0, m, o0 int, find func(int, []byte) int) []chainEntry {
 	var ents []chainEntry
 	for i := range m {
-		p := c.ps[p0+i]
+		src := c.ps[p0+i].src
+		b := c.srcs[src]
 		for k := range ents {
 			e := &ents[k]
 			if !e.alive {
@@ -268,21 +284,21 @@ func (c *chainApply) added(p0, m, o0 int, find func(int, []byte) int) []chainEnt
 			}
 			c.used[j] = true
 			pm := c.pm[j]
-			pv := p.b[pm.ValueStart:pm.ValueEnd]
+			pv := b[pm.vs:pm.ve]
 			switch {
 			case string(pv) == "null":
 				e.alive = false
 			case pv[0] == '{' && e.src[e.at] == '{':
-				e.ps = append(e.ps, chainPatch{b: p.b, at: pm.ValueStart})
+				e.ps = append(e.ps, chainPatch{src: src, at: pm.vs})
 			default:
-				e.src, e.at, e.end, e.ps = p.b, pm.ValueStart, pm.ValueEnd, nil
+				e.src, e.at, e.end, e.ps = b, pm.vs, pm.ve, nil
 			}
 		}
 		for j := c.offs[o0+i]; j < c.offs[o0+i+1]; j++ {
 			pm := c.pm[j]
-			if pv := p.b[pm.ValueStart:pm.ValueEnd]; !c.used[j] && string(pv) != "null" {
+			if pv := b[pm.vs:pm.ve]; !c.used[j] && string(pv) != "null" {
 				c.used[j] = true
-				ents = append(ents, chainEntry{key: pm.Key, src: p.b, at: pm.ValueStart, end: pm.ValueEnd, alive: true})
+				ents = append(ents, chainEntry{key: b[pm.ks:pm.ke], src: b, at: pm.vs, end: pm.ve, alive: true})
 			}
 		}
 	}
