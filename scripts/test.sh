@@ -108,7 +108,9 @@ bash scripts/check-layers.sh
 log "docs point at what exists"
 bash scripts/check-docs.sh
 
-# Every parser that reads network input, fuzzed for a bounded time:
+# Every parser that reads network input, and the history's one-walk
+# apply of a chain of reverse patches against the one-by-one apply it
+# must equal byte for byte, fuzzed for a bounded time:
 # "package target seconds", one per line, since go test -fuzz takes
 # one target per package per run. About 88 s of fuzzing in all. The seeds
 # (f.Add, and internal/rawjson/testdata) run with go test below too; these
@@ -129,8 +131,9 @@ fuzz_targets='
 ./internal/kubepath FuzzCanonical 8
 ./internal/relations FuzzExtractPod 6
 ./store/badger FuzzRelScanPod 6
+./store/badger FuzzApplyReverseChain 6
 '
-log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, the Kubernetes API path the hub judges against the one the member executes, a Pod's relation fields, and the store's one pass over them (about 88 s)"
+log "fuzz the parsers of network input: raw-JSON scanner, resourceVersion and continue tokens, label/field/cluster selectors, Kubernetes API query parameters, registry documents, stream subjects and events, the Kubernetes API path the hub judges against the one the member executes, a Pod's relation fields and the store's one pass over them, and a history chain's reverse patches applied in one walk (about 94 s)"
 while read -r pkg target secs; do
 	[ -n "$pkg" ] || continue
 	echo "fuzz $pkg $target (${secs}s)"

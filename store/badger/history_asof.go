@@ -220,11 +220,11 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 		// first (a rebuilt object's state is a new buffer anyway).
 		var st []byte
 		ok, err := withRecord(txn, key, at[len(at)-1].seq, func(cur []byte) error {
-			states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, true, cur, rawjson.Span{})
-			if err != nil {
+			var err error
+			if st, err = resolveFirst(txn, cluster, gvr, uid, at, true, cur, rawjson.Span{}); err != nil {
 				return err
 			}
-			if st = states[0]; len(st) > 0 && &st[0] == &cur[0] {
+			if len(st) > 0 && &st[0] == &cur[0] {
 				st = bytes.Clone(st) // no patch changed it: the record's own bytes
 			}
 			return nil
@@ -233,11 +233,11 @@ func uidAt(txn *bdg.Txn, h *histIters, cluster string, gvr schema.GroupVersionRe
 			return st, atState, err
 		}
 	}
-	states, err := resolveStates(txn, cluster, gvr, uid, at, newest)
+	st, err := resolveFirst(txn, cluster, gvr, uid, at, newest, nil, rawjson.Span{})
 	if err != nil {
 		return nil, atAbsent, err
 	}
-	return states[0], atState, nil
+	return st, atState, nil
 }
 
 // withRecord calls fn with the JSON of the record at key, valid during

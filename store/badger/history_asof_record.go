@@ -108,11 +108,10 @@ func fromRecordAt(txn *bdg.Txn, ar *arena, r record, uid, cluster string, gvr sc
 		if newest {
 			cur, md = r.json, r.row.Metadata
 		}
-		states, err := resolveStatesFrom(txn, cluster, gvr, uid, at, newest, cur, md)
-		if err != nil {
+		if obj, err = resolveFirst(txn, cluster, gvr, uid, at, newest, cur, md); err != nil {
 			return nil, nil, nil, err
 		}
-		if obj = states[0]; !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
+		if !ownJSON && newest && len(obj) > 0 && &obj[0] == &r.json[0] {
 			obj = bytes.Clone(obj) // no patch changed it: the record's own bytes
 		}
 	}

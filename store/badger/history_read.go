@@ -84,7 +84,8 @@ type seqRev struct {
 // forward from it to the first newer revision that holds the state
 // before it whole (or its own), or to the newest (whose state is the
 // object the store holds), then back through the reverse patches (at
-// most SnapshotEvery-1 of them, fewer when they are large: chainCost).
+// most SnapshotEvery-1 of them, fewer when they are large: chainCost),
+// applied in one walk (resolveFirst).
 func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, seq uint64) ([]byte, revision, error) {
 	var revs []seqRev
 	newest := true
@@ -113,11 +114,11 @@ func stateAt(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid 
 	if len(revs) == 0 {
 		return nil, revision{}, fmt.Errorf("revision %s/%d: %w", uid, seq, errNoRevision)
 	}
-	states, err := resolveStates(txn, cluster, gvr, uid, revs, newest)
+	state, err := resolveFirst(txn, cluster, gvr, uid, revs, newest, nil, rawjson.Span{})
 	if err != nil {
 		return nil, revision{}, err
 	}
-	return states[0], revs[0].r, nil
+	return state, revs[0].r, nil
 }
 
 // resolveStates are the states after revs, consecutive revisions of the
@@ -174,6 +175,63 @@ func resolveStatesFrom(txn *bdg.Txn, cluster string, gvr schema.GroupVersionReso
 		}
 	}
 	return states, nil
+}
+
+// resolveFirst is resolveStatesFrom's first state alone, the one a read
+// as of a time or of one revision wants: the reverse patches from the
+// nearest state known whole (a revision's own, a whole previous state,
+// or the newest) back to it applied in one walk of that state
+// (applyReverseChain), not one copy and walk of the object per patch:
+// with whole states kept by the chain's cost (chainCost) that chain is
+// up to SnapshotEvery-1 patches long. The same bytes as
+// resolveStatesFrom's states[0] (TestResolveFirst), its errors too: a
+// chain applyReverseChain refuses is resolved patch by patch, which
+// names the revision at fault.
+func resolveFirst(txn *bdg.Txn, cluster string, gvr schema.GroupVersionResource, uid string, revs []seqRev, newest bool, cur []byte, curMeta rawjson.Span) ([]byte, error) {
+	var base []byte
+	var md rawjson.Span
+	// Newest first: the order they apply in. A revision is a large
+	// struct: read in place, not copied, 128 a chain.
+	patches := make([][]byte, 0, len(revs))
+	for i := len(revs) - 1; i >= 0; i-- {
+		r := &revs[i].r
+		switch {
+		case r.own != nil:
+			base, md, patches = r.own, rawjson.Span{}, patches[:0]
+		case i == len(revs)-1:
+			if newest && cur != nil {
+				base, md = cur, curMeta
+			} else if newest {
+				st, err := currentState(txn, cluster, gvr, uid, revs[i].seq)
+				if err != nil {
+					return nil, err
+				}
+				base = st
+			}
+		default:
+			nx := &revs[i+1].r
+			switch {
+			case nx.prev == nil:
+				return nil, fmt.Errorf("revision %s/%d: no state before %d: %w", uid, revs[i].seq, revs[i+1].seq, errCorrupt)
+			case nx.prevWhole:
+				base, md, patches = nx.prev, rawjson.Span{}, patches[:0]
+			case base == nil:
+				return nil, fmt.Errorf("revision %s/%d: no state: %w", uid, revs[i+1].seq, errCorrupt)
+			case string(nx.prev) == "{}":
+			default:
+				patches = append(patches, nx.prev)
+			}
+		}
+	}
+	st, err := applyReverseChain(base, patches, md)
+	if err != nil {
+		states, err := resolveStatesFrom(txn, cluster, gvr, uid, revs, newest, cur, curMeta)
+		if err != nil {
+			return nil, err
+		}
+		return states[0], nil
+	}
+	return st, nil
 }
 
 // currentState is the state of the uid's newest revision seq, which
