@@ -140,13 +140,7 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 	}
 	dst = append(dst, '{')
 	n := 0
-	member := func(key []byte) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(append(append(dst, '"'), key...), '"', ':')
-	}
+	member := func(key []byte) { dst = appendMemberKey(dst, &n, key) }
 	skip := func(i int) (int, error) {
 		if inDoc {
 			return c.w.skip(i, top)
@@ -231,12 +225,8 @@ func (c *chainApply) level(dst, src []byte, at, p0, p1 int, inDoc, top bool, end
 		return ve, err
 	})
 	if rest != nil {
-		// Every member of every patch was met: none is added, and src's
-		// members after the last one met are rest, each after a comma.
-		if n == 0 && len(rest) > 0 {
-			rest = rest[1:]
-		}
-		return append(append(dst, rest...), '}'), restEnd, nil
+		// Every member of every patch was met: none is added.
+		return closeWithRest(dst, rest, n), restEnd, nil
 	}
 	if err != nil {
 		return nil, 0, err

@@ -104,13 +104,7 @@ func (w *reverseWalk) at(dst []byte, di int, patch []byte, pi int, top bool, end
 	}
 	dst = append(dst, '{')
 	n := 0
-	member := func(key []byte) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(append(append(dst, '"'), key...), '"', ':')
-	}
+	member := func(key []byte) { dst = appendMemberKey(dst, &n, key) }
 	left := len(pm) // the patch's members not met yet
 	var rest []byte // doc's tail copied as it is (compactTail)
 	restEnd := 0    // the offset past this level's brace, with rest
@@ -154,12 +148,8 @@ func (w *reverseWalk) at(dst []byte, di int, patch []byte, pi int, top bool, end
 		return ve, err
 	})
 	if rest != nil {
-		// Every member of the patch was met: none is added, and doc's
-		// members after the last one met are rest, each after a comma.
-		if n == 0 && len(rest) > 0 {
-			rest = rest[1:]
-		}
-		return append(append(dst, rest...), '}'), restEnd, nil
+		// Every member of the patch was met: none is added.
+		return closeWithRest(dst, rest, n), restEnd, nil
 	}
 	if err != nil {
 		return nil, 0, err

@@ -299,13 +299,7 @@ func applyObject(dst, doc []byte, di int, patch []byte, pi int) ([]byte, error) 
 	used := make([]bool, len(pm))
 	dst = append(dst, '{')
 	n := 0
-	member := func(key []byte) {
-		if n > 0 {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(append(append(dst, '"'), key...), '"', ':')
-	}
+	member := func(key []byte) { dst = appendMemberKey(dst, &n, key) }
 	for _, d := range dm {
 		dv := doc[d.ValueStart:d.ValueEnd]
 		j := find(pm, d.Key, used)
@@ -335,4 +329,26 @@ func applyObject(dst, doc []byte, di int, patch []byte, pi int) ([]byte, error) 
 		}
 	}
 	return append(dst, '}'), nil
+}
+
+// appendMemberKey appends key's `"key":` to dst, the object's n-th
+// member: after a comma unless it is the first. The merge patch's writers
+// (mergeObjects, applyReverseIn, applyReverseChain) build objects member
+// by member with it.
+func appendMemberKey(dst []byte, n *int, key []byte) []byte {
+	if *n > 0 {
+		dst = append(dst, ',')
+	}
+	*n++
+	return append(append(append(dst, '"'), key...), '"', ':')
+}
+
+// closeWithRest ends an object written member by member (n of them) with
+// rest, the source's members after the last one a patch touched, each
+// after a comma (the first comma dropped when nothing was written before).
+func closeWithRest(dst, rest []byte, n int) []byte {
+	if n == 0 && len(rest) > 0 {
+		rest = rest[1:]
+	}
+	return append(append(dst, rest...), '}')
 }
