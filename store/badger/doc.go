@@ -88,6 +88,11 @@
 // keeps a live object's newest revision past the window (without feed
 // entries); its next change drops it and is the first kept. Revisions
 // written before reverse deltas (format bytes 1 and 2) are not read.
+// An as-of list is List's own scan told what to leave out
+// (history_asoflist.go), merged in key order with the changed objects
+// rebuilt as they were (history_asofmerge.go), which workers judge from
+// their records and revisions (history_asofjudge.go, history_asof_record.go;
+// a long chain's patches applied in one walk: history_asof_chain.go).
 //
 // The label index makes an equality-selected list cost the size of its
 // answer, not of the resource; the per-cluster index (p/) makes a list of
